@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fused gradient-clip pipeline (DESIGN §3): per buffer a squared-sum
+ * into a slice of one partials buffer, one block turning all partials into
+ * [scale, norm] on the device, then a scale of each buffer that reads the
+ * scale from device memory. No value crosses to the host.
+ */
+#include "kernels.h"
+
+#define CLIP_THREADS 256u
+#define SQSUM_MAX_BLOCKS 256u
+#define SQSUM_PER_BLOCK 1024u
+
+uint32_t pgk_squared_sum_num_blocks(uint32_t n)
+{
+    uint32_t b = (uint32_t)(((uint64_t)n + SQSUM_PER_BLOCK - 1) / SQSUM_PER_BLOCK);
+    if (b > SQSUM_MAX_BLOCKS)
+        b = SQSUM_MAX_BLOCKS;
+    return b ? b : 1;
+}
+
+/* &base[i] for f32 elements. */
+static pg_reg elem_addr(pg_kernel *k, pg_reg base, pg_val i)
+{
+    pg_reg off = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, off, i, pg_u32(4));
+    pg_reg a = pg_reg_new(k, PG_U64);
+    pg_add(k, PG_U64, a, base, off);
+    return a;
+}
+
+static const pgk_knob n_knob[] = {
+    {"n", 1u << 20, 1, UINT32_MAX, "number of f32 elements"},
+};
+
+/* ---------------------------------------------------------------- squared_sum_reduce */
+
+/* Each block sums the squares of its grid-stride share: four independent
+ * loads in flight a thread (the grid is capped at 256 blocks, so this is
+ * what keeps enough bytes moving), four accumulators combined in a fixed
+ * order, then a fixed-order block reduction. Same n, same bits. */
+static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
+    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
+    pg_reg input = pg_param_load(k, p[0]);
+    pg_reg output = pg_param_load(k, p[1]);
+    pg_reg n = pg_param_load(k, p[2]);
+
+    pg_reg i = pg_global_tid_x(k);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg nctaid = pg_sreg_read(k, PG_SREG_NCTAID_X);
+    pg_reg stride = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, stride, ntid, nctaid);
+
+    pg_reg acc[4];
+    for (int j = 0; j < 4; j++) {
+        acc[j] = pg_reg_new(k, PG_F32);
+        pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
+    }
+
+    pg_comment(k, "main loop: i + 3*stride < n, four loads in flight");
+    pg_reg three = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, three, stride, pg_u32(3));
+    pg_reg room = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_GT, PG_U32, room, n, three);
+    pg_reg lim = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, lim, n, three);
+    pg_reg limit = pg_reg_new(k, PG_U32);
+    pg_selp(k, PG_U32, limit, lim, pg_u32(0), room);
+    pg_reg stride_bytes = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, stride_bytes, stride, pg_u32(4));
+
+    pg_label top = pg_label_new(k, "main");
+    pg_label tail = pg_label_new(k, "tail");
+    pg_label tail_top = pg_label_new(k, "tail_loop");
+    pg_label done = pg_label_new(k, "reduce");
+    pg_reg pm = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, top);
+    pg_setp(k, PG_CMP_GE, PG_U32, pm, i, limit);
+    pg_bra_if(k, pm, false, tail);
+    pg_reg a = elem_addr(k, input, i);
+    pg_reg x[4];
+    for (int j = 0; j < 4; j++) {
+        x[j] = pg_reg_new(k, PG_F32);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x[j]);
+        if (j < 3)
+            pg_add(k, PG_U64, a, a, stride_bytes);
+    }
+    for (int j = 0; j < 4; j++)
+        pg_fma(k, PG_F32, acc[j], x[j], x[j], acc[j]);
+    pg_add(k, PG_U32, i, i, three);
+    pg_add(k, PG_U32, i, i, stride);
+    pg_bra(k, top);
+
+    pg_label_bind(k, tail);
+    pg_reg pt = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, tail_top);
+    pg_setp(k, PG_CMP_GE, PG_U32, pt, i, n);
+    pg_bra_if(k, pt, false, done);
+    pg_reg ta = elem_addr(k, input, i);
+    pg_reg tx = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, ta, 0, tx);
+    pg_fma(k, PG_F32, acc[0], tx, tx, acc[0]);
+    pg_add(k, PG_U32, i, i, stride);
+    pg_bra(k, tail_top);
+
+    pg_label_bind(k, done);
+    pg_add(k, PG_F32, acc[0], acc[0], acc[1]);
+    pg_add(k, PG_F32, acc[2], acc[2], acc[3]);
+    pg_add(k, PG_F32, acc[0], acc[0], acc[2]);
+    pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, acc[0], scratch);
+
+    pg_comment(k, "thread 0 writes output[blockIdx.x]");
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg not_first = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_NE, PG_U32, not_first, tid, pg_u32(0));
+    pg_guard(k, not_first, false);
+    pg_ret(k);
+    pg_reg oa = elem_addr(k, output, ctaid);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, oa, 0, sum);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int launch_squared_sum(const uint32_t *knobs, pgk_launch *out)
+{
+    if (knobs[0] == 0)
+        return PG_ERANGE;
+    *out = (pgk_launch){{pgk_squared_sum_num_blocks(knobs[0]), 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    return PG_OK;
+}
+
+static const pgk_param squared_sum_params[] = {
+    {"input", PG_U64, true},
+    {"output", PG_U64, true},
+    {"n", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_squared_sum_reduce = {
+    .name = "squared_sum_reduce",
+    .summary = "per-block sums of squares: output[b] = sum of x^2 over block b's share",
+    .params = squared_sum_params,
+    .nparams = 3,
+    .knobs = n_knob,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_squared_sum,
+    .launch = launch_squared_sum,
+};
+
+/* ---------------------------------------------------------------- clip_scale_reduce */
+
+/* One block: thread t sums partials t, t+256, ... in order, then a
+ * fixed-order block reduction; bitwise identical run to run. A non-finite
+ * norm is written as is to output[1] and leaves the scale at 1 (the
+ * gradients are not touched; the caller sees the norm and decides). */
+static int build_clip_scale(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
+    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
+    pg_reg partials = pg_param_load(k, p[0]);
+    pg_reg total = pg_param_load(k, p[1]);
+    pg_reg max_norm = pg_param_load(k, p[2]);
+    pg_reg output = pg_param_load(k, p[3]);
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg i = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, i, tid);
+    pg_reg acc = pg_reg_new(k, PG_F32);
+    pg_mov(k, PG_F32, acc, pg_f32(0.0f));
+    pg_label top = pg_label_new(k, "sum");
+    pg_label done = pg_label_new(k, "reduce");
+    pg_reg pe = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, top);
+    pg_setp(k, PG_CMP_GE, PG_U32, pe, i, total);
+    pg_bra_if(k, pe, false, done);
+    pg_reg a = elem_addr(k, partials, i);
+    pg_reg x = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x);
+    pg_add(k, PG_F32, acc, acc, x);
+    pg_add(k, PG_U32, i, i, ntid);
+    pg_bra(k, top);
+    pg_label_bind(k, done);
+
+    pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, acc, scratch);
+
+    pg_comment(k, "thread 0: norm = sqrt(sum), scale = min(1, max_norm / norm)");
+    pg_reg not_first = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_NE, PG_U32, not_first, tid, pg_u32(0));
+    pg_guard(k, not_first, false);
+    pg_ret(k);
+    pg_reg norm = pg_reg_new(k, PG_F32);
+    pg_sqrt(k, PG_F32, norm, sum);
+    pg_reg raw = pg_reg_new(k, PG_F32);
+    pg_div(k, PG_F32, raw, max_norm, norm); /* norm 0 gives +inf: scale 1 */
+    pg_reg scale = pg_reg_new(k, PG_F32);
+    pg_min(k, PG_F32, scale, raw, pg_f32(1.0f));
+    pg_reg finite = pg_reg_new(k, PG_PRED);
+    pg_reg mag = pg_reg_new(k, PG_F32);
+    pg_abs(k, PG_F32, mag, norm);
+    pg_setp(k, PG_CMP_LT, PG_F32, finite, mag, pg_f32(__builtin_inff()));
+    pg_selp(k, PG_F32, scale, scale, pg_f32(1.0f), finite);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, output, 0, scale);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, output, 4, norm);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int launch_clip_scale(const uint32_t *knobs, pgk_launch *out)
+{
+    if (knobs[0] == 0)
+        return PG_ERANGE;
+    *out = (pgk_launch){{1, 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    return PG_OK;
+}
+
+static const pgk_param clip_scale_params[] = {
+    {"partials", PG_U64, true},
+    {"total_n", PG_U32, false},
+    {"max_norm", PG_F32, false},
+    {"output", PG_U64, true},
+};
+
+static const pgk_knob total_knob[] = {
+    {"total_n", 1, 1, UINT32_MAX, "number of partial sums"},
+};
+
+const pgk_desc pgk_desc_clip_scale_reduce = {
+    .name = "clip_scale_reduce",
+    .summary = "one block: output[0] = min(1, max_norm/sqrt(sum partials)), output[1] = norm",
+    .params = clip_scale_params,
+    .nparams = 4,
+    .knobs = total_knob,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_clip_scale,
+    .launch = launch_clip_scale,
+};
+
+/* ---------------------------------------------------------------- gradient_clip(_gpu_scale) */
+
+static void scale_elements(pg_kernel *k, pg_reg grads, pg_reg n, pg_reg scale, pg_reg gid)
+{
+    pg_reg a = elem_addr(k, grads, gid);
+    pg_reg g = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, g);
+    pg_mul(k, PG_F32, g, g, scale);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, g);
+    (void)n;
+}
+
+static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
+    pg_reg grads = pg_param_load(k, p[0]);
+    pg_reg scale_ptr = pg_param_load(k, p[1]);
+    pg_reg n = pg_param_load(k, p[2]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+    pg_reg scale = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, scale_ptr, 0, scale);
+    pg_comment(k, "|scale - 1| < 1e-7: nothing to clip, write nothing");
+    pg_reg dev = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, dev, scale, pg_f32(1.0f));
+    pg_abs(k, PG_F32, dev, dev);
+    pg_reg keep = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LT, PG_F32, keep, dev, pg_f32(1e-7f));
+    pg_bra_if(k, keep, false, out);
+    scale_elements(k, grads, n, scale, gid);
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int build_clip(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
+    pg_reg grads = pg_param_load(k, p[0]);
+    pg_reg scale = pg_param_load(k, p[1]);
+    pg_reg n = pg_param_load(k, p[2]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+    scale_elements(k, grads, n, scale, gid);
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int launch_elementwise(const uint32_t *knobs, pgk_launch *out)
+{
+    return pgk_launch_1d(knobs[0], CLIP_THREADS, out);
+}
+
+static const pgk_param clip_gpu_scale_params[] = {
+    {"grads", PG_U64, true},
+    {"scale_ptr", PG_U64, true},
+    {"n", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_gradient_clip_gpu_scale = {
+    .name = "gradient_clip_gpu_scale",
+    .summary = "grads *= scale_ptr[0], in place; no write when |scale - 1| < 1e-7",
+    .params = clip_gpu_scale_params,
+    .nparams = 3,
+    .knobs = n_knob,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_clip_gpu_scale,
+    .launch = launch_elementwise,
+};
+
+static const pgk_param clip_params[] = {
+    {"grads", PG_U64, true},
+    {"scale", PG_F32, false},
+    {"n", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_gradient_clip = {
+    .name = "gradient_clip",
+    .summary = "grads *= scale (a host value), in place",
+    .params = clip_params,
+    .nparams = 3,
+    .knobs = n_knob,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_clip,
+    .launch = launch_elementwise,
+};

@@ -1,0 +1,1308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Recording: every pg_* instruction call checks its operands against the
+ * instruction type and the target at once (so the message points at the
+ * call that was wrong) and appends a record. Nothing is written as text
+ * until pg_kernel_emit().
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- errors */
+
+int pg_fail(pg_kernel *k, int err, const char *fmt, ...)
+{
+    if (!k || k->err)
+        return k ? k->err : err;
+    k->err = err;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(k->msg, sizeof k->msg, "%s: ", k->name ? k->name : "?");
+    if (n < 0 || (size_t)n >= sizeof k->msg)
+        n = 0;
+    vsnprintf(k->msg + n, sizeof k->msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+int pg_kernel_error(const pg_kernel *k) { return k ? k->err : PG_EINVAL; }
+const char *pg_kernel_message(const pg_kernel *k) { return k ? k->msg : "no kernel"; }
+pg_target pg_kernel_target(const pg_kernel *k) { return k ? k->target : PG_TARGET_COUNT; }
+unsigned pg_kernel_isa(const pg_kernel *k) { return k ? k->isa : 0; }
+
+/* Usable for recording: no error and not yet emitted. */
+static bool live(pg_kernel *k)
+{
+    if (!k || k->err)
+        return false;
+    if (k->emitted) {
+        pg_fail(k, PG_ESTATE, "the kernel was already emitted; it takes no more instructions");
+        return false;
+    }
+    return true;
+}
+
+int pg_grow(pg_kernel *k, void **arr, uint32_t *cap, uint32_t need, size_t elem)
+{
+    if (need <= *cap)
+        return PG_OK;
+    uint32_t ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        if (ncap > UINT32_MAX / 2)
+            return pg_fail(k, PG_ENOMEM, "too many records");
+        ncap *= 2;
+    }
+    void *n = arena_alloc(&k->mem, (size_t)ncap * elem);
+    if (!n)
+        return pg_fail(k, PG_ENOMEM, "out of memory");
+    if (*arr)
+        memcpy(n, *arr, (size_t)*cap * elem);
+    memset((char *)n + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
+    *arr = n;
+    *cap = ncap;
+    return PG_OK;
+}
+
+#define GROW(k, arr, cap, need) pg_grow((k), (void **)&(arr), &(cap), (need), sizeof *(arr))
+
+/* ---------------------------------------------------------------- names */
+
+static bool is_ident(const char *s)
+{
+    if (!s || !*s || strlen(s) > 64)
+        return false;
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+        return false;
+    for (const char *p = s + 1; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              (*p >= '0' && *p <= '9') || *p == '_'))
+            return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------- kernel */
+
+int pg_kernel_create(pg_kernel **out, const char *name, pg_target target)
+{
+    if (!out)
+        return PG_EINVAL;
+    *out = NULL;
+    if (!is_ident(name) || (unsigned)target >= PG_TARGET_COUNT)
+        return PG_EINVAL;
+    pg_kernel *k = pg_mem_alloc(sizeof *k);
+    if (!k)
+        return PG_ENOMEM;
+    memset(k, 0, sizeof *k);
+    k->target = target;
+    k->isa = pg_target_min_isa(target);
+    k->name = arena_strdup(&k->mem, name);
+    if (!k->name || GROW(k, k->regs, k->cap_regs, 1) || GROW(k, k->labels, k->cap_labels, 1) ||
+        GROW(k, k->shared, k->cap_shared, 1)) {
+        arena_free_all(&k->mem);
+        pg_mem_free(k);
+        return PG_ENOMEM;
+    }
+    k->nregs = k->nlabels = k->nshared = 1; /* id 0 means "none" */
+    *out = k;
+    return PG_OK;
+}
+
+void pg_kernel_destroy(pg_kernel **k)
+{
+    if (!k || !*k)
+        return;
+    arena_free_all(&(*k)->mem);
+    pg_mem_free(*k);
+    *k = NULL;
+}
+
+void pg_kernel_set_maxntid(pg_kernel *k, uint32_t x, uint32_t y, uint32_t z)
+{
+    if (!live(k))
+        return;
+    if (!x || !y || !z || (uint64_t)x * y * z > 1024) {
+        pg_fail(k, PG_ERANGE, ".maxntid %u, %u, %u: each must be >= 1 and the product <= 1024",
+                x, y, z);
+        return;
+    }
+    k->maxntid[0] = x;
+    k->maxntid[1] = y;
+    k->maxntid[2] = z;
+}
+
+bool pg_require(pg_kernel *k, unsigned sm, unsigned isa, const char *what)
+{
+    unsigned have = pg_target_sm(k->target);
+    if (have < sm) {
+        pg_fail(k, PG_ETARGET, "%s needs sm_%u or newer; the target is %s", what, sm,
+                pg_target_name(k->target));
+        return false;
+    }
+    if (isa > k->isa)
+        k->isa = isa;
+    return true;
+}
+
+/* ---------------------------------------------------------------- registers */
+
+pg_reg pg_reg_new(pg_kernel *k, pg_type t)
+{
+    if (!live(k))
+        return pg_none();
+    if ((unsigned)t >= PG_TYPE_COUNT) {
+        pg_fail(k, PG_EINVAL, "pg_reg_new: invalid type %d", (int)t);
+        return pg_none();
+    }
+    if (pg_type_bits(t) == 8) {
+        pg_fail(k, PG_ETYPE, "pg_reg_new: .%s is not a register type in PTX; "
+                              "use a 16- or 32-bit register for bytes", pg_type_name(t));
+        return pg_none();
+    }
+    if (GROW(k, k->regs, k->cap_regs, k->nregs + 1))
+        return pg_none();
+    reg_class c = pg_type_class(t);
+    reg_info *r = &k->regs[k->nregs];
+    r->type = (uint8_t)t;
+    r->cls = (uint8_t)c;
+    r->num = ++k->class_count[c];
+    pg_val v = {PG_VAL_REG, k->nregs++, 0};
+    return v;
+}
+
+pg_type pg_reg_type(const pg_kernel *k, pg_val r)
+{
+    if (!k || r.kind != PG_VAL_REG || r.id == 0 || r.id >= k->nregs)
+        return PG_TYPE_COUNT;
+    return (pg_type)k->regs[r.id].type;
+}
+
+void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n)
+{
+    switch (v.kind) {
+    case PG_VAL_REG:
+        if (v.id && v.id < k->nregs) {
+            const reg_info *r = &k->regs[v.id];
+            snprintf(buf, n, "%s%u", pg_reg_prefix((reg_class)r->cls), r->num);
+        } else {
+            snprintf(buf, n, "%%invalid%u", v.id);
+        }
+        return;
+    case PG_VAL_IMM_INT: {
+        unsigned bits = pg_type_bits(t);
+        if (bits == 0 || bits == 1)
+            bits = 64;
+        if (pg_type_is_signed(t)) {
+            snprintf(buf, n, "%lld", (long long)(int64_t)v.bits);
+        } else {
+            uint64_t m = bits >= 64 ? v.bits : (v.bits & ((UINT64_C(1) << bits) - 1));
+            snprintf(buf, n, "%llu", (unsigned long long)m);
+        }
+        return;
+    }
+    case PG_VAL_IMM_F32:
+        snprintf(buf, n, "0f%08X", (unsigned)(v.bits & 0xffffffffu));
+        return;
+    case PG_VAL_IMM_F64:
+        snprintf(buf, n, "0d%016llX", (unsigned long long)v.bits);
+        return;
+    case PG_VAL_SHARED:
+        snprintf(buf, n, "%s", v.id && v.id < k->nshared ? k->shared[v.id].name : "?");
+        return;
+    default:
+        snprintf(buf, n, "<none>");
+    }
+}
+
+/* ---------------------------------------------------------------- type rules */
+
+/* Does a register of type rt fit an instruction operand of type it? PTX
+ * lets b-types stand for any type of the same width and mixes signedness
+ * of integers; floats must match (or be a b-type). */
+static bool reg_fits(pg_type it, pg_type rt)
+{
+    if (it == PG_PRED || rt == PG_PRED)
+        return it == rt;
+    unsigned ib = pg_type_bits(it), rb = pg_type_bits(rt);
+    if (ib != rb)
+        return false;
+    bool ibit = it == PG_B16 || it == PG_B32 || it == PG_B64;
+    bool rbit = rt == PG_B16 || rt == PG_B32 || rt == PG_B64;
+    if (ibit || rbit)
+        return true;
+    if (pg_type_is_float(it) || pg_type_is_float(rt)) {
+        if (it == rt)
+            return true;
+        /* f16 and bf16 values both live in .b16 registers */
+        return false;
+    }
+    return true; /* integers of one width, any signedness */
+}
+
+static bool imm_fits(pg_type t, pg_val v)
+{
+    unsigned bits = pg_type_bits(t);
+    if (pg_type_is_float(t)) {
+        return (t == PG_F32 && v.kind == PG_VAL_IMM_F32) || (t == PG_F64 && v.kind == PG_VAL_IMM_F64);
+    }
+    if (t == PG_PRED || v.kind != PG_VAL_IMM_INT)
+        return false;
+    if (bits >= 64)
+        return true;
+    int64_t s = (int64_t)v.bits;
+    if (pg_type_is_signed(t))
+        return s >= -(INT64_C(1) << (bits - 1)) && s < (INT64_C(1) << (bits - 1));
+    /* unsigned / bit types: the value, or a negative number of that width */
+    return v.bits < (UINT64_C(1) << bits) || (s < 0 && s >= -(INT64_C(1) << (bits - 1)));
+}
+
+static const char *opname(pg_opcode op) { return pg_op_table[op].stem; }
+
+/* Check one source operand; `what` names it in messages. */
+static bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const char *what)
+{
+    if (k->err)
+        return false;
+    switch (v.kind) {
+    case PG_VAL_REG: {
+        pg_type rt = pg_reg_type(k, v);
+        if (rt == PG_TYPE_COUNT) {
+            pg_fail(k, PG_EINVAL, "%s: %s is not a register of this kernel", opname(op), what);
+            return false;
+        }
+        if (!reg_fits(t, rt)) {
+            char b[32];
+            pg_val_format(k, v, rt, b, sizeof b);
+            pg_fail(k, PG_ETYPE, "%s.%s: %s %s is .%s", opname(op), pg_type_name(t), what, b,
+                    pg_type_name(rt));
+            return false;
+        }
+        return true;
+    }
+    case PG_VAL_IMM_INT:
+    case PG_VAL_IMM_F32:
+    case PG_VAL_IMM_F64:
+        if (!imm_fits(t, v)) {
+            if (pg_type_is_float(t) && v.kind == PG_VAL_IMM_INT)
+                pg_fail(k, PG_ETYPE, "%s.%s: %s is an integer immediate; write float immediates "
+                        "with pg_f32()/pg_f64()", opname(op), pg_type_name(t), what);
+            else if (t == PG_F16 || t == PG_BF16)
+                pg_fail(k, PG_ETYPE, "%s.%s: %s: 16-bit float immediates are not supported; "
+                        "use a register", opname(op), pg_type_name(t), what);
+            else
+                pg_fail(k, PG_ETYPE, "%s.%s: %s immediate does not fit .%s", opname(op),
+                        pg_type_name(t), what, pg_type_name(t));
+            return false;
+        }
+        return true;
+    case PG_VAL_SHARED:
+        pg_fail(k, PG_ETYPE, "%s: %s: a shared-memory address is only a mov source or an "
+                "address", opname(op), what);
+        return false;
+    default:
+        pg_fail(k, PG_EINVAL, "%s: %s is missing", opname(op), what);
+        return false;
+    }
+}
+
+static bool check_dst(pg_kernel *k, pg_opcode op, pg_type t, pg_val d)
+{
+    if (k->err)
+        return false;
+    if (d.kind != PG_VAL_REG) {
+        pg_fail(k, PG_EINVAL, "%s: the destination must be a register", opname(op));
+        return false;
+    }
+    return check_src(k, op, t, d, "destination");
+}
+
+/* Instruction type classes. */
+enum {
+    TC_PRED = 1 << 0, TC_BIT = 1 << 1, TC_UINT = 1 << 2, TC_SINT = 1 << 3,
+    TC_F16 = 1 << 4, TC_BF16 = 1 << 5, TC_F32 = 1 << 6, TC_F64 = 1 << 7, TC_8BIT = 1 << 8,
+};
+#define TC_INT (TC_UINT | TC_SINT)
+#define TC_FLOAT (TC_F16 | TC_BF16 | TC_F32 | TC_F64)
+
+static unsigned type_class(pg_type t)
+{
+    switch (t) {
+    case PG_PRED: return TC_PRED;
+    case PG_B8: case PG_U8: case PG_S8: return TC_8BIT;
+    case PG_B16: case PG_B32: case PG_B64: return TC_BIT;
+    case PG_U16: case PG_U32: case PG_U64: return TC_UINT;
+    case PG_S16: case PG_S32: case PG_S64: return TC_SINT;
+    case PG_F16: return TC_F16;
+    case PG_BF16: return TC_BF16;
+    case PG_F32: return TC_F32;
+    case PG_F64: return TC_F64;
+    default: return 0;
+    }
+}
+
+static bool check_type(pg_kernel *k, pg_opcode op, pg_type t, unsigned allowed)
+{
+    if (k->err)
+        return false;
+    if ((unsigned)t >= PG_TYPE_COUNT) {
+        pg_fail(k, PG_EINVAL, "%s: invalid type %d", opname(op), (int)t);
+        return false;
+    }
+    if (!(type_class(t) & allowed)) {
+        pg_fail(k, PG_ETYPE, "%s has no .%s form", opname(op), pg_type_name(t));
+        return false;
+    }
+    /* Half-precision arithmetic needs newer targets than f32 does. */
+    if (t == PG_BF16 && (op == OP_ADD || op == OP_SUB || op == OP_MUL))
+        return pg_require(k, 90, 78, "bf16 add/sub/mul");
+    if (t == PG_BF16 || ((op == OP_MIN || op == OP_MAX) && t == PG_F16))
+        return pg_require(k, 80, 70, "bf16 arithmetic and f16 min/max");
+    return true;
+}
+
+instr *pg_push(pg_kernel *k, pg_opcode op, pg_type t)
+{
+    if (!live(k))
+        return NULL;
+    const pg_op_info *oi = &pg_op_table[op];
+    if (!pg_require(k, oi->min_sm, oi->min_isa, oi->stem))
+        return NULL;
+    if (GROW(k, k->ins, k->cap_ins, k->nins + 1))
+        return NULL;
+    instr *in = &k->ins[k->nins++];
+    memset(in, 0, sizeof *in);
+    in->op = (uint16_t)op;
+    in->type = (uint8_t)t;
+    if (k->has_guard) {
+        in->guard = k->guard;
+        in->guard_neg = k->guard_neg;
+        k->has_guard = false;
+    }
+    return in;
+}
+
+/* Common shape: d = op(a[, b[, c]]). */
+static void arith(pg_kernel *k, pg_opcode op, pg_type t, unsigned allowed, pg_reg d,
+                  const pg_val *src, unsigned nsrc)
+{
+    if (!live(k) || !check_type(k, op, t, allowed) || !check_dst(k, op, t, d))
+        return;
+    static const char *const names[] = {"operand a", "operand b", "operand c"};
+    for (unsigned i = 0; i < nsrc; i++)
+        if (!check_src(k, op, t, src[i], names[i]))
+            return;
+    instr *in = pg_push(k, op, t);
+    if (!in)
+        return;
+    in->ndst = 1;
+    in->dst[0] = d;
+    in->nsrc = (uint8_t)nsrc;
+    for (unsigned i = 0; i < nsrc; i++)
+        in->src[i] = src[i];
+}
+
+#define ARITH1(fn, op, allowed)                                                \
+    void fn(pg_kernel *k, pg_type t, pg_reg d, pg_val a)                       \
+    {                                                                          \
+        pg_val s[1] = {a};                                                     \
+        arith(k, op, t, allowed, d, s, 1);                                     \
+    }
+#define ARITH2(fn, op, allowed)                                                \
+    void fn(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b)             \
+    {                                                                          \
+        pg_val s[2] = {a, b};                                                  \
+        arith(k, op, t, allowed, d, s, 2);                                     \
+    }
+#define ARITH3(fn, op, allowed)                                                \
+    void fn(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_val c)   \
+    {                                                                          \
+        pg_val s[3] = {a, b, c};                                               \
+        arith(k, op, t, allowed, d, s, 3);                                     \
+    }
+
+ARITH2(pg_add, OP_ADD, TC_INT | TC_FLOAT)
+ARITH2(pg_sub, OP_SUB, TC_INT | TC_FLOAT)
+ARITH2(pg_mul, OP_MUL, TC_INT | TC_FLOAT)
+ARITH2(pg_mul_hi, OP_MUL_HI, TC_INT)
+ARITH3(pg_mad, OP_MAD, TC_INT)
+ARITH3(pg_mad_hi, OP_MAD_HI, TC_INT)
+ARITH3(pg_fma, OP_FMA, TC_FLOAT)
+ARITH2(pg_div, OP_DIV, TC_INT | TC_F32 | TC_F64)
+ARITH2(pg_rem, OP_REM, TC_INT)
+ARITH1(pg_rcp, OP_RCP, TC_F32 | TC_F64)
+ARITH1(pg_sqrt, OP_SQRT, TC_F32 | TC_F64)
+ARITH1(pg_rsqrt, OP_RSQRT, TC_F32 | TC_F64)
+ARITH1(pg_ex2, OP_EX2, TC_F32)
+ARITH1(pg_lg2, OP_LG2, TC_F32)
+ARITH2(pg_min, OP_MIN, TC_INT | TC_FLOAT)
+ARITH2(pg_max, OP_MAX, TC_INT | TC_FLOAT)
+ARITH1(pg_abs, OP_ABS, TC_SINT | TC_FLOAT)
+ARITH1(pg_neg, OP_NEG, TC_SINT | TC_FLOAT)
+ARITH2(pg_and, OP_AND, TC_PRED | TC_BIT | TC_INT)
+ARITH2(pg_or, OP_OR, TC_PRED | TC_BIT | TC_INT)
+ARITH2(pg_xor, OP_XOR, TC_PRED | TC_BIT | TC_INT)
+ARITH1(pg_not, OP_NOT, TC_PRED | TC_BIT | TC_INT)
+
+void pg_mov(pg_kernel *k, pg_type t, pg_reg d, pg_val a)
+{
+    if (a.kind == PG_VAL_SHARED) {
+        /* Taking the address of a shared symbol. */
+        if (!live(k))
+            return;
+        if (t != PG_U32 && t != PG_U64 && t != PG_B32 && t != PG_B64) {
+            pg_fail(k, PG_ETYPE, "mov: a shared address moves as .u32 or .u64, not .%s",
+                    pg_type_name(t));
+            return;
+        }
+        if (a.id == 0 || a.id >= k->nshared) {
+            pg_fail(k, PG_EINVAL, "mov: not a shared symbol of this kernel");
+            return;
+        }
+        if (!check_dst(k, OP_MOV, t, d))
+            return;
+        instr *in = pg_push(k, OP_MOV, t);
+        if (!in)
+            return;
+        in->ndst = 1;
+        in->dst[0] = d;
+        in->nsrc = 1;
+        in->src[0] = a;
+        return;
+    }
+    pg_val s[1] = {a};
+    arith(k, OP_MOV, t, TC_PRED | TC_BIT | TC_INT | TC_FLOAT, d, s, 1);
+}
+
+static void shift(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val a, pg_val b)
+{
+    if (!live(k) || !check_type(k, op, t, TC_BIT | TC_INT) || !check_dst(k, op, t, d) ||
+        !check_src(k, op, t, a, "operand a") || !check_src(k, op, PG_U32, b, "shift amount"))
+        return;
+    instr *in = pg_push(k, op, t);
+    if (!in)
+        return;
+    in->ndst = 1;
+    in->dst[0] = d;
+    in->nsrc = 2;
+    in->src[0] = a;
+    in->src[1] = b;
+}
+
+void pg_shl(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b) { shift(k, OP_SHL, t, d, a, b); }
+void pg_shr(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b) { shift(k, OP_SHR, t, d, a, b); }
+
+static pg_type wide_of(pg_type t)
+{
+    switch (t) {
+    case PG_U16: return PG_U32;
+    case PG_S16: return PG_S32;
+    case PG_U32: return PG_U64;
+    case PG_S32: return PG_S64;
+    default: return PG_TYPE_COUNT;
+    }
+}
+
+static void wide(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, const pg_val *s, unsigned n)
+{
+    if (!live(k))
+        return;
+    pg_type w = wide_of(t);
+    if (w == PG_TYPE_COUNT) {
+        pg_fail(k, PG_ETYPE, "%s has no .%s form (only u16 s16 u32 s32)", opname(op),
+                pg_type_name(t));
+        return;
+    }
+    if (!check_dst(k, op, w, d) || !check_src(k, op, t, s[0], "operand a") ||
+        !check_src(k, op, t, s[1], "operand b") ||
+        (n == 3 && !check_src(k, op, w, s[2], "operand c")))
+        return;
+    instr *in = pg_push(k, op, t);
+    if (!in)
+        return;
+    in->ndst = 1;
+    in->dst[0] = d;
+    in->nsrc = (uint8_t)n;
+    for (unsigned i = 0; i < n; i++)
+        in->src[i] = s[i];
+}
+
+void pg_mul_wide(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b)
+{
+    pg_val s[2] = {a, b};
+    wide(k, OP_MUL_WIDE, t, d, s, 2);
+}
+
+void pg_mad_wide(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_val c)
+{
+    pg_val s[3] = {a, b, c};
+    wide(k, OP_MAD_WIDE, t, d, s, 3);
+}
+
+void pg_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_reg p, pg_val a, pg_val b)
+{
+    if (!live(k))
+        return;
+    if ((unsigned)c >= PG_CMP_COUNT) {
+        pg_fail(k, PG_EINVAL, "setp: invalid comparison %d", (int)c);
+        return;
+    }
+    if (!check_type(k, OP_SETP, t, TC_BIT | TC_INT | TC_FLOAT))
+        return;
+    bool f = pg_type_is_float(t);
+    if (c >= PG_CMP_EQU && !f) {
+        pg_fail(k, PG_ETYPE, "setp: NaN-aware comparisons are for floats, not .%s", pg_type_name(t));
+        return;
+    }
+    if (c >= PG_CMP_LO && c <= PG_CMP_HS && (f || pg_type_is_signed(t))) {
+        pg_fail(k, PG_ETYPE, "setp: lo/ls/hi/hs are unsigned comparisons, not .%s",
+                pg_type_name(t));
+        return;
+    }
+    if (type_class(t) == TC_BIT && c != PG_CMP_EQ && c != PG_CMP_NE) {
+        pg_fail(k, PG_ETYPE, "setp: .%s compares only eq/ne", pg_type_name(t));
+        return;
+    }
+    if (!check_dst(k, OP_SETP, PG_PRED, p) || !check_src(k, OP_SETP, t, a, "operand a") ||
+        !check_src(k, OP_SETP, t, b, "operand b"))
+        return;
+    instr *in = pg_push(k, OP_SETP, t);
+    if (!in)
+        return;
+    in->mod = (uint8_t)c;
+    in->ndst = 1;
+    in->dst[0] = p;
+    in->nsrc = 2;
+    in->src[0] = a;
+    in->src[1] = b;
+}
+
+void pg_selp(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_reg p)
+{
+    if (!live(k) || !check_type(k, OP_SELP, t, TC_BIT | TC_INT | TC_F32 | TC_F64) ||
+        !check_dst(k, OP_SELP, t, d) || !check_src(k, OP_SELP, t, a, "operand a") ||
+        !check_src(k, OP_SELP, t, b, "operand b"))
+        return;
+    if (p.kind != PG_VAL_REG || pg_reg_type(k, p) != PG_PRED) {
+        pg_fail(k, PG_ETYPE, "selp: the selector must be a predicate register");
+        return;
+    }
+    instr *in = pg_push(k, OP_SELP, t);
+    if (!in)
+        return;
+    in->ndst = 1;
+    in->dst[0] = d;
+    in->nsrc = 3;
+    in->src[0] = a;
+    in->src[1] = b;
+    in->src[2] = p;
+}
+
+void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
+{
+    if (!live(k))
+        return;
+    if ((unsigned)dt >= PG_TYPE_COUNT || (unsigned)st >= PG_TYPE_COUNT || dt == PG_PRED ||
+        st == PG_PRED || (unsigned)r >= PG_RND_COUNT) {
+        pg_fail(k, PG_EINVAL, "cvt: invalid type or rounding");
+        return;
+    }
+    bool df = pg_type_is_float(dt), sf = pg_type_is_float(st);
+    if (type_class(dt) == TC_BIT || type_class(st) == TC_BIT) {
+        pg_fail(k, PG_ETYPE, "cvt converts numbers; .%s is a bit type (use mov)",
+                pg_type_name(type_class(dt) == TC_BIT ? dt : st));
+        return;
+    }
+    bool int_rnd = r >= PG_RND_RNI, flt_rnd = r >= PG_RND_RN && r <= PG_RND_RP;
+    const char *want = NULL;
+    if (sf && !df) {
+        if (!int_rnd)
+            want = "an integer rounding (rni, rzi, rmi, rpi)";
+    } else if (!sf && df) {
+        if (!flt_rnd)
+            want = "a float rounding (rn, rz, rm, rp)";
+    } else if (sf && df) {
+        unsigned db = pg_type_bits(dt), sb = pg_type_bits(st);
+        if (db < sb || (db == sb && dt != st)) {
+            if (!flt_rnd)
+                want = "a float rounding (rn, rz, rm, rp)";
+        } else if (db == sb) {
+            if (r != PG_RND_NONE && !int_rnd)
+                want = "no rounding or an integer rounding";
+        } else if (r != PG_RND_NONE) {
+            want = "no rounding (widening is exact)";
+        }
+    } else if (r != PG_RND_NONE) {
+        want = "no rounding (integer to integer)";
+    }
+    if (want) {
+        pg_fail(k, PG_ETYPE, "cvt.%s.%s needs %s", pg_type_name(dt), pg_type_name(st), want);
+        return;
+    }
+    if (dt == PG_BF16 && !pg_require(k, 80, 70, "cvt to bf16"))
+        return;
+    if (st == PG_BF16 && !pg_require(k, 90, 78, "cvt from bf16"))
+        return;
+    /* 8-bit values travel in 16-bit registers. */
+    pg_type drt = pg_type_bits(dt) == 8 ? (pg_type_is_signed(dt) ? PG_S16 : PG_U16) : dt;
+    pg_type srt = pg_type_bits(st) == 8 ? (pg_type_is_signed(st) ? PG_S16 : PG_U16) : st;
+    if (!check_dst(k, OP_CVT, drt, d) || !check_src(k, OP_CVT, srt, a, "source"))
+        return;
+    instr *in = pg_push(k, OP_CVT, dt);
+    if (!in)
+        return;
+    in->type2 = (uint8_t)st;
+    in->mod = (uint8_t)r;
+    in->ndst = 1;
+    in->dst[0] = d;
+    in->nsrc = 1;
+    in->src[0] = a;
+}
+
+/* ---------------------------------------------------------------- params */
+
+pg_param pg_param_add(pg_kernel *k, pg_type t, const char *name)
+{
+    pg_param none = {0};
+    if (!live(k))
+        return none;
+    if ((unsigned)t >= PG_TYPE_COUNT || t == PG_PRED) {
+        pg_fail(k, PG_ETYPE, "param '%s': a parameter cannot be .pred", name ? name : "?");
+        return none;
+    }
+    if (!is_ident(name)) {
+        pg_fail(k, PG_EINVAL, "param: '%s' is not a valid identifier", name ? name : "(null)");
+        return none;
+    }
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        if (strcmp(k->params[i].name, name) == 0) {
+            pg_fail(k, PG_EINVAL, "param '%s' declared twice", name);
+            return none;
+        }
+    }
+    if (k->nins) {
+        pg_fail(k, PG_ESTATE, "param '%s': declare all params before the first instruction", name);
+        return none;
+    }
+    if (GROW(k, k->params, k->cap_params, k->nparams + 1))
+        return none;
+    char *n = arena_strdup(&k->mem, name);
+    if (!n) {
+        pg_fail(k, PG_ENOMEM, "out of memory");
+        return none;
+    }
+    k->params[k->nparams].name = n;
+    k->params[k->nparams].type = (uint8_t)t;
+    pg_param p = {++k->nparams};
+    return p;
+}
+
+pg_reg pg_param_load(pg_kernel *k, pg_param p)
+{
+    if (!live(k))
+        return pg_none();
+    if (p.id == 0 || p.id > k->nparams) {
+        pg_fail(k, PG_EINVAL, "pg_param_load: not a param of this kernel");
+        return pg_none();
+    }
+    pg_type t = (pg_type)k->params[p.id - 1].type;
+    pg_type rt = pg_type_bits(t) == 8 ? (pg_type_is_signed(t) ? PG_S16 : PG_U16) : t;
+    pg_reg d = pg_reg_new(k, rt);
+    instr *in = pg_push(k, OP_LD, t);
+    if (!in)
+        return pg_none();
+    in->mod = PG_SPACE_PARAM;
+    in->width = 1;
+    in->ndst = 1;
+    in->dst[0] = d;
+    in->imm = p.id;
+    return d;
+}
+
+size_t pg_kernel_param_count(const pg_kernel *k) { return k ? k->nparams : 0; }
+
+int pg_kernel_param_info(const pg_kernel *k, size_t i, const char **name, pg_type *t)
+{
+    if (!k)
+        return PG_EINVAL;
+    if (i >= k->nparams)
+        return PG_ERANGE;
+    if (name)
+        *name = k->params[i].name;
+    if (t)
+        *t = (pg_type)k->params[i].type;
+    return PG_OK;
+}
+
+pg_reg pg_sreg_read(pg_kernel *k, pg_sreg s)
+{
+    if (!live(k))
+        return pg_none();
+    if ((unsigned)s >= PG_SREG_COUNT) {
+        pg_fail(k, PG_EINVAL, "pg_sreg_read: invalid special register %d", (int)s);
+        return pg_none();
+    }
+    pg_reg d = pg_reg_new(k, PG_U32);
+    instr *in = pg_push(k, OP_SREG, PG_U32);
+    if (!in)
+        return pg_none();
+    in->mod = (uint8_t)s;
+    in->ndst = 1;
+    in->dst[0] = d;
+    return d;
+}
+
+/* ---------------------------------------------------------------- control */
+
+void pg_guard(pg_kernel *k, pg_reg p, bool negate)
+{
+    if (!live(k))
+        return;
+    if (p.kind != PG_VAL_REG || pg_reg_type(k, p) != PG_PRED) {
+        pg_fail(k, PG_ETYPE, "pg_guard: the guard must be a predicate register");
+        return;
+    }
+    if (k->has_guard) {
+        pg_fail(k, PG_ESTATE, "pg_guard: a guard is already pending for the next instruction");
+        return;
+    }
+    k->has_guard = true;
+    k->guard = p.id;
+    k->guard_neg = negate;
+}
+
+pg_label pg_label_new(pg_kernel *k, const char *hint)
+{
+    pg_label none = {0};
+    if (!live(k))
+        return none;
+    if (hint && !is_ident(hint)) {
+        pg_fail(k, PG_EINVAL, "label hint '%s' is not an identifier", hint);
+        return none;
+    }
+    if (GROW(k, k->labels, k->cap_labels, k->nlabels + 1))
+        return none;
+    label_info *l = &k->labels[k->nlabels];
+    l->hint = hint ? arena_strdup(&k->mem, hint) : NULL;
+    if (hint && !l->hint) {
+        pg_fail(k, PG_ENOMEM, "out of memory");
+        return none;
+    }
+    l->bound_at = -1;
+    pg_label r = {k->nlabels++};
+    return r;
+}
+
+static bool label_ok(pg_kernel *k, pg_label l, const char *what)
+{
+    if (l.id == 0 || l.id >= k->nlabels) {
+        pg_fail(k, PG_ELABEL, "%s: not a label of this kernel", what);
+        return false;
+    }
+    return true;
+}
+
+void pg_label_bind(pg_kernel *k, pg_label l)
+{
+    if (!live(k) || !label_ok(k, l, "pg_label_bind"))
+        return;
+    label_info *li = &k->labels[l.id];
+    if (li->bound_at >= 0) {
+        pg_fail(k, PG_ELABEL, "label %u%s%s is bound twice (first at instruction %lld)", l.id,
+                li->hint ? " " : "", li->hint ? li->hint : "", (long long)li->bound_at);
+        return;
+    }
+    if (k->has_guard) {
+        pg_fail(k, PG_ESTATE, "a guard cannot apply to a label");
+        return;
+    }
+    instr *in = pg_push(k, OP_LABEL, PG_PRED);
+    if (!in)
+        return;
+    in->label = l.id;
+    li->bound_at = k->nins - 1;
+}
+
+void pg_bra(pg_kernel *k, pg_label l)
+{
+    if (!live(k) || !label_ok(k, l, "bra"))
+        return;
+    instr *in = pg_push(k, OP_BRA, PG_PRED);
+    if (in)
+        in->label = l.id;
+}
+
+void pg_bra_if(pg_kernel *k, pg_reg p, bool negate, pg_label l)
+{
+    if (!live(k) || !label_ok(k, l, "bra"))
+        return;
+    pg_guard(k, p, negate);
+    pg_bra(k, l);
+}
+
+void pg_ret(pg_kernel *k) { (void)pg_push(k, OP_RET, PG_PRED); }
+void pg_exit(pg_kernel *k) { (void)pg_push(k, OP_EXIT, PG_PRED); }
+
+void pg_bar_sync(pg_kernel *k, uint32_t id)
+{
+    if (!live(k))
+        return;
+    if (id > 15) {
+        pg_fail(k, PG_ERANGE, "bar.sync %u: barrier ids are 0..15", id);
+        return;
+    }
+    instr *in = pg_push(k, OP_BAR, PG_PRED);
+    if (in)
+        in->imm = id;
+}
+
+void pg_bar_warp_sync(pg_kernel *k, uint32_t mask)
+{
+    instr *in = pg_push(k, OP_BAR_WARP, PG_B32);
+    if (!in)
+        return;
+    in->nsrc = 1;
+    in->src[0] = pg_u32(mask);
+}
+
+void pg_membar(pg_kernel *k, pg_scope s)
+{
+    if (!live(k))
+        return;
+    if ((unsigned)s > PG_SCOPE_SYS) {
+        pg_fail(k, PG_EINVAL, "membar: invalid scope %d", (int)s);
+        return;
+    }
+    instr *in = pg_push(k, OP_MEMBAR, PG_PRED);
+    if (in)
+        in->mod = (uint8_t)s;
+}
+
+void pg_fence(pg_kernel *k, pg_scope s, bool sc)
+{
+    if (!live(k))
+        return;
+    if ((unsigned)s > PG_SCOPE_SYS) {
+        pg_fail(k, PG_EINVAL, "fence: invalid scope %d", (int)s);
+        return;
+    }
+    instr *in = pg_push(k, OP_FENCE, PG_PRED);
+    if (!in)
+        return;
+    in->mod = (uint8_t)s;
+    in->mod2 = sc;
+}
+
+void pg_comment(pg_kernel *k, const char *text)
+{
+    if (!live(k))
+        return;
+    if (!text || strpbrk(text, "\r\n")) {
+        pg_fail(k, PG_EINVAL, "pg_comment: a comment is one line of text");
+        return;
+    }
+    if (k->has_guard) {
+        pg_fail(k, PG_ESTATE, "a guard cannot apply to a comment");
+        return;
+    }
+    char *t = arena_strdup(&k->mem, text);
+    if (!t) {
+        pg_fail(k, PG_ENOMEM, "out of memory");
+        return;
+    }
+    instr *in = pg_push(k, OP_COMMENT, PG_PRED);
+    if (in)
+        in->text = t;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static bool check_addr(pg_kernel *k, pg_opcode op, pg_space s, pg_val addr)
+{
+    if (k->err)
+        return false;
+    if (addr.kind == PG_VAL_SHARED) {
+        if (s != PG_SPACE_SHARED) {
+            pg_fail(k, PG_ETYPE, "%s: a shared symbol addresses only shared memory", opname(op));
+            return false;
+        }
+        if (addr.id == 0 || addr.id >= k->nshared) {
+            pg_fail(k, PG_EINVAL, "%s: not a shared symbol of this kernel", opname(op));
+            return false;
+        }
+        return true;
+    }
+    if (addr.kind != PG_VAL_REG) {
+        pg_fail(k, PG_EINVAL, "%s: the address must be a register or a shared symbol", opname(op));
+        return false;
+    }
+    pg_type t = pg_reg_type(k, addr);
+    if (t == PG_TYPE_COUNT) {
+        pg_fail(k, PG_EINVAL, "%s: the address is not a register of this kernel", opname(op));
+        return false;
+    }
+    unsigned bits = pg_type_bits(t);
+    if (pg_type_is_float(t) || t == PG_PRED || (bits != 64 && !(bits == 32 && s == PG_SPACE_SHARED))) {
+        pg_fail(k, PG_ETYPE, "%s: a %s address is a 64-bit%s integer register, not .%s", opname(op),
+                s == PG_SPACE_SHARED ? "shared" : "global", s == PG_SPACE_SHARED ? " or 32-bit" : "",
+                pg_type_name(t));
+        return false;
+    }
+    return true;
+}
+
+/* The register type a memory value of type t lives in. */
+static bool mem_reg_fits(pg_type t, pg_type rt)
+{
+    if (pg_type_bits(t) == 8)
+        return !pg_type_is_float(rt) && rt != PG_PRED && (pg_type_bits(rt) == 16 || pg_type_bits(rt) == 32);
+    return reg_fits(t, rt);
+}
+
+static bool check_mem_val(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, bool is_dst)
+{
+    if (k->err)
+        return false;
+    if (is_dst && v.kind != PG_VAL_REG) {
+        pg_fail(k, PG_EINVAL, "%s: the destination must be a register", opname(op));
+        return false;
+    }
+    if (v.kind == PG_VAL_REG) {
+        pg_type rt = pg_reg_type(k, v);
+        if (rt == PG_TYPE_COUNT) {
+            pg_fail(k, PG_EINVAL, "%s: not a register of this kernel", opname(op));
+            return false;
+        }
+        if (!mem_reg_fits(t, rt)) {
+            pg_fail(k, PG_ETYPE, "%s.%s: register is .%s", opname(op), pg_type_name(t),
+                    pg_type_name(rt));
+            return false;
+        }
+        return true;
+    }
+    pg_type it = pg_type_bits(t) == 8 ? PG_U16 : t;
+    return check_src(k, op, it, v, "value");
+}
+
+static bool mem_op(pg_kernel *k, pg_opcode op, pg_space s, pg_type t, unsigned width,
+                     pg_val addr, int64_t offset)
+{
+    if (!live(k))
+        return false;
+    if ((unsigned)s > PG_SPACE_SHARED) {
+        pg_fail(k, PG_EINVAL, "%s: space must be global or shared (params load with "
+                "pg_param_load)", opname(op));
+        return false;
+    }
+    if ((unsigned)t >= PG_TYPE_COUNT || t == PG_PRED) {
+        pg_fail(k, PG_ETYPE, "%s: predicates cannot be loaded or stored", opname(op));
+        return false;
+    }
+    if (width != 1 && width != 2 && width != 4) {
+        pg_fail(k, PG_EINVAL, "%s: vector width %u (1, 2 or 4)", opname(op), width);
+        return false;
+    }
+    if (width * pg_type_bits(t) > 128) {
+        pg_fail(k, PG_ETYPE, "%s.v%u.%s: a vector access is at most 128 bits", opname(op), width,
+                pg_type_name(t));
+        return false;
+    }
+    uint64_t bytes = (uint64_t)width * pg_type_bits(t) / 8;
+    if (offset % (int64_t)bytes) {
+        pg_fail(k, PG_EINVAL, "%s: offset %lld is not a multiple of the %llu-byte access",
+                opname(op), (long long)offset, (unsigned long long)bytes);
+        return false;
+    }
+    if (offset > INT32_MAX || offset < INT32_MIN) {
+        pg_fail(k, PG_ERANGE, "%s: offset %lld does not fit 32 bits", opname(op), (long long)offset);
+        return false;
+    }
+    if (!check_addr(k, op, s, addr))
+        return false;
+    return true;
+}
+
+void pg_ld_v(pg_kernel *k, pg_space s, pg_type t, unsigned width, pg_val addr, int64_t offset,
+             const pg_reg *d)
+{
+    if (!mem_op(k, OP_LD, s, t, width, addr, offset))
+        return;
+    if (!d) {
+        pg_fail(k, PG_EINVAL, "ld: no destination registers");
+        return;
+    }
+    for (unsigned i = 0; i < width; i++)
+        if (!check_mem_val(k, OP_LD, t, d[i], true))
+            return;
+    instr *in = pg_push(k, OP_LD, t);
+    if (!in)
+        return;
+    in->mod = (uint8_t)s;
+    in->width = (uint8_t)width;
+    in->offset = offset;
+    in->ndst = (uint8_t)width;
+    for (unsigned i = 0; i < width; i++)
+        in->dst[i] = d[i];
+    in->nsrc = 1;
+    in->src[0] = addr;
+}
+
+void pg_ld(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset, pg_reg d)
+{
+    pg_ld_v(k, s, t, 1, addr, offset, &d);
+}
+
+void pg_ld_nc(pg_kernel *k, pg_type t, pg_val addr, int64_t offset, pg_reg d)
+{
+    pg_ld_v(k, PG_SPACE_GLOBAL, t, 1, addr, offset, &d);
+    if (!k || k->err)
+        return;
+    k->ins[k->nins - 1].mod2 = 1;
+}
+
+void pg_st_v(pg_kernel *k, pg_space s, pg_type t, unsigned width, pg_val addr, int64_t offset,
+             const pg_val *v)
+{
+    if (!mem_op(k, OP_ST, s, t, width, addr, offset))
+        return;
+    if (!v) {
+        pg_fail(k, PG_EINVAL, "st: no values");
+        return;
+    }
+    for (unsigned i = 0; i < width; i++)
+        if (!check_mem_val(k, OP_ST, t, v[i], false))
+            return;
+    instr *in = pg_push(k, OP_ST, t);
+    if (!in)
+        return;
+    in->mod = (uint8_t)s;
+    in->width = (uint8_t)width;
+    in->offset = offset;
+    in->nsrc = (uint8_t)(1 + width);
+    in->src[0] = addr;
+    for (unsigned i = 0; i < width; i++)
+        in->src[1 + i] = v[i];
+}
+
+void pg_st(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset, pg_val v)
+{
+    pg_st_v(k, s, t, 1, addr, offset, &v);
+}
+
+static uint32_t shared_add(pg_kernel *k, pg_type t, uint32_t count, uint32_t align,
+                           const char *hint, bool dynamic)
+{
+    if (!live(k))
+        return 0;
+    if (align == 0 || (align & (align - 1)) || align > 256) {
+        pg_fail(k, PG_EINVAL, "shared: alignment %u is not a power of two <= 256", align);
+        return 0;
+    }
+    if (!dynamic) {
+        if ((unsigned)t >= PG_TYPE_COUNT || t == PG_PRED) {
+            pg_fail(k, PG_ETYPE, "shared: invalid element type");
+            return 0;
+        }
+        uint64_t bytes = (uint64_t)count * pg_type_bits(t) / 8;
+        if (count == 0 || bytes + pg_kernel_static_shared_bytes(k) > 48u * 1024u) {
+            pg_fail(k, PG_ERANGE, "shared '%s': %u elements; static shared memory is 1..48 KiB",
+                    hint ? hint : "?", count);
+            return 0;
+        }
+        if (align < pg_type_bits(t) / 8) {
+            pg_fail(k, PG_EINVAL, "shared '%s': alignment %u is below the element size",
+                    hint ? hint : "?", align);
+            return 0;
+        }
+        if (hint && !is_ident(hint)) {
+            pg_fail(k, PG_EINVAL, "shared: '%s' is not an identifier", hint);
+            return 0;
+        }
+    } else {
+        for (uint32_t i = 1; i < k->nshared; i++) {
+            if (k->shared[i].dynamic) {
+                pg_fail(k, PG_ESTATE, "shared: a kernel has at most one dynamic shared array");
+                return 0;
+            }
+        }
+    }
+    if (GROW(k, k->shared, k->cap_shared, k->nshared + 1))
+        return 0;
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s_%s%u", k->name, dynamic ? "dsmem" : (hint ? hint : "smem"),
+             k->nshared);
+    shared_info *si = &k->shared[k->nshared];
+    si->name = arena_strdup(&k->mem, buf);
+    if (!si->name) {
+        pg_fail(k, PG_ENOMEM, "out of memory");
+        return 0;
+    }
+    si->type = (uint8_t)(dynamic ? PG_B8 : t);
+    si->count = count;
+    si->align = align;
+    si->dynamic = dynamic;
+    return k->nshared++;
+}
+
+pg_shared pg_shared_static(pg_kernel *k, pg_type t, uint32_t count, uint32_t align, const char *hint)
+{
+    pg_shared s = {shared_add(k, t, count, align, hint, false)};
+    return s;
+}
+
+pg_shared pg_shared_dynamic(pg_kernel *k, uint32_t align)
+{
+    pg_shared s = {shared_add(k, PG_B8, 0, align, NULL, true)};
+    return s;
+}
+
+pg_val pg_shared_addr(pg_shared s)
+{
+    pg_val v = {PG_VAL_SHARED, s.id, 0};
+    return v;
+}
+
+uint32_t pg_kernel_static_shared_bytes(const pg_kernel *k)
+{
+    if (!k)
+        return 0;
+    uint64_t total = 0;
+    for (uint32_t i = 1; i < k->nshared; i++) {
+        const shared_info *s = &k->shared[i];
+        if (s->dynamic)
+            continue;
+        total = (total + s->align - 1) / s->align * s->align;
+        total += (uint64_t)s->count * pg_type_bits((pg_type)s->type) / 8;
+    }
+    return (uint32_t)total;
+}
+
+void pg_atom(pg_kernel *k, pg_space s, pg_atom_op op, pg_type t, pg_reg d, pg_val addr,
+             int64_t offset, pg_val a, pg_val b)
+{
+    if (!mem_op(k, OP_ATOM, s, t, 1, addr, offset))
+        return;
+    static const char *const names[PG_ATOM_COUNT] = {"add", "min", "max", "cas", "exch", "and", "or", "xor"};
+    if ((unsigned)op >= PG_ATOM_COUNT) {
+        pg_fail(k, PG_EINVAL, "atom: invalid operation %d", (int)op);
+        return;
+    }
+    unsigned ok;
+    switch (op) {
+    case PG_ATOM_ADD: ok = t == PG_U32 || t == PG_S32 || t == PG_U64 || t == PG_F32 || t == PG_F64; break;
+    case PG_ATOM_MIN:
+    case PG_ATOM_MAX: ok = t == PG_U32 || t == PG_S32 || t == PG_U64 || t == PG_S64; break;
+    default: ok = pg_type_bits(t) >= 32 && !pg_type_is_float(t); break;
+    }
+    if (!ok) {
+        pg_fail(k, PG_ETYPE, "atom.%s has no .%s form", names[op], pg_type_name(t));
+        return;
+    }
+    bool ret = d.kind != PG_VAL_NONE;
+    if (!ret && (op == PG_ATOM_CAS || op == PG_ATOM_EXCH)) {
+        pg_fail(k, PG_EINVAL, "atom.%s needs a destination", names[op]);
+        return;
+    }
+    if ((ret && !check_dst(k, OP_ATOM, t, d)) || !check_src(k, OP_ATOM, t, a, "operand a") ||
+        (op == PG_ATOM_CAS && !check_src(k, OP_ATOM, t, b, "operand b")))
+        return;
+    instr *in = pg_push(k, OP_ATOM, t);
+    if (!in)
+        return;
+    in->mod = (uint8_t)s;
+    in->mod2 = (uint8_t)op;
+    in->offset = offset;
+    in->ndst = ret ? 1 : 0;
+    in->dst[0] = d;
+    in->nsrc = op == PG_ATOM_CAS ? 3 : 2;
+    in->src[0] = addr;
+    in->src[1] = a;
+    in->src[2] = b;
+}
+
+/* ---------------------------------------------------------------- warp */
+
+void pg_shfl(pg_kernel *k, pg_shfl_mode m, pg_reg d, pg_reg p, pg_val a, pg_val b, pg_val c,
+             pg_val mask)
+{
+    if (!live(k))
+        return;
+    if ((unsigned)m > PG_SHFL_IDX) {
+        pg_fail(k, PG_EINVAL, "shfl: invalid mode %d", (int)m);
+        return;
+    }
+    if (!check_dst(k, OP_SHFL, PG_B32, d) || !check_src(k, OP_SHFL, PG_B32, a, "value") ||
+        !check_src(k, OP_SHFL, PG_B32, b, "lane/offset") ||
+        !check_src(k, OP_SHFL, PG_B32, c, "clamp") || !check_src(k, OP_SHFL, PG_B32, mask, "mask"))
+        return;
+    if (p.kind != PG_VAL_NONE && !check_dst(k, OP_SHFL, PG_PRED, p))
+        return;
+    instr *in = pg_push(k, OP_SHFL, PG_B32);
+    if (!in)
+        return;
+    in->mod = (uint8_t)m;
+    in->ndst = p.kind != PG_VAL_NONE ? 2 : 1;
+    in->dst[0] = d;
+    in->dst[1] = p;
+    in->nsrc = 4;
+    in->src[0] = a;
+    in->src[1] = b;
+    in->src[2] = c;
+    in->src[3] = mask;
+}
+
+void pg_vote(pg_kernel *k, pg_vote_mode m, pg_reg d, pg_reg p, bool negate, pg_val mask)
+{
+    if (!live(k))
+        return;
+    if ((unsigned)m > PG_VOTE_BALLOT) {
+        pg_fail(k, PG_EINVAL, "vote: invalid mode %d", (int)m);
+        return;
+    }
+    pg_type dt = m == PG_VOTE_BALLOT ? PG_B32 : PG_PRED;
+    if (!check_dst(k, OP_VOTE, dt, d) || !check_src(k, OP_VOTE, PG_PRED, p, "predicate") ||
+        !check_src(k, OP_VOTE, PG_B32, mask, "mask"))
+        return;
+    instr *in = pg_push(k, OP_VOTE, dt);
+    if (!in)
+        return;
+    in->mod = (uint8_t)m;
+    in->src_neg = negate;
+    in->ndst = 1;
+    in->dst[0] = d;
+    in->nsrc = 2;
+    in->src[0] = p;
+    in->src[1] = mask;
+}
+
+void pg_mma_m16n8k16_f16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a, const pg_reg *b,
+                             const pg_reg *c)
+{
+    if (!live(k))
+        return;
+    if (!d || !a || !b || !c) {
+        pg_fail(k, PG_EINVAL, "mma: NULL operand array");
+        return;
+    }
+    if (!pg_require(k, 80, 70, "mma.sync.m16n8k16 (f16 in, f32 accumulate)"))
+        return;
+    for (int i = 0; i < 4; i++)
+        if (!check_dst(k, OP_MMA, PG_F32, d[i]) || !check_src(k, OP_MMA, PG_B32, a[i], "a fragment") ||
+            !check_src(k, OP_MMA, PG_F32, c[i], "c fragment"))
+            return;
+    for (int i = 0; i < 2; i++)
+        if (!check_src(k, OP_MMA, PG_B32, b[i], "b fragment"))
+            return;
+    instr *in = pg_push(k, OP_MMA, PG_F32);
+    if (!in)
+        return;
+    in->ndst = 4;
+    in->nsrc = 10;
+    for (int i = 0; i < 4; i++) {
+        in->dst[i] = d[i];
+        in->src[i] = a[i];
+        in->src[6 + i] = c[i];
+    }
+    in->src[4] = b[0];
+    in->src[5] = b[1];
+}
