@@ -243,9 +243,8 @@ static bool reg_fits(pg_type it, pg_type rt)
 static bool imm_fits(pg_type t, pg_val v)
 {
     unsigned bits = pg_type_bits(t);
-    if (pg_type_is_float(t)) {
+    if (pg_type_is_float(t))
         return (t == PG_F32 && v.kind == PG_VAL_IMM_F32) || (t == PG_F64 && v.kind == PG_VAL_IMM_F64);
-    }
     if (t == PG_PRED || v.kind != PG_VAL_IMM_INT)
         return false;
     if (bits >= 64)
@@ -287,6 +286,10 @@ static bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const cha
             if (pg_type_is_float(t) && v.kind == PG_VAL_IMM_INT)
                 pg_fail(k, PG_ETYPE, "%s.%s: %s is an integer immediate; write float immediates "
                         "with pg_f32()/pg_f64()", opname(op), pg_type_name(t), what);
+            else if (t == PG_F64 && v.kind == PG_VAL_IMM_F32)
+                pg_fail(k, PG_ETYPE, "%s.f64: %s is an f32 immediate; use pg_f64()", opname(op), what);
+            else if (t == PG_F32 && v.kind == PG_VAL_IMM_F64)
+                pg_fail(k, PG_ETYPE, "%s.f32: %s is an f64 immediate; use pg_f32()", opname(op), what);
             else if (t == PG_F16 || t == PG_BF16)
                 pg_fail(k, PG_ETYPE, "%s.%s: %s: 16-bit float immediates are not supported; "
                         "use a register", opname(op), pg_type_name(t), what);
@@ -356,6 +359,8 @@ static bool check_type(pg_kernel *k, pg_opcode op, pg_type t, unsigned allowed)
     /* Half-precision arithmetic needs newer targets than f32 does. */
     if (t == PG_BF16 && (op == OP_ADD || op == OP_SUB || op == OP_MUL))
         return pg_require(k, 90, 78, "bf16 add/sub/mul");
+    if ((op == OP_ABS || op == OP_NEG) && t == PG_F16)
+        return pg_require(k, 53, 65, "f16 abs/neg");
     if (t == PG_BF16 || ((op == OP_MIN || op == OP_MAX) && t == PG_F16))
         return pg_require(k, 80, 70, "bf16 arithmetic and f16 min/max");
     return true;
@@ -821,6 +826,7 @@ void pg_label_bind(pg_kernel *k, pg_label l)
         return;
     in->label = l.id;
     li->bound_at = k->nins - 1;
+    li->num = ++k->nbound;
 }
 
 void pg_bra(pg_kernel *k, pg_label l)

@@ -108,7 +108,7 @@ typedef struct param_info {
 typedef struct label_info {
     char *hint;
     int64_t bound_at; /* instruction index of the LABEL record, -1 if unbound */
-    uint32_t num;     /* assigned at emission in bind order */
+    uint32_t num;     /* 1, 2, ... in the order labels are bound */
 } label_info;
 
 typedef struct shared_info {
@@ -163,6 +163,7 @@ struct pg_kernel {
 
     label_info *labels; /* index 0 unused */
     uint32_t nlabels, cap_labels;
+    uint32_t nbound; /* labels are numbered in the order they are bound */
 
     shared_info *shared; /* index 0 unused */
     uint32_t nshared, cap_shared;

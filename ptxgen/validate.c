@@ -455,11 +455,6 @@ static int check_barriers(cfg *g)
 
 int pg_validate(pg_kernel *k)
 {
-    /* Label numbers are needed for messages as well as for the text. */
-    uint32_t nlab = 0;
-    for (uint32_t i = 0; i < k->nins; i++)
-        if (k->ins[i].op == OP_LABEL)
-            k->labels[k->ins[i].label].num = ++nlab;
     cfg g = {.k = k};
     int err = build_cfg(&g);
     if (!err)

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* The target table, ISA selection and type table. */
+#include "util.h"
+
+int main(void)
+{
+    static const struct { const char *name; unsigned sm, isa; } want[] = {
+        {"sm_70", 70, 60},   {"sm_75", 75, 63},   {"sm_80", 80, 70},  {"sm_86", 86, 71},
+        {"sm_87", 87, 74},   {"sm_89", 89, 78},   {"sm_90", 90, 78},  {"sm_90a", 90, 80},
+        {"sm_100", 100, 86}, {"sm_100a", 100, 86}, {"sm_120", 120, 87}, {"sm_120a", 120, 87},
+        {"sm_121", 121, 88},
+    };
+    REQUIRE_INT_EQ(PG_TARGET_COUNT, sizeof want / sizeof want[0]);
+    for (unsigned i = 0; i < PG_TARGET_COUNT; i++) {
+        pg_target t;
+        REQUIRE_INT_EQ(pg_target_parse(want[i].name, &t), 0);
+        REQUIRE_INT_EQ(t, i);
+        REQUIRE_STR_EQ(pg_target_name(t), want[i].name);
+        REQUIRE_INT_EQ(pg_target_sm(t), want[i].sm);
+        REQUIRE_INT_EQ(pg_target_min_isa(t), want[i].isa);
+        REQUIRE(pg_isa_min_driver(want[i].isa) != 0);
+        /* an empty kernel gets exactly the target's minimum ISA */
+        pg_kernel *k = mk("empty", t);
+        const char *ptx;
+        REQUIRE_INT_EQ(emit(k, &ptx), 0);
+        char line[64];
+        snprintf(line, sizeof line, ".version %u.%u\n.target %s\n", want[i].isa / 10,
+                 want[i].isa % 10, want[i].name);
+        REQUIRE_CONTAINS(ptx, line);
+        pg_kernel_destroy(&k);
+    }
+    pg_target t;
+    REQUIRE_INT_EQ(pg_target_parse("sm_91", &t), PG_ENOTFOUND);
+    REQUIRE_INT_EQ(pg_target_parse("SM_90", &t), PG_ENOTFOUND);
+    REQUIRE_INT_EQ(pg_target_parse(NULL, &t), PG_EINVAL);
+    REQUIRE(pg_target_name(PG_TARGET_COUNT) == NULL);
+    REQUIRE(pg_target_is_arch_specific(PG_SM_90A));
+    REQUIRE(!pg_target_is_arch_specific(PG_SM_90));
+    REQUIRE_INT_EQ(pg_isa_min_driver(78), 11080);
+    REQUIRE_INT_EQ(pg_isa_min_driver(87), 12080);
+    REQUIRE_INT_EQ(pg_isa_min_driver(88), 12090);
+    REQUIRE_INT_EQ(pg_isa_min_driver(99), 0);
+
+    /* the ISA is raised by an instruction that needs more than the target */
+    pg_kernel *k = mk("raise", PG_SM_70);
+    pg_reg h = pg_reg_new(k, PG_F16);
+    pg_cvt(k, PG_F16, PG_F32, PG_RND_RN, h, pg_f32(1.5f));
+    REQUIRE_INT_EQ(pg_kernel_isa(k), 60);
+    pg_abs(k, PG_F16, h, h);
+    REQUIRE_INT_EQ(pg_kernel_isa(k), 65);
+    const char *ptx;
+    REQUIRE_INT_EQ(emit(k, &ptx), 0);
+    REQUIRE_CONTAINS(ptx, ".version 6.5\n.target sm_70\n");
+    pg_kernel_destroy(&k);
+
+    /* types */
+    REQUIRE_INT_EQ(pg_type_bits(PG_BF16), 16);
+    REQUIRE_INT_EQ(pg_type_bits(PG_PRED), 1);
+    REQUIRE_STR_EQ(pg_type_name(PG_S64), "s64");
+    pg_type ty;
+    REQUIRE_INT_EQ(pg_type_parse("f64", &ty), 0);
+    REQUIRE_INT_EQ(ty, PG_F64);
+    REQUIRE_INT_EQ(pg_type_parse("f128", &ty), PG_ENOTFOUND);
+    REQUIRE(pg_type_is_float(PG_BF16) && !pg_type_is_float(PG_U32));
+    REQUIRE(pg_type_is_signed(PG_S8) && !pg_type_is_signed(PG_U8));
+
+    /* every scalar type as a kernel param */
+    k = mk("params", PG_SM_90);
+    pg_param ps[PG_TYPE_COUNT];
+    for (int i = PG_B8; i < PG_TYPE_COUNT; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p_%s", pg_type_name((pg_type)i));
+        ps[i] = pg_param_add(k, (pg_type)i, name);
+        REQUIRE(ps[i].id != 0);
+    }
+    for (int i = PG_B8; i < PG_TYPE_COUNT; i++)
+        (void)pg_param_load(k, ps[i]);
+    REQUIRE_INT_EQ(pg_kernel_param_count(k), PG_TYPE_COUNT - 1);
+    REQUIRE_INT_EQ(emit(k, &ptx), 0);
+    REQUIRE_CONTAINS(ptx, "\t.param .b8 p_b8,\n");
+    REQUIRE_CONTAINS(ptx, "\t.param .b16 p_bf16,\n");
+    REQUIRE_CONTAINS(ptx, "\tld.param.s8 %rs");
+    REQUIRE_CONTAINS(ptx, "\tld.param.f64 %fd1, [p_f64];\n");
+    const char *pname;
+    pg_type ptype;
+    REQUIRE_INT_EQ(pg_kernel_param_info(k, 0, &pname, &ptype), 0);
+    REQUIRE_STR_EQ(pname, "p_b8");
+    REQUIRE_INT_EQ(pg_kernel_param_info(k, 99, &pname, &ptype), PG_ERANGE);
+    pg_kernel_destroy(&k);
+    TEST_DONE();
+}

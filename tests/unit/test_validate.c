@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Barrier divergence. Each planted case puts a bar.sync where only some
+ * threads of a block can reach it and must be rejected with a message that
+ * names the barrier and the branch; each uniform case must be accepted.
+ */
+#include "pgk.h"
+#include "util.h"
+
+typedef struct ctx {
+    pg_kernel *k;
+    pg_reg n;    /* a param: uniform */
+    pg_reg data; /* a param pointer */
+    pg_reg tid;  /* %tid.x: per thread */
+} ctx;
+
+static ctx begin(const char *name)
+{
+    ctx c;
+    c.k = mk(name, PG_SM_90);
+    pg_param pd = pg_param_add(c.k, PG_U64, "data");
+    pg_param pn = pg_param_add(c.k, PG_U32, "n");
+    c.data = pg_param_load(c.k, pd);
+    c.n = pg_param_load(c.k, pn);
+    c.tid = pg_sreg_read(c.k, PG_SREG_TID_X);
+    return c;
+}
+
+static void expect_diverge(ctx c, const char *branch, const char *cause)
+{
+    const char *ptx = (const char *)1;
+    int rc = pg_kernel_emit(c.k, &ptx, NULL);
+    REQUIRE_INT_EQ(rc, PG_EDIVERGE);
+    REQUIRE(ptx == NULL);
+    const char *m = pg_kernel_message(c.k);
+    REQUIRE_CONTAINS(m, "barrier divergence");
+    REQUIRE_CONTAINS(m, "bar.sync 0`");
+    REQUIRE_CONTAINS(m, branch);
+    REQUIRE_CONTAINS(m, cause);
+    fprintf(stderr, "  rejected as expected: %s\n", m);
+    pg_kernel_destroy(&c.k);
+}
+
+static void expect_ok(ctx c)
+{
+    const char *ptx = NULL;
+    int rc = pg_kernel_emit(c.k, &ptx, NULL);
+    REQUIRE_INT_EQ(rc, 0);
+    if (rc)
+        fprintf(stderr, "  unexpected: %s\n", pg_kernel_message(c.k));
+    REQUIRE(ptx != NULL);
+    pg_kernel_destroy(&c.k);
+}
+
+int main(void)
+{
+    /* 1. early return before a barrier */
+    {
+        ctx c = begin("early_return");
+        pg_kernel *k = c.k;
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_GE, PG_U32, p, c.tid, c.n);
+        pg_guard(k, p, false);
+        pg_ret(k);
+        pg_bar_sync(k, 0);
+        expect_diverge(c, "early exit", "`@%p1 ret`) depends on %tid.x");
+    }
+    /* 1b. the same through a branch to the end */
+    {
+        ctx c = begin("early_branch");
+        pg_kernel *k = c.k;
+        pg_label out = pg_label_new(k, "out");
+        pg_bounds_guard(k, c.tid, c.n, out);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, out);
+        expect_diverge(c, "`@%p1 bra $L1_out`", "depends on %tid.x");
+    }
+    /* 2. barrier inside a tid-dependent if */
+    {
+        ctx c = begin("if_tid");
+        pg_kernel *k = c.k;
+        pg_label skip = pg_label_new(k, "skip");
+        pg_reg lane = pg_sreg_read(k, PG_SREG_LANEID);
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_NE, PG_U32, p, lane, pg_u32(0));
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        pg_bar_sync(k, 1); /* after the join: fine, but the first one is not */
+        expect_diverge(c, "branch at instruction", "depends on %laneid");
+    }
+    /* 3. a loop whose trip count is per-thread */
+    {
+        ctx c = begin("loop_tid");
+        pg_kernel *k = c.k;
+        pg_reg i = pg_reg_new(k, PG_U32);
+        pg_mov(k, PG_U32, i, pg_u32(0));
+        pg_label top = pg_label_new(k, "top"), done = pg_label_new(k, "done");
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_label_bind(k, top);
+        pg_setp(k, PG_CMP_GE, PG_U32, p, i, c.tid);
+        pg_bra_if(k, p, false, done);
+        pg_bar_sync(k, 0);
+        pg_add(k, PG_U32, i, i, pg_u32(1));
+        pg_bra(k, top);
+        pg_label_bind(k, done);
+        expect_diverge(c, "`@%p1 bra $L2_done`", "%tid.x");
+    }
+    /* 4. per-thread loaded data decides the branch */
+    {
+        ctx c = begin("loaded");
+        pg_kernel *k = c.k;
+        pg_reg off = pg_reg_new(k, PG_U64), a = pg_reg_new(k, PG_U64);
+        pg_mul_wide(k, PG_U32, off, c.tid, pg_u32(4));
+        pg_add(k, PG_U64, a, c.data, off);
+        pg_reg v = pg_reg_new(k, PG_F32);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, v);
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_GT, PG_F32, p, v, pg_f32(0.0f));
+        pg_label skip = pg_label_new(k, "skip");
+        pg_bra_if(k, p, true, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        expect_diverge(c, "`@!%p1 bra $L1_skip`", "data loaded from a per-thread address");
+    }
+    /* 5. a value assigned under a divergent branch decides a later one */
+    {
+        ctx c = begin("control_dep");
+        pg_kernel *k = c.k;
+        pg_reg flag = pg_reg_new(k, PG_U32);
+        pg_mov(k, PG_U32, flag, pg_u32(0));
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, c.tid, pg_u32(0));
+        pg_label join = pg_label_new(k, "join");
+        pg_bra_if(k, p, true, join);
+        pg_mov(k, PG_U32, flag, pg_u32(1));
+        pg_label_bind(k, join);
+        pg_reg q = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_EQ, PG_U32, q, flag, pg_u32(1));
+        pg_label skip = pg_label_new(k, "skip");
+        pg_bra_if(k, q, false, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        expect_diverge(c, "`@%p2 bra $L2_skip`", "assigned under the divergent branch");
+    }
+    /* 6. a barrier guarded by a per-thread predicate */
+    {
+        ctx c = begin("guarded");
+        pg_kernel *k = c.k;
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_LT, PG_U32, p, c.tid, pg_u32(32));
+        pg_guard(k, p, false);
+        pg_bar_sync(k, 0);
+        expect_diverge(c, "guarded by %p1", "%tid.x");
+    }
+    /* 7. a barrier inside a grid-stride loop */
+    {
+        ctx c = begin("stride");
+        pg_kernel *k = c.k;
+        pg_loop l;
+        (void)pg_grid_stride_begin(k, &l, c.n);
+        pg_bar_sync(k, 0);
+        pg_grid_stride_end(k, &l);
+        expect_diverge(c, "bra $L2_stride_done", "%tid.x");
+    }
+    /* 8. atomics and shuffles are per-thread too */
+    {
+        ctx c = begin("atomic");
+        pg_kernel *k = c.k;
+        pg_reg old = pg_reg_new(k, PG_U32);
+        pg_atom(k, PG_SPACE_GLOBAL, PG_ATOM_ADD, PG_U32, old, c.data, 0, pg_u32(1), pg_none());
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, old, pg_u32(0));
+        pg_guard(k, p, false);
+        pg_exit(k);
+        pg_bar_sync(k, 0);
+        expect_diverge(c, "`@%p1 exit`", "atomic");
+    }
+
+    /* ---- uniform cases: accepted ---- */
+    /* a loop over a param-derived count with a barrier inside */
+    {
+        ctx c = begin("loop_param");
+        pg_kernel *k = c.k;
+        pg_reg i = pg_reg_new(k, PG_U32), cnt = pg_reg_new(k, PG_U32);
+        pg_mov(k, PG_U32, i, pg_u32(0));
+        pg_shr(k, PG_U32, cnt, c.n, pg_u32(4));
+        pg_label top = pg_label_new(k, "top"), done = pg_label_new(k, "done");
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_label_bind(k, top);
+        pg_setp(k, PG_CMP_GE, PG_U32, p, i, cnt);
+        pg_bra_if(k, p, false, done);
+        pg_bar_sync(k, 0);
+        pg_add(k, PG_U32, i, i, pg_u32(1));
+        pg_bra(k, top);
+        pg_label_bind(k, done);
+        expect_ok(c);
+    }
+    /* a uniform early exit (n == 0), then a barrier */
+    {
+        ctx c = begin("uniform_exit");
+        pg_kernel *k = c.k;
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, c.n, pg_u32(0));
+        pg_guard(k, p, false);
+        pg_ret(k);
+        pg_bar_sync(k, 0);
+        expect_ok(c);
+    }
+    /* a tid-dependent if/else that joins before the barrier */
+    {
+        ctx c = begin("join");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32);
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_LT, PG_U32, p, c.tid, pg_u32(16));
+        pg_label other = pg_label_new(k, "else"), join = pg_label_new(k, "join");
+        pg_bra_if(k, p, true, other);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_bra(k, join);
+        pg_label_bind(k, other);
+        pg_mov(k, PG_U32, v, pg_u32(2));
+        pg_label_bind(k, join);
+        pg_bar_sync(k, 0);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        expect_ok(c);
+    }
+    /* grid-stride accumulation, then a block reduction (two barriers) */
+    {
+        ctx c = begin("reduce");
+        pg_kernel *k = c.k;
+        pg_shared s = pg_shared_static(k, PG_F32, 32, 4, "scratch");
+        pg_reg acc = pg_reg_new(k, PG_F32);
+        pg_mov(k, PG_F32, acc, pg_f32(0.0f));
+        pg_loop l;
+        pg_reg i = pg_grid_stride_begin(k, &l, c.n);
+        pg_reg f = pg_reg_new(k, PG_F32);
+        pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, f, i);
+        pg_add(k, PG_F32, acc, acc, f);
+        pg_grid_stride_end(k, &l);
+        pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, acc, s);
+        pg_reg m = pg_block_reduce(k, PG_REDUCE_MAX, PG_F32, sum, s);
+        pg_st(k, PG_SPACE_GLOBAL, PG_F32, c.data, 0, m);
+        expect_ok(c);
+    }
+    /* a guarded barrier on a uniform predicate */
+    {
+        ctx c = begin("uniform_guard");
+        pg_kernel *k = c.k;
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_GT, PG_U32, p, c.n, pg_u32(64));
+        pg_guard(k, p, false);
+        pg_bar_sync(k, 0);
+        expect_ok(c);
+    }
+    /* a load from a uniform address is uniform */
+    {
+        ctx c = begin("uniform_load");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, v, pg_u32(0));
+        pg_label skip = pg_label_new(k, "skip");
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        expect_ok(c);
+    }
+    /* every catalog kernel passes validation on every target it supports */
+    for (size_t i = 0; i < pgk_count(); i++) {
+        const pgk_desc *d = pgk_at(i);
+        for (int t = 0; t < PG_TARGET_COUNT; t++) {
+            if (!pgk_supports(d, (pg_target)t))
+                continue;
+            char *ptx = NULL, err[512] = "";
+            int rc = pgk_emit(d, (pg_target)t, NULL, &ptx, NULL, err, sizeof err);
+            REQUIRE_INT_EQ(rc, 0);
+            if (rc)
+                fprintf(stderr, "  %s: %s\n", d->name, err);
+            pgk_free(ptx);
+        }
+    }
+    TEST_DONE();
+}
