@@ -48,11 +48,18 @@ static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_reg output = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
 
-    pg_reg i = pg_global_tid_x(k);
+    /* 64-bit indices: i + 4*stride never wraps, whatever n is. */
+    pg_reg gid = pg_global_tid_x(k);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
     pg_reg nctaid = pg_sreg_read(k, PG_SREG_NCTAID_X);
-    pg_reg stride = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, stride, ntid, nctaid);
+    pg_reg i = pg_reg_new(k, PG_U64);
+    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, i, gid);
+    pg_reg n64 = pg_reg_new(k, PG_U64);
+    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, n64, n);
+    pg_reg stride = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, stride, ntid, nctaid);
+    pg_reg stride_bytes = pg_reg_new(k, PG_U64);
+    pg_shl(k, PG_U64, stride_bytes, stride, pg_u32(2));
 
     pg_reg acc[4];
     for (int j = 0; j < 4; j++) {
@@ -60,27 +67,24 @@ static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *kn
         pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
     }
 
-    pg_comment(k, "main loop: i + 3*stride < n, four loads in flight");
-    pg_reg three = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, three, stride, pg_u32(3));
-    pg_reg room = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_GT, PG_U32, room, n, three);
-    pg_reg lim = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, lim, n, three);
-    pg_reg limit = pg_reg_new(k, PG_U32);
-    pg_selp(k, PG_U32, limit, lim, pg_u32(0), room);
-    pg_reg stride_bytes = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, stride_bytes, stride, pg_u32(4));
+    pg_comment(k, "main loop while i + 3*stride < n: four loads in flight");
+    pg_reg three = pg_reg_new(k, PG_U64);
+    pg_mul(k, PG_U64, three, stride, pg_u64(3));
+    pg_reg four = pg_reg_new(k, PG_U64);
+    pg_shl(k, PG_U64, four, stride, pg_u32(2));
 
     pg_label top = pg_label_new(k, "main");
     pg_label tail = pg_label_new(k, "tail");
-    pg_label tail_top = pg_label_new(k, "tail_loop");
     pg_label done = pg_label_new(k, "reduce");
+    pg_reg last = pg_reg_new(k, PG_U64);
     pg_reg pm = pg_reg_new(k, PG_PRED);
     pg_label_bind(k, top);
-    pg_setp(k, PG_CMP_GE, PG_U32, pm, i, limit);
+    pg_add(k, PG_U64, last, i, three);
+    pg_setp(k, PG_CMP_GE, PG_U64, pm, last, n64);
     pg_bra_if(k, pm, false, tail);
-    pg_reg a = elem_addr(k, input, i);
+    pg_reg a = pg_reg_new(k, PG_U64);
+    pg_shl(k, PG_U64, a, i, pg_u32(2));
+    pg_add(k, PG_U64, a, a, input);
     pg_reg x[4];
     for (int j = 0; j < 4; j++) {
         x[j] = pg_reg_new(k, PG_F32);
@@ -90,21 +94,22 @@ static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *kn
     }
     for (int j = 0; j < 4; j++)
         pg_fma(k, PG_F32, acc[j], x[j], x[j], acc[j]);
-    pg_add(k, PG_U32, i, i, three);
-    pg_add(k, PG_U32, i, i, stride);
+    pg_add(k, PG_U64, i, i, four);
     pg_bra(k, top);
 
-    pg_label_bind(k, tail);
+    pg_comment(k, "tail: i < n, one load at a time");
     pg_reg pt = pg_reg_new(k, PG_PRED);
-    pg_label_bind(k, tail_top);
-    pg_setp(k, PG_CMP_GE, PG_U32, pt, i, n);
+    pg_label_bind(k, tail);
+    pg_setp(k, PG_CMP_GE, PG_U64, pt, i, n64);
     pg_bra_if(k, pt, false, done);
-    pg_reg ta = elem_addr(k, input, i);
+    pg_reg ta = pg_reg_new(k, PG_U64);
+    pg_shl(k, PG_U64, ta, i, pg_u32(2));
+    pg_add(k, PG_U64, ta, ta, input);
     pg_reg tx = pg_reg_new(k, PG_F32);
     pg_ld(k, PG_SPACE_GLOBAL, PG_F32, ta, 0, tx);
     pg_fma(k, PG_F32, acc[0], tx, tx, acc[0]);
-    pg_add(k, PG_U32, i, i, stride);
-    pg_bra(k, tail_top);
+    pg_add(k, PG_U64, i, i, stride);
+    pg_bra(k, tail);
 
     pg_label_bind(k, done);
     pg_add(k, PG_F32, acc[0], acc[0], acc[1]);

@@ -37,9 +37,9 @@ pg_reg pg_grid_stride_begin(pg_kernel *k, pg_loop *l, pg_val n)
     l->p = pg_reg_new(k, PG_PRED);
     l->top = pg_label_new(k, "stride_loop");
     l->done = pg_label_new(k, "stride_done");
-    pg_label_bind(k, l->top);
     pg_setp(k, PG_CMP_GE, PG_U32, l->p, l->i, n);
     pg_bra_if(k, l->p, false, l->done);
+    pg_label_bind(k, l->top);
     return l->i;
 }
 
@@ -49,6 +49,12 @@ void pg_grid_stride_end(pg_kernel *k, pg_loop *l)
         pg_fail(k, PG_EINVAL, "pg_grid_stride_end: NULL loop");
         return;
     }
+    /* Continue while n - i > step: the same test as i + step < n, but
+     * i + step is never formed, so it cannot wrap for n near 2^32. */
+    pg_reg rem = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, rem, l->n, l->i);
+    pg_setp(k, PG_CMP_LE, PG_U32, l->p, rem, l->step);
+    pg_bra_if(k, l->p, false, l->done);
     pg_add(k, PG_U32, l->i, l->i, l->step);
     pg_bra(k, l->top);
     pg_label_bind(k, l->done);

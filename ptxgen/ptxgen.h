@@ -413,7 +413,8 @@ PG_API void pg_bounds_guard(pg_kernel *k, pg_val idx, pg_val n, pg_label out);
  *     pg_loop L; pg_reg i = pg_grid_stride_begin(k, &L, n);
  *     ... body using i ...
  *     pg_grid_stride_end(k, &L);
- * The body must not contain a barrier (threads run different counts). */
+ * The body must not contain a barrier (threads run different counts).
+ * Correct for any n up to 2^32 - 1: the index never wraps. */
 typedef struct pg_loop {
     pg_reg i, step, n, p;
     pg_label top, done;
