@@ -1,0 +1,362 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The ptxgen-dump command line is a contract (DESIGN §4): benchmarks, the
+# golden update and users' scripts drive it. This drives the built binary
+# and checks every mode and every kind of bad input:
+#     cli_test.sh PATH/TO/ptxgen-dump
+# JSON is validated with python3 when there is one, else by pattern.
+set -u
+
+dump=${1:?usage: cli_test.sh PATH/TO/ptxgen-dump}
+# PTXGEN_TEST_WRAP runs each invocation under a tool, e.g.
+# "valgrind -q --leak-check=full --error-exitcode=99".
+wrap=${PTXGEN_TEST_WRAP:-}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ptxgen-cli.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+failures=0
+checks=0
+fail() {
+    failures=$((failures + 1))
+    echo "FAIL: $*" >&2
+}
+check() { # check DESCRIPTION COMMAND...
+    checks=$((checks + 1))
+    desc=$1
+    shift
+    "$@" || fail "$desc"
+}
+
+python=$(command -v python3 2>/dev/null || true)
+if [ -n "$python" ] && ! "$python" -c 'import json' >/dev/null 2>&1; then
+    python=
+fi
+
+# run ARGS...: stdout in $tmp/out, stderr in $tmp/err, status in $rc.
+run() {
+    $wrap "$dump" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+}
+
+# expect_ok ARGS...: status 0 and a silent stderr.
+expect_ok() {
+    run "$@"
+    checks=$((checks + 1))
+    if [ "$rc" -ne 0 ] || [ -s "$tmp/err" ]; then
+        fail "ptxgen-dump $* exited $rc; stderr: $(cat "$tmp/err")"
+        return 1
+    fi
+    return 0
+}
+
+# expect_bad NEEDLE ARGS...: status 2, nothing on stdout, exactly one line on
+# stderr, prefixed with the program name, that contains NEEDLE.
+expect_bad() {
+    needle=$1
+    shift
+    run "$@"
+    checks=$((checks + 1))
+    lines=$(wc -l <"$tmp/err" | tr -d ' ')
+    msg=$(cat "$tmp/err")
+    if [ "$rc" -ne 2 ]; then
+        fail "ptxgen-dump $*: exit $rc, expected 2 (stderr: $msg)"
+    elif [ -s "$tmp/out" ]; then
+        fail "ptxgen-dump $*: wrote to stdout on error: $(head -c 200 "$tmp/out")"
+    elif [ "$lines" != 1 ] || [ "$(tail -c 1 "$tmp/err" | od -An -c | tr -d ' ')" != '\n' ]; then
+        fail "ptxgen-dump $*: expected exactly one line on stderr, got: $msg"
+    else
+        case $msg in
+        "ptxgen-dump: "*"$needle"*) ;;
+        *) fail "ptxgen-dump $*: message does not name '$needle': $msg" ;;
+        esac
+    fi
+}
+
+# json_get FILE EXPR: print a Python expression over the parsed object `o`.
+json_get() {
+    "$python" -c 'import json, sys
+o = json.load(open(sys.argv[1]))
+print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+# ------------------------------------------------------------------ help
+
+expect_ok --help && check "--help prints usage" grep -q '^usage: ptxgen-dump' "$tmp/out"
+expect_ok -h && check "-h prints usage" grep -q '^usage: ptxgen-dump' "$tmp/out"
+
+# ------------------------------------------------------------------ targets
+
+cat >"$tmp/targets.expected" <<'EOF'
+sm_70 6.0
+sm_75 6.3
+sm_80 7.0
+sm_86 7.1
+sm_87 7.4
+sm_89 7.8
+sm_90 7.8
+sm_90a 8.0
+sm_100 8.6
+sm_100a 8.6
+sm_120 8.7
+sm_120a 8.7
+sm_121 8.8
+EOF
+if expect_ok --targets; then
+    check "--targets lists the 13 targets of DESIGN §2 with their PTX ISA" \
+        cmp -s "$tmp/out" "$tmp/targets.expected" ||
+        diff "$tmp/targets.expected" "$tmp/out" >&2
+fi
+targets=$(cut -d ' ' -f 1 "$tmp/targets.expected")
+isa_of() { sed -n "s/^$1 //p" "$tmp/targets.expected"; }
+
+# ------------------------------------------------------------------ list
+
+kernels=
+if expect_ok --list; then
+    cp "$tmp/out" "$tmp/list"
+    kernels=$(cat "$tmp/list")
+    check "--list is not empty" test -s "$tmp/list"
+    check "--list names are unique" test "$(sort "$tmp/list" | uniq -d)" = ""
+    check "--list names are PTX identifiers" \
+        test "$(grep -cvE '^[A-Za-z_][A-Za-z0-9_]*$' "$tmp/list")" = 0
+    for k in squared_sum_reduce clip_scale_reduce gradient_clip_gpu_scale gradient_clip; do
+        check "--list contains $k" grep -qx "$k" "$tmp/list"
+    done
+fi
+
+# ------------------------------------------------------------------ --all
+
+# Two runs for every target must give the same files, byte for byte, and
+# together cover exactly the kernels of --list.
+: >"$tmp/all-kernels"
+for t in $targets; do
+    if expect_ok --all --target "$t" --outdir "$tmp/a/$t" &&
+        expect_ok --all --target "$t" --outdir "$tmp/b/$t"; then
+        check "--all --target $t wrote nothing to stdout" test ! -s "$tmp/out"
+        (cd "$tmp/a/$t" && ls) >"$tmp/la"
+        (cd "$tmp/b/$t" && ls) >"$tmp/lb"
+        check "--all --target $t writes the same files twice" cmp -s "$tmp/la" "$tmp/lb"
+        check "--all --target $t writes only .ptx files" \
+            test "$(grep -cv '\.ptx$' "$tmp/la")" = 0
+        while read -r f; do
+            check "--all --target $t: $f identical across runs" \
+                cmp "$tmp/a/$t/$f" "$tmp/b/$t/$f"
+            echo "${f%.ptx}" >>"$tmp/all-kernels"
+        done <"$tmp/la"
+    fi
+done
+sort -u "$tmp/all-kernels" >"$tmp/all-sorted"
+sort "$tmp/list" 2>/dev/null >"$tmp/list-sorted"
+check "--list names exactly the kernels --all emits over all targets" \
+    cmp -s "$tmp/all-sorted" "$tmp/list-sorted"
+
+# ------------------------------------------------------------------ KERNEL
+
+# A kernel's PTX: the header first (.version, .target, .address_size after
+# any comments), the entry, and the same bytes as --all and -o.
+check_ptx() { # check_ptx FILE KERNEL TARGET
+    first=$(grep -v '^[[:space:]]*//' "$1" | grep -v '^[[:space:]]*$' | head -n 3 | tr '\n' '|')
+    case $first in
+    ".version "*"|.target $3|.address_size 64|") ;;
+    *)
+        fail "$2 for $3: PTX does not start with .version/.target $3/.address_size 64: $first"
+        return 1
+        ;;
+    esac
+    if ! grep -Eq "\.entry $2([[:space:](]|$)" "$1"; then
+        fail "$2 for $3: no '.entry $2' in the PTX"
+        return 1
+    fi
+    return 0
+}
+
+for k in $kernels; do
+    for t in $targets; do
+        [ -f "$tmp/a/$t/$k.ptx" ] || continue
+        if expect_ok "$k" --target "$t"; then
+            checks=$((checks + 1))
+            check_ptx "$tmp/out" "$k" "$t"
+            check "$k --target $t equals its --all file" cmp -s "$tmp/out" "$tmp/a/$t/$k.ptx"
+            version=$(sed -n 's/^\.version \([0-9.]*\).*/\1/p' "$tmp/out")
+            check "$k --target $t: .version $version is at least $(isa_of "$t")" \
+                awk -v a="$version" -v b="$(isa_of "$t")" 'BEGIN { exit !(a + 0 >= b + 0) }'
+        fi
+    done
+    # Without --target: sm_90.
+    if [ -f "$tmp/a/sm_90/$k.ptx" ] && expect_ok "$k"; then
+        check "$k defaults to sm_90" cmp -s "$tmp/out" "$tmp/a/sm_90/$k.ptx"
+        cp "$tmp/out" "$tmp/stdout.ptx"
+        if expect_ok "$k" -o "$tmp/o.ptx"; then
+            check "$k -o: nothing on stdout" test ! -s "$tmp/out"
+            check "$k -o FILE writes the stdout bytes" cmp -s "$tmp/o.ptx" "$tmp/stdout.ptx"
+        fi
+        if expect_ok -o "$tmp/o2.ptx" --target=sm_90 -- "$k"; then
+            check "-o FILE --target=sm_90 -- $k writes the same bytes" \
+                cmp -s "$tmp/o2.ptx" "$tmp/stdout.ptx"
+        fi
+        # Overwriting an existing file replaces it whole.
+        printf 'old contents that are longer than nothing\n' >"$tmp/o.ptx"
+        if expect_ok "$k" -o "$tmp/o.ptx"; then
+            check "$k -o overwrites an existing file" cmp -s "$tmp/o.ptx" "$tmp/stdout.ptx"
+        fi
+        expect_ok "$k" -o /dev/null
+    fi
+done
+check "-o leaves no temporary files" test -z "$(find "$tmp" -name '*.tmp*')"
+
+# A kernel and a target it does not support, if the catalog has one.
+unsupported_k=
+for k in $kernels; do
+    for t in $targets; do
+        if [ ! -f "$tmp/a/$t/$k.ptx" ]; then
+            unsupported_k=$k
+            unsupported_t=$t
+            break 2
+        fi
+    done
+done
+if [ -n "$unsupported_k" ]; then
+    expect_bad "does not support $unsupported_t" "$unsupported_k" --target "$unsupported_t"
+    expect_bad "does not support $unsupported_t" "$unsupported_k" --target "$unsupported_t" --info
+else
+    echo "note: every kernel supports every target; no unsupported pair to check" >&2
+fi
+
+# ------------------------------------------------------------------ --info
+
+# info_check KERNEL [ARGS...] -- PYTHON-CONDITION GREP-PATTERN
+info_check() {
+    k=$1
+    shift
+    args=
+    while [ "$1" != "--" ]; do
+        args="$args $1"
+        shift
+    done
+    cond=$2
+    pattern=$3
+    # shellcheck disable=SC2086
+    expect_ok "$k" --info $args || return
+    check "$k --info$args: one line" test "$(wc -l <"$tmp/out" | tr -d ' ')" = 1
+    if [ -n "$python" ]; then
+        check "$k --info$args is valid JSON" "$python" -c 'import json,sys; json.load(sys.stdin)' \
+            <"$tmp/out"
+        check "$k --info$args: $cond (got $(cat "$tmp/out"))" \
+            test "$(json_get "$tmp/out" "$cond" 2>&1)" = True
+    else
+        check "$k --info$args looks like one JSON object" \
+            grep -q '^{"kernel": ".*}$' "$tmp/out"
+        check "$k --info$args contains $pattern (got $(cat "$tmp/out"))" \
+            grep -qF "$pattern" "$tmp/out"
+    fi
+}
+
+common='set(o) >= {"kernel", "entry", "target", "ptx_isa", "params", "knobs", "baked", "launch"}'
+for k in $kernels; do
+    [ -f "$tmp/a/sm_90/$k.ptx" ] || continue
+    info_check "$k" -- "$common and o['kernel'] == '$k' and o['entry'] == '$k' and o['target'] == 'sm_90' and isinstance(o['ptx_isa'], str) and all(set(p) >= {'name', 'type'} for p in o['params']) and all(isinstance(v, int) for v in o['knobs'].values()) and set(o['baked']) <= set(o['knobs']) and len(o['launch']['grid']) == 3 and len(o['launch']['block']) == 3 and isinstance(o['launch']['shared_bytes'], int)" \
+        "\"kernel\": \"$k\", "
+    if [ -n "$python" ]; then
+        version=$(sed -n 's/^\.version \([0-9.]*\).*/\1/p' "$tmp/a/sm_90/$k.ptx")
+        check "$k --info: ptx_isa is the .version of the PTX ($version)" \
+            test "$(json_get "$tmp/out" "o['ptx_isa']")" = "$version"
+        # A block larger than the kernel's .maxntid fails every launch.
+        maxntid=$(sed -n 's/^\.maxntid \([0-9]*\), *\([0-9]*\), *\([0-9]*\).*/[\1, \2, \3]/p' \
+            "$tmp/a/sm_90/$k.ptx")
+        if [ -n "$maxntid" ]; then
+            check "$k --info: launch block fits .maxntid $maxntid" \
+                test "$(json_get "$tmp/out" "all(b <= m for b, m in zip(o['launch']['block'], $maxntid))")" = True
+        fi
+        cp "$tmp/out" "$tmp/info.json"
+        if expect_ok "$k" --info -o "$tmp/info-o.json"; then
+            check "$k --info -o FILE writes the stdout bytes" cmp -s "$tmp/info.json" "$tmp/info-o.json"
+        fi
+    fi
+done
+
+# DESIGN §3: launch sizes and ABI of the clip pipeline.
+info_check squared_sum_reduce --set n=1000000 -- \
+    "o['launch'] == {'grid': [256, 1, 1], 'block': [256, 1, 1], 'shared_bytes': o['launch']['shared_bytes']} and o['knobs']['n'] == 1000000" \
+    '"grid": [256, 1, 1], "block": [256, 1, 1]'
+info_check squared_sum_reduce --set n=1 -- \
+    "o['launch']['grid'] == [1, 1, 1] and o['launch']['block'] == [256, 1, 1]" \
+    '"grid": [1, 1, 1], "block": [256, 1, 1]'
+info_check squared_sum_reduce --set n=5120 -- \
+    "o['launch']['grid'] == [5, 1, 1]" '"grid": [5, 1, 1]'
+info_check squared_sum_reduce --set n=0x100001 -- \
+    "o['launch']['grid'] == [256, 1, 1] and o['knobs']['n'] == 1048577" '"grid": [256, 1, 1]'
+info_check squared_sum_reduce --target sm_121 -- \
+    "o['target'] == 'sm_121' and o['ptx_isa'] == '8.8'" '"target": "sm_121", "ptx_isa": "8.8"'
+info_check squared_sum_reduce -- \
+    "[(p['name'], p['type']) for p in o['params']] == [('input', 'u64'), ('output', 'u64'), ('n', 'u32')]" \
+    '"params": [{"name": "input", "type": "u64"'
+info_check clip_scale_reduce -- \
+    "o['launch']['grid'] == [1, 1, 1] and [(p['name'], p['type']) for p in o['params']] == [('partials', 'u64'), ('total_n', 'u32'), ('max_norm', 'f32'), ('output', 'u64')]" \
+    '"grid": [1, 1, 1]'
+info_check gradient_clip_gpu_scale --set n=257 -- \
+    "o['launch']['grid'] == [2, 1, 1] and o['launch']['block'] == [256, 1, 1] and [p['type'] for p in o['params']] == ['u64', 'u64', 'u32']" \
+    '"grid": [2, 1, 1], "block": [256, 1, 1]'
+info_check gradient_clip --set n=1000 -- \
+    "o['launch']['grid'] == [4, 1, 1] and [p['type'] for p in o['params']] == ['u64', 'f32', 'u32']" \
+    '"grid": [4, 1, 1], "block": [256, 1, 1]'
+
+# Problem sizes are parameters, not baked (DESIGN §3): unless the kernel
+# says it bakes n, the PTX does not depend on it.
+if expect_ok squared_sum_reduce --info && grep -q '"baked": \[\]' "$tmp/out"; then
+    expect_ok squared_sum_reduce --set n=1 && cp "$tmp/out" "$tmp/n1.ptx"
+    expect_ok squared_sum_reduce --set n=1000000 &&
+        check "squared_sum_reduce PTX does not depend on n" cmp -s "$tmp/out" "$tmp/n1.ptx"
+fi
+
+# ------------------------------------------------------------------ bad input
+
+k=squared_sum_reduce
+expect_bad "'nosuchkernel'" nosuchkernel
+expect_bad "'nosuchkernel'" nosuchkernel --info
+expect_bad "'sm_91'" "$k" --target sm_91
+expect_bad "'SM_90'" "$k" --target SM_90
+expect_bad "''" "$k" --target ''
+expect_bad "'sm_91'" --all --target sm_91 --outdir "$tmp/bad"
+expect_bad "foo" "$k" --set foo=1
+expect_bad "12x" "$k" --set n=12x
+expect_bad "n=-1" "$k" --set n=-1
+expect_bad "'n='" "$k" --set n=
+expect_bad "99999999999" "$k" --set n=99999999999
+expect_bad "4294967296" "$k" --set n=4294967296
+expect_bad "'n'" "$k" --set n
+expect_bad "=5" "$k" --set =5
+expect_bad "--target" "$k" --target
+expect_bad "--set" "$k" --set
+expect_bad "-o" "$k" -o
+expect_bad "--outdir" --all --outdir
+expect_bad "--outdir" --all
+expect_bad "--outdir" --all --target sm_90
+expect_bad "--bogus" "$k" --bogus
+expect_bad "-x" -x
+expect_bad "--output" "$k" --output "$tmp/x.ptx"
+expect_bad "-o=" "$k" "-o=$tmp/x.ptx"
+expect_bad "nothing to do"
+expect_bad "'gradient_clip'" "$k" gradient_clip
+expect_bad "--all" --list --all
+expect_bad "--targets" "$k" --targets
+expect_bad "--target" --list --target sm_90
+expect_bad "--set" --all --outdir "$tmp/bad" --set n=1
+expect_bad "--info" --list --info
+expect_bad "--target" "$k" --target sm_90 --target sm_80
+expect_bad "/nonexistent-dir/x.ptx" "$k" -o /nonexistent-dir/x.ptx
+expect_bad "/nonexistent-dir/x.json" "$k" --info -o /nonexistent-dir/x.json
+expect_bad "$tmp" "$k" -o "$tmp"
+: >"$tmp/plainfile"
+expect_bad "plainfile" --all --outdir "$tmp/plainfile"
+expect_bad "/dev/null/sub" --all --outdir /dev/null/sub
+expect_bad "plainfile/sub" --all --outdir "$tmp/plainfile/sub"
+expect_bad "''" --all --outdir ''
+expect_ok --all --outdir "$tmp/deep/er/dir" &&
+    check "--all creates missing parents" test -f "$tmp/deep/er/dir/squared_sum_reduce.ptx"
+# A control character in an argument must not split the one line.
+expect_bad "unknown kernel" "$(printf 'two\nlines')"
+check "no --all output left for rejected runs" test ! -e "$tmp/bad"
+
+echo "$checks checks, $failures failures" >&2
+[ "$failures" -eq 0 ]
