@@ -29,16 +29,60 @@ static pg_reg elem_addr(pg_kernel *k, pg_reg base, pg_val i)
     return a;
 }
 
+/* base + (i << shift) for a 64-bit index. */
+static pg_reg addr64(pg_kernel *k, pg_reg base, pg_reg i, uint32_t shift)
+{
+    pg_reg a = pg_reg_new(k, PG_U64);
+    pg_shl(k, PG_U64, a, i, pg_u32(shift));
+    pg_add(k, PG_U64, a, a, base);
+    return a;
+}
+
+/* A predicate: `ptr` is 16-byte aligned (a uniform test: ptr is a param). */
+static pg_reg aligned16(pg_kernel *k, pg_reg ptr)
+{
+    pg_reg low = pg_reg_new(k, PG_U64);
+    pg_and(k, PG_U64, low, ptr, pg_u64(15));
+    pg_reg p = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U64, p, low, pg_u64(0));
+    return p;
+}
+
+/* The 64-bit grid-stride geometry every streaming kernel here uses. */
+typedef struct stream_geom {
+    pg_reg gid;    /* u32 global thread index */
+    pg_reg gid64;  /* the same, u64 */
+    pg_reg stride; /* u64 threads in the grid */
+    pg_reg n64;    /* u64 element count */
+} stream_geom;
+
+static stream_geom geom(pg_kernel *k, pg_reg n)
+{
+    stream_geom g;
+    g.gid = pg_global_tid_x(k);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg nctaid = pg_sreg_read(k, PG_SREG_NCTAID_X);
+    g.gid64 = pg_reg_new(k, PG_U64);
+    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.gid64, g.gid);
+    g.stride = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, g.stride, nctaid, ntid);
+    g.n64 = pg_reg_new(k, PG_U64);
+    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.n64, n);
+    return g;
+}
+
 static const pgk_knob n_knob[] = {
     {"n", 1u << 20, 1, UINT32_MAX, "number of f32 elements"},
 };
 
 /* ---------------------------------------------------------------- squared_sum_reduce */
 
-/* Each block sums the squares of its grid-stride share: four independent
- * loads in flight a thread (the grid is capped at 256 blocks, so this is
- * what keeps enough bytes moving), four accumulators combined in a fixed
- * order, then a fixed-order block reduction. Same n, same bits. */
+/* Each block sums the squares of its grid-stride share, then reduces in a
+ * fixed order; the same n and the same input alignment give the same bits.
+ * The grid is capped at 256 blocks (DESIGN §3), so each thread must keep
+ * many bytes in flight: with a 16-byte aligned input, four v4 loads (64
+ * bytes) a thread an iteration; otherwise four scalar loads. Indices are
+ * 64-bit so that nothing wraps for n near 2^32. */
 static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
 {
     (void)knobs;
@@ -47,69 +91,109 @@ static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_reg input = pg_param_load(k, p[0]);
     pg_reg output = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
-
-    /* 64-bit indices: i + 4*stride never wraps, whatever n is. */
-    pg_reg gid = pg_global_tid_x(k);
-    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg nctaid = pg_sreg_read(k, PG_SREG_NCTAID_X);
-    pg_reg i = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, i, gid);
-    pg_reg n64 = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, n64, n);
-    pg_reg stride = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, stride, ntid, nctaid);
-    pg_reg stride_bytes = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, stride_bytes, stride, pg_u32(2));
+    stream_geom g = geom(k, n);
 
     pg_reg acc[4];
     for (int j = 0; j < 4; j++) {
         acc[j] = pg_reg_new(k, PG_F32);
         pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
     }
-
-    pg_comment(k, "main loop while i + 3*stride < n: four loads in flight");
-    pg_reg three = pg_reg_new(k, PG_U64);
-    pg_mul(k, PG_U64, three, stride, pg_u64(3));
-    pg_reg four = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, four, stride, pg_u32(2));
-
-    pg_label top = pg_label_new(k, "main");
-    pg_label tail = pg_label_new(k, "tail");
-    pg_label done = pg_label_new(k, "reduce");
+    pg_reg i = pg_reg_new(k, PG_U64);
+    pg_mov(k, PG_U64, i, g.gid64);
+    pg_reg three = pg_reg_new(k, PG_U64), four = pg_reg_new(k, PG_U64);
+    pg_mul(k, PG_U64, three, g.stride, pg_u64(3));
+    pg_shl(k, PG_U64, four, g.stride, pg_u32(2));
     pg_reg last = pg_reg_new(k, PG_U64);
-    pg_reg pm = pg_reg_new(k, PG_PRED);
-    pg_label_bind(k, top);
+    pg_reg pl = pg_reg_new(k, PG_PRED);
+
+    pg_label scalar = pg_label_new(k, "scalar");
+    pg_label vmain = pg_label_new(k, "vec_main");
+    pg_label vtail = pg_label_new(k, "vec_tail");
+    pg_label rest = pg_label_new(k, "vec_rest");
+    pg_label smain = pg_label_new(k, "scalar_main");
+    pg_label stail = pg_label_new(k, "scalar_tail");
+    pg_label done = pg_label_new(k, "reduce");
+    pg_bra_if(k, aligned16(k, input), true, scalar);
+
+    pg_comment(k, "aligned: float4 chunks c < n/4, four chunks in flight while c + 3*stride < n/4");
+    pg_reg n4 = pg_reg_new(k, PG_U64);
+    pg_shr(k, PG_U64, n4, g.n64, pg_u32(2));
+    pg_reg stride_v = pg_reg_new(k, PG_U64);
+    pg_shl(k, PG_U64, stride_v, g.stride, pg_u32(4));
+    pg_label_bind(k, vmain);
     pg_add(k, PG_U64, last, i, three);
-    pg_setp(k, PG_CMP_GE, PG_U64, pm, last, n64);
-    pg_bra_if(k, pm, false, tail);
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, a, i, pg_u32(2));
-    pg_add(k, PG_U64, a, a, input);
-    pg_reg x[4];
+    pg_setp(k, PG_CMP_GE, PG_U64, pl, last, n4);
+    pg_bra_if(k, pl, false, vtail);
+    pg_reg va = addr64(k, input, i, 4);
+    pg_reg x[4][4];
     for (int j = 0; j < 4; j++) {
-        x[j] = pg_reg_new(k, PG_F32);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x[j]);
+        for (int c = 0; c < 4; c++)
+            x[j][c] = pg_reg_new(k, PG_F32);
+        pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, va, 0, x[j]);
         if (j < 3)
-            pg_add(k, PG_U64, a, a, stride_bytes);
+            pg_add(k, PG_U64, va, va, stride_v);
     }
     for (int j = 0; j < 4; j++)
-        pg_fma(k, PG_F32, acc[j], x[j], x[j], acc[j]);
+        for (int c = 0; c < 4; c++)
+            pg_fma(k, PG_F32, acc[j], x[j][c], x[j][c], acc[j]);
     pg_add(k, PG_U64, i, i, four);
-    pg_bra(k, top);
+    pg_bra(k, vmain);
 
-    pg_comment(k, "tail: i < n, one load at a time");
-    pg_reg pt = pg_reg_new(k, PG_PRED);
-    pg_label_bind(k, tail);
-    pg_setp(k, PG_CMP_GE, PG_U64, pt, i, n64);
-    pg_bra_if(k, pt, false, done);
-    pg_reg ta = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, ta, i, pg_u32(2));
-    pg_add(k, PG_U64, ta, ta, input);
-    pg_reg tx = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, ta, 0, tx);
-    pg_fma(k, PG_F32, acc[0], tx, tx, acc[0]);
-    pg_add(k, PG_U64, i, i, stride);
-    pg_bra(k, tail);
+    pg_label_bind(k, vtail);
+    pg_setp(k, PG_CMP_GE, PG_U64, pl, i, n4);
+    pg_bra_if(k, pl, false, rest);
+    pg_reg ta = addr64(k, input, i, 4);
+    pg_reg tx[4];
+    for (int c = 0; c < 4; c++)
+        tx[c] = pg_reg_new(k, PG_F32);
+    pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, ta, 0, tx);
+    for (int c = 0; c < 4; c++)
+        pg_fma(k, PG_F32, acc[0], tx[c], tx[c], acc[0]);
+    pg_add(k, PG_U64, i, i, g.stride);
+    pg_bra(k, vtail);
+
+    pg_comment(k, "the last n % 4 elements: one each for the first threads");
+    pg_label_bind(k, rest);
+    pg_reg e = pg_reg_new(k, PG_U64);
+    pg_shl(k, PG_U64, e, n4, pg_u32(2));
+    pg_add(k, PG_U64, e, e, g.gid64);
+    pg_setp(k, PG_CMP_GE, PG_U64, pl, e, g.n64);
+    pg_bra_if(k, pl, false, done);
+    pg_reg ra = addr64(k, input, e, 2);
+    pg_reg rx = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, ra, 0, rx);
+    pg_fma(k, PG_F32, acc[1], rx, rx, acc[1]);
+    pg_bra(k, done);
+
+    pg_comment(k, "unaligned: scalar, four loads in flight while i + 3*stride < n");
+    pg_label_bind(k, scalar);
+    pg_reg stride_b = pg_reg_new(k, PG_U64);
+    pg_shl(k, PG_U64, stride_b, g.stride, pg_u32(2));
+    pg_label_bind(k, smain);
+    pg_add(k, PG_U64, last, i, three);
+    pg_setp(k, PG_CMP_GE, PG_U64, pl, last, g.n64);
+    pg_bra_if(k, pl, false, stail);
+    pg_reg sa = addr64(k, input, i, 2);
+    pg_reg sx[4];
+    for (int j = 0; j < 4; j++) {
+        sx[j] = pg_reg_new(k, PG_F32);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, sa, 0, sx[j]);
+        if (j < 3)
+            pg_add(k, PG_U64, sa, sa, stride_b);
+    }
+    for (int j = 0; j < 4; j++)
+        pg_fma(k, PG_F32, acc[j], sx[j], sx[j], acc[j]);
+    pg_add(k, PG_U64, i, i, four);
+    pg_bra(k, smain);
+    pg_label_bind(k, stail);
+    pg_setp(k, PG_CMP_GE, PG_U64, pl, i, g.n64);
+    pg_bra_if(k, pl, false, done);
+    pg_reg sta = addr64(k, input, i, 2);
+    pg_reg stx = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, sta, 0, stx);
+    pg_fma(k, PG_F32, acc[0], stx, stx, acc[0]);
+    pg_add(k, PG_U64, i, i, g.stride);
+    pg_bra(k, stail);
 
     pg_label_bind(k, done);
     pg_add(k, PG_F32, acc[0], acc[0], acc[1]);
@@ -249,14 +333,51 @@ const pgk_desc pgk_desc_clip_scale_reduce = {
 
 /* ---------------------------------------------------------------- gradient_clip(_gpu_scale) */
 
-static void scale_elements(pg_kernel *k, pg_reg grads, pg_reg n, pg_reg scale, pg_reg gid)
+/* grads[i] *= scale for i < n over a capped grid: float4 chunks when grads
+ * is 16-byte aligned (then the last n % 4 one by one), scalars otherwise. */
+static void scale_all(pg_kernel *k, pg_reg grads, pg_reg n, pg_reg scale, pg_label out)
 {
-    pg_reg a = elem_addr(k, grads, gid);
-    pg_reg g = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, g);
-    pg_mul(k, PG_F32, g, g, scale);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, g);
-    (void)n;
+    stream_geom g = geom(k, n);
+    pg_reg i = pg_reg_new(k, PG_U64);
+    pg_mov(k, PG_U64, i, g.gid64);
+    pg_reg pl = pg_reg_new(k, PG_PRED);
+    pg_label scalar = pg_label_new(k, "scalar");
+    pg_label vloop = pg_label_new(k, "vec");
+    pg_label rest = pg_label_new(k, "vec_rest");
+    pg_label sloop = pg_label_new(k, "scalar_loop");
+    pg_bra_if(k, aligned16(k, grads), true, scalar);
+
+    pg_reg n4 = pg_reg_new(k, PG_U64);
+    pg_shr(k, PG_U64, n4, g.n64, pg_u32(2));
+    pg_label_bind(k, vloop);
+    pg_setp(k, PG_CMP_GE, PG_U64, pl, i, n4);
+    pg_bra_if(k, pl, false, rest);
+    pg_reg va = addr64(k, grads, i, 4);
+    pg_reg v[4];
+    for (int c = 0; c < 4; c++)
+        v[c] = pg_reg_new(k, PG_F32);
+    pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, va, 0, v);
+    for (int c = 0; c < 4; c++)
+        pg_mul(k, PG_F32, v[c], v[c], scale);
+    pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 4, va, 0, v);
+    pg_add(k, PG_U64, i, i, g.stride);
+    pg_bra(k, vloop);
+
+    pg_label_bind(k, rest);
+    pg_shl(k, PG_U64, i, n4, pg_u32(2));
+    pg_add(k, PG_U64, i, i, g.gid64);
+
+    pg_label_bind(k, scalar);
+    pg_label_bind(k, sloop);
+    pg_setp(k, PG_CMP_GE, PG_U64, pl, i, g.n64);
+    pg_bra_if(k, pl, false, out);
+    pg_reg a = addr64(k, grads, i, 2);
+    pg_reg x = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x);
+    pg_mul(k, PG_F32, x, x, scale);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x);
+    pg_add(k, PG_U64, i, i, g.stride);
+    pg_bra(k, sloop);
 }
 
 static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
@@ -267,8 +388,6 @@ static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t 
     pg_reg scale_ptr = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
     pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
     pg_reg scale = pg_reg_new(k, PG_F32);
     pg_ld(k, PG_SPACE_GLOBAL, PG_F32, scale_ptr, 0, scale);
     pg_comment(k, "|scale - 1| < 1e-7: nothing to clip, write nothing");
@@ -278,7 +397,7 @@ static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t 
     pg_reg keep = pg_reg_new(k, PG_PRED);
     pg_setp(k, PG_CMP_LT, PG_F32, keep, dev, pg_f32(1e-7f));
     pg_bra_if(k, keep, false, out);
-    scale_elements(k, grads, n, scale, gid);
+    scale_all(k, grads, n, scale, out);
     pg_label_bind(k, out);
     pg_ret(k);
     return pg_kernel_error(k);
@@ -292,17 +411,25 @@ static int build_clip(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_reg scale = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
     pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
-    scale_elements(k, grads, n, scale, gid);
+    scale_all(k, grads, n, scale, out);
     pg_label_bind(k, out);
     pg_ret(k);
     return pg_kernel_error(k);
 }
 
+/* One float4 a thread, at most SCALE_MAX_BLOCKS blocks (then grid-stride):
+ * a no-op clip costs a few thousand scale reads, not one a 256 elements. */
+#define SCALE_MAX_BLOCKS 4096u
+
 static int launch_elementwise(const uint32_t *knobs, pgk_launch *out)
 {
-    return pgk_launch_1d(knobs[0], CLIP_THREADS, out);
+    if (knobs[0] == 0)
+        return PG_ERANGE;
+    uint64_t blocks = ((uint64_t)knobs[0] + 4u * CLIP_THREADS - 1) / (4u * CLIP_THREADS);
+    if (blocks > SCALE_MAX_BLOCKS)
+        blocks = SCALE_MAX_BLOCKS;
+    *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    return PG_OK;
 }
 
 static const pgk_param clip_gpu_scale_params[] = {

@@ -294,12 +294,12 @@ info_check squared_sum_reduce -- \
 info_check clip_scale_reduce -- \
     "o['launch']['grid'] == [1, 1, 1] and [(p['name'], p['type']) for p in o['params']] == [('partials', 'u64'), ('total_n', 'u32'), ('max_norm', 'f32'), ('output', 'u64')]" \
     '"grid": [1, 1, 1]'
-info_check gradient_clip_gpu_scale --set n=257 -- \
+info_check gradient_clip_gpu_scale --set n=1025 -- \
     "o['launch']['grid'] == [2, 1, 1] and o['launch']['block'] == [256, 1, 1] and [p['type'] for p in o['params']] == ['u64', 'u64', 'u32']" \
     '"grid": [2, 1, 1], "block": [256, 1, 1]'
-info_check gradient_clip --set n=1000 -- \
-    "o['launch']['grid'] == [4, 1, 1] and [p['type'] for p in o['params']] == ['u64', 'f32', 'u32']" \
-    '"grid": [4, 1, 1], "block": [256, 1, 1]'
+info_check gradient_clip --set n=4000000000 -- \
+    "o['launch']['grid'] == [4096, 1, 1] and [p['type'] for p in o['params']] == ['u64', 'f32', 'u32']" \
+    '"grid": [4096, 1, 1], "block": [256, 1, 1]'
 
 # Problem sizes are parameters, not baked (DESIGN §3): unless the kernel
 # says it bakes n, the PTX does not depend on it.

@@ -66,15 +66,20 @@ int main(void)
     REQUIRE_INT_EQ(pgk_knob_assign(sq, &kn, NULL, err, sizeof err), PG_EINVAL);
     REQUIRE_INT_EQ(kn.v[0], 77);
 
-    /* one-dimensional launches: ceil(n/256) blocks of 256 */
+    /* the clip scales: one float4 a thread, ceil(n/1024) blocks of 256,
+     * at most 4096 blocks (grid-stride beyond) */
     const pgk_desc *gc = pgk_find("gradient_clip_gpu_scale");
     pgk_knobs_default(gc, &kn);
     kn.v[0] = 257;
     REQUIRE_INT_EQ(pgk_launch_for(gc, &kn, &l, err, sizeof err), 0);
+    REQUIRE_INT_EQ(l.grid[0], 1);
+    kn.v[0] = 1025;
+    REQUIRE_INT_EQ(pgk_launch_for(gc, &kn, &l, err, sizeof err), 0);
     REQUIRE_INT_EQ(l.grid[0], 2);
     kn.v[0] = UINT32_MAX;
     REQUIRE_INT_EQ(pgk_launch_for(gc, &kn, &l, err, sizeof err), 0);
-    REQUIRE_INT_EQ(l.grid[0], 16777216);
+    REQUIRE_INT_EQ(l.grid[0], 4096);
+    REQUIRE_INT_EQ(l.block[0], 256);
     kn.v[0] = 0;
     REQUIRE_INT_EQ(pgk_launch_for(gc, &kn, &l, err, sizeof err), PG_ERANGE);
     REQUIRE(pgk_launch_for(NULL, &kn, &l, err, sizeof err) == PG_EINVAL);

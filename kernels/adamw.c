@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * AdamW (DESIGN §3), one thread an element:
+ *     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+ *     p -= lr (m bc1 / (sqrt(v bc2) + eps) + wd p),  bc = 1 / (1 - beta^t)
+ * adamw_step takes the hyper-parameters as kernel arguments; adamw_step_dev
+ * reads them from seven floats in device memory, [lr, beta1, beta2, eps,
+ * weight_decay, bias_correction1, bias_correction2], so that a captured
+ * graph replayed step after step sees the values of each step. Both emit the
+ * same element body: same inputs, same bits.
+ */
+#include "kernels.h"
+
+#define ADAMW_THREADS 256u
+
+enum { H_LR, H_BETA1, H_BETA2, H_EPS, H_WD, H_BC1, H_BC2, H_COUNT };
+
+/* Update element gid of params, grads, m, v (buf[0..3]) with the
+ * hyper-parameters h[H_COUNT] (f32 registers). */
+static void adamw_body(pg_kernel *k, const pg_reg *buf, const pg_reg *h, pg_reg gid)
+{
+    pg_reg off = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, off, gid, pg_u32(4));
+    pg_reg addr[4], val[4];
+    for (int i = 0; i < 4; i++) {
+        addr[i] = pg_reg_new(k, PG_U64);
+        pg_add(k, PG_U64, addr[i], buf[i], off);
+        val[i] = pg_reg_new(k, PG_F32);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr[i], 0, val[i]);
+    }
+    pg_reg p = val[0], g = val[1], m = val[2], v = val[3];
+
+    pg_comment(k, "m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2");
+    pg_reg t = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, t, pg_f32(1.0f), h[H_BETA1]);
+    pg_mul(k, PG_F32, t, t, g);
+    pg_fma(k, PG_F32, m, h[H_BETA1], m, t);
+    pg_reg gg = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, gg, g, g);
+    pg_sub(k, PG_F32, t, pg_f32(1.0f), h[H_BETA2]);
+    pg_mul(k, PG_F32, t, t, gg);
+    pg_fma(k, PG_F32, v, h[H_BETA2], v, t);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr[2], 0, m);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr[3], 0, v);
+
+    pg_comment(k, "p -= lr (m bc1 / (sqrt(v bc2) + eps) + wd p)");
+    pg_reg den = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, den, v, h[H_BC2]);
+    pg_sqrt(k, PG_F32, den, den);
+    pg_add(k, PG_F32, den, den, h[H_EPS]);
+    pg_reg upd = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, upd, m, h[H_BC1]);
+    pg_div(k, PG_F32, upd, upd, den);
+    pg_fma(k, PG_F32, upd, h[H_WD], p, upd);
+    pg_reg nlr = pg_reg_new(k, PG_F32);
+    pg_neg(k, PG_F32, nlr, h[H_LR]);
+    pg_fma(k, PG_F32, p, nlr, upd, p);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr[0], 0, p);
+}
+
+static int build_adamw(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, ADAMW_THREADS, 1, 1);
+    pg_reg buf[4], h[H_COUNT];
+    for (int i = 0; i < 4; i++)
+        buf[i] = pg_param_load(k, p[i]);
+    for (int i = 0; i < H_COUNT; i++)
+        h[i] = pg_param_load(k, p[4 + i]);
+    pg_reg n = pg_param_load(k, p[4 + H_COUNT]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+    adamw_body(k, buf, h, gid);
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int build_adamw_dev(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, ADAMW_THREADS, 1, 1);
+    pg_reg buf[4], h[H_COUNT];
+    for (int i = 0; i < 4; i++)
+        buf[i] = pg_param_load(k, p[i]);
+    pg_reg hyper = pg_param_load(k, p[4]);
+    pg_reg n = pg_param_load(k, p[5]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+    pg_comment(k, "hyper-parameters from device memory, read when the kernel runs");
+    for (int i = 0; i < H_COUNT; i++) {
+        h[i] = pg_reg_new(k, PG_F32);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, hyper, 4 * i, h[i]);
+    }
+    adamw_body(k, buf, h, gid);
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int launch_adamw(const uint32_t *knobs, pgk_launch *out)
+{
+    return pgk_launch_1d(knobs[0], ADAMW_THREADS, out);
+}
+
+static const pgk_knob n_knob[] = {
+    {"n", 1u << 20, 1, UINT32_MAX, "number of parameters"},
+};
+
+static const pgk_param adamw_params[] = {
+    {"params", PG_U64, true},
+    {"grads", PG_U64, true},
+    {"m", PG_U64, true},
+    {"v", PG_U64, true},
+    {"lr", PG_F32, false},
+    {"beta1", PG_F32, false},
+    {"beta2", PG_F32, false},
+    {"eps", PG_F32, false},
+    {"weight_decay", PG_F32, false},
+    {"bias_correction1", PG_F32, false},
+    {"bias_correction2", PG_F32, false},
+    {"n", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_adamw_step = {
+    .name = "adamw_step",
+    .summary = "AdamW update of params, m, v in place; hyper-parameters as arguments",
+    .params = adamw_params,
+    .nparams = 12,
+    .knobs = n_knob,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_adamw,
+    .launch = launch_adamw,
+};
+
+static const pgk_param adamw_dev_params[] = {
+    {"params", PG_U64, true},
+    {"grads", PG_U64, true},
+    {"m", PG_U64, true},
+    {"v", PG_U64, true},
+    {"hyper_ptr", PG_U64, true},
+    {"n", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_adamw_step_dev = {
+    .name = "adamw_step_dev",
+    .summary = "AdamW as adamw_step, hyper-parameters read from 7 f32 in device memory",
+    .params = adamw_dev_params,
+    .nparams = 6,
+    .knobs = n_knob,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_adamw_dev,
+    .launch = launch_adamw,
+};

@@ -1,0 +1,773 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Activation and normalisation backward kernels and the elementwise helpers
+ * of the backward pass (DESIGN §3): silu_backward, batched_softmax_backward,
+ * batched_rms_norm_backward, rms_norm_gamma_reduce, cast_f32_to_f16,
+ * residual_add. Every dimension is a parameter: one module serves every
+ * shape. Float arithmetic is .rn (and div/sqrt/rcp IEEE), so results stay
+ * within a few ulp of a double reference; every reduction runs in an order
+ * fixed by the shape alone, so the same input gives the same bits.
+ */
+#include "kernels.h"
+
+/* Row kernels take dimensions up to 2^31 - 1 (their knobs' range): the u32
+ * indices and strides then never wrap. */
+#define BWD_THREADS 256u
+/* batched_softmax_backward: one warp a row. */
+#define SOFTMAX_ROWS_PER_BLOCK (BWD_THREADS / 32u)
+/* rms_norm_gamma_reduce: a block owns GAMMA_COLS adjacent columns (one
+ * 32-byte sector a row) and splits the rows over GAMMA_LANES threads a
+ * column. */
+#define GAMMA_COLS 8u
+#define GAMMA_LANES (BWD_THREADS / GAMMA_COLS)
+
+/* log2(e) as a float and the rest of it: exp(a) = 2^(a*hi) * 2^(a*lo). */
+#define LOG2E_HI 1.4426950216293335f
+#define LOG2E_LO 1.925963033500011e-08f
+#define LN2_F 0.6931471824645996f
+
+/* &base[i] for elements of `size` bytes, i a u32 value. */
+static pg_reg elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size)
+{
+    pg_reg off = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, off, i, pg_u32(size));
+    pg_reg a = pg_reg_new(k, PG_U64);
+    pg_add(k, PG_U64, a, base, off);
+    return a;
+}
+
+/* &base[row * width] for f32 elements; row * width may pass 2^32. */
+static pg_reg row_addr(pg_kernel *k, pg_reg base, pg_val row, pg_val width)
+{
+    pg_reg off = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, off, row, width);
+    pg_shl(k, PG_B64, off, off, pg_u32(2));
+    pg_reg a = pg_reg_new(k, PG_U64);
+    pg_add(k, PG_U64, a, base, off);
+    return a;
+}
+
+static pg_reg ld_f32(pg_kernel *k, pg_reg addr)
+{
+    pg_reg v = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, v);
+    return v;
+}
+
+static const pgk_knob n_knob[] = {
+    {"n", 1u << 20, 1, UINT32_MAX, "number of elements"},
+};
+
+static int launch_elementwise(const uint32_t *knobs, pgk_launch *out)
+{
+    return pgk_launch_1d(knobs[0], BWD_THREADS, out);
+}
+
+/* ---------------------------------------------------------------- silu_backward */
+
+/* exp(-|x|), in (0, 1]. ex2.approx alone would turn the rounding of
+ * |x|*log2(e) into a relative error of up to |x| ulp; the product is split
+ * into a rounded part and its exact rest (an fma), and the rest is applied
+ * as 2^lo = 1 + lo*ln2, leaving ex2's own ~2 ulp. The argument is never
+ * positive, so nothing overflows; it underflows through the subnormals to 0. */
+static pg_reg exp_neg_abs(pg_kernel *k, pg_reg x)
+{
+    pg_reg a = pg_reg_new(k, PG_F32);
+    pg_abs(k, PG_F32, a, x);
+    pg_neg(k, PG_F32, a, a);
+    pg_reg hi = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, hi, a, pg_f32(LOG2E_HI));
+    pg_reg nhi = pg_reg_new(k, PG_F32);
+    pg_neg(k, PG_F32, nhi, hi);
+    pg_reg lo = pg_reg_new(k, PG_F32);
+    pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_HI), nhi);
+    pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_LO), lo);
+    pg_reg z = pg_reg_new(k, PG_F32);
+    pg_ex2(k, PG_F32, z, hi);
+    pg_reg c = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, c, lo, pg_f32(LN2_F));
+    pg_fma(k, PG_F32, z, z, c, z);
+    return z;
+}
+
+/* dx = dy * s * (1 + x (1 - s)), s = sigmoid(x). With z = exp(-|x|):
+ * 1/(1+z) and z/(1+z) are s and 1 - s (x >= 0) or the other way round, both
+ * without cancellation and without overflow for any x. */
+static int build_silu_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
+    pg_reg input = pg_param_load(k, p[0]);
+    pg_reg grad_out = pg_param_load(k, p[1]);
+    pg_reg grad_in = pg_param_load(k, p[2]);
+    pg_reg n = pg_param_load(k, p[3]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+
+    pg_reg x = ld_f32(k, elem_addr(k, input, gid, 4));
+    pg_reg dy = ld_f32(k, elem_addr(k, grad_out, gid, 4));
+    pg_comment(k, "z = exp(-|x|); s and 1 - s are 1/(1+z) and z/(1+z)");
+    pg_reg z = exp_neg_abs(k, x);
+    pg_reg q = pg_reg_new(k, PG_F32);
+    pg_add(k, PG_F32, q, z, pg_f32(1.0f));
+    pg_reg ra = pg_reg_new(k, PG_F32);
+    pg_rcp(k, PG_F32, ra, q);
+    pg_reg rb = pg_reg_new(k, PG_F32);
+    pg_div(k, PG_F32, rb, z, q);
+    pg_reg pos = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_GE, PG_F32, pos, x, pg_f32(0.0f));
+    pg_reg s = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, s, ra, rb, pos);
+    pg_reg oms = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, oms, rb, ra, pos);
+    pg_comment(k, "dx = (dy * s) * (1 + x * (1 - s))");
+    pg_reg t = pg_reg_new(k, PG_F32);
+    pg_fma(k, PG_F32, t, x, oms, pg_f32(1.0f));
+    pg_reg dx = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, dx, dy, s);
+    pg_mul(k, PG_F32, dx, dx, t);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, elem_addr(k, grad_in, gid, 4), 0, dx);
+
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static const pgk_param silu_params[] = {
+    {"input", PG_U64, true},
+    {"grad_output", PG_U64, true},
+    {"grad_input", PG_U64, true},
+    {"n", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_silu_backward = {
+    .name = "silu_backward",
+    .summary = "grad_input = grad_output * s * (1 + x (1 - s)), s = sigmoid(input)",
+    .params = silu_params,
+    .nparams = 4,
+    .knobs = n_knob,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_silu_bwd,
+    .launch = launch_elementwise,
+};
+
+/* ---------------------------------------------------------------- batched_softmax_backward */
+
+/* One warp a row, eight rows a block. All 32 lanes stay in the warp until
+ * the reduction: lane l takes elements l, l+32, ... of the row (a lane past
+ * the end adds nothing), four accumulators keep four loads in flight, and
+ * the lanes' sums meet in the fixed butterfly of pg_warp_reduce, so any
+ * row_size works and every lane holds the same bits. A warp past the last
+ * row leaves as a whole. No shared memory, no barrier. */
+static int build_softmax_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
+    pg_reg y = pg_param_load(k, p[0]);
+    pg_reg dy = pg_param_load(k, p[1]);
+    pg_reg dx = pg_param_load(k, p[2]);
+    pg_reg rows = pg_param_load(k, p[3]);
+    pg_reg width = pg_param_load(k, p[4]);
+
+    pg_comment(k, "row = ctaid.x * (ntid.x / 32) + warp; total_rows * 32 may pass 2^32");
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg lane = pg_reg_new(k, PG_U32);
+    pg_and(k, PG_B32, lane, tid, pg_u32(31));
+    pg_reg warp = pg_reg_new(k, PG_U32);
+    pg_shr(k, PG_U32, warp, tid, pg_u32(5));
+    pg_reg wpb = pg_reg_new(k, PG_U32);
+    pg_shr(k, PG_U32, wpb, ntid, pg_u32(5));
+    pg_reg row = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, row, ctaid, wpb, warp);
+    pg_label out = pg_label_new(k, "exit");
+    pg_bounds_guard(k, row, rows, out);
+
+    pg_reg ya = row_addr(k, y, row, width);
+    pg_reg dya = row_addr(k, dy, row, width);
+    pg_reg dxa = row_addr(k, dx, row, width);
+
+    pg_comment(k, "dot = sum y * dy: lane sums in element order, then the butterfly");
+    pg_reg acc[4];
+    for (int j = 0; j < 4; j++) {
+        acc[j] = pg_reg_new(k, PG_F32);
+        pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
+    }
+    pg_reg room = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_GT, PG_U32, room, width, pg_u32(96));
+    pg_reg lim = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, lim, width, pg_u32(96));
+    pg_selp(k, PG_U32, lim, lim, pg_u32(0), room);
+    pg_reg j = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, j, lane);
+    pg_reg off = pg_reg_new(k, PG_U64);
+    pg_reg a = pg_reg_new(k, PG_U64);
+    pg_reg b = pg_reg_new(k, PG_U64);
+
+    pg_label main_top = pg_label_new(k, "dot4");
+    pg_label tail_top = pg_label_new(k, "dot1");
+    pg_label reduce = pg_label_new(k, "reduce");
+    pg_reg pm = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, main_top);
+    pg_setp(k, PG_CMP_GE, PG_U32, pm, j, lim);
+    pg_bra_if(k, pm, false, tail_top);
+    pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
+    pg_add(k, PG_U64, a, ya, off);
+    pg_add(k, PG_U64, b, dya, off);
+    pg_reg yv[4], gv[4];
+    for (int u = 0; u < 4; u++) {
+        yv[u] = pg_reg_new(k, PG_F32);
+        gv[u] = pg_reg_new(k, PG_F32);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 128 * u, yv[u]);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, b, 128 * u, gv[u]);
+    }
+    for (int u = 0; u < 4; u++)
+        pg_fma(k, PG_F32, acc[u], yv[u], gv[u], acc[u]);
+    pg_add(k, PG_U32, j, j, pg_u32(128));
+    pg_bra(k, main_top);
+
+    pg_reg pt = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, tail_top);
+    pg_setp(k, PG_CMP_GE, PG_U32, pt, j, width);
+    pg_bra_if(k, pt, false, reduce);
+    pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
+    pg_add(k, PG_U64, a, ya, off);
+    pg_add(k, PG_U64, b, dya, off);
+    pg_reg ty = ld_f32(k, a);
+    pg_reg tg = ld_f32(k, b);
+    pg_fma(k, PG_F32, acc[0], ty, tg, acc[0]);
+    pg_add(k, PG_U32, j, j, pg_u32(32));
+    pg_bra(k, tail_top);
+
+    pg_label_bind(k, reduce);
+    pg_add(k, PG_F32, acc[0], acc[0], acc[1]);
+    pg_add(k, PG_F32, acc[2], acc[2], acc[3]);
+    pg_add(k, PG_F32, acc[0], acc[0], acc[2]);
+    pg_reg dot = pg_warp_reduce(k, PG_REDUCE_SUM, PG_F32, acc[0]);
+
+    pg_comment(k, "dx = y * (dy - dot)");
+    pg_mov(k, PG_U32, j, lane);
+    pg_label wr_top = pg_label_new(k, "write");
+    pg_reg pw = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, wr_top);
+    pg_setp(k, PG_CMP_GE, PG_U32, pw, j, width);
+    pg_bra_if(k, pw, false, out);
+    pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
+    pg_add(k, PG_U64, a, ya, off);
+    pg_add(k, PG_U64, b, dya, off);
+    pg_reg wy = ld_f32(k, a);
+    pg_reg wg = ld_f32(k, b);
+    pg_reg d = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, d, wg, dot);
+    pg_mul(k, PG_F32, d, wy, d);
+    pg_add(k, PG_U64, a, dxa, off);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, d);
+    pg_add(k, PG_U32, j, j, pg_u32(32));
+    pg_bra(k, wr_top);
+
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int launch_softmax_bwd(const uint32_t *knobs, pgk_launch *out)
+{
+    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
+        return PG_ERANGE;
+    uint32_t blocks = (uint32_t)(((uint64_t)knobs[0] + SOFTMAX_ROWS_PER_BLOCK - 1) /
+                                 SOFTMAX_ROWS_PER_BLOCK);
+    *out = (pgk_launch){{blocks, 1, 1}, {BWD_THREADS, 1, 1}, 0};
+    return PG_OK;
+}
+
+static const pgk_param softmax_params[] = {
+    {"output", PG_U64, true},
+    {"grad_output", PG_U64, true},
+    {"grad_input", PG_U64, true},
+    {"total_rows", PG_U32, false},
+    {"row_size", PG_U32, false},
+};
+
+static const pgk_knob softmax_knobs[] = {
+    {"total_rows", 4096, 1, INT32_MAX, "number of rows"},
+    {"row_size", 512, 1, INT32_MAX, "elements a row (any size)"},
+};
+
+const pgk_desc pgk_desc_batched_softmax_backward = {
+    .name = "batched_softmax_backward",
+    .summary = "per row: grad_input = y * (dy - sum(y * dy)), y the softmax output; one warp a row",
+    .params = softmax_params,
+    .nparams = 5,
+    .knobs = softmax_knobs,
+    .nknobs = 2,
+    .min_target = PG_SM_70,
+    .build = build_softmax_bwd,
+    .launch = launch_softmax_bwd,
+};
+
+/* ---------------------------------------------------------------- batched_rms_norm_backward */
+
+/* One block a row, the arithmetic in f64 (the loads and stores are f32,
+ * so memory traffic is that of an f32 kernel). The formula cancels: always
+ * at hidden_dim = 1 (dx = g eps / r^3 while its two terms are about g / r
+ * each), for any row nearly parallel to its gradient, and elementwise
+ * wherever g_h is close to x_h u. In f32 that costs up to (x^2 / eps) ulp
+ * (about 1e-2 at hidden_dim = 1, eps = 1e-5); in f64, with the products of
+ * two f32 exact, every output is within about half an ulp of f32 of the
+ * exact value.
+ *
+ * Pass 1: each thread sums x^2 and x g (g = gamma dy) over h = tid, tid +
+ * 256, ... as f64 fma chains. The block sums are fixed-order: the 256 thread sums go to shared
+ * memory; column c of 32 adds threads c, c+32, ..., c+224 in order; after a
+ * second barrier every thread adds the 32 column sums in order (broadcast
+ * reads), so every thread holds the same bits. pg_block_reduce reduces
+ * 32-bit values only, hence the shared-memory form. Every thread reaches
+ * both barriers: the only early exit is the block-uniform row check.
+ *
+ * Pass 2: dx = (g - x u) / r with u = mean(x g) / r^2, and
+ * partial = dy x / r, in f64, each rounded to f32 once. */
+/* x, g = gamma dy and (when dy is not NULL) dy of the element at byte
+ * offset off, as f64. */
+static void rms_load(pg_kernel *k, pg_reg off, pg_reg xa, pg_reg dya, pg_reg gamma,
+                     pg_reg *x, pg_reg *dy, pg_reg *g)
+{
+    pg_reg a = pg_reg_new(k, PG_U64);
+    pg_add(k, PG_U64, a, xa, off);
+    pg_reg xv = ld_f32(k, a);
+    pg_add(k, PG_U64, a, dya, off);
+    pg_reg dyv = ld_f32(k, a);
+    pg_add(k, PG_U64, a, gamma, off);
+    pg_reg gv = ld_f32(k, a);
+    *x = pg_reg_new(k, PG_F64);
+    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, *x, xv);
+    pg_reg dyd = pg_reg_new(k, PG_F64);
+    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, dyd, dyv);
+    *g = pg_reg_new(k, PG_F64);
+    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, *g, gv);
+    pg_mul(k, PG_F64, *g, *g, dyd); /* exact: two f32 factors */
+    if (dy)
+        *dy = dyd;
+}
+
+static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
+    /* thread sums: [t] = x^2, [256 + t] = x g; column sums: [c], [32 + c] */
+    pg_shared tsums = pg_shared_static(k, PG_F64, 2 * BWD_THREADS, 8, "thread_sums");
+    pg_shared csums = pg_shared_static(k, PG_F64, 64, 8, "column_sums");
+    pg_reg x = pg_param_load(k, p[0]);
+    pg_reg gamma = pg_param_load(k, p[1]);
+    pg_reg dy = pg_param_load(k, p[2]);
+    pg_reg dx = pg_param_load(k, p[3]);
+    pg_reg part = pg_param_load(k, p[4]);
+    pg_reg rows = pg_param_load(k, p[5]);
+    pg_reg hidden = pg_param_load(k, p[6]);
+    pg_reg eps = pg_param_load(k, p[7]);
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg row = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_label out = pg_label_new(k, "exit");
+    pg_comment(k, "the whole block leaves together: the row is the block's");
+    pg_bounds_guard(k, row, rows, out);
+    pg_reg xa = row_addr(k, x, row, hidden);
+    pg_reg dya = row_addr(k, dy, row, hidden);
+    pg_reg dxa = row_addr(k, dx, row, hidden);
+    pg_reg pa = row_addr(k, part, row, hidden);
+
+    pg_reg ss = pg_reg_new(k, PG_F64);
+    pg_reg sg = pg_reg_new(k, PG_F64);
+    pg_mov(k, PG_F64, ss, pg_f64(0.0));
+    pg_mov(k, PG_F64, sg, pg_f64(0.0));
+    pg_reg h = pg_reg_new(k, PG_U32);
+    pg_reg off = pg_reg_new(k, PG_U64);
+    pg_mov(k, PG_U32, h, tid);
+    pg_label sum_top = pg_label_new(k, "sums");
+    pg_label sum_done = pg_label_new(k, "reduce");
+    pg_reg ps = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, sum_top);
+    pg_setp(k, PG_CMP_GE, PG_U32, ps, h, hidden);
+    pg_bra_if(k, ps, false, sum_done);
+    pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
+    pg_reg xd, gd;
+    rms_load(k, off, xa, dya, gamma, &xd, NULL, &gd);
+    pg_fma(k, PG_F64, ss, xd, xd, ss);
+    pg_fma(k, PG_F64, sg, xd, gd, sg);
+    pg_add(k, PG_U32, h, h, ntid);
+    pg_bra(k, sum_top);
+    pg_label_bind(k, sum_done);
+
+    pg_comment(k, "block sums in a fixed order: threads, then columns of 32, then 32 columns");
+    pg_reg tbase = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, tbase, pg_shared_addr(tsums));
+    pg_reg slot = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, slot, tid, pg_u32(8), tbase);
+    pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 0, ss);
+    pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 8 * BWD_THREADS, sg);
+    pg_bar_sync(k, 0);
+    pg_reg c = pg_reg_new(k, PG_U32);
+    pg_and(k, PG_B32, c, tid, pg_u32(31));
+    pg_reg csl = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, csl, c, pg_u32(8), tbase);
+    pg_reg col[2];
+    for (int s = 0; s < 2; s++) {
+        col[s] = pg_reg_new(k, PG_F64);
+        pg_mov(k, PG_F64, col[s], pg_f64(0.0));
+    }
+    pg_reg have = pg_reg_new(k, PG_PRED);
+    pg_reg idx = pg_reg_new(k, PG_U32);
+    for (uint32_t i = 0; i < BWD_THREADS / 32; i++) {
+        /* a block smaller than 256 threads has no sums past ntid */
+        pg_add(k, PG_U32, idx, c, pg_u32(32 * i));
+        pg_setp(k, PG_CMP_LT, PG_U32, have, idx, ntid);
+        for (int s = 0; s < 2; s++) {
+            pg_reg v = pg_reg_new(k, PG_F64);
+            pg_mov(k, PG_F64, v, pg_f64(0.0));
+            pg_guard(k, have, false);
+            pg_ld(k, PG_SPACE_SHARED, PG_F64, csl, 8 * (32 * i + BWD_THREADS * s), v);
+            pg_add(k, PG_F64, col[s], col[s], v);
+        }
+    }
+    pg_reg first32 = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LT, PG_U32, first32, tid, pg_u32(32));
+    pg_reg cbase = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, cbase, pg_shared_addr(csums));
+    pg_reg cslot = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, cslot, c, pg_u32(8), cbase);
+    for (int s = 0; s < 2; s++) {
+        pg_guard(k, first32, false);
+        pg_st(k, PG_SPACE_SHARED, PG_F64, cslot, 8 * 32 * s, col[s]);
+    }
+    pg_bar_sync(k, 0);
+    pg_reg sum[2];
+    for (int s = 0; s < 2; s++) {
+        sum[s] = pg_reg_new(k, PG_F64);
+        pg_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * 32 * s, sum[s]);
+    }
+    for (uint32_t l = 1; l < 32; l++) {
+        for (int s = 0; s < 2; s++) {
+            pg_reg v = pg_reg_new(k, PG_F64);
+            pg_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * (32 * s + l), v);
+            pg_add(k, PG_F64, sum[s], sum[s], v);
+        }
+    }
+
+    pg_comment(k, "r = sqrt(sum x^2 / hidden + eps); u = (sum x g / hidden) / r^2, in f64");
+    pg_reg fh = pg_reg_new(k, PG_F64);
+    pg_cvt(k, PG_F64, PG_U32, PG_RND_RN, fh, hidden);
+    pg_reg epsd = pg_reg_new(k, PG_F64);
+    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, epsd, eps);
+    pg_reg ms = pg_reg_new(k, PG_F64);
+    pg_div(k, PG_F64, ms, sum[0], fh);
+    pg_add(k, PG_F64, ms, ms, epsd);
+    pg_reg r = pg_reg_new(k, PG_F64);
+    pg_sqrt(k, PG_F64, r, ms);
+    pg_reg rinv = pg_reg_new(k, PG_F64);
+    pg_rcp(k, PG_F64, rinv, r);
+    pg_reg nu = pg_reg_new(k, PG_F64);
+    pg_div(k, PG_F64, nu, sum[1], fh);
+    pg_mul(k, PG_F64, nu, nu, rinv);
+    pg_mul(k, PG_F64, nu, nu, rinv);
+    pg_neg(k, PG_F64, nu, nu);
+
+    pg_comment(k, "dx = (g - x u) / r; partial = (dy x) / r; each rounded to f32 once");
+    pg_mov(k, PG_U32, h, tid);
+    pg_label wr_top = pg_label_new(k, "write");
+    pg_reg pw = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, wr_top);
+    pg_setp(k, PG_CMP_GE, PG_U32, pw, h, hidden);
+    pg_bra_if(k, pw, false, out);
+    pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
+    pg_reg wx, wdy, wg;
+    rms_load(k, off, xa, dya, gamma, &wx, &wdy, &wg);
+    pg_reg t = pg_reg_new(k, PG_F64);
+    pg_fma(k, PG_F64, t, wx, nu, wg);
+    pg_mul(k, PG_F64, t, t, rinv);
+    pg_reg o = pg_reg_new(k, PG_F32);
+    pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, o, t);
+    pg_reg a = pg_reg_new(k, PG_U64);
+    pg_add(k, PG_U64, a, dxa, off);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, o);
+    pg_mul(k, PG_F64, t, wdy, wx);
+    pg_mul(k, PG_F64, t, t, rinv);
+    pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, o, t);
+    pg_add(k, PG_U64, a, pa, off);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, o);
+    pg_add(k, PG_U32, h, h, ntid);
+    pg_bra(k, wr_top);
+
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int launch_rms_bwd(const uint32_t *knobs, pgk_launch *out)
+{
+    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
+        return PG_ERANGE;
+    *out = (pgk_launch){{knobs[0], 1, 1}, {BWD_THREADS, 1, 1}, 0};
+    return PG_OK;
+}
+
+static const pgk_param rms_params[] = {
+    {"input", PG_U64, true},
+    {"gamma", PG_U64, true},
+    {"grad_output", PG_U64, true},
+    {"grad_input", PG_U64, true},
+    {"grad_gamma_partial", PG_U64, true},
+    {"num_rows", PG_U32, false},
+    {"hidden_dim", PG_U32, false},
+    {"eps", PG_F32, false},
+};
+
+static const pgk_knob rms_knobs[] = {
+    {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)"},
+    {"hidden_dim", 1536, 1, INT32_MAX, "elements a row"},
+};
+
+const pgk_desc pgk_desc_batched_rms_norm_backward = {
+    .name = "batched_rms_norm_backward",
+    .summary = "RMSNorm backward per row: grad_input and grad_gamma_partial[row, h] = dy x / r",
+    .params = rms_params,
+    .nparams = 8,
+    .knobs = rms_knobs,
+    .nknobs = 2,
+    .min_target = PG_SM_70,
+    .build = build_rms_bwd,
+    .launch = launch_rms_bwd,
+};
+
+/* ---------------------------------------------------------------- rms_norm_gamma_reduce */
+
+/* grad_gamma[h] = sum over rows of partial[row, h]. A block owns 8 adjacent
+ * columns; thread (lane l, column c) sums rows l, l+32, l+64, ... into four
+ * accumulators (row l + 128 i + 32 u goes to accumulator u), combined as
+ * (a0 + a1) + (a2 + a3); the 32 lane sums of a column are then added in
+ * lane order from shared memory. The order depends on num_rows alone: the
+ * result is bitwise the same run to run. Threads of a column past the end
+ * sum no rows but still reach the barrier. */
+static int build_gamma_reduce(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
+    pg_shared lanes = pg_shared_static(k, PG_F32, BWD_THREADS, 4, "lane_sums");
+    pg_reg part = pg_param_load(k, p[0]);
+    pg_reg grad = pg_param_load(k, p[1]);
+    pg_reg rows = pg_param_load(k, p[2]);
+    pg_reg hidden = pg_param_load(k, p[3]);
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg c = pg_reg_new(k, PG_U32);
+    pg_and(k, PG_B32, c, tid, pg_u32(GAMMA_COLS - 1));
+    pg_reg lane = pg_reg_new(k, PG_U32);
+    pg_shr(k, PG_U32, lane, tid, pg_u32(3));
+    pg_reg col = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, col, ctaid, pg_u32(GAMMA_COLS), c);
+    pg_comment(k, "a column past the end sums no rows");
+    pg_reg have = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LT, PG_U32, have, col, hidden);
+    pg_reg nrows = pg_reg_new(k, PG_U32);
+    pg_selp(k, PG_U32, nrows, rows, pg_u32(0), have);
+
+    pg_reg acc[4];
+    for (int j = 0; j < 4; j++) {
+        acc[j] = pg_reg_new(k, PG_F32);
+        pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
+    }
+    pg_reg room = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_GT, PG_U32, room, nrows, pg_u32(3 * GAMMA_LANES));
+    pg_reg lim = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, lim, nrows, pg_u32(3 * GAMMA_LANES));
+    pg_selp(k, PG_U32, lim, lim, pg_u32(0), room);
+    pg_reg step = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, step, hidden, pg_u32(4 * GAMMA_LANES));
+    pg_reg a = row_addr(k, part, lane, hidden);
+    pg_reg coff = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, coff, col, pg_u32(4));
+    pg_add(k, PG_U64, a, a, coff);
+    pg_reg r = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, r, lane);
+
+    pg_label main_top = pg_label_new(k, "rows4");
+    pg_label tail_top = pg_label_new(k, "rows1");
+    pg_label combine = pg_label_new(k, "combine");
+    pg_reg pm = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, main_top);
+    pg_setp(k, PG_CMP_GE, PG_U32, pm, r, lim);
+    pg_bra_if(k, pm, false, tail_top);
+    pg_reg v[4];
+    for (int u = 0; u < 4; u++) {
+        v[u] = ld_f32(k, a);
+        pg_add(k, PG_U64, a, a, step);
+    }
+    for (int u = 0; u < 4; u++)
+        pg_add(k, PG_F32, acc[u], acc[u], v[u]);
+    pg_add(k, PG_U32, r, r, pg_u32(4 * GAMMA_LANES));
+    pg_bra(k, main_top);
+
+    pg_reg pt = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, tail_top);
+    pg_setp(k, PG_CMP_GE, PG_U32, pt, r, nrows);
+    pg_bra_if(k, pt, false, combine);
+    pg_reg tv = ld_f32(k, a);
+    pg_add(k, PG_F32, acc[0], acc[0], tv);
+    pg_add(k, PG_U64, a, a, step);
+    pg_add(k, PG_U32, r, r, pg_u32(GAMMA_LANES));
+    pg_bra(k, tail_top);
+
+    pg_label_bind(k, combine);
+    pg_add(k, PG_F32, acc[0], acc[0], acc[1]);
+    pg_add(k, PG_F32, acc[2], acc[2], acc[3]);
+    pg_add(k, PG_F32, acc[0], acc[0], acc[2]);
+    pg_reg base = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, base, pg_shared_addr(lanes));
+    pg_reg slot = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, slot, tid, pg_u32(4), base);
+    pg_st(k, PG_SPACE_SHARED, PG_F32, slot, 0, acc[0]);
+    pg_bar_sync(k, 0);
+
+    pg_comment(k, "lane 0 of each column adds the 32 lane sums in lane order");
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg not_lane0 = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_GE, PG_U32, not_lane0, tid, pg_u32(GAMMA_COLS));
+    pg_bra_if(k, not_lane0, false, out);
+    pg_bra_if(k, have, true, out);
+    pg_reg sum = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_SHARED, PG_F32, slot, 0, sum);
+    for (uint32_t l = 1; l < GAMMA_LANES; l++) {
+        pg_reg lv = pg_reg_new(k, PG_F32);
+        pg_ld(k, PG_SPACE_SHARED, PG_F32, slot, 4 * GAMMA_COLS * l, lv);
+        pg_add(k, PG_F32, sum, sum, lv);
+    }
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, elem_addr(k, grad, col, 4), 0, sum);
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int launch_gamma_reduce(const uint32_t *knobs, pgk_launch *out)
+{
+    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
+        return PG_ERANGE;
+    uint32_t blocks = (uint32_t)(((uint64_t)knobs[1] + GAMMA_COLS - 1) / GAMMA_COLS);
+    *out = (pgk_launch){{blocks, 1, 1}, {BWD_THREADS, 1, 1}, 0};
+    return PG_OK;
+}
+
+static const pgk_param gamma_params[] = {
+    {"partial", PG_U64, true},
+    {"grad_gamma", PG_U64, true},
+    {"num_rows", PG_U32, false},
+    {"hidden_dim", PG_U32, false},
+};
+
+static const pgk_knob gamma_knobs[] = {
+    {"num_rows", 2048, 1, INT32_MAX, "rows of partials to sum"},
+    {"hidden_dim", 1536, 1, INT32_MAX, "columns (gamma's length)"},
+};
+
+const pgk_desc pgk_desc_rms_norm_gamma_reduce = {
+    .name = "rms_norm_gamma_reduce",
+    .summary = "grad_gamma[h] = sum over rows of partial[row, h], in a fixed order",
+    .params = gamma_params,
+    .nparams = 4,
+    .knobs = gamma_knobs,
+    .nknobs = 2,
+    .min_target = PG_SM_70,
+    .build = build_gamma_reduce,
+    .launch = launch_gamma_reduce,
+};
+
+/* ---------------------------------------------------------------- cast_f32_to_f16 */
+
+static int build_cast_f16(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
+    pg_reg src = pg_param_load(k, p[0]);
+    pg_reg dst = pg_param_load(k, p[1]);
+    pg_reg n = pg_param_load(k, p[2]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+    pg_reg x = ld_f32(k, elem_addr(k, src, gid, 4));
+    pg_reg hv = pg_reg_new(k, PG_F16);
+    pg_cvt(k, PG_F16, PG_F32, PG_RND_RN, hv, x);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F16, elem_addr(k, dst, gid, 2), 0, hv);
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static const pgk_param cast_params[] = {
+    {"src", PG_U64, true},
+    {"dst", PG_U64, true},
+    {"n", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_cast_f32_to_f16 = {
+    .name = "cast_f32_to_f16",
+    .summary = "dst[i] = (f16) src[i], round to nearest even (dst holds 16-bit halves)",
+    .params = cast_params,
+    .nparams = 3,
+    .knobs = n_knob,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_cast_f16,
+    .launch = launch_elementwise,
+};
+
+/* ---------------------------------------------------------------- residual_add */
+
+/* out[i] = a[i] + b[i]. Each element is read before it is written by the
+ * same thread, so out may alias a (or b). */
+static int build_residual_add(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
+    pg_reg a = pg_param_load(k, p[0]);
+    pg_reg b = pg_param_load(k, p[1]);
+    pg_reg o = pg_param_load(k, p[2]);
+    pg_reg n = pg_param_load(k, p[3]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+    pg_reg off = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, off, gid, pg_u32(4));
+    pg_reg addr = pg_reg_new(k, PG_U64);
+    pg_add(k, PG_U64, addr, a, off);
+    pg_reg av = ld_f32(k, addr);
+    pg_add(k, PG_U64, addr, b, off);
+    pg_reg bv = ld_f32(k, addr);
+    pg_reg s = pg_reg_new(k, PG_F32);
+    pg_add(k, PG_F32, s, av, bv);
+    pg_add(k, PG_U64, addr, o, off);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, s);
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static const pgk_param residual_params[] = {
+    {"a", PG_U64, true},
+    {"b", PG_U64, true},
+    {"out", PG_U64, true},
+    {"n", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_residual_add = {
+    .name = "residual_add",
+    .summary = "out = a + b elementwise; out may alias a",
+    .params = residual_params,
+    .nparams = 4,
+    .knobs = n_knob,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_residual_add,
+    .launch = launch_elementwise,
+};

@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The checks that need no driver: PTX header parsing, F-PTX-001, the
+ * ISA/driver rule and launch arguments against descriptors. Pure functions,
+ * so they are tested on machines without a GPU.
+ */
+#include "rt_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_word(char c)
+{
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+/* Whether line [p, e) starts with directive d followed by a blank. */
+static const char *directive(const char *p, const char *e, const char *d)
+{
+    size_t n = strlen(d);
+    if ((size_t)(e - p) <= n || memcmp(p, d, n) != 0 || !is_space(p[n]))
+        return NULL;
+    p += n;
+    while (p < e && is_space(*p))
+        p++;
+    return p;
+}
+
+/* A decimal number at p (at most 9 digits). */
+static const char *number(const char *p, const char *e, unsigned *out)
+{
+    unsigned v = 0;
+    int digits = 0;
+    while (p < e && is_digit(*p) && digits < 9) {
+        v = v * 10 + (unsigned)(*p - '0');
+        p++;
+        digits++;
+    }
+    if (digits == 0 || (p < e && is_digit(*p)))
+        return NULL;
+    *out = v;
+    return p;
+}
+
+int pgrt_ptx_parse(const char *ptx, size_t len, pgrt_ptx_info *out, char *err, size_t errlen)
+{
+    if (!ptx || !out) {
+        rt_errf(err, errlen, "pgrt_ptx_parse: %s is NULL", !ptx ? "ptx" : "out");
+        return PGRT_EINVAL;
+    }
+    memset(out, 0, sizeof *out);
+    if (len == 0)
+        len = strlen(ptx);
+    const char *p = ptx, *end = ptx + len;
+    bool have_version = false, have_target = false, in_comment = false;
+
+    /* The header directives come before any other statement (PTX ISA,
+     * "Module Directives"), so the scan ends at the first line that is not
+     * blank, a comment or one of them. */
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *e = nl ? nl : end;
+        const char *s = p;
+        p = nl ? nl + 1 : end;
+        while (s < e && is_space(*s))
+            s++;
+        if (in_comment) {
+            const char *close = NULL;
+            for (const char *q = s; q + 1 < e; q++)
+                if (q[0] == '*' && q[1] == '/') {
+                    close = q;
+                    break;
+                }
+            if (!close)
+                continue;
+            in_comment = false;
+            s = close + 2;
+            while (s < e && is_space(*s))
+                s++;
+        }
+        if (s == e || (e - s >= 2 && s[0] == '/' && s[1] == '/'))
+            continue;
+        if (e - s >= 2 && s[0] == '/' && s[1] == '*') {
+            in_comment = true;
+            for (const char *q = s + 2; q + 1 < e; q++)
+                if (q[0] == '*' && q[1] == '/')
+                    in_comment = false;
+            continue;
+        }
+
+        const char *v;
+        if ((v = directive(s, e, ".version")) != NULL) {
+            unsigned major, minor;
+            const char *q = number(v, e, &major);
+            if (!q || q >= e || *q != '.' || !(q = number(q + 1, e, &minor)) || minor > 9 ||
+                (q < e && !is_space(*q) && *q != '/')) {
+                rt_errf(err, errlen, "PTX .version is not MAJOR.MINOR: \"%.*s\"", (int)(e - s), s);
+                return PGRT_EPTX;
+            }
+            out->isa = major * 10 + minor;
+            have_version = true;
+        } else if ((v = directive(s, e, ".target")) != NULL) {
+            size_t n = 0;
+            while (v + n < e && is_word(v[n]))
+                n++;
+            if (n == 0 || n >= sizeof out->target) {
+                rt_errf(err, errlen, "PTX .target is malformed: \"%.*s\"", (int)(e - s), s);
+                return PGRT_EPTX;
+            }
+            memcpy(out->target, v, n);
+            out->target[n] = '\0';
+            have_target = true;
+        } else if ((v = directive(s, e, ".address_size")) != NULL) {
+            if (!number(v, e, &out->addrsize)) {
+                rt_errf(err, errlen, "PTX .address_size is malformed: \"%.*s\"", (int)(e - s), s);
+                return PGRT_EPTX;
+            }
+        } else {
+            break;
+        }
+    }
+    if (!have_version || !have_target) {
+        rt_errf(err, errlen, "PTX has no %s directive before its first statement",
+                !have_version ? ".version" : ".target");
+        return PGRT_EPTX;
+    }
+    return 0;
+}
+
+int pgrt_ptx_check(const pgrt_ptx_info *info, pg_target device, int driver_version, char *err,
+                   size_t errlen)
+{
+    const char *dev_name = pg_target_name(device);
+    if (!info || !dev_name) {
+        rt_errf(err, errlen, "pgrt_ptx_check: %s", !info ? "info is NULL" : "invalid device target");
+        return PGRT_EINVAL;
+    }
+    if (strcmp(info->target, dev_name) != 0) {
+        rt_errf(err, errlen, "F-PTX-001 violated: PTX target %s != device target %s", info->target,
+                dev_name);
+        return PGRT_ETARGET;
+    }
+    unsigned need = pg_isa_min_driver(info->isa);
+    if (need == 0) {
+        rt_errf(err, errlen, "PTX ISA %u.%u is not one ptxgen knows: no driver version to check "
+                "it against", info->isa / 10, info->isa % 10);
+        return PGRT_EISA;
+    }
+    if (info->isa < pg_target_min_isa(device)) {
+        rt_errf(err, errlen, "PTX ISA %u.%u is below %s's minimum %u.%u", info->isa / 10,
+                info->isa % 10, dev_name, pg_target_min_isa(device) / 10,
+                pg_target_min_isa(device) % 10);
+        return PGRT_EISA;
+    }
+    if (driver_version < 0 || (unsigned)driver_version < need) {
+        rt_errf(err, errlen,
+                "PTX ISA %u.%u needs a CUDA %u.%u driver or newer; this driver is CUDA %d.%d "
+                "(cuDriverGetVersion %d)",
+                info->isa / 10, info->isa % 10, need / 1000, (need % 1000) / 10,
+                driver_version / 1000, (driver_version % 1000) / 10, driver_version);
+        return PGRT_EISA;
+    }
+    return 0;
+}
+
+static const char *type_text(uint32_t t, char *buf, size_t len)
+{
+    const char *n = t < PG_TYPE_COUNT ? pg_type_name((pg_type)t) : NULL;
+    if (n)
+        return n;
+    snprintf(buf, len, "type #%u", t);
+    return buf;
+}
+
+int pgrt_args_check(const pgk_desc *d, const pgk_knobs *kn, const pgrt_arg *args, size_t nargs,
+                    char *err, size_t errlen)
+{
+    if (!d || (nargs > 0 && !args)) {
+        rt_errf(err, errlen, "pgrt_args_check: %s is NULL", !d ? "descriptor" : "args");
+        return PGRT_EINVAL;
+    }
+    if (nargs != d->nparams) {
+        char list[256] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < d->nparams && used < sizeof list; i++) {
+            int n = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                             d->params[i].name);
+            if (n < 0)
+                break;
+            used += (size_t)n;
+        }
+        rt_errf(err, errlen, "%s takes %zu argument%s (%s), got %zu", d->name, d->nparams,
+                d->nparams == 1 ? "" : "s", list, nargs);
+        return PGRT_EARGS;
+    }
+    for (size_t i = 0; i < nargs; i++) {
+        const pgk_param *p = &d->params[i];
+        const pgrt_arg *a = &args[i];
+        char b1[32], b2[32];
+        if (p->pointer) {
+            if (!a->pointer) {
+                rt_errf(err, errlen, "%s argument %zu (%s): expected a device pointer, got %s",
+                        d->name, i, p->name, type_text(a->type, b1, sizeof b1));
+                return PGRT_EARGS;
+            }
+            if (a->v.u64 == 0) {
+                rt_errf(err, errlen, "%s argument %zu (%s): null device pointer", d->name, i,
+                        p->name);
+                return PGRT_EARGS;
+            }
+            continue;
+        }
+        if (a->pointer) {
+            rt_errf(err, errlen, "%s argument %zu (%s): expected a %s value, got a device pointer",
+                    d->name, i, p->name, type_text(p->type, b1, sizeof b1));
+            return PGRT_EARGS;
+        }
+        if (a->type != (uint32_t)p->type) {
+            rt_errf(err, errlen, "%s argument %zu (%s): expected %s, got %s", d->name, i, p->name,
+                    type_text(p->type, b1, sizeof b1), type_text(a->type, b2, sizeof b2));
+            return PGRT_EARGS;
+        }
+        /* A size parameter that is also a knob: the grid was computed from
+         * the knob, the kernel bounds its loop by the parameter; if they
+         * differ, part of the data goes untouched or out of bounds. */
+        if (kn && (p->type == PG_U32 || p->type == PG_S32)) {
+            int k = pgk_knob_index(d, p->name);
+            if (k >= 0 && k < PGK_MAX_KNOBS && kn->v[k] != a->v.u32) {
+                rt_errf(err, errlen,
+                        "%s argument %zu (%s) = %u, but the launch is sized for knob %s = %u",
+                        d->name, i, p->name, a->v.u32, p->name, kn->v[k]);
+                return PGRT_EARGS;
+            }
+        }
+    }
+    return 0;
+}

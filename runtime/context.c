@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+#include "rt_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int pgrt_target_for_cc(int major, int minor, pg_target *out)
+{
+    if (!out || major < 0 || minor < 0 || minor > 9)
+        return PGRT_EINVAL;
+    unsigned want = (unsigned)(major * 10 + minor);
+    int best = -1;
+    unsigned best_sm = 0;
+    for (int t = 0; t < PG_TARGET_COUNT; t++) {
+        /* "a" targets run on exactly one architecture and lose forward
+         * compatibility; the runtime never picks them. */
+        if (pg_target_is_arch_specific((pg_target)t))
+            continue;
+        unsigned sm = pg_target_sm((pg_target)t);
+        if (sm == want) {
+            *out = (pg_target)t;
+            return 0;
+        }
+        /* Same major, older minor: PTX JIT-compiles forward within the
+         * family (an 8.8 part runs sm_87 PTX). */
+        if (sm / 10 == (unsigned)major && sm < want && sm > best_sm) {
+            best = t;
+            best_sm = sm;
+        }
+    }
+    if (best < 0)
+        return PGRT_ETARGET;
+    *out = (pg_target)best;
+    return 0;
+}
+
+int rt_ctx_bind(pgrt_ctx *ctx)
+{
+    CUcontext cur = NULL;
+    int err = RT_CU(&ctx->drv, CtxGetCurrent, (&cur));
+    if (err)
+        return err;
+    if (cur == ctx->cu)
+        return 0;
+    return RT_CU(&ctx->drv, CtxSetCurrent, (ctx->cu));
+}
+
+/* Fill ctx->info from the device. */
+static int query_device(pgrt_ctx *ctx)
+{
+    rt_driver *d = &ctx->drv;
+    pgrt_device_info *info = &ctx->info;
+    int err;
+    if ((err = RT_CU(d, DeviceGetName, (info->name, (int)sizeof info->name - 1, ctx->dev))))
+        return err;
+    info->name[sizeof info->name - 1] = '\0';
+    if ((err = RT_CU(d, DeviceGetAttribute,
+                     (&info->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ctx->dev))) ||
+        (err = RT_CU(d, DeviceGetAttribute,
+                     (&info->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ctx->dev))) ||
+        (err = RT_CU(d, DeviceGetAttribute,
+                     (&info->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev))) ||
+        (err = RT_CU(d, DeviceTotalMem, (&info->total_bytes, ctx->dev))))
+        return err;
+    info->driver_version = d->version;
+    /* Blackwell consumer parts: loading through cuModuleLoadDataEx with JIT
+     * options left the context unusable for the seed, so those devices load
+     * with plain cuModuleLoadData and give up the JIT log. */
+    info->direct_load = info->cc_major >= 12;
+    if (pgrt_target_for_cc(info->cc_major, info->cc_minor, &info->target) != 0)
+        return rt_fail(PGRT_ETARGET, "device %d (%s) has compute capability %d.%d, which no ptxgen "
+                       "target serves", ctx->ordinal, info->name,
+                       info->cc_major, info->cc_minor);
+    return 0;
+}
+
+int pgrt_ctx_create(pgrt_ctx **out, const pgrt_ctx_params *params)
+{
+    if (!out)
+        return rt_fail(PGRT_EINVAL, "pgrt_ctx_create: out is NULL");
+    *out = NULL;
+    pgrt_ctx_params def = {NULL, 0};
+    if (!params)
+        params = &def;
+    if (params->device < 0)
+        return rt_fail(PGRT_EINVAL, "pgrt_ctx_create: device ordinal %d is negative",
+                       params->device);
+
+    pgrt_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return rt_fail(PGRT_ENOMEM, "pgrt_ctx_create: out of memory");
+    int err = rt_driver_open(&ctx->drv, params->libcuda);
+    if (err) {
+        free(ctx);
+        return err;
+    }
+    rt_driver *d = &ctx->drv;
+
+    CUresult r = d->Init(0);
+    if (r != CUDA_SUCCESS) {
+        err = rt_cu_fail(d, r, "cuInit", "%s",
+                         r == CUDA_ERROR_NO_DEVICE ? "no CUDA-capable device is present"
+                         : r == CUDA_ERROR_STUB_LIBRARY
+                             ? "the toolkit's stub libcuda was loaded, not the driver's"
+                             : "the driver could not be initialised");
+        goto fail;
+    }
+    int count = 0;
+    if ((err = RT_CU(d, DeviceGetCount, (&count))))
+        goto fail;
+    if (count == 0) {
+        err = rt_fail(PGRT_ENODEVICE, "no CUDA device: the driver reports 0 devices");
+        goto fail;
+    }
+    if (params->device >= count) {
+        err = rt_fail(PGRT_ENODEVICE, "no CUDA device %d: the driver reports %d device%s",
+                      params->device, count, count == 1 ? "" : "s");
+        goto fail;
+    }
+    ctx->ordinal = params->device;
+    if ((err = RT_CU(d, DeviceGet, (&ctx->dev, params->device))))
+        goto fail;
+    if ((err = query_device(ctx)))
+        goto fail;
+    if ((err = RT_CU(d, DevicePrimaryCtxRetain, (&ctx->cu, ctx->dev))))
+        goto fail;
+    if ((err = RT_CU(d, CtxSetCurrent, (ctx->cu)))) {
+        (void)d->DevicePrimaryCtxRelease(ctx->dev); /* the first error is the one reported */
+        goto fail;
+    }
+    if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
+        (void)d->DevicePrimaryCtxRelease(ctx->dev);
+        err = rt_fail(PGRT_ENOMEM, "pgrt_ctx_create: pthread_mutex_init failed");
+        goto fail;
+    }
+    if (pthread_cond_init(&ctx->loaded, NULL) != 0) {
+        pthread_mutex_destroy(&ctx->lock);
+        (void)d->DevicePrimaryCtxRelease(ctx->dev);
+        err = rt_fail(PGRT_ENOMEM, "pgrt_ctx_create: pthread_cond_init failed");
+        goto fail;
+    }
+    atomic_init(&ctx->capturing, 0);
+    *out = ctx;
+    return 0;
+
+fail:
+    rt_driver_close(d);
+    free(ctx);
+    return err;
+}
+
+void pgrt_ctx_destroy(pgrt_ctx **pctx)
+{
+    if (!pctx || !*pctx)
+        return;
+    pgrt_ctx *ctx = *pctx;
+    *pctx = NULL;
+    /* Teardown has no caller to report to: unload and release as far as
+     * the driver lets us. */
+    if (rt_ctx_bind(ctx) == 0)
+        rt_cache_clear(ctx);
+    (void)RT_CU(&ctx->drv, DevicePrimaryCtxRelease, (ctx->dev));
+    pthread_cond_destroy(&ctx->loaded);
+    pthread_mutex_destroy(&ctx->lock);
+    rt_driver_close(&ctx->drv);
+    free(ctx);
+}
+
+int pgrt_ctx_device_info(const pgrt_ctx *ctx, pgrt_device_info *out)
+{
+    if (!ctx || !out)
+        return rt_fail(PGRT_EINVAL, "pgrt_ctx_device_info: %s is NULL", !ctx ? "ctx" : "out");
+    *out = ctx->info;
+    return 0;
+}
+
+pg_target pgrt_ctx_target(const pgrt_ctx *ctx)
+{
+    return ctx ? ctx->info.target : PG_TARGET_COUNT;
+}
+
+int pgrt_ctx_mem_info(pgrt_ctx *ctx, size_t *free_bytes, size_t *total_bytes)
+{
+    if (!ctx || !free_bytes || !total_bytes)
+        return rt_fail(PGRT_EINVAL, "pgrt_ctx_mem_info: NULL argument");
+    int err = rt_ctx_bind(ctx);
+    if (err)
+        return err;
+    return RT_CU(&ctx->drv, MemGetInfo, (free_bytes, total_bytes));
+}
+
+int pgrt_ctx_sync(pgrt_ctx *ctx)
+{
+    if (!ctx)
+        return rt_fail(PGRT_EINVAL, "pgrt_ctx_sync: ctx is NULL");
+    int err = rt_ctx_bind(ctx);
+    if (err)
+        return err;
+    return RT_CU(&ctx->drv, CtxSynchronize, ());
+}

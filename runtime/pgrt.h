@@ -1,0 +1,428 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pgrt: the ptxgen CUDA runtime.
+ *
+ * Loads the CUDA driver at run time (dlopen of libcuda.so.1, entry points by
+ * cuGetProcAddress), builds kernels from the catalog (pgk.h) into PTX, JITs
+ * and caches the modules, and launches them with arguments checked against
+ * the kernel descriptors. On top: typed device buffers, streams, events,
+ * CUDA graph capture and the fused gradient-clip pipeline.
+ *
+ * Nothing here needs CUDA headers or libcuda at link time: a machine without
+ * a driver or a GPU gets an error code and a message, never a crash.
+ *
+ * Errors: every function returning int returns 0 or a negative PGRT_E* code.
+ * The message of the last failure on the calling thread is
+ * pgrt_last_message(); for a failed driver call it names the call and the
+ * CUresult ("cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX: ptxas ... line 7;
+ * error : ..."). Successful calls leave the message as it was.
+ *
+ * Ownership: every object is created by a pgrt_*_create/alloc function that
+ * takes `T **out` and freed by the matching pgrt_*_destroy(&p), which also
+ * sets p to NULL (NULL and *p == NULL are allowed). Everything created from
+ * a context must be destroyed before the context.
+ *
+ * Thread safety: a pgrt_ctx may be used from several threads at once: the
+ * module cache is locked, and every call makes the context current on the
+ * calling thread. A stream (and a capture on it) belongs to one thread at a
+ * time. Buffers, events, graphs and clip states may be used from any
+ * thread, but not concurrently with their own destruction. The pure
+ * functions (pgrt_strerror, pgrt_ptx_*, pgrt_args_check, pgrt_target_for_cc,
+ * pgrt_cuda_error_name) are thread-safe.
+ */
+#ifndef PTXGEN_PGRT_H
+#define PTXGEN_PGRT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pgk.h"
+#include "ptxgen.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(PGRT_BUILDING) && defined(__GNUC__)
+#define PGRT_API __attribute__((visibility("default")))
+#else
+#define PGRT_API
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+/* One table: code, value, message. Values are stable ABI. */
+#define PGRT_ERRNO_MAP(X)                                                      \
+    X(EINVAL, -1, "invalid argument")                                          \
+    X(ENOMEM, -2, "out of host memory")                                        \
+    X(ENODRIVER, -3, "no CUDA driver")                                         \
+    X(ENODEVICE, -4, "no CUDA device")                                         \
+    X(EDRIVER, -5, "CUDA driver too old")                                      \
+    X(ECUDA, -6, "CUDA driver call failed")                                    \
+    X(EDEVMEM, -7, "out of device memory")                                     \
+    X(ETARGET, -8, "PTX target does not match the device")                     \
+    X(EISA, -9, "PTX ISA too new for the driver")                              \
+    X(EPTX, -10, "malformed PTX header")                                       \
+    X(EJIT, -11, "PTX JIT compilation failed")                                 \
+    X(EKERNEL, -12, "kernel build failed")                                     \
+    X(ENOTFOUND, -13, "unknown kernel")                                        \
+    X(EARGS, -14, "launch does not match the kernel")                          \
+    X(ECAPTURE, -15, "not allowed while a stream is capturing")                \
+    X(ERANGE, -16, "out of range")                                             \
+    X(ESTATE, -17, "call not valid in this state")
+
+typedef enum pgrt_errno {
+    PGRT_OK = 0,
+#define PGRT_X_(name, val, msg) PGRT_##name = (val),
+    PGRT_ERRNO_MAP(PGRT_X_)
+#undef PGRT_X_
+} pgrt_errno;
+
+/* "no CUDA device"; never NULL. */
+PGRT_API const char *pgrt_strerror(int err);
+/* "PGRT_ENODEVICE"; never NULL. */
+PGRT_API const char *pgrt_err_name(int err);
+/* The message of the last failed call on this thread ("" before any). The
+ * text stays valid until the next failing call on the same thread. */
+PGRT_API const char *pgrt_last_message(void);
+/* The CUresult of the last failed call on this thread when that failure came
+ * from the driver, else 0. */
+PGRT_API int pgrt_last_cuda_error(void);
+/* "CUDA_ERROR_INVALID_PTX" for a CUresult value; "CUDA_ERROR_UNRECOGNIZED"
+ * for a value the table does not know. Never NULL. */
+PGRT_API const char *pgrt_cuda_error_name(int curesult);
+/* Whether err means "this machine cannot run CUDA" (no driver, no device):
+ * what a GPU test turns into a skip. */
+PGRT_API bool pgrt_err_unavailable(int err);
+
+/* ---------------------------------------------------------------- PTX checks */
+
+/* What the runtime reads from a PTX module's header. */
+typedef struct pgrt_ptx_info {
+    unsigned isa;      /* .version as major*10+minor (7.8 gives 78) */
+    char target[24];   /* the first word of .target ("sm_90") */
+    unsigned addrsize; /* .address_size, 0 when absent */
+} pgrt_ptx_info;
+
+/* Read .version, .target and .address_size from PTX text (len bytes, or up to
+ * the NUL when len is 0). PGRT_EPTX when .version or .target is missing or
+ * malformed; a one-line message goes to err (if errlen > 0). Pure. */
+PGRT_API int pgrt_ptx_parse(const char *ptx, size_t len, pgrt_ptx_info *out, char *err,
+                            size_t errlen);
+/* The checks that run before any load: the PTX target must be the device's
+ * target exactly (contract F-PTX-001, PGRT_ETARGET), and the driver
+ * (cuDriverGetVersion form, 12080) must load the PTX ISA (PGRT_EISA, the
+ * message names the driver needed). Pure. */
+PGRT_API int pgrt_ptx_check(const pgrt_ptx_info *info, pg_target device, int driver_version,
+                            char *err, size_t errlen);
+/* The target for a compute capability: the plain (never the "a") target of
+ * that capability, else the highest plain target of the same major below it
+ * (PTX JIT-compiles forward). PGRT_ETARGET if none (e.g. 6.1). Pure. */
+PGRT_API int pgrt_target_for_cc(int major, int minor, pg_target *out);
+
+/* ---------------------------------------------------------------- launch arguments */
+
+typedef uint64_t pgrt_devptr;
+
+/* One kernel argument: a device pointer or a scalar of a pg_type. Build them
+ * with the pgrt_arg_* helpers. */
+typedef struct pgrt_arg {
+    uint32_t type;  /* pg_type; PG_U64 for pointers */
+    bool pointer;   /* a device pointer (matches pgk_param.pointer) */
+    union {
+        uint64_t u64;
+        int64_t s64;
+        uint32_t u32;
+        int32_t s32;
+        uint16_t u16;
+        int16_t s16;
+        float f32;
+        double f64;
+    } v;
+} pgrt_arg;
+
+static inline pgrt_arg pgrt_arg_ptr(pgrt_devptr p)
+{
+    pgrt_arg a;
+    a.type = PG_U64;
+    a.pointer = true;
+    a.v.u64 = p;
+    return a;
+}
+static inline pgrt_arg pgrt_arg_u32(uint32_t x)
+{
+    pgrt_arg a;
+    a.type = PG_U32;
+    a.pointer = false;
+    a.v.u64 = 0;
+    a.v.u32 = x;
+    return a;
+}
+static inline pgrt_arg pgrt_arg_s32(int32_t x)
+{
+    pgrt_arg a;
+    a.type = PG_S32;
+    a.pointer = false;
+    a.v.u64 = 0;
+    a.v.s32 = x;
+    return a;
+}
+static inline pgrt_arg pgrt_arg_u64(uint64_t x)
+{
+    pgrt_arg a;
+    a.type = PG_U64;
+    a.pointer = false;
+    a.v.u64 = x;
+    return a;
+}
+static inline pgrt_arg pgrt_arg_f32(float x)
+{
+    pgrt_arg a;
+    a.type = PG_F32;
+    a.pointer = false;
+    a.v.u64 = 0;
+    a.v.f32 = x;
+    return a;
+}
+static inline pgrt_arg pgrt_arg_f64(double x)
+{
+    pgrt_arg a;
+    a.type = PG_F64;
+    a.pointer = false;
+    a.v.f64 = x;
+    return a;
+}
+
+/* Check a launch against the descriptor before anything reaches the driver:
+ * the argument count, each argument's kind (device pointer or scalar) and
+ * scalar type, no null device pointers, and, when kn is not NULL, that a
+ * scalar argument named like a knob (n, m, k, ...) has the knob's value, so
+ * the grid the knobs size covers the data the kernel is told about.
+ * PGRT_EARGS (or PGRT_EINVAL for NULLs) with a one-line message. Pure. */
+PGRT_API int pgrt_args_check(const pgk_desc *d, const pgk_knobs *kn, const pgrt_arg *args,
+                             size_t nargs, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct pgrt_ctx pgrt_ctx;
+
+typedef struct pgrt_ctx_params {
+    /* The driver library. NULL: $PGRT_LIBCUDA when set, else "libcuda.so.1". */
+    const char *libcuda;
+    /* Device ordinal. */
+    int device;
+} pgrt_ctx_params;
+
+typedef struct pgrt_device_info {
+    char name[256];
+    int cc_major, cc_minor;
+    pg_target target;   /* what kernels are built for (sm_90 on 9.0) */
+    int driver_version; /* cuDriverGetVersion: 12080 for 12.8 */
+    int sm_count;
+    size_t total_bytes;
+    /* Modules load with plain cuModuleLoadData (compute capability >= 12),
+     * which gives no JIT log on failure. */
+    bool direct_load;
+} pgrt_device_info;
+
+/* Load the driver, initialise it, retain the device's primary context and
+ * make it current on this thread. params may be NULL (defaults: device 0).
+ * On success *out owns the context. Errors: PGRT_ENODRIVER (no libcuda, or
+ * the toolkit's stub), PGRT_ENODEVICE, PGRT_EDRIVER (an entry point the
+ * runtime needs is missing: the message names it and the CUDA version it
+ * needs), PGRT_ETARGET (no target for the device), PGRT_ECUDA. */
+PGRT_API int pgrt_ctx_create(pgrt_ctx **out, const pgrt_ctx_params *params);
+/* Unload cached modules and release the primary context. Not thread-safe:
+ * no other call on the context may be running or follow. */
+PGRT_API void pgrt_ctx_destroy(pgrt_ctx **ctx);
+/* The device, as found at creation (no driver call). */
+PGRT_API int pgrt_ctx_device_info(const pgrt_ctx *ctx, pgrt_device_info *out);
+PGRT_API pg_target pgrt_ctx_target(const pgrt_ctx *ctx);
+/* Free and total device memory now (cuMemGetInfo). */
+PGRT_API int pgrt_ctx_mem_info(pgrt_ctx *ctx, size_t *free_bytes, size_t *total_bytes);
+/* Wait for all work on the device (cuCtxSynchronize). */
+PGRT_API int pgrt_ctx_sync(pgrt_ctx *ctx);
+
+/* ---------------------------------------------------------------- streams and events */
+
+typedef struct pgrt_stream pgrt_stream;
+typedef struct pgrt_event pgrt_event;
+
+/* A non-blocking stream (no implicit sync with the legacy default stream,
+ * which would break graph capture). Functions taking a stream accept NULL
+ * for the legacy default stream, except capture. */
+PGRT_API int pgrt_stream_create(pgrt_ctx *ctx, pgrt_stream **out);
+PGRT_API void pgrt_stream_destroy(pgrt_stream **s);
+PGRT_API int pgrt_stream_sync(pgrt_stream *s);
+/* Whether the stream is capturing (cuStreamIsCapturing; also captures begun
+ * outside this API). */
+PGRT_API int pgrt_stream_is_capturing(pgrt_stream *s, bool *capturing);
+
+/* A timing event. */
+PGRT_API int pgrt_event_create(pgrt_ctx *ctx, pgrt_event **out);
+PGRT_API void pgrt_event_destroy(pgrt_event **e);
+PGRT_API int pgrt_event_record(pgrt_event *e, pgrt_stream *s);
+PGRT_API int pgrt_event_sync(pgrt_event *e);
+/* Milliseconds from start to end; both recorded and complete. */
+PGRT_API int pgrt_event_elapsed_ms(const pgrt_event *start, const pgrt_event *end, float *ms);
+
+/* ---------------------------------------------------------------- buffers */
+
+/* A typed device buffer: element type, count, device pointer. Either owns
+ * its allocation or is a view into another buffer's. */
+typedef struct pgrt_buf pgrt_buf;
+
+/* count elements of type t (not PG_PRED), uninitialised. */
+PGRT_API int pgrt_buf_alloc(pgrt_ctx *ctx, pg_type t, size_t count, pgrt_buf **out);
+/* A view of elements [offset, offset+count) of parent, same type. The
+ * allocation lives until the parent and all its views are destroyed, in any
+ * order. */
+PGRT_API int pgrt_buf_view(pgrt_buf *parent, size_t offset, size_t count, pgrt_buf **out);
+PGRT_API void pgrt_buf_destroy(pgrt_buf **b);
+/* Accessors; 0 / PG_TYPE_COUNT for NULL. */
+PGRT_API pgrt_devptr pgrt_buf_ptr(const pgrt_buf *b);
+PGRT_API size_t pgrt_buf_count(const pgrt_buf *b);
+PGRT_API size_t pgrt_buf_bytes(const pgrt_buf *b);
+PGRT_API pg_type pgrt_buf_type(const pgrt_buf *b);
+/* The buffer as a kernel argument (a device pointer). */
+PGRT_API pgrt_arg pgrt_arg_buf(const pgrt_buf *b);
+
+/* Copies count elements; offsets are in elements and bounds are checked
+ * (PGRT_ERANGE). Copies between buffers need equal element types.
+ *
+ * The plain forms are synchronous with the whole device: they wait for all
+ * work queued on the context (every stream), copy, and return with the copy
+ * complete. Safe anywhere outside a capture, and a stall: training loops use
+ * the _async forms, which are ordered on stream s only (the host memory must
+ * stay valid until the stream reaches them). A plain form on a thread that
+ * is capturing invalidates the capture. */
+PGRT_API int pgrt_buf_upload(pgrt_buf *b, size_t offset, const void *src, size_t count);
+PGRT_API int pgrt_buf_download(const pgrt_buf *b, size_t offset, void *dst, size_t count);
+PGRT_API int pgrt_buf_copy(pgrt_buf *dst, size_t dst_offset, const pgrt_buf *src,
+                           size_t src_offset, size_t count);
+PGRT_API int pgrt_buf_upload_async(pgrt_buf *b, size_t offset, const void *src, size_t count,
+                                   pgrt_stream *s);
+PGRT_API int pgrt_buf_download_async(const pgrt_buf *b, size_t offset, void *dst, size_t count,
+                                     pgrt_stream *s);
+PGRT_API int pgrt_buf_copy_async(pgrt_buf *dst, size_t dst_offset, const pgrt_buf *src,
+                                 size_t src_offset, size_t count, pgrt_stream *s);
+/* Every byte of the buffer set to `byte` (plain form: synchronous with the
+ * device, as the copies). */
+PGRT_API int pgrt_buf_memset(pgrt_buf *b, uint8_t byte);
+PGRT_API int pgrt_buf_memset_async(pgrt_buf *b, uint8_t byte, pgrt_stream *s);
+/* Every element of a 32-bit buffer set to the bit pattern `bits` (a NaN
+ * poison, say). PGRT_EINVAL for other element sizes. */
+PGRT_API int pgrt_buf_fill32(pgrt_buf *b, uint32_t bits);
+PGRT_API int pgrt_buf_fill32_async(pgrt_buf *b, uint32_t bits, pgrt_stream *s);
+
+/* ---------------------------------------------------------------- kernels and the module cache */
+
+/* A loaded kernel function. Handles from the cache live as long as the
+ * context; handles from pgrt_module_kernel as long as their module. */
+typedef struct pgrt_kernel pgrt_kernel;
+
+/* The cached kernel for (descriptor, knobs the descriptor bakes, device
+ * target), built and JIT-loaded on first use. kn NULL means the defaults.
+ * Concurrent callers asking for the same key wait for one load. A miss is
+ * refused with PGRT_ECAPTURE while any stream of this context is capturing
+ * through pgrt_capture_begin (loading a module mid-capture is what a
+ * pre-warm exists to avoid). Build errors give PGRT_EKERNEL; the PTX checks
+ * and the JIT, the codes of pgrt_module_load. */
+PGRT_API int pgrt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn,
+                             pgrt_kernel **out);
+PGRT_API const pgk_desc *pgrt_kernel_desc(const pgrt_kernel *k);
+/* Launch on stream s (NULL: legacy default stream). The grid, block and
+ * shared bytes come from pgk_launch_for(desc, kn) (kn NULL: the defaults);
+ * the arguments are checked with pgrt_args_check(desc, kn, ...); a kernel
+ * that bakes knobs must be launched with the knob values it was built for. */
+PGRT_API int pgrt_kernel_launch(pgrt_kernel *k, pgrt_stream *s, const pgk_knobs *kn,
+                                const pgrt_arg *args, size_t nargs);
+/* pgrt_kernel_get by catalog name (PGRT_ENOTFOUND) then pgrt_kernel_launch.
+ * A cache miss is also refused when s is capturing (cuStreamIsCapturing). */
+PGRT_API int pgrt_launch(pgrt_ctx *ctx, pgrt_stream *s, const char *kernel, const pgk_knobs *kn,
+                         const pgrt_arg *args, size_t nargs);
+
+/* One kernel to pre-warm: a catalog name and its knobs (NULL: defaults;
+ * only the knobs the kernel bakes matter). */
+typedef struct pgrt_warm {
+    const char *kernel;
+    const pgk_knobs *knobs;
+} pgrt_warm;
+/* Load every listed kernel into the cache now, before weights fill the GPU
+ * and before any capture. Stops at the first error. */
+PGRT_API int pgrt_prewarm(pgrt_ctx *ctx, const pgrt_warm *list, size_t n);
+
+typedef struct pgrt_cache_stats {
+    uint64_t hits, misses; /* pgrt_kernel_get outcomes */
+    uint64_t failures;     /* misses whose build or load failed */
+    size_t modules;        /* modules held */
+    double emit_ms;        /* building PTX, all misses together */
+    double jit_ms;         /* cuModuleLoadData(Ex), all misses together */
+} pgrt_cache_stats;
+PGRT_API int pgrt_cache_stats_get(pgrt_ctx *ctx, pgrt_cache_stats *out);
+
+/* An uncached module from PTX text (copied by the driver; the text need
+ * only live for the call). The header checks run first (PGRT_EPTX,
+ * PGRT_ETARGET, PGRT_EISA); then cuModuleLoadDataEx with JIT logs, whose
+ * error log is in the message on failure (PGRT_EJIT), or cuModuleLoadData
+ * on compute capability >= 12. */
+typedef struct pgrt_module pgrt_module;
+PGRT_API int pgrt_module_load(pgrt_ctx *ctx, const char *ptx, pgrt_module **out);
+PGRT_API void pgrt_module_destroy(pgrt_module **m);
+/* The entry d->name of the module as a kernel launched against d. The
+ * handle is owned by the module. */
+PGRT_API int pgrt_module_kernel(pgrt_module *m, const pgk_desc *d, pgrt_kernel **out);
+
+/* ---------------------------------------------------------------- graphs */
+
+typedef struct pgrt_graph pgrt_graph;
+
+/* Start capturing stream s (cuStreamBeginCapture, thread-local mode): the
+ * work this thread then puts on s is recorded, not run. Kernels must be in
+ * the cache already (see pgrt_prewarm). */
+PGRT_API int pgrt_capture_begin(pgrt_stream *s);
+/* End the capture and instantiate it. On success *out owns an executable
+ * graph. On failure the capture is over all the same. */
+PGRT_API int pgrt_capture_end(pgrt_stream *s, pgrt_graph **out);
+/* End a capture and drop what it recorded: the way out of an error path. */
+PGRT_API int pgrt_capture_abort(pgrt_stream *s);
+/* Replay the graph on s. Buffers it uses must still exist. */
+PGRT_API int pgrt_graph_launch(pgrt_graph *g, pgrt_stream *s);
+PGRT_API void pgrt_graph_destroy(pgrt_graph **g);
+
+/* ---------------------------------------------------------------- fused gradient clipping */
+
+/* State for clipping one set of f32 gradient buffers by their global L2
+ * norm, sized once: a partials buffer of sum(pgk_squared_sum_num_blocks(n_i))
+ * floats (buffers of 0 elements take none) and a 2-float result on the
+ * device, [0] = scale, [1] = norm. The three kernels are loaded here, so a
+ * run can be captured. */
+typedef struct pgrt_clip pgrt_clip;
+
+PGRT_API int pgrt_clip_create(pgrt_ctx *ctx, const size_t *sizes, size_t nbufs, pgrt_clip **out);
+PGRT_API void pgrt_clip_destroy(pgrt_clip **c);
+/* One step on stream s: a squared_sum_reduce per buffer into its slice of
+ * the partials, one clip_scale_reduce, a gradient_clip_gpu_scale per
+ * buffer. No host synchronisation; captures into a graph (max_norm is then
+ * part of the graph). grads[i] must be f32 with sizes[i] elements (NULL
+ * where sizes[i] is 0). max_norm
+ * must be finite and > 0. The same state serves any buffers of these sizes
+ * (one layer after another), but runs sharing a state must be ordered on
+ * one stream. */
+PGRT_API int pgrt_clip_run(pgrt_clip *c, pgrt_stream *s, pgrt_buf *const *grads, size_t nbufs,
+                           float max_norm);
+/* Copy [scale, norm] of the last run to the host: waits for stream s. Either
+ * pointer may be NULL. */
+PGRT_API int pgrt_clip_result(pgrt_clip *c, pgrt_stream *s, float *scale, float *norm);
+/* The device buffer of [scale, norm], owned by the state: kernels that
+ * follow in the same stream (an optimizer) may read the scale from it. */
+PGRT_API pgrt_buf *pgrt_clip_result_buf(pgrt_clip *c);
+/* Number of partial sums (the partials buffer's length). */
+PGRT_API uint32_t pgrt_clip_partials(const pgrt_clip *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PTXGEN_PGRT_H */

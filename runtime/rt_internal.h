@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to runtime/: our own declarations of the CUDA driver API subset
+ * the runtime uses (no cuda.h anywhere in the build), the entry-point table,
+ * the object layouts and the error helpers.
+ */
+#ifndef PTXGEN_RT_INTERNAL_H
+#define PTXGEN_RT_INTERNAL_H
+
+#include "pgrt.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* ---------------------------------------------------------------- driver ABI */
+
+/* The driver's types, declared as the driver ABI has them. CUresult is an
+ * enum in cuda.h; an int has the same size and passing convention. */
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr; /* the _v2 (64-bit) form */
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef int CUjit_option;
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_STUB_LIBRARY = 34,
+    CUDA_ERROR_DEVICE_UNAVAILABLE = 46,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_IMAGE = 200,
+    CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+    CUDA_ERROR_INVALID_PTX = 218,
+    CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221,
+    CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
+    CUDA_ERROR_JIT_COMPILATION_DISABLED = 223,
+    CUDA_ERROR_NOT_FOUND = 500,
+};
+
+enum {
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+};
+
+enum {
+    CU_JIT_WALL_TIME = 2,
+    CU_JIT_INFO_LOG_BUFFER = 3,
+    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+    CU_JIT_ERROR_LOG_BUFFER = 5,
+    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+    CU_JIT_LOG_VERBOSE = 12,
+};
+
+enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 };
+enum { CU_STREAM_NON_BLOCKING = 1 };
+enum { CU_EVENT_DEFAULT = 0 };
+enum {
+    CU_STREAM_CAPTURE_STATUS_NONE = 0,
+    CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+    CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+};
+enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
+enum { CU_GET_PROC_ADDRESS_DEFAULT = 0 };
+enum {
+    CU_GET_PROC_ADDRESS_SUCCESS = 0,
+    CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+    CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
+};
+
+/* Shared memory a launch may use without opting in. */
+#define RT_DEFAULT_SHARED_LIMIT (48u * 1024u)
+
+/*
+ * The entry points: X(field, base name, CUDA version of the ABI we declare,
+ * exported symbol for the dlsym fallback, required, return, parameters).
+ * The version is what cuGetProcAddress is asked for: it picks the versioned
+ * symbol whose signature is the one declared here (cuMemAlloc at 3020 is
+ * cuMemAlloc_v2). Optional entries may be NULL; calls that need them say so.
+ */
+#define RT_CU_ENTRIES(X)                                                                     \
+    X(GetErrorName, "cuGetErrorName", 6000, "cuGetErrorName", 0,                              \
+      (CUresult error, const char **str))                                                    \
+    X(Init, "cuInit", 2000, "cuInit", 1, (unsigned flags))                                    \
+    X(DriverGetVersion, "cuDriverGetVersion", 2020, "cuDriverGetVersion", 1, (int *version))  \
+    X(DeviceGetCount, "cuDeviceGetCount", 2000, "cuDeviceGetCount", 1, (int *count))          \
+    X(DeviceGet, "cuDeviceGet", 2000, "cuDeviceGet", 1, (CUdevice * dev, int ordinal))        \
+    X(DeviceGetName, "cuDeviceGetName", 2000, "cuDeviceGetName", 1,                           \
+      (char *name, int len, CUdevice dev))                                                   \
+    X(DeviceGetAttribute, "cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", 1,            \
+      (int *value, int attrib, CUdevice dev))                                                \
+    X(DeviceTotalMem, "cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2", 1,                     \
+      (size_t * bytes, CUdevice dev))                                                        \
+    X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, "cuDevicePrimaryCtxRetain",   \
+      1, (CUcontext * ctx, CUdevice dev))                                                    \
+    X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 11000,                            \
+      "cuDevicePrimaryCtxRelease_v2", 1, (CUdevice dev))                                     \
+    X(CtxSetCurrent, "cuCtxSetCurrent", 4000, "cuCtxSetCurrent", 1, (CUcontext ctx))          \
+    X(CtxGetCurrent, "cuCtxGetCurrent", 4000, "cuCtxGetCurrent", 1, (CUcontext * ctx))        \
+    X(CtxSynchronize, "cuCtxSynchronize", 2000, "cuCtxSynchronize", 1, (void))                \
+    X(MemGetInfo, "cuMemGetInfo", 3020, "cuMemGetInfo_v2", 1,                                 \
+      (size_t * free_bytes, size_t * total_bytes))                                           \
+    X(ModuleLoadData, "cuModuleLoadData", 2000, "cuModuleLoadData", 1,                        \
+      (CUmodule * mod, const void *image))                                                   \
+    X(ModuleLoadDataEx, "cuModuleLoadDataEx", 2010, "cuModuleLoadDataEx", 1,                  \
+      (CUmodule * mod, const void *image, unsigned nopts, CUjit_option *opts, void **vals))  \
+    X(ModuleGetFunction, "cuModuleGetFunction", 2000, "cuModuleGetFunction", 1,               \
+      (CUfunction * fn, CUmodule mod, const char *name))                                     \
+    X(ModuleUnload, "cuModuleUnload", 2000, "cuModuleUnload", 1, (CUmodule mod))              \
+    X(FuncSetAttribute, "cuFuncSetAttribute", 9000, "cuFuncSetAttribute", 0,                  \
+      (CUfunction fn, int attrib, int value))                                                \
+    X(MemAlloc, "cuMemAlloc", 3020, "cuMemAlloc_v2", 1, (CUdeviceptr * p, size_t bytes))      \
+    X(MemFree, "cuMemFree", 3020, "cuMemFree_v2", 1, (CUdeviceptr p))                         \
+    X(MemcpyHtoD, "cuMemcpyHtoD", 3020, "cuMemcpyHtoD_v2", 1,                                 \
+      (CUdeviceptr dst, const void *src, size_t bytes))                                      \
+    X(MemcpyDtoH, "cuMemcpyDtoH", 3020, "cuMemcpyDtoH_v2", 1,                                 \
+      (void *dst, CUdeviceptr src, size_t bytes))                                            \
+    X(MemcpyDtoD, "cuMemcpyDtoD", 3020, "cuMemcpyDtoD_v2", 1,                                 \
+      (CUdeviceptr dst, CUdeviceptr src, size_t bytes))                                      \
+    X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync", 3020, "cuMemcpyHtoDAsync_v2", 1,                  \
+      (CUdeviceptr dst, const void *src, size_t bytes, CUstream s))                          \
+    X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", 3020, "cuMemcpyDtoHAsync_v2", 1,                  \
+      (void *dst, CUdeviceptr src, size_t bytes, CUstream s))                                \
+    X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync", 3020, "cuMemcpyDtoDAsync_v2", 1,                  \
+      (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s))                          \
+    X(MemsetD8, "cuMemsetD8", 3020, "cuMemsetD8_v2", 1,                                       \
+      (CUdeviceptr dst, unsigned char value, size_t n))                                      \
+    X(MemsetD32, "cuMemsetD32", 3020, "cuMemsetD32_v2", 1,                                    \
+      (CUdeviceptr dst, unsigned value, size_t n))                                           \
+    X(MemsetD8Async, "cuMemsetD8Async", 3020, "cuMemsetD8Async", 1,                           \
+      (CUdeviceptr dst, unsigned char value, size_t n, CUstream s))                          \
+    X(MemsetD32Async, "cuMemsetD32Async", 3020, "cuMemsetD32Async", 1,                        \
+      (CUdeviceptr dst, unsigned value, size_t n, CUstream s))                               \
+    X(StreamCreate, "cuStreamCreate", 2000, "cuStreamCreate", 1,                              \
+      (CUstream * s, unsigned flags))                                                        \
+    X(StreamDestroy, "cuStreamDestroy", 4000, "cuStreamDestroy_v2", 1, (CUstream s))          \
+    X(StreamSynchronize, "cuStreamSynchronize", 2000, "cuStreamSynchronize", 1, (CUstream s)) \
+    X(StreamIsCapturing, "cuStreamIsCapturing", 10000, "cuStreamIsCapturing", 0,              \
+      (CUstream s, int *status))                                                             \
+    X(StreamBeginCapture, "cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2", 0,        \
+      (CUstream s, int mode))                                                                \
+    X(StreamEndCapture, "cuStreamEndCapture", 10000, "cuStreamEndCapture", 0,                 \
+      (CUstream s, CUgraph * graph))                                                         \
+    X(EventCreate, "cuEventCreate", 2000, "cuEventCreate", 1, (CUevent * e, unsigned flags))  \
+    X(EventDestroy, "cuEventDestroy", 4000, "cuEventDestroy_v2", 1, (CUevent e))              \
+    X(EventRecord, "cuEventRecord", 2000, "cuEventRecord", 1, (CUevent e, CUstream s))        \
+    X(EventSynchronize, "cuEventSynchronize", 2000, "cuEventSynchronize", 1, (CUevent e))     \
+    X(EventElapsedTime, "cuEventElapsedTime", 2000, "cuEventElapsedTime", 1,                  \
+      (float *ms, CUevent start, CUevent end))                                               \
+    X(LaunchKernel, "cuLaunchKernel", 4000, "cuLaunchKernel", 1,                              \
+      (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,       \
+       unsigned bz, unsigned shared, CUstream s, void **params, void **extra))               \
+    X(GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040,                        \
+      "cuGraphInstantiateWithFlags", 0,                                                      \
+      (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                         \
+    X(GraphInstantiateV2, "cuGraphInstantiate", 11000, "cuGraphInstantiate_v2", 0,            \
+      (CUgraphExec * exec, CUgraph graph, CUgraphNode * err_node, char *log, size_t loglen))  \
+    X(GraphLaunch, "cuGraphLaunch", 10000, "cuGraphLaunch", 0, (CUgraphExec exec, CUstream s)) \
+    X(GraphExecDestroy, "cuGraphExecDestroy", 10000, "cuGraphExecDestroy", 0,                 \
+      (CUgraphExec exec))                                                                    \
+    X(GraphDestroy, "cuGraphDestroy", 10000, "cuGraphDestroy", 0, (CUgraph graph))
+
+typedef struct rt_driver {
+    void *lib; /* dlopen handle */
+    int version;
+#define RT_X_(field, name, ver, sym, req, params) CUresult (*field) params;
+    RT_CU_ENTRIES(RT_X_)
+#undef RT_X_
+} rt_driver;
+
+/* Open the driver library and resolve the entry points. On error d->lib is
+ * closed again and the message is set. */
+int rt_driver_open(rt_driver *d, const char *path);
+void rt_driver_close(rt_driver *d);
+
+/* ---------------------------------------------------------------- errors */
+
+#if defined(__GNUC__)
+#define RT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define RT_PRINTF(f, a)
+#endif
+
+/* Record a failure on this thread and return code. */
+int rt_fail(int code, const char *fmt, ...) RT_PRINTF(2, 3);
+/* Record a failed driver call: "<call>: <CUresult name>[: detail]"; returns
+ * the pgrt code for r (rt_cu_code). d may be NULL. */
+int rt_cu_fail(const rt_driver *d, CUresult r, const char *call, const char *fmt, ...)
+    RT_PRINTF(4, 5);
+/* The pgrt code a CUresult stands for. */
+int rt_cu_code(CUresult r);
+/* Append to the current message (for context such as the kernel name). */
+void rt_msg_append(const char *fmt, ...) RT_PRINTF(1, 2);
+/* snprintf into a caller's error buffer (errlen 0: nothing). */
+void rt_errf(char *err, size_t errlen, const char *fmt, ...) RT_PRINTF(3, 4);
+
+/* Check a driver call: the call's name is the field name prefixed with "cu". */
+#define RT_CU(drv, field, args)                                                \
+    rt_cu_check((drv), (drv)->field args, "cu" #field)
+int rt_cu_check(const rt_driver *d, CUresult r, const char *call);
+
+double rt_now_ms(void);
+
+/* ---------------------------------------------------------------- objects */
+
+struct pgrt_kernel {
+    pgrt_ctx *ctx;
+    const pgk_desc *desc;
+    CUfunction fn;
+    /* Knobs that were baked into the module: bit i set means knob i is
+     * fixed at baked.v[i]. */
+    uint32_t baked_mask;
+    pgk_knobs baked;
+};
+
+typedef struct cache_entry cache_entry;
+struct cache_entry {
+    cache_entry *next;
+    char *key;
+    bool ready;   /* false while one thread is loading it */
+    CUmodule mod;
+    pgrt_kernel kern;
+};
+
+struct pgrt_ctx {
+    rt_driver drv;
+    int ordinal;
+    CUdevice dev;
+    CUcontext cu;
+    pgrt_device_info info;
+
+    pthread_mutex_t lock; /* the cache and its counters */
+    pthread_cond_t loaded;
+    cache_entry *cache;
+    pgrt_cache_stats stats;
+
+    /* Captures begun through pgrt_capture_begin and not yet ended. */
+    atomic_int capturing;
+};
+
+struct pgrt_stream {
+    pgrt_ctx *ctx;
+    CUstream cu;
+    bool capturing;
+};
+
+struct pgrt_event {
+    pgrt_ctx *ctx;
+    CUevent cu;
+};
+
+struct pgrt_graph {
+    pgrt_ctx *ctx;
+    CUgraphExec exec;
+};
+
+typedef struct rt_alloc {
+    atomic_int refs; /* the owning buffer and each view */
+    CUdeviceptr ptr;
+} rt_alloc;
+
+struct pgrt_buf {
+    pgrt_ctx *ctx;
+    rt_alloc *alloc;
+    CUdeviceptr ptr;
+    size_t count;
+    pg_type type;
+    size_t elsize;
+};
+
+typedef struct module_kernel module_kernel;
+struct pgrt_module {
+    pgrt_ctx *ctx;
+    CUmodule mod;
+    module_kernel *kernels;
+};
+
+/* Make the context current on this thread (a no-op when it is). */
+int rt_ctx_bind(pgrt_ctx *ctx);
+/* The stream handle (NULL stream: the legacy default stream). */
+static inline CUstream rt_stream_cu(const pgrt_stream *s) { return s ? s->cu : NULL; }
+
+/* Check the PTX header and load it: cuModuleLoadDataEx with logs, or
+ * cuModuleLoadData on direct-load devices. `what` names the kernel in
+ * messages (may be NULL). */
+int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out);
+
+/* Launch with an already computed configuration; arguments are checked
+ * against the descriptor (with knob cross-checks when kn is not NULL). */
+int rt_kernel_launch_cfg(pgrt_kernel *k, pgrt_stream *s, const pgk_launch *cfg,
+                         const pgk_knobs *kn, const pgrt_arg *args, size_t nargs);
+/* pgrt_kernel_get, refusing a miss while `check` (if not NULL) captures. */
+int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
+                  pgrt_kernel **out);
+/* Unload every cached module (context teardown). */
+void rt_cache_clear(pgrt_ctx *ctx);
+
+#endif /* PTXGEN_RT_INTERNAL_H */

@@ -1,0 +1,693 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fake driver described in fakecuda.h. Built twice: with
+ * cuGetProcAddress_v2 (a CUDA 12 driver) and without it (FAKECUDA_NO_GETPROC:
+ * a driver from before 11.3, reached through dlsym of the _v2 names).
+ */
+#include "fakecuda.h"
+#include "rt_internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FAKE_API __attribute__((visibility("default")))
+#define MAX_LOG 8192
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static fakecuda_launch log_[MAX_LOG];
+static int nlog;
+static atomic_int loads, direct_loads, live_allocs, live_modules;
+
+static const char *mode(void)
+{
+    const char *m = getenv("FAKECUDA");
+    return m ? m : "";
+}
+static bool stub(void) { return strcmp(mode(), "stub") == 0; }
+static int env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : def;
+}
+
+/* ---------------------------------------------------------------- recording API */
+
+FAKE_API void fakecuda_reset(void);
+FAKE_API int fakecuda_launch_count(void);
+FAKE_API const fakecuda_launch *fakecuda_launch_at(int i);
+FAKE_API int fakecuda_loads(void);
+FAKE_API int fakecuda_direct_loads(void);
+FAKE_API int fakecuda_live_allocs(void);
+FAKE_API int fakecuda_live_modules(void);
+
+void fakecuda_reset(void)
+{
+    pthread_mutex_lock(&lock);
+    nlog = 0;
+    pthread_mutex_unlock(&lock);
+    atomic_store(&loads, 0);
+    atomic_store(&direct_loads, 0);
+}
+int fakecuda_launch_count(void) { return nlog; }
+const fakecuda_launch *fakecuda_launch_at(int i) { return i >= 0 && i < nlog ? &log_[i] : NULL; }
+int fakecuda_loads(void) { return atomic_load(&loads); }
+int fakecuda_direct_loads(void) { return atomic_load(&direct_loads); }
+int fakecuda_live_allocs(void) { return atomic_load(&live_allocs); }
+int fakecuda_live_modules(void) { return atomic_load(&live_modules); }
+
+static void record(const fakecuda_launch *l)
+{
+    pthread_mutex_lock(&lock);
+    if (nlog < MAX_LOG)
+        log_[nlog++] = *l;
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---------------------------------------------------------------- objects */
+
+struct CUmod_st {
+    char *ptx;
+};
+struct CUfunc_st {
+    char name[64];
+    int nparams;
+    int sizes[FAKECUDA_MAX_PARAMS];
+};
+#define MAX_FUNCS 64
+typedef struct fmodule {
+    struct CUmod_st m;
+    struct CUfunc_st funcs[MAX_FUNCS];
+    int nfuncs;
+} fmodule;
+struct CUstream_st {
+    int capturing, invalidated;
+    fakecuda_launch *cap;
+    int ncap;
+};
+struct CUgraph_st {
+    fakecuda_launch *l;
+    int n;
+};
+struct CUgraphExec_st {
+    fakecuda_launch *l;
+    int n;
+};
+struct CUevent_st {
+    int recorded;
+};
+struct CUctx_st {
+    int dummy;
+};
+static struct CUctx_st the_ctx;
+static _Thread_local CUcontext current;
+
+#define STUB_CHECK()                                                           \
+    do {                                                                       \
+        if (stub())                                                            \
+            return CUDA_ERROR_STUB_LIBRARY;                                    \
+    } while (0)
+
+/* ---------------------------------------------------------------- entry points */
+
+/* The variant with cuGetProcAddress reaches its entry points only through
+ * it, so that one it hides (FAKECUDA_HIDE) or dates after its version is
+ * really missing; the variant without exports them as old drivers do. */
+#ifdef FAKECUDA_NO_GETPROC
+/* Exports as a driver has them: no header declares them here. */
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#define E(name) FAKE_API CUresult name
+#else
+#define E(name) static CUresult name
+#endif
+
+E(cuGetErrorName)(CUresult e, const char **s)
+{
+    if (e == 4242) {
+        *s = "CUDA_ERROR_FAKE_NEW_CODE";
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+E(cuInit)(unsigned flags)
+{
+    (void)flags;
+    STUB_CHECK();
+    if (strcmp(mode(), "nodevice") == 0)
+        return CUDA_ERROR_NO_DEVICE;
+    return CUDA_SUCCESS;
+}
+E(cuDriverGetVersion)(int *v)
+{
+    STUB_CHECK();
+    *v = env_int("FAKECUDA_VERSION", 12080);
+    return CUDA_SUCCESS;
+}
+E(cuDeviceGetCount)(int *n)
+{
+    STUB_CHECK();
+    *n = strcmp(mode(), "zero") == 0 ? 0 : 1;
+    return CUDA_SUCCESS;
+}
+E(cuDeviceGet)(CUdevice *d, int ordinal)
+{
+    STUB_CHECK();
+    if (ordinal != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+E(cuDeviceGetName)(char *name, int len, CUdevice d)
+{
+    (void)d;
+    snprintf(name, (size_t)len, "Fake GPU");
+    return CUDA_SUCCESS;
+}
+E(cuDeviceGetAttribute)(int *v, int attr, CUdevice d)
+{
+    (void)d;
+    int cc = env_int("FAKECUDA_CC", 90);
+    switch (attr) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+        *v = cc / 10;
+        return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+        *v = cc % 10;
+        return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+        *v = 4;
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+E(cuDeviceTotalMem_v2)(size_t *b, CUdevice d)
+{
+    (void)d;
+    *b = (size_t)2 << 30;
+    return CUDA_SUCCESS;
+}
+E(cuDevicePrimaryCtxRetain)(CUcontext *c, CUdevice d)
+{
+    (void)d;
+    *c = &the_ctx;
+    return CUDA_SUCCESS;
+}
+E(cuDevicePrimaryCtxRelease_v2)(CUdevice d)
+{
+    (void)d;
+    return CUDA_SUCCESS;
+}
+E(cuCtxSetCurrent)(CUcontext c)
+{
+    current = c;
+    return CUDA_SUCCESS;
+}
+E(cuCtxGetCurrent)(CUcontext *c)
+{
+    *c = current;
+    return CUDA_SUCCESS;
+}
+E(cuCtxSynchronize)(void)
+{
+    if (strcmp(mode(), "weird") == 0)
+        return 4242; /* a code newer than the runtime's table */
+    return current ? CUDA_SUCCESS : 201; /* INVALID_CONTEXT */
+}
+E(cuMemGetInfo_v2)(size_t *f, size_t *t)
+{
+    *f = (size_t)1 << 30;
+    *t = (size_t)2 << 30;
+    return CUDA_SUCCESS;
+}
+
+static void jit_delay(void)
+{
+    int us = env_int("FAKECUDA_JIT_US", 0);
+    if (us > 0) {
+        struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static CUresult load(CUmodule *m, const void *image)
+{
+    if (!current)
+        return 201;
+    jit_delay();
+    const char *ptx = image;
+    fmodule *f = calloc(1, sizeof *f);
+    size_t n = strlen(ptx) + 1;
+    f->m.ptx = malloc(n);
+    memcpy(f->m.ptx, ptx, n);
+    *m = &f->m;
+    atomic_fetch_add(&live_modules, 1);
+    return CUDA_SUCCESS;
+}
+
+E(cuModuleLoadData)(CUmodule *m, const void *image)
+{
+    if (strstr(image, "BROKEN"))
+        return CUDA_ERROR_INVALID_PTX;
+    CUresult r = load(m, image);
+    if (r == CUDA_SUCCESS)
+        atomic_fetch_add(&direct_loads, 1);
+    return r;
+}
+E(cuModuleLoadDataEx)(CUmodule *m, const void *image, unsigned nopts, CUjit_option *opts,
+                      void **vals)
+{
+    char *elog = NULL;
+    size_t elen = 0;
+    for (unsigned i = 0; i < nopts; i++) {
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER)
+            elog = vals[i];
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            elen = (size_t)(uintptr_t)vals[i];
+    }
+    if (strstr(image, "BROKEN")) {
+        if (elog && elen)
+            snprintf(elog, elen, "ptxas application ptx input, line 7; error   : Unknown symbol "
+                                 "'BROKEN'\nptxas fatal   : Ptx assembly aborted due to errors\n");
+        return CUDA_ERROR_INVALID_PTX;
+    }
+    CUresult r = load(m, image);
+    if (r == CUDA_SUCCESS)
+        atomic_fetch_add(&loads, 1);
+    return r;
+}
+
+static int type_size(const char *t)
+{
+    if (!strncmp(t, "u64", 3) || !strncmp(t, "s64", 3) || !strncmp(t, "b64", 3) ||
+        !strncmp(t, "f64", 3))
+        return 8;
+    if (!strncmp(t, "u16", 3) || !strncmp(t, "s16", 3) || !strncmp(t, "b16", 3) ||
+        !strncmp(t, "f16", 3))
+        return 2;
+    if (!strncmp(t, "u8", 2) || !strncmp(t, "s8", 2) || !strncmp(t, "b8", 2))
+        return 1;
+    return 4;
+}
+
+E(cuModuleGetFunction)(CUfunction *fn, CUmodule m, const char *name)
+{
+    fmodule *f = (fmodule *)(void *)m;
+    char pat[80];
+    snprintf(pat, sizeof pat, ".entry %s(", name);
+    const char *p = strstr(f->m.ptx, pat);
+    if (!p || f->nfuncs == MAX_FUNCS)
+        return CUDA_ERROR_NOT_FOUND;
+    struct CUfunc_st *fu = &f->funcs[f->nfuncs++];
+    snprintf(fu->name, sizeof fu->name, "%s", name);
+    const char *end = strchr(p, ')');
+    for (const char *q = strstr(p, ".param ."); q && q < end && fu->nparams < FAKECUDA_MAX_PARAMS;
+         q = strstr(q + 1, ".param ."))
+        fu->sizes[fu->nparams++] = type_size(q + 8);
+    *fn = fu;
+    return CUDA_SUCCESS;
+}
+E(cuModuleUnload)(CUmodule m)
+{
+    free(m->ptx);
+    free(m);
+    atomic_fetch_sub(&live_modules, 1);
+    return CUDA_SUCCESS;
+}
+E(cuFuncSetAttribute)(CUfunction fn, int attr, int value)
+{
+    (void)fn;
+    (void)attr;
+    (void)value;
+    return CUDA_SUCCESS;
+}
+
+E(cuMemAlloc_v2)(CUdeviceptr *p, size_t bytes)
+{
+    if (bytes > ((size_t)1 << 32))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *m = calloc(1, bytes);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = (CUdeviceptr)(uintptr_t)m;
+    atomic_fetch_add(&live_allocs, 1);
+    return CUDA_SUCCESS;
+}
+E(cuMemFree_v2)(CUdeviceptr p)
+{
+    free((void *)(uintptr_t)p);
+    atomic_fetch_sub(&live_allocs, 1);
+    return CUDA_SUCCESS;
+}
+#define DEV(p) ((void *)(uintptr_t)(p))
+E(cuMemcpyHtoD_v2)(CUdeviceptr d, const void *s, size_t n)
+{
+    memcpy(DEV(d), s, n);
+    return CUDA_SUCCESS;
+}
+E(cuMemcpyDtoH_v2)(void *d, CUdeviceptr s, size_t n)
+{
+    memcpy(d, DEV(s), n);
+    return CUDA_SUCCESS;
+}
+E(cuMemcpyDtoD_v2)(CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+    memmove(DEV(d), DEV(s), n);
+    return CUDA_SUCCESS;
+}
+E(cuMemcpyHtoDAsync_v2)(CUdeviceptr d, const void *s, size_t n, CUstream st)
+{
+    (void)st;
+    memcpy(DEV(d), s, n);
+    return CUDA_SUCCESS;
+}
+E(cuMemcpyDtoHAsync_v2)(void *d, CUdeviceptr s, size_t n, CUstream st)
+{
+    (void)st;
+    memcpy(d, DEV(s), n);
+    return CUDA_SUCCESS;
+}
+E(cuMemcpyDtoDAsync_v2)(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st)
+{
+    (void)st;
+    memmove(DEV(d), DEV(s), n);
+    return CUDA_SUCCESS;
+}
+E(cuMemsetD8_v2)(CUdeviceptr d, unsigned char v, size_t n)
+{
+    memset(DEV(d), v, n);
+    return CUDA_SUCCESS;
+}
+E(cuMemsetD32_v2)(CUdeviceptr d, unsigned v, size_t n)
+{
+    uint32_t *p = DEV(d);
+    for (size_t i = 0; i < n; i++)
+        p[i] = v;
+    return CUDA_SUCCESS;
+}
+E(cuMemsetD8Async)(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
+{
+    (void)s;
+    return cuMemsetD8_v2(d, v, n);
+}
+E(cuMemsetD32Async)(CUdeviceptr d, unsigned v, size_t n, CUstream s)
+{
+    (void)s;
+    return cuMemsetD32_v2(d, v, n);
+}
+
+E(cuStreamCreate)(CUstream *s, unsigned flags)
+{
+    (void)flags;
+    *s = calloc(1, sizeof **s);
+    return CUDA_SUCCESS;
+}
+E(cuStreamDestroy_v2)(CUstream s)
+{
+    free(s->cap);
+    free(s);
+    return CUDA_SUCCESS;
+}
+E(cuStreamSynchronize)(CUstream s)
+{
+    if (s && s->capturing) {
+        s->invalidated = 1;
+        return 900; /* STREAM_CAPTURE_UNSUPPORTED, and the capture is lost */
+    }
+    return CUDA_SUCCESS;
+}
+E(cuStreamIsCapturing)(CUstream s, int *status)
+{
+    *status = s && s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+E(cuStreamBeginCapture_v2)(CUstream s, int mode_)
+{
+    if (!s || s->capturing || mode_ != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        return 401; /* ILLEGAL_STATE */
+    s->capturing = 1;
+    s->invalidated = 0;
+    s->ncap = 0;
+    return CUDA_SUCCESS;
+}
+E(cuStreamEndCapture)(CUstream s, CUgraph *g)
+{
+    if (!s || !s->capturing)
+        return 401;
+    s->capturing = 0;
+    if (s->invalidated) {
+        free(s->cap);
+        s->cap = NULL;
+        s->ncap = 0;
+        *g = NULL;
+        return 901; /* STREAM_CAPTURE_INVALIDATED */
+    }
+    CUgraph gr = calloc(1, sizeof *gr);
+    gr->l = s->cap;
+    gr->n = s->ncap;
+    s->cap = NULL;
+    s->ncap = 0;
+    *g = gr;
+    return CUDA_SUCCESS;
+}
+
+E(cuEventCreate)(CUevent *e, unsigned flags)
+{
+    (void)flags;
+    *e = calloc(1, sizeof **e);
+    return CUDA_SUCCESS;
+}
+E(cuEventDestroy_v2)(CUevent e)
+{
+    free(e);
+    return CUDA_SUCCESS;
+}
+E(cuEventRecord)(CUevent e, CUstream s)
+{
+    (void)s;
+    e->recorded = 1;
+    return CUDA_SUCCESS;
+}
+E(cuEventSynchronize)(CUevent e) { return e->recorded ? CUDA_SUCCESS : CUDA_SUCCESS; }
+E(cuEventElapsedTime)(float *ms, CUevent a, CUevent b)
+{
+    if (!a->recorded || !b->recorded)
+        return 400; /* INVALID_HANDLE */
+    *ms = 0.5f;
+    return CUDA_SUCCESS;
+}
+
+/* The clip kernels, run on the host so that a pipeline's data flow can be
+ * followed without a GPU. Not the kernels' arithmetic order: sums are in
+ * double, rounded once. */
+static float f32_param(uint64_t bits)
+{
+    float f;
+    uint32_t u = (uint32_t)bits;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void emulate(const fakecuda_launch *l)
+{
+    if (!strcmp(l->name, "squared_sum_reduce")) {
+        const float *x = DEV(l->params[0]);
+        float *out = DEV(l->params[1]);
+        uint64_t n = l->params[2], threads = l->block[0], blocks = l->grid[0];
+        for (uint64_t b = 0; b < blocks; b++) {
+            double sum = 0;
+            for (uint64_t i = b * threads; i < n; i += threads * blocks)
+                for (uint64_t t = 0; t < threads && i + t < n; t++)
+                    sum += (double)x[i + t] * (double)x[i + t];
+            out[b] = (float)sum;
+        }
+    } else if (!strcmp(l->name, "clip_scale_reduce")) {
+        const float *p = DEV(l->params[0]);
+        float *out = DEV(l->params[3]);
+        double sum = 0;
+        for (uint64_t i = 0; i < l->params[1]; i++)
+            sum += p[i];
+        float norm = sqrtf((float)sum), max_norm = f32_param(l->params[2]);
+        float scale = fminf(1.0f, max_norm / norm);
+        out[0] = isfinite(norm) ? scale : 1.0f;
+        out[1] = norm;
+    } else if (!strcmp(l->name, "gradient_clip_gpu_scale") || !strcmp(l->name, "gradient_clip")) {
+        float *g = DEV(l->params[0]);
+        float sc = l->sizes[1] == 8 ? *(const float *)DEV(l->params[1]) : f32_param(l->params[1]);
+        if (l->sizes[1] == 8 && fabsf(sc - 1.0f) < 1e-7f)
+            return;
+        for (uint64_t i = 0; i < l->params[2]; i++)
+            g[i] *= sc;
+    }
+}
+
+E(cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                  unsigned bz, unsigned shared, CUstream s, void **params, void **extra)
+{
+    (void)extra;
+    if (!current)
+        return 201;
+    fakecuda_launch l;
+    memset(&l, 0, sizeof l);
+    snprintf(l.name, sizeof l.name, "%s", f->name);
+    l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
+    l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
+    l.shared = shared;
+    l.stream = s;
+    l.nparams = f->nparams;
+    for (int i = 0; i < f->nparams; i++) {
+        l.sizes[i] = f->sizes[i];
+        memcpy(&l.params[i], params[i], (size_t)f->sizes[i]);
+    }
+    if (s && s->capturing) {
+        s->cap = realloc(s->cap, (size_t)(s->ncap + 1) * sizeof *s->cap);
+        s->cap[s->ncap++] = l;
+        return CUDA_SUCCESS;
+    }
+    emulate(&l);
+    record(&l);
+    return CUDA_SUCCESS;
+}
+
+E(cuGraphInstantiateWithFlags)(CUgraphExec *e, CUgraph g, unsigned long long flags)
+{
+    (void)flags;
+    CUgraphExec x = calloc(1, sizeof *x);
+    x->n = g->n;
+    x->l = malloc((size_t)(g->n ? g->n : 1) * sizeof *x->l);
+    if (g->n)
+        memcpy(x->l, g->l, (size_t)g->n * sizeof *x->l);
+    *e = x;
+    return CUDA_SUCCESS;
+}
+E(cuGraphInstantiate_v2)(CUgraphExec *e, CUgraph g, CUgraphNode *node, char *log, size_t len)
+{
+    (void)node;
+    (void)log;
+    (void)len;
+    return cuGraphInstantiateWithFlags(e, g, 0);
+}
+E(cuGraphLaunch)(CUgraphExec x, CUstream s)
+{
+    for (int i = 0; i < x->n; i++) {
+        fakecuda_launch l = x->l[i];
+        l.replayed = 1;
+        l.stream = s;
+        emulate(&l);
+        record(&l);
+    }
+    return CUDA_SUCCESS;
+}
+E(cuGraphExecDestroy)(CUgraphExec x)
+{
+    free(x->l);
+    free(x);
+    return CUDA_SUCCESS;
+}
+E(cuGraphDestroy)(CUgraph g)
+{
+    free(g->l);
+    free(g);
+    return CUDA_SUCCESS;
+}
+
+#ifndef FAKECUDA_NO_GETPROC
+/* ---------------------------------------------------------------- cuGetProcAddress */
+
+typedef CUresult (*any_fn)(void);
+#define F(sym) ((any_fn)(void (*)(void))(sym))
+
+static const struct {
+    const char *name;
+    int since;
+    any_fn fn;
+} table[] = {
+    {"cuGetErrorName", 6000, F(cuGetErrorName)},
+    {"cuInit", 2000, F(cuInit)},
+    {"cuDriverGetVersion", 2020, F(cuDriverGetVersion)},
+    {"cuDeviceGetCount", 2000, F(cuDeviceGetCount)},
+    {"cuDeviceGet", 2000, F(cuDeviceGet)},
+    {"cuDeviceGetName", 2000, F(cuDeviceGetName)},
+    {"cuDeviceGetAttribute", 2000, F(cuDeviceGetAttribute)},
+    {"cuDeviceTotalMem", 3020, F(cuDeviceTotalMem_v2)},
+    {"cuDevicePrimaryCtxRetain", 7000, F(cuDevicePrimaryCtxRetain)},
+    {"cuDevicePrimaryCtxRelease", 11000, F(cuDevicePrimaryCtxRelease_v2)},
+    {"cuCtxSetCurrent", 4000, F(cuCtxSetCurrent)},
+    {"cuCtxGetCurrent", 4000, F(cuCtxGetCurrent)},
+    {"cuCtxSynchronize", 2000, F(cuCtxSynchronize)},
+    {"cuMemGetInfo", 3020, F(cuMemGetInfo_v2)},
+    {"cuModuleLoadData", 2000, F(cuModuleLoadData)},
+    {"cuModuleLoadDataEx", 2010, F(cuModuleLoadDataEx)},
+    {"cuModuleGetFunction", 2000, F(cuModuleGetFunction)},
+    {"cuModuleUnload", 2000, F(cuModuleUnload)},
+    {"cuFuncSetAttribute", 9000, F(cuFuncSetAttribute)},
+    {"cuMemAlloc", 3020, F(cuMemAlloc_v2)},
+    {"cuMemFree", 3020, F(cuMemFree_v2)},
+    {"cuMemcpyHtoD", 3020, F(cuMemcpyHtoD_v2)},
+    {"cuMemcpyDtoH", 3020, F(cuMemcpyDtoH_v2)},
+    {"cuMemcpyDtoD", 3020, F(cuMemcpyDtoD_v2)},
+    {"cuMemcpyHtoDAsync", 3020, F(cuMemcpyHtoDAsync_v2)},
+    {"cuMemcpyDtoHAsync", 3020, F(cuMemcpyDtoHAsync_v2)},
+    {"cuMemcpyDtoDAsync", 3020, F(cuMemcpyDtoDAsync_v2)},
+    {"cuMemsetD8", 3020, F(cuMemsetD8_v2)},
+    {"cuMemsetD32", 3020, F(cuMemsetD32_v2)},
+    {"cuMemsetD8Async", 3020, F(cuMemsetD8Async)},
+    {"cuMemsetD32Async", 3020, F(cuMemsetD32Async)},
+    {"cuStreamCreate", 2000, F(cuStreamCreate)},
+    {"cuStreamDestroy", 4000, F(cuStreamDestroy_v2)},
+    {"cuStreamSynchronize", 2000, F(cuStreamSynchronize)},
+    {"cuStreamIsCapturing", 10000, F(cuStreamIsCapturing)},
+    {"cuStreamBeginCapture", 10010, F(cuStreamBeginCapture_v2)},
+    {"cuStreamEndCapture", 10000, F(cuStreamEndCapture)},
+    {"cuEventCreate", 2000, F(cuEventCreate)},
+    {"cuEventDestroy", 4000, F(cuEventDestroy_v2)},
+    {"cuEventRecord", 2000, F(cuEventRecord)},
+    {"cuEventSynchronize", 2000, F(cuEventSynchronize)},
+    {"cuEventElapsedTime", 2000, F(cuEventElapsedTime)},
+    {"cuLaunchKernel", 4000, F(cuLaunchKernel)},
+    {"cuGraphInstantiateWithFlags", 11040, F(cuGraphInstantiateWithFlags)},
+    {"cuGraphInstantiate", 11000, F(cuGraphInstantiate_v2)},
+    {"cuGraphLaunch", 10000, F(cuGraphLaunch)},
+    {"cuGraphExecDestroy", 10000, F(cuGraphExecDestroy)},
+    {"cuGraphDestroy", 10000, F(cuGraphDestroy)},
+};
+
+FAKE_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                     unsigned long long flags, int *status);
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
+                             int *status)
+{
+    (void)flags;
+    *pfn = NULL;
+    if (stub())
+        return CUDA_ERROR_STUB_LIBRARY;
+    int drv = env_int("FAKECUDA_VERSION", 12080);
+    if (version > drv)
+        return CUDA_ERROR_INVALID_VALUE;
+    const char *hide = getenv("FAKECUDA_HIDE");
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (strcmp(table[i].name, symbol) != 0)
+            continue;
+        if ((hide && strcmp(hide, symbol) == 0) || table[i].since > drv) {
+            if (status)
+                *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+            return CUDA_SUCCESS;
+        }
+        if (version < table[i].since) {
+            if (status)
+                *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+            return CUDA_SUCCESS;
+        }
+        memcpy(pfn, &table[i].fn, sizeof *pfn);
+        if (status)
+            *status = CU_GET_PROC_ADDRESS_SUCCESS;
+        return CUDA_SUCCESS;
+    }
+    if (status)
+        *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_SUCCESS;
+}
+#endif

@@ -1,0 +1,668 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The runtime against the fake driver (fakecuda.h): buffers, streams,
+ * events, the module cache (hits, misses, baked knobs, concurrent misses,
+ * refusal during capture), launches and their checks, JIT error messages,
+ * direct loading, graph capture and the clip pipeline's launch sequence.
+ * Nothing runs on a GPU: launches are recorded and inspected.
+ *
+ * Usage: test_rt_fake FAKE_LIBCUDA
+ */
+#include "fakecuda.h"
+#include "pgrt.h"
+#include "test.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+static const char *fake;
+static fakecuda_reset_fn fk_reset;
+static fakecuda_count_fn fk_count, fk_loads, fk_direct, fk_allocs, fk_modules;
+static fakecuda_launch_at_fn fk_at;
+
+static void *sym(void *lib, const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (!p) {
+        fprintf(stderr, "fake driver lacks %s\n", name);
+        exit(1);
+    }
+    return p;
+}
+#define BIND(var, name)                                                        \
+    do {                                                                       \
+        void *p_ = sym(lib, name);                                             \
+        memcpy(&(var), &p_, sizeof(var));                                      \
+    } while (0)
+
+static pgrt_ctx *open_ctx(void)
+{
+    pgrt_ctx_params p = {fake, 0};
+    pgrt_ctx *ctx = NULL;
+    int rc = pgrt_ctx_create(&ctx, &p);
+    if (rc) {
+        fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
+        exit(1);
+    }
+    return ctx;
+}
+
+static void test_device(pgrt_ctx *ctx)
+{
+    pgrt_device_info info;
+    REQUIRE_INT_EQ(pgrt_ctx_device_info(ctx, &info), 0);
+    REQUIRE_STR_EQ(info.name, "Fake GPU");
+    REQUIRE_INT_EQ(info.cc_major, 9);
+    REQUIRE_INT_EQ(info.cc_minor, 0);
+    REQUIRE_INT_EQ(info.target, PG_SM_90);
+    REQUIRE_INT_EQ(pgrt_ctx_target(ctx), PG_SM_90);
+    REQUIRE_INT_EQ(info.driver_version, 12080);
+    REQUIRE(!info.direct_load);
+    REQUIRE_INT_EQ(info.sm_count, 4);
+    size_t fr = 0, tot = 0;
+    REQUIRE_INT_EQ(pgrt_ctx_mem_info(ctx, &fr, &tot), 0);
+    REQUIRE(fr > 0 && tot >= fr);
+    REQUIRE_INT_EQ(pgrt_ctx_sync(ctx), 0);
+}
+
+static void test_buffers(pgrt_ctx *ctx)
+{
+    int allocs0 = fk_allocs();
+    pgrt_buf *b = NULL, *v = NULL, *c = NULL, *h = NULL;
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 100, &b), 0);
+    REQUIRE_INT_EQ(pgrt_buf_count(b), 100);
+    REQUIRE_INT_EQ(pgrt_buf_bytes(b), 400);
+    REQUIRE_INT_EQ(pgrt_buf_type(b), PG_F32);
+    REQUIRE(pgrt_buf_ptr(b) != 0);
+    float x[100], y[100];
+    for (int i = 0; i < 100; i++)
+        x[i] = (float)i;
+    REQUIRE_INT_EQ(pgrt_buf_upload(b, 0, x, 100), 0);
+    memset(y, 0, sizeof y);
+    REQUIRE_INT_EQ(pgrt_buf_download(b, 0, y, 100), 0);
+    REQUIRE(memcmp(x, y, sizeof x) == 0);
+
+    /* Bounds are checked in elements. */
+    REQUIRE_INT_EQ(pgrt_buf_upload(b, 95, x, 10), PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "outside a buffer of 100");
+    REQUIRE_INT_EQ(pgrt_buf_download(b, 101, y, 0), PGRT_ERANGE);
+    REQUIRE_INT_EQ(pgrt_buf_upload(b, 100, x, 0), 0);
+
+    /* A view shares the allocation and outlives its parent. */
+    REQUIRE_INT_EQ(pgrt_buf_view(b, 10, 20, &v), 0);
+    REQUIRE_INT_EQ(pgrt_buf_ptr(v), pgrt_buf_ptr(b) + 40);
+    REQUIRE_INT_EQ(pgrt_buf_view(b, 90, 20, &c), PGRT_ERANGE);
+    REQUIRE(c == NULL);
+    REQUIRE_INT_EQ(pgrt_buf_view(b, 0, 0, &c), PGRT_ERANGE);
+    pgrt_buf_destroy(&b);
+    REQUIRE(b == NULL);
+    REQUIRE_INT_EQ(pgrt_buf_download(v, 0, y, 20), 0);
+    REQUIRE(y[0] == 10.0f && y[19] == 29.0f);
+    REQUIRE_INT_EQ(fk_allocs(), allocs0 + 1);
+    pgrt_buf_destroy(&v);
+    REQUIRE_INT_EQ(fk_allocs(), allocs0);
+
+    /* Copies, fills and type checks. */
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 8, &b), 0);
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 8, &c), 0);
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F16, 8, &h), 0);
+    REQUIRE_INT_EQ(pgrt_buf_fill32(b, 0x7fc00001u), 0);
+    REQUIRE_INT_EQ(pgrt_buf_copy(c, 0, b, 0, 8), 0);
+    uint32_t bits[8];
+    REQUIRE_INT_EQ(pgrt_buf_download(c, 0, bits, 8), 0);
+    REQUIRE_INT_EQ(bits[0], 0x7fc00001u);
+    REQUIRE_INT_EQ(bits[7], 0x7fc00001u);
+    REQUIRE_INT_EQ(pgrt_buf_copy(c, 4, b, 0, 8), PGRT_ERANGE);
+    REQUIRE_INT_EQ(pgrt_buf_copy(h, 0, b, 0, 8), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "f16 <- f32");
+    REQUIRE_INT_EQ(pgrt_buf_fill32(h, 0), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_buf_memset(c, 0), 0);
+    REQUIRE_INT_EQ(pgrt_buf_download(c, 0, bits, 8), 0);
+    REQUIRE_INT_EQ(bits[3], 0);
+
+    pgrt_stream *s = NULL;
+    REQUIRE_INT_EQ(pgrt_stream_create(ctx, &s), 0);
+    REQUIRE_INT_EQ(pgrt_buf_upload_async(c, 2, x + 5, 3, s), 0);
+    REQUIRE_INT_EQ(pgrt_buf_copy_async(b, 0, c, 0, 8, s), 0);
+    REQUIRE_INT_EQ(pgrt_buf_fill32_async(c, 0, s), 0);
+    REQUIRE_INT_EQ(pgrt_buf_memset_async(h, 0xff, s), 0);
+    REQUIRE_INT_EQ(pgrt_buf_download_async(b, 0, y, 8, s), 0);
+    REQUIRE_INT_EQ(pgrt_stream_sync(s), 0);
+    REQUIRE(y[2] == 5.0f && y[4] == 7.0f && y[5] == 0.0f);
+    pgrt_stream_destroy(&s);
+
+    pgrt_buf *bad = NULL;
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 0, &bad), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_PRED, 4, &bad), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, SIZE_MAX / 2, &bad), PGRT_ERANGE);
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, (size_t)1 << 31, &bad), PGRT_EDEVMEM);
+    REQUIRE_CONTAINS(pgrt_last_message(), "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY: 8589934592 bytes");
+    REQUIRE(bad == NULL);
+    pgrt_buf_destroy(&b);
+    pgrt_buf_destroy(&c);
+    pgrt_buf_destroy(&h);
+    REQUIRE_INT_EQ(fk_allocs(), allocs0);
+}
+
+static void test_events(pgrt_ctx *ctx)
+{
+    pgrt_stream *s = NULL;
+    pgrt_event *a = NULL, *b = NULL;
+    REQUIRE_INT_EQ(pgrt_stream_create(ctx, &s), 0);
+    REQUIRE_INT_EQ(pgrt_event_create(ctx, &a), 0);
+    REQUIRE_INT_EQ(pgrt_event_create(ctx, &b), 0);
+    float ms = -1;
+    /* Not recorded yet: the driver's error comes back named. */
+    REQUIRE_INT_EQ(pgrt_event_elapsed_ms(a, b, &ms), PGRT_ECUDA);
+    REQUIRE_STR_EQ(pgrt_last_message(), "cuEventElapsedTime: CUDA_ERROR_INVALID_HANDLE");
+    REQUIRE_INT_EQ(pgrt_event_record(a, s), 0);
+    REQUIRE_INT_EQ(pgrt_event_record(b, s), 0);
+    REQUIRE_INT_EQ(pgrt_event_sync(b), 0);
+    REQUIRE_INT_EQ(pgrt_event_elapsed_ms(a, b, &ms), 0);
+    REQUIRE(ms == 0.5f);
+    bool cap = true;
+    REQUIRE_INT_EQ(pgrt_stream_is_capturing(s, &cap), 0);
+    REQUIRE(!cap);
+    pgrt_event_destroy(&a);
+    pgrt_event_destroy(&b);
+    pgrt_stream_destroy(&s);
+}
+
+/* A kernel that bakes its knob into the PTX (as a comment: enough to make
+ * the text differ), for the cache's keying. */
+static int baked_build(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    char text[64];
+    snprintf(text, sizeof text, "baked width %u", knobs[0]);
+    pg_comment(k, text);
+    pg_reg x = pg_param_load(k, p[0]);
+    (void)x;
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+static int baked_launch(const uint32_t *knobs, pgk_launch *out)
+{
+    *out = (pgk_launch){{1, 1, 1}, {knobs[0], 1, 1}, 0};
+    return 0;
+}
+static const pgk_param baked_params[] = {{"x", PG_U64, true}};
+static const pgk_knob baked_knobs[] = {{"width", 32, 32, 1024, "threads"}};
+static const pgk_desc baked = {
+    .name = "baked_test",
+    .summary = "a kernel that bakes a knob",
+    .params = baked_params,
+    .nparams = 1,
+    .knobs = baked_knobs,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .baked = "width",
+    .build = baked_build,
+    .launch = baked_launch,
+};
+
+static void test_cache(pgrt_ctx *ctx)
+{
+    const pgk_desc *sq = pgk_find("squared_sum_reduce");
+    REQUIRE(sq != NULL);
+    if (!sq)
+        return;
+    pgrt_cache_stats st0, st;
+    REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st0), 0);
+    int loads0 = fk_loads();
+
+    pgrt_kernel *k1 = NULL, *k2 = NULL, *k3 = NULL;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, sq, NULL, &k1), 0);
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, sq, NULL, &k2), 0);
+    /* Other sizes share the module: squared_sum_reduce bakes nothing. */
+    pgk_knobs kn;
+    pgk_knobs_default(sq, &kn);
+    kn.v[0] = 12345;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, sq, &kn, &k3), 0);
+    REQUIRE(k1 != NULL && k1 == k2 && k2 == k3);
+    REQUIRE(pgrt_kernel_desc(k1) == sq);
+    REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st), 0);
+    REQUIRE_INT_EQ(st.misses - st0.misses, 1);
+    REQUIRE_INT_EQ(st.hits - st0.hits, 2);
+    REQUIRE_INT_EQ(st.modules - st0.modules, 1);
+    REQUIRE_INT_EQ(fk_loads() - loads0, 1);
+    REQUIRE(st.jit_ms >= 0.0 && st.emit_ms > 0.0);
+
+    /* A baked knob is part of the key. */
+    pgk_knobs w64, w128;
+    pgk_knobs_default(&baked, &w64);
+    w64.v[0] = 64;
+    pgk_knobs_default(&baked, &w128);
+    w128.v[0] = 128;
+    pgrt_kernel *b64 = NULL, *b128 = NULL, *again = NULL;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &baked, &w64, &b64), 0);
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &baked, &w128, &b128), 0);
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &baked, &w64, &again), 0);
+    REQUIRE(b64 && b128 && b64 != b128 && again == b64);
+    REQUIRE_INT_EQ(fk_loads() - loads0, 3);
+    /* ... and a kernel built for one value refuses a launch with another. */
+    pgrt_buf *buf = NULL;
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 4, &buf), 0);
+    pgrt_arg a = pgrt_arg_buf(buf);
+    int n0 = fk_count();
+    REQUIRE_INT_EQ(pgrt_kernel_launch(b64, NULL, &w128, &a, 1), PGRT_EARGS);
+    REQUIRE_CONTAINS(pgrt_last_message(), "built for width = 64");
+    REQUIRE_INT_EQ(pgrt_kernel_launch(b64, NULL, &w64, &a, 1), 0);
+    REQUIRE_INT_EQ(fk_count(), n0 + 1);
+    REQUIRE_INT_EQ(fk_at(n0)->block[0], 64);
+    pgrt_buf_destroy(&buf);
+
+    /* Pre-warm: the pipeline's kernels, then only hits. */
+    pgrt_warm list[] = {{"squared_sum_reduce", NULL},
+                        {"clip_scale_reduce", NULL},
+                        {"gradient_clip_gpu_scale", NULL}};
+    REQUIRE_INT_EQ(pgrt_prewarm(ctx, list, 3), 0);
+    REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st), 0);
+    REQUIRE_INT_EQ(st.misses - st0.misses, 5);
+    uint64_t misses = st.misses;
+    REQUIRE_INT_EQ(pgrt_prewarm(ctx, list, 3), 0);
+    REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st), 0);
+    REQUIRE_INT_EQ(st.misses, misses);
+    pgrt_warm unknown[] = {{"no_such_kernel", NULL}};
+    REQUIRE_INT_EQ(pgrt_prewarm(ctx, unknown, 1), PGRT_ENOTFOUND);
+    REQUIRE_CONTAINS(pgrt_last_message(), "no_such_kernel");
+    pgrt_warm none[] = {{NULL, NULL}};
+    REQUIRE_INT_EQ(pgrt_prewarm(ctx, none, 1), PGRT_EINVAL);
+
+    /* A descriptor whose target is above the device's. */
+    pgk_desc high = baked;
+    high.name = "high_test";
+    high.min_target = PG_SM_100;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &high, NULL, &k1), PGRT_ETARGET);
+    REQUIRE_CONTAINS(pgrt_last_message(), "high_test does not support sm_90");
+    /* A descriptor baking a knob it does not have. */
+    pgk_desc wrong = baked;
+    wrong.name = "wrong_test";
+    wrong.baked = "width,depth";
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &wrong, NULL, &k1), PGRT_EKERNEL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "\"depth\"");
+}
+
+typedef struct getter {
+    pgrt_ctx *ctx;
+    const pgk_desc *d;
+    pgrt_kernel *k;
+    int rc;
+} getter;
+
+static void *get_thread(void *arg)
+{
+    getter *g = arg;
+    g->rc = pgrt_kernel_get(g->ctx, g->d, NULL, &g->k);
+    return NULL;
+}
+
+/* Threads missing on the same key at once: one load, one miss, the rest
+ * wait and hit. */
+static void test_concurrent(pgrt_ctx *ctx)
+{
+    const pgk_desc *d = pgk_find("gradient_clip");
+    REQUIRE(d != NULL);
+    if (!d)
+        return;
+    pgrt_cache_stats st0, st;
+    REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st0), 0);
+    int loads0 = fk_loads();
+    setenv("FAKECUDA_JIT_US", "50000", 1);
+    enum { N = 8 };
+    pthread_t th[N];
+    getter g[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = (getter){ctx, d, NULL, -1};
+        REQUIRE_INT_EQ(pthread_create(&th[i], NULL, get_thread, &g[i]), 0);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    unsetenv("FAKECUDA_JIT_US");
+    for (int i = 0; i < N; i++) {
+        REQUIRE_INT_EQ(g[i].rc, 0);
+        REQUIRE(g[i].k == g[0].k);
+    }
+    REQUIRE_INT_EQ(fk_loads() - loads0, 1);
+    REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st), 0);
+    REQUIRE_INT_EQ(st.misses - st0.misses, 1);
+    REQUIRE_INT_EQ(st.hits - st0.hits, N - 1);
+    REQUIRE(st.jit_ms - st0.jit_ms >= 40.0);
+}
+
+static void test_launch(pgrt_ctx *ctx)
+{
+    pgrt_stream *s = NULL;
+    pgrt_buf *g = NULL;
+    REQUIRE_INT_EQ(pgrt_stream_create(ctx, &s), 0);
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 1000, &g), 0);
+    const pgk_desc *d = pgk_find("gradient_clip");
+    pgk_knobs kn;
+    pgk_knobs_default(d, &kn);
+    kn.v[pgk_knob_index(d, "n")] = 1000;
+
+    int n0 = fk_count();
+    pgrt_arg a[3] = {pgrt_arg_buf(g), pgrt_arg_f32(0.5f), pgrt_arg_u32(1000)};
+    REQUIRE_INT_EQ(pgrt_launch(ctx, s, "gradient_clip", &kn, a, 3), 0);
+    REQUIRE_INT_EQ(fk_count(), n0 + 1);
+    const fakecuda_launch *l = fk_at(n0);
+    if (l) {
+        REQUIRE_STR_EQ(l->name, "gradient_clip");
+        REQUIRE_INT_EQ(l->grid[0], 1); /* one float4 a thread */
+        REQUIRE_INT_EQ(l->grid[1], 1);
+        REQUIRE_INT_EQ(l->block[0], 256);
+        REQUIRE_INT_EQ(l->nparams, 3);
+        REQUIRE_INT_EQ(l->params[0], pgrt_buf_ptr(g));
+        float half = 0.5f;
+        uint32_t hb;
+        memcpy(&hb, &half, 4);
+        REQUIRE_INT_EQ(l->sizes[1], 4);
+        REQUIRE_INT_EQ(l->params[1], hb);
+        REQUIRE_INT_EQ(l->params[2], 1000);
+    }
+
+    /* Refused before the driver sees them: nothing is recorded. */
+    REQUIRE_INT_EQ(pgrt_launch(ctx, s, "gradient_clip", &kn, a, 2), PGRT_EARGS);
+    REQUIRE_CONTAINS(pgrt_last_message(), "gradient_clip takes 3 arguments");
+    pgrt_arg wrong[3] = {pgrt_arg_buf(g), pgrt_arg_buf(g), pgrt_arg_u32(1000)};
+    REQUIRE_INT_EQ(pgrt_launch(ctx, s, "gradient_clip", &kn, wrong, 3), PGRT_EARGS);
+    REQUIRE_CONTAINS(pgrt_last_message(), "argument 1 (scale): expected a f32 value");
+    pgrt_arg bigger[3] = {pgrt_arg_buf(g), pgrt_arg_f32(0.5f), pgrt_arg_u32(2000)};
+    REQUIRE_INT_EQ(pgrt_launch(ctx, s, "gradient_clip", &kn, bigger, 3), PGRT_EARGS);
+    REQUIRE_CONTAINS(pgrt_last_message(), "sized for knob n = 1000");
+    REQUIRE_INT_EQ(pgrt_launch(ctx, s, "no_such_kernel", &kn, a, 3), PGRT_ENOTFOUND);
+    kn.v[0] = 0;
+    REQUIRE_INT_EQ(pgrt_launch(ctx, s, "gradient_clip", &kn, a, 3), PGRT_ERANGE);
+    REQUIRE_INT_EQ(fk_count(), n0 + 1);
+
+    pgrt_buf_destroy(&g);
+    pgrt_stream_destroy(&s);
+}
+
+static void test_modules(pgrt_ctx *ctx)
+{
+    char err[256];
+    char *ptx = NULL;
+    const pgk_desc *d = pgk_find("gradient_clip");
+    REQUIRE_INT_EQ(pgk_emit(d, PG_SM_90, NULL, &ptx, NULL, err, sizeof err), 0);
+    if (!ptx)
+        return;
+    pgrt_module *m = NULL;
+    pgrt_kernel *k = NULL;
+    int mods0 = fk_modules();
+    REQUIRE_INT_EQ(pgrt_module_load(ctx, ptx, &m), 0);
+    REQUIRE_INT_EQ(pgrt_module_kernel(m, d, &k), 0);
+    REQUIRE(k != NULL);
+    const pgk_desc *other = pgk_find("squared_sum_reduce");
+    pgrt_kernel *k2 = NULL;
+    REQUIRE_INT_EQ(pgrt_module_kernel(m, other, &k2), PGRT_ECUDA);
+    REQUIRE_CONTAINS(pgrt_last_message(), "cuModuleGetFunction: CUDA_ERROR_NOT_FOUND: entry "
+                                          "\"squared_sum_reduce\"");
+    pgrt_module_destroy(&m);
+    REQUIRE(m == NULL);
+    REQUIRE_INT_EQ(fk_modules(), mods0);
+
+    /* The JIT's error log, flattened to one line, is the message. */
+    size_t len = strlen(ptx);
+    char *broken = malloc(len + 32);
+    memcpy(broken, ptx, len + 1);
+    char *brace = strstr(broken, "{\n");
+    REQUIRE(brace != NULL);
+    if (brace)
+        memcpy(brace, "{ BROKEN;", 9);
+    REQUIRE_INT_EQ(pgrt_module_load(ctx, broken, &m), PGRT_EJIT);
+    REQUIRE(m == NULL);
+    REQUIRE_STR_EQ(pgrt_last_message(),
+                   "cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX: ptxas application ptx input, "
+                   "line 7; error   : Unknown symbol 'BROKEN'; ptxas fatal   : Ptx assembly "
+                   "aborted due to errors");
+    REQUIRE_INT_EQ(pgrt_last_cuda_error(), 218);
+
+    /* F-PTX-001 and the header run before the driver is asked. */
+    int loads0 = fk_loads();
+    char *other_target = malloc(len + 1);
+    memcpy(other_target, ptx, len + 1);
+    char *t = strstr(other_target, ".target sm_90");
+    if (t)
+        memcpy(t, ".target sm_80", 13);
+    REQUIRE_INT_EQ(pgrt_module_load(ctx, other_target, &m), PGRT_ETARGET);
+    REQUIRE_CONTAINS(pgrt_last_message(), "F-PTX-001 violated: PTX target sm_80 != device target "
+                                          "sm_90");
+    REQUIRE_INT_EQ(pgrt_module_load(ctx, ".entry k() { ret; }", &m), PGRT_EPTX);
+    REQUIRE_INT_EQ(fk_loads(), loads0);
+    free(other_target);
+    free(broken);
+    pgk_free(ptx);
+}
+
+/* The pipeline's launch sequence for the seed's per-layer LoRA buffers and
+ * an empty one: N squared sums into disjoint slices of one partials buffer,
+ * one reduction, N scalings reading the device scale. */
+static void test_clip(pgrt_ctx *ctx)
+{
+    enum { NB = 7 };
+    size_t sizes[NB] = {16 * 1536, 1536 * 16, 16 * 1536, 256 * 16, 1536, 1536, 0};
+    pgrt_clip *c = NULL;
+    REQUIRE_INT_EQ(pgrt_clip_create(ctx, sizes, NB, &c), 0);
+    if (!c) {
+        fprintf(stderr, "%s\n", pgrt_last_message());
+        return;
+    }
+    uint32_t total = 0;
+    for (int i = 0; i < NB; i++)
+        total += sizes[i] ? pgk_squared_sum_num_blocks((uint32_t)sizes[i]) : 0;
+    REQUIRE_INT_EQ(pgrt_clip_partials(c), total);
+    REQUIRE_INT_EQ(total, 24 + 24 + 24 + 4 + 2 + 2);
+    float scale = 0, norm = -1;
+    pgrt_stream *s = NULL;
+    REQUIRE_INT_EQ(pgrt_stream_create(ctx, &s), 0);
+    REQUIRE_INT_EQ(pgrt_clip_result(c, s, &scale, &norm), 0);
+    REQUIRE(scale == 1.0f && norm == 0.0f);
+
+    pgrt_buf *g[NB], *one = NULL;
+    for (int i = 0; i < NB - 1; i++) {
+        g[i] = NULL;
+        REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, sizes[i], &g[i]), 0);
+    }
+    /* The empty gradient has no buffer; a non-empty one there is refused. */
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 1, &one), 0);
+    g[NB - 1] = one;
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB, 1.0f), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "grads[6] is 1 x f32; the state expects 0 x f32");
+    g[NB - 1] = NULL;
+    pgrt_buf_destroy(&one);
+
+    int n0 = fk_count();
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB, 1.0f), 0);
+    REQUIRE_INT_EQ(fk_count() - n0, 2 * (NB - 1) + 1);
+    const fakecuda_launch *red = fk_at(n0 + NB - 1);
+    REQUIRE(red != NULL);
+    if (red && fk_count() - n0 == 2 * (NB - 1) + 1) {
+        REQUIRE_STR_EQ(red->name, "clip_scale_reduce");
+        REQUIRE_INT_EQ(red->grid[0], 1);
+        REQUIRE_INT_EQ(red->params[1], total);
+        float unit = 1.0f;
+        uint32_t ob;
+        memcpy(&ob, &unit, 4);
+        REQUIRE_INT_EQ(red->params[2], ob);
+        REQUIRE_INT_EQ(red->params[3], pgrt_buf_ptr(pgrt_clip_result_buf(c)));
+        uint64_t partials = red->params[0];
+        uint32_t off = 0;
+        for (int i = 0; i < NB - 1; i++) {
+            const fakecuda_launch *sq = fk_at(n0 + i);
+            const fakecuda_launch *ap = fk_at(n0 + NB + i);
+            uint32_t n = (uint32_t)sizes[i];
+            REQUIRE_STR_EQ(sq->name, "squared_sum_reduce");
+            REQUIRE_INT_EQ(sq->params[0], pgrt_buf_ptr(g[i]));
+            REQUIRE_INT_EQ(sq->params[1], partials + 4u * off);
+            REQUIRE_INT_EQ(sq->params[2], n);
+            REQUIRE_INT_EQ(sq->grid[0], pgk_squared_sum_num_blocks(n));
+            REQUIRE_INT_EQ(sq->block[0], 256);
+            REQUIRE(sq->stream == red->stream);
+            REQUIRE_STR_EQ(ap->name, "gradient_clip_gpu_scale");
+            REQUIRE_INT_EQ(ap->params[0], pgrt_buf_ptr(g[i]));
+            REQUIRE_INT_EQ(ap->params[1], red->params[3]);
+            REQUIRE_INT_EQ(ap->params[2], n);
+            REQUIRE_INT_EQ(ap->grid[0], (n + 1023) / 1024); /* one float4 a thread */
+            REQUIRE(ap->stream == red->stream);
+            off += pgk_squared_sum_num_blocks(n);
+        }
+        REQUIRE_INT_EQ(off, total);
+    }
+
+    /* Bad steps are refused before any launch. */
+    n0 = fk_count();
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB - 1, 1.0f), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB, 0.0f), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB, NAN), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB, INFINITY), PGRT_EINVAL);
+    pgrt_buf *swapped[NB];
+    memcpy(swapped, g, sizeof swapped);
+    swapped[0] = g[3];
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, swapped, NB, 1.0f), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "grads[0] is 4096 x f32; the state expects 24576 x f32");
+    REQUIRE_INT_EQ(fk_count(), n0);
+
+    /* Captured: nothing runs until the graph is launched, then all of it. */
+    REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
+    bool cap = false;
+    REQUIRE_INT_EQ(pgrt_stream_is_capturing(s, &cap), 0);
+    REQUIRE(cap);
+    REQUIRE_INT_EQ(pgrt_capture_begin(s), PGRT_ESTATE);
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB, 1.0f), 0);
+    REQUIRE_INT_EQ(fk_count(), n0);
+    pgrt_graph *graph = NULL;
+    REQUIRE_INT_EQ(pgrt_capture_end(s, &graph), 0);
+    pgrt_graph *none_graph = graph;
+    REQUIRE_INT_EQ(pgrt_capture_end(s, &none_graph), PGRT_ESTATE);
+    REQUIRE(none_graph == NULL);
+    REQUIRE_INT_EQ(pgrt_graph_launch(graph, s), 0);
+    REQUIRE_INT_EQ(pgrt_graph_launch(graph, s), 0);
+    REQUIRE_INT_EQ(fk_count() - n0, 2 * (2 * (NB - 1) + 1));
+    const fakecuda_launch *last = fk_at(fk_count() - 1);
+    REQUIRE(last && last->replayed && !strcmp(last->name, "gradient_clip_gpu_scale"));
+    pgrt_graph_destroy(&graph);
+    REQUIRE(graph == NULL);
+
+    for (int i = 0; i < NB; i++)
+        pgrt_buf_destroy(&g[i]);
+    pgrt_clip_destroy(&c);
+    REQUIRE(c == NULL);
+    pgrt_stream_destroy(&s);
+
+    size_t none[2] = {0, 0};
+    REQUIRE_INT_EQ(pgrt_clip_create(ctx, none, 2, &c), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_clip_create(ctx, none, 0, &c), PGRT_EINVAL);
+    size_t huge[1] = {(size_t)UINT32_MAX + 1};
+    REQUIRE_INT_EQ(pgrt_clip_create(ctx, huge, 1, &c), PGRT_ERANGE);
+    REQUIRE(c == NULL);
+}
+
+/* Loading while a capture is open is refused; cached kernels launch. */
+static void test_capture_refusal(pgrt_ctx *ctx)
+{
+    pgrt_stream *s = NULL;
+    REQUIRE_INT_EQ(pgrt_stream_create(ctx, &s), 0);
+    pgk_knobs w256;
+    pgk_knobs_default(&baked, &w256);
+    w256.v[0] = 256;
+    REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
+    pgrt_kernel *k = NULL;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &baked, &w256, &k), PGRT_ECAPTURE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "baked_test (sm_90) is not loaded and a stream is "
+                                          "capturing");
+    REQUIRE_CONTAINS(pgrt_last_message(), "pgrt_prewarm");
+    pgrt_module *m = NULL;
+    REQUIRE_INT_EQ(pgrt_module_load(ctx, "whatever", &m), PGRT_ECAPTURE);
+    /* Hits are fine. */
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, pgk_find("gradient_clip"), NULL, &k), 0);
+    REQUIRE_INT_EQ(pgrt_capture_abort(s), 0);
+    REQUIRE_INT_EQ(pgrt_capture_abort(s), 0);
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &baked, &w256, &k), 0);
+
+    /* A capture left open is closed by destroying its stream. */
+    REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
+    pgrt_stream_destroy(&s);
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &baked, NULL, &k), 0);
+}
+
+/* Compute capability 12: plain cuModuleLoadData, and its error message. */
+static void test_direct_load(void)
+{
+    setenv("FAKECUDA_CC", "120", 1);
+    pgrt_ctx *ctx = open_ctx();
+    pgrt_device_info info;
+    REQUIRE_INT_EQ(pgrt_ctx_device_info(ctx, &info), 0);
+    REQUIRE(info.direct_load);
+    REQUIRE_INT_EQ(info.target, PG_SM_120);
+    int direct0 = fk_direct(), loads0 = fk_loads();
+    pgrt_kernel *k = NULL;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, pgk_find("gradient_clip"), NULL, &k), 0);
+    REQUIRE_INT_EQ(fk_direct() - direct0, 1);
+    REQUIRE_INT_EQ(fk_loads(), loads0);
+    pgrt_module *m = NULL;
+    REQUIRE_INT_EQ(pgrt_module_load(ctx, ".version 8.7\n.target sm_120\n.address_size 64\nBROKEN",
+                                    &m),
+                   PGRT_EJIT);
+    REQUIRE_CONTAINS(pgrt_last_message(), "cuModuleLoadData: CUDA_ERROR_INVALID_PTX: direct load "
+                                          "on compute capability 12.0");
+    pgrt_ctx_destroy(&ctx);
+
+    /* A minor the table lacks runs the family's PTX. */
+    setenv("FAKECUDA_CC", "88", 1);
+    ctx = open_ctx();
+    REQUIRE_INT_EQ(pgrt_ctx_target(ctx), PG_SM_87);
+    pgrt_ctx_destroy(&ctx);
+    setenv("FAKECUDA_CC", "61", 1);
+    pgrt_ctx_params p = {fake, 0};
+    REQUIRE_INT_EQ(pgrt_ctx_create(&ctx, &p), PGRT_ETARGET);
+    REQUIRE_CONTAINS(pgrt_last_message(), "compute capability 6.1");
+    unsetenv("FAKECUDA_CC");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s FAKE_LIBCUDA\n", argv[0]);
+        return 2;
+    }
+    fake = argv[1];
+    unsetenv("FAKECUDA");
+    unsetenv("FAKECUDA_VERSION");
+    unsetenv("FAKECUDA_HIDE");
+    unsetenv("FAKECUDA_CC");
+    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
+        return 1;
+    }
+    BIND(fk_reset, "fakecuda_reset");
+    BIND(fk_count, "fakecuda_launch_count");
+    BIND(fk_at, "fakecuda_launch_at");
+    BIND(fk_loads, "fakecuda_loads");
+    BIND(fk_direct, "fakecuda_direct_loads");
+    BIND(fk_allocs, "fakecuda_live_allocs");
+    BIND(fk_modules, "fakecuda_live_modules");
+    fk_reset();
+
+    pgrt_ctx *ctx = open_ctx();
+    test_device(ctx);
+    test_buffers(ctx);
+    test_events(ctx);
+    test_cache(ctx);
+    test_concurrent(ctx);
+    test_launch(ctx);
+    test_modules(ctx);
+    test_clip(ctx);
+    test_capture_refusal(ctx);
+    pgrt_ctx_destroy(&ctx);
+    REQUIRE(ctx == NULL);
+    /* The context took its modules with it. */
+    REQUIRE_INT_EQ(fk_modules(), 0);
+    REQUIRE_INT_EQ(fk_allocs(), 0);
+    test_direct_load();
+    REQUIRE_INT_EQ(fk_modules(), 0);
+    dlclose(lib);
+    TEST_DONE();
+}

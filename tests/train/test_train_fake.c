@@ -1,0 +1,496 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The backward pipeline (pgrt_train.h) against the fake driver: the launch
+ * sequence of an eager step, capture on the first graphed step and replay
+ * after, a new capture when the sequence length changes, the fallback to
+ * eager (with its logged reason) when a capture fails, the environment
+ * switch, the device-side hyper-parameters and parameter checks. Nothing
+ * runs on a GPU: the fake records launches, and marks those a graph replays.
+ *
+ * Usage: test_train_fake FAKE_LIBCUDA
+ */
+#include "fakecuda.h"
+#include "pgrt_train.h"
+#include "test.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+static const char *fake;
+static fakecuda_reset_fn fk_reset;
+static fakecuda_count_fn fk_count;
+static fakecuda_launch_at_fn fk_at;
+
+#define LAYERS 2
+#define TENSORS 2
+static const size_t sizes[TENSORS] = {300, 40};
+
+typedef struct fixture {
+    pgrt_ctx *ctx;
+    pgrt_stream *s;
+    pgrt_buf *params[LAYERS][TENSORS], *grads[TENSORS], *scratch;
+    pgrt_train_tensor tensors[LAYERS * TENSORS];
+    int head_calls, layer_calls;
+    uint32_t last_seq;
+    bool sync_in_layer;     /* synchronise the stream in layer 0's callback */
+    bool uncached_in_layer; /* launch a kernel nobody pre-warmed in layer 0's */
+    bool fail_layer;        /* layer 1's callback fails outright */
+    char log[8][256];
+    int nlog;
+} fixture;
+
+static void log_line(void *user, const char *line)
+{
+    fixture *f = user;
+    if (f->nlog < 8)
+        snprintf(f->log[f->nlog++], sizeof f->log[0], "%s", line);
+}
+
+/* Each callback leaves one residual_add whose n names it: 7 for the head,
+ * 100 + layer for a layer. */
+static int marker(fixture *f, pgrt_stream *s, uint32_t n)
+{
+    pgk_knobs kn;
+    const pgk_desc *d = pgk_find("residual_add");
+    pgk_knobs_default(d, &kn);
+    kn.v[0] = n;
+    pgrt_arg a[4] = {pgrt_arg_buf(f->scratch), pgrt_arg_buf(f->scratch),
+                     pgrt_arg_buf(f->scratch), pgrt_arg_u32(n)};
+    return pgrt_launch(f->ctx, s, "residual_add", &kn, a, 4);
+}
+
+static int head(void *user, pgrt_stream *s, uint32_t seq)
+{
+    fixture *f = user;
+    f->head_calls++;
+    f->last_seq = seq;
+    return marker(f, s, 7);
+}
+
+static int layer(void *user, pgrt_stream *s, size_t l, uint32_t seq)
+{
+    fixture *f = user;
+    f->layer_calls++;
+    f->last_seq = seq;
+    int rc;
+    if (l == 1 && f->fail_layer)
+        return PGRT_EARGS;
+    if (l == 0 && f->sync_in_layer && (rc = pgrt_stream_sync(s)))
+        return rc;
+    if (l == 0 && f->uncached_in_layer) {
+        pgk_knobs kn;
+        pgk_knobs_default(pgk_find("silu_forward"), &kn);
+        kn.v[0] = 64;
+        pgrt_arg a[3] = {pgrt_arg_buf(f->scratch), pgrt_arg_buf(f->scratch), pgrt_arg_u32(64)};
+        if ((rc = pgrt_launch(f->ctx, s, "silu_forward", &kn, a, 3)))
+            return rc;
+    }
+    return marker(f, s, 100 + (uint32_t)l);
+}
+
+static void fixture_open(fixture *f)
+{
+    memset(f, 0, sizeof *f);
+    pgrt_ctx_params p = {fake, 0};
+    int rc = pgrt_ctx_create(&f->ctx, &p);
+    if (rc) {
+        fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
+        exit(1);
+    }
+    REQUIRE_INT_EQ(pgrt_stream_create(f->ctx, &f->s), 0);
+    REQUIRE_INT_EQ(pgrt_buf_alloc(f->ctx, PG_F32, 1024, &f->scratch), 0);
+    for (int j = 0; j < TENSORS; j++) {
+        REQUIRE_INT_EQ(pgrt_buf_alloc(f->ctx, PG_F32, sizes[j], &f->grads[j]), 0);
+        for (int l = 0; l < LAYERS; l++) {
+            REQUIRE_INT_EQ(pgrt_buf_alloc(f->ctx, PG_F32, sizes[j], &f->params[l][j]), 0);
+            f->tensors[l * TENSORS + j] = (pgrt_train_tensor){f->params[l][j], f->grads[j]};
+        }
+    }
+    /* The callbacks' kernel is pre-warmed, as a training loop would. */
+    pgrt_warm w = {"residual_add", NULL};
+    REQUIRE_INT_EQ(pgrt_prewarm(f->ctx, &w, 1), 0);
+}
+
+static void fixture_close(fixture *f)
+{
+    for (int j = 0; j < TENSORS; j++) {
+        pgrt_buf_destroy(&f->grads[j]);
+        for (int l = 0; l < LAYERS; l++)
+            pgrt_buf_destroy(&f->params[l][j]);
+    }
+    pgrt_buf_destroy(&f->scratch);
+    pgrt_stream_destroy(&f->s);
+    pgrt_ctx_destroy(&f->ctx);
+}
+
+static pgrt_train_params params_for(fixture *f, pgrt_train_graph g)
+{
+    pgrt_train_params p = {
+        .layers = LAYERS,
+        .tensors_per_layer = TENSORS,
+        .tensors = f->tensors,
+        .max_norm = 1.0f,
+        .lr = 1e-3f,
+        .beta1 = 0.9f,
+        .beta2 = 0.999f,
+        .eps = 1e-8f,
+        .weight_decay = 0.01f,
+        .graph = g,
+        .layer_backward = layer,
+        .head = head,
+        .user = f,
+        .log = log_line,
+    };
+    return p;
+}
+
+static pgrt_train *make(fixture *f, pgrt_train_graph g)
+{
+    pgrt_train_params p = params_for(f, g);
+    pgrt_train *t = NULL;
+    int rc = pgrt_train_create(f->ctx, &p, &t);
+    if (rc)
+        fprintf(stderr, "pgrt_train_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
+    REQUIRE_INT_EQ(rc, 0);
+    return t;
+}
+
+/* A step's launches: advance, head, then per layer (from the last) the
+ * layer's marker, TENSORS squared sums, one scale, TENSORS applies and
+ * TENSORS AdamW. */
+#define STEP_LAUNCHES (2 + LAYERS * (1 + 3 * TENSORS + 1))
+
+/* Check the fake's launches [from, from + STEP_LAUNCHES): names, order,
+ * whether a graph replayed them. */
+static void check_step(fixture *f, pgrt_train *t, int from, int replayed)
+{
+    REQUIRE(fk_count() >= from + STEP_LAUNCHES);
+    int i = from;
+    const fakecuda_launch *l = fk_at(i++);
+    REQUIRE_STR_EQ(l->name, "adamw_hyper_advance");
+    REQUIRE_INT_EQ(l->replayed, replayed);
+    REQUIRE_INT_EQ(l->params[0], pgrt_buf_ptr(pgrt_train_hyper_buf(t)));
+    l = fk_at(i++);
+    REQUIRE_STR_EQ(l->name, "residual_add");
+    REQUIRE_INT_EQ(l->params[3], 7);
+    for (int layer_ = LAYERS - 1; layer_ >= 0; layer_--) {
+        l = fk_at(i++);
+        REQUIRE_STR_EQ(l->name, "residual_add");
+        REQUIRE_INT_EQ(l->params[3], 100 + layer_);
+        for (int j = 0; j < TENSORS; j++) {
+            l = fk_at(i++);
+            REQUIRE_STR_EQ(l->name, "squared_sum_reduce");
+            REQUIRE_INT_EQ(l->params[0], pgrt_buf_ptr(f->grads[j]));
+        }
+        REQUIRE_STR_EQ(fk_at(i++)->name, "clip_scale_reduce");
+        for (int j = 0; j < TENSORS; j++)
+            REQUIRE_STR_EQ(fk_at(i++)->name, "gradient_clip_gpu_scale");
+        for (int j = 0; j < TENSORS; j++) {
+            l = fk_at(i++);
+            REQUIRE_STR_EQ(l->name, "adamw_step_dev");
+            REQUIRE_INT_EQ(l->replayed, replayed);
+            REQUIRE_INT_EQ(l->params[0], pgrt_buf_ptr(f->params[layer_][j]));
+            REQUIRE_INT_EQ(l->params[1], pgrt_buf_ptr(f->grads[j]));
+            REQUIRE_INT_EQ(l->params[4], pgrt_buf_ptr(pgrt_train_hyper_buf(t)));
+            REQUIRE_INT_EQ(l->params[5], sizes[j]);
+        }
+    }
+}
+
+static void test_eager(void)
+{
+    fixture f;
+    fixture_open(&f);
+    pgrt_train *t = make(&f, PGRT_TRAIN_GRAPH_OFF);
+    REQUIRE(!pgrt_train_graphs_enabled(t));
+    pgrt_train_stats st;
+    REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+    REQUIRE_INT_EQ(st.launches_per_step, 1 + LAYERS * (3 * TENSORS + 1));
+
+    /* The hyper buffer starts at step 0. */
+    float h[10];
+    REQUIRE_INT_EQ(pgrt_buf_download(pgrt_train_hyper_buf(t), 0, h, 10), 0);
+    REQUIRE(h[0] == 1e-3f && h[1] == 0.9f && h[2] == 0.999f && h[3] == 1e-8f && h[4] == 0.01f);
+    REQUIRE(h[5] == 1.0f && h[6] == 1.0f && h[7] == 1.0f && h[8] == 1.0f && h[9] == 0.0f);
+
+    fk_reset();
+    for (int step = 0; step < 2; step++) {
+        REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 32), 0);
+        check_step(&f, t, step * STEP_LAUNCHES, 0);
+    }
+    REQUIRE_INT_EQ(fk_count(), 2 * STEP_LAUNCHES);
+    REQUIRE_INT_EQ(f.head_calls, 2);
+    REQUIRE_INT_EQ(f.layer_calls, 2 * LAYERS);
+    REQUIRE_INT_EQ(f.last_seq, 32);
+    REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+    REQUIRE_INT_EQ(st.steps, 2);
+    REQUIRE_INT_EQ(st.eager_steps, 2);
+    REQUIRE_INT_EQ(st.graph_steps + st.captures + st.capture_failures, 0);
+    REQUIRE_INT_EQ(f.nlog, 0);
+
+    /* The learning rate is device memory, written in stream order. */
+    REQUIRE_INT_EQ(pgrt_train_set_lr(t, f.s, 0.25f), 0);
+    REQUIRE_INT_EQ(pgrt_stream_sync(f.s), 0);
+    REQUIRE_INT_EQ(pgrt_buf_download(pgrt_train_hyper_buf(t), 0, h, 1), 0);
+    REQUIRE(h[0] == 0.25f);
+    REQUIRE_INT_EQ(pgrt_train_set_lr(t, f.s, 1.0f / 0.0f), PGRT_EINVAL);
+
+    /* Clip results per layer; a layer out of range. */
+    float scale = 0, norm = -1;
+    REQUIRE_INT_EQ(pgrt_train_layer_norm(t, f.s, 1, &scale, &norm), 0);
+    REQUIRE_INT_EQ(pgrt_train_layer_norm(t, f.s, LAYERS, &scale, &norm), PGRT_ERANGE);
+
+    /* A callback's error ends the step, named. */
+    f.fail_layer = true;
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 32), PGRT_EARGS);
+    REQUIRE_CONTAINS(pgrt_last_message(), "(backward of layer 1)");
+    f.fail_layer = false;
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 0), PGRT_EINVAL);
+    pgrt_train_destroy(&t);
+    REQUIRE(t == NULL);
+    pgrt_train_destroy(&t);
+
+    /* Clipping off: no clip kernels at all. */
+    pgrt_train_params p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
+    p.max_norm = 0.0f;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), 0);
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 8), 0);
+    REQUIRE_INT_EQ(fk_count(), 2 + LAYERS * (1 + TENSORS));
+    REQUIRE_INT_EQ(pgrt_train_layer_norm(t, f.s, 0, &scale, &norm), PGRT_ESTATE);
+    pgrt_train_destroy(&t);
+    fixture_close(&f);
+}
+
+static void test_graph(void)
+{
+    fixture f;
+    fixture_open(&f);
+    pgrt_train *t = make(&f, PGRT_TRAIN_GRAPH_ON);
+    REQUIRE(pgrt_train_graphs_enabled(t));
+    pgrt_train_stats st;
+
+    /* First step: captured, then launched: the fake records the replay. */
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 64), 0);
+    REQUIRE_INT_EQ(fk_count(), STEP_LAUNCHES);
+    check_step(&f, t, 0, 1);
+    REQUIRE_INT_EQ(f.layer_calls, LAYERS);
+    REQUIRE_INT_EQ(f.nlog, 1);
+    REQUIRE_CONTAINS(f.log[0], "backward graph captured: seq_len=64");
+
+    /* Same length: replayed, the callbacks are not called again. */
+    for (int i = 0; i < 3; i++)
+        REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 64), 0);
+    REQUIRE_INT_EQ(fk_count(), 4 * STEP_LAUNCHES);
+    check_step(&f, t, 3 * STEP_LAUNCHES, 1);
+    REQUIRE_INT_EQ(f.layer_calls, LAYERS);
+    REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+    REQUIRE_INT_EQ(st.steps, 4);
+    REQUIRE_INT_EQ(st.graph_steps, 4);
+    REQUIRE_INT_EQ(st.captures, 1);
+    REQUIRE_INT_EQ(st.graph_seq_len, 64);
+
+    /* The lr copy is outside the graph: a replay reads the new value. */
+    REQUIRE_INT_EQ(pgrt_train_set_lr(t, f.s, 0.5f), 0);
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 64), 0);
+    REQUIRE_INT_EQ(f.layer_calls, LAYERS);
+
+    /* Another length: captured again, at that length. */
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 48), 0);
+    REQUIRE_INT_EQ(f.layer_calls, 2 * LAYERS);
+    REQUIRE_INT_EQ(f.last_seq, 48);
+    REQUIRE_INT_EQ(f.nlog, 3);
+    REQUIRE_CONTAINS(f.log[1], "seq_len changed 64 -> 48");
+    REQUIRE_CONTAINS(f.log[2], "captured: seq_len=48");
+    REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+    REQUIRE_INT_EQ(st.captures, 2);
+    REQUIRE_INT_EQ(st.graph_seq_len, 48);
+    REQUIRE_CONTAINS(st.last_event, "captured: seq_len=48");
+
+    /* Invalidation drops the graph. */
+    pgrt_train_invalidate(t);
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 48), 0);
+    REQUIRE_INT_EQ(f.layer_calls, 3 * LAYERS);
+    REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+    REQUIRE_INT_EQ(st.captures, 3);
+
+    /* The legacy default stream cannot capture: eager. */
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_train_backward(t, NULL, 48), 0);
+    check_step(&f, t, 0, 0);
+    REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+    REQUIRE_INT_EQ(st.eager_steps, 1);
+    pgrt_train_destroy(&t);
+    fixture_close(&f);
+}
+
+/* A capture that fails runs the step eagerly, says why, and keeps that
+ * length eager; another length captures again. */
+static void test_fallback(void)
+{
+    fixture f;
+    fixture_open(&f);
+    pgrt_train *t = make(&f, PGRT_TRAIN_GRAPH_ON);
+    pgrt_train_stats st;
+
+    f.sync_in_layer = true;
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 16), 0);
+    /* Only the eager run reached the driver's launch log. */
+    REQUIRE_INT_EQ(fk_count(), STEP_LAUNCHES);
+    check_step(&f, t, 0, 0);
+    REQUIRE_INT_EQ(f.nlog, 1);
+    REQUIRE_CONTAINS(f.log[0], "backward graph capture failed at seq_len=16");
+    REQUIRE_CONTAINS(f.log[0], "cuStreamSynchronize");
+    REQUIRE_CONTAINS(f.log[0], "run eagerly");
+    REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+    REQUIRE_INT_EQ(st.capture_failures, 1);
+    REQUIRE_INT_EQ(st.captures, 0);
+    REQUIRE_INT_EQ(st.eager_steps, 1);
+    bool capturing = true;
+    REQUIRE_INT_EQ(pgrt_stream_is_capturing(f.s, &capturing), 0);
+    REQUIRE(!capturing);
+
+    /* The same length stays eager without trying again. */
+    int calls = f.layer_calls;
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 16), 0);
+    REQUIRE_INT_EQ(f.layer_calls, calls + LAYERS);
+    REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+    REQUIRE_INT_EQ(st.capture_failures, 1);
+    REQUIRE_INT_EQ(st.eager_steps, 2);
+
+    /* A kernel nobody pre-warmed: its load is refused during the capture,
+     * the eager run loads it. */
+    f.sync_in_layer = false;
+    f.uncached_in_layer = true;
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 24), 0);
+    REQUIRE_INT_EQ(f.nlog, 2);
+    REQUIRE_CONTAINS(f.log[1], "capture failed at seq_len=24 (PGRT_ECAPTURE)");
+    REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+    REQUIRE_INT_EQ(st.capture_failures, 2);
+
+    /* Now cached: the next length captures. */
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 32), 0);
+    REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+    REQUIRE_INT_EQ(st.captures, 1);
+    REQUIRE_INT_EQ(st.graph_seq_len, 32);
+    REQUIRE_INT_EQ(st.steps, 4);
+    REQUIRE_INT_EQ(st.graph_steps, 1);
+    pgrt_train_destroy(&t);
+    fixture_close(&f);
+}
+
+static void test_env(void)
+{
+    fixture f;
+    fixture_open(&f);
+    pgrt_train *t;
+    setenv("PTXGEN_CUDA_GRAPH", "1", 1);
+    t = make(&f, PGRT_TRAIN_GRAPH_ENV);
+    REQUIRE(pgrt_train_graphs_enabled(t));
+    pgrt_train_destroy(&t);
+    t = make(&f, PGRT_TRAIN_GRAPH_OFF);
+    REQUIRE(!pgrt_train_graphs_enabled(t));
+    pgrt_train_destroy(&t);
+    setenv("PTXGEN_CUDA_GRAPH", "0", 1);
+    t = make(&f, PGRT_TRAIN_GRAPH_ENV);
+    REQUIRE(!pgrt_train_graphs_enabled(t));
+    pgrt_train_destroy(&t);
+    unsetenv("PTXGEN_CUDA_GRAPH");
+    t = make(&f, PGRT_TRAIN_GRAPH_ENV);
+    REQUIRE(!pgrt_train_graphs_enabled(t));
+    pgrt_train_destroy(&t);
+    t = make(&f, PGRT_TRAIN_GRAPH_ON);
+    REQUIRE(pgrt_train_graphs_enabled(t));
+    pgrt_train_destroy(&t);
+    fixture_close(&f);
+}
+
+static void test_params(void)
+{
+    fixture f;
+    fixture_open(&f);
+    pgrt_train *t = NULL;
+    pgrt_train_params p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
+    REQUIRE_INT_EQ(pgrt_train_create(NULL, &p, &t), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, NULL, &t), PGRT_EINVAL);
+
+    p.layer_backward = NULL;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "layer_backward is NULL");
+    p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
+    p.layers = 0;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
+    p.tensors_per_layer = PGRT_TRAIN_MAX_TENSORS + 1;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
+    p.max_norm = -1.0f;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "max_norm");
+    p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
+    p.beta1 = 1.0f;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "beta1 and beta2 in [0, 1)");
+    p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
+    p.graph = (pgrt_train_graph)7;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+
+    /* A gradient that does not match its parameter. */
+    pgrt_train_tensor bad[LAYERS * TENSORS];
+    memcpy(bad, f.tensors, sizeof bad);
+    bad[3].grad = f.grads[0];
+    p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
+    p.tensors = bad;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "layer 1 tensor 1: param is 40 x f32, grad 300 x f32");
+    bad[3].grad = NULL;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "layer 1 tensor 1: grad is NULL");
+    REQUIRE(t == NULL);
+
+    REQUIRE_INT_EQ(pgrt_train_backward(NULL, f.s, 1), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_train_set_lr(NULL, f.s, 1), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_train_stats_get(NULL, NULL), PGRT_EINVAL);
+    REQUIRE(pgrt_train_hyper_buf(NULL) == NULL);
+    REQUIRE(!pgrt_train_graphs_enabled(NULL));
+    pgrt_train_invalidate(NULL);
+    fixture_close(&f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s FAKE_LIBCUDA\n", argv[0]);
+        return 2;
+    }
+    fake = argv[1];
+    unsetenv("FAKECUDA");
+    unsetenv("FAKECUDA_VERSION");
+    unsetenv("FAKECUDA_HIDE");
+    unsetenv("FAKECUDA_CC");
+    unsetenv("PTXGEN_CUDA_GRAPH");
+    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
+        return 1;
+    }
+    void *p;
+    p = dlsym(lib, "fakecuda_reset");
+    memcpy(&fk_reset, &p, sizeof p);
+    p = dlsym(lib, "fakecuda_launch_count");
+    memcpy(&fk_count, &p, sizeof p);
+    p = dlsym(lib, "fakecuda_launch_at");
+    memcpy(&fk_at, &p, sizeof p);
+    if (!fk_reset || !fk_count || !fk_at) {
+        fprintf(stderr, "the fake driver lacks its recording API\n");
+        return 1;
+    }
+    test_eager();
+    test_graph();
+    test_fallback();
+    test_env();
+    test_params();
+    TEST_DONE();
+}
