@@ -323,12 +323,20 @@ typedef struct rb_cfg {
     unsigned tm, tn;     /* outputs a thread: multiples of 4 */
 } rb_cfg;
 
-/* Each operand tile must split into a whole number of float4s a thread
- * (at most RB_MAX_SLOTS), bk/4 and bm/4, bn/4 powers of two. */
+#define RB_MAX_SLOTS 4 /* float4s of one operand tile a thread moves */
+#define RB_MAX_T 8     /* outputs a thread along p or q */
+
+/* Each operand tile must split into a whole number of float4s a thread, at
+ * most RB_MAX_SLOTS; bk/4, bm/4 and bn/4 must be powers of two (the index
+ * arithmetic shifts and masks). */
+#define RB_THREADS(bm, bn, tm, tn) ((bm) / (tm) * ((bn) / (tn)))
 #define RB_CHECK(bm, bn, bk, tm, tn)                                                    \
-    _Static_assert((bm) * (bk) / 4 % ((bm) / (tm) * ((bn) / (tn))) == 0 &&             \
-                       (bn) * (bk) / 4 % ((bm) / (tm) * ((bn) / (tn))) == 0 &&         \
-                       (tm) % 4 == 0 && (tn) % 4 == 0 && (tm) <= 8 && (tn) <= 8,       \
+    _Static_assert((bm) * (bk) / 4 % RB_THREADS(bm, bn, tm, tn) == 0 &&                 \
+                       (bn) * (bk) / 4 % RB_THREADS(bm, bn, tm, tn) == 0 &&             \
+                       (bm) * (bk) / 4 / RB_THREADS(bm, bn, tm, tn) <= RB_MAX_SLOTS &&  \
+                       (bn) * (bk) / 4 / RB_THREADS(bm, bn, tm, tn) <= RB_MAX_SLOTS &&  \
+                       (tm) % 4 == 0 && (tn) % 4 == 0 && (tm) <= RB_MAX_T &&            \
+                       (tn) <= RB_MAX_T,                                                \
                    "register-blocking configuration")
 RB_CHECK(128, 64, 16, 8, 4);
 RB_CHECK(128, 128, 8, 8, 8);
@@ -343,8 +351,6 @@ static const rb_cfg rb_cfgs[GEMM_VARIANTS] = {
 };
 
 static unsigned rb_threads(const rb_cfg *c) { return (c->bm / c->tm) * (c->bn / c->tn); }
-
-#define RB_MAX_SLOTS 4
 
 /* One float4 of a tile that one thread moves from global to shared memory. */
 typedef struct rb_slot {
@@ -482,8 +488,6 @@ static void rb_operand_store(pg_kernel *k, const rb_operand *op, pg_reg stage)
         }
     }
 }
-
-#define RB_MAX_T 8
 
 static void build_regblock(pg_kernel *k, const gemm_io *io, const rb_cfg *c)
 {

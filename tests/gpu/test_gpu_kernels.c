@@ -22,22 +22,36 @@ static pgk_knobs knobs_n(const char *kernel, const char *knob, uint32_t n)
     return kn;
 }
 
+/* The thread that owns element i: the kernel strides over float4 chunks
+ * when the input is 16-byte aligned (the last n % 4 elements go one each
+ * to the first threads) and over single elements otherwise. */
+static uint64_t sq_owner(uint64_t i, uint32_t n, uint64_t stride, bool aligned)
+{
+    uint64_t n4 = n / 4;
+    if (!aligned)
+        return i % stride;
+    return i < 4 * n4 ? (i / 4) % stride : i - 4 * n4;
+}
+
 static void test_squared_sum(pgrt_ctx *ctx, pgrt_stream *s, rng *r)
 {
-    for (size_t si = 0; si < NSIZES; si++) {
-        uint32_t n = sizes[si];
+    for (size_t si = 0; si < 2 * NSIZES; si++) {
+        uint32_t n = sizes[si / 2];
+        /* odd rounds read through a view one element in: not 16-byte aligned */
+        uint32_t shift = si % 2;
         uint32_t blocks = pgk_squared_sum_num_blocks(n);
         float *x = malloc(n * sizeof *x);
         float *out = malloc((blocks + 1) * sizeof *out);
         double *ref = calloc(blocks, sizeof *ref);
-        fill_grads(r, x, n, si % 2 ? 3.0f : 0.01f);
-        /* Block b's grid-stride share: i with (i mod 256*blocks) / 256 == b. */
+        fill_grads(r, x, n, (si / 2) % 2 ? 3.0f : 0.01f);
+        /* Block b's grid-stride share: the elements its threads own. */
         uint64_t stride = 256u * (uint64_t)blocks;
         for (uint32_t i = 0; i < n; i++)
-            ref[(i % stride) / 256] += (double)x[i] * (double)x[i];
+            ref[sq_owner(i, n, stride, shift == 0) / 256] += (double)x[i] * (double)x[i];
 
-        pgrt_buf *in = NULL, *o = NULL;
-        GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, n, &in));
+        pgrt_buf *base = NULL, *in = NULL, *o = NULL;
+        GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, n + shift, &base));
+        GPU_CHECK(pgrt_buf_view(base, shift, n, &in));
         GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, blocks + 1, &o));
         GPU_CHECK(pgrt_buf_upload(in, 0, x, n));
         GPU_CHECK(pgrt_buf_fill32(o, POISON));
@@ -61,15 +75,18 @@ static void test_squared_sum(pgrt_ctx *ctx, pgrt_stream *s, rng *r)
             if (e > worst)
                 worst = e;
         }
+        const char *how = shift ? "unaligned" : "aligned";
         if (unwritten)
-            TEST_FAIL_("squared_sum_reduce n=%u: %d of %u partials not written", n, unwritten,
-                       blocks);
+            TEST_FAIL_("squared_sum_reduce n=%u %s: %d of %u partials not written", n, how,
+                       unwritten, blocks);
         if (worst > 1e-5)
-            TEST_FAIL_("squared_sum_reduce n=%u: worst relative error %.3g (> 1e-5)", n, worst);
+            TEST_FAIL_("squared_sum_reduce n=%u %s: worst relative error %.3g (> 1e-5)", n, how,
+                       worst);
         REQUIRE(f32_bits(out[blocks]) == POISON);
-        fprintf(stderr, "squared_sum_reduce n=%-8u blocks=%-3u worst rel err %.2e\n", n, blocks,
-                worst);
+        fprintf(stderr, "squared_sum_reduce n=%-8u %-9s blocks=%-3u worst rel err %.2e\n", n, how,
+                blocks, worst);
         pgrt_buf_destroy(&in);
+        pgrt_buf_destroy(&base);
         pgrt_buf_destroy(&o);
         free(x);
         free(out);
@@ -158,16 +175,23 @@ static void test_scale_kernels(pgrt_ctx *ctx, pgrt_stream *s, rng *r)
         const char *name = gpu_scale ? "gradient_clip_gpu_scale" : "gradient_clip";
         for (size_t si = 0; si < NSIZES; si++) {
             uint32_t n = sizes[si];
-            float *g = malloc((n + 1) * sizeof *g), *out = malloc((n + 1) * sizeof *out);
-            fill_grads(r, g, n, 2.0f);
-            memcpy(&g[n], &(uint32_t){POISON}, 4);
+            /* g[0] and g[n + 1] are guards; the data is g[1..n]. Shift 1
+             * reads through a view at g + 1 (not 16-byte aligned: the
+             * scalar path), shift 0 at g + 0 (the float4 path). */
+            float *g = malloc((n + 2) * sizeof *g), *out = malloc((n + 2) * sizeof *out);
+            fill_grads(r, g + 1, n, 2.0f);
+            memcpy(&g[0], &(uint32_t){POISON}, 4);
+            memcpy(&g[n + 1], &(uint32_t){POISON}, 4);
             const float scales[3] = {0.3712f, 1.0f, 1.0f - 5e-8f};
-            for (int k = 0; k < (gpu_scale ? 3 : 2); k++) {
+            for (int round = 0; round < (gpu_scale ? 6 : 4); round++) {
+                int k = round / 2;
+                uint32_t shift = round % 2;
                 float sc = scales[k];
+                const float *src = g + 1 - shift; /* data at src[shift..] */
                 pgrt_buf *gb = NULL, *sb = NULL, *view = NULL;
-                GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, n + 1, &gb));
-                GPU_CHECK(pgrt_buf_view(gb, 0, n, &view));
-                GPU_CHECK(pgrt_buf_upload(gb, 0, g, n + 1));
+                GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, n + 1 + shift, &gb));
+                GPU_CHECK(pgrt_buf_view(gb, shift, n, &view));
+                GPU_CHECK(pgrt_buf_upload(gb, 0, src, n + 1 + shift));
                 GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, 1, &sb));
                 GPU_CHECK(pgrt_buf_upload(sb, 0, &sc, 1));
                 pgk_knobs kn = knobs_n(name, "n", n);
@@ -179,26 +203,30 @@ static void test_scale_kernels(pgrt_ctx *ctx, pgrt_stream *s, rng *r)
                 if (rc)
                     fprintf(stderr, "%s\n", pgrt_last_message());
                 GPU_CHECK(pgrt_stream_sync(s));
-                GPU_CHECK(pgrt_buf_download(gb, 0, out, n + 1));
+                GPU_CHECK(pgrt_buf_download(gb, 0, out, n + 1 + shift));
+                const float *o = out + shift;
+                const float *in = g + 1;
                 uint32_t wrong = 0, first = 0;
                 double worst = 0;
                 for (uint32_t i = 0; i < n; i++) {
                     /* |scale - 1| < 1e-7 means no write at all. */
-                    float want = gpu_scale && fabsf(sc - 1.0f) < 1e-7f ? g[i] : g[i] * sc;
-                    if (f32_bits(out[i]) != f32_bits(want) && !wrong++)
+                    float want = gpu_scale && fabsf(sc - 1.0f) < 1e-7f ? in[i] : in[i] * sc;
+                    if (f32_bits(o[i]) != f32_bits(want) && !wrong++)
                         first = i;
-                    double e = rel_err(out[i], (double)g[i] * (double)sc);
+                    double e = rel_err(o[i], (double)in[i] * (double)sc);
                     if (e > worst)
                         worst = e;
                 }
                 if (wrong)
-                    TEST_FAIL_("%s n=%u scale=%.9g: %u elements differ from fl(g*scale), first "
-                               "at %u: %.9g (g %.9g)", name, n, (double)sc, wrong, first,
-                               (double)out[first], (double)g[first]);
+                    TEST_FAIL_("%s n=%u shift=%u scale=%.9g: %u elements differ from "
+                               "fl(g*scale), first at %u: %.9g (g %.9g)", name, n, shift,
+                               (double)sc, wrong, first, (double)o[first], (double)in[first]);
                 if (worst > 1e-6 && !(gpu_scale && k == 2))
                     TEST_FAIL_("%s n=%u: worst relative error to the double product %.2e", name,
                                n, worst);
-                REQUIRE(f32_bits(out[n]) == POISON);
+                REQUIRE(f32_bits(o[n]) == POISON);
+                if (shift)
+                    REQUIRE(f32_bits(out[0]) == POISON);
                 pgrt_buf_destroy(&view);
                 pgrt_buf_destroy(&gb);
                 pgrt_buf_destroy(&sb);

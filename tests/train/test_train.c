@@ -158,7 +158,7 @@ static void test_reference(void)
         printf("%5u %5u %16.9e %16.9e %10.2e\n", i, seq[i], e.loss[i], want, d);
         /* The first loss is the forward alone; later ones carry the
          * updates of f32 against f64 gradients. */
-        double tol = i == 0 ? 1e-4 : 2e-3;
+        double tol = i == 0 ? 1e-5 : 2e-4;
         if (!(d <= tol))
             TEST_FAIL_("step %u: GPU loss %.9e, CPU %.9e: rel diff %.2e > %.0e", i, e.loss[i],
                        want, d, tol);
