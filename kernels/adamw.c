@@ -102,12 +102,8 @@ static int build_adamw_dev(pg_kernel *k, const pg_param *p, const uint32_t *knob
 
 static int launch_adamw(const uint32_t *knobs, pgk_launch *out)
 {
-    return pgk_launch_1d(knobs[0], ADAMW_THREADS, out);
+    return pgk_launch_elementwise(knobs, out);
 }
-
-static const pgk_knob n_knob[] = {
-    {"n", 1u << 20, 1, UINT32_MAX, "number of parameters"},
-};
 
 static const pgk_param adamw_params[] = {
     {"params", PG_U64, true},
@@ -129,7 +125,7 @@ const pgk_desc pgk_desc_adamw_step = {
     .summary = "AdamW update of params, m, v in place; hyper-parameters as arguments",
     .params = adamw_params,
     .nparams = 12,
-    .knobs = n_knob,
+    .knobs = pgk_knob_n,
     .nknobs = 1,
     .min_target = PG_SM_70,
     .build = build_adamw,
@@ -150,7 +146,7 @@ const pgk_desc pgk_desc_adamw_step_dev = {
     .summary = "AdamW as adamw_step, hyper-parameters read from 7 f32 in device memory",
     .params = adamw_dev_params,
     .nparams = 6,
-    .knobs = n_knob,
+    .knobs = pgk_knob_n,
     .nknobs = 1,
     .min_target = PG_SM_70,
     .build = build_adamw_dev,

@@ -26,43 +26,6 @@
 #define LOG2E_LO 1.925963033500011e-08f
 #define LN2_F 0.6931471824645996f
 
-/* &base[i] for elements of `size` bytes, i a u32 value. */
-static pg_reg elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size)
-{
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, i, pg_u32(size));
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, base, off);
-    return a;
-}
-
-/* &base[row * width] for f32 elements; row * width may pass 2^32. */
-static pg_reg row_addr(pg_kernel *k, pg_reg base, pg_val row, pg_val width)
-{
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, row, width);
-    pg_shl(k, PG_B64, off, off, pg_u32(2));
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, base, off);
-    return a;
-}
-
-static pg_reg ld_f32(pg_kernel *k, pg_reg addr)
-{
-    pg_reg v = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, v);
-    return v;
-}
-
-static const pgk_knob n_knob[] = {
-    {"n", 1u << 20, 1, UINT32_MAX, "number of elements"},
-};
-
-static int launch_elementwise(const uint32_t *knobs, pgk_launch *out)
-{
-    return pgk_launch_1d(knobs[0], BWD_THREADS, out);
-}
-
 /* ---------------------------------------------------------------- silu_backward */
 
 /* exp(-|x|), in (0, 1]. ex2.approx alone would turn the rounding of
@@ -105,8 +68,8 @@ static int build_silu_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs
     pg_reg gid = pg_global_tid_x(k);
     pg_bounds_guard(k, gid, n, out);
 
-    pg_reg x = ld_f32(k, elem_addr(k, input, gid, 4));
-    pg_reg dy = ld_f32(k, elem_addr(k, grad_out, gid, 4));
+    pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, input, gid, 4));
+    pg_reg dy = pgk_ld_f32(k, pgk_elem_addr(k, grad_out, gid, 4));
     pg_comment(k, "z = exp(-|x|); s and 1 - s are 1/(1+z) and z/(1+z)");
     pg_reg z = exp_neg_abs(k, x);
     pg_reg q = pg_reg_new(k, PG_F32);
@@ -127,7 +90,7 @@ static int build_silu_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs
     pg_reg dx = pg_reg_new(k, PG_F32);
     pg_mul(k, PG_F32, dx, dy, s);
     pg_mul(k, PG_F32, dx, dx, t);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, elem_addr(k, grad_in, gid, 4), 0, dx);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, grad_in, gid, 4), 0, dx);
 
     pg_label_bind(k, out);
     pg_ret(k);
@@ -146,11 +109,11 @@ const pgk_desc pgk_desc_silu_backward = {
     .summary = "grad_input = grad_output * s * (1 + x (1 - s)), s = sigmoid(input)",
     .params = silu_params,
     .nparams = 4,
-    .knobs = n_knob,
+    .knobs = pgk_knob_n,
     .nknobs = 1,
     .min_target = PG_SM_70,
     .build = build_silu_bwd,
-    .launch = launch_elementwise,
+    .launch = pgk_launch_elementwise,
 };
 
 /* ---------------------------------------------------------------- batched_softmax_backward */
@@ -171,24 +134,13 @@ static int build_softmax_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_reg rows = pg_param_load(k, p[3]);
     pg_reg width = pg_param_load(k, p[4]);
 
-    pg_comment(k, "row = ctaid.x * (ntid.x / 32) + warp; total_rows * 32 may pass 2^32");
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg lane = pg_reg_new(k, PG_U32);
-    pg_and(k, PG_B32, lane, tid, pg_u32(31));
-    pg_reg warp = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, warp, tid, pg_u32(5));
-    pg_reg wpb = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, wpb, ntid, pg_u32(5));
-    pg_reg row = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, row, ctaid, wpb, warp);
     pg_label out = pg_label_new(k, "exit");
-    pg_bounds_guard(k, row, rows, out);
+    pg_reg lane;
+    pg_reg row = pgk_warp_row(k, rows, out, &lane);
 
-    pg_reg ya = row_addr(k, y, row, width);
-    pg_reg dya = row_addr(k, dy, row, width);
-    pg_reg dxa = row_addr(k, dx, row, width);
+    pg_reg ya = pgk_row_addr(k, y, row, width);
+    pg_reg dya = pgk_row_addr(k, dy, row, width);
+    pg_reg dxa = pgk_row_addr(k, dx, row, width);
 
     pg_comment(k, "dot = sum y * dy: lane sums in element order, then the butterfly");
     pg_reg acc[4];
@@ -236,8 +188,8 @@ static int build_softmax_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
     pg_add(k, PG_U64, a, ya, off);
     pg_add(k, PG_U64, b, dya, off);
-    pg_reg ty = ld_f32(k, a);
-    pg_reg tg = ld_f32(k, b);
+    pg_reg ty = pgk_ld_f32(k, a);
+    pg_reg tg = pgk_ld_f32(k, b);
     pg_fma(k, PG_F32, acc[0], ty, tg, acc[0]);
     pg_add(k, PG_U32, j, j, pg_u32(32));
     pg_bra(k, tail_top);
@@ -258,8 +210,8 @@ static int build_softmax_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
     pg_add(k, PG_U64, a, ya, off);
     pg_add(k, PG_U64, b, dya, off);
-    pg_reg wy = ld_f32(k, a);
-    pg_reg wg = ld_f32(k, b);
+    pg_reg wy = pgk_ld_f32(k, a);
+    pg_reg wg = pgk_ld_f32(k, b);
     pg_reg d = pg_reg_new(k, PG_F32);
     pg_sub(k, PG_F32, d, wg, dot);
     pg_mul(k, PG_F32, d, wy, d);
@@ -336,11 +288,11 @@ static void rms_load(pg_kernel *k, pg_reg off, pg_reg xa, pg_reg dya, pg_reg gam
 {
     pg_reg a = pg_reg_new(k, PG_U64);
     pg_add(k, PG_U64, a, xa, off);
-    pg_reg xv = ld_f32(k, a);
+    pg_reg xv = pgk_ld_f32(k, a);
     pg_add(k, PG_U64, a, dya, off);
-    pg_reg dyv = ld_f32(k, a);
+    pg_reg dyv = pgk_ld_f32(k, a);
     pg_add(k, PG_U64, a, gamma, off);
-    pg_reg gv = ld_f32(k, a);
+    pg_reg gv = pgk_ld_f32(k, a);
     *x = pg_reg_new(k, PG_F64);
     pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, *x, xv);
     pg_reg dyd = pg_reg_new(k, PG_F64);
@@ -374,10 +326,10 @@ static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_label out = pg_label_new(k, "exit");
     pg_comment(k, "the whole block leaves together: the row is the block's");
     pg_bounds_guard(k, row, rows, out);
-    pg_reg xa = row_addr(k, x, row, hidden);
-    pg_reg dya = row_addr(k, dy, row, hidden);
-    pg_reg dxa = row_addr(k, dx, row, hidden);
-    pg_reg pa = row_addr(k, part, row, hidden);
+    pg_reg xa = pgk_row_addr(k, x, row, hidden);
+    pg_reg dya = pgk_row_addr(k, dy, row, hidden);
+    pg_reg dxa = pgk_row_addr(k, dx, row, hidden);
+    pg_reg pa = pgk_row_addr(k, part, row, hidden);
 
     pg_reg ss = pg_reg_new(k, PG_F64);
     pg_reg sg = pg_reg_new(k, PG_F64);
@@ -586,7 +538,7 @@ static int build_gamma_reduce(pg_kernel *k, const pg_param *p, const uint32_t *k
     pg_selp(k, PG_U32, lim, lim, pg_u32(0), room);
     pg_reg step = pg_reg_new(k, PG_U64);
     pg_mul_wide(k, PG_U32, step, hidden, pg_u32(4 * GAMMA_LANES));
-    pg_reg a = row_addr(k, part, lane, hidden);
+    pg_reg a = pgk_row_addr(k, part, lane, hidden);
     pg_reg coff = pg_reg_new(k, PG_U64);
     pg_mul_wide(k, PG_U32, coff, col, pg_u32(4));
     pg_add(k, PG_U64, a, a, coff);
@@ -602,7 +554,7 @@ static int build_gamma_reduce(pg_kernel *k, const pg_param *p, const uint32_t *k
     pg_bra_if(k, pm, false, tail_top);
     pg_reg v[4];
     for (int u = 0; u < 4; u++) {
-        v[u] = ld_f32(k, a);
+        v[u] = pgk_ld_f32(k, a);
         pg_add(k, PG_U64, a, a, step);
     }
     for (int u = 0; u < 4; u++)
@@ -614,7 +566,7 @@ static int build_gamma_reduce(pg_kernel *k, const pg_param *p, const uint32_t *k
     pg_label_bind(k, tail_top);
     pg_setp(k, PG_CMP_GE, PG_U32, pt, r, nrows);
     pg_bra_if(k, pt, false, combine);
-    pg_reg tv = ld_f32(k, a);
+    pg_reg tv = pgk_ld_f32(k, a);
     pg_add(k, PG_F32, acc[0], acc[0], tv);
     pg_add(k, PG_U64, a, a, step);
     pg_add(k, PG_U32, r, r, pg_u32(GAMMA_LANES));
@@ -644,7 +596,7 @@ static int build_gamma_reduce(pg_kernel *k, const pg_param *p, const uint32_t *k
         pg_ld(k, PG_SPACE_SHARED, PG_F32, slot, 4 * GAMMA_COLS * l, lv);
         pg_add(k, PG_F32, sum, sum, lv);
     }
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, elem_addr(k, grad, col, 4), 0, sum);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, grad, col, 4), 0, sum);
     pg_label_bind(k, out);
     pg_ret(k);
     return pg_kernel_error(k);
@@ -695,10 +647,10 @@ static int build_cast_f16(pg_kernel *k, const pg_param *p, const uint32_t *knobs
     pg_label out = pg_label_new(k, "exit");
     pg_reg gid = pg_global_tid_x(k);
     pg_bounds_guard(k, gid, n, out);
-    pg_reg x = ld_f32(k, elem_addr(k, src, gid, 4));
+    pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, src, gid, 4));
     pg_reg hv = pg_reg_new(k, PG_F16);
     pg_cvt(k, PG_F16, PG_F32, PG_RND_RN, hv, x);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F16, elem_addr(k, dst, gid, 2), 0, hv);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F16, pgk_elem_addr(k, dst, gid, 2), 0, hv);
     pg_label_bind(k, out);
     pg_ret(k);
     return pg_kernel_error(k);
@@ -715,11 +667,11 @@ const pgk_desc pgk_desc_cast_f32_to_f16 = {
     .summary = "dst[i] = (f16) src[i], round to nearest even (dst holds 16-bit halves)",
     .params = cast_params,
     .nparams = 3,
-    .knobs = n_knob,
+    .knobs = pgk_knob_n,
     .nknobs = 1,
     .min_target = PG_SM_70,
     .build = build_cast_f16,
-    .launch = launch_elementwise,
+    .launch = pgk_launch_elementwise,
 };
 
 /* ---------------------------------------------------------------- residual_add */
@@ -741,9 +693,9 @@ static int build_residual_add(pg_kernel *k, const pg_param *p, const uint32_t *k
     pg_mul_wide(k, PG_U32, off, gid, pg_u32(4));
     pg_reg addr = pg_reg_new(k, PG_U64);
     pg_add(k, PG_U64, addr, a, off);
-    pg_reg av = ld_f32(k, addr);
+    pg_reg av = pgk_ld_f32(k, addr);
     pg_add(k, PG_U64, addr, b, off);
-    pg_reg bv = ld_f32(k, addr);
+    pg_reg bv = pgk_ld_f32(k, addr);
     pg_reg s = pg_reg_new(k, PG_F32);
     pg_add(k, PG_F32, s, av, bv);
     pg_add(k, PG_U64, addr, o, off);
@@ -765,9 +717,9 @@ const pgk_desc pgk_desc_residual_add = {
     .summary = "out = a + b elementwise; out may alias a",
     .params = residual_params,
     .nparams = 4,
-    .knobs = n_knob,
+    .knobs = pgk_knob_n,
     .nknobs = 1,
     .min_target = PG_SM_70,
     .build = build_residual_add,
-    .launch = launch_elementwise,
+    .launch = pgk_launch_elementwise,
 };

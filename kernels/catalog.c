@@ -161,6 +161,22 @@ int pgk_knob_assign(const pgk_desc *d, pgk_knobs *kn, const char *assignment, ch
 
 void pgk_free(void *p) { pg_mem_free(p); }
 
+/* pgk_knobs is a plain struct a caller may fill without pgk_knob_set: a
+ * value outside the knob's range would index a build's tables or pass the
+ * limits its index arithmetic relies on. */
+static int knobs_in_range(const pgk_desc *d, const pgk_knobs *kn, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < d->nknobs && i < PGK_MAX_KNOBS; i++) {
+        const pgk_knob *kb = &d->knobs[i];
+        if (kn->v[i] < kb->min || kn->v[i] > kb->max) {
+            say(err, errlen, "%s: knob %s=%u is out of range [%u, %u]", d->name, kb->name,
+                kn->v[i], kb->min, kb->max);
+            return PG_ERANGE;
+        }
+    }
+    return PG_OK;
+}
+
 int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, size_t *len,
              char *err, size_t errlen)
 {
@@ -186,8 +202,11 @@ int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, si
         pgk_knobs_default(d, &def);
         kn = &def;
     }
+    int rc = knobs_in_range(d, kn, err, errlen);
+    if (rc)
+        return rc;
     pg_kernel *k = NULL;
-    int rc = pg_kernel_create(&k, d->name, t);
+    rc = pg_kernel_create(&k, d->name, t);
     if (rc) {
         say(err, errlen, "%s: %s", d->name, pg_strerror(rc));
         return rc;
@@ -232,7 +251,10 @@ int pgk_launch_for(const pgk_desc *d, const pgk_knobs *kn, pgk_launch *out, char
         kn = &def;
     }
     memset(out, 0, sizeof *out);
-    int rc = d->launch(kn->v, out);
+    int rc = knobs_in_range(d, kn, err, errlen);
+    if (rc)
+        return rc;
+    rc = d->launch(kn->v, out);
     if (rc)
         say(err, errlen, "%s: the knobs give a launch the GPU cannot run (%s)", d->name,
             pg_strerror(rc));

@@ -19,16 +19,6 @@ uint32_t pgk_squared_sum_num_blocks(uint32_t n)
     return b ? b : 1;
 }
 
-/* &base[i] for f32 elements. */
-static pg_reg elem_addr(pg_kernel *k, pg_reg base, pg_val i)
-{
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, i, pg_u32(4));
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, base, off);
-    return a;
-}
-
 /* base + (i << shift) for a 64-bit index. */
 static pg_reg addr64(pg_kernel *k, pg_reg base, pg_reg i, uint32_t shift)
 {
@@ -70,10 +60,6 @@ static stream_geom geom(pg_kernel *k, pg_reg n)
     pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.n64, n);
     return g;
 }
-
-static const pgk_knob n_knob[] = {
-    {"n", 1u << 20, 1, UINT32_MAX, "number of f32 elements"},
-};
 
 /* ---------------------------------------------------------------- squared_sum_reduce */
 
@@ -208,7 +194,7 @@ static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_setp(k, PG_CMP_NE, PG_U32, not_first, tid, pg_u32(0));
     pg_guard(k, not_first, false);
     pg_ret(k);
-    pg_reg oa = elem_addr(k, output, ctaid);
+    pg_reg oa = pgk_elem_addr(k, output, ctaid, 4);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, oa, 0, sum);
     pg_ret(k);
     return pg_kernel_error(k);
@@ -233,7 +219,7 @@ const pgk_desc pgk_desc_squared_sum_reduce = {
     .summary = "per-block sums of squares: output[b] = sum of x^2 over block b's share",
     .params = squared_sum_params,
     .nparams = 3,
-    .knobs = n_knob,
+    .knobs = pgk_knob_n,
     .nknobs = 1,
     .min_target = PG_SM_70,
     .build = build_squared_sum,
@@ -268,7 +254,7 @@ static int build_clip_scale(pg_kernel *k, const pg_param *p, const uint32_t *kno
     pg_label_bind(k, top);
     pg_setp(k, PG_CMP_GE, PG_U32, pe, i, total);
     pg_bra_if(k, pe, false, done);
-    pg_reg a = elem_addr(k, partials, i);
+    pg_reg a = pgk_elem_addr(k, partials, i, 4);
     pg_reg x = pg_reg_new(k, PG_F32);
     pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x);
     pg_add(k, PG_F32, acc, acc, x);
@@ -443,7 +429,7 @@ const pgk_desc pgk_desc_gradient_clip_gpu_scale = {
     .summary = "grads *= scale_ptr[0], in place; no write when |scale - 1| < 1e-7",
     .params = clip_gpu_scale_params,
     .nparams = 3,
-    .knobs = n_knob,
+    .knobs = pgk_knob_n,
     .nknobs = 1,
     .min_target = PG_SM_70,
     .build = build_clip_gpu_scale,
@@ -461,7 +447,7 @@ const pgk_desc pgk_desc_gradient_clip = {
     .summary = "grads *= scale (a host value), in place",
     .params = clip_params,
     .nparams = 3,
-    .knobs = n_knob,
+    .knobs = pgk_knob_n,
     .nknobs = 1,
     .min_target = PG_SM_70,
     .build = build_clip,

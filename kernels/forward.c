@@ -41,34 +41,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-/* &base[i] for elements of `size` bytes, i a u32 value. */
-static pg_reg elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size)
-{
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, i, pg_u32(size));
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, base, off);
-    return a;
-}
-
-/* &base[row * width] for f32 elements; row * width may pass 2^32. */
-static pg_reg row_addr(pg_kernel *k, pg_reg base, pg_val row, pg_val width)
-{
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, row, width);
-    pg_shl(k, PG_B64, off, off, pg_u32(2));
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, base, off);
-    return a;
-}
-
-static pg_reg ld_f32(pg_kernel *k, pg_reg addr)
-{
-    pg_reg v = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, v);
-    return v;
-}
-
 static pg_reg zero_f32(pg_kernel *k)
 {
     pg_reg v = pg_reg_new(k, PG_F32);
@@ -104,15 +76,6 @@ static pg_reg exp_nonpos(pg_kernel *k, pg_reg a_in)
     return z;
 }
 
-static const pgk_knob n_knob[] = {
-    {"n", 1u << 20, 1, UINT32_MAX, "number of elements"},
-};
-
-static int launch_elementwise(const uint32_t *knobs, pgk_launch *out)
-{
-    return pgk_launch_1d(knobs[0], FWD_THREADS, out);
-}
-
 static uint32_t ceil_div(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a + b - 1) / b); }
 
 /* ---------------------------------------------------------------- rms_norm_forward */
@@ -140,8 +103,8 @@ static int build_rms_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_label out = pg_label_new(k, "exit");
     pg_comment(k, "the whole block leaves together: the row is the block's");
     pg_bounds_guard(k, row, rows, out);
-    pg_reg xa = row_addr(k, x, row, hidden);
-    pg_reg ya = row_addr(k, y, row, hidden);
+    pg_reg xa = pgk_row_addr(k, x, row, hidden);
+    pg_reg ya = pgk_row_addr(k, y, row, hidden);
 
     pg_reg ss = zero_f32(k);
     pg_reg h = pg_reg_new(k, PG_U32);
@@ -156,7 +119,7 @@ static int build_rms_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_bra_if(k, ps, false, sum_done);
     pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
     pg_add(k, PG_U64, a, xa, off);
-    pg_reg xv = ld_f32(k, a);
+    pg_reg xv = pgk_ld_f32(k, a);
     pg_fma(k, PG_F32, ss, xv, xv, ss);
     pg_add(k, PG_U32, h, h, ntid);
     pg_bra(k, sum_top);
@@ -184,9 +147,9 @@ static int build_rms_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_bra_if(k, pw, false, out);
     pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
     pg_add(k, PG_U64, a, xa, off);
-    pg_reg wx = ld_f32(k, a);
+    pg_reg wx = pgk_ld_f32(k, a);
     pg_add(k, PG_U64, a, gamma, off);
-    pg_reg wg = ld_f32(k, a);
+    pg_reg wg = pgk_ld_f32(k, a);
     pg_reg t = pg_reg_new(k, PG_F32);
     pg_mul(k, PG_F32, t, wx, rinv);
     pg_mul(k, PG_F32, t, t, wg);
@@ -287,8 +250,8 @@ static int build_gemm_fwd(pg_kernel *k, const pg_param *p, bool accumulate)
     pg_mad(k, PG_U32, b_rd, tx, pg_u32(4), b_base);
 
     pg_comment(k, "A row pointer &A[row*K] and B column pointer &B[col]");
-    pg_reg a_row = row_addr(k, A, row, K);
-    pg_reg b_col = elem_addr(k, B, col, 4);
+    pg_reg a_row = pgk_row_addr(k, A, row, K);
+    pg_reg b_col = pgk_elem_addr(k, B, col, 4);
 
     pg_reg acc = zero_f32(k);
     pg_reg t0 = pg_reg_new(k, PG_U32);
@@ -349,10 +312,10 @@ static int build_gemm_fwd(pg_kernel *k, const pg_param *p, bool accumulate)
     pg_reg ok = pg_reg_new(k, PG_PRED);
     pg_and(k, PG_PRED, ok, row_ok, col_ok);
     pg_bra_if(k, ok, true, out);
-    pg_reg c_row = row_addr(k, C, row, N);
-    pg_reg caddr = elem_addr(k, c_row, col, 4);
+    pg_reg c_row = pgk_row_addr(k, C, row, N);
+    pg_reg caddr = pgk_elem_addr(k, c_row, col, 4);
     if (accumulate) {
-        pg_reg old = ld_f32(k, caddr);
+        pg_reg old = pgk_ld_f32(k, caddr);
         pg_add(k, PG_F32, acc, old, acc);
     }
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, caddr, 0, acc);
@@ -436,7 +399,7 @@ static int build_silu_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs
     pg_reg gid = pg_global_tid_x(k);
     pg_bounds_guard(k, gid, n, out);
 
-    pg_reg x = ld_f32(k, elem_addr(k, input, gid, 4));
+    pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, input, gid, 4));
     pg_comment(k, "z = exp(-|x|); s = x >= 0 ? 1/(1+z) : z/(1+z)");
     pg_reg na = pg_reg_new(k, PG_F32);
     pg_abs(k, PG_F32, na, x);
@@ -454,7 +417,7 @@ static int build_silu_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs
     pg_selp(k, PG_F32, s, ra, rb, pos);
     pg_reg y = pg_reg_new(k, PG_F32);
     pg_mul(k, PG_F32, y, x, s);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, elem_addr(k, output, gid, 4), 0, y);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, output, gid, 4), 0, y);
 
     pg_label_bind(k, out);
     pg_ret(k);
@@ -472,11 +435,11 @@ const pgk_desc pgk_desc_silu_forward = {
     .summary = "output = input * sigmoid(input)",
     .params = silu_params,
     .nparams = 3,
-    .knobs = n_knob,
+    .knobs = pgk_knob_n,
     .nknobs = 1,
     .min_target = PG_SM_70,
     .build = build_silu_fwd,
-    .launch = launch_elementwise,
+    .launch = pgk_launch_elementwise,
 };
 
 /* ---------------------------------------------------------------- batched_softmax_forward */
@@ -497,23 +460,12 @@ static int build_softmax_fwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_reg rows = pg_param_load(k, p[2]);
     pg_reg width = pg_param_load(k, p[3]);
 
-    pg_comment(k, "row = ctaid.x * (ntid.x / 32) + warp");
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg lane = pg_reg_new(k, PG_U32);
-    pg_and(k, PG_B32, lane, tid, pg_u32(31));
-    pg_reg warp = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, warp, tid, pg_u32(5));
-    pg_reg wpb = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, wpb, ntid, pg_u32(5));
-    pg_reg row = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, row, ctaid, wpb, warp);
     pg_label out = pg_label_new(k, "exit");
-    pg_bounds_guard(k, row, rows, out);
+    pg_reg lane;
+    pg_reg row = pgk_warp_row(k, rows, out, &lane);
 
-    pg_reg xa = row_addr(k, x, row, width);
-    pg_reg ya = row_addr(k, y, row, width);
+    pg_reg xa = pgk_row_addr(k, x, row, width);
+    pg_reg ya = pgk_row_addr(k, y, row, width);
     pg_reg j = pg_reg_new(k, PG_U32);
     pg_reg off = pg_reg_new(k, PG_U64);
     pg_reg a = pg_reg_new(k, PG_U64);
@@ -530,7 +482,7 @@ static int build_softmax_fwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_bra_if(k, p1, false, max_done);
     pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
     pg_add(k, PG_U64, a, xa, off);
-    pg_reg v1 = ld_f32(k, a);
+    pg_reg v1 = pgk_ld_f32(k, a);
     pg_max(k, PG_F32, mx, mx, v1);
     pg_add(k, PG_U32, j, j, pg_u32(32));
     pg_bra(k, max_top);
@@ -548,7 +500,7 @@ static int build_softmax_fwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_bra_if(k, p2, false, exp_done);
     pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
     pg_add(k, PG_U64, a, xa, off);
-    pg_reg v2 = ld_f32(k, a);
+    pg_reg v2 = pgk_ld_f32(k, a);
     pg_reg d = pg_reg_new(k, PG_F32);
     pg_sub(k, PG_F32, d, v2, m);
     pg_reg e = exp_nonpos(k, d);
@@ -569,7 +521,7 @@ static int build_softmax_fwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_bra_if(k, p3, false, out);
     pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
     pg_add(k, PG_U64, a, ya, off);
-    pg_reg v3 = ld_f32(k, a);
+    pg_reg v3 = pgk_ld_f32(k, a);
     pg_div(k, PG_F32, v3, v3, sum);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, v3);
     pg_add(k, PG_U32, j, j, pg_u32(32));
@@ -651,7 +603,7 @@ static int build_transpose(pg_kernel *k, const pg_param *p, const uint32_t *knob
         pg_reg ok = pg_reg_new(k, PG_PRED);
         pg_setp(k, PG_CMP_LT, PG_U32, ok, r, rows);
         pg_and(k, PG_PRED, ok, ok, c_ok);
-        pg_reg a = elem_addr(k, row_addr(k, in, r, cols), c_in, 4);
+        pg_reg a = pgk_elem_addr(k, pgk_row_addr(k, in, r, cols), c_in, 4);
         pg_reg v = zero_f32(k);
         pg_guard(k, ok, false);
         pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, v);
@@ -677,7 +629,7 @@ static int build_transpose(pg_kernel *k, const pg_param *p, const uint32_t *knob
         pg_and(k, PG_PRED, ok, ok, r_ok);
         pg_reg v = pg_reg_new(k, PG_F32);
         pg_ld(k, PG_SPACE_SHARED, PG_F32, s_out, (int64_t)(4 * TROWS * i), v);
-        pg_reg a = elem_addr(k, row_addr(k, outp, c, rows), r_out, 4);
+        pg_reg a = pgk_elem_addr(k, pgk_row_addr(k, outp, c, rows), r_out, 4);
         pg_guard(k, ok, false);
         pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, v);
     }
@@ -752,9 +704,9 @@ static int build_mse(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_mul_wide(k, PG_U32, off, i, pg_u32(4));
     pg_reg a = pg_reg_new(k, PG_U64);
     pg_add(k, PG_U64, a, pred, off);
-    pg_reg pv = ld_f32(k, a);
+    pg_reg pv = pgk_ld_f32(k, a);
     pg_add(k, PG_U64, a, target, off);
-    pg_reg tv = ld_f32(k, a);
+    pg_reg tv = pgk_ld_f32(k, a);
     pg_reg d = pg_reg_new(k, PG_F32);
     pg_sub(k, PG_F32, d, pv, tv);
     pg_fma(k, PG_F32, acc, d, d, acc);
@@ -772,7 +724,7 @@ static int build_mse(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_setp(k, PG_CMP_NE, PG_U32, not_first, tid, pg_u32(0));
     pg_guard(k, not_first, false);
     pg_ret(k);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, elem_addr(k, partials, ctaid, 4), 0, sum);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, partials, ctaid, 4), 0, sum);
     pg_ret(k);
     return pg_kernel_error(k);
 }
@@ -799,7 +751,7 @@ const pgk_desc pgk_desc_mse_loss = {
                "share (pgk_squared_sum_num_blocks(n) blocks)",
     .params = mse_params,
     .nparams = 5,
-    .knobs = n_knob,
+    .knobs = pgk_knob_n,
     .nknobs = 1,
     .min_target = PG_SM_70,
     .build = build_mse,

@@ -33,4 +33,22 @@ extern const pgk_desc pgk_desc_adamw_hyper_advance;
 /* Shared launch helper: `threads` a block, ceil(n/threads) blocks. */
 int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out);
 
+/* ---- common.c: pieces every kernel file uses ---- */
+
+/* Threads a block of the 1-D and row kernels. */
+#define PGK_THREADS 256u
+/* The knob `n` (elements), 1 .. 2^32 - 1. */
+extern const pgk_knob pgk_knob_n[1];
+/* "1-D": PGK_THREADS a block, ceil(n/PGK_THREADS) blocks. */
+int pgk_launch_elementwise(const uint32_t *knobs, pgk_launch *out);
+/* base + i * size (i a u32, widened). */
+pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size);
+/* &base[row * width] for f32 rows, computed in 64 bits. */
+pg_reg pgk_row_addr(pg_kernel *k, pg_reg base, pg_val row, pg_val width);
+/* A new f32 register loaded from global memory at addr. */
+pg_reg pgk_ld_f32(pg_kernel *k, pg_reg addr);
+/* One warp a row: returns the row (ctaid.x * warps-a-block + warp) and the
+ * lane in *lane, and jumps to `out` when row >= rows (a whole warp). */
+pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane);
+
 #endif /* PTXGEN_KERNELS_H */

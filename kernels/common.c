@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/* Pieces every kernel file uses: element and row addresses, the common
+ * knob and launch of element-wise kernels, one warp a row. */
+#include "kernels.h"
+
+const pgk_knob pgk_knob_n[1] = {
+    {"n", 1u << 20, 1, UINT32_MAX, "number of elements"},
+};
+
+pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size)
+{
+    pg_reg off = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, off, i, pg_u32(size));
+    pg_reg a = pg_reg_new(k, PG_U64);
+    pg_add(k, PG_U64, a, base, off);
+    return a;
+}
+
+pg_reg pgk_row_addr(pg_kernel *k, pg_reg base, pg_val row, pg_val width)
+{
+    pg_reg off = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, off, row, width);
+    pg_shl(k, PG_B64, off, off, pg_u32(2));
+    pg_reg a = pg_reg_new(k, PG_U64);
+    pg_add(k, PG_U64, a, base, off);
+    return a;
+}
+
+pg_reg pgk_ld_f32(pg_kernel *k, pg_reg addr)
+{
+    pg_reg v = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, v);
+    return v;
+}
+
+int pgk_launch_elementwise(const uint32_t *knobs, pgk_launch *out)
+{
+    return pgk_launch_1d(knobs[0], PGK_THREADS, out);
+}
+
+pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane)
+{
+    pg_comment(k, "row = ctaid.x * (ntid.x / 32) + warp; total_rows * 32 may pass 2^32");
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
+    *lane = pg_reg_new(k, PG_U32);
+    pg_and(k, PG_B32, *lane, tid, pg_u32(31));
+    pg_reg warp = pg_reg_new(k, PG_U32);
+    pg_shr(k, PG_U32, warp, tid, pg_u32(5));
+    pg_reg wpb = pg_reg_new(k, PG_U32);
+    pg_shr(k, PG_U32, wpb, ntid, pg_u32(5));
+    pg_reg row = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, row, ctaid, wpb, warp);
+    pg_bounds_guard(k, row, rows, out);
+    return row;
+}
