@@ -1312,3 +1312,88 @@ void pg_mma_m16n8k16_f16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a, con
     in->src[4] = b[0];
     in->src[5] = b[1];
 }
+
+/* ---------------------------------------------------------------- tensor-core loads, async copies */
+
+void pg_ldmatrix(pg_kernel *k, unsigned num, bool trans, const pg_reg *d, pg_val saddr,
+                 int64_t offset)
+{
+    if (!live(k))
+        return;
+    if (num != 1 && num != 2 && num != 4) {
+        pg_fail(k, PG_EINVAL, "ldmatrix: .x%u (1, 2 or 4 matrices)", num);
+        return;
+    }
+    if (!d) {
+        pg_fail(k, PG_EINVAL, "ldmatrix: no destination registers");
+        return;
+    }
+    if (offset % 16 || offset > INT32_MAX || offset < INT32_MIN) {
+        pg_fail(k, PG_EINVAL, "ldmatrix: offset %lld is not a multiple of the 16-byte row",
+                (long long)offset);
+        return;
+    }
+    if (!check_addr(k, OP_LDMATRIX, PG_SPACE_SHARED, saddr))
+        return;
+    for (unsigned i = 0; i < num; i++)
+        if (!check_dst(k, OP_LDMATRIX, PG_B32, d[i]))
+            return;
+    instr *in = pg_push(k, OP_LDMATRIX, PG_B16);
+    if (!in)
+        return;
+    in->mod2 = trans;
+    in->width = (uint8_t)num;
+    in->offset = offset;
+    in->ndst = (uint8_t)num;
+    for (unsigned i = 0; i < num; i++)
+        in->dst[i] = d[i];
+    in->nsrc = 1;
+    in->src[0] = saddr;
+}
+
+void pg_cp_async(pg_kernel *k, pg_val sdst, int64_t soff, pg_val gsrc, int64_t goff,
+                 unsigned bytes, pg_val src_size)
+{
+    if (!live(k))
+        return;
+    if (bytes != 4 && bytes != 8 && bytes != 16) {
+        pg_fail(k, PG_EINVAL, "cp.async: %u bytes (4, 8 or 16)", bytes);
+        return;
+    }
+    if (soff % bytes || goff % bytes || soff > INT32_MAX || soff < INT32_MIN ||
+        goff > INT32_MAX || goff < INT32_MIN) {
+        pg_fail(k, PG_EINVAL, "cp.async: offsets %lld and %lld must be multiples of %u",
+                (long long)soff, (long long)goff, bytes);
+        return;
+    }
+    if (!pg_require(k, 80, 70, "cp.async") || !check_addr(k, OP_CP_ASYNC, PG_SPACE_SHARED, sdst) ||
+        !check_addr(k, OP_CP_ASYNC, PG_SPACE_GLOBAL, gsrc))
+        return;
+    if (src_size.kind != PG_VAL_NONE && !check_src(k, OP_CP_ASYNC, PG_U32, src_size, "src-size"))
+        return;
+    instr *in = pg_push(k, OP_CP_ASYNC, PG_B8);
+    if (!in)
+        return;
+    in->imm = bytes;
+    in->offset = soff;
+    in->offset2 = goff;
+    in->nsrc = src_size.kind != PG_VAL_NONE ? 3 : 2;
+    in->src[0] = sdst;
+    in->src[1] = gsrc;
+    in->src[2] = src_size;
+}
+
+void pg_cp_async_commit(pg_kernel *k) { (void)pg_push(k, OP_CP_COMMIT, PG_PRED); }
+
+void pg_cp_async_wait(pg_kernel *k, uint32_t n)
+{
+    if (!live(k))
+        return;
+    if (n > 7) {
+        pg_fail(k, PG_ERANGE, "cp.async.wait_group %u: at most 7 groups can be left in flight", n);
+        return;
+    }
+    instr *in = pg_push(k, OP_CP_WAIT, PG_PRED);
+    if (in)
+        in->imm = n;
+}

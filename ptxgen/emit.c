@@ -317,6 +317,39 @@ static void emit_instr(sbuf *b, const pg_kernel *k, const instr *in)
     case OP_EXIT:
         sb_str(b, "exit");
         break;
+    case OP_LDMATRIX:
+        sb_fmt(b, "%s.x%u%s.shared.b16 ", pg_op_table[OP_LDMATRIX].stem, in->width,
+               in->mod2 ? ".trans" : "");
+        /* a vector even of one: ptxas wants {d} for .x1 */
+        sb_str(b, "{");
+        for (unsigned i = 0; i < in->width; i++) {
+            sb_str(b, i ? ", " : "");
+            sb_val(b, k, in->dst[i], PG_B32);
+        }
+        sb_str(b, "}, ");
+        addr(b, k, in);
+        break;
+    case OP_CP_ASYNC:
+        sb_fmt(b, "cp.async.%s.shared.global [", in->imm == 16 ? "cg" : "ca");
+        sb_val(b, k, in->src[0], PG_U64);
+        if (in->offset)
+            sb_fmt(b, "+%lld", (long long)in->offset);
+        sb_str(b, "], [");
+        sb_val(b, k, in->src[1], PG_U64);
+        if (in->offset2)
+            sb_fmt(b, "+%lld", (long long)in->offset2);
+        sb_fmt(b, "], %u", in->imm);
+        if (in->nsrc == 3) {
+            sb_str(b, ", ");
+            sb_val(b, k, in->src[2], PG_U32);
+        }
+        break;
+    case OP_CP_COMMIT:
+        sb_str(b, "cp.async.commit_group");
+        break;
+    case OP_CP_WAIT:
+        sb_fmt(b, "cp.async.wait_group %u", in->imm);
+        break;
     case OP_MMA:
         sb_fmt(b, "%s ", pg_op_table[OP_MMA].stem);
         vec(b, k, in->dst, 4, PG_F32);

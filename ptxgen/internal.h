@@ -71,7 +71,11 @@ void arena_free_all(arena *a);
     X(EXIT, "exit", 70, 60)                                                    \
     X(LABEL, "", 70, 60)                                                       \
     X(COMMENT, "//", 70, 60)                                                   \
-    X(MMA, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 80, 70)
+    X(MMA, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 80, 70)         \
+    X(LDMATRIX, "ldmatrix.sync.aligned.m8n8", 75, 65)                          \
+    X(CP_ASYNC, "cp.async", 80, 70)                                            \
+    X(CP_COMMIT, "cp.async.commit_group", 80, 70)                              \
+    X(CP_WAIT, "cp.async.wait_group", 80, 70)
 
 typedef enum pg_opcode {
 #define PG_X_(e, s, sm, isa) OP_##e,
@@ -126,7 +130,7 @@ typedef struct instr {
     uint8_t type;      /* instruction type */
     uint8_t type2;     /* cvt source type */
     uint8_t mod;       /* cmp, rnd, space, shfl/vote mode, scope, sreg */
-    uint8_t mod2;      /* atom op; fence sc; ld nc */
+    uint8_t mod2;      /* atom op; fence sc; ld nc; ldmatrix trans */
     uint8_t width;     /* vector width of ld/st */
     uint8_t ndst, nsrc;
     bool guard_neg;
@@ -135,6 +139,7 @@ typedef struct instr {
     uint32_t label;    /* bra target / bound label */
     uint32_t imm;      /* bar id; comment string index */
     int64_t offset;    /* address offset in bytes */
+    int64_t offset2;   /* cp.async: the global source's offset */
     const char *text;  /* comment text (arena) */
     pg_val dst[PG_MAX_DST];
     pg_val src[PG_MAX_SRC]; /* ld/st/atom: src[0] is the address */

@@ -402,6 +402,27 @@ PG_API void pg_vote(pg_kernel *k, pg_vote_mode m, pg_reg d, pg_reg p, bool negat
 PG_API void pg_mma_m16n8k16_f16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a,
                                     const pg_reg *b, const pg_reg *c);
 
+/* ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16 (sm_75+): `num`
+ * 8x8 b16 matrices from shared memory, each thread giving a row address;
+ * d[num] are 32-bit registers (two b16 each). */
+PG_API void pg_ldmatrix(pg_kernel *k, unsigned num, bool trans, const pg_reg *d, pg_val saddr,
+                        int64_t offset);
+
+/* ---------------------------------------------------------------- async copies */
+
+/* cp.async.{ca,cg}.shared.global [sdst+soff], [gsrc+goff], bytes[, src_size]
+ * (sm_80+): bytes is 4, 8 or 16 (16 uses .cg, bypassing L1). `src_size` (a
+ * u32 register or immediate, or pg_none()) reads only that many bytes and
+ * zero-fills the rest: the edge of a tile. */
+PG_API void pg_cp_async(pg_kernel *k, pg_val sdst, int64_t soff, pg_val gsrc, int64_t goff,
+                        unsigned bytes, pg_val src_size);
+/* cp.async.commit_group: the copies issued so far form one group. */
+PG_API void pg_cp_async_commit(pg_kernel *k);
+/* cp.async.wait_group n: wait until at most n groups are in flight. The
+ * copied data is visible to the thread that copied it; a bar.sync makes it
+ * visible to the block. */
+PG_API void pg_cp_async_wait(pg_kernel *k, uint32_t n);
+
 /* ---------------------------------------------------------------- idioms */
 
 /* ctaid.x * ntid.x + tid.x into a new u32 register. */

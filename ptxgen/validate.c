@@ -232,7 +232,7 @@ static void why_text(const cfg *g, why w, char *buf, size_t n)
         snprintf(buf, n, "the result of an atomic at instruction %u", w.detail);
         return;
     case WHY_SHFL:
-        snprintf(buf, n, "a warp shuffle at instruction %u", w.detail);
+        snprintf(buf, n, "a per-lane warp result (shfl, ldmatrix) at instruction %u", w.detail);
         return;
     case WHY_VOTE:
         snprintf(buf, n, "a warp vote at instruction %u", w.detail);
@@ -362,6 +362,7 @@ static int check_barriers(cfg *g)
                     break;
                 case OP_ATOM: w = (why){WHY_ATOM, i}; break;
                 case OP_SHFL: w = (why){WHY_SHFL, i}; break;
+                case OP_LDMATRIX: w = (why){WHY_SHFL, i}; break; /* each thread its fragment */
                 case OP_VOTE: w = (why){WHY_VOTE, i}; break;
                 case OP_LD:
                     if (in->mod != PG_SPACE_PARAM && in->src[0].kind == PG_VAL_REG &&

@@ -93,6 +93,16 @@ int main(void)
     EXPECT_ERR(PG_SM_75, PG_ETARGET, "cvt to bf16 needs sm_80",
                pg_cvt(k, PG_BF16, PG_F32, PG_RND_RN, pg_reg_new(k, PG_BF16), F));
 
+    EXPECT_ERR(PG_SM_75, PG_ETARGET, "cp.async needs sm_80 or newer",
+               pg_cp_async(k, pg_shared_addr(pg_shared_static(k, PG_F32, 4, 16, "s")), 0, D, 0,
+                           16, pg_none()));
+    EXPECT_ERR(PG_SM_70, PG_ETARGET, "ldmatrix.sync.aligned.m8n8 needs sm_75",
+               pg_ldmatrix(k, 1, false, &R, pg_shared_addr(pg_shared_static(k, PG_F32, 4, 16, "s")),
+                           0));
+    EXPECT_ERR(PG_SM_90, PG_EINVAL, "ldmatrix: .x3", pg_ldmatrix(k, 3, false, &R, R, 0));
+    EXPECT_ERR(PG_SM_90, PG_EINVAL, "cp.async: 12 bytes", pg_cp_async(k, R, 0, D, 0, 12, pg_none()));
+    EXPECT_ERR(PG_SM_90, PG_ERANGE, "at most 7 groups", pg_cp_async_wait(k, 8));
+
     /* labels */
     EXPECT_ERR(PG_SM_90, PG_ELABEL, "bound twice", {
         pg_label l = pg_label_new(k, "x");

@@ -287,6 +287,27 @@ int main(void)
     EXPECT_LINE(k, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1, %f3, %f5, %f7}, "
                    "{%r1, %r2, %r3, %r4}, {%r5, %r6}, {%f2, %f4, %f6, %f8}");
     REQUIRE_INT_EQ(pg_kernel_isa(k), 70);
+
+    /* tensor-core fragment loads and asynchronous copies */
+    pg_reg g = pg_reg_new(k, PG_U64), sa = pg_reg_new(k, PG_U32);
+    pg_shared tile = pg_shared_static(k, PG_B32, 256, 16, "tile");
+    pg_ldmatrix(k, 4, false, a, sa, 0);
+    EXPECT_LINE(k, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r1, %r2, %r3, %r4}, [%r7]");
+    pg_ldmatrix(k, 2, true, b, pg_shared_addr(tile), 32);
+    EXPECT_LINE(k, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%r5, %r6}, [mma_tile1+32]");
+    pg_ldmatrix(k, 1, false, a, sa, 16);
+    EXPECT_LINE(k, "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [%r7+16]");
+    pg_cp_async(k, sa, 16, g, 32, 16, pg_none());
+    EXPECT_LINE(k, "cp.async.cg.shared.global [%r7+16], [%rd1+32], 16");
+    pg_cp_async(k, pg_shared_addr(tile), 0, g, 0, 4, pg_u32(2));
+    EXPECT_LINE(k, "cp.async.ca.shared.global [mma_tile1], [%rd1], 4, 2");
+    pg_cp_async(k, sa, 0, g, 0, 8, a[0]);
+    EXPECT_LINE(k, "cp.async.ca.shared.global [%r7], [%rd1], 8, %r1");
+    pg_cp_async_commit(k);
+    EXPECT_LINE(k, "cp.async.commit_group");
+    pg_cp_async_wait(k, 1);
+    EXPECT_LINE(k, "cp.async.wait_group 1");
+    REQUIRE_INT_EQ(pg_kernel_error(k), 0);
     pg_kernel_destroy(&k);
 
     /* a whole small kernel, byte for byte */
