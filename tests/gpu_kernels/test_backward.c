@@ -14,215 +14,14 @@
  *
  * Usage: test_backward [--small] [--seed N]
  *   --small  smaller shapes (for compute-sanitizer); also PGTEST_SMALL=1
+ *   --seed   replay a run; without it $PGRT_TEST_SEED, else the clock
  * Exit 77 when there is no driver or no device.
  */
-#include "pgrt.h"
-#include "test.h"
-
-#include <math.h>
-#include <stdarg.h>
-#include <stdlib.h>
-#include <time.h>
-
 #define REL_TOL 1e-5
-#define POISON 0xFFC0DEADu /* a quiet NaN */
 
-static pgrt_ctx *ctx;
+#include "gpu_check.h"
+
 static bool small;
-
-/* ---------------------------------------------------------------- random data */
-
-static uint64_t rng;
-
-static uint64_t next_u64(void)
-{
-    /* splitmix64 */
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in (0, 1). */
-static double uniform(void) { return ((double)(next_u64() >> 11) + 0.5) * 0x1p-53; }
-
-static double normal(void)
-{
-    return sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform());
-}
-
-static float *fill_normal(size_t n, double scale, double offset)
-{
-    float *p = malloc(n * sizeof *p);
-    if (!p) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)(offset + scale * normal());
-    return p;
-}
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-/* ---------------------------------------------------------------- device helpers */
-
-static void die_rt(const char *what, int rc)
-{
-    fprintf(stderr, "%s: %s: %s\n", what, pgrt_err_name(rc), pgrt_last_message());
-    exit(1);
-}
-
-static pgrt_buf *dev_alloc(pg_type t, size_t n)
-{
-    pgrt_buf *b = NULL;
-    int rc = pgrt_buf_alloc(ctx, t, n, &b);
-    if (rc)
-        die_rt("pgrt_buf_alloc", rc);
-    return b;
-}
-
-static pgrt_buf *dev_upload(const float *src, size_t n)
-{
-    pgrt_buf *b = dev_alloc(PG_F32, n);
-    int rc = pgrt_buf_upload(b, 0, src, n);
-    if (rc)
-        die_rt("pgrt_buf_upload", rc);
-    return b;
-}
-
-static void dev_download(const pgrt_buf *b, void *dst, size_t n)
-{
-    int rc = pgrt_buf_download(b, 0, dst, n);
-    if (rc)
-        die_rt("pgrt_buf_download", rc);
-}
-
-static void poison(pgrt_buf *b)
-{
-    int rc = pgrt_buf_fill32(b, POISON);
-    if (rc)
-        die_rt("pgrt_buf_fill32", rc);
-}
-
-/* Knobs by name, in any order: "n", 5, NULL. */
-static pgk_knobs knobs_of(const char *kernel, const char *name, uint32_t v, const char *name2,
-                          uint32_t v2)
-{
-    const pgk_desc *d = pgk_find(kernel);
-    pgk_knobs kn;
-    pgk_knobs_default(d, &kn);
-    int i = pgk_knob_index(d, name);
-    if (i < 0) {
-        fprintf(stderr, "%s has no knob %s\n", kernel, name);
-        exit(1);
-    }
-    kn.v[i] = v;
-    if (name2) {
-        int j = pgk_knob_index(d, name2);
-        if (j < 0) {
-            fprintf(stderr, "%s has no knob %s\n", kernel, name2);
-            exit(1);
-        }
-        kn.v[j] = v2;
-    }
-    return kn;
-}
-
-static bool launch(const char *kernel, const pgk_knobs *kn, const pgrt_arg *args, size_t nargs)
-{
-    int rc = pgrt_launch(ctx, NULL, kernel, kn, args, nargs);
-    if (!rc)
-        rc = pgrt_ctx_sync(ctx);
-    if (rc) {
-        TEST_FAIL_("%s: %s: %s", kernel, pgrt_err_name(rc), pgrt_last_message());
-        return false;
-    }
-    return true;
-}
-
-/* ---------------------------------------------------------------- comparison and the table */
-
-typedef struct row {
-    char kernel[32];
-    char shape[48];
-    double rel;     /* |out - ref| / |ref| (2-norms); |out - ref| when ref is 0 */
-    double max_rel; /* max |out_i - ref_i| / max(|ref_i|, 1e-6 max|ref|) */
-    size_t bad;     /* non-finite outputs (poison left) or bit mismatches */
-    bool repeat;    /* second run bitwise identical */
-    double elem_tol; /* when > 0, max_rel must not pass it */
-    bool pass;
-} row;
-
-static row table[256];
-static size_t nrows;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static row *add_row(const char *kernel, const char *fmt, ...)
-{
-    row *r = &table[nrows < 255 ? nrows++ : 255];
-    memset(r, 0, sizeof *r);
-    snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->shape, sizeof r->shape, fmt, ap);
-    va_end(ap);
-    r->repeat = true;
-    return r;
-}
-
-/* Fold out vs ref (n elements) into r: norm-wise and elementwise errors,
- * non-finite outputs. */
-static void compare(row *r, const float *out, const double *ref, size_t n)
-{
-    double num = 0, den = 0, refmax = 0;
-    for (size_t i = 0; i < n; i++)
-        refmax = fmax(refmax, fabs(ref[i]));
-    double floor_ = refmax * 1e-6;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(out[i])) {
-            r->bad++;
-            continue;
-        }
-        double e = (double)out[i] - ref[i];
-        num += e * e;
-        den += ref[i] * ref[i];
-        double m = fabs(ref[i]) > floor_ ? fabs(ref[i]) : floor_;
-        if (m > 0)
-            r->max_rel = fmax(r->max_rel, fabs(e) / m);
-        else if (e != 0)
-            r->max_rel = INFINITY;
-    }
-    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    r->rel = fmax(r->rel, rel);
-}
-
-static void same_bits(row *r, const void *a, const void *b, size_t bytes)
-{
-    if (memcmp(a, b, bytes) != 0)
-        r->repeat = false;
-}
-
-static void finish(row *r)
-{
-    r->pass = r->bad == 0 && r->repeat && r->rel <= REL_TOL &&
-              (r->elem_tol <= 0 || r->max_rel <= r->elem_tol);
-    if (!r->pass)
-        TEST_FAIL_("%s %s: rel %.3g (tol %.0e), max_rel %.3g (tol %.0e), %zu bad, repeat %s",
-                   r->kernel, r->shape, r->rel, REL_TOL, r->max_rel, r->elem_tol, r->bad,
-                   r->repeat ? "identical" : "DIFFERENT");
-    test_checks_++;
-}
 
 /* ---------------------------------------------------------------- elementwise sizes */
 
@@ -249,7 +48,7 @@ static void test_silu(uint32_t n)
     }
     pgrt_buf *bx = dev_upload(x, n), *bdy = dev_upload(dy, n), *bdx = dev_alloc(PG_F32, n);
     float *out[2] = {xmalloc(n * 4), xmalloc(n * 4)};
-    pgk_knobs kn = knobs_of("silu_backward", "n", n, NULL, 0);
+    pgk_knobs kn = knobs_of("silu_backward", "n", n, NULL);
     pgrt_arg args[] = {pgrt_arg_buf(bx), pgrt_arg_buf(bdy), pgrt_arg_buf(bdx), pgrt_arg_u32(n)};
     for (int run = 0; run < 2; run++) {
         poison(bdx);
@@ -277,7 +76,7 @@ static void test_residual(uint32_t n)
         ref[i] = (double)a[i] + (double)b[i];
     pgrt_buf *ba = dev_upload(a, n), *bb = dev_upload(b, n), *bo = dev_alloc(PG_F32, n);
     float *out[3] = {xmalloc(n * 4), xmalloc(n * 4), xmalloc(n * 4)};
-    pgk_knobs kn = knobs_of("residual_add", "n", n, NULL, 0);
+    pgk_knobs kn = knobs_of("residual_add", "n", n, NULL);
     pgrt_arg args[] = {pgrt_arg_buf(ba), pgrt_arg_buf(bb), pgrt_arg_buf(bo), pgrt_arg_u32(n)};
     for (int run = 0; run < 2; run++) {
         poison(bo);
@@ -342,13 +141,6 @@ static float bits_f32(uint32_t u)
     return f;
 }
 
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 static void test_cast(uint32_t n)
 {
     row *r = add_row("cast_f32_to_f16", "n=%u (exact)", n);
@@ -379,7 +171,7 @@ static void test_cast(uint32_t n)
         src[(i * 7919u) % n] = specials[i];
     pgrt_buf *bs = dev_upload(src, n), *bd = dev_alloc(PG_U16, n);
     uint16_t *out[2] = {xmalloc(n * 2), xmalloc(n * 2)};
-    pgk_knobs kn = knobs_of("cast_f32_to_f16", "n", n, NULL, 0);
+    pgk_knobs kn = knobs_of("cast_f32_to_f16", "n", n, NULL);
     pgrt_arg args[] = {pgrt_arg_buf(bs), pgrt_arg_buf(bd), pgrt_arg_u32(n)};
     for (int run = 0; run < 2; run++) {
         int rc = pgrt_buf_memset(bd, 0xFF); /* 0xFFFF: an f16 NaN */
@@ -436,7 +228,8 @@ static void test_softmax(uint32_t rows, uint32_t width)
     }
     pgrt_buf *by = dev_upload(y, n), *bdy = dev_upload(dy, n), *bdx = dev_alloc(PG_F32, n);
     float *out[2] = {xmalloc(n * 4), xmalloc(n * 4)};
-    pgk_knobs kn = knobs_of("batched_softmax_backward", "total_rows", rows, "row_size", width);
+    pgk_knobs kn = knobs_of("batched_softmax_backward", "total_rows", rows, "row_size", width,
+                            NULL);
     pgrt_arg args[] = {pgrt_arg_buf(by), pgrt_arg_buf(bdy), pgrt_arg_buf(bdx),
                        pgrt_arg_u32(rows), pgrt_arg_u32(width)};
     for (int run = 0; run < 2; run++) {
@@ -467,7 +260,7 @@ static void gamma_reduce_check(row *r, const pgrt_buf *bpart, const float *part,
             ref[h] += part[(size_t)i * hidden + h];
     pgrt_buf *bg = dev_alloc(PG_F32, hidden);
     float *out[2] = {xmalloc(hidden * 4), xmalloc(hidden * 4)};
-    pgk_knobs kn = knobs_of("rms_norm_gamma_reduce", "num_rows", rows, "hidden_dim", hidden);
+    pgk_knobs kn = knobs_of("rms_norm_gamma_reduce", "num_rows", rows, "hidden_dim", hidden, NULL);
     pgrt_arg args[] = {pgrt_arg_buf(bpart), pgrt_arg_buf(bg), pgrt_arg_u32(rows),
                        pgrt_arg_u32(hidden)};
     for (int run = 0; run < 2; run++) {
@@ -516,7 +309,8 @@ static void test_rms(uint32_t rows, uint32_t hidden)
     pgrt_buf *bx = dev_upload(x, n), *bgm = dev_upload(gamma, hidden), *bdy = dev_upload(dy, n);
     pgrt_buf *bdx = dev_alloc(PG_F32, n), *bp = dev_alloc(PG_F32, n);
     float *dx[2] = {xmalloc(n * 4), xmalloc(n * 4)}, *pp[2] = {xmalloc(n * 4), xmalloc(n * 4)};
-    pgk_knobs kn = knobs_of("batched_rms_norm_backward", "num_rows", rows, "hidden_dim", hidden);
+    pgk_knobs kn = knobs_of("batched_rms_norm_backward", "num_rows", rows, "hidden_dim", hidden,
+                            NULL);
     pgrt_arg args[] = {pgrt_arg_buf(bx),  pgrt_arg_buf(bgm),   pgrt_arg_buf(bdy),
                        pgrt_arg_buf(bdx), pgrt_arg_buf(bp),    pgrt_arg_u32(rows),
                        pgrt_arg_u32(hidden), pgrt_arg_f32(eps)};
@@ -585,8 +379,8 @@ static void test_adamw(uint32_t n, int steps)
         bv[c] = dev_upload(zero, n);
     }
     pgrt_buf *bg = dev_alloc(PG_F32, n), *bh = dev_alloc(PG_F32, 7);
-    pgk_knobs kn = knobs_of("adamw_step", "n", n, NULL, 0);
-    pgk_knobs knd = knobs_of("adamw_step_dev", "n", n, NULL, 0);
+    pgk_knobs kn = knobs_of("adamw_step", "n", n, NULL);
+    pgk_knobs knd = knobs_of("adamw_step_dev", "n", n, NULL);
     for (int t = 1; t <= steps; t++) {
         float *g = fill_normal(n, 0.1, 0.0);
         int rc = pgrt_buf_upload(bg, 0, g, n);
@@ -647,33 +441,7 @@ static void test_adamw(uint32_t n, int steps)
 
 int main(int argc, char **argv)
 {
-    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-    const char *env = getenv("PGTEST_SMALL");
-    small = env && env[0] && strcmp(env, "0") != 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--small") == 0)
-            small = true;
-        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-            seed = strtoull(argv[++i], NULL, 0);
-        else {
-            fprintf(stderr, "usage: %s [--small] [--seed N]\n", argv[0]);
-            return 2;
-        }
-    }
-    rng = seed;
-
-    int rc = pgrt_ctx_create(&ctx, NULL);
-    if (rc) {
-        fprintf(stderr, "skip: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
-        return pgrt_err_unavailable(rc) ? TEST_SKIP : 1;
-    }
-    pgrt_device_info info;
-    if ((rc = pgrt_ctx_device_info(ctx, &info)))
-        die_rt("pgrt_ctx_device_info", rc);
-    printf("device: %s (sm_%d%d, target %s, driver %d)\n", info.name, info.cc_major, info.cc_minor,
-           pg_target_name(info.target), info.driver_version);
-    printf("seed: %llu%s (rerun with --seed %llu)\n", (unsigned long long)seed,
-           small ? ", small shapes" : "", (unsigned long long)seed);
+    small = check_start(argc, argv, "test_backward");
 
     for (int i = 0; i < NSIZES; i++)
         test_silu(sizes()[i]);
@@ -714,7 +482,7 @@ int main(int argc, char **argv)
            "bad     = elements left unwritten (NaN poison), non-finite, or not bit-exact where "
            "exact is required\n",
            REL_TOL);
-    pgrt_ctx_destroy(&ctx);
+    pgrt_ctx_destroy(&check_ctx);
     fflush(stdout);
     TEST_DONE();
 }

@@ -14,199 +14,14 @@
  *
  * Usage: test_forward [--small] [--seed N]
  *   --small  smaller shapes (for compute-sanitizer); also PGTEST_SMALL=1
+ *   --seed   replay a run; without it $PGRT_TEST_SEED, else the clock
  * Exit 77 when there is no driver or no device.
  */
-#include "pgrt.h"
-#include "test.h"
-
-#include <math.h>
-#include <stdarg.h>
-#include <stdlib.h>
-#include <time.h>
-
 #define REL_TOL 1e-5
-#define POISON 0xFFC0DEADu /* a quiet NaN */
 
-static pgrt_ctx *ctx;
+#include "gpu_check.h"
+
 static bool small;
-
-/* ---------------------------------------------------------------- random data */
-
-static uint64_t rng;
-
-static uint64_t next_u64(void)
-{
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double uniform(void) { return ((double)(next_u64() >> 11) + 0.5) * 0x1p-53; }
-
-static double normal(void)
-{
-    return sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform());
-}
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static float *fill_normal(size_t n, double scale, double offset)
-{
-    float *p = xmalloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)(offset + scale * normal());
-    return p;
-}
-
-/* ---------------------------------------------------------------- device helpers */
-
-static void die_rt(const char *what, int rc)
-{
-    fprintf(stderr, "%s: %s: %s\n", what, pgrt_err_name(rc), pgrt_last_message());
-    exit(1);
-}
-
-static pgrt_buf *dev_alloc(size_t n)
-{
-    pgrt_buf *b = NULL;
-    int rc = pgrt_buf_alloc(ctx, PG_F32, n, &b);
-    if (rc)
-        die_rt("pgrt_buf_alloc", rc);
-    return b;
-}
-
-static pgrt_buf *dev_upload(const float *src, size_t n)
-{
-    pgrt_buf *b = dev_alloc(n);
-    int rc = pgrt_buf_upload(b, 0, src, n);
-    if (rc)
-        die_rt("pgrt_buf_upload", rc);
-    return b;
-}
-
-static void dev_download(const pgrt_buf *b, void *dst, size_t n)
-{
-    int rc = pgrt_buf_download(b, 0, dst, n);
-    if (rc)
-        die_rt("pgrt_buf_download", rc);
-}
-
-static void poison(pgrt_buf *b)
-{
-    int rc = pgrt_buf_fill32(b, POISON);
-    if (rc)
-        die_rt("pgrt_buf_fill32", rc);
-}
-
-/* Knobs by name: pairs of (name, value), NULL-terminated. */
-static pgk_knobs knobs_of(const char *kernel, ...)
-{
-    const pgk_desc *d = pgk_find(kernel);
-    if (!d) {
-        fprintf(stderr, "no kernel %s in the catalog\n", kernel);
-        exit(1);
-    }
-    pgk_knobs kn;
-    pgk_knobs_default(d, &kn);
-    va_list ap;
-    va_start(ap, kernel);
-    const char *name;
-    while ((name = va_arg(ap, const char *))) {
-        uint32_t v = va_arg(ap, uint32_t);
-        int i = pgk_knob_index(d, name);
-        if (i < 0) {
-            fprintf(stderr, "%s has no knob %s\n", kernel, name);
-            exit(1);
-        }
-        kn.v[i] = v;
-    }
-    va_end(ap);
-    return kn;
-}
-
-static bool launch(const char *kernel, const pgk_knobs *kn, const pgrt_arg *args, size_t nargs)
-{
-    int rc = pgrt_launch(ctx, NULL, kernel, kn, args, nargs);
-    if (!rc)
-        rc = pgrt_ctx_sync(ctx);
-    if (rc) {
-        TEST_FAIL_("%s: %s: %s", kernel, pgrt_err_name(rc), pgrt_last_message());
-        return false;
-    }
-    return true;
-}
-
-/* ---------------------------------------------------------------- comparison and the table */
-
-typedef struct row {
-    char kernel[32];
-    char shape[48];
-    double rel;     /* |out - ref| / |ref| (2-norms) */
-    double max_abs; /* max |out_i - ref_i| */
-    size_t bad;     /* non-finite outputs, or bit mismatches where bits must match */
-    bool repeat;    /* second run bitwise identical */
-    bool pass;
-} row;
-
-static row table[128];
-static size_t nrows;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static row *add_row(const char *kernel, const char *fmt, ...)
-{
-    row *r = &table[nrows < 127 ? nrows++ : 127];
-    memset(r, 0, sizeof *r);
-    snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->shape, sizeof r->shape, fmt, ap);
-    va_end(ap);
-    r->repeat = true;
-    return r;
-}
-
-static void compare(row *r, const float *out, const double *ref, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(out[i])) {
-            r->bad++;
-            continue;
-        }
-        double e = (double)out[i] - ref[i];
-        num += e * e;
-        den += ref[i] * ref[i];
-        r->max_abs = fmax(r->max_abs, fabs(e));
-    }
-    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    r->rel = fmax(r->rel, rel);
-}
-
-static void same_bits(row *r, const float *a, const float *b, size_t n)
-{
-    if (memcmp(a, b, n * sizeof *a) != 0)
-        r->repeat = false;
-}
-
-static void finish(row *r)
-{
-    r->pass = r->bad == 0 && r->repeat && r->rel <= REL_TOL;
-    if (!r->pass)
-        TEST_FAIL_("%s %s: rel %.3e (tol %.0e), %zu bad, repeat %s", r->kernel, r->shape, r->rel,
-                   REL_TOL, r->bad, r->repeat ? "same" : "DIFFERENT");
-    test_checks_++;
-}
 
 /* ---------------------------------------------------------------- rms_norm_forward */
 
@@ -225,7 +40,7 @@ static void check_rms(uint32_t rows, uint32_t hidden)
         for (uint32_t h = 0; h < hidden; h++)
             ref[(size_t)i * hidden + h] = x[(size_t)i * hidden + h] / r * g[h];
     }
-    pgrt_buf *dx = dev_upload(x, n), *dg = dev_upload(g, hidden), *dy = dev_alloc(n);
+    pgrt_buf *dx = dev_upload(x, n), *dg = dev_upload(g, hidden), *dy = dev_alloc(PG_F32, n);
     pgk_knobs kn = knobs_of("rms_norm_forward", "num_rows", rows, "hidden_dim", hidden, NULL);
     pgrt_arg a[6] = {pgrt_arg_buf(dx), pgrt_arg_buf(dg), pgrt_arg_buf(dy), pgrt_arg_u32(rows),
                      pgrt_arg_u32(hidden), pgrt_arg_f32(eps)};
@@ -237,7 +52,7 @@ static void check_rms(uint32_t rows, uint32_t hidden)
         dev_download(dy, rep ? out2 : out, n);
     }
     compare(r, out, ref, n);
-    same_bits(r, out, out2, n);
+    same_bits(r, out, out2, n * sizeof *out);
     finish(r);
     pgrt_buf_destroy(&dx);
     pgrt_buf_destroy(&dg);
@@ -262,7 +77,7 @@ static void check_gemm(uint32_t M, uint32_t N, uint32_t K, bool acc)
                 s += (double)a[(size_t)i * K + k] * b[(size_t)k * N + j];
             ref[(size_t)i * N + j] = s;
         }
-    pgrt_buf *da = dev_upload(a, na), *db = dev_upload(b, nb), *dc = dev_alloc(nc);
+    pgrt_buf *da = dev_upload(a, na), *db = dev_upload(b, nb), *dc = dev_alloc(PG_F32, nc);
     pgk_knobs kn = knobs_of(name, "m", M, "n", N, "k", K, NULL);
     pgrt_arg args[6] = {pgrt_arg_buf(da), pgrt_arg_buf(db), pgrt_arg_buf(dc), pgrt_arg_u32(M),
                         pgrt_arg_u32(N), pgrt_arg_u32(K)};
@@ -276,7 +91,7 @@ static void check_gemm(uint32_t M, uint32_t N, uint32_t K, bool acc)
         dev_download(dc, rep ? out2 : out, nc);
     }
     compare(r, out, ref, nc);
-    same_bits(r, out, out2, nc);
+    same_bits(r, out, out2, nc * sizeof *out);
     finish(r);
     pgrt_buf_destroy(&da);
     pgrt_buf_destroy(&db);
@@ -297,7 +112,7 @@ static void check_silu(uint32_t n)
     double *ref = xmalloc(n * sizeof *ref);
     for (uint32_t i = 0; i < n; i++)
         ref[i] = x[i] / (1.0 + exp(-(double)x[i]));
-    pgrt_buf *dx = dev_upload(x, n), *dy = dev_alloc(n);
+    pgrt_buf *dx = dev_upload(x, n), *dy = dev_alloc(PG_F32, n);
     pgk_knobs kn = knobs_of("silu_forward", "n", n, NULL);
     pgrt_arg a[3] = {pgrt_arg_buf(dx), pgrt_arg_buf(dy), pgrt_arg_u32(n)};
     row *r = add_row("silu_forward", "n %u", n);
@@ -308,7 +123,7 @@ static void check_silu(uint32_t n)
         dev_download(dy, rep ? out2 : out, n);
     }
     compare(r, out, ref, n);
-    same_bits(r, out, out2, n);
+    same_bits(r, out, out2, n * sizeof *out);
     finish(r);
     pgrt_buf_destroy(&dx);
     pgrt_buf_destroy(&dy);
@@ -336,7 +151,7 @@ static void check_softmax(uint32_t rows, uint32_t width, double scale)
         for (uint32_t j = 0; j < width; j++)
             ref[(size_t)i * width + j] = exp(xr[j] - mx) / s;
     }
-    pgrt_buf *dx = dev_upload(x, n), *dy = dev_alloc(n);
+    pgrt_buf *dx = dev_upload(x, n), *dy = dev_alloc(PG_F32, n);
     pgk_knobs kn = knobs_of("batched_softmax_forward", "total_rows", rows, "row_size", width,
                             NULL);
     pgrt_arg a[4] = {pgrt_arg_buf(dx), pgrt_arg_buf(dy), pgrt_arg_u32(rows), pgrt_arg_u32(width)};
@@ -348,7 +163,7 @@ static void check_softmax(uint32_t rows, uint32_t width, double scale)
         dev_download(dy, rep ? out2 : out, n);
     }
     compare(r, out, ref, n);
-    same_bits(r, out, out2, n);
+    same_bits(r, out, out2, n * sizeof *out);
     finish(r);
     pgrt_buf_destroy(&dx);
     pgrt_buf_destroy(&dy);
@@ -365,7 +180,7 @@ static void check_transpose(uint32_t rows, uint32_t cols)
     for (uint32_t i = 0; i < rows; i++)
         for (uint32_t j = 0; j < cols; j++)
             want[(size_t)j * rows + i] = x[(size_t)i * cols + j];
-    pgrt_buf *dx = dev_upload(x, n), *dy = dev_alloc(n);
+    pgrt_buf *dx = dev_upload(x, n), *dy = dev_alloc(PG_F32, n);
     pgk_knobs kn = knobs_of("transpose", "rows", rows, "cols", cols, NULL);
     pgrt_arg a[4] = {pgrt_arg_buf(dx), pgrt_arg_buf(dy), pgrt_arg_u32(rows), pgrt_arg_u32(cols)};
     row *r = add_row("transpose", "%u x %u", rows, cols);
@@ -397,8 +212,8 @@ static void check_mse(uint32_t n)
         ref[i] = 2.0 * d / n;
     }
     loss_ref /= n;
-    pgrt_buf *dp = dev_upload(p, n), *dt = dev_upload(t, n), *dg = dev_alloc(n),
-             *dpart = dev_alloc(nb);
+    pgrt_buf *dp = dev_upload(p, n), *dt = dev_upload(t, n), *dg = dev_alloc(PG_F32, n),
+             *dpart = dev_alloc(PG_F32, nb);
     pgk_knobs kn = knobs_of("mse_loss", "n", n, NULL);
     pgk_launch cfg;
     REQUIRE_INT_EQ(pgk_launch_for(pgk_find("mse_loss"), &kn, &cfg, NULL, 0), 0);
@@ -416,7 +231,7 @@ static void check_mse(uint32_t n)
         dev_download(dpart, rep ? part2 : part, nb);
     }
     compare(r, grad, ref, n);
-    same_bits(r, grad, grad2, n);
+    same_bits(r, grad, grad2, n * sizeof *grad);
     finish(r);
     double loss = 0;
     for (uint32_t b = 0; b < nb; b++) {
@@ -426,7 +241,7 @@ static void check_mse(uint32_t n)
     }
     float lf = (float)(loss / n);
     compare(rl, &lf, &loss_ref, 1);
-    same_bits(rl, part, part2, nb);
+    same_bits(rl, part, part2, nb * sizeof *part);
     finish(rl);
     pgrt_buf_destroy(&dp);
     pgrt_buf_destroy(&dt);
@@ -470,32 +285,7 @@ static void check_hyper_advance(void)
 
 int main(int argc, char **argv)
 {
-    uint64_t seed = (uint64_t)time(NULL);
-    const char *e = getenv("PGTEST_SMALL");
-    small = e && strcmp(e, "1") == 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--small") == 0)
-            small = true;
-        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-            seed = strtoull(argv[++i], NULL, 10);
-        else {
-            fprintf(stderr, "usage: %s [--small] [--seed N]\n", argv[0]);
-            return 2;
-        }
-    }
-    rng = seed;
-    int rc = pgrt_ctx_create(&ctx, NULL);
-    if (rc) {
-        if (pgrt_err_unavailable(rc)) {
-            printf("SKIP: %s\n", pgrt_last_message());
-            return TEST_SKIP;
-        }
-        die_rt("pgrt_ctx_create", rc);
-    }
-    pgrt_device_info dev;
-    pgrt_ctx_device_info(ctx, &dev);
-    printf("device: %s (%s), seed %llu%s\n", dev.name, pg_target_name(dev.target),
-           (unsigned long long)seed, small ? ", small shapes" : "");
+    small = check_start(argc, argv, "test_forward");
 
     check_rms(1, 1);
     check_rms(33, 100);
@@ -531,6 +321,6 @@ int main(int argc, char **argv)
         printf("%-26s %-18s %10.2e %10.2e %5zu %6s %s\n", r->kernel, r->shape, r->rel, r->max_abs,
                r->bad, r->repeat ? "same" : "DIFF", r->pass ? "PASS" : "FAIL");
     }
-    pgrt_ctx_destroy(&ctx);
+    pgrt_ctx_destroy(&check_ctx);
     TEST_DONE();
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared by the gpu tests and the benchmark: opening a context or skipping,
- * a seeded generator, and the gradient shapes the pipeline is tried on.
+ * Shared by the GPU tests and benchmarks of every tests/ directory: opening
+ * a context or skipping, a seeded generator, quick mode, and the gradient
+ * shapes the clip pipeline is tried on.
  */
 #ifndef PTXGEN_GPU_UTIL_H
 #define PTXGEN_GPU_UTIL_H
