@@ -7,7 +7,9 @@
  *   gemm_backward_a_accumulate  grad_A[M,K] += dC[M,N] · B[K,N]ᵀ
  *   gemm_backward_b             grad_B[K,N]  = A[M,K]ᵀ · dC[M,N]
  *   gemm_f16_backward_a         grad_A[M,K]  = dC · Wᵀ, f16 in, f32 out,
- *                               mma.sync tensor cores (sm_80 and up)
+ *                               mma.sync tensor cores (sm_80 and up), fed
+ *                               by cp.async and ldmatrix; its own `variant`
+ *                               knob (below, before its code)
  *
  * All of them are one problem, C[p][q] (+)= Σ_r X(p,r)·Y(q,r) over a
  * P×Q output, read in one of two layouts:
@@ -310,7 +312,8 @@ static void build_seed(pg_kernel *k, const gemm_io *io)
 
     pg_comment(k, "C[p0+ty][q0+tx]");
     pg_reg row = add_u32(k, p0, ty), col = add_u32(k, q0, tx);
-    pg_reg ok = pred_and(k, cmp_u32(k, PG_CMP_LT, row, io->P), cmp_u32(k, PG_CMP_LT, col, io->Q));
+    pg_reg rok = cmp_u32(k, PG_CMP_LT, row, io->P); /* in order, as arguments they are not */
+    pg_reg ok = pred_and(k, rok, cmp_u32(k, PG_CMP_LT, col, io->Q));
     pg_reg ca = elem_addr2(k, io->c, row, io->Q, col, 4);
     store_out(k, io, ca, 0, ok, acc);
     pg_ret(k);
@@ -659,7 +662,9 @@ static int build_gemm(pg_kernel *k, const pg_param *p, const uint32_t *knobs, ge
 
 /* ---------------------------------------------------------------- gemm_f16_backward_a: tensor cores */
 
-/* grad_A[M,K] = dC[M,N] · W[K,N]ᵀ with mma.sync.m16n8k16.row.col: the mma's
+/* Variant 1 of the f16 kernel, its first form.
+ *
+ * grad_A[M,K] = dC[M,N] · W[K,N]ᵀ with mma.sync.m16n8k16.row.col: the mma's
  * M is M, its N is K and its K is N. A (16×16, row-major) is a block of
  * dC rows, B (16×8, column-major) a block of W rows: both are read along
  * their memory rows, so no transpose is needed anywhere.
@@ -750,9 +755,8 @@ static void h_slot_store(pg_kernel *k, const h_slot *s, pg_reg stage)
     pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, a, 0, v);
 }
 
-static int build_f16_a(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_f16_legacy(pg_kernel *k, const pg_param *p)
 {
-    (void)knobs;
     pg_kernel_set_maxntid(k, H_THREADS, 1, 1);
     pg_shared tiles = pg_shared_static(k, PG_B32, 2 * H_STAGE / 4, 16, "tiles");
     pg_reg dc = pg_param_load(k, p[0]);
@@ -917,6 +921,368 @@ static int build_f16_a(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     return pg_kernel_error(k);
 }
 
+/* ---------------------------------------------------------------- gemm_f16_backward_a: the cp.async pipeline */
+
+/* Variants 0, 2, 3 and 4 of the f16 kernel (variant 1 is the form above).
+ *
+ * Block tile BM (M) × BN (K), k-tiles of BK (32 or 64) halves of N, 8
+ * warps of (BM/2) × (BN/4) outputs. Variant 0 (64×128, BK 64, 3 stages) is
+ * the fastest on the 512-row grad_A of the 1.5B model: 96 blocks or more
+ * for 132 SMs where 128-row tiles give 48; variant 2 (128×128, BK 32, 4
+ * stages) on large square problems. A k-tile of both operands is copied from global
+ * memory straight into shared memory by 16-byte cp.async, `stages` deep:
+ * while the warps multiply k-tile t, the copies of t+1 .. t+stages-1 are in
+ * flight. One bar.sync a k-tile: after it, every warp has finished with
+ * k-tile t-1, so its stage takes the copy of t+stages-1.
+ *
+ * Shared memory: each stage is BM rows of dC then BN rows of W, 2·BK
+ * bytes (BK/8 16-byte chunks) a row. Chunk c of row r lives at chunk
+ * c ^ ((r/2) % 4) for 64-byte rows, c ^ (r % 8) for 128-byte rows: the
+ * eight rows an ldmatrix matrix reads (and the eight chunks a quarter-warp
+ * of copies writes) fall in eight different 16-byte bank groups, so
+ * neither conflicts.
+ *
+ * Fragments: ldmatrix.x4 (no .trans: dC is row-major A, W[K,N] is W read
+ * as the column-major B) gives exactly the mma.m16n8k16 register layout;
+ * for A the four matrices are (rows 0-7 | 8-15) × (k 0-7 | 8-15) in the
+ * order a0..a3, for B (columns 0-7, k 0-7 | 8-15), then columns 8-15:
+ * the b0, b1 of two adjacent 8-column tiles.
+ *
+ * Edges: a copy reads min(8, N - col) halves of an in-range row and
+ * zero-fills the rest (src_size), so the k-tiles past N and rows past M or
+ * K contribute 0·0; an out-of-range copy reads 0 bytes from the matrix
+ * base. 16-byte copies need both base pointers 16-byte aligned and N a
+ * multiple of 8; otherwise (a uniform test at the top) each chunk is eight
+ * guarded 2-byte loads stored to the same place. The reduction is the
+ * same mma sequence over N in order for every block, so the results are
+ * deterministic. */
+
+#define F_WARPS_M 2u
+#define F_WARPS_N 4u
+#define F_THREADS (F_WARPS_M * F_WARPS_N * 32u)
+#define F_MAX_CHUNKS 4u /* 16-byte chunks of one operand a thread copies a k-tile */
+#define F_MAX_MT 4u     /* 16-row mma tiles a warp */
+#define F_MAX_NT 8u     /* 8-column mma tiles a warp */
+
+typedef struct f16_cfg {
+    unsigned bm, bn, bk, stages; /* bk: halves of N a k-tile, 32 or 64 */
+} f16_cfg;
+
+#define F16_VARIANTS 5
+#define F16_LEGACY 1u
+static const f16_cfg f16_cfgs[F16_VARIANTS] = {
+    {64, 128, 64, 3},
+    {0, 0, 0, 0},
+    {128, 128, 32, 4},
+    {64, 128, 32, 4},
+    {128, 128, 64, 3},
+};
+
+/* 16-byte chunks: bk/8 a row; each operand a whole number a thread. */
+#define F16_CHECK(bm, bn, bk)                                                               \
+    _Static_assert((bm) * (bk) / 8 % F_THREADS == 0 && (bn) * (bk) / 8 % F_THREADS == 0 &&  \
+                       (bm) * (bk) / 8 / F_THREADS <= F_MAX_CHUNKS &&                       \
+                       (bn) * (bk) / 8 / F_THREADS <= F_MAX_CHUNKS &&                       \
+                       (bm) / F_WARPS_M % 16 == 0 && (bm) / F_WARPS_M / 16 <= F_MAX_MT &&   \
+                       (bn) / F_WARPS_N % 16 == 0 && (bn) / F_WARPS_N / 8 <= F_MAX_NT &&    \
+                       ((bk) == 32 || (bk) == 64),                                          \
+                   "f16 pipeline configuration")
+F16_CHECK(64, 128, 32);
+F16_CHECK(128, 128, 32);
+F16_CHECK(64, 128, 64);
+F16_CHECK(128, 128, 64);
+
+static uint32_t f16_stage_bytes(const f16_cfg *c) { return (c->bm + c->bn) * c->bk * 2; }
+
+/* The chunks of one operand (BM rows of dC or BN rows of W) that a thread
+ * copies: rows tid/4 + j·(threads/4), chunk tid%4 of each. */
+typedef struct f_operand {
+    unsigned nch, rowstep;        /* chunks a thread; bytes between them */
+    unsigned soff;                /* bytes from the stage start to the operand */
+    pg_reg base;                  /* u64: the matrix; the source of empty copies */
+    pg_reg ptr[F_MAX_CHUNKS];     /* u64: the chunk in the next k-tile to copy */
+    pg_reg rowin[F_MAX_CHUNKS];   /* pred: its row is inside the matrix */
+} f_operand;
+
+static void f_operand_init(pg_kernel *k, f_operand *o, unsigned rows, unsigned cpr,
+                           unsigned soff, pg_reg base, pg_reg n, pg_reg ext, pg_reg row0,
+                           pg_reg tid, pg_reg col)
+{
+    o->nch = rows * cpr / F_THREADS;
+    o->rowstep = F_THREADS / cpr * cpr * 16;
+    o->soff = soff;
+    o->base = base;
+    pg_reg r0 = add_u32(k, row0, shr_u32(k, tid, log2u(cpr)));
+    for (unsigned j = 0; j < o->nch; j++) {
+        pg_reg row = add_u32(k, r0, pg_u32(j * (F_THREADS / cpr)));
+        o->rowin[j] = cmp_u32(k, PG_CMP_LT, row, ext);
+        o->ptr[j] = elem_addr2(k, base, row, n, col, 2);
+    }
+}
+
+/* Issue the copies of one k-tile of an operand into the stage at `dst`
+ * (the thread's swizzled chunk offset included). */
+static void f_operand_copy(pg_kernel *k, const f_operand *o, pg_reg dst, pg_reg colin,
+                           pg_reg nbytes)
+{
+    for (unsigned j = 0; j < o->nch; j++) {
+        pg_reg ok = pred_and(k, o->rowin[j], colin);
+        pg_reg src = new_u32(k), addr = new_u64(k);
+        pg_selp(k, PG_U32, src, nbytes, pg_u32(0), ok);
+        pg_selp(k, PG_U64, addr, o->ptr[j], o->base, ok);
+        pg_cp_async(k, dst, o->soff + j * o->rowstep, addr, 0, 16, src);
+    }
+}
+
+/* The same with 2-byte loads, for rows that are not 16-byte aligned. */
+static void f_operand_copy_scalar(pg_kernel *k, const f_operand *o, pg_reg dst, pg_reg col,
+                                  pg_reg n)
+{
+    for (unsigned j = 0; j < o->nch; j++) {
+        pg_reg h[8];
+        for (unsigned e = 0; e < 8; e++) {
+            h[e] = pg_reg_new(k, PG_U16);
+            pg_mov(k, PG_U16, h[e], pg_u32(0));
+            pg_reg idx = add_u32(k, col, pg_u32(e));
+            pg_reg in = pred_and(k, cmp_u32(k, PG_CMP_LT, idx, n), o->rowin[j]);
+            pg_guard(k, in, false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_U16, o->ptr[j], e * 2, h[e]);
+        }
+        pg_val w[4];
+        for (unsigned i = 0; i < 4; i++) {
+            pg_reg lo = new_u32(k), hi = new_u32(k), v = pg_reg_new(k, PG_B32);
+            pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, lo, h[2 * i]);
+            pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hi, h[2 * i + 1]);
+            pg_shl(k, PG_B32, hi, hi, pg_u32(16));
+            pg_or(k, PG_B32, v, lo, hi);
+            w[i] = v;
+        }
+        pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, dst, o->soff + j * o->rowstep, w);
+    }
+}
+
+typedef struct f_copier {
+    f_operand a, b;
+    pg_reg col;  /* u32: N index of this thread's chunks in the next k-tile */
+    pg_reg dsw;  /* u32: the thread's swizzled chunk offset inside an operand */
+    pg_reg n, vec;
+    unsigned bk;
+} f_copier;
+
+/* Copy the next k-tile into the stage at `stage` and commit a group
+ * (empty copies past N still commit, keeping the group count uniform). */
+static void f_copy_tile(pg_kernel *k, f_copier *c, pg_reg stage)
+{
+    pg_reg dst = add_u32(k, stage, c->dsw);
+    pg_label scalar = pg_label_new(k, "copy_scalar");
+    pg_label done = pg_label_new(k, "copied");
+    pg_bra_if(k, c->vec, true, scalar);
+    pg_reg colin = cmp_u32(k, PG_CMP_LT, c->col, c->n);
+    pg_reg rem = new_u32(k);
+    pg_sub(k, PG_U32, rem, c->n, c->col);
+    pg_min(k, PG_U32, rem, rem, pg_u32(8));
+    pg_reg nbytes = shl_u32(k, rem, 1);
+    f_operand_copy(k, &c->a, dst, colin, nbytes);
+    f_operand_copy(k, &c->b, dst, colin, nbytes);
+    pg_bra(k, done);
+    pg_label_bind(k, scalar);
+    f_operand_copy_scalar(k, &c->a, dst, c->col, c->n);
+    f_operand_copy_scalar(k, &c->b, dst, c->col, c->n);
+    pg_label_bind(k, done);
+    for (unsigned j = 0; j < c->a.nch; j++)
+        pg_add(k, PG_U64, c->a.ptr[j], c->a.ptr[j], pg_u64(c->bk * 2));
+    for (unsigned j = 0; j < c->b.nch; j++)
+        pg_add(k, PG_U64, c->b.ptr[j], c->b.ptr[j], pg_u64(c->bk * 2));
+    pg_add(k, PG_U32, c->col, c->col, pg_u32(c->bk));
+    pg_cp_async_commit(k);
+}
+
+/* stage += bytes, wrapping to sbase at `end`. */
+static void f_stage_next(pg_kernel *k, pg_reg stage, pg_reg sbase, uint32_t bytes, uint32_t total)
+{
+    pg_add(k, PG_U32, stage, stage, pg_u32(bytes));
+    pg_reg end = add_u32(k, sbase, pg_u32(total));
+    pg_reg wrap = cmp_u32(k, PG_CMP_EQ, stage, end);
+    pg_selp(k, PG_U32, stage, sbase, stage, wrap);
+}
+
+static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
+{
+    const unsigned S = cfg->stages, SB = f16_stage_bytes(cfg);
+    const unsigned WM = cfg->bm / F_WARPS_M, WN = cfg->bn / F_WARPS_N;
+    const unsigned MT = WM / 16, NT = WN / 8;
+    /* row bytes; 16-byte chunks a row; the swizzle: chunk ^ ((row >> sh) & (cpr - 1)) */
+    const unsigned ROW = cfg->bk * 2, CPR = cfg->bk / 8, SH = log2u(8 / CPR), KS = cfg->bk / 16;
+    pg_kernel_set_maxntid(k, F_THREADS, 1, 1);
+    pg_shared smem = pg_shared_dynamic(k, 128);
+    pg_reg dc = pg_param_load(k, p[0]);
+    pg_reg w = pg_param_load(k, p[1]);
+    pg_reg ga = pg_param_load(k, p[2]);
+    pg_reg m = pg_param_load(k, p[3]);
+    pg_reg n = pg_param_load(k, p[4]);
+    pg_reg kd = pg_param_load(k, p[5]);
+    pg_reg sbase = new_u32(k);
+    pg_mov(k, PG_U32, sbase, pg_shared_addr(smem));
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg lane = and_u32(k, tid, 31);
+    pg_reg warp = shr_u32(k, tid, 5);
+    pg_reg wmi = and_u32(k, warp, F_WARPS_M - 1);
+    pg_reg wni = shr_u32(k, warp, log2u(F_WARPS_M));
+    pg_reg m0 = mul_u32(k, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(cfg->bm));
+    pg_reg k0 = mul_u32(k, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(cfg->bn));
+
+    pg_comment(k, "16-byte copies need aligned bases and N % 8 == 0 (uniform)");
+    f_copier c;
+    c.n = n;
+    pg_reg veca = vectors_ok(k, dc, n, 8, 2); /* in order: argument order is unspecified */
+    pg_reg vecb = vectors_ok(k, w, n, 8, 2);
+    c.vec = pred_and(k, veca, vecb);
+    c.bk = cfg->bk;
+    pg_reg cc = and_u32(k, tid, CPR - 1);
+    c.col = shl_u32(k, cc, 3);
+    f_operand_init(k, &c.a, cfg->bm, CPR, 0, dc, n, m, m0, tid, c.col);
+    f_operand_init(k, &c.b, cfg->bn, CPR, cfg->bm * ROW, w, n, kd, k0, tid, c.col);
+    /* row tid/cpr (a thread's rows agree mod 8), chunk cc ^ the row's swizzle */
+    pg_reg crow = shr_u32(k, tid, log2u(CPR));
+    pg_reg sw = and_u32(k, shr_u32(k, crow, SH), CPR - 1);
+    pg_reg pc = new_u32(k);
+    pg_xor(k, PG_B32, pc, cc, sw);
+    c.dsw = shl_u32(k, crow, log2u(ROW));
+    pg_mad(k, PG_U32, c.dsw, pc, pg_u32(16), c.dsw);
+
+    pg_comment(k, "ldmatrix row addresses: lane gives row lane%8 of matrix lane/8");
+    pg_reg q = shr_u32(k, lane, 3), r = and_u32(k, lane, 7);
+    pg_reg lsw = and_u32(k, shr_u32(k, r, SH), CPR - 1);
+    pg_reg q0 = and_u32(k, q, 1), q1 = shr_u32(k, q, 1);
+    pg_reg arow = new_u32(k), brow = new_u32(k);
+    pg_mad(k, PG_U32, arow, wmi, pg_u32(WM), r);
+    pg_mad(k, PG_U32, arow, q0, pg_u32(8), arow);
+    pg_mad(k, PG_U32, brow, wni, pg_u32(WN), r);
+    pg_mad(k, PG_U32, brow, q1, pg_u32(8), brow);
+    pg_reg a_off[4], b_off[4];
+    for (unsigned s = 0; s < KS; s++) {
+        pg_reg ach = add_u32(k, q1, pg_u32(2 * s)), bch = add_u32(k, q0, pg_u32(2 * s));
+        pg_xor(k, PG_B32, ach, ach, lsw);
+        pg_xor(k, PG_B32, bch, bch, lsw);
+        a_off[s] = shl_u32(k, arow, log2u(ROW));
+        pg_mad(k, PG_U32, a_off[s], ach, pg_u32(16), a_off[s]);
+        b_off[s] = shl_u32(k, brow, log2u(ROW));
+        pg_mad(k, PG_U32, b_off[s], bch, pg_u32(16), b_off[s]);
+        pg_add(k, PG_U32, b_off[s], b_off[s], pg_u32(cfg->bm * ROW));
+    }
+
+    pg_reg acc[F_MAX_MT][F_MAX_NT][4];
+    for (unsigned mt = 0; mt < MT; mt++)
+        for (unsigned nt = 0; nt < NT; nt++)
+            for (unsigned e = 0; e < 4; e++) {
+                acc[mt][nt][e] = new_f32(k);
+                pg_mov(k, PG_F32, acc[mt][nt][e], pg_f32(0.0f));
+            }
+    pg_reg ntiles = add_u32(k, n, pg_u32(cfg->bk - 1));
+    pg_shr(k, PG_U32, ntiles, ntiles, pg_u32(log2u(cfg->bk)));
+
+    pg_comment(k, "k-tiles 0 .. stages-2 into stages 0 .. stages-2");
+    pg_reg wstage = new_u32(k), rstage = new_u32(k);
+    pg_mov(k, PG_U32, wstage, sbase);
+    for (unsigned s = 0; s + 1 < S; s++) {
+        f_copy_tile(k, &c, wstage);
+        pg_add(k, PG_U32, wstage, wstage, pg_u32(SB));
+    }
+    pg_mov(k, PG_U32, rstage, sbase);
+
+    pg_reg t = new_u32(k);
+    pg_mov(k, PG_U32, t, pg_u32(0));
+    pg_label top = pg_label_new(k, "ktile");
+    pg_label_bind(k, top);
+    pg_cp_async_wait(k, S - 2);
+    pg_bar_sync(k, 0);
+    pg_comment(k, "copy k-tile t+stages-1 into the stage k-tile t-1 used");
+    f_copy_tile(k, &c, wstage);
+    pg_comment(k, "the k-steps of mma tiles out of the stage of k-tile t");
+    for (unsigned s = 0; s < KS; s++) {
+        pg_reg ra = add_u32(k, rstage, a_off[s]), rb = add_u32(k, rstage, b_off[s]);
+        pg_reg af[F_MAX_MT][4], bf[F_MAX_NT][2];
+        for (unsigned mt = 0; mt < MT; mt++) {
+            for (unsigned e = 0; e < 4; e++)
+                af[mt][e] = pg_reg_new(k, PG_B32);
+            pg_ldmatrix(k, 4, false, af[mt], ra, mt * 16 * ROW);
+        }
+        for (unsigned np = 0; np < NT / 2; np++) {
+            pg_reg d[4];
+            for (unsigned e = 0; e < 4; e++)
+                d[e] = pg_reg_new(k, PG_B32);
+            pg_ldmatrix(k, 4, false, d, rb, np * 16 * ROW);
+            bf[2 * np][0] = d[0];
+            bf[2 * np][1] = d[1];
+            bf[2 * np + 1][0] = d[2];
+            bf[2 * np + 1][1] = d[3];
+        }
+        for (unsigned mt = 0; mt < MT; mt++)
+            for (unsigned nt = 0; nt < NT; nt++)
+                pg_mma_m16n8k16_f16_f32(k, acc[mt][nt], af[mt], bf[nt], acc[mt][nt]);
+    }
+    f_stage_next(k, wstage, sbase, SB, S * SB);
+    f_stage_next(k, rstage, sbase, SB, S * SB);
+    pg_add(k, PG_U32, t, t, pg_u32(1));
+    pg_reg more = cmp_u32(k, PG_CMP_LT, t, ntiles);
+    pg_bra_if(k, more, false, top);
+    pg_cp_async_wait(k, 0);
+
+    pg_comment(k, "d0,d1 at (row g, cols 2t, 2t+1), d2,d3 at row g+8, of each 16x8 tile");
+    pg_reg g = shr_u32(k, lane, 2), t4 = and_u32(k, lane, 3);
+    pg_reg cvec = vectors_ok(k, ga, kd, 2, 4);
+    pg_reg colbase = new_u32(k);
+    pg_mad(k, PG_U32, colbase, wni, pg_u32(WN), k0);
+    pg_reg t2 = shl_u32(k, t4, 1);
+    pg_add(k, PG_U32, colbase, colbase, t2);
+    pg_reg colfull[F_MAX_NT], colin[F_MAX_NT][2], coff[F_MAX_NT];
+    for (unsigned nt = 0; nt < NT; nt++) {
+        pg_reg col = add_u32(k, colbase, pg_u32(nt * 8));
+        pg_reg end = add_u32(k, col, pg_u32(2));
+        colfull[nt] = pred_and(k, cmp_u32(k, PG_CMP_LE, end, kd), cvec);
+        colin[nt][0] = cmp_u32(k, PG_CMP_LT, col, kd);
+        pg_reg c1 = add_u32(k, col, pg_u32(1));
+        colin[nt][1] = cmp_u32(k, PG_CMP_LT, c1, kd);
+        coff[nt] = new_u64(k);
+        pg_mul_wide(k, PG_U32, coff[nt], col, pg_u32(4));
+    }
+    pg_reg rowbase = new_u32(k);
+    pg_mad(k, PG_U32, rowbase, wmi, pg_u32(WM), m0);
+    pg_add(k, PG_U32, rowbase, rowbase, g);
+    for (unsigned mt = 0; mt < MT; mt++)
+        for (unsigned half = 0; half < 2; half++) {
+            pg_reg row = add_u32(k, rowbase, pg_u32(mt * 16 + half * 8));
+            pg_reg rin = cmp_u32(k, PG_CMP_LT, row, m);
+            pg_reg rowptr = elem_addr2(k, ga, row, kd, pg_u32(0), 4);
+            for (unsigned nt = 0; nt < NT; nt++) {
+                pg_reg addr = new_u64(k);
+                pg_add(k, PG_U64, addr, rowptr, coff[nt]);
+                pg_reg full = pred_and(k, rin, colfull[nt]);
+                pg_reg partial = new_pred(k);
+                pg_not(k, PG_PRED, partial, full);
+                pg_and(k, PG_PRED, partial, partial, rin);
+                pg_val v[2] = {acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]};
+                pg_guard(k, full, false);
+                pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 2, addr, 0, v);
+                for (unsigned e = 0; e < 2; e++) {
+                    pg_reg ok = pred_and(k, partial, colin[nt][e]);
+                    pg_guard(k, ok, false);
+                    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, e * 4, v[e]);
+                }
+            }
+        }
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int build_f16_a(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    if (knobs[3] == F16_LEGACY)
+        return build_f16_legacy(k, p);
+    return build_f16_pipe(k, p, &f16_cfgs[knobs[3]]);
+}
+
 /* ---------------------------------------------------------------- descriptors */
 
 static uint32_t ceil_div(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a + b - 1) / b); }
@@ -955,12 +1321,22 @@ static int launch_b(const uint32_t *kn, pgk_launch *out)
 
 static int launch_f16_a(const uint32_t *kn, pgk_launch *out)
 {
-    if (kn[0] == 0 || kn[1] == 0 || kn[2] == 0)
+    if (kn[0] == 0 || kn[1] == 0 || kn[2] == 0 || kn[3] >= F16_VARIANTS)
         return PG_ERANGE;
-    uint32_t gy = ceil_div(kn[0], H_BM);
+    if (kn[3] == F16_LEGACY) {
+        uint32_t gy = ceil_div(kn[0], H_BM);
+        if (gy > 65535)
+            return PG_ERANGE;
+        *out = (pgk_launch){{ceil_div(kn[2], H_BN), gy, 1}, {H_THREADS, 1, 1}, 0};
+        return PG_OK;
+    }
+    const f16_cfg *c = &f16_cfgs[kn[3]];
+    uint32_t gy = ceil_div(kn[0], c->bm);
     if (gy > 65535)
         return PG_ERANGE;
-    *out = (pgk_launch){{ceil_div(kn[2], H_BN), gy, 1}, {H_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{ceil_div(kn[2], c->bn), gy, 1},
+                        {F_THREADS, 1, 1},
+                        c->stages * f16_stage_bytes(c)};
     return PG_OK;
 }
 
@@ -989,6 +1365,9 @@ static const pgk_knob gemm_f16_knobs[] = {
     {"m", 512, 1, GEMM_MAX_DIM, "rows of dC (tokens)"},
     {"n", 1536, 1, GEMM_MAX_DIM, "columns of W and dC (layer outputs)"},
     {"k", 1536, 1, GEMM_MAX_DIM, "rows of W (layer inputs)"},
+    {"variant", 0, 0, F16_VARIANTS - 1,
+     "(M x K tile, k-tile, cp.async stages) 0 = 64x128, 64, 3; 1 = 64x128 register-staged, "
+     "no cp.async or ldmatrix; 2 = 128x128, 32, 4; 3 = 64x128, 32, 4; 4 = 128x128, 64, 3"},
 };
 
 static const pgk_param gemm_a_params[] = {
@@ -1051,8 +1430,9 @@ const pgk_desc pgk_desc_gemm_f16_backward_a = {
     .params = gemm_f16_params,
     .nparams = 6,
     .knobs = gemm_f16_knobs,
-    .nknobs = 3,
+    .nknobs = 4,
     .min_target = PG_SM_80,
+    .baked = "variant",
     .build = build_f16_a,
     .launch = launch_f16_a,
 };

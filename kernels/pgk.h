@@ -88,12 +88,14 @@ PG_API int pgk_knob_assign(const pgk_desc *d, pgk_knobs *kn, const char *assignm
 /* Build and emit the kernel for target t. On success *ptx is a malloc'd
  * (through the pg allocator) NUL-terminated string the caller frees with
  * pgk_free(); *len (if not NULL) its length. On error a one-line message is
- * written to err. PG_ETARGET for a target the kernel does not support. */
+ * written to err. PG_ETARGET for a target the kernel does not support,
+ * PG_ERANGE for a knob value outside its range. */
 PG_API int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, size_t *len,
                     char *err, size_t errlen);
 PG_API void pgk_free(void *p);
 
-/* The launch configuration for the knobs. */
+/* The launch configuration for the knobs. PG_ERANGE for a knob value outside
+ * its range or knobs whose launch the GPU cannot run. */
 PG_API int pgk_launch_for(const pgk_desc *d, const pgk_knobs *kn, pgk_launch *out, char *err,
                           size_t errlen);
 

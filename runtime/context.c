@@ -159,6 +159,7 @@ void pgrt_ctx_destroy(pgrt_ctx **pctx)
      * the driver lets us. */
     if (rt_ctx_bind(ctx) == 0)
         rt_cache_clear(ctx);
+    rt_blas_destroy(ctx);
     (void)RT_CU(&ctx->drv, DevicePrimaryCtxRelease, (ctx->dev));
     pthread_cond_destroy(&ctx->loaded);
     pthread_mutex_destroy(&ctx->lock);

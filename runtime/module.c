@@ -158,7 +158,9 @@ static int build_and_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn,
     double t1 = rt_now_ms();
     *emit_ms = t1 - t0;
     if (rc) {
-        return rt_fail(rc == PG_ETARGET ? PGRT_ETARGET : PGRT_EKERNEL,
+        return rt_fail(rc == PG_ETARGET  ? PGRT_ETARGET
+                       : rc == PG_ERANGE ? PGRT_ERANGE
+                                         : PGRT_EKERNEL,
                        "%s (%s): building the PTX failed: %s: %s", d->name,
                        pg_target_name(ctx->info.target), pg_err_name(rc),
                        err[0] ? err : pg_strerror(rc));

@@ -327,8 +327,9 @@ typedef struct pgrt_kernel pgrt_kernel;
  * Concurrent callers asking for the same key wait for one load. A miss is
  * refused with PGRT_ECAPTURE while any stream of this context is capturing
  * through pgrt_capture_begin (loading a module mid-capture is what a
- * pre-warm exists to avoid). Build errors give PGRT_EKERNEL; the PTX checks
- * and the JIT, the codes of pgrt_module_load. */
+ * pre-warm exists to avoid). Build errors give PGRT_EKERNEL (PGRT_ERANGE for
+ * a knob value outside its range); the PTX checks and the JIT, the codes of
+ * pgrt_module_load. */
 PGRT_API int pgrt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn,
                              pgrt_kernel **out);
 PGRT_API const pgk_desc *pgrt_kernel_desc(const pgrt_kernel *k);
@@ -420,6 +421,140 @@ PGRT_API int pgrt_clip_result(pgrt_clip *c, pgrt_stream *s, float *scale, float 
 PGRT_API pgrt_buf *pgrt_clip_result_buf(pgrt_clip *c);
 /* Number of partial sums (the partials buffer's length). */
 PGRT_API uint32_t pgrt_clip_partials(const pgrt_clip *c);
+
+/* ---------------------------------------------------------------- GEMM backward dispatch, cuBLAS */
+
+/*
+ * The backward GEMMs of a layer whose forward pass is C = A·B (A[M,K],
+ * B[K,N], C[M,N], all row-major f32):
+ *
+ *   pgrt_gemm_backward_a   grad_A[M,K] = dC[M,N]·B[K,N]ᵀ   (accumulate: +=)
+ *   pgrt_gemm_backward_b   grad_B[K,N] = A[M,K]ᵀ·dC[M,N]
+ *
+ * run by cuBLAS when the context has it and its switch is on, and by the
+ * catalog's PTX kernels (gemm_backward_a, _a_accumulate, _b) otherwise.
+ *
+ * cuBLAS is optional and found at run time: dlopen of $PGRT_LIBCUBLAS
+ * alone when that is set, else libcublas.so.13, .so.12, .so.11 and
+ * libcublas.so. One handle a context, made on first need (the first GEMM,
+ * pgrt_cublas_info_get or pgrt_prewarm_model) and destroyed with the
+ * context, in CUBLAS_PEDANTIC_MATH: plain fp32, no TF32 (TF32 gave NaNs on
+ * transposed backward GEMMs with gradients near 1e5). Each call binds the
+ * handle to its stream (cublasSetStream_v2) under a lock, so the GEMM is
+ * ordered on the stream given. A missing or unusable library is never an
+ * error: the PTX kernels run, and pgrt_cublas_info_get() says why. A load
+ * is tried once a context and refused (PGRT_ECAPTURE) while a stream of the
+ * context is capturing: pre-warm first.
+ *
+ * The switch: on, unless $PTXGEN_CUBLAS is "0" when the context first
+ * needs it; pgrt_ctx_set_cublas() sets it either way at any time (later
+ * GEMMs follow it). Thread-safe.
+ */
+typedef enum pgrt_gemm_path {
+    PGRT_GEMM_PTX = 1,    /* a catalog kernel */
+    PGRT_GEMM_CUBLAS = 2, /* cublasSgemm_v2, pedantic fp32 */
+} pgrt_gemm_path;
+
+/* grad_A = dC·Bᵀ, or grad_A += dC·Bᵀ with accumulate, on stream s (NULL:
+ * the legacy default stream). grad_c holds at least m*n, b k*n and grad_a
+ * m*k f32 elements (views are fine); grad_a must not overlap the inputs;
+ * m, n, k in [1, 2^24]. Asynchronous. *path (may be NULL) says which path
+ * ran. Errors: PGRT_EINVAL, PGRT_ERANGE for the operands; a PTX launch's
+ * codes; PGRT_ECUDA with the cuBLAS status name when cuBLAS fails;
+ * PGRT_ECAPTURE for a load (module or cuBLAS) during capture. */
+PGRT_API int pgrt_gemm_backward_a(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf *grad_c,
+                                  const pgrt_buf *b, pgrt_buf *grad_a, uint32_t m, uint32_t n,
+                                  uint32_t k, bool accumulate, pgrt_gemm_path *path);
+/* grad_B = Aᵀ·dC: a holds m*k, grad_c m*n, grad_b k*n elements; otherwise
+ * as pgrt_gemm_backward_a. */
+PGRT_API int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf *a,
+                                  const pgrt_buf *grad_c, pgrt_buf *grad_b, uint32_t m,
+                                  uint32_t n, uint32_t k, pgrt_gemm_path *path);
+
+/* Turn the cuBLAS path on or off for the GEMMs of ctx that follow. Turning
+ * it on loads nothing yet and is no error when cuBLAS is missing: see
+ * pgrt_cublas_info_get. */
+PGRT_API int pgrt_ctx_set_cublas(pgrt_ctx *ctx, bool enabled);
+
+typedef struct pgrt_cublas_info {
+    bool enabled;       /* the switch */
+    bool available;     /* the library is loaded and the handle made */
+    bool in_use;        /* enabled && available: GEMMs go to cuBLAS */
+    int version;        /* cublasGetVersion: 130000 for 13.0.0; 0 when not loaded */
+    char library[256];  /* the name it was opened by; "" when not loaded */
+    char reason[512];   /* why it is not in use ("" when it is) */
+    double load_ms;     /* dlopen and handle creation */
+    uint64_t cublas_gemms, ptx_gemms; /* GEMMs dispatched so far, by path */
+} pgrt_cublas_info;
+
+/* The cuBLAS state of ctx, loading the library first when the switch is on
+ * and no load was tried yet (PGRT_ECAPTURE during a capture). 0 whether or
+ * not cuBLAS is there. */
+PGRT_API int pgrt_cublas_info_get(pgrt_ctx *ctx, pgrt_cublas_info *out);
+
+/* ---------------------------------------------------------------- pre-warm for a model */
+
+/*
+ * The shape of a transformer to train (contract C-PREWARM-001). Rows of
+ * every GEMM are tokens a step: max_batch * max_seq_len.
+ */
+typedef struct pgrt_model_config {
+    uint32_t hidden;       /* H, the residual stream */
+    uint32_t q_dim;        /* num_heads * head size: Q's width, O's input */
+    uint32_t kv_hidden;    /* K's and V's width (a multiple of the head size) */
+    uint32_t max_seq_len;  /* the longest sequence a step */
+    uint32_t lora_rank;    /* r of the LoRA adapters on every projection; 0: none */
+    uint32_t intermediate; /* the MLP's width */
+    uint32_t num_heads;    /* attention heads (divides q_dim) */
+    uint32_t max_batch;    /* sequences a step; 0 means 1 */
+    bool full_fp32;        /* the base weights train too (f32), not only LoRA */
+    bool f16_weights;      /* frozen weights kept in f16: input gradients through
+                              them by gemm_f16_backward_a (sm_80 and up) */
+} pgrt_model_config;
+
+#define PGRT_PREWARM_MAX 48
+#define PGRT_PREWARM_KEY_MAX 96
+
+typedef struct pgrt_prewarm_module {
+    /* The cache key: "kernel@target", then each baked knob:
+     * "gemm_backward_a@sm_90,variant=1". */
+    char key[PGRT_PREWARM_KEY_MAX];
+    bool loaded;    /* built and JIT-loaded by this call (false: already cached) */
+    double jit_ms;  /* its JIT time in this call (0 when it was cached) */
+    double emit_ms; /* building its PTX in this call */
+} pgrt_prewarm_module;
+
+typedef struct pgrt_prewarm_report {
+    size_t modules;   /* entries of list: the distinct modules a step needs */
+    size_t loaded;    /* of them, loaded by this call */
+    size_t hits;      /* of them, in the cache already */
+    double jit_ms;    /* JIT time of this call's loads */
+    double emit_ms;   /* PTX building of this call's loads */
+    double total_ms;  /* the whole call, cuBLAS included */
+    bool cublas;      /* the GEMMs will go to cuBLAS */
+    double cublas_ms; /* loading cuBLAS in this call (0 once loaded) */
+    pgrt_prewarm_module list[PGRT_PREWARM_MAX];
+} pgrt_prewarm_report;
+
+/* Load every module a backward step of this model launches (the backward
+ * kernels of norms, attention, MLP and projections, the GEMMs in the tile
+ * variant the dispatch picks for each shape, the fused clip and AdamW) and
+ * the cuBLAS handle when the switch is on, before the caller allocates
+ * weights and before any capture. Kernels take their sizes as parameters,
+ * so the list hardly depends on the shape: one module a kernel, plus one a
+ * GEMM tile variant. The PTX GEMMs are loaded even when cuBLAS will run
+ * the GEMMs, so that turning cuBLAS off never JIT-compiles mid-training.
+ * A second call finds everything cached.
+ *
+ * The config is checked first, with the knob values a step would launch:
+ * PGRT_EINVAL for a zero or inconsistent field, PGRT_ERANGE for sizes a
+ * kernel cannot take (max_seq_len * intermediate past u32, say), and
+ * PGRT_ETARGET for f16_weights below sm_80; the message names the fields.
+ * out (may be NULL) is filled as far as the call got; per-module times are
+ * differences of pgrt_cache_stats, so loads by other threads at the same
+ * time can land in them. */
+PGRT_API int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *cfg,
+                                pgrt_prewarm_report *out);
 
 #ifdef __cplusplus
 }

@@ -245,6 +245,9 @@ struct pgrt_ctx {
 
     /* Captures begun through pgrt_capture_begin and not yet ended. */
     atomic_int capturing;
+
+    /* cuBLAS (cublas.c): made on first need under `lock`, then its own. */
+    struct rt_blas *blas;
 };
 
 struct pgrt_stream {
@@ -303,5 +306,9 @@ int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstrea
                   pgrt_kernel **out);
 /* Unload every cached module (context teardown). */
 void rt_cache_clear(pgrt_ctx *ctx);
+/* Destroy the context's cuBLAS handle and state, if any (teardown, with
+ * the context current). */
+typedef struct rt_blas rt_blas;
+void rt_blas_destroy(pgrt_ctx *ctx);
 
 #endif /* PTXGEN_RT_INTERNAL_H */

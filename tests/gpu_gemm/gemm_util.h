@@ -1,100 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared by the GEMM test and benchmark: opening a context or skipping, a
- * seeded generator, f16 conversion on the host, one launch of a GEMM
- * kernel by name, and a parallel for over host threads (the
+ * Shared by the GEMM test and benchmark, on top of gpu_util.h (context,
+ * generator, seed, quick mode): f16 conversion on the host, one launch of a
+ * GEMM kernel by name, and a parallel for over host threads (the
  * double-precision references of the big shapes are the slow part of the
  * test).
  */
 #ifndef PTXGEN_GEMM_UTIL_H
 #define PTXGEN_GEMM_UTIL_H
 
-#include "pgrt.h"
+#include "gpu_util.h"
 
 #include <math.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-/* A context on device 0, or exit 77 (skip) when the machine has no driver
- * or no device; any other failure exits 1. */
-static inline pgrt_ctx *gemm_gpu_open(void)
-{
-    pgrt_ctx *ctx = NULL;
-    int rc = pgrt_ctx_create(&ctx, NULL);
-    if (pgrt_err_unavailable(rc)) {
-        fprintf(stderr, "skip: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
-        exit(77); /* what meson counts as skipped */
-    }
-    if (rc) {
-        fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
-        exit(1);
-    }
-    pgrt_device_info info;
-    pgrt_ctx_device_info(ctx, &info);
-    fprintf(stderr, "device: %s, compute capability %d.%d, target %s, driver %d.%d, %d SMs\n",
-            info.name, info.cc_major, info.cc_minor, pg_target_name(info.target),
-            info.driver_version / 1000, (info.driver_version % 1000) / 10, info.sm_count);
-    return ctx;
-}
-
-/* Die with the runtime's message: for steps a test cannot go on without. */
-#define GPU_CHECK(call)                                                        \
-    do {                                                                       \
-        int rc_ = (call);                                                      \
-        if (rc_) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call,  \
-                    pgrt_err_name(rc_), pgrt_last_message());                  \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
-/* splitmix64. */
-typedef struct rng {
-    uint64_t s;
-} rng;
-
-static inline uint64_t rng_next(rng *r)
-{
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1). */
-static inline float rng_unit(rng *r)
-{
-    return (float)((double)(rng_next(r) >> 40) * (2.0 / 16777216.0) - 1.0);
-}
-
-/* $PGRT_TEST_SEED, else the clock; printed so that a failure can be
- * replayed. */
-static inline uint64_t gemm_seed(const char *what)
-{
-    const char *env = getenv("PGRT_TEST_SEED");
-    uint64_t seed = env && *env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
-    fprintf(stderr, "%s: seed=%llu (set PGRT_TEST_SEED to replay)\n", what,
-            (unsigned long long)seed);
-    return seed;
-}
-
-/* $PGRT_GPU_QUICK set (and not 0): small shapes, for compute-sanitizer. */
-static inline bool gemm_quick(void)
-{
-    const char *q = getenv("PGRT_GPU_QUICK");
-    return q && *q && strcmp(q, "0") != 0;
-}
-
-static inline uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
 
 /* f32 -> f16 bits, round to nearest even (the conversion cast_f32_to_f16
  * and cuBLAS's inputs use). */

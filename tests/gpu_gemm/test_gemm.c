@@ -37,7 +37,7 @@
 static const uint32_t full_m[] = {1, 17, 511, 512};
 static const uint32_t full_nk[] = {1, 15, 16, 17, 256, 1536, 8960};
 static const uint32_t quick_m[] = {17, 130};
-static const uint32_t quick_n[] = {15, 133};
+static const uint32_t quick_n[] = {15, 133, 136}; /* 136: whole 16-byte rows of f16 */
 static const uint32_t quick_k[] = {1, 133};
 
 /* ---------------------------------------------------------------- host data */
@@ -255,13 +255,20 @@ static bool run_checked(const ctxs *c, kind kd, int v, uint32_t m, uint32_t n, u
     return true;
 }
 
-/* Variants of the fp32 kernels: 0 .. the knob's maximum. */
-static int nvariants(void)
+/* Variants of a kernel: 0 .. the knob's maximum. */
+static int kernel_variants(const char *name)
 {
-    const pgk_desc *d = pgk_find("gemm_backward_a");
+    const pgk_desc *d = pgk_find(name);
     int n = (int)d->knobs[pgk_knob_index(d, "variant")].max + 1;
     return n < MAXVAR ? n : MAXVAR;
 }
+
+/* Of the fp32 kernels. */
+static int nvariants(void) { return kernel_variants("gemm_backward_a"); }
+
+/* The f16 kernel's variant 1 groups N into mma k-steps in another order,
+ * so it agrees with the others only to rounding. */
+#define F16_REGROUPED 1
 
 static void test_shape(const ctxs *c, rng *r, uint32_t m, uint32_t n, uint32_t k, bool f16,
                        float *buf[], worst *w)
@@ -282,11 +289,11 @@ static void test_shape(const ctxs *c, rng *r, uint32_t m, uint32_t n, uint32_t k
         refjob job = {kd, h, kd == K_F16, m, n, k, P, Q, idx, ref, scale};
         parallel_for(ns, ref_body, &job);
 
-        int nv = kd == K_F16 ? 1 : nvariants();
+        int nv = kd == K_F16 ? kernel_variants("gemm_f16_backward_a") : nvariants();
         double e = 0;
         for (int v = 0; v < nv; v++) {
             float *out = v == 0 ? buf[0] : buf[1], *again = buf[2];
-            if (!run_checked(c, kd, kd == K_F16 ? -1 : v, m, n, k, count, out, again))
+            if (!run_checked(c, kd, v, m, n, k, count, out, again))
                 continue;
             errs ev = frob(out, ref, scale, NULL, idx, ns);
             e = ev.rel > e ? ev.rel : e;
@@ -297,7 +304,7 @@ static void test_shape(const ctxs *c, rng *r, uint32_t m, uint32_t n, uint32_t k
                 TEST_FAIL_("%s variant %d m=%u n=%u k=%u: relative error %.3g, against the "
                            "scale of the terms %.3g (%zu elements checked; tolerance %g)",
                            kernel_name[kd], v, m, n, k, ev.rel, ev.scaled, ns, tol);
-            if (v > 0) {
+            if (v > 0 && !(kd == K_F16 && v == F16_REGROUPED)) {
                 size_t diff = count_diff_value(out, buf[0], count);
                 if (diff)
                     TEST_FAIL_("%s m=%u n=%u k=%u: variant %d differs from variant 0 in %zu "
@@ -351,6 +358,19 @@ static void test_descriptors(void)
     REQUIRE_INT_EQ(pgk_emit(f16, PG_SM_75, NULL, &ptx, NULL, err, sizeof err), PG_ETARGET);
     REQUIRE_STR_EQ(err, "gemm_f16_backward_a needs sm_80 or newer; sm_75 was asked for");
     REQUIRE(ptx == NULL);
+    REQUIRE_STR_EQ(f16->baked, "variant");
+    REQUIRE_INT_EQ(kernel_variants("gemm_f16_backward_a"), 5);
+    for (int v = 0; v < 5; v++) {
+        pgk_knobs kn = gemm_knobs(f16, 511, 17, 8960, v);
+        REQUIRE_INT_EQ(pgk_emit(f16, PG_SM_80, &kn, &ptx, NULL, err, sizeof err), 0);
+        pgk_free(ptx);
+        ptx = NULL;
+        pgk_launch l;
+        REQUIRE_INT_EQ(pgk_launch_for(f16, &kn, &l, err, sizeof err), 0);
+        static const uint32_t bm[] = {64, 64, 128, 64, 128}, bn[] = {128, 128, 128, 128, 128};
+        REQUIRE_INT_EQ(l.grid[0], (8960 + bn[v] - 1) / bn[v]);
+        REQUIRE_INT_EQ(l.grid[1], (511 + bm[v] - 1) / bm[v]);
+    }
     const char *fp32[] = {"gemm_backward_a", "gemm_backward_a_accumulate", "gemm_backward_b"};
     for (int i = 0; i < 3; i++) {
         const pgk_desc *d = pgk_find(fp32[i]);
@@ -383,9 +403,9 @@ int main(void)
     if (test_failures_)
         TEST_DONE();
 
-    pgrt_ctx *ctx = gemm_gpu_open();
-    bool quick = gemm_quick();
-    uint64_t seed = gemm_seed("test_gemm");
+    pgrt_ctx *ctx = gpu_open();
+    bool quick = gpu_quick();
+    uint64_t seed = test_seed("test_gemm");
     rng r = {seed};
     pgrt_stream *s = NULL;
     GPU_CHECK(pgrt_stream_create(ctx, &s));
@@ -395,7 +415,7 @@ int main(void)
 
     const uint32_t *ms = quick ? quick_m : full_m, *ns = quick ? quick_n : full_nk;
     const uint32_t *ks = quick ? quick_k : full_nk;
-    size_t nm = quick ? 2 : 4, nn = quick ? 2 : 7, nk = quick ? 2 : 7;
+    size_t nm = quick ? 2 : 4, nn = quick ? 3 : 7, nk = quick ? 2 : 7;
     uint32_t mmax = 0, nkmax = 0;
     for (size_t i = 0; i < nm; i++)
         mmax = ms[i] > mmax ? ms[i] : mmax;

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pre-warm for a model (contract C-PREWARM-001): every module a backward
+ * step of a transformer of this shape launches, loaded before the caller
+ * fills the GPU with weights and before any capture.
+ *
+ * The plan walks the launches of one layer's backward step, with the knob
+ * values the step would use, checks each against its kernel's knob ranges
+ * and launch limits (so a config that cannot run fails here, naming the
+ * config fields, not in the middle of a step), and keeps one entry per
+ * cache key. Dimensions are run-time parameters of every kernel, so the
+ * keys hardly depend on the shape: a kernel is one module whatever the
+ * sizes, and only the GEMMs, whose tile variant is baked, add one module a
+ * variant the dispatch picks (rt_gemm_variant).
+ */
+#include "rt_blas.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One dimension of a launch and the config expression it comes from (for
+ * messages). */
+typedef struct dim {
+    uint64_t v;
+    const char *expr;
+} dim;
+
+typedef struct knob_value {
+    const char *knob;
+    dim value;
+} knob_value;
+
+typedef struct plan_entry {
+    const pgk_desc *d;
+    pgk_knobs kn;
+    char key[PGRT_PREWARM_KEY_MAX];
+} plan_entry;
+
+typedef struct plan {
+    pg_target target;
+    plan_entry e[PGRT_PREWARM_MAX];
+    size_t n;
+    uint64_t clip_partials; /* sum of squared_sum_reduce blocks over the trainable tensors */
+} plan;
+
+/* "gemm_backward_a@sm_90,variant=1": the cache's key (module.c) for the
+ * kernel, target and the knobs the kernel bakes. */
+static void make_key(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char *key, size_t len)
+{
+    int n = snprintf(key, len, "%s@%s", d->name, pg_target_name(t));
+    const char *p = d->baked ? d->baked : "";
+    while (*p && n > 0 && (size_t)n < len) {
+        p += strspn(p, ", ");
+        size_t w = strcspn(p, ", ");
+        if (w == 0)
+            break;
+        for (size_t i = 0; i < d->nknobs && i < PGK_MAX_KNOBS; i++)
+            if (strlen(d->knobs[i].name) == w && strncmp(d->knobs[i].name, p, w) == 0)
+                n += snprintf(key + n, len - (size_t)n, ",%s=%u", d->knobs[i].name, kn->v[i]);
+        p += w;
+    }
+}
+
+/* One launch of the step: kernel `name` with these knob values. `what`
+ * says where in the step it is. */
+static int add(plan *p, const char *name, const char *what, const knob_value *kv, size_t nkv)
+{
+    const pgk_desc *d = pgk_find(name);
+    if (!d)
+        return rt_fail(PGRT_EKERNEL, "pgrt_prewarm_model: the catalog has no %s", name);
+    if (!pgk_supports(d, p->target))
+        return rt_fail(PGRT_ETARGET, "pgrt_prewarm_model: %s needs %s, which needs %s; the device "
+                       "is %s", what, name, pg_target_name(d->min_target),
+                       pg_target_name(p->target));
+    pgk_knobs kn;
+    pgk_knobs_default(d, &kn);
+    for (size_t i = 0; i < nkv; i++) {
+        int ki = pgk_knob_index(d, kv[i].knob);
+        if (ki < 0)
+            return rt_fail(PGRT_EKERNEL, "pgrt_prewarm_model: %s has no knob %s", name,
+                           kv[i].knob);
+        const pgk_knob *k = &d->knobs[ki];
+        uint64_t v = kv[i].value.v;
+        if (v < k->min || v > k->max)
+            return rt_fail(PGRT_ERANGE, "pgrt_prewarm_model: %s = %llu is outside [%u, %u], the "
+                           "range of %s's %s (%s)", kv[i].value.expr, (unsigned long long)v,
+                           k->min, k->max, name, k->name, what);
+        kn.v[ki] = (uint32_t)v;
+    }
+    pgk_launch cfg;
+    char err[256] = "";
+    if (pgk_launch_for(d, &kn, &cfg, err, sizeof err) != 0)
+        return rt_fail(PGRT_ERANGE, "pgrt_prewarm_model: %s: %s", what, err);
+    char key[PGRT_PREWARM_KEY_MAX];
+    make_key(d, p->target, &kn, key, sizeof key);
+    for (size_t i = 0; i < p->n; i++)
+        if (strcmp(p->e[i].key, key) == 0)
+            return 0;
+    if (p->n == PGRT_PREWARM_MAX)
+        return rt_fail(PGRT_EKERNEL, "pgrt_prewarm_model: more than %d modules", PGRT_PREWARM_MAX);
+    plan_entry *e = &p->e[p->n++];
+    e->d = d;
+    e->kn = kn;
+    memcpy(e->key, key, sizeof key);
+    return 0;
+}
+
+static dim mul(dim a, dim b, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s * %s", a.expr, b.expr);
+    return (dim){a.v * b.v, buf};
+}
+
+typedef enum gemm_op { OP_A, OP_A_ACC, OP_B, OP_F16_A, OP_FORWARD } gemm_op;
+
+/* A GEMM of the step, forward C[m,n] = A[m,k]·B[k,n] in the names of
+ * DESIGN §3, with the variant the dispatch would pick for it. */
+static int add_gemm(plan *p, gemm_op op, dim m, dim n, dim k, const char *what)
+{
+    static const char *const names[] = {"gemm_backward_a", "gemm_backward_a_accumulate",
+                                        "gemm_backward_b", "gemm_f16_backward_a",
+                                        "gemm_forward"};
+    knob_value kv[4] = {{"m", m}, {"n", n}, {"k", k}, {"variant", {0, "variant"}}};
+    size_t nkv = 3;
+    const pgk_desc *d = pgk_find(names[op]);
+    if (d && pgk_knob_index(d, "variant") >= 0) {
+        /* The output is P×Q: grad_A is m×k, grad_B k×n. Sizes beyond u32
+         * fail the range check of their own knob first. */
+        uint32_t P = (uint32_t)(op == OP_B ? k.v : m.v);
+        uint32_t Q = (uint32_t)(op == OP_B ? n.v : k.v);
+        if (m.v <= UINT32_MAX && n.v <= UINT32_MAX && k.v <= UINT32_MAX) {
+            kv[3].value.v = rt_gemm_variant(d, P, Q);
+            nkv = 4;
+        }
+    }
+    return add(p, names[op], what, kv, nkv);
+}
+
+static int add_n(plan *p, const char *name, dim n, const char *what)
+{
+    knob_value kv[1] = {{"n", n}};
+    return add(p, name, what, kv, 1);
+}
+
+/* A trainable tensor of n elements: its gradient's share of the fused
+ * clip and its AdamW step. */
+static int add_trainable(plan *p, dim n, const char *what)
+{
+    int rc;
+    if ((rc = add_n(p, "squared_sum_reduce", n, what)) ||
+        (rc = add_n(p, "gradient_clip_gpu_scale", n, what)) ||
+        (rc = add_n(p, "adamw_step_dev", n, what)))
+        return rc;
+    p->clip_partials += pgk_squared_sum_num_blocks((uint32_t)n.v);
+    return 0;
+}
+
+static int check_config(const pgrt_model_config *c)
+{
+    static const char fn[] = "pgrt_prewarm_model";
+    if (!c)
+        return rt_fail(PGRT_EINVAL, "%s: cfg is NULL", fn);
+    const struct {
+        const char *name;
+        uint32_t v;
+    } need[] = {{"hidden", c->hidden},           {"q_dim", c->q_dim},
+                {"kv_hidden", c->kv_hidden},     {"max_seq_len", c->max_seq_len},
+                {"intermediate", c->intermediate}, {"num_heads", c->num_heads}};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (need[i].v == 0)
+            return rt_fail(PGRT_EINVAL, "%s: cfg->%s is 0", fn, need[i].name);
+    if (c->lora_rank == 0 && !c->full_fp32)
+        return rt_fail(PGRT_EINVAL, "%s: nothing trains: cfg->lora_rank is 0 and cfg->full_fp32 "
+                       "is false", fn);
+    if (c->q_dim % c->num_heads)
+        return rt_fail(PGRT_EINVAL, "%s: cfg->q_dim (%u) is not a multiple of cfg->num_heads "
+                       "(%u)", fn, c->q_dim, c->num_heads);
+    uint32_t hd = c->q_dim / c->num_heads;
+    if (c->kv_hidden % hd)
+        return rt_fail(PGRT_EINVAL, "%s: cfg->kv_hidden (%u) is not a multiple of the head size "
+                       "cfg->q_dim / cfg->num_heads (%u)", fn, c->kv_hidden, hd);
+    return 0;
+}
+
+/* Every launch of one layer's backward step (all layers launch the same),
+ * and the optimizer's. */
+static int make_plan(const pgrt_model_config *c, pg_target target, plan *p)
+{
+    int rc = check_config(c);
+    if (rc)
+        return rc;
+    memset(p, 0, sizeof *p);
+    p->target = target;
+    bool batched = c->max_batch > 1;
+    const dim seq = {c->max_seq_len, "max_seq_len"};
+    const dim S = {(uint64_t)(batched ? c->max_batch : 1) * c->max_seq_len,
+                   batched ? "max_batch * max_seq_len" : "max_seq_len"};
+    const dim H = {c->hidden, "hidden"}, qd = {c->q_dim, "q_dim"};
+    const dim kv = {c->kv_hidden, "kv_hidden"}, I = {c->intermediate, "intermediate"};
+    const dim r = {c->lora_rank, "lora_rank"};
+    const dim hd = {c->q_dim / c->num_heads, "q_dim / num_heads"};
+    char b1[96], b2[96], b3[96], b4[128];
+
+    /* The row kernels, in step order. */
+    if ((rc = add(p, "adamw_hyper_advance", "the optimizer's step counter", NULL, 0)))
+        return rc;
+    {
+        knob_value kvs[2] = {{"num_rows", S}, {"hidden_dim", H}};
+        if ((rc = add(p, "batched_rms_norm_backward", "RMSNorm backward", kvs, 2)) ||
+            (rc = add(p, "rms_norm_gamma_reduce", "RMSNorm gamma gradient", kvs, 2)))
+            return rc;
+    }
+    if ((rc = add_n(p, "silu_backward", mul(S, I, b1, sizeof b1), "the MLP's SiLU backward")) ||
+        (rc = add_n(p, "residual_add", mul(S, H, b2, sizeof b2), "the residual gradient")))
+        return rc;
+    {
+        const dim rows = batched ? mul((dim){c->max_batch, "max_batch"}, (dim){c->num_heads,
+                                       "num_heads"}, b3, sizeof b3)
+                                 : (dim){c->num_heads, "num_heads"};
+        knob_value kvs[2] = {{"total_rows", mul(rows, seq, b4, sizeof b4)}, {"row_size", seq}};
+        if ((rc = add(p, "batched_softmax_backward", "attention softmax backward", kvs, 2)))
+            return rc;
+    }
+
+    /* Attention inside one head of one sequence: P = softmax(Q·Kᵀ), O = P·V. */
+    if ((rc = add_gemm(p, OP_A, seq, hd, seq, "attention dP = dO * V^T")) ||
+        (rc = add_gemm(p, OP_B, seq, hd, seq, "attention dV = P^T * dO")) ||
+        (rc = add_gemm(p, OP_FORWARD, seq, hd, seq, "attention dQ = dS * K")) ||
+        (rc = add_gemm(p, OP_B, seq, hd, seq, "attention dK = dS^T * Q")))
+        return rc;
+
+    /* The projections y = x·W (W in×out); q, k and v share x, gate and up
+     * too, so the later ones add into the input gradient. */
+    const struct {
+        const char *name;
+        dim in, out;
+        bool adds;
+    } proj[] = {
+        {"q", H, qd, false},   {"k", H, kv, true},  {"v", H, kv, true},    {"o", qd, H, false},
+        {"gate", H, I, false}, {"up", H, I, true}, {"down", I, H, false},
+    };
+    for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
+        const dim in = proj[i].in, out = proj[i].out;
+        char what[96];
+        snprintf(what, sizeof what, "the %s projection's input gradient", proj[i].name);
+        if (c->f16_weights) {
+            /* dC cast to f16, then the tensor-core GEMM into a fresh
+             * buffer (added with residual_add where it accumulates). */
+            if ((rc = add_n(p, "cast_f32_to_f16", mul(S, out, b1, sizeof b1), what)) ||
+                (rc = add_gemm(p, OP_F16_A, S, out, in, what)))
+                return rc;
+        } else if ((rc = add_gemm(p, proj[i].adds ? OP_A_ACC : OP_A, S, out, in, what))) {
+            return rc;
+        }
+        if (c->full_fp32) {
+            snprintf(what, sizeof what, "the %s projection's weight gradient", proj[i].name);
+            if ((rc = add_gemm(p, OP_B, S, out, in, what)) ||
+                (rc = add_trainable(p, mul(in, out, b1, sizeof b1), what)))
+                return rc;
+        }
+        if (c->lora_rank) {
+            /* u = x·A (A in×r), y += u·B (B r×out). */
+            snprintf(what, sizeof what, "the %s projection's LoRA", proj[i].name);
+            if ((rc = add_gemm(p, OP_B, S, out, r, what)) ||      /* grad B = uᵀ·dy */
+                (rc = add_gemm(p, OP_A, S, out, r, what)) ||      /* du = dy·Bᵀ */
+                (rc = add_gemm(p, OP_B, S, r, in, what)) ||       /* grad A = xᵀ·du */
+                (rc = add_gemm(p, OP_A_ACC, S, r, in, what)) ||   /* dx += du·Aᵀ */
+                (rc = add_trainable(p, mul(in, r, b1, sizeof b1), what)) ||
+                (rc = add_trainable(p, mul(r, out, b2, sizeof b2), what)))
+                return rc;
+        }
+    }
+    if (c->full_fp32 && (rc = add_trainable(p, H, "the RMSNorm gammas")))
+        return rc;
+    knob_value total[1] = {{"total_n", {p->clip_partials, "the clip's partial sums"}}};
+    return add(p, "clip_scale_reduce", "the fused clip", total, 1);
+}
+
+int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *cfg, pgrt_prewarm_report *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!ctx)
+        return rt_fail(PGRT_EINVAL, "pgrt_prewarm_model: ctx is NULL");
+    double t0 = rt_now_ms();
+    plan *p = malloc(sizeof *p);
+    if (!p)
+        return rt_fail(PGRT_ENOMEM, "pgrt_prewarm_model: out of memory");
+    int rc = make_plan(cfg, ctx->info.target, p);
+
+    /* cuBLAS first: its handle takes device memory too. */
+    bool use = false;
+    if (rc == 0) {
+        double c0 = rt_now_ms();
+        rc = rt_blas_ready(ctx, NULL, &use);
+        if (out) {
+            out->cublas = use;
+            out->cublas_ms = rt_now_ms() - c0;
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < p->n; i++) {
+        pgrt_cache_stats s0, s1;
+        pgrt_kernel *k;
+        (void)pgrt_cache_stats_get(ctx, &s0);
+        rc = pgrt_kernel_get(ctx, p->e[i].d, &p->e[i].kn, &k);
+        if (rc)
+            break;
+        (void)pgrt_cache_stats_get(ctx, &s1);
+        if (out) {
+            pgrt_prewarm_module *m = &out->list[out->modules++];
+            memcpy(m->key, p->e[i].key, sizeof m->key);
+            m->loaded = s1.misses > s0.misses;
+            m->jit_ms = m->loaded ? s1.jit_ms - s0.jit_ms : 0.0;
+            m->emit_ms = m->loaded ? s1.emit_ms - s0.emit_ms : 0.0;
+            out->loaded += m->loaded;
+            out->hits += !m->loaded;
+            out->jit_ms += m->jit_ms;
+            out->emit_ms += m->emit_ms;
+        }
+    }
+    free(p);
+    if (out)
+        out->total_ms = rt_now_ms() - t0;
+    return rc;
+}
