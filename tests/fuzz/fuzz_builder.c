@@ -114,34 +114,72 @@ static pg_label label_of(state *s)
     return s->labels[c % s->nlabels];
 }
 
+/* Every operand is drawn in its own statement: C leaves the order of
+ * argument evaluation open, and the same bytes must mean the same calls
+ * whatever compiler built this. */
 static void step(state *s)
 {
     pg_kernel *k = s->k;
     unsigned op = next(&s->in) % 30;
     pg_type t;
+    pg_val a, b, c;
+    pg_reg d;
+    unsigned x, y;
     switch (op) {
-    case 0: t = arith_type(s); pg_add(k, t, reg_of(s, t), src_of(s, t), src_of(s, t)); break;
-    case 1: t = arith_type(s); pg_sub(k, t, reg_of(s, t), src_of(s, t), src_of(s, t)); break;
-    case 2: t = arith_type(s); pg_mul(k, t, reg_of(s, t), src_of(s, t), src_of(s, t)); break;
-    case 3: t = arith_type(s); pg_min(k, t, reg_of(s, t), src_of(s, t), src_of(s, t)); break;
-    case 4: t = next(&s->in) & 1 ? PG_F32 : PG_F64;
-        pg_fma(k, t, reg_of(s, t), src_of(s, t), src_of(s, t), src_of(s, t)); break;
-    case 5: t = next(&s->in) & 1 ? PG_F32 : PG_F64;
-        switch (next(&s->in) % 4) {
-        case 0: pg_div(k, t, reg_of(s, t), src_of(s, t), src_of(s, t)); break;
-        case 1: pg_sqrt(k, t, reg_of(s, t), src_of(s, t)); break;
-        case 2: pg_rcp(k, t, reg_of(s, t), src_of(s, t)); break;
-        default: pg_abs(k, t, reg_of(s, t), src_of(s, t)); break;
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+        t = arith_type(s);
+        d = reg_of(s, t);
+        a = src_of(s, t);
+        b = src_of(s, t);
+        if (op == 0)
+            pg_add(k, t, d, a, b);
+        else if (op == 1)
+            pg_sub(k, t, d, a, b);
+        else if (op == 2)
+            pg_mul(k, t, d, a, b);
+        else
+            pg_min(k, t, d, a, b);
+        break;
+    case 4:
+        t = next(&s->in) & 1 ? PG_F32 : PG_F64;
+        d = reg_of(s, t);
+        a = src_of(s, t);
+        b = src_of(s, t);
+        c = src_of(s, t);
+        pg_fma(k, t, d, a, b, c);
+        break;
+    case 5:
+        t = next(&s->in) & 1 ? PG_F32 : PG_F64;
+        x = next(&s->in) % 4;
+        d = reg_of(s, t);
+        a = src_of(s, t);
+        switch (x) {
+        case 0: b = src_of(s, t); pg_div(k, t, d, a, b); break;
+        case 1: pg_sqrt(k, t, d, a); break;
+        case 2: pg_rcp(k, t, d, a); break;
+        default: pg_abs(k, t, d, a); break;
         }
         break;
     case 6: {
         t = arith_type(s);
-        pg_cmp c = (pg_cmp)(next(&s->in) % 6);
-        pg_setp(k, c, t, reg_of(s, PG_PRED), src_of(s, t), src_of(s, t));
+        pg_cmp cmp = (pg_cmp)(next(&s->in) % 6);
+        d = reg_of(s, PG_PRED);
+        a = src_of(s, t);
+        b = src_of(s, t);
+        pg_setp(k, cmp, t, d, a, b);
         break;
     }
-    case 7: t = arith_type(s);
-        pg_selp(k, t, reg_of(s, t), src_of(s, t), src_of(s, t), reg_of(s, PG_PRED)); break;
+    case 7:
+        t = arith_type(s);
+        d = reg_of(s, t);
+        a = src_of(s, t);
+        b = src_of(s, t);
+        c = reg_of(s, PG_PRED);
+        pg_selp(k, t, d, a, b, c);
+        break;
     case 8: {
         static const struct { pg_type d, s; pg_rnd r; } cv[] = {
             {PG_F32, PG_U32, PG_RND_RN}, {PG_S32, PG_F32, PG_RND_RZI}, {PG_F64, PG_F32, PG_RND_NONE},
@@ -149,21 +187,35 @@ static void step(state *s)
             {PG_F32, PG_F16, PG_RND_NONE}, {PG_U32, PG_F64, PG_RND_NONE}, {PG_U16, PG_U32, PG_RND_NONE},
         };
         unsigned i = next(&s->in) % (sizeof cv / sizeof cv[0]);
-        pg_cvt(k, cv[i].d, cv[i].s, cv[i].r, reg_of(s, cv[i].d), src_of(s, cv[i].s));
+        d = reg_of(s, cv[i].d);
+        a = src_of(s, cv[i].s);
+        pg_cvt(k, cv[i].d, cv[i].s, cv[i].r, d, a);
         break;
     }
-    case 9: t = next(&s->in) & 1 ? PG_U32 : PG_U64;
-        switch (next(&s->in) % 4) {
-        case 0: pg_and(k, t, reg_of(s, t), src_of(s, t), src_of(s, t)); break;
-        case 1: pg_xor(k, t, reg_of(s, t), src_of(s, t), src_of(s, t)); break;
-        case 2: pg_shl(k, t, reg_of(s, t), src_of(s, t), pg_u32(next(&s->in) % 32)); break;
-        default: pg_shr(k, t, reg_of(s, t), src_of(s, t), pg_u32(next(&s->in) % 32)); break;
+    case 9:
+        t = next(&s->in) & 1 ? PG_U32 : PG_U64;
+        x = next(&s->in) % 4;
+        d = reg_of(s, t);
+        a = src_of(s, t);
+        switch (x) {
+        case 0: b = src_of(s, t); pg_and(k, t, d, a, b); break;
+        case 1: b = src_of(s, t); pg_xor(k, t, d, a, b); break;
+        case 2: pg_shl(k, t, d, a, pg_u32(next(&s->in) % 32)); break;
+        default: pg_shr(k, t, d, a, pg_u32(next(&s->in) % 32)); break;
         }
         break;
-    case 10: t = next(&s->in) & 1 ? PG_F32 : PG_U32;
-        pg_ld(k, PG_SPACE_GLOBAL, t, s->ptr, (int64_t)(next(&s->in) % 8) * 4, reg_of(s, t)); break;
-    case 11: t = next(&s->in) & 1 ? PG_F32 : PG_U32;
-        pg_st(k, PG_SPACE_GLOBAL, t, s->ptr, (int64_t)(next(&s->in) % 8) * 4, src_of(s, t)); break;
+    case 10:
+        t = next(&s->in) & 1 ? PG_F32 : PG_U32;
+        x = next(&s->in) % 8;
+        d = reg_of(s, t);
+        pg_ld(k, PG_SPACE_GLOBAL, t, s->ptr, (int64_t)x * 4, d);
+        break;
+    case 11:
+        t = next(&s->in) & 1 ? PG_F32 : PG_U32;
+        x = next(&s->in) % 8;
+        a = src_of(s, t);
+        pg_st(k, PG_SPACE_GLOBAL, t, s->ptr, (int64_t)x * 4, a);
+        break;
     case 12:
         if (s->nshared < 4)
             s->shared[s->nshared++] = pg_shared_static(k, PG_F32, 32 + next(&s->in), 4, "sm");
@@ -171,12 +223,15 @@ static void step(state *s)
     case 13:
         if (s->nshared) {
             pg_shared sh = s->shared[next(&s->in) % s->nshared];
-            if (next(&s->in) & 1)
-                pg_ld(k, PG_SPACE_SHARED, PG_F32, pg_shared_addr(sh), (next(&s->in) % 16) * 4,
-                      reg_of(s, PG_F32));
-            else
-                pg_st(k, PG_SPACE_SHARED, PG_F32, pg_shared_addr(sh), (next(&s->in) % 16) * 4,
-                      src_of(s, PG_F32));
+            x = next(&s->in) & 1;
+            y = next(&s->in) % 16;
+            if (x) {
+                d = reg_of(s, PG_F32);
+                pg_ld(k, PG_SPACE_SHARED, PG_F32, pg_shared_addr(sh), y * 4, d);
+            } else {
+                a = src_of(s, PG_F32);
+                pg_st(k, PG_SPACE_SHARED, PG_F32, pg_shared_addr(sh), y * 4, a);
+            }
         }
         break;
     case 14: pg_bar_sync(k, next(&s->in) % 2); break;
@@ -189,22 +244,49 @@ static void step(state *s)
             }
         break;
     }
-    case 16: pg_bra_if(k, reg_of(s, PG_PRED), next(&s->in) & 1, label_of(s)); break;
-    case 17: if ((next(&s->in) & 7) == 0) pg_bra(k, label_of(s)); break;
-    case 18: pg_guard(k, reg_of(s, PG_PRED), next(&s->in) & 1); break;
-    case 19: if ((next(&s->in) & 7) == 0) pg_ret(k); break;
-    case 20: pg_shfl(k, (pg_shfl_mode)(next(&s->in) % 4), reg_of(s, PG_F32), pg_none(),
-                     src_of(s, PG_F32), pg_u32(next(&s->in) % 32), pg_u32(31), pg_u32(0xffffffffu));
+    case 16: {
+        d = reg_of(s, PG_PRED);
+        x = next(&s->in) & 1;
+        pg_label l = label_of(s);
+        pg_bra_if(k, d, x, l);
         break;
-    case 21: pg_vote(k, PG_VOTE_BALLOT, reg_of(s, PG_U32), reg_of(s, PG_PRED), false,
-                     pg_u32(0xffffffffu));
+    }
+    case 17:
+        if ((next(&s->in) & 7) == 0)
+            pg_bra(k, label_of(s));
         break;
-    case 22: pg_atom(k, PG_SPACE_GLOBAL, PG_ATOM_ADD, PG_F32,
-                     next(&s->in) & 1 ? reg_of(s, PG_F32) : pg_none(), s->ptr, 0, src_of(s, PG_F32),
-                     pg_none());
+    case 18:
+        d = reg_of(s, PG_PRED);
+        pg_guard(k, d, next(&s->in) & 1);
+        break;
+    case 19:
+        if ((next(&s->in) & 7) == 0)
+            pg_ret(k);
+        break;
+    case 20: {
+        pg_shfl_mode m = (pg_shfl_mode)(next(&s->in) % 4);
+        d = reg_of(s, PG_F32);
+        a = src_of(s, PG_F32);
+        x = next(&s->in) % 32;
+        pg_shfl(k, m, d, pg_none(), a, pg_u32(x), pg_u32(31), pg_u32(0xffffffffu));
+        break;
+    }
+    case 21:
+        d = reg_of(s, PG_U32);
+        a = reg_of(s, PG_PRED);
+        pg_vote(k, PG_VOTE_BALLOT, d, a, false, pg_u32(0xffffffffu));
+        break;
+    case 22:
+        d = next(&s->in) & 1 ? reg_of(s, PG_F32) : pg_none();
+        a = src_of(s, PG_F32);
+        pg_atom(k, PG_SPACE_GLOBAL, PG_ATOM_ADD, PG_F32, d, s->ptr, 0, a, pg_none());
         break;
     case 23: pg_comment(k, "fuzz"); break;
-    case 24: (void)pg_warp_reduce(k, (pg_reduce_op)(next(&s->in) % 3), PG_F32, reg_of(s, PG_F32)); break;
+    case 24: {
+        pg_reduce_op r = (pg_reduce_op)(next(&s->in) % 3);
+        (void)pg_warp_reduce(k, r, PG_F32, reg_of(s, PG_F32));
+        break;
+    }
     case 25:
         if (s->nshared)
             (void)pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, reg_of(s, PG_F32), s->shared[0]);
@@ -217,12 +299,16 @@ static void step(state *s)
         if (s->nloops)
             pg_grid_stride_end(k, &s->loops[--s->nloops]);
         break;
-    case 28: pg_fence(k, (pg_scope)(next(&s->in) % 3), next(&s->in) & 1); break;
-    default: {
-        pg_reg r = reg_of(s, PG_F16);
-        pg_add(k, PG_F16, r, r, reg_of(s, PG_F16));
+    case 28: {
+        pg_scope sc = (pg_scope)(next(&s->in) % 3);
+        pg_fence(k, sc, next(&s->in) & 1);
         break;
     }
+    default:
+        d = reg_of(s, PG_F16);
+        a = reg_of(s, PG_F16);
+        pg_add(k, PG_F16, d, d, a);
+        break;
     }
 }
 
