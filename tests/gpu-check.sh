@@ -1,0 +1,114 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Everything that needs a GPU, in one script: build, the gpu suite,
+# compute-sanitizer (memcheck and racecheck) over every gpu test program
+# on small shapes, and the benchmarks. Logs go to $LOGDIR (default
+# ./gpu-logs), one file a step; a short summary and the benchmark tables
+# are printed last.
+#
+#   tests/gpu-check.sh [all|test|sanitize|bench]     # from the repository root
+#
+# BUILD names the build directory (default build-gpu; reused when it
+# exists). PGRT_TEST_SEED replays a test's random data. Exit status 0 when
+# every step passed (a skipped gpu test counts as passed: no device).
+
+set -u
+what=${1:-all}
+case $what in
+all | test | sanitize | bench) ;;
+*)
+    echo "usage: tests/gpu-check.sh [all|test|sanitize|bench]" >&2
+    exit 2
+    ;;
+esac
+out=${LOGDIR:-$PWD/gpu-logs}
+build=${BUILD:-build-gpu}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+failed=0
+
+# step NAME LOG COMMAND...: run with a time limit, note status and seconds.
+step() {
+    name=$1
+    log=$2
+    shift 2
+    t0=$(date +%s)
+    timeout "${STEP_TIMEOUT:-300}" "$@" >>"$log" 2>&1
+    rc=$?
+    t1=$(date +%s)
+    case $rc in
+    0) res=ok ;;
+    77) res=skipped ;;
+    *) res="FAILED (exit $rc)" failed=1 ;;
+    esac
+    printf '%-44s %-16s %4ss\n' "$name" "$res" "$((t1 - t0))" >>"$summary"
+    return "$rc"
+}
+
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+    compute-sanitizer --version 2>&1 | tail -n 1
+    cc --version | head -n 1
+} >"$out/machine.log" 2>&1
+
+[ -f "$build/build.ninja" ] || step "meson setup" "$out/build.log" meson setup "$build"
+step "build" "$out/build.log" ninja -C "$build" || {
+    cat "$summary"
+    exit 1
+}
+b=$build
+
+if [ "$what" = all ] || [ "$what" = test ]; then
+    step "meson test --suite gpu" "$out/gpu-tests.log" \
+        meson test -C "$b" --suite gpu --no-rebuild --print-errorlogs
+    cp "$b/meson-logs/testlog.txt" "$out/gpu-testlog.txt" 2>/dev/null
+fi
+
+if [ "$what" = all ] || [ "$what" = sanitize ]; then
+    # Small shapes: PGRT_GPU_QUICK for most programs, --small for two.
+    cs="compute-sanitizer --error-exitcode 9 --print-limit 20"
+    set -- \
+        "gpu/test_gpu_kernels" "gpu/test_gpu_pipeline" "gpu/test_gpu_runtime" \
+        "gpu_kernels/test_backward --small" "train/test_forward --small" \
+        "gpu_gemm/test_gemm" "gpu_cublas/test_cublas"
+    for t in "$@"; do
+        # test_gpu_runtime provokes driver errors on purpose (broken PTX, a
+        # sync inside a capture): those are its checks, not memcheck's.
+        api=
+        case $t in gpu/test_gpu_runtime) api="--report-api-errors no" ;; esac
+        step "memcheck $t" "$out/memcheck.log" env PGRT_GPU_QUICK=1 \
+            $cs --tool memcheck --leak-check full $api $b/tests/$t
+        case $t in gpu/test_gpu_runtime | gpu_cublas/*) continue ;; esac
+        step "racecheck $t" "$out/racecheck.log" env PGRT_GPU_QUICK=1 \
+            $cs --tool racecheck $b/tests/$t
+    done
+    step "memcheck ptxgen-train (tiny)" "$out/memcheck.log" \
+        $cs --tool memcheck "$b/tools/ptxgen-train" --layers 2 --hidden 48 --seq 12 \
+        --batch 2 --steps 3 --mode both
+fi
+
+if [ "$what" = all ] || [ "$what" = bench ]; then
+    step "bench_clip" "$out/bench-clip.log" "$b/tests/gpu/bench_clip"
+    step "bench_gemm --quick" "$out/bench-gemm.log" "$b/tests/gpu_gemm/bench_gemm" --quick
+    step "prewarm (1.5B LoRA config)" "$out/prewarm.log" env CUDA_CACHE_DISABLE=1 \
+        "$b/tests/gpu_cublas/prewarm_model"
+    step "ptxgen-train --mode both --batch 4" "$out/train.log" \
+        "$b/tools/ptxgen-train" --mode both --batch 4
+fi
+
+echo
+sed -n 2p "$out/machine.log"
+cat "$summary"
+if [ "$what" = all ] || [ "$what" = bench ]; then
+    echo
+    grep -h -E '^\||bandwidth|speed-up' "$out/bench-clip.log" 2>/dev/null
+    echo
+    grep -v '^device:' "$out/bench-gemm.log" 2>/dev/null | head -n 40
+    echo
+    tail -n 8 "$out/prewarm.log" 2>/dev/null
+    echo
+    grep -h -E '^(ptxgen-train:|eager:|graph:|F-GRAPH|throughput)' "$out/train.log" 2>/dev/null
+fi
+exit "$failed"
