@@ -38,7 +38,7 @@ static rng check_rng;
 /* The start of main: --small (or PGTEST_SMALL set and not 0) for the
  * compute-sanitizer shapes, --seed N to replay a run (else test_seed's),
  * then the context (exit 77 without a driver or a device). The seed goes to
- * stdout, where the run-on-device scripts find it. Returns whether small
+ * stdout, where tests/gpu-check.sh's logs keep it. Returns whether small
  * shapes were asked for; exits 2 on an unknown argument. */
 static inline bool check_start(int argc, char **argv, const char *name)
 {
