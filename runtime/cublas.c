@@ -79,7 +79,9 @@ static const char *status_name(int s)
 
 /* The context's state, made on first use; the switch starts from
  * $PTXGEN_CUBLAS ("0" turns cuBLAS off). */
-static int state_of(pgrt_ctx *ctx, rt_blas **out)
+/* The context's cuBLAS state, made on first use; NULL (with the runtime's
+ * message set) when out of memory. */
+static rt_blas *state_of(pgrt_ctx *ctx)
 {
     pthread_mutex_lock(&ctx->lock);
     rt_blas *b = ctx->blas;
@@ -88,7 +90,8 @@ static int state_of(pgrt_ctx *ctx, rt_blas **out)
         if (!b || pthread_mutex_init(&b->lock, NULL) != 0) {
             pthread_mutex_unlock(&ctx->lock);
             free(b);
-            return rt_fail(PGRT_ENOMEM, "cuBLAS state: out of memory");
+            rt_fail(PGRT_ENOMEM, "cuBLAS state: out of memory");
+            return NULL;
         }
         const char *env = getenv("PTXGEN_CUBLAS");
         b->enabled = !(env && strcmp(env, "0") == 0);
@@ -96,8 +99,7 @@ static int state_of(pgrt_ctx *ctx, rt_blas **out)
         ctx->blas = b;
     }
     pthread_mutex_unlock(&ctx->lock);
-    *out = b;
-    return 0;
+    return b;
 }
 
 #if defined(__GNUC__)
@@ -202,10 +204,10 @@ static void load(pgrt_ctx *ctx, rt_blas *b)
 int rt_blas_ready(pgrt_ctx *ctx, CUstream check, bool *use)
 {
     *use = false;
-    rt_blas *b;
-    int rc = state_of(ctx, &b);
-    if (rc)
-        return rc;
+    rt_blas *b = state_of(ctx);
+    if (!b)
+        return PGRT_ENOMEM;
+    int rc;
     pthread_mutex_lock(&b->lock);
     if (b->enabled && !b->tried) {
         /* Making a handle allocates device memory: never inside a capture,
@@ -232,8 +234,8 @@ int rt_blas_ready(pgrt_ctx *ctx, CUstream check, bool *use)
 
 void rt_blas_count_ptx(pgrt_ctx *ctx)
 {
-    rt_blas *b;
-    if (state_of(ctx, &b) != 0)
+    rt_blas *b = state_of(ctx);
+    if (!b)
         return;
     pthread_mutex_lock(&b->lock);
     b->ptx_gemms++;
@@ -244,10 +246,10 @@ int rt_blas_sgemm(pgrt_ctx *ctx, pgrt_stream *s, bool trans_a, bool trans_b, int
                   CUdeviceptr a, int lda, CUdeviceptr b_, int ldb, float beta, CUdeviceptr c,
                   int ldc, const char *what)
 {
-    rt_blas *b;
-    int rc = state_of(ctx, &b);
-    if (rc)
-        return rc;
+    rt_blas *b = state_of(ctx);
+    if (!b)
+        return PGRT_ENOMEM;
+    int rc;
     pthread_mutex_lock(&b->lock);
     if (!b->ready) {
         pthread_mutex_unlock(&b->lock);
@@ -301,10 +303,9 @@ int pgrt_ctx_set_cublas(pgrt_ctx *ctx, bool enabled)
 {
     if (!ctx)
         return rt_fail(PGRT_EINVAL, "pgrt_ctx_set_cublas: ctx is NULL");
-    rt_blas *b;
-    int rc = state_of(ctx, &b);
-    if (rc)
-        return rc;
+    rt_blas *b = state_of(ctx);
+    if (!b)
+        return PGRT_ENOMEM;
     pthread_mutex_lock(&b->lock);
     b->enabled = enabled;
     b->switched_by = enabled ? NULL : "pgrt_ctx_set_cublas(ctx, false)";
