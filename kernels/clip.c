@@ -61,6 +61,118 @@ static stream_geom geom(pg_kernel *k, pg_reg n)
     return g;
 }
 
+/* ---------------------------------------------------------------- multi-tensor table */
+
+/* The multi-tensor kernels take a device table of entries {u64 ptr; u32 n;
+ * u32 first_block}, first_block the prefix sum of the earlier entries'
+ * block counts, and a grid of all those blocks. Each block finds its entry
+ * and runs the single-buffer body as if it were block `local` of a grid of
+ * `nblocks`: the same partition of the same buffer, so the same bits. */
+#define TABLE_ENTRY_BYTES 16u
+
+typedef struct table_entry {
+    pg_reg ptr;     /* u64 the buffer */
+    pg_reg n;       /* u32 its elements */
+    pg_reg local;   /* u32 this block's index within the buffer's blocks */
+    pg_reg nblocks; /* u32 the buffer's block count */
+} table_entry;
+
+/* The entry of block %ctaid.x: the last e with table[e].first_block <=
+ * %ctaid.x, by binary search. Everything here is uniform over the block
+ * (the loads are from uniform addresses), so a barrier may follow. */
+static table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
+{
+    pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg nctaid = pg_sreg_read(k, PG_SREG_NCTAID_X);
+    pg_reg lo = pg_reg_new(k, PG_U32), hi = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, lo, pg_u32(0));
+    pg_mov(k, PG_U32, hi, nbufs);
+    pg_reg span = pg_reg_new(k, PG_U32), mid = pg_reg_new(k, PG_U32);
+    pg_reg fb = pg_reg_new(k, PG_U32);
+    pg_reg p = pg_reg_new(k, PG_PRED);
+    pg_label top = pg_label_new(k, "find_entry");
+    pg_label found = pg_label_new(k, "entry");
+    pg_label last = pg_label_new(k, "last_entry");
+
+    pg_comment(k, "binary search: the last entry whose first_block <= ctaid.x");
+    pg_label_bind(k, top);
+    pg_sub(k, PG_U32, span, hi, lo);
+    pg_setp(k, PG_CMP_LE, PG_U32, p, span, pg_u32(1));
+    pg_bra_if(k, p, false, found);
+    pg_shr(k, PG_U32, span, span, pg_u32(1));
+    pg_add(k, PG_U32, mid, lo, span);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, mid, TABLE_ENTRY_BYTES), 12, fb);
+    pg_setp(k, PG_CMP_LE, PG_U32, p, fb, ctaid);
+    pg_selp(k, PG_U32, lo, mid, lo, p);
+    pg_selp(k, PG_U32, hi, hi, mid, p);
+    pg_bra(k, top);
+
+    pg_label_bind(k, found);
+    table_entry e;
+    pg_reg ea = pgk_elem_addr(k, table, lo, TABLE_ENTRY_BYTES);
+    e.ptr = pg_reg_new(k, PG_U64);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, 0, e.ptr);
+    e.n = pg_reg_new(k, PG_U32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, 8, e.n);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, 12, fb);
+    e.local = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, e.local, ctaid, fb);
+    pg_comment(k, "the entry's blocks end where the next entry's begin (the grid, for the last)");
+    pg_reg end = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, end, nctaid);
+    pg_reg next = pg_reg_new(k, PG_U32);
+    pg_add(k, PG_U32, next, lo, pg_u32(1));
+    pg_setp(k, PG_CMP_GE, PG_U32, p, next, nbufs);
+    pg_bra_if(k, p, false, last);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, next, TABLE_ENTRY_BYTES), 12, end);
+    pg_label_bind(k, last);
+    e.nblocks = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, e.nblocks, end, fb);
+    return e;
+}
+
+/* geom() for block `local` of a grid of `nblocks`. */
+static stream_geom geom_entry(pg_kernel *k, const table_entry *e)
+{
+    stream_geom g;
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    g.gid = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, g.gid, e->local, ntid, tid);
+    g.gid64 = pg_reg_new(k, PG_U64);
+    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.gid64, g.gid);
+    g.stride = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, g.stride, e->nblocks, ntid);
+    g.n64 = pg_reg_new(k, PG_U64);
+    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.n64, e->n);
+    return g;
+}
+
+static const pgk_param multi_sum_params[] = {
+    {"table", PG_U64, true},
+    {"nbufs", PG_U32, false},
+    {"partials", PG_U64, true},
+};
+
+static const pgk_param multi_scale_params[] = {
+    {"table", PG_U64, true},
+    {"nbufs", PG_U32, false},
+    {"scale_ptr", PG_U64, true},
+};
+
+static const pgk_knob multi_knobs[] = {
+    {"total_blocks", 256, 1, INT32_MAX, "blocks of all entries (the grid)"},
+    {"nbufs", 1, 1, UINT32_MAX, "table entries"},
+};
+
+static int launch_multi(const uint32_t *knobs, pgk_launch *out)
+{
+    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > knobs[0])
+        return PG_ERANGE;
+    *out = (pgk_launch){{knobs[0], 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    return PG_OK;
+}
+
 /* ---------------------------------------------------------------- squared_sum_reduce */
 
 /* Each block sums the squares of its grid-stride share, then reduces in a
@@ -69,16 +181,9 @@ static stream_geom geom(pg_kernel *k, pg_reg n)
  * many bytes in flight: with a 16-byte aligned input, four v4 loads (64
  * bytes) a thread an iteration; otherwise four scalar loads. Indices are
  * 64-bit so that nothing wraps for n near 2^32. */
-static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_reg output,
+                             stream_geom g)
 {
-    (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
-    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
-    pg_reg input = pg_param_load(k, p[0]);
-    pg_reg output = pg_param_load(k, p[1]);
-    pg_reg n = pg_param_load(k, p[2]);
-    stream_geom g = geom(k, n);
-
     pg_reg acc[4];
     for (int j = 0; j < 4; j++) {
         acc[j] = pg_reg_new(k, PG_F32);
@@ -197,6 +302,32 @@ static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_reg oa = pgk_elem_addr(k, output, ctaid, 4);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, oa, 0, sum);
     pg_ret(k);
+}
+
+static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
+    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
+    pg_reg input = pg_param_load(k, p[0]);
+    pg_reg output = pg_param_load(k, p[1]);
+    pg_reg n = pg_param_load(k, p[2]);
+    squared_sum_body(k, scratch, input, output, geom(k, n));
+    return pg_kernel_error(k);
+}
+
+/* The partial of block b of entry e goes to partials[first_block(e) + b],
+ * which is partials[%ctaid.x]: the body's own store. */
+static int build_squared_sum_multi(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
+    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
+    pg_reg table = pg_param_load(k, p[0]);
+    pg_reg nbufs = pg_param_load(k, p[1]);
+    pg_reg partials = pg_param_load(k, p[2]);
+    table_entry e = find_entry(k, table, nbufs);
+    squared_sum_body(k, scratch, e.ptr, partials, geom_entry(k, &e));
     return pg_kernel_error(k);
 }
 
@@ -224,6 +355,18 @@ const pgk_desc pgk_desc_squared_sum_reduce = {
     .min_target = PG_SM_70,
     .build = build_squared_sum,
     .launch = launch_squared_sum,
+};
+
+const pgk_desc pgk_desc_squared_sum_reduce_multi = {
+    .name = "squared_sum_reduce_multi",
+    .summary = "squared_sum_reduce over a table of buffers in one launch, partials bit-identical",
+    .params = multi_sum_params,
+    .nparams = 3,
+    .knobs = multi_knobs,
+    .nknobs = 2,
+    .min_target = PG_SM_70,
+    .build = build_squared_sum_multi,
+    .launch = launch_multi,
 };
 
 /* ---------------------------------------------------------------- clip_scale_reduce */
@@ -321,9 +464,8 @@ const pgk_desc pgk_desc_clip_scale_reduce = {
 
 /* grads[i] *= scale for i < n over a capped grid: float4 chunks when grads
  * is 16-byte aligned (then the last n % 4 one by one), scalars otherwise. */
-static void scale_all(pg_kernel *k, pg_reg grads, pg_reg n, pg_reg scale, pg_label out)
+static void scale_all_geom(pg_kernel *k, pg_reg grads, pg_reg scale, pg_label out, stream_geom g)
 {
-    stream_geom g = geom(k, n);
     pg_reg i = pg_reg_new(k, PG_U64);
     pg_mov(k, PG_U64, i, g.gid64);
     pg_reg pl = pg_reg_new(k, PG_PRED);
@@ -366,14 +508,14 @@ static void scale_all(pg_kernel *k, pg_reg grads, pg_reg n, pg_reg scale, pg_lab
     pg_bra(k, sloop);
 }
 
-static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static void scale_all(pg_kernel *k, pg_reg grads, pg_reg n, pg_reg scale, pg_label out)
 {
-    (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
-    pg_reg grads = pg_param_load(k, p[0]);
-    pg_reg scale_ptr = pg_param_load(k, p[1]);
-    pg_reg n = pg_param_load(k, p[2]);
-    pg_label out = pg_label_new(k, "exit");
+    scale_all_geom(k, grads, scale, out, geom(k, n));
+}
+
+/* The scale from device memory; nothing more when |scale - 1| < 1e-7. */
+static pg_reg load_scale_or_leave(pg_kernel *k, pg_reg scale_ptr, pg_label out)
+{
     pg_reg scale = pg_reg_new(k, PG_F32);
     pg_ld(k, PG_SPACE_GLOBAL, PG_F32, scale_ptr, 0, scale);
     pg_comment(k, "|scale - 1| < 1e-7: nothing to clip, write nothing");
@@ -383,7 +525,37 @@ static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t 
     pg_reg keep = pg_reg_new(k, PG_PRED);
     pg_setp(k, PG_CMP_LT, PG_F32, keep, dev, pg_f32(1e-7f));
     pg_bra_if(k, keep, false, out);
+    return scale;
+}
+
+static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
+    pg_reg grads = pg_param_load(k, p[0]);
+    pg_reg scale_ptr = pg_param_load(k, p[1]);
+    pg_reg n = pg_param_load(k, p[2]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg scale = load_scale_or_leave(k, scale_ptr, out);
     scale_all(k, grads, n, scale, out);
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+/* The scale is tested before the table is searched: a no-op clip reads
+ * one float a thread, as the per-buffer kernel does. */
+static int build_clip_gpu_scale_multi(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
+    pg_reg table = pg_param_load(k, p[0]);
+    pg_reg nbufs = pg_param_load(k, p[1]);
+    pg_reg scale_ptr = pg_param_load(k, p[2]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg scale = load_scale_or_leave(k, scale_ptr, out);
+    table_entry e = find_entry(k, table, nbufs);
+    scale_all_geom(k, e.ptr, scale, out, geom_entry(k, &e));
     pg_label_bind(k, out);
     pg_ret(k);
     return pg_kernel_error(k);
@@ -434,6 +606,18 @@ const pgk_desc pgk_desc_gradient_clip_gpu_scale = {
     .min_target = PG_SM_70,
     .build = build_clip_gpu_scale,
     .launch = launch_elementwise,
+};
+
+const pgk_desc pgk_desc_gradient_clip_gpu_scale_multi = {
+    .name = "gradient_clip_gpu_scale_multi",
+    .summary = "gradient_clip_gpu_scale over a table of buffers in one launch",
+    .params = multi_scale_params,
+    .nparams = 3,
+    .knobs = multi_knobs,
+    .nknobs = 2,
+    .min_target = PG_SM_70,
+    .build = build_clip_gpu_scale_multi,
+    .launch = launch_multi,
 };
 
 static const pgk_param clip_params[] = {

@@ -9,7 +9,8 @@
  *    12 bytes a parameter), eager and as a graph, and the step that finds
  *    nothing to clip (one read pass);
  *  - the seed's per-layer LoRA clip (13 launches) and a 28-layer loop of
- *    them, eager and graphed.
+ *    them, eager and graphed;
+ *  - the same steps on the multi-tensor path (3 launches a step).
  *
  * A figure, not a test: it fails only when something does not run.
  * --quick: fewer repetitions.
@@ -84,6 +85,7 @@ static void model_init(model *m, pgrt_ctx *ctx, const size_t *sizes, size_t nbuf
     free(h);
     GPU_CHECK(pgrt_buf_copy(m->all, 0, m->backup, 0, m->total));
     GPU_CHECK(pgrt_clip_create(ctx, sizes, nbuf, &m->clip));
+    GPU_CHECK(pgrt_clip_set_multi(m->clip, false));
 }
 
 static void model_free(model *m)
@@ -190,6 +192,37 @@ int main(int argc, char **argv)
     }
     row("350M, nothing to clip (1 read pass)", median(v, reps), minimum(v, reps), floor1);
 
+    /* The same on the multi-tensor path; the first run uploads its table. */
+    pgrt_clip *mc = NULL;
+    GPU_CHECK(pgrt_clip_create(ctx, sizes, M350_NBUF, &mc));
+    GPU_CHECK(pgrt_clip_set_multi(mc, true));
+    GPU_CHECK(pgrt_clip_run(mc, t.s, m.bufs, m.nbuf, 1e30f));
+    for (int i = 0; i < reps; i++) {
+        GPU_CHECK(pgrt_buf_copy_async(m.all, 0, m.backup, 0, m.total, t.s));
+        t_start(&t);
+        GPU_CHECK(pgrt_clip_run(mc, t.s, m.bufs, m.nbuf, clip_to));
+        v[i] = t_stop(&t);
+    }
+    row("350M clip, multi-tensor eager (3 launches)", median(v, reps), minimum(v, reps), floor3);
+    GPU_CHECK(pgrt_capture_begin(t.s));
+    GPU_CHECK(pgrt_clip_run(mc, t.s, m.bufs, m.nbuf, clip_to));
+    GPU_CHECK(pgrt_capture_end(t.s, &g));
+    for (int i = 0; i < reps; i++) {
+        GPU_CHECK(pgrt_buf_copy_async(m.all, 0, m.backup, 0, m.total, t.s));
+        t_start(&t);
+        GPU_CHECK(pgrt_graph_launch(g, t.s));
+        v[i] = t_stop(&t);
+    }
+    row("350M clip, multi-tensor graphed", median(v, reps), minimum(v, reps), floor3);
+    pgrt_graph_destroy(&g);
+    for (int i = 0; i < reps; i++) {
+        t_start(&t);
+        GPU_CHECK(pgrt_clip_run(mc, t.s, m.bufs, m.nbuf, 1e30f));
+        v[i] = t_stop(&t);
+    }
+    row("350M, nothing to clip, multi-tensor", median(v, reps), minimum(v, reps), floor1);
+    pgrt_clip_destroy(&mc);
+
     /* The passes alone, for the kernels' share of the floor: the squared
      * sums (one read), the scaling (a read and a write; gradient_clip
      * always writes), and the squared sum over all 350M as one buffer (no
@@ -288,6 +321,54 @@ int main(int argc, char **argv)
     float loop_graph = median(v, reps);
     row("28 LoRA layers, graphed", loop_graph, minimum(v, reps), 0);
     pgrt_graph_destroy(&g);
+
+    /* The LoRA steps on the multi-tensor path: one state, a table a layer
+     * (each uploaded by the first run that meets its buffers). */
+    pgrt_clip *ml = NULL;
+    GPU_CHECK(pgrt_clip_create(ctx, lora_sizes, LORA_NBUF, &ml));
+    GPU_CHECK(pgrt_clip_set_multi(ml, true));
+    for (int l = 0; l < LAYERS; l++)
+        GPU_CHECK(pgrt_clip_run(ml, t.s, layers[l].bufs, LORA_NBUF, 1e30f));
+    for (int i = 0; i < reps; i++) {
+        t_start(&t);
+        for (int j = 0; j < batch; j++)
+            GPU_CHECK(pgrt_clip_run(ml, t.s, layers[0].bufs, LORA_NBUF, 1e30f));
+        v[i] = t_stop(&t) / (float)batch;
+    }
+    float mlora_eager = median(v, reps);
+    row("LoRA layer, multi-tensor eager (3 launches)", mlora_eager, minimum(v, reps), 0);
+    GPU_CHECK(pgrt_capture_begin(t.s));
+    GPU_CHECK(pgrt_clip_run(ml, t.s, layers[0].bufs, LORA_NBUF, 1e30f));
+    GPU_CHECK(pgrt_capture_end(t.s, &g));
+    for (int i = 0; i < reps; i++) {
+        t_start(&t);
+        for (int j = 0; j < batch; j++)
+            GPU_CHECK(pgrt_graph_launch(g, t.s));
+        v[i] = t_stop(&t) / (float)batch;
+    }
+    row("LoRA layer, multi-tensor graphed", median(v, reps), minimum(v, reps), 0);
+    pgrt_graph_destroy(&g);
+    for (int i = 0; i < reps; i++) {
+        t_start(&t);
+        for (int j = 0; j < steps; j++)
+            for (int l = 0; l < LAYERS; l++)
+                GPU_CHECK(pgrt_clip_run(ml, t.s, layers[l].bufs, LORA_NBUF, 1e30f));
+        v[i] = t_stop(&t) / (float)steps;
+    }
+    row("28 LoRA layers, multi eager (84 launches)", median(v, reps), minimum(v, reps), 0);
+    GPU_CHECK(pgrt_capture_begin(t.s));
+    for (int l = 0; l < LAYERS; l++)
+        GPU_CHECK(pgrt_clip_run(ml, t.s, layers[l].bufs, LORA_NBUF, 1e30f));
+    GPU_CHECK(pgrt_capture_end(t.s, &g));
+    for (int i = 0; i < reps; i++) {
+        t_start(&t);
+        for (int j = 0; j < steps; j++)
+            GPU_CHECK(pgrt_graph_launch(g, t.s));
+        v[i] = t_stop(&t) / (float)steps;
+    }
+    row("28 LoRA layers, multi graphed", median(v, reps), minimum(v, reps), 0);
+    pgrt_graph_destroy(&g);
+    pgrt_clip_destroy(&ml);
     for (int l = 0; l < LAYERS; l++)
         model_free(&layers[l]);
 

@@ -5,7 +5,9 @@
  * double-precision reference, clipped gradients against fl(g * scale), the
  * norm bitwise stable over runs, a captured graph replaying the same bits,
  * non-finite gradients visible in the norm, and max_norm above the norm
- * leaving every gradient bit untouched.
+ * leaving every gradient bit untouched. Then the multi-tensor path against
+ * the per-buffer launches, eager and graphed, bit for bit (also on a set
+ * whose buffers start at mixed alignments).
  *
  * PGRT_GPU_QUICK=1 (for compute-sanitizer) skips the 350M model.
  */
@@ -104,6 +106,7 @@ static void test_model(pgrt_ctx *ctx, pgrt_stream *s, const char *label, const s
 
     pgrt_clip *c = NULL;
     GPU_CHECK(pgrt_clip_create(ctx, sizes, nbuf, &c));
+    GPU_CHECK(pgrt_clip_set_multi(c, false));
     fprintf(stderr, "%s: %u partial sums\n", label, pgrt_clip_partials(c));
 
     /* max_norm above the norm: scale 1, gradients bit for bit untouched;
@@ -205,6 +208,109 @@ static void test_model(pgrt_ctx *ctx, pgrt_stream *s, const char *label, const s
     grads_free(&g);
 }
 
+/* The gradients after a step and [scale, norm], for comparing paths. */
+typedef struct outcome {
+    float *g;
+    uint32_t scale, norm;
+} outcome;
+
+static void take(const grads *g, pgrt_clip *c, pgrt_stream *s, outcome *o)
+{
+    float sc = 0, nm = 0;
+    GPU_CHECK(pgrt_clip_result(c, s, &sc, &nm));
+    o->scale = f32_bits(sc);
+    o->norm = f32_bits(nm);
+    GPU_CHECK(pgrt_buf_download(g->all, 0, o->g, g->total));
+}
+
+static void same(const char *label, const char *what, const grads *g, const outcome *a,
+                 const outcome *b)
+{
+    size_t wrong = 0;
+    for (size_t i = 0; i < g->total; i++)
+        wrong += f32_bits(a->g[i]) != f32_bits(b->g[i]);
+    if (a->scale != b->scale || a->norm != b->norm || wrong)
+        TEST_FAIL_("%s: %s: scale 0x%08x vs 0x%08x, norm 0x%08x vs 0x%08x, %zu gradients differ",
+                   label, what, a->scale, b->scale, a->norm, b->norm, wrong);
+}
+
+static pgrt_graph *capture(pgrt_clip *c, pgrt_stream *s, grads *g, float max_norm)
+{
+    pgrt_graph *graph = NULL;
+    GPU_CHECK(pgrt_capture_begin(s));
+    int rc = pgrt_clip_run(c, s, g->bufs, g->nbuf, max_norm);
+    if (rc) {
+        TEST_FAIL_("clip_run under capture: %s", pgrt_last_message());
+        pgrt_capture_abort(s);
+        return NULL;
+    }
+    GPU_CHECK(pgrt_capture_end(s, &graph));
+    return graph;
+}
+
+/* Multi-tensor against per-buffer: the same gradients through each, eager
+ * and replayed from graphs, clipping and not; every bit the same. */
+static void test_multi(pgrt_ctx *ctx, pgrt_stream *s, const char *label, const size_t *sizes,
+                       size_t nbuf, rng *r)
+{
+    grads g;
+    grads_init(&g, ctx, sizes, nbuf, r);
+    pgrt_clip *multi = NULL, *single = NULL;
+    GPU_CHECK(pgrt_clip_create(ctx, sizes, nbuf, &multi));
+    GPU_CHECK(pgrt_clip_create(ctx, sizes, nbuf, &single));
+    GPU_CHECK(pgrt_clip_set_multi(multi, true));
+    GPU_CHECK(pgrt_clip_set_multi(single, false));
+    REQUIRE(pgrt_clip_multi(multi));
+    outcome o[4];
+    for (int i = 0; i < 4; i++) {
+        o[i].g = malloc(g.total * sizeof *o[i].g);
+        if (!o[i].g) {
+            fprintf(stderr, "out of host memory\n");
+            exit(1);
+        }
+    }
+    float small = (float)(sqrt(g.sumsq) * 0.25), big = (float)(sqrt(g.sumsq) * 4.0);
+    const float limits[2] = {small, big};
+    for (int k = 0; k < 2; k++) {
+        float mn = limits[k];
+        const char *what = k ? "nothing to clip" : "clipping";
+        grads_reset(&g);
+        GPU_CHECK(pgrt_clip_run(single, s, g.bufs, g.nbuf, mn));
+        take(&g, single, s, &o[0]);
+        grads_reset(&g);
+        GPU_CHECK(pgrt_clip_run(multi, s, g.bufs, g.nbuf, mn));
+        take(&g, multi, s, &o[1]);
+        same(label, what, &g, &o[0], &o[1]);
+        if (k == 0 && o[0].scale == f32_bits(1.0f))
+            TEST_FAIL_("%s: max_norm %g did not clip", label, (double)mn);
+
+        /* Graphs: the multi state's table for these buffers exists (the
+         * eager run made it), so the capture records the multi launches. */
+        pgrt_graph *gm = capture(multi, s, &g, mn), *gs = capture(single, s, &g, mn);
+        if (gm && gs) {
+            grads_reset(&g);
+            GPU_CHECK(pgrt_buf_fill32(pgrt_clip_result_buf(multi), POISON));
+            GPU_CHECK(pgrt_graph_launch(gm, s));
+            take(&g, multi, s, &o[2]);
+            grads_reset(&g);
+            GPU_CHECK(pgrt_graph_launch(gs, s));
+            take(&g, single, s, &o[3]);
+            same(label, k ? "graphed, nothing to clip" : "graphed, clipping", &g, &o[2], &o[3]);
+            same(label, k ? "graphed vs eager, nothing to clip" : "graphed vs eager, clipping",
+                 &g, &o[0], &o[2]);
+        }
+        pgrt_graph_destroy(&gm);
+        pgrt_graph_destroy(&gs);
+        fprintf(stderr, "%s: multi-tensor = per-buffer bitwise, eager and graphed, %s (norm "
+                "0x%08x, scale 0x%08x)\n", label, what, o[0].norm, o[0].scale);
+    }
+    for (int i = 0; i < 4; i++)
+        free(o[i].g);
+    pgrt_clip_destroy(&multi);
+    pgrt_clip_destroy(&single);
+    grads_free(&g);
+}
+
 int main(void)
 {
     pgrt_ctx *ctx = gpu_open();
@@ -212,10 +318,16 @@ int main(void)
     pgrt_stream *s = NULL;
     GPU_CHECK(pgrt_stream_create(ctx, &s));
     test_model(ctx, s, "lora-layer", lora_sizes, LORA_NBUF, &r, 10);
+    test_multi(ctx, s, "lora-layer", lora_sizes, LORA_NBUF, &r);
+    /* Buffers back to back with odd sizes: most start unaligned, so the
+     * entries of one table take both the float4 and the scalar paths. */
+    static const size_t mixed[7] = {1531, 4096, 5, 1536 * 16 + 3, 1, 300001, 4 * 1024 * 1024};
+    test_multi(ctx, s, "mixed-alignment", mixed, 7, &r);
     if (!gpu_quick()) {
         size_t sizes[M350_NBUF];
         m350_sizes(sizes);
         test_model(ctx, s, "350M", sizes, M350_NBUF, &r, 10);
+        test_multi(ctx, s, "350M", sizes, M350_NBUF, &r);
     } else {
         fprintf(stderr, "quick mode: 350M model skipped\n");
     }

@@ -491,9 +491,45 @@ static float f32_param(uint64_t bits)
     return f;
 }
 
+static void emulate(const fakecuda_launch *l);
+
+/* The _multi kernels: per table entry {u64 ptr; u32 n; u32 first_block},
+ * the per-buffer launch with that entry's blocks (up to the next entry's
+ * first block, or the grid). The sum writes its slice of the partials. */
+static void emulate_multi(const fakecuda_launch *l, const char *single)
+{
+    const unsigned char *table = DEV(l->params[0]);
+    uint64_t nbufs = l->params[1];
+    for (uint64_t e = 0; e < nbufs; e++) {
+        uint64_t ptr;
+        uint32_t n, first, end = l->grid[0];
+        memcpy(&ptr, table + 16 * e, 8);
+        memcpy(&n, table + 16 * e + 8, 4);
+        memcpy(&first, table + 16 * e + 12, 4);
+        if (e + 1 < nbufs)
+            memcpy(&end, table + 16 * (e + 1) + 12, 4);
+        fakecuda_launch one = *l;
+        snprintf(one.name, sizeof one.name, "%s", single);
+        one.grid[0] = end - first;
+        one.params[0] = ptr;
+        one.sizes[0] = 8;
+        one.params[1] = l->params[2];
+        one.sizes[1] = 8;
+        if (!strcmp(single, "squared_sum_reduce"))
+            one.params[1] += (uint64_t)first * sizeof(float);
+        one.params[2] = n;
+        one.sizes[2] = 4;
+        emulate(&one);
+    }
+}
+
 static void emulate(const fakecuda_launch *l)
 {
-    if (!strcmp(l->name, "squared_sum_reduce")) {
+    if (!strcmp(l->name, "squared_sum_reduce_multi")) {
+        emulate_multi(l, "squared_sum_reduce");
+    } else if (!strcmp(l->name, "gradient_clip_gpu_scale_multi")) {
+        emulate_multi(l, "gradient_clip_gpu_scale");
+    } else if (!strcmp(l->name, "squared_sum_reduce")) {
         const float *x = DEV(l->params[0]);
         float *out = DEV(l->params[1]);
         uint64_t n = l->params[2], threads = l->block[0], blocks = l->grid[0];

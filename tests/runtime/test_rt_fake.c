@@ -439,6 +439,308 @@ static void test_modules(pgrt_ctx *ctx)
 /* The pipeline's launch sequence for the seed's per-layer LoRA buffers and
  * an empty one: N squared sums into disjoint slices of one partials buffer,
  * one reduction, N scalings reading the device scale. */
+/* A deterministic pattern, large enough that max_norm 1 clips. */
+static void clip_fill(pgrt_buf *const *g, const size_t *sizes, int nb, uint32_t seed)
+{
+    for (int i = 0; i < nb; i++) {
+        if (!sizes[i])
+            continue;
+        float *h = malloc(sizes[i] * sizeof *h);
+        REQUIRE(h != NULL);
+        if (!h)
+            return;
+        for (size_t j = 0; j < sizes[i]; j++) {
+            seed = seed * 1664525u + 1013904223u;
+            h[j] = (float)(int32_t)(seed >> 8) / (float)(1 << 22);
+        }
+        REQUIRE_INT_EQ(pgrt_buf_upload(g[i], 0, h, sizes[i]), 0);
+        free(h);
+    }
+}
+
+/* The gradients of two sets and the results of two states, bit for bit. */
+static void clip_same(pgrt_clip *c, pgrt_buf *const *a, pgrt_clip *ref, pgrt_buf *const *b,
+                      const size_t *sizes, int nb, pgrt_stream *s)
+{
+    float r1[2], r2[2];
+    REQUIRE_INT_EQ(pgrt_clip_result(c, s, &r1[0], &r1[1]), 0);
+    REQUIRE_INT_EQ(pgrt_clip_result(ref, s, &r2[0], &r2[1]), 0);
+    REQUIRE(memcmp(r1, r2, sizeof r1) == 0);
+    REQUIRE(r1[0] < 1.0f);
+    for (int i = 0; i < nb; i++) {
+        if (!sizes[i])
+            continue;
+        float *x = malloc(sizes[i] * sizeof *x), *y = malloc(sizes[i] * sizeof *y);
+        REQUIRE(x && y);
+        if (x && y) {
+            REQUIRE_INT_EQ(pgrt_buf_download(a[i], 0, x, sizes[i]), 0);
+            REQUIRE_INT_EQ(pgrt_buf_download(b[i], 0, y, sizes[i]), 0);
+            REQUIRE(memcmp(x, y, sizes[i] * sizeof *x) == 0);
+        }
+        free(x);
+        free(y);
+    }
+}
+
+/* A table entry of the _multi kernels, read from (fake) device memory. */
+static void clip_entry_at(uint64_t table, uint32_t e, uint64_t *ptr, uint32_t *n, uint32_t *first)
+{
+    const unsigned char *t = (const unsigned char *)(uintptr_t)table + 16u * e;
+    memcpy(ptr, t, 8);
+    memcpy(n, t + 8, 4);
+    memcpy(first, t + 12, 4);
+}
+
+/* The table's entries: the buffers of g in order, empty ones left out, the
+ * first blocks prefix sums of the sum's (scale's) per-buffer grids. */
+static void clip_check_table(uint64_t table, pgrt_buf *const *g, const size_t *sizes, int nb,
+                             bool scale)
+{
+    uint32_t e = 0, first = 0;
+    for (int i = 0; i < nb; i++) {
+        if (!sizes[i])
+            continue;
+        uint64_t ptr;
+        uint32_t n, fb;
+        clip_entry_at(table, e++, &ptr, &n, &fb);
+        REQUIRE_INT_EQ(ptr, pgrt_buf_ptr(g[i]));
+        REQUIRE_INT_EQ(n, sizes[i]);
+        REQUIRE_INT_EQ(fb, first);
+        first += scale ? (uint32_t)((sizes[i] + 1023) / 1024)
+                       : pgk_squared_sum_num_blocks((uint32_t)sizes[i]);
+    }
+}
+
+/* The multi-tensor path: three launches over a device table, results bit
+ * for bit those of the per-buffer launches; the table follows the buffers
+ * outside capture, a capture with other buffers takes the per-buffer
+ * launches, and a captured table outlives later changes. */
+static void test_clip_multi(pgrt_ctx *ctx)
+{
+    enum { NB = 7, LIVE = NB - 1 };
+    size_t sizes[NB] = {16 * 1536, 1536 * 16, 0, 256 * 16, 1536, 1531, 5};
+    pgrt_clip *c = NULL, *ref = NULL;
+    REQUIRE_INT_EQ(pgrt_clip_create(ctx, sizes, NB, &c), 0);
+    REQUIRE_INT_EQ(pgrt_clip_create(ctx, sizes, NB, &ref), 0);
+    pgrt_stream *s = NULL;
+    REQUIRE_INT_EQ(pgrt_stream_create(ctx, &s), 0);
+    if (!c || !ref || !s) {
+        pgrt_clip_destroy(&c);
+        pgrt_clip_destroy(&ref);
+        pgrt_stream_destroy(&s);
+        return;
+    }
+    REQUIRE_INT_EQ(pgrt_clip_set_multi(c, true), 0);
+    REQUIRE_INT_EQ(pgrt_clip_set_multi(ref, false), 0);
+    REQUIRE(pgrt_clip_multi(c) && !pgrt_clip_multi(ref));
+    REQUIRE_INT_EQ(pgrt_clip_set_multi(NULL, true), PGRT_EINVAL);
+    REQUIRE(!pgrt_clip_multi(NULL));
+
+    pgrt_buf *a[NB] = {0}, *b[NB] = {0}, *a2[NB] = {0}, *b2[NB] = {0};
+    for (int i = 0; i < NB; i++) {
+        if (!sizes[i])
+            continue;
+        REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, sizes[i], &a[i]), 0);
+        REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, sizes[i], &b[i]), 0);
+        REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, sizes[i], &a2[i]), 0);
+        REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, sizes[i], &b2[i]), 0);
+    }
+    clip_fill(a, sizes, NB, 1);
+    clip_fill(b, sizes, NB, 1);
+
+    uint32_t total = 0, total_apply = 0;
+    for (int i = 0; i < NB; i++)
+        if (sizes[i]) {
+            total += pgk_squared_sum_num_blocks((uint32_t)sizes[i]);
+            total_apply += (uint32_t)((sizes[i] + 1023) / 1024);
+        }
+    int n0 = fk_count();
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, a, NB, 1.0f), 0);
+    REQUIRE_INT_EQ(fk_count() - n0, 3);
+    uint64_t table = 0;
+    if (fk_count() - n0 == 3) {
+        const fakecuda_launch *sq = fk_at(n0), *red = fk_at(n0 + 1), *ap = fk_at(n0 + 2);
+        REQUIRE_STR_EQ(sq->name, "squared_sum_reduce_multi");
+        REQUIRE_INT_EQ(sq->grid[0], total);
+        REQUIRE_INT_EQ(sq->block[0], 256);
+        REQUIRE_INT_EQ(sq->params[1], LIVE);
+        REQUIRE_INT_EQ(sq->params[2], red->params[0]);
+        REQUIRE_STR_EQ(red->name, "clip_scale_reduce");
+        REQUIRE_INT_EQ(red->params[1], total);
+        REQUIRE_STR_EQ(ap->name, "gradient_clip_gpu_scale_multi");
+        REQUIRE_INT_EQ(ap->grid[0], total_apply);
+        REQUIRE_INT_EQ(ap->block[0], 256);
+        REQUIRE_INT_EQ(ap->params[0], sq->params[0] + 16u * LIVE);
+        REQUIRE_INT_EQ(ap->params[1], LIVE);
+        REQUIRE_INT_EQ(ap->params[2], pgrt_buf_ptr(pgrt_clip_result_buf(c)));
+        REQUIRE(sq->stream == red->stream && ap->stream == red->stream);
+        table = sq->params[0];
+        clip_check_table(table, a, sizes, NB, false);
+        clip_check_table(table + 16u * LIVE, a, sizes, NB, true);
+    }
+    n0 = fk_count();
+    REQUIRE_INT_EQ(pgrt_clip_run(ref, s, b, NB, 1.0f), 0);
+    REQUIRE_INT_EQ(fk_count() - n0, 2 * LIVE + 1);
+    clip_same(c, a, ref, b, sizes, NB, s);
+
+    /* Other buffers outside capture: a table of their own. */
+    clip_fill(a2, sizes, NB, 2);
+    clip_fill(b2, sizes, NB, 2);
+    n0 = fk_count();
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, a2, NB, 1.0f), 0);
+    REQUIRE_INT_EQ(fk_count() - n0, 3);
+    uint64_t table2 = fk_at(n0)->params[0];
+    REQUIRE(table2 != table);
+    clip_check_table(table2, a2, sizes, NB, false);
+    clip_check_table(table2 + 16u * LIVE, a2, sizes, NB, true);
+    clip_check_table(table, a, sizes, NB, false);
+    REQUIRE_INT_EQ(pgrt_clip_run(ref, s, b2, NB, 1.0f), 0);
+    clip_same(c, a2, ref, b2, sizes, NB, s);
+
+    /* Captured with the table's buffers: the three launches. */
+    pgrt_graph *g1 = NULL, *g2 = NULL, *r1 = NULL;
+    REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, a2, NB, 1.0f), 0);
+    REQUIRE_INT_EQ(pgrt_capture_end(s, &g1), 0);
+    REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
+    REQUIRE_INT_EQ(pgrt_clip_run(ref, s, b2, NB, 1.0f), 0);
+    REQUIRE_INT_EQ(pgrt_capture_end(s, &r1), 0);
+
+    /* The first buffers again: their table, not uploaded again. */
+    clip_fill(a, sizes, NB, 3);
+    clip_fill(b, sizes, NB, 3);
+    n0 = fk_count();
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, a, NB, 1.0f), 0);
+    REQUIRE_INT_EQ(fk_count() - n0, 3);
+    REQUIRE_INT_EQ(fk_at(n0)->params[0], table);
+    clip_check_table(table2, a2, sizes, NB, false);
+    REQUIRE_INT_EQ(pgrt_clip_run(ref, s, b, NB, 1.0f), 0);
+    clip_same(c, a, ref, b, sizes, NB, s);
+
+    /* Captured with buffers no table holds: the per-buffer launches. */
+    REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, b, NB, 1.0f), 0);
+    REQUIRE_INT_EQ(pgrt_capture_end(s, &g2), 0);
+    clip_check_table(table, a, sizes, NB, false);
+    clip_check_table(table2, a2, sizes, NB, false);
+    /* (b through c, checked against b2 through ref) */
+    clip_fill(b, sizes, NB, 4);
+    clip_fill(b2, sizes, NB, 4);
+    n0 = fk_count();
+    REQUIRE_INT_EQ(pgrt_graph_launch(g2, s), 0);
+    REQUIRE_INT_EQ(fk_count() - n0, 2 * LIVE + 1);
+    REQUIRE(fk_count() > n0 && fk_at(n0)->replayed &&
+            !strcmp(fk_at(n0)->name, "squared_sum_reduce"));
+    REQUIRE_INT_EQ(pgrt_graph_launch(r1, s), 0);
+    clip_same(c, b, ref, b2, sizes, NB, s);
+
+    /* The first graph: three launches on the table it captured. */
+    clip_fill(a2, sizes, NB, 5);
+    clip_fill(b2, sizes, NB, 5);
+    n0 = fk_count();
+    REQUIRE_INT_EQ(pgrt_graph_launch(g1, s), 0);
+    REQUIRE_INT_EQ(fk_count() - n0, 3);
+    if (fk_count() - n0 == 3) {
+        REQUIRE(fk_at(n0)->replayed);
+        REQUIRE_STR_EQ(fk_at(n0)->name, "squared_sum_reduce_multi");
+        REQUIRE_INT_EQ(fk_at(n0)->params[0], table2);
+    }
+    REQUIRE_INT_EQ(pgrt_graph_launch(r1, s), 0);
+    clip_same(c, a2, ref, b2, sizes, NB, s);
+
+    /* The per-buffer path on request. */
+    REQUIRE_INT_EQ(pgrt_clip_set_multi(c, false), 0);
+    n0 = fk_count();
+    REQUIRE_INT_EQ(pgrt_clip_run(c, s, a, NB, 1.0f), 0);
+    REQUIRE_INT_EQ(fk_count() - n0, 2 * LIVE + 1);
+
+    /* Prepared before the first capture: the capture records the multi
+     * launches; preparing while capturing is refused. */
+    {
+        pgrt_clip *p = NULL;
+        pgrt_graph *gp = NULL;
+        REQUIRE_INT_EQ(pgrt_clip_create(ctx, sizes, NB, &p), 0);
+        REQUIRE_INT_EQ(pgrt_clip_set_multi(p, true), 0);
+        REQUIRE_INT_EQ(pgrt_clip_prepare(p, s, a, NB - 1), PGRT_EINVAL);
+        REQUIRE_INT_EQ(pgrt_clip_prepare(NULL, s, a, NB), PGRT_EINVAL);
+        n0 = fk_count();
+        REQUIRE_INT_EQ(pgrt_clip_prepare(p, s, a, NB), 0);
+        REQUIRE_INT_EQ(fk_count(), n0);
+        REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
+        REQUIRE_INT_EQ(pgrt_clip_prepare(p, s, a2, NB), PGRT_ECAPTURE);
+        REQUIRE_INT_EQ(pgrt_clip_run(p, s, a, NB, 1.0f), 0);
+        REQUIRE_INT_EQ(pgrt_capture_end(s, &gp), 0);
+        n0 = fk_count();
+        REQUIRE_INT_EQ(pgrt_graph_launch(gp, s), 0);
+        REQUIRE_INT_EQ(fk_count() - n0, 3);
+        if (fk_count() - n0 == 3)
+            clip_check_table(fk_at(n0)->params[0], a, sizes, NB, false);
+        pgrt_graph_destroy(&gp);
+        pgrt_clip_destroy(&p);
+    }
+
+    /* Many sets of buffers (views of one allocation at shifted offsets):
+     * a table each while there is room; once every table is captured, a new
+     * set takes the per-buffer launches, a known one its table. */
+    {
+        enum { SETS = 65 };
+        size_t span = 0;
+        for (int i = 0; i < NB; i++)
+            span += sizes[i];
+        pgrt_buf *big = NULL, *v[SETS][NB];
+        memset(v, 0, sizeof v);
+        REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, span + SETS, &big), 0);
+        REQUIRE_INT_EQ(pgrt_buf_memset(big, 0), 0);
+        for (int k = 0; big && k < SETS; k++)
+            for (size_t i = 0, off = (size_t)k; i < NB; off += sizes[i], i++)
+                if (sizes[i])
+                    REQUIRE_INT_EQ(pgrt_buf_view(big, off, sizes[i], &v[k][i]), 0);
+        REQUIRE_INT_EQ(pgrt_clip_set_multi(c, true), 0);
+        pgrt_clip *many = NULL;
+        REQUIRE_INT_EQ(pgrt_clip_create(ctx, sizes, NB, &many), 0);
+        REQUIRE_INT_EQ(pgrt_clip_set_multi(many, true), 0);
+        int multi_runs = 0;
+        for (int k = 0; many && k < SETS - 1; k++) {
+            n0 = fk_count();
+            REQUIRE_INT_EQ(pgrt_clip_run(many, s, v[k], NB, 1.0f), 0);
+            multi_runs += fk_count() - n0 == 3;
+            pgrt_graph *gk = NULL;
+            REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
+            REQUIRE_INT_EQ(pgrt_clip_run(many, s, v[k], NB, 1.0f), 0);
+            REQUIRE_INT_EQ(pgrt_capture_end(s, &gk), 0);
+            n0 = fk_count();
+            REQUIRE_INT_EQ(pgrt_graph_launch(gk, s), 0);
+            multi_runs += fk_count() - n0 == 3;
+            pgrt_graph_destroy(&gk);
+        }
+        REQUIRE_INT_EQ(multi_runs, 2 * (SETS - 1));
+        n0 = fk_count();
+        REQUIRE_INT_EQ(pgrt_clip_run(many, s, v[SETS - 1], NB, 1.0f), 0);
+        REQUIRE_INT_EQ(fk_count() - n0, 2 * LIVE + 1);
+        n0 = fk_count();
+        REQUIRE_INT_EQ(pgrt_clip_run(many, s, v[3], NB, 1.0f), 0);
+        REQUIRE_INT_EQ(fk_count() - n0, 3);
+        pgrt_clip_destroy(&many);
+        for (int k = 0; k < SETS; k++)
+            for (int i = 0; i < NB; i++)
+                pgrt_buf_destroy(&v[k][i]);
+        pgrt_buf_destroy(&big);
+    }
+
+    pgrt_graph_destroy(&g1);
+    pgrt_graph_destroy(&g2);
+    pgrt_graph_destroy(&r1);
+    for (int i = 0; i < NB; i++) {
+        pgrt_buf_destroy(&a[i]);
+        pgrt_buf_destroy(&b[i]);
+        pgrt_buf_destroy(&a2[i]);
+        pgrt_buf_destroy(&b2[i]);
+    }
+    pgrt_clip_destroy(&c);
+    pgrt_clip_destroy(&ref);
+    pgrt_stream_destroy(&s);
+}
+
 static void test_clip(pgrt_ctx *ctx)
 {
     enum { NB = 7 };
@@ -449,6 +751,8 @@ static void test_clip(pgrt_ctx *ctx)
         fprintf(stderr, "%s\n", pgrt_last_message());
         return;
     }
+    REQUIRE_INT_EQ(pgrt_clip_set_multi(c, false), 0);
+    REQUIRE(!pgrt_clip_multi(c));
     uint32_t total = 0;
     for (int i = 0; i < NB; i++)
         total += sizes[i] ? pgk_squared_sum_num_blocks((uint32_t)sizes[i]) : 0;
@@ -655,6 +959,7 @@ int main(int argc, char **argv)
     test_launch(ctx);
     test_modules(ctx);
     test_clip(ctx);
+    test_clip_multi(ctx);
     test_capture_refusal(ctx);
     pgrt_ctx_destroy(&ctx);
     REQUIRE(ctx == NULL);

@@ -89,6 +89,35 @@ int main(void)
     REQUIRE_INT_EQ(l.grid[0], 1);
     REQUIRE_INT_EQ(l.block[0], 256);
 
+    /* the multi-tensor forms: a grid of total_blocks, block 256; every
+     * entry has at least one block */
+    const char *multi[2] = {"squared_sum_reduce_multi", "gradient_clip_gpu_scale_multi"};
+    for (int m = 0; m < 2; m++) {
+        const pgk_desc *md = pgk_find(multi[m]);
+        REQUIRE(md != NULL);
+        if (!md)
+            continue;
+        REQUIRE_INT_EQ(pgk_knob_index(md, "total_blocks"), 0);
+        REQUIRE_INT_EQ(pgk_knob_index(md, "nbufs"), 1);
+        pgk_knobs_default(md, &kn);
+        REQUIRE_INT_EQ(pgk_knob_assign(md, &kn, "total_blocks=55296", err, sizeof err), 0);
+        REQUIRE_INT_EQ(pgk_knob_assign(md, &kn, "nbufs=216", err, sizeof err), 0);
+        REQUIRE_INT_EQ(pgk_launch_for(md, &kn, &l, err, sizeof err), 0);
+        REQUIRE_INT_EQ(l.grid[0], 55296);
+        REQUIRE_INT_EQ(l.grid[1], 1);
+        REQUIRE_INT_EQ(l.block[0], 256);
+        REQUIRE_INT_EQ(l.shared_bytes, 0);
+        REQUIRE_INT_EQ(pgk_knob_assign(md, &kn, "total_blocks=2147483647", err, sizeof err), 0);
+        REQUIRE_INT_EQ(pgk_launch_for(md, &kn, &l, err, sizeof err), 0);
+        REQUIRE_INT_EQ(l.grid[0], 2147483647u);
+        REQUIRE_INT_EQ(pgk_knob_assign(md, &kn, "total_blocks=2147483648", err, sizeof err),
+                       PG_ERANGE);
+        REQUIRE_INT_EQ(pgk_knob_assign(md, &kn, "total_blocks=100", err, sizeof err), 0);
+        REQUIRE_INT_EQ(pgk_knob_assign(md, &kn, "nbufs=101", err, sizeof err), 0);
+        REQUIRE_INT_EQ(pgk_launch_for(md, &kn, &l, err, sizeof err), PG_ERANGE);
+        REQUIRE_INT_EQ(pgk_knob_assign(md, &kn, "nbufs=0", err, sizeof err), PG_ERANGE);
+    }
+
     /* null and bad arguments to emit */
     char *ptx = (char *)1;
     REQUIRE_INT_EQ(pgk_emit(NULL, PG_SM_90, NULL, &ptx, NULL, err, sizeof err), PG_EINVAL);
