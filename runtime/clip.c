@@ -182,7 +182,7 @@ int pgrt_clip_create(pgrt_ctx *ctx, const size_t *sizes, size_t nbufs, pgrt_clip
     c->ctx = ctx;
     c->n = nbufs;
     c->slots = slots;
-    c->multi = false; /* see pgrt_clip_set_multi */
+    c->multi = true; /* see pgrt_clip_set_multi */
 
     uint64_t total = 0, total_apply = 0;
     for (size_t i = 0; i < nbufs; i++) {

@@ -302,11 +302,36 @@ static int run_eager(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
     return 0;
 }
 
+/* Give every layer's clip state its table of gradient pointers before a
+ * capture, so that the graph records the multi-tensor launches (a capture
+ * that met an unknown pointer set would record the per-buffer ones). */
+static int prepare_clips(pgrt_train *t, pgrt_stream *s)
+{
+    if (!t->clips)
+        return 0;
+    for (size_t l = 0; l < t->layers; l++) {
+        tensor_slot *sl = &t->slots[l * t->per_layer];
+        for (size_t j = 0; j < t->per_layer; j++)
+            t->grads[j] = sl[j].grad;
+        int rc = pgrt_clip_prepare(t->clips[l], s, t->grads, t->per_layer);
+        if (rc) {
+            rt_msg_append(" (clip table of layer %zu)", l);
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* Capture the loop into t->graph. On failure the stream is out of capture
  * mode, nothing of the step has run, and why holds the reason. */
 static int capture(pgrt_train *t, pgrt_stream *s, uint32_t seq_len, char *why, size_t whylen)
 {
-    int rc = pgrt_capture_begin(s);
+    int rc = prepare_clips(t, s);
+    if (rc) {
+        snprintf(why, whylen, "%s", pgrt_last_message());
+        return rc;
+    }
+    rc = pgrt_capture_begin(s);
     if (rc) {
         snprintf(why, whylen, "%s", pgrt_last_message());
         return rc;
