@@ -457,14 +457,6 @@ static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     return pg_kernel_error(k);
 }
 
-static int launch_rms_bwd(const uint32_t *knobs, pgk_launch *out)
-{
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
-        return PG_ERANGE;
-    *out = (pgk_launch){{knobs[0], 1, 1}, {BWD_THREADS, 1, 1}, 0};
-    return PG_OK;
-}
-
 static const pgk_param rms_params[] = {
     {"input", PG_U64, true},
     {"gamma", PG_U64, true},
@@ -490,7 +482,7 @@ const pgk_desc pgk_desc_batched_rms_norm_backward = {
     .nknobs = 2,
     .min_target = PG_SM_70,
     .build = build_rms_bwd,
-    .launch = launch_rms_bwd,
+    .launch = pgk_launch_rows,
 };
 
 /* ---------------------------------------------------------------- rms_norm_gamma_reduce */

@@ -38,6 +38,14 @@ int pgk_launch_elementwise(const uint32_t *knobs, pgk_launch *out)
     return pgk_launch_1d(knobs[0], PGK_THREADS, out);
 }
 
+int pgk_launch_rows(const uint32_t *knobs, pgk_launch *out)
+{
+    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
+        return PG_ERANGE;
+    *out = (pgk_launch){{knobs[0], 1, 1}, {PGK_THREADS, 1, 1}, 0};
+    return PG_OK;
+}
+
 pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane)
 {
     pg_comment(k, "row = ctaid.x * (ntid.x / 32) + warp; total_rows * 32 may pass 2^32");
