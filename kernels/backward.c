@@ -22,35 +22,17 @@
 #define GAMMA_LANES (BWD_THREADS / GAMMA_COLS)
 
 /* log2(e) as a float and the rest of it: exp(a) = 2^(a*hi) * 2^(a*lo). */
-#define LOG2E_HI 1.4426950216293335f
-#define LOG2E_LO 1.925963033500011e-08f
-#define LN2_F 0.6931471824645996f
 
 /* ---------------------------------------------------------------- silu_backward */
 
-/* exp(-|x|), in (0, 1]. ex2.approx alone would turn the rounding of
- * |x|*log2(e) into a relative error of up to |x| ulp; the product is split
- * into a rounded part and its exact rest (an fma), and the rest is applied
- * as 2^lo = 1 + lo*ln2, leaving ex2's own ~2 ulp. The argument is never
- * positive, so nothing overflows; it underflows through the subnormals to 0. */
+/* exp(-|x|), in (0, 1]: the argument is never positive, so nothing
+ * overflows (pgk_exp_nonpos). */
 static pg_reg exp_neg_abs(pg_kernel *k, pg_reg x)
 {
     pg_reg a = pg_reg_new(k, PG_F32);
     pg_abs(k, PG_F32, a, x);
     pg_neg(k, PG_F32, a, a);
-    pg_reg hi = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, hi, a, pg_f32(LOG2E_HI));
-    pg_reg nhi = pg_reg_new(k, PG_F32);
-    pg_neg(k, PG_F32, nhi, hi);
-    pg_reg lo = pg_reg_new(k, PG_F32);
-    pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_HI), nhi);
-    pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_LO), lo);
-    pg_reg z = pg_reg_new(k, PG_F32);
-    pg_ex2(k, PG_F32, z, hi);
-    pg_reg c = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, c, lo, pg_f32(LN2_F));
-    pg_fma(k, PG_F32, z, z, c, z);
-    return z;
+    return pgk_exp_nonpos(k, a);
 }
 
 /* dx = dy * s * (1 + x (1 - s)), s = sigmoid(x). With z = exp(-|x|):

@@ -3,6 +3,11 @@
  * knob and launch of element-wise kernels, one warp a row. */
 #include "kernels.h"
 
+/* log2(e) split in two f32 (hi + lo exact to ~2^-48), and ln(2). */
+#define LOG2E_HI 1.4426950216293335f
+#define LOG2E_LO 1.925963033500011e-08f
+#define LN2_F 0.6931471824645996f
+
 const pgk_knob pgk_knob_n[1] = {
     {"n", 1u << 20, 1, UINT32_MAX, "number of elements"},
 };
@@ -62,4 +67,32 @@ pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane)
     pg_mad(k, PG_U32, row, ctaid, wpb, warp);
     pg_bounds_guard(k, row, rows, out);
     return row;
+}
+
+/* exp(a) for a <= 0 (NaN stays NaN), in [0, 1]. ex2.approx alone would turn
+ * the rounding of a*log2(e) into a relative error of up to |a| ulp; the
+ * product is split into a rounded part and its exact rest (an fma), and the
+ * rest is applied as 2^lo = 1 + lo*ln2, leaving ex2's own ~2 ulp. Nothing
+ * overflows; large |a| underflows through the subnormals to 0. a below -1000
+ * (-inf included, whose rest would be inf - inf) is taken as -1000, whose
+ * exp is 0 all the same; a NaN fails the test and stays. */
+pg_reg pgk_exp_nonpos(pg_kernel *k, pg_reg a_in)
+{
+    pg_reg low = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LT, PG_F32, low, a_in, pg_f32(-1000.0f));
+    pg_reg a = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, a, pg_f32(-1000.0f), a_in, low);
+    pg_reg hi = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, hi, a, pg_f32(LOG2E_HI));
+    pg_reg nhi = pg_reg_new(k, PG_F32);
+    pg_neg(k, PG_F32, nhi, hi);
+    pg_reg lo = pg_reg_new(k, PG_F32);
+    pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_HI), nhi);
+    pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_LO), lo);
+    pg_reg z = pg_reg_new(k, PG_F32);
+    pg_ex2(k, PG_F32, z, hi);
+    pg_reg c = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, c, lo, pg_f32(LN2_F));
+    pg_fma(k, PG_F32, z, z, c, z);
+    return z;
 }

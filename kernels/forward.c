@@ -35,9 +35,6 @@
 #define TROWS 8u
 
 /* log2(e) split in a float and its rest: exp(a) = 2^(a*hi) * 2^(a*lo). */
-#define LOG2E_HI 1.4426950216293335f
-#define LOG2E_LO 1.925963033500011e-08f
-#define LN2_F 0.6931471824645996f
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -46,34 +43,6 @@ static pg_reg zero_f32(pg_kernel *k)
     pg_reg v = pg_reg_new(k, PG_F32);
     pg_mov(k, PG_F32, v, pg_f32(0.0f));
     return v;
-}
-
-/* exp(a) for a <= 0 (NaN stays NaN), in [0, 1]. ex2.approx alone would turn
- * the rounding of a*log2(e) into a relative error of up to |a| ulp; the
- * product is split into a rounded part and its exact rest (an fma), and the
- * rest is applied as 2^lo = 1 + lo*ln2, leaving ex2's own ~2 ulp. Nothing
- * overflows; large |a| underflows through the subnormals to 0. a below -1000
- * (-inf included, whose rest would be inf - inf) is taken as -1000, whose
- * exp is 0 all the same; a NaN fails the test and stays. */
-static pg_reg exp_nonpos(pg_kernel *k, pg_reg a_in)
-{
-    pg_reg low = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_F32, low, a_in, pg_f32(-1000.0f));
-    pg_reg a = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, a, pg_f32(-1000.0f), a_in, low);
-    pg_reg hi = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, hi, a, pg_f32(LOG2E_HI));
-    pg_reg nhi = pg_reg_new(k, PG_F32);
-    pg_neg(k, PG_F32, nhi, hi);
-    pg_reg lo = pg_reg_new(k, PG_F32);
-    pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_HI), nhi);
-    pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_LO), lo);
-    pg_reg z = pg_reg_new(k, PG_F32);
-    pg_ex2(k, PG_F32, z, hi);
-    pg_reg c = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, c, lo, pg_f32(LN2_F));
-    pg_fma(k, PG_F32, z, z, c, z);
-    return z;
 }
 
 static uint32_t ceil_div(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a + b - 1) / b); }
@@ -396,7 +365,7 @@ static int build_silu_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs
     pg_reg na = pg_reg_new(k, PG_F32);
     pg_abs(k, PG_F32, na, x);
     pg_neg(k, PG_F32, na, na);
-    pg_reg z = exp_nonpos(k, na);
+    pg_reg z = pgk_exp_nonpos(k, na);
     pg_reg q = pg_reg_new(k, PG_F32);
     pg_add(k, PG_F32, q, z, pg_f32(1.0f));
     pg_reg ra = pg_reg_new(k, PG_F32);
@@ -495,7 +464,7 @@ static int build_softmax_fwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_reg v2 = pgk_ld_f32(k, a);
     pg_reg d = pg_reg_new(k, PG_F32);
     pg_sub(k, PG_F32, d, v2, m);
-    pg_reg e = exp_nonpos(k, d);
+    pg_reg e = pgk_exp_nonpos(k, d);
     pg_add(k, PG_F32, acc, acc, e);
     pg_add(k, PG_U64, a, ya, off);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, e);

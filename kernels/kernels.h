@@ -50,6 +50,9 @@ int pgk_launch_rows(const uint32_t *knobs, pgk_launch *out);
 pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size);
 /* &base[row * width] for f32 rows, computed in 64 bits. */
 pg_reg pgk_row_addr(pg_kernel *k, pg_reg base, pg_val row, pg_val width);
+/* exp(a) for a <= 0, to ex2.approx's ~2 ulp (the rounding of a*log2(e)
+ * is carried by an fma); a below -1000 (and -inf) gives 0, NaN stays NaN. */
+pg_reg pgk_exp_nonpos(pg_kernel *k, pg_reg a);
 /* A new f32 register loaded from global memory at addr. */
 pg_reg pgk_ld_f32(pg_kernel *k, pg_reg addr);
 /* One warp a row: returns the row (ctaid.x * warps-a-block + warp) and the
