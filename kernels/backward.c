@@ -14,7 +14,6 @@
  * indices and strides then never wrap. */
 #define BWD_THREADS 256u
 /* batched_softmax_backward: one warp a row. */
-#define SOFTMAX_ROWS_PER_BLOCK (BWD_THREADS / 32u)
 /* rms_norm_gamma_reduce: a block owns GAMMA_COLS adjacent columns (one
  * 32-byte sector a row) and splits the rows over GAMMA_LANES threads a
  * column. */
@@ -207,16 +206,6 @@ static int build_softmax_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     return pg_kernel_error(k);
 }
 
-static int launch_softmax_bwd(const uint32_t *knobs, pgk_launch *out)
-{
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
-        return PG_ERANGE;
-    uint32_t blocks = (uint32_t)(((uint64_t)knobs[0] + SOFTMAX_ROWS_PER_BLOCK - 1) /
-                                 SOFTMAX_ROWS_PER_BLOCK);
-    *out = (pgk_launch){{blocks, 1, 1}, {BWD_THREADS, 1, 1}, 0};
-    return PG_OK;
-}
-
 static const pgk_param softmax_params[] = {
     {"output", PG_U64, true},
     {"grad_output", PG_U64, true},
@@ -239,7 +228,7 @@ const pgk_desc pgk_desc_batched_softmax_backward = {
     .nknobs = 2,
     .min_target = PG_SM_70,
     .build = build_softmax_bwd,
-    .launch = launch_softmax_bwd,
+    .launch = pgk_launch_warp_rows,
 };
 
 /* ---------------------------------------------------------------- batched_rms_norm_backward */

@@ -51,6 +51,16 @@ int pgk_launch_rows(const uint32_t *knobs, pgk_launch *out)
     return PG_OK;
 }
 
+int pgk_launch_warp_rows(const uint32_t *knobs, pgk_launch *out)
+{
+    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
+        return PG_ERANGE;
+    uint32_t rows_a_block = PGK_THREADS / 32u;
+    uint32_t blocks = (uint32_t)(((uint64_t)knobs[0] + rows_a_block - 1) / rows_a_block);
+    *out = (pgk_launch){{blocks, 1, 1}, {PGK_THREADS, 1, 1}, 0};
+    return PG_OK;
+}
+
 pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane)
 {
     pg_comment(k, "row = ctaid.x * (ntid.x / 32) + warp; total_rows * 32 may pass 2^32");

@@ -26,7 +26,6 @@
 
 #define FWD_THREADS 256u
 /* batched_softmax_forward: one warp a row. */
-#define SOFTMAX_ROWS_PER_BLOCK (FWD_THREADS / 32u)
 /* gemm_forward: square tiles of GEMM_T, one output a thread. */
 #define GEMM_T 16u
 #define GEMM_MAX_DIM (1u << 24)
@@ -493,14 +492,6 @@ static int build_softmax_fwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     return pg_kernel_error(k);
 }
 
-static int launch_softmax_fwd(const uint32_t *knobs, pgk_launch *out)
-{
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
-        return PG_ERANGE;
-    *out = (pgk_launch){{ceil_div(knobs[0], SOFTMAX_ROWS_PER_BLOCK), 1, 1}, {FWD_THREADS, 1, 1}, 0};
-    return PG_OK;
-}
-
 static const pgk_param softmax_params[] = {
     {"input", PG_U64, true},
     {"output", PG_U64, true},
@@ -522,7 +513,7 @@ const pgk_desc pgk_desc_batched_softmax_forward = {
     .nknobs = 2,
     .min_target = PG_SM_70,
     .build = build_softmax_fwd,
-    .launch = launch_softmax_fwd,
+    .launch = pgk_launch_warp_rows,
 };
 
 /* ---------------------------------------------------------------- transpose */

@@ -46,6 +46,9 @@ int pgk_launch_elementwise(const uint32_t *knobs, pgk_launch *out);
 /* One block of PGK_THREADS a row: knobs[0] rows (the grid), knobs[1] the
  * row length; both 1 .. 2^31 - 1. */
 int pgk_launch_rows(const uint32_t *knobs, pgk_launch *out);
+/* One warp a row (pgk_warp_row), PGK_THREADS / 32 rows a block: knobs[0]
+ * rows, knobs[1] the row length; both 1 .. 2^31 - 1. */
+int pgk_launch_warp_rows(const uint32_t *knobs, pgk_launch *out);
 /* base + i * size (i a u32, widened). */
 pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size);
 /* &base[row * width] for f32 rows, computed in 64 bits. */
