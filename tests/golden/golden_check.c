@@ -4,20 +4,24 @@
  * knobs for every target it supports and compared byte for byte with its
  * golden file:
  *
- *   GOLDEN_ROOT/<kernel>.ptx            the kernel's PTX for its reference
- *                                       target (sm_90, or its lowest target
- *                                       when it does not support sm_90)
- *   GOLDEN_ROOT/<kernel>@<target>.ptx   the PTX for <target>, only where
- *                                       the body differs from the above
+ *   GOLDEN_ROOT/<kernel>.ptx    the kernel's PTX for its reference target
+ *                               (sm_90, or its lowest target when it does
+ *                               not support sm_90), and the body of every
+ *                               target without a file of its own
+ *   GOLDEN_ROOT/<kernel>@<target>[,<target>...].ptx
+ *                               only for a body that differs from the
+ *                               above: the PTX of the first target named,
+ *                               and the body of every target named
  *
  * A kernel's body (everything but the .version, .target and .address_size
  * lines) is the same for every target unless it chooses instructions by
  * target, so one file per distinct body is stored, not one per target: a
- * change to a kernel shows as one diff. For a target without its own file
- * the expected text is <kernel>.ptx with those three lines taken from the
- * target table: `.target` is pg_target_name(), `.version` is the ISA the
- * kernel needs (pg_kernel_isa() of a second build through the builder API,
- * which must not be below pg_target_min_isa()), `.address_size` is 64.
+ * change to a kernel shows as one diff. For a target other than the one a
+ * file holds, the expected text is that file with those three lines taken
+ * from the target table: `.target` is pg_target_name(), `.version` is the
+ * ISA the kernel needs (pg_kernel_isa() of a second build through the
+ * builder API, never below pg_target_min_isa()), `.address_size` is 64;
+ * every emission's own header lines are checked the same way.
  *
  *   golden_check GOLDEN_ROOT
  *       check every kernel for every target.
@@ -28,17 +32,18 @@
  *       the build's list of per-target ptxas tests covers every target the
  *       library knows; without it a new target would never be assembled.
  *
- * A golden file that is missing, a per-target file whose body equals the
- * shared one, or a file no kernel emits (a kernel that left the catalog, a
- * directory of the old one-copy-per-target layout) fails: each means the
- * goldens no longer describe the catalog. Emission must also be
- * deterministic: the second build runs in reverse order, so that state
- * leaking from one kernel to the next shows.
+ * A golden file that is missing, one whose targets no longer share a body
+ * (or share it with another file), or one no kernel emits (a kernel that
+ * left the catalog, a directory of the old one-copy-per-target layout)
+ * fails: each means the goldens no longer describe the catalog. Emission
+ * must also be deterministic: the second build runs in reverse order, so
+ * that state leaking from one kernel to the next shows.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,15 +123,6 @@ static char *read_file(const char *path, size_t *len)
     }
     *len = t.len;
     return t.p;
-}
-
-static char *path_of(const char *root, const char *name, const char *target)
-{
-    size_t n = strlen(root) + strlen(name) + (target ? strlen(target) + 1 : 0) + 6;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s%s%s.ptx", root, name, target ? "@" : "", target ? target : "");
-    return p;
 }
 
 /* Print the line starting at p, up to its newline. */
@@ -281,19 +277,100 @@ static void rebuild(emitted *e)
     pg_kernel_destroy(&k);
 }
 
-/* Every kernel for every target it supports, grouped by kernel. */
+/* One golden file: the targets whose PTX it gives and the emission it
+ * holds, that of its first target (<kernel>.ptx: the reference target). */
+typedef struct golden {
+    const pgk_desc *d;
+    uint32_t targets; /* bit t for pg_target t */
+    const emitted *rep;
+    char name[512]; /* "<kernel>.ptx" or "<kernel>@sm_100,sm_120.ptx" */
+} golden;
+
+/* Every kernel for every target it supports (grouped by kernel) and the
+ * golden files that describe them. */
 typedef struct catalog {
     emitted *e;
     size_t n;
+    golden *g;
+    size_t ng;
 } catalog;
+
+static void catalog_free(catalog *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        pgk_free(c->e[i].ptx);
+    free(c->e);
+    free(c->g);
+}
+
+/* The target whose PTX <kernel>.ptx holds. */
+static pg_target reference_target(const pgk_desc *d)
+{
+    return pgk_supports(d, PG_TARGET_DEFAULT) ? PG_TARGET_DEFAULT : d->min_target;
+}
+
+/* Whether e's text is src with e's header lines. */
+static bool same_body(const char *src, size_t len, const emitted *e, bool *oom)
+{
+    text want = retarget(src, len, e->t, e->isa);
+    if (!want.p) {
+        *oom = true;
+        return false;
+    }
+    bool r = same(want.p, want.len, e->ptx, e->len);
+    free(want.p);
+    return r;
+}
+
+/* Group one kernel's emissions e[0..n) by body into c->g: the reference
+ * target's group first, then one per other distinct body, in target
+ * order. */
+static void plan(catalog *c, const emitted *e, size_t n, bool *oom)
+{
+    const char *name = e[0].d->name;
+    pg_target ref = reference_target(e[0].d);
+    golden *first = c->g + c->ng;
+    for (size_t i = 0; i < n; i++)
+        if (e[i].t == ref && e[i].ptx && e[i].isa)
+            first[0] = (golden){.d = e[i].d, .targets = 1u << ref, .rep = &e[i]};
+    if (!first[0].rep) {
+        fail("%s: not emitted for %s, its reference target", name, pg_target_name(ref));
+        return;
+    }
+    size_t ng = 1;
+    snprintf(first[0].name, sizeof first[0].name, "%s.ptx", name);
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].t == ref || !e[i].ptx || !e[i].isa)
+            continue;
+        size_t k = 0;
+        while (k < ng && !same_body(first[k].rep->ptx, first[k].rep->len, &e[i], oom))
+            k++;
+        if (k == ng)
+            first[ng++] = (golden){.d = e[i].d, .rep = &e[i]};
+        first[k].targets |= 1u << e[i].t;
+    }
+    for (size_t k = 1; k < ng; k++) {
+        size_t len = (size_t)snprintf(first[k].name, sizeof first[k].name, "%s@", name);
+        for (int t = 0; t < PG_TARGET_COUNT && len < sizeof first[k].name; t++)
+            if (first[k].targets & (1u << t))
+                len += (size_t)snprintf(first[k].name + len, sizeof first[k].name - len, "%s%s",
+                                        first[k].name[len - 1] == '@' ? "" : ",",
+                                        pg_target_name((pg_target)t));
+        if (len + 4 < sizeof first[k].name)
+            memcpy(first[k].name + len, ".ptx", 5);
+    }
+    c->ng += ng;
+}
 
 static bool emit_all(catalog *c)
 {
     size_t count = pgk_count();
-    c->n = 0;
+    *c = (catalog){0};
     c->e = calloc(count * PG_TARGET_COUNT + 1, sizeof *c->e);
-    if (!c->e) {
+    c->g = calloc(count * PG_TARGET_COUNT + 1, sizeof *c->g);
+    if (!c->e || !c->g) {
         fail("out of memory");
+        catalog_free(c);
         return false;
     }
     for (size_t i = 0; i < count; i++) {
@@ -317,106 +394,69 @@ static bool emit_all(catalog *c)
     }
     for (size_t i = c->n; i-- > 0;)
         rebuild(&c->e[i]);
-    return true;
-}
-
-static void catalog_free(catalog *c)
-{
-    for (size_t i = 0; i < c->n; i++)
-        pgk_free(c->e[i].ptx);
-    free(c->e);
-}
-
-/* The target whose PTX <kernel>.ptx holds. */
-static pg_target reference_target(const pgk_desc *d)
-{
-    return pgk_supports(d, PG_TARGET_DEFAULT) ? PG_TARGET_DEFAULT : d->min_target;
-}
-
-/* The emission of e's kernel for its reference target, or NULL. */
-static const emitted *reference_of(const catalog *c, const emitted *e)
-{
-    pg_target ref = reference_target(e->d);
-    for (size_t i = 0; i < c->n; i++)
-        if (c->e[i].d == e->d && c->e[i].t == ref)
-            return &c->e[i];
-    return NULL;
-}
-
-/* Whether e's text is the shared body with e's header lines. Sets *oom on
- * allocation failure. */
-static bool matches_shared(const char *shared, size_t slen, const emitted *e, bool *oom)
-{
-    text want = retarget(shared, slen, e->t, e->isa);
-    if (!want.p) {
-        *oom = true;
-        return false;
+    bool oom = false;
+    for (size_t i = 0, j; i < c->n; i = j) {
+        for (j = i + 1; j < c->n && c->e[j].d == c->e[i].d;)
+            j++;
+        plan(c, &c->e[i], j - i, &oom);
     }
-    bool r = same(want.p, want.len, e->ptx, e->len);
-    free(want.p);
-    return r;
+    if (oom)
+        fail("out of memory");
+    return true;
 }
 
 /* ---------------------------------------------------------- the files */
 
-/* The name of a golden file's kernel and target ("" for none) from
- * "<kernel>[@<target>].ptx"; false for any other name. */
-static bool parse_name(const char *file, char *kernel, size_t kcap, char *target, size_t tcap)
+/* The kernel and the targets of a golden file's name,
+ * "<kernel>[@<target>[,<target>...]].ptx"; *targets is 0 for none. Returns
+ * false for a name of another shape, or naming a target ptxgen does not
+ * know (*bad_target then set). */
+static bool parse_name(const char *file, char *kernel, size_t kcap, uint32_t *targets,
+                       bool *bad_target)
 {
     size_t n = strlen(file);
+    *targets = 0;
+    *bad_target = false;
     if (n <= 4 || strcmp(file + n - 4, ".ptx") != 0 || file[0] == '.')
         return false;
     n -= 4;
     const char *at = memchr(file, '@', n);
     size_t kn = at ? (size_t)(at - file) : n;
-    size_t tn = at ? n - kn - 1 : 0;
-    if (kn >= kcap || tn >= tcap)
+    if (kn >= kcap)
         return false;
     memcpy(kernel, file, kn);
     kernel[kn] = '\0';
-    if (at)
-        memcpy(target, at + 1, tn);
-    target[tn] = '\0';
-    return true;
-}
-
-/* Whether the layout of c wants the file "<kernel>[@<target>].ptx". */
-static bool wanted(const catalog *c, const char *kernel, const char *target, bool *oom)
-{
-    const pgk_desc *d = pgk_find(kernel);
-    if (!d)
-        return false;
-    if (!target[0])
-        return true;
-    pg_target t;
-    if (pg_target_parse(target, &t) != 0 || !pgk_supports(d, t) || t == reference_target(d))
-        return false;
-    for (size_t i = 0; i < c->n; i++) {
-        const emitted *e = &c->e[i], *ref;
-        if (e->d == d && e->t == t && e->ptx && (ref = reference_of(c, e)) && ref->ptx)
-            return !matches_shared(ref->ptx, ref->len, e, oom);
+    for (const char *p = at ? at + 1 : NULL, *end = file + n; p && p <= end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t tn = (size_t)((comma ? comma : end) - p);
+        char tname[32];
+        pg_target t;
+        if (tn >= sizeof tname) {
+            *bad_target = true;
+            break;
+        }
+        memcpy(tname, p, tn);
+        tname[tn] = '\0';
+        if (pg_target_parse(tname, &t) != 0) {
+            *bad_target = true;
+            break;
+        }
+        *targets |= 1u << t;
+        p = comma ? comma + 1 : NULL;
     }
-    return false;
+    return !*bad_target;
 }
 
-/* Why wanted() said no, for the message. */
-static const char *why_unwanted(const char *kernel, const char *target)
+static const golden *planned(const catalog *c, const char *file)
 {
-    const pgk_desc *d = pgk_find(kernel);
-    pg_target t;
-    if (!d)
-        return "no kernel of the catalog has that name";
-    if (pg_target_parse(target, &t) != 0)
-        return "no ptxgen target has that name";
-    if (!pgk_supports(d, t))
-        return "the kernel does not support that target";
-    if (t == reference_target(d))
-        return "that target's PTX is the kernel's <kernel>.ptx";
-    return "the body is the shared one, which <kernel>.ptx holds";
+    for (size_t i = 0; i < c->ng; i++)
+        if (strcmp(c->g[i].name, file) == 0)
+            return &c->g[i];
+    return NULL;
 }
 
-/* Golden files and directories no kernel emits: report each (check) or
- * remove it (update). Returns how many. */
+/* Golden files and directories the plan does not hold: report each
+ * (check) or remove it (update). Returns how many. */
 static int sweep(const char *root, const catalog *c, bool remove_them)
 {
     DIR *dp = opendir(root);
@@ -426,58 +466,59 @@ static int sweep(const char *root, const catalog *c, bool remove_them)
     }
     int n = 0;
     struct dirent *de;
-    bool oom = false;
     while ((de = readdir(dp)) != NULL) {
-        char kernel[256], target[64];
-        size_t plen = strlen(root) + strlen(de->d_name) + 2;
-        char *path = malloc(plen);
-        if (!path) {
-            oom = true;
-            break;
-        }
-        snprintf(path, plen, "%s/%s", root, de->d_name);
+        char kernel[256], path[1024];
+        uint32_t targets;
+        bool bad_target;
+        snprintf(path, sizeof path, "%s/%s", root, de->d_name);
         struct stat st;
         if (strncmp(de->d_name, "sm_", 3) == 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
             /* The layout before one body per kernel: a copy per target. */
             n++;
             if (!remove_them) {
                 fail("%s: a golden directory per target is the old layout; " REGEN_HINT, path);
-            } else {
-                DIR *sub = opendir(path);
-                struct dirent *se;
-                while (sub && (se = readdir(sub)) != NULL) {
-                    size_t k = strlen(se->d_name);
-                    if (k > 4 && strcmp(se->d_name + k - 4, ".ptx") == 0) {
-                        size_t flen = plen + k + 1;
-                        char *f = malloc(flen);
-                        if (f) {
-                            snprintf(f, flen, "%s/%s", path, se->d_name);
-                            remove(f);
-                            free(f);
-                        }
-                    }
-                }
-                if (sub)
-                    closedir(sub);
-                if (rmdir(path) != 0)
-                    fprintf(stderr, "update-golden: could not remove %s: %s\n", path,
-                            strerror(errno));
+                continue;
             }
-        } else if (parse_name(de->d_name, kernel, sizeof kernel, target, sizeof target) &&
-                   !wanted(c, kernel, target, &oom)) {
-            n++;
-            if (remove_them) {
-                if (remove(path) != 0)
-                    fail("%s: %s", path, strerror(errno));
-            } else {
-                fail("%s: stale golden file: %s; " REGEN_HINT, path, why_unwanted(kernel, target));
+            DIR *sub = opendir(path);
+            struct dirent *se;
+            while (sub && (se = readdir(sub)) != NULL) {
+                size_t k = strlen(se->d_name);
+                char f[2048];
+                if (k > 4 && strcmp(se->d_name + k - 4, ".ptx") == 0 &&
+                    (size_t)snprintf(f, sizeof f, "%s/%s", path, se->d_name) < sizeof f)
+                    remove(f);
             }
+            if (sub)
+                closedir(sub);
+            if (rmdir(path) != 0)
+                fail("%s: %s", path, strerror(errno));
+            continue;
         }
-        free(path);
+        bool golden_shaped = parse_name(de->d_name, kernel, sizeof kernel, &targets, &bad_target);
+        if ((!golden_shaped && !bad_target) || planned(c, de->d_name))
+            continue;
+        n++;
+        if (remove_them) {
+            if (remove(path) != 0)
+                fail("%s: %s", path, strerror(errno));
+            continue;
+        }
+        const pgk_desc *d = pgk_find(kernel);
+        char why[1024] = "";
+        if (!d) {
+            snprintf(why, sizeof why, "no kernel of the catalog is called %s", kernel);
+        } else if (bad_target) {
+            snprintf(why, sizeof why, "it names a target ptxgen does not know");
+        } else {
+            /* Same kernel, other grouping: name the files it should be. */
+            size_t len = (size_t)snprintf(why, sizeof why, "%s's golden files are now", kernel);
+            for (size_t i = 0; i < c->ng && len < sizeof why; i++)
+                if (c->g[i].d == d)
+                    len += (size_t)snprintf(why + len, sizeof why - len, " %s", c->g[i].name);
+        }
+        fail("%s: stale golden file: %s; " REGEN_HINT, path, why);
     }
     closedir(dp);
-    if (oom)
-        fail("out of memory");
     return n;
 }
 
@@ -499,70 +540,115 @@ static bool header_ok(const emitted *e)
     return ok;
 }
 
-/* Check one kernel's emissions e[0..n) against its golden files. A change
- * to a shared body shows once, with the targets it fails for. */
-static void check_kernel(const char *root, const emitted *e, size_t n, size_t *files,
+/* The golden file in root that gives e's target: a <kernel>@... file
+ * listing it, else <kernel>.ptx. *own is the target whose PTX the file
+ * holds as is (its first); the name goes to file[cap]. */
+static bool covering(const char *root, const emitted *e, char *file, size_t cap, pg_target *own)
+{
+    DIR *dp = opendir(root);
+    bool found = false;
+    struct dirent *de;
+    while (dp && (de = readdir(dp)) != NULL) {
+        char kernel[256];
+        uint32_t targets;
+        bool bad;
+        if (!parse_name(de->d_name, kernel, sizeof kernel, &targets, &bad) ||
+            strcmp(kernel, e->d->name) != 0 || !(targets & (1u << e->t)))
+            continue;
+        if (found) {
+            fail("%s for %s: both %s and %s give its PTX; " REGEN_HINT, e->d->name,
+                 pg_target_name(e->t), file, de->d_name);
+            continue;
+        }
+        found = true;
+        snprintf(file, cap, "%s", de->d_name);
+        for (int t = 0; t < PG_TARGET_COUNT; t++)
+            if (targets & (1u << t)) {
+                *own = (pg_target)t;
+                break;
+            }
+    }
+    if (dp)
+        closedir(dp);
+    if (!found) {
+        snprintf(file, cap, "%s.ptx", e->d->name);
+        *own = reference_target(e->d);
+    }
+    return found;
+}
+
+/* Check one kernel's emissions e[0..n). A file that fails for several
+ * targets shows its first difference once, then the other targets. */
+static void check_kernel(const char *root, const catalog *c, const emitted *e, size_t n,
                          size_t *checked)
 {
-    const char *name = e[0].d->name;
-    pg_target ref = reference_target(e[0].d);
-    char *shared = path_of(root, name, NULL);
-    if (!shared) {
-        fail("out of memory");
-        return;
-    }
-    size_t slen = 0;
-    char *stext = read_file(shared, &slen);
-    if (!stext)
-        fail("%s: %s (%s has no golden file); " REGEN_HINT, shared, strerror(errno), name);
-    else
-        ++*files;
-    bool shared_failed = false;
-    char others[PG_TARGET_COUNT * 12] = ""; /* " sm_75 sm_80" */
+    struct failed {
+        char file[512];
+        char others[PG_TARGET_COUNT * 12];
+    } failed[PG_TARGET_COUNT + 1];
+    size_t nfailed = 0;
+    bool shared_missing = false;
     for (size_t i = 0; i < n; i++) {
         const char *tname = pg_target_name(e[i].t);
         if (!e[i].ptx || !e[i].isa || !header_ok(&e[i]))
             continue;
-        char *own = e[i].t == ref ? NULL : path_of(root, name, tname);
-        size_t olen = 0;
-        char *otext = own ? read_file(own, &olen) : NULL;
-        text want = {0};
-        const char *file = otext ? own : shared;
-        if (otext) {
-            /* The target's own file: exactly its PTX. */
-            ++*files;
-            want.p = otext;
-            want.len = olen;
-            otext = NULL;
-        } else if (stext && e[i].t == ref) {
-            want.p = stext; /* the reference target's PTX, headers included */
-            want.len = slen;
-        } else if (stext) {
-            want = retarget(stext, slen, e[i].t, e[i].isa);
-            if (!want.p)
+        char file[512], path[1024];
+        pg_target own;
+        bool is_own_file = covering(root, &e[i], file, sizeof file, &own);
+        snprintf(path, sizeof path, "%s/%s", root, file);
+        size_t glen = 0;
+        char *gtext = read_file(path, &glen);
+        if (!gtext) {
+            if (!shared_missing)
+                fail("%s: %s (%s has no golden file); " REGEN_HINT, path, strerror(errno),
+                     e[i].d->name);
+            shared_missing = !is_own_file;
+            continue;
+        }
+        text want = {gtext, glen, glen};
+        if (e[i].t != own) {
+            want = retarget(gtext, glen, e[i].t, e[i].isa);
+            free(gtext);
+            if (!want.p) {
                 fail("out of memory");
+                continue;
+            }
         }
-        if (want.p && same(want.p, want.len, e[i].ptx, e[i].len)) {
+        if (same(want.p, want.len, e[i].ptx, e[i].len)) {
             ++*checked;
-        } else if (want.p && file == shared && shared_failed) {
-            /* The shared file already failed: name the target only. */
-            size_t k = strlen(others);
-            snprintf(others + k, sizeof others - k, " %s", tname);
-        } else if (want.p) {
-            fail("%s for %s differs from %s%s; " REGEN_HINT, name, tname, file,
-                 file == shared && e[i].t != ref ? " (with the target's header lines)" : "");
-            show_diff("golden:", want.p, want.len, "emitted:", e[i].ptx, e[i].len);
-            shared_failed = shared_failed || file == shared;
-        }
-        if (want.p != stext)
             free(want.p);
-        free(otext);
-        free(own);
+            continue;
+        }
+        size_t k = 0;
+        while (k < nfailed && strcmp(failed[k].file, file) != 0)
+            k++;
+        if (k < nfailed) {
+            size_t len = strlen(failed[k].others);
+            snprintf(failed[k].others + len, sizeof failed[k].others - len, " %s", tname);
+        } else {
+            fail("%s for %s differs from %s%s; " REGEN_HINT, e[i].d->name, tname, path,
+                 e[i].t != own ? " (with the target's header lines)" : "");
+            show_diff("golden:", want.p, want.len, "emitted:", e[i].ptx, e[i].len);
+            snprintf(failed[nfailed].file, sizeof failed[nfailed].file, "%s", file);
+            failed[nfailed++].others[0] = '\0';
+        }
+        free(want.p);
     }
-    if (others[0])
-        fprintf(stderr, "  %s differs for%s too\n", shared, others);
-    free(stext);
-    free(shared);
+    for (size_t k = 0; k < nfailed; k++)
+        if (failed[k].others[0])
+            fprintf(stderr, "  %s/%s differs for%s too\n", root, failed[k].file,
+                    failed[k].others);
+    /* Every distinct body has its file (the shared one is reported above). */
+    for (size_t k = 0; k < c->ng; k++) {
+        char path[1024];
+        struct stat st;
+        if (c->g[k].d != e[0].d || c->g[k].rep->t == reference_target(e[0].d))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", root, c->g[k].name);
+        if (stat(path, &st) != 0)
+            fail("%s is missing: those targets' body differs from %s.ptx; " REGEN_HINT, path,
+                 e[0].d->name);
+    }
 }
 
 static void check(const char *root)
@@ -570,15 +656,15 @@ static void check(const char *root)
     catalog c;
     if (!emit_all(&c))
         return;
-    size_t files = 0, checked = 0;
+    size_t checked = 0;
     for (size_t i = 0, j; i < c.n; i = j) {
         for (j = i + 1; j < c.n && c.e[j].d == c.e[i].d;)
             j++;
-        check_kernel(root, &c.e[i], j - i, &files, &checked);
+        check_kernel(root, &c, &c.e[i], j - i, &checked);
     }
     sweep(root, &c, false);
-    fprintf(stderr, "%zu kernel x target emissions, %zu match; %zu golden files\n", c.n,
-            checked, files);
+    fprintf(stderr, "%zu kernel x target emissions, %zu match; the layout has %zu golden files\n", c.n,
+            checked, c.ng);
     if (checked == 0)
         fail("nothing was checked"); /* never pass by checking nothing */
     catalog_free(&c);
@@ -594,13 +680,8 @@ static bool write_if_changed(const char *path, const char *ptx, size_t len)
     free(old);
     if (unchanged)
         return false;
-    size_t tlen = strlen(path) + 5;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        fail("out of memory");
-        return false;
-    }
-    snprintf(tmp, tlen, "%s.tmp", path);
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     bool ok = f && fwrite(ptx, 1, len, f) == len;
     if (f && fclose(f) != 0)
@@ -608,10 +689,8 @@ static bool write_if_changed(const char *path, const char *ptx, size_t len)
     if (!ok || rename(tmp, path) != 0) {
         fail("%s: %s", path, strerror(errno));
         remove(tmp);
-        free(tmp);
         return false;
     }
-    free(tmp);
     return true;
 }
 
@@ -621,41 +700,21 @@ static void update(const char *root)
     if (!emit_all(&c))
         return;
     /* Nothing is written unless every kernel emitted for every target. */
-    for (size_t i = 0; i < c.n; i++)
-        if (!c.e[i].ptx || !c.e[i].isa)
-            failures++;
     if (failures) {
         fprintf(stderr, "update-golden: nothing written\n");
         catalog_free(&c);
         return;
     }
-    size_t files = 0, written = 0;
-    bool oom = false;
-    for (size_t i = 0; i < c.n; i++) {
-        const emitted *e = &c.e[i], *ref = reference_of(&c, e);
-        if (!ref) {
-            fail("%s: not emitted for %s, its reference target", e->d->name,
-                 pg_target_name(reference_target(e->d)));
-            continue;
-        }
-        bool is_ref = e == ref;
-        if (!is_ref && matches_shared(ref->ptx, ref->len, e, &oom))
-            continue;
-        char *path = path_of(root, e->d->name, is_ref ? NULL : pg_target_name(e->t));
-        if (!path) {
-            oom = true;
-            continue;
-        }
-        files++;
-        written += write_if_changed(path, e->ptx, e->len);
-        free(path);
+    size_t written = 0;
+    for (size_t k = 0; k < c.ng; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", root, c.g[k].name);
+        written += write_if_changed(path, c.g[k].rep->ptx, c.g[k].rep->len);
     }
-    if (oom)
-        fail("out of memory");
     int removed = sweep(root, &c, true);
     fprintf(stderr, "update-golden: %zu golden files (%zu kernel x target emissions) under %s; "
                     "%zu written, %d removed\n",
-            files, c.n, root, written, removed);
+            c.ng, c.n, root, written, removed);
     fprintf(stderr, "update-golden: review the change (git diff --stat -- tests/golden) before "
                     "committing\n");
     catalog_free(&c);
