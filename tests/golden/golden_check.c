@@ -286,6 +286,8 @@ typedef struct golden {
     char name[512]; /* "<kernel>.ptx" or "<kernel>@sm_100,sm_120.ptx" */
 } golden;
 
+_Static_assert(PG_TARGET_COUNT <= 32, "a golden file's targets are a 32-bit set");
+
 /* Every kernel for every target it supports (grouped by kernel) and the
  * golden files that describe them. */
 typedef struct catalog {
