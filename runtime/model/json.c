@@ -598,6 +598,9 @@ int pgrt_json_parse(const char *text, size_t len, const pgrt_json_limits *limits
     ps.lim.max_number = limits && limits->max_number ? limits->max_number : 64;
     if (ps.lim.max_number > 1024)
         ps.lim.max_number = 1024;
+    /* the descent recurses once a level: keep the C stack bounded */
+    if (ps.lim.max_depth > 512)
+        ps.lim.max_depth = 512;
     ps.what = what;
     ps.start = ps.p = (const unsigned char *)(text ? text : "");
     ps.end = ps.p + len;

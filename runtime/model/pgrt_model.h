@@ -54,9 +54,9 @@ typedef enum pgrt_json_type {
 /* Zero fields take the defaults below. */
 typedef struct pgrt_json_limits {
     size_t max_size;   /* bytes of text; default 100 MB */
-    int max_depth;     /* nested arrays/objects; default 64 */
+    int max_depth;     /* nested arrays/objects; default 64, at most 512 */
     size_t max_string; /* bytes of one decoded string or key; default 1 MB */
-    size_t max_number; /* characters of one number literal; default 64 */
+    size_t max_number; /* characters of one number literal; default 64, at most 1024 */
 } pgrt_json_limits;
 
 typedef struct pgrt_json pgrt_json;     /* a parsed document */

@@ -15,7 +15,8 @@ int model_map_open(const char *path, model_map *m)
 {
     m->data = NULL;
     m->len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO given as a model file must not hang the open */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return rt_fail(PGRT_EINVAL, "%s: %s", path, strerror(errno));
     struct stat st;
