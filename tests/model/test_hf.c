@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 /* Qwen2.5-0.5B's config.json as transformers writes it. */
 static const char qwen_cfg[] =
@@ -524,6 +525,13 @@ static void test_tokens(void)
     REQUIRE_CONTAINS(pgrt_last_message(), "empty token file");
     REQUIRE_INT_EQ(pgrt_tokens_open(dir, 256, &t), PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "not a regular file");
+    /* a FIFO is refused at once, not waited on */
+    path_in(p, sizeof p, dir, "fifo");
+    if (mkfifo(p, 0600) == 0) {
+        REQUIRE_INT_EQ(pgrt_tokens_open(p, 256, &t), PGRT_EINVAL);
+        REQUIRE_CONTAINS(pgrt_last_message(), "not a regular file");
+        unlink(p);
+    }
     REQUIRE(t == NULL);
     remove_tree(dir);
 }
