@@ -298,6 +298,18 @@ static const char *parse_string(parser *ps, size_t *len_out)
             ps->p += 2;
             continue;
         }
+        if (c < 0x80) {
+            /* a run of plain ASCII goes in one copy */
+            const unsigned char *q = ps->p;
+            while (q < ps->end && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+                q++;
+            size_t run = (size_t)(q - ps->p);
+            if (sbuf_put(ps, len, (const char *)ps->p, run) != 0)
+                return NULL;
+            len += run;
+            ps->p = q;
+            continue;
+        }
         size_t n = utf8_len(ps->p, ps->end);
         if (n == 0) {
             fail(ps, ps->p, PGRT_EINVAL, "invalid UTF-8 in a string", NULL);

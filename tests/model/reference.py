@@ -118,8 +118,12 @@ def reference(args):
     base = AutoModelForCausalLM.from_pretrained(
         os.path.join(args.dir, "model"), torch_dtype=dtype, attn_implementation=args.attn)
     # LoRA parameters, gradients and optimizer state stay f32 in both modes
-    model = PeftModel.from_pretrained(base, os.path.join(args.dir, "adapter"),
-                                      is_trainable=True, autocast_adapter_dtype=True)
+    try:
+        model = PeftModel.from_pretrained(base, os.path.join(args.dir, "adapter"),
+                                          is_trainable=True, autocast_adapter_dtype=True)
+    except TypeError:  # PEFT before 0.12: cast by hand below
+        model = PeftModel.from_pretrained(base, os.path.join(args.dir, "adapter"),
+                                          is_trainable=True)
     model.to(dev)
     model.train()  # dropout is 0 everywhere, so train() changes nothing else
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
