@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * PEFT LoRA adapters: adapter_config.json + adapter_model.safetensors, read,
+ * initialised and written as PEFT does, so that an adapter trained here
+ * loads in PEFT and the other way round. Settings that change the math
+ * (dropout, DoRA, rsLoRA, per-module ranks) are refused, not ignored.
+ */
+#include "model_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define ACFG "adapter_config.json"
+#define AST "adapter_model.safetensors"
+
+static int module_index(const char *s)
+{
+    for (int m = 0; m < PGRT_LINEAR_COUNT; m++)
+        if (!strcmp(s, pgrt_linear_name((pgrt_linear)m)))
+            return m;
+    return -1;
+}
+
+static int target_name(const char *s, unsigned *targets)
+{
+    int m = module_index(s);
+    if (m < 0)
+        return rt_fail(PGRT_EINVAL,
+                       ACFG ": target_modules: '%.64s' is not a module of qwen2/llama layers "
+                            "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)",
+                       s);
+    *targets |= 1u << m;
+    return 0;
+}
+
+/* absent, null, or an empty list/object */
+static int must_be_empty(const pgrt_jval *root, const char *field)
+{
+    const pgrt_jval *v = pgrt_jval_member(root, field);
+    if (!v || pgrt_jval_is_null(v))
+        return 0;
+    pgrt_json_type t = pgrt_jval_type(v);
+    if ((t == PGRT_JSON_ARRAY || t == PGRT_JSON_OBJECT) && pgrt_jval_count(v) == 0)
+        return 0;
+    return rt_fail(PGRT_EINVAL, ACFG ": %s: not supported (must be empty)", field);
+}
+
+static int must_be_false(const pgrt_jval *root, const char *field)
+{
+    bool b = false;
+    int rc = model_bool_opt(root, ACFG, field, &b);
+    if (rc < 0)
+        return rc;
+    if (b)
+        return rt_fail(PGRT_EINVAL, ACFG ": %s: true is not supported", field);
+    return 0;
+}
+
+int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config *out)
+{
+    if (!out)
+        return rt_fail(PGRT_EINVAL, "pgrt_adapter_config_parse: NULL argument");
+    memset(out, 0, sizeof *out);
+    pgrt_json_limits lim = {.max_size = 1u << 24};
+    pgrt_json *doc;
+    int rc = pgrt_json_parse(json, len, &lim, ACFG, &doc);
+    if (rc)
+        return rc;
+    const pgrt_jval *root = pgrt_json_root(doc);
+    const char *s;
+    int64_t r;
+    if (pgrt_jval_type(root) != PGRT_JSON_OBJECT) {
+        rc = rt_fail(PGRT_EINVAL, ACFG ": not a JSON object");
+        goto done;
+    }
+    if ((rc = model_string_opt(root, ACFG, "peft_type", &s)) < 0)
+        goto done;
+    if (s && strcmp(s, "LORA")) {
+        rc = rt_fail(PGRT_EINVAL, ACFG ": peft_type: '%.32s' is not supported (LORA)", s);
+        goto done;
+    }
+    if ((rc = model_int_req(root, ACFG, "r", 1, 65536, &r)))
+        goto done;
+    out->r = (int)r;
+    out->alpha = 8; /* PEFT's default */
+    if ((rc = model_double_opt(root, ACFG, "lora_alpha", &out->alpha)) < 0)
+        goto done;
+    if (!(out->alpha > 0 && isfinite(out->alpha))) {
+        rc = rt_fail(PGRT_ERANGE, ACFG ": lora_alpha: %g must be > 0", out->alpha);
+        goto done;
+    }
+    const pgrt_jval *tm = pgrt_jval_member(root, "target_modules");
+    if ((s = pgrt_jval_string(tm, NULL))) {
+        if (!strcmp(s, "all-linear"))
+            out->targets = (1u << PGRT_LINEAR_COUNT) - 1;
+        else if ((rc = target_name(s, &out->targets)))
+            goto done;
+    } else if (pgrt_jval_type(tm) == PGRT_JSON_ARRAY && !pgrt_jval_is_null(tm)) {
+        for (size_t i = 0; i < pgrt_jval_count(tm); i++) {
+            const char *n = pgrt_jval_string(pgrt_jval_item(tm, i), NULL);
+            if (!n) {
+                rc = rt_fail(PGRT_EINVAL, ACFG ": target_modules[%zu]: not a string", i);
+                goto done;
+            }
+            if ((rc = target_name(n, &out->targets)))
+                goto done;
+        }
+    }
+    if (!out->targets) {
+        rc = rt_fail(PGRT_EINVAL, ACFG ": target_modules: missing or empty");
+        goto done;
+    }
+    double dropout = 0;
+    if ((rc = model_double_opt(root, ACFG, "lora_dropout", &dropout)) < 0)
+        goto done;
+    if (dropout != 0) {
+        rc = rt_fail(PGRT_EINVAL, ACFG ": lora_dropout: %g is not supported (0)", dropout);
+        goto done;
+    }
+    if ((rc = model_string_opt(root, ACFG, "bias", &s)) < 0)
+        goto done;
+    if (s && strcmp(s, "none")) {
+        rc = rt_fail(PGRT_EINVAL, ACFG ": bias: '%.32s' is not supported (none)", s);
+        goto done;
+    }
+    if ((rc = must_be_false(root, "use_dora")) || (rc = must_be_false(root, "use_rslora")) ||
+        (rc = must_be_false(root, "fan_in_fan_out")) ||
+        (rc = must_be_empty(root, "modules_to_save")) ||
+        (rc = must_be_empty(root, "layers_to_transform")) ||
+        (rc = must_be_empty(root, "rank_pattern")) ||
+        (rc = must_be_empty(root, "alpha_pattern")) ||
+        (rc = must_be_empty(root, "exclude_modules")) ||
+        (rc = must_be_empty(root, "target_parameters")))
+        goto done;
+    if ((rc = model_string_opt(root, ACFG, "base_model_name_or_path", &s)) < 0)
+        goto done;
+    rc = 0;
+    if (s) {
+        if (strlen(s) >= sizeof out->base_model) {
+            rc = rt_fail(PGRT_ERANGE, ACFG ": base_model_name_or_path: too long");
+            goto done;
+        }
+        strcpy(out->base_model, s);
+    }
+done:
+    pgrt_json_destroy(&doc);
+    return rc;
+}
+
+int pgrt_lora_name(int layer, pgrt_linear m, bool b, char *buf, size_t len)
+{
+    if ((unsigned)m >= PGRT_LINEAR_COUNT || layer < 0 || !buf)
+        return rt_fail(PGRT_EINVAL, "pgrt_lora_name: bad argument");
+    int n = snprintf(buf, len, "base_model.model.model.layers.%d.%s.%s.lora_%c.weight", layer,
+                     model_linear_block(m), pgrt_linear_name(m), b ? 'B' : 'A');
+    if (n < 0 || (size_t)n >= len)
+        return rt_fail(PGRT_ERANGE, "pgrt_lora_name: buffer too small");
+    return 0;
+}
+
+static int alloc_adapter(const pgrt_hf_config *mc, const pgrt_adapter_config *cfg,
+                         pgrt_adapter **out)
+{
+    *out = NULL;
+    if (!mc || !cfg || cfg->r <= 0 || !cfg->targets ||
+        cfg->targets >= (1u << PGRT_LINEAR_COUNT) || mc->layers <= 0)
+        return rt_fail(PGRT_EINVAL, "adapter: bad configuration");
+    pgrt_adapter *a = calloc(1, sizeof *a);
+    if (!a)
+        return rt_fail(PGRT_ENOMEM, "out of memory");
+    a->cfg = *cfg;
+    int nt = 0;
+    for (int m = 0; m < PGRT_LINEAR_COUNT; m++)
+        nt += (cfg->targets >> m) & 1;
+    a->w = calloc((size_t)mc->layers * (size_t)nt, sizeof *a->w);
+    if (!a->w) {
+        free(a);
+        return rt_fail(PGRT_ENOMEM, "out of memory");
+    }
+    for (int l = 0; l < mc->layers; l++)
+        for (int m = 0; m < PGRT_LINEAR_COUNT; m++) {
+            if (!((cfg->targets >> m) & 1))
+                continue;
+            pgrt_lora *w = &a->w[a->count++];
+            w->layer = l;
+            w->module = (pgrt_linear)m;
+            pgrt_linear_dims(mc, w->module, &w->in, &w->out);
+            w->a = malloc((size_t)cfg->r * (size_t)w->in * sizeof *w->a);
+            w->b = calloc((size_t)w->out * (size_t)cfg->r, sizeof *w->b);
+            if (!w->a || !w->b) {
+                pgrt_adapter_destroy(&a);
+                return rt_fail(PGRT_ENOMEM, "out of memory for the adapter");
+            }
+        }
+    *out = a;
+    return 0;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int pgrt_adapter_init(const pgrt_hf_config *mc, const pgrt_adapter_config *cfg,
+                      uint64_t seed, pgrt_adapter **out)
+{
+    if (!out)
+        return rt_fail(PGRT_EINVAL, "pgrt_adapter_init: NULL argument");
+    int rc = alloc_adapter(mc, cfg, out);
+    if (rc)
+        return rc;
+    uint64_t s = seed;
+    for (size_t i = 0; i < (*out)->count; i++) {
+        pgrt_lora *w = &(*out)->w[i];
+        /* kaiming_uniform_(a=sqrt(5)): gain sqrt(2/(1+5)), bound
+         * gain*sqrt(3/fan_in) = 1/sqrt(fan_in) */
+        double bound = 1.0 / sqrt((double)w->in);
+        size_t n = (size_t)cfg->r * (size_t)w->in;
+        for (size_t k = 0; k < n; k++) {
+            double u = (double)(splitmix(&s) >> 11) * 0x1.0p-53;
+            w->a[k] = (float)((2 * u - 1) * bound);
+        }
+    }
+    return 0;
+}
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    float f;
+    if (e == 0)
+        f = ldexpf((float)m, -24);
+    else if (e == 31)
+        f = m ? NAN : INFINITY;
+    else
+        f = ldexpf((float)(m | 0x400), (int)e - 25);
+    return sign ? -f : f;
+}
+
+static void to_f32(const pgrt_st_tensor *t, float *dst)
+{
+    const uint8_t *p = t->data;
+    for (int64_t i = 0; i < t->count; i++) {
+        uint32_t u;
+        switch (t->dtype) {
+        case PGRT_ST_F32:
+            u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+                (uint32_t)p[4 * i + 3] << 24;
+            memcpy(&dst[i], &u, 4);
+            break;
+        case PGRT_ST_BF16:
+            u = ((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8) << 16;
+            memcpy(&dst[i], &u, 4);
+            break;
+        default:
+            dst[i] = half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+            break;
+        }
+    }
+}
+
+static int load_matrix(const pgrt_st_file *f, const char *dir, int layer, pgrt_linear m, bool b,
+                       int64_t d0, int64_t d1, float *dst)
+{
+    char name[160];
+    int rc = pgrt_lora_name(layer, m, b, name, sizeof name);
+    if (rc)
+        return rc;
+    const pgrt_st_tensor *t = pgrt_st_find(f, name);
+    if (!t)
+        return rt_fail(PGRT_EINVAL, "%s: tensor '%s' missing", dir, name);
+    if (t->ndim != 2 || t->shape[0] != d0 || t->shape[1] != d1)
+        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': shape is not [%lld, %lld]", dir, name,
+                       (long long)d0, (long long)d1);
+    if (t->dtype != PGRT_ST_F32 && t->dtype != PGRT_ST_BF16 && t->dtype != PGRT_ST_F16)
+        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': dtype %s is not supported (F32, BF16, F16)",
+                       dir, name, pgrt_st_dtype_name(t->dtype));
+    to_f32(t, dst);
+    return 0;
+}
+
+/* Is name one of ours? Then nothing to report. Otherwise say why not. */
+static int check_extra(const char *dir, const char *name, const pgrt_hf_config *mc,
+                       unsigned targets)
+{
+    const char *pre = "base_model.model.model.layers.";
+    if (strncmp(name, pre, strlen(pre)))
+        return rt_fail(PGRT_EINVAL, "%s: tensor '%s' names a module the model lacks", dir, name);
+    char *end;
+    errno = 0;
+    long l = strtol(name + strlen(pre), &end, 10);
+    if (errno || l < 0 || l >= mc->layers || *end != '.')
+        return rt_fail(PGRT_EINVAL, "%s: tensor '%s' names a layer the model lacks (%d layers)",
+                       dir, name, mc->layers);
+    for (int m = 0; m < PGRT_LINEAR_COUNT; m++)
+        for (int b = 0; b < 2; b++) {
+            char want[160];
+            if (pgrt_lora_name((int)l, (pgrt_linear)m, b, want, sizeof want) == 0 &&
+                !strcmp(want, name))
+                return (targets >> m) & 1
+                           ? 0
+                           : rt_fail(PGRT_EINVAL,
+                                     "%s: tensor '%s': %s is not in target_modules", dir,
+                                     name, pgrt_linear_name((pgrt_linear)m));
+        }
+    return rt_fail(PGRT_EINVAL, "%s: tensor '%s' names a module the model lacks", dir, name);
+}
+
+int pgrt_adapter_load(const char *dir, const pgrt_hf_config *mc, pgrt_adapter **out)
+{
+    if (!dir || !mc || !out)
+        return rt_fail(PGRT_EINVAL, "pgrt_adapter_load: NULL argument");
+    *out = NULL;
+    char path[4096];
+    char *text = NULL;
+    size_t len;
+    pgrt_adapter_config cfg;
+    pgrt_st_file *f = NULL;
+    pgrt_adapter *a = NULL;
+    int rc = model_path_join(path, sizeof path, dir, ACFG);
+    if (!rc)
+        rc = model_read_file(path, 1u << 24, &text, &len);
+    if (!rc)
+        rc = pgrt_adapter_config_parse(text, len, &cfg);
+    free(text);
+    if (!rc)
+        rc = model_path_join(path, sizeof path, dir, AST);
+    if (!rc)
+        rc = pgrt_st_open(path, &f);
+    if (!rc)
+        rc = alloc_adapter(mc, &cfg, &a);
+    for (size_t i = 0; !rc && i < pgrt_st_count(f); i++)
+        rc = check_extra(path, pgrt_st_at(f, i)->name, mc, cfg.targets);
+    for (size_t i = 0; !rc && a && i < a->count; i++) {
+        pgrt_lora *w = &a->w[i];
+        rc = load_matrix(f, path, w->layer, w->module, false, cfg.r, w->in, w->a);
+        if (!rc)
+            rc = load_matrix(f, path, w->layer, w->module, true, w->out, cfg.r, w->b);
+    }
+    pgrt_st_close(&f);
+    if (rc) {
+        pgrt_adapter_destroy(&a);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}
+
+static void put_number(model_buf *b, double x)
+{
+    if (x == floor(x) && fabs(x) < 1e15)
+        model_buf_printf(b, "%lld", (long long)x);
+    else
+        model_buf_printf(b, "%.17g", x);
+}
+
+int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
+{
+    if (!a || !dir)
+        return rt_fail(PGRT_EINVAL, "pgrt_adapter_save: NULL argument");
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return rt_fail(PGRT_EINVAL, "%s: %s", dir, strerror(errno));
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return rt_fail(PGRT_EINVAL, "%s: not a directory", dir);
+    size_t nt = 2 * a->count;
+    pgrt_st_out *t = calloc(nt ? nt : 1, sizeof *t);
+    char (*names)[160] = calloc(nt ? nt : 1, sizeof *names);
+    model_buf cj = {0};
+    int rc = 0;
+    if (!t || !names) {
+        rc = rt_fail(PGRT_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < a->count && !rc; i++) {
+        const pgrt_lora *w = &a->w[i];
+        for (int b = 0; b < 2 && !rc; b++) {
+            pgrt_st_out *o = &t[2 * i + (size_t)b];
+            rc = pgrt_lora_name(w->layer, w->module, b, names[2 * i + (size_t)b], sizeof *names);
+            o->name = names[2 * i + (size_t)b];
+            o->dtype = PGRT_ST_F32;
+            o->ndim = 2;
+            o->shape[0] = b ? w->out : a->cfg.r;
+            o->shape[1] = b ? a->cfg.r : w->in;
+            o->data = b ? w->b : w->a;
+        }
+    }
+    if (rc)
+        goto done;
+    char path[4096];
+    const char *mk[] = {"format"}, *mv[] = {"pt"};
+    if ((rc = model_path_join(path, sizeof path, dir, AST)) ||
+        (rc = pgrt_st_write(path, t, nt, mk, mv, 1)))
+        goto done;
+    /* the fields PEFT reads to rebuild the LoraConfig, in its key order */
+    model_buf_put(&cj, "{\n  \"alpha_pattern\": {},\n  \"base_model_name_or_path\": ", 53);
+    if (a->cfg.base_model[0])
+        model_buf_json_string(&cj, a->cfg.base_model);
+    else
+        model_buf_put(&cj, "null", 4);
+    model_buf_printf(&cj, ",\n  \"bias\": \"none\",\n  \"fan_in_fan_out\": false,\n"
+                          "  \"inference_mode\": true,\n  \"init_lora_weights\": true,\n"
+                          "  \"layers_pattern\": null,\n  \"layers_to_transform\": null,\n"
+                          "  \"lora_alpha\": ");
+    put_number(&cj, a->cfg.alpha);
+    model_buf_printf(&cj, ",\n  \"lora_dropout\": 0.0,\n  \"modules_to_save\": null,\n"
+                          "  \"peft_type\": \"LORA\",\n  \"r\": %d,\n  \"rank_pattern\": {},\n"
+                          "  \"revision\": null,\n  \"target_modules\": [",
+                     a->cfg.r);
+    bool first = true;
+    for (int m = 0; m < PGRT_LINEAR_COUNT; m++)
+        if ((a->cfg.targets >> m) & 1) {
+            model_buf_printf(&cj, "%s\n    \"%s\"", first ? "" : ",",
+                             pgrt_linear_name((pgrt_linear)m));
+            first = false;
+        }
+    model_buf_printf(&cj, "\n  ],\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_dora\": false,\n"
+                          "  \"use_rslora\": false\n}\n");
+    if (cj.err) {
+        rc = rt_fail(cj.err, "%s: building " ACFG " failed", dir);
+        goto done;
+    }
+    if ((rc = model_path_join(path, sizeof path, dir, ACFG)))
+        goto done;
+    rc = pgrt_file_write_atomic(path, cj.p, cj.len);
+done:
+    free(t);
+    free(names);
+    free(cj.p);
+    return rc;
+}
+
+void pgrt_adapter_destroy(pgrt_adapter **a)
+{
+    if (!a || !*a)
+        return;
+    for (size_t i = 0; i < (*a)->count; i++) {
+        free((*a)->w[i].a);
+        free((*a)->w[i].b);
+    }
+    free((*a)->w);
+    free(*a);
+    *a = NULL;
+}

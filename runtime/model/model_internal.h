@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared by the model-layer sources: file helpers and field readers. */
+#ifndef PTXGEN_MODEL_INTERNAL_H
+#define PTXGEN_MODEL_INTERNAL_H
+
+#include "pgrt_model.h"
+#include "rt_internal.h"
+
+/* A read-only mapping of a whole file (len may be 0: data is then NULL). */
+typedef struct model_map {
+    void *data;
+    size_t len;
+} model_map;
+
+int model_map_open(const char *path, model_map *m);
+void model_map_close(model_map *m);
+/* Read a small text file (<= max bytes) into a malloc'd buffer. */
+int model_read_file(const char *path, size_t max, char **data, size_t *len);
+/* dir + "/" + name into buf; PGRT_ERANGE if it does not fit. */
+int model_path_join(char *buf, size_t len, const char *dir, const char *name);
+
+/* Typed members of a JSON object with messages naming what/field. A
+ * missing member is an error only for the *_req forms; the others leave
+ * *out as it was and return 1 (absent or null). */
+int model_int_req(const pgrt_jval *obj, const char *what, const char *field, int64_t min,
+                  int64_t max, int64_t *out);
+int model_int_opt(const pgrt_jval *obj, const char *what, const char *field, int64_t min,
+                  int64_t max, int64_t *out);
+int model_double_opt(const pgrt_jval *obj, const char *what, const char *field, double *out);
+int model_bool_opt(const pgrt_jval *obj, const char *what, const char *field, bool *out);
+/* A string member (NULL when absent or null); a non-string is refused. */
+int model_string_opt(const pgrt_jval *obj, const char *what, const char *field,
+                     const char **out);
+
+/* Append text to a growable buffer (sticky failure in b->err). */
+typedef struct model_buf {
+    char *p;
+    size_t len, cap;
+    int err;
+} model_buf;
+void model_buf_put(model_buf *b, const char *s, size_t n);
+void model_buf_printf(model_buf *b, const char *fmt, ...) RT_PRINTF(2, 3);
+/* A JSON string literal, escaped. */
+void model_buf_json_string(model_buf *b, const char *s);
+
+/* "self_attn" or "mlp": the block a linear module sits in. */
+const char *model_linear_block(pgrt_linear m);
+
+#endif

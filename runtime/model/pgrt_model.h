@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pgrt_model: the file formats of a Hugging Face fine-tune, read and written
+ * strictly, with no dependency beyond libc.
+ *
+ *   - a strict JSON reader (limits on size, depth, string length and
+ *     numbers; UTF-8 checked; duplicate keys refused) giving a read-only DOM;
+ *   - safetensors: a memory-mapped reader that checks the header against
+ *     the file, sharded models through model.safetensors.index.json, and an
+ *     atomic writer of the canonical form;
+ *   - config.json of Qwen2 and LLaMA models, the weight names and shapes
+ *     they imply, and a check of a model directory against them;
+ *   - PEFT LoRA adapters: read, initialised as PEFT does, written;
+ *   - token files of little-endian int32 ids.
+ *
+ * Everything here reads untrusted files: bad input gets a negative PGRT_E*
+ * code and a one-line message (pgrt_last_message(): "config.json:
+ * num_key_value_heads: 3 does not divide num_attention_heads 8"), never a
+ * crash. PGRT_EINVAL: malformed or unsupported content; PGRT_ERANGE: a
+ * value or size over a limit, a token id outside the vocabulary;
+ * PGRT_ENOMEM. File-system failures are PGRT_EINVAL with the path and
+ * strerror in the message.
+ *
+ * Ownership: objects come from a *_parse/_open/_load/_init function taking
+ * `T **out` and go with the matching *_destroy/_close(&p), which sets p to
+ * NULL. Pointers returned by getters are borrowed from their object and
+ * live as long as it. Every function is thread-safe on distinct objects;
+ * the read-only getters may be called concurrently on one object.
+ */
+#ifndef PTXGEN_PGRT_MODEL_H
+#define PTXGEN_PGRT_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pgrt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ JSON */
+
+typedef enum pgrt_json_type {
+    PGRT_JSON_NULL,
+    PGRT_JSON_BOOL,
+    PGRT_JSON_NUMBER,
+    PGRT_JSON_STRING,
+    PGRT_JSON_ARRAY,
+    PGRT_JSON_OBJECT,
+} pgrt_json_type;
+
+/* Zero fields take the defaults below. */
+typedef struct pgrt_json_limits {
+    size_t max_size;   /* bytes of text; default 100 MB */
+    int max_depth;     /* nested arrays/objects; default 64, at most 512 */
+    size_t max_string; /* bytes of one decoded string or key; default 1 MB */
+    size_t max_number; /* characters of one number literal; default 64, at most 1024 */
+} pgrt_json_limits;
+
+typedef struct pgrt_json pgrt_json;     /* a parsed document */
+typedef struct pgrt_jval pgrt_jval;     /* one value inside it */
+
+/* Parse text[0, len) as one JSON value (RFC 8259, with whitespace around
+ * it). Refused: anything else after the value, invalid UTF-8 (overlong
+ * forms, surrogates, > U+10FFFF), control characters in strings, lone
+ * surrogate escapes, \u0000 (so that every string is a C string), numbers
+ * that overflow a double, duplicate keys in one object, a limit exceeded.
+ * The message says what and where: "byte 17: duplicate key \"a\"". `what`
+ * (a file name, may be NULL) prefixes it. limits may be NULL. The text
+ * need not stay alive after the call. */
+PGRT_API int pgrt_json_parse(const char *text, size_t len, const pgrt_json_limits *limits,
+                             const char *what, pgrt_json **out);
+PGRT_API void pgrt_json_destroy(pgrt_json **doc);
+PGRT_API const pgrt_jval *pgrt_json_root(const pgrt_json *doc);
+
+/* The getters take NULL (an absent member) and then answer "absent":
+ * type PGRT_JSON_NULL is reported only for a real null, use
+ * pgrt_jval_is_null. */
+PGRT_API pgrt_json_type pgrt_jval_type(const pgrt_jval *v);
+PGRT_API bool pgrt_jval_is_null(const pgrt_jval *v);
+/* Byte offset of the value's first character in the text. */
+PGRT_API size_t pgrt_jval_offset(const pgrt_jval *v);
+/* Items of an array or members of an object (0 otherwise). */
+PGRT_API size_t pgrt_jval_count(const pgrt_jval *v);
+PGRT_API const pgrt_jval *pgrt_jval_item(const pgrt_jval *arr, size_t i);
+/* Members in document order; pgrt_jval_member looks a key up (O(log n)). */
+PGRT_API const char *pgrt_jval_key_at(const pgrt_jval *obj, size_t i);
+PGRT_API const pgrt_jval *pgrt_jval_value_at(const pgrt_jval *obj, size_t i);
+PGRT_API const pgrt_jval *pgrt_jval_member(const pgrt_jval *obj, const char *key);
+/* The decoded string (NUL-terminated, valid UTF-8) or NULL if v is not a
+ * string; *len (may be NULL) gets its length. */
+PGRT_API const char *pgrt_jval_string(const pgrt_jval *v, size_t *len);
+/* An integer literal (no fraction, no exponent) in [min, max]. PGRT_EINVAL
+ * if v is not one, PGRT_ERANGE if outside. No message is set: the caller
+ * names the field. */
+PGRT_API int pgrt_jval_int64(const pgrt_jval *v, int64_t min, int64_t max, int64_t *out);
+/* Any number, as the nearest double. PGRT_EINVAL if v is not a number. */
+PGRT_API int pgrt_jval_double(const pgrt_jval *v, double *out);
+PGRT_API int pgrt_jval_bool(const pgrt_jval *v, bool *out);
+
+/* ----------------------------------------------------------- safetensors */
+
+#define PGRT_ST_DTYPE_MAP(X)                                                   \
+    X(BOOL, 1) X(U8, 1) X(I8, 1) X(F8_E5M2, 1) X(F8_E4M3, 1) X(I16, 2)         \
+    X(U16, 2) X(F16, 2) X(BF16, 2) X(I32, 4) X(U32, 4) X(F32, 4) X(F64, 8)     \
+    X(I64, 8) X(U64, 8)
+
+typedef enum pgrt_st_dtype {
+#define PGRT_X_(name, size) PGRT_ST_##name,
+    PGRT_ST_DTYPE_MAP(PGRT_X_)
+#undef PGRT_X_
+    PGRT_ST_DTYPE_COUNT
+} pgrt_st_dtype;
+
+PGRT_API const char *pgrt_st_dtype_name(pgrt_st_dtype t); /* "BF16" */
+PGRT_API size_t pgrt_st_dtype_size(pgrt_st_dtype t);      /* bytes */
+
+#define PGRT_ST_MAX_DIMS 8
+#define PGRT_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
+
+typedef struct pgrt_st_tensor {
+    const char *name;
+    pgrt_st_dtype dtype;
+    int ndim;
+    int64_t shape[PGRT_ST_MAX_DIMS];
+    int64_t count;     /* product of the shape */
+    const void *data;  /* little-endian, unaligned in general */
+    size_t nbytes;
+} pgrt_st_tensor;
+
+typedef struct pgrt_st_file pgrt_st_file;
+
+/* Map a file read-only and check it: 8-byte little-endian header size
+ * (<= 100 MB and within the file), the header a JSON object of tensors
+ * {"dtype", "shape", "data_offsets"} and an optional "__metadata__" object
+ * of strings; every dtype known, shape dims >= 0, data_offsets [begin, end]
+ * with end - begin = dtype size x element count, and the tensors tiling
+ * the data section exactly: no gaps, no overlaps, nothing after. */
+PGRT_API int pgrt_st_open(const char *path, pgrt_st_file **out);
+/* The same checks on a buffer in memory, which must outlive the file
+ * object (tensor data points into it). `what` names it in messages. */
+PGRT_API int pgrt_st_parse(const void *buf, size_t len, const char *what, pgrt_st_file **out);
+PGRT_API void pgrt_st_close(pgrt_st_file **f);
+/* Tensors in name order. */
+PGRT_API size_t pgrt_st_count(const pgrt_st_file *f);
+PGRT_API const pgrt_st_tensor *pgrt_st_at(const pgrt_st_file *f, size_t i);
+PGRT_API const pgrt_st_tensor *pgrt_st_find(const pgrt_st_file *f, const char *name);
+/* The "__metadata__" object, or NULL. */
+PGRT_API const pgrt_jval *pgrt_st_metadata(const pgrt_st_file *f);
+
+/* One tensor to write; data holds count x dtype size bytes, little-endian. */
+typedef struct pgrt_st_out {
+    const char *name;
+    pgrt_st_dtype dtype;
+    int ndim;
+    int64_t shape[PGRT_ST_MAX_DIMS];
+    const void *data;
+} pgrt_st_out;
+
+/* Write a safetensors file in the canonical form: tensors sorted by name
+ * and laid out in that order, header JSON without spaces padded with
+ * spaces to a multiple of 8 bytes, "__metadata__" (meta_keys/meta_values,
+ * n_meta pairs of strings; may be 0) first. Atomic: a temporary file in
+ * the same directory (O_EXCL), fsync, rename over path; on any error the
+ * temporary file is removed and path is untouched. Duplicate or empty
+ * names are refused. */
+PGRT_API int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t n,
+                           const char *const *meta_keys, const char *const *meta_values,
+                           size_t n_meta);
+
+/* Atomically replace path with len bytes (same guarantees as above). */
+PGRT_API int pgrt_file_write_atomic(const char *path, const void *data, size_t len);
+
+/* A set of safetensors files seen as one: a model directory holding
+ * model.safetensors, or model.safetensors.index.json whose "weight_map"
+ * names the shard of every tensor (shard names are plain file names in
+ * the directory; each tensor must be in the shard named, names unique). */
+typedef struct pgrt_st_set pgrt_st_set;
+PGRT_API int pgrt_st_set_open(const char *dir, pgrt_st_set **out);
+PGRT_API void pgrt_st_set_close(pgrt_st_set **s);
+PGRT_API size_t pgrt_st_set_count(const pgrt_st_set *s);
+PGRT_API const pgrt_st_tensor *pgrt_st_set_at(const pgrt_st_set *s, size_t i);
+PGRT_API const pgrt_st_tensor *pgrt_st_set_find(const pgrt_st_set *s, const char *name);
+
+/* ------------------------------------------------------ model config.json */
+
+typedef enum pgrt_arch {
+    PGRT_ARCH_QWEN2,
+    PGRT_ARCH_LLAMA,
+} pgrt_arch;
+
+typedef struct pgrt_hf_config {
+    pgrt_arch arch;
+    int hidden;        /* hidden_size */
+    int intermediate;  /* intermediate_size */
+    int layers;        /* num_hidden_layers */
+    int heads;         /* num_attention_heads */
+    int kv_heads;      /* num_key_value_heads (default: heads) */
+    int head_dim;      /* head_dim (default: hidden / heads) */
+    int vocab;         /* vocab_size */
+    double rms_norm_eps;
+    double rope_theta; /* default 10000 */
+    bool tie_embeddings; /* tie_word_embeddings (default false) */
+    bool qkv_bias;     /* Qwen2: always; LLaMA: attention_bias */
+    bool o_bias;       /* LLaMA: attention_bias */
+} pgrt_hf_config;
+
+/* Parse a Hugging Face config.json. Refused, naming the field: another
+ * model_type, a missing or ill-typed required field, rope_scaling (or
+ * rope_parameters) other than the default rope, use_sliding_window true,
+ * a sliding layer in layer_types, hidden_act other than "silu", LLaMA's
+ * mlp_bias true, heads that do not divide (hidden by heads without
+ * head_dim, heads by kv heads), an odd head_dim. */
+PGRT_API int pgrt_hf_config_parse(const char *json, size_t len, pgrt_hf_config *out);
+PGRT_API int pgrt_hf_config_load(const char *path, pgrt_hf_config *out);
+
+/* -------------------------------------------------------------- weights */
+
+/* The seven linear modules of a layer, in PEFT's usual order. */
+#define PGRT_LINEAR_MAP(X)                                                     \
+    X(Q, "q_proj", "self_attn") X(K, "k_proj", "self_attn")                    \
+    X(V, "v_proj", "self_attn") X(O, "o_proj", "self_attn")                    \
+    X(GATE, "gate_proj", "mlp") X(UP, "up_proj", "mlp")                        \
+    X(DOWN, "down_proj", "mlp")
+
+typedef enum pgrt_linear {
+#define PGRT_X_(name, hf, block) PGRT_LINEAR_##name,
+    PGRT_LINEAR_MAP(PGRT_X_)
+#undef PGRT_X_
+    PGRT_LINEAR_COUNT
+} pgrt_linear;
+
+PGRT_API const char *pgrt_linear_name(pgrt_linear m);  /* "q_proj" */
+/* The module's input and output features under config c. */
+PGRT_API void pgrt_linear_dims(const pgrt_hf_config *c, pgrt_linear m, int *in, int *out);
+
+typedef struct pgrt_weight_spec {
+    char name[96];   /* "model.layers.3.self_attn.q_proj.weight" */
+    int layer;       /* -1 outside the layers */
+    int ndim;        /* 1 or 2 */
+    int64_t shape[2];
+} pgrt_weight_spec;
+
+/* Every tensor the model needs, in a fixed order (embedding, then each
+ * layer, then the final norm and the untied head). *specs is malloc'd;
+ * the caller frees it. */
+PGRT_API int pgrt_model_weight_specs(const pgrt_hf_config *c, pgrt_weight_spec **specs,
+                                     size_t *n);
+
+typedef struct pgrt_model_files pgrt_model_files;
+
+/* Open a model directory: config.json parsed, the weights (single file or
+ * sharded) opened, every expected tensor present with its shape and a
+ * dtype of BF16, F16 or F32; the first problem is reported naming the
+ * tensor. A tensor the model would not use is refused (a Qwen2 o_proj
+ * bias would be silently wrong), except rotary_emb.inv_freq buffers and a
+ * tied model's redundant lm_head.weight of the right shape. */
+PGRT_API int pgrt_model_open(const char *dir, pgrt_model_files **out);
+PGRT_API void pgrt_model_close(pgrt_model_files **m);
+PGRT_API const pgrt_hf_config *pgrt_model_hf_config(const pgrt_model_files *m);
+/* A checked tensor by its Hugging Face name, or NULL. */
+PGRT_API const pgrt_st_tensor *pgrt_model_tensor(const pgrt_model_files *m, const char *name);
+
+/* ------------------------------------------------------------- adapters */
+
+typedef struct pgrt_adapter_config {
+    int r;
+    double alpha;
+    unsigned targets; /* bit (1u << pgrt_linear) per target module */
+    char base_model[512]; /* base_model_name_or_path ("" if absent/null) */
+} pgrt_adapter_config;
+
+/* Parse PEFT's adapter_config.json: peft_type "LORA" (if present), r > 0,
+ * lora_alpha, target_modules (a list of module names, one name, or
+ * "all-linear"), lora_dropout 0 or absent, bias "none" or absent.
+ * Refused, naming the field: a nonzero dropout, another bias, a module
+ * the models here lack, use_dora / use_rslora true, modules_to_save,
+ * layers_to_transform, rank_pattern or alpha_pattern non-empty,
+ * fan_in_fan_out true. */
+PGRT_API int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config *out);
+
+/* LoRA on one module of one layer: A [r, in], B [out, r], row-major f32. */
+typedef struct pgrt_lora {
+    int layer;
+    pgrt_linear module;
+    int in, out;
+    float *a;
+    float *b;
+} pgrt_lora;
+
+typedef struct pgrt_adapter {
+    pgrt_adapter_config cfg;
+    size_t count; /* layers x targets, layer-major, modules in enum order */
+    pgrt_lora *w;
+} pgrt_adapter;
+
+/* PEFT's tensor name: base_model.model.model.layers.{l}.{block}.{m}.lora_{A,B}.weight */
+PGRT_API int pgrt_lora_name(int layer, pgrt_linear m, bool b, char *buf, size_t len);
+
+/* A fresh adapter as PEFT initialises one: A Kaiming-uniform with
+ * a = sqrt(5) (uniform in [-1/sqrt(in), 1/sqrt(in)]) from a generator
+ * seeded with seed, B zero. */
+PGRT_API int pgrt_adapter_init(const pgrt_hf_config *mc, const pgrt_adapter_config *cfg,
+                               uint64_t seed, pgrt_adapter **out);
+/* Read a PEFT adapter directory (adapter_config.json and
+ * adapter_model.safetensors, tensors in F32/BF16/F16) for model mc: every
+ * target of every layer present with its shape; a tensor for a module the
+ * model lacks is refused, naming it. */
+PGRT_API int pgrt_adapter_load(const char *dir, const pgrt_hf_config *mc, pgrt_adapter **out);
+/* Write dir (created if missing) in PEFT format: adapter_model.safetensors
+ * (F32) then adapter_config.json, each atomically. */
+PGRT_API int pgrt_adapter_save(const pgrt_adapter *a, const char *dir);
+PGRT_API void pgrt_adapter_destroy(pgrt_adapter **a);
+
+/* --------------------------------------------------------------- tokens */
+
+typedef struct pgrt_tokens pgrt_tokens;
+
+/* Read a file of little-endian int32 token ids; refused: an empty file, a
+ * size not a multiple of 4, an id outside [0, vocab) (PGRT_ERANGE, naming
+ * the id and its byte offset). */
+PGRT_API int pgrt_tokens_open(const char *path, int64_t vocab, pgrt_tokens **out);
+PGRT_API void pgrt_tokens_close(pgrt_tokens **t);
+PGRT_API size_t pgrt_tokens_count(const pgrt_tokens *t);
+/* Batch `step`: the n ids starting at step x n, wrapping to the start of
+ * the file (as many times as needed), into out[0, n). */
+PGRT_API void pgrt_tokens_batch(const pgrt_tokens *t, uint64_t step, size_t n, int32_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PTXGEN_PGRT_MODEL_H */

@@ -1,0 +1,678 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * safetensors: 8-byte little-endian header size, a JSON header, then the
+ * data section the header's offsets index. The reader trusts nothing: the
+ * header is parsed with the strict JSON reader and every offset is checked
+ * against the file before any tensor pointer is handed out.
+ */
+#include "model_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const dtype_names[] = {
+#define PGRT_X_(name, size) #name,
+    PGRT_ST_DTYPE_MAP(PGRT_X_)
+#undef PGRT_X_
+};
+static const uint8_t dtype_sizes[] = {
+#define PGRT_X_(name, size) size,
+    PGRT_ST_DTYPE_MAP(PGRT_X_)
+#undef PGRT_X_
+};
+
+const char *pgrt_st_dtype_name(pgrt_st_dtype t)
+{
+    return (unsigned)t < PGRT_ST_DTYPE_COUNT ? dtype_names[t] : "?";
+}
+
+size_t pgrt_st_dtype_size(pgrt_st_dtype t)
+{
+    return (unsigned)t < PGRT_ST_DTYPE_COUNT ? dtype_sizes[t] : 0;
+}
+
+struct pgrt_st_file {
+    model_map map;
+    pgrt_json *doc;
+    const pgrt_jval *meta;
+    size_t n;
+    pgrt_st_tensor *t; /* sorted by name */
+};
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const pgrt_st_tensor *)a)->name, ((const pgrt_st_tensor *)b)->name);
+}
+
+typedef struct span {
+    uint64_t begin, end;
+    const char *name;
+} span;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+static int parse_tensor(const pgrt_jval *v, const char *what, const char *name,
+                        uint64_t data_len, const uint8_t *data, pgrt_st_tensor *t, span *sp)
+{
+    if (pgrt_jval_type(v) != PGRT_JSON_OBJECT)
+        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': not an object", what, name);
+    for (size_t i = 0; i < pgrt_jval_count(v); i++) {
+        const char *k = pgrt_jval_key_at(v, i);
+        if (strcmp(k, "dtype") && strcmp(k, "shape") && strcmp(k, "data_offsets"))
+            return rt_fail(PGRT_EINVAL, "%s: tensor '%s': unknown field '%s'", what, name, k);
+    }
+    const char *dt = pgrt_jval_string(pgrt_jval_member(v, "dtype"), NULL);
+    if (!dt)
+        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': dtype: missing or not a string", what,
+                       name);
+    int d = -1;
+    for (int i = 0; i < PGRT_ST_DTYPE_COUNT; i++)
+        if (!strcmp(dt, dtype_names[i]))
+            d = i;
+    if (d < 0)
+        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': unknown dtype '%.32s'", what, name, dt);
+    t->name = name;
+    t->dtype = (pgrt_st_dtype)d;
+    const pgrt_jval *shape = pgrt_jval_member(v, "shape");
+    if (pgrt_jval_type(shape) != PGRT_JSON_ARRAY)
+        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': shape: missing or not an array", what,
+                       name);
+    size_t nd = pgrt_jval_count(shape);
+    if (nd > PGRT_ST_MAX_DIMS)
+        return rt_fail(PGRT_ERANGE, "%s: tensor '%s': %zu dimensions, over the limit of %d",
+                       what, name, nd, PGRT_ST_MAX_DIMS);
+    t->ndim = (int)nd;
+    uint64_t count = 1;
+    const uint64_t cap = (uint64_t)1 << 62;
+    for (size_t i = 0; i < nd; i++) {
+        int64_t dim;
+        if (pgrt_jval_int64(pgrt_jval_item(shape, i), 0, INT64_MAX, &dim) != 0)
+            return rt_fail(PGRT_EINVAL, "%s: tensor '%s': shape[%zu]: not an integer >= 0", what,
+                           name, i);
+        t->shape[i] = dim;
+        if (dim && count > cap / (uint64_t)dim)
+            return rt_fail(PGRT_ERANGE, "%s: tensor '%s': element count overflows", what, name);
+        count *= (uint64_t)dim;
+    }
+    if (count > cap / 8)
+        return rt_fail(PGRT_ERANGE, "%s: tensor '%s': element count overflows", what, name);
+    t->count = (int64_t)count;
+    const pgrt_jval *off = pgrt_jval_member(v, "data_offsets");
+    int64_t b, e;
+    if (pgrt_jval_count(off) != 2 || pgrt_jval_type(off) != PGRT_JSON_ARRAY ||
+        pgrt_jval_int64(pgrt_jval_item(off, 0), 0, INT64_MAX, &b) != 0 ||
+        pgrt_jval_int64(pgrt_jval_item(off, 1), 0, INT64_MAX, &e) != 0)
+        return rt_fail(PGRT_EINVAL,
+                       "%s: tensor '%s': data_offsets: expected [begin, end] of integers >= 0",
+                       what, name);
+    if (e < b)
+        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': data_offsets end %lld before begin %lld",
+                       what, name, (long long)e, (long long)b);
+    if ((uint64_t)e > data_len)
+        return rt_fail(PGRT_EINVAL,
+                       "%s: tensor '%s': data_offsets end %lld beyond the data (%llu bytes)",
+                       what, name, (long long)e, (unsigned long long)data_len);
+    uint64_t want = count * dtype_sizes[d];
+    if ((uint64_t)(e - b) != want)
+        return rt_fail(PGRT_EINVAL,
+                       "%s: tensor '%s': %lld bytes in data_offsets, but %s x %llu elements "
+                       "take %llu",
+                       what, name, (long long)(e - b), dt, (unsigned long long)count,
+                       (unsigned long long)want);
+    t->data = data + b;
+    t->nbytes = (size_t)want;
+    *sp = (span){(uint64_t)b, (uint64_t)e, name};
+    return 0;
+}
+
+static int st_parse(pgrt_st_file *f, const uint8_t *buf, size_t len, const char *what)
+{
+    if (len < 8)
+        return rt_fail(PGRT_EINVAL, "%s: %zu bytes, too short for the header size", what, len);
+    uint64_t hn = 0;
+    for (int i = 7; i >= 0; i--)
+        hn = hn << 8 | buf[i];
+    if (hn > PGRT_ST_MAX_HEADER)
+        return rt_fail(PGRT_ERANGE, "%s: header size %llu over the limit of %llu bytes", what,
+                       (unsigned long long)hn, (unsigned long long)PGRT_ST_MAX_HEADER);
+    if (hn > len - 8)
+        return rt_fail(PGRT_EINVAL, "%s: header size %llu beyond the file (%zu bytes)", what,
+                       (unsigned long long)hn, len);
+    pgrt_json_limits lim = {.max_size = PGRT_ST_MAX_HEADER, .max_depth = 8};
+    int rc = pgrt_json_parse((const char *)buf + 8, (size_t)hn, &lim, what, &f->doc);
+    if (rc)
+        return rc;
+    const pgrt_jval *root = pgrt_json_root(f->doc);
+    if (pgrt_jval_type(root) != PGRT_JSON_OBJECT)
+        return rt_fail(PGRT_EINVAL, "%s: header is not a JSON object", what);
+    const uint8_t *data = buf + 8 + hn;
+    uint64_t data_len = len - 8 - hn;
+    size_t nm = pgrt_jval_count(root);
+    f->t = calloc(nm ? nm : 1, sizeof *f->t);
+    span *sp = calloc(nm ? nm : 1, sizeof *sp);
+    if (!f->t || !sp) {
+        free(sp);
+        return rt_fail(PGRT_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nm; i++) {
+        const char *k = pgrt_jval_key_at(root, i);
+        const pgrt_jval *v = pgrt_jval_value_at(root, i);
+        if (!strcmp(k, "__metadata__")) {
+            if (pgrt_jval_is_null(v))
+                continue;
+            if (pgrt_jval_type(v) != PGRT_JSON_OBJECT) {
+                free(sp);
+                return rt_fail(PGRT_EINVAL, "%s: __metadata__: not an object", what);
+            }
+            for (size_t j = 0; j < pgrt_jval_count(v); j++)
+                if (!pgrt_jval_string(pgrt_jval_value_at(v, j), NULL)) {
+                    free(sp);
+                    return rt_fail(PGRT_EINVAL, "%s: __metadata__: '%s' is not a string", what,
+                                   pgrt_jval_key_at(v, j));
+                }
+            f->meta = v;
+            continue;
+        }
+        rc = parse_tensor(v, what, k, data_len, data, &f->t[f->n], &sp[f->n]);
+        if (rc) {
+            free(sp);
+            return rc;
+        }
+        f->n++;
+    }
+    /* the tensors must tile the data section exactly */
+    qsort(sp, f->n, sizeof *sp, cmp_span);
+    uint64_t at = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        if (sp[i].begin < at) {
+            rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s' overlaps the one before it (bytes %llu < %llu)",
+                         what, sp[i].name, (unsigned long long)sp[i].begin,
+                         (unsigned long long)at);
+            break;
+        }
+        if (sp[i].begin > at) {
+            rc = rt_fail(PGRT_EINVAL, "%s: gap of %llu bytes before tensor '%s'", what,
+                         (unsigned long long)(sp[i].begin - at), sp[i].name);
+            break;
+        }
+        at = sp[i].end;
+    }
+    free(sp);
+    if (rc)
+        return rc;
+    if (at != data_len)
+        return rt_fail(PGRT_EINVAL, "%s: %llu bytes of data after the last tensor", what,
+                       (unsigned long long)(data_len - at));
+    qsort(f->t, f->n, sizeof *f->t, cmp_name);
+    return 0;
+}
+
+int pgrt_st_parse(const void *buf, size_t len, const char *what, pgrt_st_file **out)
+{
+    if (!out || (!buf && len))
+        return rt_fail(PGRT_EINVAL, "pgrt_st_parse: NULL argument");
+    *out = NULL;
+    pgrt_st_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return rt_fail(PGRT_ENOMEM, "out of memory");
+    int rc = st_parse(f, buf, len, what ? what : "safetensors");
+    if (rc) {
+        pgrt_st_close(&f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int pgrt_st_open(const char *path, pgrt_st_file **out)
+{
+    if (!path || !out)
+        return rt_fail(PGRT_EINVAL, "pgrt_st_open: NULL argument");
+    *out = NULL;
+    pgrt_st_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return rt_fail(PGRT_ENOMEM, "out of memory");
+    int rc = model_map_open(path, &f->map);
+    if (!rc)
+        rc = st_parse(f, f->map.data, f->map.len, path);
+    if (rc) {
+        pgrt_st_close(&f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+void pgrt_st_close(pgrt_st_file **f)
+{
+    if (!f || !*f)
+        return;
+    model_map_close(&(*f)->map);
+    pgrt_json_destroy(&(*f)->doc);
+    free((*f)->t);
+    free(*f);
+    *f = NULL;
+}
+
+size_t pgrt_st_count(const pgrt_st_file *f) { return f ? f->n : 0; }
+
+const pgrt_st_tensor *pgrt_st_at(const pgrt_st_file *f, size_t i)
+{
+    return f && i < f->n ? &f->t[i] : NULL;
+}
+
+static const pgrt_st_tensor *find_sorted(const pgrt_st_tensor *const *v, size_t n,
+                                         const char *name)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(v[mid]->name, name);
+        if (c == 0)
+            return v[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+const pgrt_st_tensor *pgrt_st_find(const pgrt_st_file *f, const char *name)
+{
+    if (!f || !name)
+        return NULL;
+    pgrt_st_tensor key = {.name = name};
+    return bsearch(&key, f->t, f->n, sizeof *f->t, cmp_name);
+}
+
+const pgrt_jval *pgrt_st_metadata(const pgrt_st_file *f) { return f ? f->meta : NULL; }
+
+/* ------------------------------------------------------------ atomic write */
+
+static atomic_uint tmp_counter;
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+typedef struct piece {
+    const void *p;
+    size_t n;
+} piece;
+
+static int write_atomic(const char *path, const piece *pieces, size_t np)
+{
+    char dir[4096], tmp[4352];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!*base)
+        return rt_fail(PGRT_EINVAL, "%s: not a file name", path);
+    size_t dl = slash ? (size_t)(slash - path) : 1;
+    if (dl >= sizeof dir)
+        return rt_fail(PGRT_ERANGE, "%s: path too long", path);
+    if (slash) {
+        memcpy(dir, path, dl);
+        dir[dl] = '\0';
+        if (dl == 0)
+            strcpy(dir, "/");
+    } else
+        strcpy(dir, ".");
+    int fd = -1;
+    for (int tries = 0; tries < 100 && fd < 0; tries++) {
+        unsigned k = atomic_fetch_add(&tmp_counter, 1);
+        /* a hidden name: a crash leaves a dot file, never a plausible output */
+        int n = snprintf(tmp, sizeof tmp, "%.*s.%s.tmp.%ld.%u", (int)(base - path), path, base,
+                         (long)getpid(), k);
+        if (n < 0 || (size_t)n >= sizeof tmp)
+            return rt_fail(PGRT_ERANGE, "%s: path too long", path);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST)
+            return rt_fail(PGRT_EINVAL, "%s: %s", tmp, strerror(errno));
+    }
+    if (fd < 0)
+        return rt_fail(PGRT_EINVAL, "%s: no free temporary name", path);
+    for (size_t i = 0; i < np; i++)
+        if (write_all(fd, pieces[i].p, pieces[i].n) != 0)
+            goto fail;
+    if (fsync(fd) != 0)
+        goto fail;
+    if (close(fd) != 0) {
+        fd = -1;
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0)
+        goto fail;
+    /* the rename itself must reach the disk */
+    int dfd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+fail:;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return rt_fail(PGRT_EINVAL, "%s: %s", path, strerror(e));
+}
+
+int pgrt_file_write_atomic(const char *path, const void *data, size_t len)
+{
+    if (!path || (!data && len))
+        return rt_fail(PGRT_EINVAL, "pgrt_file_write_atomic: NULL argument");
+    piece p = {data, len};
+    return write_atomic(path, &p, 1);
+}
+
+/* ------------------------------------------------------------------ writer */
+
+typedef struct named {
+    const char *name;
+    size_t i;
+} named;
+
+static int cmp_named(const void *a, const void *b)
+{
+    return strcmp(((const named *)a)->name, ((const named *)b)->name);
+}
+
+int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t n,
+                  const char *const *meta_keys, const char *const *meta_values, size_t n_meta)
+{
+    if (!path || (!tensors && n) || (n_meta && (!meta_keys || !meta_values)))
+        return rt_fail(PGRT_EINVAL, "pgrt_st_write: NULL argument");
+    named *ord = malloc((n ? n : 1) * sizeof *ord);
+    uint64_t *sizes = malloc((n ? n : 1) * sizeof *sizes);
+    piece *pieces = malloc((n + 2) * sizeof *pieces);
+    model_buf h = {0};
+    int rc = 0;
+    if (!ord || !sizes || !pieces) {
+        rc = rt_fail(PGRT_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const pgrt_st_out *t = &tensors[i];
+        if (!t->name || !*t->name || !strcmp(t->name, "__metadata__")) {
+            rc = rt_fail(PGRT_EINVAL, "%s: tensor %zu: empty or reserved name", path, i);
+            goto done;
+        }
+        if ((unsigned)t->dtype >= PGRT_ST_DTYPE_COUNT || t->ndim < 0 ||
+            t->ndim > PGRT_ST_MAX_DIMS) {
+            rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s': bad dtype or rank", path, t->name);
+            goto done;
+        }
+        uint64_t c = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->shape[d] < 0 || (t->shape[d] && c > ((uint64_t)1 << 56) / (uint64_t)t->shape[d])) {
+                rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s': bad shape", path, t->name);
+                goto done;
+            }
+            c *= (uint64_t)t->shape[d];
+        }
+        sizes[i] = c * dtype_sizes[t->dtype];
+        if (sizes[i] && !t->data) {
+            rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s': no data", path, t->name);
+            goto done;
+        }
+        ord[i] = (named){t->name, i};
+    }
+    qsort(ord, n, sizeof *ord, cmp_named);
+    for (size_t i = 1; i < n; i++)
+        if (!strcmp(ord[i - 1].name, ord[i].name)) {
+            rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s' given twice", path, ord[i].name);
+            goto done;
+        }
+    model_buf_put(&h, "{", 1);
+    bool first = true;
+    if (n_meta) {
+        model_buf_put(&h, "\"__metadata__\":{", 16);
+        for (size_t i = 0; i < n_meta; i++) {
+            if (i)
+                model_buf_put(&h, ",", 1);
+            model_buf_json_string(&h, meta_keys[i]);
+            model_buf_put(&h, ":", 1);
+            model_buf_json_string(&h, meta_values[i]);
+        }
+        model_buf_put(&h, "}", 1);
+        first = false;
+    }
+    uint64_t off = 0;
+    for (size_t k = 0; k < n; k++) {
+        const pgrt_st_out *t = &tensors[ord[k].i];
+        if (!first)
+            model_buf_put(&h, ",", 1);
+        first = false;
+        model_buf_json_string(&h, t->name);
+        model_buf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", dtype_names[t->dtype]);
+        for (int d = 0; d < t->ndim; d++)
+            model_buf_printf(&h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        model_buf_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                         (unsigned long long)(off + sizes[ord[k].i]));
+        off += sizes[ord[k].i];
+        pieces[k + 2] = (piece){t->data, (size_t)sizes[ord[k].i]};
+    }
+    model_buf_put(&h, "}", 1);
+    while (!h.err && h.len % 8)
+        model_buf_put(&h, " ", 1);
+    if (h.err) {
+        rc = rt_fail(h.err, "%s: out of memory building the header", path);
+        goto done;
+    }
+    if (h.len > PGRT_ST_MAX_HEADER) {
+        rc = rt_fail(PGRT_ERANGE, "%s: header of %zu bytes over the limit", path, h.len);
+        goto done;
+    }
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
+    pieces[0] = (piece){len8, 8};
+    pieces[1] = (piece){h.p, h.len};
+    rc = write_atomic(path, pieces, n + 2);
+done:
+    free(ord);
+    free(sizes);
+    free(pieces);
+    free(h.p);
+    return rc;
+}
+
+/* -------------------------------------------------------------- sharded set */
+
+struct pgrt_st_set {
+    pgrt_st_file **files;
+    size_t nfiles;
+    const pgrt_st_tensor **all; /* sorted by name */
+    size_t n;
+};
+
+static int cmp_tptr(const void *a, const void *b)
+{
+    return strcmp((*(const pgrt_st_tensor *const *)a)->name,
+                  (*(const pgrt_st_tensor *const *)b)->name);
+}
+
+static bool plain_name(const char *s)
+{
+    return *s && strcmp(s, ".") && strcmp(s, "..") && !strchr(s, '/');
+}
+
+static int set_collect(pgrt_st_set *s, const char *what)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < s->nfiles; i++)
+        total += pgrt_st_count(s->files[i]);
+    s->all = malloc((total ? total : 1) * sizeof *s->all);
+    if (!s->all)
+        return rt_fail(PGRT_ENOMEM, "out of memory");
+    for (size_t i = 0; i < s->nfiles; i++)
+        for (size_t j = 0; j < pgrt_st_count(s->files[i]); j++)
+            s->all[s->n++] = pgrt_st_at(s->files[i], j);
+    qsort(s->all, s->n, sizeof *s->all, cmp_tptr);
+    for (size_t i = 1; i < s->n; i++)
+        if (!strcmp(s->all[i - 1]->name, s->all[i]->name))
+            return rt_fail(PGRT_EINVAL, "%s: tensor '%s' in two shards", what, s->all[i]->name);
+    return 0;
+}
+
+static int set_open_index(pgrt_st_set *s, const char *dir, const char *index)
+{
+    char *text;
+    size_t len;
+    int rc = model_read_file(index, PGRT_ST_MAX_HEADER, &text, &len);
+    if (rc)
+        return rc;
+    pgrt_json *doc;
+    rc = pgrt_json_parse(text, len, NULL, index, &doc);
+    free(text);
+    if (rc)
+        return rc;
+    const pgrt_jval *wm = pgrt_jval_member(pgrt_json_root(doc), "weight_map");
+    char **shard_names = NULL;
+    if (pgrt_jval_type(wm) != PGRT_JSON_OBJECT) {
+        rc = rt_fail(PGRT_EINVAL, "%s: weight_map: missing or not an object", index);
+        goto done;
+    }
+    size_t nw = pgrt_jval_count(wm);
+    shard_names = calloc(nw ? nw : 1, sizeof *shard_names);
+    s->files = calloc(nw ? nw : 1, sizeof *s->files);
+    if (!shard_names || !s->files) {
+        rc = rt_fail(PGRT_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < nw && !rc; i++) {
+        const char *tn = pgrt_jval_key_at(wm, i);
+        const char *shard = pgrt_jval_string(pgrt_jval_value_at(wm, i), NULL);
+        if (!shard || !plain_name(shard)) {
+            rc = rt_fail(PGRT_EINVAL, "%s: weight_map: '%s': not a file name in the directory",
+                         index, tn);
+            break;
+        }
+        size_t f = 0;
+        while (f < s->nfiles && strcmp(shard_names[f], shard))
+            f++;
+        if (f == s->nfiles) {
+            char path[4096];
+            if ((rc = model_path_join(path, sizeof path, dir, shard)))
+                break;
+            if ((rc = pgrt_st_open(path, &s->files[f])))
+                break;
+            shard_names[f] = strdup(shard);
+            s->nfiles++;
+            if (!shard_names[f]) {
+                rc = rt_fail(PGRT_ENOMEM, "out of memory");
+                break;
+            }
+        }
+        if (!pgrt_st_find(s->files[f], tn))
+            rc = rt_fail(PGRT_EINVAL, "%s: weight_map puts '%s' in %s, which lacks it", index,
+                         tn, shard);
+    }
+    /* every tensor of a shard must be in the map: a stray one is a sign of
+     * a mismatched index */
+    for (size_t f = 0; f < s->nfiles && !rc; f++)
+        for (size_t j = 0; j < pgrt_st_count(s->files[f]) && !rc; j++) {
+            const char *tn = pgrt_st_at(s->files[f], j)->name;
+            const char *m = pgrt_jval_string(pgrt_jval_member(wm, tn), NULL);
+            if (!m || strcmp(m, shard_names[f]))
+                rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s' of %s is not mapped to it", index, tn,
+                             shard_names[f]);
+        }
+    if (!rc)
+        rc = set_collect(s, index);
+done:
+    if (shard_names)
+        for (size_t i = 0; i < s->nfiles; i++)
+            free(shard_names[i]);
+    free(shard_names);
+    pgrt_json_destroy(&doc);
+    return rc;
+}
+
+int pgrt_st_set_open(const char *dir, pgrt_st_set **out)
+{
+    if (!dir || !out)
+        return rt_fail(PGRT_EINVAL, "pgrt_st_set_open: NULL argument");
+    *out = NULL;
+    pgrt_st_set *s = calloc(1, sizeof *s);
+    if (!s)
+        return rt_fail(PGRT_ENOMEM, "out of memory");
+    char index[4096], single[4096];
+    int rc = model_path_join(index, sizeof index, dir, "model.safetensors.index.json");
+    if (!rc)
+        rc = model_path_join(single, sizeof single, dir, "model.safetensors");
+    struct stat st;
+    if (rc) {
+    } else if (stat(index, &st) == 0) {
+        rc = set_open_index(s, dir, index);
+    } else if (stat(single, &st) == 0) {
+        s->files = calloc(1, sizeof *s->files);
+        if (!s->files)
+            rc = rt_fail(PGRT_ENOMEM, "out of memory");
+        else if (!(rc = pgrt_st_open(single, &s->files[0]))) {
+            s->nfiles = 1;
+            rc = set_collect(s, single);
+        }
+    } else {
+        rc = rt_fail(PGRT_EINVAL, "%s: neither model.safetensors nor "
+                                  "model.safetensors.index.json", dir);
+    }
+    if (rc) {
+        pgrt_st_set_close(&s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void pgrt_st_set_close(pgrt_st_set **s)
+{
+    if (!s || !*s)
+        return;
+    for (size_t i = 0; i < (*s)->nfiles; i++)
+        pgrt_st_close(&(*s)->files[i]);
+    free((*s)->files);
+    free((*s)->all);
+    free(*s);
+    *s = NULL;
+}
+
+size_t pgrt_st_set_count(const pgrt_st_set *s) { return s ? s->n : 0; }
+
+const pgrt_st_tensor *pgrt_st_set_at(const pgrt_st_set *s, size_t i)
+{
+    return s && i < s->n ? s->all[i] : NULL;
+}
+
+const pgrt_st_tensor *pgrt_st_set_find(const pgrt_st_set *s, const char *name)
+{
+    return s && name ? find_sorted(s->all, s->n, name) : NULL;
+}

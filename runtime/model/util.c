@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+#include "model_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int model_map_open(const char *path, model_map *m)
+{
+    m->data = NULL;
+    m->len = 0;
+    /* O_NONBLOCK: a FIFO given as a model file must not hang the open */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return rt_fail(PGRT_EINVAL, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return rt_fail(PGRT_EINVAL, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        close(fd);
+        return rt_fail(PGRT_ERANGE, "%s: too large to map", path);
+    }
+    m->len = (size_t)st.st_size;
+    if (m->len) {
+        void *p = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            m->len = 0;
+            return rt_fail(PGRT_EINVAL, "%s: mmap: %s", path, strerror(e));
+        }
+        m->data = p;
+    }
+    close(fd);
+    return 0;
+}
+
+void model_map_close(model_map *m)
+{
+    if (m->data)
+        munmap(m->data, m->len);
+    m->data = NULL;
+    m->len = 0;
+}
+
+int model_read_file(const char *path, size_t max, char **data, size_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    model_map m;
+    int rc = model_map_open(path, &m);
+    if (rc)
+        return rc;
+    if (m.len > max) {
+        model_map_close(&m);
+        return rt_fail(PGRT_ERANGE, "%s: %zu bytes, over the limit of %zu", path, m.len, max);
+    }
+    char *p = malloc(m.len + 1);
+    if (!p) {
+        model_map_close(&m);
+        return rt_fail(PGRT_ENOMEM, "out of memory");
+    }
+    if (m.len)
+        memcpy(p, m.data, m.len);
+    p[m.len] = '\0';
+    *len = m.len;
+    *data = p;
+    model_map_close(&m);
+    return 0;
+}
+
+int model_path_join(char *buf, size_t len, const char *dir, const char *name)
+{
+    int n = snprintf(buf, len, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= len)
+        return rt_fail(PGRT_ERANGE, "path too long: %s/%s", dir, name);
+    return 0;
+}
+
+static int member(const pgrt_jval *obj, const char *field, const pgrt_jval **v)
+{
+    *v = pgrt_jval_member(obj, field);
+    return *v && !pgrt_jval_is_null(*v);
+}
+
+static int int_field(const pgrt_jval *v, const char *what, const char *field, int64_t min,
+                     int64_t max, int64_t *out)
+{
+    int rc = pgrt_jval_int64(v, min, max, out);
+    if (rc == PGRT_EINVAL)
+        return rt_fail(rc, "%s: %s: expected an integer", what, field);
+    if (rc == PGRT_ERANGE)
+        return rt_fail(rc, "%s: %s: out of range [%lld, %lld]", what, field, (long long)min,
+                       (long long)max);
+    return rc;
+}
+
+int model_int_req(const pgrt_jval *obj, const char *what, const char *field, int64_t min,
+                  int64_t max, int64_t *out)
+{
+    const pgrt_jval *v;
+    if (!member(obj, field, &v))
+        return rt_fail(PGRT_EINVAL, "%s: %s: missing", what, field);
+    return int_field(v, what, field, min, max, out);
+}
+
+int model_int_opt(const pgrt_jval *obj, const char *what, const char *field, int64_t min,
+                  int64_t max, int64_t *out)
+{
+    const pgrt_jval *v;
+    if (!member(obj, field, &v))
+        return 1;
+    return int_field(v, what, field, min, max, out);
+}
+
+int model_double_opt(const pgrt_jval *obj, const char *what, const char *field, double *out)
+{
+    const pgrt_jval *v;
+    if (!member(obj, field, &v))
+        return 1;
+    if (pgrt_jval_double(v, out) != 0)
+        return rt_fail(PGRT_EINVAL, "%s: %s: expected a number", what, field);
+    return 0;
+}
+
+int model_bool_opt(const pgrt_jval *obj, const char *what, const char *field, bool *out)
+{
+    const pgrt_jval *v;
+    if (!member(obj, field, &v))
+        return 1;
+    if (pgrt_jval_bool(v, out) != 0)
+        return rt_fail(PGRT_EINVAL, "%s: %s: expected true or false", what, field);
+    return 0;
+}
+
+int model_string_opt(const pgrt_jval *obj, const char *what, const char *field,
+                     const char **out)
+{
+    const pgrt_jval *v;
+    *out = NULL;
+    if (!member(obj, field, &v))
+        return 1;
+    *out = pgrt_jval_string(v, NULL);
+    if (!*out)
+        return rt_fail(PGRT_EINVAL, "%s: %s: expected a string", what, field);
+    return 0;
+}
+
+void model_buf_put(model_buf *b, const char *s, size_t n)
+{
+    if (b->err)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->err = PGRT_ENOMEM;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void model_buf_printf(model_buf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        b->err = b->err ? b->err : PGRT_ERANGE;
+        return;
+    }
+    model_buf_put(b, tmp, (size_t)n);
+}
+
+void model_buf_json_string(model_buf *b, const char *s)
+{
+    model_buf_put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            model_buf_put(b, e, 2);
+        } else if (*p < 0x20) {
+            model_buf_printf(b, "\\u%04x", *p);
+        } else {
+            model_buf_put(b, (const char *)p, 1);
+        }
+    }
+    model_buf_put(b, "\"", 1);
+}

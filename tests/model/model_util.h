@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/* Scratch directories and small files for the model-layer tests. */
+#ifndef PTXGEN_TESTS_MODEL_UTIL_H
+#define PTXGEN_TESTS_MODEL_UTIL_H
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A fresh directory under $TMPDIR (or /tmp); the path lives in buf. */
+static inline const char *scratch_dir(char *buf, size_t len)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(buf, len, "%s/pgrt-model-XXXXXX", t && *t ? t : "/tmp");
+    return mkdtemp(buf);
+}
+
+static inline void path_in(char *buf, size_t len, const char *dir, const char *name)
+{
+    int n = snprintf(buf, len, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= len)
+        buf[0] = '\0';
+}
+
+static inline int write_bytes(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(p, 1, n, f);
+    return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
+static inline int write_text(const char *dir, const char *name, const char *text)
+{
+    char p[4096];
+    path_in(p, sizeof p, dir, name);
+    return write_bytes(p, text, strlen(text));
+}
+
+/* Number of entries in dir (without . and ..). */
+static inline int dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* Remove dir and the plain files in it. */
+static inline void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char p[4096];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        path_in(p, sizeof p, dir, e->d_name);
+        if (unlink(p) != 0)
+            remove_tree(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+#endif

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The reference for LoRA fine-tuning of a Hugging Face model, and the
+comparison of ptxgen-train's outputs with it.
+
+Needs PyTorch, transformers, peft and safetensors (a GPU machine's image);
+not part of CI.
+
+  reference.py make      --dir D        small random Qwen2 model, PEFT adapter, tokens
+  reference.py reference --dir D --dtype f32|bf16 [--batch B --seq S ...]
+                                         step-1 loss, first-step LoRA gradients, N steps
+  reference.py compare   --ref D/ref-f32 --log-json FILE --grads DIR [--dtype f32]
+  reference.py all       --dir D        make + reference in f32 and bf16, and print the
+                                         ptxgen-train command lines to compare with
+
+Layout of D: model/ (config.json, model.safetensors), adapter/ (PEFT:
+adapter_config.json, adapter_model.safetensors), tokens.bin (little-endian
+int32), ref-<dtype>/ (grads/adapter_model.safetensors, losses.json).
+
+Semantics (issue 11): loss = the model's loss with labels = input_ids
+(mean next-token cross-entropy over B x (S-1) positions); step i takes the
+next B*S ids of the token file, wrapping to the start; base weights frozen;
+LoRA scaling alpha/r; torch.nn.utils.clip_grad_norm_ over all LoRA
+gradients (max_norm 0: no clipping), then torch.optim.AdamW.
+
+Tolerances: f32: step-1 loss 1e-5 relative, each first-step LoRA gradient
+1e-4 relative Frobenius, every logged loss 1e-4 relative; bf16: losses
+1e-2 relative, each gradient cosine similarity >= 0.99.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+TOL = {
+    "f32": {"loss1": 1e-5, "grad_rel": 1e-4, "losses": 1e-4},
+    "bf16": {"loss1": 1e-2, "grad_cos": 0.99, "losses": 1e-2},
+}
+
+SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+             tie_word_embeddings=True, rms_norm_eps=1e-6, rope_theta=10000.0,
+             max_position_embeddings=4096, use_sliding_window=False, hidden_act="silu")
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def torch_setup():
+    import torch
+    # f32 means f32: no TF32 anywhere
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    return torch
+
+
+def make(args):
+    torch = torch_setup()
+    import numpy as np
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    os.makedirs(args.dir, exist_ok=True)
+    torch.manual_seed(args.seed)
+    cfg = Qwen2Config(**SMALL)
+    model = Qwen2ForCausalLM(cfg).float()
+    # the default init leaves biases at 0 and norms at 1: perturb them so a
+    # wrong bias or norm path shows in the numbers
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.normal_(0.0, 0.1)
+            elif "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+            else:
+                p.normal_(0.0, args.init_std)
+    model.save_pretrained(os.path.join(args.dir, "model"), safe_serialization=True)
+
+    lcfg = LoraConfig(r=8, lora_alpha=16, target_modules=TARGETS, lora_dropout=0.0,
+                      bias="none", task_type="CAUSAL_LM")
+    peft_model = get_peft_model(model, lcfg)
+    # B nonzero, so that every gradient (A's too) is nonzero at step 1
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.uniform_(-0.1, 0.1)
+    peft_model.save_pretrained(os.path.join(args.dir, "adapter"), safe_serialization=True)
+
+    rng = np.random.default_rng(args.seed)
+    ids = rng.integers(0, SMALL["vocab_size"], size=args.tokens, dtype=np.int64)
+    ids.astype("<i4").tofile(os.path.join(args.dir, "tokens.bin"))
+    print(f"wrote {args.dir}/model, {args.dir}/adapter, {args.dir}/tokens.bin ({args.tokens} ids)")
+
+
+def batch(tokens, step, b, s):
+    n = b * s
+    start = (step * n) % len(tokens)
+    idx = [(start + k) % len(tokens) for k in range(n)]
+    return tokens[idx].reshape(b, s)
+
+
+def peft_name(name):
+    # PEFT's parameter "...q_proj.lora_A.default.weight" is saved as
+    # "...q_proj.lora_A.weight"
+    return name.replace(".default.weight", ".weight")
+
+
+def reference(args):
+    torch = torch_setup()
+    import numpy as np
+    from peft import PeftModel
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM
+
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.float32 if args.dtype == "f32" else torch.bfloat16
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(
+        os.path.join(args.dir, "model"), torch_dtype=dtype, attn_implementation=args.attn)
+    # LoRA parameters, gradients and optimizer state stay f32 in both modes
+    try:
+        model = PeftModel.from_pretrained(base, os.path.join(args.dir, "adapter"),
+                                          is_trainable=True, autocast_adapter_dtype=True)
+    except TypeError:  # PEFT before 0.12: cast by hand below
+        model = PeftModel.from_pretrained(base, os.path.join(args.dir, "adapter"),
+                                          is_trainable=True)
+    model.to(dev)
+    model.train()  # dropout is 0 everywhere, so train() changes nothing else
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    assert params and all("lora_" in n for n, _ in params), "only LoRA may train"
+    for n, p in params:
+        if p.dtype != torch.float32:
+            p.data = p.data.float()
+    opt = torch.optim.AdamW([p for _, p in params], lr=args.lr, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=args.weight_decay)
+    tokens = np.fromfile(os.path.join(args.dir, "tokens.bin"), dtype="<i4").astype(np.int64)
+    out = os.path.join(args.dir, f"ref-{args.dtype}") if not args.out else args.out
+    os.makedirs(os.path.join(out, "grads"), exist_ok=True)
+    losses, norms = [], []
+    for step in range(args.steps):
+        ids = torch.from_numpy(batch(tokens, step, args.batch, args.seq)).to(dev)
+        opt.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        if step == 0:
+            grads = {peft_name(n): p.grad.detach().float().cpu().contiguous() for n, p in params}
+            save_file(grads, os.path.join(out, "grads", "adapter_model.safetensors"),
+                      metadata={"format": "pt"})
+        if args.max_norm > 0:
+            norm = torch.nn.utils.clip_grad_norm_([p for _, p in params], args.max_norm)
+        else:
+            norm = torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(p.grad.float()) for _, p in params]))
+        opt.step()
+        losses.append(float(loss.item()))
+        norms.append(float(norm.item()))
+        print(f"{args.dtype} step {step + 1}: loss {losses[-1]:.9g} grad_norm {norms[-1]:.9g}")
+    with open(os.path.join(out, "losses.json"), "w") as f:
+        json.dump({"dtype": args.dtype, "batch": args.batch, "seq": args.seq,
+                   "steps": args.steps, "lr": args.lr, "max_norm": args.max_norm,
+                   "weight_decay": args.weight_decay, "attn": args.attn,
+                   "device": str(dev), "torch": torch.__version__,
+                   "losses": losses, "grad_norms": norms}, f, indent=1)
+    print(f"wrote {out}/losses.json and {out}/grads/adapter_model.safetensors")
+    return out
+
+
+def train_cmd(args, dtype):
+    d = args.dir
+    return (f"ptxgen-train --model {d}/model --adapter {d}/adapter --tokens {d}/tokens.bin "
+            f"--batch {args.batch} --seq {args.seq} --steps {args.steps} --lr {args.lr} "
+            f"--max-norm {args.max_norm} --weight-decay {args.weight_decay} --dtype {dtype} "
+            f"--log-json {d}/ours-{dtype}.jsonl --save-grads {d}/ours-{dtype}-grads")
+
+
+def load_grads(path):
+    from safetensors.numpy import load_file
+    if os.path.isdir(path):
+        cand = os.path.join(path, "adapter_model.safetensors")
+        if not os.path.exists(cand):
+            files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
+            if len(files) != 1:
+                raise SystemExit(f"{path}: expected adapter_model.safetensors")
+            cand = os.path.join(path, files[0])
+        path = cand
+    return {k: v.astype("float64") for k, v in load_file(path).items()}
+
+
+def read_log(path):
+    rows = []
+    with open(path) as f:
+        for i, line in enumerate(f):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"{path}:{i + 1}: not JSON: {e}")
+    rows.sort(key=lambda r: r["step"])
+    return rows
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def compare(args):
+    import numpy as np
+    with open(os.path.join(args.ref, "losses.json")) as f:
+        ref = json.load(f)
+    dtype = args.dtype or ref["dtype"]
+    tol = TOL[dtype]
+    ours = read_log(args.log_json)
+    rows, ok = [], True
+
+    def row(what, r, o, err, limit, good):
+        nonlocal ok
+        ok &= good
+        rows.append((what, r, o, err, limit, "ok" if good else "FAIL"))
+
+    if not ours:
+        raise SystemExit(f"{args.log_json}: no steps")
+    e = rel(ours[0]["loss"], ref["losses"][0])
+    row("step-1 loss", ref["losses"][0], ours[0]["loss"], e, tol["loss1"], e <= tol["loss1"])
+    if len(ours) < len(ref["losses"]):
+        row(f"steps logged ({len(ours)} < {len(ref['losses'])})", "", "", "", "", False)
+    for i, (o, r) in enumerate(zip(ours, ref["losses"])):
+        e = rel(o["loss"], r)
+        row(f"loss step {i + 1}", r, o["loss"], e, tol["losses"], e <= tol["losses"])
+        if "grad_norm" in o and i < len(ref["grad_norms"]):
+            e = rel(o["grad_norm"], ref["grad_norms"][i])
+            lim = tol["grad_rel"] if dtype == "f32" else 1e-2
+            row(f"grad_norm step {i + 1}", ref["grad_norms"][i], o["grad_norm"], e, lim, e <= lim)
+
+    rg = load_grads(os.path.join(args.ref, "grads"))
+    og = load_grads(args.grads)
+    for name in sorted(set(rg) | set(og)):
+        short = name.replace("base_model.model.model.", "")
+        if name not in og or name not in rg:
+            row(f"grad {short}", "present" if name in rg else "absent",
+                "present" if name in og else "absent", "", "", False)
+            continue
+        r, o = rg[name], og[name]
+        if r.shape != o.shape:
+            row(f"grad {short} shape", str(r.shape), str(o.shape), "", "", False)
+            continue
+        rn = float(np.linalg.norm(r))
+        if dtype == "f32":
+            e = float(np.linalg.norm(o - r)) / max(rn, 1e-30)
+            row(f"grad {short}", rn, float(np.linalg.norm(o)), e, tol["grad_rel"],
+                e <= tol["grad_rel"])
+        else:
+            c = float((o * r).sum()) / max(rn * float(np.linalg.norm(o)), 1e-30)
+            row(f"grad {short} cos", rn, float(np.linalg.norm(o)), c, tol["grad_cos"],
+                c >= tol["grad_cos"])
+
+    def fmt(x):
+        return f"{x:.9g}" if isinstance(x, float) else str(x)
+    w = max(len(r[0]) for r in rows)
+    print(f"{'check':<{w}}  {'reference':>16}  {'ptxgen':>16}  {'error':>10}  {'limit':>8}")
+    for what, r, o, err, lim, st in rows:
+        print(f"{what:<{w}}  {fmt(r):>16}  {fmt(o):>16}  "
+              f"{(f'{err:.3g}' if isinstance(err, float) else ''):>10}  {fmt(lim):>8}  {st}")
+    bad = sum(r[5] == "FAIL" for r in rows)
+    print(f"{dtype}: {len(rows) - bad} of {len(rows)} checks pass" + ("" if ok else " -- FAIL"))
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def train_opts(p):
+        p.add_argument("--batch", type=int, default=2)
+        p.add_argument("--seq", type=int, default=64)
+        p.add_argument("--steps", type=int, default=5)
+        p.add_argument("--lr", type=float, default=1e-3)
+        p.add_argument("--max-norm", type=float, default=1.0)
+        p.add_argument("--weight-decay", type=float, default=0.01)  # torch's AdamW default
+        p.add_argument("--attn", default="eager", choices=["eager", "sdpa"])
+
+    p = sub.add_parser("make")
+    p.add_argument("--dir", required=True)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--tokens", type=int, default=4099)  # not a multiple of B*S: wraps
+    p.add_argument("--init-std", type=float, default=0.05)
+    p = sub.add_parser("reference")
+    p.add_argument("--dir", required=True)
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
+    p.add_argument("--out")
+    train_opts(p)
+    p = sub.add_parser("compare")
+    p.add_argument("--ref", required=True, help="a ref-<dtype> directory")
+    p.add_argument("--log-json", required=True)
+    p.add_argument("--grads", required=True, help="ptxgen-train --save-grads output")
+    p.add_argument("--dtype", choices=["f32", "bf16"])
+    p = sub.add_parser("all")
+    p.add_argument("--dir", required=True)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--tokens", type=int, default=4099)
+    p.add_argument("--init-std", type=float, default=0.05)
+    train_opts(p)
+    args = ap.parse_args()
+
+    if args.cmd == "make":
+        make(args)
+    elif args.cmd == "reference":
+        reference(args)
+    elif args.cmd == "compare":
+        return compare(args)
+    else:
+        make(args)
+        for dt in ("f32", "bf16"):
+            args.dtype, args.out = dt, None
+            reference(args)
+        print("\nthen, for each dtype:")
+        for dt in ("f32", "bf16"):
+            print("  " + train_cmd(args, dt))
+            print(f"  {sys.argv[0]} compare --ref {args.dir}/ref-{dt} "
+                  f"--log-json {args.dir}/ours-{dt}.jsonl --grads {args.dir}/ours-{dt}-grads")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

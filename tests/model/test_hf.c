@@ -1,0 +1,548 @@
+/* SPDX-License-Identifier: MIT */
+/* config.json, the weight map and model directories, PEFT adapters and
+ * token files, each with the refusals a user would meet. */
+#include "model_util.h"
+#include "pgrt_model.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+/* Qwen2.5-0.5B's config.json as transformers writes it. */
+static const char qwen_cfg[] =
+    "{\n  \"architectures\": [\"Qwen2ForCausalLM\"],\n  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n  \"eos_token_id\": 151643,\n  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 896,\n  \"initializer_range\": 0.02,\n  \"intermediate_size\": 4864,\n"
+    "  \"max_position_embeddings\": 32768,\n  \"max_window_layers\": 24,\n"
+    "  \"model_type\": \"qwen2\",\n  \"num_attention_heads\": 14,\n"
+    "  \"num_hidden_layers\": 24,\n  \"num_key_value_heads\": 2,\n  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_scaling\": null,\n  \"rope_theta\": 1000000.0,\n  \"sliding_window\": 32768,\n"
+    "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.43.1\",\n  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n  \"vocab_size\": 151936\n}\n";
+
+static int cfg_parse(const char *s, pgrt_hf_config *c)
+{
+    return pgrt_hf_config_parse(s, strlen(s), c);
+}
+
+/* A config with one field replaced or added (after the brace). */
+static int cfg_with(const char *extra, pgrt_hf_config *c)
+{
+    char buf[2048];
+    snprintf(buf, sizeof buf,
+             "{%s\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
+             "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":256,"
+             "\"rms_norm_eps\":1e-5}",
+             extra);
+    return cfg_parse(buf, c);
+}
+
+#define CFG_REFUSED(extra, want)                                               \
+    do {                                                                       \
+        pgrt_hf_config c_;                                                     \
+        REQUIRE(cfg_with((extra), &c_) < 0);                                   \
+        REQUIRE_CONTAINS(pgrt_last_message(), (want));                         \
+    } while (0)
+
+static void test_config(void)
+{
+    pgrt_hf_config c;
+    REQUIRE_INT_EQ(cfg_parse(qwen_cfg, &c), 0);
+    REQUIRE_INT_EQ(c.arch, PGRT_ARCH_QWEN2);
+    REQUIRE_INT_EQ(c.hidden, 896);
+    REQUIRE_INT_EQ(c.intermediate, 4864);
+    REQUIRE_INT_EQ(c.layers, 24);
+    REQUIRE_INT_EQ(c.heads, 14);
+    REQUIRE_INT_EQ(c.kv_heads, 2);
+    REQUIRE_INT_EQ(c.head_dim, 64);
+    REQUIRE_INT_EQ(c.vocab, 151936);
+    REQUIRE(c.rms_norm_eps == 1e-6);
+    REQUIRE(c.rope_theta == 1e6);
+    REQUIRE(c.tie_embeddings && c.qkv_bias && !c.o_bias);
+
+    REQUIRE_INT_EQ(cfg_with("", &c), 0);
+    REQUIRE(c.arch == PGRT_ARCH_LLAMA && c.kv_heads == 4 && c.head_dim == 16);
+    REQUIRE(c.rope_theta == 10000.0 && !c.tie_embeddings && !c.qkv_bias && !c.o_bias);
+    REQUIRE_INT_EQ(cfg_with("\"attention_bias\":true,\"head_dim\":32,", &c), 0);
+    REQUIRE(c.qkv_bias && c.o_bias && c.head_dim == 32);
+    REQUIRE_INT_EQ(cfg_with("\"rope_scaling\":{\"rope_type\":\"default\"},"
+                            "\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":5e5},"
+                            "\"layer_types\":[\"full_attention\",\"full_attention\"],",
+                            &c),
+                   0);
+    REQUIRE(c.rope_theta == 5e5);
+
+    CFG_REFUSED("\"model_type\":\"mistral\",", "duplicate key \"model_type\"");
+    REQUIRE(cfg_parse("{\"model_type\":\"mistral\"}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(),
+                     "config.json: model_type: 'mistral' is not supported (qwen2, llama)");
+    REQUIRE(cfg_parse("{\"hidden_size\":8}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "config.json: model_type: missing");
+    REQUIRE(cfg_parse("{\"model_type\":\"qwen2\",\"hidden_size\":8}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "config.json: intermediate_size: missing");
+    REQUIRE(cfg_parse("[]", &c) == PGRT_EINVAL);
+    REQUIRE(cfg_parse("{", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "config.json: byte 1:");
+    CFG_REFUSED("\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0},", "rope_scaling: unsupported");
+    CFG_REFUSED("\"rope_scaling\":{\"rope_type\":\"llama3\"},",
+                "rope_scaling: unsupported rope type 'llama3'");
+    CFG_REFUSED("\"rope_scaling\":4,", "rope_scaling: unsupported");
+    CFG_REFUSED("\"use_sliding_window\":true,", "use_sliding_window: true is not supported");
+    CFG_REFUSED("\"layer_types\":[\"full_attention\",\"sliding_attention\"],",
+                "layer_types[1]: only full_attention");
+    CFG_REFUSED("\"num_key_value_heads\":3,",
+                "num_key_value_heads: 3 does not divide num_attention_heads 4");
+    CFG_REFUSED("\"num_key_value_heads\":0,", "num_key_value_heads: out of range");
+    CFG_REFUSED("\"head_dim\":15,", "head_dim: 15 is odd");
+    CFG_REFUSED("\"hidden_act\":\"gelu\",", "hidden_act: 'gelu' is not supported");
+    CFG_REFUSED("\"mlp_bias\":true,", "mlp_bias: true is not supported");
+    CFG_REFUSED("\"pretraining_tp\":2,", "pretraining_tp: 2 is not supported");
+    CFG_REFUSED("\"tie_word_embeddings\":1,", "tie_word_embeddings: expected true or false");
+    CFG_REFUSED("\"rope_theta\":\"big\",", "rope_theta: expected a number");
+    REQUIRE(cfg_parse("{\"model_type\":\"llama\",\"hidden_size\":\"64\"}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "config.json: hidden_size: expected an integer");
+    REQUIRE(cfg_parse("{\"model_type\":\"llama\",\"hidden_size\":66,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":8,"
+                      "\"rms_norm_eps\":1e-6}",
+                      &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(),
+                     "num_attention_heads: 4 does not divide hidden_size 66 (and no head_dim)");
+    REQUIRE(cfg_parse("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":8,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":8}",
+                      &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "rms_norm_eps: missing");
+}
+
+static pgrt_hf_config small_qwen(void)
+{
+    pgrt_hf_config c;
+    cfg_parse("{\"model_type\":\"qwen2\",\"hidden_size\":64,\"intermediate_size\":128,"
+              "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+              "\"vocab_size\":256,\"rms_norm_eps\":1e-6,\"tie_word_embeddings\":true}",
+              &c);
+    return c;
+}
+
+static void test_specs(void)
+{
+    pgrt_hf_config c = small_qwen();
+    pgrt_weight_spec *s = NULL;
+    size_t n = 0;
+    REQUIRE_INT_EQ(pgrt_model_weight_specs(&c, &s, &n), 0);
+    REQUIRE_INT_EQ(n, 1 + 2 * (2 + 7 + 3) + 1);
+    REQUIRE_STR_EQ(s[0].name, "model.embed_tokens.weight");
+    REQUIRE(s[0].shape[0] == 256 && s[0].shape[1] == 64);
+    REQUIRE_STR_EQ(s[1].name, "model.layers.0.input_layernorm.weight");
+    REQUIRE_STR_EQ(s[2].name, "model.layers.0.self_attn.q_proj.weight");
+    REQUIRE(s[2].shape[0] == 64 && s[2].shape[1] == 64);
+    REQUIRE_STR_EQ(s[3].name, "model.layers.0.self_attn.q_proj.bias");
+    REQUIRE_STR_EQ(s[4].name, "model.layers.0.self_attn.k_proj.weight");
+    REQUIRE(s[4].shape[0] == 32 && s[4].shape[1] == 64 && s[4].layer == 0);
+    REQUIRE_STR_EQ(s[8].name, "model.layers.0.self_attn.o_proj.weight");
+    REQUIRE_STR_EQ(s[9].name, "model.layers.0.post_attention_layernorm.weight");
+    REQUIRE_STR_EQ(s[12].name, "model.layers.0.mlp.down_proj.weight");
+    REQUIRE(s[12].shape[0] == 64 && s[12].shape[1] == 128);
+    REQUIRE_STR_EQ(s[n - 1].name, "model.norm.weight");
+    free(s);
+    c.tie_embeddings = false;
+    c.arch = PGRT_ARCH_LLAMA;
+    c.qkv_bias = c.o_bias = true;
+    REQUIRE_INT_EQ(pgrt_model_weight_specs(&c, &s, &n), 0);
+    REQUIRE_INT_EQ(n, 1 + 2 * (2 + 7 + 4) + 2);
+    REQUIRE_STR_EQ(s[n - 1].name, "lm_head.weight");
+    REQUIRE_STR_EQ(s[9].name, "model.layers.0.self_attn.o_proj.bias");
+    REQUIRE_STR_EQ(s[10].name, "model.layers.0.post_attention_layernorm.weight");
+    free(s);
+    int in, out;
+    pgrt_linear_dims(&c, PGRT_LINEAR_GATE, &in, &out);
+    REQUIRE(in == 64 && out == 128);
+    REQUIRE_STR_EQ(pgrt_linear_name(PGRT_LINEAR_DOWN), "down_proj");
+}
+
+static const char small_cfg[] =
+    "{\"model_type\":\"qwen2\",\"hidden_size\":64,\"intermediate_size\":128,"
+    "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+    "\"vocab_size\":256,\"rms_norm_eps\":1e-6,\"tie_word_embeddings\":true}";
+
+/* Write the small model's weights into dir: all specs (bf16) with the
+ * change the test asks for. */
+enum { ALL, DROP, BAD_SHAPE, BAD_DTYPE, EXTRA, SHARDED };
+static int write_model(const char *dir, int what, const char *victim)
+{
+    pgrt_hf_config c = small_qwen();
+    pgrt_weight_spec *s;
+    size_t n;
+    if (pgrt_model_weight_specs(&c, &s, &n))
+        return -1;
+    pgrt_st_out *t = calloc(n + 1, sizeof *t);
+    static uint8_t zeros[256 * 128 * 4];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (what == DROP && !strcmp(s[i].name, victim))
+            continue;
+        pgrt_st_out *o = &t[k++];
+        o->name = s[i].name;
+        o->dtype = PGRT_ST_BF16;
+        o->ndim = s[i].ndim;
+        o->shape[0] = s[i].shape[0];
+        o->shape[1] = s[i].shape[1];
+        o->data = zeros;
+        if (!strcmp(s[i].name, victim)) {
+            if (what == BAD_SHAPE)
+                o->shape[0]++;
+            if (what == BAD_DTYPE)
+                o->dtype = PGRT_ST_I32;
+        }
+    }
+    if (what == EXTRA)
+        t[k++] = (pgrt_st_out){.name = victim, .dtype = PGRT_ST_BF16, .ndim = 1, .shape = {64},
+                               .data = zeros};
+    char p[4096];
+    int rc;
+    write_text(dir, "config.json", small_cfg);
+    if (what == SHARDED) {
+        size_t half = k / 2;
+        path_in(p, sizeof p, dir, "model-00001-of-00002.safetensors");
+        rc = pgrt_st_write(p, t, half, NULL, NULL, 0);
+        path_in(p, sizeof p, dir, "model-00002-of-00002.safetensors");
+        rc = rc ? rc : pgrt_st_write(p, t + half, k - half, NULL, NULL, 0);
+        char idx[16384];
+        size_t at = (size_t)snprintf(idx, sizeof idx, "{\"weight_map\":{");
+        for (size_t i = 0; i < k; i++)
+            at += (size_t)snprintf(idx + at, sizeof idx - at, "%s\"%s\":\"model-0000%d-of-00002."
+                                   "safetensors\"", i ? "," : "", t[i].name, i < half ? 1 : 2);
+        snprintf(idx + at, sizeof idx - at, "}}");
+        write_text(dir, "model.safetensors.index.json", idx);
+    } else {
+        path_in(p, sizeof p, dir, "model.safetensors");
+        rc = pgrt_st_write(p, t, k, NULL, NULL, 0);
+    }
+    free(t);
+    free(s);
+    return rc;
+}
+
+#define MODEL_REFUSED(what, victim, want)                                      \
+    do {                                                                       \
+        char d_[4096];                                                         \
+        pgrt_model_files *m_ = NULL;                                           \
+        REQUIRE(scratch_dir(d_, sizeof d_) != NULL);                           \
+        REQUIRE_INT_EQ(write_model(d_, (what), (victim)), 0);                  \
+        REQUIRE_INT_EQ(pgrt_model_open(d_, &m_), PGRT_EINVAL);                 \
+        REQUIRE(m_ == NULL);                                                   \
+        REQUIRE_CONTAINS(pgrt_last_message(), (want));                         \
+        remove_tree(d_);                                                       \
+    } while (0)
+
+static void test_model_dir(void)
+{
+    char dir[4096];
+    pgrt_model_files *m = NULL;
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    REQUIRE_INT_EQ(write_model(dir, ALL, ""), 0);
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
+    REQUIRE(m && pgrt_model_hf_config(m)->kv_heads == 2);
+    const pgrt_st_tensor *t = pgrt_model_tensor(m, "model.layers.1.mlp.up_proj.weight");
+    REQUIRE(t && t->dtype == PGRT_ST_BF16 && t->shape[0] == 128);
+    pgrt_model_close(&m);
+    remove_tree(dir);
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    REQUIRE_INT_EQ(write_model(dir, SHARDED, ""), 0);
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
+    REQUIRE(pgrt_model_tensor(m, "model.norm.weight") != NULL);
+    REQUIRE(pgrt_model_tensor(m, "model.embed_tokens.weight") != NULL);
+    pgrt_model_close(&m);
+    remove_tree(dir);
+    /* a tied model may carry its head anyway, and old checkpoints a rope buffer */
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    REQUIRE_INT_EQ(write_model(dir, EXTRA, "model.layers.0.self_attn.rotary_emb.inv_freq"), 0);
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
+    pgrt_model_close(&m);
+    remove_tree(dir);
+
+    MODEL_REFUSED(DROP, "model.layers.1.self_attn.v_proj.bias",
+                  "tensor 'model.layers.1.self_attn.v_proj.bias' missing");
+    MODEL_REFUSED(BAD_SHAPE, "model.layers.0.mlp.gate_proj.weight",
+                  "tensor 'model.layers.0.mlp.gate_proj.weight': shape [129, 64], expected "
+                  "[128, 64]");
+    MODEL_REFUSED(BAD_DTYPE, "model.norm.weight",
+                  "tensor 'model.norm.weight': dtype I32 is not supported (BF16, F16, F32)");
+    MODEL_REFUSED(EXTRA, "model.layers.0.self_attn.o_proj.bias",
+                  "tensor 'model.layers.0.self_attn.o_proj.bias' is not used by a qwen2 model");
+    MODEL_REFUSED(EXTRA, "lm_head.weight",
+                  "tensor 'lm_head.weight': shape [64], expected [256, 64]");
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "config.json: No such file");
+    write_text(dir, "config.json", "{\"model_type\":\"gpt2\"}");
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "model_type: 'gpt2'");
+    remove_tree(dir);
+}
+
+static int acfg(const char *s, pgrt_adapter_config *c)
+{
+    return pgrt_adapter_config_parse(s, strlen(s), c);
+}
+
+#define ADAPTER_REFUSED(extra, want)                                           \
+    do {                                                                       \
+        pgrt_adapter_config c_;                                                \
+        char buf_[1024];                                                         \
+        snprintf(buf_, sizeof buf_, "{%s\"r\":8,\"target_modules\":[\"q_proj\"]}", (extra)); \
+        REQUIRE(acfg(buf_, &c_) < 0);                                            \
+        REQUIRE_CONTAINS(pgrt_last_message(), (want));                         \
+    } while (0)
+
+static void test_adapter_config(void)
+{
+    pgrt_adapter_config c;
+    /* as PEFT 0.13 writes it */
+    REQUIRE_INT_EQ(acfg("{\"alpha_pattern\": {}, \"auto_mapping\": null, "
+                        "\"base_model_name_or_path\": \"Qwen/Qwen2.5-0.5B\", \"bias\": \"none\", "
+                        "\"fan_in_fan_out\": false, \"inference_mode\": true, "
+                        "\"init_lora_weights\": true, \"layer_replication\": null, "
+                        "\"layers_pattern\": null, \"layers_to_transform\": null, "
+                        "\"loftq_config\": {}, \"lora_alpha\": 16, \"lora_dropout\": 0.0, "
+                        "\"megatron_config\": null, \"megatron_core\": \"megatron.core\", "
+                        "\"modules_to_save\": null, \"peft_type\": \"LORA\", \"r\": 8, "
+                        "\"rank_pattern\": {}, \"revision\": null, \"target_modules\": "
+                        "[\"v_proj\", \"q_proj\", \"down_proj\"], \"task_type\": \"CAUSAL_LM\", "
+                        "\"use_dora\": false, \"use_rslora\": false}",
+                        &c),
+                   0);
+    REQUIRE_INT_EQ(c.r, 8);
+    REQUIRE(c.alpha == 16);
+    REQUIRE_INT_EQ(c.targets, (1u << PGRT_LINEAR_Q) | (1u << PGRT_LINEAR_V) |
+                                  (1u << PGRT_LINEAR_DOWN));
+    REQUIRE_STR_EQ(c.base_model, "Qwen/Qwen2.5-0.5B");
+    REQUIRE_INT_EQ(acfg("{\"r\":4,\"target_modules\":\"all-linear\"}", &c), 0);
+    REQUIRE_INT_EQ(c.targets, 0x7f);
+    REQUIRE(c.alpha == 8);
+    REQUIRE_INT_EQ(acfg("{\"r\":4,\"target_modules\":\"up_proj\"}", &c), 0);
+    REQUIRE_INT_EQ(c.targets, 1u << PGRT_LINEAR_UP);
+
+    ADAPTER_REFUSED("\"lora_dropout\":0.05,", "lora_dropout: 0.05 is not supported (0)");
+    ADAPTER_REFUSED("\"bias\":\"all\",", "bias: 'all' is not supported (none)");
+    ADAPTER_REFUSED("\"peft_type\":\"IA3\",", "peft_type: 'IA3' is not supported");
+    ADAPTER_REFUSED("\"use_dora\":true,", "use_dora: true is not supported");
+    ADAPTER_REFUSED("\"use_rslora\":true,", "use_rslora: true is not supported");
+    ADAPTER_REFUSED("\"fan_in_fan_out\":true,", "fan_in_fan_out: true is not supported");
+    ADAPTER_REFUSED("\"modules_to_save\":[\"lm_head\"],", "modules_to_save: not supported");
+    ADAPTER_REFUSED("\"layers_to_transform\":[0],", "layers_to_transform: not supported");
+    ADAPTER_REFUSED("\"rank_pattern\":{\"q_proj\":4},", "rank_pattern: not supported");
+    ADAPTER_REFUSED("\"lora_alpha\":0,", "lora_alpha: 0 must be > 0");
+    REQUIRE(acfg("{\"r\":8,\"target_modules\":[\"q_proj\",\"lm_head\"]}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "target_modules: 'lm_head' is not a module");
+    REQUIRE(acfg("{\"r\":8,\"target_modules\":\".*proj\"}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "target_modules: '.*proj' is not a module");
+    REQUIRE(acfg("{\"r\":8,\"target_modules\":[]}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "target_modules: missing or empty");
+    REQUIRE(acfg("{\"r\":8,\"target_modules\":[1]}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "target_modules[0]: not a string");
+    REQUIRE(acfg("{\"target_modules\":[\"q_proj\"]}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "adapter_config.json: r: missing");
+    REQUIRE(acfg("{\"r\":0,\"target_modules\":[\"q_proj\"]}", &c) == PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "r: out of range");
+}
+
+static void test_adapter(void)
+{
+    pgrt_hf_config mc = small_qwen();
+    pgrt_adapter_config ac = {.r = 8, .alpha = 16, .targets = 0x7f};
+    snprintf(ac.base_model, sizeof ac.base_model, "tiny/qwen\"2");
+    pgrt_adapter *a = NULL, *b = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &ac, 42, &a), 0);
+    REQUIRE_INT_EQ(a->count, 14);
+    REQUIRE(a->w[0].layer == 0 && a->w[0].module == PGRT_LINEAR_Q && a->w[7].layer == 1);
+    REQUIRE(a->w[6].in == 128 && a->w[6].out == 64); /* down_proj */
+    REQUIRE(a->w[1].in == 64 && a->w[1].out == 32);  /* k_proj */
+    bool bounded = true, bzero = true;
+    double sum = 0, sq = 0;
+    size_t cnt = 0;
+    for (size_t i = 0; i < a->count; i++) {
+        const pgrt_lora *w = &a->w[i];
+        float bound = 1.0f / sqrtf((float)w->in);
+        for (int k = 0; k < ac.r * w->in; k++) {
+            if (!(fabsf(w->a[k]) <= bound))
+                bounded = false;
+            sum += w->a[k] * sqrt(w->in);
+            sq += (double)w->a[k] * w->a[k] * w->in;
+            cnt++;
+        }
+        for (int k = 0; k < ac.r * w->out; k++)
+            bzero &= w->b[k] == 0;
+    }
+    REQUIRE(bounded && bzero);
+    /* uniform on [-1, 1] after scaling: mean 0, variance 1/3 */
+    REQUIRE(fabs(sum / (double)cnt) < 0.02);
+    REQUIRE(fabs(sq / (double)cnt - 1.0 / 3) < 0.02);
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &ac, 42, &b), 0);
+    REQUIRE(memcmp(a->w[3].a, b->w[3].a, sizeof(float) * 8 * 64) == 0);
+    pgrt_adapter_destroy(&b);
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &ac, 43, &b), 0);
+    REQUIRE(memcmp(a->w[3].a, b->w[3].a, sizeof(float) * 8 * 64) != 0);
+    pgrt_adapter_destroy(&b);
+
+    /* save, load: the same numbers; the config reads back */
+    for (size_t i = 0; i < a->count; i++)
+        for (int k = 0; k < ac.r * a->w[i].out; k++)
+            a->w[i].b[k] = (float)(k % 7) * 0.25f - (float)i;
+    char dir[4096], sub[4096], p[4096];
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    path_in(sub, sizeof sub, dir, "adapter");
+    REQUIRE_INT_EQ(pgrt_adapter_save(a, sub), 0);
+    REQUIRE_INT_EQ(dir_entries(sub), 2);
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &mc, &b), 0);
+    REQUIRE(b != NULL);
+    if (b) {
+        REQUIRE(b->cfg.r == 8 && b->cfg.alpha == 16 && b->cfg.targets == 0x7f);
+        REQUIRE_STR_EQ(b->cfg.base_model, "tiny/qwen\"2");
+        bool same = b->count == a->count;
+        for (size_t i = 0; same && i < a->count; i++)
+            same = !memcmp(a->w[i].a, b->w[i].a, sizeof(float) * 8 * (size_t)a->w[i].in) &&
+                   !memcmp(a->w[i].b, b->w[i].b, sizeof(float) * 8 * (size_t)a->w[i].out);
+        REQUIRE(same);
+        pgrt_adapter_destroy(&b);
+    }
+    char name[160];
+    REQUIRE_INT_EQ(pgrt_lora_name(1, PGRT_LINEAR_GATE, true, name, sizeof name), 0);
+    REQUIRE_STR_EQ(name, "base_model.model.model.layers.1.mlp.gate_proj.lora_B.weight");
+    pgrt_st_file *f = NULL;
+    path_in(p, sizeof p, sub, "adapter_model.safetensors");
+    REQUIRE_INT_EQ(pgrt_st_open(p, &f), 0);
+    REQUIRE_INT_EQ(pgrt_st_count(f), 28);
+    const pgrt_st_tensor *t = pgrt_st_find(f, name);
+    REQUIRE(t && t->dtype == PGRT_ST_F32 && t->shape[0] == 128 && t->shape[1] == 8);
+    pgrt_st_close(&f);
+
+    /* a model with fewer layers or without some targets refuses it */
+    pgrt_hf_config one = mc;
+    one.layers = 1;
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &one, &b), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(),
+                     "tensor 'base_model.model.model.layers.1.mlp.down_proj.lora_A.weight' "
+                     "names a layer the model lacks (1 layers)");
+    write_text(sub, "adapter_config.json", "{\"r\":8,\"target_modules\":[\"q_proj\"]}");
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &mc, &b), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "layers.0.mlp.down_proj.lora_A.weight': down_proj is not in target_modules");
+    write_text(sub, "adapter_config.json", "{\"r\":4,\"target_modules\":\"all-linear\"}");
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &mc, &b), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "lora_A.weight': shape is not [4, 64]");
+    pgrt_hf_config wide = mc;
+    wide.intermediate = 256;
+    write_text(sub, "adapter_config.json", "{\"r\":8,\"target_modules\":\"all-linear\"}");
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &wide, &b), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "gate_proj.lora_B.weight': shape is not [256, 8]");
+    /* a tensor for a module these models lack */
+    float z[8 * 64] = {0};
+    pgrt_st_out extra[2] = {
+        {.name = "base_model.model.lm_head.lora_A.weight", .dtype = PGRT_ST_F32, .ndim = 2,
+         .shape = {8, 64}, .data = z},
+        {.name = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight",
+         .dtype = PGRT_ST_F32, .ndim = 2, .shape = {8, 64}, .data = z},
+    };
+    REQUIRE_INT_EQ(pgrt_st_write(p, extra, 2, NULL, NULL, 0), 0);
+    write_text(sub, "adapter_config.json", "{\"r\":8,\"target_modules\":[\"q_proj\"]}");
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &mc, &b), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(),
+                     "tensor 'base_model.model.lm_head.lora_A.weight' names a module the model "
+                     "lacks");
+    REQUIRE_INT_EQ(pgrt_st_write(p, extra + 1, 1, NULL, NULL, 0), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &mc, &b), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "layers.0.self_attn.q_proj.lora_B.weight' missing");
+    REQUIRE(b == NULL);
+    /* bf16 adapters are read (to f32) */
+    uint16_t hb[8 * 64], hb2[64 * 8];
+    for (int k = 0; k < 8 * 64; k++)
+        hb[k] = hb2[k] = 0x3fc0; /* 1.5 */
+    pgrt_st_out bt[4] = {
+        {.name = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight",
+         .dtype = PGRT_ST_BF16, .ndim = 2, .shape = {8, 64}, .data = hb},
+        {.name = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight",
+         .dtype = PGRT_ST_F16, .ndim = 2, .shape = {64, 8}, .data = hb2},
+        {.name = "base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight",
+         .dtype = PGRT_ST_BF16, .ndim = 2, .shape = {8, 64}, .data = hb},
+        {.name = "base_model.model.model.layers.1.self_attn.q_proj.lora_B.weight",
+         .dtype = PGRT_ST_BF16, .ndim = 2, .shape = {64, 8}, .data = hb2},
+    };
+    REQUIRE_INT_EQ(pgrt_st_write(p, bt, 4, NULL, NULL, 0), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &mc, &b), 0);
+    if (b) {
+        REQUIRE(b->w[0].a[5] == 1.5f);
+        REQUIRE(b->w[0].b[5] == 1.9375f); /* 0x3fc0 as f16 */
+        REQUIRE(b->w[1].b[0] == 1.5f);
+        pgrt_adapter_destroy(&b);
+    }
+    /* saving into a path that is a file fails and leaves it alone */
+    REQUIRE_INT_EQ(pgrt_adapter_save(a, p), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "not a directory");
+    pgrt_adapter_destroy(&a);
+    REQUIRE(a == NULL);
+    remove_tree(sub);
+    remove_tree(dir);
+}
+
+static void test_tokens(void)
+{
+    char dir[4096], p[4096];
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    path_in(p, sizeof p, dir, "tokens.bin");
+    uint8_t ids[4 * 5];
+    for (int i = 0; i < 5; i++) {
+        uint32_t v = (uint32_t)(i * 50 + 3);
+        for (int b = 0; b < 4; b++)
+            ids[4 * i + b] = (uint8_t)(v >> (8 * b));
+    }
+    write_bytes(p, ids, sizeof ids);
+    pgrt_tokens *t = NULL;
+    REQUIRE_INT_EQ(pgrt_tokens_open(p, 256, &t), 0);
+    REQUIRE_INT_EQ(pgrt_tokens_count(t), 5);
+    int32_t out[7];
+    pgrt_tokens_batch(t, 0, 3, out);
+    REQUIRE(out[0] == 3 && out[1] == 53 && out[2] == 103);
+    pgrt_tokens_batch(t, 1, 3, out); /* 3, 4, then wraps to 0 */
+    REQUIRE(out[0] == 153 && out[1] == 203 && out[2] == 3);
+    pgrt_tokens_batch(t, 3, 7, out); /* starts at 21 mod 5 = 1, wraps twice */
+    REQUIRE(out[0] == 53 && out[4] == 3 && out[5] == 53 && out[6] == 103);
+    pgrt_tokens_batch(t, UINT64_MAX, 4, out); /* (2^64-1)*4 mod 5 = 0 */
+    REQUIRE(out[0] == 3);
+    pgrt_tokens_close(&t);
+    REQUIRE(t == NULL);
+    REQUIRE_INT_EQ(pgrt_tokens_open(p, 200, &t), PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "token id 203 at byte 16 is outside [0, 200)");
+    ids[8] = 0xff, ids[9] = 0xff, ids[10] = 0xff, ids[11] = 0xff;
+    write_bytes(p, ids, sizeof ids);
+    REQUIRE_INT_EQ(pgrt_tokens_open(p, 256, &t), PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "token id -1 at byte 8");
+    write_bytes(p, ids, 6);
+    REQUIRE_INT_EQ(pgrt_tokens_open(p, 256, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "6 bytes, not a whole number of int32 ids");
+    write_bytes(p, ids, 0);
+    REQUIRE_INT_EQ(pgrt_tokens_open(p, 256, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "empty token file");
+    REQUIRE_INT_EQ(pgrt_tokens_open(dir, 256, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "not a regular file");
+    /* a FIFO is refused at once, not waited on */
+    path_in(p, sizeof p, dir, "fifo");
+    if (mkfifo(p, 0600) == 0) {
+        REQUIRE_INT_EQ(pgrt_tokens_open(p, 256, &t), PGRT_EINVAL);
+        REQUIRE_CONTAINS(pgrt_last_message(), "not a regular file");
+        unlink(p);
+    }
+    REQUIRE(t == NULL);
+    remove_tree(dir);
+}
+
+int main(void)
+{
+    test_config();
+    test_specs();
+    test_model_dir();
+    test_adapter_config();
+    test_adapter();
+    test_tokens();
+    TEST_DONE();
+}

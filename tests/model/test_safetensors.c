@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/* safetensors: the canonical writer, the strict reader, sharded sets, and
+ * the atomic write leaving nothing behind on failure. */
+#include "model_util.h"
+#include "pgrt_model.h"
+#include "test.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+/* A file in memory: 8-byte size, header, then data_len bytes 0..n. */
+static size_t make(uint8_t *buf, const char *header, size_t data_len)
+{
+    size_t h = strlen(header);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (uint8_t)((uint64_t)h >> (8 * i));
+    memcpy(buf + 8, header, h);
+    for (size_t i = 0; i < data_len; i++)
+        buf[8 + h + i] = (uint8_t)i;
+    return 8 + h + data_len;
+}
+
+#define BAD(header, data_len, code, want)                                      \
+    do {                                                                       \
+        static uint8_t buf_[4096];                                               \
+        size_t len_ = make(buf_, (header), (data_len));                            \
+        pgrt_st_file *f_ = NULL;                                               \
+        REQUIRE_INT_EQ(pgrt_st_parse(buf_, len_, "m.st", &f_), (code));            \
+        REQUIRE(f_ == NULL);                                                   \
+        REQUIRE_CONTAINS(pgrt_last_message(), (want));                         \
+    } while (0)
+
+static void test_parse(void)
+{
+    uint8_t buf[4096];
+    size_t n = make(buf,
+                    "{\"__metadata__\":{\"format\":\"pt\"},"
+                    "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[4,20]},"
+                    "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+                    "\"e\":{\"dtype\":\"I64\",\"shape\":[0,3],\"data_offsets\":[4,4]}}  ",
+                    20);
+    pgrt_st_file *f = NULL;
+    REQUIRE_INT_EQ(pgrt_st_parse(buf, n, "m.st", &f), 0);
+    REQUIRE_INT_EQ(pgrt_st_count(f), 3);
+    const pgrt_st_tensor *t = pgrt_st_at(f, 0);
+    REQUIRE_STR_EQ(t->name, "b"); /* name order */
+    REQUIRE_INT_EQ(t->dtype, PGRT_ST_BF16);
+    REQUIRE_INT_EQ(t->nbytes, 4);
+    t = pgrt_st_find(f, "w");
+    REQUIRE(t != NULL);
+    if (t) {
+        REQUIRE_INT_EQ(t->ndim, 2);
+        REQUIRE_INT_EQ(t->count, 4);
+        REQUIRE_INT_EQ(((const uint8_t *)t->data)[0], 4);
+    }
+    t = pgrt_st_find(f, "e");
+    REQUIRE(t && t->count == 0 && t->nbytes == 0);
+    REQUIRE(pgrt_st_find(f, "__metadata__") == NULL);
+    REQUIRE_STR_EQ(pgrt_jval_string(pgrt_jval_member(pgrt_st_metadata(f), "format"), NULL), "pt");
+    pgrt_st_close(&f);
+    REQUIRE(f == NULL);
+
+    /* every refusal, with its message */
+    REQUIRE_INT_EQ(pgrt_st_parse(buf, 7, "m.st", &f), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "m.st: 7 bytes, too short for the header size");
+    uint8_t huge[16] = {0x01, 0xe1, 0xf5, 0x05, 0, 0, 0, 0}; /* 100000001 */
+    REQUIRE_INT_EQ(pgrt_st_parse(huge, sizeof huge, "m.st", &f), PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "header size 100000001 over the limit");
+    uint8_t beyond[16] = {9, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' '};
+    REQUIRE_INT_EQ(pgrt_st_parse(beyond, 11, "m.st", &f), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "header size 9 beyond the file (11 bytes)");
+    BAD("[]", 0, PGRT_EINVAL, "m.st: header is not a JSON object");
+    BAD("{\"a\":", 0, PGRT_EINVAL, "m.st: byte 5: unexpected end of text");
+    BAD("{\"a\":1}", 0, PGRT_EINVAL, "tensor 'a': not an object");
+    BAD("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, PGRT_EINVAL,
+        "tensor 'a': unknown dtype 'F33'");
+    BAD("{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, PGRT_EINVAL,
+        "tensor 'a': dtype: missing");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, PGRT_EINVAL,
+        "tensor 'a': shape: missing");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, PGRT_EINVAL,
+        "tensor 'a': shape[0]: not an integer >= 0");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, PGRT_EINVAL,
+        "shape[0]");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+        PGRT_ERANGE, "9 dimensions, over the limit of 8");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}",
+        4, PGRT_ERANGE, "element count overflows");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", 4, PGRT_EINVAL,
+        "data_offsets: expected [begin, end]");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, PGRT_EINVAL,
+        "data_offsets end 0 before begin 4");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, PGRT_EINVAL,
+        "data_offsets end 8 beyond the data (4 bytes)");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, PGRT_EINVAL,
+        "4 bytes in data_offsets, but F32 x 2 elements take 8");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4,
+        PGRT_EINVAL, "tensor 'a': unknown field 'x'");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+        8, PGRT_EINVAL, "tensor 'b' overlaps the one before it");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+        12, PGRT_EINVAL, "gap of 4 bytes before tensor 'b'");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, PGRT_EINVAL,
+        "gap of 4 bytes before tensor 'a'");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 6, PGRT_EINVAL,
+        "2 bytes of data after the last tensor");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+        4, PGRT_EINVAL, "duplicate key \"a\"");
+    BAD("{\"__metadata__\":{\"k\":1}}", 0, PGRT_EINVAL, "__metadata__: 'k' is not a string");
+    BAD("{\"__metadata__\":[]}", 0, PGRT_EINVAL, "__metadata__: not an object");
+}
+
+static void test_write(const char *dir)
+{
+    char path[4096];
+    path_in(path, sizeof path, dir, "w.safetensors");
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    uint16_t h[3] = {0x3f80, 0x4000, 0xbf80};
+    pgrt_st_out t[3] = {
+        {.name = "zeta", .dtype = PGRT_ST_F32, .ndim = 2, .shape = {2, 3}, .data = w},
+        {.name = "alpha\"q", .dtype = PGRT_ST_BF16, .ndim = 1, .shape = {3}, .data = h},
+        {.name = "empty", .dtype = PGRT_ST_F16, .ndim = 2, .shape = {0, 4}, .data = NULL},
+    };
+    const char *mk[] = {"format"}, *mv[] = {"pt"};
+    REQUIRE_INT_EQ(pgrt_st_write(path, t, 3, mk, mv, 1), 0);
+    /* the canonical bytes: sorted names, offsets in that order, padding */
+    FILE *fp = fopen(path, "rb");
+    uint8_t raw[512];
+    size_t n = fp ? fread(raw, 1, sizeof raw, fp) : 0;
+    if (fp)
+        fclose(fp);
+    const char *want = "{\"__metadata__\":{\"format\":\"pt\"},"
+                       "\"alpha\\\"q\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,6]},"
+                       "\"empty\":{\"dtype\":\"F16\",\"shape\":[0,4],\"data_offsets\":[6,6]},"
+                       "\"zeta\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[6,30]}}";
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | raw[i];
+    REQUIRE_INT_EQ(hl % 8, 0);
+    REQUIRE_INT_EQ(hl, (strlen(want) + 7) / 8 * 8);
+    REQUIRE(memcmp(raw + 8, want, strlen(want)) == 0);
+    for (size_t i = strlen(want); i < hl; i++)
+        REQUIRE_INT_EQ(raw[8 + i], ' ');
+    REQUIRE_INT_EQ(n, 8 + hl + 30);
+
+    pgrt_st_file *f = NULL;
+    REQUIRE_INT_EQ(pgrt_st_open(path, &f), 0);
+    REQUIRE_INT_EQ(pgrt_st_count(f), 3);
+    const pgrt_st_tensor *z = pgrt_st_find(f, "zeta");
+    REQUIRE(z && z->nbytes == sizeof w && memcmp(z->data, w, sizeof w) == 0);
+    const pgrt_st_tensor *a = pgrt_st_find(f, "alpha\"q");
+    REQUIRE(a && a->dtype == PGRT_ST_BF16 && memcmp(a->data, h, sizeof h) == 0);
+    pgrt_st_close(&f);
+
+    /* failures leave the old file and no temporary behind */
+    int before = dir_entries(dir);
+    pgrt_st_out dup[2] = {t[0], t[0]};
+    REQUIRE_INT_EQ(pgrt_st_write(path, dup, 2, NULL, NULL, 0), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "tensor 'zeta' given twice");
+    pgrt_st_out noname = t[0];
+    noname.name = "";
+    REQUIRE_INT_EQ(pgrt_st_write(path, &noname, 1, NULL, NULL, 0), PGRT_EINVAL);
+    noname.name = "__metadata__";
+    REQUIRE_INT_EQ(pgrt_st_write(path, &noname, 1, NULL, NULL, 0), PGRT_EINVAL);
+    pgrt_st_out nodata = t[0];
+    nodata.data = NULL;
+    REQUIRE_INT_EQ(pgrt_st_write(path, &nodata, 1, NULL, NULL, 0), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "no data");
+    REQUIRE_INT_EQ(dir_entries(dir), before);
+    REQUIRE_INT_EQ(pgrt_st_open(path, &f), 0);
+    REQUIRE_INT_EQ(pgrt_st_count(f), 3);
+    pgrt_st_close(&f);
+    char missing[4096];
+    path_in(missing, sizeof missing, dir, "no/such/dir.safetensors");
+    REQUIRE_INT_EQ(pgrt_st_write(missing, t, 1, NULL, NULL, 0), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "No such file");
+    REQUIRE_INT_EQ(dir_entries(dir), before);
+    /* a file cut short is refused when read */
+    char cut[4096];
+    path_in(cut, sizeof cut, dir, "cut.safetensors");
+    REQUIRE_INT_EQ(write_bytes(cut, raw, n - 1), 0);
+    REQUIRE_INT_EQ(pgrt_st_open(cut, &f), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "cut.safetensors: tensor 'zeta': data_offsets end 30 "
+                                          "beyond the data (29 bytes)");
+    unlink(cut);
+    REQUIRE_INT_EQ(pgrt_st_open(missing, &f), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "No such file");
+    unlink(path);
+
+    /* atomic text writes */
+    path_in(path, sizeof path, dir, "x.txt");
+    REQUIRE_INT_EQ(pgrt_file_write_atomic(path, "one", 3), 0);
+    REQUIRE_INT_EQ(pgrt_file_write_atomic(path, "three", 5), 0);
+    struct stat st;
+    REQUIRE(stat(path, &st) == 0 && st.st_size == 5);
+    unlink(path);
+}
+
+static void write_one(const char *dir, const char *file, const char *name, float v)
+{
+    char p[4096];
+    path_in(p, sizeof p, dir, file);
+    float d[2] = {v, v};
+    pgrt_st_out t = {.name = name, .dtype = PGRT_ST_F32, .ndim = 1, .shape = {2}, .data = d};
+    if (pgrt_st_write(p, &t, 1, NULL, NULL, 0) != 0)
+        fprintf(stderr, "write %s: %s\n", p, pgrt_last_message());
+}
+
+static void test_set(const char *dir)
+{
+    pgrt_st_set *s = NULL;
+    REQUIRE_INT_EQ(pgrt_st_set_open(dir, &s), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "neither model.safetensors nor "
+                                          "model.safetensors.index.json");
+    write_one(dir, "model-00001-of-00002.safetensors", "b", 1);
+    write_one(dir, "model-00002-of-00002.safetensors", "a", 2);
+    write_text(dir, "model.safetensors.index.json",
+               "{\"metadata\":{\"total_size\":16},\"weight_map\":{"
+               "\"b\":\"model-00001-of-00002.safetensors\","
+               "\"a\":\"model-00002-of-00002.safetensors\"}}");
+    REQUIRE_INT_EQ(pgrt_st_set_open(dir, &s), 0);
+    REQUIRE_INT_EQ(pgrt_st_set_count(s), 2);
+    REQUIRE_STR_EQ(pgrt_st_set_at(s, 0)->name, "a");
+    const pgrt_st_tensor *t = pgrt_st_set_find(s, "b");
+    REQUIRE(t && ((const float *)t->data)[0] == 1.0f);
+    REQUIRE(pgrt_st_set_find(s, "c") == NULL);
+    pgrt_st_set_close(&s);
+    REQUIRE(s == NULL);
+
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\":{\"b\":\"model-00001-of-00002.safetensors\","
+               "\"a\":\"model-00001-of-00002.safetensors\"}}");
+    REQUIRE_INT_EQ(pgrt_st_set_open(dir, &s), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(),
+                     "weight_map puts 'a' in model-00001-of-00002.safetensors, which lacks it");
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\":{\"b\":\"model-00001-of-00002.safetensors\"}}");
+    REQUIRE_INT_EQ(pgrt_st_set_open(dir, &s), 0); /* a shard no one names is not opened */
+    pgrt_st_set_close(&s);
+    write_one(dir, "model-00003-of-00003.safetensors", "a", 3);
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\":{\"b\":\"model-00001-of-00002.safetensors\","
+               "\"a\":\"model-00002-of-00002.safetensors\","
+               "\"c\":\"model-00003-of-00003.safetensors\"}}");
+    REQUIRE_INT_EQ(pgrt_st_set_open(dir, &s), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "lacks it");
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\":{\"b\":\"../model-00001-of-00002.safetensors\"}}");
+    REQUIRE_INT_EQ(pgrt_st_set_open(dir, &s), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "weight_map: 'b': not a file name in the directory");
+    write_text(dir, "model.safetensors.index.json", "{\"weight_map\":[]}");
+    REQUIRE_INT_EQ(pgrt_st_set_open(dir, &s), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "weight_map: missing or not an object");
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\":{\"a\":\"model-00002-of-00002.safetensors\","
+               "\"b\":\"missing.safetensors\"}}");
+    REQUIRE_INT_EQ(pgrt_st_set_open(dir, &s), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "missing.safetensors: No such file");
+    REQUIRE(s == NULL);
+}
+
+int main(void)
+{
+    char dir[4096], sdir[4096];
+    if (!scratch_dir(dir, sizeof dir) || !scratch_dir(sdir, sizeof sdir)) {
+        fprintf(stderr, "no scratch directory\n");
+        return 1;
+    }
+    test_parse();
+    test_write(dir);
+    test_set(sdir);
+    REQUIRE_INT_EQ(pgrt_st_dtype_size(PGRT_ST_BF16), 2);
+    REQUIRE_STR_EQ(pgrt_st_dtype_name(PGRT_ST_F8_E4M3), "F8_E4M3");
+    remove_tree(dir);
+    remove_tree(sdir);
+    TEST_DONE();
+}
