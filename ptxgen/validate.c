@@ -644,11 +644,22 @@ static bool sreg_divergent(pg_sreg s)
 
 /* A divergent branch ends block bi: mark every block reachable from it
  * before its immediate post-dominator `stop`. seen[v] == bi marks this
- * walk's blocks, so no walk clears the array: each costs only its region. */
-static bool mark_region(cfg *g, uint32_t bi, uint32_t stop, uint32_t *stack, uint32_t *seen)
+ * walk's blocks, so no walk clears the array: each costs only its region.
+ *
+ * Nested regions are not walked twice. If x is in branch c's region, then
+ * ipdom(c) post-dominates ipdom(x), so x's region lies inside c's: a branch
+ * whose block is already divergent has nothing left to mark, and a walk
+ * that meets a branch walked before can go straight on at that branch's
+ * post-dominator (the stop cannot lie inside the inner region, as each
+ * would then post-dominate the other). Deep nesting stays linear in either
+ * order. */
+static bool mark_region(cfg *g, uint32_t bi, const uint32_t *ipdom, const bool *walked,
+                        uint32_t *stack, uint32_t *seen)
 {
-    uint32_t nb = g->nb, sp = 0, cause = g->b[bi].end - 1;
+    uint32_t nb = g->nb, sp = 0, cause = g->b[bi].end - 1, stop = ipdom[bi];
     bool changed = false;
+    if (g->b[bi].divergent)
+        return false;
     for (uint32_t e = g->succ.off[bi]; e < g->succ.off[bi + 1]; e++) {
         uint32_t t = g->succ.to[e];
         if (t < nb && t != stop && seen[t] != bi) {
@@ -662,6 +673,14 @@ static bool mark_region(cfg *g, uint32_t bi, uint32_t stop, uint32_t *stack, uin
             g->b[v].divergent = true;
             g->b[v].cause = cause;
             changed = true;
+        }
+        if (walked[v] && v != bi) {
+            uint32_t t = ipdom[v];
+            if (t < nb && t != stop && seen[t] != bi) {
+                seen[t] = bi;
+                stack[sp++] = t;
+            }
+            continue;
         }
         for (uint32_t e = g->succ.off[v]; e < g->succ.off[v + 1]; e++) {
             uint32_t t = g->succ.to[e];
@@ -749,7 +768,7 @@ static int check_barriers(cfg *g)
                 const instr *last = &k->ins[b->end - 1];
                 if (is_term(last) && last->guard && div[last->guard].kind) {
                     done_branch[bi] = true;
-                    changed |= mark_region(g, bi, ipdom[bi], stack, seen);
+                    changed |= mark_region(g, bi, ipdom, done_branch, stack, seen);
                 }
             }
         }

@@ -352,6 +352,32 @@ int main(void)
         expect_diverge(c, "`@%p40001 bra $L40001_skip`", "depends on %tid.x");
         REQUIRE(cpu_s() - t0 < SCALE_CPU_LIMIT_S);
     }
+    /* 20,000 nested tid-dependent ifs joining before one barrier: accepted
+     * (each region lies in the one around it and is not walked again) */
+    {
+        ctx c = begin("scale_nested");
+        pg_kernel *k = c.k;
+        enum { DEPTH = 20000 };
+        static pg_label lab[DEPTH];
+        pg_reg acc = pg_reg_new(k, PG_U32);
+        pg_mov(k, PG_U32, acc, pg_u32(0));
+        for (uint32_t i = 0; i < DEPTH; i++) {
+            pg_reg p = pg_reg_new(k, PG_PRED);
+            lab[i] = pg_label_new(k, "in");
+            pg_setp(k, PG_CMP_LT, PG_U32, p, c.tid, pg_u32(i));
+            pg_bra_if(k, p, false, lab[i]);
+            pg_add(k, PG_U32, acc, acc, pg_u32(1));
+        }
+        for (uint32_t i = DEPTH; i-- > 0;) {
+            pg_label_bind(k, lab[i]);
+            pg_add(k, PG_U32, acc, acc, pg_u32(2));
+        }
+        pg_bar_sync(k, 0);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, acc);
+        double t0 = cpu_s();
+        expect_ok(c);
+        REQUIRE(cpu_s() - t0 < SCALE_CPU_LIMIT_S);
+    }
     /* many registers: 100,000 blocks each writing a fresh register that the
      * next one reads, plus one read that no write reaches at the very end */
     {
