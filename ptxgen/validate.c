@@ -24,6 +24,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- bitsets */
@@ -470,6 +471,61 @@ done:
     return err;
 }
 
+static int by_block(const void *a, const void *b)
+{
+    const hard_use *x = a, *y = b;
+    return (x->blk > y->blk) - (x->blk < y->blk);
+}
+
+/* The same question block by block: mark every block with a path to the
+ * reading block, then ask whether any writer of the register is marked.
+ * One walk of the graph per reading block, so this is the cheaper way when
+ * the reads sit in few blocks (the usual case: values summed at the end). */
+static int ancestor_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard_use *bad)
+{
+    pg_kernel *k = g->k;
+    uint32_t nb = g->nb;
+    uint32_t *mark = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    uint32_t *asked = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
+    bool *answer = arena_alloc(&k->mem, k->nregs);
+    if (!mark || !stack || !asked || !answer)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    for (uint32_t b = 0; b <= nb; b++)
+        mark[b] = NONE;
+    for (uint32_t r = 0; r < k->nregs; r++)
+        asked[r] = NONE;
+    qsort(v, n, sizeof *v, by_block);
+    for (size_t i = 0; i < n;) {
+        uint32_t u = v[i].blk, sp = 0;
+        for (uint32_t e = g->pred.off[u]; e < g->pred.off[u + 1]; e++)
+            if (mark[g->pred.to[e]] != u) {
+                mark[g->pred.to[e]] = u;
+                stack[sp++] = g->pred.to[e];
+            }
+        while (sp) {
+            uint32_t x = stack[--sp];
+            for (uint32_t e = g->pred.off[x]; e < g->pred.off[x + 1]; e++)
+                if (mark[g->pred.to[e]] != u) {
+                    mark[g->pred.to[e]] = u;
+                    stack[sp++] = g->pred.to[e];
+                }
+        }
+        for (; i < n && v[i].blk == u; i++) {
+            uint32_t r = v[i].reg;
+            if (asked[r] != u) {
+                asked[r] = u;
+                answer[r] = false;
+                for (uint32_t e = defs->off[r]; e < defs->off[r + 1] && !answer[r]; e++)
+                    answer[r] = mark[defs->to[e]] == u;
+            }
+            if (!answer[r] && (bad->ins == NONE || use_before(&v[i], bad)))
+                *bad = v[i];
+        }
+    }
+    return PG_OK;
+}
+
 /* Settle the undominated reads: a short backward search for a block that
  * writes the register, else the data-flow. */
 static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
@@ -565,7 +621,24 @@ static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
                 *bad = *u;
         }
     }
-    return deferred ? dataflow_reads(g, &defs, by_reg, deferred, bad) : PG_OK;
+    if (!deferred)
+        return PG_OK;
+    /* a walk per reading block, or a bitset pass per 64 registers per block:
+     * whichever is fewer */
+    size_t blocks = 0, regs = 0;
+    for (uint32_t b = 0; b <= nb; b++)
+        seen[b] = NONE;
+    for (uint32_t r = 0; r < nr; r++)
+        last[r] = NONE;
+    for (size_t i = 0; i < deferred; i++) {
+        blocks += seen[by_reg[i].blk] == NONE;
+        seen[by_reg[i].blk] = 0;
+        regs += last[by_reg[i].reg] == NONE;
+        last[by_reg[i].reg] = 0;
+    }
+    if (blocks * WBITS <= regs)
+        return ancestor_reads(g, &defs, by_reg, deferred, bad);
+    return dataflow_reads(g, &defs, by_reg, deferred, bad);
 }
 
 static int check_defined(cfg *g)
