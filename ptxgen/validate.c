@@ -18,8 +18,12 @@
  * registers, where a blocks x registers or blocks x blocks bitset would not
  * fit. Dominators and post-dominators come from Cooper, Harvey and Kennedy's
  * iterative algorithm on reverse post-order numbers; the "may be defined"
- * check settles almost every read through the dominator tree and falls back
- * to bitset data-flow only over the few registers it cannot settle.
+ * check settles almost every read through the dominator tree, then a short
+ * backward search, and leaves only the rest to one ancestor walk per
+ * reading block or to bitset data-flow over just those registers, in
+ * chunks of bounded size. A divergent branch marks its region as soon as
+ * the uniformity pass reaches it, so a chain of branches each decided by a
+ * value assigned under the one before settles in one pass, not one each.
  */
 #include "internal.h"
 
