@@ -12,10 +12,23 @@
  *     on such a value makes every block it controls (reachable from it
  *     before its immediate post-dominator) divergent. A barrier there is an
  *     error naming the barrier and the branch.
+ *
+ * Everything here is linear or near-linear in the kernel's size, in time and
+ * in memory: generated kernels run to a hundred thousand blocks and
+ * registers, where a blocks x registers or blocks x blocks bitset would not
+ * fit. Dominators and post-dominators come from Cooper, Harvey and Kennedy's
+ * iterative algorithm on reverse post-order numbers; the "may be defined"
+ * check settles almost every read through the dominator tree, then a short
+ * backward search, and leaves only the rest to one ancestor walk per
+ * reading block or to bitset data-flow over just those registers, in
+ * chunks of bounded size. A divergent branch marks its region as soon as
+ * the uniformity pass reaches it, so a chain of branches each decided by a
+ * value assigned under the one before settles in one pass, not one each.
  */
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- bitsets */
@@ -42,11 +55,22 @@ typedef struct why {
     uint32_t detail; /* sreg, or instruction index */
 } why;
 
+#define NONE UINT32_MAX
+
+/* A graph's edges in compressed rows: node v's are to[off[v] .. off[v+1]). */
+typedef struct edges {
+    uint32_t *off, *to;
+} edges;
+
 typedef struct cfg {
     pg_kernel *k;
     block *b;
     uint32_t nb;       /* blocks; node nb is the virtual exit */
     uint32_t *blk_of;  /* instruction -> block */
+    edges succ, pred;  /* over nb + 1 nodes */
+    uint32_t *rpo;     /* blocks reachable from the entry, in reverse post-order */
+    uint32_t nrpo;
+    uint32_t *num;     /* block -> place in that order (NONE: unreachable) */
 } cfg;
 
 static bool is_term(const instr *in)
@@ -61,10 +85,128 @@ static void describe(const cfg *g, uint32_t idx, char *buf, size_t n)
     snprintf(buf, n, "instruction %u (`%s`)", idx, t);
 }
 
+/* Successor and predecessor rows from the blocks' successors. */
+static int build_edges(cfg *g)
+{
+    pg_kernel *k = g->k;
+    uint32_t nn = g->nb + 1, ne = 0;
+    for (uint32_t v = 0; v < g->nb; v++)
+        ne += g->b[v].nsucc;
+    g->succ.off = arena_alloc(&k->mem, sizeof(uint32_t) * (nn + 1));
+    g->pred.off = arena_alloc(&k->mem, sizeof(uint32_t) * (nn + 1));
+    g->succ.to = arena_alloc(&k->mem, sizeof(uint32_t) * (ne + 1));
+    g->pred.to = arena_alloc(&k->mem, sizeof(uint32_t) * (ne + 1));
+    if (!g->succ.off || !g->pred.off || !g->succ.to || !g->pred.to)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    memset(g->pred.off, 0, sizeof(uint32_t) * (nn + 1));
+    uint32_t e = 0;
+    for (uint32_t v = 0; v < nn; v++) {
+        g->succ.off[v] = e;
+        if (v < g->nb)
+            for (unsigned s = 0; s < g->b[v].nsucc; s++) {
+                g->succ.to[e++] = g->b[v].succ[s];
+                g->pred.off[g->b[v].succ[s] + 1]++;
+            }
+    }
+    g->succ.off[nn] = e;
+    for (uint32_t v = 0; v < nn; v++)
+        g->pred.off[v + 1] += g->pred.off[v];
+    uint32_t *fill = arena_alloc(&k->mem, sizeof(uint32_t) * nn);
+    if (!fill)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    memcpy(fill, g->pred.off, sizeof(uint32_t) * nn);
+    for (uint32_t v = 0; v < g->nb; v++)
+        for (unsigned s = 0; s < g->b[v].nsucc; s++)
+            g->pred.to[fill[g->b[v].succ[s]]++] = v;
+    return PG_OK;
+}
+
+/* Depth-first from root along e: the nodes reached in reverse post-order,
+ * and each node's place in that order (num, NONE where not reached). An
+ * explicit stack: a straight-line kernel is a path of 10^5 blocks. */
+static int reverse_post_order(pg_kernel *k, const edges *e, uint32_t nn, uint32_t root,
+                              uint32_t *order, uint32_t *count, uint32_t *num)
+{
+    uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * nn);
+    uint32_t *next = arena_alloc(&k->mem, sizeof(uint32_t) * nn);
+    if (!stack || !next)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    for (uint32_t v = 0; v < nn; v++)
+        num[v] = NONE;
+    uint32_t sp = 0, post = 0;
+    num[root] = 0; /* on the stack; renumbered below */
+    next[root] = e->off[root];
+    stack[sp++] = root;
+    while (sp) {
+        uint32_t v = stack[sp - 1];
+        if (next[v] < e->off[v + 1]) {
+            uint32_t t = e->to[next[v]++];
+            if (num[t] == NONE) {
+                num[t] = 0;
+                next[t] = e->off[t];
+                stack[sp++] = t;
+            }
+        } else {
+            order[post++] = v; /* post-order for now */
+            sp--;
+        }
+    }
+    for (uint32_t i = 0; i < post / 2; i++) {
+        uint32_t t = order[i];
+        order[i] = order[post - 1 - i];
+        order[post - 1 - i] = t;
+    }
+    for (uint32_t i = 0; i < post; i++)
+        num[order[i]] = i;
+    *count = post;
+    return PG_OK;
+}
+
+/* Cooper, Harvey and Kennedy, "A Simple, Fast Dominance Algorithm": the
+ * immediate dominator of each node reached from order[0] along the edges
+ * whose reverse is `in` (NONE for the others; the root is its own). */
+static void dominators(const edges *in, const uint32_t *order, uint32_t count,
+                       const uint32_t *num, uint32_t nn, uint32_t *idom)
+{
+    for (uint32_t v = 0; v < nn; v++)
+        idom[v] = NONE;
+    if (!count)
+        return;
+    idom[order[0]] = order[0];
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t i = 1; i < count; i++) {
+            uint32_t v = order[i], nd = NONE;
+            for (uint32_t e = in->off[v]; e < in->off[v + 1]; e++) {
+                uint32_t p = in->to[e];
+                if (idom[p] == NONE)
+                    continue;
+                if (nd == NONE) {
+                    nd = p;
+                    continue;
+                }
+                uint32_t a = p, b = nd;
+                while (a != b) {
+                    while (num[a] > num[b])
+                        a = idom[a];
+                    while (num[b] > num[a])
+                        b = idom[b];
+                }
+                nd = a;
+            }
+            if (idom[v] != nd) {
+                idom[v] = nd;
+                changed = true;
+            }
+        }
+    }
+}
+
 static int build_cfg(cfg *g)
 {
     pg_kernel *k = g->k;
     uint32_t n = k->nins;
+    int err;
     g->blk_of = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
     bool *leader = arena_alloc(&k->mem, n + 1);
     if (!g->blk_of || !leader)
@@ -120,23 +262,26 @@ static int build_cfg(cfg *g)
             b->succ[b->nsucc++] = next;
         }
     }
-    /* reachability */
-    uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
-    if (!stack)
+    err = build_edges(g);
+    if (err)
+        return err;
+    /* reachability: the blocks of a depth-first walk from the entry */
+    g->num = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    g->rpo = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    if (!g->num || !g->rpo)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    uint32_t sp = 0;
-    g->b[0].reachable = true;
-    stack[sp++] = 0;
-    while (sp) {
-        block *b = &g->b[stack[--sp]];
-        for (unsigned s = 0; s < b->nsucc; s++) {
-            uint32_t t = b->succ[s];
-            if (t < nb && !g->b[t].reachable) {
-                g->b[t].reachable = true;
-                stack[sp++] = t;
-            }
-        }
-    }
+    err = reverse_post_order(k, &g->succ, nb + 1, 0, g->rpo, &g->nrpo, g->num);
+    if (err)
+        return err;
+    for (uint32_t i = 0; i < g->nrpo; i++)
+        if (g->rpo[i] < nb)
+            g->b[g->rpo[i]].reachable = true;
+    /* the exit is a node of the walk but no block */
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < g->nrpo; i++)
+        if (g->rpo[i] < nb)
+            g->rpo[j++] = g->rpo[i];
+    g->nrpo = j;
     return PG_OK;
 }
 
@@ -152,69 +297,370 @@ static unsigned uses(const instr *in, uint32_t *out)
     return n;
 }
 
-static int check_defined(cfg *g)
+/* A read that the dominator tree could not settle: no write of its register
+ * dominates it. */
+typedef struct hard_use {
+    uint32_t reg, blk, ins;
+    uint32_t j; /* place among the instruction's reads: the first error is the first read */
+} hard_use;
+
+typedef struct use_list {
+    hard_use *v;
+    size_t n, cap;
+} use_list;
+
+static bool push_use(use_list *l, hard_use u)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 256;
+        hard_use *v = pg_mem_realloc(l->v, sizeof(hard_use) * cap);
+        if (!v)
+            return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = u;
+    return true;
+}
+
+static bool use_before(const hard_use *a, const hard_use *b)
+{
+    return a->ins < b->ins || (a->ins == b->ins && a->j < b->j);
+}
+
+/* Walk the dominator tree keeping, for each register, how many writes of it
+ * dominate the current instruction. A read with none goes to `hard`. */
+static int dominated_reads(cfg *g, use_list *hard)
 {
     pg_kernel *k = g->k;
-    size_t w = nwords(k->nregs);
     uint32_t nb = g->nb;
-    word *in = arena_alloc(&k->mem, sizeof(word) * w * nb);
-    word *out = arena_alloc(&k->mem, sizeof(word) * w * nb);
-    word *def = arena_alloc(&k->mem, sizeof(word) * w * nb);
-    word *cur = arena_alloc(&k->mem, sizeof(word) * (w ? w : 1));
-    if (!in || !out || !def || !cur)
+    uint32_t *idom = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    uint32_t *coff = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 2));
+    uint32_t *child = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * 2 * (nb + 1));
+    uint32_t *count = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
+    if (!idom || !coff || !child || !stack || !count)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    memset(in, 0, sizeof(word) * w * nb);
-    memset(out, 0, sizeof(word) * w * nb);
-    memset(def, 0, sizeof(word) * w * nb);
-    for (uint32_t bi = 0; bi < nb; bi++)
-        for (uint32_t i = g->b[bi].start; i < g->b[bi].end; i++)
-            for (unsigned d = 0; d < k->ins[i].ndst; d++)
-                if (k->ins[i].dst[d].kind == PG_VAL_REG)
-                    bit_set(def + bi * w, k->ins[i].dst[d].id);
-    bool changed = true;
-    while (changed) {
-        changed = false;
-        for (uint32_t bi = 0; bi < nb; bi++) {
-            for (size_t j = 0; j < w; j++)
-                out[bi * w + j] = in[bi * w + j] | def[bi * w + j];
-            for (unsigned s = 0; s < g->b[bi].nsucc; s++) {
-                uint32_t t = g->b[bi].succ[s];
+    if (!g->nrpo)
+        return PG_OK;
+    dominators(&g->pred, g->rpo, g->nrpo, g->num, nb + 1, idom);
+    memset(coff, 0, sizeof(uint32_t) * (nb + 2));
+    memset(count, 0, sizeof(uint32_t) * k->nregs);
+    for (uint32_t i = 1; i < g->nrpo; i++)
+        coff[idom[g->rpo[i]] + 2]++;
+    for (uint32_t v = 0; v <= nb; v++)
+        coff[v + 1] += coff[v];
+    for (uint32_t i = 1; i < g->nrpo; i++)
+        child[coff[idom[g->rpo[i]] + 1]++] = g->rpo[i];
+    /* now block v's children are child[coff[v] .. coff[v+1]) */
+    uint32_t sp = 0, u[PG_MAX_SRC + 1];
+    stack[sp++] = g->rpo[0] << 1;
+    while (sp) {
+        uint32_t x = stack[--sp], v = x >> 1;
+        const block *b = &g->b[v];
+        if (x & 1) {
+            for (uint32_t i = b->start; i < b->end; i++)
+                for (unsigned d = 0; d < k->ins[i].ndst; d++)
+                    if (k->ins[i].dst[d].kind == PG_VAL_REG)
+                        count[k->ins[i].dst[d].id]--;
+            continue;
+        }
+        for (uint32_t i = b->start; i < b->end; i++) {
+            const instr *ins = &k->ins[i];
+            unsigned nu = uses(ins, u);
+            for (unsigned j = 0; j < nu; j++)
+                if (!count[u[j]] && !push_use(hard, (hard_use){u[j], v, i, j}))
+                    return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+            for (unsigned d = 0; d < ins->ndst; d++)
+                if (ins->dst[d].kind == PG_VAL_REG)
+                    count[ins->dst[d].id]++;
+        }
+        stack[sp++] = x | 1;
+        for (uint32_t c = coff[v]; c < coff[v + 1]; c++)
+            stack[sp++] = child[c] << 1;
+    }
+    return PG_OK;
+}
+
+/* Blocks a backward search from a read may visit before it leaves the read
+ * to the bitset data-flow: most undominated reads (a value written on both
+ * arms of an if, or carried round a loop) find a write within a few. */
+#define SEARCH_BUDGET 64u
+
+/* "May be defined" data-flow over the registers of the `n` reads in `v`
+ * only, a chunk of registers at a time so that memory stays bounded. Every
+ * block takes part, reachable or not, as writes in unreachable code have
+ * always counted. Records the first read no write reaches in *bad. */
+static int dataflow_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard_use *bad)
+{
+    pg_kernel *k = g->k;
+    uint32_t nb = g->nb;
+    int err = PG_OK;
+    uint32_t *dense = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
+    uint32_t *regs = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    uint32_t *queue = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    bool *queued = arena_alloc(&k->mem, nb + 1);
+    if (!dense || !regs || !queue || !queued)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    for (uint32_t r = 0; r < k->nregs; r++)
+        dense[r] = NONE;
+    uint32_t nr = 0;
+    for (size_t i = 0; i < n; i++)
+        if (dense[v[i].reg] == NONE) {
+            dense[v[i].reg] = nr;
+            regs[nr++] = v[i].reg;
+        }
+    /* at most 64 MiB of sets: two per block, wc words each */
+    size_t wc = nwords(nr), cap = ((size_t)8 << 20) / (2 * (size_t)nb);
+    if (wc > cap)
+        wc = cap ? cap : 1;
+    word *in = pg_mem_alloc(sizeof(word) * wc * nb);
+    word *def = pg_mem_alloc(sizeof(word) * wc * nb);
+    word *out = pg_mem_alloc(sizeof(word) * wc);
+    if (!in || !def || !out) {
+        err = pg_fail(k, PG_ENOMEM, "out of memory in validation");
+        goto done;
+    }
+    for (uint32_t c0 = 0; c0 < nr; c0 += (uint32_t)(wc * WBITS)) {
+        uint32_t c1 = nr - c0 < wc * WBITS ? nr : c0 + (uint32_t)(wc * WBITS);
+        memset(in, 0, sizeof(word) * wc * nb);
+        memset(def, 0, sizeof(word) * wc * nb);
+        for (uint32_t r = c0; r < c1; r++)
+            for (uint32_t e = defs->off[regs[r]]; e < defs->off[regs[r] + 1]; e++)
+                bit_set(def + defs->to[e] * wc, r - c0);
+        /* a queue seeded in reverse post-order, then the unreachable blocks */
+        uint32_t head = 0, len = 0;
+        for (uint32_t i = 0; i < g->nrpo; i++)
+            queue[len++] = g->rpo[i];
+        for (uint32_t b = 0; b < nb; b++)
+            if (g->num[b] == NONE)
+                queue[len++] = b;
+        memset(queued, 1, nb);
+        while (len) {
+            uint32_t b = queue[head];
+            head = head + 1 == nb ? 0 : head + 1;
+            len--;
+            queued[b] = false;
+            for (size_t j = 0; j < wc; j++)
+                out[j] = in[b * wc + j] | def[b * wc + j];
+            for (uint32_t e = g->succ.off[b]; e < g->succ.off[b + 1]; e++) {
+                uint32_t t = g->succ.to[e];
                 if (t >= nb)
                     continue;
-                for (size_t j = 0; j < w; j++) {
-                    word nw = in[t * w + j] | out[bi * w + j];
-                    if (nw != in[t * w + j]) {
-                        in[t * w + j] = nw;
-                        changed = true;
-                    }
+                bool grew = false;
+                for (size_t j = 0; j < wc; j++) {
+                    word nw = in[t * wc + j] | out[j];
+                    grew |= nw != in[t * wc + j];
+                    in[t * wc + j] = nw;
+                }
+                if (grew && !queued[t]) {
+                    queued[t] = true;
+                    uint32_t at = head + len;
+                    queue[at >= nb ? at - nb : at] = t;
+                    len++;
                 }
             }
         }
+        for (size_t i = 0; i < n; i++) {
+            uint32_t r = dense[v[i].reg];
+            if (r >= c0 && r < c1 && !bit_get(in + v[i].blk * wc, r - c0) &&
+                (bad->ins == NONE || use_before(&v[i], bad)))
+                *bad = v[i];
+        }
     }
-    uint32_t u[PG_MAX_SRC + 1];
-    for (uint32_t bi = 0; bi < nb; bi++) {
-        if (!g->b[bi].reachable)
-            continue;
-        memcpy(cur, in + bi * w, sizeof(word) * w);
-        for (uint32_t i = g->b[bi].start; i < g->b[bi].end; i++) {
-            const instr *ins = &k->ins[i];
-            unsigned nu = uses(ins, u);
-            for (unsigned j = 0; j < nu; j++) {
-                if (!bit_get(cur, u[j])) {
-                    char r[32], d[256];
-                    pg_val v = {PG_VAL_REG, u[j], 0};
-                    pg_val_format(k, v, PG_U32, r, sizeof r);
-                    describe(g, i, d, sizeof d);
-                    return pg_fail(k, PG_EUNDEF, "register %s is read before any write reaches "
-                                   "it, at %s", r, d);
-                }
+done:
+    pg_mem_free(in);
+    pg_mem_free(def);
+    pg_mem_free(out);
+    return err;
+}
+
+static int by_block(const void *a, const void *b)
+{
+    const hard_use *x = a, *y = b;
+    return (x->blk > y->blk) - (x->blk < y->blk);
+}
+
+/* The same question block by block: mark every block with a path to the
+ * reading block, then ask whether any writer of the register is marked.
+ * One walk of the graph per reading block, so this is the cheaper way when
+ * the reads sit in few blocks (the usual case: values summed at the end). */
+static int ancestor_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard_use *bad)
+{
+    pg_kernel *k = g->k;
+    uint32_t nb = g->nb;
+    uint32_t *mark = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    uint32_t *asked = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
+    bool *answer = arena_alloc(&k->mem, k->nregs);
+    if (!mark || !stack || !asked || !answer)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    for (uint32_t b = 0; b <= nb; b++)
+        mark[b] = NONE;
+    for (uint32_t r = 0; r < k->nregs; r++)
+        asked[r] = NONE;
+    qsort(v, n, sizeof *v, by_block);
+    for (size_t i = 0; i < n;) {
+        uint32_t u = v[i].blk, sp = 0;
+        for (uint32_t e = g->pred.off[u]; e < g->pred.off[u + 1]; e++)
+            if (mark[g->pred.to[e]] != u) {
+                mark[g->pred.to[e]] = u;
+                stack[sp++] = g->pred.to[e];
             }
-            for (unsigned d = 0; d < ins->ndst; d++)
-                if (ins->dst[d].kind == PG_VAL_REG)
-                    bit_set(cur, ins->dst[d].id);
+        while (sp) {
+            uint32_t x = stack[--sp];
+            for (uint32_t e = g->pred.off[x]; e < g->pred.off[x + 1]; e++)
+                if (mark[g->pred.to[e]] != u) {
+                    mark[g->pred.to[e]] = u;
+                    stack[sp++] = g->pred.to[e];
+                }
+        }
+        for (; i < n && v[i].blk == u; i++) {
+            uint32_t r = v[i].reg;
+            if (asked[r] != u) {
+                asked[r] = u;
+                answer[r] = false;
+                for (uint32_t e = defs->off[r]; e < defs->off[r + 1] && !answer[r]; e++)
+                    answer[r] = mark[defs->to[e]] == u;
+            }
+            if (!answer[r] && (bad->ins == NONE || use_before(&v[i], bad)))
+                *bad = v[i];
         }
     }
     return PG_OK;
+}
+
+/* Settle the undominated reads: a short backward search for a block that
+ * writes the register, else the data-flow. */
+static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
+{
+    pg_kernel *k = g->k;
+    uint32_t nb = g->nb, nr = k->nregs;
+    size_t n = hard->n;
+    uint32_t *last = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
+    edges defs = {arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1)), NULL};
+    uint32_t *uoff = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
+    hard_use *by_reg = arena_alloc(&k->mem, sizeof(hard_use) * n);
+    uint32_t *mark = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    uint32_t *seen = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    uint32_t *work = arena_alloc(&k->mem, sizeof(uint32_t) * (SEARCH_BUDGET + 2));
+    if (!last || !defs.off || !uoff || !by_reg || !mark || !seen || !work)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    /* the reads, grouped by register (uoff: where each register's start) */
+    memset(uoff, 0, sizeof(uint32_t) * (nr + 1));
+    for (size_t i = 0; i < n; i++)
+        uoff[hard->v[i].reg + 1]++;
+    for (uint32_t r = 0; r < nr; r++)
+        uoff[r + 1] += uoff[r];
+    for (size_t i = 0; i < n; i++)
+        by_reg[uoff[hard->v[i].reg]++] = hard->v[i];
+    for (uint32_t r = nr; r > 0; r--)
+        uoff[r] = uoff[r - 1];
+    uoff[0] = 0;
+    /* the blocks that write each of those registers, once each */
+    memset(defs.off, 0, sizeof(uint32_t) * (nr + 1));
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t r = 0; r < nr; r++)
+            last[r] = NONE;
+        for (uint32_t b = 0; b < nb; b++)
+            for (uint32_t i = g->b[b].start; i < g->b[b].end; i++)
+                for (unsigned d = 0; d < k->ins[i].ndst; d++) {
+                    pg_val x = k->ins[i].dst[d];
+                    if (x.kind != PG_VAL_REG || uoff[x.id] == uoff[x.id + 1] || last[x.id] == b)
+                        continue;
+                    last[x.id] = b;
+                    if (pass)
+                        defs.to[defs.off[x.id]++] = b;
+                    else
+                        defs.off[x.id + 1]++;
+                }
+        if (!pass) {
+            for (uint32_t r = 0; r < nr; r++)
+                defs.off[r + 1] += defs.off[r];
+            defs.to = arena_alloc(&k->mem, sizeof(uint32_t) * (defs.off[nr] + 1));
+            if (!defs.to)
+                return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+        }
+    }
+    /* the fill advanced each start to the next register's: shift back */
+    for (uint32_t r = nr; r > 0; r--)
+        defs.off[r] = defs.off[r - 1];
+    defs.off[0] = 0;
+
+    for (uint32_t b = 0; b <= nb; b++)
+        mark[b] = seen[b] = NONE;
+    size_t deferred = 0, stamp = 0;
+    for (uint32_t r = 0; r < nr; r++) {
+        if (uoff[r] == uoff[r + 1])
+            continue;
+        for (uint32_t e = defs.off[r]; e < defs.off[r + 1]; e++)
+            mark[defs.to[e]] = r;
+        for (uint32_t i = uoff[r]; i < uoff[r + 1]; i++) {
+            hard_use *u = &by_reg[i];
+            uint32_t sp = 0, visited = 0;
+            bool found = false, gave_up = false;
+            stamp++;
+            work[sp++] = u->blk;
+            while (sp && !found && !gave_up) {
+                uint32_t v = work[--sp];
+                for (uint32_t e = g->pred.off[v]; e < g->pred.off[v + 1]; e++) {
+                    uint32_t p = g->pred.to[e];
+                    if (seen[p] == (uint32_t)stamp)
+                        continue;
+                    seen[p] = (uint32_t)stamp;
+                    if (mark[p] == r) {
+                        found = true;
+                        break;
+                    }
+                    if (++visited > SEARCH_BUDGET) {
+                        gave_up = true;
+                        break;
+                    }
+                    work[sp++] = p;
+                }
+            }
+            if (gave_up)
+                by_reg[deferred++] = *u; /* i >= deferred: nothing unread is lost */
+            else if (!found && (bad->ins == NONE || use_before(u, bad)))
+                *bad = *u;
+        }
+    }
+    if (!deferred)
+        return PG_OK;
+    /* a walk per reading block, or a bitset pass per 64 registers per block:
+     * whichever is fewer */
+    size_t blocks = 0, regs = 0;
+    for (uint32_t b = 0; b <= nb; b++)
+        seen[b] = NONE;
+    for (uint32_t r = 0; r < nr; r++)
+        last[r] = NONE;
+    for (size_t i = 0; i < deferred; i++) {
+        blocks += seen[by_reg[i].blk] == NONE;
+        seen[by_reg[i].blk] = 0;
+        regs += last[by_reg[i].reg] == NONE;
+        last[by_reg[i].reg] = 0;
+    }
+    if (blocks * WBITS <= regs)
+        return ancestor_reads(g, &defs, by_reg, deferred, bad);
+    return dataflow_reads(g, &defs, by_reg, deferred, bad);
+}
+
+static int check_defined(cfg *g)
+{
+    pg_kernel *k = g->k;
+    use_list hard = {NULL, 0, 0};
+    hard_use bad = {0, 0, NONE, 0};
+    int err = dominated_reads(g, &hard);
+    if (!err && hard.n)
+        err = settle_reads(g, &hard, &bad);
+    pg_mem_free(hard.v);
+    if (err || bad.ins == NONE)
+        return err;
+    char r[32], d[256];
+    pg_val v = {PG_VAL_REG, bad.reg, 0};
+    pg_val_format(k, v, PG_U32, r, sizeof r);
+    describe(g, bad.ins, d, sizeof d);
+    return pg_fail(k, PG_EUNDEF, "register %s is read before any write reaches it, at %s", r, d);
 }
 
 /* ---------------------------------------------------------------- uniformity */
@@ -246,71 +692,24 @@ static void why_text(const cfg *g, why w, char *buf, size_t n)
     (void)g;
 }
 
-/* Post-dominator sets over nb+1 nodes (the exit is node nb). Returns the
- * immediate post-dominator of each block (nb+1 = none). */
+/* The immediate post-dominator of each block: dominators of the reversed
+ * graph, rooted at the exit (node nb). A block that cannot reach the exit
+ * has none (nb + 1). */
 static int post_dominators(cfg *g, uint32_t *ipdom)
 {
     pg_kernel *k = g->k;
-    uint32_t nn = g->nb + 1;
-    size_t w = nwords(nn);
-    word *pd = arena_alloc(&k->mem, sizeof(word) * w * nn);
-    word *tmp = arena_alloc(&k->mem, sizeof(word) * w);
-    uint32_t *size = arena_alloc(&k->mem, sizeof(uint32_t) * nn);
-    if (!pd || !tmp || !size)
+    uint32_t nn = g->nb + 1, count = 0;
+    uint32_t *order = arena_alloc(&k->mem, sizeof(uint32_t) * nn);
+    uint32_t *num = arena_alloc(&k->mem, sizeof(uint32_t) * nn);
+    if (!order || !num)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    for (uint32_t v = 0; v < nn; v++) {
-        memset(pd + v * w, v == g->nb ? 0 : 0xff, sizeof(word) * w);
-        if (v == g->nb)
-            bit_set(pd + v * w, v);
-    }
-    bool changed = true;
-    while (changed) {
-        changed = false;
-        for (uint32_t v = g->nb; v-- > 0;) {
-            memset(tmp, 0xff, sizeof(word) * w);
-            for (unsigned s = 0; s < g->b[v].nsucc; s++)
-                for (size_t j = 0; j < w; j++)
-                    tmp[j] &= pd[g->b[v].succ[s] * w + j];
-            bit_set(tmp, v);
-            if (memcmp(tmp, pd + v * w, sizeof(word) * w)) {
-                memcpy(pd + v * w, tmp, sizeof(word) * w);
-                changed = true;
-            }
-        }
-    }
-    for (uint32_t v = 0; v < nn; v++) {
-        uint32_t c = 0;
-        for (uint32_t x = 0; x < nn; x++)
-            c += bit_get(pd + v * w, x);
-        size[v] = c;
-    }
-    /* Nodes that cannot reach the exit keep the "all nodes" start value
-     * and have no meaningful post-dominator. */
-    bool *reaches = arena_alloc(&k->mem, nn);
-    if (!reaches)
-        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    memset(reaches, 0, nn);
-    reaches[g->nb] = true;
-    for (bool more = true; more;) {
-        more = false;
-        for (uint32_t v = 0; v < g->nb; v++)
-            for (unsigned s = 0; s < g->b[v].nsucc && !reaches[v]; s++)
-                if (reaches[g->b[v].succ[s]])
-                    reaches[v] = more = true;
-    }
-    for (uint32_t v = 0; v < g->nb; v++) {
-        uint32_t best = nn, best_size = 0;
-        if (reaches[v]) {
-            for (uint32_t x = 0; x < nn; x++) {
-                /* the closest strict post-dominator has the largest set */
-                if (x != v && bit_get(pd + v * w, x) && size[x] > best_size) {
-                    best = x;
-                    best_size = size[x];
-                }
-            }
-        }
-        ipdom[v] = best;
-    }
+    int err = reverse_post_order(k, &g->pred, nn, g->nb, order, &count, num);
+    if (err)
+        return err;
+    dominators(&g->succ, order, count, num, nn, ipdom);
+    for (uint32_t v = 0; v < nn; v++)
+        if (ipdom[v] == NONE)
+            ipdom[v] = nn;
     return PG_OK;
 }
 
@@ -318,6 +717,57 @@ static bool sreg_divergent(pg_sreg s)
 {
     return s == PG_SREG_TID_X || s == PG_SREG_TID_Y || s == PG_SREG_TID_Z ||
            s == PG_SREG_LANEID || s == PG_SREG_WARPID;
+}
+
+/* A divergent branch ends block bi: mark every block reachable from it
+ * before its immediate post-dominator `stop`. seen[v] == bi marks this
+ * walk's blocks, so no walk clears the array: each costs only its region.
+ *
+ * Nested regions are not walked twice. If x is in branch c's region, then
+ * ipdom(c) post-dominates ipdom(x), so x's region lies inside c's: a branch
+ * whose block is already divergent has nothing left to mark, and a walk
+ * that meets a branch walked before can go straight on at that branch's
+ * post-dominator (the stop cannot lie inside the inner region, as each
+ * would then post-dominate the other). Deep nesting stays linear in either
+ * order. */
+static bool mark_region(cfg *g, uint32_t bi, const uint32_t *ipdom, const bool *walked,
+                        uint32_t *stack, uint32_t *seen)
+{
+    uint32_t nb = g->nb, sp = 0, cause = g->b[bi].end - 1, stop = ipdom[bi];
+    bool changed = false;
+    if (g->b[bi].divergent)
+        return false;
+    for (uint32_t e = g->succ.off[bi]; e < g->succ.off[bi + 1]; e++) {
+        uint32_t t = g->succ.to[e];
+        if (t < nb && t != stop && seen[t] != bi) {
+            seen[t] = bi;
+            stack[sp++] = t;
+        }
+    }
+    while (sp) {
+        uint32_t v = stack[--sp];
+        if (!g->b[v].divergent) {
+            g->b[v].divergent = true;
+            g->b[v].cause = cause;
+            changed = true;
+        }
+        if (walked[v] && v != bi) {
+            uint32_t t = ipdom[v];
+            if (t < nb && t != stop && seen[t] != bi) {
+                seen[t] = bi;
+                stack[sp++] = t;
+            }
+            continue;
+        }
+        for (uint32_t e = g->succ.off[v]; e < g->succ.off[v + 1]; e++) {
+            uint32_t t = g->succ.to[e];
+            if (t < nb && t != stop && seen[t] != bi) {
+                seen[t] = bi;
+                stack[sp++] = t;
+            }
+        }
+    }
+    return changed;
 }
 
 static int check_barriers(cfg *g)
@@ -333,12 +783,14 @@ static int check_barriers(cfg *g)
     why *div = arena_alloc(&k->mem, sizeof(why) * k->nregs);
     uint32_t *ipdom = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
-    bool *seen = arena_alloc(&k->mem, nb + 1);
+    uint32_t *seen = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     bool *done_branch = arena_alloc(&k->mem, nb + 1);
     if (!div || !ipdom || !stack || !seen || !done_branch)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(div, 0, sizeof(why) * k->nregs);
     memset(done_branch, 0, nb + 1);
+    for (uint32_t v = 0; v <= nb; v++)
+        seen[v] = NONE;
     int err = post_dominators(g, ipdom);
     if (err)
         return err;
@@ -388,36 +840,12 @@ static int check_barriers(cfg *g)
                     }
                 }
             }
-        }
-        /* Divergent branches mark the blocks they control. */
-        for (uint32_t bi = 0; bi < nb; bi++) {
-            block *b = &g->b[bi];
-            if (!b->reachable || done_branch[bi] || b->end == b->start)
-                continue;
-            const instr *last = &k->ins[b->end - 1];
-            if (!is_term(last) || !last->guard || !div[last->guard].kind)
-                continue;
-            done_branch[bi] = true;
-            memset(seen, 0, nb + 1);
-            uint32_t sp = 0, stop = ipdom[bi];
-            for (unsigned s = 0; s < b->nsucc; s++)
-                if (b->succ[s] < nb && b->succ[s] != stop && !seen[b->succ[s]]) {
-                    seen[b->succ[s]] = true;
-                    stack[sp++] = b->succ[s];
-                }
-            while (sp) {
-                uint32_t v = stack[--sp];
-                if (!g->b[v].divergent) {
-                    g->b[v].divergent = true;
-                    g->b[v].cause = b->end - 1;
-                    changed = true;
-                }
-                for (unsigned s = 0; s < g->b[v].nsucc; s++) {
-                    uint32_t t = g->b[v].succ[s];
-                    if (t < nb && t != stop && !seen[t]) {
-                        seen[t] = true;
-                        stack[sp++] = t;
-                    }
+            /* at once, so that what it makes divergent is seen in this pass */
+            if (!done_branch[bi] && b->end > b->start) {
+                const instr *last = &k->ins[b->end - 1];
+                if (is_term(last) && last->guard && div[last->guard].kind) {
+                    done_branch[bi] = true;
+                    changed |= mark_region(g, bi, ipdom, done_branch, stack, seen);
                 }
             }
         }

@@ -7,6 +7,8 @@
 #include "pgk.h"
 #include "util.h"
 
+#include <time.h>
+
 typedef struct ctx {
     pg_kernel *k;
     pg_reg n;    /* a param: uniform */
@@ -49,6 +51,69 @@ static void expect_ok(ctx c)
     if (rc)
         fprintf(stderr, "  unexpected: %s\n", pg_kernel_message(c.k));
     REQUIRE(ptx != NULL);
+    pg_kernel_destroy(&c.k);
+}
+
+/* Process CPU seconds: the scale cases check growth stays near-linear
+ * (the quadratic validator took about a minute at this size), and CPU time
+ * is steady on a loaded machine where wall time is not. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+#define SCALE_BRANCHES 64000u
+#define SCALE_CPU_LIMIT_S 5.0
+
+/* SCALE_BRANCHES straight-line `@p bra` over one add each, p from %tid.x,
+ * a bar.sync after every 64 (each region joins first: uniform). With
+ * `plant` < SCALE_BRANCHES, that branch skips a bar.sync as well. */
+static void scale_branches(ctx c, uint32_t plant)
+{
+    pg_kernel *k = c.k;
+    pg_reg acc = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, acc, pg_u32(0));
+    for (uint32_t i = 0; i < SCALE_BRANCHES; i++) {
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_label skip = pg_label_new(k, "skip");
+        pg_setp(k, PG_CMP_LT, PG_U32, p, c.tid, pg_u32(i));
+        pg_bra_if(k, p, false, skip);
+        pg_add(k, PG_U32, acc, acc, pg_u32(1));
+        if (i == plant)
+            pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        if (i % 64 == 63)
+            pg_bar_sync(k, 1);
+    }
+    pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, acc);
+}
+
+/* `n` uniform branches, each over one block: a backward search from a read
+ * below them gives up and leaves the read to the data-flow. */
+static void uniform_branches(ctx c, uint32_t n)
+{
+    pg_kernel *k = c.k;
+    pg_reg p = pg_reg_new(k, PG_PRED), t = pg_reg_new(k, PG_U32);
+    pg_setp(k, PG_CMP_EQ, PG_U32, p, c.n, pg_u32(7));
+    for (uint32_t i = 0; i < n; i++) {
+        pg_label skip = pg_label_new(k, "u");
+        pg_bra_if(k, p, false, skip);
+        pg_mov(k, PG_U32, t, pg_u32(i));
+        pg_label_bind(k, skip);
+    }
+}
+
+static void expect_undef(ctx c, const char *reg)
+{
+    const char *ptx = NULL;
+    int rc = pg_kernel_emit(c.k, &ptx, NULL);
+    REQUIRE_INT_EQ(rc, PG_EUNDEF);
+    const char *m = pg_kernel_message(c.k);
+    REQUIRE_CONTAINS(m, "is read before any write reaches it");
+    REQUIRE_CONTAINS(m, reg);
+    fprintf(stderr, "  rejected as expected: %s\n", m);
     pg_kernel_destroy(&c.k);
 }
 
@@ -266,6 +331,117 @@ int main(void)
         pg_bar_sync(k, 0);
         pg_label_bind(k, skip);
         expect_ok(c);
+    }
+    /* ---- scale: near-linear, the same verdicts ---- */
+    /* 64,000 predicated branches with a barrier after every 64: accepted */
+    {
+        ctx c = begin("scale_ok");
+        scale_branches(c, SCALE_BRANCHES);
+        double t0 = cpu_s();
+        expect_ok(c);
+        double dt = cpu_s() - t0;
+        fprintf(stderr, "  64k branches + barriers: %.3f s CPU\n", dt);
+        REQUIRE(dt < SCALE_CPU_LIMIT_S);
+    }
+    /* the same with one barrier inside branch 40,000's region: rejected,
+     * naming that barrier and that branch */
+    {
+        ctx c = begin("scale_diverge");
+        scale_branches(c, 40000);
+        double t0 = cpu_s();
+        expect_diverge(c, "`@%p40001 bra $L40001_skip`", "depends on %tid.x");
+        REQUIRE(cpu_s() - t0 < SCALE_CPU_LIMIT_S);
+    }
+    /* 20,000 nested tid-dependent ifs joining before one barrier: accepted
+     * (each region lies in the one around it and is not walked again) */
+    {
+        ctx c = begin("scale_nested");
+        pg_kernel *k = c.k;
+        enum { DEPTH = 20000 };
+        static pg_label lab[DEPTH];
+        pg_reg acc = pg_reg_new(k, PG_U32);
+        pg_mov(k, PG_U32, acc, pg_u32(0));
+        for (uint32_t i = 0; i < DEPTH; i++) {
+            pg_reg p = pg_reg_new(k, PG_PRED);
+            lab[i] = pg_label_new(k, "in");
+            pg_setp(k, PG_CMP_LT, PG_U32, p, c.tid, pg_u32(i));
+            pg_bra_if(k, p, false, lab[i]);
+            pg_add(k, PG_U32, acc, acc, pg_u32(1));
+        }
+        for (uint32_t i = DEPTH; i-- > 0;) {
+            pg_label_bind(k, lab[i]);
+            pg_add(k, PG_U32, acc, acc, pg_u32(2));
+        }
+        pg_bar_sync(k, 0);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, acc);
+        double t0 = cpu_s();
+        expect_ok(c);
+        REQUIRE(cpu_s() - t0 < SCALE_CPU_LIMIT_S);
+    }
+    /* many registers: 100,000 blocks each writing a fresh register that the
+     * next one reads, plus one read that no write reaches at the very end */
+    {
+        ctx c = begin("scale_regs");
+        pg_kernel *k = c.k;
+        pg_reg prev = c.tid, stray = pg_reg_new(k, PG_U32);
+        for (uint32_t i = 0; i < 100000; i++) {
+            pg_reg r = pg_reg_new(k, PG_U32);
+            pg_label next = pg_label_new(k, "n");
+            pg_add(k, PG_U32, r, prev, pg_u32(i));
+            pg_bra(k, next);
+            pg_label_bind(k, next);
+            prev = r;
+        }
+        pg_add(k, PG_U32, prev, prev, stray);
+        double t0 = cpu_s();
+        expect_undef(c, "register %r3 is read");
+        REQUIRE(cpu_s() - t0 < SCALE_CPU_LIMIT_S);
+    }
+    /* reads that neither the dominator tree nor a short search settle: a
+     * value written on one arm 200 branches above the read is accepted ... */
+    {
+        ctx c = begin("far_write");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_label skip = pg_label_new(k, "skip");
+        pg_setp(k, PG_CMP_LT, PG_U32, p, c.n, pg_u32(3));
+        pg_bra_if(k, p, false, skip);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_label_bind(k, skip);
+        uniform_branches(c, 200);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        expect_ok(c);
+    }
+    /* ... so is one read 200 branches into a loop and written at its
+     * bottom ... */
+    {
+        ctx c = begin("loop_carried");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32), q = pg_reg_new(k, PG_PRED);
+        pg_label top = pg_label_new(k, "top"), out = pg_label_new(k, "out");
+        pg_label_bind(k, top);
+        uniform_branches(c, 200);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        pg_setp(k, PG_CMP_EQ, PG_U32, q, c.n, pg_u32(0));
+        pg_bra_if(k, q, false, out);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_bra(k, top);
+        pg_label_bind(k, out);
+        expect_ok(c);
+    }
+    /* ... but without the loop no write reaches it */
+    {
+        ctx c = begin("no_loop");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32), q = pg_reg_new(k, PG_PRED);
+        pg_label out = pg_label_new(k, "out");
+        uniform_branches(c, 200);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        pg_setp(k, PG_CMP_EQ, PG_U32, q, c.n, pg_u32(0));
+        pg_bra_if(k, q, false, out);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_label_bind(k, out);
+        expect_undef(c, "register %r3 is read");
     }
     /* every catalog kernel passes validation on every target it supports */
     for (size_t i = 0; i < pgk_count(); i++) {
