@@ -22,6 +22,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fakecuda_launch log_[MAX_LOG];
 static int nlog;
 static atomic_int loads, direct_loads, live_allocs, live_modules;
+static atomic_int links, cubin_loads, bad_cubins;
 
 static const char *mode(void)
 {
@@ -44,6 +45,9 @@ FAKE_API int fakecuda_loads(void);
 FAKE_API int fakecuda_direct_loads(void);
 FAKE_API int fakecuda_live_allocs(void);
 FAKE_API int fakecuda_live_modules(void);
+FAKE_API int fakecuda_links(void);
+FAKE_API int fakecuda_cubin_loads(void);
+FAKE_API int fakecuda_bad_cubins(void);
 
 void fakecuda_reset(void)
 {
@@ -52,6 +56,9 @@ void fakecuda_reset(void)
     pthread_mutex_unlock(&lock);
     atomic_store(&loads, 0);
     atomic_store(&direct_loads, 0);
+    atomic_store(&links, 0);
+    atomic_store(&cubin_loads, 0);
+    atomic_store(&bad_cubins, 0);
 }
 int fakecuda_launch_count(void) { return nlog; }
 const fakecuda_launch *fakecuda_launch_at(int i) { return i >= 0 && i < nlog ? &log_[i] : NULL; }
@@ -59,6 +66,9 @@ int fakecuda_loads(void) { return atomic_load(&loads); }
 int fakecuda_direct_loads(void) { return atomic_load(&direct_loads); }
 int fakecuda_live_allocs(void) { return atomic_load(&live_allocs); }
 int fakecuda_live_modules(void) { return atomic_load(&live_modules); }
+int fakecuda_links(void) { return atomic_load(&links); }
+int fakecuda_cubin_loads(void) { return atomic_load(&cubin_loads); }
+int fakecuda_bad_cubins(void) { return atomic_load(&bad_cubins); }
 
 static void record(const fakecuda_launch *l)
 {
@@ -248,8 +258,12 @@ static CUresult load(CUmodule *m, const void *image)
     return CUDA_SUCCESS;
 }
 
+static CUresult load_cubin(CUmodule *m, const char *image);
+
 E(cuModuleLoadData)(CUmodule *m, const void *image)
 {
+    if (strncmp(image, FAKECUDA_CUBIN_MAGIC, sizeof FAKECUDA_CUBIN_MAGIC - 1) == 0)
+        return load_cubin(m, image);
     if (strstr(image, "BROKEN"))
         return CUDA_ERROR_INVALID_PTX;
     CUresult r = load(m, image);
@@ -317,6 +331,89 @@ E(cuModuleUnload)(CUmodule m)
     atomic_fetch_sub(&live_modules, 1);
     return CUDA_SUCCESS;
 }
+/* The linker: a "cubin" is FAKECUDA_CUBIN_MAGIC, the PTX and a trailer
+ * line with the PTX's length, so that a cubin cut short or altered is
+ * noticed when it is loaded (and counted: the runtime must never hand one
+ * over). */
+typedef struct CUlinkState_st {
+    char *ptx;
+    char *cubin;
+    char *elog;
+    size_t elen;
+} link_state;
+
+E(cuLinkCreate_v2)(unsigned nopts, CUjit_option *opts, void **vals, CUlinkState *out)
+{
+    if (!current)
+        return 201; /* the context must be current on the calling thread */
+    link_state *st = calloc(1, sizeof *st);
+    for (unsigned i = 0; i < nopts; i++) {
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER)
+            st->elog = vals[i];
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            st->elen = (size_t)(uintptr_t)vals[i];
+    }
+    *out = st;
+    return CUDA_SUCCESS;
+}
+E(cuLinkAddData_v2)(CUlinkState st, int type, void *data, size_t size, const char *name,
+                    unsigned nopts, CUjit_option *opts, void **vals)
+{
+    (void)name, (void)nopts, (void)opts, (void)vals;
+    if (!current)
+        return 201;
+    if (type != CU_JIT_INPUT_PTX || st->ptx || size == 0 || ((char *)data)[size - 1] != '\0')
+        return CUDA_ERROR_INVALID_VALUE;
+    if (strstr(data, "BROKEN")) {
+        if (st->elog && st->elen)
+            snprintf(st->elog, st->elen, "ptxas application ptx input, line 7; error   : Unknown "
+                                         "symbol 'BROKEN'\nptxas fatal   : Ptx assembly aborted "
+                                         "due to errors\n");
+        return CUDA_ERROR_INVALID_PTX;
+    }
+    st->ptx = malloc(size);
+    memcpy(st->ptx, data, size);
+    return CUDA_SUCCESS;
+}
+E(cuLinkComplete)(CUlinkState st, void **cubin, size_t *size)
+{
+    if (!current)
+        return 201;
+    if (!st->ptx)
+        return CUDA_ERROR_INVALID_VALUE;
+    jit_delay();
+    size_t n = strlen(st->ptx);
+    size_t len = sizeof FAKECUDA_CUBIN_MAGIC - 1 + n + 32;
+    st->cubin = malloc(len);
+    int w = snprintf(st->cubin, len, "%s%s\n#len %zu\n", FAKECUDA_CUBIN_MAGIC, st->ptx, n);
+    *cubin = st->cubin;
+    *size = (size_t)w + 1;
+    atomic_fetch_add(&links, 1);
+    return CUDA_SUCCESS;
+}
+E(cuLinkDestroy)(CUlinkState st)
+{
+    free(st->ptx);
+    free(st->cubin);
+    free(st);
+    return CUDA_SUCCESS;
+}
+
+static CUresult load_cubin(CUmodule *m, const char *image)
+{
+    const char *ptx = image + sizeof FAKECUDA_CUBIN_MAGIC - 1;
+    const char *tr = strstr(ptx, "\n#len ");
+    size_t want;
+    if (!tr || sscanf(tr, "\n#len %zu", &want) != 1 || want != (size_t)(tr - ptx)) {
+        atomic_fetch_add(&bad_cubins, 1);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    CUresult r = load(m, ptx);
+    if (r == CUDA_SUCCESS)
+        atomic_fetch_add(&cubin_loads, 1);
+    return r;
+}
+
 E(cuFuncSetAttribute)(CUfunction fn, int attr, int value)
 {
     (void)fn;
@@ -659,6 +756,10 @@ static const struct {
     {"cuModuleLoadDataEx", 2010, F(cuModuleLoadDataEx)},
     {"cuModuleGetFunction", 2000, F(cuModuleGetFunction)},
     {"cuModuleUnload", 2000, F(cuModuleUnload)},
+    {"cuLinkCreate", 6050, F(cuLinkCreate_v2)},
+    {"cuLinkAddData", 6050, F(cuLinkAddData_v2)},
+    {"cuLinkComplete", 5050, F(cuLinkComplete)},
+    {"cuLinkDestroy", 5050, F(cuLinkDestroy)},
     {"cuFuncSetAttribute", 9000, F(cuFuncSetAttribute)},
     {"cuMemAlloc", 3020, F(cuMemAlloc_v2)},
     {"cuMemFree", 3020, F(cuMemFree_v2)},

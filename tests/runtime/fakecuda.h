@@ -14,7 +14,10 @@
  *   FAKECUDA_HIDE     an entry point cuGetProcAddress does not know
  *   FAKECUDA_JIT_US   microseconds each module load takes
  *
- * A module whose PTX contains "BROKEN" fails to load with a JIT error log.
+ * A module whose PTX contains "BROKEN" fails to load with a JIT error log
+ * (cuModuleLoadDataEx and cuLinkAddData alike). The linker's "cubin" is
+ * FAKECUDA_CUBIN_MAGIC, the PTX and a length trailer; cuModuleLoadData
+ * takes it back and refuses (and counts) one that was cut or altered.
  * The four clip kernels are emulated on the host (sums in double), so a
  * pipeline's data flow can be followed; other launches are only recorded.
  * Tests reach the recording through the fakecuda_* functions (dlsym).
@@ -25,6 +28,7 @@
 #include <stdint.h>
 
 #define FAKECUDA_MAX_PARAMS 16
+#define FAKECUDA_CUBIN_MAGIC "FAKECUBIN\n"
 
 typedef struct fakecuda_launch {
     char name[64];
@@ -48,6 +52,9 @@ typedef const fakecuda_launch *(*fakecuda_launch_at_fn)(int i);
  *   int fakecuda_direct_loads(void);      cuModuleLoadData calls that succeeded
  *   int fakecuda_live_allocs(void);       cuMemAlloc minus cuMemFree
  *   int fakecuda_live_modules(void);      loads minus cuModuleUnload
+ *   int fakecuda_links(void);             cuLinkComplete calls that succeeded (JITs)
+ *   int fakecuda_cubin_loads(void);       cuModuleLoadData calls that loaded a cubin
+ *   int fakecuda_bad_cubins(void);        cubins refused as cut or altered
  */
 
 #endif /* PTXGEN_FAKECUDA_H */
