@@ -205,15 +205,17 @@ void rt_cubin_cache_open(pgrt_ctx *ctx)
         free(c);
         return;
     }
-    uint64_t mb = CACHE_DEFAULT_MB;
+    /* Fractions are allowed ("0.5"): tests cap the directory at a few
+     * entries. Anything unparsable keeps the default. */
+    double mb = CACHE_DEFAULT_MB;
     const char *v = getenv("PTXGEN_CACHE_MAX_MB");
     if (v && *v) {
         char *end;
-        unsigned long long x = strtoull(v, &end, 10);
-        if (*end == '\0' && x < (1ull << 40))
+        double x = strtod(v, &end);
+        if (*end == '\0' && x >= 0 && x < 1e12)
             mb = x;
     }
-    c->max_bytes = mb << 20;
+    c->max_bytes = (uint64_t)(mb * 1048576.0);
     /* Direct-load devices take no JIT options (context.c says why); the
      * log buffers of the others do not shape the code. */
     c->jit_opts = ctx->info.direct_load ? "link;no-options" : "link;logs;O-default";
