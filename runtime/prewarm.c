@@ -34,9 +34,17 @@ typedef struct warm_job {
 typedef struct warm_pool {
     pgrt_ctx *ctx;
     warm_job *jobs;
+    const size_t *order; /* the jobs in the order workers take them */
     size_t n;
     atomic_size_t next;
 } warm_pool;
+
+/* The longest JITs first, so that the last to finish is a short one: the
+ * GEMMs (tiled, unrolled) take several times a row kernel's time. */
+static bool long_jit(const pgk_desc *d)
+{
+    return d && (strncmp(d->name, "gemm", 4) == 0 || pgk_knob_index(d, "variant") >= 0);
+}
 
 /* Take jobs until none are left. The driver's context is per thread:
  * each worker makes the context's (primary) one current first. */
@@ -48,7 +56,7 @@ static void *warm_worker(void *arg)
         size_t i = atomic_fetch_add(&p->next, 1);
         if (i >= p->n)
             break;
-        warm_job *j = &p->jobs[i];
+        warm_job *j = &p->jobs[p->order[i]];
         if (!j->d)
             continue; /* refused before the run, rc and msg set */
         pgrt_kernel *k;
@@ -69,7 +77,25 @@ static void *warm_worker(void *arg)
  * them); returns the threads used. Jobs that fail leave rc and msg set. */
 static int warm_run(pgrt_ctx *ctx, warm_job *jobs, size_t n)
 {
-    warm_pool pool = {.ctx = ctx, .jobs = jobs, .n = n};
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    size_t k = 0;
+    for (int pass = 0; order && pass < 2; pass++)
+        for (size_t i = 0; i < n; i++)
+            if (long_jit(jobs[i].d) == (pass == 0))
+                order[k++] = i;
+    /* Out of memory for the order: one thread, list order. */
+    static const size_t zero = 0;
+    warm_pool pool = {.ctx = ctx, .jobs = jobs, .order = order, .n = n};
+    if (!order) {
+        for (size_t i = 0; i < n; i++) {
+            pool.order = &zero;
+            pool.jobs = &jobs[i];
+            pool.n = 1;
+            atomic_init(&pool.next, 0);
+            warm_worker(&pool);
+        }
+        return 1;
+    }
     atomic_init(&pool.next, 0);
     size_t want = (size_t)ctx->jit_threads < n ? (size_t)ctx->jit_threads : n;
     pthread_t tid[64];
@@ -80,6 +106,7 @@ static int warm_run(pgrt_ctx *ctx, warm_job *jobs, size_t n)
     warm_worker(&pool);
     for (size_t i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
+    free(order);
     return (int)started + 1;
 }
 

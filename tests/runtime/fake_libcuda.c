@@ -243,11 +243,14 @@ static void jit_delay(void)
     }
 }
 
-static CUresult load(CUmodule *m, const void *image)
+/* jit: the image is PTX to compile (FAKECUDA_JIT_US applies), not a
+ * cubin. */
+static CUresult load(CUmodule *m, const void *image, bool jit)
 {
     if (!current)
         return 201;
-    jit_delay();
+    if (jit)
+        jit_delay();
     const char *ptx = image;
     fmodule *f = calloc(1, sizeof *f);
     size_t n = strlen(ptx) + 1;
@@ -266,7 +269,7 @@ E(cuModuleLoadData)(CUmodule *m, const void *image)
         return load_cubin(m, image);
     if (strstr(image, "BROKEN"))
         return CUDA_ERROR_INVALID_PTX;
-    CUresult r = load(m, image);
+    CUresult r = load(m, image, true);
     if (r == CUDA_SUCCESS)
         atomic_fetch_add(&direct_loads, 1);
     return r;
@@ -288,7 +291,7 @@ E(cuModuleLoadDataEx)(CUmodule *m, const void *image, unsigned nopts, CUjit_opti
                                  "'BROKEN'\nptxas fatal   : Ptx assembly aborted due to errors\n");
         return CUDA_ERROR_INVALID_PTX;
     }
-    CUresult r = load(m, image);
+    CUresult r = load(m, image, true);
     if (r == CUDA_SUCCESS)
         atomic_fetch_add(&loads, 1);
     return r;
@@ -408,7 +411,7 @@ static CUresult load_cubin(CUmodule *m, const char *image)
         atomic_fetch_add(&bad_cubins, 1);
         return CUDA_ERROR_INVALID_IMAGE;
     }
-    CUresult r = load(m, ptx);
+    CUresult r = load(m, ptx, false);
     if (r == CUDA_SUCCESS)
         atomic_fetch_add(&cubin_loads, 1);
     return r;
