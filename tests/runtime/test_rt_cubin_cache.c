@@ -193,6 +193,19 @@ static void test_hit_miss(void)
     REQUIRE_INT_EQ(fk_links(), 2);
     unsetenv("FAKECUDA_CC");
     REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK + 4);
+
+    /* A direct-load device (compute capability 12): the linker without
+     * options, cached all the same. */
+    setenv("FAKECUDA_CC", "120", 1);
+    fk_reset();
+    REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
+    REQUIRE_INT_EQ(fk_links(), 2);
+    fk_reset();
+    REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
+    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(st.disk_hits, 2);
+    unsetenv("FAKECUDA_CC");
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK + 6);
 }
 
 /* ---------------------------------------------------------------- damaged entries */
