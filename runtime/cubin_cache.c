@@ -335,9 +335,9 @@ typedef enum { ENTRY_NONE, ENTRY_OK, ENTRY_BAD } entry_state;
 static entry_state entry_read(const char *path, const unsigned char key[32], unsigned char **data,
                               size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return ENTRY_NONE;
+        return errno == ENOENT ? ENTRY_NONE : ENTRY_BAD;
     entry_state st = ENTRY_BAD;
     unsigned char *buf = NULL;
     struct stat sb;
@@ -665,9 +665,12 @@ int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *ou
 
     void *cubin = NULL;
     double t1 = rt_now_ms();
-    if ((rc = link_ptx(ctx, ptx, what, &cubin, &len)))
-        return rc;
+    rc = link_ptx(ctx, ptx, what, &cubin, &len);
     double t2 = rt_now_ms();
+    if (rc) {
+        info->jit_ms = t2 - t1;
+        return rc;
+    }
     rc = load_cubin(ctx, cubin, what, out);
     double t3 = rt_now_ms();
     info->jit_ms = t2 - t1;

@@ -460,7 +460,7 @@ static int warm_plan(pgrt_ctx *ctx, const plan *p, pgrt_prewarm_report *out)
         m->cubin_bytes = li->cubin_bytes;
         out->failed += jobs[i].rc != 0;
         out->loaded += m->loaded;
-        out->hits += !li->loaded;
+        out->hits += jobs[i].rc == 0 && !li->loaded;
         out->disk_hits += m->loaded && m->from_disk;
         out->jit_ms += m->jit_ms;
         out->emit_ms += m->emit_ms;

@@ -631,9 +631,10 @@ static int child(const char *mode)
     if (!strcmp(mode, "warm"))
         return warm(kernels, NK, NULL) ? 1 : 0;
     if (!strcmp(mode, "full")) {
-        /* Enough for no entry: every write stops part-way. */
+        /* Room for the logged line, not for any entry (each is several
+         * kilobytes): every write stops part-way. */
         signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {200, 200};
+        struct rlimit rl = {1024, 1024};
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
             return 2;
         pgrt_cache_stats st;
