@@ -74,28 +74,19 @@ static void *warm_worker(void *arg)
 }
 
 /* Load every job, on up to ctx->jit_threads threads (the caller's among
- * them); returns the threads used. Jobs that fail leave rc and msg set. */
+ * them); returns the threads used, or PGRT_ENOMEM before any load. Jobs
+ * that fail leave rc and msg set. */
 static int warm_run(pgrt_ctx *ctx, warm_job *jobs, size_t n)
 {
     size_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order)
+        return rt_fail(PGRT_ENOMEM, "pre-warm: out of memory");
     size_t k = 0;
-    for (int pass = 0; order && pass < 2; pass++)
+    for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < n; i++)
             if (long_jit(jobs[i].d) == (pass == 0))
                 order[k++] = i;
-    /* Out of memory for the order: one thread, list order. */
-    static const size_t zero = 0;
     warm_pool pool = {.ctx = ctx, .jobs = jobs, .order = order, .n = n};
-    if (!order) {
-        for (size_t i = 0; i < n; i++) {
-            pool.order = &zero;
-            pool.jobs = &jobs[i];
-            pool.n = 1;
-            atomic_init(&pool.next, 0);
-            warm_worker(&pool);
-        }
-        return 1;
-    }
     atomic_init(&pool.next, 0);
     size_t want = (size_t)ctx->jit_threads < n ? (size_t)ctx->jit_threads : n;
     pthread_t tid[64];
@@ -162,7 +153,11 @@ int pgrt_prewarm_each(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rcs)
             j->msg = strdup(pgrt_last_message());
         }
     }
-    (void)warm_run(ctx, jobs, n);
+    int threads = warm_run(ctx, jobs, n);
+    if (threads < 0) {
+        warm_free(jobs, n);
+        return threads;
+    }
     if (rcs)
         for (size_t i = 0; i < n; i++)
             rcs[i] = jobs[i].rc;
@@ -447,6 +442,10 @@ static int warm_plan(pgrt_ctx *ctx, const plan *p, pgrt_prewarm_report *out)
         jobs[i].kn = &p->e[i].kn;
     }
     int threads = warm_run(ctx, jobs, p->n);
+    if (threads < 0) {
+        warm_free(jobs, p->n);
+        return threads;
+    }
     for (size_t i = 0; out && i < p->n; i++) {
         const rt_load_info *li = &jobs[i].info;
         pgrt_prewarm_module *m = &out->list[out->modules++];
