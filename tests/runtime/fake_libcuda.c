@@ -22,7 +22,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fakecuda_launch log_[MAX_LOG];
 static int nlog;
 static atomic_int loads, direct_loads, live_allocs, live_modules;
-static atomic_int links, cubin_loads, bad_cubins;
+static atomic_int links, cubin_loads, bad_cubins, in_jit, max_in_jit;
 
 static const char *mode(void)
 {
@@ -48,6 +48,7 @@ FAKE_API int fakecuda_live_modules(void);
 FAKE_API int fakecuda_links(void);
 FAKE_API int fakecuda_cubin_loads(void);
 FAKE_API int fakecuda_bad_cubins(void);
+FAKE_API int fakecuda_max_concurrent_jits(void);
 
 void fakecuda_reset(void)
 {
@@ -59,6 +60,7 @@ void fakecuda_reset(void)
     atomic_store(&links, 0);
     atomic_store(&cubin_loads, 0);
     atomic_store(&bad_cubins, 0);
+    atomic_store(&max_in_jit, 0);
 }
 int fakecuda_launch_count(void) { return nlog; }
 const fakecuda_launch *fakecuda_launch_at(int i) { return i >= 0 && i < nlog ? &log_[i] : NULL; }
@@ -69,6 +71,7 @@ int fakecuda_live_modules(void) { return atomic_load(&live_modules); }
 int fakecuda_links(void) { return atomic_load(&links); }
 int fakecuda_cubin_loads(void) { return atomic_load(&cubin_loads); }
 int fakecuda_bad_cubins(void) { return atomic_load(&bad_cubins); }
+int fakecuda_max_concurrent_jits(void) { return atomic_load(&max_in_jit); }
 
 static void record(const fakecuda_launch *l)
 {
@@ -234,13 +237,20 @@ E(cuMemGetInfo_v2)(size_t *f, size_t *t)
     return CUDA_SUCCESS;
 }
 
+/* A JIT: FAKECUDA_JIT_US of sleep, and the most JITs seen in flight at
+ * once (the pre-warm's pool must overlap them). */
 static void jit_delay(void)
 {
+    int now = atomic_fetch_add(&in_jit, 1) + 1;
+    int max = atomic_load(&max_in_jit);
+    while (now > max && !atomic_compare_exchange_weak(&max_in_jit, &max, now))
+        ;
     int us = env_int("FAKECUDA_JIT_US", 0);
     if (us > 0) {
         struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
+    atomic_fetch_sub(&in_jit, 1);
 }
 
 /* jit: the image is PTX to compile (FAKECUDA_JIT_US applies), not a

@@ -55,6 +55,7 @@ typedef const fakecuda_launch *(*fakecuda_launch_at_fn)(int i);
  *   int fakecuda_links(void);             cuLinkComplete calls that succeeded (JITs)
  *   int fakecuda_cubin_loads(void);       cuModuleLoadData calls that loaded a cubin
  *   int fakecuda_bad_cubins(void);        cubins refused as cut or altered
+ *   int fakecuda_max_concurrent_jits(void); the most JITs in flight at once
  */
 
 #endif /* PTXGEN_FAKECUDA_H */
