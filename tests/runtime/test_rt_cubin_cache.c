@@ -215,7 +215,7 @@ static void damage(const char *path, const char *how)
     long size = file_size(path);
     if (!strcmp(how, "flip")) {
         int fd = open(path, O_RDWR);
-        unsigned char b;
+        unsigned char b = 0;
         REQUIRE(fd >= 0 && pread(fd, &b, 1, size - 40) == 1);
         b ^= 0x20;
         REQUIRE(pwrite(fd, &b, 1, size - 40) == 1);
