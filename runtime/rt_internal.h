@@ -128,10 +128,10 @@ enum {
       (CUmodule * mod, const void *image))                                                   \
     X(ModuleLoadDataEx, "cuModuleLoadDataEx", 2010, "cuModuleLoadDataEx", 1,                  \
       (CUmodule * mod, const void *image, unsigned nopts, CUjit_option *opts, void **vals))  \
+    RT_CU_LINK_ENTRIES(X)                                                                    \
     X(ModuleGetFunction, "cuModuleGetFunction", 2000, "cuModuleGetFunction", 1,               \
       (CUfunction * fn, CUmodule mod, const char *name))                                     \
     X(ModuleUnload, "cuModuleUnload", 2000, "cuModuleUnload", 1, (CUmodule mod))              \
-    RT_CU_LINK_ENTRIES(X)                                                                    \
     X(FuncSetAttribute, "cuFuncSetAttribute", 9000, "cuFuncSetAttribute", 0,                  \
       (CUfunction fn, int attrib, int value))                                                \
     X(MemAlloc, "cuMemAlloc", 3020, "cuMemAlloc_v2", 1, (CUdeviceptr * p, size_t bytes))      \

@@ -307,43 +307,6 @@ E(cuModuleLoadDataEx)(CUmodule *m, const void *image, unsigned nopts, CUjit_opti
     return r;
 }
 
-static int type_size(const char *t)
-{
-    if (!strncmp(t, "u64", 3) || !strncmp(t, "s64", 3) || !strncmp(t, "b64", 3) ||
-        !strncmp(t, "f64", 3))
-        return 8;
-    if (!strncmp(t, "u16", 3) || !strncmp(t, "s16", 3) || !strncmp(t, "b16", 3) ||
-        !strncmp(t, "f16", 3))
-        return 2;
-    if (!strncmp(t, "u8", 2) || !strncmp(t, "s8", 2) || !strncmp(t, "b8", 2))
-        return 1;
-    return 4;
-}
-
-E(cuModuleGetFunction)(CUfunction *fn, CUmodule m, const char *name)
-{
-    fmodule *f = (fmodule *)(void *)m;
-    char pat[80];
-    snprintf(pat, sizeof pat, ".entry %s(", name);
-    const char *p = strstr(f->m.ptx, pat);
-    if (!p || f->nfuncs == MAX_FUNCS)
-        return CUDA_ERROR_NOT_FOUND;
-    struct CUfunc_st *fu = &f->funcs[f->nfuncs++];
-    snprintf(fu->name, sizeof fu->name, "%s", name);
-    const char *end = strchr(p, ')');
-    for (const char *q = strstr(p, ".param ."); q && q < end && fu->nparams < FAKECUDA_MAX_PARAMS;
-         q = strstr(q + 1, ".param ."))
-        fu->sizes[fu->nparams++] = type_size(q + 8);
-    *fn = fu;
-    return CUDA_SUCCESS;
-}
-E(cuModuleUnload)(CUmodule m)
-{
-    free(m->ptx);
-    free(m);
-    atomic_fetch_sub(&live_modules, 1);
-    return CUDA_SUCCESS;
-}
 /* The linker: a "cubin" is FAKECUDA_CUBIN_MAGIC, the PTX and a trailer
  * line with the PTX's length, so that a cubin cut short or altered is
  * noticed when it is loaded (and counted: the runtime must never hand one
@@ -427,6 +390,43 @@ static CUresult load_cubin(CUmodule *m, const char *image)
     return r;
 }
 
+static int type_size(const char *t)
+{
+    if (!strncmp(t, "u64", 3) || !strncmp(t, "s64", 3) || !strncmp(t, "b64", 3) ||
+        !strncmp(t, "f64", 3))
+        return 8;
+    if (!strncmp(t, "u16", 3) || !strncmp(t, "s16", 3) || !strncmp(t, "b16", 3) ||
+        !strncmp(t, "f16", 3))
+        return 2;
+    if (!strncmp(t, "u8", 2) || !strncmp(t, "s8", 2) || !strncmp(t, "b8", 2))
+        return 1;
+    return 4;
+}
+
+E(cuModuleGetFunction)(CUfunction *fn, CUmodule m, const char *name)
+{
+    fmodule *f = (fmodule *)(void *)m;
+    char pat[80];
+    snprintf(pat, sizeof pat, ".entry %s(", name);
+    const char *p = strstr(f->m.ptx, pat);
+    if (!p || f->nfuncs == MAX_FUNCS)
+        return CUDA_ERROR_NOT_FOUND;
+    struct CUfunc_st *fu = &f->funcs[f->nfuncs++];
+    snprintf(fu->name, sizeof fu->name, "%s", name);
+    const char *end = strchr(p, ')');
+    for (const char *q = strstr(p, ".param ."); q && q < end && fu->nparams < FAKECUDA_MAX_PARAMS;
+         q = strstr(q + 1, ".param ."))
+        fu->sizes[fu->nparams++] = type_size(q + 8);
+    *fn = fu;
+    return CUDA_SUCCESS;
+}
+E(cuModuleUnload)(CUmodule m)
+{
+    free(m->ptx);
+    free(m);
+    atomic_fetch_sub(&live_modules, 1);
+    return CUDA_SUCCESS;
+}
 E(cuFuncSetAttribute)(CUfunction fn, int attr, int value)
 {
     (void)fn;
@@ -767,12 +767,12 @@ static const struct {
     {"cuMemGetInfo", 3020, F(cuMemGetInfo_v2)},
     {"cuModuleLoadData", 2000, F(cuModuleLoadData)},
     {"cuModuleLoadDataEx", 2010, F(cuModuleLoadDataEx)},
-    {"cuModuleGetFunction", 2000, F(cuModuleGetFunction)},
-    {"cuModuleUnload", 2000, F(cuModuleUnload)},
     {"cuLinkCreate", 6050, F(cuLinkCreate_v2)},
     {"cuLinkAddData", 6050, F(cuLinkAddData_v2)},
     {"cuLinkComplete", 5050, F(cuLinkComplete)},
     {"cuLinkDestroy", 5050, F(cuLinkDestroy)},
+    {"cuModuleGetFunction", 2000, F(cuModuleGetFunction)},
+    {"cuModuleUnload", 2000, F(cuModuleUnload)},
     {"cuFuncSetAttribute", 9000, F(cuFuncSetAttribute)},
     {"cuMemAlloc", 3020, F(cuMemAlloc_v2)},
     {"cuMemFree", 3020, F(cuMemFree_v2)},

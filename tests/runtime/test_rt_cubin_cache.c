@@ -208,6 +208,29 @@ static void test_hit_miss(void)
     REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK + 6);
 }
 
+/* A JIT error through the linker: its log in the message, nothing written. */
+static void test_jit_error(void)
+{
+    char dir[512], names[16][128];
+    use_dir("jit-error", dir, sizeof dir);
+    pgk_desc bad = *pgk_find("residual_add");
+    bad.name = "residual_add_BROKEN"; /* the fake's JIT refuses it */
+    pgrt_ctx *ctx = open_ctx();
+    pgrt_kernel *k = NULL;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &bad, NULL, &k), PGRT_EJIT);
+    REQUIRE_CONTAINS(pgrt_last_message(), "cuLinkAddData: CUDA_ERROR_INVALID_PTX: ptxas");
+    REQUIRE_CONTAINS(pgrt_last_message(), "line 7; error");
+    REQUIRE_CONTAINS(pgrt_last_message(), "; ptxas fatal");
+    REQUIRE_CONTAINS(pgrt_last_message(), "(kernel residual_add_BROKEN, sm_90)");
+    REQUIRE_INT_EQ(pgrt_last_cuda_error(), 218);
+    pgrt_cache_stats st;
+    pgrt_cache_stats_get(ctx, &st);
+    REQUIRE_INT_EQ(st.failures, 1);
+    REQUIRE_INT_EQ(st.disk_writes, 0);
+    pgrt_ctx_destroy(&ctx);
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 0);
+}
+
 /* ---------------------------------------------------------------- damaged entries */
 
 static void damage(const char *path, const char *how)
@@ -694,6 +717,7 @@ int main(int argc, char **argv)
     unsetenv("PTXGEN_CACHE_MAX_MB");
     unsetenv("PTXGEN_JIT_THREADS");
     test_hit_miss();
+    test_jit_error();
     test_damaged();
     test_concurrent_threads();
     test_concurrent_processes();
