@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int pgrt_target_for_cc(int major, int minor, pg_target *out)
 {
@@ -87,6 +88,26 @@ static int query_device(pgrt_ctx *ctx)
     return 0;
 }
 
+/* The pre-warm's threads: the field, else $PTXGEN_JIT_THREADS, else the
+ * online CPUs. The driver's JIT is CPU-bound and each thread holds a
+ * compiler's working set, so more than 16 buys little. */
+static int jit_threads(int want)
+{
+    long n = want;
+    const char *env = getenv("PTXGEN_JIT_THREADS");
+    if (n <= 0 && env && *env) {
+        char *end;
+        n = strtol(env, &end, 10);
+        if (*end != '\0')
+            n = 0;
+    }
+    if (n <= 0) {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        n = n > 16 ? 16 : n;
+    }
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
 int pgrt_ctx_create(pgrt_ctx **out, const pgrt_ctx_params *params)
 {
     if (!out)
@@ -153,6 +174,8 @@ int pgrt_ctx_create(pgrt_ctx **out, const pgrt_ctx_params *params)
         goto fail;
     }
     atomic_init(&ctx->capturing, 0);
+    ctx->jit_threads = jit_threads(0);
+    rt_cubin_cache_open(ctx);
     *out = ctx;
     return 0;
 
@@ -173,6 +196,7 @@ void pgrt_ctx_destroy(pgrt_ctx **pctx)
     if (rt_ctx_bind(ctx) == 0)
         rt_cache_clear(ctx);
     rt_blas_destroy(ctx);
+    rt_cubin_cache_close(ctx);
     (void)RT_CU(&ctx->drv, DevicePrimaryCtxRelease, (ctx->dev));
     pthread_cond_destroy(&ctx->loaded);
     pthread_mutex_destroy(&ctx->lock);
@@ -191,6 +215,15 @@ int pgrt_ctx_device_info(const pgrt_ctx *ctx, pgrt_device_info *out)
 pg_target pgrt_ctx_target(const pgrt_ctx *ctx)
 {
     return ctx ? ctx->info.target : PG_TARGET_COUNT;
+}
+
+int pgrt_ctx_set_jit_threads(pgrt_ctx *ctx, int n)
+{
+    if (!ctx || n < 0)
+        return rt_fail(PGRT_EINVAL, "pgrt_ctx_set_jit_threads: %s",
+                       !ctx ? "ctx is NULL" : "the thread count is negative");
+    ctx->jit_threads = jit_threads(n);
+    return ctx->jit_threads;
 }
 
 int pgrt_ctx_mem_info(pgrt_ctx *ctx, size_t *free_bytes, size_t *total_bytes)

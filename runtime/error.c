@@ -50,6 +50,24 @@ const char *pgrt_last_message(void) { return tls_msg; }
 
 int pgrt_last_cuda_error(void) { return tls_cuda; }
 
+void rt_msg_set(int cuda, const char *msg)
+{
+    tls_cuda = cuda;
+    snprintf(tls_msg, sizeof tls_msg, "%s", msg ? msg : "");
+}
+
+void rt_log(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    /* One write, so that lines from concurrent threads and processes do
+     * not interleave. */
+    fprintf(stderr, "ptxgen: %s\n", line);
+}
+
 /* The CUresult values of cuda.h (13.0), so that messages never depend on the
  * driver being able to name its own errors (cuGetErrorName is itself an
  * entry point that may be missing). */

@@ -37,19 +37,26 @@ static void log_flatten(const char *in, char *out, size_t outlen)
     out[o] = '\0';
 }
 
-int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out)
+int rt_ptx_precheck(pgrt_ctx *ctx, const char *ptx, const char *what)
 {
     char err[512];
-    const char *target = pg_target_name(ctx->info.target);
     pgrt_ptx_info info;
     int rc = pgrt_ptx_parse(ptx, 0, &info, err, sizeof err);
     if (rc == 0)
         rc = pgrt_ptx_check_device(&info, &ctx->info, err, sizeof err);
-    if (rc) {
-        if (what)
-            return rt_fail(rc, "%s (%s): %s", what, target, err);
+    if (rc && what)
+        return rt_fail(rc, "%s (%s): %s", what, pg_target_name(ctx->info.target), err);
+    if (rc)
         return rt_fail(rc, "%s", err);
-    }
+    return 0;
+}
+
+int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out)
+{
+    const char *target = pg_target_name(ctx->info.target);
+    int rc = rt_ptx_precheck(ctx, ptx, what);
+    if (rc)
+        return rc;
     if ((rc = rt_ctx_bind(ctx)))
         return rc;
 
@@ -147,16 +154,17 @@ static char *make_key(const pgk_desc *d, pg_target t, uint32_t mask, const pgk_k
     return key;
 }
 
-/* Build the kernel's PTX and load it. Runs without the cache lock. */
+/* Build the kernel's PTX and load it: through the on-disk cubin cache when
+ * it is on, else straight from the PTX. Runs without the cache lock. */
 static int build_and_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUmodule *mod,
-                          double *emit_ms, double *jit_ms)
+                          rt_load_info *info)
 {
     char err[512] = "";
     char *ptx = NULL;
     double t0 = rt_now_ms();
     int rc = pgk_emit(d, ctx->info.target, kn, &ptx, NULL, err, sizeof err);
     double t1 = rt_now_ms();
-    *emit_ms = t1 - t0;
+    info->emit_ms = t1 - t0;
     if (rc) {
         return rt_fail(rc == PG_ETARGET  ? PGRT_ETARGET
                        : rc == PG_ERANGE ? PGRT_ERANGE
@@ -165,8 +173,14 @@ static int build_and_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn,
                        pg_target_name(ctx->info.target), pg_err_name(rc),
                        err[0] ? err : pg_strerror(rc));
     }
-    rc = rt_module_load_ptx(ctx, ptx, d->name, mod);
-    *jit_ms = rt_now_ms() - t1;
+    if (ctx->disk) {
+        rc = rt_ptx_precheck(ctx, ptx, d->name);
+        if (rc == 0)
+            rc = rt_cubin_load(ctx, ptx, d->name, mod, info);
+    } else {
+        rc = rt_module_load_ptx(ctx, ptx, d->name, mod);
+        info->jit_ms = rt_now_ms() - t1;
+    }
     pgk_free(ptx);
     return rc;
 }
@@ -220,6 +234,16 @@ static int capture_refusal(pgrt_ctx *ctx, const pgk_desc *d, CUstream check)
 int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
                   pgrt_kernel **out)
 {
+    return rt_kernel_load(ctx, d, kn, check, out, NULL);
+}
+
+int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
+                   pgrt_kernel **out, rt_load_info *info)
+{
+    rt_load_info scratch;
+    if (!info)
+        info = &scratch;
+    memset(info, 0, sizeof *info);
     if (!ctx || !d || !out)
         return rt_fail(PGRT_EINVAL, "pgrt_kernel_get: %s is NULL",
                        !ctx ? "ctx" : !d ? "descriptor" : "out");
@@ -281,9 +305,9 @@ int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstrea
     ctx->stats.misses++;
     pthread_mutex_unlock(&ctx->lock);
 
-    double emit_ms = 0, jit_ms = 0;
     CUmodule mod = NULL;
-    rc = build_and_load(ctx, d, kn, &mod, &emit_ms, &jit_ms);
+    info->loaded = true;
+    rc = build_and_load(ctx, d, kn, &mod, info);
     if (rc == 0) {
         rc = get_function(ctx, mod, d, &e->kern.fn);
         if (rc)
@@ -291,8 +315,12 @@ int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstrea
     }
 
     pthread_mutex_lock(&ctx->lock);
-    ctx->stats.emit_ms += emit_ms;
-    ctx->stats.jit_ms += jit_ms;
+    ctx->stats.emit_ms += info->emit_ms;
+    ctx->stats.jit_ms += info->jit_ms;
+    if (rc == 0) {
+        ctx->stats.load_ms += info->load_ms;
+        ctx->stats.cubin_bytes += info->cubin_bytes;
+    }
     if (rc) {
         ctx->stats.failures++;
         unlink_entry(ctx, e);
@@ -334,24 +362,6 @@ void rt_cache_clear(pgrt_ctx *ctx)
     ctx->stats.modules = 0;
 }
 
-int pgrt_prewarm(pgrt_ctx *ctx, const pgrt_warm *list, size_t n)
-{
-    if (!ctx || (n > 0 && !list))
-        return rt_fail(PGRT_EINVAL, "pgrt_prewarm: %s is NULL", !ctx ? "ctx" : "list");
-    for (size_t i = 0; i < n; i++) {
-        if (!list[i].kernel)
-            return rt_fail(PGRT_EINVAL, "pgrt_prewarm: entry %zu has no kernel name", i);
-        const pgk_desc *d = pgk_find(list[i].kernel);
-        if (!d)
-            return rt_fail(PGRT_ENOTFOUND, "pgrt_prewarm: unknown kernel \"%s\"", list[i].kernel);
-        pgrt_kernel *k;
-        int rc = pgrt_kernel_get(ctx, d, list[i].knobs, &k);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
 int pgrt_cache_stats_get(pgrt_ctx *ctx, pgrt_cache_stats *out)
 {
     if (!ctx || !out)
@@ -359,6 +369,7 @@ int pgrt_cache_stats_get(pgrt_ctx *ctx, pgrt_cache_stats *out)
     pthread_mutex_lock(&ctx->lock);
     *out = ctx->stats;
     pthread_mutex_unlock(&ctx->lock);
+    rt_cubin_cache_stats(ctx, out);
     return 0;
 }
 

@@ -278,6 +278,12 @@ PGRT_API int pgrt_ctx_create(pgrt_ctx **out, const pgrt_ctx_params *params);
 PGRT_API void pgrt_ctx_destroy(pgrt_ctx **ctx);
 /* The device, as found at creation (no driver call). */
 PGRT_API int pgrt_ctx_device_info(const pgrt_ctx *ctx, pgrt_device_info *out);
+/* The threads pgrt_prewarm and pgrt_prewarm_model JIT-compile on. n > 0
+ * sets it (at most 64); n == 0 goes back to the default: $PTXGEN_JIT_THREADS
+ * when set, else the number of online CPUs, at most 16. Returns the count
+ * now in force (PGRT_EINVAL for a NULL ctx or n < 0). Not thread-safe
+ * against a pre-warm running on the context. */
+PGRT_API int pgrt_ctx_set_jit_threads(pgrt_ctx *ctx, int n);
 PGRT_API pg_target pgrt_ctx_target(const pgrt_ctx *ctx);
 /* Free and total device memory now (cuMemGetInfo). */
 PGRT_API int pgrt_ctx_mem_info(pgrt_ctx *ctx, size_t *free_bytes, size_t *total_bytes);
@@ -463,15 +469,30 @@ typedef struct pgrt_warm {
     const pgk_knobs *knobs;
 } pgrt_warm;
 /* Load every listed kernel into the cache now, before weights fill the GPU
- * and before any capture. Stops at the first error. */
+ * and before any capture. The modules are built and JIT-compiled
+ * concurrently on the context's pre-warm threads (pgrt_ctx_set_jit_threads),
+ * each with its own JIT log. An entry that fails (an unknown name, a build
+ * or JIT error) does not stop the others: the call returns the first
+ * failure in list order, its message followed by how many more failed.
+ * Thread-safe, also against other callers of the cache. */
 PGRT_API int pgrt_prewarm(pgrt_ctx *ctx, const pgrt_warm *list, size_t n);
+/* pgrt_prewarm that also stores each entry's outcome (0 or an error code)
+ * in rc[i]; rc (n entries, the caller's) may be NULL. */
+PGRT_API int pgrt_prewarm_each(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rc);
 
 typedef struct pgrt_cache_stats {
     uint64_t hits, misses; /* pgrt_kernel_get outcomes */
     uint64_t failures;     /* misses whose build or load failed */
     size_t modules;        /* modules held */
     double emit_ms;        /* building PTX, all misses together */
-    double jit_ms;         /* cuModuleLoadData(Ex), all misses together */
+    double jit_ms;         /* the driver's JIT (cuModuleLoadDataEx or cuLink*), all misses */
+    /* The on-disk cubin cache (docs/runtime.md); all 0 while it is off. */
+    uint64_t disk_hits;    /* misses served by a cubin from disk, without a JIT */
+    uint64_t disk_misses;  /* misses that found no usable entry and JIT-compiled */
+    uint64_t disk_rejected; /* entries found truncated or corrupt (recompiled) */
+    uint64_t disk_writes;  /* entries written */
+    double load_ms;        /* reading cubins and cuModuleLoadData of them */
+    uint64_t cubin_bytes;  /* bytes of the cubins loaded */
 } pgrt_cache_stats;
 PGRT_API int pgrt_cache_stats_get(pgrt_ctx *ctx, pgrt_cache_stats *out);
 
@@ -657,6 +678,10 @@ typedef struct pgrt_prewarm_module {
     bool loaded;    /* built and JIT-loaded by this call (false: already cached) */
     double jit_ms;  /* its JIT time in this call (0 when it was cached) */
     double emit_ms; /* building its PTX in this call */
+    bool from_disk; /* loaded from the on-disk cubin cache, without a JIT */
+    double load_ms; /* reading and loading its cubin */
+    size_t cubin_bytes;
+    int rc;         /* 0, or why it failed (the call returns the first) */
 } pgrt_prewarm_module;
 
 typedef struct pgrt_prewarm_report {
@@ -668,6 +693,11 @@ typedef struct pgrt_prewarm_report {
     double total_ms;  /* the whole call, cuBLAS included */
     bool cublas;      /* the GEMMs will go to cuBLAS */
     double cublas_ms; /* loading cuBLAS in this call (0 once loaded) */
+    size_t failed;    /* modules that failed to build or load */
+    size_t disk_hits; /* of the loaded, served by the on-disk cubin cache */
+    double load_ms;   /* cubin reading and loading of this call's loads */
+    size_t cubin_bytes; /* of this call's loads */
+    int threads;      /* the threads the modules were loaded on */
     pgrt_prewarm_module list[PGRT_PREWARM_MAX];
 } pgrt_prewarm_report;
 
@@ -685,9 +715,11 @@ typedef struct pgrt_prewarm_report {
  * PGRT_EINVAL for a zero or inconsistent field, PGRT_ERANGE for sizes a
  * kernel cannot take (max_seq_len * intermediate past u32, say), and
  * PGRT_ETARGET for f16_weights below sm_80; the message names the fields.
- * out (may be NULL) is filled as far as the call got; per-module times are
- * differences of pgrt_cache_stats, so loads by other threads at the same
- * time can land in them. */
+ * The modules load concurrently, as in pgrt_prewarm, and a failing one
+ * does not stop the others; the call returns the first failure in plan
+ * order. out (may be NULL) is filled as far as the call got. The jit_ms,
+ * emit_ms and load_ms of the report are sums over modules (thread time);
+ * total_ms is the wall clock. */
 PGRT_API int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *cfg,
                                 pgrt_prewarm_report *out);
 

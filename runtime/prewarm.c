@@ -19,6 +19,160 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---------------------------------------------------------------- the JIT pool */
+
+/* One module to load, and what came of it. */
+typedef struct warm_job {
+    const pgk_desc *d;
+    const pgk_knobs *kn;
+    rt_load_info info;
+    int rc;
+    int cuda;          /* pgrt_last_cuda_error of the failure */
+    char *msg;         /* its message (malloc'd), NULL on success */
+} warm_job;
+
+typedef struct warm_pool {
+    pgrt_ctx *ctx;
+    warm_job *jobs;
+    const size_t *order; /* the jobs in the order workers take them */
+    size_t n;
+    atomic_size_t next;
+} warm_pool;
+
+/* The longest JITs first, so that the last to finish is a short one: the
+ * GEMMs (tiled, unrolled) take several times a row kernel's time. */
+static bool long_jit(const pgk_desc *d)
+{
+    return d && (strncmp(d->name, "gemm", 4) == 0 || pgk_knob_index(d, "variant") >= 0);
+}
+
+/* Take jobs until none are left. The driver's context is per thread:
+ * each worker makes the context's (primary) one current first. */
+static void *warm_worker(void *arg)
+{
+    warm_pool *p = arg;
+    int bound = rt_ctx_bind(p->ctx);
+    for (;;) {
+        size_t i = atomic_fetch_add(&p->next, 1);
+        if (i >= p->n)
+            break;
+        warm_job *j = &p->jobs[p->order[i]];
+        if (!j->d)
+            continue; /* refused before the run, rc and msg set */
+        pgrt_kernel *k;
+        j->rc = bound ? bound : rt_kernel_load(p->ctx, j->d, j->kn, NULL, &k, &j->info);
+        if (j->rc) {
+            j->cuda = pgrt_last_cuda_error();
+            const char *m = pgrt_last_message();
+            size_t len = strlen(m) + 1;
+            j->msg = malloc(len);
+            if (j->msg)
+                memcpy(j->msg, m, len);
+        }
+    }
+    return NULL;
+}
+
+/* Load every job, on up to ctx->jit_threads threads (the caller's among
+ * them); returns the threads used, or PGRT_ENOMEM before any load. Jobs
+ * that fail leave rc and msg set. */
+static int warm_run(pgrt_ctx *ctx, warm_job *jobs, size_t n)
+{
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order)
+        return rt_fail(PGRT_ENOMEM, "pre-warm: out of memory");
+    size_t k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++)
+            if (long_jit(jobs[i].d) == (pass == 0))
+                order[k++] = i;
+    warm_pool pool = {.ctx = ctx, .jobs = jobs, .order = order, .n = n};
+    atomic_init(&pool.next, 0);
+    size_t want = (size_t)ctx->jit_threads < n ? (size_t)ctx->jit_threads : n;
+    pthread_t tid[64];
+    size_t started = 0;
+    for (; want > 1 && started < want - 1 && started < 64; started++)
+        if (pthread_create(&tid[started], NULL, warm_worker, &pool) != 0)
+            break; /* fewer threads, same work */
+    warm_worker(&pool);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    free(order);
+    return (int)started + 1;
+}
+
+/* The first failure in list order becomes this thread's message, with how
+ * many others failed; returns its code (0 when none failed). */
+static int warm_report(warm_job *jobs, size_t n)
+{
+    size_t first = n, failed = 0;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].rc) {
+            failed++;
+            if (first == n)
+                first = i;
+        }
+    if (!failed)
+        return 0;
+    warm_job *j = &jobs[first];
+    char more[96] = "";
+    if (failed > 1)
+        snprintf(more, sizeof more, " (and %zu more of the %zu modules failed)", failed - 1, n);
+    rt_msg_set(j->cuda, j->msg ? j->msg : "out of memory for the message");
+    if (more[0])
+        rt_msg_append("%s", more);
+    return j->rc;
+}
+
+static void warm_free(warm_job *jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(jobs[i].msg);
+    free(jobs);
+}
+
+int pgrt_prewarm_each(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rcs)
+{
+    if (!ctx || (n > 0 && !list))
+        return rt_fail(PGRT_EINVAL, "pgrt_prewarm: %s is NULL", !ctx ? "ctx" : "list");
+    if (n == 0)
+        return 0;
+    warm_job *jobs = calloc(n, sizeof *jobs);
+    if (!jobs)
+        return rt_fail(PGRT_ENOMEM, "pgrt_prewarm: out of memory");
+    /* A bad entry is one module's failure like any other: the rest load. */
+    for (size_t i = 0; i < n; i++) {
+        warm_job *j = &jobs[i];
+        j->d = list[i].kernel ? pgk_find(list[i].kernel) : NULL;
+        j->kn = list[i].knobs;
+        if (!j->d) {
+            j->rc = list[i].kernel
+                        ? rt_fail(PGRT_ENOTFOUND, "pgrt_prewarm: unknown kernel \"%s\"",
+                                  list[i].kernel)
+                        : rt_fail(PGRT_EINVAL, "pgrt_prewarm: entry %zu has no kernel name", i);
+            j->msg = strdup(pgrt_last_message());
+        }
+    }
+    int threads = warm_run(ctx, jobs, n);
+    if (threads < 0) {
+        warm_free(jobs, n);
+        return threads;
+    }
+    if (rcs)
+        for (size_t i = 0; i < n; i++)
+            rcs[i] = jobs[i].rc;
+    int rc = warm_report(jobs, n);
+    warm_free(jobs, n);
+    return rc;
+}
+
+int pgrt_prewarm(pgrt_ctx *ctx, const pgrt_warm *list, size_t n)
+{
+    return pgrt_prewarm_each(ctx, list, n, NULL);
+}
+
+/* ---------------------------------------------------------------- the model's plan */
+
 /* One dimension of a launch and the config expression it comes from (for
  * messages). */
 typedef struct dim {
@@ -277,6 +431,48 @@ static int make_plan(const pgrt_model_config *c, pg_target target, plan *p)
     return add(p, "clip_scale_reduce", "the fused clip", total, 1);
 }
 
+/* Load the plan's modules on the pool and fill the report. */
+static int warm_plan(pgrt_ctx *ctx, const plan *p, pgrt_prewarm_report *out)
+{
+    warm_job *jobs = calloc(p->n ? p->n : 1, sizeof *jobs);
+    if (!jobs)
+        return rt_fail(PGRT_ENOMEM, "pgrt_prewarm_model: out of memory");
+    for (size_t i = 0; i < p->n; i++) {
+        jobs[i].d = p->e[i].d;
+        jobs[i].kn = &p->e[i].kn;
+    }
+    int threads = warm_run(ctx, jobs, p->n);
+    if (threads < 0) {
+        warm_free(jobs, p->n);
+        return threads;
+    }
+    for (size_t i = 0; out && i < p->n; i++) {
+        const rt_load_info *li = &jobs[i].info;
+        pgrt_prewarm_module *m = &out->list[out->modules++];
+        memcpy(m->key, p->e[i].key, sizeof m->key);
+        m->rc = jobs[i].rc;
+        m->loaded = li->loaded && jobs[i].rc == 0;
+        m->from_disk = li->from_disk;
+        m->jit_ms = li->jit_ms;
+        m->emit_ms = li->emit_ms;
+        m->load_ms = li->load_ms;
+        m->cubin_bytes = li->cubin_bytes;
+        out->failed += jobs[i].rc != 0;
+        out->loaded += m->loaded;
+        out->hits += jobs[i].rc == 0 && !li->loaded;
+        out->disk_hits += m->loaded && m->from_disk;
+        out->jit_ms += m->jit_ms;
+        out->emit_ms += m->emit_ms;
+        out->load_ms += m->load_ms;
+        out->cubin_bytes += m->loaded ? m->cubin_bytes : 0;
+    }
+    if (out)
+        out->threads = threads;
+    int rc = warm_report(jobs, p->n);
+    warm_free(jobs, p->n);
+    return rc;
+}
+
 int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *cfg, pgrt_prewarm_report *out)
 {
     if (out)
@@ -299,26 +495,8 @@ int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *cfg, pgrt_prewarm
             out->cublas_ms = rt_now_ms() - c0;
         }
     }
-    for (size_t i = 0; rc == 0 && i < p->n; i++) {
-        pgrt_cache_stats s0, s1;
-        pgrt_kernel *k;
-        (void)pgrt_cache_stats_get(ctx, &s0);
-        rc = pgrt_kernel_get(ctx, p->e[i].d, &p->e[i].kn, &k);
-        if (rc)
-            break;
-        (void)pgrt_cache_stats_get(ctx, &s1);
-        if (out) {
-            pgrt_prewarm_module *m = &out->list[out->modules++];
-            memcpy(m->key, p->e[i].key, sizeof m->key);
-            m->loaded = s1.misses > s0.misses;
-            m->jit_ms = m->loaded ? s1.jit_ms - s0.jit_ms : 0.0;
-            m->emit_ms = m->loaded ? s1.emit_ms - s0.emit_ms : 0.0;
-            out->loaded += m->loaded;
-            out->hits += !m->loaded;
-            out->jit_ms += m->jit_ms;
-            out->emit_ms += m->emit_ms;
-        }
-    }
+    if (rc == 0)
+        rc = warm_plan(ctx, p, out);
     free(p);
     if (out)
         out->total_ms = rt_now_ms() - t0;

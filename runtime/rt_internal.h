@@ -28,6 +28,7 @@ typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUgraphNode_st *CUgraphNode;
 typedef int CUjit_option;
+typedef struct CUlinkState_st *CUlinkState;
 
 enum {
     CUDA_SUCCESS = 0,
@@ -129,6 +130,7 @@ enum {
     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0,
     CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA = 1,
 };
+enum { CU_JIT_INPUT_PTX = 1 };
 enum { CU_STREAM_NON_BLOCKING = 1 };
 enum { CU_EVENT_DEFAULT = 0 };
 enum {
@@ -146,6 +148,18 @@ enum {
 
 /* Shared memory a launch may use without opting in. */
 #define RT_DEFAULT_SHARED_LIMIT (48u * 1024u)
+
+/* The linker, which hands out the cubin a JIT made (cubin_cache.c): optional,
+ * the cache is off without it. */
+#define RT_CU_LINK_ENTRIES(X)                                                                \
+    X(LinkCreate, "cuLinkCreate", 6050, "cuLinkCreate_v2", 0,                                 \
+      (unsigned nopts, CUjit_option *opts, void **vals, CUlinkState *state))                 \
+    X(LinkAddData, "cuLinkAddData", 6050, "cuLinkAddData_v2", 0,                              \
+      (CUlinkState state, int type, void *data, size_t size, const char *name, unsigned nopts, \
+       CUjit_option *opts, void **vals))                                                     \
+    X(LinkComplete, "cuLinkComplete", 5050, "cuLinkComplete", 0,                              \
+      (CUlinkState state, void **cubin, size_t *size))                                       \
+    X(LinkDestroy, "cuLinkDestroy", 5050, "cuLinkDestroy", 0, (CUlinkState state))
 
 /*
  * The entry points: X(field, base name, CUDA version of the ABI we declare,
@@ -180,6 +194,7 @@ enum {
       (CUmodule * mod, const void *image))                                                   \
     X(ModuleLoadDataEx, "cuModuleLoadDataEx", 2010, "cuModuleLoadDataEx", 1,                  \
       (CUmodule * mod, const void *image, unsigned nopts, CUjit_option *opts, void **vals))  \
+    RT_CU_LINK_ENTRIES(X)                                                                    \
     X(ModuleGetFunction, "cuModuleGetFunction", 2000, "cuModuleGetFunction", 1,               \
       (CUfunction * fn, CUmodule mod, const char *name))                                     \
     X(ModuleUnload, "cuModuleUnload", 2000, "cuModuleUnload", 1, (CUmodule mod))              \
@@ -326,6 +341,11 @@ struct pgrt_ctx {
     /* Captures begun through pgrt_capture_begin and not yet ended. */
     atomic_int capturing;
 
+    /* Start-up (cubin_cache.c, prewarm.c): the on-disk cubin cache (NULL:
+     * off) and the pre-warm's thread count. */
+    struct rt_cubin_cache *disk;
+    int jit_threads;
+
     /* cuBLAS (cublas.c): made on first need under `lock`, then its own. */
     struct rt_blas *blas;
 };
@@ -386,6 +406,47 @@ int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstrea
                   pgrt_kernel **out);
 /* Unload every cached module (context teardown). */
 void rt_cache_clear(pgrt_ctx *ctx);
+
+/* ---------------------------------------------------------------- start-up */
+
+/* What one rt_kernel_load did, for the pre-warm report. */
+typedef struct rt_load_info {
+    bool loaded;        /* this call built and loaded the module (a cache miss) */
+    bool from_disk;     /* ... from the on-disk cubin cache, without a JIT */
+    double emit_ms;     /* building the PTX */
+    double jit_ms;      /* the driver's JIT */
+    double load_ms;     /* reading and loading a cubin */
+    size_t cubin_bytes; /* the cubin's size, when one was loaded */
+} rt_load_info;
+
+/* rt_kernel_get that also says what it did (info may be NULL). */
+int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
+                   pgrt_kernel **out, rt_load_info *info);
+
+/* The PTX header checks of rt_module_load_ptx, alone. */
+int rt_ptx_precheck(pgrt_ctx *ctx, const char *ptx, const char *what);
+
+/* The on-disk cubin cache (cubin_cache.c). rt_cubin_cache_open reads the
+ * environment ($PTXGEN_CACHE, $PTXGEN_CACHE_DIR, $XDG_CACHE_HOME, $HOME,
+ * $PTXGEN_CACHE_MAX_MB) and sets ctx->disk, NULL when the cache is off or
+ * the driver has no linker; it never fails. */
+typedef struct rt_cubin_cache rt_cubin_cache;
+void rt_cubin_cache_open(pgrt_ctx *ctx);
+void rt_cubin_cache_close(pgrt_ctx *ctx);
+/* Load checked PTX through the cache: the cubin from disk when a valid
+ * entry is there, else JIT it with the linker, load the cubin and store
+ * it. Thread-safe; ctx->disk must be set. */
+int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out,
+                  rt_load_info *info);
+/* Counters of the disk cache, copied into pgrt_cache_stats. */
+void rt_cubin_cache_stats(pgrt_ctx *ctx, pgrt_cache_stats *out);
+
+/* Restore a message and CUDA code captured on another thread (pre-warm
+ * workers). */
+void rt_msg_set(int cuda, const char *msg);
+/* One line on stderr, "ptxgen: ...": for conditions with no caller to
+ * return to (the disk cache turning itself off). */
+void rt_log(const char *fmt, ...) RT_PRINTF(1, 2);
 /* Destroy the context's cuBLAS handle and state, if any (teardown, with
  * the context current). */
 typedef struct rt_blas rt_blas;

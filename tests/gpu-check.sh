@@ -92,8 +92,11 @@ fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
     step "bench_clip" "$out/bench-clip.log" "$b/tests/gpu/bench_clip"
     step "bench_gemm --quick" "$out/bench-gemm.log" "$b/tests/gpu_gemm/bench_gemm" --quick
+    # The cold JIT: neither the driver's cache nor ptxgen's cubin cache.
     step "prewarm (1.5B LoRA config)" "$out/prewarm.log" env CUDA_CACHE_DISABLE=1 \
-        "$b/tests/gpu_cublas/prewarm_model"
+        PTXGEN_CACHE=0 "$b/tests/gpu_cublas/prewarm_model"
+    step "bench_prewarm (start-up: parallel JIT, cubin cache)" "$out/bench-prewarm.log" \
+        "$b/tests/bench/bench_prewarm" --runs 3
     step "ptxgen-train --mode both --batch 4" "$out/train.log" \
         "$b/tools/ptxgen-train" --mode both --batch 4
 fi
@@ -108,6 +111,8 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     grep -v '^device:' "$out/bench-gemm.log" 2>/dev/null | head -n 40
     echo
     tail -n 8 "$out/prewarm.log" 2>/dev/null
+    echo
+    grep -v '^device:' "$out/bench-prewarm.log" 2>/dev/null | tail -n 8
     echo
     grep -h -E '^(ptxgen-train:|eager:|graph:|F-GRAPH|throughput)' "$out/train.log" 2>/dev/null
 fi

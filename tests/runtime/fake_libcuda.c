@@ -25,6 +25,8 @@ static atomic_int loads, direct_loads, live_allocs, live_modules, tmaps;
 #define MAX_ATTR_LOG 256
 static fakecuda_attr_set attr_log[MAX_ATTR_LOG];
 static int nattr;
+static atomic_int loads, direct_loads, live_allocs, live_modules;
+static atomic_int links, cubin_loads, bad_cubins, in_jit, max_in_jit;
 
 static const char *mode(void)
 {
@@ -50,6 +52,10 @@ FAKE_API int fakecuda_live_modules(void);
 FAKE_API int fakecuda_attr_count(void);
 FAKE_API const fakecuda_attr_set *fakecuda_attr_at(int i);
 FAKE_API int fakecuda_tmap_count(void);
+FAKE_API int fakecuda_links(void);
+FAKE_API int fakecuda_cubin_loads(void);
+FAKE_API int fakecuda_bad_cubins(void);
+FAKE_API int fakecuda_max_concurrent_jits(void);
 
 void fakecuda_reset(void)
 {
@@ -60,6 +66,10 @@ void fakecuda_reset(void)
     atomic_store(&tmaps, 0);
     atomic_store(&loads, 0);
     atomic_store(&direct_loads, 0);
+    atomic_store(&links, 0);
+    atomic_store(&cubin_loads, 0);
+    atomic_store(&bad_cubins, 0);
+    atomic_store(&max_in_jit, 0);
 }
 int fakecuda_launch_count(void) { return nlog; }
 const fakecuda_launch *fakecuda_launch_at(int i) { return i >= 0 && i < nlog ? &log_[i] : NULL; }
@@ -73,6 +83,10 @@ const fakecuda_attr_set *fakecuda_attr_at(int i)
     return i >= 0 && i < nattr ? &attr_log[i] : NULL;
 }
 int fakecuda_tmap_count(void) { return atomic_load(&tmaps); }
+int fakecuda_links(void) { return atomic_load(&links); }
+int fakecuda_cubin_loads(void) { return atomic_load(&cubin_loads); }
+int fakecuda_bad_cubins(void) { return atomic_load(&bad_cubins); }
+int fakecuda_max_concurrent_jits(void) { return atomic_load(&max_in_jit); }
 
 static void record(const fakecuda_launch *l)
 {
@@ -242,20 +256,30 @@ E(cuMemGetInfo_v2)(size_t *f, size_t *t)
     return CUDA_SUCCESS;
 }
 
+/* A JIT: FAKECUDA_JIT_US of sleep, and the most JITs seen in flight at
+ * once (the pre-warm's pool must overlap them). */
 static void jit_delay(void)
 {
+    int now = atomic_fetch_add(&in_jit, 1) + 1;
+    int max = atomic_load(&max_in_jit);
+    while (now > max && !atomic_compare_exchange_weak(&max_in_jit, &max, now))
+        ;
     int us = env_int("FAKECUDA_JIT_US", 0);
     if (us > 0) {
         struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
+    atomic_fetch_sub(&in_jit, 1);
 }
 
-static CUresult load(CUmodule *m, const void *image)
+/* jit: the image is PTX to compile (FAKECUDA_JIT_US applies), not a
+ * cubin. */
+static CUresult load(CUmodule *m, const void *image, bool jit)
 {
     if (!current)
         return 201;
-    jit_delay();
+    if (jit)
+        jit_delay();
     const char *ptx = image;
     fmodule *f = calloc(1, sizeof *f);
     size_t n = strlen(ptx) + 1;
@@ -266,11 +290,15 @@ static CUresult load(CUmodule *m, const void *image)
     return CUDA_SUCCESS;
 }
 
+static CUresult load_cubin(CUmodule *m, const char *image);
+
 E(cuModuleLoadData)(CUmodule *m, const void *image)
 {
+    if (strncmp(image, FAKECUDA_CUBIN_MAGIC, sizeof FAKECUDA_CUBIN_MAGIC - 1) == 0)
+        return load_cubin(m, image);
     if (strstr(image, "BROKEN"))
         return CUDA_ERROR_INVALID_PTX;
-    CUresult r = load(m, image);
+    CUresult r = load(m, image, true);
     if (r == CUDA_SUCCESS)
         atomic_fetch_add(&direct_loads, 1);
     return r;
@@ -292,9 +320,92 @@ E(cuModuleLoadDataEx)(CUmodule *m, const void *image, unsigned nopts, CUjit_opti
                                  "'BROKEN'\nptxas fatal   : Ptx assembly aborted due to errors\n");
         return CUDA_ERROR_INVALID_PTX;
     }
-    CUresult r = load(m, image);
+    CUresult r = load(m, image, true);
     if (r == CUDA_SUCCESS)
         atomic_fetch_add(&loads, 1);
+    return r;
+}
+
+/* The linker: a "cubin" is FAKECUDA_CUBIN_MAGIC, the PTX and a trailer
+ * line with the PTX's length, so that a cubin cut short or altered is
+ * noticed when it is loaded (and counted: the runtime must never hand one
+ * over). */
+typedef struct CUlinkState_st {
+    char *ptx;
+    char *cubin;
+    char *elog;
+    size_t elen;
+} link_state;
+
+E(cuLinkCreate_v2)(unsigned nopts, CUjit_option *opts, void **vals, CUlinkState *out)
+{
+    if (!current)
+        return 201; /* the context must be current on the calling thread */
+    link_state *st = calloc(1, sizeof *st);
+    for (unsigned i = 0; i < nopts; i++) {
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER)
+            st->elog = vals[i];
+        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            st->elen = (size_t)(uintptr_t)vals[i];
+    }
+    *out = st;
+    return CUDA_SUCCESS;
+}
+E(cuLinkAddData_v2)(CUlinkState st, int type, void *data, size_t size, const char *name,
+                    unsigned nopts, CUjit_option *opts, void **vals)
+{
+    (void)name, (void)nopts, (void)opts, (void)vals;
+    if (!current)
+        return 201;
+    if (type != CU_JIT_INPUT_PTX || st->ptx || size == 0 || ((char *)data)[size - 1] != '\0')
+        return CUDA_ERROR_INVALID_VALUE;
+    if (strstr(data, "BROKEN")) {
+        if (st->elog && st->elen)
+            snprintf(st->elog, st->elen, "ptxas application ptx input, line 7; error   : Unknown "
+                                         "symbol 'BROKEN'\nptxas fatal   : Ptx assembly aborted "
+                                         "due to errors\n");
+        return CUDA_ERROR_INVALID_PTX;
+    }
+    st->ptx = malloc(size);
+    memcpy(st->ptx, data, size);
+    return CUDA_SUCCESS;
+}
+E(cuLinkComplete)(CUlinkState st, void **cubin, size_t *size)
+{
+    if (!current)
+        return 201;
+    if (!st->ptx)
+        return CUDA_ERROR_INVALID_VALUE;
+    jit_delay();
+    size_t n = strlen(st->ptx);
+    size_t len = sizeof FAKECUDA_CUBIN_MAGIC - 1 + n + 32;
+    st->cubin = malloc(len);
+    int w = snprintf(st->cubin, len, "%s%s\n#len %zu\n", FAKECUDA_CUBIN_MAGIC, st->ptx, n);
+    *cubin = st->cubin;
+    *size = (size_t)w + 1;
+    atomic_fetch_add(&links, 1);
+    return CUDA_SUCCESS;
+}
+E(cuLinkDestroy)(CUlinkState st)
+{
+    free(st->ptx);
+    free(st->cubin);
+    free(st);
+    return CUDA_SUCCESS;
+}
+
+static CUresult load_cubin(CUmodule *m, const char *image)
+{
+    const char *ptx = image + sizeof FAKECUDA_CUBIN_MAGIC - 1;
+    const char *tr = strstr(ptx, "\n#len ");
+    size_t want;
+    if (!tr || sscanf(tr, "\n#len %zu", &want) != 1 || want != (size_t)(tr - ptx)) {
+        atomic_fetch_add(&bad_cubins, 1);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    CUresult r = load(m, ptx, false);
+    if (r == CUDA_SUCCESS)
+        atomic_fetch_add(&cubin_loads, 1);
     return r;
 }
 
@@ -808,6 +919,10 @@ static const struct {
     {"cuMemGetInfo", 3020, F(cuMemGetInfo_v2)},
     {"cuModuleLoadData", 2000, F(cuModuleLoadData)},
     {"cuModuleLoadDataEx", 2010, F(cuModuleLoadDataEx)},
+    {"cuLinkCreate", 6050, F(cuLinkCreate_v2)},
+    {"cuLinkAddData", 6050, F(cuLinkAddData_v2)},
+    {"cuLinkComplete", 5050, F(cuLinkComplete)},
+    {"cuLinkDestroy", 5050, F(cuLinkDestroy)},
     {"cuModuleGetFunction", 2000, F(cuModuleGetFunction)},
     {"cuModuleUnload", 2000, F(cuModuleUnload)},
     {"cuFuncSetAttribute", 9000, F(cuFuncSetAttribute)},

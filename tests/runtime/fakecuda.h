@@ -14,7 +14,10 @@
  *   FAKECUDA_HIDE     an entry point cuGetProcAddress does not know
  *   FAKECUDA_JIT_US   microseconds each module load takes
  *
- * A module whose PTX contains "BROKEN" fails to load with a JIT error log.
+ * A module whose PTX contains "BROKEN" fails to load with a JIT error log
+ * (cuModuleLoadDataEx and cuLinkAddData alike). The linker's "cubin" is
+ * FAKECUDA_CUBIN_MAGIC, the PTX and a length trailer; cuModuleLoadData
+ * takes it back and refuses (and counts) one that was cut or altered.
  * The four clip kernels are emulated on the host (sums in double), so a
  * pipeline's data flow can be followed; other launches are only recorded.
  * Tests reach the recording through the fakecuda_* functions (dlsym).
@@ -26,6 +29,7 @@
 
 #define FAKECUDA_MAX_PARAMS 16
 #define FAKECUDA_MAX_BIG 4
+#define FAKECUDA_CUBIN_MAGIC "FAKECUBIN\n"
 
 typedef struct fakecuda_launch {
     char name[64];
@@ -82,6 +86,10 @@ typedef const fakecuda_launch *(*fakecuda_launch_at_fn)(int i);
  * with CUDA_ERROR_INVALID_VALUE, as the driver's does; so does a cluster
  * that does not divide the grid (CUDA_ERROR_INVALID_CLUSTER_SIZE) or one on
  * a device below 9.0 (CUDA_ERROR_NOT_SUPPORTED).
+ *   int fakecuda_links(void);             cuLinkComplete calls that succeeded (JITs)
+ *   int fakecuda_cubin_loads(void);       cuModuleLoadData calls that loaded a cubin
+ *   int fakecuda_bad_cubins(void);        cubins refused as cut or altered
+ *   int fakecuda_max_concurrent_jits(void); the most JITs in flight at once
  */
 
 #endif /* PTXGEN_FAKECUDA_H */

@@ -1,0 +1,683 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The on-disk cubin cache: a JIT's result kept across processes, so that a
+ * new process loads machine code instead of compiling PTX again, whatever
+ * the driver's own cache is set to (CUDA_CACHE_DISABLE, its size cap).
+ *
+ * An entry is one file, <sha256 of the key>.cubin, the key being the PTX
+ * text, the compute capability, the driver version and the JIT options.
+ * The file is a fixed header (magic, format version, the key's hash, the
+ * payload length, the payload's SHA-256) and the cubin. Writers create a
+ * temporary file with O_EXCL in the same directory and rename it over the
+ * entry, so readers in any process see a whole old entry, a whole new one
+ * or none; a reader that finds a short or corrupt file (a crash mid-write
+ * without fsync, a full disk, a bit flip) compiles and replaces it and
+ * never hands it to the driver. A hit touches the file's mtime; when the
+ * directory grows past its cap the oldest entries go first.
+ *
+ * Nothing here fails a load: the cache is an optimisation, and a directory
+ * that cannot be written (read-only, full) turns writing off with one line
+ * on stderr.
+ */
+#include "rt_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CUBIN_MAGIC "PGCUBIN"   /* 8 bytes with the NUL */
+#define CUBIN_FORMAT 1u
+#define CUBIN_HEADER 88u        /* magic 8, format 4, header 4, key 32, length 8, sum 32 */
+#define CUBIN_MAX (256u << 20)  /* larger files are not ours */
+#define CACHE_DEFAULT_MB 256
+#define TMP_STALE_S 3600        /* temporaries older than this were left by a crash */
+#define RT_JIT_LOG_BYTES 16384
+
+/* ---------------------------------------------------------------- SHA-256 (FIPS 180-4) */
+
+typedef struct sha256 {
+    uint32_t h[8];
+    uint64_t bytes;
+    unsigned char buf[64];
+    size_t nbuf;
+} sha256;
+
+static const uint32_t K256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2,
+};
+
+static uint32_t ror(uint32_t x, unsigned n) { return (x >> n) | (x << (32 - n)); }
+
+static void sha256_block(sha256 *s, const unsigned char *p)
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3];
+    uint32_t e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] +
+                      w[i];
+        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        h = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
+    }
+    s->h[0] += a;
+    s->h[1] += b;
+    s->h[2] += c;
+    s->h[3] += d;
+    s->h[4] += e;
+    s->h[5] += f;
+    s->h[6] += g;
+    s->h[7] += h;
+}
+
+static void sha256_init(sha256 *s)
+{
+    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, iv, sizeof iv);
+    s->bytes = 0;
+    s->nbuf = 0;
+}
+
+static void sha256_add(sha256 *s, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    s->bytes += n;
+    if (s->nbuf) {
+        size_t take = 64 - s->nbuf < n ? 64 - s->nbuf : n;
+        memcpy(s->buf + s->nbuf, p, take);
+        s->nbuf += take;
+        p += take;
+        n -= take;
+        if (s->nbuf < 64)
+            return;
+        sha256_block(s, s->buf);
+        s->nbuf = 0;
+    }
+    for (; n >= 64; p += 64, n -= 64)
+        sha256_block(s, p);
+    memcpy(s->buf, p, n);
+    s->nbuf = n;
+}
+
+static void sha256_end(sha256 *s, unsigned char out[32])
+{
+    uint64_t bits = s->bytes * 8;
+    unsigned char pad[72] = {0x80};
+    size_t npad = (s->nbuf < 56 ? 56 : 120) - s->nbuf;
+    for (int i = 0; i < 8; i++)
+        pad[npad + (size_t)i] = (unsigned char)(bits >> (56 - 8 * i));
+    sha256_add(s, pad, npad + 8);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 4; j++)
+            out[4 * i + j] = (unsigned char)(s->h[i] >> (24 - 8 * j));
+}
+
+static void sha256_of(const void *data, size_t n, unsigned char out[32])
+{
+    sha256 s;
+    sha256_init(&s);
+    sha256_add(&s, data, n);
+    sha256_end(&s, out);
+}
+
+/* ---------------------------------------------------------------- the cache object */
+
+struct rt_cubin_cache {
+    char dir[PATH_MAX];
+    uint64_t max_bytes;
+    /* The JIT options that shape the code, as they enter the key. */
+    const char *jit_opts;
+
+    pthread_mutex_t lock; /* everything below */
+    bool writable;        /* cleared, with one logged line, when a write fails */
+    bool dir_made;
+    bool sized;           /* bytes is an estimate from a scan plus our writes */
+    uint64_t bytes;
+    uint64_t hits, misses, rejected, writes;
+};
+
+static bool env_off(const char *v)
+{
+    return v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "false"));
+}
+
+/* $PTXGEN_CACHE_DIR, else $XDG_CACHE_HOME/ptxgen, else ~/.cache/ptxgen;
+ * false when none can be formed. */
+static bool cache_dir(char *out, size_t len)
+{
+    const char *d = getenv("PTXGEN_CACHE_DIR");
+    int n;
+    if (d && *d)
+        n = snprintf(out, len, "%s", d);
+    else if ((d = getenv("XDG_CACHE_HOME")) && d[0] == '/')
+        n = snprintf(out, len, "%s/ptxgen", d);
+    else if ((d = getenv("HOME")) && *d)
+        n = snprintf(out, len, "%s/.cache/ptxgen", d);
+    else
+        return false;
+    return n > 0 && (size_t)n < len;
+}
+
+void rt_cubin_cache_open(pgrt_ctx *ctx)
+{
+    ctx->disk = NULL;
+    if (env_off(getenv("PTXGEN_CACHE")))
+        return;
+    const rt_driver *d = &ctx->drv;
+    if (!d->LinkCreate || !d->LinkAddData || !d->LinkComplete || !d->LinkDestroy)
+        return; /* no way to get a cubin out of the driver */
+    rt_cubin_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    if (!cache_dir(c->dir, sizeof c->dir) || pthread_mutex_init(&c->lock, NULL) != 0) {
+        free(c);
+        return;
+    }
+    /* Fractions are allowed ("0.5"): tests cap the directory at a few
+     * entries. Anything unparsable keeps the default. */
+    double mb = CACHE_DEFAULT_MB;
+    const char *v = getenv("PTXGEN_CACHE_MAX_MB");
+    if (v && *v) {
+        char *end;
+        double x = strtod(v, &end);
+        if (*end == '\0' && x >= 0 && x < 1e12)
+            mb = x;
+    }
+    c->max_bytes = (uint64_t)(mb * 1048576.0);
+    /* Direct-load devices take no JIT options (context.c says why); the
+     * log buffers of the others do not shape the code. */
+    c->jit_opts = ctx->info.direct_load ? "link;no-options" : "link;logs;O-default";
+    c->writable = true;
+    ctx->disk = c;
+}
+
+void rt_cubin_cache_close(pgrt_ctx *ctx)
+{
+    rt_cubin_cache *c = ctx->disk;
+    if (!c)
+        return;
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    ctx->disk = NULL;
+}
+
+void rt_cubin_cache_stats(pgrt_ctx *ctx, pgrt_cache_stats *out)
+{
+    rt_cubin_cache *c = ctx->disk;
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    out->disk_hits = c->hits;
+    out->disk_misses = c->misses;
+    out->disk_rejected = c->rejected;
+    out->disk_writes = c->writes;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---------------------------------------------------------------- entries */
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The key: everything the driver's output depends on, each field ended
+ * by a NUL so that no two keys run together. */
+static void make_key(const pgrt_ctx *ctx, const char *ptx, unsigned char key[32])
+{
+    char meta[160];
+    int n = snprintf(meta, sizeof meta, "ptxgen-cubin-%u%ccc=%d.%d%cdriver=%d%cjit=%s%c",
+                     CUBIN_FORMAT, 0, ctx->info.cc_major, ctx->info.cc_minor, 0,
+                     ctx->info.driver_version, 0, ctx->disk->jit_opts, 0);
+    sha256 s;
+    sha256_init(&s);
+    sha256_add(&s, meta, n > 0 ? (size_t)n : 0);
+    sha256_add(&s, ptx, strlen(ptx) + 1);
+    sha256_end(&s, key);
+}
+
+static void entry_path(const rt_cubin_cache *c, const unsigned char key[32], char *out,
+                       size_t len)
+{
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", key[i]);
+    snprintf(out, len, "%s/%s.cubin", c->dir, hex);
+}
+
+static bool read_all(int fd, unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        p += r;
+        n -= (size_t)r;
+    }
+    return true;
+}
+
+static bool write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = write(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r == 0)
+                errno = ENOSPC;
+            return false;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return true;
+}
+
+typedef enum { ENTRY_NONE, ENTRY_OK, ENTRY_BAD } entry_state;
+
+/* Read and check the entry. ENTRY_OK: *data (malloc'd, the caller's) and
+ * *len hold the cubin. */
+static entry_state entry_read(const char *path, const unsigned char key[32], unsigned char **data,
+                              size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT ? ENTRY_NONE : ENTRY_BAD;
+    entry_state st = ENTRY_BAD;
+    unsigned char *buf = NULL;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)CUBIN_HEADER ||
+        sb.st_size > (off_t)CUBIN_HEADER + CUBIN_MAX)
+        goto out;
+    size_t size = (size_t)sb.st_size;
+    buf = malloc(size);
+    if (!buf || !read_all(fd, buf, size))
+        goto out;
+    unsigned char sum[32];
+    uint64_t n = get_u64(buf + 48);
+    if (memcmp(buf, CUBIN_MAGIC, 8) != 0 || get_u32(buf + 8) != CUBIN_FORMAT ||
+        get_u32(buf + 12) != CUBIN_HEADER || memcmp(buf + 16, key, 32) != 0 ||
+        n != size - CUBIN_HEADER)
+        goto out;
+    sha256_of(buf + CUBIN_HEADER, (size_t)n, sum);
+    if (memcmp(sum, buf + 56, 32) != 0)
+        goto out;
+    /* Least recently used goes first: a hit makes the entry new again
+     * (fails quietly on a directory we may only read). */
+    (void)futimens(fd, NULL);
+    memmove(buf, buf + CUBIN_HEADER, (size_t)n);
+    *data = buf;
+    *len = (size_t)n;
+    buf = NULL;
+    st = ENTRY_OK;
+out:
+    free(buf);
+    close(fd);
+    return st;
+}
+
+/* Called with c->lock held: the first failure to write logs one line and
+ * turns writing off for the rest of the context's life. */
+static void write_failed(rt_cubin_cache *c, const char *what, int err)
+{
+    if (!c->writable)
+        return;
+    c->writable = false;
+    rt_log("cubin cache: %s %s: %s; continuing without writing the cache", what, c->dir,
+           strerror(err));
+}
+
+static int mkdir_p(const char *dir)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+typedef struct dir_entry {
+    char name[80];
+    time_t mtime;
+    long nsec;
+    uint64_t bytes;
+} dir_entry;
+
+static int older(const void *a, const void *b)
+{
+    const dir_entry *x = a, *y = b;
+    if (x->mtime != y->mtime)
+        return x->mtime < y->mtime ? -1 : 1;
+    return x->nsec < y->nsec ? -1 : x->nsec > y->nsec;
+}
+
+static bool is_entry_name(const char *n, size_t len)
+{
+    return len == 70 && strcmp(n + 64, ".cubin") == 0 && strspn(n, "0123456789abcdef") == 64;
+}
+
+/* Sum the entries, drop stale temporaries and, past the cap, the least
+ * recently used entries. Called with c->lock held; other processes may be
+ * doing the same: an entry that vanished under us is simply gone. */
+static void evict(rt_cubin_cache *c)
+{
+    DIR *dir = opendir(c->dir);
+    if (!dir)
+        return;
+    size_t n = 0, cap = 0;
+    dir_entry *list = NULL;
+    uint64_t total = 0;
+    time_t now = time(NULL);
+    int dfd = dirfd(dir);
+    struct dirent *de;
+    while ((de = readdir(dir)) != NULL) {
+        size_t len = strlen(de->d_name);
+        struct stat sb;
+        bool tmp = de->d_name[0] == '.' && len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
+        if (!tmp && !is_entry_name(de->d_name, len))
+            continue;
+        if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (tmp) {
+            if (now - sb.st_mtime > TMP_STALE_S)
+                (void)unlinkat(dfd, de->d_name, 0);
+            continue;
+        }
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 64;
+            dir_entry *nl = realloc(list, ncap * sizeof *nl);
+            if (!nl)
+                break;
+            list = nl;
+            cap = ncap;
+        }
+        dir_entry *e = &list[n++];
+        memcpy(e->name, de->d_name, len + 1);
+        e->mtime = sb.st_mtim.tv_sec;
+        e->nsec = sb.st_mtim.tv_nsec;
+        e->bytes = (uint64_t)sb.st_size;
+        total += e->bytes;
+    }
+    if (total > c->max_bytes && n > 0) {
+        qsort(list, n, sizeof *list, older);
+        for (size_t i = 0; i < n && total > c->max_bytes; i++)
+            if (unlinkat(dfd, list[i].name, 0) == 0 || errno == ENOENT)
+                total -= list[i].bytes;
+    }
+    closedir(dir);
+    free(list);
+    c->bytes = total;
+    c->sized = true;
+}
+
+/* Store the cubin under key: temporary file, then rename. */
+static void entry_write(rt_cubin_cache *c, const char *path, const unsigned char key[32],
+                        const void *cubin, size_t len)
+{
+    static atomic_uint serial;
+    pthread_mutex_lock(&c->lock);
+    bool go = c->writable;
+    if (go && !c->dir_made) {
+        if (mkdir_p(c->dir) != 0) {
+            write_failed(c, "cannot create", errno);
+            go = false;
+        } else {
+            c->dir_made = true;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!go)
+        return;
+
+    unsigned char head[CUBIN_HEADER];
+    memset(head, 0, sizeof head);
+    memcpy(head, CUBIN_MAGIC, 8);
+    put_u32(head + 8, CUBIN_FORMAT);
+    put_u32(head + 12, CUBIN_HEADER);
+    memcpy(head + 16, key, 32);
+    put_u64(head + 48, len);
+    sha256_of(cubin, len, head + 56);
+
+    char tmp[PATH_MAX + 64];
+    const char *base = strrchr(path, '/') + 1;
+    snprintf(tmp, sizeof tmp, "%s/.%.16s.%ld.%u.tmp", c->dir, base, (long)getpid(),
+             atomic_fetch_add(&serial, 1));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int err = 0;
+    const char *what = "cannot write to";
+    if (fd < 0) {
+        err = errno;
+    } else {
+        if (!write_all(fd, head, sizeof head) || !write_all(fd, cubin, len))
+            err = errno;
+        if (close(fd) != 0 && !err)
+            err = errno;
+        if (!err && rename(tmp, path) != 0) {
+            err = errno;
+            what = "cannot rename into";
+        }
+        if (err)
+            (void)unlink(tmp);
+    }
+    pthread_mutex_lock(&c->lock);
+    if (err) {
+        write_failed(c, what, err);
+    } else {
+        c->writes++;
+        /* One scan a process sizes the directory; our writes add to it, and
+         * only crossing the cap scans again. */
+        if (!c->sized)
+            evict(c);
+        else
+            c->bytes += CUBIN_HEADER + len;
+        if (c->bytes > c->max_bytes)
+            evict(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---------------------------------------------------------------- loading */
+
+/* JIT the PTX with the linker and copy the cubin out (the link state owns
+ * its copy). */
+static int link_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, void **cubin, size_t *len)
+{
+    rt_driver *d = &ctx->drv;
+    char *logs = NULL;
+    CUjit_option opts[4] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                            CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+    void *vals[4] = {0};
+    unsigned nopts = 0;
+    if (!ctx->info.direct_load) {
+        logs = calloc(2, RT_JIT_LOG_BYTES);
+        if (!logs)
+            return rt_fail(PGRT_ENOMEM, "module load: out of memory for JIT logs");
+        vals[0] = logs;
+        vals[1] = (void *)(uintptr_t)(RT_JIT_LOG_BYTES - 1);
+        vals[2] = logs + RT_JIT_LOG_BYTES;
+        vals[3] = (void *)(uintptr_t)(RT_JIT_LOG_BYTES - 1);
+        nopts = 4;
+    }
+    CUlinkState st = NULL;
+    CUresult r = d->LinkCreate(nopts, opts, vals, &st);
+    const char *call = "cuLinkCreate";
+    if (r == CUDA_SUCCESS) {
+        call = "cuLinkAddData";
+        r = d->LinkAddData(st, CU_JIT_INPUT_PTX, (void *)(uintptr_t)ptx, strlen(ptx) + 1,
+                           what ? what : "ptx", 0, NULL, NULL);
+    }
+    void *out = NULL;
+    size_t n = 0;
+    if (r == CUDA_SUCCESS) {
+        call = "cuLinkComplete";
+        r = d->LinkComplete(st, &out, &n);
+    }
+    int rc = 0;
+    if (r == CUDA_SUCCESS) {
+        *cubin = malloc(n ? n : 1);
+        if (*cubin) {
+            memcpy(*cubin, out, n);
+            *len = n;
+        } else {
+            rc = rt_fail(PGRT_ENOMEM, "module load: out of memory for the cubin");
+        }
+    } else {
+        const char *log = "";
+        if (logs) {
+            logs[RT_JIT_LOG_BYTES - 1] = logs[2 * RT_JIT_LOG_BYTES - 1] = '\0';
+            log = logs[0] ? logs : logs + RT_JIT_LOG_BYTES;
+        }
+        /* The log is several lines; the message is one. */
+        char flat[1024];
+        size_t o = 0;
+        for (const char *p = log; *p && o + 3 < sizeof flat; p++) {
+            if (*p == '\n' || *p == '\r') {
+                if (o > 0 && p[1] && p[1] != '\n' && p[1] != '\r') {
+                    flat[o++] = ';';
+                    flat[o++] = ' ';
+                }
+                continue;
+            }
+            flat[o++] = *p;
+        }
+        flat[o] = '\0';
+        rc = rt_cu_fail(d, r, call, "%s", flat[0] ? flat : "(the JIT left no log)");
+        if (what)
+            rt_msg_append(" (kernel %s, %s)", what, pg_target_name(ctx->info.target));
+    }
+    if (st)
+        (void)d->LinkDestroy(st);
+    free(logs);
+    return rc;
+}
+
+static int load_cubin(pgrt_ctx *ctx, const void *cubin, const char *what, CUmodule *out)
+{
+    CUresult r = ctx->drv.ModuleLoadData(out, cubin);
+    if (r == CUDA_SUCCESS)
+        return 0;
+    int rc = rt_cu_fail(&ctx->drv, r, "cuModuleLoadData", "loading the cubin the JIT made");
+    if (what)
+        rt_msg_append(" (kernel %s, %s)", what, pg_target_name(ctx->info.target));
+    return rc;
+}
+
+int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out,
+                  rt_load_info *info)
+{
+    rt_cubin_cache *c = ctx->disk;
+    int rc = rt_ctx_bind(ctx);
+    if (rc)
+        return rc;
+    unsigned char key[32];
+    make_key(ctx, ptx, key);
+    char path[PATH_MAX + 80];
+    entry_path(c, key, path, sizeof path);
+
+    double t0 = rt_now_ms();
+    unsigned char *data = NULL;
+    size_t len = 0;
+    entry_state st = entry_read(path, key, &data, &len);
+    if (st == ENTRY_OK) {
+        rc = load_cubin(ctx, data, what, out);
+        free(data);
+        double ms = rt_now_ms() - t0;
+        if (rc == 0) {
+            pthread_mutex_lock(&c->lock);
+            c->hits++;
+            pthread_mutex_unlock(&c->lock);
+            info->from_disk = true;
+            info->load_ms = ms;
+            info->cubin_bytes = len;
+            return 0;
+        }
+        /* A checked entry the driver refuses (another driver wrote it
+         * under a key we would not give it): compile and replace it. */
+        st = ENTRY_BAD;
+    }
+    pthread_mutex_lock(&c->lock);
+    c->misses++;
+    c->rejected += st == ENTRY_BAD;
+    pthread_mutex_unlock(&c->lock);
+
+    void *cubin = NULL;
+    double t1 = rt_now_ms();
+    rc = link_ptx(ctx, ptx, what, &cubin, &len);
+    double t2 = rt_now_ms();
+    if (rc) {
+        info->jit_ms = t2 - t1;
+        return rc;
+    }
+    rc = load_cubin(ctx, cubin, what, out);
+    double t3 = rt_now_ms();
+    info->jit_ms = t2 - t1;
+    info->load_ms = t3 - t2;
+    info->cubin_bytes = len;
+    if (rc == 0)
+        entry_write(c, path, key, cubin, len);
+    free(cubin);
+    return rc;
+}

@@ -1,0 +1,731 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Start-up without a GPU, against the fake driver (fakecuda.h, whose linker
+ * makes checkable "cubins"):
+ *
+ *  - the on-disk cubin cache: a miss JIT-compiles and writes one entry a
+ *    module, a new context loads them without a JIT; a changed driver
+ *    version or compute capability misses; entries corrupted, truncated,
+ *    cut to less than a header or swapped under another key are never
+ *    handed to the driver but recompiled and replaced; concurrent writers
+ *    (threads of two contexts, and processes) leave only whole entries and
+ *    no temporaries; the size cap evicts the least recently used (a hit
+ *    counts as a use); a directory that cannot be created or written, or a
+ *    write cut short by a file size limit, gives one line on stderr and no
+ *    error; PTXGEN_CACHE=0 and a driver without the linker use the old path;
+ *  - the parallel pre-warm: N modules of FAKECUDA_JIT_US each on T threads
+ *    take about N/T of the serial time; an unknown entry fails alone, the
+ *    others load, and pgrt_prewarm_each gives each outcome;
+ *  - pgrt_prewarm_model's report: disk hits, cubin bytes, threads.
+ *
+ * Usage: test_rt_cubin_cache FAKE_LIBCUDA
+ *        test_rt_cubin_cache FAKE_LIBCUDA --child MODE   (run by the test itself)
+ */
+#include "fakecuda.h"
+#include "pgrt.h"
+#include "test.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *fake, *self;
+static fakecuda_reset_fn fk_reset;
+static fakecuda_count_fn fk_loads, fk_links, fk_cubin_loads, fk_bad_cubins, fk_max_jits;
+static char root[256];
+
+static void *sym(void *lib, const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (!p) {
+        fprintf(stderr, "fake library lacks %s\n", name);
+        exit(1);
+    }
+    return p;
+}
+#define BIND(lib, var, name)                                                   \
+    do {                                                                       \
+        void *p_ = sym(lib, name);                                             \
+        memcpy(&(var), &p_, sizeof(var));                                      \
+    } while (0)
+
+static pgrt_ctx *open_ctx(void)
+{
+    pgrt_ctx_params p = {fake, 0};
+    pgrt_ctx *ctx = NULL;
+    int rc = pgrt_ctx_create(&ctx, &p);
+    if (rc) {
+        fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
+        exit(1);
+    }
+    return ctx;
+}
+
+static const pgrt_warm kernels[] = {
+    {"squared_sum_reduce", NULL}, {"clip_scale_reduce", NULL}, {"gradient_clip_gpu_scale", NULL},
+    {"residual_add", NULL},       {"silu_backward", NULL},     {"adamw_step_dev", NULL},
+};
+#define NK (sizeof kernels / sizeof kernels[0])
+
+/* Pre-warm list[0..n) on a fresh context; the stats after. */
+static int warm(const pgrt_warm *list, size_t n, pgrt_cache_stats *st)
+{
+    pgrt_ctx *ctx = open_ctx();
+    int rc = pgrt_prewarm(ctx, list, n);
+    if (rc)
+        fprintf(stderr, "pgrt_prewarm: %s\n", pgrt_last_message());
+    if (st)
+        pgrt_cache_stats_get(ctx, st);
+    pgrt_ctx_destroy(&ctx);
+    return rc;
+}
+
+static void use_dir(const char *name, char *out, size_t len)
+{
+    snprintf(out, len, "%s/%s", root, name);
+    setenv("PTXGEN_CACHE_DIR", out, 1);
+}
+
+/* Entry files in dir (names), and temporaries left. */
+static int list_dir(const char *dir, char names[][128], int max, int *tmps)
+{
+    int n = 0;
+    if (tmps)
+        *tmps = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t l = strlen(de->d_name);
+        if (l > 6 && strcmp(de->d_name + l - 6, ".cubin") == 0) {
+            if (n < max)
+                snprintf(names[n], 128, "%s/%s", dir, de->d_name);
+            n++;
+        } else if (strstr(de->d_name, ".tmp") && tmps) {
+            (*tmps)++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+/* Every entry loads without a JIT and none is refused. */
+static void require_all_valid(const char *what)
+{
+    fk_reset();
+    pgrt_cache_stats st;
+    REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
+    if (fk_links() != 0 || st.disk_hits != NK || st.disk_rejected != 0)
+        fprintf(stderr, "after %s: links %d, disk hits %llu, rejected %llu\n", what, fk_links(),
+                (unsigned long long)st.disk_hits, (unsigned long long)st.disk_rejected);
+    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(st.disk_hits, NK);
+    REQUIRE_INT_EQ(st.disk_rejected, 0);
+    REQUIRE_INT_EQ(fk_bad_cubins(), 0);
+}
+
+/* ---------------------------------------------------------------- hit and miss */
+
+static void test_hit_miss(void)
+{
+    char dir[512], names[16][128];
+    use_dir("hitmiss", dir, sizeof dir);
+    fk_reset();
+    pgrt_cache_stats st;
+    REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
+    REQUIRE_INT_EQ(fk_links(), NK);
+    REQUIRE_INT_EQ(fk_cubin_loads(), NK);
+    REQUIRE_INT_EQ(fk_loads(), 0); /* no cuModuleLoadDataEx of PTX */
+    REQUIRE_INT_EQ(st.misses, NK);
+    REQUIRE_INT_EQ(st.disk_misses, NK);
+    REQUIRE_INT_EQ(st.disk_hits, 0);
+    REQUIRE_INT_EQ(st.disk_writes, NK);
+    REQUIRE(st.cubin_bytes > 1000 && st.jit_ms >= 0.0 && st.load_ms >= 0.0);
+    int tmps = -1;
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, &tmps), NK);
+    REQUIRE_INT_EQ(tmps, 0);
+
+    /* The entry is the header and the cubin: magic first. */
+    FILE *f = fopen(names[0], "rb");
+    char magic[8] = "";
+    REQUIRE(f && fread(magic, 1, 8, f) == 8);
+    if (f)
+        fclose(f);
+    REQUIRE(memcmp(magic, "PGCUBIN", 8) == 0);
+
+    /* A new context (a new process, as far as the cache knows). */
+    fk_reset();
+    uint64_t bytes = st.cubin_bytes;
+    REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
+    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(fk_cubin_loads(), NK);
+    REQUIRE_INT_EQ(st.disk_hits, NK);
+    REQUIRE_INT_EQ(st.disk_misses, 0);
+    REQUIRE_INT_EQ(st.disk_writes, 0);
+    REQUIRE(st.jit_ms == 0.0);
+    REQUIRE_INT_EQ(st.cubin_bytes, bytes);
+
+    /* Another driver or device: other keys. */
+    fk_reset();
+    setenv("FAKECUDA_VERSION", "12090", 1);
+    REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
+    REQUIRE_INT_EQ(fk_links(), 2);
+    unsetenv("FAKECUDA_VERSION");
+    fk_reset();
+    setenv("FAKECUDA_CC", "91", 1); /* an sm_90 target on a 9.1 part */
+    REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
+    REQUIRE_INT_EQ(fk_links(), 2);
+    unsetenv("FAKECUDA_CC");
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK + 4);
+
+    /* A direct-load device (compute capability 12): the linker without
+     * options, cached all the same. */
+    setenv("FAKECUDA_CC", "120", 1);
+    fk_reset();
+    REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
+    REQUIRE_INT_EQ(fk_links(), 2);
+    fk_reset();
+    REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
+    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(st.disk_hits, 2);
+    unsetenv("FAKECUDA_CC");
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK + 6);
+}
+
+/* A JIT error through the linker: its log in the message, nothing written. */
+static void test_jit_error(void)
+{
+    char dir[512], names[16][128];
+    use_dir("jit-error", dir, sizeof dir);
+    pgk_desc bad = *pgk_find("residual_add");
+    bad.name = "residual_add_BROKEN"; /* the fake's JIT refuses it */
+    pgrt_ctx *ctx = open_ctx();
+    pgrt_kernel *k = NULL;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &bad, NULL, &k), PGRT_EJIT);
+    REQUIRE_CONTAINS(pgrt_last_message(), "cuLinkAddData: CUDA_ERROR_INVALID_PTX: ptxas");
+    REQUIRE_CONTAINS(pgrt_last_message(), "line 7; error");
+    REQUIRE_CONTAINS(pgrt_last_message(), "; ptxas fatal");
+    REQUIRE_CONTAINS(pgrt_last_message(), "(kernel residual_add_BROKEN, sm_90)");
+    REQUIRE_INT_EQ(pgrt_last_cuda_error(), 218);
+    pgrt_cache_stats st;
+    pgrt_cache_stats_get(ctx, &st);
+    REQUIRE_INT_EQ(st.failures, 1);
+    REQUIRE_INT_EQ(st.disk_writes, 0);
+    pgrt_ctx_destroy(&ctx);
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 0);
+}
+
+/* ---------------------------------------------------------------- damaged entries */
+
+static void damage(const char *path, const char *how)
+{
+    long size = file_size(path);
+    if (!strcmp(how, "flip")) {
+        int fd = open(path, O_RDWR);
+        unsigned char b = 0;
+        REQUIRE(fd >= 0 && pread(fd, &b, 1, size - 40) == 1);
+        b ^= 0x20;
+        REQUIRE(pwrite(fd, &b, 1, size - 40) == 1);
+        close(fd);
+    } else if (!strcmp(how, "half")) {
+        REQUIRE_INT_EQ(truncate(path, size / 2), 0);
+    } else if (!strcmp(how, "short")) {
+        REQUIRE_INT_EQ(truncate(path, 10), 0);
+    } else if (!strcmp(how, "empty")) {
+        REQUIRE_INT_EQ(truncate(path, 0), 0);
+    } else if (!strcmp(how, "header")) {
+        int fd = open(path, O_RDWR);
+        REQUIRE(fd >= 0 && pwrite(fd, "X", 1, 0) == 1);
+        close(fd);
+    }
+}
+
+static void test_damaged(void)
+{
+    static const char *hows[] = {"flip", "half", "short", "empty", "header"};
+    char dir[512], names[16][128];
+    use_dir("damaged", dir, sizeof dir);
+    fk_reset();
+    REQUIRE_INT_EQ(warm(kernels, NK, NULL), 0);
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK);
+    for (size_t i = 0; i < sizeof hows / sizeof hows[0]; i++) {
+        long size = file_size(names[i]);
+        damage(names[i], hows[i]);
+        fk_reset();
+        pgrt_cache_stats st;
+        REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
+        if (fk_links() != 1)
+            fprintf(stderr, "damage %s: %d JITs\n", hows[i], fk_links());
+        REQUIRE_INT_EQ(fk_links(), 1);
+        REQUIRE_INT_EQ(st.disk_rejected, 1);
+        REQUIRE_INT_EQ(st.disk_hits, NK - 1);
+        REQUIRE_INT_EQ(st.disk_writes, 1);
+        REQUIRE_INT_EQ(fk_bad_cubins(), 0); /* never handed to the driver */
+        REQUIRE_INT_EQ(file_size(names[i]), size); /* replaced, whole */
+    }
+
+    /* An intact entry under another entry's name: its key does not match. */
+    char buf[1 << 16];
+    FILE *in = fopen(names[0], "rb"), *out = fopen(names[1], "wb");
+    size_t n = in ? fread(buf, 1, sizeof buf, in) : 0;
+    REQUIRE(n > 0 && out && fwrite(buf, 1, n, out) == n);
+    if (in)
+        fclose(in);
+    if (out)
+        fclose(out);
+    fk_reset();
+    pgrt_cache_stats st;
+    REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
+    REQUIRE_INT_EQ(fk_links(), 1);
+    REQUIRE_INT_EQ(st.disk_rejected, 1);
+    require_all_valid("damage");
+}
+
+/* ---------------------------------------------------------------- concurrent writers */
+
+static void *warm_thread(void *arg)
+{
+    (void)arg;
+    pgrt_ctx *ctx = open_ctx();
+    pgrt_ctx_set_jit_threads(ctx, 3);
+    intptr_t rc = pgrt_prewarm(ctx, kernels, NK);
+    pgrt_ctx_destroy(&ctx);
+    return (void *)rc;
+}
+
+static void test_concurrent_threads(void)
+{
+    char dir[512], names[16][128];
+    use_dir("threads", dir, sizeof dir);
+    setenv("FAKECUDA_JIT_US", "2000", 1);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        REQUIRE_INT_EQ(pthread_create(&t[i], NULL, warm_thread, NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        void *rc = NULL;
+        pthread_join(t[i], &rc);
+        REQUIRE(rc == NULL);
+    }
+    unsetenv("FAKECUDA_JIT_US");
+    int tmps = -1;
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, &tmps), NK);
+    REQUIRE_INT_EQ(tmps, 0);
+    require_all_valid("concurrent threads");
+}
+
+static pid_t spawn_child(const char *mode)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(self, self, fake, "--child", mode, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_child(pid_t pid)
+{
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void test_concurrent_processes(void)
+{
+    char dir[512], names[16][128];
+    use_dir("processes", dir, sizeof dir);
+    setenv("FAKECUDA_JIT_US", "3000", 1);
+    pid_t pids[6];
+    for (int i = 0; i < 6; i++)
+        pids[i] = spawn_child("warm");
+    for (int i = 0; i < 6; i++)
+        REQUIRE_INT_EQ(wait_child(pids[i]), 0);
+    unsetenv("FAKECUDA_JIT_US");
+    int tmps = -1;
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, &tmps), NK);
+    REQUIRE_INT_EQ(tmps, 0);
+    require_all_valid("concurrent processes");
+}
+
+/* ---------------------------------------------------------------- eviction */
+
+static void set_age(const char *path, int seconds_ago)
+{
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= seconds_ago;
+    ts[1] = ts[0];
+    REQUIRE_INT_EQ(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+/* The entry kernel i wrote: the one file that appeared. */
+static void add_one(const char *dir, size_t i, char *path)
+{
+    char before[16][128], after[16][128];
+    int nb = list_dir(dir, before, 16, NULL);
+    REQUIRE_INT_EQ(warm(&kernels[i], 1, NULL), 0);
+    int na = list_dir(dir, after, 16, NULL);
+    REQUIRE_INT_EQ(na, nb + 1);
+    for (int a = 0; a < na; a++) {
+        bool old = false;
+        for (int b = 0; b < nb; b++)
+            old |= strcmp(after[a], before[b]) == 0;
+        if (!old)
+            memcpy(path, after[a], 128);
+    }
+}
+
+static void test_eviction(void)
+{
+    char dir[512], e[5][128], names[16][128];
+    use_dir("evict", dir, sizeof dir);
+    for (size_t i = 0; i < 4; i++)
+        add_one(dir, i, e[i]);
+    /* Oldest first: A (0), B, C, D; then a hit makes A the newest. */
+    set_age(e[0], 500);
+    set_age(e[1], 400);
+    set_age(e[2], 300);
+    set_age(e[3], 200);
+    fk_reset();
+    REQUIRE_INT_EQ(warm(&kernels[0], 1, NULL), 0);
+    REQUIRE_INT_EQ(fk_links(), 0);
+
+    /* Room for A, D and the new E (plus less than any entry): B and C go. */
+    long sa = file_size(e[0]), sd = file_size(e[3]);
+    /* E's size is known only once written; write it first with a large
+     * cap, drop it, and add it again under the real cap. */
+    add_one(dir, 4, e[4]);
+    long se = file_size(e[4]);
+    REQUIRE(se > 0 && sa > 0 && sd > 0);
+    REQUIRE_INT_EQ(unlink(e[4]), 0);
+    char cap[64];
+    snprintf(cap, sizeof cap, "%.9f", (double)(sa + sd + se + 100) / 1048576.0);
+    setenv("PTXGEN_CACHE_MAX_MB", cap, 1);
+    REQUIRE_INT_EQ(warm(&kernels[4], 1, NULL), 0);
+    unsetenv("PTXGEN_CACHE_MAX_MB");
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 3);
+    REQUIRE(file_size(e[0]) == sa);
+    REQUIRE(file_size(e[1]) < 0);
+    REQUIRE(file_size(e[2]) < 0);
+    REQUIRE(file_size(e[3]) == sd);
+    REQUIRE(file_size(e[4]) == se);
+
+    /* A stale temporary from a crashed writer is swept; a fresh one stays. */
+    char stale[600], fresh[600];
+    snprintf(stale, sizeof stale, "%s/.deadbeef.1.0.tmp", dir);
+    snprintf(fresh, sizeof fresh, "%s/.deadbeef.2.0.tmp", dir);
+    fclose(fopen(stale, "w"));
+    fclose(fopen(fresh, "w"));
+    set_age(stale, 7200);
+    REQUIRE_INT_EQ(warm(&kernels[5], 1, NULL), 0);
+    REQUIRE(file_size(stale) < 0);
+    REQUIRE(file_size(fresh) == 0);
+}
+
+/* ---------------------------------------------------------------- unwritable */
+
+/* Run fn with stderr going to a file; the lines that mention the cache. */
+static int cache_lines(void (*fn)(void))
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/stderr.txt", root);
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+    fn();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    char line[2048];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strstr(line, "cubin cache")) {
+            n++;
+            fprintf(stderr, "logged: %s", line);
+        }
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static void warm_all_expect_jit(void)
+{
+    fk_reset();
+    pgrt_cache_stats st;
+    REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
+    REQUIRE_INT_EQ(fk_links(), NK);
+    REQUIRE_INT_EQ(st.disk_writes, 0);
+}
+
+static void test_unwritable(void)
+{
+    /* Under a regular file: no directory can be made, even by root. */
+    char file[512], dir[600], names[16][128];
+    snprintf(file, sizeof file, "%s/plain-file", root);
+    fclose(fopen(file, "w"));
+    snprintf(dir, sizeof dir, "%s/cache", file);
+    setenv("PTXGEN_CACHE_DIR", dir, 1);
+    REQUIRE_INT_EQ(cache_lines(warm_all_expect_jit), 1);
+
+    /* A read-only directory (root writes anyway: then it is not tested). */
+    use_dir("readonly", dir, sizeof dir);
+    REQUIRE_INT_EQ(mkdir(dir, 0555), 0);
+    if (geteuid() != 0) {
+        REQUIRE_INT_EQ(cache_lines(warm_all_expect_jit), 1);
+        REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 0);
+    }
+
+    /* A full disk, as a file size limit: the write fails part-way. */
+    use_dir("full", dir, sizeof dir);
+    char path[512];
+    snprintf(path, sizeof path, "%s/stderr-child.txt", root);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        execl(self, self, fake, "--child", "full", (char *)NULL);
+        _exit(127);
+    }
+    REQUIRE_INT_EQ(wait_child(pid), 0);
+    FILE *f = fopen(path, "r");
+    char line[2048];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, "cubin cache")) {
+            n++;
+            fprintf(stderr, "logged: %s", line);
+        }
+    if (f)
+        fclose(f);
+    REQUIRE_INT_EQ(n, 1);
+    int tmps = -1;
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, &tmps), 0);
+    REQUIRE_INT_EQ(tmps, 0);
+}
+
+/* ---------------------------------------------------------------- off */
+
+static void test_off(void)
+{
+    char dir[512], names[16][128];
+    use_dir("off", dir, sizeof dir);
+    setenv("PTXGEN_CACHE", "0", 1);
+    fk_reset();
+    pgrt_cache_stats st;
+    REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
+    REQUIRE_INT_EQ(fk_loads(), 2);
+    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(st.disk_misses, 0);
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 0);
+    setenv("PTXGEN_CACHE", "1", 1);
+
+    /* A driver without the linker: the old path. */
+    setenv("FAKECUDA_HIDE", "cuLinkComplete", 1);
+    fk_reset();
+    REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
+    REQUIRE_INT_EQ(fk_loads(), 2);
+    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 0);
+    unsetenv("FAKECUDA_HIDE");
+}
+
+/* ---------------------------------------------------------------- the parallel pre-warm */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void test_parallel(void)
+{
+    char dir[512];
+    setenv("PTXGEN_CACHE", "0", 1); /* every module JITs */
+    setenv("FAKECUDA_JIT_US", "40000", 1);
+    pgrt_ctx *ctx = open_ctx();
+    REQUIRE_INT_EQ(pgrt_ctx_set_jit_threads(ctx, 6), 6);
+    fk_reset();
+    double t0 = now_ms();
+    REQUIRE_INT_EQ(pgrt_prewarm(ctx, kernels, NK), 0);
+    double par = now_ms() - t0;
+    int overlap = fk_max_jits();
+    pgrt_ctx_destroy(&ctx);
+    ctx = open_ctx();
+    REQUIRE_INT_EQ(pgrt_ctx_set_jit_threads(ctx, 1), 1);
+    fk_reset();
+    t0 = now_ms();
+    REQUIRE_INT_EQ(pgrt_prewarm(ctx, kernels, NK), 0);
+    double ser = now_ms() - t0;
+    pgrt_ctx_destroy(&ctx);
+    fprintf(stderr, "pre-warm of %zu modules of 40 ms: serial %.0f ms, 6 threads %.0f ms, "
+            "%d JITs at once\n", NK, ser, par, overlap);
+    /* Times are only printed (a loaded machine or valgrind stretches
+     * them); the overlap is what the pool is for. */
+    REQUIRE(overlap >= 2);
+    REQUIRE_INT_EQ(fk_max_jits(), 1);
+    REQUIRE(ser >= 40.0 * NK);
+    unsetenv("FAKECUDA_JIT_US");
+
+    /* The environment picks the count; the setter goes back to it. */
+    setenv("PTXGEN_JIT_THREADS", "3", 1);
+    ctx = open_ctx();
+    REQUIRE_INT_EQ(pgrt_ctx_set_jit_threads(ctx, 0), 3);
+    REQUIRE_INT_EQ(pgrt_ctx_set_jit_threads(ctx, -1), PGRT_EINVAL);
+    unsetenv("PTXGEN_JIT_THREADS");
+
+    /* Bad entries fail alone; the others load. */
+    pgrt_warm mixed[] = {{"residual_add", NULL},
+                         {"no_such_kernel", NULL},
+                         {"silu_backward", NULL},
+                         {NULL, NULL},
+                         {"adamw_step_dev", NULL}};
+    int rcs[5] = {1, 1, 1, 1, 1};
+    pgrt_cache_stats st;
+    REQUIRE_INT_EQ(pgrt_prewarm_each(ctx, mixed, 5, rcs), PGRT_ENOTFOUND);
+    REQUIRE_CONTAINS(pgrt_last_message(), "unknown kernel \"no_such_kernel\"");
+    REQUIRE_CONTAINS(pgrt_last_message(), "and 1 more of the 5 modules failed");
+    REQUIRE_INT_EQ(rcs[0], 0);
+    REQUIRE_INT_EQ(rcs[1], PGRT_ENOTFOUND);
+    REQUIRE_INT_EQ(rcs[2], 0);
+    REQUIRE_INT_EQ(rcs[3], PGRT_EINVAL);
+    REQUIRE_INT_EQ(rcs[4], 0);
+    REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st), 0);
+    REQUIRE_INT_EQ(st.modules, 3);
+    pgrt_ctx_destroy(&ctx);
+    setenv("PTXGEN_CACHE", "1", 1);
+    (void)dir;
+}
+
+/* ---------------------------------------------------------------- the model's report */
+
+static void test_model_report(void)
+{
+    static const pgrt_model_config cfg = {
+        .hidden = 1536, .q_dim = 1536, .kv_hidden = 256, .max_seq_len = 512,
+        .lora_rank = 16, .intermediate = 8960, .num_heads = 12,
+    };
+    char dir[512];
+    use_dir("model", dir, sizeof dir);
+    pgrt_prewarm_report r;
+    pgrt_ctx *ctx = open_ctx();
+    pgrt_ctx_set_jit_threads(ctx, 4);
+    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &cfg, &r), 0);
+    pgrt_ctx_destroy(&ctx);
+    REQUIRE(r.modules > 10);
+    REQUIRE_INT_EQ(r.loaded, r.modules);
+    REQUIRE_INT_EQ(r.disk_hits, 0);
+    REQUIRE_INT_EQ(r.failed, 0);
+    REQUIRE_INT_EQ(r.threads, 4);
+    REQUIRE(r.cubin_bytes > 0);
+    size_t bytes = r.cubin_bytes;
+
+    ctx = open_ctx();
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &cfg, &r), 0);
+    pgrt_ctx_destroy(&ctx);
+    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(r.loaded, r.modules);
+    REQUIRE_INT_EQ(r.disk_hits, r.modules);
+    REQUIRE(r.jit_ms == 0.0);
+    REQUIRE_INT_EQ(r.cubin_bytes, bytes);
+    for (size_t i = 0; i < r.modules; i++)
+        REQUIRE(r.list[i].from_disk && r.list[i].rc == 0 && r.list[i].cubin_bytes > 0);
+}
+
+/* ---------------------------------------------------------------- children */
+
+static int child(const char *mode)
+{
+    if (!strcmp(mode, "warm"))
+        return warm(kernels, NK, NULL) ? 1 : 0;
+    if (!strcmp(mode, "full")) {
+        /* Room for the logged line, not for any entry (each is several
+         * kilobytes): every write stops part-way. */
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {1024, 1024};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+            return 2;
+        pgrt_cache_stats st;
+        if (warm(kernels, NK, &st) || st.disk_writes != 0 || fk_links() != (int)NK)
+            return 3;
+        return 0;
+    }
+    return 2;
+}
+
+static void rm_rf(const char *path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", path, (char *)NULL);
+        _exit(127);
+    }
+    (void)wait_child(pid);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s FAKE_LIBCUDA\n", argv[0]);
+        return 2;
+    }
+    fake = argv[1];
+    self = argv[0];
+    void *lib = dlopen(fake, RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) {
+        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
+        return 1;
+    }
+    BIND(lib, fk_reset, "fakecuda_reset");
+    BIND(lib, fk_loads, "fakecuda_loads");
+    BIND(lib, fk_links, "fakecuda_links");
+    BIND(lib, fk_cubin_loads, "fakecuda_cubin_loads");
+    BIND(lib, fk_bad_cubins, "fakecuda_bad_cubins");
+    BIND(lib, fk_max_jits, "fakecuda_max_concurrent_jits");
+    setenv("PGRT_LIBCUBLAS", "/nonexistent/libcublas.so", 1);
+    if (argc == 4 && !strcmp(argv[2], "--child"))
+        return child(argv[3]);
+
+    const char *tmp = getenv("TMPDIR");
+    snprintf(root, sizeof root, "%s/pgrt-cubin-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    setenv("PTXGEN_CACHE", "1", 1);
+    unsetenv("PTXGEN_CACHE_MAX_MB");
+    unsetenv("PTXGEN_JIT_THREADS");
+    test_hit_miss();
+    test_jit_error();
+    test_damaged();
+    test_concurrent_threads();
+    test_concurrent_processes();
+    test_eviction();
+    test_unwritable();
+    test_off();
+    test_parallel();
+    test_model_report();
+    rm_rf(root);
+    TEST_DONE();
+}
