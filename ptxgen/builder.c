@@ -407,47 +407,85 @@ static void arith(pg_kernel *k, pg_opcode op, pg_type t, unsigned allowed, pg_re
         in->src[i] = src[i];
 }
 
-#define ARITH1(fn, op, allowed)                                                \
-    void fn(pg_kernel *k, pg_type t, pg_reg d, pg_val a)                       \
+/* A value form makes its own destination of type dt, after checking the
+ * instruction type so that a bad type is reported against the operation,
+ * not against the register. The register is made before the instruction is
+ * recorded, as `pg_reg d = pg_reg_new(k, t); pg_op(k, t, d, ...)` does: the
+ * two spellings give the same bytes. */
+static pg_reg value_dst(pg_kernel *k, pg_opcode op, pg_type t, unsigned allowed, pg_type dt)
+{
+    if (!live(k) || (allowed && !check_type(k, op, t, allowed)))
+        return pg_none();
+    if ((unsigned)dt >= PG_TYPE_COUNT) {
+        pg_fail(k, PG_EINVAL, "%s: invalid type %d", opname(op), (int)dt);
+        return pg_none();
+    }
+    return pg_reg_new(k, dt);
+}
+
+static pg_reg value_of(const pg_kernel *k, pg_reg d) { return k && !k->err ? d : pg_none(); }
+
+/* Each row below defines both forms of one instruction: the in-place
+ * pg_NAME(k, t, d, ...) and the value form pgv_NAME(k, t, ...) -> d. */
+#define ARITH1(name, op, allowed)                                              \
+    void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a)                \
     {                                                                          \
         pg_val s[1] = {a};                                                     \
         arith(k, op, t, allowed, d, s, 1);                                     \
+    }                                                                          \
+    pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a)                       \
+    {                                                                          \
+        pg_reg d = value_dst(k, op, t, allowed, t);                            \
+        pg_##name(k, t, d, a);                                                 \
+        return value_of(k, d);                                                 \
     }
-#define ARITH2(fn, op, allowed)                                                \
-    void fn(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b)             \
+#define ARITH2(name, op, allowed)                                              \
+    void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b)      \
     {                                                                          \
         pg_val s[2] = {a, b};                                                  \
         arith(k, op, t, allowed, d, s, 2);                                     \
+    }                                                                          \
+    pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a, pg_val b)             \
+    {                                                                          \
+        pg_reg d = value_dst(k, op, t, allowed, t);                            \
+        pg_##name(k, t, d, a, b);                                              \
+        return value_of(k, d);                                                 \
     }
-#define ARITH3(fn, op, allowed)                                                \
-    void fn(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_val c)   \
+#define ARITH3(name, op, allowed)                                              \
+    void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_val c) \
     {                                                                          \
         pg_val s[3] = {a, b, c};                                               \
         arith(k, op, t, allowed, d, s, 3);                                     \
+    }                                                                          \
+    pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_val c)   \
+    {                                                                          \
+        pg_reg d = value_dst(k, op, t, allowed, t);                            \
+        pg_##name(k, t, d, a, b, c);                                           \
+        return value_of(k, d);                                                 \
     }
 
-ARITH2(pg_add, OP_ADD, TC_INT | TC_FLOAT)
-ARITH2(pg_sub, OP_SUB, TC_INT | TC_FLOAT)
-ARITH2(pg_mul, OP_MUL, TC_INT | TC_FLOAT)
-ARITH2(pg_mul_hi, OP_MUL_HI, TC_INT)
-ARITH3(pg_mad, OP_MAD, TC_INT)
-ARITH3(pg_mad_hi, OP_MAD_HI, TC_INT)
-ARITH3(pg_fma, OP_FMA, TC_FLOAT)
-ARITH2(pg_div, OP_DIV, TC_INT | TC_F32 | TC_F64)
-ARITH2(pg_rem, OP_REM, TC_INT)
-ARITH1(pg_rcp, OP_RCP, TC_F32 | TC_F64)
-ARITH1(pg_sqrt, OP_SQRT, TC_F32 | TC_F64)
-ARITH1(pg_rsqrt, OP_RSQRT, TC_F32 | TC_F64)
-ARITH1(pg_ex2, OP_EX2, TC_F32)
-ARITH1(pg_lg2, OP_LG2, TC_F32)
-ARITH2(pg_min, OP_MIN, TC_INT | TC_FLOAT)
-ARITH2(pg_max, OP_MAX, TC_INT | TC_FLOAT)
-ARITH1(pg_abs, OP_ABS, TC_SINT | TC_FLOAT)
-ARITH1(pg_neg, OP_NEG, TC_SINT | TC_FLOAT)
-ARITH2(pg_and, OP_AND, TC_PRED | TC_BIT | TC_INT)
-ARITH2(pg_or, OP_OR, TC_PRED | TC_BIT | TC_INT)
-ARITH2(pg_xor, OP_XOR, TC_PRED | TC_BIT | TC_INT)
-ARITH1(pg_not, OP_NOT, TC_PRED | TC_BIT | TC_INT)
+ARITH2(add, OP_ADD, TC_INT | TC_FLOAT)
+ARITH2(sub, OP_SUB, TC_INT | TC_FLOAT)
+ARITH2(mul, OP_MUL, TC_INT | TC_FLOAT)
+ARITH2(mul_hi, OP_MUL_HI, TC_INT)
+ARITH3(mad, OP_MAD, TC_INT)
+ARITH3(mad_hi, OP_MAD_HI, TC_INT)
+ARITH3(fma, OP_FMA, TC_FLOAT)
+ARITH2(div, OP_DIV, TC_INT | TC_F32 | TC_F64)
+ARITH2(rem, OP_REM, TC_INT)
+ARITH1(rcp, OP_RCP, TC_F32 | TC_F64)
+ARITH1(sqrt, OP_SQRT, TC_F32 | TC_F64)
+ARITH1(rsqrt, OP_RSQRT, TC_F32 | TC_F64)
+ARITH1(ex2, OP_EX2, TC_F32)
+ARITH1(lg2, OP_LG2, TC_F32)
+ARITH2(min, OP_MIN, TC_INT | TC_FLOAT)
+ARITH2(max, OP_MAX, TC_INT | TC_FLOAT)
+ARITH1(abs, OP_ABS, TC_SINT | TC_FLOAT)
+ARITH1(neg, OP_NEG, TC_SINT | TC_FLOAT)
+ARITH2(and, OP_AND, TC_PRED | TC_BIT | TC_INT)
+ARITH2(or, OP_OR, TC_PRED | TC_BIT | TC_INT)
+ARITH2(xor, OP_XOR, TC_PRED | TC_BIT | TC_INT)
+ARITH1(not, OP_NOT, TC_PRED | TC_BIT | TC_INT)
 
 void pg_mov(pg_kernel *k, pg_type t, pg_reg d, pg_val a)
 {
@@ -479,6 +517,13 @@ void pg_mov(pg_kernel *k, pg_type t, pg_reg d, pg_val a)
     arith(k, OP_MOV, t, TC_PRED | TC_BIT | TC_INT | TC_FLOAT, d, s, 1);
 }
 
+pg_reg pgv_mov(pg_kernel *k, pg_type t, pg_val a)
+{
+    pg_reg d = value_dst(k, OP_MOV, t, 0, t);
+    pg_mov(k, t, d, a);
+    return value_of(k, d);
+}
+
 static void shift(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val a, pg_val b)
 {
     if (!live(k) || !check_type(k, op, t, TC_BIT | TC_INT) || !check_dst(k, op, t, d) ||
@@ -496,6 +541,20 @@ static void shift(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val a, pg_
 
 void pg_shl(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b) { shift(k, OP_SHL, t, d, a, b); }
 void pg_shr(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b) { shift(k, OP_SHR, t, d, a, b); }
+
+pg_reg pgv_shl(pg_kernel *k, pg_type t, pg_val a, pg_val b)
+{
+    pg_reg d = value_dst(k, OP_SHL, t, TC_BIT | TC_INT, t);
+    shift(k, OP_SHL, t, d, a, b);
+    return value_of(k, d);
+}
+
+pg_reg pgv_shr(pg_kernel *k, pg_type t, pg_val a, pg_val b)
+{
+    pg_reg d = value_dst(k, OP_SHR, t, TC_BIT | TC_INT, t);
+    shift(k, OP_SHR, t, d, a, b);
+    return value_of(k, d);
+}
 
 static pg_type wide_of(pg_type t)
 {
@@ -544,6 +603,28 @@ void pg_mad_wide(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_val c
     wide(k, OP_MAD_WIDE, t, d, s, 3);
 }
 
+/* The wide destination is made only for a type that has a wide form, so a
+ * bad type is reported by wide() and names the instruction. */
+static pg_reg wide_dst(pg_kernel *k, pg_opcode op, pg_type t)
+{
+    pg_type w = wide_of(t);
+    return w == PG_TYPE_COUNT ? pg_none() : value_dst(k, op, t, 0, w);
+}
+
+pg_reg pgv_mul_wide(pg_kernel *k, pg_type t, pg_val a, pg_val b)
+{
+    pg_reg d = wide_dst(k, OP_MUL_WIDE, t);
+    pg_mul_wide(k, t, d, a, b);
+    return value_of(k, d);
+}
+
+pg_reg pgv_mad_wide(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_val c)
+{
+    pg_reg d = wide_dst(k, OP_MAD_WIDE, t);
+    pg_mad_wide(k, t, d, a, b, c);
+    return value_of(k, d);
+}
+
 void pg_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_reg p, pg_val a, pg_val b)
 {
     if (!live(k))
@@ -582,6 +663,13 @@ void pg_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_reg p, pg_val a, pg_val b)
     in->src[1] = b;
 }
 
+pg_reg pgv_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_val a, pg_val b)
+{
+    pg_reg p = value_dst(k, OP_SETP, t, TC_BIT | TC_INT | TC_FLOAT, PG_PRED);
+    pg_setp(k, c, t, p, a, b);
+    return value_of(k, p);
+}
+
 void pg_selp(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_reg p)
 {
     if (!live(k) || !check_type(k, OP_SELP, t, TC_BIT | TC_INT | TC_F32 | TC_F64) ||
@@ -601,6 +689,13 @@ void pg_selp(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_reg p)
     in->src[0] = a;
     in->src[1] = b;
     in->src[2] = p;
+}
+
+pg_reg pgv_selp(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_reg p)
+{
+    pg_reg d = value_dst(k, OP_SELP, t, TC_BIT | TC_INT | TC_F32 | TC_F64, t);
+    pg_selp(k, t, d, a, b, p);
+    return value_of(k, d);
 }
 
 void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
@@ -662,6 +757,25 @@ void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
     in->dst[0] = d;
     in->nsrc = 1;
     in->src[0] = a;
+}
+
+/* 8-bit values travel in 16-bit registers of the same signedness. */
+static pg_type reg_type_for(pg_type t)
+{
+    if ((unsigned)t < PG_TYPE_COUNT && pg_type_bits(t) == 8)
+        return pg_type_is_signed(t) ? PG_S16 : PG_U16;
+    return t;
+}
+
+pg_reg pgv_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_val a)
+{
+    if (live(k) && ((unsigned)dt >= PG_TYPE_COUNT || dt == PG_PRED)) {
+        pg_cvt(k, dt, st, r, pg_none(), a); /* reports the bad type */
+        return pg_none();
+    }
+    pg_reg d = value_dst(k, OP_CVT, dt, 0, reg_type_for(dt));
+    pg_cvt(k, dt, st, r, d, a);
+    return value_of(k, d);
 }
 
 /* ---------------------------------------------------------------- params */
@@ -1056,6 +1170,29 @@ void pg_ld_v(pg_kernel *k, pg_space s, pg_type t, unsigned width, pg_val addr, i
 void pg_ld(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset, pg_reg d)
 {
     pg_ld_v(k, s, t, 1, addr, offset, &d);
+}
+
+/* The destination of a scalar value-form load: refuse what ld refuses
+ * before making a register, so the message names the load. */
+static pg_reg ld_dst(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset)
+{
+    if (!mem_op(k, OP_LD, s, t, 1, addr, offset))
+        return pg_none();
+    return pg_reg_new(k, reg_type_for(t));
+}
+
+pg_reg pgv_ld(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset)
+{
+    pg_reg d = ld_dst(k, s, t, addr, offset);
+    pg_ld(k, s, t, addr, offset, d);
+    return value_of(k, d);
+}
+
+pg_reg pgv_ld_nc(pg_kernel *k, pg_type t, pg_val addr, int64_t offset)
+{
+    pg_reg d = ld_dst(k, PG_SPACE_GLOBAL, t, addr, offset);
+    pg_ld_nc(k, t, addr, offset, d);
+    return value_of(k, d);
 }
 
 void pg_ld_nc(pg_kernel *k, pg_type t, pg_val addr, int64_t offset, pg_reg d)
