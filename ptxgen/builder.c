@@ -976,11 +976,29 @@ void pg_comment(pg_kernel *k, const char *text)
         pg_fail(k, PG_ESTATE, "a guard cannot apply to a comment");
         return;
     }
-    char *t = arena_strdup(&k->mem, text);
+    /* Kept as printable ASCII: any other byte is written as \xNN, so no
+     * byte of a comment can end the line or upset the assembler. */
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        n += (*p >= 0x20 && *p < 0x7f) || *p == '\t' ? 1 : 4;
+    char *t = arena_alloc(&k->mem, n + 1);
     if (!t) {
         pg_fail(k, PG_ENOMEM, "out of memory");
         return;
     }
+    char *o = t;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if ((*p >= 0x20 && *p < 0x7f) || *p == '\t') {
+            *o++ = (char)*p;
+        } else {
+            static const char hex[] = "0123456789ABCDEF";
+            *o++ = '\\';
+            *o++ = 'x';
+            *o++ = hex[*p >> 4];
+            *o++ = hex[*p & 15];
+        }
+    }
+    *o = '\0';
     instr *in = pg_push(k, OP_COMMENT, PG_PRED);
     if (in)
         in->text = t;

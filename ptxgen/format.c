@@ -8,15 +8,21 @@
  */
 #include "internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- buffer */
 
-void pg_sb_put(pg_sbuf *b, const char *s, size_t n)
+/* Room for n more bytes and the NUL. */
+static void sb_reserve(pg_sbuf *b, size_t n)
 {
     if (b->oom)
         return;
+    if (n > SIZE_MAX / 4 - b->len) {
+        b->oom = true;
+        return;
+    }
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n + 1)
@@ -29,6 +35,13 @@ void pg_sb_put(pg_sbuf *b, const char *s, size_t n)
         b->p = np;
         b->cap = cap;
     }
+}
+
+void pg_sb_put(pg_sbuf *b, const char *s, size_t n)
+{
+    sb_reserve(b, n);
+    if (b->oom)
+        return;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
@@ -36,18 +49,26 @@ void pg_sb_put(pg_sbuf *b, const char *s, size_t n)
 
 void pg_sb_str(pg_sbuf *b, const char *s) { pg_sb_put(b, s, strlen(s)); }
 
+/* Formats straight into the buffer, however long the result: a line is
+ * never cut (a cut comment once swallowed the instruction after it). */
 void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)
 {
-    char tmp[512];
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0)
+    if (n < 0) {
+        b->oom = true; /* an encoding error: fail the text rather than drop a piece */
+        va_end(again);
         return;
-    if ((size_t)n >= sizeof tmp)
-        n = (int)sizeof tmp - 1;
-    pg_sb_put(b, tmp, (size_t)n);
+    }
+    sb_reserve(b, (size_t)n);
+    if (!b->oom) {
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, again);
+        b->len += (size_t)n;
+    }
+    va_end(again);
 }
 
 /* ---------------------------------------------------------------- names */
@@ -131,7 +152,12 @@ void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n)
 
 static void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
 {
-    char tmp[96];
+    if (v.kind == PG_VAL_SHARED) {
+        /* a symbol name can be longer than any number */
+        pg_sb_str(b, v.id && v.id < k->nshared ? k->shared[v.id].name : "?");
+        return;
+    }
+    char tmp[64];
     pg_val_format(k, v, t, tmp, sizeof tmp);
     pg_sb_str(b, tmp);
 }
