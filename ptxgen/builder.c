@@ -298,6 +298,8 @@ static bool check_type(pg_kernel *k, pg_opcode op, pg_type t)
         return false;
     }
     /* Half-precision arithmetic needs newer targets than f32 does. */
+    if (t == PG_BF16 && op == OP_SETP)
+        return pg_require(k, 90, 78, "setp.bf16");
     if (t == PG_BF16 && (op == OP_ADD || op == OP_SUB || op == OP_MUL))
         return pg_require(k, 90, 78, "bf16 add/sub/mul");
     if ((op == OP_ABS || op == OP_NEG) && t == PG_F16)
@@ -659,9 +661,10 @@ void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
         return;
     }
     bool df = pg_type_is_float(dt), sf = pg_type_is_float(st);
-    if (pg_type_tc(dt) == TC_BIT || pg_type_tc(st) == TC_BIT) {
+    bool dbit = pg_type_tc(dt) == TC_BIT || dt == PG_B8, sbit = pg_type_tc(st) == TC_BIT || st == PG_B8;
+    if (dbit || sbit) {
         pg_fail(k, PG_ETYPE, "cvt converts numbers; .%s is a bit type (use mov)",
-                pg_type_name(pg_type_tc(dt) == TC_BIT ? dt : st));
+                pg_type_name(dbit ? dt : st));
         return;
     }
     bool int_rnd = r >= PG_RND_RNI, flt_rnd = r >= PG_RND_RN && r <= PG_RND_RP;
@@ -690,6 +693,17 @@ void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
         pg_fail(k, PG_ETYPE, "cvt.%s.%s needs %s", pg_type_name(dt), pg_type_name(st), want);
         return;
     }
+    /* What ptxas takes with bf16, narrower than what the PTX manual lists. */
+    bool bf_byte = (dt == PG_BF16 && pg_type_bits(st) == 8) || (st == PG_BF16 && pg_type_bits(dt) == 8);
+    if (bf_byte) {
+        pg_fail(k, PG_ETYPE, "cvt.%s.%s: there is no conversion between bf16 and 8-bit "
+                "integers; convert through f32", pg_type_name(dt), pg_type_name(st));
+        return;
+    }
+    if (dt == PG_BF16 && st != PG_F32 &&
+        !pg_require(k, 90, 78, st == PG_F16 ? "cvt to bf16 from f16" :
+                    st == PG_F64 ? "cvt to bf16 from f64" : "cvt to bf16 from an integer"))
+        return;
     if (dt == PG_BF16 && !pg_require(k, 80, 70, "cvt to bf16"))
         return;
     if (st == PG_BF16 && !pg_require(k, 90, 78, "cvt from bf16"))
@@ -1474,6 +1488,11 @@ void pg_cp_async(pg_kernel *k, pg_val sdst, int64_t soff, pg_val gsrc, int64_t g
         return;
     if (src_size.kind != PG_VAL_NONE && !check_src(k, OP_CP_ASYNC, PG_U32, src_size, "src-size"))
         return;
+    if (src_size.kind == PG_VAL_IMM_INT && src_size.bits > bytes) {
+        pg_fail(k, PG_ERANGE, "cp.async: src-size %llu is larger than the %u-byte copy",
+                (unsigned long long)src_size.bits, bytes);
+        return;
+    }
     instr *in = pg_push(k, OP_CP_ASYNC, PG_B8);
     if (!in)
         return;

@@ -82,8 +82,100 @@ static void long_names(void)
     pg_kernel_destroy(&k);
 }
 
+/* Forms ptxas rejects are refused at the call, with a message. */
+#define EXPECT_REFUSED(target, msg, ...)                                       \
+    do {                                                                       \
+        pg_kernel *k_ = mk("refuse", target);                                  \
+        if (!k_)                                                               \
+            break;                                                             \
+        env_ e_ = env_make(k_);                                                \
+        body_(k_, &e_, __VA_ARGS__);                                           \
+        REQUIRE_CONTAINS(pg_kernel_message(k_), msg);                          \
+        REQUIRE(pg_kernel_error(k_) != 0);                                     \
+        pg_kernel_destroy(&k_);                                                \
+    } while (0)
+#define EXPECT_TAKEN(target, ...)                                              \
+    do {                                                                       \
+        pg_kernel *k_ = mk("take", target);                                    \
+        if (!k_)                                                               \
+            break;                                                             \
+        env_ e_ = env_make(k_);                                                \
+        body_(k_, &e_, __VA_ARGS__);                                           \
+        REQUIRE_STR_EQ(pg_kernel_message(k_), "");                             \
+        pg_kernel_destroy(&k_);                                                \
+    } while (0)
+
+typedef struct env_ {
+    pg_reg u16, s16, u32, f16, bf16, f32, f64, g, s;
+} env_;
+
+static env_ env_make(pg_kernel *k)
+{
+    env_ e;
+    e.u16 = pg_reg_new(k, PG_U16);
+    e.s16 = pg_reg_new(k, PG_S16);
+    e.u32 = pg_reg_new(k, PG_U32);
+    e.f16 = pg_reg_new(k, PG_F16);
+    e.bf16 = pg_reg_new(k, PG_BF16);
+    e.f32 = pg_reg_new(k, PG_F32);
+    e.f64 = pg_reg_new(k, PG_F64);
+    e.g = pg_reg_new(k, PG_U64);
+    e.s = pg_reg_new(k, PG_U32);
+    return e;
+}
+
+enum { CVT, SETP, CP };
+static void body_(pg_kernel *k, const env_ *e, int what, int a, int b, int c)
+{
+    const pg_reg *by_type[PG_TYPE_COUNT] = {0};
+    by_type[PG_B8] = by_type[PG_U8] = by_type[PG_U16] = &e->u16;
+    by_type[PG_S8] = by_type[PG_S16] = &e->s16;
+    by_type[PG_U32] = &e->u32;
+    by_type[PG_F16] = &e->f16;
+    by_type[PG_BF16] = &e->bf16;
+    by_type[PG_F32] = &e->f32;
+    by_type[PG_F64] = &e->f64;
+    switch (what) {
+    case CVT: pgv_cvt(k, (pg_type)a, (pg_type)b, (pg_rnd)c, *by_type[b]); break;
+    case SETP: pgv_setp(k, PG_CMP_LT, (pg_type)a, *by_type[a], *by_type[a]); break;
+    case CP: pg_cp_async(k, e->s, 0, e->g, 0, (unsigned)a, b < 0 ? pg_none() : pg_u32((uint32_t)b)); break;
+    }
+}
+
+static void ptxas_rules(void)
+{
+    /* cvt to or from .b8 */
+    EXPECT_REFUSED(PG_SM_90, "cvt converts numbers; .b8 is a bit type", CVT, PG_B8, PG_U32, PG_RND_NONE);
+    EXPECT_REFUSED(PG_SM_90, "cvt converts numbers; .b8 is a bit type", CVT, PG_F32, PG_B8, PG_RND_RN);
+    EXPECT_TAKEN(PG_SM_90, CVT, PG_U8, PG_U32, PG_RND_NONE);
+    /* cvt to bf16 from anything but f32 before sm_90 */
+    static const pg_type from[] = {PG_F16, PG_F64, PG_U16, PG_S16, PG_U32};
+    for (unsigned i = 0; i < sizeof from / sizeof from[0]; i++) {
+        EXPECT_REFUSED(PG_SM_80, "needs sm_90", CVT, PG_BF16, from[i], PG_RND_RN);
+        EXPECT_REFUSED(PG_SM_89, "needs sm_90", CVT, PG_BF16, from[i], PG_RND_RN);
+        EXPECT_TAKEN(PG_SM_90, CVT, PG_BF16, from[i], PG_RND_RN);
+    }
+    EXPECT_TAKEN(PG_SM_80, CVT, PG_BF16, PG_F32, PG_RND_RN);
+    /* bf16 <-> 8-bit integers: nowhere */
+    EXPECT_REFUSED(PG_SM_120, "no conversion between bf16 and 8-bit integers", CVT, PG_BF16, PG_U8, PG_RND_RN);
+    EXPECT_REFUSED(PG_SM_90, "no conversion between bf16 and 8-bit integers", CVT, PG_BF16, PG_S8, PG_RND_RN);
+    EXPECT_REFUSED(PG_SM_90, "no conversion between bf16 and 8-bit integers", CVT, PG_U8, PG_BF16, PG_RND_RNI);
+    EXPECT_REFUSED(PG_SM_100, "no conversion between bf16 and 8-bit integers", CVT, PG_S8, PG_BF16, PG_RND_RZI);
+    /* setp.bf16 before sm_90 */
+    EXPECT_REFUSED(PG_SM_80, "setp.bf16 needs sm_90", SETP, PG_BF16, 0, 0);
+    EXPECT_REFUSED(PG_SM_89, "setp.bf16 needs sm_90", SETP, PG_BF16, 0, 0);
+    EXPECT_TAKEN(PG_SM_90, SETP, PG_BF16, 0, 0);
+    /* a cp.async source size above the copy size */
+    EXPECT_REFUSED(PG_SM_80, "src-size 5 is larger than the 4-byte copy", CP, 4, 5, 0);
+    EXPECT_REFUSED(PG_SM_80, "src-size 17 is larger than the 16-byte copy", CP, 16, 17, 0);
+    EXPECT_TAKEN(PG_SM_80, CP, 16, 16, 0);
+    EXPECT_TAKEN(PG_SM_80, CP, 8, 0, 0);
+    EXPECT_TAKEN(PG_SM_80, CP, 8, -1, 0);
+}
+
 int main(void)
 {
+    ptxas_rules();
     long_comment();
     comment_bytes();
     long_names();
