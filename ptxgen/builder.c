@@ -69,16 +69,67 @@ int pg_grow(pg_kernel *k, void **arr, uint32_t *cap, uint32_t need, size_t elem)
 
 /* ---------------------------------------------------------------- names */
 
-static bool is_ident(const char *s)
+#define PG_NAME_MAX 64
+
+/* Why s is not a name the builder takes, or NULL if it is. PTX identifiers
+ * are [A-Za-z][A-Za-z0-9_$]* or [_$%][A-Za-z0-9_$]+; the builder takes
+ * them without '$' and '%' (its own labels begin with '$', registers with
+ * '%', so nothing a user names can clash with them), and not the names PTX
+ * reserves. */
+static const char *name_problem(const char *s)
 {
-    if (!s || !*s || strlen(s) > 64)
-        return false;
+    if (!s)
+        return "is missing";
+    if (!*s)
+        return "is empty";
+    if (strlen(s) > PG_NAME_MAX)
+        return "is longer than 64 characters";
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-        return false;
+        return "must begin with a letter or '_'";
     for (const char *p = s + 1; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
               (*p >= '0' && *p <= '9') || *p == '_'))
-            return false;
+            return "may hold only letters, digits and '_'";
+    if (strcmp(s, "_") == 0)
+        return "is '_' alone";
+    if (strcmp(s, "WARP_SZ") == 0)
+        return "is reserved by PTX";
+    return NULL;
+}
+
+static bool is_ident(const char *s) { return !name_problem(s); }
+
+/* A name as it can appear in a message: printable, and not too long. */
+static const char *quoted(const char *s, char *buf, size_t n)
+{
+    if (!s)
+        return "(null)";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < n; p++) {
+        if (p - (const unsigned char *)s >= 40) {
+            memcpy(buf + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (*p >= 0x20 && *p < 0x7f)
+            buf[o++] = (char)*p;
+        else
+            o += (size_t)snprintf(buf + o, n - o, "\\x%02X", *p);
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* Refuse a name with a message saying why; `what` says whose name it is. */
+static bool check_name(pg_kernel *k, const char *what, const char *s)
+{
+    const char *why = name_problem(s);
+    if (why) {
+        char q[64];
+        pg_fail(k, PG_EINVAL, "%s '%s' is not a valid identifier: it %s", what,
+                quoted(s, q, sizeof q), why);
+        return false;
+    }
     return true;
 }
 
@@ -754,8 +805,14 @@ pg_param pg_param_add(pg_kernel *k, pg_type t, const char *name)
         pg_fail(k, PG_ETYPE, "param '%s': a parameter cannot be .pred", name ? name : "?");
         return none;
     }
-    if (!is_ident(name)) {
-        pg_fail(k, PG_EINVAL, "param: '%s' is not a valid identifier", name ? name : "(null)");
+    if (!check_name(k, "param name", name))
+        return none;
+    /* The kernel's shared-memory symbols are named "<kernel>_...": a param
+     * can never be named like one, whatever symbols come later. */
+    size_t kl = strlen(k->name);
+    if (strncmp(name, k->name, kl) == 0 && name[kl] == '_') {
+        pg_fail(k, PG_EINVAL, "param name '%s': names beginning with '%s_' are kept for the "
+                "kernel's shared-memory symbols", name, k->name);
         return none;
     }
     for (uint32_t i = 0; i < k->nparams; i++) {
@@ -860,10 +917,8 @@ pg_label pg_label_new(pg_kernel *k, const char *hint)
     pg_label none = {0};
     if (!live(k))
         return none;
-    if (hint && !is_ident(hint)) {
-        pg_fail(k, PG_EINVAL, "label hint '%s' is not an identifier", hint);
+    if (hint && !check_name(k, "label hint", hint))
         return none;
-    }
     if (GROW(k, k->labels, k->cap_labels, k->nlabels + 1))
         return none;
     label_info *l = &k->labels[k->nlabels];
@@ -1225,6 +1280,8 @@ static uint32_t shared_add(pg_kernel *k, pg_type t, uint32_t count, uint32_t ali
         return 0;
     }
     if (!dynamic) {
+        if (hint && !check_name(k, "shared hint", hint))
+            return 0;
         if ((unsigned)t >= PG_TYPE_COUNT || t == PG_PRED) {
             pg_fail(k, PG_ETYPE, "shared: invalid element type");
             return 0;
@@ -1240,10 +1297,6 @@ static uint32_t shared_add(pg_kernel *k, pg_type t, uint32_t count, uint32_t ali
                     hint ? hint : "?", align);
             return 0;
         }
-        if (hint && !is_ident(hint)) {
-            pg_fail(k, PG_EINVAL, "shared: '%s' is not an identifier", hint);
-            return 0;
-        }
     } else {
         for (uint32_t i = 1; i < k->nshared; i++) {
             if (k->shared[i].dynamic) {
@@ -1254,9 +1307,15 @@ static uint32_t shared_add(pg_kernel *k, pg_type t, uint32_t count, uint32_t ali
     }
     if (GROW(k, k->shared, k->cap_shared, k->nshared + 1))
         return 0;
-    char buf[160];
-    snprintf(buf, sizeof buf, "%s_%s%u", k->name, dynamic ? "dsmem" : (hint ? hint : "smem"),
-             k->nshared);
+    /* "<kernel>_<hint><id>", with '_' before the id when the hint ends in a
+     * digit: the id is then always the whole run of digits at the end, and
+     * ids differ, so no two symbols share a name ("s1" as symbol 1 is
+     * k_s1_1, "s" as symbol 11 is k_s11). */
+    const char *h = dynamic ? "dsmem" : (hint ? hint : "smem");
+    size_t hl = strlen(h);
+    char buf[2 * PG_NAME_MAX + 16];
+    snprintf(buf, sizeof buf, "%s_%s%s%u", k->name, h,
+             h[hl - 1] >= '0' && h[hl - 1] <= '9' ? "_" : "", k->nshared);
     shared_info *si = &k->shared[k->nshared];
     si->name = arena_strdup(&k->mem, buf);
     if (!si->name) {

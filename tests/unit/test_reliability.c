@@ -173,8 +173,70 @@ static void ptxas_rules(void)
     EXPECT_TAKEN(PG_SM_80, CP, 8, -1, 0);
 }
 
+/* Names: the PTX grammar and reserved words, and generated symbols that
+ * cannot clash. */
+static void names(void)
+{
+    static const char *const bad[] = {"_", "WARP_SZ", "", "9a", "a b", "a$b", "%r1", "a-b"};
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pg_kernel *k = NULL;
+        REQUIRE_INT_EQ(pg_kernel_create(&k, bad[i], PG_SM_90), PG_EINVAL);
+        REQUIRE(k == NULL);
+        k = mk("names", PG_SM_90);
+        pg_param_add(k, PG_U32, bad[i]);
+        REQUIRE_INT_EQ(pg_kernel_error(k), PG_EINVAL);
+        REQUIRE_CONTAINS(pg_kernel_message(k), "is not a valid identifier");
+        pg_kernel_destroy(&k);
+        k = mk("names", PG_SM_90);
+        pg_label_new(k, bad[i]);
+        REQUIRE_CONTAINS(pg_kernel_message(k), "label hint");
+        pg_kernel_destroy(&k);
+        k = mk("names", PG_SM_90);
+        pg_shared_static(k, PG_F32, 4, 4, bad[i]);
+        REQUIRE_CONTAINS(pg_kernel_message(k), "shared hint");
+        pg_kernel_destroy(&k);
+    }
+    pg_kernel *k = mk("names", PG_SM_90);
+    pg_param_add(k, PG_U32, "WARP_SZ");
+    REQUIRE_CONTAINS(pg_kernel_message(k), "'WARP_SZ' is not a valid identifier: it is reserved by PTX");
+    pg_kernel_destroy(&k);
+
+    /* A control character in a bad name is escaped in the message. */
+    k = mk("names", PG_SM_90);
+    pg_param_add(k, PG_U32, "a\x1b[2J");
+    REQUIRE_CONTAINS(pg_kernel_message(k), "'a\\x1B[2J'");
+    pg_kernel_destroy(&k);
+
+    /* Hint "s1" on symbol 1 and hint "s" on symbol 11 were both k_s11. */
+    k = mk("k", PG_SM_90);
+    pg_shared first = pg_shared_static(k, PG_F32, 4, 4, "s1");
+    pg_shared last = first;
+    for (int i = 2; i <= 11; i++)
+        last = pg_shared_static(k, PG_F32, 4, 4, "s");
+    REQUIRE_STR_EQ(k->shared[first.id].name, "k_s1_1");
+    REQUIRE_STR_EQ(k->shared[last.id].name, "k_s11");
+    const char *ptx = NULL;
+    REQUIRE_INT_EQ(emit(k, &ptx), 0);
+    REQUIRE_CONTAINS(ptx, ".shared .align 4 .f32 k_s1_1[4];\n");
+    REQUIRE_CONTAINS(ptx, ".shared .align 4 .f32 k_s11[4];\n");
+    pg_kernel_destroy(&k);
+
+    /* A param cannot take a name of the kernel's symbols, made before or after. */
+    k = mk("k", PG_SM_90);
+    pg_param_add(k, PG_U64, "k_smem1");
+    REQUIRE_INT_EQ(pg_kernel_error(k), PG_EINVAL);
+    REQUIRE_CONTAINS(pg_kernel_message(k), "names beginning with 'k_' are kept");
+    pg_kernel_destroy(&k);
+    k = mk("k", PG_SM_90);
+    pg_param_add(k, PG_U64, "kk_smem1");
+    pg_param_add(k, PG_U64, "k");
+    REQUIRE_INT_EQ(pg_kernel_error(k), 0);
+    pg_kernel_destroy(&k);
+}
+
 int main(void)
 {
+    names();
     ptxas_rules();
     long_comment();
     comment_bytes();
