@@ -7,6 +7,7 @@
  */
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -135,6 +136,29 @@ static bool check_name(pg_kernel *k, const char *what, const char *s)
 
 /* ---------------------------------------------------------------- kernel */
 
+/* Every kernel gets its own nonzero tag, and every handle it gives out
+ * carries it: a register, label, param or shared array of another kernel
+ * whose id happens to be in range is refused, not silently used. */
+static uint32_t next_tag(void)
+{
+    static atomic_uint_least32_t last;
+    uint32_t t;
+    do
+        t = (uint32_t)atomic_fetch_add(&last, 1) + 1;
+    while (t == 0);
+    return t;
+}
+
+bool pg_label_ok(const pg_kernel *k, pg_label l)
+{
+    return l.kernel == k->tag && l.id != 0 && l.id < k->nlabels;
+}
+
+bool pg_shared_ok(const pg_kernel *k, pg_val v)
+{
+    return v.kind == PG_VAL_SHARED && v.bits == k->tag && v.id != 0 && v.id < k->nshared;
+}
+
 int pg_kernel_create(pg_kernel **out, const char *name, pg_target target)
 {
     if (!out)
@@ -148,6 +172,7 @@ int pg_kernel_create(pg_kernel **out, const char *name, pg_target target)
     memset(k, 0, sizeof *k);
     k->target = target;
     k->isa = pg_target_min_isa(target);
+    k->tag = next_tag();
     k->name = arena_strdup(&k->mem, name);
     if (!k->name || GROW(k, k->regs, k->cap_regs, 1) || GROW(k, k->labels, k->cap_labels, 1) ||
         GROW(k, k->shared, k->cap_shared, 1)) {
@@ -218,13 +243,13 @@ pg_reg pg_reg_new(pg_kernel *k, pg_type t)
     r->type = (uint8_t)t;
     r->cls = (uint8_t)c;
     r->num = ++k->class_count[c];
-    pg_val v = {PG_VAL_REG, k->nregs++, 0};
+    pg_val v = {PG_VAL_REG, k->nregs++, k->tag};
     return v;
 }
 
 pg_type pg_reg_type(const pg_kernel *k, pg_val r)
 {
-    if (!k || r.kind != PG_VAL_REG || r.id == 0 || r.id >= k->nregs)
+    if (!k || r.kind != PG_VAL_REG || r.bits != k->tag || r.id == 0 || r.id >= k->nregs)
         return PG_TYPE_COUNT;
     return (pg_type)k->regs[r.id].type;
 }
@@ -502,7 +527,7 @@ void pg_mov(pg_kernel *k, pg_type t, pg_reg d, pg_val a)
                     pg_type_name(t));
             return;
         }
-        if (a.id == 0 || a.id >= k->nshared) {
+        if (!pg_shared_ok(k, a)) {
             pg_fail(k, PG_EINVAL, "mov: not a shared symbol of this kernel");
             return;
         }
@@ -834,7 +859,7 @@ pg_param pg_param_add(pg_kernel *k, pg_type t, const char *name)
     }
     k->params[k->nparams].name = n;
     k->params[k->nparams].type = (uint8_t)t;
-    pg_param p = {++k->nparams};
+    pg_param p = {++k->nparams, k->tag};
     return p;
 }
 
@@ -842,7 +867,7 @@ pg_reg pg_param_load(pg_kernel *k, pg_param p)
 {
     if (!live(k))
         return pg_none();
-    if (p.id == 0 || p.id > k->nparams) {
+    if (p.kernel != k->tag || p.id == 0 || p.id > k->nparams) {
         pg_fail(k, PG_EINVAL, "pg_param_load: not a param of this kernel");
         return pg_none();
     }
@@ -928,13 +953,13 @@ pg_label pg_label_new(pg_kernel *k, const char *hint)
         return none;
     }
     l->bound_at = -1;
-    pg_label r = {k->nlabels++};
+    pg_label r = {k->nlabels++, k->tag};
     return r;
 }
 
 static bool label_ok(pg_kernel *k, pg_label l, const char *what)
 {
-    if (l.id == 0 || l.id >= k->nlabels) {
+    if (!pg_label_ok(k, l)) {
         pg_fail(k, PG_ELABEL, "%s: not a label of this kernel", what);
         return false;
     }
@@ -1084,7 +1109,7 @@ static bool check_addr(pg_kernel *k, pg_opcode op, pg_space s, pg_val addr)
             pg_fail(k, PG_ETYPE, "%s: a shared symbol addresses only shared memory", opname(op));
             return false;
         }
-        if (addr.id == 0 || addr.id >= k->nshared) {
+        if (!pg_shared_ok(k, addr)) {
             pg_fail(k, PG_EINVAL, "%s: not a shared symbol of this kernel", opname(op));
             return false;
         }
@@ -1331,19 +1356,21 @@ static uint32_t shared_add(pg_kernel *k, pg_type t, uint32_t count, uint32_t ali
 
 pg_shared pg_shared_static(pg_kernel *k, pg_type t, uint32_t count, uint32_t align, const char *hint)
 {
-    pg_shared s = {shared_add(k, t, count, align, hint, false)};
+    uint32_t id = shared_add(k, t, count, align, hint, false);
+    pg_shared s = {id, id ? k->tag : 0};
     return s;
 }
 
 pg_shared pg_shared_dynamic(pg_kernel *k, uint32_t align)
 {
-    pg_shared s = {shared_add(k, PG_B8, 0, align, NULL, true)};
+    uint32_t id = shared_add(k, PG_B8, 0, align, NULL, true);
+    pg_shared s = {id, id ? k->tag : 0};
     return s;
 }
 
 pg_val pg_shared_addr(pg_shared s)
 {
-    pg_val v = {PG_VAL_SHARED, s.id, 0};
+    pg_val v = {PG_VAL_SHARED, s.id, s.kernel};
     return v;
 }
 

@@ -27,6 +27,7 @@ typedef struct env {
     pg_reg src[PG_TYPE_COUNT];  /* one written register a type (8-bit: 16-bit) */
     pg_reg saddr;               /* u32 shared address */
     pg_shared smem;
+    pg_param param[PG_TYPE_COUNT]; /* one of every type but pred */
 } env;
 
 typedef struct matrix {
@@ -57,7 +58,7 @@ static int setup(pg_kernel **kp, env *e, pg_target target)
     for (int t = 1; t < PG_TYPE_COUNT; t++) {
         char name[16];
         snprintf(name, sizeof name, "p_%s", pg_type_name((pg_type)t));
-        pg_param_add(k, (pg_type)t, name);
+        e->param[t] = pg_param_add(k, (pg_type)t, name);
     }
     e->ptr = pg_param_load(k, p);
     for (int t = 1; t < PG_TYPE_COUNT; t++)
@@ -238,9 +239,7 @@ static void c_sreg(pg_kernel *k, const env *e, const int *a)
 
 static void c_param(pg_kernel *k, const env *e, const int *a)
 {
-    (void)e;
-    pg_param p = {(uint32_t)a[0]};
-    pg_param_load(k, p);
+    pg_param_load(k, e->param[a[0]]);
 }
 
 static void c_flow(pg_kernel *k, const env *e, const int *a)
@@ -339,8 +338,8 @@ static void enumerate(matrix *m)
             TRY(m, c_sync, kind, s);
     for (int s = 0; s < PG_SREG_COUNT; s++)
         TRY(m, c_sreg, s);
-    for (int p = 1; p <= PG_TYPE_COUNT; p++)
-        TRY(m, c_param, p);
+    for (int t = 1; t < PG_TYPE_COUNT; t++)
+        TRY(m, c_param, t);
     for (int f = 0; f < 4; f++)
         for (int n = 0; n < 2; n++)
             TRY(m, c_flow, f, n);

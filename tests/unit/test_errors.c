@@ -110,7 +110,7 @@ int main(void)
         pg_label_bind(k, l);
     });
     EXPECT_ERR(PG_SM_90, PG_ELABEL, "never bound", pg_bra(k, pg_label_new(k, "nowhere")));
-    EXPECT_ERR(PG_SM_90, PG_ELABEL, "not a label", pg_bra(k, (pg_label){42}));
+    EXPECT_ERR(PG_SM_90, PG_ELABEL, "not a label", pg_bra(k, (pg_label){42, 0}));
     EXPECT_ERR(PG_SM_90, PG_EINVAL, "label hint 'a b' is not a valid identifier", pg_label_new(k, "a b"));
 
     /* reads before writes */

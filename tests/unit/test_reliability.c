@@ -234,8 +234,55 @@ static void names(void)
     pg_kernel_destroy(&k);
 }
 
+/* A handle from another kernel, with an id that is in range here, is
+ * refused. */
+static void foreign_handles(void)
+{
+    pg_kernel *a = mk("a", PG_SM_90);
+    if (!a)
+        return;
+    pg_param pa = pg_param_add(a, PG_U32, "n");
+    pg_reg ra = pg_reg_new(a, PG_U32);
+    pg_label la = pg_label_new(a, "x");
+    pg_shared sa = pg_shared_static(a, PG_F32, 32, 4, "buf");
+    for (int what = 0; what < 6; what++) {
+        pg_kernel *b = mk("b", PG_SM_90);
+        if (!b)
+            break;
+        /* b has the same ids in range */
+        pg_param_add(b, PG_U32, "n");
+        pg_reg rb = pg_reg_new(b, PG_U32);
+        pg_label lb = pg_label_new(b, "x");
+        pg_shared_static(b, PG_F32, 32, 4, "buf");
+        REQUIRE_INT_EQ(rb.id, ra.id);
+        REQUIRE_INT_EQ(lb.id, la.id);
+        const char *msg = "";
+        switch (what) {
+        case 0: pg_add(b, PG_U32, rb, rb, ra); msg = "operand b is not a register of this kernel"; break;
+        case 1: pg_mov(b, PG_U32, ra, rb); msg = "destination is not a register of this kernel"; break;
+        case 2: pg_bra(b, la); msg = "not a label of this kernel"; break;
+        case 3: pg_param_load(b, pa); msg = "not a param of this kernel"; break;
+        case 4: pg_st(b, PG_SPACE_SHARED, PG_F32, pg_shared_addr(sa), 0, pg_f32(0)); msg = "not a shared symbol of this kernel"; break;
+        case 5: pgv_mov(b, PG_U32, pg_shared_addr(sa)); msg = "not a shared symbol of this kernel"; break;
+        }
+        REQUIRE_INT_EQ(pg_kernel_error(b), what == 2 ? PG_ELABEL : PG_EINVAL);
+        REQUIRE_CONTAINS(pg_kernel_message(b), msg);
+        REQUIRE_INT_EQ(pg_reg_type(b, ra), PG_TYPE_COUNT);
+        REQUIRE_INT_EQ(pg_reg_type(a, ra), PG_U32);
+        pg_kernel_destroy(&b);
+    }
+    /* the owner still takes them */
+    pg_mov(a, PG_U32, ra, pg_param_load(a, pa));
+    pg_st(a, PG_SPACE_SHARED, PG_U32, pg_shared_addr(sa), 0, ra);
+    pg_label_bind(a, la);
+    const char *ptx = NULL;
+    REQUIRE_INT_EQ(emit(a, &ptx), 0);
+    pg_kernel_destroy(&a);
+}
+
 int main(void)
 {
+    foreign_handles();
     names();
     ptxas_rules();
     long_comment();
