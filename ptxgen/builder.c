@@ -322,16 +322,18 @@ static bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const cha
     case PG_VAL_IMM_F32:
     case PG_VAL_IMM_F64:
         if (!imm_fits(t, v)) {
-            if (pg_type_is_float(t) && v.kind == PG_VAL_IMM_INT)
+            if (t == PG_F16 || t == PG_BF16)
+                pg_fail(k, PG_ETYPE, "%s.%s: %s: 16-bit float immediates are not supported; "
+                        "use a register (cvt from an f32 register, or ld)", opname(op),
+                        pg_type_name(t), what);
+            else if (pg_type_is_float(t) && v.kind == PG_VAL_IMM_INT)
                 pg_fail(k, PG_ETYPE, "%s.%s: %s is an integer immediate; write float immediates "
-                        "with pg_f32()/pg_f64()", opname(op), pg_type_name(t), what);
+                        "with %s", opname(op), pg_type_name(t), what,
+                        t == PG_F32 ? "pg_f32()" : "pg_f64()");
             else if (t == PG_F64 && v.kind == PG_VAL_IMM_F32)
                 pg_fail(k, PG_ETYPE, "%s.f64: %s is an f32 immediate; use pg_f64()", opname(op), what);
             else if (t == PG_F32 && v.kind == PG_VAL_IMM_F64)
                 pg_fail(k, PG_ETYPE, "%s.f32: %s is an f64 immediate; use pg_f32()", opname(op), what);
-            else if (t == PG_F16 || t == PG_BF16)
-                pg_fail(k, PG_ETYPE, "%s.%s: %s: 16-bit float immediates are not supported; "
-                        "use a register", opname(op), pg_type_name(t), what);
             else
                 pg_fail(k, PG_ETYPE, "%s.%s: %s immediate does not fit .%s", opname(op),
                         pg_type_name(t), what, pg_type_name(t));

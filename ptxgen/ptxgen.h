@@ -219,7 +219,8 @@ PG_API void pg_kernel_set_maxntid(pg_kernel *k, uint32_t x, uint32_t y, uint32_t
 /* Validate and serialize. On success *ptx points to NUL-terminated text owned
  * by the kernel (valid until it is destroyed) and *len (if not NULL) is its
  * length. Emitting twice gives the same bytes. After emission the kernel
- * accepts no more instructions (PG_ESTATE). */
+ * accepts no more instructions: such a call records PG_ESTATE (seen through
+ * pg_kernel_error()), and pg_kernel_emit() still gives the text built. */
 PG_API int pg_kernel_emit(pg_kernel *k, const char **ptx, size_t *len);
 
 /* The PTX ISA (major*10+minor) the kernel needs: the target's minimum,

@@ -280,8 +280,54 @@ static void foreign_handles(void)
     pg_kernel_destroy(&a);
 }
 
+/* Messages that pointed the wrong way, and a misuse after emission. */
+static void message_nits(void)
+{
+    /* an f16 immediate: pg_f32() is refused too, so it is not suggested */
+    pg_kernel *k = mk("nits", PG_SM_90);
+    pg_reg h = pg_reg_new(k, PG_F16);
+    pg_add(k, PG_F16, h, h, pg_u32(1));
+    REQUIRE_CONTAINS(pg_kernel_message(k), "16-bit float immediates are not supported");
+    REQUIRE(strstr(pg_kernel_message(k), "pg_f32") == NULL);
+    pg_kernel_destroy(&k);
+    k = mk("nits", PG_SM_90);
+    pg_reg b = pg_reg_new(k, PG_BF16);
+    pg_mov(k, PG_BF16, b, pg_f32(1.0f));
+    REQUIRE_CONTAINS(pg_kernel_message(k), "16-bit float immediates are not supported");
+    pg_kernel_destroy(&k);
+    /* an integer immediate for f64 suggests the f64 form only */
+    k = mk("nits", PG_SM_90);
+    pg_reg d = pg_reg_new(k, PG_F64);
+    pg_add(k, PG_F64, d, d, pg_u32(1));
+    REQUIRE_CONTAINS(pg_kernel_message(k), "write float immediates with pg_f64()");
+    pg_kernel_destroy(&k);
+
+    /* pg_grid_stride_end without a begin names the misuse */
+    k = mk("nits", PG_SM_90);
+    pg_loop L;
+    memset(&L, 0, sizeof L);
+    pg_grid_stride_end(k, &L);
+    REQUIRE_CONTAINS(pg_kernel_message(k), "pg_grid_stride_end: the loop is not open");
+    REQUIRE(strstr(pg_kernel_message(k), "sub:") == NULL);
+    pg_kernel_destroy(&k);
+
+    /* a misuse after a successful emission does not take the text back */
+    k = mk("nits", PG_SM_90);
+    pg_reg r = pgv_mov(k, PG_U32, pg_u32(1));
+    const char *first = NULL, *again = NULL;
+    size_t n1 = 0, n2 = 0;
+    REQUIRE_INT_EQ(pg_kernel_emit(k, &first, &n1), 0);
+    pg_add(k, PG_U32, r, r, r);
+    REQUIRE_INT_EQ(pg_kernel_error(k), PG_ESTATE);
+    REQUIRE_CONTAINS(pg_kernel_message(k), "already emitted");
+    REQUIRE_INT_EQ(pg_kernel_emit(k, &again, &n2), 0);
+    REQUIRE(first != NULL && again == first && n1 == n2);
+    pg_kernel_destroy(&k);
+}
+
 int main(void)
 {
+    message_nits();
     foreign_handles();
     names();
     ptxas_rules();
