@@ -17,6 +17,7 @@
  */
 #include "ptxgen.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,22 @@ static int setup(pg_kernel **kp, env *e, pg_target target)
     e->saddr = pgv_mov(k, PG_U32, pg_shared_addr(e->smem));
     *kp = k;
     return pg_kernel_error(k);
+}
+
+/* The immediate operands tried: 1 an ordinary value, 2 the extreme one
+ * (all ones, the most negative, the largest float). */
+static pg_val imm_extreme(pg_type t)
+{
+    switch (t) {
+    case PG_F32: return pg_f32(-3.4028235e38f);
+    case PG_F64: return pg_f64(-1.7976931348623157e308);
+    case PG_S16: return pg_s32(-32768);
+    case PG_S32: return pg_s32(INT32_MIN);
+    case PG_S64: return pg_s64(INT64_MIN);
+    case PG_B16: case PG_U16: return pg_u32(0xffff);
+    case PG_B32: case PG_U32: return pg_s32(-1); /* a negative number of the width */
+    default: return pg_u64(UINT64_MAX);
+    }
 }
 
 static pg_val imm_of(pg_type t)
@@ -128,21 +145,31 @@ static const op2_fn ops2[] = {pgv_add, pgv_sub, pgv_mul, pgv_mul_hi, pgv_mul_wid
 static const op3_fn ops3[] = {pgv_mad, pgv_mad_hi, pgv_mad_wide, pgv_fma};
 #define COUNT(a) (int)(sizeof(a) / sizeof((a)[0]))
 
-/* arg: op, type, immediate operand? */
+/* Operand `which` (0 a register, 1 an ordinary immediate, 2 an extreme
+ * one) of type t. */
+static pg_val operand(const env *e, pg_type t, int which)
+{
+    return which == 0 ? e->src[t] : which == 1 ? imm_of(t) : imm_extreme(t);
+}
+
+/* arg: op, type, immediate operand (0 none, 1, 2), immediates first? */
 static void c_op1(pg_kernel *k, const env *e, const int *a)
 {
     pg_type t = (pg_type)a[1];
-    ops1[a[0]](k, t, a[2] ? imm_of(t) : e->src[t]);
+    ops1[a[0]](k, t, operand(e, t, a[2]));
 }
 
 static void c_op2(pg_kernel *k, const env *e, const int *a)
 {
     pg_type t = (pg_type)a[1];
     op2_fn f = ops2[a[0]];
-    pg_val b = a[2] ? imm_of(t) : e->src[t];
+    pg_val b = operand(e, t, a[2]);
     if (f == pgv_shl || f == pgv_shr)
-        b = a[2] ? pg_u32(3) : e->src[PG_U32];
-    f(k, t, e->src[t], b);
+        b = operand(e, PG_U32, a[2] ? 1 : 0);
+    if (a[3])
+        f(k, t, operand(e, t, a[2]), a[2] ? e->src[t] : b);
+    else
+        f(k, t, e->src[t], b);
 }
 
 static void c_op3(pg_kernel *k, const env *e, const int *a)
@@ -150,19 +177,25 @@ static void c_op3(pg_kernel *k, const env *e, const int *a)
     pg_type t = (pg_type)a[1];
     op3_fn f = ops3[a[0]];
     pg_val c = f == pgv_mad_wide ? e->src[wide_of(t)] : e->src[t];
-    f(k, t, e->src[t], a[2] ? imm_of(t) : e->src[t], c);
+    if (a[3])
+        f(k, t, operand(e, t, a[2]), e->src[t], c);
+    else
+        f(k, t, e->src[t], operand(e, t, a[2]), a[2] && f != pgv_mad_wide ? operand(e, t, a[2]) : c);
 }
 
 static void c_setp(pg_kernel *k, const env *e, const int *a)
 {
     pg_type t = (pg_type)a[1];
-    pgv_setp(k, (pg_cmp)a[0], t, e->src[t], a[2] ? imm_of(t) : e->src[t]);
+    if (a[3])
+        pgv_setp(k, (pg_cmp)a[0], t, operand(e, t, a[2]), e->src[t]);
+    else
+        pgv_setp(k, (pg_cmp)a[0], t, e->src[t], operand(e, t, a[2]));
 }
 
 static void c_selp(pg_kernel *k, const env *e, const int *a)
 {
     pg_type t = (pg_type)a[0];
-    pgv_selp(k, t, e->src[t], a[1] ? imm_of(t) : e->src[t], e->src[PG_PRED]);
+    pgv_selp(k, t, operand(e, t, a[1]), operand(e, t, a[1]), e->src[PG_PRED]);
 }
 
 static void c_cvt(pg_kernel *k, const env *e, const int *a)
@@ -294,17 +327,19 @@ static void c_cp_group(pg_kernel *k, const env *e, const int *a)
 static void enumerate(matrix *m)
 {
     for (int t = 0; t < PG_TYPE_COUNT; t++)
-        for (int imm = 0; imm < 2; imm++) {
-            for (int o = 0; o < COUNT(ops1); o++)
-                TRY(m, c_op1, o, t, imm);
-            for (int o = 0; o < COUNT(ops2); o++)
-                TRY(m, c_op2, o, t, imm);
-            for (int o = 0; o < COUNT(ops3); o++)
-                TRY(m, c_op3, o, t, imm);
-            for (int c = 0; c < PG_CMP_COUNT; c++)
-                TRY(m, c_setp, c, t, imm);
-            TRY(m, c_selp, t, imm);
-        }
+        for (int imm = 0; imm < 3; imm++)
+            for (int first = 0; first < (imm ? 2 : 1); first++) {
+                for (int o = 0; o < COUNT(ops1) && !first; o++)
+                    TRY(m, c_op1, o, t, imm, 0);
+                for (int o = 0; o < COUNT(ops2); o++)
+                    TRY(m, c_op2, o, t, imm, first);
+                for (int o = 0; o < COUNT(ops3); o++)
+                    TRY(m, c_op3, o, t, imm, first);
+                for (int c = 0; c < PG_CMP_COUNT; c++)
+                    TRY(m, c_setp, c, t, imm, first);
+                if (!first)
+                    TRY(m, c_selp, t, imm);
+            }
     for (int dt = 0; dt < PG_TYPE_COUNT; dt++)
         for (int st = 0; st < PG_TYPE_COUNT; st++)
             for (int r = 0; r < PG_RND_COUNT; r++)
