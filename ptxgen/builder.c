@@ -256,6 +256,15 @@ pg_type pg_reg_type(const pg_kernel *k, pg_val r)
 
 /* ---------------------------------------------------------------- type rules */
 
+/* 8-bit values travel in 16-bit registers of the same signedness. */
+static pg_type reg_type_for(pg_type t)
+{
+    if ((unsigned)t < PG_TYPE_COUNT && pg_type_bits(t) == 8)
+        return pg_type_is_signed(t) ? PG_S16 : PG_U16;
+    return t;
+}
+
+
 /* Does a register of type rt fit an instruction operand of type it? PTX
  * lets b-types stand for any type of the same width and mixes signedness
  * of integers; floats must match (or be a b-type). */
@@ -786,9 +795,7 @@ void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
         return;
     if (st == PG_BF16 && !pg_require(k, 90, 78, "cvt from bf16"))
         return;
-    /* 8-bit values travel in 16-bit registers. */
-    pg_type drt = pg_type_bits(dt) == 8 ? (pg_type_is_signed(dt) ? PG_S16 : PG_U16) : dt;
-    pg_type srt = pg_type_bits(st) == 8 ? (pg_type_is_signed(st) ? PG_S16 : PG_U16) : st;
+    pg_type drt = reg_type_for(dt), srt = reg_type_for(st);
     if (!check_dst(k, OP_CVT, drt, d) || !check_src(k, OP_CVT, srt, a, "source"))
         return;
     instr *in = pg_push(k, OP_CVT, dt);
@@ -800,14 +807,6 @@ void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
     in->dst[0] = d;
     in->nsrc = 1;
     in->src[0] = a;
-}
-
-/* 8-bit values travel in 16-bit registers of the same signedness. */
-static pg_type reg_type_for(pg_type t)
-{
-    if ((unsigned)t < PG_TYPE_COUNT && pg_type_bits(t) == 8)
-        return pg_type_is_signed(t) ? PG_S16 : PG_U16;
-    return t;
 }
 
 pg_reg pgv_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_val a)
@@ -874,8 +873,7 @@ pg_reg pg_param_load(pg_kernel *k, pg_param p)
         return pg_none();
     }
     pg_type t = (pg_type)k->params[p.id - 1].type;
-    pg_type rt = pg_type_bits(t) == 8 ? (pg_type_is_signed(t) ? PG_S16 : PG_U16) : t;
-    pg_reg d = pg_reg_new(k, rt);
+    pg_reg d = pg_reg_new(k, reg_type_for(t));
     instr *in = pg_push(k, OP_LD, t);
     if (!in)
         return pg_none();
