@@ -152,3 +152,69 @@ const pgk_desc pgk_desc_adamw_step_dev = {
     .build = build_adamw_dev,
     .launch = launch_adamw,
 };
+
+/* ---------------------------------------------------------------- adamw_hyper_advance */
+
+/* The AdamW step counter kept on the device, so that a captured training
+ * step replayed N times takes N optimizer steps. hyper holds ten f32:
+ *   [0..6] lr, beta1, beta2, eps, weight_decay, bias_correction1,
+ *          bias_correction2 (adamw_step_dev's seven),
+ *   [7..9] beta1^t, beta2^t, t.
+ * One thread: p1 = beta1^(t-1) * beta1, p2 likewise, bc = 1 / (1 - p), t + 1.
+ * The powers are running products in f32, the same a host can mirror. */
+static int build_hyper_advance(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, 1, 1, 1);
+    pg_reg h = pg_param_load(k, p[0]);
+    pg_reg b1 = pg_reg_new(k, PG_F32);
+    pg_reg b2 = pg_reg_new(k, PG_F32);
+    pg_reg p1 = pg_reg_new(k, PG_F32);
+    pg_reg p2 = pg_reg_new(k, PG_F32);
+    pg_reg t = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * 1, b1);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * 2, b2);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * 7, p1);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * 8, p2);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * 9, t);
+    pg_comment(k, "p = p * beta; bc = 1 / (1 - p); t = t + 1");
+    pg_mul(k, PG_F32, p1, p1, b1);
+    pg_mul(k, PG_F32, p2, p2, b2);
+    pg_reg bc1 = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, bc1, pg_f32(1.0f), p1);
+    pg_div(k, PG_F32, bc1, pg_f32(1.0f), bc1);
+    pg_reg bc2 = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, bc2, pg_f32(1.0f), p2);
+    pg_div(k, PG_F32, bc2, pg_f32(1.0f), bc2);
+    pg_add(k, PG_F32, t, t, pg_f32(1.0f));
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * 5, bc1);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * 6, bc2);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * 7, p1);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * 8, p2);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * 9, t);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int launch_single(const uint32_t *knobs, pgk_launch *out)
+{
+    (void)knobs;
+    *out = (pgk_launch){{1, 1, 1}, {1, 1, 1}, 0};
+    return PG_OK;
+}
+
+static const pgk_param hyper_params[] = {
+    {"hyper_ptr", PG_U64, true},
+};
+
+const pgk_desc pgk_desc_adamw_hyper_advance = {
+    .name = "adamw_hyper_advance",
+    .summary = "one AdamW step on the device: t += 1, bias corrections 1/(1 - beta^t) in hyper[5..6]",
+    .params = hyper_params,
+    .nparams = 1,
+    .knobs = NULL,
+    .nknobs = 0,
+    .min_target = PG_SM_70,
+    .build = build_hyper_advance,
+    .launch = launch_single,
+};

@@ -262,14 +262,3 @@ int pgk_launch_for(const pgk_desc *d, const pgk_knobs *kn, pgk_launch *out, char
             pg_strerror(rc));
     return rc;
 }
-
-int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out)
-{
-    if (n == 0 || threads == 0)
-        return PG_ERANGE;
-    uint64_t blocks = ((uint64_t)n + threads - 1) / threads;
-    if (blocks > INT32_MAX)
-        return PG_ERANGE;
-    *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {threads, 1, 1}, 0};
-    return PG_OK;
-}

@@ -12,6 +12,13 @@ const pgk_knob pgk_knob_n[1] = {
     {"n", 1u << 20, 1, UINT32_MAX, "number of elements"},
 };
 
+pg_reg pgk_zero_f32(pg_kernel *k)
+{
+    pg_reg v = pg_reg_new(k, PG_F32);
+    pg_mov(k, PG_F32, v, pg_f32(0.0f));
+    return v;
+}
+
 pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size)
 {
     pg_reg off = pg_reg_new(k, PG_U64);
@@ -36,6 +43,17 @@ pg_reg pgk_ld_f32(pg_kernel *k, pg_reg addr)
     pg_reg v = pg_reg_new(k, PG_F32);
     pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, v);
     return v;
+}
+
+int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out)
+{
+    if (n == 0 || threads == 0)
+        return PG_ERANGE;
+    uint64_t blocks = ((uint64_t)n + threads - 1) / threads;
+    if (blocks > INT32_MAX)
+        return PG_ERANGE;
+    *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {threads, 1, 1}, 0};
+    return PG_OK;
 }
 
 int pgk_launch_elementwise(const uint32_t *knobs, pgk_launch *out)

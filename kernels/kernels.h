@@ -49,6 +49,13 @@ int pgk_launch_rows(const uint32_t *knobs, pgk_launch *out);
 /* One warp a row (pgk_warp_row), PGK_THREADS / 32 rows a block: knobs[0]
  * rows, knobs[1] the row length; both 1 .. 2^31 - 1. */
 int pgk_launch_warp_rows(const uint32_t *knobs, pgk_launch *out);
+/* ceil(a / b) without wrapping. */
+static inline uint32_t pgk_ceil_div(uint32_t a, uint32_t b)
+{
+    return (uint32_t)(((uint64_t)a + b - 1) / b);
+}
+/* A new f32 register holding 0. */
+pg_reg pgk_zero_f32(pg_kernel *k);
 /* base + i * size (i a u32, widened). */
 pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size);
 /* &base[row * width] for f32 rows, computed in 64 bits. */

@@ -1,204 +1,107 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Activation and normalisation backward kernels and the elementwise helpers
- * of the backward pass (DESIGN §3): silu_backward, batched_softmax_backward,
- * batched_rms_norm_backward, rms_norm_gamma_reduce, cast_f32_to_f16,
- * residual_add. Every dimension is a parameter: one module serves every
- * shape. Float arithmetic is .rn (and div/sqrt/rcp IEEE), so results stay
- * within a few ulp of a double reference; every reduction runs in an order
- * fixed by the shape alone, so the same input gives the same bits.
+ * RMSNorm, forward and backward, one block a row, and the reduction of
+ * gamma's gradient over rows:
+ *
+ *   rms_norm_forward            y = x / r * gamma, r = sqrt(mean x^2 + eps)
+ *   batched_rms_norm_backward   dx, and partial[row, h] = dy x / r
+ *   rms_norm_gamma_reduce       grad_gamma[h] = sum over rows of partial[row, h]
+ *
+ * Row kernels take dimensions up to 2^31 - 1 (their knobs' range): the u32
+ * indices and strides then never wrap. Every reduction runs in an order
+ * fixed by the shape alone: the same input gives the same bits.
  */
 #include "kernels.h"
 
-/* Row kernels take dimensions up to 2^31 - 1 (their knobs' range): the u32
- * indices and strides then never wrap. */
-#define BWD_THREADS 256u
-/* batched_softmax_backward: one warp a row. */
 /* rms_norm_gamma_reduce: a block owns GAMMA_COLS adjacent columns (one
  * 32-byte sector a row) and splits the rows over GAMMA_LANES threads a
  * column. */
 #define GAMMA_COLS 8u
-#define GAMMA_LANES (BWD_THREADS / GAMMA_COLS)
+#define GAMMA_LANES (PGK_THREADS / GAMMA_COLS)
 
-/* log2(e) as a float and the rest of it: exp(a) = 2^(a*hi) * 2^(a*lo). */
-
-/* ---------------------------------------------------------------- silu_backward */
-
-/* exp(-|x|), in (0, 1]: the argument is never positive, so nothing
- * overflows (pgk_exp_nonpos). */
-static pg_reg exp_neg_abs(pg_kernel *k, pg_reg x)
-{
-    pg_reg a = pg_reg_new(k, PG_F32);
-    pg_abs(k, PG_F32, a, x);
-    pg_neg(k, PG_F32, a, a);
-    return pgk_exp_nonpos(k, a);
-}
-
-/* dx = dy * s * (1 + x (1 - s)), s = sigmoid(x). With z = exp(-|x|):
- * 1/(1+z) and z/(1+z) are s and 1 - s (x >= 0) or the other way round, both
- * without cancellation and without overflow for any x. */
-static int build_silu_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
-{
-    (void)knobs;
-    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
-    pg_reg input = pg_param_load(k, p[0]);
-    pg_reg grad_out = pg_param_load(k, p[1]);
-    pg_reg grad_in = pg_param_load(k, p[2]);
-    pg_reg n = pg_param_load(k, p[3]);
-    pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
-
-    pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, input, gid, 4));
-    pg_reg dy = pgk_ld_f32(k, pgk_elem_addr(k, grad_out, gid, 4));
-    pg_comment(k, "z = exp(-|x|); s and 1 - s are 1/(1+z) and z/(1+z)");
-    pg_reg z = exp_neg_abs(k, x);
-    pg_reg q = pg_reg_new(k, PG_F32);
-    pg_add(k, PG_F32, q, z, pg_f32(1.0f));
-    pg_reg ra = pg_reg_new(k, PG_F32);
-    pg_rcp(k, PG_F32, ra, q);
-    pg_reg rb = pg_reg_new(k, PG_F32);
-    pg_div(k, PG_F32, rb, z, q);
-    pg_reg pos = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_GE, PG_F32, pos, x, pg_f32(0.0f));
-    pg_reg s = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, s, ra, rb, pos);
-    pg_reg oms = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, oms, rb, ra, pos);
-    pg_comment(k, "dx = (dy * s) * (1 + x * (1 - s))");
-    pg_reg t = pg_reg_new(k, PG_F32);
-    pg_fma(k, PG_F32, t, x, oms, pg_f32(1.0f));
-    pg_reg dx = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, dx, dy, s);
-    pg_mul(k, PG_F32, dx, dx, t);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, grad_in, gid, 4), 0, dx);
-
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
-}
-
-static const pgk_param silu_params[] = {
-    {"input", PG_U64, true},
-    {"grad_output", PG_U64, true},
-    {"grad_input", PG_U64, true},
-    {"n", PG_U32, false},
+static const pgk_knob rms_knobs[] = {
+    {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)"},
+    {"hidden_dim", 1536, 1, INT32_MAX, "elements a row"},
 };
 
-const pgk_desc pgk_desc_silu_backward = {
-    .name = "silu_backward",
-    .summary = "grad_input = grad_output * s * (1 + x (1 - s)), s = sigmoid(input)",
-    .params = silu_params,
-    .nparams = 4,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
-    .min_target = PG_SM_70,
-    .build = build_silu_bwd,
-    .launch = pgk_launch_elementwise,
-};
+/* ---------------------------------------------------------------- rms_norm_forward */
 
-/* ---------------------------------------------------------------- batched_softmax_backward */
-
-/* One warp a row, eight rows a block. All 32 lanes stay in the warp until
- * the reduction: lane l takes elements l, l+32, ... of the row (a lane past
- * the end adds nothing), four accumulators keep four loads in flight, and
- * the lanes' sums meet in the fixed butterfly of pg_warp_reduce, so any
- * row_size works and every lane holds the same bits. A warp past the last
- * row leaves as a whole. No shared memory, no barrier. */
-static int build_softmax_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+/* One block a row. Pass 1: each thread sums x^2 over h = tid, tid + 256, ...
+ * (an fma chain), then one fixed-order block reduction: the same order as
+ * batched_rms_norm_backward's, so both see the same r. Pass 2 writes
+ * y = (x * (1/r)) * gamma. Threads past the end of a short row add nothing
+ * but still reach the barrier. */
+static int build_rms_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
 {
     (void)knobs;
-    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
-    pg_reg y = pg_param_load(k, p[0]);
-    pg_reg dy = pg_param_load(k, p[1]);
-    pg_reg dx = pg_param_load(k, p[2]);
+    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
+    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
+    pg_reg x = pg_param_load(k, p[0]);
+    pg_reg gamma = pg_param_load(k, p[1]);
+    pg_reg y = pg_param_load(k, p[2]);
     pg_reg rows = pg_param_load(k, p[3]);
-    pg_reg width = pg_param_load(k, p[4]);
+    pg_reg hidden = pg_param_load(k, p[4]);
+    pg_reg eps = pg_param_load(k, p[5]);
 
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg row = pg_sreg_read(k, PG_SREG_CTAID_X);
     pg_label out = pg_label_new(k, "exit");
-    pg_reg lane;
-    pg_reg row = pgk_warp_row(k, rows, out, &lane);
+    pg_comment(k, "the whole block leaves together: the row is the block's");
+    pg_bounds_guard(k, row, rows, out);
+    pg_reg xa = pgk_row_addr(k, x, row, hidden);
+    pg_reg ya = pgk_row_addr(k, y, row, hidden);
 
-    pg_reg ya = pgk_row_addr(k, y, row, width);
-    pg_reg dya = pgk_row_addr(k, dy, row, width);
-    pg_reg dxa = pgk_row_addr(k, dx, row, width);
-
-    pg_comment(k, "dot = sum y * dy: lane sums in element order, then the butterfly");
-    pg_reg acc[4];
-    for (int j = 0; j < 4; j++) {
-        acc[j] = pg_reg_new(k, PG_F32);
-        pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
-    }
-    pg_reg room = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_GT, PG_U32, room, width, pg_u32(96));
-    pg_reg lim = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, lim, width, pg_u32(96));
-    pg_selp(k, PG_U32, lim, lim, pg_u32(0), room);
-    pg_reg j = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, j, lane);
+    pg_reg ss = pgk_zero_f32(k);
+    pg_reg h = pg_reg_new(k, PG_U32);
     pg_reg off = pg_reg_new(k, PG_U64);
     pg_reg a = pg_reg_new(k, PG_U64);
-    pg_reg b = pg_reg_new(k, PG_U64);
+    pg_mov(k, PG_U32, h, tid);
+    pg_label sum_top = pg_label_new(k, "sums");
+    pg_label sum_done = pg_label_new(k, "reduce");
+    pg_reg ps = pg_reg_new(k, PG_PRED);
+    pg_label_bind(k, sum_top);
+    pg_setp(k, PG_CMP_GE, PG_U32, ps, h, hidden);
+    pg_bra_if(k, ps, false, sum_done);
+    pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
+    pg_add(k, PG_U64, a, xa, off);
+    pg_reg xv = pgk_ld_f32(k, a);
+    pg_fma(k, PG_F32, ss, xv, xv, ss);
+    pg_add(k, PG_U32, h, h, ntid);
+    pg_bra(k, sum_top);
+    pg_label_bind(k, sum_done);
 
-    pg_label main_top = pg_label_new(k, "dot4");
-    pg_label tail_top = pg_label_new(k, "dot1");
-    pg_label reduce = pg_label_new(k, "reduce");
-    pg_reg pm = pg_reg_new(k, PG_PRED);
-    pg_label_bind(k, main_top);
-    pg_setp(k, PG_CMP_GE, PG_U32, pm, j, lim);
-    pg_bra_if(k, pm, false, tail_top);
-    pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
-    pg_add(k, PG_U64, a, ya, off);
-    pg_add(k, PG_U64, b, dya, off);
-    pg_reg yv[4], gv[4];
-    for (int u = 0; u < 4; u++) {
-        yv[u] = pg_reg_new(k, PG_F32);
-        gv[u] = pg_reg_new(k, PG_F32);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 128 * u, yv[u]);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, b, 128 * u, gv[u]);
-    }
-    for (int u = 0; u < 4; u++)
-        pg_fma(k, PG_F32, acc[u], yv[u], gv[u], acc[u]);
-    pg_add(k, PG_U32, j, j, pg_u32(128));
-    pg_bra(k, main_top);
+    pg_reg sum_sq = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, ss, scratch);
 
-    pg_reg pt = pg_reg_new(k, PG_PRED);
-    pg_label_bind(k, tail_top);
-    pg_setp(k, PG_CMP_GE, PG_U32, pt, j, width);
-    pg_bra_if(k, pt, false, reduce);
-    pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
-    pg_add(k, PG_U64, a, ya, off);
-    pg_add(k, PG_U64, b, dya, off);
-    pg_reg ty = pgk_ld_f32(k, a);
-    pg_reg tg = pgk_ld_f32(k, b);
-    pg_fma(k, PG_F32, acc[0], ty, tg, acc[0]);
-    pg_add(k, PG_U32, j, j, pg_u32(32));
-    pg_bra(k, tail_top);
+    pg_comment(k, "r = sqrt(sum_sq / hidden + eps)");
+    pg_reg fh = pg_reg_new(k, PG_F32);
+    pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, fh, hidden);
+    pg_reg ms = pg_reg_new(k, PG_F32);
+    pg_div(k, PG_F32, ms, sum_sq, fh);
+    pg_add(k, PG_F32, ms, ms, eps);
+    pg_reg r = pg_reg_new(k, PG_F32);
+    pg_sqrt(k, PG_F32, r, ms);
+    pg_reg rinv = pg_reg_new(k, PG_F32);
+    pg_rcp(k, PG_F32, rinv, r);
 
-    pg_label_bind(k, reduce);
-    pg_add(k, PG_F32, acc[0], acc[0], acc[1]);
-    pg_add(k, PG_F32, acc[2], acc[2], acc[3]);
-    pg_add(k, PG_F32, acc[0], acc[0], acc[2]);
-    pg_reg dot = pg_warp_reduce(k, PG_REDUCE_SUM, PG_F32, acc[0]);
-
-    pg_comment(k, "dx = y * (dy - dot)");
-    pg_mov(k, PG_U32, j, lane);
+    pg_comment(k, "y = (x / r) * gamma");
+    pg_mov(k, PG_U32, h, tid);
     pg_label wr_top = pg_label_new(k, "write");
     pg_reg pw = pg_reg_new(k, PG_PRED);
     pg_label_bind(k, wr_top);
-    pg_setp(k, PG_CMP_GE, PG_U32, pw, j, width);
+    pg_setp(k, PG_CMP_GE, PG_U32, pw, h, hidden);
     pg_bra_if(k, pw, false, out);
-    pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
+    pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
+    pg_add(k, PG_U64, a, xa, off);
+    pg_reg wx = pgk_ld_f32(k, a);
+    pg_add(k, PG_U64, a, gamma, off);
+    pg_reg wg = pgk_ld_f32(k, a);
+    pg_reg t = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, t, wx, rinv);
+    pg_mul(k, PG_F32, t, t, wg);
     pg_add(k, PG_U64, a, ya, off);
-    pg_add(k, PG_U64, b, dya, off);
-    pg_reg wy = pgk_ld_f32(k, a);
-    pg_reg wg = pgk_ld_f32(k, b);
-    pg_reg d = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, d, wg, dot);
-    pg_mul(k, PG_F32, d, wy, d);
-    pg_add(k, PG_U64, a, dxa, off);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, d);
-    pg_add(k, PG_U32, j, j, pg_u32(32));
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, t);
+    pg_add(k, PG_U32, h, h, ntid);
     pg_bra(k, wr_top);
 
     pg_label_bind(k, out);
@@ -206,29 +109,25 @@ static int build_softmax_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     return pg_kernel_error(k);
 }
 
-static const pgk_param softmax_params[] = {
+static const pgk_param rms_params[] = {
+    {"input", PG_U64, true},
+    {"gamma", PG_U64, true},
     {"output", PG_U64, true},
-    {"grad_output", PG_U64, true},
-    {"grad_input", PG_U64, true},
-    {"total_rows", PG_U32, false},
-    {"row_size", PG_U32, false},
+    {"num_rows", PG_U32, false},
+    {"hidden_dim", PG_U32, false},
+    {"eps", PG_F32, false},
 };
 
-static const pgk_knob softmax_knobs[] = {
-    {"total_rows", 4096, 1, INT32_MAX, "number of rows"},
-    {"row_size", 512, 1, INT32_MAX, "elements a row (any size)"},
-};
-
-const pgk_desc pgk_desc_batched_softmax_backward = {
-    .name = "batched_softmax_backward",
-    .summary = "per row: grad_input = y * (dy - sum(y * dy)), y the softmax output; one warp a row",
-    .params = softmax_params,
-    .nparams = 5,
-    .knobs = softmax_knobs,
+const pgk_desc pgk_desc_rms_norm_forward = {
+    .name = "rms_norm_forward",
+    .summary = "RMSNorm per row: output = input / sqrt(mean(input^2) + eps) * gamma",
+    .params = rms_params,
+    .nparams = 6,
+    .knobs = rms_knobs,
     .nknobs = 2,
     .min_target = PG_SM_70,
-    .build = build_softmax_bwd,
-    .launch = pgk_launch_warp_rows,
+    .build = build_rms_fwd,
+    .launch = pgk_launch_rows,
 };
 
 /* ---------------------------------------------------------------- batched_rms_norm_backward */
@@ -278,9 +177,9 @@ static void rms_load(pg_kernel *k, pg_reg off, pg_reg xa, pg_reg dya, pg_reg gam
 static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
 {
     (void)knobs;
-    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
+    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
     /* thread sums: [t] = x^2, [256 + t] = x g; column sums: [c], [32 + c] */
-    pg_shared tsums = pg_shared_static(k, PG_F64, 2 * BWD_THREADS, 8, "thread_sums");
+    pg_shared tsums = pg_shared_static(k, PG_F64, 2 * PGK_THREADS, 8, "thread_sums");
     pg_shared csums = pg_shared_static(k, PG_F64, 64, 8, "column_sums");
     pg_reg x = pg_param_load(k, p[0]);
     pg_reg gamma = pg_param_load(k, p[1]);
@@ -330,7 +229,7 @@ static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_reg slot = pg_reg_new(k, PG_U32);
     pg_mad(k, PG_U32, slot, tid, pg_u32(8), tbase);
     pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 0, ss);
-    pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 8 * BWD_THREADS, sg);
+    pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 8 * PGK_THREADS, sg);
     pg_bar_sync(k, 0);
     pg_reg c = pg_reg_new(k, PG_U32);
     pg_and(k, PG_B32, c, tid, pg_u32(31));
@@ -343,7 +242,7 @@ static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     }
     pg_reg have = pg_reg_new(k, PG_PRED);
     pg_reg idx = pg_reg_new(k, PG_U32);
-    for (uint32_t i = 0; i < BWD_THREADS / 32; i++) {
+    for (uint32_t i = 0; i < PGK_THREADS / 32; i++) {
         /* a block smaller than 256 threads has no sums past ntid */
         pg_add(k, PG_U32, idx, c, pg_u32(32 * i));
         pg_setp(k, PG_CMP_LT, PG_U32, have, idx, ntid);
@@ -351,7 +250,7 @@ static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
             pg_reg v = pg_reg_new(k, PG_F64);
             pg_mov(k, PG_F64, v, pg_f64(0.0));
             pg_guard(k, have, false);
-            pg_ld(k, PG_SPACE_SHARED, PG_F64, csl, 8 * (32 * i + BWD_THREADS * s), v);
+            pg_ld(k, PG_SPACE_SHARED, PG_F64, csl, 8 * (32 * i + PGK_THREADS * s), v);
             pg_add(k, PG_F64, col[s], col[s], v);
         }
     }
@@ -428,7 +327,7 @@ static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     return pg_kernel_error(k);
 }
 
-static const pgk_param rms_params[] = {
+static const pgk_param rms_bwd_params[] = {
     {"input", PG_U64, true},
     {"gamma", PG_U64, true},
     {"grad_output", PG_U64, true},
@@ -439,15 +338,10 @@ static const pgk_param rms_params[] = {
     {"eps", PG_F32, false},
 };
 
-static const pgk_knob rms_knobs[] = {
-    {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)"},
-    {"hidden_dim", 1536, 1, INT32_MAX, "elements a row"},
-};
-
 const pgk_desc pgk_desc_batched_rms_norm_backward = {
     .name = "batched_rms_norm_backward",
     .summary = "RMSNorm backward per row: grad_input and grad_gamma_partial[row, h] = dy x / r",
-    .params = rms_params,
+    .params = rms_bwd_params,
     .nparams = 8,
     .knobs = rms_knobs,
     .nknobs = 2,
@@ -468,8 +362,8 @@ const pgk_desc pgk_desc_batched_rms_norm_backward = {
 static int build_gamma_reduce(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
 {
     (void)knobs;
-    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
-    pg_shared lanes = pg_shared_static(k, PG_F32, BWD_THREADS, 4, "lane_sums");
+    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
+    pg_shared lanes = pg_shared_static(k, PG_F32, PGK_THREADS, 4, "lane_sums");
     pg_reg part = pg_param_load(k, p[0]);
     pg_reg grad = pg_param_load(k, p[1]);
     pg_reg rows = pg_param_load(k, p[2]);
@@ -570,7 +464,7 @@ static int launch_gamma_reduce(const uint32_t *knobs, pgk_launch *out)
     if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
         return PG_ERANGE;
     uint32_t blocks = (uint32_t)(((uint64_t)knobs[1] + GAMMA_COLS - 1) / GAMMA_COLS);
-    *out = (pgk_launch){{blocks, 1, 1}, {BWD_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{blocks, 1, 1}, {PGK_THREADS, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -596,93 +490,4 @@ const pgk_desc pgk_desc_rms_norm_gamma_reduce = {
     .min_target = PG_SM_70,
     .build = build_gamma_reduce,
     .launch = launch_gamma_reduce,
-};
-
-/* ---------------------------------------------------------------- cast_f32_to_f16 */
-
-static int build_cast_f16(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
-{
-    (void)knobs;
-    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
-    pg_reg src = pg_param_load(k, p[0]);
-    pg_reg dst = pg_param_load(k, p[1]);
-    pg_reg n = pg_param_load(k, p[2]);
-    pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
-    pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, src, gid, 4));
-    pg_reg hv = pg_reg_new(k, PG_F16);
-    pg_cvt(k, PG_F16, PG_F32, PG_RND_RN, hv, x);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F16, pgk_elem_addr(k, dst, gid, 2), 0, hv);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
-}
-
-static const pgk_param cast_params[] = {
-    {"src", PG_U64, true},
-    {"dst", PG_U64, true},
-    {"n", PG_U32, false},
-};
-
-const pgk_desc pgk_desc_cast_f32_to_f16 = {
-    .name = "cast_f32_to_f16",
-    .summary = "dst[i] = (f16) src[i], round to nearest even (dst holds 16-bit halves)",
-    .params = cast_params,
-    .nparams = 3,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
-    .min_target = PG_SM_70,
-    .build = build_cast_f16,
-    .launch = pgk_launch_elementwise,
-};
-
-/* ---------------------------------------------------------------- residual_add */
-
-/* out[i] = a[i] + b[i]. Each element is read before it is written by the
- * same thread, so out may alias a (or b). */
-static int build_residual_add(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
-{
-    (void)knobs;
-    pg_kernel_set_maxntid(k, BWD_THREADS, 1, 1);
-    pg_reg a = pg_param_load(k, p[0]);
-    pg_reg b = pg_param_load(k, p[1]);
-    pg_reg o = pg_param_load(k, p[2]);
-    pg_reg n = pg_param_load(k, p[3]);
-    pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, gid, pg_u32(4));
-    pg_reg addr = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, addr, a, off);
-    pg_reg av = pgk_ld_f32(k, addr);
-    pg_add(k, PG_U64, addr, b, off);
-    pg_reg bv = pgk_ld_f32(k, addr);
-    pg_reg s = pg_reg_new(k, PG_F32);
-    pg_add(k, PG_F32, s, av, bv);
-    pg_add(k, PG_U64, addr, o, off);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, s);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
-}
-
-static const pgk_param residual_params[] = {
-    {"a", PG_U64, true},
-    {"b", PG_U64, true},
-    {"out", PG_U64, true},
-    {"n", PG_U32, false},
-};
-
-const pgk_desc pgk_desc_residual_add = {
-    .name = "residual_add",
-    .summary = "out = a + b elementwise; out may alias a",
-    .params = residual_params,
-    .nparams = 4,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
-    .min_target = PG_SM_70,
-    .build = build_residual_add,
-    .launch = pgk_launch_elementwise,
 };

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SiLU, forward and backward, one thread an element:
+ *
+ *   silu_forward    y  = x * s
+ *   silu_backward   dx = dy * s * (1 + x (1 - s)),   s = sigmoid(x)
+ *
+ * Both take s from z = exp(-|x|): 1/(1+z) and z/(1+z) are s and 1 - s
+ * (x >= 0) or the other way round, without cancellation and without
+ * overflow for any x.
+ */
+#include "kernels.h"
+
+/* ---------------------------------------------------------------- silu_forward */
+
+/* y = x * s, s = sigmoid(x). With z = exp(-|x|), s is 1/(1+z) for x >= 0
+ * and z/(1+z) otherwise: no cancellation and no overflow for any x. */
+static int build_silu_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
+    pg_reg input = pg_param_load(k, p[0]);
+    pg_reg output = pg_param_load(k, p[1]);
+    pg_reg n = pg_param_load(k, p[2]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+
+    pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, input, gid, 4));
+    pg_comment(k, "z = exp(-|x|); s = x >= 0 ? 1/(1+z) : z/(1+z)");
+    pg_reg na = pg_reg_new(k, PG_F32);
+    pg_abs(k, PG_F32, na, x);
+    pg_neg(k, PG_F32, na, na);
+    pg_reg z = pgk_exp_nonpos(k, na);
+    pg_reg q = pg_reg_new(k, PG_F32);
+    pg_add(k, PG_F32, q, z, pg_f32(1.0f));
+    pg_reg ra = pg_reg_new(k, PG_F32);
+    pg_rcp(k, PG_F32, ra, q);
+    pg_reg rb = pg_reg_new(k, PG_F32);
+    pg_div(k, PG_F32, rb, z, q);
+    pg_reg pos = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_GE, PG_F32, pos, x, pg_f32(0.0f));
+    pg_reg s = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, s, ra, rb, pos);
+    pg_reg y = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, y, x, s);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, output, gid, 4), 0, y);
+
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static const pgk_param silu_params[] = {
+    {"input", PG_U64, true},
+    {"output", PG_U64, true},
+    {"n", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_silu_forward = {
+    .name = "silu_forward",
+    .summary = "output = input * sigmoid(input)",
+    .params = silu_params,
+    .nparams = 3,
+    .knobs = pgk_knob_n,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_silu_fwd,
+    .launch = pgk_launch_elementwise,
+};
+
+
+/* ---------------------------------------------------------------- silu_backward */
+
+/* exp(-|x|), in (0, 1]: the argument is never positive, so nothing
+ * overflows (pgk_exp_nonpos). */
+static pg_reg exp_neg_abs(pg_kernel *k, pg_reg x)
+{
+    pg_reg a = pg_reg_new(k, PG_F32);
+    pg_abs(k, PG_F32, a, x);
+    pg_neg(k, PG_F32, a, a);
+    return pgk_exp_nonpos(k, a);
+}
+
+/* dx = dy * s * (1 + x (1 - s)), s = sigmoid(x). With z = exp(-|x|):
+ * 1/(1+z) and z/(1+z) are s and 1 - s (x >= 0) or the other way round, both
+ * without cancellation and without overflow for any x. */
+static int build_silu_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
+    pg_reg input = pg_param_load(k, p[0]);
+    pg_reg grad_out = pg_param_load(k, p[1]);
+    pg_reg grad_in = pg_param_load(k, p[2]);
+    pg_reg n = pg_param_load(k, p[3]);
+    pg_label out = pg_label_new(k, "exit");
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+
+    pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, input, gid, 4));
+    pg_reg dy = pgk_ld_f32(k, pgk_elem_addr(k, grad_out, gid, 4));
+    pg_comment(k, "z = exp(-|x|); s and 1 - s are 1/(1+z) and z/(1+z)");
+    pg_reg z = exp_neg_abs(k, x);
+    pg_reg q = pg_reg_new(k, PG_F32);
+    pg_add(k, PG_F32, q, z, pg_f32(1.0f));
+    pg_reg ra = pg_reg_new(k, PG_F32);
+    pg_rcp(k, PG_F32, ra, q);
+    pg_reg rb = pg_reg_new(k, PG_F32);
+    pg_div(k, PG_F32, rb, z, q);
+    pg_reg pos = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_GE, PG_F32, pos, x, pg_f32(0.0f));
+    pg_reg s = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, s, ra, rb, pos);
+    pg_reg oms = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, oms, rb, ra, pos);
+    pg_comment(k, "dx = (dy * s) * (1 + x * (1 - s))");
+    pg_reg t = pg_reg_new(k, PG_F32);
+    pg_fma(k, PG_F32, t, x, oms, pg_f32(1.0f));
+    pg_reg dx = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, dx, dy, s);
+    pg_mul(k, PG_F32, dx, dx, t);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, grad_in, gid, 4), 0, dx);
+
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static const pgk_param silu_bwd_params[] = {
+    {"input", PG_U64, true},
+    {"grad_output", PG_U64, true},
+    {"grad_input", PG_U64, true},
+    {"n", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_silu_backward = {
+    .name = "silu_backward",
+    .summary = "grad_input = grad_output * s * (1 + x (1 - s)), s = sigmoid(input)",
+    .params = silu_bwd_params,
+    .nparams = 4,
+    .knobs = pgk_knob_n,
+    .nknobs = 1,
+    .min_target = PG_SM_70,
+    .build = build_silu_bwd,
+    .launch = pgk_launch_elementwise,
+};
