@@ -7,7 +7,8 @@
  */
 #include "kernels.h"
 
-#define CLIP_THREADS 256u
+#include <stddef.h>
+
 #define SQSUM_MAX_BLOCKS 256u
 #define SQSUM_PER_BLOCK 1024u
 
@@ -63,12 +64,15 @@ static stream_geom geom(pg_kernel *k, pg_reg n)
 
 /* ---------------------------------------------------------------- multi-tensor table */
 
-/* The multi-tensor kernels take a device table of entries {u64 ptr; u32 n;
- * u32 first_block}, first_block the prefix sum of the earlier entries'
+/* The multi-tensor kernels take a device table of pgk_clip_entry {u64 ptr;
+ * u32 n; u32 first_block} (pgk.h), first_block the prefix sum of the earlier entries'
  * block counts, and a grid of all those blocks. Each block finds its entry
  * and runs the single-buffer body as if it were block `local` of a grid of
  * `nblocks`: the same partition of the same buffer, so the same bits. */
-#define TABLE_ENTRY_BYTES 16u
+#define TABLE_ENTRY_BYTES ((uint32_t)sizeof(pgk_clip_entry))
+#define ENTRY_PTR offsetof(pgk_clip_entry, ptr)
+#define ENTRY_N offsetof(pgk_clip_entry, n)
+#define ENTRY_FIRST offsetof(pgk_clip_entry, first_block)
 
 typedef struct table_entry {
     pg_reg ptr;     /* u64 the buffer */
@@ -101,7 +105,8 @@ static table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
     pg_bra_if(k, p, false, found);
     pg_shr(k, PG_U32, span, span, pg_u32(1));
     pg_add(k, PG_U32, mid, lo, span);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, mid, TABLE_ENTRY_BYTES), 12, fb);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, mid, TABLE_ENTRY_BYTES), ENTRY_FIRST,
+          fb);
     pg_setp(k, PG_CMP_LE, PG_U32, p, fb, ctaid);
     pg_selp(k, PG_U32, lo, mid, lo, p);
     pg_selp(k, PG_U32, hi, hi, mid, p);
@@ -111,10 +116,10 @@ static table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
     table_entry e;
     pg_reg ea = pgk_elem_addr(k, table, lo, TABLE_ENTRY_BYTES);
     e.ptr = pg_reg_new(k, PG_U64);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, 0, e.ptr);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, ENTRY_PTR, e.ptr);
     e.n = pg_reg_new(k, PG_U32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, 8, e.n);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, 12, fb);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, ENTRY_N, e.n);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, ENTRY_FIRST, fb);
     e.local = pg_reg_new(k, PG_U32);
     pg_sub(k, PG_U32, e.local, ctaid, fb);
     pg_comment(k, "the entry's blocks end where the next entry's begin (the grid, for the last)");
@@ -124,7 +129,8 @@ static table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
     pg_add(k, PG_U32, next, lo, pg_u32(1));
     pg_setp(k, PG_CMP_GE, PG_U32, p, next, nbufs);
     pg_bra_if(k, p, false, last);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, next, TABLE_ENTRY_BYTES), 12, end);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, next, TABLE_ENTRY_BYTES), ENTRY_FIRST,
+          end);
     pg_label_bind(k, last);
     e.nblocks = pg_reg_new(k, PG_U32);
     pg_sub(k, PG_U32, e.nblocks, end, fb);
@@ -160,16 +166,18 @@ static const pgk_param multi_scale_params[] = {
     {"scale_ptr", PG_U64, true},
 };
 
+enum { MULTI_BLOCKS, MULTI_NBUFS };
 static const pgk_knob multi_knobs[] = {
-    {"total_blocks", 256, 1, INT32_MAX, "blocks of all entries (the grid)"},
-    {"nbufs", 1, 1, UINT32_MAX, "table entries"},
+    [MULTI_BLOCKS] = {"total_blocks", 256, 1, INT32_MAX, "blocks of all entries (the grid)", false},
+    [MULTI_NBUFS] = {"nbufs", 1, 1, INT32_MAX, "table entries (at most total_blocks)", false},
 };
 
-static int launch_multi(const uint32_t *knobs, pgk_launch *out)
+static int launch_multi(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > knobs[0])
+    uint32_t blocks = knobs[MULTI_BLOCKS], nbufs = knobs[MULTI_NBUFS];
+    if (blocks == 0 || blocks > INT32_MAX || nbufs == 0 || nbufs > blocks)
         return PG_ERANGE;
-    *out = (pgk_launch){{knobs[0], 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{blocks, 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -304,10 +312,11 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
     pg_ret(k);
 }
 
-static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_squared_sum(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                             const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
     pg_reg input = pg_param_load(k, p[0]);
     pg_reg output = pg_param_load(k, p[1]);
@@ -318,10 +327,11 @@ static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *kn
 
 /* The partial of block b of entry e goes to partials[first_block(e) + b],
  * which is partials[%ctaid.x]: the body's own store. */
-static int build_squared_sum_multi(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_squared_sum_multi(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                                   const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
     pg_reg table = pg_param_load(k, p[0]);
     pg_reg nbufs = pg_param_load(k, p[1]);
@@ -331,11 +341,11 @@ static int build_squared_sum_multi(pg_kernel *k, const pg_param *p, const uint32
     return pg_kernel_error(k);
 }
 
-static int launch_squared_sum(const uint32_t *knobs, pgk_launch *out)
+static int launch_squared_sum(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0)
+    if (knobs[PGK_N] == 0)
         return PG_ERANGE;
-    *out = (pgk_launch){{pgk_squared_sum_num_blocks(knobs[0]), 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{pgk_squared_sum_num_blocks(knobs[PGK_N]), 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -348,11 +358,10 @@ static const pgk_param squared_sum_params[] = {
 const pgk_desc pgk_desc_squared_sum_reduce = {
     .name = "squared_sum_reduce",
     .summary = "per-block sums of squares: output[b] = sum of x^2 over block b's share",
-    .params = squared_sum_params,
-    .nparams = 3,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(squared_sum_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_squared_sum,
     .launch = launch_squared_sum,
 };
@@ -360,11 +369,10 @@ const pgk_desc pgk_desc_squared_sum_reduce = {
 const pgk_desc pgk_desc_squared_sum_reduce_multi = {
     .name = "squared_sum_reduce_multi",
     .summary = "squared_sum_reduce over a table of buffers in one launch, partials bit-identical",
-    .params = multi_sum_params,
-    .nparams = 3,
-    .knobs = multi_knobs,
-    .nknobs = 2,
+    PGK_PARAMS(multi_sum_params),
+    PGK_KNOBS(multi_knobs),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_squared_sum_multi,
     .launch = launch_multi,
 };
@@ -375,10 +383,11 @@ const pgk_desc pgk_desc_squared_sum_reduce_multi = {
  * fixed-order block reduction; bitwise identical run to run. A non-finite
  * norm is written as is to output[1] and leaves the scale at 1 (the
  * gradients are not touched; the caller sees the norm and decides). */
-static int build_clip_scale(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_clip_scale(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                            const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
     pg_reg partials = pg_param_load(k, p[0]);
     pg_reg total = pg_param_load(k, p[1]);
@@ -429,11 +438,13 @@ static int build_clip_scale(pg_kernel *k, const pg_param *p, const uint32_t *kno
     return pg_kernel_error(k);
 }
 
-static int launch_clip_scale(const uint32_t *knobs, pgk_launch *out)
+enum { TOTAL_N };
+
+static int launch_clip_scale(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0)
+    if (knobs[TOTAL_N] == 0)
         return PG_ERANGE;
-    *out = (pgk_launch){{1, 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{1, 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -445,17 +456,16 @@ static const pgk_param clip_scale_params[] = {
 };
 
 static const pgk_knob total_knob[] = {
-    {"total_n", 1, 1, UINT32_MAX, "number of partial sums"},
+    [TOTAL_N] = {"total_n", 1, 1, UINT32_MAX, "number of partial sums", false},
 };
 
 const pgk_desc pgk_desc_clip_scale_reduce = {
     .name = "clip_scale_reduce",
     .summary = "one block: output[0] = min(1, max_norm/sqrt(sum partials)), output[1] = norm",
-    .params = clip_scale_params,
-    .nparams = 4,
-    .knobs = total_knob,
-    .nknobs = 1,
+    PGK_PARAMS(clip_scale_params),
+    PGK_KNOBS(total_knob),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_clip_scale,
     .launch = launch_clip_scale,
 };
@@ -528,10 +538,11 @@ static pg_reg load_scale_or_leave(pg_kernel *k, pg_reg scale_ptr, pg_label out)
     return scale;
 }
 
-static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_clip_gpu_scale(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                                const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_reg grads = pg_param_load(k, p[0]);
     pg_reg scale_ptr = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
@@ -545,10 +556,11 @@ static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t 
 
 /* The scale is tested before the table is searched: a no-op clip reads
  * one float a thread, as the per-buffer kernel does. */
-static int build_clip_gpu_scale_multi(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_clip_gpu_scale_multi(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                                      const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_reg table = pg_param_load(k, p[0]);
     pg_reg nbufs = pg_param_load(k, p[1]);
     pg_reg scale_ptr = pg_param_load(k, p[2]);
@@ -561,10 +573,10 @@ static int build_clip_gpu_scale_multi(pg_kernel *k, const pg_param *p, const uin
     return pg_kernel_error(k);
 }
 
-static int build_clip(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_clip(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_reg grads = pg_param_load(k, p[0]);
     pg_reg scale = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
@@ -579,14 +591,14 @@ static int build_clip(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
  * a no-op clip costs a few thousand scale reads, not one a 256 elements. */
 #define SCALE_MAX_BLOCKS 4096u
 
-static int launch_elementwise(const uint32_t *knobs, pgk_launch *out)
+static int launch_scale_capped(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0)
+    if (knobs[PGK_N] == 0)
         return PG_ERANGE;
-    uint64_t blocks = ((uint64_t)knobs[0] + 4u * CLIP_THREADS - 1) / (4u * CLIP_THREADS);
+    uint64_t blocks = ((uint64_t)knobs[PGK_N] + 4u * d->threads - 1) / (4u * d->threads);
     if (blocks > SCALE_MAX_BLOCKS)
         blocks = SCALE_MAX_BLOCKS;
-    *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -599,23 +611,21 @@ static const pgk_param clip_gpu_scale_params[] = {
 const pgk_desc pgk_desc_gradient_clip_gpu_scale = {
     .name = "gradient_clip_gpu_scale",
     .summary = "grads *= scale_ptr[0], in place; no write when |scale - 1| < 1e-7",
-    .params = clip_gpu_scale_params,
-    .nparams = 3,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(clip_gpu_scale_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_clip_gpu_scale,
-    .launch = launch_elementwise,
+    .launch = launch_scale_capped,
 };
 
 const pgk_desc pgk_desc_gradient_clip_gpu_scale_multi = {
     .name = "gradient_clip_gpu_scale_multi",
     .summary = "gradient_clip_gpu_scale over a table of buffers in one launch",
-    .params = multi_scale_params,
-    .nparams = 3,
-    .knobs = multi_knobs,
-    .nknobs = 2,
+    PGK_PARAMS(multi_scale_params),
+    PGK_KNOBS(multi_knobs),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_clip_gpu_scale_multi,
     .launch = launch_multi,
 };
@@ -629,11 +639,10 @@ static const pgk_param clip_params[] = {
 const pgk_desc pgk_desc_gradient_clip = {
     .name = "gradient_clip",
     .summary = "grads *= scale (a host value), in place",
-    .params = clip_params,
-    .nparams = 3,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(clip_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_clip,
-    .launch = launch_elementwise,
+    .launch = launch_scale_capped,
 };

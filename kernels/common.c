@@ -9,7 +9,7 @@
 #define LN2_F 0.6931471824645996f
 
 const pgk_knob pgk_knob_n[1] = {
-    {"n", 1u << 20, 1, UINT32_MAX, "number of elements"},
+    {"n", 1u << 20, 1, UINT32_MAX, "number of elements", false},
 };
 
 pg_reg pgk_zero_f32(pg_kernel *k)
@@ -56,26 +56,39 @@ int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out)
     return PG_OK;
 }
 
-int pgk_launch_elementwise(const uint32_t *knobs, pgk_launch *out)
+int pgk_launch_elementwise(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    return pgk_launch_1d(knobs[0], PGK_THREADS, out);
+    return pgk_launch_1d(knobs[PGK_N], d->threads, out);
 }
 
-int pgk_launch_rows(const uint32_t *knobs, pgk_launch *out)
+static bool rows_ok(const uint32_t *knobs)
 {
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
+    return knobs[PGK_ROWS] != 0 && knobs[PGK_ROWS] <= INT32_MAX && knobs[PGK_WIDTH] != 0 &&
+           knobs[PGK_WIDTH] <= INT32_MAX;
+}
+
+int pgk_launch_rows(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    if (!rows_ok(knobs) || d->threads == 0)
         return PG_ERANGE;
-    *out = (pgk_launch){{knobs[0], 1, 1}, {PGK_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{knobs[PGK_ROWS], 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
-int pgk_launch_warp_rows(const uint32_t *knobs, pgk_launch *out)
+int pgk_launch_warp_rows(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
+    uint32_t rows_a_block = d->threads / 32u;
+    if (!rows_ok(knobs) || rows_a_block == 0)
         return PG_ERANGE;
-    uint32_t rows_a_block = PGK_THREADS / 32u;
-    uint32_t blocks = (uint32_t)(((uint64_t)knobs[0] + rows_a_block - 1) / rows_a_block);
-    *out = (pgk_launch){{blocks, 1, 1}, {PGK_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{pgk_ceil_div(knobs[PGK_ROWS], rows_a_block), 1, 1}, {d->threads, 1, 1}, 0};
+    return PG_OK;
+}
+
+int pgk_launch_single(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    (void)d;
+    (void)knobs;
+    *out = (pgk_launch){{1, 1, 1}, {1, 1, 1}, 0};
     return PG_OK;
 }
 

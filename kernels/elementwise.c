@@ -15,13 +15,16 @@
 /* transpose: TILE x TILE through shared memory, TILE x TROWS threads. */
 #define TILE 32u
 #define TROWS 8u
+/* Row tiles go on grid y, which stops at 65,535 blocks. */
+#define T_MAX_ROWS (65535u * TILE)
+enum { T_ROWS, T_COLS };
 
 /* ---------------------------------------------------------------- cast_f32_to_f16 */
 
-static int build_cast_f16(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_cast_f16(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
     pg_reg src = pg_param_load(k, p[0]);
     pg_reg dst = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
@@ -46,11 +49,10 @@ static const pgk_param cast_params[] = {
 const pgk_desc pgk_desc_cast_f32_to_f16 = {
     .name = "cast_f32_to_f16",
     .summary = "dst[i] = (f16) src[i], round to nearest even (dst holds 16-bit halves)",
-    .params = cast_params,
-    .nparams = 3,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(cast_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_cast_f16,
     .launch = pgk_launch_elementwise,
 };
@@ -59,10 +61,11 @@ const pgk_desc pgk_desc_cast_f32_to_f16 = {
 
 /* out[i] = a[i] + b[i]. Each element is read before it is written by the
  * same thread, so out may alias a (or b). */
-static int build_residual_add(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_residual_add(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                              const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
     pg_reg a = pg_param_load(k, p[0]);
     pg_reg b = pg_param_load(k, p[1]);
     pg_reg o = pg_param_load(k, p[2]);
@@ -96,11 +99,10 @@ static const pgk_param residual_params[] = {
 const pgk_desc pgk_desc_residual_add = {
     .name = "residual_add",
     .summary = "out = a + b elementwise; out may alias a",
-    .params = residual_params,
-    .nparams = 4,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(residual_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_residual_add,
     .launch = pgk_launch_elementwise,
 };
@@ -112,8 +114,10 @@ const pgk_desc pgk_desc_residual_add = {
  * reads hit 32 different banks), block (32, 8): each thread moves four
  * elements in and four out, coalesced both ways. Elements past the edges
  * are neither read nor written; the barrier is reached by every thread. */
-static int build_transpose(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_transpose(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                           const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
     pg_kernel_set_maxntid(k, TILE, TROWS, 1);
     pg_shared tile = pg_shared_static(k, PG_F32, TILE * (TILE + 1), 4, "tile");
@@ -179,15 +183,15 @@ static int build_transpose(pg_kernel *k, const pg_param *p, const uint32_t *knob
     return pg_kernel_error(k);
 }
 
-/* knobs: rows, cols. Grid (ceil(cols/32), ceil(rows/32)), block (32, 8). */
-static int launch_transpose(const uint32_t *kn, pgk_launch *out)
+/* Grid (ceil(cols/32), ceil(rows/32)), block (32, 8). */
+static int launch_transpose(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
-    if (kn[0] == 0 || kn[1] == 0 || kn[0] > INT32_MAX || kn[1] > INT32_MAX)
+    (void)d;
+    uint32_t rows = kn[T_ROWS], cols = kn[T_COLS];
+    if (rows == 0 || cols == 0 || rows > T_MAX_ROWS || cols > INT32_MAX)
         return PG_ERANGE;
-    uint32_t gy = pgk_ceil_div(kn[0], TILE);
-    if (gy > 65535)
-        return PG_ERANGE;
-    *out = (pgk_launch){{pgk_ceil_div(kn[1], TILE), gy, 1}, {TILE, TROWS, 1}, 0};
+    *out = (pgk_launch){{pgk_ceil_div(cols, TILE), pgk_ceil_div(rows, TILE), 1}, {TILE, TROWS, 1},
+                        0};
     return PG_OK;
 }
 
@@ -199,17 +203,16 @@ static const pgk_param transpose_params[] = {
 };
 
 static const pgk_knob transpose_knobs[] = {
-    {"rows", 2048, 1, INT32_MAX, "rows of the input (columns of the output)"},
-    {"cols", 1536, 1, INT32_MAX, "columns of the input (rows of the output)"},
+    [T_ROWS] = {"rows", 2048, 1, T_MAX_ROWS,
+                "rows of the input (columns of the output); at most 65535 tiles of 32", false},
+    [T_COLS] = {"cols", 1536, 1, INT32_MAX, "columns of the input (rows of the output)", false},
 };
 
 const pgk_desc pgk_desc_transpose = {
     .name = "transpose",
     .summary = "output[cols, rows] = input[rows, cols]^T (f32, 32x32 shared-memory tiles)",
-    .params = transpose_params,
-    .nparams = 4,
-    .knobs = transpose_knobs,
-    .nknobs = 2,
+    PGK_PARAMS(transpose_params),
+    PGK_KNOBS(transpose_knobs),
     .min_target = PG_SM_70,
     .build = build_transpose,
     .launch = launch_transpose,
@@ -222,10 +225,10 @@ const pgk_desc pgk_desc_transpose = {
  * each block writes the sum of d^2 over its grid-stride share to
  * partials[blockIdx.x] after a fixed-order block reduction; the caller adds
  * the partials (in index order) and divides by n. Same n, same bits. */
-static int build_mse(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_mse(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
     pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
     pg_reg pred = pg_param_load(k, p[0]);
     pg_reg target = pg_param_load(k, p[1]);
@@ -249,11 +252,11 @@ static int build_mse(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_reg pv = pgk_ld_f32(k, a);
     pg_add(k, PG_U64, a, target, off);
     pg_reg tv = pgk_ld_f32(k, a);
-    pg_reg d = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, d, pv, tv);
-    pg_fma(k, PG_F32, acc, d, d, acc);
+    pg_reg diff = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, diff, pv, tv);
+    pg_fma(k, PG_F32, acc, diff, diff, acc);
     pg_reg g = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, g, d, scale);
+    pg_mul(k, PG_F32, g, diff, scale);
     pg_add(k, PG_U64, a, grad, off);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, g);
     pg_grid_stride_end(k, &l);
@@ -271,11 +274,11 @@ static int build_mse(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     return pg_kernel_error(k);
 }
 
-static int launch_mse(const uint32_t *knobs, pgk_launch *out)
+static int launch_mse(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0)
+    if (knobs[PGK_N] == 0)
         return PG_ERANGE;
-    *out = (pgk_launch){{pgk_squared_sum_num_blocks(knobs[0]), 1, 1}, {PGK_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{pgk_squared_sum_num_blocks(knobs[PGK_N]), 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -291,11 +294,10 @@ const pgk_desc pgk_desc_mse_loss = {
     .name = "mse_loss",
     .summary = "grad = 2 (pred - target) / n; partials[b] = sum (pred - target)^2 over block b's "
                "share (pgk_squared_sum_num_blocks(n) blocks)",
-    .params = mse_params,
-    .nparams = 5,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(mse_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_mse,
     .launch = launch_mse,
 };

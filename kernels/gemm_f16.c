@@ -519,41 +519,47 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     return pg_kernel_error(k);
 }
 
-static int build_f16_a(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_f16_a(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
-    if (knobs[3] == F16_LEGACY)
+    (void)d;
+    uint32_t v = knobs[GEMM_VARIANT];
+    if (v == F16_LEGACY)
         return build_f16_legacy(k, p);
-    return build_f16_pipe(k, p, &f16_cfgs[knobs[3]]);
+    return build_f16_pipe(k, p, &f16_cfgs[v]);
 }
 
-static int launch_f16_a(const uint32_t *kn, pgk_launch *out)
+/* Grid (ceil(K / tile columns), ceil(M / tile rows)); M's tiles on grid y,
+ * which stops at 65,535 blocks: F16_MAX_ROWS keeps M inside it for every
+ * variant (64 rows are the smallest tile). */
+#define F16_MAX_ROWS (65535u * 64u)
+
+static int launch_f16_a(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
-    if (kn[0] == 0 || kn[1] == 0 || kn[2] == 0 || kn[3] >= F16_VARIANTS)
+    (void)d;
+    uint32_t m = kn[GEMM_M], n = kn[GEMM_N], kd = kn[GEMM_K], v = kn[GEMM_VARIANT];
+    if (m == 0 || n == 0 || kd == 0 || m > F16_MAX_ROWS || v >= F16_VARIANTS)
         return PG_ERANGE;
-    if (kn[3] == F16_LEGACY) {
-        uint32_t gy = pgk_ceil_div(kn[0], H_BM);
-        if (gy > 65535)
-            return PG_ERANGE;
-        *out = (pgk_launch){{pgk_ceil_div(kn[2], H_BN), gy, 1}, {H_THREADS, 1, 1}, 0};
+    if (v == F16_LEGACY) {
+        *out = (pgk_launch){{pgk_ceil_div(kd, H_BN), pgk_ceil_div(m, H_BM), 1},
+                            {H_THREADS, 1, 1}, 0};
         return PG_OK;
     }
-    const f16_cfg *c = &f16_cfgs[kn[3]];
-    uint32_t gy = pgk_ceil_div(kn[0], c->bm);
-    if (gy > 65535)
-        return PG_ERANGE;
-    *out = (pgk_launch){{pgk_ceil_div(kn[2], c->bn), gy, 1},
+    const f16_cfg *c = &f16_cfgs[v];
+    *out = (pgk_launch){{pgk_ceil_div(kd, c->bn), pgk_ceil_div(m, c->bm), 1},
                         {F_THREADS, 1, 1},
                         c->stages * f16_stage_bytes(c)};
     return PG_OK;
 }
 
 static const pgk_knob gemm_f16_knobs[] = {
-    {"m", 512, 1, GEMM_MAX_DIM, "rows of dC (tokens)"},
-    {"n", 1536, 1, GEMM_MAX_DIM, "columns of W and dC (layer outputs)"},
-    {"k", 1536, 1, GEMM_MAX_DIM, "rows of W (layer inputs)"},
-    {"variant", 0, 0, F16_VARIANTS - 1,
-     "(M x K tile, k-tile, cp.async stages) 0 = 64x128, 64, 3; 1 = 64x128 register-staged, "
-     "no cp.async or ldmatrix; 2 = 128x128, 32, 4; 3 = 64x128, 32, 4; 4 = 128x128, 64, 3"},
+    [GEMM_M] = {"m", 512, 1, F16_MAX_ROWS, "rows of dC (tokens); at most 65535 tiles of 64", false},
+    [GEMM_N] = {"n", 1536, 1, GEMM_MAX_DIM, "columns of W and dC (layer outputs)", false},
+    [GEMM_K] = {"k", 1536, 1, GEMM_MAX_DIM, "rows of W (layer inputs)", false},
+    [GEMM_VARIANT] = {"variant", 0, 0, F16_VARIANTS - 1,
+                      "(M x K tile, k-tile, cp.async stages) 0 = 64x128, 64, 3; 1 = 64x128 "
+                      "register-staged, no cp.async or ldmatrix; 2 = 128x128, 32, 4; "
+                      "3 = 64x128, 32, 4; 4 = 128x128, 64, 3",
+                      true},
 };
 
 
@@ -566,12 +572,9 @@ static const pgk_param gemm_f16_params[] = {
 const pgk_desc pgk_desc_gemm_f16_backward_a = {
     .name = "gemm_f16_backward_a",
     .summary = "grad_A[M,K] = dC[M,N] * W[K,N]^T, f16 in, f32 accumulate and out (mma.sync)",
-    .params = gemm_f16_params,
-    .nparams = 6,
-    .knobs = gemm_f16_knobs,
-    .nknobs = 4,
+    PGK_PARAMS(gemm_f16_params),
+    PGK_KNOBS(gemm_f16_knobs),
     .min_target = PG_SM_80,
-    .baked = "variant",
     .build = build_f16_a,
     .launch = launch_f16_a,
 };

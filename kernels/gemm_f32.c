@@ -47,7 +47,10 @@
  *
  * Sizes are run-time parameters: one module serves every shape. Knobs m, n,
  * k (1 .. 2^24, which keeps every u32 index computation from wrapping) only
- * size the launch.
+ * size the launch; the output's rows (m, or k for grad_B) go on grid y,
+ * which stops at 65,535 blocks, so they stop at 65,535 tiles of 16. The
+ * baked knob `variant` picks the tiling; pick_a/pick_b say which one the
+ * runtime's dispatch uses for a shape (pgk_pick).
  */
 #include "gemm_tile.h"
 
@@ -274,7 +277,8 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
 
     pgk_rb_operand X, Y;
     pgk_rb_operand_init(k, &X, c, c->bm, io->contig_r, io->x, io->ldx, io->P, io->R, p0, tid, 0);
-    pgk_rb_operand_init(k, &Y, c, c->bn, io->contig_r, io->y, io->ldy, io->Q, io->R, q0, tid, b_off);
+    pgk_rb_operand_init(k, &Y, c, c->bn, io->contig_r, io->y, io->ldy, io->Q, io->R, q0, tid,
+                        b_off);
 
     pg_reg acc[RB_MAX_T][RB_MAX_T];
     for (unsigned i = 0; i < c->tm; i++)
@@ -415,64 +419,112 @@ static int build_gemm(pg_kernel *k, const pg_param *p, const uint32_t *knobs, ge
 {
     gemm_io io;
     gemm_io_load(k, p, f, &io);
-    if (knobs[3] == 0)
+    uint32_t v = knobs[GEMM_VARIANT];
+    if (v == 0)
         build_seed(k, &io);
     else
-        build_regblock(k, &io, &rb_cfgs[knobs[3]]);
+        build_regblock(k, &io, &rb_cfgs[v]);
     return pg_kernel_error(k);
 }
 
-/* Output P×Q (rows on grid y, columns on grid x), tiles by variant. */
-static int launch_pq(uint32_t P, uint32_t Q, uint32_t variant, pgk_launch *out)
+static int build_a(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
-    if (P == 0 || Q == 0 || variant >= GEMM_VARIANTS)
-        return PG_ERANGE;
-    uint32_t bm = variant ? rb_cfgs[variant].bm : SEED_T;
-    uint32_t bn = variant ? rb_cfgs[variant].bn : SEED_T;
-    uint32_t gy = pgk_ceil_div(P, bm);
-    if (gy > 65535)
-        return PG_ERANGE;
-    if (variant == 0)
-        *out = (pgk_launch){{pgk_ceil_div(Q, bn), gy, 1}, {SEED_T, SEED_T, 1}, 0};
-    else
-        *out = (pgk_launch){{pgk_ceil_div(Q, bn), gy, 1}, {pgk_rb_threads(&rb_cfgs[variant]), 1, 1}, 0};
-    return PG_OK;
-}
-
-/* knobs: m, n, k, variant */
-static int launch_a(const uint32_t *kn, pgk_launch *out)
-{
-    if (kn[1] == 0)
-        return PG_ERANGE;
-    return launch_pq(kn[0], kn[2], kn[3], out);
-}
-
-static int launch_b(const uint32_t *kn, pgk_launch *out)
-{
-    if (kn[0] == 0)
-        return PG_ERANGE;
-    return launch_pq(kn[2], kn[1], kn[3], out);
-}
-
-static int build_a(pg_kernel *k, const pg_param *p, const uint32_t *kn)
-{
+    (void)d;
     return build_gemm(k, p, kn, FORM_A);
 }
-static int build_a_acc(pg_kernel *k, const pg_param *p, const uint32_t *kn)
+
+static int build_a_acc(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
+    (void)d;
     return build_gemm(k, p, kn, FORM_A_ACC);
 }
-static int build_b(pg_kernel *k, const pg_param *p, const uint32_t *kn)
+
+static int build_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
+    (void)d;
     return build_gemm(k, p, kn, FORM_B);
 }
 
-static const pgk_knob gemm_knobs[] = {
-    {"m", 512, 1, GEMM_MAX_DIM, "rows of A and dC (tokens)"},
-    {"n", 1536, 1, GEMM_MAX_DIM, "columns of B and dC (layer outputs)"},
-    {"k", 1536, 1, GEMM_MAX_DIM, "columns of A, rows of B (layer inputs)"},
-    {"variant", 1, 0, GEMM_VARIANTS - 1,
-     "0 = seed 16x16 tiles; register-blocked tiles 1 = 128x64, 2 = 128x128, 3 = 64x64"},
+/* Output P×Q (rows on grid y, columns on grid x), tiles by variant. Grid y
+ * stops at 65,535 blocks: GEMM_MAX_ROWS keeps P inside it for every
+ * variant (the seed's 16-row tiles are the smallest). */
+#define GEMM_MAX_ROWS (65535u * SEED_T)
+
+static int launch_pq(uint32_t P, uint32_t Q, uint32_t variant, pgk_launch *out)
+{
+    if (P == 0 || Q == 0 || P > GEMM_MAX_ROWS || Q > GEMM_MAX_DIM || variant >= GEMM_VARIANTS)
+        return PG_ERANGE;
+    if (variant == 0) {
+        *out = (pgk_launch){{pgk_ceil_div(Q, SEED_T), pgk_ceil_div(P, SEED_T), 1},
+                            {SEED_T, SEED_T, 1}, 0};
+    } else {
+        const pgk_rb_cfg *c = &rb_cfgs[variant];
+        *out = (pgk_launch){{pgk_ceil_div(Q, c->bn), pgk_ceil_div(P, c->bm), 1},
+                            {pgk_rb_threads(c), 1, 1}, 0};
+    }
+    return PG_OK;
+}
+
+static int launch_a(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    (void)d;
+    if (kn[GEMM_N] == 0)
+        return PG_ERANGE;
+    return launch_pq(kn[GEMM_M], kn[GEMM_K], kn[GEMM_VARIANT], out);
+}
+
+static int launch_b(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    (void)d;
+    if (kn[GEMM_M] == 0)
+        return PG_ERANGE;
+    return launch_pq(kn[GEMM_K], kn[GEMM_N], kn[GEMM_VARIANT], out);
+}
+
+#define GEMM_DEFAULT_VARIANT 1u
+/* Outputs with fewer rows or columns than this run the seed's 16×16 tiles
+ * (variant 0): the register-blocked tiles would leave most of a 64- or
+ * 128-wide tile empty and the grid a handful of blocks. */
+#define GEMM_SMALL_SIDE 64u
+
+static void pick_pq(uint32_t P, uint32_t Q, uint32_t *kn)
+{
+    kn[GEMM_VARIANT] = P < GEMM_SMALL_SIDE || Q < GEMM_SMALL_SIDE ? 0 : GEMM_DEFAULT_VARIANT;
+}
+
+static void pick_a(const pgk_desc *d, uint32_t *kn)
+{
+    (void)d;
+    pick_pq(kn[GEMM_M], kn[GEMM_K], kn);
+}
+
+static void pick_b(const pgk_desc *d, uint32_t *kn)
+{
+    (void)d;
+    pick_pq(kn[GEMM_K], kn[GEMM_N], kn);
+}
+
+#define VARIANT_KNOB                                                                       \
+    [GEMM_VARIANT] = {"variant", GEMM_DEFAULT_VARIANT, 0, GEMM_VARIANTS - 1,               \
+                      "0 = seed 16x16 tiles; register-blocked tiles 1 = 128x64, "           \
+                      "2 = 128x128, 3 = 64x64",                                             \
+                      true}
+
+/* The output's rows (m for grad_A, k for grad_B) go on grid y. */
+static const pgk_knob gemm_a_knobs[] = {
+    [GEMM_M] = {"m", 512, 1, GEMM_MAX_ROWS, "rows of A and dC (tokens); at most 65535 tiles of 16",
+                false},
+    [GEMM_N] = {"n", 1536, 1, GEMM_MAX_DIM, "columns of B and dC (layer outputs)", false},
+    [GEMM_K] = {"k", 1536, 1, GEMM_MAX_DIM, "columns of A, rows of B (layer inputs)", false},
+    VARIANT_KNOB,
+};
+
+static const pgk_knob gemm_b_knobs[] = {
+    [GEMM_M] = {"m", 512, 1, GEMM_MAX_DIM, "rows of A and dC (tokens)", false},
+    [GEMM_N] = {"n", 1536, 1, GEMM_MAX_DIM, "columns of B and dC (layer outputs)", false},
+    [GEMM_K] = {"k", 1536, 1, GEMM_MAX_ROWS,
+                "columns of A, rows of B (layer inputs); at most 65535 tiles of 16", false},
+    VARIANT_KNOB,
 };
 
 static const pgk_param gemm_a_params[] = {
@@ -488,40 +540,34 @@ static const pgk_param gemm_b_params[] = {
 const pgk_desc pgk_desc_gemm_backward_a = {
     .name = "gemm_backward_a",
     .summary = "grad_A[M,K] = dC[M,N] * B[K,N]^T (f32, deterministic)",
-    .params = gemm_a_params,
-    .nparams = 6,
-    .knobs = gemm_knobs,
-    .nknobs = 4,
+    PGK_PARAMS(gemm_a_params),
+    PGK_KNOBS(gemm_a_knobs),
     .min_target = PG_SM_70,
-    .baked = "variant",
     .build = build_a,
     .launch = launch_a,
+    .pick = pick_a,
 };
 
 const pgk_desc pgk_desc_gemm_backward_a_accumulate = {
     .name = "gemm_backward_a_accumulate",
     .summary = "grad_A[M,K] += dC[M,N] * B[K,N]^T (f32, deterministic)",
-    .params = gemm_a_params,
-    .nparams = 6,
-    .knobs = gemm_knobs,
-    .nknobs = 4,
+    PGK_PARAMS(gemm_a_params),
+    PGK_KNOBS(gemm_a_knobs),
     .min_target = PG_SM_70,
-    .baked = "variant",
     .build = build_a_acc,
     .launch = launch_a,
+    .pick = pick_a,
 };
 
 const pgk_desc pgk_desc_gemm_backward_b = {
     .name = "gemm_backward_b",
     .summary = "grad_B[K,N] = A[M,K]^T * dC[M,N] (f32, deterministic)",
-    .params = gemm_b_params,
-    .nparams = 6,
-    .knobs = gemm_knobs,
-    .nknobs = 4,
+    PGK_PARAMS(gemm_b_params),
+    PGK_KNOBS(gemm_b_knobs),
     .min_target = PG_SM_70,
-    .baked = "variant",
     .build = build_b,
     .launch = launch_b,
+    .pick = pick_b,
 };
 
 /* ---------------------------------------------------------------- gemm_forward(_accumulate) */
@@ -653,28 +699,32 @@ static int build_gemm_fwd(pg_kernel *k, const pg_param *p, bool accumulate)
     return pg_kernel_error(k);
 }
 
-static int build_gemm_fwd_set(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_gemm_fwd_set(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                              const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
     return build_gemm_fwd(k, p, false);
 }
 
-static int build_gemm_fwd_acc(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_gemm_fwd_acc(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                              const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
     return build_gemm_fwd(k, p, true);
 }
 
-/* knobs: m, n, k. Grid (ceil(N/16), ceil(M/16)), block (16,16). */
-static int launch_gemm_fwd(const uint32_t *kn, pgk_launch *out)
+/* Grid (ceil(N/16), ceil(M/16)), block (16,16); M's tiles on grid y. */
+static int launch_gemm_fwd(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
-    if (kn[0] == 0 || kn[1] == 0 || kn[2] == 0 || kn[0] > GEMM_MAX_DIM || kn[1] > GEMM_MAX_DIM ||
-        kn[2] > GEMM_MAX_DIM)
+    (void)d;
+    uint32_t m = kn[GEMM_M], n = kn[GEMM_N], kd = kn[GEMM_K];
+    if (m == 0 || n == 0 || kd == 0 || m > 65535u * GEMM_T || n > GEMM_MAX_DIM ||
+        kd > GEMM_MAX_DIM)
         return PG_ERANGE;
-    uint32_t gy = pgk_ceil_div(kn[0], GEMM_T);
-    if (gy > 65535)
-        return PG_ERANGE;
-    *out = (pgk_launch){{pgk_ceil_div(kn[1], GEMM_T), gy, 1}, {GEMM_T, GEMM_T, 1}, 0};
+    *out = (pgk_launch){{pgk_ceil_div(n, GEMM_T), pgk_ceil_div(m, GEMM_T), 1}, {GEMM_T, GEMM_T, 1},
+                        0};
     return PG_OK;
 }
 
@@ -684,18 +734,17 @@ static const pgk_param gemm_fwd_params[] = {
 };
 
 static const pgk_knob gemm_fwd_knobs[] = {
-    {"m", 512, 1, GEMM_MAX_DIM, "rows of A and C (tokens)"},
-    {"n", 1536, 1, GEMM_MAX_DIM, "columns of B and C (layer outputs)"},
-    {"k", 1536, 1, GEMM_MAX_DIM, "columns of A, rows of B (layer inputs)"},
+    [GEMM_M] = {"m", 512, 1, 65535u * GEMM_T, "rows of A and C (tokens); at most 65535 tiles of 16",
+                false},
+    [GEMM_N] = {"n", 1536, 1, GEMM_MAX_DIM, "columns of B and C (layer outputs)", false},
+    [GEMM_K] = {"k", 1536, 1, GEMM_MAX_DIM, "columns of A, rows of B (layer inputs)", false},
 };
 
 const pgk_desc pgk_desc_gemm_forward = {
     .name = "gemm_forward",
     .summary = "C[M,N] = A[M,K] * B[K,N] (f32, NN, 16x16 tiles, deterministic)",
-    .params = gemm_fwd_params,
-    .nparams = 6,
-    .knobs = gemm_fwd_knobs,
-    .nknobs = 3,
+    PGK_PARAMS(gemm_fwd_params),
+    PGK_KNOBS(gemm_fwd_knobs),
     .min_target = PG_SM_70,
     .build = build_gemm_fwd_set,
     .launch = launch_gemm_fwd,
@@ -704,10 +753,8 @@ const pgk_desc pgk_desc_gemm_forward = {
 const pgk_desc pgk_desc_gemm_forward_accumulate = {
     .name = "gemm_forward_accumulate",
     .summary = "C[M,N] += A[M,K] * B[K,N] (f32, NN, 16x16 tiles, deterministic)",
-    .params = gemm_fwd_params,
-    .nparams = 6,
-    .knobs = gemm_fwd_knobs,
-    .nknobs = 3,
+    PGK_PARAMS(gemm_fwd_params),
+    PGK_KNOBS(gemm_fwd_knobs),
     .min_target = PG_SM_70,
     .build = build_gemm_fwd_acc,
     .launch = launch_gemm_fwd,

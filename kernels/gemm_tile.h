@@ -12,6 +12,10 @@
  * stays far from wrapping. */
 #define GEMM_MAX_DIM (1u << 24)
 
+/* The knobs of every GEMM, in this order: the sizes, then (for the
+ * backward GEMMs) the baked tile variant. */
+enum { GEMM_M, GEMM_N, GEMM_K, GEMM_VARIANT };
+
 /* mma.m16n8k16 tiles a warp holds at most: 16-row (M) by 8-column (N). */
 #define MMA_MAX_MT 4u
 #define MMA_MAX_NT 8u

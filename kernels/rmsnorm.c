@@ -20,8 +20,8 @@
 #define GAMMA_LANES (PGK_THREADS / GAMMA_COLS)
 
 static const pgk_knob rms_knobs[] = {
-    {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)"},
-    {"hidden_dim", 1536, 1, INT32_MAX, "elements a row"},
+    [PGK_ROWS] = {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
+    [PGK_WIDTH] = {"hidden_dim", 1536, 1, INT32_MAX, "elements a row", false},
 };
 
 /* ---------------------------------------------------------------- rms_norm_forward */
@@ -31,10 +31,10 @@ static const pgk_knob rms_knobs[] = {
  * batched_rms_norm_backward's, so both see the same r. Pass 2 writes
  * y = (x * (1/r)) * gamma. Threads past the end of a short row add nothing
  * but still reach the barrier. */
-static int build_rms_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
     pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
     pg_reg x = pg_param_load(k, p[0]);
     pg_reg gamma = pg_param_load(k, p[1]);
@@ -121,11 +121,10 @@ static const pgk_param rms_params[] = {
 const pgk_desc pgk_desc_rms_norm_forward = {
     .name = "rms_norm_forward",
     .summary = "RMSNorm per row: output = input / sqrt(mean(input^2) + eps) * gamma",
-    .params = rms_params,
-    .nparams = 6,
-    .knobs = rms_knobs,
-    .nknobs = 2,
+    PGK_PARAMS(rms_params),
+    PGK_KNOBS(rms_knobs),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_rms_fwd,
     .launch = pgk_launch_rows,
 };
@@ -174,12 +173,12 @@ static void rms_load(pg_kernel *k, pg_reg off, pg_reg xa, pg_reg dya, pg_reg gam
         *dy = dyd;
 }
 
-static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
     (void)knobs;
-    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
+    const uint32_t threads = d->threads;
     /* thread sums: [t] = x^2, [256 + t] = x g; column sums: [c], [32 + c] */
-    pg_shared tsums = pg_shared_static(k, PG_F64, 2 * PGK_THREADS, 8, "thread_sums");
+    pg_shared tsums = pg_shared_static(k, PG_F64, 2 * threads, 8, "thread_sums");
     pg_shared csums = pg_shared_static(k, PG_F64, 64, 8, "column_sums");
     pg_reg x = pg_param_load(k, p[0]);
     pg_reg gamma = pg_param_load(k, p[1]);
@@ -229,7 +228,7 @@ static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_reg slot = pg_reg_new(k, PG_U32);
     pg_mad(k, PG_U32, slot, tid, pg_u32(8), tbase);
     pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 0, ss);
-    pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 8 * PGK_THREADS, sg);
+    pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 8 * threads, sg);
     pg_bar_sync(k, 0);
     pg_reg c = pg_reg_new(k, PG_U32);
     pg_and(k, PG_B32, c, tid, pg_u32(31));
@@ -242,7 +241,7 @@ static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     }
     pg_reg have = pg_reg_new(k, PG_PRED);
     pg_reg idx = pg_reg_new(k, PG_U32);
-    for (uint32_t i = 0; i < PGK_THREADS / 32; i++) {
+    for (uint32_t i = 0; i < threads / 32; i++) {
         /* a block smaller than 256 threads has no sums past ntid */
         pg_add(k, PG_U32, idx, c, pg_u32(32 * i));
         pg_setp(k, PG_CMP_LT, PG_U32, have, idx, ntid);
@@ -250,7 +249,7 @@ static int build_rms_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
             pg_reg v = pg_reg_new(k, PG_F64);
             pg_mov(k, PG_F64, v, pg_f64(0.0));
             pg_guard(k, have, false);
-            pg_ld(k, PG_SPACE_SHARED, PG_F64, csl, 8 * (32 * i + PGK_THREADS * s), v);
+            pg_ld(k, PG_SPACE_SHARED, PG_F64, csl, 8 * (32 * i + threads * s), v);
             pg_add(k, PG_F64, col[s], col[s], v);
         }
     }
@@ -341,11 +340,10 @@ static const pgk_param rms_bwd_params[] = {
 const pgk_desc pgk_desc_batched_rms_norm_backward = {
     .name = "batched_rms_norm_backward",
     .summary = "RMSNorm backward per row: grad_input and grad_gamma_partial[row, h] = dy x / r",
-    .params = rms_bwd_params,
-    .nparams = 8,
-    .knobs = rms_knobs,
-    .nknobs = 2,
+    PGK_PARAMS(rms_bwd_params),
+    PGK_KNOBS(rms_knobs),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_rms_bwd,
     .launch = pgk_launch_rows,
 };
@@ -359,11 +357,11 @@ const pgk_desc pgk_desc_batched_rms_norm_backward = {
  * lane order from shared memory. The order depends on num_rows alone: the
  * result is bitwise the same run to run. Threads of a column past the end
  * sum no rows but still reach the barrier. */
-static int build_gamma_reduce(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_gamma_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                              const uint32_t *knobs)
 {
     (void)knobs;
-    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
-    pg_shared lanes = pg_shared_static(k, PG_F32, PGK_THREADS, 4, "lane_sums");
+    pg_shared lanes = pg_shared_static(k, PG_F32, d->threads, 4, "lane_sums");
     pg_reg part = pg_param_load(k, p[0]);
     pg_reg grad = pg_param_load(k, p[1]);
     pg_reg rows = pg_param_load(k, p[2]);
@@ -459,12 +457,12 @@ static int build_gamma_reduce(pg_kernel *k, const pg_param *p, const uint32_t *k
     return pg_kernel_error(k);
 }
 
-static int launch_gamma_reduce(const uint32_t *knobs, pgk_launch *out)
+static int launch_gamma_reduce(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
+    if (knobs[PGK_ROWS] == 0 || knobs[PGK_ROWS] > INT32_MAX || knobs[PGK_WIDTH] == 0 ||
+        knobs[PGK_WIDTH] > INT32_MAX)
         return PG_ERANGE;
-    uint32_t blocks = (uint32_t)(((uint64_t)knobs[1] + GAMMA_COLS - 1) / GAMMA_COLS);
-    *out = (pgk_launch){{blocks, 1, 1}, {PGK_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{pgk_ceil_div(knobs[PGK_WIDTH], GAMMA_COLS), 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -476,18 +474,17 @@ static const pgk_param gamma_params[] = {
 };
 
 static const pgk_knob gamma_knobs[] = {
-    {"num_rows", 2048, 1, INT32_MAX, "rows of partials to sum"},
-    {"hidden_dim", 1536, 1, INT32_MAX, "columns (gamma's length)"},
+    [PGK_ROWS] = {"num_rows", 2048, 1, INT32_MAX, "rows of partials to sum", false},
+    [PGK_WIDTH] = {"hidden_dim", 1536, 1, INT32_MAX, "columns (gamma's length)", false},
 };
 
 const pgk_desc pgk_desc_rms_norm_gamma_reduce = {
     .name = "rms_norm_gamma_reduce",
     .summary = "grad_gamma[h] = sum over rows of partial[row, h], in a fixed order",
-    .params = gamma_params,
-    .nparams = 4,
-    .knobs = gamma_knobs,
-    .nknobs = 2,
+    PGK_PARAMS(gamma_params),
+    PGK_KNOBS(gamma_knobs),
     .min_target = PG_SM_70,
+    .threads = GAMMA_COLS * GAMMA_LANES,
     .build = build_gamma_reduce,
     .launch = launch_gamma_reduce,
 };

@@ -15,10 +15,10 @@
 
 /* y = x * s, s = sigmoid(x). With z = exp(-|x|), s is 1/(1+z) for x >= 0
  * and z/(1+z) otherwise: no cancellation and no overflow for any x. */
-static int build_silu_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_silu_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
     pg_reg input = pg_param_load(k, p[0]);
     pg_reg output = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
@@ -60,11 +60,10 @@ static const pgk_param silu_params[] = {
 const pgk_desc pgk_desc_silu_forward = {
     .name = "silu_forward",
     .summary = "output = input * sigmoid(input)",
-    .params = silu_params,
-    .nparams = 3,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(silu_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_silu_fwd,
     .launch = pgk_launch_elementwise,
 };
@@ -85,10 +84,10 @@ static pg_reg exp_neg_abs(pg_kernel *k, pg_reg x)
 /* dx = dy * s * (1 + x (1 - s)), s = sigmoid(x). With z = exp(-|x|):
  * 1/(1+z) and z/(1+z) are s and 1 - s (x >= 0) or the other way round, both
  * without cancellation and without overflow for any x. */
-static int build_silu_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_silu_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
     pg_reg input = pg_param_load(k, p[0]);
     pg_reg grad_out = pg_param_load(k, p[1]);
     pg_reg grad_in = pg_param_load(k, p[2]);
@@ -136,11 +135,10 @@ static const pgk_param silu_bwd_params[] = {
 const pgk_desc pgk_desc_silu_backward = {
     .name = "silu_backward",
     .summary = "grad_input = grad_output * s * (1 + x (1 - s)), s = sigmoid(input)",
-    .params = silu_bwd_params,
-    .nparams = 4,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(silu_bwd_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_silu_bwd,
     .launch = pgk_launch_elementwise,
 };

@@ -12,8 +12,8 @@
 #include "kernels.h"
 
 static const pgk_knob softmax_knobs[] = {
-    {"total_rows", 4096, 1, INT32_MAX, "number of rows"},
-    {"row_size", 512, 1, INT32_MAX, "elements a row (any size)"},
+    [PGK_ROWS] = {"total_rows", 4096, 1, INT32_MAX, "number of rows", false},
+    [PGK_WIDTH] = {"row_size", 512, 1, INT32_MAX, "elements a row (any size)", false},
 };
 
 /* ---------------------------------------------------------------- batched_softmax_forward */
@@ -25,10 +25,11 @@ static const pgk_knob softmax_knobs[] = {
  * in element order, then the fixed butterfly. Pass 3: output = e / sum
  * (div.rn). A warp past the last row leaves as a whole; no shared memory,
  * no barrier. */
-static int build_softmax_fwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_softmax_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                             const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
     pg_reg x = pg_param_load(k, p[0]);
     pg_reg y = pg_param_load(k, p[1]);
     pg_reg rows = pg_param_load(k, p[2]);
@@ -75,9 +76,9 @@ static int build_softmax_fwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
     pg_add(k, PG_U64, a, xa, off);
     pg_reg v2 = pgk_ld_f32(k, a);
-    pg_reg d = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, d, v2, m);
-    pg_reg e = pgk_exp_nonpos(k, d);
+    pg_reg diff = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, diff, v2, m);
+    pg_reg e = pgk_exp_nonpos(k, diff);
     pg_add(k, PG_F32, acc, acc, e);
     pg_add(k, PG_U64, a, ya, off);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, e);
@@ -116,11 +117,10 @@ static const pgk_param softmax_params[] = {
 const pgk_desc pgk_desc_batched_softmax_forward = {
     .name = "batched_softmax_forward",
     .summary = "per row: output = exp(x - max) / sum exp(x - max); one warp a row, any row_size",
-    .params = softmax_params,
-    .nparams = 4,
-    .knobs = softmax_knobs,
-    .nknobs = 2,
+    PGK_PARAMS(softmax_params),
+    PGK_KNOBS(softmax_knobs),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_softmax_fwd,
     .launch = pgk_launch_warp_rows,
 };
@@ -134,10 +134,11 @@ const pgk_desc pgk_desc_batched_softmax_forward = {
  * the lanes' sums meet in the fixed butterfly of pg_warp_reduce, so any
  * row_size works and every lane holds the same bits. A warp past the last
  * row leaves as a whole. No shared memory, no barrier. */
-static int build_softmax_bwd(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_softmax_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                             const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
     pg_reg y = pg_param_load(k, p[0]);
     pg_reg dy = pg_param_load(k, p[1]);
     pg_reg dx = pg_param_load(k, p[2]);
@@ -222,11 +223,11 @@ static int build_softmax_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn
     pg_add(k, PG_U64, b, dya, off);
     pg_reg wy = pgk_ld_f32(k, a);
     pg_reg wg = pgk_ld_f32(k, b);
-    pg_reg d = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, d, wg, dot);
-    pg_mul(k, PG_F32, d, wy, d);
+    pg_reg dxv = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, dxv, wg, dot);
+    pg_mul(k, PG_F32, dxv, wy, dxv);
     pg_add(k, PG_U64, a, dxa, off);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, d);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, dxv);
     pg_add(k, PG_U32, j, j, pg_u32(32));
     pg_bra(k, wr_top);
 
@@ -246,11 +247,10 @@ static const pgk_param softmax_bwd_params[] = {
 const pgk_desc pgk_desc_batched_softmax_backward = {
     .name = "batched_softmax_backward",
     .summary = "per row: grad_input = y * (dy - sum(y * dy)), y the softmax output; one warp a row",
-    .params = softmax_bwd_params,
-    .nparams = 5,
-    .knobs = softmax_knobs,
-    .nknobs = 2,
+    PGK_PARAMS(softmax_bwd_params),
+    PGK_KNOBS(softmax_knobs),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_softmax_bwd,
     .launch = pgk_launch_warp_rows,
 };
