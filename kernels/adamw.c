@@ -15,8 +15,7 @@
  * hyper-parameters h[PGK_HYPER_STEP_ARGS] (f32 registers, enum pgk_hyper). */
 static void adamw_body(pg_kernel *k, const pg_reg *buf, const pg_reg *h, pg_reg gid)
 {
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, gid, pg_u32(4));
+    pg_reg off = pgv_mul_wide(k, PG_U32, gid, pg_u32(4));
     pg_reg addr[4], val[4];
     for (int i = 0; i < 4; i++) {
         addr[i] = pg_reg_new(k, PG_U64);
@@ -27,12 +26,10 @@ static void adamw_body(pg_kernel *k, const pg_reg *buf, const pg_reg *h, pg_reg 
     pg_reg p = val[0], g = val[1], m = val[2], v = val[3];
 
     pg_comment(k, "m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2");
-    pg_reg t = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, t, pg_f32(1.0f), h[PGK_HYPER_BETA1]);
+    pg_reg t = pgv_sub(k, PG_F32, pg_f32(1.0f), h[PGK_HYPER_BETA1]);
     pg_mul(k, PG_F32, t, t, g);
     pg_fma(k, PG_F32, m, h[PGK_HYPER_BETA1], m, t);
-    pg_reg gg = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, gg, g, g);
+    pg_reg gg = pgv_mul(k, PG_F32, g, g);
     pg_sub(k, PG_F32, t, pg_f32(1.0f), h[PGK_HYPER_BETA2]);
     pg_mul(k, PG_F32, t, t, gg);
     pg_fma(k, PG_F32, v, h[PGK_HYPER_BETA2], v, t);
@@ -40,16 +37,13 @@ static void adamw_body(pg_kernel *k, const pg_reg *buf, const pg_reg *h, pg_reg 
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr[3], 0, v);
 
     pg_comment(k, "p -= lr (m bc1 / (sqrt(v bc2) + eps) + wd p)");
-    pg_reg den = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, den, v, h[PGK_HYPER_BC2]);
+    pg_reg den = pgv_mul(k, PG_F32, v, h[PGK_HYPER_BC2]);
     pg_sqrt(k, PG_F32, den, den);
     pg_add(k, PG_F32, den, den, h[PGK_HYPER_EPS]);
-    pg_reg upd = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, upd, m, h[PGK_HYPER_BC1]);
+    pg_reg upd = pgv_mul(k, PG_F32, m, h[PGK_HYPER_BC1]);
     pg_div(k, PG_F32, upd, upd, den);
     pg_fma(k, PG_F32, upd, h[PGK_HYPER_WD], p, upd);
-    pg_reg nlr = pg_reg_new(k, PG_F32);
-    pg_neg(k, PG_F32, nlr, h[PGK_HYPER_LR]);
+    pg_reg nlr = pgv_neg(k, PG_F32, h[PGK_HYPER_LR]);
     pg_fma(k, PG_F32, p, nlr, upd, p);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr[0], 0, p);
 }
@@ -170,11 +164,9 @@ static int build_hyper_advance(pg_kernel *k, const pgk_desc *d, const pg_param *
     pg_comment(k, "p = p * beta; bc = 1 / (1 - p); t = t + 1");
     pg_mul(k, PG_F32, p1, p1, b1);
     pg_mul(k, PG_F32, p2, p2, b2);
-    pg_reg bc1 = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, bc1, pg_f32(1.0f), p1);
+    pg_reg bc1 = pgv_sub(k, PG_F32, pg_f32(1.0f), p1);
     pg_div(k, PG_F32, bc1, pg_f32(1.0f), bc1);
-    pg_reg bc2 = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, bc2, pg_f32(1.0f), p2);
+    pg_reg bc2 = pgv_sub(k, PG_F32, pg_f32(1.0f), p2);
     pg_div(k, PG_F32, bc2, pg_f32(1.0f), bc2);
     pg_add(k, PG_F32, t, t, pg_f32(1.0f));
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, h, 4 * PGK_HYPER_BC1, bc1);

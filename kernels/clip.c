@@ -23,8 +23,7 @@ uint32_t pgk_squared_sum_num_blocks(uint32_t n)
 /* base + (i << shift) for a 64-bit index. */
 static pg_reg addr64(pg_kernel *k, pg_reg base, pg_reg i, uint32_t shift)
 {
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, a, i, pg_u32(shift));
+    pg_reg a = pgv_shl(k, PG_U64, i, pg_u32(shift));
     pg_add(k, PG_U64, a, a, base);
     return a;
 }
@@ -32,11 +31,8 @@ static pg_reg addr64(pg_kernel *k, pg_reg base, pg_reg i, uint32_t shift)
 /* A predicate: `ptr` is 16-byte aligned (a uniform test: ptr is a param). */
 static pg_reg aligned16(pg_kernel *k, pg_reg ptr)
 {
-    pg_reg low = pg_reg_new(k, PG_U64);
-    pg_and(k, PG_U64, low, ptr, pg_u64(15));
-    pg_reg p = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U64, p, low, pg_u64(0));
-    return p;
+    pg_reg low = pgv_and(k, PG_U64, ptr, pg_u64(15));
+    return pgv_setp(k, PG_CMP_EQ, PG_U64, low, pg_u64(0));
 }
 
 /* The 64-bit grid-stride geometry every streaming kernel here uses. */
@@ -123,10 +119,8 @@ static table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
     e.local = pg_reg_new(k, PG_U32);
     pg_sub(k, PG_U32, e.local, ctaid, fb);
     pg_comment(k, "the entry's blocks end where the next entry's begin (the grid, for the last)");
-    pg_reg end = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, end, nctaid);
-    pg_reg next = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, next, lo, pg_u32(1));
+    pg_reg end = pgv_mov(k, PG_U32, nctaid);
+    pg_reg next = pgv_add(k, PG_U32, lo, pg_u32(1));
     pg_setp(k, PG_CMP_GE, PG_U32, p, next, nbufs);
     pg_bra_if(k, p, false, last);
     pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, next, TABLE_ENTRY_BYTES), ENTRY_FIRST,
@@ -197,8 +191,7 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
         acc[j] = pg_reg_new(k, PG_F32);
         pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
     }
-    pg_reg i = pg_reg_new(k, PG_U64);
-    pg_mov(k, PG_U64, i, g.gid64);
+    pg_reg i = pgv_mov(k, PG_U64, g.gid64);
     pg_reg three = pg_reg_new(k, PG_U64), four = pg_reg_new(k, PG_U64);
     pg_mul(k, PG_U64, three, g.stride, pg_u64(3));
     pg_shl(k, PG_U64, four, g.stride, pg_u32(2));
@@ -215,10 +208,8 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
     pg_bra_if(k, aligned16(k, input), true, scalar);
 
     pg_comment(k, "aligned: float4 chunks c < n/4, four chunks in flight while c + 3*stride < n/4");
-    pg_reg n4 = pg_reg_new(k, PG_U64);
-    pg_shr(k, PG_U64, n4, g.n64, pg_u32(2));
-    pg_reg stride_v = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, stride_v, g.stride, pg_u32(4));
+    pg_reg n4 = pgv_shr(k, PG_U64, g.n64, pg_u32(2));
+    pg_reg stride_v = pgv_shl(k, PG_U64, g.stride, pg_u32(4));
     pg_label_bind(k, vmain);
     pg_add(k, PG_U64, last, i, three);
     pg_setp(k, PG_CMP_GE, PG_U64, pl, last, n4);
@@ -253,21 +244,18 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
 
     pg_comment(k, "the last n % 4 elements: one each for the first threads");
     pg_label_bind(k, rest);
-    pg_reg e = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, e, n4, pg_u32(2));
+    pg_reg e = pgv_shl(k, PG_U64, n4, pg_u32(2));
     pg_add(k, PG_U64, e, e, g.gid64);
     pg_setp(k, PG_CMP_GE, PG_U64, pl, e, g.n64);
     pg_bra_if(k, pl, false, done);
     pg_reg ra = addr64(k, input, e, 2);
-    pg_reg rx = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, ra, 0, rx);
+    pg_reg rx = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, ra, 0);
     pg_fma(k, PG_F32, acc[1], rx, rx, acc[1]);
     pg_bra(k, done);
 
     pg_comment(k, "unaligned: scalar, four loads in flight while i + 3*stride < n");
     pg_label_bind(k, scalar);
-    pg_reg stride_b = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, stride_b, g.stride, pg_u32(2));
+    pg_reg stride_b = pgv_shl(k, PG_U64, g.stride, pg_u32(2));
     pg_label_bind(k, smain);
     pg_add(k, PG_U64, last, i, three);
     pg_setp(k, PG_CMP_GE, PG_U64, pl, last, g.n64);
@@ -288,8 +276,7 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
     pg_setp(k, PG_CMP_GE, PG_U64, pl, i, g.n64);
     pg_bra_if(k, pl, false, done);
     pg_reg sta = addr64(k, input, i, 2);
-    pg_reg stx = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, sta, 0, stx);
+    pg_reg stx = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, sta, 0);
     pg_fma(k, PG_F32, acc[0], stx, stx, acc[0]);
     pg_add(k, PG_U64, i, i, g.stride);
     pg_bra(k, stail);
@@ -303,8 +290,7 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
     pg_comment(k, "thread 0 writes output[blockIdx.x]");
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg not_first = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_NE, PG_U32, not_first, tid, pg_u32(0));
+    pg_reg not_first = pgv_setp(k, PG_CMP_NE, PG_U32, tid, pg_u32(0));
     pg_guard(k, not_first, false);
     pg_ret(k);
     pg_reg oa = pgk_elem_addr(k, output, ctaid, 4);
@@ -396,10 +382,8 @@ static int build_clip_scale(pg_kernel *k, const pgk_desc *d, const pg_param *p,
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg i = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, i, tid);
-    pg_reg acc = pg_reg_new(k, PG_F32);
-    pg_mov(k, PG_F32, acc, pg_f32(0.0f));
+    pg_reg i = pgv_mov(k, PG_U32, tid);
+    pg_reg acc = pgv_mov(k, PG_F32, pg_f32(0.0f));
     pg_label top = pg_label_new(k, "sum");
     pg_label done = pg_label_new(k, "reduce");
     pg_reg pe = pg_reg_new(k, PG_PRED);
@@ -407,8 +391,7 @@ static int build_clip_scale(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pg_setp(k, PG_CMP_GE, PG_U32, pe, i, total);
     pg_bra_if(k, pe, false, done);
     pg_reg a = pgk_elem_addr(k, partials, i, 4);
-    pg_reg x = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x);
+    pg_reg x = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0);
     pg_add(k, PG_F32, acc, acc, x);
     pg_add(k, PG_U32, i, i, ntid);
     pg_bra(k, top);
@@ -417,19 +400,14 @@ static int build_clip_scale(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, acc, scratch);
 
     pg_comment(k, "thread 0: norm = sqrt(sum), scale = min(1, max_norm / norm)");
-    pg_reg not_first = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_NE, PG_U32, not_first, tid, pg_u32(0));
+    pg_reg not_first = pgv_setp(k, PG_CMP_NE, PG_U32, tid, pg_u32(0));
     pg_guard(k, not_first, false);
     pg_ret(k);
-    pg_reg norm = pg_reg_new(k, PG_F32);
-    pg_sqrt(k, PG_F32, norm, sum);
-    pg_reg raw = pg_reg_new(k, PG_F32);
-    pg_div(k, PG_F32, raw, max_norm, norm); /* norm 0 gives +inf: scale 1 */
-    pg_reg scale = pg_reg_new(k, PG_F32);
-    pg_min(k, PG_F32, scale, raw, pg_f32(1.0f));
+    pg_reg norm = pgv_sqrt(k, PG_F32, sum);
+    pg_reg raw = pgv_div(k, PG_F32, max_norm, norm); /* norm 0 gives +inf: scale 1 */
+    pg_reg scale = pgv_min(k, PG_F32, raw, pg_f32(1.0f));
     pg_reg finite = pg_reg_new(k, PG_PRED);
-    pg_reg mag = pg_reg_new(k, PG_F32);
-    pg_abs(k, PG_F32, mag, norm);
+    pg_reg mag = pgv_abs(k, PG_F32, norm);
     pg_setp(k, PG_CMP_LT, PG_F32, finite, mag, pg_f32(__builtin_inff()));
     pg_selp(k, PG_F32, scale, scale, pg_f32(1.0f), finite);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, output, 0, scale);
@@ -476,8 +454,7 @@ const pgk_desc pgk_desc_clip_scale_reduce = {
  * is 16-byte aligned (then the last n % 4 one by one), scalars otherwise. */
 static void scale_all_geom(pg_kernel *k, pg_reg grads, pg_reg scale, pg_label out, stream_geom g)
 {
-    pg_reg i = pg_reg_new(k, PG_U64);
-    pg_mov(k, PG_U64, i, g.gid64);
+    pg_reg i = pgv_mov(k, PG_U64, g.gid64);
     pg_reg pl = pg_reg_new(k, PG_PRED);
     pg_label scalar = pg_label_new(k, "scalar");
     pg_label vloop = pg_label_new(k, "vec");
@@ -485,8 +462,7 @@ static void scale_all_geom(pg_kernel *k, pg_reg grads, pg_reg scale, pg_label ou
     pg_label sloop = pg_label_new(k, "scalar_loop");
     pg_bra_if(k, aligned16(k, grads), true, scalar);
 
-    pg_reg n4 = pg_reg_new(k, PG_U64);
-    pg_shr(k, PG_U64, n4, g.n64, pg_u32(2));
+    pg_reg n4 = pgv_shr(k, PG_U64, g.n64, pg_u32(2));
     pg_label_bind(k, vloop);
     pg_setp(k, PG_CMP_GE, PG_U64, pl, i, n4);
     pg_bra_if(k, pl, false, rest);
@@ -510,8 +486,7 @@ static void scale_all_geom(pg_kernel *k, pg_reg grads, pg_reg scale, pg_label ou
     pg_setp(k, PG_CMP_GE, PG_U64, pl, i, g.n64);
     pg_bra_if(k, pl, false, out);
     pg_reg a = addr64(k, grads, i, 2);
-    pg_reg x = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x);
+    pg_reg x = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0);
     pg_mul(k, PG_F32, x, x, scale);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x);
     pg_add(k, PG_U64, i, i, g.stride);
@@ -526,14 +501,11 @@ static void scale_all(pg_kernel *k, pg_reg grads, pg_reg n, pg_reg scale, pg_lab
 /* The scale from device memory; nothing more when |scale - 1| < 1e-7. */
 static pg_reg load_scale_or_leave(pg_kernel *k, pg_reg scale_ptr, pg_label out)
 {
-    pg_reg scale = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, scale_ptr, 0, scale);
+    pg_reg scale = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, scale_ptr, 0);
     pg_comment(k, "|scale - 1| < 1e-7: nothing to clip, write nothing");
-    pg_reg dev = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, dev, scale, pg_f32(1.0f));
+    pg_reg dev = pgv_sub(k, PG_F32, scale, pg_f32(1.0f));
     pg_abs(k, PG_F32, dev, dev);
-    pg_reg keep = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_F32, keep, dev, pg_f32(1e-7f));
+    pg_reg keep = pgv_setp(k, PG_CMP_LT, PG_F32, dev, pg_f32(1e-7f));
     pg_bra_if(k, keep, false, out);
     return scale;
 }

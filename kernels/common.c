@@ -14,35 +14,24 @@ const pgk_knob pgk_knob_n[1] = {
 
 pg_reg pgk_zero_f32(pg_kernel *k)
 {
-    pg_reg v = pg_reg_new(k, PG_F32);
-    pg_mov(k, PG_F32, v, pg_f32(0.0f));
-    return v;
+    return pgv_mov(k, PG_F32, pg_f32(0.0f));
 }
 
 pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size)
 {
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, i, pg_u32(size));
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, base, off);
-    return a;
+    return pgv_add(k, PG_U64, base, pgv_mul_wide(k, PG_U32, i, pg_u32(size)));
 }
 
 pg_reg pgk_row_addr(pg_kernel *k, pg_reg base, pg_val row, pg_val width)
 {
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, row, width);
+    pg_reg off = pgv_mul_wide(k, PG_U32, row, width);
     pg_shl(k, PG_B64, off, off, pg_u32(2));
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, base, off);
-    return a;
+    return pgv_add(k, PG_U64, base, off);
 }
 
 pg_reg pgk_ld_f32(pg_kernel *k, pg_reg addr)
 {
-    pg_reg v = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, v);
-    return v;
+    return pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0);
 }
 
 int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out)
@@ -100,12 +89,9 @@ pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane)
     pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
     *lane = pg_reg_new(k, PG_U32);
     pg_and(k, PG_B32, *lane, tid, pg_u32(31));
-    pg_reg warp = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, warp, tid, pg_u32(5));
-    pg_reg wpb = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, wpb, ntid, pg_u32(5));
-    pg_reg row = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, row, ctaid, wpb, warp);
+    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    pg_reg wpb = pgv_shr(k, PG_U32, ntid, pg_u32(5));
+    pg_reg row = pgv_mad(k, PG_U32, ctaid, wpb, warp);
     pg_bounds_guard(k, row, rows, out);
     return row;
 }
@@ -119,21 +105,14 @@ pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane)
  * exp is 0 all the same; a NaN fails the test and stays. */
 pg_reg pgk_exp_nonpos(pg_kernel *k, pg_reg a_in)
 {
-    pg_reg low = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_F32, low, a_in, pg_f32(-1000.0f));
-    pg_reg a = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, a, pg_f32(-1000.0f), a_in, low);
-    pg_reg hi = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, hi, a, pg_f32(LOG2E_HI));
-    pg_reg nhi = pg_reg_new(k, PG_F32);
-    pg_neg(k, PG_F32, nhi, hi);
-    pg_reg lo = pg_reg_new(k, PG_F32);
-    pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_HI), nhi);
+    pg_reg low = pgv_setp(k, PG_CMP_LT, PG_F32, a_in, pg_f32(-1000.0f));
+    pg_reg a = pgv_selp(k, PG_F32, pg_f32(-1000.0f), a_in, low);
+    pg_reg hi = pgv_mul(k, PG_F32, a, pg_f32(LOG2E_HI));
+    pg_reg nhi = pgv_neg(k, PG_F32, hi);
+    pg_reg lo = pgv_fma(k, PG_F32, a, pg_f32(LOG2E_HI), nhi);
     pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_LO), lo);
-    pg_reg z = pg_reg_new(k, PG_F32);
-    pg_ex2(k, PG_F32, z, hi);
-    pg_reg c = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, c, lo, pg_f32(LN2_F));
+    pg_reg z = pgv_ex2(k, PG_F32, hi);
+    pg_reg c = pgv_mul(k, PG_F32, lo, pg_f32(LN2_F));
     pg_fma(k, PG_F32, z, z, c, z);
     return z;
 }

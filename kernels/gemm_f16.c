@@ -55,13 +55,13 @@ typedef struct h_slot {
 static void h_slot_init(pg_kernel *k, h_slot *s, pg_reg base, pg_reg ld, pg_reg ext, pg_reg row0,
                         pg_reg tid, unsigned j, pg_reg vec, unsigned stage_off)
 {
-    pg_reg c = add_u32(k, tid, pg_u32(j * H_THREADS)); /* 16-byte chunk of the tile */
-    pg_reg row = add_u32(k, row0, shr_u32(k, c, 2));
-    s->col = shl_u32(k, and_u32(k, c, 3), 3);
-    s->inrow = cmp_u32(k, PG_CMP_LT, row, ext);
-    s->vrow = pred_and(k, s->inrow, vec);
+    pg_reg c = pgv_add(k, PG_U32, tid, pg_u32(j * H_THREADS)); /* 16-byte chunk of the tile */
+    pg_reg row = pgv_add(k, PG_U32, row0, pgv_shr(k, PG_U32, c, pg_u32(2)));
+    s->col = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, c, pg_u32(3)), pg_u32(3));
+    s->inrow = pgv_setp(k, PG_CMP_LT, PG_U32, row, ext);
+    s->vrow = pgv_and(k, PG_PRED, s->inrow, vec);
     s->ptr = pgk_elem_addr2(k, base, row, ld, s->col, 2);
-    s->wr = shl_u32(k, c, 4); /* row*64 + (c%4)*16 */
+    s->wr = pgv_shl(k, PG_B32, c, pg_u32(4)); /* row*64 + (c%4)*16 */
     if (stage_off)
         pg_add(k, PG_U32, s->wr, s->wr, pg_u32(stage_off));
     for (int e = 0; e < 4; e++)
@@ -70,8 +70,8 @@ static void h_slot_init(pg_kernel *k, h_slot *s, pg_reg base, pg_reg ld, pg_reg 
 
 static void h_slot_load(pg_kernel *k, const h_slot *s, pg_reg n)
 {
-    pg_reg end = add_u32(k, s->col, pg_u32(8));
-    pg_reg full = cmp_u32(k, PG_CMP_LE, end, n);
+    pg_reg end = pgv_add(k, PG_U32, s->col, pg_u32(8));
+    pg_reg full = pgv_setp(k, PG_CMP_LE, PG_U32, end, n);
     pg_and(k, PG_PRED, full, full, s->vrow);
     pg_guard(k, full, false);
     pg_ld_v(k, PG_SPACE_GLOBAL, PG_B32, 4, s->ptr, 0, s->w);
@@ -84,7 +84,7 @@ static void h_slot_load(pg_kernel *k, const h_slot *s, pg_reg n)
 
 static void h_slot_store(pg_kernel *k, const h_slot *s, pg_reg stage)
 {
-    pg_reg a = add_u32(k, stage, s->wr);
+    pg_reg a = pgv_add(k, PG_U32, stage, s->wr);
     pg_val v[4] = {s->w[0], s->w[1], s->w[2], s->w[3]};
     pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, a, 0, v);
 }
@@ -99,16 +99,15 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
     pg_reg m = pg_param_load(k, p[3]);
     pg_reg n = pg_param_load(k, p[4]);
     pg_reg kd = pg_param_load(k, p[5]);
-    pg_reg sbase = new_u32(k);
-    pg_mov(k, PG_U32, sbase, pg_shared_addr(tiles));
+    pg_reg sbase = pgv_mov(k, PG_U32, pg_shared_addr(tiles));
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg lane = and_u32(k, tid, 31);
-    pg_reg warp = shr_u32(k, tid, 5);
-    pg_reg g = shr_u32(k, lane, 2);
-    pg_reg t4 = and_u32(k, lane, 3);
-    pg_reg m0 = mul_u32(k, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(H_BM));
-    pg_reg k0 = mul_u32(k, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(H_BN));
+    pg_reg lane = pgv_and(k, PG_B32, tid, pg_u32(31));
+    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    pg_reg g = pgv_shr(k, PG_U32, lane, pg_u32(2));
+    pg_reg t4 = pgv_and(k, PG_B32, lane, pg_u32(3));
+    pg_reg m0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(H_BM));
+    pg_reg k0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(H_BN));
 
     pg_reg veca = pgk_vectors_ok(k, dc, n, 8, 2);
     pg_reg vecb = pgk_vectors_ok(k, w, n, 8, 2);
@@ -122,10 +121,10 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
     for (unsigned mt = 0; mt < 4; mt++)
         for (unsigned nt = 0; nt < 4; nt++)
             for (unsigned e = 0; e < 4; e++) {
-                acc[mt][nt][e] = new_f32(k);
+                acc[mt][nt][e] = pg_reg_new(k, PG_F32);
                 pg_mov(k, PG_F32, acc[mt][nt][e], pg_f32(0.0f));
             }
-    pg_reg ntiles = add_u32(k, n, pg_u32(H_BK - 1));
+    pg_reg ntiles = pgv_add(k, PG_U32, n, pg_u32(H_BK - 1));
     pg_shr(k, PG_U32, ntiles, ntiles, pg_u32(5));
 
     pg_comment(k, "n-tile 0 into stage 0");
@@ -140,22 +139,21 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
     pg_bar_sync(k, 0);
 
     /* fragment rows: A row g of each 16-row tile, B row (W row) 32w + g */
-    pg_reg a_rd = new_u32(k), b_rd = new_u32(k), t16 = shl_u32(k, t4, 4);
+    pg_reg a_rd = pg_reg_new(k, PG_U32), b_rd = pg_reg_new(k, PG_U32), t16 = pgv_shl(k, PG_B32, t4, pg_u32(4));
     pg_mad(k, PG_U32, a_rd, g, pg_u32(H_ROW), t16);
-    pg_reg brow = new_u32(k);
-    pg_mad(k, PG_U32, brow, warp, pg_u32(32), g);
+    pg_reg brow = pgv_mad(k, PG_U32, warp, pg_u32(32), g);
     pg_mad(k, PG_U32, b_rd, brow, pg_u32(H_ROW), t16);
     pg_add(k, PG_U32, b_rd, b_rd, pg_u32(H_A_BYTES));
 
-    pg_reg cur = new_u32(k), t = new_u32(k);
+    pg_reg cur = pg_reg_new(k, PG_U32), t = pg_reg_new(k, PG_U32);
     pg_mov(k, PG_U32, cur, pg_u32(0));
     pg_mov(k, PG_U32, t, pg_u32(0));
     pg_label top = pg_label_new(k, "tile");
     pg_label compute = pg_label_new(k, "compute");
     pg_label epilogue = pg_label_new(k, "epilogue");
     pg_label_bind(k, top);
-    pg_reg t1 = add_u32(k, t, pg_u32(1));
-    pg_reg has_next = cmp_u32(k, PG_CMP_LT, t1, ntiles);
+    pg_reg t1 = pgv_add(k, PG_U32, t, pg_u32(1));
+    pg_reg has_next = pgv_setp(k, PG_CMP_LT, PG_U32, t1, ntiles);
     pg_bra_if(k, has_next, true, compute);
     pg_comment(k, "prefetch n-tile t+1 into registers");
     for (unsigned j = 0; j < H_A_SLOTS; j++) {
@@ -173,8 +171,8 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
 
     pg_label_bind(k, compute);
     pg_comment(k, "two k-steps of 4x4 mma tiles out of stage cur");
-    pg_reg rs = add_u32(k, sbase, cur);
-    pg_reg ar = add_u32(k, rs, a_rd), br = add_u32(k, rs, b_rd);
+    pg_reg rs = pgv_add(k, PG_U32, sbase, cur);
+    pg_reg ar = pgv_add(k, PG_U32, rs, a_rd), br = pgv_add(k, PG_U32, rs, b_rd);
     pg_reg bf[4][4];
     for (unsigned nt = 0; nt < 4; nt++) {
         for (unsigned e = 0; e < 4; e++)
@@ -198,9 +196,8 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
         }
     }
     pg_bra_if(k, has_next, true, epilogue);
-    pg_reg other = new_u32(k);
-    pg_sub(k, PG_U32, other, pg_u32(H_STAGE), cur);
-    pg_reg ws = add_u32(k, sbase, other);
+    pg_reg other = pgv_sub(k, PG_U32, pg_u32(H_STAGE), cur);
+    pg_reg ws = pgv_add(k, PG_U32, sbase, other);
     for (unsigned j = 0; j < H_A_SLOTS; j++)
         h_slot_store(k, &A[j], ws);
     for (unsigned j = 0; j < H_B_SLOTS; j++)
@@ -308,10 +305,10 @@ static void f_operand_init(pg_kernel *k, f_operand *o, unsigned rows, unsigned c
     o->rowstep = F_THREADS / cpr * cpr * 16;
     o->soff = soff;
     o->base = base;
-    pg_reg r0 = add_u32(k, row0, shr_u32(k, tid, log2u(cpr)));
+    pg_reg r0 = pgv_add(k, PG_U32, row0, pgv_shr(k, PG_U32, tid, pg_u32(log2u(cpr))));
     for (unsigned j = 0; j < o->nch; j++) {
-        pg_reg row = add_u32(k, r0, pg_u32(j * (F_THREADS / cpr)));
-        o->rowin[j] = cmp_u32(k, PG_CMP_LT, row, ext);
+        pg_reg row = pgv_add(k, PG_U32, r0, pg_u32(j * (F_THREADS / cpr)));
+        o->rowin[j] = pgv_setp(k, PG_CMP_LT, PG_U32, row, ext);
         o->ptr[j] = pgk_elem_addr2(k, base, row, n, col, 2);
     }
 }
@@ -322,8 +319,8 @@ static void f_operand_copy(pg_kernel *k, const f_operand *o, pg_reg dst, pg_reg 
                            pg_reg nbytes)
 {
     for (unsigned j = 0; j < o->nch; j++) {
-        pg_reg ok = pred_and(k, o->rowin[j], colin);
-        pg_reg src = new_u32(k), addr = new_u64(k);
+        pg_reg ok = pgv_and(k, PG_PRED, o->rowin[j], colin);
+        pg_reg src = pg_reg_new(k, PG_U32), addr = pg_reg_new(k, PG_U64);
         pg_selp(k, PG_U32, src, nbytes, pg_u32(0), ok);
         pg_selp(k, PG_U64, addr, o->ptr[j], o->base, ok);
         pg_cp_async(k, dst, o->soff + j * o->rowstep, addr, 0, 16, src);
@@ -354,15 +351,14 @@ typedef struct f_copier {
  * (empty copies past N still commit, keeping the group count uniform). */
 static void f_copy_tile(pg_kernel *k, f_copier *c, pg_reg stage)
 {
-    pg_reg dst = add_u32(k, stage, c->dsw);
+    pg_reg dst = pgv_add(k, PG_U32, stage, c->dsw);
     pg_label scalar = pg_label_new(k, "copy_scalar");
     pg_label done = pg_label_new(k, "copied");
     pg_bra_if(k, c->vec, true, scalar);
-    pg_reg colin = cmp_u32(k, PG_CMP_LT, c->col, c->n);
-    pg_reg rem = new_u32(k);
-    pg_sub(k, PG_U32, rem, c->n, c->col);
+    pg_reg colin = pgv_setp(k, PG_CMP_LT, PG_U32, c->col, c->n);
+    pg_reg rem = pgv_sub(k, PG_U32, c->n, c->col);
     pg_min(k, PG_U32, rem, rem, pg_u32(8));
-    pg_reg nbytes = shl_u32(k, rem, 1);
+    pg_reg nbytes = pgv_shl(k, PG_B32, rem, pg_u32(1));
     f_operand_copy(k, &c->a, dst, colin, nbytes);
     f_operand_copy(k, &c->b, dst, colin, nbytes);
     pg_bra(k, done);
@@ -382,8 +378,8 @@ static void f_copy_tile(pg_kernel *k, f_copier *c, pg_reg stage)
 static void f_stage_next(pg_kernel *k, pg_reg stage, pg_reg sbase, uint32_t bytes, uint32_t total)
 {
     pg_add(k, PG_U32, stage, stage, pg_u32(bytes));
-    pg_reg end = add_u32(k, sbase, pg_u32(total));
-    pg_reg wrap = cmp_u32(k, PG_CMP_EQ, stage, end);
+    pg_reg end = pgv_add(k, PG_U32, sbase, pg_u32(total));
+    pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, stage, end);
     pg_selp(k, PG_U32, stage, sbase, stage, wrap);
 }
 
@@ -402,53 +398,51 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     pg_reg m = pg_param_load(k, p[3]);
     pg_reg n = pg_param_load(k, p[4]);
     pg_reg kd = pg_param_load(k, p[5]);
-    pg_reg sbase = new_u32(k);
-    pg_mov(k, PG_U32, sbase, pg_shared_addr(smem));
+    pg_reg sbase = pgv_mov(k, PG_U32, pg_shared_addr(smem));
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg lane = and_u32(k, tid, 31);
-    pg_reg warp = shr_u32(k, tid, 5);
-    pg_reg wmi = and_u32(k, warp, F_WARPS_M - 1);
-    pg_reg wni = shr_u32(k, warp, log2u(F_WARPS_M));
-    pg_reg m0 = mul_u32(k, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(cfg->bm));
-    pg_reg k0 = mul_u32(k, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(cfg->bn));
+    pg_reg lane = pgv_and(k, PG_B32, tid, pg_u32(31));
+    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    pg_reg wmi = pgv_and(k, PG_B32, warp, pg_u32(F_WARPS_M - 1));
+    pg_reg wni = pgv_shr(k, PG_U32, warp, pg_u32(log2u(F_WARPS_M)));
+    pg_reg m0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(cfg->bm));
+    pg_reg k0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(cfg->bn));
 
     pg_comment(k, "16-byte copies need aligned bases and N % 8 == 0 (uniform)");
     f_copier c;
     c.n = n;
     pg_reg veca = pgk_vectors_ok(k, dc, n, 8, 2); /* in order: argument order is unspecified */
     pg_reg vecb = pgk_vectors_ok(k, w, n, 8, 2);
-    c.vec = pred_and(k, veca, vecb);
+    c.vec = pgv_and(k, PG_PRED, veca, vecb);
     c.bk = cfg->bk;
-    pg_reg cc = and_u32(k, tid, CPR - 1);
-    c.col = shl_u32(k, cc, 3);
+    pg_reg cc = pgv_and(k, PG_B32, tid, pg_u32(CPR - 1));
+    c.col = pgv_shl(k, PG_B32, cc, pg_u32(3));
     f_operand_init(k, &c.a, cfg->bm, CPR, 0, dc, n, m, m0, tid, c.col);
     f_operand_init(k, &c.b, cfg->bn, CPR, cfg->bm * ROW, w, n, kd, k0, tid, c.col);
     /* row tid/cpr (a thread's rows agree mod 8), chunk cc ^ the row's swizzle */
-    pg_reg crow = shr_u32(k, tid, log2u(CPR));
-    pg_reg sw = and_u32(k, shr_u32(k, crow, SH), CPR - 1);
-    pg_reg pc = new_u32(k);
-    pg_xor(k, PG_B32, pc, cc, sw);
-    c.dsw = shl_u32(k, crow, log2u(ROW));
+    pg_reg crow = pgv_shr(k, PG_U32, tid, pg_u32(log2u(CPR)));
+    pg_reg sw = pgv_and(k, PG_B32, pgv_shr(k, PG_U32, crow, pg_u32(SH)), pg_u32(CPR - 1));
+    pg_reg pc = pgv_xor(k, PG_B32, cc, sw);
+    c.dsw = pgv_shl(k, PG_B32, crow, pg_u32(log2u(ROW)));
     pg_mad(k, PG_U32, c.dsw, pc, pg_u32(16), c.dsw);
 
     pg_comment(k, "ldmatrix row addresses: lane gives row lane%8 of matrix lane/8");
-    pg_reg q = shr_u32(k, lane, 3), r = and_u32(k, lane, 7);
-    pg_reg lsw = and_u32(k, shr_u32(k, r, SH), CPR - 1);
-    pg_reg q0 = and_u32(k, q, 1), q1 = shr_u32(k, q, 1);
-    pg_reg arow = new_u32(k), brow = new_u32(k);
+    pg_reg q = pgv_shr(k, PG_U32, lane, pg_u32(3)), r = pgv_and(k, PG_B32, lane, pg_u32(7));
+    pg_reg lsw = pgv_and(k, PG_B32, pgv_shr(k, PG_U32, r, pg_u32(SH)), pg_u32(CPR - 1));
+    pg_reg q0 = pgv_and(k, PG_B32, q, pg_u32(1)), q1 = pgv_shr(k, PG_U32, q, pg_u32(1));
+    pg_reg arow = pg_reg_new(k, PG_U32), brow = pg_reg_new(k, PG_U32);
     pg_mad(k, PG_U32, arow, wmi, pg_u32(WM), r);
     pg_mad(k, PG_U32, arow, q0, pg_u32(8), arow);
     pg_mad(k, PG_U32, brow, wni, pg_u32(WN), r);
     pg_mad(k, PG_U32, brow, q1, pg_u32(8), brow);
     pg_reg a_off[4], b_off[4];
     for (unsigned s = 0; s < KS; s++) {
-        pg_reg ach = add_u32(k, q1, pg_u32(2 * s)), bch = add_u32(k, q0, pg_u32(2 * s));
+        pg_reg ach = pgv_add(k, PG_U32, q1, pg_u32(2 * s)), bch = pgv_add(k, PG_U32, q0, pg_u32(2 * s));
         pg_xor(k, PG_B32, ach, ach, lsw);
         pg_xor(k, PG_B32, bch, bch, lsw);
-        a_off[s] = shl_u32(k, arow, log2u(ROW));
+        a_off[s] = pgv_shl(k, PG_B32, arow, pg_u32(log2u(ROW)));
         pg_mad(k, PG_U32, a_off[s], ach, pg_u32(16), a_off[s]);
-        b_off[s] = shl_u32(k, brow, log2u(ROW));
+        b_off[s] = pgv_shl(k, PG_B32, brow, pg_u32(log2u(ROW)));
         pg_mad(k, PG_U32, b_off[s], bch, pg_u32(16), b_off[s]);
         pg_add(k, PG_U32, b_off[s], b_off[s], pg_u32(cfg->bm * ROW));
     }
@@ -457,14 +451,14 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     for (unsigned mt = 0; mt < MT; mt++)
         for (unsigned nt = 0; nt < NT; nt++)
             for (unsigned e = 0; e < 4; e++) {
-                acc[mt][nt][e] = new_f32(k);
+                acc[mt][nt][e] = pg_reg_new(k, PG_F32);
                 pg_mov(k, PG_F32, acc[mt][nt][e], pg_f32(0.0f));
             }
-    pg_reg ntiles = add_u32(k, n, pg_u32(cfg->bk - 1));
+    pg_reg ntiles = pgv_add(k, PG_U32, n, pg_u32(cfg->bk - 1));
     pg_shr(k, PG_U32, ntiles, ntiles, pg_u32(log2u(cfg->bk)));
 
     pg_comment(k, "k-tiles 0 .. stages-2 into stages 0 .. stages-2");
-    pg_reg wstage = new_u32(k), rstage = new_u32(k);
+    pg_reg wstage = pg_reg_new(k, PG_U32), rstage = pg_reg_new(k, PG_U32);
     pg_mov(k, PG_U32, wstage, sbase);
     for (unsigned s = 0; s + 1 < S; s++) {
         f_copy_tile(k, &c, wstage);
@@ -472,8 +466,7 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     }
     pg_mov(k, PG_U32, rstage, sbase);
 
-    pg_reg t = new_u32(k);
-    pg_mov(k, PG_U32, t, pg_u32(0));
+    pg_reg t = pgv_mov(k, PG_U32, pg_u32(0));
     pg_label top = pg_label_new(k, "ktile");
     pg_label_bind(k, top);
     pg_cp_async_wait(k, S - 2);
@@ -482,7 +475,7 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     f_copy_tile(k, &c, wstage);
     pg_comment(k, "the k-steps of mma tiles out of the stage of k-tile t");
     for (unsigned s = 0; s < KS; s++) {
-        pg_reg ra = add_u32(k, rstage, a_off[s]), rb = add_u32(k, rstage, b_off[s]);
+        pg_reg ra = pgv_add(k, PG_U32, rstage, a_off[s]), rb = pgv_add(k, PG_U32, rstage, b_off[s]);
         pg_reg af[MMA_MAX_MT][4], bf[MMA_MAX_NT][2];
         for (unsigned mt = 0; mt < MT; mt++) {
             for (unsigned e = 0; e < 4; e++)
@@ -506,12 +499,12 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     f_stage_next(k, wstage, sbase, SB, S * SB);
     f_stage_next(k, rstage, sbase, SB, S * SB);
     pg_add(k, PG_U32, t, t, pg_u32(1));
-    pg_reg more = cmp_u32(k, PG_CMP_LT, t, ntiles);
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, t, ntiles);
     pg_bra_if(k, more, false, top);
     pg_cp_async_wait(k, 0);
 
     pg_comment(k, "d0,d1 at (row g, cols 2t, 2t+1), d2,d3 at row g+8, of each 16x8 tile");
-    pg_reg g = shr_u32(k, lane, 2), t4 = and_u32(k, lane, 3);
+    pg_reg g = pgv_shr(k, PG_U32, lane, pg_u32(2)), t4 = pgv_and(k, PG_B32, lane, pg_u32(3));
     pgk_mma_store(k, &(pgk_mma_out){.c = ga, .rows = m, .cols = kd, .row0 = m0, .col0 = k0,
                                     .wrow = wmi, .wcol = wni, .wm = WM, .wn = WN, .g = g,
                                     .t4 = t4, .mt = MT, .nt = NT, .acc = acc});

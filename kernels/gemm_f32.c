@@ -102,12 +102,10 @@ static void store_out(pg_kernel *k, const gemm_io *io, pg_reg addr, int64_t off,
                       pg_reg v)
 {
     if (io->accumulate) {
-        pg_reg old = new_f32(k);
-        pg_mov(k, PG_F32, old, pg_f32(0.0f));
+        pg_reg old = pgv_mov(k, PG_F32, pg_f32(0.0f));
         pg_guard(k, ok, false);
         pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, off, old);
-        pg_reg sum = new_f32(k);
-        pg_add(k, PG_F32, sum, old, v);
+        pg_reg sum = pgv_add(k, PG_F32, old, v);
         v = sum;
     }
     pg_guard(k, ok, false);
@@ -128,29 +126,29 @@ static void build_seed(pg_kernel *k, const gemm_io *io)
     pg_reg ty = pg_sreg_read(k, PG_SREG_TID_Y);
     pg_reg bx = pg_sreg_read(k, PG_SREG_CTAID_X);
     pg_reg by = pg_sreg_read(k, PG_SREG_CTAID_Y);
-    pg_reg p0 = mul_u32(k, by, pg_u32(SEED_T));
-    pg_reg q0 = mul_u32(k, bx, pg_u32(SEED_T));
+    pg_reg p0 = pgv_mul(k, PG_U32, by, pg_u32(SEED_T));
+    pg_reg q0 = pgv_mul(k, PG_U32, bx, pg_u32(SEED_T));
 
     /* Each thread loads one element of each tile, coalesced along memory
      * rows, and stores it at [p or q][r] so that the product loop reads
      * xs[ty][kk] (a broadcast) and ys[tx][kk] (16 banks). */
-    pg_reg ri = new_u32(k), xp, yq, xptr, yptr, wr = new_u32(k);
+    pg_reg ri = pg_reg_new(k, PG_U32), xp, yq, xptr, yptr, wr = pg_reg_new(k, PG_U32);
     pg_val xstep, ystep;
     if (io->contig_r) { /* element (row p/q = ty, r = tx) */
         pg_mov(k, PG_U32, ri, tx);
-        xp = add_u32(k, p0, ty);
-        yq = add_u32(k, q0, ty);
+        xp = pgv_add(k, PG_U32, p0, ty);
+        yq = pgv_add(k, PG_U32, q0, ty);
         xptr = pgk_elem_addr2(k, io->x, xp, io->ldx, tx, 4);
         yptr = pgk_elem_addr2(k, io->y, yq, io->ldy, tx, 4);
         xstep = ystep = pg_u64(SEED_T * 4);
         pg_mad(k, PG_U32, wr, ty, pg_u32(SEED_S), tx);
     } else { /* element (r = ty, p/q = tx) */
         pg_mov(k, PG_U32, ri, ty);
-        xp = add_u32(k, p0, tx);
-        yq = add_u32(k, q0, tx);
+        xp = pgv_add(k, PG_U32, p0, tx);
+        yq = pgv_add(k, PG_U32, q0, tx);
         xptr = pgk_elem_addr2(k, io->x, ty, io->ldx, xp, 4);
         yptr = pgk_elem_addr2(k, io->y, ty, io->ldy, yq, 4);
-        pg_reg xst = new_u64(k), yst = new_u64(k);
+        pg_reg xst = pg_reg_new(k, PG_U64), yst = pg_reg_new(k, PG_U64);
         pg_mul_wide(k, PG_U32, xst, io->ldx, pg_u32(SEED_T * 4));
         pg_mul_wide(k, PG_U32, yst, io->ldy, pg_u32(SEED_T * 4));
         xstep = xst;
@@ -158,31 +156,29 @@ static void build_seed(pg_kernel *k, const gemm_io *io)
         pg_mad(k, PG_U32, wr, tx, pg_u32(SEED_S), ty);
     }
     pg_shl(k, PG_B32, wr, wr, pg_u32(2));
-    pg_reg xin = cmp_u32(k, PG_CMP_LT, xp, io->P);
-    pg_reg yin = cmp_u32(k, PG_CMP_LT, yq, io->Q);
-    pg_reg xs_base = new_u32(k), ys_base = new_u32(k);
+    pg_reg xin = pgv_setp(k, PG_CMP_LT, PG_U32, xp, io->P);
+    pg_reg yin = pgv_setp(k, PG_CMP_LT, PG_U32, yq, io->Q);
+    pg_reg xs_base = pg_reg_new(k, PG_U32), ys_base = pg_reg_new(k, PG_U32);
     pg_mov(k, PG_U32, xs_base, pg_shared_addr(xs));
     pg_mov(k, PG_U32, ys_base, pg_shared_addr(ys));
-    pg_reg xs_wr = add_u32(k, xs_base, wr);
-    pg_reg ys_wr = add_u32(k, ys_base, wr);
-    pg_reg xs_rd0 = new_u32(k), ys_rd0 = new_u32(k);
+    pg_reg xs_wr = pgv_add(k, PG_U32, xs_base, wr);
+    pg_reg ys_wr = pgv_add(k, PG_U32, ys_base, wr);
+    pg_reg xs_rd0 = pg_reg_new(k, PG_U32), ys_rd0 = pg_reg_new(k, PG_U32);
     pg_mad(k, PG_U32, xs_rd0, ty, pg_u32(SEED_S * 4), xs_base);
     pg_mad(k, PG_U32, ys_rd0, tx, pg_u32(SEED_S * 4), ys_base);
 
-    pg_reg acc = new_f32(k);
-    pg_mov(k, PG_F32, acc, pg_f32(0.0f));
-    pg_reg tiles = add_u32(k, io->R, pg_u32(SEED_T - 1));
+    pg_reg acc = pgv_mov(k, PG_F32, pg_f32(0.0f));
+    pg_reg tiles = pgv_add(k, PG_U32, io->R, pg_u32(SEED_T - 1));
     pg_shr(k, PG_U32, tiles, tiles, pg_u32(4));
-    pg_reg t = new_u32(k);
-    pg_mov(k, PG_U32, t, pg_u32(0));
+    pg_reg t = pgv_mov(k, PG_U32, pg_u32(0));
 
     pg_label tile_top = pg_label_new(k, "tile");
     pg_label inner_top = pg_label_new(k, "inner");
     pg_label_bind(k, tile_top);
     pg_comment(k, "stage one 16x16 tile of X and of Y (zero outside the matrices)");
-    pg_reg rin = cmp_u32(k, PG_CMP_LT, ri, io->R);
-    pg_reg xok = pred_and(k, xin, rin), yok = pred_and(k, yin, rin);
-    pg_reg xv = new_f32(k), yv = new_f32(k);
+    pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, ri, io->R);
+    pg_reg xok = pgv_and(k, PG_PRED, xin, rin), yok = pgv_and(k, PG_PRED, yin, rin);
+    pg_reg xv = pg_reg_new(k, PG_F32), yv = pg_reg_new(k, PG_F32);
     pg_mov(k, PG_F32, xv, pg_f32(0.0f));
     pg_mov(k, PG_F32, yv, pg_f32(0.0f));
     pg_guard(k, xok, false);
@@ -194,13 +190,13 @@ static void build_seed(pg_kernel *k, const gemm_io *io)
     pg_bar_sync(k, 0);
 
     pg_comment(k, "acc += xs[ty][kk] * ys[tx][kk], kk = 0..15, four at a time");
-    pg_reg i = new_u32(k), xa = new_u32(k), ya = new_u32(k);
+    pg_reg i = pg_reg_new(k, PG_U32), xa = pg_reg_new(k, PG_U32), ya = pg_reg_new(k, PG_U32);
     pg_mov(k, PG_U32, i, pg_u32(0));
     pg_mov(k, PG_U32, xa, xs_rd0);
     pg_mov(k, PG_U32, ya, ys_rd0);
     pg_label_bind(k, inner_top);
     for (int e = 0; e < 4; e++) {
-        pg_reg a = new_f32(k), b = new_f32(k);
+        pg_reg a = pg_reg_new(k, PG_F32), b = pg_reg_new(k, PG_F32);
         pg_ld(k, PG_SPACE_SHARED, PG_F32, xa, e * 4, a);
         pg_ld(k, PG_SPACE_SHARED, PG_F32, ya, e * 4, b);
         pg_fma(k, PG_F32, acc, a, b, acc);
@@ -208,7 +204,7 @@ static void build_seed(pg_kernel *k, const gemm_io *io)
     pg_add(k, PG_U32, xa, xa, pg_u32(16));
     pg_add(k, PG_U32, ya, ya, pg_u32(16));
     pg_add(k, PG_U32, i, i, pg_u32(1));
-    pg_reg more = cmp_u32(k, PG_CMP_LT, i, pg_u32(SEED_T / 4));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, i, pg_u32(SEED_T / 4));
     pg_bra_if(k, more, false, inner_top);
     pg_bar_sync(k, 0);
 
@@ -216,13 +212,13 @@ static void build_seed(pg_kernel *k, const gemm_io *io)
     pg_add(k, PG_U64, yptr, yptr, ystep);
     pg_add(k, PG_U32, ri, ri, pg_u32(SEED_T));
     pg_add(k, PG_U32, t, t, pg_u32(1));
-    pg_reg again = cmp_u32(k, PG_CMP_LT, t, tiles);
+    pg_reg again = pgv_setp(k, PG_CMP_LT, PG_U32, t, tiles);
     pg_bra_if(k, again, false, tile_top);
 
     pg_comment(k, "C[p0+ty][q0+tx]");
-    pg_reg row = add_u32(k, p0, ty), col = add_u32(k, q0, tx);
-    pg_reg rok = cmp_u32(k, PG_CMP_LT, row, io->P); /* in order, as arguments they are not */
-    pg_reg ok = pred_and(k, rok, cmp_u32(k, PG_CMP_LT, col, io->Q));
+    pg_reg row = pgv_add(k, PG_U32, p0, ty), col = pgv_add(k, PG_U32, q0, tx);
+    pg_reg rok = pgv_setp(k, PG_CMP_LT, PG_U32, row, io->P); /* in order, as arguments they are not */
+    pg_reg ok = pgv_and(k, PG_PRED, rok, pgv_setp(k, PG_CMP_LT, PG_U32, col, io->Q));
     pg_reg ca = pgk_elem_addr2(k, io->c, row, io->Q, col, 4);
     store_out(k, io, ca, 0, ok, acc);
     pg_ret(k);
@@ -266,14 +262,13 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
     const unsigned stage = c->bk * (sa + sb) * 4; /* bytes */
     pg_kernel_set_maxntid(k, threads, 1, 1);
     pg_shared tiles = pg_shared_static(k, PG_F32, 2 * stage / 4, 16, "tiles");
-    pg_reg sbase = new_u32(k);
-    pg_mov(k, PG_U32, sbase, pg_shared_addr(tiles));
+    pg_reg sbase = pgv_mov(k, PG_U32, pg_shared_addr(tiles));
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg tx = and_u32(k, tid, thx - 1);
-    pg_reg ty = shr_u32(k, tid, log2u(thx));
-    pg_reg p0 = mul_u32(k, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(c->bm));
-    pg_reg q0 = mul_u32(k, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(c->bn));
+    pg_reg tx = pgv_and(k, PG_B32, tid, pg_u32(thx - 1));
+    pg_reg ty = pgv_shr(k, PG_U32, tid, pg_u32(log2u(thx)));
+    pg_reg p0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(c->bm));
+    pg_reg q0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(c->bn));
 
     pgk_rb_operand X, Y;
     pgk_rb_operand_init(k, &X, c, c->bm, io->contig_r, io->x, io->ldx, io->P, io->R, p0, tid, 0);
@@ -283,10 +278,10 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
     pg_reg acc[RB_MAX_T][RB_MAX_T];
     for (unsigned i = 0; i < c->tm; i++)
         for (unsigned j = 0; j < c->tn; j++) {
-            acc[i][j] = new_f32(k);
+            acc[i][j] = pg_reg_new(k, PG_F32);
             pg_mov(k, PG_F32, acc[i][j], pg_f32(0.0f));
         }
-    pg_reg ntiles = add_u32(k, io->R, pg_u32(c->bk - 1));
+    pg_reg ntiles = pgv_add(k, PG_U32, io->R, pg_u32(c->bk - 1));
     pg_shr(k, PG_U32, ntiles, ntiles, pg_u32(log2u(c->bk)));
 
     pg_comment(k, "r-tile 0 into stage 0");
@@ -296,10 +291,10 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
     pgk_rb_operand_store(k, &Y, sbase);
     pg_bar_sync(k, 0);
 
-    pg_reg cur = new_u32(k), t = new_u32(k);
+    pg_reg cur = pg_reg_new(k, PG_U32), t = pg_reg_new(k, PG_U32);
     pg_mov(k, PG_U32, cur, pg_u32(0));
     pg_mov(k, PG_U32, t, pg_u32(0));
-    pg_reg rd_x = new_u32(k), rd_y = new_u32(k); /* per-thread read offsets */
+    pg_reg rd_x = pg_reg_new(k, PG_U32), rd_y = pg_reg_new(k, PG_U32); /* per-thread read offsets */
     pg_shl(k, PG_B32, rd_x, ty, pg_u32(4));
     pg_mad(k, PG_U32, rd_y, tx, pg_u32(16), pg_u32(b_off));
 
@@ -307,8 +302,8 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
     pg_label compute = pg_label_new(k, "compute");
     pg_label epilogue = pg_label_new(k, "epilogue");
     pg_label_bind(k, top);
-    pg_reg t1 = add_u32(k, t, pg_u32(1));
-    pg_reg has_next = cmp_u32(k, PG_CMP_LT, t1, ntiles);
+    pg_reg t1 = pgv_add(k, PG_U32, t, pg_u32(1));
+    pg_reg has_next = pgv_setp(k, PG_CMP_LT, PG_U32, t1, ntiles);
     pg_bra_if(k, has_next, true, compute);
     pg_comment(k, "prefetch r-tile t+1 into registers");
     pgk_rb_operand_advance(k, &X);
@@ -318,13 +313,13 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
 
     pg_label_bind(k, compute);
     pg_comment(k, "multiply r-tile t out of stage cur");
-    pg_reg rs = add_u32(k, sbase, cur);
-    pg_reg ax = add_u32(k, rs, rd_x), ay = add_u32(k, rs, rd_y);
+    pg_reg rs = pgv_add(k, PG_U32, sbase, cur);
+    pg_reg ax = pgv_add(k, PG_U32, rs, rd_x), ay = pgv_add(k, PG_U32, rs, rd_y);
     pg_reg a[RB_MAX_T], b[RB_MAX_T];
     for (unsigned i = 0; i < c->tm; i++)
-        a[i] = new_f32(k);
+        a[i] = pg_reg_new(k, PG_F32);
     for (unsigned j = 0; j < c->tn; j++)
-        b[j] = new_f32(k);
+        b[j] = pg_reg_new(k, PG_F32);
     for (unsigned kk = 0; kk < c->bk; kk++) {
         for (unsigned q = 0; q < c->tm / 4; q++)
             pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, ax, (int64_t)(kk * sa * 4 + q * thy * 16),
@@ -338,9 +333,8 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
     }
     pg_bra_if(k, has_next, true, epilogue);
     pg_comment(k, "registers into the other stage; one barrier a tile");
-    pg_reg other = new_u32(k);
-    pg_sub(k, PG_U32, other, pg_u32(stage), cur);
-    pg_reg ws = add_u32(k, sbase, other);
+    pg_reg other = pgv_sub(k, PG_U32, pg_u32(stage), cur);
+    pg_reg ws = pgv_add(k, PG_U32, sbase, other);
     pgk_rb_operand_store(k, &X, ws);
     pgk_rb_operand_store(k, &Y, ws);
     pg_bar_sync(k, 0);
@@ -351,44 +345,40 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
     pg_label_bind(k, epilogue);
     pg_comment(k, "C rows p0 + i*4*thy + 4ty + e, columns q0 + j*4*thx + 4tx + e");
     pg_reg cvec = pgk_vectors_ok(k, io->c, io->Q, 4, 4);
-    pg_reg colbase = new_u32(k);
-    pg_mad(k, PG_U32, colbase, tx, pg_u32(4), q0);
+    pg_reg colbase = pgv_mad(k, PG_U32, tx, pg_u32(4), q0);
     pg_reg colfull[RB_MAX_T / 4], colin[RB_MAX_T / 4][4], coff[RB_MAX_T / 4];
     for (unsigned q = 0; q < c->tn / 4; q++) {
-        pg_reg col = add_u32(k, colbase, pg_u32(q * thx * 4));
-        pg_reg end = add_u32(k, col, pg_u32(4));
-        colfull[q] = pred_and(k, cmp_u32(k, PG_CMP_LE, end, io->Q), cvec);
+        pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(q * thx * 4));
+        pg_reg end = pgv_add(k, PG_U32, col, pg_u32(4));
+        colfull[q] = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, io->Q), cvec);
         for (unsigned e = 0; e < 4; e++) {
-            pg_reg ce = add_u32(k, col, pg_u32(e));
-            colin[q][e] = cmp_u32(k, PG_CMP_LT, ce, io->Q);
+            pg_reg ce = pgv_add(k, PG_U32, col, pg_u32(e));
+            colin[q][e] = pgv_setp(k, PG_CMP_LT, PG_U32, ce, io->Q);
         }
-        coff[q] = new_u64(k);
+        coff[q] = pg_reg_new(k, PG_U64);
         pg_mul_wide(k, PG_U32, coff[q], col, pg_u32(4));
     }
-    pg_reg rowbase = new_u32(k);
-    pg_mad(k, PG_U32, rowbase, ty, pg_u32(4), p0);
+    pg_reg rowbase = pgv_mad(k, PG_U32, ty, pg_u32(4), p0);
     for (unsigned qi = 0; qi < c->tm / 4; qi++)
         for (unsigned e = 0; e < 4; e++) {
             unsigned i = qi * 4 + e;
-            pg_reg row = add_u32(k, rowbase, pg_u32(qi * thy * 4 + e));
-            pg_reg rin = cmp_u32(k, PG_CMP_LT, row, io->P);
+            pg_reg row = pgv_add(k, PG_U32, rowbase, pg_u32(qi * thy * 4 + e));
+            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, io->P);
             pg_reg rowptr = pgk_elem_addr2(k, io->c, row, io->Q, pg_u32(0), 4);
             for (unsigned q = 0; q < c->tn / 4; q++) {
-                pg_reg addr = new_u64(k);
-                pg_add(k, PG_U64, addr, rowptr, coff[q]);
-                pg_reg full = pred_and(k, rin, colfull[q]);
-                pg_reg partial = new_pred(k);
-                pg_not(k, PG_PRED, partial, full);
+                pg_reg addr = pgv_add(k, PG_U64, rowptr, coff[q]);
+                pg_reg full = pgv_and(k, PG_PRED, rin, colfull[q]);
+                pg_reg partial = pgv_not(k, PG_PRED, full);
                 pg_and(k, PG_PRED, partial, partial, rin);
                 pg_reg ok[4], v[4];
                 for (unsigned j = 0; j < 4; j++) {
-                    ok[j] = pred_and(k, partial, colin[q][j]);
+                    ok[j] = pgv_and(k, PG_PRED, partial, colin[q][j]);
                     v[j] = acc[i][q * 4 + j];
                 }
                 if (io->accumulate) {
                     pg_reg old[4];
                     for (unsigned j = 0; j < 4; j++) {
-                        old[j] = new_f32(k);
+                        old[j] = pg_reg_new(k, PG_F32);
                         pg_mov(k, PG_F32, old[j], pg_f32(0.0f));
                     }
                     pg_guard(k, full, false);
@@ -398,8 +388,7 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
                         pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, j * 4, old[j]);
                     }
                     for (unsigned j = 0; j < 4; j++) {
-                        pg_reg sum = new_f32(k);
-                        pg_add(k, PG_F32, sum, old[j], v[j]);
+                        pg_reg sum = pgv_add(k, PG_F32, old[j], v[j]);
                         v[j] = sum;
                     }
                 }
@@ -597,40 +586,28 @@ static int build_gemm_fwd(pg_kernel *k, const pg_param *p, bool accumulate)
     pg_reg ty = pg_sreg_read(k, PG_SREG_TID_Y);
     pg_reg bx = pg_sreg_read(k, PG_SREG_CTAID_X);
     pg_reg by = pg_sreg_read(k, PG_SREG_CTAID_Y);
-    pg_reg row = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, row, by, pg_u32(GEMM_T), ty);
-    pg_reg col = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, col, bx, pg_u32(GEMM_T), tx);
-    pg_reg row_ok = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_U32, row_ok, row, M);
-    pg_reg col_ok = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_U32, col_ok, col, N);
+    pg_reg row = pgv_mad(k, PG_U32, by, pg_u32(GEMM_T), ty);
+    pg_reg col = pgv_mad(k, PG_U32, bx, pg_u32(GEMM_T), tx);
+    pg_reg row_ok = pgv_setp(k, PG_CMP_LT, PG_U32, row, M);
+    pg_reg col_ok = pgv_setp(k, PG_CMP_LT, PG_U32, col, N);
 
     pg_comment(k, "shared slots: a_tile[ty][tx] and b_tile[ty][tx] written, a_tile[ty][*] and "
                   "b_tile[*][tx] read");
-    pg_reg a_base = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, a_base, pg_shared_addr(as));
-    pg_reg b_base = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, b_base, pg_shared_addr(bs));
-    pg_reg slot = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, slot, ty, pg_u32(GEMM_T), tx);
+    pg_reg a_base = pgv_mov(k, PG_U32, pg_shared_addr(as));
+    pg_reg b_base = pgv_mov(k, PG_U32, pg_shared_addr(bs));
+    pg_reg slot = pgv_mad(k, PG_U32, ty, pg_u32(GEMM_T), tx);
     pg_shl(k, PG_B32, slot, slot, pg_u32(2));
-    pg_reg a_st = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, a_st, a_base, slot);
-    pg_reg b_st = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, b_st, b_base, slot);
-    pg_reg a_rd = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, a_rd, ty, pg_u32(GEMM_T * 4), a_base);
-    pg_reg b_rd = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, b_rd, tx, pg_u32(4), b_base);
+    pg_reg a_st = pgv_add(k, PG_U32, a_base, slot);
+    pg_reg b_st = pgv_add(k, PG_U32, b_base, slot);
+    pg_reg a_rd = pgv_mad(k, PG_U32, ty, pg_u32(GEMM_T * 4), a_base);
+    pg_reg b_rd = pgv_mad(k, PG_U32, tx, pg_u32(4), b_base);
 
     pg_comment(k, "A row pointer &A[row*K] and B column pointer &B[col]");
     pg_reg a_row = pgk_row_addr(k, A, row, K);
     pg_reg b_col = pgk_elem_addr(k, B, col, 4);
 
     pg_reg acc = pgk_zero_f32(k);
-    pg_reg t0 = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, t0, pg_u32(0));
+    pg_reg t0 = pgv_mov(k, PG_U32, pg_u32(0));
     pg_reg ka = pg_reg_new(k, PG_U32);
     pg_reg kb = pg_reg_new(k, PG_U32);
     pg_reg pa = pg_reg_new(k, PG_PRED);
@@ -650,8 +627,7 @@ static int build_gemm_fwd(pg_kernel *k, const pg_param *p, bool accumulate)
     pg_setp(k, PG_CMP_LT, PG_U32, pa, ka, K);
     pg_and(k, PG_PRED, pa, pa, row_ok);
     pg_mov(k, PG_F32, av, pg_f32(0.0f));
-    pg_reg aoff = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, aoff, ka, pg_u32(4));
+    pg_reg aoff = pgv_mul_wide(k, PG_U32, ka, pg_u32(4));
     pg_add(k, PG_U64, addr, a_row, aoff);
     pg_guard(k, pa, false);
     pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, av);
@@ -661,8 +637,7 @@ static int build_gemm_fwd(pg_kernel *k, const pg_param *p, bool accumulate)
     pg_setp(k, PG_CMP_LT, PG_U32, pb, kb, K);
     pg_and(k, PG_PRED, pb, pb, col_ok);
     pg_mov(k, PG_F32, bv, pg_f32(0.0f));
-    pg_reg boff = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, boff, kb, N);
+    pg_reg boff = pgv_mul_wide(k, PG_U32, kb, N);
     pg_shl(k, PG_B64, boff, boff, pg_u32(2));
     pg_add(k, PG_U64, addr, b_col, boff);
     pg_guard(k, pb, false);
@@ -684,8 +659,7 @@ static int build_gemm_fwd(pg_kernel *k, const pg_param *p, bool accumulate)
 
     pg_label_bind(k, done);
     pg_label out = pg_label_new(k, "exit");
-    pg_reg ok = pg_reg_new(k, PG_PRED);
-    pg_and(k, PG_PRED, ok, row_ok, col_ok);
+    pg_reg ok = pgv_and(k, PG_PRED, row_ok, col_ok);
     pg_bra_if(k, ok, true, out);
     pg_reg c_row = pgk_row_addr(k, C, row, N);
     pg_reg caddr = pgk_elem_addr(k, c_row, col, 4);

@@ -7,25 +7,21 @@
 pg_reg pgk_elem_addr2(pg_kernel *k, pg_reg base, pg_val row, pg_val ld, pg_val col,
                       unsigned esize)
 {
-    pg_reg off = new_u64(k), c64 = new_u64(k);
+    pg_reg off = pg_reg_new(k, PG_U64), c64 = pg_reg_new(k, PG_U64);
     pg_mul_wide(k, PG_U32, off, row, ld);
     pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, c64, col);
     pg_add(k, PG_U64, off, off, c64);
     pg_shl(k, PG_B64, off, off, pg_u32(log2u(esize)));
-    pg_reg a = new_u64(k);
-    pg_add(k, PG_U64, a, base, off);
-    return a;
+    return pgv_add(k, PG_U64, base, off);
 }
 
 pg_reg pgk_vectors_ok(pg_kernel *k, pg_reg base, pg_reg ld, unsigned vec, unsigned esize)
 {
-    pg_reg lowbits = new_u64(k);
-    pg_and(k, PG_B64, lowbits, base, pg_u64(vec * esize - 1));
-    pg_reg aligned = new_pred(k);
-    pg_setp(k, PG_CMP_EQ, PG_U64, aligned, lowbits, pg_u64(0));
-    pg_reg rem = and_u32(k, ld, vec - 1);
-    pg_reg whole = cmp_u32(k, PG_CMP_EQ, rem, pg_u32(0));
-    return pred_and(k, aligned, whole);
+    pg_reg lowbits = pgv_and(k, PG_B64, base, pg_u64(vec * esize - 1));
+    pg_reg aligned = pgv_setp(k, PG_CMP_EQ, PG_U64, lowbits, pg_u64(0));
+    pg_reg rem = pgv_and(k, PG_B32, ld, pg_u32(vec - 1));
+    pg_reg whole = pgv_setp(k, PG_CMP_EQ, PG_U32, rem, pg_u32(0));
+    return pgv_and(k, PG_PRED, aligned, whole);
 }
 
 /* ---- the register-blocking tile mover ---- */
@@ -48,41 +44,40 @@ void pgk_rb_operand_init(pg_kernel *k, pgk_rb_operand *op, const pgk_rb_cfg *c, 
     if (contig_r) {
         op->step = pg_u64(c->bk * 4);
     } else {
-        pg_reg st = new_u64(k);
-        pg_mul_wide(k, PG_U32, st, ld, pg_u32(c->bk * 4));
+        pg_reg st = pgv_mul_wide(k, PG_U32, ld, pg_u32(c->bk * 4));
         op->step = st;
     }
     for (unsigned j = 0; j < op->nslots; j++) {
         pgk_rb_slot *s = &op->s[j];
-        pg_reg f = add_u32(k, tid, pg_u32(j * threads));
+        pg_reg f = pgv_add(k, PG_U32, tid, pg_u32(j * threads));
         pg_reg pl, rl; /* position inside the tile */
         if (contig_r) { /* memory rows of bk floats: bk/4 vectors a row */
-            pl = shr_u32(k, f, log2u(c->bk / 4));
-            rl = shl_u32(k, and_u32(k, f, c->bk / 4 - 1), 2);
-            s->pidx = add_u32(k, p0, pl);
-            s->ridx = new_u32(k); /* advances; rl does not */
+            pl = pgv_shr(k, PG_U32, f, pg_u32(log2u(c->bk / 4)));
+            rl = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, f, pg_u32(c->bk / 4 - 1)), pg_u32(2));
+            s->pidx = pgv_add(k, PG_U32, p0, pl);
+            s->ridx = pg_reg_new(k, PG_U32); /* advances; rl does not */
             pg_mov(k, PG_U32, s->ridx, rl);
-            s->inrow = cmp_u32(k, PG_CMP_LT, s->pidx, ext);
-            s->vrow = pred_and(k, s->inrow, vec);
+            s->inrow = pgv_setp(k, PG_CMP_LT, PG_U32, s->pidx, ext);
+            s->vrow = pgv_and(k, PG_PRED, s->inrow, vec);
             s->ptr = pgk_elem_addr2(k, base, s->pidx, ld, s->ridx, 4);
         } else { /* memory rows of bt floats: bt/4 vectors a row */
-            rl = shr_u32(k, f, log2u(bt / 4));
-            pl = shl_u32(k, and_u32(k, f, bt / 4 - 1), 2);
-            s->pidx = add_u32(k, p0, pl);
-            s->ridx = new_u32(k);
+            rl = pgv_shr(k, PG_U32, f, pg_u32(log2u(bt / 4)));
+            pl = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, f, pg_u32(bt / 4 - 1)), pg_u32(2));
+            s->pidx = pgv_add(k, PG_U32, p0, pl);
+            s->ridx = pg_reg_new(k, PG_U32);
             pg_mov(k, PG_U32, s->ridx, rl);
             s->inrow = (pg_reg){0, 0, 0};
-            pg_reg end = add_u32(k, s->pidx, pg_u32(4));
-            s->vrow = pred_and(k, cmp_u32(k, PG_CMP_LE, end, ext), vec);
+            pg_reg end = pgv_add(k, PG_U32, s->pidx, pg_u32(4));
+            s->vrow = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, ext), vec);
             s->ptr = pgk_elem_addr2(k, base, s->ridx, ld, s->pidx, 4);
         }
-        s->wr = new_u32(k);
+        s->wr = pg_reg_new(k, PG_U32);
         pg_mad(k, PG_U32, s->wr, rl, pg_u32(op->stride), pl);
         pg_shl(k, PG_B32, s->wr, s->wr, pg_u32(2));
         if (stage_off)
             pg_add(k, PG_U32, s->wr, s->wr, pg_u32(stage_off));
         for (int e = 0; e < 4; e++)
-            s->x[e] = new_f32(k);
+            s->x[e] = pg_reg_new(k, PG_F32);
     }
 }
 
@@ -90,9 +85,9 @@ void pgk_rb_operand_init(pg_kernel *k, pgk_rb_operand *op, const pgk_rb_cfg *c, 
  * and aligned, else four guarded loads with zeros outside. */
 static void rb_slot_load(pg_kernel *k, const pgk_rb_operand *op, const pgk_rb_slot *s)
 {
-    pg_reg full = new_pred(k);
+    pg_reg full = pg_reg_new(k, PG_PRED);
     if (op->contig_r) {
-        pg_reg end = add_u32(k, s->ridx, pg_u32(4));
+        pg_reg end = pgv_add(k, PG_U32, s->ridx, pg_u32(4));
         pg_setp(k, PG_CMP_LE, PG_U32, full, end, op->R);
     } else {
         pg_setp(k, PG_CMP_LT, PG_U32, full, s->ridx, op->R);
@@ -102,11 +97,11 @@ static void rb_slot_load(pg_kernel *k, const pgk_rb_operand *op, const pgk_rb_sl
     pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, s->ptr, 0, s->x);
     pg_label done = pg_label_new(k, "loaded");
     pg_bra_if(k, full, false, done);
-    pg_reg rin = op->contig_r ? s->inrow : cmp_u32(k, PG_CMP_LT, s->ridx, op->R);
+    pg_reg rin = op->contig_r ? s->inrow : pgv_setp(k, PG_CMP_LT, PG_U32, s->ridx, op->R);
     for (int e = 0; e < 4; e++) {
         pg_mov(k, PG_F32, s->x[e], pg_f32(0.0f));
-        pg_reg idx = add_u32(k, op->contig_r ? s->ridx : s->pidx, pg_u32((uint32_t)e));
-        pg_reg in = cmp_u32(k, PG_CMP_LT, idx, op->contig_r ? op->R : op->ext);
+        pg_reg idx = pgv_add(k, PG_U32, op->contig_r ? s->ridx : s->pidx, pg_u32((uint32_t)e));
+        pg_reg in = pgv_setp(k, PG_CMP_LT, PG_U32, idx, op->contig_r ? op->R : op->ext);
         pg_and(k, PG_PRED, in, in, rin);
         pg_guard(k, in, false);
         pg_ld(k, PG_SPACE_GLOBAL, PG_F32, s->ptr, e * 4, s->x[e]);
@@ -133,7 +128,7 @@ void pgk_rb_operand_store(pg_kernel *k, const pgk_rb_operand *op, pg_reg stage)
 {
     for (unsigned j = 0; j < op->nslots; j++) {
         const pgk_rb_slot *s = &op->s[j];
-        pg_reg a = add_u32(k, stage, s->wr);
+        pg_reg a = pgv_add(k, PG_U32, stage, s->wr);
         if (op->contig_r) { /* transpose: 4 consecutive r of one p */
             for (unsigned e = 0; e < 4; e++)
                 pg_st(k, PG_SPACE_SHARED, PG_F32, a, (int64_t)(e * op->stride * 4), s->x[e]);
@@ -153,13 +148,13 @@ void pgk_ld_u16x8_packed(pg_kernel *k, pg_reg ptr, pg_reg col, pg_reg n, pg_reg 
     for (unsigned e = 0; e < 8; e++) {
         h[e] = pg_reg_new(k, PG_U16);
         pg_mov(k, PG_U16, h[e], pg_u32(0));
-        pg_reg idx = add_u32(k, col, pg_u32(e));
-        pg_reg in = pred_and(k, cmp_u32(k, PG_CMP_LT, idx, n), row_ok);
+        pg_reg idx = pgv_add(k, PG_U32, col, pg_u32(e));
+        pg_reg in = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, idx, n), row_ok);
         pg_guard(k, in, false);
         pg_ld(k, PG_SPACE_GLOBAL, PG_U16, ptr, e * 2, h[e]);
     }
     for (unsigned i = 0; i < 4; i++) {
-        pg_reg lo = new_u32(k), hi = new_u32(k);
+        pg_reg lo = pg_reg_new(k, PG_U32), hi = pg_reg_new(k, PG_U32);
         w[i] = into ? into[i] : pg_reg_new(k, PG_B32);
         pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, lo, h[2 * i]);
         pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hi, h[2 * i + 1]);
@@ -171,46 +166,43 @@ void pgk_ld_u16x8_packed(pg_kernel *k, pg_reg ptr, pg_reg col, pg_reg n, pg_reg 
 void pgk_mma_store(pg_kernel *k, const pgk_mma_out *o)
 {
     pg_reg cvec = pgk_vectors_ok(k, o->c, o->cols, 2, 4);
-    pg_reg colbase = new_u32(k);
-    pg_mad(k, PG_U32, colbase, o->wcol, pg_u32(o->wn), o->col0);
-    pg_reg t2 = shl_u32(k, o->t4, 1);
+    pg_reg colbase = pgv_mad(k, PG_U32, o->wcol, pg_u32(o->wn), o->col0);
+    pg_reg t2 = pgv_shl(k, PG_B32, o->t4, pg_u32(1));
     pg_add(k, PG_U32, colbase, colbase, t2);
     pg_reg colfull[MMA_MAX_NT], colin[MMA_MAX_NT][2], coff[MMA_MAX_NT];
     for (unsigned nt = 0; nt < o->nt; nt++) {
-        pg_reg col = add_u32(k, colbase, pg_u32(nt * 8));
-        pg_reg end = add_u32(k, col, pg_u32(2));
-        colfull[nt] = pred_and(k, cmp_u32(k, PG_CMP_LE, end, o->cols), cvec);
-        colin[nt][0] = cmp_u32(k, PG_CMP_LT, col, o->cols);
-        pg_reg c1 = add_u32(k, col, pg_u32(1));
-        colin[nt][1] = cmp_u32(k, PG_CMP_LT, c1, o->cols);
-        coff[nt] = new_u64(k);
+        pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(nt * 8));
+        pg_reg end = pgv_add(k, PG_U32, col, pg_u32(2));
+        colfull[nt] = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, o->cols), cvec);
+        colin[nt][0] = pgv_setp(k, PG_CMP_LT, PG_U32, col, o->cols);
+        pg_reg c1 = pgv_add(k, PG_U32, col, pg_u32(1));
+        colin[nt][1] = pgv_setp(k, PG_CMP_LT, PG_U32, c1, o->cols);
+        coff[nt] = pg_reg_new(k, PG_U64);
         pg_mul_wide(k, PG_U32, coff[nt], col, pg_u32(4));
     }
     pg_reg rowbase;
     if (o->wm) {
-        rowbase = new_u32(k);
+        rowbase = pg_reg_new(k, PG_U32);
         pg_mad(k, PG_U32, rowbase, o->wrow, pg_u32(o->wm), o->row0);
         pg_add(k, PG_U32, rowbase, rowbase, o->g);
     } else {
-        rowbase = add_u32(k, o->row0, o->g);
+        rowbase = pgv_add(k, PG_U32, o->row0, o->g);
     }
     for (unsigned mt = 0; mt < o->mt; mt++)
         for (unsigned half = 0; half < 2; half++) {
-            pg_reg row = add_u32(k, rowbase, pg_u32(mt * 16 + half * 8));
-            pg_reg rin = cmp_u32(k, PG_CMP_LT, row, o->rows);
+            pg_reg row = pgv_add(k, PG_U32, rowbase, pg_u32(mt * 16 + half * 8));
+            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, o->rows);
             pg_reg rowptr = pgk_elem_addr2(k, o->c, row, o->cols, pg_u32(0), 4);
             for (unsigned nt = 0; nt < o->nt; nt++) {
-                pg_reg addr = new_u64(k);
-                pg_add(k, PG_U64, addr, rowptr, coff[nt]);
-                pg_reg full = pred_and(k, rin, colfull[nt]);
-                pg_reg partial = new_pred(k);
-                pg_not(k, PG_PRED, partial, full);
+                pg_reg addr = pgv_add(k, PG_U64, rowptr, coff[nt]);
+                pg_reg full = pgv_and(k, PG_PRED, rin, colfull[nt]);
+                pg_reg partial = pgv_not(k, PG_PRED, full);
                 pg_and(k, PG_PRED, partial, partial, rin);
                 pg_val v[2] = {o->acc[mt][nt][2 * half], o->acc[mt][nt][2 * half + 1]};
                 pg_guard(k, full, false);
                 pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 2, addr, 0, v);
                 for (unsigned e = 0; e < 2; e++) {
-                    pg_reg ok = pred_and(k, partial, colin[nt][e]);
+                    pg_reg ok = pgv_and(k, PG_PRED, partial, colin[nt][e]);
                     pg_guard(k, ok, false);
                     pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, e * 4, v[e]);
                 }

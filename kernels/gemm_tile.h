@@ -20,62 +20,7 @@ enum { GEMM_M, GEMM_N, GEMM_K, GEMM_VARIANT };
 #define MMA_MAX_MT 4u
 #define MMA_MAX_NT 8u
 
-/* ---- small value helpers: one new register, one instruction ---- */
-
-static inline pg_reg new_u32(pg_kernel *k) { return pg_reg_new(k, PG_U32); }
-static inline pg_reg new_u64(pg_kernel *k) { return pg_reg_new(k, PG_U64); }
-static inline pg_reg new_f32(pg_kernel *k) { return pg_reg_new(k, PG_F32); }
-static inline pg_reg new_pred(pg_kernel *k) { return pg_reg_new(k, PG_PRED); }
-
-static inline pg_reg add_u32(pg_kernel *k, pg_val a, pg_val b)
-{
-    pg_reg d = new_u32(k);
-    pg_add(k, PG_U32, d, a, b);
-    return d;
-}
-
-static inline pg_reg mul_u32(pg_kernel *k, pg_val a, pg_val b)
-{
-    pg_reg d = new_u32(k);
-    pg_mul(k, PG_U32, d, a, b);
-    return d;
-}
-
-static inline pg_reg and_u32(pg_kernel *k, pg_val a, uint32_t mask)
-{
-    pg_reg d = new_u32(k);
-    pg_and(k, PG_B32, d, a, pg_u32(mask));
-    return d;
-}
-
-static inline pg_reg shr_u32(pg_kernel *k, pg_val a, uint32_t s)
-{
-    pg_reg d = new_u32(k);
-    pg_shr(k, PG_U32, d, a, pg_u32(s));
-    return d;
-}
-
-static inline pg_reg shl_u32(pg_kernel *k, pg_val a, uint32_t s)
-{
-    pg_reg d = new_u32(k);
-    pg_shl(k, PG_B32, d, a, pg_u32(s));
-    return d;
-}
-
-static inline pg_reg cmp_u32(pg_kernel *k, pg_cmp c, pg_val a, pg_val b)
-{
-    pg_reg p = new_pred(k);
-    pg_setp(k, c, PG_U32, p, a, b);
-    return p;
-}
-
-static inline pg_reg pred_and(pg_kernel *k, pg_reg a, pg_reg b)
-{
-    pg_reg p = new_pred(k);
-    pg_and(k, PG_PRED, p, a, b);
-    return p;
-}
-
+/* log2 of a power of two (the smallest s with 2^s >= x). */
 static inline unsigned log2u(unsigned x)
 {
     unsigned s = 0;

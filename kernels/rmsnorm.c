@@ -74,15 +74,11 @@ static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg sum_sq = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, ss, scratch);
 
     pg_comment(k, "r = sqrt(sum_sq / hidden + eps)");
-    pg_reg fh = pg_reg_new(k, PG_F32);
-    pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, fh, hidden);
-    pg_reg ms = pg_reg_new(k, PG_F32);
-    pg_div(k, PG_F32, ms, sum_sq, fh);
+    pg_reg fh = pgv_cvt(k, PG_F32, PG_U32, PG_RND_RN, hidden);
+    pg_reg ms = pgv_div(k, PG_F32, sum_sq, fh);
     pg_add(k, PG_F32, ms, ms, eps);
-    pg_reg r = pg_reg_new(k, PG_F32);
-    pg_sqrt(k, PG_F32, r, ms);
-    pg_reg rinv = pg_reg_new(k, PG_F32);
-    pg_rcp(k, PG_F32, rinv, r);
+    pg_reg r = pgv_sqrt(k, PG_F32, ms);
+    pg_reg rinv = pgv_rcp(k, PG_F32, r);
 
     pg_comment(k, "y = (x / r) * gamma");
     pg_mov(k, PG_U32, h, tid);
@@ -96,8 +92,7 @@ static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg wx = pgk_ld_f32(k, a);
     pg_add(k, PG_U64, a, gamma, off);
     pg_reg wg = pgk_ld_f32(k, a);
-    pg_reg t = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, t, wx, rinv);
+    pg_reg t = pgv_mul(k, PG_F32, wx, rinv);
     pg_mul(k, PG_F32, t, t, wg);
     pg_add(k, PG_U64, a, ya, off);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, t);
@@ -155,8 +150,7 @@ const pgk_desc pgk_desc_rms_norm_forward = {
 static void rms_load(pg_kernel *k, pg_reg off, pg_reg xa, pg_reg dya, pg_reg gamma,
                      pg_reg *x, pg_reg *dy, pg_reg *g)
 {
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, xa, off);
+    pg_reg a = pgv_add(k, PG_U64, xa, off);
     pg_reg xv = pgk_ld_f32(k, a);
     pg_add(k, PG_U64, a, dya, off);
     pg_reg dyv = pgk_ld_f32(k, a);
@@ -164,8 +158,7 @@ static void rms_load(pg_kernel *k, pg_reg off, pg_reg xa, pg_reg dya, pg_reg gam
     pg_reg gv = pgk_ld_f32(k, a);
     *x = pg_reg_new(k, PG_F64);
     pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, *x, xv);
-    pg_reg dyd = pg_reg_new(k, PG_F64);
-    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, dyd, dyv);
+    pg_reg dyd = pgv_cvt(k, PG_F64, PG_F32, PG_RND_NONE, dyv);
     *g = pg_reg_new(k, PG_F64);
     pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, *g, gv);
     pg_mul(k, PG_F64, *g, *g, dyd); /* exact: two f32 factors */
@@ -223,17 +216,13 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_label_bind(k, sum_done);
 
     pg_comment(k, "block sums in a fixed order: threads, then columns of 32, then 32 columns");
-    pg_reg tbase = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, tbase, pg_shared_addr(tsums));
-    pg_reg slot = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, slot, tid, pg_u32(8), tbase);
+    pg_reg tbase = pgv_mov(k, PG_U32, pg_shared_addr(tsums));
+    pg_reg slot = pgv_mad(k, PG_U32, tid, pg_u32(8), tbase);
     pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 0, ss);
     pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 8 * threads, sg);
     pg_bar_sync(k, 0);
-    pg_reg c = pg_reg_new(k, PG_U32);
-    pg_and(k, PG_B32, c, tid, pg_u32(31));
-    pg_reg csl = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, csl, c, pg_u32(8), tbase);
+    pg_reg c = pgv_and(k, PG_B32, tid, pg_u32(31));
+    pg_reg csl = pgv_mad(k, PG_U32, c, pg_u32(8), tbase);
     pg_reg col[2];
     for (int s = 0; s < 2; s++) {
         col[s] = pg_reg_new(k, PG_F64);
@@ -246,19 +235,15 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
         pg_add(k, PG_U32, idx, c, pg_u32(32 * i));
         pg_setp(k, PG_CMP_LT, PG_U32, have, idx, ntid);
         for (int s = 0; s < 2; s++) {
-            pg_reg v = pg_reg_new(k, PG_F64);
-            pg_mov(k, PG_F64, v, pg_f64(0.0));
+            pg_reg v = pgv_mov(k, PG_F64, pg_f64(0.0));
             pg_guard(k, have, false);
             pg_ld(k, PG_SPACE_SHARED, PG_F64, csl, 8 * (32 * i + threads * s), v);
             pg_add(k, PG_F64, col[s], col[s], v);
         }
     }
-    pg_reg first32 = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_U32, first32, tid, pg_u32(32));
-    pg_reg cbase = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, cbase, pg_shared_addr(csums));
-    pg_reg cslot = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, cslot, c, pg_u32(8), cbase);
+    pg_reg first32 = pgv_setp(k, PG_CMP_LT, PG_U32, tid, pg_u32(32));
+    pg_reg cbase = pgv_mov(k, PG_U32, pg_shared_addr(csums));
+    pg_reg cslot = pgv_mad(k, PG_U32, c, pg_u32(8), cbase);
     for (int s = 0; s < 2; s++) {
         pg_guard(k, first32, false);
         pg_st(k, PG_SPACE_SHARED, PG_F64, cslot, 8 * 32 * s, col[s]);
@@ -271,26 +256,19 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     }
     for (uint32_t l = 1; l < 32; l++) {
         for (int s = 0; s < 2; s++) {
-            pg_reg v = pg_reg_new(k, PG_F64);
-            pg_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * (32 * s + l), v);
+            pg_reg v = pgv_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * (32 * s + l));
             pg_add(k, PG_F64, sum[s], sum[s], v);
         }
     }
 
     pg_comment(k, "r = sqrt(sum x^2 / hidden + eps); u = (sum x g / hidden) / r^2, in f64");
-    pg_reg fh = pg_reg_new(k, PG_F64);
-    pg_cvt(k, PG_F64, PG_U32, PG_RND_RN, fh, hidden);
-    pg_reg epsd = pg_reg_new(k, PG_F64);
-    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, epsd, eps);
-    pg_reg ms = pg_reg_new(k, PG_F64);
-    pg_div(k, PG_F64, ms, sum[0], fh);
+    pg_reg fh = pgv_cvt(k, PG_F64, PG_U32, PG_RND_RN, hidden);
+    pg_reg epsd = pgv_cvt(k, PG_F64, PG_F32, PG_RND_NONE, eps);
+    pg_reg ms = pgv_div(k, PG_F64, sum[0], fh);
     pg_add(k, PG_F64, ms, ms, epsd);
-    pg_reg r = pg_reg_new(k, PG_F64);
-    pg_sqrt(k, PG_F64, r, ms);
-    pg_reg rinv = pg_reg_new(k, PG_F64);
-    pg_rcp(k, PG_F64, rinv, r);
-    pg_reg nu = pg_reg_new(k, PG_F64);
-    pg_div(k, PG_F64, nu, sum[1], fh);
+    pg_reg r = pgv_sqrt(k, PG_F64, ms);
+    pg_reg rinv = pgv_rcp(k, PG_F64, r);
+    pg_reg nu = pgv_div(k, PG_F64, sum[1], fh);
     pg_mul(k, PG_F64, nu, nu, rinv);
     pg_mul(k, PG_F64, nu, nu, rinv);
     pg_neg(k, PG_F64, nu, nu);
@@ -305,13 +283,10 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
     pg_reg wx, wdy, wg;
     rms_load(k, off, xa, dya, gamma, &wx, &wdy, &wg);
-    pg_reg t = pg_reg_new(k, PG_F64);
-    pg_fma(k, PG_F64, t, wx, nu, wg);
+    pg_reg t = pgv_fma(k, PG_F64, wx, nu, wg);
     pg_mul(k, PG_F64, t, t, rinv);
-    pg_reg o = pg_reg_new(k, PG_F32);
-    pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, o, t);
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, dxa, off);
+    pg_reg o = pgv_cvt(k, PG_F32, PG_F64, PG_RND_RN, t);
+    pg_reg a = pgv_add(k, PG_U64, dxa, off);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, o);
     pg_mul(k, PG_F64, t, wdy, wx);
     pg_mul(k, PG_F64, t, t, rinv);
@@ -369,36 +344,26 @@ static int build_gamma_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg c = pg_reg_new(k, PG_U32);
-    pg_and(k, PG_B32, c, tid, pg_u32(GAMMA_COLS - 1));
-    pg_reg lane = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, lane, tid, pg_u32(3));
-    pg_reg col = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, col, ctaid, pg_u32(GAMMA_COLS), c);
+    pg_reg c = pgv_and(k, PG_B32, tid, pg_u32(GAMMA_COLS - 1));
+    pg_reg lane = pgv_shr(k, PG_U32, tid, pg_u32(3));
+    pg_reg col = pgv_mad(k, PG_U32, ctaid, pg_u32(GAMMA_COLS), c);
     pg_comment(k, "a column past the end sums no rows");
-    pg_reg have = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_U32, have, col, hidden);
-    pg_reg nrows = pg_reg_new(k, PG_U32);
-    pg_selp(k, PG_U32, nrows, rows, pg_u32(0), have);
+    pg_reg have = pgv_setp(k, PG_CMP_LT, PG_U32, col, hidden);
+    pg_reg nrows = pgv_selp(k, PG_U32, rows, pg_u32(0), have);
 
     pg_reg acc[4];
     for (int j = 0; j < 4; j++) {
         acc[j] = pg_reg_new(k, PG_F32);
         pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
     }
-    pg_reg room = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_GT, PG_U32, room, nrows, pg_u32(3 * GAMMA_LANES));
-    pg_reg lim = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, lim, nrows, pg_u32(3 * GAMMA_LANES));
+    pg_reg room = pgv_setp(k, PG_CMP_GT, PG_U32, nrows, pg_u32(3 * GAMMA_LANES));
+    pg_reg lim = pgv_sub(k, PG_U32, nrows, pg_u32(3 * GAMMA_LANES));
     pg_selp(k, PG_U32, lim, lim, pg_u32(0), room);
-    pg_reg step = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, step, hidden, pg_u32(4 * GAMMA_LANES));
+    pg_reg step = pgv_mul_wide(k, PG_U32, hidden, pg_u32(4 * GAMMA_LANES));
     pg_reg a = pgk_row_addr(k, part, lane, hidden);
-    pg_reg coff = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, coff, col, pg_u32(4));
+    pg_reg coff = pgv_mul_wide(k, PG_U32, col, pg_u32(4));
     pg_add(k, PG_U64, a, a, coff);
-    pg_reg r = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, r, lane);
+    pg_reg r = pgv_mov(k, PG_U32, lane);
 
     pg_label main_top = pg_label_new(k, "rows4");
     pg_label tail_top = pg_label_new(k, "rows1");
@@ -431,24 +396,19 @@ static int build_gamma_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p
     pg_add(k, PG_F32, acc[0], acc[0], acc[1]);
     pg_add(k, PG_F32, acc[2], acc[2], acc[3]);
     pg_add(k, PG_F32, acc[0], acc[0], acc[2]);
-    pg_reg base = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, base, pg_shared_addr(lanes));
-    pg_reg slot = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, slot, tid, pg_u32(4), base);
+    pg_reg base = pgv_mov(k, PG_U32, pg_shared_addr(lanes));
+    pg_reg slot = pgv_mad(k, PG_U32, tid, pg_u32(4), base);
     pg_st(k, PG_SPACE_SHARED, PG_F32, slot, 0, acc[0]);
     pg_bar_sync(k, 0);
 
     pg_comment(k, "lane 0 of each column adds the 32 lane sums in lane order");
     pg_label out = pg_label_new(k, "exit");
-    pg_reg not_lane0 = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_GE, PG_U32, not_lane0, tid, pg_u32(GAMMA_COLS));
+    pg_reg not_lane0 = pgv_setp(k, PG_CMP_GE, PG_U32, tid, pg_u32(GAMMA_COLS));
     pg_bra_if(k, not_lane0, false, out);
     pg_bra_if(k, have, true, out);
-    pg_reg sum = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_SHARED, PG_F32, slot, 0, sum);
+    pg_reg sum = pgv_ld(k, PG_SPACE_SHARED, PG_F32, slot, 0);
     for (uint32_t l = 1; l < GAMMA_LANES; l++) {
-        pg_reg lv = pg_reg_new(k, PG_F32);
-        pg_ld(k, PG_SPACE_SHARED, PG_F32, slot, 4 * GAMMA_COLS * l, lv);
+        pg_reg lv = pgv_ld(k, PG_SPACE_SHARED, PG_F32, slot, 4 * GAMMA_COLS * l);
         pg_add(k, PG_F32, sum, sum, lv);
     }
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, grad, col, 4), 0, sum);

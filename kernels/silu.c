@@ -11,6 +11,24 @@
  */
 #include "kernels.h"
 
+/* s = sigmoid(x) and, when one_minus is not NULL, 1 - s. With z =
+ * exp(-|x|) (never overflows: pgk_exp_nonpos), 1/(1+z) and z/(1+z) are s
+ * and 1 - s for x >= 0 and the other way round otherwise. */
+static pg_reg sigmoid(pg_kernel *k, pg_reg x, pg_reg *one_minus)
+{
+    pg_reg na = pgv_abs(k, PG_F32, x);
+    pg_neg(k, PG_F32, na, na);
+    pg_reg z = pgk_exp_nonpos(k, na);
+    pg_reg q = pgv_add(k, PG_F32, z, pg_f32(1.0f));
+    pg_reg ra = pgv_rcp(k, PG_F32, q);
+    pg_reg rb = pgv_div(k, PG_F32, z, q);
+    pg_reg pos = pgv_setp(k, PG_CMP_GE, PG_F32, x, pg_f32(0.0f));
+    pg_reg s = pgv_selp(k, PG_F32, ra, rb, pos);
+    if (one_minus)
+        *one_minus = pgv_selp(k, PG_F32, rb, ra, pos);
+    return s;
+}
+
 /* ---------------------------------------------------------------- silu_forward */
 
 /* y = x * s, s = sigmoid(x). With z = exp(-|x|), s is 1/(1+z) for x >= 0
@@ -28,22 +46,7 @@ static int build_silu_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, co
 
     pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, input, gid, 4));
     pg_comment(k, "z = exp(-|x|); s = x >= 0 ? 1/(1+z) : z/(1+z)");
-    pg_reg na = pg_reg_new(k, PG_F32);
-    pg_abs(k, PG_F32, na, x);
-    pg_neg(k, PG_F32, na, na);
-    pg_reg z = pgk_exp_nonpos(k, na);
-    pg_reg q = pg_reg_new(k, PG_F32);
-    pg_add(k, PG_F32, q, z, pg_f32(1.0f));
-    pg_reg ra = pg_reg_new(k, PG_F32);
-    pg_rcp(k, PG_F32, ra, q);
-    pg_reg rb = pg_reg_new(k, PG_F32);
-    pg_div(k, PG_F32, rb, z, q);
-    pg_reg pos = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_GE, PG_F32, pos, x, pg_f32(0.0f));
-    pg_reg s = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, s, ra, rb, pos);
-    pg_reg y = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, y, x, s);
+    pg_reg y = pgv_mul(k, PG_F32, x, sigmoid(k, x, NULL));
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, output, gid, 4), 0, y);
 
     pg_label_bind(k, out);
@@ -71,16 +74,6 @@ const pgk_desc pgk_desc_silu_forward = {
 
 /* ---------------------------------------------------------------- silu_backward */
 
-/* exp(-|x|), in (0, 1]: the argument is never positive, so nothing
- * overflows (pgk_exp_nonpos). */
-static pg_reg exp_neg_abs(pg_kernel *k, pg_reg x)
-{
-    pg_reg a = pg_reg_new(k, PG_F32);
-    pg_abs(k, PG_F32, a, x);
-    pg_neg(k, PG_F32, a, a);
-    return pgk_exp_nonpos(k, a);
-}
-
 /* dx = dy * s * (1 + x (1 - s)), s = sigmoid(x). With z = exp(-|x|):
  * 1/(1+z) and z/(1+z) are s and 1 - s (x >= 0) or the other way round, both
  * without cancellation and without overflow for any x. */
@@ -99,24 +92,11 @@ static int build_silu_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, co
     pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, input, gid, 4));
     pg_reg dy = pgk_ld_f32(k, pgk_elem_addr(k, grad_out, gid, 4));
     pg_comment(k, "z = exp(-|x|); s and 1 - s are 1/(1+z) and z/(1+z)");
-    pg_reg z = exp_neg_abs(k, x);
-    pg_reg q = pg_reg_new(k, PG_F32);
-    pg_add(k, PG_F32, q, z, pg_f32(1.0f));
-    pg_reg ra = pg_reg_new(k, PG_F32);
-    pg_rcp(k, PG_F32, ra, q);
-    pg_reg rb = pg_reg_new(k, PG_F32);
-    pg_div(k, PG_F32, rb, z, q);
-    pg_reg pos = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_GE, PG_F32, pos, x, pg_f32(0.0f));
-    pg_reg s = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, s, ra, rb, pos);
-    pg_reg oms = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, oms, rb, ra, pos);
+    pg_reg oms;
+    pg_reg s = sigmoid(k, x, &oms);
     pg_comment(k, "dx = (dy * s) * (1 + x * (1 - s))");
-    pg_reg t = pg_reg_new(k, PG_F32);
-    pg_fma(k, PG_F32, t, x, oms, pg_f32(1.0f));
-    pg_reg dx = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, dx, dy, s);
+    pg_reg t = pgv_fma(k, PG_F32, x, oms, pg_f32(1.0f));
+    pg_reg dx = pgv_mul(k, PG_F32, dy, s);
     pg_mul(k, PG_F32, dx, dx, t);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, grad_in, gid, 4), 0, dx);
 

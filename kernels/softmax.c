@@ -76,8 +76,7 @@ static int build_softmax_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pg_mul_wide(k, PG_U32, off, j, pg_u32(4));
     pg_add(k, PG_U64, a, xa, off);
     pg_reg v2 = pgk_ld_f32(k, a);
-    pg_reg diff = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, diff, v2, m);
+    pg_reg diff = pgv_sub(k, PG_F32, v2, m);
     pg_reg e = pgk_exp_nonpos(k, diff);
     pg_add(k, PG_F32, acc, acc, e);
     pg_add(k, PG_U64, a, ya, off);
@@ -159,13 +158,10 @@ static int build_softmax_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
         acc[j] = pg_reg_new(k, PG_F32);
         pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
     }
-    pg_reg room = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_GT, PG_U32, room, width, pg_u32(96));
-    pg_reg lim = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, lim, width, pg_u32(96));
+    pg_reg room = pgv_setp(k, PG_CMP_GT, PG_U32, width, pg_u32(96));
+    pg_reg lim = pgv_sub(k, PG_U32, width, pg_u32(96));
     pg_selp(k, PG_U32, lim, lim, pg_u32(0), room);
-    pg_reg j = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, j, lane);
+    pg_reg j = pgv_mov(k, PG_U32, lane);
     pg_reg off = pg_reg_new(k, PG_U64);
     pg_reg a = pg_reg_new(k, PG_U64);
     pg_reg b = pg_reg_new(k, PG_U64);
@@ -223,8 +219,7 @@ static int build_softmax_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pg_add(k, PG_U64, b, dya, off);
     pg_reg wy = pgk_ld_f32(k, a);
     pg_reg wg = pgk_ld_f32(k, b);
-    pg_reg dxv = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, dxv, wg, dot);
+    pg_reg dxv = pgv_sub(k, PG_F32, wg, dot);
     pg_mul(k, PG_F32, dxv, wy, dxv);
     pg_add(k, PG_U64, a, dxa, off);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, dxv);
