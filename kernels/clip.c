@@ -521,9 +521,7 @@ static int build_clip_gpu_scale(pg_kernel *k, const pgk_desc *d, const pg_param 
     pg_label out = pg_label_new(k, "exit");
     pg_reg scale = load_scale_or_leave(k, scale_ptr, out);
     scale_all(k, grads, n, scale, out);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 /* The scale is tested before the table is searched: a no-op clip reads
@@ -540,9 +538,7 @@ static int build_clip_gpu_scale_multi(pg_kernel *k, const pgk_desc *d, const pg_
     pg_reg scale = load_scale_or_leave(k, scale_ptr, out);
     table_entry e = find_entry(k, table, nbufs);
     scale_all_geom(k, e.ptr, scale, out, geom_entry(k, &e));
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static int build_clip(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
@@ -554,9 +550,7 @@ static int build_clip(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
     pg_reg n = pg_param_load(k, p[2]);
     pg_label out = pg_label_new(k, "exit");
     scale_all(k, grads, n, scale, out);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 /* One float4 a thread, at most SCALE_MAX_BLOCKS blocks (then grid-stride):

@@ -12,6 +12,20 @@ const pgk_knob pgk_knob_n[1] = {
     {"n", 1u << 20, 1, UINT32_MAX, "number of elements", false},
 };
 
+pg_reg pgk_guarded_gid(pg_kernel *k, pg_val n, pg_label out)
+{
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+    return gid;
+}
+
+int pgk_finish(pg_kernel *k, pg_label out)
+{
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
 pg_reg pgk_zero_f32(pg_kernel *k)
 {
     return pgv_mov(k, PG_F32, pg_f32(0.0f));

@@ -668,9 +668,7 @@ static int build_gemm_fwd(pg_kernel *k, const pg_param *p, bool accumulate)
         pg_add(k, PG_F32, acc, old, acc);
     }
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, caddr, 0, acc);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static int build_gemm_fwd_set(pg_kernel *k, const pgk_desc *d, const pg_param *p,

@@ -71,6 +71,12 @@ static inline uint32_t pgk_ceil_div(uint32_t a, uint32_t b)
 {
     return (uint32_t)(((uint64_t)a + b - 1) / b);
 }
+/* The global thread index (ctaid.x * ntid.x + tid.x); threads with an
+ * index >= n jump to `out`. */
+pg_reg pgk_guarded_gid(pg_kernel *k, pg_val n, pg_label out);
+/* Bind `out`, return from the kernel there, and give the kernel's sticky
+ * error: the end of every build that has an exit label. */
+int pgk_finish(pg_kernel *k, pg_label out);
 /* A new f32 register holding 0. */
 pg_reg pgk_zero_f32(pg_kernel *k);
 /* base + i * size (i a u32, widened). */

@@ -19,6 +19,23 @@
 #define GAMMA_COLS 8u
 #define GAMMA_LANES (PGK_THREADS / GAMMA_COLS)
 
+/* One block a row: the thread, the block size and the row (ctaid.x); the
+ * whole block leaves together, to `out`, past the last row. */
+typedef struct block_row {
+    pg_reg tid, ntid, row;
+} block_row;
+
+static block_row block_row_begin(pg_kernel *k, pg_reg rows, pg_label out)
+{
+    block_row b;
+    b.tid = pg_sreg_read(k, PG_SREG_TID_X);
+    b.ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    b.row = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_comment(k, "the whole block leaves together: the row is the block's");
+    pg_bounds_guard(k, b.row, rows, out);
+    return b;
+}
+
 static const pgk_knob rms_knobs[] = {
     [PGK_ROWS] = {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
     [PGK_WIDTH] = {"hidden_dim", 1536, 1, INT32_MAX, "elements a row", false},
@@ -43,12 +60,9 @@ static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg hidden = pg_param_load(k, p[4]);
     pg_reg eps = pg_param_load(k, p[5]);
 
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg row = pg_sreg_read(k, PG_SREG_CTAID_X);
     pg_label out = pg_label_new(k, "exit");
-    pg_comment(k, "the whole block leaves together: the row is the block's");
-    pg_bounds_guard(k, row, rows, out);
+    block_row b = block_row_begin(k, rows, out);
+    pg_reg tid = b.tid, ntid = b.ntid, row = b.row;
     pg_reg xa = pgk_row_addr(k, x, row, hidden);
     pg_reg ya = pgk_row_addr(k, y, row, hidden);
 
@@ -77,9 +91,7 @@ static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pgk_st_f32_at(k, ya, off, t);
     pg_for_end(k, &L);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param rms_params[] = {
@@ -155,12 +167,9 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg hidden = pg_param_load(k, p[6]);
     pg_reg eps = pg_param_load(k, p[7]);
 
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg row = pg_sreg_read(k, PG_SREG_CTAID_X);
     pg_label out = pg_label_new(k, "exit");
-    pg_comment(k, "the whole block leaves together: the row is the block's");
-    pg_bounds_guard(k, row, rows, out);
+    block_row b = block_row_begin(k, rows, out);
+    pg_reg tid = b.tid, ntid = b.ntid, row = b.row;
     pg_reg xa = pgk_row_addr(k, x, row, hidden);
     pg_reg dya = pgk_row_addr(k, dy, row, hidden);
     pg_reg dxa = pgk_row_addr(k, dx, row, hidden);
@@ -249,9 +258,7 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pgk_st_f32_at(k, pa, off, pgv_cvt(k, PG_F32, PG_F64, PG_RND_RN, pt));
     pg_for_end(k, &L);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param rms_bwd_params[] = {
@@ -365,9 +372,7 @@ static int build_gamma_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p
         pg_add(k, PG_F32, sum, sum, lv);
     }
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, grad, col, 4), 0, sum);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static int launch_gamma_reduce(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)

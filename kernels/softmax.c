@@ -66,9 +66,7 @@ static int build_softmax_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pgk_st_f32_at(k, ya, off, pgv_div(k, PG_F32, pgk_ld_f32_at(k, ya, off), sum));
     pg_for_end(k, &L);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param softmax_params[] = {
@@ -182,9 +180,7 @@ static int build_softmax_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pgk_st_f32_at(k, dxa, woff, dxv);
     pg_for_end(k, &L);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param softmax_bwd_params[] = {
