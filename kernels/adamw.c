@@ -18,10 +18,8 @@ static void adamw_body(pg_kernel *k, const pg_reg *buf, const pg_reg *h, pg_reg 
     pg_reg off = pgv_mul_wide(k, PG_U32, gid, pg_u32(4));
     pg_reg addr[4], val[4];
     for (int i = 0; i < 4; i++) {
-        addr[i] = pg_reg_new(k, PG_U64);
-        pg_add(k, PG_U64, addr[i], buf[i], off);
-        val[i] = pg_reg_new(k, PG_F32);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr[i], 0, val[i]);
+        addr[i] = pgv_add(k, PG_U64, buf[i], off);
+        val[i] = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, addr[i], 0);
     }
     pg_reg p = val[0], g = val[1], m = val[2], v = val[3];
 
@@ -77,10 +75,8 @@ static int build_adamw_dev(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pg_label out = pg_label_new(k, "exit");
     pg_reg gid = pgk_guarded_gid(k, n, out);
     pg_comment(k, "hyper-parameters from device memory, read when the kernel runs");
-    for (int i = 0; i < PGK_HYPER_STEP_ARGS; i++) {
-        h[i] = pg_reg_new(k, PG_F32);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, hyper, 4 * i, h[i]);
-    }
+    for (int i = 0; i < PGK_HYPER_STEP_ARGS; i++)
+        h[i] = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, hyper, 4 * i);
     adamw_body(k, buf, h, gid);
     return pgk_finish(k, out);
 }

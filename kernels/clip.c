@@ -49,12 +49,9 @@ static stream_geom geom(pg_kernel *k, pg_reg n)
     g.gid = pg_global_tid_x(k);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
     pg_reg nctaid = pg_sreg_read(k, PG_SREG_NCTAID_X);
-    g.gid64 = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.gid64, g.gid);
-    g.stride = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, g.stride, nctaid, ntid);
-    g.n64 = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.n64, n);
+    g.gid64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.gid);
+    g.stride = pgv_mul_wide(k, PG_U32, nctaid, ntid);
+    g.n64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, n);
     return g;
 }
 
@@ -111,13 +108,10 @@ static table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
     pg_label_bind(k, found);
     table_entry e;
     pg_reg ea = pgk_elem_addr(k, table, lo, TABLE_ENTRY_BYTES);
-    e.ptr = pg_reg_new(k, PG_U64);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, ENTRY_PTR, e.ptr);
-    e.n = pg_reg_new(k, PG_U32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, ENTRY_N, e.n);
+    e.ptr = pgv_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, ENTRY_PTR);
+    e.n = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, ENTRY_N);
     pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, ENTRY_FIRST, fb);
-    e.local = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, e.local, ctaid, fb);
+    e.local = pgv_sub(k, PG_U32, ctaid, fb);
     pg_comment(k, "the entry's blocks end where the next entry's begin (the grid, for the last)");
     pg_reg end = pgv_mov(k, PG_U32, nctaid);
     pg_reg next = pgv_add(k, PG_U32, lo, pg_u32(1));
@@ -126,8 +120,7 @@ static table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
     pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, next, TABLE_ENTRY_BYTES), ENTRY_FIRST,
           end);
     pg_label_bind(k, last);
-    e.nblocks = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, e.nblocks, end, fb);
+    e.nblocks = pgv_sub(k, PG_U32, end, fb);
     return e;
 }
 
@@ -137,14 +130,10 @@ static stream_geom geom_entry(pg_kernel *k, const table_entry *e)
     stream_geom g;
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    g.gid = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, g.gid, e->local, ntid, tid);
-    g.gid64 = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.gid64, g.gid);
-    g.stride = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, g.stride, e->nblocks, ntid);
-    g.n64 = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.n64, e->n);
+    g.gid = pgv_mad(k, PG_U32, e->local, ntid, tid);
+    g.gid64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.gid);
+    g.stride = pgv_mul_wide(k, PG_U32, e->nblocks, ntid);
+    g.n64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, e->n);
     return g;
 }
 
@@ -187,10 +176,8 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
                              stream_geom g)
 {
     pg_reg acc[4];
-    for (int j = 0; j < 4; j++) {
-        acc[j] = pg_reg_new(k, PG_F32);
-        pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
-    }
+    for (int j = 0; j < 4; j++)
+        acc[j] = pgk_zero_f32(k);
     pg_reg i = pgv_mov(k, PG_U64, g.gid64);
     pg_reg three = pg_reg_new(k, PG_U64), four = pg_reg_new(k, PG_U64);
     pg_mul(k, PG_U64, three, g.stride, pg_u64(3));
@@ -263,8 +250,7 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
     pg_reg sa = addr64(k, input, i, 2);
     pg_reg sx[4];
     for (int j = 0; j < 4; j++) {
-        sx[j] = pg_reg_new(k, PG_F32);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, sa, 0, sx[j]);
+        sx[j] = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, sa, 0);
         if (j < 3)
             pg_add(k, PG_U64, sa, sa, stride_b);
     }
@@ -383,7 +369,7 @@ static int build_clip_scale(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
     pg_reg i = pgv_mov(k, PG_U32, tid);
-    pg_reg acc = pgv_mov(k, PG_F32, pg_f32(0.0f));
+    pg_reg acc = pgk_zero_f32(k);
     pg_label top = pg_label_new(k, "sum");
     pg_label done = pg_label_new(k, "reduce");
     pg_reg pe = pg_reg_new(k, PG_PRED);

@@ -116,8 +116,7 @@ pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane)
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
     pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    *lane = pg_reg_new(k, PG_U32);
-    pg_and(k, PG_B32, *lane, tid, pg_u32(31));
+    *lane = pgv_and(k, PG_B32, tid, pg_u32(31));
     pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
     pg_reg wpb = pgv_shr(k, PG_U32, ntid, pg_u32(5));
     pg_reg row = pgv_mad(k, PG_U32, ctaid, wpb, warp);

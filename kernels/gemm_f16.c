@@ -134,10 +134,8 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
     pg_reg acc[MMA_MAX_MT][MMA_MAX_NT][4];
     for (unsigned mt = 0; mt < 4; mt++)
         for (unsigned nt = 0; nt < 4; nt++)
-            for (unsigned e = 0; e < 4; e++) {
-                acc[mt][nt][e] = pg_reg_new(k, PG_F32);
-                pg_mov(k, PG_F32, acc[mt][nt][e], pg_f32(0.0f));
-            }
+            for (unsigned e = 0; e < 4; e++)
+                acc[mt][nt][e] = pgk_zero_f32(k);
     pg_reg ntiles = pgv_add(k, PG_U32, n, pg_u32(H_BK - 1));
     pg_shr(k, PG_U32, ntiles, ntiles, pg_u32(5));
 
@@ -153,7 +151,8 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
     pg_bar_sync(k, 0);
 
     /* fragment rows: A row g of each 16-row tile, B row (W row) 32w + g */
-    pg_reg a_rd = pg_reg_new(k, PG_U32), b_rd = pg_reg_new(k, PG_U32), t16 = pgv_shl(k, PG_B32, t4, pg_u32(4));
+    pg_reg a_rd = pg_reg_new(k, PG_U32), b_rd = pg_reg_new(k, PG_U32);
+    pg_reg t16 = pgv_shl(k, PG_B32, t4, pg_u32(4));
     pg_mad(k, PG_U32, a_rd, g, pg_u32(H_ROW), t16);
     pg_reg brow = pgv_mad(k, PG_U32, warp, pg_u32(32), g);
     pg_mad(k, PG_U32, b_rd, brow, pg_u32(H_ROW), t16);
@@ -442,7 +441,8 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     pg_mad(k, PG_U32, brow, q1, pg_u32(8), brow);
     pg_reg a_off[4], b_off[4];
     for (unsigned s = 0; s < KS; s++) {
-        pg_reg ach = pgv_add(k, PG_U32, q1, pg_u32(2 * s)), bch = pgv_add(k, PG_U32, q0, pg_u32(2 * s));
+        pg_reg ach = pgv_add(k, PG_U32, q1, pg_u32(2 * s));
+        pg_reg bch = pgv_add(k, PG_U32, q0, pg_u32(2 * s));
         pg_xor(k, PG_B32, ach, ach, lsw);
         pg_xor(k, PG_B32, bch, bch, lsw);
         a_off[s] = pgv_shl(k, PG_B32, arow, pg_u32(log2u(ROW)));
@@ -455,10 +455,8 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     pg_reg acc[MMA_MAX_MT][MMA_MAX_NT][4];
     for (unsigned mt = 0; mt < MT; mt++)
         for (unsigned nt = 0; nt < NT; nt++)
-            for (unsigned e = 0; e < 4; e++) {
-                acc[mt][nt][e] = pg_reg_new(k, PG_F32);
-                pg_mov(k, PG_F32, acc[mt][nt][e], pg_f32(0.0f));
-            }
+            for (unsigned e = 0; e < 4; e++)
+                acc[mt][nt][e] = pgk_zero_f32(k);
     pg_reg ntiles = pgv_add(k, PG_U32, n, pg_u32(cfg->bk - 1));
     pg_shr(k, PG_U32, ntiles, ntiles, pg_u32(log2u(cfg->bk)));
 

@@ -196,10 +196,8 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg c = pgv_and(k, PG_B32, tid, pg_u32(31));
     pg_reg csl = pgv_mad(k, PG_U32, c, pg_u32(8), tbase);
     pg_reg col[2];
-    for (int s = 0; s < 2; s++) {
-        col[s] = pg_reg_new(k, PG_F64);
-        pg_mov(k, PG_F64, col[s], pg_f64(0.0));
-    }
+    for (int s = 0; s < 2; s++)
+        col[s] = pgv_mov(k, PG_F64, pg_f64(0.0));
     pg_reg have = pg_reg_new(k, PG_PRED);
     pg_reg idx = pg_reg_new(k, PG_U32);
     for (uint32_t i = 0; i < threads / 32; i++) {
@@ -222,10 +220,8 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     }
     pg_bar_sync(k, 0);
     pg_reg sum[2];
-    for (int s = 0; s < 2; s++) {
-        sum[s] = pg_reg_new(k, PG_F64);
-        pg_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * 32 * s, sum[s]);
-    }
+    for (int s = 0; s < 2; s++)
+        sum[s] = pgv_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * 32 * s);
     for (uint32_t l = 1; l < 32; l++) {
         for (int s = 0; s < 2; s++) {
             pg_reg v = pgv_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * (32 * s + l));
@@ -312,10 +308,8 @@ static int build_gamma_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p
     pg_reg nrows = pgv_selp(k, PG_U32, rows, pg_u32(0), have);
 
     pg_reg acc[4];
-    for (int j = 0; j < 4; j++) {
-        acc[j] = pg_reg_new(k, PG_F32);
-        pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
-    }
+    for (int j = 0; j < 4; j++)
+        acc[j] = pgk_zero_f32(k);
     pg_reg room = pgv_setp(k, PG_CMP_GT, PG_U32, nrows, pg_u32(3 * GAMMA_LANES));
     pg_reg lim = pgv_sub(k, PG_U32, nrows, pg_u32(3 * GAMMA_LANES));
     pg_selp(k, PG_U32, lim, lim, pg_u32(0), room);

@@ -117,10 +117,8 @@ static int build_softmax_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
 
     pg_comment(k, "dot = sum y * dy: lane sums in element order, then the butterfly");
     pg_reg acc[4];
-    for (int j = 0; j < 4; j++) {
-        acc[j] = pg_reg_new(k, PG_F32);
-        pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
-    }
+    for (int j = 0; j < 4; j++)
+        acc[j] = pgk_zero_f32(k);
     pg_reg room = pgv_setp(k, PG_CMP_GT, PG_U32, width, pg_u32(96));
     pg_reg lim = pgv_sub(k, PG_U32, width, pg_u32(96));
     pg_selp(k, PG_U32, lim, lim, pg_u32(0), room);
