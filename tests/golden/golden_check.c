@@ -238,43 +238,29 @@ static bool emit_one(emitted *e)
     return true;
 }
 
-/* Build e's kernel again through the builder API, as a user would: the
- * text must be pgk_emit's (determinism), and the kernel tells the ISA its
- * .version line must carry. */
+/* Emit e's kernel a second time: the text must be the first emission's
+ * (determinism), and the ISA the emission reports is what its .version
+ * line must carry. */
 static void rebuild(emitted *e)
 {
     const char *name = e->d->name, *tname = pg_target_name(e->t);
-    pgk_knobs kn;
-    pgk_knobs_default(e->d, &kn);
-    pg_kernel *k = NULL;
-    int rc = pg_kernel_create(&k, name, e->t);
+    char msg[512];
+    pgk_ptx again;
+    int rc = pgk_emit_ptx(e->d, e->t, NULL, &again, msg, sizeof msg);
     if (rc) {
-        fail("%s for %s: pg_kernel_create: %s", name, tname, pg_strerror(rc));
+        fail("%s for %s: second emission failed: %s", name, tname, msg);
         return;
     }
-    pg_param p[PGK_MAX_PARAMS];
-    for (size_t i = 0; i < e->d->nparams && i < PGK_MAX_PARAMS; i++)
-        p[i] = pg_param_add(k, e->d->params[i].type, e->d->params[i].name);
-    if (!pg_kernel_error(k))
-        e->d->build(k, p, kn.v);
-    const char *ptx = NULL;
-    size_t len = 0;
-    rc = pg_kernel_emit(k, &ptx, &len);
-    if (rc) {
-        fail("%s for %s: second build failed: %s", name, tname, pg_kernel_message(k));
-    } else {
-        e->isa = pg_kernel_isa(k);
-        if (e->ptx && !same(e->ptx, e->len, ptx, len)) {
-            fail("%s for %s is not deterministic: a second build gives other text", name,
-                 tname);
-            show_diff("pgk_emit:", e->ptx, e->len, "second:", ptx, len);
-        }
-        if (e->isa < pg_target_min_isa(e->t))
-            fail("%s for %s: pg_kernel_isa() is %u.%u, below the target's minimum %u.%u",
-                 name, tname, e->isa / 10, e->isa % 10, pg_target_min_isa(e->t) / 10,
-                 pg_target_min_isa(e->t) % 10);
+    e->isa = again.isa;
+    if (e->ptx && !same(e->ptx, e->len, again.text, again.len)) {
+        fail("%s for %s is not deterministic: a second emission gives other text", name, tname);
+        show_diff("first:", e->ptx, e->len, "second:", again.text, again.len);
     }
-    pg_kernel_destroy(&k);
+    if (e->isa < pg_target_min_isa(e->t))
+        fail("%s for %s: the emitted ISA is %u.%u, below the target's minimum %u.%u", name,
+             tname, e->isa / 10, e->isa % 10, pg_target_min_isa(e->t) / 10,
+             pg_target_min_isa(e->t) % 10);
+    pgk_free(again.text);
 }
 
 /* One golden file: the targets whose PTX it gives and the emission it
