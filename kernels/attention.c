@@ -250,8 +250,10 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_fma(k, PG_F32, lse, lse, pg_f32(0.6931471824645996f), m);
     pg_reg first = pg_reg_new(k, PG_PRED);
     pg_setp(k, PG_CMP_EQ, PG_U32, first, lane, pg_u32(0));
+    /* the address first: a guard covers the one instruction after it */
+    pg_reg lse_at = pgk_elem_addr(k, LSE, w, 4);
     pg_guard(k, first, false);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, LSE, w, 4), 0, lse);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lse_at, 0, lse);
 
     pg_label_bind(k, done);
     pg_ret(k);
@@ -302,8 +304,10 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg lse = pgk_ld_f32(k, pgk_elem_addr(k, LSE, w, 4));
     pg_reg first = pg_reg_new(k, PG_PRED);
     pg_setp(k, PG_CMP_EQ, PG_U32, first, lane, pg_u32(0));
+    /* the address first: a guard covers the one instruction after it */
+    pg_reg delta_at = pgk_elem_addr(k, DELTA, w, 4);
     pg_guard(k, first, false);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, DELTA, w, 4), 0, delta);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, delta_at, 0, delta);
 
     vec acc = vec_zero(k);
     pg_reg nkeys = pg_reg_new(k, PG_U32);
