@@ -35,6 +35,8 @@ static const pgk_desc *const catalog[] = {
     &pgk_desc_adamw_hyper_advance,
     &pgk_desc_squared_sum_reduce_multi,
     &pgk_desc_gradient_clip_gpu_scale_multi,
+    &pgk_desc_embedding_gather_f32,
+    &pgk_desc_embedding_gather_bf16,
 };
 
 size_t pgk_count(void) { return sizeof catalog / sizeof catalog[0]; }
