@@ -33,6 +33,10 @@ extern const pgk_desc pgk_desc_squared_sum_reduce_multi;
 extern const pgk_desc pgk_desc_gradient_clip_gpu_scale_multi;
 extern const pgk_desc pgk_desc_embedding_gather_f32;
 extern const pgk_desc pgk_desc_embedding_gather_bf16;
+extern const pgk_desc pgk_desc_rope_forward_f32;
+extern const pgk_desc pgk_desc_rope_forward_bf16;
+extern const pgk_desc pgk_desc_rope_backward_f32;
+extern const pgk_desc pgk_desc_rope_backward_bf16;
 
 /* Shared launch helper: `threads` a block, ceil(n/threads) blocks. */
 int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out);
