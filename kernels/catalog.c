@@ -41,6 +41,10 @@ static const pgk_desc *const catalog[] = {
     &pgk_desc_rope_forward_bf16,
     &pgk_desc_rope_backward_f32,
     &pgk_desc_rope_backward_bf16,
+    &pgk_desc_swiglu_forward_f32,
+    &pgk_desc_swiglu_forward_bf16,
+    &pgk_desc_swiglu_backward_f32,
+    &pgk_desc_swiglu_backward_bf16,
 };
 
 size_t pgk_count(void) { return sizeof catalog / sizeof catalog[0]; }
