@@ -45,6 +45,10 @@ static const pgk_desc *const catalog[] = {
     &pgk_desc_swiglu_forward_bf16,
     &pgk_desc_swiglu_backward_f32,
     &pgk_desc_swiglu_backward_bf16,
+    &pgk_desc_bias_add_f32,
+    &pgk_desc_bias_add_bf16,
+    &pgk_desc_cast_f32_to_bf16,
+    &pgk_desc_cast_bf16_to_f32,
 };
 
 size_t pgk_count(void) { return sizeof catalog / sizeof catalog[0]; }
