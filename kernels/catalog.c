@@ -49,6 +49,8 @@ static const pgk_desc *const catalog[] = {
     &pgk_desc_bias_add_bf16,
     &pgk_desc_cast_f32_to_bf16,
     &pgk_desc_cast_bf16_to_f32,
+    &pgk_desc_cross_entropy_fwd_bwd_f32,
+    &pgk_desc_cross_entropy_fwd_bwd_bf16,
 };
 
 size_t pgk_count(void) { return sizeof catalog / sizeof catalog[0]; }
