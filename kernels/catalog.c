@@ -51,6 +51,12 @@ static const pgk_desc *const catalog[] = {
     &pgk_desc_cast_bf16_to_f32,
     &pgk_desc_cross_entropy_fwd_bwd_f32,
     &pgk_desc_cross_entropy_fwd_bwd_bf16,
+    &pgk_desc_attention_forward_f32,
+    &pgk_desc_attention_forward_bf16,
+    &pgk_desc_attention_backward_dq_f32,
+    &pgk_desc_attention_backward_dq_bf16,
+    &pgk_desc_attention_backward_dkv_f32,
+    &pgk_desc_attention_backward_dkv_bf16,
 };
 
 size_t pgk_count(void) { return sizeof catalog / sizeof catalog[0]; }

@@ -47,6 +47,12 @@ extern const pgk_desc pgk_desc_cast_f32_to_bf16;
 extern const pgk_desc pgk_desc_cast_bf16_to_f32;
 extern const pgk_desc pgk_desc_cross_entropy_fwd_bwd_f32;
 extern const pgk_desc pgk_desc_cross_entropy_fwd_bwd_bf16;
+extern const pgk_desc pgk_desc_attention_forward_f32;
+extern const pgk_desc pgk_desc_attention_forward_bf16;
+extern const pgk_desc pgk_desc_attention_backward_dq_f32;
+extern const pgk_desc pgk_desc_attention_backward_dq_bf16;
+extern const pgk_desc pgk_desc_attention_backward_dkv_f32;
+extern const pgk_desc pgk_desc_attention_backward_dkv_bf16;
 
 /* Shared launch helper: `threads` a block, ceil(n/threads) blocks. */
 int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out);
