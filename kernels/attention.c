@@ -13,10 +13,10 @@
  * delta are [B, S, Hq] (f32). Query head h reads key/value head h / (Hq /
  * Hkv), as Hugging Face's repeat_kv does. Row s sees keys 0..s.
  *
- * This is the simple fused form: one warp a row (a query row for the
- * forward and dQ, a key row for dK/dV), streaming over the other side's
- * rows one at a time with an online softmax (forward) or the saved LSE
- * (backward); each lane holds head elements lane, lane + 32, lane + 64,
+ * This is the simple fused form: one warp a query row for the forward and
+ * dQ, eight warps a key row for dK/dV (see build_dkv), streaming over the
+ * other side's rows one at a time with an online softmax (forward) or the
+ * saved LSE (backward); each lane holds head elements lane, lane + 32, lane + 64,
  * lane + 96 (so D <= 128), and every dot product is one fixed-order warp
  * reduction: the same input gives the same bits. Nothing S x S is stored.
  * The backward recomputes P = exp(scale q.k - LSE) and uses
@@ -134,6 +134,13 @@ static void vec_scale(pg_kernel *k, vec *v, pg_val c)
 {
     for (unsigned t = 0; t < ATT_MAXE; t++)
         pg_mul(k, PG_F32, v->e[t], v->e[t], c);
+}
+
+static pg_reg ld_shared_f32(pg_kernel *k, pg_reg addr, int64_t off)
+{
+    pg_reg v = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_SHARED, PG_F32, addr, off, v);
+    return v;
 }
 
 typedef struct shape {
@@ -337,10 +344,18 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
 
 /* ---------------------------------------------------------------- backward: dK and dV */
 
+/* One block a key row (b, j, kv head): the G (S - j) (head, query) pairs
+ * the row's gradient sums over, flattened head-major, are dealt to the
+ * block's warps round-robin (warp w takes w, w + 8, ...); each warp keeps
+ * its own partial dK, dV; the eight partials then meet in shared memory and
+ * are added in warp order. The split depends on the shape alone, so the
+ * sum's order, and its bits, are fixed; a key row gets eight warps instead
+ * of one, which matters because there are only B S Hkv key rows. */
 static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt)
 {
     pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
     unsigned size = pgk_dtype_size(dt);
+    pg_shared part = pg_shared_static(k, PG_F32, 2 * ATT_WARPS * ATT_MAX_D, 16, "partials");
     pg_label done = pg_label_new(k, "exit");
     pg_reg Q = pg_param_load(k, p[0]);
     pg_reg K = pg_param_load(k, p[1]);
@@ -355,8 +370,14 @@ static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg rows = pg_reg_new(k, PG_U32);
     pg_mul(k, PG_U32, rows, sh.batch, sh.seq);
     pg_mul(k, PG_U32, rows, rows, sh.hkv);
-    pg_reg lane;
-    pg_reg w = pgk_warp_row(k, rows, done, &lane);
+    pg_reg w = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_comment(k, "the whole block leaves together: the key row is the block's");
+    pg_bounds_guard(k, w, rows, done);
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg lane = pg_reg_new(k, PG_U32);
+    pg_and(k, PG_B32, lane, tid, pg_u32(31));
+    pg_reg warp = pg_reg_new(k, PG_U32);
+    pg_shr(k, PG_U32, warp, tid, pg_u32(5));
     pg_comment(k, "w = (b S + j) Hkv + kvh");
     pg_reg kvh = pg_reg_new(k, PG_U32), bj = pg_reg_new(k, PG_U32), j = pg_reg_new(k, PG_U32);
     pg_rem(k, PG_U32, kvh, w, sh.hkv);
@@ -368,31 +389,29 @@ static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     vec_scale(k, &kv, sh.scale);
     vec vv = vec_load(k, dt, &l, pgk_addr2(k, V, w, sh.dim, pg_u32(0), size));
     vec dk = vec_zero(k), dv = vec_zero(k);
-    pg_reg qstride = token_stride(k, sh.hq, sh.dim, size);
-    pg_reg sstride = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, sstride, sh.hq, pg_u32(4));
     pg_reg nq = pg_reg_new(k, PG_U32);
     pg_sub(k, PG_U32, nq, sh.seq, j);
+    pg_reg npairs = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, npairs, nq, sh.group);
     pg_reg h0 = pg_reg_new(k, PG_U32);
     pg_mul(k, PG_U32, h0, kvh, sh.group);
 
-    pg_comment(k, "the group's heads in order, each over queries j..S-1 in order");
-    pgk_loop G;
-    pg_reg g = pgk_loop_begin(k, &G, pg_u32(0), sh.group, pg_u32(1));
-    pg_comment(k, "query row (b S + j) Hq + h0 + g");
+    pg_comment(k, "pairs idx = g (S - j) + (i - j), this warp's in order");
+    pgk_loop L;
+    pg_reg idx = pgk_loop_begin(k, &L, warp, npairs, pg_u32(ATT_WARPS));
+    pg_reg g = pg_reg_new(k, PG_U32), di = pg_reg_new(k, PG_U32);
+    pg_div(k, PG_U32, g, idx, nq);
+    pg_rem(k, PG_U32, di, idx, nq);
+    pg_comment(k, "query row (b S + i) Hq + h0 + g, i = j + di");
     pg_reg qrow = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, qrow, h0, g);
-    pg_mad(k, PG_U32, qrow, bj, sh.hq, qrow);
-    pg_reg qa = pgk_addr2(k, Q, qrow, sh.dim, pg_u32(0), size);
-    pg_reg ga = pgk_addr2(k, dO, qrow, sh.dim, pg_u32(0), size);
-    pg_reg la = pgk_elem_addr(k, LSE, qrow, 4);
-    pg_reg da = pgk_elem_addr(k, DELTA, qrow, 4);
-    pgk_loop I;
-    pgk_loop_begin(k, &I, pg_u32(0), nq, pg_u32(1));
-    vec q = vec_load(k, dt, &l, qa);
-    vec go = vec_load(k, dt, &l, ga);
-    pg_reg lse = pgk_ld_f32(k, la);
-    pg_reg delta = pgk_ld_f32(k, da);
+    pg_add(k, PG_U32, qrow, bj, di);
+    pg_reg hg = pg_reg_new(k, PG_U32);
+    pg_add(k, PG_U32, hg, h0, g);
+    pg_mad(k, PG_U32, qrow, qrow, sh.hq, hg);
+    vec q = vec_load(k, dt, &l, pgk_addr2(k, Q, qrow, sh.dim, pg_u32(0), size));
+    vec go = vec_load(k, dt, &l, pgk_addr2(k, dO, qrow, sh.dim, pg_u32(0), size));
+    pg_reg lse = pgk_ld_f32(k, pgk_elem_addr(k, LSE, qrow, 4));
+    pg_reg delta = pgk_ld_f32(k, pgk_elem_addr(k, DELTA, qrow, 4));
     pg_reg sc = vec_dot(k, &q, &kv);
     pg_sub(k, PG_F32, sc, sc, lse);
     pg_reg pr = pgk_exp_nonpos(k, sc);
@@ -401,24 +420,65 @@ static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_mul(k, PG_F32, dp, dp, pr);
     vec_axpy(k, &dv, pg_none(), pr, &go);
     vec_axpy(k, &dk, pg_none(), dp, &q);
-    pg_add(k, PG_U64, qa, qa, qstride);
-    pg_add(k, PG_U64, ga, ga, qstride);
-    pg_add(k, PG_U64, la, la, sstride);
-    pg_add(k, PG_U64, da, da, sstride);
-    pgk_loop_end(k, &I);
-    pgk_loop_end(k, &G);
+    pgk_loop_end(k, &L);
 
-    vec_scale(k, &dk, sh.scale);
-    vec_store(k, dt, &l, pgk_addr2(k, dK, w, sh.dim, pg_u32(0), size), &dk);
-    vec_store(k, dt, &l, pgk_addr2(k, dV, w, sh.dim, pg_u32(0), size), &dv);
+    pg_comment(k, "partials[0 or 1][warp][lane + 32 t]: dK's, then dV's");
+    pg_reg sbase = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, sbase, pg_shared_addr(part));
+    pg_reg slot = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, slot, warp, pg_u32(ATT_MAX_D), lane);
+    pg_mad(k, PG_U32, slot, slot, pg_u32(4), sbase);
+    for (unsigned t = 0; t < ATT_MAXE; t++) {
+        pg_st(k, PG_SPACE_SHARED, PG_F32, slot, 4 * 32 * t, dk.e[t]);
+        pg_st(k, PG_SPACE_SHARED, PG_F32, slot, 4 * (ATT_WARPS * ATT_MAX_D + 32 * t), dv.e[t]);
+    }
+    pg_bar_sync(k, 0);
+
+    pg_comment(k, "thread t sums element t % 128 of dK (t < 128) or dV over the warps in order");
+    pg_reg which = pg_reg_new(k, PG_U32);
+    pg_shr(k, PG_U32, which, tid, pg_u32(7));
+    pg_reg e = pg_reg_new(k, PG_U32);
+    pg_and(k, PG_B32, e, tid, pg_u32(ATT_MAX_D - 1));
+    pg_reg src = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, src, which, pg_u32(ATT_WARPS * ATT_MAX_D), e);
+    pg_mad(k, PG_U32, src, src, pg_u32(4), sbase);
+    pg_reg tot = ld_shared_f32(k, src, 0);
+    for (unsigned wi = 1; wi < ATT_WARPS; wi++) {
+        pg_reg x = ld_shared_f32(k, src, 4 * ATT_MAX_D * wi);
+        pg_add(k, PG_F32, tot, tot, x);
+    }
+    pg_reg is_dk = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, is_dk, which, pg_u32(0));
+    pg_reg scaled = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, scaled, tot, sh.scale);
+    pg_selp(k, PG_F32, tot, scaled, tot, is_dk);
+    pg_reg outp = pg_reg_new(k, PG_U64);
+    pg_selp(k, PG_U64, outp, dK, dV, is_dk);
+    pg_reg in_row = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LT, PG_U32, in_row, e, sh.dim);
+    pg_label skip = pg_label_new(k, "past_head_dim");
+    pg_bra_if(k, in_row, true, skip);
+    pgk_st_act(k, dt, pgk_addr2(k, outp, w, sh.dim, e, size), tot);
+    pg_label_bind(k, skip);
     pg_label_bind(k, done);
     pg_ret(k);
     return pg_kernel_error(k);
 }
 
+/* The key rows' launch: one block of 8 warps a key row. */
+static int launch_dkv(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    (void)d;
+    uint64_t rows = (uint64_t)knobs[0] * knobs[1] * knobs[2];
+    if (rows == 0 || rows > INT32_MAX || knobs[3] == 0 || knobs[3] > ATT_MAX_D)
+        return PG_ERANGE;
+    *out = (pgk_launch){{(uint32_t)rows, 1, 1}, {32 * ATT_WARPS, 1, 1}, 0};
+    return PG_OK;
+}
+
 /* ---------------------------------------------------------------- descriptors */
 
-/* knobs: batch, seq_len, heads (q_heads, or kv_heads for dK/dV), head_dim */
+/* One warp a query row; knobs: batch, seq_len, q_heads, head_dim. */
 static int launch_att(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
     (void)d;
@@ -471,31 +531,31 @@ static const pgk_knob q_knobs[] = {
 static const pgk_knob kv_knobs[] = {
     {"batch", 4, 1, 1000, "sequences"},
     {"seq_len", 512, 1, 16384, "tokens a sequence"},
-    {"kv_heads", 2, 1, 128, "key/value heads (one warp a key row and head)"},
+    {"kv_heads", 2, 1, 128, "key/value heads (one block a key row and head)"},
     {"head_dim", 128, 1, ATT_MAX_D, "elements a head, at most 128"},
 };
 
-#define ATT_DESC(var, nm, what, prm, npr, kn, fn, tgt)                         \
+#define ATT_DESC(var, nm, what, prm, npr, kn, fn, tgt, lfn)                    \
     const pgk_desc var = {                                                     \
         .name = nm, .summary = what, .params = prm, .nparams = npr,           \
         .knobs = kn, .nknobs = 4, .min_target = tgt, .build = fn,             \
-        .launch = launch_att,                                                  \
+        .launch = lfn,                                                         \
     };
 ATT_DESC(pgk_desc_attention_forward_f32, "attention_forward_f32",
          "causal GQA attention O and row logsumexp, one warp a query row (f32)", fwd_params, 11,
-         q_knobs, fwd_f32, PG_SM_70)
+         q_knobs, fwd_f32, PG_SM_70, launch_att)
 ATT_DESC(pgk_desc_attention_forward_bf16, "attention_forward_bf16",
          "causal GQA attention O and row logsumexp, one warp a query row (bf16)", fwd_params, 11,
-         q_knobs, fwd_bf16, PG_SM_80)
+         q_knobs, fwd_bf16, PG_SM_80, launch_att)
 ATT_DESC(pgk_desc_attention_backward_dq_f32, "attention_backward_dq_f32",
          "causal GQA attention dQ and delta = rowsum(dO * O) (f32)", dq_params, 14, q_knobs,
-         dq_f32, PG_SM_70)
+         dq_f32, PG_SM_70, launch_att)
 ATT_DESC(pgk_desc_attention_backward_dq_bf16, "attention_backward_dq_bf16",
          "causal GQA attention dQ and delta = rowsum(dO * O) (bf16)", dq_params, 14, q_knobs,
-         dq_bf16, PG_SM_80)
+         dq_bf16, PG_SM_80, launch_att)
 ATT_DESC(pgk_desc_attention_backward_dkv_f32, "attention_backward_dkv_f32",
          "causal GQA attention dK, dV summed over each group's heads in order (f32)", dkv_params,
-         14, kv_knobs, dkv_f32, PG_SM_70)
+         14, kv_knobs, dkv_f32, PG_SM_70, launch_dkv)
 ATT_DESC(pgk_desc_attention_backward_dkv_bf16, "attention_backward_dkv_bf16",
          "causal GQA attention dK, dV summed over each group's heads in order (bf16)",
-         dkv_params, 14, kv_knobs, dkv_bf16, PG_SM_80)
+         dkv_params, 14, kv_knobs, dkv_bf16, PG_SM_80, launch_dkv)

@@ -14,7 +14,10 @@
  *
  * One block of CE_THREADS a row, three passes over it: the max, the sum of
  * exp(x - max) (pgk_exp_nonpos, the argument is never positive, so nothing
- * overflows for any logits), then the write. Statistics are f32 and each
+ * overflows for any logits) with and without the label's term, then the
+ * write. The sum without the label gives a confident row (p near 1) its
+ * label gradient p - 1 = -others/sum and its small loss ln(1 + others/e)
+ * without the cancellation of 1 - p or the rounding of ln(sum) near 1. Statistics are f32 and each
  * reduction runs in an order fixed by V: the same input gives the same
  * bits. Indices are u32 below V <= 2^31 and addresses 64-bit.
  */
@@ -63,21 +66,33 @@ static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pgk_loop_end(k, &L1);
     pg_reg mx = pg_block_reduce(k, PG_REDUCE_MAX, PG_F32, m, scratch);
 
-    pg_comment(k, "pass 2: sum of exp(x - max) (>= 1: the max's own term)");
+    pg_comment(k, "pass 2: sum of exp(x - max) (>= 1: the max's own term), and the same "
+                  "without the label's term");
     pg_reg s = pgk_f32_const(k, 0.0f);
+    pg_reg sx = pgk_f32_const(k, 0.0f);
     pgk_loop L2;
     pg_reg j2 = pgk_loop_begin(k, &L2, tid, vocab, ntid);
     pg_reg x2 = pgk_ld_act(k, dt, pgk_addr_add(k, base, j2, size), false);
     pg_sub(k, PG_F32, x2, x2, mx);
     pg_reg e2 = pgk_exp_nonpos(k, x2);
     pg_add(k, PG_F32, s, s, e2);
+    pg_reg hit2 = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, hit2, j2, label);
+    pg_reg e2x = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, e2x, pg_f32(0.0f), e2, hit2);
+    pg_add(k, PG_F32, sx, sx, e2x);
     pgk_loop_end(k, &L2);
     pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, s, scratch);
+    pg_reg others = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, sx, scratch);
     pg_reg inv = pg_reg_new(k, PG_F32);
     pg_rcp(k, PG_F32, inv, sum);
     pg_reg lnsum = pg_reg_new(k, PG_F32);
     pg_lg2(k, PG_F32, lnsum, sum);
     pg_mul(k, PG_F32, lnsum, lnsum, pg_f32(LN2_F));
+    pg_comment(k, "the label's p - 1 = -(others / sum): no cancellation when p is near 1");
+    pg_reg pm1 = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, pm1, others, inv);
+    pg_neg(k, PG_F32, pm1, pm1);
 
     pg_comment(k, "a label past the row: loss NaN (no element matches it below)");
     pg_reg over = pg_reg_new(k, PG_PRED);
@@ -89,7 +104,10 @@ static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, nan);
 
     pg_comment(k, "pass 3: grad = (exp(x - max) / sum - onehot) * scale; the label's thread "
-                  "writes loss = (max - x) + ln(sum)");
+                  "keeps its logit");
+    pg_reg xl = pgk_f32_const(k, 0.0f);
+    pg_reg found = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_NE, PG_U32, found, tid, tid); /* false */
     pgk_loop L3;
     pg_reg j3 = pgk_loop_begin(k, &L3, tid, vocab, ntid);
     pg_reg a3 = pgk_addr_add(k, base, j3, size);
@@ -101,17 +119,41 @@ static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_mul(k, PG_F32, pr, e3, inv);
     pg_reg hit = pg_reg_new(k, PG_PRED);
     pg_setp(k, PG_CMP_EQ, PG_U32, hit, j3, label);
-    pg_reg pm1 = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, pm1, pr, pg_f32(1.0f));
     pg_selp(k, PG_F32, pr, pm1, pr, hit);
     pg_mul(k, PG_F32, pr, pr, scale);
     pgk_st_act(k, dt, a3, pr);
-    pg_reg l = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, l, mx, x3);
-    pg_add(k, PG_F32, l, l, lnsum);
-    pg_guard(k, hit, false);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, l);
+    pg_selp(k, PG_F32, xl, x3, xl, hit);
+    pg_or(k, PG_PRED, found, found, hit);
     pgk_loop_end(k, &L3);
+
+    pg_comment(k, "loss = -ln p = ln(1 + r), r = others / exp(x - max): by atanh's series "
+                  "while r <= 1 (a confident row's tiny loss keeps its digits), else "
+                  "(max - x) + ln(sum)");
+    pg_reg dl = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, dl, xl, mx);
+    pg_reg el = pgk_exp_nonpos(k, dl);
+    pg_reg r = pg_reg_new(k, PG_F32);
+    pg_div(k, PG_F32, r, others, el);
+    pg_reg den = pg_reg_new(k, PG_F32);
+    pg_add(k, PG_F32, den, r, pg_f32(2.0f));
+    pg_reg t = pg_reg_new(k, PG_F32);
+    pg_div(k, PG_F32, t, r, den);
+    pg_reg z = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, z, t, t);
+    pg_reg poly = pgk_f32_const(k, 2.0f / 17.0f);
+    for (int n = 7; n >= 0; n--)
+        pg_fma(k, PG_F32, poly, poly, z, pg_f32(2.0f / (float)(2 * n + 1)));
+    pg_reg small = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, small, poly, t);
+    pg_reg big = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, big, mx, xl);
+    pg_add(k, PG_F32, big, big, lnsum);
+    pg_reg use_small = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LE, PG_F32, use_small, r, pg_f32(1.0f));
+    pg_reg l = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, l, small, big, use_small);
+    pg_guard(k, found, false);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, l);
     pg_bra(k, done);
 
     pg_label_bind(k, ignored);

@@ -5,8 +5,9 @@
  * onehot) * scale, scale = 1 / (rows not ignored). Ragged row counts and
  * vocab sizes up to Qwen2's 151936, logits spread wide and shifted far
  * from zero (a logsumexp without the max would overflow), ignored labels
- * (-100 and another negative), and one label past the row (its loss must
- * be NaN). The loss is poisoned before each launch; the logits are
+ * (-100 and another negative), one label past the row (its loss must
+ * be NaN), and confident rows: labels at the row's max with a wide spread,
+ * where p is near 1, the loss tiny and 1 - p would cancel. The loss is poisoned before each launch; the logits are
  * overwritten in place, so the repeat runs on a fresh upload and must give
  * the same bits. The loss (f32 in both variants) must be within 1e-5 of
  * the reference norm-wise; dlogits within 1e-5 (f32) or 5e-3 (bf16, one
@@ -19,17 +20,27 @@ static double cur_tol;
 
 #include "model_check.h"
 
+static uint32_t argmax(const float *x, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t j = 1; j < n; j++)
+        if (x[j] > x[best])
+            best = j;
+    return best;
+}
+
 static void test_ce(bool bf16, uint32_t rows, uint32_t vocab, double spread, double shift,
-                    bool bad_label)
+                    bool bad_label, bool confident)
 {
     const char *name = bf16 ? "cross_entropy_fwd_bwd_bf16" : "cross_entropy_fwd_bwd_f32";
     size_t n = (size_t)rows * vocab;
     float *x = fill_normal(n, spread, shift);
+    pgrt_buf *bx = act_upload(x, n, bf16); /* rounds x for bf16 */
     int32_t *lab = xmalloc(rows * sizeof *lab);
     uint32_t counted = 0;
     for (uint32_t r = 0; r < rows; r++) {
         uint64_t u = next_u64();
-        lab[r] = (int32_t)(u % vocab);
+        lab[r] = (int32_t)(confident ? argmax(x + (size_t)r * vocab, vocab) : u % vocab);
         if (rows > 2 && u % 7 == 0)
             lab[r] = (u >> 32) & 1 ? -100 : -3;
         counted += lab[r] >= 0;
@@ -41,7 +52,6 @@ static void test_ce(bool bf16, uint32_t rows, uint32_t vocab, double spread, dou
         lab[bad_row] = (int32_t)vocab;
     }
     float scale = 1.0f / (float)(counted ? counted : 1);
-    pgrt_buf *bx = act_upload(x, n, bf16); /* rounds x for bf16 */
     pgrt_buf *bl = s32_upload(lab, rows), *bloss = dev_alloc(PG_F32, rows);
     double *rloss = ref_alloc(rows), *rgrad = ref_alloc(n);
     for (uint32_t r = 0; r < rows; r++) {
@@ -77,7 +87,7 @@ static void test_ce(bool bf16, uint32_t rows, uint32_t vocab, double spread, dou
         dev_download(bloss, loss[run], rows);
         act_download(bx, grad[run], n, bf16);
     }
-    const char *what = bad_label ? " +bad label" : "";
+    const char *what = bad_label ? " +bad label" : confident ? " confident" : "";
     cur_tol = 1e-5;
     row *rl = add_row(name, "loss R=%u V=%u sd=%g%s", rows, vocab, spread, what);
     if (!ok)
@@ -119,10 +129,14 @@ int main(int argc, char **argv)
             uint32_t v = shapes[i].vocab;
             if (small && v > 40000)
                 v = 40001;
-            test_ce(bf, shapes[i].rows, v, shapes[i].spread, shapes[i].shift, false);
+            test_ce(bf, shapes[i].rows, v, shapes[i].spread, shapes[i].shift, false, false);
         }
-    for (int bf = 0; bf < 2; bf++)
-        test_ce(bf, 4, 777, 2.0, 0.0, true);
+    for (int bf = 0; bf < 2; bf++) {
+        test_ce(bf, 4, 777, 2.0, 0.0, true, false);
+        /* labels at the row's max with a wide spread: p near 1, tiny losses */
+        test_ce(bf, 13, 4097, 25.0, 10.0, false, true);
+        test_ce(bf, 7, 32000, 8.0, 0.0, false, true);
+    }
     print_table("loss: rel_l2 <= 1e-5 (both); dlogits: f32 <= 1e-5, bf16 <= 5e-3; a label "
                 "past the row must give a NaN loss");
     TEST_DONE();
