@@ -33,7 +33,29 @@
     X(mse_loss)                                                                            \
     X(adamw_hyper_advance)                                                                 \
     X(squared_sum_reduce_multi)                                                            \
-    X(gradient_clip_gpu_scale_multi)
+    X(gradient_clip_gpu_scale_multi)                                                       \
+    X(embedding_gather_f32)                                                                \
+    X(embedding_gather_bf16)                                                               \
+    X(rope_forward_f32)                                                                    \
+    X(rope_forward_bf16)                                                                   \
+    X(rope_backward_f32)                                                                   \
+    X(rope_backward_bf16)                                                                  \
+    X(swiglu_forward_f32)                                                                  \
+    X(swiglu_forward_bf16)                                                                 \
+    X(swiglu_backward_f32)                                                                 \
+    X(swiglu_backward_bf16)                                                                \
+    X(bias_add_f32)                                                                        \
+    X(bias_add_bf16)                                                                       \
+    X(cast_f32_to_bf16)                                                                    \
+    X(cast_bf16_to_f32)                                                                    \
+    X(cross_entropy_fwd_bwd_f32)                                                           \
+    X(cross_entropy_fwd_bwd_bf16)                                                          \
+    X(attention_forward_f32)                                                               \
+    X(attention_forward_bf16)                                                              \
+    X(attention_backward_dq_f32)                                                           \
+    X(attention_backward_dq_bf16)                                                          \
+    X(attention_backward_dkv_f32)                                                          \
+    X(attention_backward_dkv_bf16)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

@@ -11,12 +11,16 @@
  *                    at batch 4; reported, timing is never pass/fail here)
  *   and the loss falls over the run.
  *
+ * With --model DIR it fine-tunes a Hugging Face checkpoint instead
+ * (train_hf.h; ptxgen-train --model DIR --help).
+ *
  * Usage: ptxgen-train [--layers N] [--hidden N] [--seq N] [--batch N] [--rank N]
  *                     [--steps N] [--seed N] [--lr X] [--mode eager|graph|both]
  * Exit: 0 when the run works (and, with both modes, -001, -002 and the
  * falling loss hold); 1 on a failure, no GPU included (one line says so);
  * 2 on a bad option (one line on stderr).
  */
+#include "train_hf.h"
 #include "train_model.h"
 
 #include <errno.h>
@@ -155,6 +159,9 @@ int main(int argc, char **argv)
     tmodel_config c;
     tmodel_config_default(&c);
     int mode = MODE_BOTH;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--model") == 0)
+            return train_hf_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -1,0 +1,561 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Causal grouped-query attention, forward and backward, f32 and bf16
+ * storage (f32 arithmetic and softmax statistics in both):
+ *
+ *   attention_forward_{f32,bf16}       O = softmax(scale Q K^T + causal) V, and the
+ *                                      row logsumexp LSE (f32) for the backward
+ *   attention_backward_dq_{f32,bf16}   dQ, and delta = rowsum(dO * O) (f32) for ...
+ *   attention_backward_dkv_{f32,bf16}  dK, dV, each summed over the query heads of
+ *                                      its group in a fixed order (no atomics)
+ *
+ * Q, O, dO, dQ are [B, S, Hq, D]; K, V, dK, dV are [B, S, Hkv, D]; LSE and
+ * delta are [B, S, Hq] (f32). Query head h reads key/value head h / (Hq /
+ * Hkv), as Hugging Face's repeat_kv does. Row s sees keys 0..s.
+ *
+ * This is the simple fused form: one warp a query row for the forward and
+ * dQ, eight warps a key row for dK/dV (see build_dkv), streaming over the
+ * other side's rows one at a time with an online softmax (forward) or the
+ * saved LSE (backward); each lane holds head elements lane, lane + 32, lane + 64,
+ * lane + 96 (so D <= 128), and every dot product is one fixed-order warp
+ * reduction: the same input gives the same bits. Nothing S x S is stored.
+ * The backward recomputes P = exp(scale q.k - LSE) and uses
+ * dS = P (dO.v - delta): dQ = scale sum_j dS K_j, dK = scale sum dS Q_i,
+ * dV = sum P dO_i. Run attention_backward_dq first: it writes delta.
+ *
+ * A launch whose q_heads is not a multiple of kv_heads, or whose head_dim
+ * passes 128, writes nothing.
+ */
+#include "model.h"
+
+#include <math.h>
+
+#define ATT_WARPS 8u
+#define ATT_MAXE 4u /* elements a lane: D <= 32 * ATT_MAXE */
+#define ATT_MAX_D (32u * ATT_MAXE)
+
+typedef struct vec {
+    pg_reg e[ATT_MAXE];
+} vec;
+
+typedef struct lanes {
+    pg_reg lane;
+    pg_reg valid[ATT_MAXE]; /* lane + 32 t < D */
+    pg_reg off[ATT_MAXE];   /* (lane + 32 t) * size, u64 */
+} lanes;
+
+static lanes lanes_of(pg_kernel *k, pg_reg lane, pg_reg dim, unsigned size)
+{
+    lanes l;
+    l.lane = lane;
+    for (unsigned t = 0; t < ATT_MAXE; t++) {
+        pg_reg idx = pg_reg_new(k, PG_U32);
+        pg_add(k, PG_U32, idx, lane, pg_u32(32 * t));
+        l.valid[t] = pg_reg_new(k, PG_PRED);
+        pg_setp(k, PG_CMP_LT, PG_U32, l.valid[t], idx, dim);
+        l.off[t] = pg_reg_new(k, PG_U64);
+        pg_mul_wide(k, PG_U32, l.off[t], idx, pg_u32(size));
+    }
+    return l;
+}
+
+static vec vec_zero(pg_kernel *k)
+{
+    vec v;
+    for (unsigned t = 0; t < ATT_MAXE; t++)
+        v.e[t] = pgk_f32_const(k, 0.0f);
+    return v;
+}
+
+/* The lane's elements of the row at base; 0 past D. */
+static vec vec_load(pg_kernel *k, pgk_dtype dt, const lanes *l, pg_reg base)
+{
+    vec v;
+    pg_reg a = pg_reg_new(k, PG_U64);
+    for (unsigned t = 0; t < ATT_MAXE; t++) {
+        pg_add(k, PG_U64, a, base, l->off[t]);
+        v.e[t] = pg_reg_new(k, PG_F32);
+        if (dt == PGK_F32) {
+            pg_mov(k, PG_F32, v.e[t], pg_f32(0.0f));
+            pg_guard(k, l->valid[t], false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, v.e[t]);
+        } else {
+            pg_reg h = pg_reg_new(k, PG_U16);
+            pg_mov(k, PG_U16, h, pg_u32(0));
+            pg_guard(k, l->valid[t], false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_U16, a, 0, h);
+            pg_reg w = pg_reg_new(k, PG_U32);
+            pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, w, h);
+            pg_shl(k, PG_B32, w, w, pg_u32(16));
+            pg_mov(k, PG_B32, v.e[t], w);
+        }
+    }
+    return v;
+}
+
+static void vec_store(pg_kernel *k, pgk_dtype dt, const lanes *l, pg_reg base, const vec *v)
+{
+    pg_reg a = pg_reg_new(k, PG_U64);
+    for (unsigned t = 0; t < ATT_MAXE; t++) {
+        pg_add(k, PG_U64, a, base, l->off[t]);
+        if (dt == PGK_F32) {
+            pg_guard(k, l->valid[t], false);
+            pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, v->e[t]);
+        } else {
+            pg_reg h = pg_reg_new(k, PG_BF16);
+            pg_cvt(k, PG_BF16, PG_F32, PG_RND_RN, h, v->e[t]);
+            pg_guard(k, l->valid[t], false);
+            pg_st(k, PG_SPACE_GLOBAL, PG_BF16, a, 0, h);
+        }
+    }
+}
+
+/* a . b over the row: the lane's fma chain, then a fixed-order warp sum. */
+static pg_reg vec_dot(pg_kernel *k, const vec *a, const vec *b)
+{
+    pg_reg s = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, s, a->e[0], b->e[0]);
+    for (unsigned t = 1; t < ATT_MAXE; t++)
+        pg_fma(k, PG_F32, s, a->e[t], b->e[t], s);
+    return pg_warp_reduce(k, PG_REDUCE_SUM, PG_F32, s);
+}
+
+/* acc = acc * c + w * x, element by element (c may be pg_none: acc + w x). */
+static void vec_axpy(pg_kernel *k, vec *acc, pg_val c, pg_reg w, const vec *x)
+{
+    for (unsigned t = 0; t < ATT_MAXE; t++) {
+        if (c.kind != PG_VAL_NONE)
+            pg_mul(k, PG_F32, acc->e[t], acc->e[t], c);
+        pg_fma(k, PG_F32, acc->e[t], w, x->e[t], acc->e[t]);
+    }
+}
+
+static void vec_scale(pg_kernel *k, vec *v, pg_val c)
+{
+    for (unsigned t = 0; t < ATT_MAXE; t++)
+        pg_mul(k, PG_F32, v->e[t], v->e[t], c);
+}
+
+static pg_reg ld_shared_f32(pg_kernel *k, pg_reg addr, int64_t off)
+{
+    pg_reg v = pg_reg_new(k, PG_F32);
+    pg_ld(k, PG_SPACE_SHARED, PG_F32, addr, off, v);
+    return v;
+}
+
+typedef struct shape {
+    pg_reg batch, seq, hq, hkv, dim, scale, group;
+} shape;
+
+/* Loads the shape params (starting at p[first]) and leaves through `out`
+ * when they are unusable: Hkv = 0, Hq not a multiple of it, D > 128. */
+static shape shape_load(pg_kernel *k, const pg_param *p, unsigned first, pg_label out)
+{
+    shape s;
+    s.batch = pg_param_load(k, p[first]);
+    s.seq = pg_param_load(k, p[first + 1]);
+    s.hq = pg_param_load(k, p[first + 2]);
+    s.hkv = pg_param_load(k, p[first + 3]);
+    s.dim = pg_param_load(k, p[first + 4]);
+    s.scale = pg_param_load(k, p[first + 5]);
+    pg_reg bad = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, bad, s.hkv, pg_u32(0));
+    pg_bra_if(k, bad, false, out);
+    pg_setp(k, PG_CMP_GT, PG_U32, bad, s.dim, pg_u32(ATT_MAX_D));
+    pg_bra_if(k, bad, false, out);
+    s.group = pg_reg_new(k, PG_U32);
+    pg_div(k, PG_U32, s.group, s.hq, s.hkv);
+    pg_reg back = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, back, s.group, s.hkv);
+    pg_setp(k, PG_CMP_NE, PG_U32, bad, back, s.hq);
+    pg_bra_if(k, bad, false, out);
+    return s;
+}
+
+/* Bytes from one token's row of a [.., S, H, D] tensor to the next's. */
+static pg_reg token_stride(pg_kernel *k, pg_reg heads, pg_reg dim, unsigned size)
+{
+    pg_reg hd = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, hd, heads, dim);
+    pg_reg st = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, st, hd, pg_u32(size));
+    return st;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
+{
+    pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
+    unsigned size = pgk_dtype_size(dt);
+    pg_label done = pg_label_new(k, "exit");
+    pg_reg Q = pg_param_load(k, p[0]);
+    pg_reg K = pg_param_load(k, p[1]);
+    pg_reg V = pg_param_load(k, p[2]);
+    pg_reg O = pg_param_load(k, p[3]);
+    pg_reg LSE = pg_param_load(k, p[4]);
+    shape sh = shape_load(k, p, 5, done);
+
+    pg_reg rows = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, rows, sh.batch, sh.seq);
+    pg_mul(k, PG_U32, rows, rows, sh.hq);
+    pg_reg lane;
+    pg_reg w = pgk_warp_row(k, rows, done, &lane);
+    pg_comment(k, "w = (b S + s) Hq + h");
+    pg_reg h = pg_reg_new(k, PG_U32), bs = pg_reg_new(k, PG_U32), s = pg_reg_new(k, PG_U32);
+    pg_rem(k, PG_U32, h, w, sh.hq);
+    pg_div(k, PG_U32, bs, w, sh.hq);
+    pg_rem(k, PG_U32, s, bs, sh.seq);
+    pg_reg kvh = pg_reg_new(k, PG_U32);
+    pg_div(k, PG_U32, kvh, h, sh.group);
+    pg_comment(k, "first key row of the sequence: ((bs - s) Hkv + kvh) D");
+    pg_reg krow = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, krow, bs, s);
+    pg_mad(k, PG_U32, krow, krow, sh.hkv, kvh);
+    pg_reg ka = pgk_addr2(k, K, krow, sh.dim, pg_u32(0), size);
+    pg_reg va = pgk_addr2(k, V, krow, sh.dim, pg_u32(0), size);
+    pg_reg kstride = token_stride(k, sh.hkv, sh.dim, size);
+
+    lanes l = lanes_of(k, lane, sh.dim, size);
+    pg_reg qa = pgk_addr2(k, Q, w, sh.dim, pg_u32(0), size);
+    vec q = vec_load(k, dt, &l, qa);
+    vec_scale(k, &q, sh.scale);
+    vec acc = vec_zero(k);
+    pg_reg m = pgk_f32_const(k, -INFINITY);
+    pg_reg sum = pgk_f32_const(k, 0.0f);
+    pg_reg nkeys = pg_reg_new(k, PG_U32);
+    pg_add(k, PG_U32, nkeys, s, pg_u32(1));
+
+    pg_comment(k, "online softmax over keys 0..s");
+    pgk_loop L;
+    pgk_loop_begin(k, &L, pg_u32(0), nkeys, pg_u32(1));
+    vec kv = vec_load(k, dt, &l, ka);
+    pg_reg sc = vec_dot(k, &q, &kv);
+    pg_reg mn = pg_reg_new(k, PG_F32);
+    pg_max(k, PG_F32, mn, m, sc);
+    pg_reg d = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, d, m, mn);
+    pg_reg corr = pgk_exp_nonpos(k, d);
+    pg_sub(k, PG_F32, d, sc, mn);
+    pg_reg pr = pgk_exp_nonpos(k, d);
+    pg_fma(k, PG_F32, sum, sum, corr, pr);
+    vec vv = vec_load(k, dt, &l, va);
+    vec_axpy(k, &acc, corr, pr, &vv);
+    pg_mov(k, PG_F32, m, mn);
+    pg_add(k, PG_U64, ka, ka, kstride);
+    pg_add(k, PG_U64, va, va, kstride);
+    pgk_loop_end(k, &L);
+
+    pg_reg inv = pg_reg_new(k, PG_F32);
+    pg_rcp(k, PG_F32, inv, sum);
+    vec_scale(k, &acc, inv);
+    pg_reg oa = pgk_addr2(k, O, w, sh.dim, pg_u32(0), size);
+    vec_store(k, dt, &l, oa, &acc);
+    pg_comment(k, "lse = m + ln(sum)");
+    pg_reg lse = pg_reg_new(k, PG_F32);
+    pg_lg2(k, PG_F32, lse, sum);
+    pg_fma(k, PG_F32, lse, lse, pg_f32(0.6931471824645996f), m);
+    pg_reg first = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, first, lane, pg_u32(0));
+    /* the address first: a guard covers the one instruction after it */
+    pg_reg lse_at = pgk_elem_addr(k, LSE, w, 4);
+    pg_guard(k, first, false);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lse_at, 0, lse);
+
+    pg_label_bind(k, done);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+/* ---------------------------------------------------------------- backward: dQ and delta */
+
+static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
+{
+    pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
+    unsigned size = pgk_dtype_size(dt);
+    pg_label done = pg_label_new(k, "exit");
+    pg_reg Q = pg_param_load(k, p[0]);
+    pg_reg K = pg_param_load(k, p[1]);
+    pg_reg V = pg_param_load(k, p[2]);
+    pg_reg O = pg_param_load(k, p[3]);
+    pg_reg dO = pg_param_load(k, p[4]);
+    pg_reg LSE = pg_param_load(k, p[5]);
+    pg_reg dQ = pg_param_load(k, p[6]);
+    pg_reg DELTA = pg_param_load(k, p[7]);
+    shape sh = shape_load(k, p, 8, done);
+
+    pg_reg rows = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, rows, sh.batch, sh.seq);
+    pg_mul(k, PG_U32, rows, rows, sh.hq);
+    pg_reg lane;
+    pg_reg w = pgk_warp_row(k, rows, done, &lane);
+    pg_reg h = pg_reg_new(k, PG_U32), bs = pg_reg_new(k, PG_U32), s = pg_reg_new(k, PG_U32);
+    pg_rem(k, PG_U32, h, w, sh.hq);
+    pg_div(k, PG_U32, bs, w, sh.hq);
+    pg_rem(k, PG_U32, s, bs, sh.seq);
+    pg_reg kvh = pg_reg_new(k, PG_U32);
+    pg_div(k, PG_U32, kvh, h, sh.group);
+    pg_reg krow = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, krow, bs, s);
+    pg_mad(k, PG_U32, krow, krow, sh.hkv, kvh);
+    pg_reg ka = pgk_addr2(k, K, krow, sh.dim, pg_u32(0), size);
+    pg_reg va = pgk_addr2(k, V, krow, sh.dim, pg_u32(0), size);
+    pg_reg kstride = token_stride(k, sh.hkv, sh.dim, size);
+
+    lanes l = lanes_of(k, lane, sh.dim, size);
+    vec q = vec_load(k, dt, &l, pgk_addr2(k, Q, w, sh.dim, pg_u32(0), size));
+    vec_scale(k, &q, sh.scale);
+    vec go = vec_load(k, dt, &l, pgk_addr2(k, dO, w, sh.dim, pg_u32(0), size));
+    vec o = vec_load(k, dt, &l, pgk_addr2(k, O, w, sh.dim, pg_u32(0), size));
+    pg_reg delta = vec_dot(k, &go, &o);
+    pg_reg lse = pgk_ld_f32(k, pgk_elem_addr(k, LSE, w, 4));
+    pg_reg first = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, first, lane, pg_u32(0));
+    /* the address first: a guard covers the one instruction after it */
+    pg_reg delta_at = pgk_elem_addr(k, DELTA, w, 4);
+    pg_guard(k, first, false);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, delta_at, 0, delta);
+
+    vec acc = vec_zero(k);
+    pg_reg nkeys = pg_reg_new(k, PG_U32);
+    pg_add(k, PG_U32, nkeys, s, pg_u32(1));
+    pg_comment(k, "dq = scale sum_j P_j (dO.v_j - delta) k_j");
+    pgk_loop L;
+    pgk_loop_begin(k, &L, pg_u32(0), nkeys, pg_u32(1));
+    vec kv = vec_load(k, dt, &l, ka);
+    pg_reg sc = vec_dot(k, &q, &kv);
+    pg_sub(k, PG_F32, sc, sc, lse);
+    pg_reg pr = pgk_exp_nonpos(k, sc);
+    vec vv = vec_load(k, dt, &l, va);
+    pg_reg dp = vec_dot(k, &go, &vv);
+    pg_sub(k, PG_F32, dp, dp, delta);
+    pg_mul(k, PG_F32, dp, dp, pr);
+    vec_axpy(k, &acc, pg_none(), dp, &kv);
+    pg_add(k, PG_U64, ka, ka, kstride);
+    pg_add(k, PG_U64, va, va, kstride);
+    pgk_loop_end(k, &L);
+
+    vec_scale(k, &acc, sh.scale);
+    vec_store(k, dt, &l, pgk_addr2(k, dQ, w, sh.dim, pg_u32(0), size), &acc);
+    pg_label_bind(k, done);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+/* ---------------------------------------------------------------- backward: dK and dV */
+
+/* One block a key row (b, j, kv head): the G (S - j) (head, query) pairs
+ * the row's gradient sums over, flattened head-major, are dealt to the
+ * block's warps round-robin (warp w takes w, w + 8, ...); each warp keeps
+ * its own partial dK, dV; the eight partials then meet in shared memory and
+ * are added in warp order. The split depends on the shape alone, so the
+ * sum's order, and its bits, are fixed; a key row gets eight warps instead
+ * of one, which matters because there are only B S Hkv key rows. */
+static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt)
+{
+    pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
+    unsigned size = pgk_dtype_size(dt);
+    pg_shared part = pg_shared_static(k, PG_F32, 2 * ATT_WARPS * ATT_MAX_D, 16, "partials");
+    pg_label done = pg_label_new(k, "exit");
+    pg_reg Q = pg_param_load(k, p[0]);
+    pg_reg K = pg_param_load(k, p[1]);
+    pg_reg V = pg_param_load(k, p[2]);
+    pg_reg dO = pg_param_load(k, p[3]);
+    pg_reg LSE = pg_param_load(k, p[4]);
+    pg_reg DELTA = pg_param_load(k, p[5]);
+    pg_reg dK = pg_param_load(k, p[6]);
+    pg_reg dV = pg_param_load(k, p[7]);
+    shape sh = shape_load(k, p, 8, done);
+
+    pg_reg rows = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, rows, sh.batch, sh.seq);
+    pg_mul(k, PG_U32, rows, rows, sh.hkv);
+    pg_reg w = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_comment(k, "the whole block leaves together: the key row is the block's");
+    pg_bounds_guard(k, w, rows, done);
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg lane = pg_reg_new(k, PG_U32);
+    pg_and(k, PG_B32, lane, tid, pg_u32(31));
+    pg_reg warp = pg_reg_new(k, PG_U32);
+    pg_shr(k, PG_U32, warp, tid, pg_u32(5));
+    pg_comment(k, "w = (b S + j) Hkv + kvh");
+    pg_reg kvh = pg_reg_new(k, PG_U32), bj = pg_reg_new(k, PG_U32), j = pg_reg_new(k, PG_U32);
+    pg_rem(k, PG_U32, kvh, w, sh.hkv);
+    pg_div(k, PG_U32, bj, w, sh.hkv);
+    pg_rem(k, PG_U32, j, bj, sh.seq);
+
+    lanes l = lanes_of(k, lane, sh.dim, size);
+    vec kv = vec_load(k, dt, &l, pgk_addr2(k, K, w, sh.dim, pg_u32(0), size));
+    vec_scale(k, &kv, sh.scale);
+    vec vv = vec_load(k, dt, &l, pgk_addr2(k, V, w, sh.dim, pg_u32(0), size));
+    vec dk = vec_zero(k), dv = vec_zero(k);
+    pg_reg nq = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, nq, sh.seq, j);
+    pg_reg npairs = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, npairs, nq, sh.group);
+    pg_reg h0 = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, h0, kvh, sh.group);
+
+    pg_comment(k, "pairs idx = g (S - j) + (i - j), this warp's in order");
+    pgk_loop L;
+    pg_reg idx = pgk_loop_begin(k, &L, warp, npairs, pg_u32(ATT_WARPS));
+    pg_reg g = pg_reg_new(k, PG_U32), di = pg_reg_new(k, PG_U32);
+    pg_div(k, PG_U32, g, idx, nq);
+    pg_rem(k, PG_U32, di, idx, nq);
+    pg_comment(k, "query row (b S + i) Hq + h0 + g, i = j + di");
+    pg_reg qrow = pg_reg_new(k, PG_U32);
+    pg_add(k, PG_U32, qrow, bj, di);
+    pg_reg hg = pg_reg_new(k, PG_U32);
+    pg_add(k, PG_U32, hg, h0, g);
+    pg_mad(k, PG_U32, qrow, qrow, sh.hq, hg);
+    vec q = vec_load(k, dt, &l, pgk_addr2(k, Q, qrow, sh.dim, pg_u32(0), size));
+    vec go = vec_load(k, dt, &l, pgk_addr2(k, dO, qrow, sh.dim, pg_u32(0), size));
+    pg_reg lse = pgk_ld_f32(k, pgk_elem_addr(k, LSE, qrow, 4));
+    pg_reg delta = pgk_ld_f32(k, pgk_elem_addr(k, DELTA, qrow, 4));
+    pg_reg sc = vec_dot(k, &q, &kv);
+    pg_sub(k, PG_F32, sc, sc, lse);
+    pg_reg pr = pgk_exp_nonpos(k, sc);
+    pg_reg dp = vec_dot(k, &go, &vv);
+    pg_sub(k, PG_F32, dp, dp, delta);
+    pg_mul(k, PG_F32, dp, dp, pr);
+    vec_axpy(k, &dv, pg_none(), pr, &go);
+    vec_axpy(k, &dk, pg_none(), dp, &q);
+    pgk_loop_end(k, &L);
+
+    pg_comment(k, "partials[0 or 1][warp][lane + 32 t]: dK's, then dV's");
+    pg_reg sbase = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, sbase, pg_shared_addr(part));
+    pg_reg slot = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, slot, warp, pg_u32(ATT_MAX_D), lane);
+    pg_mad(k, PG_U32, slot, slot, pg_u32(4), sbase);
+    for (unsigned t = 0; t < ATT_MAXE; t++) {
+        pg_st(k, PG_SPACE_SHARED, PG_F32, slot, 4 * 32 * t, dk.e[t]);
+        pg_st(k, PG_SPACE_SHARED, PG_F32, slot, 4 * (ATT_WARPS * ATT_MAX_D + 32 * t), dv.e[t]);
+    }
+    pg_bar_sync(k, 0);
+
+    pg_comment(k, "thread t sums element t % 128 of dK (t < 128) or dV over the warps in order");
+    pg_reg which = pg_reg_new(k, PG_U32);
+    pg_shr(k, PG_U32, which, tid, pg_u32(7));
+    pg_reg e = pg_reg_new(k, PG_U32);
+    pg_and(k, PG_B32, e, tid, pg_u32(ATT_MAX_D - 1));
+    pg_reg src = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, src, which, pg_u32(ATT_WARPS * ATT_MAX_D), e);
+    pg_mad(k, PG_U32, src, src, pg_u32(4), sbase);
+    pg_reg tot = ld_shared_f32(k, src, 0);
+    for (unsigned wi = 1; wi < ATT_WARPS; wi++) {
+        pg_reg x = ld_shared_f32(k, src, 4 * ATT_MAX_D * wi);
+        pg_add(k, PG_F32, tot, tot, x);
+    }
+    pg_reg is_dk = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, is_dk, which, pg_u32(0));
+    pg_reg scaled = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, scaled, tot, sh.scale);
+    pg_selp(k, PG_F32, tot, scaled, tot, is_dk);
+    pg_reg outp = pg_reg_new(k, PG_U64);
+    pg_selp(k, PG_U64, outp, dK, dV, is_dk);
+    pg_reg in_row = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LT, PG_U32, in_row, e, sh.dim);
+    pg_label skip = pg_label_new(k, "past_head_dim");
+    pg_bra_if(k, in_row, true, skip);
+    pgk_st_act(k, dt, pgk_addr2(k, outp, w, sh.dim, e, size), tot);
+    pg_label_bind(k, skip);
+    pg_label_bind(k, done);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+/* The key rows' launch: one block of 8 warps a key row. */
+static int launch_dkv(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    (void)d;
+    uint64_t rows = (uint64_t)knobs[0] * knobs[1] * knobs[2];
+    if (rows == 0 || rows > INT32_MAX || knobs[3] == 0 || knobs[3] > ATT_MAX_D)
+        return PG_ERANGE;
+    *out = (pgk_launch){{(uint32_t)rows, 1, 1}, {32 * ATT_WARPS, 1, 1}, 0};
+    return PG_OK;
+}
+
+/* ---------------------------------------------------------------- descriptors */
+
+/* One warp a query row; knobs: batch, seq_len, q_heads, head_dim. */
+static int launch_att(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    (void)d;
+    uint64_t rows = (uint64_t)knobs[0] * knobs[1] * knobs[2];
+    uint64_t blocks = (rows + ATT_WARPS - 1) / ATT_WARPS;
+    if (rows == 0 || rows > INT32_MAX || knobs[3] == 0 || knobs[3] > ATT_MAX_D)
+        return PG_ERANGE;
+    *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {32 * ATT_WARPS, 1, 1}, 0};
+    return PG_OK;
+}
+
+#define ATT_BUILD(fn, body, dt)                                                \
+    static int fn(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)     \
+    {                                                                          \
+        (void)d, (void)knobs;                                                           \
+        return body(k, p, dt);                                                 \
+    }
+ATT_BUILD(fwd_f32, build_fwd, PGK_F32)
+ATT_BUILD(fwd_bf16, build_fwd, PGK_BF16)
+ATT_BUILD(dq_f32, build_dq, PGK_F32)
+ATT_BUILD(dq_bf16, build_dq, PGK_BF16)
+ATT_BUILD(dkv_f32, build_dkv, PGK_F32)
+ATT_BUILD(dkv_bf16, build_dkv, PGK_BF16)
+
+#define SHAPE_PARAMS                                                           \
+    {"batch", PG_U32, false}, {"seq_len", PG_U32, false}, {"q_heads", PG_U32, false}, \
+    {"kv_heads", PG_U32, false}, {"head_dim", PG_U32, false}, {"scale", PG_F32, false}
+
+static const pgk_param fwd_params[] = {
+    {"q", PG_U64, true}, {"k", PG_U64, true}, {"v", PG_U64, true},
+    {"o", PG_U64, true}, {"lse", PG_U64, true}, SHAPE_PARAMS,
+};
+static const pgk_param dq_params[] = {
+    {"q", PG_U64, true},      {"k", PG_U64, true},   {"v", PG_U64, true},
+    {"o", PG_U64, true},      {"grad_o", PG_U64, true}, {"lse", PG_U64, true},
+    {"grad_q", PG_U64, true}, {"delta", PG_U64, true}, SHAPE_PARAMS,
+};
+static const pgk_param dkv_params[] = {
+    {"q", PG_U64, true},      {"k", PG_U64, true},      {"v", PG_U64, true},
+    {"grad_o", PG_U64, true}, {"lse", PG_U64, true},    {"delta", PG_U64, true},
+    {"grad_k", PG_U64, true}, {"grad_v", PG_U64, true}, SHAPE_PARAMS,
+};
+
+static const pgk_knob q_knobs[] = {
+    {"batch", 4, 1, 1000, "sequences"},
+    {"seq_len", 512, 1, 16384, "tokens a sequence"},
+    {"q_heads", 12, 1, 128, "query heads (one warp a query row and head)"},
+    {"head_dim", 128, 1, ATT_MAX_D, "elements a head, at most 128"},
+};
+static const pgk_knob kv_knobs[] = {
+    {"batch", 4, 1, 1000, "sequences"},
+    {"seq_len", 512, 1, 16384, "tokens a sequence"},
+    {"kv_heads", 2, 1, 128, "key/value heads (one block a key row and head)"},
+    {"head_dim", 128, 1, ATT_MAX_D, "elements a head, at most 128"},
+};
+
+#define ATT_DESC(var, nm, what, prm, npr, kn, fn, tgt, lfn)                    \
+    const pgk_desc var = {                                                     \
+        .name = nm, .summary = what, .params = prm, .nparams = npr,           \
+        .knobs = kn, .nknobs = 4, .min_target = tgt, .build = fn,             \
+        .launch = lfn,                                                         \
+    };
+ATT_DESC(pgk_desc_attention_forward_f32, "attention_forward_f32",
+         "causal GQA attention O and row logsumexp, one warp a query row (f32)", fwd_params, 11,
+         q_knobs, fwd_f32, PG_SM_70, launch_att)
+ATT_DESC(pgk_desc_attention_forward_bf16, "attention_forward_bf16",
+         "causal GQA attention O and row logsumexp, one warp a query row (bf16)", fwd_params, 11,
+         q_knobs, fwd_bf16, PG_SM_80, launch_att)
+ATT_DESC(pgk_desc_attention_backward_dq_f32, "attention_backward_dq_f32",
+         "causal GQA attention dQ and delta = rowsum(dO * O) (f32)", dq_params, 14, q_knobs,
+         dq_f32, PG_SM_70, launch_att)
+ATT_DESC(pgk_desc_attention_backward_dq_bf16, "attention_backward_dq_bf16",
+         "causal GQA attention dQ and delta = rowsum(dO * O) (bf16)", dq_params, 14, q_knobs,
+         dq_bf16, PG_SM_80, launch_att)
+ATT_DESC(pgk_desc_attention_backward_dkv_f32, "attention_backward_dkv_f32",
+         "causal GQA attention dK, dV summed over each group's heads in order (f32)", dkv_params,
+         14, kv_knobs, dkv_f32, PG_SM_70, launch_dkv)
+ATT_DESC(pgk_desc_attention_backward_dkv_bf16, "attention_backward_dkv_bf16",
+         "causal GQA attention dK, dV summed over each group's heads in order (bf16)",
+         dkv_params, 14, kv_knobs, dkv_bf16, PG_SM_80, launch_dkv)

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cross_entropy_fwd_bwd_{f32,bf16}: the loss and its gradient for a chunk
+ * of R rows of logits [R, V] at once, so an LM head can run over row chunks
+ * and never hold all B x S x V logits:
+ *
+ *   loss[r]      = logsumexp(x[r, :]) - x[r, label[r]]               (f32)
+ *   x[r, j]     <- (softmax(x[r, :])_j - [j == label[r]]) * scale    (in place)
+ *
+ * scale is the caller's 1 / (positions counted over the whole batch). A
+ * label below zero (-100 and any other negative) is ignored: loss 0 and a
+ * zero gradient row. A label >= V is an error the host should have caught:
+ * its loss is NaN (so it shows) and its row gets softmax * scale.
+ *
+ * One block of CE_THREADS a row, three passes over it: the max, the sum of
+ * exp(x - max) (pgk_exp_nonpos, the argument is never positive, so nothing
+ * overflows for any logits) with and without the label's term, then the
+ * write. The sum without the label gives a confident row (p near 1) its
+ * label gradient p - 1 = -others/sum and its small loss ln(1 + others/e)
+ * without the cancellation of 1 - p or the rounding of ln(sum) near 1. Statistics are f32 and each
+ * reduction runs in an order fixed by V: the same input gives the same
+ * bits. Indices are u32 below V <= 2^31 and addresses 64-bit.
+ */
+#include "model.h"
+
+#include <math.h>
+
+#define CE_THREADS 512u
+#define LN2_F 0.6931471824645996f
+
+static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt)
+{
+    pg_kernel_set_maxntid(k, CE_THREADS, 1, 1);
+    unsigned size = pgk_dtype_size(dt);
+    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_parts");
+    pg_reg logits = pg_param_load(k, p[0]);
+    pg_reg labels = pg_param_load(k, p[1]);
+    pg_reg loss = pg_param_load(k, p[2]);
+    pg_reg rows = pg_param_load(k, p[3]);
+    pg_reg vocab = pg_param_load(k, p[4]);
+    pg_reg scale = pg_param_load(k, p[5]);
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg row = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_label done = pg_label_new(k, "exit");
+    pg_label ignored = pg_label_new(k, "ignored");
+    pg_comment(k, "the whole block leaves together: the row and its label are the block's");
+    pg_bounds_guard(k, row, rows, done);
+    pg_reg label = pg_reg_new(k, PG_S32);
+    pg_ld_nc(k, PG_S32, pgk_elem_addr(k, labels, row, 4), 0, label);
+    pg_reg lossa = pgk_elem_addr(k, loss, row, 4);
+    pg_reg base = pgk_addr2(k, logits, row, vocab, pg_u32(0), size);
+    pg_reg first = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, first, tid, pg_u32(0));
+    pg_reg ign = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LT, PG_S32, ign, label, pg_s32(0));
+    pg_bra_if(k, ign, false, ignored);
+
+    pg_comment(k, "pass 1: the row's max");
+    pg_reg m = pgk_f32_const(k, -INFINITY);
+    pgk_loop L1;
+    pg_reg j1 = pgk_loop_begin(k, &L1, tid, vocab, ntid);
+    pg_reg x1 = pgk_ld_act(k, dt, pgk_addr_add(k, base, j1, size), false);
+    pg_max(k, PG_F32, m, m, x1);
+    pgk_loop_end(k, &L1);
+    pg_reg mx = pg_block_reduce(k, PG_REDUCE_MAX, PG_F32, m, scratch);
+
+    pg_comment(k, "pass 2: sum of exp(x - max) (>= 1: the max's own term), and the same "
+                  "without the label's term");
+    pg_reg s = pgk_f32_const(k, 0.0f);
+    pg_reg sx = pgk_f32_const(k, 0.0f);
+    pgk_loop L2;
+    pg_reg j2 = pgk_loop_begin(k, &L2, tid, vocab, ntid);
+    pg_reg x2 = pgk_ld_act(k, dt, pgk_addr_add(k, base, j2, size), false);
+    pg_sub(k, PG_F32, x2, x2, mx);
+    pg_reg e2 = pgk_exp_nonpos(k, x2);
+    pg_add(k, PG_F32, s, s, e2);
+    pg_reg hit2 = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, hit2, j2, label);
+    pg_reg e2x = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, e2x, pg_f32(0.0f), e2, hit2);
+    pg_add(k, PG_F32, sx, sx, e2x);
+    pgk_loop_end(k, &L2);
+    pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, s, scratch);
+    pg_reg others = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, sx, scratch);
+    pg_reg inv = pg_reg_new(k, PG_F32);
+    pg_rcp(k, PG_F32, inv, sum);
+    pg_reg lnsum = pg_reg_new(k, PG_F32);
+    pg_lg2(k, PG_F32, lnsum, sum);
+    pg_mul(k, PG_F32, lnsum, lnsum, pg_f32(LN2_F));
+    pg_comment(k, "the label's p - 1 = -(others / sum): no cancellation when p is near 1");
+    pg_reg pm1 = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, pm1, others, inv);
+    pg_neg(k, PG_F32, pm1, pm1);
+
+    pg_comment(k, "a label past the row: loss NaN (no element matches it below)");
+    pg_reg over = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_HS, PG_U32, over, label, vocab);
+    pg_reg both = pg_reg_new(k, PG_PRED);
+    pg_and(k, PG_PRED, both, over, first);
+    pg_reg nan = pgk_f32_const(k, NAN);
+    pg_guard(k, both, false);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, nan);
+
+    pg_comment(k, "pass 3: grad = (exp(x - max) / sum - onehot) * scale; the label's thread "
+                  "keeps its logit");
+    pg_reg xl = pgk_f32_const(k, 0.0f);
+    pg_reg found = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_NE, PG_U32, found, tid, tid); /* false */
+    pgk_loop L3;
+    pg_reg j3 = pgk_loop_begin(k, &L3, tid, vocab, ntid);
+    pg_reg a3 = pgk_addr_add(k, base, j3, size);
+    pg_reg x3 = pgk_ld_act(k, dt, a3, false);
+    pg_reg d = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, d, x3, mx);
+    pg_reg e3 = pgk_exp_nonpos(k, d);
+    pg_reg pr = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, pr, e3, inv);
+    pg_reg hit = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, hit, j3, label);
+    pg_selp(k, PG_F32, pr, pm1, pr, hit);
+    pg_mul(k, PG_F32, pr, pr, scale);
+    pgk_st_act(k, dt, a3, pr);
+    pg_selp(k, PG_F32, xl, x3, xl, hit);
+    pg_or(k, PG_PRED, found, found, hit);
+    pgk_loop_end(k, &L3);
+
+    pg_comment(k, "loss = -ln p = ln(1 + r), r = others / exp(x - max): by atanh's series "
+                  "while r <= 1 (a confident row's tiny loss keeps its digits), else "
+                  "(max - x) + ln(sum)");
+    pg_reg dl = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, dl, xl, mx);
+    pg_reg el = pgk_exp_nonpos(k, dl);
+    pg_reg r = pg_reg_new(k, PG_F32);
+    pg_div(k, PG_F32, r, others, el);
+    pg_reg den = pg_reg_new(k, PG_F32);
+    pg_add(k, PG_F32, den, r, pg_f32(2.0f));
+    pg_reg t = pg_reg_new(k, PG_F32);
+    pg_div(k, PG_F32, t, r, den);
+    pg_reg z = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, z, t, t);
+    pg_reg poly = pgk_f32_const(k, 2.0f / 17.0f);
+    for (int n = 7; n >= 0; n--)
+        pg_fma(k, PG_F32, poly, poly, z, pg_f32(2.0f / (float)(2 * n + 1)));
+    pg_reg small = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, small, poly, t);
+    pg_reg big = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, big, mx, xl);
+    pg_add(k, PG_F32, big, big, lnsum);
+    pg_reg use_small = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LE, PG_F32, use_small, r, pg_f32(1.0f));
+    pg_reg l = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, l, small, big, use_small);
+    pg_guard(k, found, false);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, l);
+    pg_bra(k, done);
+
+    pg_label_bind(k, ignored);
+    pg_reg zero = pgk_f32_const(k, 0.0f);
+    pg_guard(k, first, false);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, zero);
+    pgk_loop Z;
+    pg_reg jz = pgk_loop_begin(k, &Z, tid, vocab, ntid);
+    pgk_st_act(k, dt, pgk_addr_add(k, base, jz, size), zero);
+    pgk_loop_end(k, &Z);
+
+    pg_label_bind(k, done);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int ce_f32(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    (void)kn;
+    return build_ce(k, p, PGK_F32);
+}
+static int ce_bf16(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    (void)kn;
+    return build_ce(k, p, PGK_BF16);
+}
+
+static int launch_ce(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    (void)d;
+    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > (1u << 31))
+        return PG_ERANGE;
+    *out = (pgk_launch){{knobs[0], 1, 1}, {CE_THREADS, 1, 1}, 0};
+    return PG_OK;
+}
+
+static const pgk_param ce_params[] = {
+    {"logits", PG_U64, true}, {"labels", PG_U64, true}, {"loss", PG_U64, true},
+    {"rows", PG_U32, false},  {"vocab", PG_U32, false}, {"scale", PG_F32, false},
+};
+
+static const pgk_knob ce_knobs[] = {
+    {"rows", 512, 1, INT32_MAX, "rows of the chunk (one block each)"},
+    {"vocab", 151936, 1, 1u << 31, "logits a row"},
+};
+
+const pgk_desc pgk_desc_cross_entropy_fwd_bwd_f32 = {
+    .name = "cross_entropy_fwd_bwd_f32",
+    .summary = "per-row loss and, in place, (softmax - onehot) * scale for a chunk of f32 logits",
+    .params = ce_params, .nparams = 6, .knobs = ce_knobs, .nknobs = 2,
+    .min_target = PG_SM_70, .build = ce_f32, .launch = launch_ce,
+};
+const pgk_desc pgk_desc_cross_entropy_fwd_bwd_bf16 = {
+    .name = "cross_entropy_fwd_bwd_bf16",
+    .summary = "per-row loss and, in place, (softmax - onehot) * scale for a chunk of bf16 logits",
+    .params = ce_params, .nparams = 6, .knobs = ce_knobs, .nknobs = 2,
+    .min_target = PG_SM_80, .build = ce_bf16, .launch = launch_ce,
+};

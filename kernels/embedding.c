@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * embedding_gather_{f32,bf16}: out[t, :] = table[ids[t], :] for T token ids
+ * into a [vocab, hidden] table, one block a token.
+ *
+ * An id outside [0, vocab) is never read through: its row of out is written
+ * as zeros and bit 0 of the device error word is set (red.or, so any number
+ * of bad ids in any blocks leave the same word). The caller clears the word
+ * before the launch and reads it after; the other bits are left alone.
+ */
+#include "model.h"
+
+#define EMB_BAD_ID 1u
+
+static int build_gather(pg_kernel *k, const pg_param *p, pgk_dtype dt)
+{
+    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
+    unsigned size = pgk_dtype_size(dt);
+    pg_type bits = dt == PGK_BF16 ? PG_U16 : PG_U32;
+    pg_reg table = pg_param_load(k, p[0]);
+    pg_reg ids = pg_param_load(k, p[1]);
+    pg_reg out = pg_param_load(k, p[2]);
+    pg_reg err = pg_param_load(k, p[3]);
+    pg_reg ntok = pg_param_load(k, p[4]);
+    pg_reg hidden = pg_param_load(k, p[5]);
+    pg_reg vocab = pg_param_load(k, p[6]);
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg row = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_label done = pg_label_new(k, "exit");
+    pg_label bad = pg_label_new(k, "bad_id");
+    pg_bounds_guard(k, row, ntok, done);
+
+    pg_reg ida = pgk_elem_addr(k, ids, row, 4);
+    pg_reg id = pg_reg_new(k, PG_S32);
+    pg_ld_nc(k, PG_S32, ida, 0, id);
+    pg_comment(k, "unsigned compare: a negative id is huge and fails it too");
+    pg_reg ok = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LO, PG_U32, ok, id, vocab);
+    pg_reg dst = pgk_addr2(k, out, row, hidden, pg_u32(0), size);
+    pg_bra_if(k, ok, true, bad);
+
+    pg_reg src = pgk_addr2(k, table, id, hidden, pg_u32(0), size);
+    pg_reg v = pg_reg_new(k, bits);
+    pgk_loop L;
+    pg_reg h = pgk_loop_begin(k, &L, tid, hidden, ntid);
+    pg_reg sa = pgk_addr_add(k, src, h, size);
+    pg_ld_nc(k, bits, sa, 0, v);
+    pg_reg da = pgk_addr_add(k, dst, h, size);
+    pg_st(k, PG_SPACE_GLOBAL, bits, da, 0, v);
+    pgk_loop_end(k, &L);
+    pg_bra(k, done);
+
+    pg_label_bind(k, bad);
+    pg_reg first = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, first, tid, pg_u32(0));
+    pg_guard(k, first, false);
+    pg_atom(k, PG_SPACE_GLOBAL, PG_ATOM_OR, PG_B32, pg_none(), err, 0, pg_u32(EMB_BAD_ID),
+            pg_none());
+    pg_reg zero = pg_reg_new(k, bits);
+    pg_mov(k, bits, zero, pg_u32(0));
+    pgk_loop Z;
+    pg_reg hz = pgk_loop_begin(k, &Z, tid, hidden, ntid);
+    pg_reg za = pgk_addr_add(k, dst, hz, size);
+    pg_st(k, PG_SPACE_GLOBAL, bits, za, 0, zero);
+    pgk_loop_end(k, &Z);
+
+    pg_label_bind(k, done);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int build_gather_f32(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
+{
+    (void)d;
+    (void)knobs;
+    return build_gather(k, p, PGK_F32);
+}
+
+static int build_gather_bf16(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
+{
+    (void)d;
+    (void)knobs;
+    return build_gather(k, p, PGK_BF16);
+}
+
+static const pgk_param gather_params[] = {
+    {"table", PG_U64, true},      {"ids", PG_U64, true},         {"output", PG_U64, true},
+    {"error_word", PG_U64, true}, {"num_tokens", PG_U32, false}, {"hidden_dim", PG_U32, false},
+    {"vocab", PG_U32, false},
+};
+
+static const pgk_knob gather_knobs[] = {
+    {"num_tokens", 2048, 1, INT32_MAX, "token ids (one block each)"},
+    {"hidden_dim", 1536, 1, INT32_MAX, "elements a table row"},
+};
+
+const pgk_desc pgk_desc_embedding_gather_f32 = {
+    .name = "embedding_gather_f32",
+    .summary = "output[t, :] = table[ids[t], :] (f32); a bad id sets bit 0 of *error_word and "
+               "gives a zero row",
+    .params = gather_params,
+    .nparams = 7,
+    .knobs = gather_knobs,
+    .nknobs = 2,
+    .min_target = PG_SM_70,
+    .build = build_gather_f32,
+    .threads = PGK_THREADS, .launch = pgk_launch_rows,
+};
+
+const pgk_desc pgk_desc_embedding_gather_bf16 = {
+    .name = "embedding_gather_bf16",
+    .summary = "output[t, :] = table[ids[t], :] (bf16); a bad id sets bit 0 of *error_word and "
+               "gives a zero row",
+    .params = gather_params,
+    .nparams = 7,
+    .knobs = gather_knobs,
+    .nknobs = 2,
+    .min_target = PG_SM_70,
+    .build = build_gather_bf16,
+    .threads = PGK_THREADS, .launch = pgk_launch_rows,
+};

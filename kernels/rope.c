@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rope_forward_{f32,bf16} / rope_backward_{f32,bf16}: rotary position
+ * embedding in place on q [T, q_heads, head_dim] and k [T, kv_heads,
+ * head_dim], Hugging Face's rotate-half convention: for i < D/2 the pair
+ * (x[i], x[i + D/2]) turns by the angle pos * inv_freq[i], pos = t mod
+ * seq_len (the token's index in its sequence).
+ *
+ * The angle is the reference's f32 value: inv_freq[i] = 1 / f32(theta ^
+ * (f32(2i) / f32(D))) and angle = f32(pos) * inv_freq[i], each step rounded
+ * to f32 as Hugging Face computes them. theta ^ e is evaluated in f64 and
+ * rounded once (the correctly rounded powf, but for ties closer than about
+ * 1e-15), and cos/sin of the f32 angle in f64 (a two-part reduction by
+ * pi/2, then Taylor polynomials on [-pi/4, pi/4]) rounded to f32: an
+ * ex2/lg2/sin.approx angle would be off by up to 1e-2 radians at position
+ * 4096. The rotation itself is the reference's: rounded products, one
+ * rounded sum, y1 = x1 c - x2 s, y2 = x2 c + x1 s; the backward, its
+ * transpose, dx1 = dy1 c + dy2 s, dx2 = dy2 c - dy1 s.
+ *
+ * One block a token: each thread finds cos/sin for its i once and turns
+ * that pair in every head of q and k.
+ */
+#include "model.h"
+
+#define ROPE_THREADS 128u
+
+/* fdlibm's pi/2 in two parts: the first 33 bits, and the rest. k * PIO2_1
+ * is exact for |k| < 2^20. */
+#define PIO2_1 1.57079632673412561417e+00
+#define PIO2_1T 6.07710050650619224932e-11
+#define TWO_OVER_PI 6.36619772367581382433e-01
+#define LN2_D 6.93147180559945286227e-01
+#define LOG2E_D 1.44269504088896338700e+00
+
+static pg_reg f64_reg(pg_kernel *k) { return pg_reg_new(k, PG_F64); }
+
+/* Horner: c[n-1] + z (c[n-2] + ... ) evaluated as c[0] + z (c[1] + z (...)). */
+static pg_reg horner(pg_kernel *k, pg_reg z, const double *c, int n)
+{
+    pg_reg acc = f64_reg(k);
+    pg_mov(k, PG_F64, acc, pg_f64(c[n - 1]));
+    for (int i = n - 2; i >= 0; i--)
+        pg_fma(k, PG_F64, acc, acc, z, pg_f64(c[i]));
+    return acc;
+}
+
+/* log2(theta) in f64 for a positive normal f32: theta = m 2^E, m folded
+ * into [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s), s = (m-1)/(m+1), |s| <
+ * 0.172: eleven odd terms reach 1e-17. */
+static pg_reg log2_f64(pg_kernel *k, pg_reg theta)
+{
+    pg_reg u = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_B32, u, theta);
+    pg_reg e = pg_reg_new(k, PG_S32);
+    pg_shr(k, PG_U32, e, u, pg_u32(23));
+    pg_sub(k, PG_S32, e, e, pg_s32(127));
+    pg_and(k, PG_B32, u, u, pg_u32(0x007FFFFFu));
+    pg_or(k, PG_B32, u, u, pg_u32(0x3F800000u));
+    pg_reg mf = pg_reg_new(k, PG_F32);
+    pg_mov(k, PG_B32, mf, u);
+    pg_reg m = f64_reg(k);
+    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, m, mf);
+    pg_reg big = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_GT, PG_F64, big, m, pg_f64(1.4142135623730951));
+    pg_reg half = f64_reg(k);
+    pg_mul(k, PG_F64, half, m, pg_f64(0.5));
+    pg_selp(k, PG_F64, m, half, m, big);
+    pg_reg e1 = pg_reg_new(k, PG_S32);
+    pg_add(k, PG_S32, e1, e, pg_s32(1));
+    pg_selp(k, PG_S32, e, e1, e, big);
+    pg_reg num = f64_reg(k), den = f64_reg(k), s = f64_reg(k);
+    pg_sub(k, PG_F64, num, m, pg_f64(1.0));
+    pg_add(k, PG_F64, den, m, pg_f64(1.0));
+    pg_div(k, PG_F64, s, num, den);
+    pg_reg z = f64_reg(k);
+    pg_mul(k, PG_F64, z, s, s);
+    double c[11];
+    for (int i = 0; i < 11; i++)
+        c[i] = 2.0 / (2 * i + 1);
+    pg_reg poly = horner(k, z, c, 11);
+    pg_reg ln = f64_reg(k);
+    pg_mul(k, PG_F64, ln, poly, s);
+    pg_reg ed = f64_reg(k);
+    pg_cvt(k, PG_F64, PG_S32, PG_RND_RN, ed, e);
+    pg_reg r = f64_reg(k);
+    pg_fma(k, PG_F64, r, ln, pg_f64(LOG2E_D), ed);
+    return r;
+}
+
+/* 2^y in f64 for moderate y: y = n + f, |f| <= 1/2, 2^f = exp(f ln 2) by
+ * Taylor (degree 14 reaches 1e-19), times 2^n built from its bits. */
+static pg_reg exp2_f64(pg_kernel *k, pg_reg y)
+{
+    pg_reg n = pg_reg_new(k, PG_S32);
+    pg_cvt(k, PG_S32, PG_F64, PG_RND_RNI, n, y);
+    pg_reg nd = f64_reg(k);
+    pg_cvt(k, PG_F64, PG_S32, PG_RND_RN, nd, n);
+    pg_reg f = f64_reg(k);
+    pg_sub(k, PG_F64, f, y, nd);
+    pg_reg x = f64_reg(k);
+    pg_mul(k, PG_F64, x, f, pg_f64(LN2_D));
+    double c[15];
+    double fact = 1.0;
+    for (int i = 0; i < 15; i++) {
+        if (i > 0)
+            fact *= i;
+        c[i] = 1.0 / fact;
+    }
+    pg_reg ex = horner(k, x, c, 15);
+    pg_reg bexp = pg_reg_new(k, PG_S32);
+    pg_add(k, PG_S32, bexp, n, pg_s32(1023));
+    pg_reg wide = pg_reg_new(k, PG_U64);
+    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, wide, bexp);
+    pg_shl(k, PG_B64, wide, wide, pg_u32(52));
+    pg_reg scale = f64_reg(k);
+    pg_mov(k, PG_B64, scale, wide);
+    pg_reg r = f64_reg(k);
+    pg_mul(k, PG_F64, r, ex, scale);
+    return r;
+}
+
+/* cos and sin of an f32 angle (|a| < 2^20), rounded to f32. */
+static void sincos_f32(pg_kernel *k, pg_reg a, pg_reg *cos_out, pg_reg *sin_out)
+{
+    pg_reg x = f64_reg(k);
+    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, x, a);
+    pg_reg t = f64_reg(k);
+    pg_mul(k, PG_F64, t, x, pg_f64(TWO_OVER_PI));
+    pg_reg q = pg_reg_new(k, PG_S32);
+    pg_cvt(k, PG_S32, PG_F64, PG_RND_RNI, q, t);
+    pg_reg qd = f64_reg(k);
+    pg_cvt(k, PG_F64, PG_S32, PG_RND_RN, qd, q);
+    pg_reg nq = f64_reg(k);
+    pg_neg(k, PG_F64, nq, qd);
+    pg_reg r = f64_reg(k);
+    pg_fma(k, PG_F64, r, nq, pg_f64(PIO2_1), x);
+    pg_fma(k, PG_F64, r, nq, pg_f64(PIO2_1T), r);
+    pg_reg z = f64_reg(k);
+    pg_mul(k, PG_F64, z, r, r);
+    double sc[10], cc[10];
+    double fact = 1.0;
+    for (int i = 1; i <= 19; i++) {
+        fact *= i;
+        if (i % 2 == 1)
+            sc[(i - 1) / 2] = ((i - 1) / 2 % 2 ? -1.0 : 1.0) / fact;
+        else
+            cc[i / 2] = (i / 2 % 2 ? -1.0 : 1.0) / fact;
+    }
+    cc[0] = 1.0;
+    pg_reg sp = horner(k, z, sc, 10);
+    pg_reg s = f64_reg(k);
+    pg_mul(k, PG_F64, s, sp, r);
+    pg_reg c = horner(k, z, cc, 10);
+    pg_reg s32 = pg_reg_new(k, PG_F32), c32 = pg_reg_new(k, PG_F32);
+    pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, s32, s);
+    pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, c32, c);
+
+    pg_comment(k, "quadrant q mod 4: (sin, cos) = (s, c), (c, -s), (-s, -c), (-c, s)");
+    pg_reg bit = pg_reg_new(k, PG_U32);
+    pg_and(k, PG_B32, bit, q, pg_u32(1));
+    pg_reg swap = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_NE, PG_U32, swap, bit, pg_u32(0));
+    pg_reg sv = pg_reg_new(k, PG_F32), cv = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, sv, c32, s32, swap);
+    pg_selp(k, PG_F32, cv, s32, c32, swap);
+    pg_reg q2 = pg_reg_new(k, PG_U32);
+    pg_and(k, PG_B32, q2, q, pg_u32(2));
+    pg_reg sneg = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_NE, PG_U32, sneg, q2, pg_u32(0));
+    pg_reg q1 = pg_reg_new(k, PG_U32);
+    pg_add(k, PG_U32, q1, q, pg_u32(1));
+    pg_and(k, PG_B32, q1, q1, pg_u32(2));
+    pg_reg cneg = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_NE, PG_U32, cneg, q1, pg_u32(0));
+    pg_reg ns = pg_reg_new(k, PG_F32), nc = pg_reg_new(k, PG_F32);
+    pg_neg(k, PG_F32, ns, sv);
+    pg_neg(k, PG_F32, nc, cv);
+    *sin_out = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, *sin_out, ns, sv, sneg);
+    *cos_out = pg_reg_new(k, PG_F32);
+    pg_selp(k, PG_F32, *cos_out, nc, cv, cneg);
+}
+
+/* Turn pair i of every head of one token's rows of x [heads, D]. */
+static void rotate_heads(pg_kernel *k, pgk_dtype dt, bool backward, pg_reg x, pg_reg token,
+                         pg_reg heads, pg_reg dim, pg_reg half, pg_reg i, pg_reg c, pg_reg s)
+{
+    unsigned size = pgk_dtype_size(dt);
+    pg_reg rowlen = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, rowlen, heads, dim);
+    pg_reg base = pgk_addr2(k, x, token, rowlen, i, size);
+    pgk_loop L;
+    pgk_loop_begin(k, &L, pg_u32(0), heads, pg_u32(1));
+    pg_reg a1 = pg_reg_new(k, PG_U64);
+    pg_mov(k, PG_U64, a1, base);
+    pg_reg a2 = pgk_addr_add(k, base, half, size);
+    pg_reg x1 = pgk_ld_act(k, dt, a1, false);
+    pg_reg x2 = pgk_ld_act(k, dt, a2, false);
+    pg_reg t1 = pg_reg_new(k, PG_F32), t2 = pg_reg_new(k, PG_F32);
+    pg_reg y1 = pg_reg_new(k, PG_F32), y2 = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, t1, x1, c);
+    pg_mul(k, PG_F32, t2, x2, s);
+    if (backward)
+        pg_add(k, PG_F32, y1, t1, t2);
+    else
+        pg_sub(k, PG_F32, y1, t1, t2);
+    pg_mul(k, PG_F32, t1, x2, c);
+    pg_mul(k, PG_F32, t2, x1, s);
+    if (backward)
+        pg_sub(k, PG_F32, y2, t1, t2);
+    else
+        pg_add(k, PG_F32, y2, t1, t2);
+    pgk_st_act(k, dt, a1, y1);
+    pgk_st_act(k, dt, a2, y2);
+    pg_reg next = pgk_addr_add(k, base, dim, size);
+    pg_mov(k, PG_U64, base, next);
+    pgk_loop_end(k, &L);
+}
+
+static int build_rope(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool backward)
+{
+    pg_kernel_set_maxntid(k, ROPE_THREADS, 1, 1);
+    pg_reg q = pg_param_load(k, p[0]);
+    pg_reg kk = pg_param_load(k, p[1]);
+    pg_reg ntok = pg_param_load(k, p[2]);
+    pg_reg seq = pg_param_load(k, p[3]);
+    pg_reg hq = pg_param_load(k, p[4]);
+    pg_reg hkv = pg_param_load(k, p[5]);
+    pg_reg dim = pg_param_load(k, p[6]);
+    pg_reg theta = pg_param_load(k, p[7]);
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg token = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_label done = pg_label_new(k, "exit");
+    pg_bounds_guard(k, token, ntok, done);
+    pg_reg pos = pg_reg_new(k, PG_U32);
+    pg_rem(k, PG_U32, pos, token, seq);
+    pg_reg posf = pg_reg_new(k, PG_F32);
+    pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, posf, pos);
+    pg_reg half = pg_reg_new(k, PG_U32);
+    pg_shr(k, PG_U32, half, dim, pg_u32(1));
+    pg_reg dimf = pg_reg_new(k, PG_F32);
+    pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, dimf, dim);
+    pg_reg lt = log2_f64(k, theta);
+
+    pgk_loop L;
+    pg_reg i = pgk_loop_begin(k, &L, tid, half, ntid);
+    pg_comment(k, "inv_freq = 1 / f32(theta ^ (f32(2i) / f32(D))); angle = f32(pos) * inv_freq");
+    pg_reg two_i = pg_reg_new(k, PG_U32);
+    pg_shl(k, PG_B32, two_i, i, pg_u32(1));
+    pg_reg ef = pg_reg_new(k, PG_F32);
+    pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, ef, two_i);
+    pg_div(k, PG_F32, ef, ef, dimf);
+    pg_reg ed = f64_reg(k);
+    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, ed, ef);
+    pg_reg y = f64_reg(k);
+    pg_mul(k, PG_F64, y, ed, lt);
+    pg_reg pw = exp2_f64(k, y);
+    pg_reg pwf = pg_reg_new(k, PG_F32);
+    pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, pwf, pw);
+    pg_reg inv = pg_reg_new(k, PG_F32);
+    pg_div(k, PG_F32, inv, pg_f32(1.0f), pwf);
+    pg_reg ang = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, ang, posf, inv);
+    pg_reg c, s;
+    sincos_f32(k, ang, &c, &s);
+    rotate_heads(k, dt, backward, q, token, hq, dim, half, i, c, s);
+    rotate_heads(k, dt, backward, kk, token, hkv, dim, half, i, c, s);
+    pgk_loop_end(k, &L);
+
+    pg_label_bind(k, done);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int launch_rope(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    (void)d;
+    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] < 2 || knobs[1] % 2 != 0)
+        return PG_ERANGE;
+    *out = (pgk_launch){{knobs[0], 1, 1}, {ROPE_THREADS, 1, 1}, 0};
+    return PG_OK;
+}
+
+#define ROPE_BUILD(fn, dt, bwd)                                                \
+    static int fn(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)     \
+    {                                                                          \
+        (void)d, (void)knobs;                                                           \
+        return build_rope(k, p, dt, bwd);                                      \
+    }
+ROPE_BUILD(build_rope_fwd_f32, PGK_F32, false)
+ROPE_BUILD(build_rope_fwd_bf16, PGK_BF16, false)
+ROPE_BUILD(build_rope_bwd_f32, PGK_F32, true)
+ROPE_BUILD(build_rope_bwd_bf16, PGK_BF16, true)
+
+static const pgk_param rope_params[] = {
+    {"q", PG_U64, true},           {"k", PG_U64, true},          {"num_tokens", PG_U32, false},
+    {"seq_len", PG_U32, false},    {"q_heads", PG_U32, false},   {"kv_heads", PG_U32, false},
+    {"head_dim", PG_U32, false},   {"theta", PG_F32, false},
+};
+
+static const pgk_knob rope_knobs[] = {
+    {"num_tokens", 2048, 1, INT32_MAX, "tokens, batch x seq_len (one block each)"},
+    {"head_dim", 128, 2, 65536, "elements a head (even)"},
+};
+
+#define ROPE_DESC(var, nm, fn, dt, what)                                       \
+    const pgk_desc var = {                                                     \
+        .name = nm,                                                            \
+        .summary = what,                                                       \
+        .params = rope_params,                                                 \
+        .nparams = 8,                                                          \
+        .knobs = rope_knobs,                                                   \
+        .nknobs = 2,                                                           \
+        .min_target = dt == PGK_BF16 ? PG_SM_80 : PG_SM_70,                    \
+        .build = fn,                                                           \
+        .launch = launch_rope,                                                 \
+    };
+ROPE_DESC(pgk_desc_rope_forward_f32, "rope_forward_f32", build_rope_fwd_f32, PGK_F32,
+          "rotary embedding of q and k in place, rotate-half, f32 angles as Hugging Face (f32)")
+ROPE_DESC(pgk_desc_rope_forward_bf16, "rope_forward_bf16", build_rope_fwd_bf16, PGK_BF16,
+          "rotary embedding of q and k in place, rotate-half, f32 angles as Hugging Face (bf16)")
+ROPE_DESC(pgk_desc_rope_backward_f32, "rope_backward_f32", build_rope_bwd_f32, PGK_F32,
+          "the transpose of rope_forward on dq and dk in place (f32)")
+ROPE_DESC(pgk_desc_rope_backward_bf16, "rope_backward_bf16", build_rope_bwd_bf16, PGK_BF16,
+          "the transpose of rope_forward on dq and dk in place (bf16)")

@@ -1,0 +1,1018 @@
+/* SPDX-License-Identifier: MIT */
+/* The transformer of pgrt_lm.h: weights on the device, one activation
+ * arena, the forward/loss/backward launch sequence and the pgrt_train
+ * pipeline around it. */
+#include "pgrt_lm.h"
+
+#include "model_internal.h"
+#include "pgrt_train.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------- kernels */
+
+#define LM_KERNELS(X)                                                          \
+    X(GEMM_NN, "gemm_forward")                                                 \
+    X(GEMM_NN_ACC, "gemm_forward_accumulate")                                  \
+    X(GEMM_NT, "gemm_backward_a")                                              \
+    X(GEMM_NT_ACC, "gemm_backward_a_accumulate")                               \
+    X(GEMM_TN, "gemm_backward_b")                                              \
+    X(RMS_FWD, "rms_norm_forward")                                             \
+    X(RMS_BWD, "batched_rms_norm_backward")                                    \
+    X(ADD, "residual_add")                                                     \
+    X(SCALE, "gradient_clip")                                                  \
+    X(GATHER, "embedding_gather_f32")                                          \
+    X(ROPE_FWD, "rope_forward_f32")                                            \
+    X(ROPE_BWD, "rope_backward_f32")                                           \
+    X(SWIGLU_FWD, "swiglu_forward_f32")                                        \
+    X(SWIGLU_BWD, "swiglu_backward_f32")                                       \
+    X(BIAS, "bias_add_f32")                                                    \
+    X(CE, "cross_entropy_fwd_bwd_f32")                                         \
+    X(ATT_FWD, "attention_forward_f32")                                        \
+    X(ATT_DQ, "attention_backward_dq_f32")                                     \
+    X(ATT_DKV, "attention_backward_dkv_f32")                                   \
+    X(WIDEN, "cast_bf16_to_f32")
+
+enum {
+#define X_(id, name) K_##id,
+    LM_KERNELS(X_)
+#undef X_
+        K_COUNT
+};
+
+static const char *const kernel_names[K_COUNT] = {
+#define X_(id, name) name,
+    LM_KERNELS(X_)
+#undef X_
+};
+
+/* A knob value by name, for kn_of. */
+typedef struct knv {
+    const char *name;
+    uint32_t v;
+} knv;
+
+/* ---------------------------------------------------------------- state */
+
+/* One base weight on the device: f32, or bf16 (PG_U16 storage) widened
+ * into the scratch buffer before a GEMM reads it. */
+typedef struct dweight {
+    pgrt_buf *buf;
+    bool bf16;
+    uint64_t count;
+} dweight;
+
+typedef struct layer_w {
+    dweight lin[PGRT_LINEAR_COUNT];
+    pgrt_buf *norm_in, *norm_post; /* f32 */
+    pgrt_buf *bias[PGRT_LINEAR_COUNT]; /* f32 or NULL */
+} layer_w;
+
+/* Device addresses (arena offsets resolved) of one layer's saved
+ * activations. */
+typedef struct layer_a {
+    pgrt_devptr x, h1, q, k, v, att, lse, xm, h2, g, u, act;
+    pgrt_devptr xa[PGRT_LINEAR_COUNT]; /* (alpha/r) x A^T, [T, r] */
+} layer_a;
+
+/* A LoRA pair on the device: offsets (elements) into the parameter
+ * buffer; -1 for a module without LoRA. */
+typedef struct lora_d {
+    int64_t a, b;
+} lora_d;
+
+struct pgrt_lm {
+    pgrt_ctx *ctx;
+    pgrt_hf_config c;
+    int B, S, T, r;
+    float lora_scale;
+    unsigned targets;
+    bool bf16;
+    int chunk; /* head rows a chunk */
+    bool profile;
+    double prof_ms[PGRT_LM_TIME_COUNT];
+
+    const pgk_desc *desc[K_COUNT];
+    bool warming; /* get kernels, launch nothing */
+    size_t launches;
+
+    dweight embed, head; /* head.buf NULL when tied */
+    pgrt_buf *norm_final;
+    layer_w *lw;
+    pgrt_buf *wscratch; /* f32, the largest bf16 weight widened */
+
+    pgrt_buf *arena; /* f32 activations */
+    layer_a *la;
+    pgrt_devptr xf, hf, dx, dxm, dh, dq, dk, dv, datt, dg, du, dact, dxa, delta, part, dtmp, logits,
+        loss;
+    pgrt_buf *ints; /* ids, labels, error word */
+    pgrt_devptr ids, labels, errw;
+    pgrt_buf *lossview; /* the per-row losses, for the download */
+
+    pgrt_buf *p, *g, *gkeep; /* LoRA params, gradients, kept gradients (f32) */
+    size_t nlora;
+    lora_d *lora; /* layers x PGRT_LINEAR_COUNT */
+    pgrt_train *train;
+
+    int32_t *hid, *hlab;
+    float *hloss;
+    uint64_t arena_bytes, weight_bytes, lora_bytes;
+};
+
+/* ---------------------------------------------------------------- launches */
+
+static int kn_of(const pgk_desc *d, const knv *kv, size_t n, pgk_knobs *kn)
+{
+    pgk_knobs_default(d, kn);
+    for (size_t i = 0; i < n; i++) {
+        int j = pgk_knob_index(d, kv[i].name);
+        if (j < 0)
+            return rt_fail(PGRT_EINVAL, "pgrt_lm: kernel %s has no knob %s", d->name, kv[i].name);
+        kn->v[j] = kv[i].v;
+    }
+    pgk_pick(d, kn);
+    return 0;
+}
+
+/* The time-split bucket of a kernel. */
+static int bucket(int k)
+{
+    switch (k) {
+    case K_GEMM_NN:
+    case K_GEMM_NN_ACC:
+    case K_GEMM_NT:
+    case K_GEMM_NT_ACC:
+    case K_GEMM_TN:
+    case K_WIDEN:
+        return PGRT_LM_TIME_GEMM;
+    case K_ATT_FWD:
+    case K_ATT_DQ:
+    case K_ATT_DKV:
+        return PGRT_LM_TIME_ATTENTION;
+    case K_CE:
+        return PGRT_LM_TIME_CE;
+    default:
+        return PGRT_LM_TIME_REST;
+    }
+}
+
+static double clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int launch(pgrt_lm *m, pgrt_stream *s, int k, const knv *kv, size_t nkv, const pgrt_arg *a,
+                  size_t na)
+{
+    const pgk_desc *d = m->desc[k];
+    pgk_knobs kn;
+    int rc = kn_of(d, kv, nkv, &kn);
+    if (rc)
+        return rc;
+    pgrt_kernel *h = NULL;
+    if ((rc = pgrt_kernel_get(m->ctx, d, &kn, &h)))
+        return rc;
+    if (m->warming)
+        return 0;
+    m->launches++;
+    if (!m->profile)
+        return pgrt_kernel_launch(h, s, &kn, a, na);
+    /* profiling (eager only): each launch waited for, its time to its bucket */
+    double t0 = clock_ms();
+    if (!(rc = pgrt_kernel_launch(h, s, &kn, a, na)) && !(rc = pgrt_stream_sync(s)))
+        m->prof_ms[bucket(k)] += clock_ms() - t0;
+    return rc;
+}
+
+#define KN(...) ((const knv[]){__VA_ARGS__}), (sizeof((const knv[]){__VA_ARGS__}) / sizeof(knv))
+#define ARGS(...)                                                              \
+    ((const pgrt_arg[]){__VA_ARGS__}),                                         \
+        (sizeof((const pgrt_arg[]){__VA_ARGS__}) / sizeof(pgrt_arg))
+#define P(x) pgrt_arg_ptr(x)
+#define U(x) pgrt_arg_u32((uint32_t)(x))
+#define F(x) pgrt_arg_f32((float)(x))
+
+/* The device address of a weight as f32: bf16 weights are widened into
+ * the scratch first. */
+static int weight_f32(pgrt_lm *m, pgrt_stream *s, const dweight *w, pgrt_devptr *out)
+{
+    if (!w->bf16) {
+        *out = pgrt_buf_ptr(w->buf);
+        return 0;
+    }
+    pgrt_devptr dst = pgrt_buf_ptr(m->wscratch);
+    *out = dst;
+    return launch(m, s, K_WIDEN, KN({"n", (uint32_t)w->count}),
+                  ARGS(P(pgrt_buf_ptr(w->buf)), P(dst), U(w->count)));
+}
+
+/* The three products of a linear layer y = x W^T, W [out, in], x [rows, in]
+ * (the one place a GEMM is chosen, so that a tensor-core family replaces
+ * the f32 kernels here):
+ *   LIN_Y   y[rows, out]  (+)= x[rows, in] W[out, in]^T
+ *   LIN_DX  dx[rows, in]  (+)= dy[rows, out] W[out, in]
+ *   LIN_DW  dW[out, in]    = dy[rows, out]^T x[rows, in]
+ * w is a device address of f32 data. */
+typedef enum lin_op { LIN_Y, LIN_DX, LIN_DW } lin_op;
+
+static int model_gemm(pgrt_lm *m, pgrt_stream *s, lin_op op, bool acc, pgrt_devptr x,
+                      pgrt_devptr w, pgrt_devptr y, uint32_t rows, uint32_t in, uint32_t out)
+{
+    switch (op) {
+    case LIN_Y: /* grad_A[M,K] = dC[M,N] B[K,N]^T with M rows, N in, K out */
+        return launch(m, s, acc ? K_GEMM_NT_ACC : K_GEMM_NT,
+                      KN({"m", rows}, {"n", in}, {"k", out}),
+                      ARGS(P(x), P(w), P(y), U(rows), U(in), U(out)));
+    case LIN_DX: /* C[M,N] = A[M,K] B[K,N] with M rows, N in, K out */
+        return launch(m, s, acc ? K_GEMM_NN_ACC : K_GEMM_NN,
+                      KN({"m", rows}, {"n", in}, {"k", out}),
+                      ARGS(P(x), P(w), P(y), U(rows), U(in), U(out)));
+    case LIN_DW: /* grad_B[K,N] = A[M,K]^T dC[M,N]: A = dy (x here), dC = the input (w) */
+        return launch(m, s, K_GEMM_TN, KN({"m", rows}, {"n", in}, {"k", out}),
+                      ARGS(P(x), P(w), P(y), U(rows), U(in), U(out)));
+    }
+    return PGRT_EINVAL;
+}
+
+static pgrt_devptr pofs(pgrt_buf *b, int64_t elems) { return pgrt_buf_ptr(b) + (uint64_t)elems * 4u; }
+
+/* y = x W^T (+ bias) (+ lora) for module mod of layer l; x [T, in]. */
+static int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                      pgrt_devptr y)
+{
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    pgrt_devptr w;
+    int rc = weight_f32(m, s, &m->lw[l].lin[mod], &w);
+    if (!rc)
+        rc = model_gemm(m, s, LIN_Y, false, x, w, y, m->T, in, out);
+    if (!rc && m->lw[l].bias[mod])
+        rc = launch(m, s, K_BIAS, KN({"rows", m->T}, {"cols", out}),
+                    ARGS(P(y), P(pgrt_buf_ptr(m->lw[l].bias[mod])), U(m->T), U(out)));
+    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    if (rc || ld->a < 0)
+        return rc;
+    pgrt_devptr xa = m->la[l].xa[mod];
+    /* xa = s x A^T; y += xa B^T */
+    if ((rc = model_gemm(m, s, LIN_Y, false, x, pofs(m->p, ld->a), xa, m->T, in, m->r)))
+        return rc;
+    uint32_t n = (uint32_t)m->T * m->r;
+    if ((rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
+        return rc;
+    return model_gemm(m, s, LIN_Y, true, xa, pofs(m->p, ld->b), y, m->T, m->r, out);
+}
+
+/* Given dy [T, out]: dx (+)= dy W (+ the LoRA path), and the LoRA
+ * gradients of module mod of layer l. */
+static int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                      pgrt_devptr dy, pgrt_devptr dx, bool acc)
+{
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    pgrt_devptr w;
+    int rc = weight_f32(m, s, &m->lw[l].lin[mod], &w);
+    if (!rc)
+        rc = model_gemm(m, s, LIN_DX, acc, dy, w, dx, m->T, in, out);
+    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    if (rc || ld->a < 0)
+        return rc;
+    /* dB = dy^T (s xa); dxa = s dy B; dA = dxa^T x; dx += dxa A */
+    if ((rc = model_gemm(m, s, LIN_DW, false, dy, m->la[l].xa[mod], pofs(m->g, ld->b), m->T, m->r,
+                         out)))
+        return rc;
+    if ((rc = model_gemm(m, s, LIN_DX, false, dy, pofs(m->p, ld->b), m->dxa, m->T, m->r, out)))
+        return rc;
+    uint32_t n = (uint32_t)m->T * m->r;
+    if ((rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))))
+        return rc;
+    if ((rc = model_gemm(m, s, LIN_DW, false, m->dxa, x, pofs(m->g, ld->a), m->T, in, m->r)))
+        return rc;
+    return model_gemm(m, s, LIN_DX, true, m->dxa, pofs(m->p, ld->a), dx, m->T, in, m->r);
+}
+
+static int rms_fwd(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_buf *gamma, pgrt_devptr y)
+{
+    uint32_t H = (uint32_t)m->c.hidden;
+    return launch(m, s, K_RMS_FWD, KN({"num_rows", m->T}, {"hidden_dim", H}),
+                  ARGS(P(x), P(pgrt_buf_ptr(gamma)), P(y), U(m->T), U(H), F(m->c.rms_norm_eps)));
+}
+
+static int rms_bwd(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_buf *gamma, pgrt_devptr dy,
+                   pgrt_devptr dx)
+{
+    uint32_t H = (uint32_t)m->c.hidden;
+    return launch(m, s, K_RMS_BWD, KN({"num_rows", m->T}, {"hidden_dim", H}),
+                  ARGS(P(x), P(pgrt_buf_ptr(gamma)), P(dy), P(dx), P(m->part), U(m->T), U(H),
+                       F(m->c.rms_norm_eps)));
+}
+
+static int add(pgrt_lm *m, pgrt_stream *s, pgrt_devptr a, pgrt_devptr b, pgrt_devptr out,
+               uint64_t n)
+{
+    return launch(m, s, K_ADD, KN({"n", (uint32_t)n}), ARGS(P(a), P(b), P(out), U(n)));
+}
+
+static int att_knobs_fwd(pgrt_lm *m, pgrt_stream *s, int l)
+{
+    layer_a *a = &m->la[l];
+    float sc = 1.0f / sqrtf((float)m->c.head_dim);
+    return launch(m, s, K_ATT_FWD,
+                  KN({"batch", m->B}, {"seq_len", m->S}, {"q_heads", m->c.heads},
+                     {"head_dim", m->c.head_dim}),
+                  ARGS(P(a->q), P(a->k), P(a->v), P(a->att), P(a->lse), U(m->B), U(m->S),
+                       U(m->c.heads), U(m->c.kv_heads), U(m->c.head_dim), F(sc)));
+}
+
+/* ---------------------------------------------------------------- forward and loss */
+
+static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l)
+{
+    layer_a *a = &m->la[l];
+    pgrt_devptr xnext = l + 1 < m->c.layers ? m->la[l + 1].x : m->xf;
+    uint64_t TH = (uint64_t)m->T * m->c.hidden;
+    int rc;
+    if ((rc = rms_fwd(m, s, a->x, m->lw[l].norm_in, a->h1)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_Q, a->h1, a->q)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_K, a->h1, a->k)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_V, a->h1, a->v)))
+        return rc;
+    if ((rc = launch(m, s, K_ROPE_FWD, KN({"num_tokens", m->T}, {"head_dim", m->c.head_dim}),
+                     ARGS(P(a->q), P(a->k), U(m->T), U(m->S), U(m->c.heads), U(m->c.kv_heads),
+                          U(m->c.head_dim), F(m->c.rope_theta)))))
+        return rc;
+    if ((rc = att_knobs_fwd(m, s, l)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_O, a->att, m->dtmp)) ||
+        (rc = add(m, s, a->x, m->dtmp, a->xm, TH)) ||
+        (rc = rms_fwd(m, s, a->xm, m->lw[l].norm_post, a->h2)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_GATE, a->h2, a->g)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_UP, a->h2, a->u)))
+        return rc;
+    uint64_t TI = (uint64_t)m->T * m->c.intermediate;
+    if ((rc = launch(m, s, K_SWIGLU_FWD, KN({"n", (uint32_t)TI}),
+                     ARGS(P(a->g), P(a->u), P(a->act), U(TI)))))
+        return rc;
+    if ((rc = linear_fwd(m, s, l, PGRT_LINEAR_DOWN, a->act, m->dtmp)))
+        return rc;
+    return add(m, s, a->xm, m->dtmp, xnext, TH);
+}
+
+/* The head: embedding, every layer, the final norm, then the LM head and
+ * the cross-entropy over row chunks, leaving d(hf) in m->dh... */
+static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
+{
+    (void)seq_len;
+    pgrt_lm *m = user;
+    uint32_t H = (uint32_t)m->c.hidden, V = (uint32_t)m->c.vocab;
+    pgrt_devptr emb;
+    int rc = weight_f32(m, s, &m->embed, &emb);
+    if (rc)
+        return rc;
+    if ((rc = launch(m, s, K_GATHER, KN({"num_tokens", m->T}, {"hidden_dim", H}),
+                     ARGS(P(emb), P(m->ids), P(m->la[0].x), P(m->errw), U(m->T), U(H), U(V)))))
+        return rc;
+    for (int l = 0; l < m->c.layers; l++)
+        if ((rc = forward_layer(m, s, l)))
+            return rc;
+    if ((rc = rms_fwd(m, s, m->xf, m->norm_final, m->hf)))
+        return rc;
+    /* the layers' weights went through the widening scratch since */
+    pgrt_devptr hw;
+    if ((rc = weight_f32(m, s, m->head.buf ? &m->head : &m->embed, &hw)))
+        return rc;
+    float scale = 1.0f / (float)((uint64_t)m->B * (m->S - 1));
+    for (int r0 = 0; r0 < m->T; r0 += m->chunk) {
+        uint32_t rows = (uint32_t)(m->T - r0 < m->chunk ? m->T - r0 : m->chunk);
+        pgrt_devptr hc = m->hf + (uint64_t)r0 * H * 4u, dc = m->dh + (uint64_t)r0 * H * 4u;
+        if ((rc = model_gemm(m, s, LIN_Y, false, hc, hw, m->logits, rows, H, V)) ||
+            (rc = launch(m, s, K_CE, KN({"rows", rows}, {"vocab", V}),
+                         ARGS(P(m->logits), P(m->labels + (uint64_t)r0 * 4u),
+                              P(m->loss + (uint64_t)r0 * 4u), U(rows), U(V), F(scale)))) ||
+            (rc = model_gemm(m, s, LIN_DX, false, m->logits, hw, dc, rows, H, V)))
+            return rc;
+    }
+    /* d(x_final) */
+    return rms_bwd(m, s, m->xf, m->norm_final, m->dh, m->dx);
+}
+
+/* ---------------------------------------------------------------- backward */
+
+static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
+{
+    layer_a *a = &m->la[l];
+    uint64_t TH = (uint64_t)m->T * m->c.hidden, TI = (uint64_t)m->T * m->c.intermediate;
+    int rc;
+    /* m->dx holds d(x_{l+1}) = d(mlp out) */
+    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_DOWN, a->act, m->dx, m->dact, false)))
+        return rc;
+    if ((rc = launch(m, s, K_SWIGLU_BWD, KN({"n", (uint32_t)TI}),
+                     ARGS(P(a->g), P(a->u), P(m->dact), P(m->dg), P(m->du), U(TI)))))
+        return rc;
+    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_GATE, a->h2, m->dg, m->dh, false)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_UP, a->h2, m->du, m->dh, true)) ||
+        (rc = rms_bwd(m, s, a->xm, m->lw[l].norm_post, m->dh, m->dxm)) ||
+        (rc = add(m, s, m->dx, m->dxm, m->dxm, TH)))
+        return rc;
+    /* m->dxm = d(x_mid) = d(attention out) */
+    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_O, a->att, m->dxm, m->datt, false)))
+        return rc;
+    float sc = 1.0f / sqrtf((float)m->c.head_dim);
+    if ((rc = launch(m, s, K_ATT_DQ,
+                     KN({"batch", m->B}, {"seq_len", m->S}, {"q_heads", m->c.heads},
+                        {"head_dim", m->c.head_dim}),
+                     ARGS(P(a->q), P(a->k), P(a->v), P(a->att), P(m->datt), P(a->lse), P(m->dq),
+                          P(m->delta), U(m->B), U(m->S), U(m->c.heads), U(m->c.kv_heads),
+                          U(m->c.head_dim), F(sc)))) ||
+        (rc = launch(m, s, K_ATT_DKV,
+                     KN({"batch", m->B}, {"seq_len", m->S}, {"kv_heads", m->c.kv_heads},
+                        {"head_dim", m->c.head_dim}),
+                     ARGS(P(a->q), P(a->k), P(a->v), P(m->datt), P(a->lse), P(m->delta),
+                          P(m->dk), P(m->dv), U(m->B), U(m->S), U(m->c.heads),
+                          U(m->c.kv_heads), U(m->c.head_dim), F(sc)))) ||
+        (rc = launch(m, s, K_ROPE_BWD, KN({"num_tokens", m->T}, {"head_dim", m->c.head_dim}),
+                     ARGS(P(m->dq), P(m->dk), U(m->T), U(m->S), U(m->c.heads),
+                          U(m->c.kv_heads), U(m->c.head_dim), F(m->c.rope_theta)))))
+        return rc;
+    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_Q, a->h1, m->dq, m->dh, false)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_K, a->h1, m->dk, m->dh, true)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_V, a->h1, m->dv, m->dh, true)) ||
+        (rc = rms_bwd(m, s, a->x, m->lw[l].norm_in, m->dh, m->dx)))
+        return rc;
+    return add(m, s, m->dxm, m->dx, m->dx, TH);
+}
+
+static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_len)
+{
+    (void)layer;
+    (void)seq_len;
+    pgrt_lm *m = user;
+    int rc;
+    for (int l = m->c.layers; l-- > 0;)
+        if ((rc = backward_layer(m, s, l)))
+            return rc;
+    if (m->gkeep && !m->warming)
+        return pgrt_buf_copy_async(m->gkeep, 0, m->g, 0, m->nlora, s);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- sizes */
+
+typedef struct plan {
+    uint64_t arena;   /* f32 elements */
+    uint64_t weights; /* bytes */
+    uint64_t scratch; /* f32 elements of the widened-weight scratch */
+    uint64_t lora;    /* f32 elements of the LoRA matrices */
+    int chunk;
+} plan;
+
+static uint64_t u64max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+static void make_plan(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
+                      int head_chunk, plan *p)
+{
+    memset(p, 0, sizeof *p);
+    uint64_t T = (uint64_t)B * S, H = c->hidden, I = c->intermediate, V = c->vocab;
+    uint64_t qd = (uint64_t)c->heads * c->head_dim, kvd = (uint64_t)c->kv_heads * c->head_dim;
+    uint64_t r = ad ? (uint64_t)ad->cfg.r : 0;
+    unsigned ntarget = 0;
+    for (int i = 0; i < PGRT_LINEAR_COUNT; i++)
+        ntarget += ad && (ad->cfg.targets >> i) & 1u;
+    uint64_t per_layer = T * (4 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) + T * r * ntarget;
+    /* the layer inputs of L layers and the final one, then the scratch */
+    uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
+    int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, (64ull << 20) / V); /* ~256 MB */
+    if ((uint64_t)chunk > T)
+        chunk = (int)T;
+    p->chunk = chunk;
+    p->arena = per_layer * c->layers + 2 * T * H /* xf, hf */ +
+               T * (5 * H + qd * 2 + kvd * 2 + 3 * I + widest) /* dx dxm dh part dtmp, dq datt,
+                                                                 dk dv, dg du dact */
+               + T * r + T * c->heads /* dxa, delta */ + (uint64_t)chunk * V + T /* loss */;
+    uint64_t wel = V * H * (c->tie_embeddings ? 1 : 2), maxw = V * H;
+    for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
+        int in, out;
+        pgrt_linear_dims(c, (pgrt_linear)i, &in, &out);
+        wel += (uint64_t)c->layers * in * out;
+    }
+    p->weights = wel * (bf16 ? 2 : 4) + (uint64_t)c->layers * (2 * H + qd + 2 * kvd + H) * 4 +
+                 H * 4;
+    p->scratch = bf16 ? maxw : 0;
+    uint64_t lora = 0;
+    if (ad)
+        for (size_t i = 0; i < ad->count; i++)
+            lora += (uint64_t)ad->cfg.r * (ad->w[i].in + ad->w[i].out);
+    p->lora = lora;
+}
+
+static uint64_t plan_bytes(const plan *p, bool keep)
+{
+    return p->arena * 4 + p->weights + p->scratch * 4 + p->lora * 4 * (4 + (keep ? 1 : 0)) +
+           (64ull << 20) /* kernels, clip state, ids */;
+}
+
+static int check_params(const pgrt_lm_params *p)
+{
+    if (!p || !p->model || !p->adapter)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm: params, model and adapter are required");
+    const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
+    if (p->batch < 1 || p->seq < 2)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm: batch %d must be >= 1 and seq %d >= 2", p->batch,
+                       p->seq);
+    uint64_t T = (uint64_t)p->batch * p->seq;
+    if (p->seq > 16384 || p->batch > 1000)
+        return rt_fail(PGRT_ERANGE, "pgrt_lm: batch %d x seq %d: at most 1000 rows of 16384",
+                       p->batch, p->seq);
+    uint64_t widest = u64max((uint64_t)c->intermediate, (uint64_t)c->vocab);
+    if (T * widest >= (1ull << 32) || T * c->heads * c->head_dim >= (1ull << 32))
+        return rt_fail(PGRT_ERANGE,
+                       "pgrt_lm: batch x seq = %llu tokens is too many for 32-bit element counts",
+                       (unsigned long long)T);
+    if (c->head_dim > 128)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm: head_dim %d: the attention kernels take at most 128",
+                       c->head_dim);
+    if (c->heads > 128 || c->kv_heads > 128)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm: at most 128 attention heads");
+    const pgrt_adapter *a = p->adapter;
+    if (a->count != (size_t)c->layers * (size_t)__builtin_popcount(a->cfg.targets))
+        return rt_fail(PGRT_EINVAL, "pgrt_lm: the adapter does not match the model's layers");
+    for (size_t i = 0; i < a->count; i++) {
+        int in, out;
+        pgrt_linear_dims(c, a->w[i].module, &in, &out);
+        if (a->w[i].in != in || a->w[i].out != out || a->w[i].layer < 0 ||
+            a->w[i].layer >= c->layers)
+            return rt_fail(PGRT_EINVAL, "pgrt_lm: adapter module %s of layer %d has shape "
+                                        "[%d, %d], the model's is [%d, %d]",
+                           pgrt_linear_name(a->w[i].module), a->w[i].layer, a->w[i].out,
+                           a->w[i].in, out, in);
+    }
+    if (!(p->max_norm >= 0) || !isfinite(p->max_norm) || !(p->lr >= 0) || !isfinite(p->lr) ||
+        !isfinite(p->weight_decay))
+        return rt_fail(PGRT_EINVAL, "pgrt_lm: lr, max_norm and weight_decay must be finite, "
+                                    "lr and max_norm >= 0");
+    return 0;
+}
+
+int pgrt_lm_bytes(const pgrt_lm_params *p, uint64_t *bytes)
+{
+    int rc = check_params(p);
+    if (rc)
+        return rc;
+    plan pl;
+    make_plan(pgrt_model_hf_config(p->model), p->adapter, p->batch, p->seq,
+              p->dtype == PGRT_LM_BF16, p->head_chunk, &pl);
+    *bytes = plan_bytes(&pl, p->keep_grads);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31u, mant = h & 1023u;
+    float f;
+    if (e == 0)
+        f = ldexpf((float)mant, -24);
+    else if (e == 31)
+        f = mant ? NAN : INFINITY;
+    else
+        f = ldexpf((float)(mant | 1024u), (int)e - 25);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= sign;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* Element i of a tensor as f32. */
+static float tensor_at(const pgrt_st_tensor *t, size_t i)
+{
+    const unsigned char *d = t->data;
+    if (t->dtype == PGRT_ST_F32) {
+        float f;
+        memcpy(&f, d + 4 * i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, d + 2 * i, 2);
+    return t->dtype == PGRT_ST_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+/* Upload a tensor as f32 (bf16 false) or bf16, in pieces through a host
+ * staging buffer. */
+static int upload_tensor(pgrt_ctx *ctx, const pgrt_st_tensor *t, bool bf16, pgrt_buf **out,
+                         uint64_t *bytes)
+{
+    size_t n = (size_t)t->count;
+    int rc = pgrt_buf_alloc(ctx, bf16 ? PG_U16 : PG_F32, n, out);
+    if (rc)
+        return rc;
+    *bytes += n * (bf16 ? 2u : 4u);
+    if (!bf16 && t->dtype == PGRT_ST_F32)
+        return pgrt_buf_upload(*out, 0, t->data, n);
+    if (bf16 && t->dtype == PGRT_ST_BF16)
+        return pgrt_buf_upload(*out, 0, t->data, n);
+    size_t piece = (size_t)1 << 22;
+    void *stage = malloc(piece * 4);
+    if (!stage)
+        return rt_fail(PGRT_ENOMEM, "pgrt_lm: out of host memory");
+    for (size_t o = 0; o < n && !rc; o += piece) {
+        size_t k = n - o < piece ? n - o : piece;
+        for (size_t i = 0; i < k; i++) {
+            float f = tensor_at(t, o + i);
+            if (bf16)
+                ((uint16_t *)stage)[i] = f32_to_bf16(f);
+            else
+                ((float *)stage)[i] = f;
+        }
+        rc = pgrt_buf_upload(*out, o, stage, k);
+    }
+    free(stage);
+    return rc;
+}
+
+static int upload_named(pgrt_lm *m, const pgrt_model_files *mf, const char *name, bool bf16,
+                        pgrt_buf **out)
+{
+    const pgrt_st_tensor *t = pgrt_model_tensor(mf, name);
+    if (!t)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm: the model has no tensor %s", name);
+    return upload_tensor(m->ctx, t, bf16, out, &m->weight_bytes);
+}
+
+static int upload_weights(pgrt_lm *m, const pgrt_model_files *mf)
+{
+    char name[128];
+    int rc;
+    m->embed.bf16 = m->bf16;
+    m->embed.count = (uint64_t)m->c.vocab * m->c.hidden;
+    if ((rc = upload_named(m, mf, "model.embed_tokens.weight", m->bf16, &m->embed.buf)) ||
+        (rc = upload_named(m, mf, "model.norm.weight", false, &m->norm_final)))
+        return rc;
+    if (!m->c.tie_embeddings) {
+        m->head.bf16 = m->bf16;
+        m->head.count = m->embed.count;
+        if ((rc = upload_named(m, mf, "lm_head.weight", m->bf16, &m->head.buf)))
+            return rc;
+    }
+    for (int l = 0; l < m->c.layers; l++) {
+        layer_w *w = &m->lw[l];
+        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
+        if ((rc = upload_named(m, mf, name, false, &w->norm_in)))
+            return rc;
+        snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
+        if ((rc = upload_named(m, mf, name, false, &w->norm_post)))
+            return rc;
+        for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
+            const char *blk = model_linear_block((pgrt_linear)i);
+            const char *mn = pgrt_linear_name((pgrt_linear)i);
+            int in, out;
+            pgrt_linear_dims(&m->c, (pgrt_linear)i, &in, &out);
+            snprintf(name, sizeof name, "model.layers.%d.%s.%s.weight", l, blk, mn);
+            w->lin[i].bf16 = m->bf16;
+            w->lin[i].count = (uint64_t)in * out;
+            if ((rc = upload_named(m, mf, name, m->bf16, &w->lin[i].buf)))
+                return rc;
+            bool bias = (i <= PGRT_LINEAR_V && m->c.qkv_bias) || (i == PGRT_LINEAR_O && m->c.o_bias);
+            if (bias) {
+                snprintf(name, sizeof name, "model.layers.%d.%s.%s.bias", l, blk, mn);
+                if ((rc = upload_named(m, mf, name, false, &w->bias[i])))
+                    return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- create */
+
+static pgrt_devptr take(pgrt_devptr base, uint64_t *off, uint64_t elems)
+{
+    pgrt_devptr p = base + *off * 4u;
+    *off += (elems + 63u) & ~(uint64_t)63u; /* 256-byte aligned */
+    return p;
+}
+
+static int layout(pgrt_lm *m, const plan *pl)
+{
+    uint64_t T = (uint64_t)m->T, H = m->c.hidden, I = m->c.intermediate, V = m->c.vocab;
+    uint64_t qd = (uint64_t)m->c.heads * m->c.head_dim, kvd = (uint64_t)m->c.kv_heads * m->c.head_dim;
+    uint64_t elems = pl->arena + 64u * (40u + 20u * (uint64_t)m->c.layers);
+    int rc = pgrt_buf_alloc(m->ctx, PG_F32, elems, &m->arena);
+    if (rc)
+        return rc;
+    m->arena_bytes = elems * 4;
+    pgrt_devptr base = pgrt_buf_ptr(m->arena);
+    uint64_t off = 0;
+    for (int l = 0; l < m->c.layers; l++) {
+        layer_a *a = &m->la[l];
+        a->x = take(base, &off, T * H);
+        a->h1 = take(base, &off, T * H);
+        a->q = take(base, &off, T * qd);
+        a->k = take(base, &off, T * kvd);
+        a->v = take(base, &off, T * kvd);
+        a->att = take(base, &off, T * qd);
+        a->lse = take(base, &off, T * m->c.heads);
+        a->xm = take(base, &off, T * H);
+        a->h2 = take(base, &off, T * H);
+        a->g = take(base, &off, T * I);
+        a->u = take(base, &off, T * I);
+        a->act = take(base, &off, T * I);
+        for (int i = 0; i < PGRT_LINEAR_COUNT; i++)
+            a->xa[i] = m->lora[l * PGRT_LINEAR_COUNT + i].a >= 0 ? take(base, &off, T * m->r) : 0;
+    }
+    uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
+    m->xf = take(base, &off, T * H);
+    m->hf = take(base, &off, T * H);
+    m->dx = take(base, &off, T * H);
+    m->dxm = take(base, &off, T * H);
+    m->dh = take(base, &off, T * H);
+    m->part = take(base, &off, T * H);
+    m->dtmp = take(base, &off, T * widest);
+    m->dq = take(base, &off, T * qd);
+    m->datt = take(base, &off, T * qd);
+    m->dk = take(base, &off, T * kvd);
+    m->dv = take(base, &off, T * kvd);
+    m->dg = take(base, &off, T * I);
+    m->du = take(base, &off, T * I);
+    m->dact = take(base, &off, T * H > T * I ? T * H : T * I);
+    m->dxa = take(base, &off, T * (m->r ? m->r : 1));
+    m->delta = take(base, &off, T * m->c.heads);
+    m->logits = take(base, &off, (uint64_t)m->chunk * V);
+    m->loss = take(base, &off, T);
+    if (off > elems)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm: arena plan too small (%llu > %llu elements)",
+                       (unsigned long long)off, (unsigned long long)elems);
+    return 0;
+}
+
+int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
+{
+    if (!ctx || !out)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm_create: NULL argument");
+    *out = NULL;
+    int rc = check_params(p);
+    if (rc)
+        return rc;
+    const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
+    const pgrt_adapter *ad = p->adapter;
+    plan pl;
+    make_plan(c, ad, p->batch, p->seq, p->dtype == PGRT_LM_BF16, p->head_chunk, &pl);
+    uint64_t need = plan_bytes(&pl, p->keep_grads);
+    size_t free_b = 0, total_b = 0;
+    if ((rc = pgrt_ctx_mem_info(ctx, &free_b, &total_b)))
+        return rc;
+    if (need > free_b)
+        return rt_fail(PGRT_ENOMEM,
+                       "batch %d x seq %d needs %.2f GiB of device memory; %.2f GiB are free",
+                       p->batch, p->seq, need / 1073741824.0, free_b / 1073741824.0);
+
+    pgrt_lm *m = calloc(1, sizeof *m);
+    if (!m)
+        return rt_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
+    m->ctx = ctx;
+    m->c = *c;
+    m->B = p->batch;
+    m->S = p->seq;
+    m->T = p->batch * p->seq;
+    m->r = ad->cfg.r;
+    m->lora_scale = (float)(ad->cfg.alpha / ad->cfg.r);
+    m->targets = ad->cfg.targets;
+    m->bf16 = p->dtype == PGRT_LM_BF16;
+    m->chunk = pl.chunk;
+    m->profile = p->profile && !p->graph;
+    m->lw = calloc((size_t)c->layers, sizeof *m->lw);
+    m->la = calloc((size_t)c->layers, sizeof *m->la);
+    m->lora = malloc(sizeof *m->lora * (size_t)c->layers * PGRT_LINEAR_COUNT);
+    m->hid = malloc(sizeof(int32_t) * (size_t)m->T * 2);
+    m->hloss = malloc(sizeof(float) * (size_t)m->T);
+    if (!m->lw || !m->la || !m->lora || !m->hid || !m->hloss) {
+        pgrt_lm_destroy(&m);
+        return rt_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
+    }
+    m->hlab = m->hid + m->T;
+    for (int i = 0; i < K_COUNT; i++) {
+        m->desc[i] = pgk_find(kernel_names[i]);
+        if (!m->desc[i]) {
+            pgrt_lm_destroy(&m);
+            return rt_fail(PGRT_ENOTFOUND, "pgrt_lm: kernel %s is not in the catalog",
+                           kernel_names[i]);
+        }
+    }
+    /* LoRA layout: the adapter's order, A then B */
+    for (size_t i = 0; i < (size_t)c->layers * PGRT_LINEAR_COUNT; i++)
+        m->lora[i] = (lora_d){-1, -1};
+    int64_t off = 0;
+    for (size_t i = 0; i < ad->count; i++) {
+        lora_d *d = &m->lora[ad->w[i].layer * PGRT_LINEAR_COUNT + ad->w[i].module];
+        d->a = off;
+        off += (int64_t)m->r * ad->w[i].in;
+        d->b = off;
+        off += (int64_t)ad->w[i].out * m->r;
+    }
+    m->nlora = (size_t)off;
+
+    if ((rc = upload_weights(m, p->model)) || (rc = layout(m, &pl)))
+        goto fail;
+    if (m->bf16 && (rc = pgrt_buf_alloc(ctx, PG_F32, pl.scratch, &m->wscratch)))
+        goto fail;
+    if ((rc = pgrt_buf_view(m->arena, (size_t)((m->loss - pgrt_buf_ptr(m->arena)) / 4u),
+                            (size_t)m->T, &m->lossview)))
+        goto fail;
+    if ((rc = pgrt_buf_alloc(ctx, PG_S32, (size_t)m->T * 2 + 64, &m->ints)))
+        goto fail;
+    m->ids = pgrt_buf_ptr(m->ints);
+    m->labels = m->ids + (uint64_t)m->T * 4u;
+    m->errw = m->labels + (uint64_t)m->T * 4u;
+    if ((rc = pgrt_buf_memset(m->ints, 0)))
+        goto fail;
+    if ((rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->p)) ||
+        (rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->g)) ||
+        (rc = pgrt_buf_memset(m->g, 0)))
+        goto fail;
+    if (p->keep_grads && ((rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->gkeep)) ||
+                          (rc = pgrt_buf_memset(m->gkeep, 0))))
+        goto fail;
+    m->lora_bytes = (uint64_t)m->nlora * 4 * (p->keep_grads ? 5 : 4);
+    for (size_t i = 0; i < ad->count; i++) {
+        const lora_d *d = &m->lora[ad->w[i].layer * PGRT_LINEAR_COUNT + ad->w[i].module];
+        if ((rc = pgrt_buf_upload(m->p, (size_t)d->a, ad->w[i].a, (size_t)m->r * ad->w[i].in)) ||
+            (rc = pgrt_buf_upload(m->p, (size_t)d->b, ad->w[i].b, (size_t)ad->w[i].out * m->r)))
+            goto fail;
+    }
+    /* every kernel of the step into the module cache: nothing loads during a capture */
+    m->warming = true;
+    if ((rc = head_cb(m, NULL, (uint32_t)m->S)) || (rc = backward_cb(m, NULL, 0, (uint32_t)m->S)))
+        goto fail;
+    m->warming = false;
+
+    pgrt_train_tensor tt = {m->p, m->g};
+    pgrt_train_params tp = {
+        .layers = 1,
+        .tensors_per_layer = 1,
+        .tensors = &tt,
+        /* clipping off still measures the norm: a bound no norm reaches */
+        .max_norm = p->max_norm > 0 ? p->max_norm : FLT_MAX,
+        .lr = p->lr,
+        .beta1 = p->beta1,
+        .beta2 = p->beta2,
+        .eps = p->eps,
+        .weight_decay = p->weight_decay,
+        .graph = p->graph ? PGRT_TRAIN_GRAPH_ON : PGRT_TRAIN_GRAPH_OFF,
+        .layer_backward = backward_cb,
+        .head = head_cb,
+        .user = m,
+    };
+    if ((rc = pgrt_train_create(ctx, &tp, &m->train)))
+        goto fail;
+    *out = m;
+    return 0;
+fail:
+    pgrt_lm_destroy(&m);
+    return rc;
+}
+
+void pgrt_lm_destroy(pgrt_lm **lmp)
+{
+    if (!lmp || !*lmp)
+        return;
+    pgrt_lm *m = *lmp;
+    pgrt_train_destroy(&m->train);
+    pgrt_buf_destroy(&m->embed.buf);
+    pgrt_buf_destroy(&m->head.buf);
+    pgrt_buf_destroy(&m->norm_final);
+    if (m->lw)
+        for (int l = 0; l < m->c.layers; l++) {
+            pgrt_buf_destroy(&m->lw[l].norm_in);
+            pgrt_buf_destroy(&m->lw[l].norm_post);
+            for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
+                pgrt_buf_destroy(&m->lw[l].lin[i].buf);
+                pgrt_buf_destroy(&m->lw[l].bias[i]);
+            }
+        }
+    pgrt_buf_destroy(&m->wscratch);
+    pgrt_buf_destroy(&m->lossview);
+    pgrt_buf_destroy(&m->arena);
+    pgrt_buf_destroy(&m->ints);
+    pgrt_buf_destroy(&m->p);
+    pgrt_buf_destroy(&m->g);
+    pgrt_buf_destroy(&m->gkeep);
+    free(m->lw);
+    free(m->la);
+    free(m->lora);
+    free(m->hid);
+    free(m->hloss);
+    free(m);
+    *lmp = NULL;
+}
+
+/* ---------------------------------------------------------------- step */
+
+int pgrt_lm_step(pgrt_lm *m, pgrt_stream *s, const int32_t *ids, double *loss, float *grad_norm)
+{
+    if (!m || !ids)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm_step: NULL argument");
+    for (int b = 0; b < m->B; b++)
+        for (int t = 0; t < m->S; t++) {
+            int i = b * m->S + t;
+            m->hid[i] = ids[i];
+            m->hlab[i] = t + 1 < m->S ? ids[i + 1] : -100;
+        }
+    /* ids and labels are adjacent: one copy */
+    int rc = pgrt_buf_upload_async(m->ints, 0, m->hid, (size_t)m->T * 2, s);
+    if (rc)
+        return rc;
+    m->launches = 0;
+    if ((rc = pgrt_train_backward(m->train, s, (uint32_t)m->S)))
+        return rc;
+    rc = pgrt_buf_download_async(m->lossview, 0, m->hloss, (size_t)m->T, s);
+    if (rc || (rc = pgrt_stream_sync(s)))
+        return rc;
+    double sum = 0;
+    for (int i = 0; i < m->T; i++)
+        sum += m->hloss[i];
+    if (loss)
+        *loss = sum / ((double)m->B * (m->S - 1));
+    if (grad_norm) {
+        float scale;
+        if ((rc = pgrt_train_layer_norm(m->train, s, 0, &scale, grad_norm)))
+            return rc;
+    }
+    return 0;
+}
+
+static int download_into(pgrt_lm *m, pgrt_buf *src, pgrt_adapter *a)
+{
+    if (!src)
+        return rt_fail(PGRT_ESTATE, "pgrt_lm: gradients were not kept (keep_grads)");
+    for (size_t i = 0; i < a->count; i++) {
+        const lora_d *d = &m->lora[a->w[i].layer * PGRT_LINEAR_COUNT + a->w[i].module];
+        if (d->a < 0 || a->cfg.r != m->r)
+            return rt_fail(PGRT_EINVAL, "pgrt_lm: the adapter does not match the model's LoRA");
+        int rc = pgrt_buf_download(src, (size_t)d->a, a->w[i].a, (size_t)m->r * a->w[i].in);
+        if (!rc)
+            rc = pgrt_buf_download(src, (size_t)d->b, a->w[i].b, (size_t)a->w[i].out * m->r);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int pgrt_lm_adapter_get(pgrt_lm *m, pgrt_adapter *a)
+{
+    if (!m || !a)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm_adapter_get: NULL argument");
+    return download_into(m, m->p, a);
+}
+
+int pgrt_lm_grads_get(pgrt_lm *m, pgrt_adapter *a)
+{
+    if (!m || !a)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm_grads_get: NULL argument");
+    return download_into(m, m->gkeep, a);
+}
+
+int pgrt_lm_stats_get(const pgrt_lm *m, pgrt_lm_stats *out)
+{
+    if (!m || !out)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm_stats_get: NULL argument");
+    memset(out, 0, sizeof *out);
+    pgrt_train_stats ts;
+    int rc = pgrt_train_stats_get(m->train, &ts);
+    if (rc)
+        return rc;
+    out->eager_steps = ts.eager_steps;
+    out->graph_steps = ts.graph_steps;
+    out->captures = ts.captures;
+    out->capture_failures = ts.capture_failures;
+    out->arena_bytes = m->arena_bytes;
+    out->weight_bytes = m->weight_bytes;
+    out->lora_bytes = m->lora_bytes;
+    out->launches_per_step = m->launches + ts.launches_per_step;
+    for (int i = 0; i < PGRT_LM_TIME_COUNT; i++)
+        out->time_ms[i] = m->prof_ms[i];
+    return 0;
+}

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pgrt_lm: LoRA fine-tuning of a decoder-only transformer (Qwen2 / LLaMA:
+ * RMSNorm, rotate-half RoPE, causal GQA attention, SwiGLU, tied or untied
+ * LM head) whose forward, loss and backward are all ptxgen kernels.
+ *
+ * One training step (pgrt_lm_step) on a batch of B rows of S token ids:
+ *
+ *   loss = mean next-token cross-entropy over the B x (S - 1) positions
+ *          (labels = the ids shifted by one, as Hugging Face with
+ *          labels = input_ids);
+ *   the base weights are frozen; y = x W^T (+ b) + (alpha / r) (x A^T) B^T
+ *          on the adapter's target modules;
+ *   the LoRA gradients are clipped by their global L2 norm (max_norm;
+ *          0: not clipped) and AdamW (decoupled weight decay, bias
+ *          corrections) updates A and B.
+ *
+ * The whole step runs through pgrt_train (one "layer" whose tensor is the
+ * concatenation of every LoRA matrix): forward and loss as its head
+ * callback, the backward as its layer callback, then the global clip and
+ * one AdamW launch. Every activation lives in one device arena sized at
+ * create; a step allocates nothing, loads nothing and synchronises only at
+ * its end (to read the loss), so with graphs on it is one CUDA graph.
+ *
+ * The LM head runs over chunks of rows: logits of a chunk, the fused
+ * cross-entropy forward/backward in place, and the chunk's hidden-state
+ * gradient, so B x S x vocab logits never exist at once.
+ *
+ * Precision: PGRT_LM_F32, everything f32 (no TF32); PGRT_LM_BF16, the base
+ * weights are held in bf16 on the device (the GEMMs widen them to f32 as
+ * they run), activations, statistics, LoRA parameters, gradients and the
+ * optimizer state f32.
+ *
+ * Errors follow pgrt.h: 0 or a negative PGRT_E* code with a one-line
+ * pgrt_last_message().
+ */
+#ifndef PTXGEN_PGRT_LM_H
+#define PTXGEN_PGRT_LM_H
+
+#include "pgrt_model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pgrt_lm_dtype {
+    PGRT_LM_BF16,
+    PGRT_LM_F32,
+} pgrt_lm_dtype;
+
+typedef struct pgrt_lm_params {
+    const pgrt_model_files *model; /* weights are copied to the device at create */
+    const pgrt_adapter *adapter;   /* the initial LoRA matrices (copied) */
+    int batch, seq;                /* >= 1 and >= 2 */
+    pgrt_lm_dtype dtype;
+    float lr, beta1, beta2, eps, weight_decay;
+    float max_norm; /* 0: no clipping */
+    bool graph;     /* capture the step as a CUDA graph */
+    /* Keep a copy of the gradients before clipping (pgrt_lm_grads). */
+    bool keep_grads;
+    /* Rows of the LM head's logits chunk; 0: chosen from the vocabulary. */
+    int head_chunk;
+    /* Time the kernels by kind (pgrt_lm_stats.time_ms): every launch is
+     * waited for, so steps are slower. Eager steps only. */
+    bool profile;
+} pgrt_lm_params;
+
+typedef struct pgrt_lm pgrt_lm;
+
+/* Device bytes pgrt_lm_create would allocate for these params (weights,
+ * arena, LoRA state), without touching the device. */
+PGRT_API int pgrt_lm_bytes(const pgrt_lm_params *p, uint64_t *bytes);
+
+/* Check the params against the model and adapter, check that the device
+ * has the memory (PGRT_ENOMEM naming batch x seq and the bytes, before
+ * anything is allocated), upload the weights and load every kernel the
+ * step uses. */
+PGRT_API int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out);
+PGRT_API void pgrt_lm_destroy(pgrt_lm **lm);
+
+/* One training step on ids (batch x seq ids, each in [0, vocab): the
+ * caller checks) on stream s; waits for it. loss: the mean cross-entropy
+ * before the update; grad_norm: the global L2 norm of the LoRA gradients
+ * before clipping. Either may be NULL. */
+PGRT_API int pgrt_lm_step(pgrt_lm *lm, pgrt_stream *s, const int32_t *ids, double *loss,
+                          float *grad_norm);
+
+/* The current LoRA matrices, into a (an adapter of the same model, targets
+ * and rank: its A and B arrays are overwritten). */
+PGRT_API int pgrt_lm_adapter_get(pgrt_lm *lm, pgrt_adapter *a);
+/* The gradients of the last step before clipping (keep_grads), into the
+ * A and B arrays of a. */
+PGRT_API int pgrt_lm_grads_get(pgrt_lm *lm, pgrt_adapter *a);
+
+enum {
+    PGRT_LM_TIME_GEMM,      /* GEMMs (and the widening of bf16 weights) */
+    PGRT_LM_TIME_ATTENTION, /* attention forward and backward */
+    PGRT_LM_TIME_CE,        /* the fused cross-entropy (the head's GEMMs count as GEMMs) */
+    PGRT_LM_TIME_REST,      /* norms, RoPE, SwiGLU, adds, LoRA scales, gather, bias */
+    PGRT_LM_TIME_COUNT
+};
+
+typedef struct pgrt_lm_stats {
+    uint64_t eager_steps, graph_steps, captures, capture_failures;
+    uint64_t arena_bytes, weight_bytes, lora_bytes;
+    size_t launches_per_step; /* of the last step */
+    /* With params.profile: milliseconds by kind, summed over the steps
+     * (the optimizer and clip launches of pgrt_train are not in them). */
+    double time_ms[PGRT_LM_TIME_COUNT];
+} pgrt_lm_stats;
+PGRT_API int pgrt_lm_stats_get(const pgrt_lm *lm, pgrt_lm_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PTXGEN_PGRT_LM_H */

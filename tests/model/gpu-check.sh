@@ -1,0 +1,61 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# On a GPU machine with PyTorch, transformers and peft: the reference
+# comparison of ptxgen-train (f32 and bf16, eager and graph), a
+# compute-sanitizer run of a tiny step, and the Qwen2-1.5B-shape benchmark
+# against PyTorch. Usage: tests/model/gpu-check.sh BUILD_DIR OUT_DIR [parts]
+# parts: any of ref sanitize bench (default: all three).
+set -u
+B=$1
+O=$2
+PARTS=${3:-"ref sanitize bench"}
+T=$B/tools/ptxgen-train
+R=tests/model/reference.py
+D=$O/small
+mkdir -p "$O"
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+if has ref; then
+    python3 $R all --dir "$D" > "$O/reference.log" 2>&1 || echo "reference failed: see reference.log"
+    tail -4 "$O/reference.log"
+    for dt in f32 bf16; do
+        $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \
+            --steps 5 --lr 0.001 --max-norm 1.0 --weight-decay 0.01 --dtype $dt \
+            --log-json "$D/ours-$dt.jsonl" --save-grads "$D/ours-$dt-grads" \
+            --save-adapter "$D/ours-$dt-adapter" > "$O/train-$dt.log" 2>&1
+        echo "ptxgen-train $dt: exit $?"; tail -3 "$O/train-$dt.log"
+        python3 $R compare --ref "$D/ref-$dt" --log-json "$D/ours-$dt.jsonl" \
+            --grads "$D/ours-$dt-grads" > "$O/compare-$dt.log" 2>&1
+        echo "compare $dt: exit $?"; cat "$O/compare-$dt.log" | tail -40
+    done
+    $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \
+        --steps 5 --dtype f32 --mode both --log-json "$D/ours-graph.jsonl" \
+        --save-grads "$D/ours-graph-grads" > "$O/train-graph.log" 2>&1
+    echo "graph both f32: exit $?"; tail -4 "$O/train-graph.log"
+    python3 $R compare --ref "$D/ref-f32" --log-json "$D/ours-graph.jsonl" \
+        --grads "$D/ours-graph-grads" > "$O/compare-graph.log" 2>&1
+    echo "compare graph f32: exit $?"; tail -2 "$O/compare-graph.log"
+fi
+if has sanitize; then
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+    if [ -n "$CS" ]; then
+        timeout 200 "$CS" --tool memcheck --leak-check no $T --model "$D/model" --adapter "$D/adapter" \
+            --tokens "$D/tokens.bin" --batch 1 --seq 16 --steps 1 --dtype bf16 \
+            > "$O/sanitize.log" 2>&1
+        echo "compute-sanitizer memcheck: exit $?"; tail -3 "$O/sanitize.log"
+    else
+        echo "no compute-sanitizer"
+    fi
+fi
+if has bench; then
+    timeout 240 python3 tests/model/bench_torch.py --dir "$O/big" --save-model --steps 5 \
+        > "$O/bench-torch.log" 2>&1
+    echo "torch bench: exit $?"; cat "$O/bench-torch.log" | grep -v Warning | tail -5
+    nvidia-smi --query-gpu=name,memory.used --format=csv,noheader
+    timeout 200 $T --model "$O/big/model" --tokens "$O/big/tokens.bin" --batch 4 --seq 512 \
+        --steps 3 --dtype bf16 --rank 16 --alpha 32 --profile > "$O/bench-ours-profile.log" 2>&1
+    echo "ours profile: exit $?"; tail -4 "$O/bench-ours-profile.log"
+    timeout 200 $T --model "$O/big/model" --tokens "$O/big/tokens.bin" --batch 4 --seq 512 \
+        --steps 4 --dtype bf16 --rank 16 --alpha 32 --mode graph > "$O/bench-ours.log" 2>&1
+    echo "ours graph: exit $?"; tail -4 "$O/bench-ours.log"
+    rm -rf "$O/big/model"
+fi
