@@ -332,14 +332,19 @@ static int temp_create(int dirfd, char name[TEMP_NAME_MAX])
     return -1;
 }
 
-/* data into a new temporary file of dirfd; its name in tmp. 0 or an errno;
- * on failure no temporary is left. */
-static int temp_write(int dirfd, char tmp[TEMP_NAME_MAX], const char *data, size_t len)
+/* data into a new temporary file of dirfd; its name in tmp. A file that
+ * will replace an existing one gets that file's permission bits (mode, -1
+ * for none): replacing a private 0600 file must not publish it. 0 or an
+ * errno; on failure no temporary is left. */
+static int temp_write(int dirfd, char tmp[TEMP_NAME_MAX], const char *data, size_t len,
+                      long mode)
 {
     int fd = temp_create(dirfd, tmp);
     if (fd < 0)
         return errno ? errno : EIO;
-    int e = write_all(fd, data, len);
+    int e = mode >= 0 && fchmod(fd, (mode_t)mode) != 0 ? errno : 0;
+    if (!e)
+        e = write_all(fd, data, len);
     if (close(fd) != 0 && !e && errno != EINTR)
         e = errno ? errno : EIO;
     if (e)
@@ -367,13 +372,17 @@ static char *split_path(const char *path, const char **base)
  * check run while `update-golden` rewrites, never sees half a file. A
  * symbolic link to a regular file is followed, as the shell's ">" would, and
  * the file it names is replaced the same way. Anything else (a device such
- * as /dev/null or /dev/full, a FIFO) is written in place. On failure returns
- * an errno and leaves no temporary behind. */
+ * as /dev/null or /dev/full, a FIFO) is written in place. A replaced file
+ * keeps its permission bits; a new one gets 0666 less the umask. On failure
+ * returns an errno and leaves no temporary behind. */
 static int write_file(const char *path, const char *data, size_t len)
 {
     struct stat st;
     char *resolved = NULL;
     bool in_place = false;
+    long mode = -1;
+    if (!path[0])
+        return ENOENT;
     if (lstat(path, &st) != 0) {
         if (errno != ENOENT)
             return errno ? errno : EIO;
@@ -389,9 +398,12 @@ static int write_file(const char *path, const char *data, size_t len)
                 path = resolved;
             }
         }
-        if (S_ISDIR(st.st_mode))
+        if (S_ISDIR(st.st_mode)) {
+            free(resolved);
             return EISDIR;
+        }
         in_place = !S_ISREG(st.st_mode);
+        mode = (long)(st.st_mode & 07777);
     }
     if (in_place) {
         int fd = open(path, O_WRONLY | O_TRUNC | O_NOCTTY | O_CLOEXEC);
@@ -417,7 +429,7 @@ static int write_file(const char *path, const char *data, size_t len)
         e = errno ? errno : EIO;
     if (!e) {
         char tmp[TEMP_NAME_MAX];
-        e = temp_write(dirfd, tmp, data, len);
+        e = temp_write(dirfd, tmp, data, len, mode);
         if (!e && renameat(dirfd, tmp, dirfd, base) != 0) {
             e = errno ? errno : EIO;
             unlinkat(dirfd, tmp, 0);
@@ -925,6 +937,7 @@ typedef struct all_file {
     char *ptx;
     size_t len;
     char tmp[TEMP_NAME_MAX];
+    long mode; /* of the file it replaces; -1 for a new one */
     bool written;
 } all_file;
 
@@ -980,12 +993,17 @@ static int do_all(const opts *o, FILE *err)
     for (size_t i = 0; i < n && !rc; i++) {
         struct stat st;
         snprintf(name, sizeof name, "%s.ptx", files[i].d->name);
-        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+        files[i].mode = -1;
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode))
             rc = fail(err, DUMP_EXIT_USAGE, "cannot write %s/%s: %s", quote(o->outdir).s, name,
                       strerror(EISDIR));
+        else if (S_ISREG(st.st_mode))
+            files[i].mode = (long)(st.st_mode & 07777);
     }
     for (size_t i = 0; i < n && !rc; i++) {
-        int we = temp_write(dirfd, files[i].tmp, files[i].ptx, files[i].len);
+        int we = temp_write(dirfd, files[i].tmp, files[i].ptx, files[i].len, files[i].mode);
         if (we)
             rc = fail(err, io_status(we), "cannot write in %s: %s", quote(o->outdir).s,
                       strerror(we));

@@ -459,16 +459,9 @@ static int ptx_check_info(char *msg, size_t len)
 {
     return pgrt_ptx_check(NULL, PG_SM_90, 12080, msg, len);
 }
-static int ptx_check_errbuf(char *msg, size_t len)
-{
-    (void)msg, (void)len;
-    return pgrt_ptx_check(NULL, PG_SM_90, 12080, NULL, 100);
-}
-static int target_for_cc_out(char *msg, size_t len)
-{
-    (void)msg, (void)len;
-    return pgrt_target_for_cc(9, 0, NULL);
-}
+/* No err buffer: the reason is in the thread's message all the same. */
+NC(ptx_check_errbuf, pgrt_ptx_check(NULL, PG_SM_90, 12080, NULL, 100))
+NC(target_for_cc_out, pgrt_target_for_cc(9, 0, NULL))
 
 static const null_case null_cases[] = {
     {"pgrt_ctx_create(out=NULL)", ctx_create_out, PGRT_EINVAL, "pgrt_ctx_create: out is NULL"},
@@ -571,8 +564,10 @@ static const null_case null_cases[] = {
     {"pgrt_ptx_parse(ptx=NULL)", ptx_parse_ptx, PGRT_EINVAL, "pgrt_ptx_parse: ptx is NULL"},
     {"pgrt_ptx_parse(out=NULL)", ptx_parse_out, PGRT_EINVAL, "pgrt_ptx_parse: out is NULL"},
     {"pgrt_ptx_check(info=NULL)", ptx_check_info, PGRT_EINVAL, "info is NULL"},
-    {"pgrt_ptx_check(err=NULL, errlen=100)", ptx_check_errbuf, PGRT_EINVAL, NULL},
-    {"pgrt_target_for_cc(out=NULL)", target_for_cc_out, PGRT_EINVAL, NULL},
+    {"pgrt_ptx_check(err=NULL, errlen=100)", ptx_check_errbuf, PGRT_EINVAL,
+     "pgrt_ptx_check: info is NULL"},
+    {"pgrt_target_for_cc(out=NULL)", target_for_cc_out, PGRT_EINVAL,
+     "pgrt_target_for_cc: out is NULL"},
 };
 
 static void test_nulls(pgrt_ctx *ctx, pgrt_stream *s)
@@ -601,7 +596,16 @@ static void test_nulls(pgrt_ctx *ctx, pgrt_stream *s)
     for (size_t i = 0; i < COUNTOF(null_cases); i++) {
         const null_case *c = &null_cases[i];
         char msg[1024] = "";
+        /* A message no case gives: every failing call must replace it. */
+        pg_target t_;
+        REQUIRE_INT_EQ(pgrt_target_for_cc(77, 7, &t_), PGRT_ETARGET);
+        char stale[256];
+        snprintf(stale, sizeof stale, "%s", pgrt_last_message());
         int rc = c->run(msg, sizeof msg);
+        if (rc != 0 && strcmp(pgrt_last_message(), stale) == 0)
+            fprintf(stderr, "%s: %s but the message is the previous one\n", c->call,
+                    pgrt_err_name(rc));
+        REQUIRE(rc == 0 || strcmp(pgrt_last_message(), stale) != 0);
         if (rc != c->code || (c->words && !strstr(msg, c->words)))
             fprintf(stderr, "%s: got %s (%d), message \"%s\"\n", c->call, pgrt_err_name(rc), rc,
                     msg);

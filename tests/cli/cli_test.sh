@@ -419,6 +419,14 @@ check "-o leaves no temporary behind" test -z "$(find "$tmp/w" -name '.ptxgen-*'
 check "-o file mode follows the umask (got $(ls -l "$tmp/w/mode.ptx" | cut -c1-10))" \
     test "$(ls -l "$tmp/w/mode.ptx" | cut -c1-10)" = "-rw-r-----"
 
+# A replaced file keeps its permission bits: a private file stays private.
+printf 'secret\n' >"$tmp/w/private.ptx"
+chmod 600 "$tmp/w/private.ptx"
+expect_ok "$k" -o "$tmp/w/private.ptx" &&
+    check "-o over a 0600 file keeps 0600 (got $(ls -l "$tmp/w/private.ptx" | cut -c1-10))" \
+        test "$(ls -l "$tmp/w/private.ptx" | cut -c1-10)" = "-rw-------"
+expect_bad "cannot write '': No such file or directory" "$k" -o ''
+
 # "-o -" is standard output.
 (cd "$tmp/w" && $wrap "$dump" "$k" -o - >"$tmp/out" 2>"$tmp/err")
 check "-o - exits 0" test $? = 0
