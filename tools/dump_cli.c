@@ -66,8 +66,9 @@ static const char usage_text[] =
     "  -h, --help          this text\n"
     "\n"
     "Exit status: 0 success; 2 bad input, including an output path that cannot\n"
-    "be created or written (one line on stderr); 1 a failure under a valid\n"
-    "request: a write failed (disk full, I/O error) or ptxgen's own error.\n";
+    "be created or opened; 1 a failure under a valid request: a write failed\n"
+    "(disk full, I/O error) or ptxgen's own error. Each failure prints one line\n"
+    "on stderr.\n";
 
 /* ------------------------------------------------------------ diagnostics */
 
