@@ -2,12 +2,29 @@
 /*
  * The checks that need no driver: PTX header parsing, F-PTX-001, the
  * ISA/driver rule and launch arguments against descriptors. Pure functions,
- * so they are tested on machines without a GPU.
+ * so they are tested on machines without a GPU. Pure, but like every public
+ * function that fails they set the thread's pgrt_last_message() too: a
+ * caller that passes no err buffer still learns why.
  */
 #include "rt_internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+/* A failed check: the one-line message goes to err and, as for every
+ * public function that fails, to the thread's pgrt_last_message(). */
+RT_PRINTF(4, 5)
+static int check_fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    rt_errf(err, errlen, "%s", msg);
+    return rt_fail(code, "%s", msg);
+}
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -46,10 +63,9 @@ static const char *number(const char *p, const char *e, unsigned *out)
 
 int pgrt_ptx_parse(const char *ptx, size_t len, pgrt_ptx_info *out, char *err, size_t errlen)
 {
-    if (!ptx || !out) {
-        rt_errf(err, errlen, "pgrt_ptx_parse: %s is NULL", !ptx ? "ptx" : "out");
-        return PGRT_EINVAL;
-    }
+    if (!ptx || !out)
+        return check_fail(err, errlen, PGRT_EINVAL, "pgrt_ptx_parse: %s is NULL",
+                          !ptx ? "ptx" : "out");
     memset(out, 0, sizeof *out);
     if (len == 0)
         len = strlen(ptx);
@@ -95,37 +111,39 @@ int pgrt_ptx_parse(const char *ptx, size_t len, pgrt_ptx_info *out, char *err, s
             unsigned major, minor;
             const char *q = number(v, e, &major);
             if (!q || q >= e || *q != '.' || !(q = number(q + 1, e, &minor)) || minor > 9 ||
-                (q < e && !is_space(*q) && *q != '/')) {
-                rt_errf(err, errlen, "PTX .version is not MAJOR.MINOR: \"%.*s\"", (int)(e - s), s);
-                return PGRT_EPTX;
-            }
+                (q < e && !is_space(*q) && *q != '/'))
+                return check_fail(err, errlen, PGRT_EPTX,
+                                  "PTX .version is not MAJOR.MINOR: \"%.*s\"", (int)(e - s), s);
+            /* No PTX ISA has a three-digit major; a larger one would also
+             * wrap major * 10 into some real ISA. */
+            if (major > 99)
+                return check_fail(err, errlen, PGRT_EPTX,
+                                  "PTX .version major %u is out of range: \"%.*s\"", major,
+                                  (int)(e - s), s);
             out->isa = major * 10 + minor;
             have_version = true;
         } else if ((v = directive(s, e, ".target")) != NULL) {
             size_t n = 0;
             while (v + n < e && is_word(v[n]))
                 n++;
-            if (n == 0 || n >= sizeof out->target) {
-                rt_errf(err, errlen, "PTX .target is malformed: \"%.*s\"", (int)(e - s), s);
-                return PGRT_EPTX;
-            }
+            if (n == 0 || n >= sizeof out->target)
+                return check_fail(err, errlen, PGRT_EPTX, "PTX .target is malformed: \"%.*s\"",
+                                  (int)(e - s), s);
             memcpy(out->target, v, n);
             out->target[n] = '\0';
             have_target = true;
         } else if ((v = directive(s, e, ".address_size")) != NULL) {
-            if (!number(v, e, &out->addrsize)) {
-                rt_errf(err, errlen, "PTX .address_size is malformed: \"%.*s\"", (int)(e - s), s);
-                return PGRT_EPTX;
-            }
+            if (!number(v, e, &out->addrsize))
+                return check_fail(err, errlen, PGRT_EPTX,
+                                  "PTX .address_size is malformed: \"%.*s\"", (int)(e - s), s);
         } else {
             break;
         }
     }
-    if (!have_version || !have_target) {
-        rt_errf(err, errlen, "PTX has no %s directive before its first statement",
-                !have_version ? ".version" : ".target");
-        return PGRT_EPTX;
-    }
+    if (!have_version || !have_target)
+        return check_fail(err, errlen, PGRT_EPTX,
+                          "PTX has no %s directive before its first statement",
+                          !have_version ? ".version" : ".target");
     return 0;
 }
 
@@ -133,10 +151,9 @@ int pgrt_ptx_check(const pgrt_ptx_info *info, pg_target device, int driver_versi
                    size_t errlen)
 {
     const char *dev_name = pg_target_name(device);
-    if (!info || !dev_name) {
-        rt_errf(err, errlen, "pgrt_ptx_check: %s", !info ? "info is NULL" : "invalid device target");
-        return PGRT_EINVAL;
-    }
+    if (!info || !dev_name)
+        return check_fail(err, errlen, PGRT_EINVAL, "pgrt_ptx_check: %s",
+                          !info ? "info is NULL" : "invalid device target");
     /* The PTX's own target sets its minimum ISA: sm_90a needs 8.0 where
      * sm_90 needs 7.8. */
     pg_target ptx_target = device;
@@ -148,57 +165,52 @@ int pgrt_ptx_check(const pgrt_ptx_info *info, pg_target device, int driver_versi
             pg_target_is_arch_specific(device) || pg_target_sm(t) != pg_target_sm(device)) {
             unsigned sm = pg_target_parse(info->target, &t) == 0 ? pg_target_sm(t) : 0;
             if (sm && pg_target_is_arch_specific(t))
-                rt_errf(err, errlen, "F-PTX-001 violated: PTX target %s != device target %s (%s "
-                        "loads only on a compute capability %u.%u device)", info->target, dev_name,
-                        info->target, sm / 10, sm % 10);
-            else
-                rt_errf(err, errlen, "F-PTX-001 violated: PTX target %s != device target %s",
-                        info->target, dev_name);
-            return PGRT_ETARGET;
+                return check_fail(err, errlen, PGRT_ETARGET, "F-PTX-001 violated: PTX target %s "
+                                  "!= device target %s (%s loads only on a compute capability "
+                                  "%u.%u device)", info->target, dev_name, info->target, sm / 10,
+                                  sm % 10);
+            return check_fail(err, errlen, PGRT_ETARGET,
+                              "F-PTX-001 violated: PTX target %s != device target %s",
+                              info->target, dev_name);
         }
         ptx_target = t;
     }
     unsigned need = pg_isa_min_driver(info->isa);
-    if (need == 0) {
-        rt_errf(err, errlen, "PTX ISA %u.%u is not one ptxgen knows: no driver version to check "
-                "it against", info->isa / 10, info->isa % 10);
-        return PGRT_EISA;
-    }
-    if (info->isa < pg_target_min_isa(ptx_target)) {
-        rt_errf(err, errlen, "PTX ISA %u.%u is below %s's minimum %u.%u", info->isa / 10,
-                info->isa % 10, pg_target_name(ptx_target), pg_target_min_isa(ptx_target) / 10,
-                pg_target_min_isa(ptx_target) % 10);
-        return PGRT_EISA;
-    }
-    if (driver_version < 0 || (unsigned)driver_version < need) {
-        rt_errf(err, errlen,
-                "PTX ISA %u.%u needs a CUDA %u.%u driver or newer; this driver is CUDA %d.%d "
-                "(cuDriverGetVersion %d)",
-                info->isa / 10, info->isa % 10, need / 1000, (need % 1000) / 10,
-                driver_version / 1000, (driver_version % 1000) / 10, driver_version);
-        return PGRT_EISA;
-    }
+    if (need == 0)
+        return check_fail(err, errlen, PGRT_EISA, "PTX ISA %u.%u is not one ptxgen knows: no "
+                          "driver version to check it against", info->isa / 10, info->isa % 10);
+    if (info->isa < pg_target_min_isa(ptx_target))
+        return check_fail(err, errlen, PGRT_EISA, "PTX ISA %u.%u is below %s's minimum %u.%u",
+                          info->isa / 10, info->isa % 10, pg_target_name(ptx_target),
+                          pg_target_min_isa(ptx_target) / 10, pg_target_min_isa(ptx_target) % 10);
+    if (driver_version < 0 || (unsigned)driver_version < need)
+        return check_fail(err, errlen, PGRT_EISA,
+                          "PTX ISA %u.%u needs a CUDA %u.%u driver or newer; this driver is CUDA "
+                          "%d.%d (cuDriverGetVersion %d)",
+                          info->isa / 10, info->isa % 10, need / 1000, (need % 1000) / 10,
+                          driver_version / 1000, (driver_version % 1000) / 10, driver_version);
     return 0;
 }
 
 int pgrt_ptx_check_device(const pgrt_ptx_info *info, const pgrt_device_info *dev, char *err,
                           size_t errlen)
 {
-    if (!info || !dev) {
-        rt_errf(err, errlen, "pgrt_ptx_check_device: %s is NULL", !info ? "info" : "dev");
-        return PGRT_EINVAL;
-    }
+    if (!info || !dev)
+        return check_fail(err, errlen, PGRT_EINVAL, "pgrt_ptx_check_device: %s is NULL",
+                          !info ? "info" : "dev");
     pg_target t;
     if (pg_target_parse(info->target, &t) == 0 && pg_target_is_arch_specific(t)) {
-        unsigned sm = pg_target_sm(t), cc = (unsigned)(dev->cc_major * 10 + dev->cc_minor);
-        /* sm_100a does not load on 10.3 although 10.3 runs sm_100 PTX. */
-        if (dev->cc_major < 0 || dev->cc_minor < 0 || sm != cc) {
-            rt_errf(err, errlen, "F-PTX-001 violated: PTX target %s loads only on a compute "
-                    "capability %u.%u device; this device is %d.%d (target %s)", info->target,
-                    sm / 10, sm % 10, dev->cc_major, dev->cc_minor,
-                    pg_target_name(dev->target) ? pg_target_name(dev->target) : "none");
-            return PGRT_ETARGET;
-        }
+        unsigned sm = pg_target_sm(t);
+        /* sm_100a does not load on 10.3 although 10.3 runs sm_100 PTX. The
+         * capability is compared in parts: major * 10 overflows for a
+         * caller's struct with a huge major. */
+        if (dev->cc_major < 0 || dev->cc_minor < 0 || (unsigned)dev->cc_major != sm / 10 ||
+            (unsigned)dev->cc_minor != sm % 10)
+            return check_fail(err, errlen, PGRT_ETARGET,
+                              "F-PTX-001 violated: PTX target %s loads only on a compute "
+                              "capability %u.%u device; this device is %d.%d (target %s)",
+                              info->target, sm / 10, sm % 10, dev->cc_major, dev->cc_minor,
+                              pg_target_name(dev->target) ? pg_target_name(dev->target) : "none");
     }
     return pgrt_ptx_check(info, dev->target, dev->driver_version, err, errlen);
 }
@@ -217,10 +229,9 @@ static const char *type_text(uint32_t t, char *buf, size_t len)
 int pgrt_args_check(const pgk_desc *d, const pgk_knobs *kn, const pgrt_arg *args, size_t nargs,
                     char *err, size_t errlen)
 {
-    if (!d || (nargs > 0 && !args)) {
-        rt_errf(err, errlen, "pgrt_args_check: %s is NULL", !d ? "descriptor" : "args");
-        return PGRT_EINVAL;
-    }
+    if (!d || (nargs > 0 && !args))
+        return check_fail(err, errlen, PGRT_EINVAL, "pgrt_args_check: %s is NULL",
+                          !d ? "descriptor" : "args");
     if (nargs != d->nparams) {
         char list[256] = "";
         size_t used = 0;
@@ -231,71 +242,62 @@ int pgrt_args_check(const pgk_desc *d, const pgk_knobs *kn, const pgrt_arg *args
                 break;
             used += (size_t)n;
         }
-        rt_errf(err, errlen, "%s takes %zu argument%s (%s), got %zu", d->name, d->nparams,
-                d->nparams == 1 ? "" : "s", list, nargs);
-        return PGRT_EARGS;
+        return check_fail(err, errlen, PGRT_EARGS, "%s takes %zu argument%s (%s), got %zu",
+                          d->name, d->nparams, d->nparams == 1 ? "" : "s", list, nargs);
     }
     for (size_t i = 0; i < nargs; i++) {
         const pgk_param *p = &d->params[i];
         const pgrt_arg *a = &args[i];
         char b1[32], b2[32];
         if (p->tensor_map) {
-            if (a->type != PGRT_ARG_TENSOR_MAP) {
-                rt_errf(err, errlen, "%s argument %zu (%s): expected a tensor map "
-                        "(pgrt_arg_tensor_map), got %s", d->name, i, p->name,
-                        a->pointer ? "a device pointer" : type_text(a->type, b1, sizeof b1));
-                return PGRT_EARGS;
-            }
-            if (!a->v.tmap) {
-                rt_errf(err, errlen, "%s argument %zu (%s): null tensor map", d->name, i, p->name);
-                return PGRT_EARGS;
-            }
-            if (a->v.tmap->encoded != PGRT_TENSOR_MAP_ENCODED) {
-                rt_errf(err, errlen, "%s argument %zu (%s): the tensor map was never encoded "
-                        "(pgrt_tensor_map_encode)", d->name, i, p->name);
-                return PGRT_EARGS;
-            }
+            if (a->type != PGRT_ARG_TENSOR_MAP)
+                return check_fail(err, errlen, PGRT_EARGS,
+                                  "%s argument %zu (%s): expected a tensor map "
+                                  "(pgrt_arg_tensor_map), got %s", d->name, i, p->name,
+                                  a->pointer ? "a device pointer"
+                                             : type_text(a->type, b1, sizeof b1));
+            if (!a->v.tmap)
+                return check_fail(err, errlen, PGRT_EARGS, "%s argument %zu (%s): null tensor map",
+                                  d->name, i, p->name);
+            if (a->v.tmap->encoded != PGRT_TENSOR_MAP_ENCODED)
+                return check_fail(err, errlen, PGRT_EARGS,
+                                  "%s argument %zu (%s): the tensor map was never encoded "
+                                  "(pgrt_tensor_map_encode)", d->name, i, p->name);
             continue;
         }
-        if (a->type == PGRT_ARG_TENSOR_MAP) {
-            rt_errf(err, errlen, "%s argument %zu (%s): expected %s, got a tensor map", d->name, i,
-                    p->name, p->pointer ? "a device pointer" : type_text(p->type, b1, sizeof b1));
-            return PGRT_EARGS;
-        }
+        if (a->type == PGRT_ARG_TENSOR_MAP)
+            return check_fail(err, errlen, PGRT_EARGS,
+                              "%s argument %zu (%s): expected %s, got a tensor map", d->name, i,
+                              p->name,
+                              p->pointer ? "a device pointer" : type_text(p->type, b1, sizeof b1));
         if (p->pointer) {
-            if (!a->pointer) {
-                rt_errf(err, errlen, "%s argument %zu (%s): expected a device pointer, got %s",
-                        d->name, i, p->name, type_text(a->type, b1, sizeof b1));
-                return PGRT_EARGS;
-            }
-            if (a->v.u64 == 0) {
-                rt_errf(err, errlen, "%s argument %zu (%s): null device pointer", d->name, i,
-                        p->name);
-                return PGRT_EARGS;
-            }
+            if (!a->pointer)
+                return check_fail(err, errlen, PGRT_EARGS,
+                                  "%s argument %zu (%s): expected a device pointer, got %s",
+                                  d->name, i, p->name, type_text(a->type, b1, sizeof b1));
+            if (a->v.u64 == 0)
+                return check_fail(err, errlen, PGRT_EARGS,
+                                  "%s argument %zu (%s): null device pointer", d->name, i,
+                                  p->name);
             continue;
         }
-        if (a->pointer) {
-            rt_errf(err, errlen, "%s argument %zu (%s): expected a %s value, got a device pointer",
-                    d->name, i, p->name, type_text(p->type, b1, sizeof b1));
-            return PGRT_EARGS;
-        }
-        if (a->type != (uint32_t)p->type) {
-            rt_errf(err, errlen, "%s argument %zu (%s): expected %s, got %s", d->name, i, p->name,
-                    type_text(p->type, b1, sizeof b1), type_text(a->type, b2, sizeof b2));
-            return PGRT_EARGS;
-        }
+        if (a->pointer)
+            return check_fail(err, errlen, PGRT_EARGS,
+                              "%s argument %zu (%s): expected a %s value, got a device pointer",
+                              d->name, i, p->name, type_text(p->type, b1, sizeof b1));
+        if (a->type != (uint32_t)p->type)
+            return check_fail(err, errlen, PGRT_EARGS, "%s argument %zu (%s): expected %s, got %s",
+                              d->name, i, p->name, type_text(p->type, b1, sizeof b1),
+                              type_text(a->type, b2, sizeof b2));
         /* A size parameter that is also a knob: the grid was computed from
          * the knob, the kernel bounds its loop by the parameter; if they
          * differ, part of the data goes untouched or out of bounds. */
         if (kn && (p->type == PG_U32 || p->type == PG_S32)) {
             int k = pgk_knob_index(d, p->name);
-            if (k >= 0 && k < PGK_MAX_KNOBS && kn->v[k] != a->v.u32) {
-                rt_errf(err, errlen,
-                        "%s argument %zu (%s) = %u, but the launch is sized for knob %s = %u",
-                        d->name, i, p->name, a->v.u32, p->name, kn->v[k]);
-                return PGRT_EARGS;
-            }
+            if (k >= 0 && k < PGK_MAX_KNOBS && kn->v[k] != a->v.u32)
+                return check_fail(err, errlen, PGRT_EARGS,
+                                  "%s argument %zu (%s) = %u, but the launch is sized for knob "
+                                  "%s = %u", d->name, i, p->name, a->v.u32, p->name, kn->v[k]);
         }
     }
     return 0;

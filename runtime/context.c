@@ -7,8 +7,16 @@
 
 int pgrt_target_for_cc(int major, int minor, pg_target *out)
 {
-    if (!out || major < 0 || minor < 0 || minor > 9)
-        return PGRT_EINVAL;
+    if (!out)
+        return rt_fail(PGRT_EINVAL, "pgrt_target_for_cc: out is NULL");
+    if (major < 0 || minor < 0 || minor > 9)
+        return rt_fail(PGRT_EINVAL, "pgrt_target_for_cc: compute capability %d.%d is not a "
+                       "capability (major >= 0, minor 0 to 9)", major, minor);
+    /* No target reaches sm_1000: a larger major has none, and major * 10
+     * would overflow int on the way. */
+    if (major > 99)
+        return rt_fail(PGRT_ETARGET, "pgrt_target_for_cc: no ptxgen target serves compute "
+                       "capability %d.%d", major, minor);
     unsigned want = (unsigned)(major * 10 + minor);
     int best = -1;
     unsigned best_sm = 0;
@@ -30,7 +38,8 @@ int pgrt_target_for_cc(int major, int minor, pg_target *out)
         }
     }
     if (best < 0)
-        return PGRT_ETARGET;
+        return rt_fail(PGRT_ETARGET, "pgrt_target_for_cc: no ptxgen target serves compute "
+                       "capability %d.%d", major, minor);
     *out = (pg_target)best;
     return 0;
 }

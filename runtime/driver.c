@@ -70,6 +70,28 @@ static void version_text(int v, char *buf, size_t len)
     rt_errf(buf, len, "%d.%d", v / 1000, (v % 1000) / 10);
 }
 
+/* A required entry point the library does not give. Only an entry point
+ * newer than the driver's version makes the driver too old; one that every
+ * driver of that version has (cuInit is from CUDA 2.0) means the library is
+ * not a whole CUDA driver (a shim, a stub, a broken install), and updating
+ * the driver is the wrong advice. */
+static int missing_entry(const char *name, int since, int version, const char *have,
+                         const char *path)
+{
+    char need[16];
+    version_text(since, need, sizeof need);
+    if (since > version)
+        return rt_fail(PGRT_EDRIVER,
+                       "CUDA driver too old: %s (from CUDA %s) is not provided by driver "
+                       "version %s in \"%s\"; update the NVIDIA driver",
+                       name, need, have, path);
+    return rt_fail(PGRT_ENODRIVER,
+                   "no usable CUDA driver: \"%s\" lacks the entry point %s, which every "
+                   "driver since CUDA %s provides (this one says it is version %s); it is not "
+                   "a complete libcuda (PGRT_LIBCUDA names another library)",
+                   path, name, need, have);
+}
+
 int rt_driver_open(rt_driver *d, const char *path)
 {
     memset(d, 0, sizeof *d);
@@ -131,14 +153,10 @@ int rt_driver_open(rt_driver *d, const char *path)
     if (p) {                                                                                     \
         RT_FN_FROM_PTR(d->field, p);                                                             \
     } else if (req) {                                                                            \
-        char need[16];                                                                           \
-        version_text(ver, need, sizeof need);                                                    \
+        int code_ = missing_entry(name, ver, d->version, have, path);                            \
         dlclose(lib);                                                                            \
         memset(d, 0, sizeof *d);                                                                 \
-        return rt_fail(PGRT_EDRIVER,                                                             \
-                       "CUDA driver too old: %s (from CUDA %s) is not provided by driver "       \
-                       "version %s in \"%s\"; update the NVIDIA driver",                         \
-                       name, need, have, path);                                                  \
+        return code_;                                                                            \
     }
     RT_CU_ENTRIES(RT_X_)
 #undef RT_X_

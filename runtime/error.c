@@ -12,6 +12,11 @@
 #define RT_MSG_MAX 4096
 static _Thread_local char tls_msg[RT_MSG_MAX];
 static _Thread_local int tls_cuda;
+/* Counts the messages set on this thread, so that code calling back into
+ * the caller can tell whether the callback's failure came with one. */
+static _Thread_local unsigned tls_serial;
+
+unsigned rt_msg_serial(void) { return tls_serial; }
 
 const char *pgrt_strerror(int err)
 {
@@ -234,6 +239,7 @@ int rt_fail(int code, const char *fmt, ...)
     vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
     va_end(ap);
     tls_cuda = 0;
+    tls_serial++;
     return code;
 }
 
@@ -243,6 +249,7 @@ static size_t cu_head(const rt_driver *d, CUresult r, const char *call)
     char num[32];
     int n = snprintf(tls_msg, sizeof tls_msg, "%s: %s", call, cu_name(d, r, num, sizeof num));
     tls_cuda = r;
+    tls_serial++;
     if (n < 0)
         return 0;
     return (size_t)n < sizeof tls_msg ? (size_t)n : sizeof tls_msg - 1;

@@ -15,7 +15,8 @@
  * The message of the last failure on the calling thread is
  * pgrt_last_message(); for a failed driver call it names the call and the
  * CUresult ("cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX: ptxas ... line 7;
- * error : ..."). Successful calls leave the message as it was.
+ * error : ..."). Every function that returns an error code sets the
+ * message, the pure checks included; successful calls leave it as it was.
  *
  * Ownership: every object is created by a pgrt_*_create/alloc function that
  * takes `T **out` and freed by the matching pgrt_*_destroy(&p), which also

@@ -290,6 +290,8 @@ int rt_cu_fail(const rt_driver *d, CUresult r, const char *call, const char *fmt
 int rt_cu_code(CUresult r);
 /* Append to the current message (for context such as the kernel name). */
 void rt_msg_append(const char *fmt, ...) RT_PRINTF(1, 2);
+/* Changes whenever the thread's message is set (not when appended to). */
+unsigned rt_msg_serial(void);
 /* snprintf into a caller's error buffer (errlen 0: nothing). */
 void rt_errf(char *err, size_t errlen, const char *fmt, ...) RT_PRINTF(3, 4);
 

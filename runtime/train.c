@@ -86,16 +86,27 @@ static int check_params(pgrt_ctx *ctx, const pgrt_train_params *p)
         return rt_fail(PGRT_EINVAL, "pgrt_train_create: tensors is NULL");
     if (!p->layer_backward)
         return rt_fail(PGRT_EINVAL, "pgrt_train_create: layer_backward is NULL");
-    if (!(p->max_norm >= 0.0f) || !isfinite(p->max_norm))
-        return rt_fail(PGRT_EINVAL, "pgrt_train_create: max_norm %g must be finite and >= 0",
-                       (double)p->max_norm);
-    if (!isfinite(p->lr) || !(p->beta1 >= 0.0f && p->beta1 < 1.0f) ||
-        !(p->beta2 >= 0.0f && p->beta2 < 1.0f) || !(p->eps > 0.0f) || !isfinite(p->eps) ||
-        !isfinite(p->weight_decay))
-        return rt_fail(PGRT_EINVAL, "pgrt_train_create: AdamW needs a finite lr and weight_decay, "
-                       "beta1 and beta2 in [0, 1) and a finite eps > 0 (got lr %g, betas %g %g, "
-                       "eps %g, weight_decay %g)", (double)p->lr, (double)p->beta1,
-                       (double)p->beta2, (double)p->eps, (double)p->weight_decay);
+    /* Each hyper-parameter on its own, so the message names the one that
+     * is wrong and its value. The comparisons are written so that NaN
+     * fails them. */
+    const struct {
+        const char *name, *rule;
+        float v;
+        bool ok;
+    } hyper[] = {
+        {"max_norm", "finite and >= 0 (0: no clipping)", p->max_norm,
+         p->max_norm >= 0.0f && isfinite(p->max_norm)},
+        {"lr", "finite and >= 0", p->lr, p->lr >= 0.0f && isfinite(p->lr)},
+        {"beta1", "in [0, 1)", p->beta1, p->beta1 >= 0.0f && p->beta1 < 1.0f},
+        {"beta2", "in [0, 1)", p->beta2, p->beta2 >= 0.0f && p->beta2 < 1.0f},
+        {"eps", "finite and > 0", p->eps, p->eps > 0.0f && isfinite(p->eps)},
+        {"weight_decay", "finite and >= 0", p->weight_decay,
+         p->weight_decay >= 0.0f && isfinite(p->weight_decay)},
+    };
+    for (size_t i = 0; i < sizeof hyper / sizeof hyper[0]; i++)
+        if (!hyper[i].ok)
+            return rt_fail(PGRT_EINVAL, "pgrt_train_create: %s %g must be %s", hyper[i].name,
+                           (double)hyper[i].v, hyper[i].rule);
     if ((unsigned)p->graph > PGRT_TRAIN_GRAPH_ON)
         return rt_fail(PGRT_EINVAL, "pgrt_train_create: graph is %d, not a pgrt_train_graph",
                        (int)p->graph);
@@ -257,6 +268,32 @@ void pgrt_train_destroy(pgrt_train **pt)
     free(t);
 }
 
+/* A callback returned rc. If a runtime call inside it failed (the thread's
+ * message changed since `serial`), that message says why and gets the step's
+ * context once; otherwise the message from before the call is unrelated, and
+ * a new one names the callback and the code. A code that is not negative
+ * breaks the callbacks' contract and is reported as PGRT_EINVAL. The context
+ * is "(head backward)" or "(backward of layer N)", as for the pipeline's own
+ * failures. */
+static int callback_failed(int rc, unsigned serial, size_t layer)
+{
+    char where[48] = "head backward";
+    const char *fn = "head";
+    if (layer != SIZE_MAX) {
+        snprintf(where, sizeof where, "backward of layer %zu", layer);
+        fn = "layer_backward";
+    }
+    if (rc > 0)
+        return rt_fail(PGRT_EINVAL, "pgrt_train_backward: the %s callback returned %d, not 0 or "
+                       "a negative PGRT_E* code (%s)", fn, rc, where);
+    if (rt_msg_serial() != serial) {
+        rt_msg_append(" (%s)", where);
+        return rc;
+    }
+    return rt_fail(rc, "pgrt_train_backward: the %s callback failed with %d (%s) and left no "
+                   "message (%s)", fn, rc, pgrt_err_name(rc), where);
+}
+
 /* The loop itself: the launches of one step, in order. */
 static int enqueue_step(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
 {
@@ -264,16 +301,14 @@ static int enqueue_step(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
     int rc = rt_kernel_launch_cfg(t->k_advance, s, &t->cfg_advance, NULL, &h, 1);
     if (rc)
         return rc;
-    if (t->head && (rc = t->head(t->user, s, seq_len))) {
-        rt_msg_append(" (head backward)");
-        return rc;
-    }
+    unsigned serial = rt_msg_serial();
+    if (t->head && (rc = t->head(t->user, s, seq_len)))
+        return callback_failed(rc, serial, SIZE_MAX);
     for (size_t l = t->layers; l-- > 0;) {
         tensor_slot *sl = &t->slots[l * t->per_layer];
-        if ((rc = t->layer_backward(t->user, s, l, seq_len))) {
-            rt_msg_append(" (backward of layer %zu)", l);
-            return rc;
-        }
+        serial = rt_msg_serial();
+        if ((rc = t->layer_backward(t->user, s, l, seq_len)))
+            return callback_failed(rc, serial, l);
         if (t->clips) {
             for (size_t j = 0; j < t->per_layer; j++)
                 t->grads[j] = sl[j].grad;
@@ -415,8 +450,9 @@ int pgrt_train_set_lr(pgrt_train *t, pgrt_stream *s, float lr)
 {
     if (!t)
         return rt_fail(PGRT_EINVAL, "pgrt_train_set_lr: pipeline is NULL");
-    if (!isfinite(lr))
-        return rt_fail(PGRT_EINVAL, "pgrt_train_set_lr: lr %g is not finite", (double)lr);
+    if (!(lr >= 0.0f) || !isfinite(lr))
+        return rt_fail(PGRT_EINVAL, "pgrt_train_set_lr: lr %g must be finite and >= 0",
+                       (double)lr);
     /* A copy from pageable memory is staged before the call returns, so the
      * slot may change again at the next call; it lives as long as the
      * pipeline all the same. */

@@ -5,22 +5,32 @@
  * The command line is a contract (DESIGN §4): tests, the golden update and
  * benchmarks drive it. Every bad input gets exactly one line on stderr that
  * names the problem, nothing on stdout, and exit status 2, so scripts can
- * tell "you asked for something wrong" from "ptxgen is broken" (status 1).
+ * tell "you asked for something wrong" (including an output path that
+ * cannot be created) from "the request was fine but failed" (status 1: a
+ * write that failed, such as a full disk, or ptxgen's own error). Output
+ * files appear whole or not at all.
  *
  * Arguments are parsed by hand rather than with getopt: getopt keeps global
  * state, which a fuzz target calling dump_main() in a loop cannot reset
  * portably.
  */
+/* realpath() is XSI; the build asks for POSIX.1-2008 only. */
+#define _XOPEN_SOURCE 700
 #include "dump_cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pgk.h"
@@ -47,13 +57,18 @@ static const char usage_text[] =
     "  --target T          target to emit for (default sm_90)\n"
     "  --set KNOB=VALUE    set a knob (decimal or 0x hex); may be repeated\n"
     "  --info              one JSON object: entry, ISA, params, knobs, launch\n"
-    "  -o FILE             write to FILE instead of standard output\n"
+    "  -o FILE             write to FILE instead of standard output (\"-\":\n"
+    "                      standard output); FILE is replaced whole\n"
     "  --all               every kernel that supports the target, as\n"
-    "                      DIR/KERNEL.ptx (DIR and its parents are created)\n"
+    "                      DIR/KERNEL.ptx (DIR and its parents are created;\n"
+    "                      a failed run leaves nothing behind)\n"
     "  --outdir DIR        directory for --all\n"
     "  -h, --help          this text\n"
     "\n"
-    "Exit status: 0 success, 2 bad input (one line on stderr), 1 internal error.\n";
+    "Exit status: 0 success; 2 bad input, including an output path that cannot\n"
+    "be created or opened; 1 a failure under a valid request: a write failed\n"
+    "(disk full, I/O error) or ptxgen's own error. Each failure prints one line\n"
+    "on stderr.\n";
 
 /* ------------------------------------------------------------ diagnostics */
 
@@ -71,38 +86,96 @@ static int fail(FILE *err, int status, const char *fmt, ...)
     return status;
 }
 
-/* User text quoted for a message: control characters would split or hide
- * the one diagnostic line, and an argument may be arbitrarily long. */
+/* Text from outside (arguments, and library messages that echo them) made
+ * safe for the one diagnostic line: C0 and C1 control characters, DEL and
+ * bytes that are not UTF-8 would split the line, move the cursor or talk to
+ * the terminal, so they are written as escapes (\n, \t, \x1b), and a
+ * backslash as \\ so that an escape is never ambiguous. Well-formed UTF-8
+ * passes through. At most `cap` - 1 bytes are written and nothing is cut in
+ * the middle: the result ends with "..." when the text did not fit.
+ * Returns the bytes written. */
+static size_t escape_text(char *dst, size_t cap, const char *text)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)text;
+    size_t o = 0;
+    if (cap < 4) {
+        if (cap)
+            dst[0] = '\0';
+        return 0;
+    }
+    const size_t room = cap - 4; /* keep "..." and the NUL */
+    while (*s) {
+        char piece[16];
+        size_t n = 0, used = 1;
+        unsigned char c = s[0];
+        if (c == '\\') {
+            piece[n++] = '\\';
+            piece[n++] = '\\';
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            piece[n++] = '\\';
+            piece[n++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else if (c >= 0x20 && c < 0x7f) {
+            piece[n++] = (char)c;
+        } else {
+            /* A well-formed UTF-8 sequence that is not a C1 control (U+0080
+             * to U+009F) is kept; anything else is escaped byte by byte. */
+            size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                         : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+            bool ok = len > 0;
+            for (size_t k = 1; ok && k < len; k++)
+                ok = (s[k] & 0xc0) == 0x80;
+            if (ok && len == 3)
+                ok = !(c == 0xe0 && s[1] < 0xa0) && !(c == 0xed && s[1] >= 0xa0);
+            if (ok && len == 4)
+                ok = !(c == 0xf0 && s[1] < 0x90) && !(c == 0xf4 && s[1] >= 0x90);
+            if (ok && len == 2)
+                ok = !(c == 0xc2 && s[1] < 0xa0);
+            if (ok) {
+                memcpy(piece, s, len);
+                n = used = len;
+            } else {
+                piece[n++] = '\\';
+                piece[n++] = 'x';
+                piece[n++] = hex[c >> 4];
+                piece[n++] = hex[c & 15];
+            }
+        }
+        if (o + n > room) {
+            memcpy(dst + o, "...", 3);
+            o += 3;
+            break;
+        }
+        memcpy(dst + o, piece, n);
+        o += n;
+        s += used;
+    }
+    dst[o] = '\0';
+    return o;
+}
+
+/* User text quoted for a message; an argument may be arbitrarily long. */
 typedef struct quoted {
-    char s[80];
+    char s[128];
 } quoted;
 
 static quoted quote(const char *text)
 {
     quoted q;
-    size_t o = 0, i = 0;
-    const size_t keep = sizeof q.s - 6; /* room for "...", quotes, NUL */
-    q.s[o++] = '\'';
-    for (; text[i] && o < keep; i++) {
-        unsigned char c = (unsigned char)text[i];
-        q.s[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    if (text[i]) {
-        memcpy(q.s + o, "...", 3);
-        o += 3;
-    }
+    q.s[0] = '\'';
+    size_t o = 1 + escape_text(q.s + 1, sizeof q.s - 2, text);
     q.s[o++] = '\'';
     q.s[o] = '\0';
     return q;
 }
 
-/* A library message as one line: it is ours to print, so make sure. */
-static const char *one_line(char *msg)
+/* A library message as one safe line: it may echo a --set value. The text
+ * lives until the next call on the same thread. */
+static const char *one_line(const char *msg)
 {
-    for (char *p = msg; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    return msg;
+    static _Thread_local char buf[1024];
+    escape_text(buf, sizeof buf, msg);
+    return buf;
 }
 
 /* ------------------------------------------------------------ text buffer */
@@ -182,53 +255,200 @@ static void sb_json_str(sbuf *b, const char *s)
 
 /* ------------------------------------------------------------ files */
 
-/* Write `len` bytes to `path`. A regular file (or a new one) is written to a
- * temporary name beside it and renamed, so a reader — or a golden check run
- * while `update-golden` is rewriting — never sees half a file. Anything else
- * (a device such as /dev/null, a FIFO, a symlink) is written in place.
- * On failure returns errno and leaves no temporary behind. */
-static int write_file(const char *path, const char *data, size_t len)
+/* Exit status for a failed file operation: the system failing under a valid
+ * request (disk full, I/O error, no memory) is status 1; a path that cannot
+ * be used as given (missing directory, a directory, no permission, a name
+ * too long) is the caller's, status 2. */
+static int io_status(int e)
 {
-    struct stat st;
-    bool in_place = lstat(path, &st) == 0 && !S_ISREG(st.st_mode);
-    char *tmp = NULL;
-    const char *dst = path;
-    int e = 0;
-
-    if (!in_place) {
-        size_t n = strlen(path) + 32;
-        tmp = malloc(n);
-        if (!tmp)
-            return ENOMEM;
-        snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-        dst = tmp;
+    switch (e) {
+    case ENOSPC:
+    case EDQUOT:
+    case EIO:
+    case EFBIG:
+    case ENOMEM:
+    case EMFILE:
+    case ENFILE:
+    case EINTR:
+    case EAGAIN:
+        return DUMP_EXIT_FAIL;
+    default:
+        return DUMP_EXIT_USAGE;
     }
+}
 
-    FILE *f = fopen(dst, "wb");
-    if (!f) {
-        e = errno;
-        free(tmp);
-        return e ? e : EIO;
+/* All of data to fd; 0 or an errno. */
+static int write_all(int fd, const char *data, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno ? errno : EIO;
+        }
+        if (n == 0)
+            return EIO;
+        data += n;
+        len -= (size_t)n;
     }
-    if (len && fwrite(data, 1, len, f) != len)
+    return 0;
+}
+
+/* A fresh file in directory dirfd, created exclusively (O_EXCL, never
+ * through a symlink) under an unpredictable short name, with the mode a
+ * plain creation would get (0666 less the umask). The name is short so that
+ * the final name may use all of NAME_MAX. Returns the descriptor, or -1 with
+ * errno set. */
+#define TEMP_PREFIX ".ptxgen-"
+#define TEMP_SUFFIX ".tmp"
+#define TEMP_NAME_MAX (sizeof TEMP_PREFIX + 12 + sizeof TEMP_SUFFIX)
+static int temp_create(int dirfd, char name[TEMP_NAME_MAX])
+{
+    static const char alphabet[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static _Atomic unsigned long long counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long x = (unsigned long long)ts.tv_nsec ^
+                           ((unsigned long long)ts.tv_sec << 30) ^
+                           ((unsigned long long)getpid() << 16) ^ (uintptr_t)name;
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        /* splitmix64 of the seed and a process-wide counter */
+        unsigned long long z = x + 0x9e3779b97f4a7c15ULL * (atomic_fetch_add(&counter, 1) + 1);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        char *p = name;
+        memcpy(p, TEMP_PREFIX, sizeof TEMP_PREFIX - 1);
+        p += sizeof TEMP_PREFIX - 1;
+        for (int i = 0; i < 10; i++, z /= sizeof alphabet - 1)
+            *p++ = alphabet[z % (sizeof alphabet - 1)];
+        memcpy(p, TEMP_SUFFIX, sizeof TEMP_SUFFIX);
+        int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+/* data into a new temporary file of dirfd; its name in tmp. A file that
+ * will replace an existing one gets that file's permission bits (mode, -1
+ * for none): replacing a private 0600 file must not publish it. 0 or an
+ * errno; on failure no temporary is left. */
+static int temp_write(int dirfd, char tmp[TEMP_NAME_MAX], const char *data, size_t len,
+                      long mode)
+{
+    int fd = temp_create(dirfd, tmp);
+    if (fd < 0)
+        return errno ? errno : EIO;
+    int e = mode >= 0 && fchmod(fd, (mode_t)mode) != 0 ? errno : 0;
+    if (!e)
+        e = write_all(fd, data, len);
+    if (close(fd) != 0 && !e && errno != EINTR)
         e = errno ? errno : EIO;
-    if (fflush(f) != 0 && !e)
-        e = errno ? errno : EIO;
-    if (ferror(f) && !e)
-        e = EIO;
-    if (fclose(f) != 0 && !e)
-        e = errno ? errno : EIO;
-    if (!e && tmp && rename(tmp, path) != 0)
-        e = errno ? errno : EIO;
-    if (e && tmp)
-        remove(tmp);
-    free(tmp);
+    if (e)
+        unlinkat(dirfd, tmp, 0);
     return e;
 }
 
+/* The directory part of path ("." when none) in a new string, the last
+ * component through *base. NULL when out of memory. */
+static char *split_path(const char *path, const char **base)
+{
+    const char *slash = strrchr(path, '/');
+    *base = slash ? slash + 1 : path;
+    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    char *dir = malloc(n + 1);
+    if (!dir)
+        return NULL;
+    memcpy(dir, !slash ? "." : path, n);
+    dir[n] = '\0';
+    return dir;
+}
+
+/* Write `len` bytes to `path`. A regular file (or a new one) is written to
+ * a temporary beside it and renamed over it, so that a reader, or a golden
+ * check run while `update-golden` rewrites, never sees half a file. A
+ * symbolic link to a regular file is followed, as the shell's ">" would, and
+ * the file it names is replaced the same way. Anything else (a device such
+ * as /dev/null or /dev/full, a FIFO) is written in place. A replaced file
+ * keeps its permission bits; a new one gets 0666 less the umask. On failure
+ * returns an errno and leaves no temporary behind. */
+static int write_file(const char *path, const char *data, size_t len)
+{
+    struct stat st;
+    char *resolved = NULL;
+    bool in_place = false;
+    long mode = -1;
+    if (!path[0])
+        return ENOENT;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return errno ? errno : EIO;
+    } else {
+        if (S_ISLNK(st.st_mode)) {
+            /* A dangling link gives ENOENT: nothing to replace. */
+            if (stat(path, &st) != 0)
+                return errno ? errno : EIO;
+            if (S_ISREG(st.st_mode)) {
+                resolved = realpath(path, NULL);
+                if (!resolved)
+                    return errno ? errno : EIO;
+                path = resolved;
+            }
+        }
+        if (S_ISDIR(st.st_mode)) {
+            free(resolved);
+            return EISDIR;
+        }
+        in_place = !S_ISREG(st.st_mode);
+        mode = (long)(st.st_mode & 07777);
+    }
+    if (in_place) {
+        int fd = open(path, O_WRONLY | O_TRUNC | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+            return errno ? errno : EIO;
+        int e = write_all(fd, data, len);
+        if (close(fd) != 0 && !e && errno != EINTR)
+            e = errno ? errno : EIO;
+        return e;
+    }
+
+    const char *base;
+    char *dir = split_path(path, &base);
+    if (!dir) {
+        free(resolved);
+        return ENOMEM;
+    }
+    int e = 0;
+    if (!base[0])
+        e = EISDIR; /* "dir/" names a directory, not a file in it */
+    int dirfd = e ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!e && dirfd < 0)
+        e = errno ? errno : EIO;
+    if (!e) {
+        char tmp[TEMP_NAME_MAX];
+        e = temp_write(dirfd, tmp, data, len, mode);
+        if (!e && renameat(dirfd, tmp, dirfd, base) != 0) {
+            e = errno ? errno : EIO;
+            unlinkat(dirfd, tmp, 0);
+        }
+    }
+    if (dirfd >= 0)
+        close(dirfd);
+    free(dir);
+    free(resolved);
+    return e;
+}
+
+/* Standard output, checked: a full disk or a closed descriptor is found at
+ * the flush, not when the process exits. */
 static int write_stream(FILE *out, FILE *err, const char *data, size_t len)
 {
-    if ((len && fwrite(data, 1, len, out) != len) || fflush(out) != 0)
+    errno = 0;
+    if ((len && fwrite(data, 1, len, out) != len) || fflush(out) != 0 || ferror(out))
         return fail(err, DUMP_EXIT_FAIL, "cannot write to standard output: %s",
                     strerror(errno ? errno : EIO));
     return DUMP_EXIT_OK;
@@ -576,9 +796,9 @@ static int do_kernel(const opts *o, FILE *out, FILE *err)
         text_len = info.len;
     }
 
-    if (o->output) {
+    if (o->output && strcmp(o->output, "-") != 0) {
         int we = write_file(o->output, text, text_len);
-        rc = we ? fail(err, DUMP_EXIT_USAGE, "cannot write %s: %s", quote(o->output).s,
+        rc = we ? fail(err, io_status(we), "cannot write %s: %s", quote(o->output).s,
                        strerror(we))
                 : DUMP_EXIT_OK;
     } else {
@@ -589,19 +809,45 @@ static int do_kernel(const opts *o, FILE *out, FILE *err)
     return rc;
 }
 
-/* mkdir -p: the directory and any missing parents. 0 or an errno; ENOTDIR
- * when something in the way is not a directory. */
-static int make_dirs(const char *path)
+/* The directories make_dirs created, deepest last, so that a failed --all
+ * can take them away again. */
+typedef struct made_dirs {
+    char *path; /* a copy of --outdir */
+    size_t *ends; /* prefix lengths */
+    size_t n;
+} made_dirs;
+
+static void unmake_dirs(made_dirs *m)
+{
+    for (size_t i = m->n; i-- > 0;) {
+        char saved = m->path[m->ends[i]];
+        m->path[m->ends[i]] = '\0';
+        rmdir(m->path); /* only if still empty */
+        m->path[m->ends[i]] = saved;
+    }
+    m->n = 0;
+}
+
+/* mkdir -p: the directory and any missing parents, each recorded in m. 0 or
+ * an errno; ENOTDIR when something in the way is not a directory. On
+ * failure the directories it made are gone again. */
+static int make_dirs(const char *path, made_dirs *m)
 {
     struct stat st;
+    memset(m, 0, sizeof *m);
     if (!path[0])
         return ENOENT;
     if (stat(path, &st) == 0)
         return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-    char *p = malloc(strlen(path) + 1);
-    if (!p)
+    size_t len = strlen(path), parts = 1;
+    for (size_t i = 0; i < len; i++)
+        parts += path[i] == '/';
+    m->path = malloc(len + 1);
+    m->ends = malloc(parts * sizeof *m->ends);
+    if (!m->path || !m->ends)
         return ENOMEM;
-    strcpy(p, path);
+    memcpy(m->path, path, len + 1);
+    char *p = m->path;
     int e = 0;
     /* Each prefix ending before a '/', then the whole path. */
     for (char *s = p + 1;; s++) {
@@ -610,61 +856,157 @@ static int make_dirs(const char *path)
             continue;
         char saved = *s;
         *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+        if (mkdir(p, 0777) == 0)
+            m->ends[m->n++] = (size_t)(s - p);
+        else if (errno != EEXIST)
             e = errno;
-        else if (stat(p, &st) != 0)
+        if (!e && stat(p, &st) != 0)
             e = errno;
-        else if (!S_ISDIR(st.st_mode))
+        else if (!e && !S_ISDIR(st.st_mode))
             e = ENOTDIR;
         *s = saved;
         if (e || end)
             break;
     }
-    free(p);
+    if (e)
+        unmake_dirs(m);
     return e;
 }
 
+static void made_dirs_free(made_dirs *m)
+{
+    free(m->path);
+    free(m->ends);
+    memset(m, 0, sizeof *m);
+}
+
+/* An --outdir that cannot hold our files is refused before anything is
+ * created: otherwise mkdir -p would make every directory up to the first
+ * component the system refuses, and leave them. */
+static int check_outdir(const char *dir, FILE *err)
+{
+    size_t len = strlen(dir), longest = 0;
+    for (size_t i = 0; i < pgk_count(); i++) {
+        const pgk_desc *d = pgk_at(i);
+        if (d && strlen(d->name) > longest)
+            longest = strlen(d->name);
+    }
+    if (len + 1 + longest + 4 >= PATH_MAX)
+        return fail(err, DUMP_EXIT_USAGE,
+                    "--outdir %s is too long: %zu bytes, and with a file name in it the path must "
+                    "stay under %d bytes", quote(dir).s, len, PATH_MAX);
+    for (const char *p = dir; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n > NAME_MAX)
+            return fail(err, DUMP_EXIT_USAGE,
+                        "--outdir %s has a component of %zu bytes; the limit is %d",
+                        quote(dir).s, n, NAME_MAX);
+        p += n;
+        p += strspn(p, "/");
+    }
+    return DUMP_EXIT_OK;
+}
+
+/* One file of --all, emitted before anything is written. */
+typedef struct all_file {
+    const pgk_desc *d;
+    char *ptx;
+    size_t len;
+    char tmp[TEMP_NAME_MAX];
+    long mode; /* of the file it replaces; -1 for a new one */
+    bool written;
+} all_file;
+
+/* Every file is emitted first, then written to a temporary of its own in
+ * the directory, and only when all are written are they renamed into
+ * place: a failure while emitting, creating the directory or writing
+ * leaves neither a partial set of files nor a temporary, nor a directory
+ * that this run created. Only a rename within one directory, after the
+ * check for directories in the way, could fail part-way. */
 static int do_all(const opts *o, FILE *err)
 {
     pg_target t;
     int rc = parse_target(o->target, &t, err);
     if (rc)
         return rc;
+    if ((rc = check_outdir(o->outdir, err)))
+        return rc;
 
-    int me = make_dirs(o->outdir);
-    if (me)
-        return fail(err, me == ENOMEM ? DUMP_EXIT_FAIL : DUMP_EXIT_USAGE,
-                    "cannot create directory %s: %s", quote(o->outdir).s, strerror(me));
-
-    for (size_t i = 0; i < pgk_count(); i++) {
+    all_file *files = calloc(pgk_count() ? pgk_count() : 1, sizeof *files);
+    if (!files)
+        return fail(err, DUMP_EXIT_FAIL, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < pgk_count() && !rc; i++) {
         const pgk_desc *d = pgk_at(i);
         if (!d || !pgk_supports(d, t))
             continue;
+        all_file *f = &files[n++];
+        f->d = d;
+        if (strlen(d->name) + 4 > NAME_MAX) {
+            rc = fail(err, DUMP_EXIT_FAIL, "kernel name '%s' is too long for a file name",
+                      d->name);
+            break;
+        }
         pgk_knobs kn;
         pgk_knobs_default(d, &kn);
-        char *ptx = NULL;
-        size_t len = 0;
         unsigned isa = 0;
-        rc = emit(d, t, &kn, &ptx, &len, &isa, err);
-        if (rc)
-            return rc;
-
-        size_t n = strlen(o->outdir) + strlen(d->name) + 8;
-        char *path = malloc(n);
-        if (!path) {
-            pgk_free(ptx);
-            return fail(err, DUMP_EXIT_FAIL, "out of memory");
-        }
-        snprintf(path, n, "%s/%s.ptx", o->outdir, d->name);
-        int we = write_file(path, ptx, len);
-        if (we)
-            rc = fail(err, DUMP_EXIT_USAGE, "cannot write %s: %s", quote(path).s, strerror(we));
-        free(path);
-        pgk_free(ptx);
-        if (rc)
-            return rc;
+        rc = emit(d, t, &kn, &f->ptx, &f->len, &isa, err);
     }
-    return DUMP_EXIT_OK;
+
+    made_dirs made = {0};
+    int dirfd = -1;
+    if (!rc) {
+        int me = make_dirs(o->outdir, &made);
+        if (me)
+            rc = fail(err, io_status(me), "cannot create directory %s: %s", quote(o->outdir).s,
+                      strerror(me));
+    }
+    if (!rc && (dirfd = open(o->outdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        rc = fail(err, io_status(errno), "cannot open directory %s: %s", quote(o->outdir).s,
+                  strerror(errno));
+
+    /* A directory in the way of a file is found before anything is written. */
+    char name[NAME_MAX + 1];
+    for (size_t i = 0; i < n && !rc; i++) {
+        struct stat st;
+        snprintf(name, sizeof name, "%s.ptx", files[i].d->name);
+        files[i].mode = -1;
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode))
+            rc = fail(err, DUMP_EXIT_USAGE, "cannot write %s/%s: %s", quote(o->outdir).s, name,
+                      strerror(EISDIR));
+        else if (S_ISREG(st.st_mode))
+            files[i].mode = (long)(st.st_mode & 07777);
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        int we = temp_write(dirfd, files[i].tmp, files[i].ptx, files[i].len, files[i].mode);
+        if (we)
+            rc = fail(err, io_status(we), "cannot write in %s: %s", quote(o->outdir).s,
+                      strerror(we));
+        files[i].written = we == 0;
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        snprintf(name, sizeof name, "%s.ptx", files[i].d->name);
+        if (renameat(dirfd, files[i].tmp, dirfd, name) != 0)
+            rc = fail(err, io_status(errno), "cannot write %s/%s: %s", quote(o->outdir).s, name,
+                      strerror(errno));
+        else
+            files[i].written = false;
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        if (files[i].written)
+            unlinkat(dirfd, files[i].tmp, 0);
+        pgk_free(files[i].ptx);
+    }
+    if (dirfd >= 0)
+        close(dirfd);
+    if (rc)
+        unmake_dirs(&made);
+    made_dirs_free(&made);
+    free(files);
+    return rc;
 }
 
 int dump_main(int argc, char **argv, FILE *out, FILE *err)

@@ -8,9 +8,11 @@
 
 #include <stdio.h>
 
-/* Exit statuses. 2 is the contract for bad input (DESIGN §4); 1 is kept for
- * failures that are not the caller's fault (emission failed, out of memory,
- * stdout unwritable). */
+/* Exit statuses. 2 is the contract for bad input (DESIGN §4), an output path
+ * that cannot be created or opened included (no such directory, a directory,
+ * no permission); 1 is for failures under a valid request: a write that
+ * failed (disk full, I/O error, standard output unwritable), out of memory,
+ * emission failed. -o /dev/full and standard output on /dev/full both give 1. */
 #define DUMP_EXIT_OK 0
 #define DUMP_EXIT_FAIL 1
 #define DUMP_EXIT_USAGE 2

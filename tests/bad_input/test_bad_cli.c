@@ -7,11 +7,13 @@
  * built binary; this file pins the exact messages.
  */
 #include "dump_cli.h"
+#include "pgk.h"
 #include "test.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
@@ -176,10 +178,26 @@ static const cli_case cases[] = {
     {A("no_such_kernel", "-o", "@out.ptx"), "unknown kernel 'no_such_kernel'"},
     {A("gemm_f16_backward_a", "--target", "sm_70", "--info", "-o", "@out.json"),
      "does not support sm_70"},
-    /* control characters and very long arguments stay on one line */
-    {A("bad\nname"), "unknown kernel 'bad?name'"},
-    {A("gradient_clip", "--target", "sm_90\r\n"), "unknown target 'sm_90?" "?'"},
-    {A("gradient_clip", "--set", "n=1\n2"), "--set 'n=1?2'"},
+    /* control characters, bytes that are not UTF-8 and very long arguments
+     * stay on one line, escaped so that nothing reaches the terminal raw */
+    {A("bad\nname"), "unknown kernel 'bad\\nname'"},
+    {A("gradient_clip", "--target", "sm_90\r\n"), "unknown target 'sm_90\\r\\n'"},
+    {A("gradient_clip", "--set", "n=1\n2"), "--set 'n=1\\n2'"},
+    {A("esc\x1b[2Jape"), "unknown kernel 'esc\\x1b[2Jape'"},
+    {A("bad\xff\xfe"), "unknown kernel 'bad\\xff\\xfe'"},
+    {A("c1\xc2\x9b" "1m"), "unknown kernel 'c1\\xc2\\x9b1m'"},
+    {A("over\xc0\xaflong"), "unknown kernel 'over\\xc0\\xaflong'"},
+    {A("back\\slash"), "unknown kernel 'back\\\\slash'"},
+    {A("caf\xc3\xa9"), "unknown kernel 'caf\xc3\xa9'"},
+    /* a library message that echoes the value is escaped too */
+    {A("gradient_clip", "--set", "n=\x1b]0;x\x07"), "knob n: '\\x1b]0;x\\x07' is not"},
+    /* output paths that cannot be used are bad input */
+    {A("gradient_clip", "-o", "@"), "cannot write '"},
+    {A("--all", "--outdir", "@a/b/"
+       "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+       "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+       "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+       "/c"), "has a component of 264 bytes; the limit is 255"},
 };
 
 /* "@name" arguments are paths in the scratch directory. */
@@ -195,7 +213,9 @@ static void test_cases(void)
 {
     /* An existing file: in the way of --outdir, and an -o target that bad
      * input must leave as it was. */
-    const char *keep = scratch("keep.ptx");
+    /* A copy: scratch() reuses its buffers. */
+    char keep[512];
+    snprintf(keep, sizeof keep, "%s", scratch("keep.ptx"));
     static const char before[] = "previous contents\n";
     FILE *f = fopen(keep, "wb");
     REQUIRE(f != NULL);
@@ -238,6 +258,83 @@ static void test_cases(void)
     remove(keep);
 }
 
+/* Safe writes: exclusive temporaries, whole files or nothing, and exit
+ * status 1 (not 2) for a write that fails under a valid request. */
+static void test_writes(void)
+{
+    /* A failed --all writes nothing: a directory is in the way of the last
+     * kernel's file, and no other file or temporary may appear. */
+    const pgk_desc *last = NULL;
+    for (size_t i = 0; i < pgk_count(); i++)
+        if (pgk_supports(pgk_at(i), PG_SM_90))
+            last = pgk_at(i);
+    REQUIRE(last != NULL);
+    char in_way[300];
+    snprintf(in_way, sizeof in_way, "%s/%s.ptx", tmpdir, last->name);
+    REQUIRE_INT_EQ(mkdir(in_way, 0777), 0);
+    const char *all[] = {"--all", "--outdir", tmpdir, NULL};
+    run_result r = run(all);
+    REQUIRE_INT_EQ(r.status, DUMP_EXIT_USAGE);
+    REQUIRE_CONTAINS(r.err, ".ptx: Is a directory");
+    run_free(&r);
+    REQUIRE_INT_EQ(scratch_entries(), 1);
+    REQUIRE_INT_EQ(rmdir(in_way), 0);
+
+    /* The longest legal name works; one byte more is refused cleanly. */
+    char name[300];
+    memset(name, 'n', 251);
+    memcpy(name + 251, ".ptx", 5);
+    const char *longest[] = {"gradient_clip", "-o", scratch(name), NULL};
+    r = run(longest);
+    REQUIRE_INT_EQ(r.status, 0);
+    REQUIRE_INT_EQ(r.err_len, 0);
+    run_free(&r);
+    REQUIRE_INT_EQ(scratch_entries(), 1);
+    REQUIRE_INT_EQ(remove(scratch(name)), 0);
+    memset(name, 'n', 252);
+    memcpy(name + 252, ".ptx", 5);
+    const char *too_long[] = {"gradient_clip", "-o", scratch(name), NULL};
+    r = run(too_long);
+    REQUIRE_INT_EQ(r.status, DUMP_EXIT_USAGE);
+    REQUIRE_CONTAINS(r.err, "File name too long");
+    run_free(&r);
+    REQUIRE_INT_EQ(scratch_entries(), 0);
+
+    /* "-o -" is standard output. */
+    const char *dash[] = {"gradient_clip", "-o", "-", NULL};
+    r = run(dash);
+    REQUIRE_INT_EQ(r.status, 0);
+    REQUIRE_CONTAINS(r.out, ".entry gradient_clip(");
+    run_free(&r);
+    REQUIRE(access("-", F_OK) != 0);
+
+    /* A full disk is an I/O failure, status 1, for -o and for stdout. */
+    FILE *full = fopen("/dev/full", "w");
+    if (!full) {
+        fprintf(stderr, "note: no /dev/full; its checks skipped\n");
+        return;
+    }
+    const char *to_full[] = {"gradient_clip", "-o", "/dev/full", NULL};
+    r = run(to_full);
+    REQUIRE_INT_EQ(r.status, DUMP_EXIT_FAIL);
+    REQUIRE_STR_EQ(r.err, "ptxgen-dump: cannot write '/dev/full': No space left on device\n");
+    run_free(&r);
+    char *err_text = NULL;
+    size_t err_len = 0;
+    FILE *err = open_memstream(&err_text, &err_len);
+    REQUIRE(err != NULL);
+    if (err) {
+        static char prog[] = "ptxgen-dump", kernel[] = "gradient_clip";
+        char *argv[] = {prog, kernel, NULL};
+        REQUIRE_INT_EQ(dump_main(2, argv, full, err), DUMP_EXIT_FAIL);
+        fclose(err);
+        REQUIRE_STR_EQ(err_text,
+                       "ptxgen-dump: cannot write to standard output: No space left on device\n");
+        free(err_text);
+    }
+    fclose(full);
+}
+
 /* The same calls with good input succeed, so the failures above are the
  * input's doing and not a broken harness. */
 static void test_good_input(void)
@@ -266,6 +363,7 @@ int main(void)
     }
     test_good_input();
     test_cases();
+    test_writes();
     REQUIRE_INT_EQ(scratch_entries(), 0);
     if (rmdir(tmpdir) != 0)
         fprintf(stderr, "rmdir %s: %s\n", tmpdir, strerror(errno));

@@ -17,6 +17,7 @@
 #include "test.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdlib.h>
 
 #define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
@@ -457,16 +458,9 @@ static int ptx_check_info(char *msg, size_t len)
 {
     return pgrt_ptx_check(NULL, PG_SM_90, 12080, msg, len);
 }
-static int ptx_check_errbuf(char *msg, size_t len)
-{
-    (void)msg, (void)len;
-    return pgrt_ptx_check(NULL, PG_SM_90, 12080, NULL, 100);
-}
-static int target_for_cc_out(char *msg, size_t len)
-{
-    (void)msg, (void)len;
-    return pgrt_target_for_cc(9, 0, NULL);
-}
+/* No err buffer: the reason is in the thread's message all the same. */
+NC(ptx_check_errbuf, pgrt_ptx_check(NULL, PG_SM_90, 12080, NULL, 100))
+NC(target_for_cc_out, pgrt_target_for_cc(9, 0, NULL))
 
 static const null_case null_cases[] = {
     {"pgrt_ctx_create(out=NULL)", ctx_create_out, PGRT_EINVAL, "pgrt_ctx_create: out is NULL"},
@@ -569,8 +563,10 @@ static const null_case null_cases[] = {
     {"pgrt_ptx_parse(ptx=NULL)", ptx_parse_ptx, PGRT_EINVAL, "pgrt_ptx_parse: ptx is NULL"},
     {"pgrt_ptx_parse(out=NULL)", ptx_parse_out, PGRT_EINVAL, "pgrt_ptx_parse: out is NULL"},
     {"pgrt_ptx_check(info=NULL)", ptx_check_info, PGRT_EINVAL, "info is NULL"},
-    {"pgrt_ptx_check(err=NULL, errlen=100)", ptx_check_errbuf, PGRT_EINVAL, NULL},
-    {"pgrt_target_for_cc(out=NULL)", target_for_cc_out, PGRT_EINVAL, NULL},
+    {"pgrt_ptx_check(err=NULL, errlen=100)", ptx_check_errbuf, PGRT_EINVAL,
+     "pgrt_ptx_check: info is NULL"},
+    {"pgrt_target_for_cc(out=NULL)", target_for_cc_out, PGRT_EINVAL,
+     "pgrt_target_for_cc: out is NULL"},
 };
 
 static void test_nulls(pgrt_ctx *ctx, pgrt_stream *s)
@@ -599,7 +595,16 @@ static void test_nulls(pgrt_ctx *ctx, pgrt_stream *s)
     for (size_t i = 0; i < COUNTOF(null_cases); i++) {
         const null_case *c = &null_cases[i];
         char msg[1024] = "";
+        /* A message no case gives: every failing call must replace it. */
+        pg_target t_;
+        REQUIRE_INT_EQ(pgrt_target_for_cc(77, 7, &t_), PGRT_ETARGET);
+        char stale[256];
+        snprintf(stale, sizeof stale, "%s", pgrt_last_message());
         int rc = c->run(msg, sizeof msg);
+        if (rc != 0 && strcmp(pgrt_last_message(), stale) == 0)
+            fprintf(stderr, "%s: %s but the message is the previous one\n", c->call,
+                    pgrt_err_name(rc));
+        REQUIRE(rc == 0 || strcmp(pgrt_last_message(), stale) != 0);
         if (rc != c->code || (c->words && !strstr(msg, c->words)))
             fprintf(stderr, "%s: got %s (%d), message \"%s\"\n", c->call, pgrt_err_name(rc), rc,
                     msg);
@@ -910,6 +915,242 @@ static void test_arguments(pgrt_ctx *ctx, pgrt_stream *s)
     pgrt_buf_destroy(&g);
 }
 
+/* ---------------------------------------------------------------- messages */
+
+/* How many times needle occurs in hay. */
+static int occurrences(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Leave an unrelated message on the thread, to be sure that the next
+ * failure replaces it. */
+static void stale_message(pgrt_ctx *ctx)
+{
+    pgrt_buf *b = NULL;
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 0, &b), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "0 elements");
+}
+
+typedef struct cb_state {
+    pgrt_ctx *ctx;
+    int mode; /* 0: succeed, 1: fail with no message, 2: a runtime call fails, 3: return 1 */
+    int calls;
+} cb_state;
+
+static void no_log(void *user, const char *line) { (void)user, (void)line; }
+
+static int failing_layer(void *user, pgrt_stream *s, size_t layer, uint32_t seq)
+{
+    (void)seq;
+    cb_state *st = user;
+    st->calls++;
+    if (layer != 1 || st->mode == 0)
+        return 0;
+    if (st->mode == 1)
+        return PGRT_EARGS;
+    if (st->mode == 2)
+        return pgrt_launch(st->ctx, s, "no_such_kernel", NULL, NULL, 0);
+    return 1;
+}
+
+/* A training callback's failure is the message, once, whether or not the
+ * step was first tried as a graph capture (and then run again eagerly). */
+static void test_train_messages(pgrt_ctx *ctx, pgrt_stream *s)
+{
+    pgrt_buf *param[2] = {NULL, NULL}, *grad = NULL;
+    REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 64, &grad), 0);
+    for (int l = 0; l < 2; l++)
+        REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 64, &param[l]), 0);
+    pgrt_train_tensor tensors[2] = {{param[0], grad}, {param[1], grad}};
+    cb_state st = {ctx, 0, 0};
+    const pgrt_train_params good = {
+        .layers = 2,
+        .tensors_per_layer = 1,
+        .tensors = tensors,
+        .max_norm = 1.0f,
+        .lr = 1e-3f,
+        .beta1 = 0.9f,
+        .beta2 = 0.999f,
+        .eps = 1e-8f,
+        .weight_decay = 0.01f,
+        .graph = PGRT_TRAIN_GRAPH_OFF,
+        .layer_backward = failing_layer,
+        .user = &st,
+        .log = no_log,
+    };
+
+    for (int g = 0; g < 2; g++) {
+        pgrt_train_params p = good;
+        p.graph = g ? PGRT_TRAIN_GRAPH_ON : PGRT_TRAIN_GRAPH_OFF;
+        pgrt_train *t = NULL;
+        REQUIRE_INT_EQ(pgrt_train_create(ctx, &p, &t), 0);
+        if (!t)
+            continue;
+        const char *graph = g ? "graphs on" : "graphs off";
+
+        st.mode = 1;
+        stale_message(ctx);
+        int rc = pgrt_train_backward(t, s, 16 + (uint32_t)g);
+        REQUIRE_INT_EQ(rc, PGRT_EARGS);
+        const char *m = pgrt_last_message();
+        if (!strstr(m, "layer_backward callback failed with -14 (PGRT_EARGS) and left no message"))
+            fprintf(stderr, "%s: %s\n", graph, m);
+        REQUIRE_CONTAINS(m, "pgrt_train_backward: the layer_backward callback failed with -14 "
+                            "(PGRT_EARGS) and left no message (backward of layer 1)");
+        REQUIRE(strstr(m, "0 elements") == NULL);
+        REQUIRE_INT_EQ(occurrences(m, "(backward of layer 1)"), 1);
+
+        st.mode = 2;
+        stale_message(ctx);
+        rc = pgrt_train_backward(t, s, 32 + (uint32_t)g);
+        REQUIRE_INT_EQ(rc, PGRT_ENOTFOUND);
+        m = pgrt_last_message();
+        REQUIRE_CONTAINS(m, "unknown kernel \"no_such_kernel\"");
+        REQUIRE_INT_EQ(occurrences(m, "(backward of layer 1)"), 1);
+        REQUIRE(strstr(m, "0 elements") == NULL);
+
+        st.mode = 3;
+        rc = pgrt_train_backward(t, s, 48 + (uint32_t)g);
+        REQUIRE_INT_EQ(rc, PGRT_EINVAL);
+        REQUIRE_CONTAINS(pgrt_last_message(), "the layer_backward callback returned 1, not 0 or a "
+                                              "negative PGRT_E* code (backward of layer 1)");
+        st.mode = 0;
+        REQUIRE_INT_EQ(pgrt_train_backward(t, s, 64), 0);
+        REQUIRE_INT_EQ(pgrt_stream_sync(s), 0);
+        pgrt_train_destroy(&t);
+    }
+
+    /* Hyper-parameters out of range are refused, naming the field and the
+     * value. */
+    const float inf = INFINITY, nan = NAN;
+    const struct {
+        int field;
+        float v;
+        const char *words;
+    } bad[] = {
+        {0, -1e-3f, "lr -0.001 must be finite and >= 0"},
+        {0, nan, "lr nan must be finite"},
+        {0, inf, "lr inf must be finite"},
+        {0, -inf, "lr -inf must be"},
+        {1, -0.1f, "beta1 -0.1 must be in [0, 1)"},
+        {1, 1.0f, "beta1 1 must be in [0, 1)"},
+        {2, 1.5f, "beta2 1.5 must be in [0, 1)"},
+        {2, nan, "beta2 nan must be in [0, 1)"},
+        {3, 0.0f, "eps 0 must be finite and > 0"},
+        {3, -1e-8f, "eps -1e-08 must be"},
+        {3, inf, "eps inf must be"},
+        {4, -0.01f, "weight_decay -0.01 must be finite and >= 0"},
+        {4, nan, "weight_decay nan must be"},
+        {5, -1.0f, "max_norm -1 must be finite and >= 0"},
+        {5, nan, "max_norm nan must be"},
+    };
+    for (size_t i = 0; i < COUNTOF(bad); i++) {
+        pgrt_train_params p = good;
+        float *f[] = {&p.lr, &p.beta1, &p.beta2, &p.eps, &p.weight_decay, &p.max_norm};
+        *f[bad[i].field] = bad[i].v;
+        pgrt_train *t = (pgrt_train *)&p;
+        EXPECT(pgrt_train_create(ctx, &p, &t), PGRT_EINVAL, bad[i].words);
+        REQUIRE(t == NULL);
+    }
+    /* The limits themselves are legal: lr 0, beta 0, weight decay 0. */
+    pgrt_train_params edge = good;
+    edge.lr = 0.0f;
+    edge.beta1 = 0.0f;
+    edge.weight_decay = 0.0f;
+    edge.max_norm = 0.0f;
+    pgrt_train *t = NULL;
+    REQUIRE_INT_EQ(pgrt_train_create(ctx, &edge, &t), 0);
+    EXPECT(pgrt_train_set_lr(t, s, -1.0f), PGRT_EINVAL, "pgrt_train_set_lr: lr -1 must be");
+    EXPECT(pgrt_train_set_lr(t, s, nan), PGRT_EINVAL, "pgrt_train_set_lr: lr nan must be");
+    REQUIRE_INT_EQ(pgrt_train_set_lr(t, s, 0.0f), 0);
+    REQUIRE_INT_EQ(pgrt_stream_sync(s), 0);
+    pgrt_train_destroy(&t);
+
+    pgrt_buf_destroy(&grad);
+    for (int l = 0; l < 2; l++)
+        pgrt_buf_destroy(&param[l]);
+}
+
+/* The pure functions set the thread's message when they fail, like every
+ * other public function, even with no err buffer to fill. */
+static void test_pure_messages(pgrt_ctx *ctx)
+{
+    pgrt_ptx_info info;
+    stale_message(ctx);
+    EXPECT(pgrt_ptx_parse(".target sm_90\n", 0, &info, NULL, 0), PGRT_EPTX,
+           "PTX has no .version directive");
+    char err[256];
+    stale_message(ctx);
+    EXPECT(pgrt_ptx_parse(".version 7\n.target sm_90\n", 0, &info, err, sizeof err), PGRT_EPTX,
+           "PTX .version is not MAJOR.MINOR");
+    REQUIRE_STR_EQ(err, pgrt_last_message());
+    /* A major so large that major * 10 wraps into a real ISA (8.2). */
+    EXPECT(pgrt_ptx_parse(".version 429496737.8\n.target sm_90\n", 0, &info, NULL, 0), PGRT_EPTX,
+           "PTX .version major 429496737 is out of range");
+
+    REQUIRE_INT_EQ(pgrt_ptx_parse(".version 7.8\n.target sm_90\n", 0, &info, NULL, 0), 0);
+    stale_message(ctx);
+    EXPECT(pgrt_ptx_check(&info, PG_SM_80, 12080, NULL, 0), PGRT_ETARGET,
+           "F-PTX-001 violated: PTX target sm_90 != device target sm_80");
+    stale_message(ctx);
+    EXPECT(pgrt_ptx_check(&info, PG_SM_90, 11000, NULL, 0), PGRT_EISA, "needs a CUDA");
+
+    pgrt_device_info dev = {0};
+    dev.target = PG_SM_90;
+    dev.driver_version = 12080;
+    dev.cc_major = 9;
+    dev.cc_minor = 0;
+    REQUIRE_INT_EQ(pgrt_ptx_parse(".version 8.0\n.target sm_90a\n", 0, &info, NULL, 0), 0);
+    REQUIRE_INT_EQ(pgrt_ptx_check_device(&info, &dev, NULL, 0), 0);
+    /* A capability of huge major: no overflow, and no match. */
+    dev.cc_major = 0x7fffffff;
+    stale_message(ctx);
+    EXPECT(pgrt_ptx_check_device(&info, &dev, NULL, 0), PGRT_ETARGET,
+           "loads only on a compute capability 9.0 device; this device is 2147483647.0");
+    /* 8.10 is not 9.0 even though 8 * 10 + 10 == 90. */
+    dev.cc_major = 8;
+    dev.cc_minor = 10;
+    EXPECT(pgrt_ptx_check_device(&info, &dev, NULL, 0), PGRT_ETARGET, "this device is 8.10");
+
+    const pgk_desc *d = pgk_find("gradient_clip");
+    pgrt_arg one = pgrt_arg_u32(1);
+    stale_message(ctx);
+    EXPECT(pgrt_args_check(d, NULL, &one, 1, NULL, 0), PGRT_EARGS,
+           "gradient_clip takes 3 arguments");
+
+    pg_target t = PG_TARGET_COUNT;
+    stale_message(ctx);
+    EXPECT(pgrt_target_for_cc(9, 0, NULL), PGRT_EINVAL, "pgrt_target_for_cc: out is NULL");
+    EXPECT(pgrt_target_for_cc(6, 1, &t), PGRT_ETARGET,
+           "no ptxgen target serves compute capability 6.1");
+    EXPECT(pgrt_target_for_cc(-1, 0, &t), PGRT_EINVAL, "compute capability -1.0");
+    EXPECT(pgrt_target_for_cc(9, 10, &t), PGRT_EINVAL, "compute capability 9.10");
+    /* Huge majors: major * 10 used to overflow int (UBSan). */
+    EXPECT(pgrt_target_for_cc(0x7fffffff, 9, &t), PGRT_ETARGET,
+           "compute capability 2147483647.9");
+    EXPECT(pgrt_target_for_cc(214748364, 8, &t), PGRT_ETARGET, "compute capability 214748364.8");
+    EXPECT(pgrt_target_for_cc(100, 0, &t), PGRT_ETARGET, "compute capability 100.0");
+    REQUIRE_INT_EQ(t, PG_TARGET_COUNT);
+    REQUIRE_INT_EQ(pgrt_target_for_cc(12, 1, &t), 0);
+    REQUIRE_INT_EQ(t, PG_SM_121);
+
+    /* A driver library without cuInit is not "too old": the message names
+     * the entry point and the library. */
+    pgrt_ctx *other = NULL;
+    pgrt_ctx_params p = {fake, 0};
+    setenv("FAKECUDA_HIDE", "cuInit", 1);
+    EXPECT(pgrt_ctx_create(&other, &p), PGRT_ENODRIVER,
+           "lacks the entry point cuInit, which every driver since CUDA 2.0 provides");
+    REQUIRE_CONTAINS(pgrt_last_message(), fake);
+    REQUIRE(strstr(pgrt_last_message(), "too old") == NULL);
+    unsetenv("FAKECUDA_HIDE");
+    REQUIRE(other == NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -957,6 +1198,8 @@ int main(int argc, char **argv)
     test_ptx(ctx);
     test_capture(ctx);
     test_arguments(ctx, s);
+    test_train_messages(ctx, s);
+    test_pure_messages(ctx);
     pgrt_stream_destroy(&s);
     pgrt_ctx_destroy(&ctx);
     test_old_driver();

@@ -9,6 +9,11 @@
 set -u
 
 dump=${1:?usage: cli_test.sh PATH/TO/ptxgen-dump}
+# Some checks run in another directory.
+case $dump in
+/*) ;;
+*) dump=$PWD/$dump ;;
+esac
 # PTXGEN_TEST_WRAP runs each invocation under a tool, e.g.
 # "valgrind -q --leak-check=full --error-exitcode=99".
 wrap=${PTXGEN_TEST_WRAP:-}
@@ -355,8 +360,119 @@ expect_bad "''" --all --outdir ''
 expect_ok --all --outdir "$tmp/deep/er/dir" &&
     check "--all creates missing parents" test -f "$tmp/deep/er/dir/squared_sum_reduce.ptx"
 # A control character in an argument must not split the one line.
-expect_bad "unknown kernel" "$(printf 'two\nlines')"
+expect_bad "unknown kernel 'two\\nlines'" "$(printf 'two\nlines')"
 check "no --all output left for rejected runs" test ! -e "$tmp/bad"
+
+
+# ------------------------------------------------------------------ safe writes
+
+# expect_status STATUS NEEDLE ARGS...: STATUS, one line naming NEEDLE.
+expect_status() {
+    want=$1
+    needle=$2
+    shift 2
+    run "$@"
+    checks=$((checks + 1))
+    msg=$(cat "$tmp/err")
+    if [ "$rc" -ne "$want" ] || [ "$(wc -l <"$tmp/err" | tr -d ' ')" != 1 ]; then
+        fail "ptxgen-dump $*: exit $rc, expected $want with one line (stderr: $msg)"
+    else
+        case $msg in
+        "ptxgen-dump: "*"$needle"*) ;;
+        *) fail "ptxgen-dump $*: message does not name '$needle': $msg" ;;
+        esac
+    fi
+}
+
+mkdir -p "$tmp/w"
+expect_ok "$k" && cp "$tmp/out" "$tmp/w/expected.ptx"
+
+# A symlink planted where a temporary might go must not be written through.
+# The old scheme used "<path>.tmp<pid>": exec keeps the pid, so plant there.
+printf 'victim\n' >"$tmp/w/victim"
+(cd "$tmp/w" && sh -c 'ln -s victim "out.ptx.tmp$$" && exec "$@"' sh $wrap "$dump" "$k" -o out.ptx) \
+    >"$tmp/out" 2>"$tmp/err"
+check "a planted <path>.tmp<pid> symlink: exit 0" test $? = 0
+check "a planted symlink is not written through" test "$(cat "$tmp/w/victim")" = victim
+check "-o writes the file beside the planted link" cmp -s "$tmp/w/out.ptx" "$tmp/w/expected.ptx"
+check "-o gives a regular file" test -f "$tmp/w/out.ptx" -a ! -L "$tmp/w/out.ptx"
+rm -f "$tmp/w/out.ptx.tmp"*
+
+# A symlink the caller names is followed, as the shell's > would.
+printf 'old\n' >"$tmp/w/real.ptx"
+ln -s real.ptx "$tmp/w/link.ptx"
+if expect_ok "$k" -o "$tmp/w/link.ptx"; then
+    check "-o through a symlink replaces its target" cmp -s "$tmp/w/real.ptx" "$tmp/w/expected.ptx"
+    check "-o through a symlink keeps the link" test -L "$tmp/w/link.ptx"
+fi
+
+# The longest legal file name (255 bytes) works: the temporary is short.
+long=$(printf '%0251d' 0).ptx
+if expect_ok "$k" -o "$tmp/w/$long"; then
+    check "-o with a 255-byte file name" cmp -s "$tmp/w/$long" "$tmp/w/expected.ptx"
+fi
+expect_bad "File name too long" "$k" -o "$tmp/w/x$long"
+check "-o leaves no temporary behind" test -z "$(find "$tmp/w" -name '.ptxgen-*')"
+
+# A new file gets 0666 less the umask, as a plain creation would.
+(umask 027 && $wrap "$dump" "$k" -o "$tmp/w/mode.ptx")
+check "-o file mode follows the umask (got $(ls -l "$tmp/w/mode.ptx" | cut -c1-10))" \
+    test "$(ls -l "$tmp/w/mode.ptx" | cut -c1-10)" = "-rw-r-----"
+
+# A replaced file keeps its permission bits: a private file stays private.
+printf 'secret\n' >"$tmp/w/private.ptx"
+chmod 600 "$tmp/w/private.ptx"
+expect_ok "$k" -o "$tmp/w/private.ptx" &&
+    check "-o over a 0600 file keeps 0600 (got $(ls -l "$tmp/w/private.ptx" | cut -c1-10))" \
+        test "$(ls -l "$tmp/w/private.ptx" | cut -c1-10)" = "-rw-------"
+expect_bad "cannot write '': No such file or directory" "$k" -o ''
+
+# "-o -" is standard output.
+(cd "$tmp/w" && $wrap "$dump" "$k" -o - >"$tmp/out" 2>"$tmp/err")
+check "-o - exits 0" test $? = 0
+check "-o - writes standard output" cmp -s "$tmp/out" "$tmp/w/expected.ptx"
+check "-o - creates no file named -" test ! -e "$tmp/w/-"
+
+# Exit status 1 for a write that fails, whether to -o or to standard output.
+if [ -w /dev/full ]; then
+    expect_status 1 "cannot write '/dev/full': No space left on device" "$k" -o /dev/full
+    for args in "$k" "$k --info" "--list" "--targets" "--help"; do
+        # shellcheck disable=SC2086
+        $wrap "$dump" $args >/dev/full 2>"$tmp/err"
+        rc=$?
+        check "ptxgen-dump $args >/dev/full exits 1 (got $rc)" test "$rc" = 1
+        check "ptxgen-dump $args >/dev/full says why in one line" \
+            test "$(cat "$tmp/err")" = "ptxgen-dump: cannot write to standard output: No space left on device"
+    done
+fi
+
+# A failed --all leaves nothing: a directory in the way of the last file.
+last=$(ls "$tmp/a/sm_90" | tail -n 1)
+mkdir -p "$tmp/fa/${last}"
+expect_bad "${last}: Is a directory" --all --outdir "$tmp/fa"
+check "a failed --all writes no file and no temporary" \
+    test "$(ls -A "$tmp/fa")" = "$last"
+
+# An over-long --outdir is refused before any directory is made.
+mkdir -p "$tmp/long"
+deep=$(awk 'BEGIN { s = "d"; for (i = 0; i < 3000; i++) s = s "/d"; print s }')
+(cd "$tmp/long" && $wrap "$dump" --all --outdir "$deep" >"$tmp/out" 2>"$tmp/err")
+rc=$?
+check "an over-long --outdir exits 2 (got $rc)" test "$rc" = 2
+check "an over-long --outdir says so ($(cat "$tmp/err"))" grep -q "is too long" "$tmp/err"
+check "an over-long --outdir creates nothing" test -z "$(ls -A "$tmp/long")"
+name300=$(printf '%0300d' 0)
+expect_bad "component of 300 bytes" --all --outdir "$tmp/long/a/b/$name300/c"
+check "a component over NAME_MAX creates nothing" test -z "$(ls -A "$tmp/long")"
+
+# Control characters and bytes that are not UTF-8 are escaped in messages.
+expect_bad 'unknown kernel '"'"'esc\x1b[31mred\xff\\z'"'" "$(printf 'esc\033[31mred\377\\z')"
+check "no escape byte reaches stderr" test -z "$(tr -d '[:print:]\n' <"$tmp/err")"
+expect_bad "'n=\\x1b]0;title\\x07'" "$k" --set "$(printf 'n=\033]0;title\007')"
+check "no control byte from a library message reaches stderr" \
+    test -z "$(tr -d '[:print:]\n' <"$tmp/err")"
+utf=$(printf 'k\303\251rnel')
+expect_bad "'$utf'" "$utf"
 
 echo "$checks checks, $failures failures" >&2
 [ "$failures" -eq 0 ]

@@ -65,11 +65,22 @@ static void test_fake_failures(void)
     REQUIRE_INT_EQ(create(&ctx, fake, 1), PGRT_ENODEVICE);
     REQUIRE_CONTAINS(pgrt_last_message(), "no CUDA device 1");
 
-    /* A driver lacking a required entry point. */
+    /* A 12.8 library lacking an entry point that every driver since 4.0
+     * (or 2.0) has is not a whole driver: "too old" would be wrong advice.
+     * The message names the entry point and the library. */
     setenv("FAKECUDA_HIDE", "cuLaunchKernel", 1);
-    REQUIRE_INT_EQ(create(&ctx, fake, 0), PGRT_EDRIVER);
-    REQUIRE_CONTAINS(pgrt_last_message(), "CUDA driver too old: cuLaunchKernel (from CUDA 4.0)");
-    REQUIRE_CONTAINS(pgrt_last_message(), "driver version 12.8");
+    REQUIRE_INT_EQ(create(&ctx, fake, 0), PGRT_ENODRIVER);
+    REQUIRE_CONTAINS(pgrt_last_message(), "lacks the entry point cuLaunchKernel, which every "
+                                          "driver since CUDA 4.0 provides (this one says it is "
+                                          "version 12.8)");
+    REQUIRE_CONTAINS(pgrt_last_message(), fake);
+    REQUIRE(strstr(pgrt_last_message(), "too old") == NULL);
+    setenv("FAKECUDA_HIDE", "cuInit", 1);
+    REQUIRE_INT_EQ(create(&ctx, fake, 0), PGRT_ENODRIVER);
+    REQUIRE_CONTAINS(pgrt_last_message(), "lacks the entry point cuInit, which every driver "
+                                          "since CUDA 2.0 provides");
+    REQUIRE_CONTAINS(pgrt_last_message(), fake);
+    REQUIRE(strstr(pgrt_last_message(), "too old") == NULL);
     unsetenv("FAKECUDA_HIDE");
 
     /* A 10.0 driver predates cuDevicePrimaryCtxRelease_v2. */

@@ -432,7 +432,7 @@ static void test_params(void)
     p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
     p.beta1 = 1.0f;
     REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
-    REQUIRE_CONTAINS(pgrt_last_message(), "beta1 and beta2 in [0, 1)");
+    REQUIRE_CONTAINS(pgrt_last_message(), "beta1 1 must be in [0, 1)");
     p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
     p.graph = (pgrt_train_graph)7;
     REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
