@@ -241,7 +241,8 @@ int pg_fail(pg_kernel *k, int err, const char *fmt, ...)
 bool pg_label_ok(const pg_kernel *k, pg_label l);
 bool pg_shared_ok(const pg_kernel *k, pg_val v);
 
-/* Grow a typed array stored in the arena. */
+/* Grow a typed array stored on the heap (pg_kernel_destroy frees the
+ * kernel's arrays); the new tail is zeroed. */
 int pg_grow(pg_kernel *k, void **arr, uint32_t *cap, uint32_t need, size_t elem);
 
 /* Append an instruction; returns NULL after an error. Applies a pending
