@@ -199,7 +199,7 @@ void pg_kernel_destroy(pg_kernel **k)
 {
     if (!k || !*k)
         return;
-    void *arrays[] = {(*k)->regs, (*k)->params, (*k)->labels, (*k)->shared, (*k)->ins};
+    void *arrays[] = {(*k)->regs, (*k)->params, (*k)->labels, (*k)->shared, (*k)->ins, (*k)->text};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
         if (arrays[i])
             pg_mem_free(arrays[i]);

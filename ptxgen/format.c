@@ -43,6 +43,8 @@ static inline bool sb_reserve(pg_sbuf *b, size_t n)
     return !b->oom;
 }
 
+bool pg_sb_reserve(pg_sbuf *b, size_t n) { return sb_reserve(b, n); }
+
 void pg_sb_put(pg_sbuf *b, const char *s, size_t n)
 {
     if (!sb_reserve(b, n))
@@ -84,39 +86,32 @@ static void sb_hex(pg_sbuf *b, uint64_t v, unsigned digits)
     pg_sb_put(b, tmp, digits);
 }
 
-/* Whether every conversion in fmt is one sb_fmt_simple writes: %s, %c, %u,
- * %d, %llu, %lld and %% with no flags, width or precision. */
-static bool fmt_simple(const char *fmt)
+/* The conversions the text uses: %s %c %u %d %llu %lld %%, no flags, width
+ * or precision. Writes fmt and returns true, or returns false at the first
+ * other conversion, having written part of it. One pass: the format
+ * strings are short and a line has several. */
+static bool sb_fmt_simple(pg_sbuf *b, const char *fmt, va_list ap)
 {
-    for (const char *p = strchr(fmt, '%'); p; p = strchr(p, '%')) {
-        p++;
-        if (p[0] == 'l' && p[1] == 'l')
-            p += 2;
-        if (!*p || !strchr(p[-1] == 'l' ? "ud" : "scud%", *p))
-            return false;
-        p++;
-    }
-    return true;
-}
-
-static void sb_fmt_simple(pg_sbuf *b, const char *fmt, va_list ap)
-{
+    const char *run = fmt, *p = fmt;
     for (;;) {
-        const char *p = strchr(fmt, '%');
-        if (!p) {
-            pg_sb_str(b, fmt);
-            return;
-        }
-        pg_sb_put(b, fmt, (size_t)(p - fmt));
+        while (*p && *p != '%')
+            p++;
+        pg_sb_put(b, run, (size_t)(p - run));
+        if (!*p)
+            return true;
         p++;
-        bool wide = p[0] == 'l';
+        bool wide = p[0] == 'l' && p[1] == 'l';
         if (wide)
             p += 2;
         switch (*p) {
         case 's':
+            if (wide)
+                return false;
             pg_sb_str(b, va_arg(ap, const char *));
             break;
         case 'c': {
+            if (wide)
+                return false;
             char c = (char)va_arg(ap, int);
             pg_sb_put(b, &c, 1);
             break;
@@ -127,40 +122,48 @@ static void sb_fmt_simple(pg_sbuf *b, const char *fmt, va_list ap)
         case 'd':
             sb_i64(b, wide ? (int64_t)va_arg(ap, long long) : va_arg(ap, int));
             break;
-        default: /* '%' */
+        case '%':
+            if (wide)
+                return false;
             pg_sb_put(b, "%", 1);
             break;
+        default:
+            return false;
         }
-        fmt = p + 1;
+        run = ++p;
     }
 }
 
 /* Formats straight into the buffer, however long the result: a line is
  * never cut (a cut comment once swallowed the instruction after it). The
- * conversions the text uses are written here; anything else goes to
- * vsnprintf. */
+ * conversions the text uses are written here; a format with any other
+ * goes to vsnprintf whole. */
 void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)
 {
     va_list ap, again;
     va_start(ap, fmt);
-    if (fmt_simple(fmt)) {
-        sb_fmt_simple(b, fmt, ap);
-        va_end(ap);
-        return;
-    }
     va_copy(again, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    size_t start = b->len;
+    bool done = sb_fmt_simple(b, fmt, ap);
     va_end(ap);
-    if (n < 0) {
-        b->oom = true; /* an encoding error: fail the text rather than drop a piece */
+    if (done || b->oom) {
         va_end(again);
         return;
     }
+    b->len = start; /* sb_fmt_simple wrote something, so p is set */
+    b->p[start] = '\0';
+    int n = vsnprintf(NULL, 0, fmt, again);
+    va_end(again);
+    if (n < 0) {
+        b->oom = true; /* an encoding error: fail the text rather than drop a piece */
+        return;
+    }
+    va_start(ap, fmt);
     if (sb_reserve(b, (size_t)n)) {
-        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, again);
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
         b->len += (size_t)n;
     }
-    va_end(again);
+    va_end(ap);
 }
 
 /* ---------------------------------------------------------------- names */

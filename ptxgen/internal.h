@@ -205,7 +205,7 @@ struct pg_kernel {
     int err;
     char msg[PG_MSG_MAX];
     bool emitted;
-    const char *text;
+    char *text; /* the emitted module (heap; pg_kernel_destroy frees it) */
     size_t text_len;
     uint32_t maxntid[3];
 
@@ -268,6 +268,8 @@ typedef struct pg_sbuf {
     size_t len, cap;
     bool oom;
 } pg_sbuf;
+/* Room for n more bytes; false once out of memory. */
+bool pg_sb_reserve(pg_sbuf *b, size_t n);
 void pg_sb_put(pg_sbuf *b, const char *s, size_t n);
 void pg_sb_str(pg_sbuf *b, const char *s);
 void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)
