@@ -54,7 +54,21 @@ void pg_sb_put(pg_sbuf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-void pg_sb_str(pg_sbuf *b, const char *s) { pg_sb_put(b, s, strlen(s)); }
+/* Copies while measuring: the pieces are a few bytes each (names, stems,
+ * ", "), where a strlen and a memcpy call cost more than the copy. */
+void pg_sb_str(pg_sbuf *b, const char *s)
+{
+    if (b->p && !b->oom) {
+        char *d = b->p + b->len, *end = b->p + b->cap - 1;
+        while (d < end && *s)
+            *d++ = *s++;
+        b->len = (size_t)(d - b->p);
+        *d = '\0';
+        if (!*s)
+            return;
+    }
+    pg_sb_put(b, s, strlen(s));
+}
 
 /* Numbers are written by hand: they are most of an instruction's text, and
  * printf's general machinery was a quarter of the time to emit a kernel. */
@@ -66,7 +80,13 @@ static void sb_dec(pg_sbuf *b, uint64_t v, bool neg)
     while (v /= 10);
     if (neg)
         *--p = '-';
-    pg_sb_put(b, p, (size_t)(e - p));
+    if (!sb_reserve(b, sizeof tmp))
+        return;
+    char *d = b->p + b->len;
+    while (p < e)
+        *d++ = *p++;
+    *d = '\0';
+    b->len = (size_t)(d - b->p);
 }
 
 static void sb_u64(pg_sbuf *b, uint64_t v) { sb_dec(b, v, false); }
@@ -80,10 +100,13 @@ static void sb_i64(pg_sbuf *b, int64_t v)
 /* `digits` uppercase hex digits, zero-padded ("%08X"). */
 static void sb_hex(pg_sbuf *b, uint64_t v, unsigned digits)
 {
-    char tmp[16];
+    if (!sb_reserve(b, digits))
+        return;
+    char *d = b->p + b->len;
     for (unsigned i = digits; i-- > 0; v >>= 4)
-        tmp[i] = "0123456789ABCDEF"[v & 15];
-    pg_sb_put(b, tmp, digits);
+        d[i] = "0123456789ABCDEF"[v & 15];
+    b->len += digits;
+    b->p[b->len] = '\0';
 }
 
 /* The conversions the text uses: %s %c %u %d %llu %lld %%, no flags, width
