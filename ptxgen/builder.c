@@ -417,13 +417,19 @@ instr *pg_push(pg_kernel *k, pg_opcode op, pg_type t)
     const pg_op_info *oi = &pg_op_table[op];
     if (!pg_require(k, oi->min_sm, oi->min_isa, oi->stem))
         return NULL;
-    /* 256 records cover most kernels in one allocation; pushing clears
-     * each record, so the tail needs no clearing */
+    /* 256 records cover most kernels in one allocation; the tail is
+     * cleared as it is reached */
     if (k->nins == k->cap_ins &&
         grow(k, (void **)&k->ins, &k->cap_ins, k->nins + 1, sizeof *k->ins, 256, false))
         return NULL;
+    /* Records are cleared ahead in batches: one memset call over many
+     * records is far cheaper than an inline clear of each */
+    if (k->nins == k->nclear) {
+        uint32_t n = k->cap_ins - k->nclear < 64 ? k->cap_ins - k->nclear : 64;
+        memset(&k->ins[k->nclear], 0, (size_t)n * sizeof *k->ins);
+        k->nclear += n;
+    }
     instr *in = &k->ins[k->nins++];
-    memset(in, 0, sizeof *in);
     in->op = (uint16_t)op;
     in->type = (uint8_t)t;
     if (k->has_guard) {

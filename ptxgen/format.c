@@ -54,21 +54,26 @@ void pg_sb_put(pg_sbuf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-/* Copies while measuring: the pieces are a few bytes each (names, stems,
- * ", "), where a strlen and a memcpy call cost more than the copy. */
-void pg_sb_str(pg_sbuf *b, const char *s)
+/* Copies s up to its end or the first `stop`, and returns where it
+ * stopped. Copies while it measures: the pieces are a few bytes each
+ * (names, stems, ", "), where a strlen and a memcpy call cost more than
+ * the copy. */
+static const char *sb_copy(pg_sbuf *b, const char *s, char stop)
 {
-    if (b->p && !b->oom) {
+    for (;;) {
+        if (!sb_reserve(b, 32))
+            return s + strlen(s);
         char *d = b->p + b->len, *end = b->p + b->cap - 1;
-        while (d < end && *s)
+        while (d < end && *s && *s != stop)
             *d++ = *s++;
         b->len = (size_t)(d - b->p);
         *d = '\0';
-        if (!*s)
-            return;
+        if (d < end)
+            return s;
     }
-    pg_sb_put(b, s, strlen(s));
 }
+
+void pg_sb_str(pg_sbuf *b, const char *s) { (void)sb_copy(b, s, '\0'); }
 
 /* Numbers are written by hand: they are most of an instruction's text, and
  * printf's general machinery was a quarter of the time to emit a kernel. */
@@ -115,11 +120,9 @@ static void sb_hex(pg_sbuf *b, uint64_t v, unsigned digits)
  * strings are short and a line has several. */
 static bool sb_fmt_simple(pg_sbuf *b, const char *fmt, va_list ap)
 {
-    const char *run = fmt, *p = fmt;
+    const char *p = fmt;
     for (;;) {
-        while (*p && *p != '%')
-            p++;
-        pg_sb_put(b, run, (size_t)(p - run));
+        p = sb_copy(b, p, '%');
         if (!*p)
             return true;
         p++;
@@ -153,7 +156,7 @@ static bool sb_fmt_simple(pg_sbuf *b, const char *fmt, va_list ap)
         default:
             return false;
         }
-        run = ++p;
+        p++;
     }
 }
 
