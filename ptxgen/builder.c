@@ -45,25 +45,36 @@ static bool live(pg_kernel *k)
     return true;
 }
 
-int pg_grow(pg_kernel *k, void **arr, uint32_t *cap, uint32_t need, size_t elem)
+/* The record arrays live on the heap, not in the arena: realloc can extend
+ * a block in place (or remap it) where a copy into fresh arena memory paid
+ * a memcpy plus page faults on every doubling. `zero` clears the new tail
+ * for arrays whose callers do not fill every field. */
+static int grow(pg_kernel *k, void **arr, uint32_t *cap, uint32_t need, size_t elem, uint32_t first,
+                bool zero)
 {
     if (need <= *cap)
         return PG_OK;
-    uint32_t ncap = *cap ? *cap : 16;
+    uint32_t ncap = *cap ? *cap : first;
     while (ncap < need) {
         if (ncap > UINT32_MAX / 2)
             return pg_fail(k, PG_ENOMEM, "too many records");
         ncap *= 2;
     }
-    void *n = arena_alloc(&k->mem, (size_t)ncap * elem);
+    if ((size_t)ncap > SIZE_MAX / elem)
+        return pg_fail(k, PG_ENOMEM, "too many records");
+    void *n = pg_mem_realloc(*arr, (size_t)ncap * elem);
     if (!n)
         return pg_fail(k, PG_ENOMEM, "out of memory");
-    if (*arr)
-        memcpy(n, *arr, (size_t)*cap * elem);
-    memset((char *)n + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
+    if (zero)
+        memset((char *)n + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
     *arr = n;
     *cap = ncap;
     return PG_OK;
+}
+
+int pg_grow(pg_kernel *k, void **arr, uint32_t *cap, uint32_t need, size_t elem)
+{
+    return grow(k, arr, cap, need, elem, 16, true);
 }
 
 #define GROW(k, arr, cap, need) pg_grow((k), (void **)&(arr), &(cap), (need), sizeof *(arr))
@@ -176,8 +187,7 @@ int pg_kernel_create(pg_kernel **out, const char *name, pg_target target)
     k->name = arena_strdup(&k->mem, name);
     if (!k->name || GROW(k, k->regs, k->cap_regs, 1) || GROW(k, k->labels, k->cap_labels, 1) ||
         GROW(k, k->shared, k->cap_shared, 1)) {
-        arena_free_all(&k->mem);
-        pg_mem_free(k);
+        pg_kernel_destroy(&k);
         return PG_ENOMEM;
     }
     k->nregs = k->nlabels = k->nshared = 1; /* id 0 means "none" */
@@ -189,6 +199,10 @@ void pg_kernel_destroy(pg_kernel **k)
 {
     if (!k || !*k)
         return;
+    void *arrays[] = {(*k)->regs, (*k)->params, (*k)->labels, (*k)->shared, (*k)->ins, (*k)->text};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        if (arrays[i])
+            pg_mem_free(arrays[i]);
     arena_free_all(&(*k)->mem);
     pg_mem_free(*k);
     *k = NULL;
@@ -403,10 +417,19 @@ instr *pg_push(pg_kernel *k, pg_opcode op, pg_type t)
     const pg_op_info *oi = &pg_op_table[op];
     if (!pg_require(k, oi->min_sm, oi->min_isa, oi->stem))
         return NULL;
-    if (GROW(k, k->ins, k->cap_ins, k->nins + 1))
+    /* 256 records cover most kernels in one allocation; the tail is
+     * cleared as it is reached */
+    if (k->nins == k->cap_ins &&
+        grow(k, (void **)&k->ins, &k->cap_ins, k->nins + 1, sizeof *k->ins, 256, false))
         return NULL;
+    /* Records are cleared ahead in batches: one memset call over many
+     * records is far cheaper than an inline clear of each */
+    if (k->nins == k->nclear) {
+        uint32_t n = k->cap_ins - k->nclear < 64 ? k->cap_ins - k->nclear : 64;
+        memset(&k->ins[k->nclear], 0, (size_t)n * sizeof *k->ins);
+        k->nclear += n;
+    }
     instr *in = &k->ins[k->nins++];
-    memset(in, 0, sizeof *in);
     in->op = (uint16_t)op;
     in->type = (uint8_t)t;
     if (k->has_guard) {

@@ -14,61 +14,182 @@
 
 /* ---------------------------------------------------------------- buffer */
 
-/* Room for n more bytes and the NUL. */
-static void sb_reserve(pg_sbuf *b, size_t n)
+/* Room for n more bytes and the NUL. The common case, room already there,
+ * is the inline test; growing is out of line. */
+static void sb_grow(pg_sbuf *b, size_t n)
 {
-    if (b->oom)
-        return;
     if (n > SIZE_MAX / 4 - b->len) {
         b->oom = true;
         return;
     }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *np = pg_mem_realloc(b->p, cap);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n + 1)
+        cap *= 2;
+    char *np = pg_mem_realloc(b->p, cap);
+    if (!np) {
+        b->oom = true;
+        return;
     }
+    b->p = np;
+    b->cap = cap;
 }
+
+static inline bool sb_reserve(pg_sbuf *b, size_t n)
+{
+    if (b->oom)
+        return false;
+    if (n >= b->cap - b->len) /* cap > len whenever p is set; 0 - 0 when not */
+        sb_grow(b, n);
+    return !b->oom;
+}
+
+bool pg_sb_reserve(pg_sbuf *b, size_t n) { return sb_reserve(b, n); }
 
 void pg_sb_put(pg_sbuf *b, const char *s, size_t n)
 {
-    sb_reserve(b, n);
-    if (b->oom)
+    if (!sb_reserve(b, n))
         return;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
 }
 
-void pg_sb_str(pg_sbuf *b, const char *s) { pg_sb_put(b, s, strlen(s)); }
+/* Copies s up to its end or the first `stop`, and returns where it
+ * stopped. Copies while it measures: the pieces are a few bytes each
+ * (names, stems, ", "), where a strlen and a memcpy call cost more than
+ * the copy. */
+static const char *sb_copy(pg_sbuf *b, const char *s, char stop)
+{
+    for (;;) {
+        if (!sb_reserve(b, 32))
+            return s + strlen(s);
+        char *d = b->p + b->len, *end = b->p + b->cap - 1;
+        while (d < end && *s && *s != stop)
+            *d++ = *s++;
+        b->len = (size_t)(d - b->p);
+        *d = '\0';
+        if (d < end)
+            return s;
+    }
+}
+
+void pg_sb_str(pg_sbuf *b, const char *s) { (void)sb_copy(b, s, '\0'); }
+
+/* Numbers are written by hand: they are most of an instruction's text, and
+ * printf's general machinery was a quarter of the time to emit a kernel. */
+static void sb_dec(pg_sbuf *b, uint64_t v, bool neg)
+{
+    char tmp[21], *e = tmp + sizeof tmp, *p = e;
+    do
+        *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    if (neg)
+        *--p = '-';
+    if (!sb_reserve(b, sizeof tmp))
+        return;
+    char *d = b->p + b->len;
+    while (p < e)
+        *d++ = *p++;
+    *d = '\0';
+    b->len = (size_t)(d - b->p);
+}
+
+static void sb_u64(pg_sbuf *b, uint64_t v) { sb_dec(b, v, false); }
+
+static void sb_i64(pg_sbuf *b, int64_t v)
+{
+    /* the magnitude of INT64_MIN only fits unsigned */
+    sb_dec(b, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, v < 0);
+}
+
+/* `digits` uppercase hex digits, zero-padded ("%08X"). */
+static void sb_hex(pg_sbuf *b, uint64_t v, unsigned digits)
+{
+    if (!sb_reserve(b, digits))
+        return;
+    char *d = b->p + b->len;
+    for (unsigned i = digits; i-- > 0; v >>= 4)
+        d[i] = "0123456789ABCDEF"[v & 15];
+    b->len += digits;
+    b->p[b->len] = '\0';
+}
+
+/* The conversions the text uses: %s %c %u %d %llu %lld %%, no flags, width
+ * or precision. Writes fmt and returns true, or returns false at the first
+ * other conversion, having written part of it. One pass: the format
+ * strings are short and a line has several. */
+static bool sb_fmt_simple(pg_sbuf *b, const char *fmt, va_list ap)
+{
+    const char *p = fmt;
+    for (;;) {
+        p = sb_copy(b, p, '%');
+        if (!*p)
+            return true;
+        p++;
+        bool wide = p[0] == 'l' && p[1] == 'l';
+        if (wide)
+            p += 2;
+        switch (*p) {
+        case 's':
+            if (wide)
+                return false;
+            pg_sb_str(b, va_arg(ap, const char *));
+            break;
+        case 'c': {
+            if (wide)
+                return false;
+            char c = (char)va_arg(ap, int);
+            pg_sb_put(b, &c, 1);
+            break;
+        }
+        case 'u':
+            sb_u64(b, wide ? (uint64_t)va_arg(ap, unsigned long long) : va_arg(ap, unsigned));
+            break;
+        case 'd':
+            sb_i64(b, wide ? (int64_t)va_arg(ap, long long) : va_arg(ap, int));
+            break;
+        case '%':
+            if (wide)
+                return false;
+            pg_sb_put(b, "%", 1);
+            break;
+        default:
+            return false;
+        }
+        p++;
+    }
+}
 
 /* Formats straight into the buffer, however long the result: a line is
- * never cut (a cut comment once swallowed the instruction after it). */
+ * never cut (a cut comment once swallowed the instruction after it). The
+ * conversions the text uses are written here; a format with any other
+ * goes to vsnprintf whole. */
 void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)
 {
     va_list ap, again;
     va_start(ap, fmt);
     va_copy(again, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    size_t start = b->len;
+    bool done = sb_fmt_simple(b, fmt, ap);
     va_end(ap);
-    if (n < 0) {
-        b->oom = true; /* an encoding error: fail the text rather than drop a piece */
+    if (done || b->oom) {
         va_end(again);
         return;
     }
-    sb_reserve(b, (size_t)n);
-    if (!b->oom) {
-        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, again);
+    b->len = start; /* sb_fmt_simple wrote something, so p is set */
+    b->p[start] = '\0';
+    int n = vsnprintf(NULL, 0, fmt, again);
+    va_end(again);
+    if (n < 0) {
+        b->oom = true; /* an encoding error: fail the text rather than drop a piece */
+        return;
+    }
+    va_start(ap, fmt);
+    if (sb_reserve(b, (size_t)n)) {
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
         b->len += (size_t)n;
     }
-    va_end(again);
+    va_end(ap);
 }
 
 /* ---------------------------------------------------------------- names */
@@ -113,62 +234,63 @@ const char *pg_data_type_name(pg_type t)
 
 /* ---------------------------------------------------------------- operands */
 
-void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n)
+static void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
 {
     switch (v.kind) {
     case PG_VAL_REG:
         if (v.id && v.id < k->nregs) {
             const reg_info *r = &k->regs[v.id];
-            snprintf(buf, n, "%s%u", pg_reg_prefix((reg_class)r->cls), r->num);
+            pg_sb_str(b, pg_reg_prefix((reg_class)r->cls));
+            sb_u64(b, r->num);
         } else {
-            snprintf(buf, n, "%%invalid%u", v.id);
+            pg_sb_str(b, "%invalid");
+            sb_u64(b, v.id);
         }
         return;
     case PG_VAL_IMM_INT: {
         unsigned bits = pg_type_bits(t);
         if (bits == 0 || bits == 1)
             bits = 64;
-        if (pg_type_is_signed(t)) {
-            snprintf(buf, n, "%lld", (long long)(int64_t)v.bits);
-        } else {
-            uint64_t m = bits >= 64 ? v.bits : (v.bits & ((UINT64_C(1) << bits) - 1));
-            snprintf(buf, n, "%llu", (unsigned long long)m);
-        }
+        if (pg_type_is_signed(t))
+            sb_i64(b, (int64_t)v.bits);
+        else
+            sb_u64(b, bits >= 64 ? v.bits : (v.bits & ((UINT64_C(1) << bits) - 1)));
         return;
     }
-    case PG_VAL_IMM_F32:
-        snprintf(buf, n, "0f%08X", (unsigned)(v.bits & 0xffffffffu));
+    case PG_VAL_IMM_F32: /* the bits, exact: 0f3F800000 */
+        pg_sb_put(b, "0f", 2);
+        sb_hex(b, v.bits & 0xffffffffu, 8);
         return;
     case PG_VAL_IMM_F64:
-        snprintf(buf, n, "0d%016llX", (unsigned long long)v.bits);
+        pg_sb_put(b, "0d", 2);
+        sb_hex(b, v.bits, 16);
         return;
     case PG_VAL_SHARED:
-        snprintf(buf, n, "%s", v.id && v.id < k->nshared ? k->shared[v.id].name : "?");
+        pg_sb_str(b, v.id && v.id < k->nshared ? k->shared[v.id].name : "?");
         return;
     default:
-        snprintf(buf, n, "<none>");
+        pg_sb_str(b, "<none>");
     }
 }
 
-static void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
+void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n)
 {
-    if (v.kind == PG_VAL_SHARED) {
-        /* a symbol name can be longer than any number */
-        pg_sb_str(b, v.id && v.id < k->nshared ? k->shared[v.id].name : "?");
-        return;
-    }
-    char tmp[64];
-    pg_val_format(k, v, t, tmp, sizeof tmp);
-    pg_sb_str(b, tmp);
+    pg_sbuf b = {0};
+    sb_val(&b, k, v, t);
+    snprintf(buf, n, "%s", b.p && !b.oom ? b.p : "");
+    if (b.p)
+        pg_mem_free(b.p);
 }
 
 void pg_label_format(pg_sbuf *b, const pg_kernel *k, uint32_t id)
 {
     const label_info *l = &k->labels[id];
-    if (l->hint)
-        pg_sb_fmt(b, "$L%u_%s", l->num, l->hint);
-    else
-        pg_sb_fmt(b, "$L%u", l->num);
+    pg_sb_put(b, "$L", 2);
+    sb_u64(b, l->num);
+    if (l->hint) {
+        pg_sb_put(b, "_", 1);
+        pg_sb_str(b, l->hint);
+    }
 }
 
 /* [base+offset] */
@@ -176,8 +298,10 @@ static void address(pg_sbuf *b, const pg_kernel *k, pg_val base, int64_t offset)
 {
     pg_sb_str(b, "[");
     sb_val(b, k, base, PG_U64);
-    if (offset)
-        pg_sb_fmt(b, "+%lld", (long long)offset);
+    if (offset) {
+        pg_sb_put(b, "+", 1);
+        sb_i64(b, offset);
+    }
     pg_sb_str(b, "]");
 }
 

@@ -205,7 +205,7 @@ struct pg_kernel {
     int err;
     char msg[PG_MSG_MAX];
     bool emitted;
-    const char *text;
+    char *text; /* the emitted module (heap; pg_kernel_destroy frees it) */
     size_t text_len;
     uint32_t maxntid[3];
 
@@ -225,6 +225,7 @@ struct pg_kernel {
 
     instr *ins;
     uint32_t nins, cap_ins;
+    uint32_t nclear; /* ins[nins..nclear) are cleared, ready to fill */
 
     bool has_guard, guard_neg;
     uint32_t guard;
@@ -241,7 +242,8 @@ int pg_fail(pg_kernel *k, int err, const char *fmt, ...)
 bool pg_label_ok(const pg_kernel *k, pg_label l);
 bool pg_shared_ok(const pg_kernel *k, pg_val v);
 
-/* Grow a typed array stored in the arena. */
+/* Grow a typed array stored on the heap (pg_kernel_destroy frees the
+ * kernel's arrays); the new tail is zeroed. */
 int pg_grow(pg_kernel *k, void **arr, uint32_t *cap, uint32_t need, size_t elem);
 
 /* Append an instruction; returns NULL after an error. Applies a pending
@@ -267,6 +269,8 @@ typedef struct pg_sbuf {
     size_t len, cap;
     bool oom;
 } pg_sbuf;
+/* Room for n more bytes; false once out of memory. */
+bool pg_sb_reserve(pg_sbuf *b, size_t n);
 void pg_sb_put(pg_sbuf *b, const char *s, size_t n);
 void pg_sb_str(pg_sbuf *b, const char *s);
 void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)

@@ -4,12 +4,13 @@
  * kernel, the median of many runs. Figures only; nothing here passes or
  * fails on time.
  *
- *   bench_emit [TARGET] [RUNS]     (default sm_90, 501)
+ *   bench_emit [TARGET] [RUNS] [KERNEL]    (default sm_90, 501, every kernel)
  */
 #include "pgk.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now_us(void)
@@ -46,7 +47,7 @@ int main(int argc, char **argv)
     size_t count = 0;
     for (size_t i = 0; i < pgk_count(); i++) {
         const pgk_desc *d = pgk_at(i);
-        if (!pgk_supports(d, t))
+        if (!pgk_supports(d, t) || (argc > 3 && strcmp(d->name, argv[3]) != 0))
             continue;
         size_t len = 0;
         for (long r = 0; r < runs; r++) {
