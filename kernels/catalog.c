@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* The catalog and the descriptor contract: lookup, the checks every entry
+ * point makes on a descriptor, knobs, cache keys, emission and launches. */
 #include "kernels.h"
 
 #include "../ptxgen/internal.h"
@@ -8,34 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const pgk_desc *const catalog[] = {
-    &pgk_desc_squared_sum_reduce,
-    &pgk_desc_clip_scale_reduce,
-    &pgk_desc_gradient_clip_gpu_scale,
-    &pgk_desc_gradient_clip,
-    &pgk_desc_silu_backward,
-    &pgk_desc_batched_softmax_backward,
-    &pgk_desc_batched_rms_norm_backward,
-    &pgk_desc_rms_norm_gamma_reduce,
-    &pgk_desc_cast_f32_to_f16,
-    &pgk_desc_residual_add,
-    &pgk_desc_adamw_step,
-    &pgk_desc_adamw_step_dev,
-    &pgk_desc_gemm_backward_a,
-    &pgk_desc_gemm_backward_a_accumulate,
-    &pgk_desc_gemm_backward_b,
-    &pgk_desc_gemm_f16_backward_a,
-    &pgk_desc_rms_norm_forward,
-    &pgk_desc_gemm_forward,
-    &pgk_desc_gemm_forward_accumulate,
-    &pgk_desc_silu_forward,
-    &pgk_desc_batched_softmax_forward,
-    &pgk_desc_transpose,
-    &pgk_desc_mse_loss,
-    &pgk_desc_adamw_hyper_advance,
-    &pgk_desc_squared_sum_reduce_multi,
-    &pgk_desc_gradient_clip_gpu_scale_multi,
-};
+#define PGK_ADDRESS(name) &pgk_desc_##name,
+static const pgk_desc *const catalog[] = {PGK_CATALOG(PGK_ADDRESS)};
+#undef PGK_ADDRESS
 
 size_t pgk_count(void) { return sizeof catalog / sizeof catalog[0]; }
 
@@ -49,34 +26,6 @@ const pgk_desc *pgk_find(const char *name)
         if (strcmp(catalog[i]->name, name) == 0)
             return catalog[i];
     return NULL;
-}
-
-bool pgk_supports(const pgk_desc *d, pg_target t)
-{
-    if (!d || (unsigned)t >= PG_TARGET_COUNT)
-        return false;
-    return pg_target_sm(t) >= pg_target_sm(d->min_target);
-}
-
-void pgk_knobs_default(const pgk_desc *d, pgk_knobs *out)
-{
-    if (!out)
-        return;
-    memset(out, 0, sizeof *out);
-    if (!d)
-        return;
-    for (size_t i = 0; i < d->nknobs && i < PGK_MAX_KNOBS; i++)
-        out->v[i] = d->knobs[i].def;
-}
-
-int pgk_knob_index(const pgk_desc *d, const char *name)
-{
-    if (!d || !name)
-        return -1;
-    for (size_t i = 0; i < d->nknobs; i++)
-        if (strcmp(d->knobs[i].name, name) == 0)
-            return (int)i;
-    return -1;
 }
 
 #if defined(__GNUC__)
@@ -93,6 +42,104 @@ static int say(char *err, size_t errlen, const char *fmt, ...)
     return 0;
 }
 
+/* What the knob functions rely on: a name and a well-formed knob table. */
+static int knobs_check(const pgk_desc *d, char *err, size_t errlen)
+{
+    if (!d) {
+        say(err, errlen, "kernel descriptor is NULL");
+        return PG_EINVAL;
+    }
+    if (!d->name || !d->name[0]) {
+        say(err, errlen, "kernel descriptor has no name");
+        return PG_EINVAL;
+    }
+    const char *name = d->name;
+    if (d->nknobs && !d->knobs) {
+        say(err, errlen, "kernel descriptor %s has nknobs > 0 but knobs is NULL", name);
+        return PG_EINVAL;
+    }
+    if (d->nknobs > PGK_MAX_KNOBS) {
+        say(err, errlen, "kernel descriptor %s has %zu knobs; at most %d are supported", name,
+            d->nknobs, PGK_MAX_KNOBS);
+        return PG_EINVAL;
+    }
+    for (size_t i = 0; i < d->nknobs; i++) {
+        const pgk_knob *kb = &d->knobs[i];
+        if (!kb->name || !kb->name[0]) {
+            say(err, errlen, "kernel descriptor %s: knob %zu has no name", name, i);
+            return PG_EINVAL;
+        }
+        if (kb->min > kb->max || kb->def < kb->min || kb->def > kb->max) {
+            say(err, errlen, "kernel descriptor %s: knob %s has default %u outside its range "
+                "[%u, %u]", name, kb->name, kb->def, kb->min, kb->max);
+            return PG_EINVAL;
+        }
+    }
+    return PG_OK;
+}
+
+int pgk_desc_check(const pgk_desc *d, char *err, size_t errlen)
+{
+    int rc = knobs_check(d, err, errlen);
+    if (rc)
+        return rc;
+    const char *bad = NULL;
+    if (!d->build)
+        bad = "has no build function";
+    else if (!d->launch)
+        bad = "has no launch function";
+    else if (d->nparams && !d->params)
+        bad = "has nparams > 0 but params is NULL";
+    else if ((unsigned)d->min_target >= PG_TARGET_COUNT)
+        bad = "has an invalid min_target";
+    if (bad) {
+        say(err, errlen, "kernel descriptor %s %s", d->name, bad);
+        return PG_EINVAL;
+    }
+    if (d->nparams > PGK_MAX_PARAMS) {
+        say(err, errlen, "kernel descriptor %s has %zu params; at most %d are supported",
+            d->name, d->nparams, PGK_MAX_PARAMS);
+        return PG_EINVAL;
+    }
+    for (size_t i = 0; i < d->nparams; i++)
+        if (!d->params[i].name || !d->params[i].name[0]) {
+            say(err, errlen, "kernel descriptor %s: param %zu has no name", d->name, i);
+            return PG_EINVAL;
+        }
+    return PG_OK;
+}
+
+bool pgk_supports(const pgk_desc *d, pg_target t)
+{
+    if (knobs_check(d, NULL, 0) || (unsigned)t >= PG_TARGET_COUNT ||
+        (unsigned)d->min_target >= PG_TARGET_COUNT)
+        return false;
+    return pg_target_sm(t) >= pg_target_sm(d->min_target);
+}
+
+int pgk_knobs_default(const pgk_desc *d, pgk_knobs *out)
+{
+    if (!out)
+        return PG_EINVAL;
+    memset(out, 0, sizeof *out);
+    int rc = knobs_check(d, NULL, 0);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < d->nknobs; i++)
+        out->v[i] = d->knobs[i].def;
+    return PG_OK;
+}
+
+int pgk_knob_index(const pgk_desc *d, const char *name)
+{
+    if (!name || knobs_check(d, NULL, 0))
+        return -1;
+    for (size_t i = 0; i < d->nknobs; i++)
+        if (strcmp(d->knobs[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
 int pgk_knob_set(const pgk_desc *d, pgk_knobs *kn, const char *name, const char *value, char *err,
                  size_t errlen)
 {
@@ -100,6 +147,9 @@ int pgk_knob_set(const pgk_desc *d, pgk_knobs *kn, const char *name, const char 
         say(err, errlen, "pgk_knob_set: NULL argument");
         return PG_EINVAL;
     }
+    int rc = knobs_check(d, err, errlen);
+    if (rc)
+        return rc;
     int i = pgk_knob_index(d, name);
     if (i < 0) {
         char names[256] = "";
@@ -161,6 +211,29 @@ int pgk_knob_assign(const pgk_desc *d, pgk_knobs *kn, const char *assignment, ch
     return pgk_knob_set(d, kn, name, eq + 1, err, errlen);
 }
 
+void pgk_pick(const pgk_desc *d, pgk_knobs *kn)
+{
+    if (kn && !knobs_check(d, NULL, 0) && d->pick)
+        d->pick(d, kn->v);
+}
+
+int pgk_cache_key(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char *buf, size_t len)
+{
+    if (buf && len)
+        buf[0] = '\0';
+    if (!buf || !len || !kn || !pg_target_name(t) || knobs_check(d, NULL, 0))
+        return PG_EINVAL;
+    int n = snprintf(buf, len, "%s@%s", d->name, pg_target_name(t));
+    for (size_t i = 0; i < d->nknobs && n >= 0 && (size_t)n < len; i++)
+        if (d->knobs[i].baked)
+            n += snprintf(buf + n, len - (size_t)n, ",%s=%u", d->knobs[i].name, kn->v[i]);
+    if (n < 0 || (size_t)n >= len) {
+        buf[0] = '\0';
+        return PG_EINVAL;
+    }
+    return n;
+}
+
 void pgk_free(void *p) { pg_mem_free(p); }
 
 /* pgk_knobs is a plain struct a caller may fill without pgk_knob_set: a
@@ -168,7 +241,7 @@ void pgk_free(void *p) { pg_mem_free(p); }
  * limits its index arithmetic relies on. */
 static int knobs_in_range(const pgk_desc *d, const pgk_knobs *kn, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < d->nknobs && i < PGK_MAX_KNOBS; i++) {
+    for (size_t i = 0; i < d->nknobs; i++) {
         const pgk_knob *kb = &d->knobs[i];
         if (kn->v[i] < kb->min || kn->v[i] > kb->max) {
             say(err, errlen, "%s: knob %s=%u is out of range [%u, %u]", d->name, kb->name,
@@ -179,17 +252,18 @@ static int knobs_in_range(const pgk_desc *d, const pgk_knobs *kn, char *err, siz
     return PG_OK;
 }
 
-int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, size_t *len,
-             char *err, size_t errlen)
+int pgk_emit_ptx(const pgk_desc *d, pg_target t, const pgk_knobs *kn, pgk_ptx *out, char *err,
+                 size_t errlen)
 {
-    if (ptx)
-        *ptx = NULL;
-    if (len)
-        *len = 0;
-    if (!d || !ptx) {
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!d || !out) {
         say(err, errlen, "pgk_emit: NULL argument");
         return PG_EINVAL;
     }
+    int rc = pgk_desc_check(d, err, errlen);
+    if (rc)
+        return rc;
     if (!pg_target_name(t)) {
         say(err, errlen, "pgk_emit: invalid target %d", (int)t);
         return PG_EINVAL;
@@ -204,8 +278,7 @@ int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, si
         pgk_knobs_default(d, &def);
         kn = &def;
     }
-    int rc = knobs_in_range(d, kn, err, errlen);
-    if (rc)
+    if ((rc = knobs_in_range(d, kn, err, errlen)))
         return rc;
     pg_kernel *k = NULL;
     rc = pg_kernel_create(&k, d->name, t);
@@ -214,10 +287,12 @@ int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, si
         return rc;
     }
     pg_param p[PGK_MAX_PARAMS];
-    for (size_t i = 0; i < d->nparams && i < PGK_MAX_PARAMS; i++)
+    for (size_t i = 0; i < d->nparams; i++)
         p[i] = pg_param_add(k, d->params[i].type, d->params[i].name);
+    if (d->threads)
+        pg_kernel_set_maxntid(k, d->threads, 1, 1);
     if (!pg_kernel_error(k))
-        d->build(k, p, kn->v);
+        d->build(k, d, p, kn->v);
     const char *text = NULL;
     size_t n = 0;
     rc = pg_kernel_emit(k, &text, &n);
@@ -233,43 +308,52 @@ int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, si
         return PG_ENOMEM;
     }
     memcpy(copy, text, n + 1);
+    *out = (pgk_ptx){copy, n, pg_kernel_isa(k)};
     pg_kernel_destroy(&k);
-    *ptx = copy;
-    if (len)
-        *len = n;
     return PG_OK;
+}
+
+int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, size_t *len,
+             char *err, size_t errlen)
+{
+    if (ptx)
+        *ptx = NULL;
+    if (len)
+        *len = 0;
+    if (!ptx) {
+        say(err, errlen, "pgk_emit: NULL argument");
+        return PG_EINVAL;
+    }
+    pgk_ptx out;
+    int rc = pgk_emit_ptx(d, t, kn, &out, err, errlen);
+    *ptx = out.text;
+    if (len)
+        *len = out.len;
+    return rc;
 }
 
 int pgk_launch_for(const pgk_desc *d, const pgk_knobs *kn, pgk_launch *out, char *err,
                    size_t errlen)
 {
+    if (out)
+        memset(out, 0, sizeof *out);
     if (!d || !out) {
         say(err, errlen, "pgk_launch_for: NULL argument");
         return PG_EINVAL;
     }
+    int rc = pgk_desc_check(d, err, errlen);
+    if (rc)
+        return rc;
     pgk_knobs def;
     if (!kn) {
         pgk_knobs_default(d, &def);
         kn = &def;
     }
-    memset(out, 0, sizeof *out);
-    int rc = knobs_in_range(d, kn, err, errlen);
-    if (rc)
+    if ((rc = knobs_in_range(d, kn, err, errlen)))
         return rc;
-    rc = d->launch(kn->v, out);
+    rc = d->launch(d, kn->v, out);
     if (rc)
         say(err, errlen, "%s: the knobs give a launch the GPU cannot run (%s)", d->name,
             pg_strerror(rc));
     return rc;
-}
-
-int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out)
-{
-    if (n == 0 || threads == 0)
-        return PG_ERANGE;
-    uint64_t blocks = ((uint64_t)n + threads - 1) / threads;
-    if (blocks > INT32_MAX)
-        return PG_ERANGE;
-    *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {threads, 1, 1}, 0};
-    return PG_OK;
 }

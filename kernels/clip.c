@@ -7,7 +7,8 @@
  */
 #include "kernels.h"
 
-#define CLIP_THREADS 256u
+#include <stddef.h>
+
 #define SQSUM_MAX_BLOCKS 256u
 #define SQSUM_PER_BLOCK 1024u
 
@@ -22,8 +23,7 @@ uint32_t pgk_squared_sum_num_blocks(uint32_t n)
 /* base + (i << shift) for a 64-bit index. */
 static pg_reg addr64(pg_kernel *k, pg_reg base, pg_reg i, uint32_t shift)
 {
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, a, i, pg_u32(shift));
+    pg_reg a = pgv_shl(k, PG_U64, i, pg_u32(shift));
     pg_add(k, PG_U64, a, a, base);
     return a;
 }
@@ -31,11 +31,8 @@ static pg_reg addr64(pg_kernel *k, pg_reg base, pg_reg i, uint32_t shift)
 /* A predicate: `ptr` is 16-byte aligned (a uniform test: ptr is a param). */
 static pg_reg aligned16(pg_kernel *k, pg_reg ptr)
 {
-    pg_reg low = pg_reg_new(k, PG_U64);
-    pg_and(k, PG_U64, low, ptr, pg_u64(15));
-    pg_reg p = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U64, p, low, pg_u64(0));
-    return p;
+    pg_reg low = pgv_and(k, PG_U64, ptr, pg_u64(15));
+    return pgv_setp(k, PG_CMP_EQ, PG_U64, low, pg_u64(0));
 }
 
 /* The 64-bit grid-stride geometry every streaming kernel here uses. */
@@ -63,12 +60,15 @@ static stream_geom geom(pg_kernel *k, pg_reg n)
 
 /* ---------------------------------------------------------------- multi-tensor table */
 
-/* The multi-tensor kernels take a device table of entries {u64 ptr; u32 n;
- * u32 first_block}, first_block the prefix sum of the earlier entries'
+/* The multi-tensor kernels take a device table of pgk_clip_entry {u64 ptr;
+ * u32 n; u32 first_block} (pgk.h), first_block the prefix sum of the earlier entries'
  * block counts, and a grid of all those blocks. Each block finds its entry
  * and runs the single-buffer body as if it were block `local` of a grid of
  * `nblocks`: the same partition of the same buffer, so the same bits. */
-#define TABLE_ENTRY_BYTES 16u
+#define TABLE_ENTRY_BYTES ((uint32_t)sizeof(pgk_clip_entry))
+#define ENTRY_PTR offsetof(pgk_clip_entry, ptr)
+#define ENTRY_N offsetof(pgk_clip_entry, n)
+#define ENTRY_FIRST offsetof(pgk_clip_entry, first_block)
 
 typedef struct table_entry {
     pg_reg ptr;     /* u64 the buffer */
@@ -101,7 +101,8 @@ static table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
     pg_bra_if(k, p, false, found);
     pg_shr(k, PG_U32, span, span, pg_u32(1));
     pg_add(k, PG_U32, mid, lo, span);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, mid, TABLE_ENTRY_BYTES), 12, fb);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, mid, TABLE_ENTRY_BYTES), ENTRY_FIRST,
+          fb);
     pg_setp(k, PG_CMP_LE, PG_U32, p, fb, ctaid);
     pg_selp(k, PG_U32, lo, mid, lo, p);
     pg_selp(k, PG_U32, hi, hi, mid, p);
@@ -111,20 +112,19 @@ static table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
     table_entry e;
     pg_reg ea = pgk_elem_addr(k, table, lo, TABLE_ENTRY_BYTES);
     e.ptr = pg_reg_new(k, PG_U64);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, 0, e.ptr);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, ENTRY_PTR, e.ptr);
     e.n = pg_reg_new(k, PG_U32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, 8, e.n);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, 12, fb);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, ENTRY_N, e.n);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, ENTRY_FIRST, fb);
     e.local = pg_reg_new(k, PG_U32);
     pg_sub(k, PG_U32, e.local, ctaid, fb);
     pg_comment(k, "the entry's blocks end where the next entry's begin (the grid, for the last)");
-    pg_reg end = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, end, nctaid);
-    pg_reg next = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, next, lo, pg_u32(1));
+    pg_reg end = pgv_mov(k, PG_U32, nctaid);
+    pg_reg next = pgv_add(k, PG_U32, lo, pg_u32(1));
     pg_setp(k, PG_CMP_GE, PG_U32, p, next, nbufs);
     pg_bra_if(k, p, false, last);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, next, TABLE_ENTRY_BYTES), 12, end);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, next, TABLE_ENTRY_BYTES), ENTRY_FIRST,
+          end);
     pg_label_bind(k, last);
     e.nblocks = pg_reg_new(k, PG_U32);
     pg_sub(k, PG_U32, e.nblocks, end, fb);
@@ -160,16 +160,18 @@ static const pgk_param multi_scale_params[] = {
     {"scale_ptr", PG_U64, true},
 };
 
+enum { MULTI_BLOCKS, MULTI_NBUFS };
 static const pgk_knob multi_knobs[] = {
-    {"total_blocks", 256, 1, INT32_MAX, "blocks of all entries (the grid)"},
-    {"nbufs", 1, 1, UINT32_MAX, "table entries"},
+    [MULTI_BLOCKS] = {"total_blocks", 256, 1, INT32_MAX, "blocks of all entries (the grid)", false},
+    [MULTI_NBUFS] = {"nbufs", 1, 1, INT32_MAX, "table entries (at most total_blocks)", false},
 };
 
-static int launch_multi(const uint32_t *knobs, pgk_launch *out)
+static int launch_multi(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > knobs[0])
+    uint32_t blocks = knobs[MULTI_BLOCKS], nbufs = knobs[MULTI_NBUFS];
+    if (blocks == 0 || blocks > INT32_MAX || nbufs == 0 || nbufs > blocks)
         return PG_ERANGE;
-    *out = (pgk_launch){{knobs[0], 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{blocks, 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -189,8 +191,7 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
         acc[j] = pg_reg_new(k, PG_F32);
         pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
     }
-    pg_reg i = pg_reg_new(k, PG_U64);
-    pg_mov(k, PG_U64, i, g.gid64);
+    pg_reg i = pgv_mov(k, PG_U64, g.gid64);
     pg_reg three = pg_reg_new(k, PG_U64), four = pg_reg_new(k, PG_U64);
     pg_mul(k, PG_U64, three, g.stride, pg_u64(3));
     pg_shl(k, PG_U64, four, g.stride, pg_u32(2));
@@ -207,10 +208,8 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
     pg_bra_if(k, aligned16(k, input), true, scalar);
 
     pg_comment(k, "aligned: float4 chunks c < n/4, four chunks in flight while c + 3*stride < n/4");
-    pg_reg n4 = pg_reg_new(k, PG_U64);
-    pg_shr(k, PG_U64, n4, g.n64, pg_u32(2));
-    pg_reg stride_v = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, stride_v, g.stride, pg_u32(4));
+    pg_reg n4 = pgv_shr(k, PG_U64, g.n64, pg_u32(2));
+    pg_reg stride_v = pgv_shl(k, PG_U64, g.stride, pg_u32(4));
     pg_label_bind(k, vmain);
     pg_add(k, PG_U64, last, i, three);
     pg_setp(k, PG_CMP_GE, PG_U64, pl, last, n4);
@@ -245,21 +244,18 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
 
     pg_comment(k, "the last n % 4 elements: one each for the first threads");
     pg_label_bind(k, rest);
-    pg_reg e = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, e, n4, pg_u32(2));
+    pg_reg e = pgv_shl(k, PG_U64, n4, pg_u32(2));
     pg_add(k, PG_U64, e, e, g.gid64);
     pg_setp(k, PG_CMP_GE, PG_U64, pl, e, g.n64);
     pg_bra_if(k, pl, false, done);
     pg_reg ra = addr64(k, input, e, 2);
-    pg_reg rx = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, ra, 0, rx);
+    pg_reg rx = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, ra, 0);
     pg_fma(k, PG_F32, acc[1], rx, rx, acc[1]);
     pg_bra(k, done);
 
     pg_comment(k, "unaligned: scalar, four loads in flight while i + 3*stride < n");
     pg_label_bind(k, scalar);
-    pg_reg stride_b = pg_reg_new(k, PG_U64);
-    pg_shl(k, PG_U64, stride_b, g.stride, pg_u32(2));
+    pg_reg stride_b = pgv_shl(k, PG_U64, g.stride, pg_u32(2));
     pg_label_bind(k, smain);
     pg_add(k, PG_U64, last, i, three);
     pg_setp(k, PG_CMP_GE, PG_U64, pl, last, g.n64);
@@ -280,8 +276,7 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
     pg_setp(k, PG_CMP_GE, PG_U64, pl, i, g.n64);
     pg_bra_if(k, pl, false, done);
     pg_reg sta = addr64(k, input, i, 2);
-    pg_reg stx = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, sta, 0, stx);
+    pg_reg stx = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, sta, 0);
     pg_fma(k, PG_F32, acc[0], stx, stx, acc[0]);
     pg_add(k, PG_U64, i, i, g.stride);
     pg_bra(k, stail);
@@ -295,8 +290,7 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
     pg_comment(k, "thread 0 writes output[blockIdx.x]");
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg not_first = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_NE, PG_U32, not_first, tid, pg_u32(0));
+    pg_reg not_first = pgv_setp(k, PG_CMP_NE, PG_U32, tid, pg_u32(0));
     pg_guard(k, not_first, false);
     pg_ret(k);
     pg_reg oa = pgk_elem_addr(k, output, ctaid, 4);
@@ -304,10 +298,11 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
     pg_ret(k);
 }
 
-static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_squared_sum(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                             const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
     pg_reg input = pg_param_load(k, p[0]);
     pg_reg output = pg_param_load(k, p[1]);
@@ -318,10 +313,11 @@ static int build_squared_sum(pg_kernel *k, const pg_param *p, const uint32_t *kn
 
 /* The partial of block b of entry e goes to partials[first_block(e) + b],
  * which is partials[%ctaid.x]: the body's own store. */
-static int build_squared_sum_multi(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_squared_sum_multi(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                                   const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
     pg_reg table = pg_param_load(k, p[0]);
     pg_reg nbufs = pg_param_load(k, p[1]);
@@ -331,11 +327,11 @@ static int build_squared_sum_multi(pg_kernel *k, const pg_param *p, const uint32
     return pg_kernel_error(k);
 }
 
-static int launch_squared_sum(const uint32_t *knobs, pgk_launch *out)
+static int launch_squared_sum(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0)
+    if (knobs[PGK_N] == 0)
         return PG_ERANGE;
-    *out = (pgk_launch){{pgk_squared_sum_num_blocks(knobs[0]), 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{pgk_squared_sum_num_blocks(knobs[PGK_N]), 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -348,11 +344,10 @@ static const pgk_param squared_sum_params[] = {
 const pgk_desc pgk_desc_squared_sum_reduce = {
     .name = "squared_sum_reduce",
     .summary = "per-block sums of squares: output[b] = sum of x^2 over block b's share",
-    .params = squared_sum_params,
-    .nparams = 3,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(squared_sum_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_squared_sum,
     .launch = launch_squared_sum,
 };
@@ -360,11 +355,10 @@ const pgk_desc pgk_desc_squared_sum_reduce = {
 const pgk_desc pgk_desc_squared_sum_reduce_multi = {
     .name = "squared_sum_reduce_multi",
     .summary = "squared_sum_reduce over a table of buffers in one launch, partials bit-identical",
-    .params = multi_sum_params,
-    .nparams = 3,
-    .knobs = multi_knobs,
-    .nknobs = 2,
+    PGK_PARAMS(multi_sum_params),
+    PGK_KNOBS(multi_knobs),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_squared_sum_multi,
     .launch = launch_multi,
 };
@@ -375,10 +369,11 @@ const pgk_desc pgk_desc_squared_sum_reduce_multi = {
  * fixed-order block reduction; bitwise identical run to run. A non-finite
  * norm is written as is to output[1] and leaves the scale at 1 (the
  * gradients are not touched; the caller sees the norm and decides). */
-static int build_clip_scale(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_clip_scale(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                            const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
     pg_reg partials = pg_param_load(k, p[0]);
     pg_reg total = pg_param_load(k, p[1]);
@@ -387,10 +382,8 @@ static int build_clip_scale(pg_kernel *k, const pg_param *p, const uint32_t *kno
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg i = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, i, tid);
-    pg_reg acc = pg_reg_new(k, PG_F32);
-    pg_mov(k, PG_F32, acc, pg_f32(0.0f));
+    pg_reg i = pgv_mov(k, PG_U32, tid);
+    pg_reg acc = pgv_mov(k, PG_F32, pg_f32(0.0f));
     pg_label top = pg_label_new(k, "sum");
     pg_label done = pg_label_new(k, "reduce");
     pg_reg pe = pg_reg_new(k, PG_PRED);
@@ -398,8 +391,7 @@ static int build_clip_scale(pg_kernel *k, const pg_param *p, const uint32_t *kno
     pg_setp(k, PG_CMP_GE, PG_U32, pe, i, total);
     pg_bra_if(k, pe, false, done);
     pg_reg a = pgk_elem_addr(k, partials, i, 4);
-    pg_reg x = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x);
+    pg_reg x = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0);
     pg_add(k, PG_F32, acc, acc, x);
     pg_add(k, PG_U32, i, i, ntid);
     pg_bra(k, top);
@@ -408,19 +400,14 @@ static int build_clip_scale(pg_kernel *k, const pg_param *p, const uint32_t *kno
     pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, acc, scratch);
 
     pg_comment(k, "thread 0: norm = sqrt(sum), scale = min(1, max_norm / norm)");
-    pg_reg not_first = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_NE, PG_U32, not_first, tid, pg_u32(0));
+    pg_reg not_first = pgv_setp(k, PG_CMP_NE, PG_U32, tid, pg_u32(0));
     pg_guard(k, not_first, false);
     pg_ret(k);
-    pg_reg norm = pg_reg_new(k, PG_F32);
-    pg_sqrt(k, PG_F32, norm, sum);
-    pg_reg raw = pg_reg_new(k, PG_F32);
-    pg_div(k, PG_F32, raw, max_norm, norm); /* norm 0 gives +inf: scale 1 */
-    pg_reg scale = pg_reg_new(k, PG_F32);
-    pg_min(k, PG_F32, scale, raw, pg_f32(1.0f));
+    pg_reg norm = pgv_sqrt(k, PG_F32, sum);
+    pg_reg raw = pgv_div(k, PG_F32, max_norm, norm); /* norm 0 gives +inf: scale 1 */
+    pg_reg scale = pgv_min(k, PG_F32, raw, pg_f32(1.0f));
     pg_reg finite = pg_reg_new(k, PG_PRED);
-    pg_reg mag = pg_reg_new(k, PG_F32);
-    pg_abs(k, PG_F32, mag, norm);
+    pg_reg mag = pgv_abs(k, PG_F32, norm);
     pg_setp(k, PG_CMP_LT, PG_F32, finite, mag, pg_f32(__builtin_inff()));
     pg_selp(k, PG_F32, scale, scale, pg_f32(1.0f), finite);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, output, 0, scale);
@@ -429,11 +416,13 @@ static int build_clip_scale(pg_kernel *k, const pg_param *p, const uint32_t *kno
     return pg_kernel_error(k);
 }
 
-static int launch_clip_scale(const uint32_t *knobs, pgk_launch *out)
+enum { TOTAL_N };
+
+static int launch_clip_scale(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0)
+    if (knobs[TOTAL_N] == 0)
         return PG_ERANGE;
-    *out = (pgk_launch){{1, 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{1, 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -445,17 +434,16 @@ static const pgk_param clip_scale_params[] = {
 };
 
 static const pgk_knob total_knob[] = {
-    {"total_n", 1, 1, UINT32_MAX, "number of partial sums"},
+    [TOTAL_N] = {"total_n", 1, 1, UINT32_MAX, "number of partial sums", false},
 };
 
 const pgk_desc pgk_desc_clip_scale_reduce = {
     .name = "clip_scale_reduce",
     .summary = "one block: output[0] = min(1, max_norm/sqrt(sum partials)), output[1] = norm",
-    .params = clip_scale_params,
-    .nparams = 4,
-    .knobs = total_knob,
-    .nknobs = 1,
+    PGK_PARAMS(clip_scale_params),
+    PGK_KNOBS(total_knob),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_clip_scale,
     .launch = launch_clip_scale,
 };
@@ -466,8 +454,7 @@ const pgk_desc pgk_desc_clip_scale_reduce = {
  * is 16-byte aligned (then the last n % 4 one by one), scalars otherwise. */
 static void scale_all_geom(pg_kernel *k, pg_reg grads, pg_reg scale, pg_label out, stream_geom g)
 {
-    pg_reg i = pg_reg_new(k, PG_U64);
-    pg_mov(k, PG_U64, i, g.gid64);
+    pg_reg i = pgv_mov(k, PG_U64, g.gid64);
     pg_reg pl = pg_reg_new(k, PG_PRED);
     pg_label scalar = pg_label_new(k, "scalar");
     pg_label vloop = pg_label_new(k, "vec");
@@ -475,8 +462,7 @@ static void scale_all_geom(pg_kernel *k, pg_reg grads, pg_reg scale, pg_label ou
     pg_label sloop = pg_label_new(k, "scalar_loop");
     pg_bra_if(k, aligned16(k, grads), true, scalar);
 
-    pg_reg n4 = pg_reg_new(k, PG_U64);
-    pg_shr(k, PG_U64, n4, g.n64, pg_u32(2));
+    pg_reg n4 = pgv_shr(k, PG_U64, g.n64, pg_u32(2));
     pg_label_bind(k, vloop);
     pg_setp(k, PG_CMP_GE, PG_U64, pl, i, n4);
     pg_bra_if(k, pl, false, rest);
@@ -500,8 +486,7 @@ static void scale_all_geom(pg_kernel *k, pg_reg grads, pg_reg scale, pg_label ou
     pg_setp(k, PG_CMP_GE, PG_U64, pl, i, g.n64);
     pg_bra_if(k, pl, false, out);
     pg_reg a = addr64(k, grads, i, 2);
-    pg_reg x = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x);
+    pg_reg x = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0);
     pg_mul(k, PG_F32, x, x, scale);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, x);
     pg_add(k, PG_U64, i, i, g.stride);
@@ -516,22 +501,20 @@ static void scale_all(pg_kernel *k, pg_reg grads, pg_reg n, pg_reg scale, pg_lab
 /* The scale from device memory; nothing more when |scale - 1| < 1e-7. */
 static pg_reg load_scale_or_leave(pg_kernel *k, pg_reg scale_ptr, pg_label out)
 {
-    pg_reg scale = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, scale_ptr, 0, scale);
+    pg_reg scale = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, scale_ptr, 0);
     pg_comment(k, "|scale - 1| < 1e-7: nothing to clip, write nothing");
-    pg_reg dev = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, dev, scale, pg_f32(1.0f));
+    pg_reg dev = pgv_sub(k, PG_F32, scale, pg_f32(1.0f));
     pg_abs(k, PG_F32, dev, dev);
-    pg_reg keep = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_F32, keep, dev, pg_f32(1e-7f));
+    pg_reg keep = pgv_setp(k, PG_CMP_LT, PG_F32, dev, pg_f32(1e-7f));
     pg_bra_if(k, keep, false, out);
     return scale;
 }
 
-static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_clip_gpu_scale(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                                const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_reg grads = pg_param_load(k, p[0]);
     pg_reg scale_ptr = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
@@ -545,10 +528,11 @@ static int build_clip_gpu_scale(pg_kernel *k, const pg_param *p, const uint32_t 
 
 /* The scale is tested before the table is searched: a no-op clip reads
  * one float a thread, as the per-buffer kernel does. */
-static int build_clip_gpu_scale_multi(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_clip_gpu_scale_multi(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                                      const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_reg table = pg_param_load(k, p[0]);
     pg_reg nbufs = pg_param_load(k, p[1]);
     pg_reg scale_ptr = pg_param_load(k, p[2]);
@@ -561,10 +545,10 @@ static int build_clip_gpu_scale_multi(pg_kernel *k, const pg_param *p, const uin
     return pg_kernel_error(k);
 }
 
-static int build_clip(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int build_clip(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    (void)d;
     (void)knobs;
-    pg_kernel_set_maxntid(k, CLIP_THREADS, 1, 1);
     pg_reg grads = pg_param_load(k, p[0]);
     pg_reg scale = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
@@ -579,14 +563,14 @@ static int build_clip(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
  * a no-op clip costs a few thousand scale reads, not one a 256 elements. */
 #define SCALE_MAX_BLOCKS 4096u
 
-static int launch_elementwise(const uint32_t *knobs, pgk_launch *out)
+static int launch_scale_capped(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0)
+    if (knobs[PGK_N] == 0)
         return PG_ERANGE;
-    uint64_t blocks = ((uint64_t)knobs[0] + 4u * CLIP_THREADS - 1) / (4u * CLIP_THREADS);
+    uint64_t blocks = ((uint64_t)knobs[PGK_N] + 4u * d->threads - 1) / (4u * d->threads);
     if (blocks > SCALE_MAX_BLOCKS)
         blocks = SCALE_MAX_BLOCKS;
-    *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {CLIP_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {d->threads, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -599,23 +583,21 @@ static const pgk_param clip_gpu_scale_params[] = {
 const pgk_desc pgk_desc_gradient_clip_gpu_scale = {
     .name = "gradient_clip_gpu_scale",
     .summary = "grads *= scale_ptr[0], in place; no write when |scale - 1| < 1e-7",
-    .params = clip_gpu_scale_params,
-    .nparams = 3,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(clip_gpu_scale_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_clip_gpu_scale,
-    .launch = launch_elementwise,
+    .launch = launch_scale_capped,
 };
 
 const pgk_desc pgk_desc_gradient_clip_gpu_scale_multi = {
     .name = "gradient_clip_gpu_scale_multi",
     .summary = "gradient_clip_gpu_scale over a table of buffers in one launch",
-    .params = multi_scale_params,
-    .nparams = 3,
-    .knobs = multi_knobs,
-    .nknobs = 2,
+    PGK_PARAMS(multi_scale_params),
+    PGK_KNOBS(multi_knobs),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_clip_gpu_scale_multi,
     .launch = launch_multi,
 };
@@ -629,11 +611,10 @@ static const pgk_param clip_params[] = {
 const pgk_desc pgk_desc_gradient_clip = {
     .name = "gradient_clip",
     .summary = "grads *= scale (a host value), in place",
-    .params = clip_params,
-    .nparams = 3,
-    .knobs = pgk_knob_n,
-    .nknobs = 1,
+    PGK_PARAMS(clip_params),
+    PGK_KNOBS(pgk_knob_n),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_clip,
-    .launch = launch_elementwise,
+    .launch = launch_scale_capped,
 };

@@ -9,55 +9,75 @@
 #define LN2_F 0.6931471824645996f
 
 const pgk_knob pgk_knob_n[1] = {
-    {"n", 1u << 20, 1, UINT32_MAX, "number of elements"},
+    {"n", 1u << 20, 1, UINT32_MAX, "number of elements", false},
 };
+
+pg_reg pgk_zero_f32(pg_kernel *k)
+{
+    return pgv_mov(k, PG_F32, pg_f32(0.0f));
+}
 
 pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size)
 {
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, i, pg_u32(size));
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, base, off);
-    return a;
+    return pgv_add(k, PG_U64, base, pgv_mul_wide(k, PG_U32, i, pg_u32(size)));
 }
 
 pg_reg pgk_row_addr(pg_kernel *k, pg_reg base, pg_val row, pg_val width)
 {
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, off, row, width);
+    pg_reg off = pgv_mul_wide(k, PG_U32, row, width);
     pg_shl(k, PG_B64, off, off, pg_u32(2));
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, a, base, off);
-    return a;
+    return pgv_add(k, PG_U64, base, off);
 }
 
 pg_reg pgk_ld_f32(pg_kernel *k, pg_reg addr)
 {
-    pg_reg v = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, v);
-    return v;
+    return pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0);
 }
 
-int pgk_launch_elementwise(const uint32_t *knobs, pgk_launch *out)
+int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out)
 {
-    return pgk_launch_1d(knobs[0], PGK_THREADS, out);
-}
-
-int pgk_launch_rows(const uint32_t *knobs, pgk_launch *out)
-{
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
+    if (n == 0 || threads == 0)
         return PG_ERANGE;
-    *out = (pgk_launch){{knobs[0], 1, 1}, {PGK_THREADS, 1, 1}, 0};
+    uint64_t blocks = ((uint64_t)n + threads - 1) / threads;
+    if (blocks > INT32_MAX)
+        return PG_ERANGE;
+    *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {threads, 1, 1}, 0};
     return PG_OK;
 }
 
-int pgk_launch_warp_rows(const uint32_t *knobs, pgk_launch *out)
+int pgk_launch_elementwise(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > INT32_MAX)
+    return pgk_launch_1d(knobs[PGK_N], d->threads, out);
+}
+
+static bool rows_ok(const uint32_t *knobs)
+{
+    return knobs[PGK_ROWS] != 0 && knobs[PGK_ROWS] <= INT32_MAX && knobs[PGK_WIDTH] != 0 &&
+           knobs[PGK_WIDTH] <= INT32_MAX;
+}
+
+int pgk_launch_rows(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    if (!rows_ok(knobs) || d->threads == 0)
         return PG_ERANGE;
-    uint32_t rows_a_block = PGK_THREADS / 32u;
-    uint32_t blocks = (uint32_t)(((uint64_t)knobs[0] + rows_a_block - 1) / rows_a_block);
-    *out = (pgk_launch){{blocks, 1, 1}, {PGK_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{knobs[PGK_ROWS], 1, 1}, {d->threads, 1, 1}, 0};
+    return PG_OK;
+}
+
+int pgk_launch_warp_rows(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    uint32_t rows_a_block = d->threads / 32u;
+    if (!rows_ok(knobs) || rows_a_block == 0)
+        return PG_ERANGE;
+    *out = (pgk_launch){{pgk_ceil_div(knobs[PGK_ROWS], rows_a_block), 1, 1}, {d->threads, 1, 1}, 0};
+    return PG_OK;
+}
+
+int pgk_launch_single(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    (void)d;
+    (void)knobs;
+    *out = (pgk_launch){{1, 1, 1}, {1, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -69,12 +89,9 @@ pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane)
     pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
     *lane = pg_reg_new(k, PG_U32);
     pg_and(k, PG_B32, *lane, tid, pg_u32(31));
-    pg_reg warp = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, warp, tid, pg_u32(5));
-    pg_reg wpb = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, wpb, ntid, pg_u32(5));
-    pg_reg row = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, row, ctaid, wpb, warp);
+    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    pg_reg wpb = pgv_shr(k, PG_U32, ntid, pg_u32(5));
+    pg_reg row = pgv_mad(k, PG_U32, ctaid, wpb, warp);
     pg_bounds_guard(k, row, rows, out);
     return row;
 }
@@ -88,21 +105,14 @@ pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane)
  * exp is 0 all the same; a NaN fails the test and stays. */
 pg_reg pgk_exp_nonpos(pg_kernel *k, pg_reg a_in)
 {
-    pg_reg low = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_F32, low, a_in, pg_f32(-1000.0f));
-    pg_reg a = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, a, pg_f32(-1000.0f), a_in, low);
-    pg_reg hi = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, hi, a, pg_f32(LOG2E_HI));
-    pg_reg nhi = pg_reg_new(k, PG_F32);
-    pg_neg(k, PG_F32, nhi, hi);
-    pg_reg lo = pg_reg_new(k, PG_F32);
-    pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_HI), nhi);
+    pg_reg low = pgv_setp(k, PG_CMP_LT, PG_F32, a_in, pg_f32(-1000.0f));
+    pg_reg a = pgv_selp(k, PG_F32, pg_f32(-1000.0f), a_in, low);
+    pg_reg hi = pgv_mul(k, PG_F32, a, pg_f32(LOG2E_HI));
+    pg_reg nhi = pgv_neg(k, PG_F32, hi);
+    pg_reg lo = pgv_fma(k, PG_F32, a, pg_f32(LOG2E_HI), nhi);
     pg_fma(k, PG_F32, lo, a, pg_f32(LOG2E_LO), lo);
-    pg_reg z = pg_reg_new(k, PG_F32);
-    pg_ex2(k, PG_F32, z, hi);
-    pg_reg c = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, c, lo, pg_f32(LN2_F));
+    pg_reg z = pgv_ex2(k, PG_F32, hi);
+    pg_reg c = pgv_mul(k, PG_F32, lo, pg_f32(LN2_F));
     pg_fma(k, PG_F32, z, z, c, z);
     return z;
 }

@@ -5,50 +5,74 @@
 
 #include "pgk.h"
 
-extern const pgk_desc pgk_desc_squared_sum_reduce;
-extern const pgk_desc pgk_desc_clip_scale_reduce;
-extern const pgk_desc pgk_desc_gradient_clip_gpu_scale;
-extern const pgk_desc pgk_desc_gradient_clip;
-extern const pgk_desc pgk_desc_silu_backward;
-extern const pgk_desc pgk_desc_batched_softmax_backward;
-extern const pgk_desc pgk_desc_batched_rms_norm_backward;
-extern const pgk_desc pgk_desc_rms_norm_gamma_reduce;
-extern const pgk_desc pgk_desc_cast_f32_to_f16;
-extern const pgk_desc pgk_desc_residual_add;
-extern const pgk_desc pgk_desc_adamw_step;
-extern const pgk_desc pgk_desc_adamw_step_dev;
-extern const pgk_desc pgk_desc_gemm_backward_a;
-extern const pgk_desc pgk_desc_gemm_backward_a_accumulate;
-extern const pgk_desc pgk_desc_gemm_backward_b;
-extern const pgk_desc pgk_desc_gemm_f16_backward_a;
-extern const pgk_desc pgk_desc_rms_norm_forward;
-extern const pgk_desc pgk_desc_gemm_forward;
-extern const pgk_desc pgk_desc_gemm_forward_accumulate;
-extern const pgk_desc pgk_desc_silu_forward;
-extern const pgk_desc pgk_desc_batched_softmax_forward;
-extern const pgk_desc pgk_desc_transpose;
-extern const pgk_desc pgk_desc_mse_loss;
-extern const pgk_desc pgk_desc_adamw_hyper_advance;
-extern const pgk_desc pgk_desc_squared_sum_reduce_multi;
-extern const pgk_desc pgk_desc_gradient_clip_gpu_scale_multi;
+/* The catalog, in --list order: one line a kernel. X(name) stands for the
+ * descriptor pgk_desc_<name>, defined in the kernel's file. */
+#define PGK_CATALOG(X)                                                                     \
+    X(squared_sum_reduce)                                                                  \
+    X(clip_scale_reduce)                                                                   \
+    X(gradient_clip_gpu_scale)                                                             \
+    X(gradient_clip)                                                                       \
+    X(silu_backward)                                                                       \
+    X(batched_softmax_backward)                                                            \
+    X(batched_rms_norm_backward)                                                           \
+    X(rms_norm_gamma_reduce)                                                               \
+    X(cast_f32_to_f16)                                                                     \
+    X(residual_add)                                                                        \
+    X(adamw_step)                                                                          \
+    X(adamw_step_dev)                                                                      \
+    X(gemm_backward_a)                                                                     \
+    X(gemm_backward_a_accumulate)                                                          \
+    X(gemm_backward_b)                                                                     \
+    X(gemm_f16_backward_a)                                                                 \
+    X(rms_norm_forward)                                                                    \
+    X(gemm_forward)                                                                        \
+    X(gemm_forward_accumulate)                                                             \
+    X(silu_forward)                                                                        \
+    X(batched_softmax_forward)                                                             \
+    X(transpose)                                                                           \
+    X(mse_loss)                                                                            \
+    X(adamw_hyper_advance)                                                                 \
+    X(squared_sum_reduce_multi)                                                            \
+    X(gradient_clip_gpu_scale_multi)
 
-/* Shared launch helper: `threads` a block, ceil(n/threads) blocks. */
-int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out);
+#define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
+PGK_CATALOG(PGK_EXTERN)
+#undef PGK_EXTERN
+
+/* A static array and its length, for a descriptor's params and knobs. */
+#define PGK_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+#define PGK_PARAMS(a) .params = (a), .nparams = PGK_COUNT(a)
+#define PGK_KNOBS(a) .knobs = (a), .nknobs = PGK_COUNT(a)
 
 /* ---- common.c: pieces every kernel file uses ---- */
 
-/* Threads a block of the 1-D and row kernels. */
+/* Threads a block of the 1-D and row kernels (their descriptors' .threads). */
 #define PGK_THREADS 256u
-/* The knob `n` (elements), 1 .. 2^32 - 1. */
+
+/* The knob `n` (elements), 1 .. 2^32 - 1, at index PGK_N. */
+enum { PGK_N };
 extern const pgk_knob pgk_knob_n[1];
-/* "1-D": PGK_THREADS a block, ceil(n/PGK_THREADS) blocks. */
-int pgk_launch_elementwise(const uint32_t *knobs, pgk_launch *out);
-/* One block of PGK_THREADS a row: knobs[0] rows (the grid), knobs[1] the
- * row length; both 1 .. 2^31 - 1. */
-int pgk_launch_rows(const uint32_t *knobs, pgk_launch *out);
-/* One warp a row (pgk_warp_row), PGK_THREADS / 32 rows a block: knobs[0]
- * rows, knobs[1] the row length; both 1 .. 2^31 - 1. */
-int pgk_launch_warp_rows(const uint32_t *knobs, pgk_launch *out);
+/* The knobs of the row kernels: rows, then the row length. */
+enum { PGK_ROWS, PGK_WIDTH };
+
+/* `threads` a block, ceil(n/threads) blocks. */
+int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out);
+/* "1-D": d->threads a block, ceil(n/d->threads) blocks, n = knobs[PGK_N]. */
+int pgk_launch_elementwise(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out);
+/* One block of d->threads a row: knobs[PGK_ROWS] rows (the grid),
+ * knobs[PGK_WIDTH] the row length; both 1 .. 2^31 - 1. */
+int pgk_launch_rows(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out);
+/* One warp a row (pgk_warp_row), d->threads / 32 rows a block. */
+int pgk_launch_warp_rows(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out);
+/* One thread. */
+int pgk_launch_single(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out);
+/* ceil(a / b) without wrapping. */
+static inline uint32_t pgk_ceil_div(uint32_t a, uint32_t b)
+{
+    return (uint32_t)(((uint64_t)a + b - 1) / b);
+}
+/* A new f32 register holding 0. */
+pg_reg pgk_zero_f32(pg_kernel *k);
 /* base + i * size (i a u32, widened). */
 pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size);
 /* &base[row * width] for f32 rows, computed in 64 bits. */

@@ -5,8 +5,8 @@
  *
  * Knobs are the problem sizes a launch is computed from (n, m, k, ...) and,
  * for a few kernels, build choices (a variant). Params are what the kernel
- * takes at run time. Unless a descriptor says it bakes a knob, the PTX does
- * not depend on the knobs, so one module serves every shape.
+ * takes at run time. Unless a knob says it is baked, the PTX does not
+ * depend on it, so one module serves every shape.
  *
  * Everything here is thread-safe: descriptors are immutable, pgk_emit()
  * builds into a private pg_kernel.
@@ -34,8 +34,12 @@ typedef struct pgk_param {
 
 typedef struct pgk_knob {
     const char *name;
-    uint32_t def, min, max; /* inclusive range */
+    uint32_t def, min, max; /* inclusive range: every value in it builds and launches */
     const char *help;
+    /* The value changes the PTX (a build choice such as a tile variant):
+     * part of the module cache key (pgk_cache_key). Otherwise the knob
+     * only sizes the launch. */
+    bool baked;
 } pgk_knob;
 
 typedef struct pgk_launch {
@@ -52,18 +56,25 @@ struct pgk_desc {
     const char *name;    /* also the .entry name */
     const char *summary; /* one line */
     const pgk_param *params;
-    size_t nparams;
+    size_t nparams;      /* at most PGK_MAX_PARAMS */
     const pgk_knob *knobs;
-    size_t nknobs;
+    size_t nknobs;       /* at most PGK_MAX_KNOBS */
     pg_target min_target; /* lowest target it supports */
-    /* Comma-separated knobs whose value changes the PTX; NULL if none. */
-    const char *baked;
+    /* Threads a block for a kernel of fixed 1-D blocks: pgk_emit() gives
+     * the PTX that .maxntid, and the launch helpers launch that many. 0
+     * when build and launch set the block shape themselves (2-D blocks, or
+     * a size that depends on a baked knob). */
+    uint32_t threads;
     /* Build the body. The params of the descriptor are already declared, in
-     * order, as p[0..nparams). Return 0 or a pg error (the kernel's sticky
-     * error is what counts). */
-    int (*build)(pg_kernel *k, const pg_param *p, const uint32_t *knobs);
+     * order, as p[0..nparams). knobs[i] is the value of knobs[i] (kernels
+     * name the indices with an enum). Return 0 or a pg error (the kernel's
+     * sticky error is what counts). */
+    int (*build)(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs);
     /* Launch configuration for the knobs; PG_ERANGE if they overflow it. */
-    int (*launch)(const uint32_t *knobs, pgk_launch *out);
+    int (*launch)(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out);
+    /* Optional: set the baked knobs to what the kernel prefers for the
+     * sizes in knobs (the GEMMs' tile variant for the output's shape). */
+    void (*pick)(const pgk_desc *d, uint32_t *knobs);
 };
 
 /* The catalog, in a fixed order (the --list order). */
@@ -72,14 +83,26 @@ PG_API const pgk_desc *pgk_at(size_t i);
 /* NULL for an unknown name. */
 PG_API const pgk_desc *pgk_find(const char *name);
 
-/* Whether the kernel supports target t. */
+/* Whether d is a descriptor the library can build and launch: a name,
+ * build and launch functions, at most PGK_MAX_PARAMS params and
+ * PGK_MAX_KNOBS knobs, each param and knob named, each knob's default
+ * inside its range. On error returns PG_EINVAL and writes a one-line
+ * message naming the problem. pgk_emit(), pgk_launch_for() and the
+ * runtime's module load check all of it first; the knob functions below
+ * check the name and the knob table (they use nothing else), so a custom
+ * descriptor is refused, never trusted. */
+PG_API int pgk_desc_check(const pgk_desc *d, char *err, size_t errlen);
+
+/* Whether the kernel supports target t (false for an invalid d). */
 PG_API bool pgk_supports(const pgk_desc *d, pg_target t);
 
 /* Knob values, in the descriptor's order (PGK_MAX_KNOBS slots). */
 typedef struct pgk_knobs {
     uint32_t v[PGK_MAX_KNOBS];
 } pgk_knobs;
-PG_API void pgk_knobs_default(const pgk_desc *d, pgk_knobs *out);
+/* out = the defaults (unused slots 0). PG_EINVAL (out zeroed) for a
+ * descriptor pgk_desc_check() refuses. */
+PG_API int pgk_knobs_default(const pgk_desc *d, pgk_knobs *out);
 /* Index of knob `name`, or -1. */
 PG_API int pgk_knob_index(const pgk_desc *d, const char *name);
 /* Set knob `name` from decimal text `value` ("4096"; also 0x hex). Checks the
@@ -90,12 +113,36 @@ PG_API int pgk_knob_set(const pgk_desc *d, pgk_knobs *kn, const char *name, cons
 /* Parse "NAME=VALUE" and set it, as pgk_knob_set. */
 PG_API int pgk_knob_assign(const pgk_desc *d, pgk_knobs *kn, const char *assignment, char *err,
                            size_t errlen);
+/* Set kn's baked knobs to the kernel's choice for the sizes in kn (its
+ * pick hook); kn is unchanged for a kernel without one. Pure. */
+PG_API void pgk_pick(const pgk_desc *d, pgk_knobs *kn);
 
-/* Build and emit the kernel for target t. On success *ptx is a malloc'd
- * (through the pg allocator) NUL-terminated string the caller frees with
- * pgk_free(); *len (if not NULL) its length. On error a one-line message is
- * written to err. PG_ETARGET for a target the kernel does not support,
- * PG_ERANGE for a knob value outside its range. */
+/* The module cache key of d built for t with kn: "NAME@TARGET" followed by
+ * ",KNOB=VALUE" for each baked knob, in the descriptor's order. Two
+ * (d, t, kn) with the same key emit the same PTX. Writes at most len bytes
+ * (NUL included); returns the key's length, or PG_EINVAL for a refused
+ * descriptor or a key that does not fit (buf then holds ""). */
+PG_API int pgk_cache_key(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char *buf,
+                         size_t len);
+
+/* An emitted kernel: text malloc'd through the pg allocator (free it with
+ * pgk_free()), its length, and the PTX ISA its .version line declares
+ * (major * 10 + minor: an instruction may raise it above the target's
+ * minimum). */
+typedef struct pgk_ptx {
+    char *text;
+    size_t len;
+    unsigned isa;
+} pgk_ptx;
+
+/* Build and emit the kernel for target t (kn NULL: the defaults). On error
+ * *out is zeroed and a one-line message is written to err: PG_EINVAL for a
+ * bad argument or descriptor, PG_ETARGET for a target the kernel does not
+ * support, PG_ERANGE for a knob value outside its range. */
+PG_API int pgk_emit_ptx(const pgk_desc *d, pg_target t, const pgk_knobs *kn, pgk_ptx *out,
+                        char *err, size_t errlen);
+/* The same, text only: *ptx (freed with pgk_free()) and *len (if not
+ * NULL). */
 PG_API int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, size_t *len,
                     char *err, size_t errlen);
 PG_API void pgk_free(void *p);
@@ -104,6 +151,39 @@ PG_API void pgk_free(void *p);
  * its range or knobs whose launch the GPU cannot run. */
 PG_API int pgk_launch_for(const pgk_desc *d, const pgk_knobs *kn, pgk_launch *out, char *err,
                           size_t errlen);
+
+/* ---- layouts shared by kernels and their host callers ---- */
+
+/* The AdamW hyper-parameter buffer in device memory, PGK_HYPER_COUNT f32:
+ * adamw_step_dev reads the first PGK_HYPER_STEP_ARGS; adamw_hyper_advance
+ * advances the step (the running powers beta^t, t and the bias
+ * corrections 1 / (1 - beta^t)). */
+enum pgk_hyper {
+    PGK_HYPER_LR,
+    PGK_HYPER_BETA1,
+    PGK_HYPER_BETA2,
+    PGK_HYPER_EPS,
+    PGK_HYPER_WD,
+    PGK_HYPER_BC1,
+    PGK_HYPER_BC2,
+    PGK_HYPER_BETA1_POW,
+    PGK_HYPER_BETA2_POW,
+    PGK_HYPER_STEP,
+    PGK_HYPER_COUNT,
+    PGK_HYPER_STEP_ARGS = PGK_HYPER_BETA1_POW, /* what adamw_step_dev reads */
+};
+
+/* One entry of the device table the multi-tensor clip kernels
+ * (squared_sum_reduce_multi, gradient_clip_gpu_scale_multi) read:
+ * first_block is the sum of the earlier entries' block counts. */
+typedef struct pgk_clip_entry {
+    uint64_t ptr; /* the buffer's device address */
+    uint32_t n;   /* its elements */
+    uint32_t first_block;
+} pgk_clip_entry;
+#ifndef __cplusplus
+_Static_assert(sizeof(pgk_clip_entry) == 16, "the kernels read 16-byte table entries");
+#endif
 
 /* squared_sum_reduce's grid size for n elements: min(ceil(n/1024), 256), at
  * least 1. Part of the clip pipeline's API: partial buffers are sized by it. */

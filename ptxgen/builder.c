@@ -178,43 +178,6 @@ pg_type pg_reg_type(const pg_kernel *k, pg_val r)
     return (pg_type)k->regs[r.id].type;
 }
 
-void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n)
-{
-    switch (v.kind) {
-    case PG_VAL_REG:
-        if (v.id && v.id < k->nregs) {
-            const reg_info *r = &k->regs[v.id];
-            snprintf(buf, n, "%s%u", pg_reg_prefix((reg_class)r->cls), r->num);
-        } else {
-            snprintf(buf, n, "%%invalid%u", v.id);
-        }
-        return;
-    case PG_VAL_IMM_INT: {
-        unsigned bits = pg_type_bits(t);
-        if (bits == 0 || bits == 1)
-            bits = 64;
-        if (pg_type_is_signed(t)) {
-            snprintf(buf, n, "%lld", (long long)(int64_t)v.bits);
-        } else {
-            uint64_t m = bits >= 64 ? v.bits : (v.bits & ((UINT64_C(1) << bits) - 1));
-            snprintf(buf, n, "%llu", (unsigned long long)m);
-        }
-        return;
-    }
-    case PG_VAL_IMM_F32:
-        snprintf(buf, n, "0f%08X", (unsigned)(v.bits & 0xffffffffu));
-        return;
-    case PG_VAL_IMM_F64:
-        snprintf(buf, n, "0d%016llX", (unsigned long long)v.bits);
-        return;
-    case PG_VAL_SHARED:
-        snprintf(buf, n, "%s", v.id && v.id < k->nshared ? k->shared[v.id].name : "?");
-        return;
-    default:
-        snprintf(buf, n, "<none>");
-    }
-}
-
 /* ---------------------------------------------------------------- type rules */
 
 /* Does a register of type rt fit an instruction operand of type it? PTX
@@ -320,39 +283,17 @@ static bool check_dst(pg_kernel *k, pg_opcode op, pg_type t, pg_val d)
     return check_src(k, op, t, d, "destination");
 }
 
-/* Instruction type classes. */
-enum {
-    TC_PRED = 1 << 0, TC_BIT = 1 << 1, TC_UINT = 1 << 2, TC_SINT = 1 << 3,
-    TC_F16 = 1 << 4, TC_BF16 = 1 << 5, TC_F32 = 1 << 6, TC_F64 = 1 << 7, TC_8BIT = 1 << 8,
-};
-#define TC_INT (TC_UINT | TC_SINT)
-#define TC_FLOAT (TC_F16 | TC_BF16 | TC_F32 | TC_F64)
-
-static unsigned type_class(pg_type t)
+/* The instruction type against the op table's classes and the target. */
+static bool check_type(pg_kernel *k, pg_opcode op, pg_type t)
 {
-    switch (t) {
-    case PG_PRED: return TC_PRED;
-    case PG_B8: case PG_U8: case PG_S8: return TC_8BIT;
-    case PG_B16: case PG_B32: case PG_B64: return TC_BIT;
-    case PG_U16: case PG_U32: case PG_U64: return TC_UINT;
-    case PG_S16: case PG_S32: case PG_S64: return TC_SINT;
-    case PG_F16: return TC_F16;
-    case PG_BF16: return TC_BF16;
-    case PG_F32: return TC_F32;
-    case PG_F64: return TC_F64;
-    default: return 0;
-    }
-}
-
-static bool check_type(pg_kernel *k, pg_opcode op, pg_type t, unsigned allowed)
-{
+    unsigned allowed = pg_op_table[op].classes;
     if (k->err)
         return false;
     if ((unsigned)t >= PG_TYPE_COUNT) {
         pg_fail(k, PG_EINVAL, "%s: invalid type %d", opname(op), (int)t);
         return false;
     }
-    if (!(type_class(t) & allowed)) {
+    if (!(pg_type_tc(t) & allowed)) {
         pg_fail(k, PG_ETYPE, "%s has no .%s form", opname(op), pg_type_name(t));
         return false;
     }
@@ -387,11 +328,21 @@ instr *pg_push(pg_kernel *k, pg_opcode op, pg_type t)
     return in;
 }
 
+/* The start of a builder whose op the target may lack: refuse it before
+ * looking at the operands, with the table's requirement. */
+static bool op_begin(pg_kernel *k, pg_opcode op)
+{
+    if (!live(k))
+        return false;
+    const pg_op_info *oi = &pg_op_table[op];
+    return pg_require(k, oi->min_sm, oi->min_isa, oi->stem);
+}
+
 /* Common shape: d = op(a[, b[, c]]). */
-static void arith(pg_kernel *k, pg_opcode op, pg_type t, unsigned allowed, pg_reg d,
+static void arith(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d,
                   const pg_val *src, unsigned nsrc)
 {
-    if (!live(k) || !check_type(k, op, t, allowed) || !check_dst(k, op, t, d))
+    if (!live(k) || !check_type(k, op, t) || !check_dst(k, op, t, d))
         return;
     static const char *const names[] = {"operand a", "operand b", "operand c"};
     for (unsigned i = 0; i < nsrc; i++)
@@ -407,47 +358,85 @@ static void arith(pg_kernel *k, pg_opcode op, pg_type t, unsigned allowed, pg_re
         in->src[i] = src[i];
 }
 
-#define ARITH1(fn, op, allowed)                                                \
-    void fn(pg_kernel *k, pg_type t, pg_reg d, pg_val a)                       \
+/* A value form makes its own destination of type dt, after checking the
+ * instruction type so that a bad type is reported against the operation,
+ * not against the register. The register is made before the instruction is
+ * recorded, as `pg_reg d = pg_reg_new(k, t); pg_op(k, t, d, ...)` does: the
+ * two spellings give the same bytes. */
+static pg_reg value_dst(pg_kernel *k, pg_opcode op, pg_type t, bool typed, pg_type dt)
+{
+    if (!live(k) || (typed && !check_type(k, op, t)))
+        return pg_none();
+    if ((unsigned)dt >= PG_TYPE_COUNT) {
+        pg_fail(k, PG_EINVAL, "%s: invalid type %d", opname(op), (int)dt);
+        return pg_none();
+    }
+    return pg_reg_new(k, dt);
+}
+
+static pg_reg value_of(const pg_kernel *k, pg_reg d) { return k && !k->err ? d : pg_none(); }
+
+/* Each row below defines both forms of one instruction: the in-place
+ * pg_NAME(k, t, d, ...) and the value form pgv_NAME(k, t, ...) -> d. */
+#define ARITH1(name, op)                                              \
+    void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a)                \
     {                                                                          \
         pg_val s[1] = {a};                                                     \
-        arith(k, op, t, allowed, d, s, 1);                                     \
+        arith(k, op, t, d, s, 1);                                     \
+    }                                                                          \
+    pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a)                       \
+    {                                                                          \
+        pg_reg d = value_dst(k, op, t, true, t);                               \
+        pg_##name(k, t, d, a);                                                 \
+        return value_of(k, d);                                                 \
     }
-#define ARITH2(fn, op, allowed)                                                \
-    void fn(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b)             \
+#define ARITH2(name, op)                                              \
+    void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b)      \
     {                                                                          \
         pg_val s[2] = {a, b};                                                  \
-        arith(k, op, t, allowed, d, s, 2);                                     \
+        arith(k, op, t, d, s, 2);                                     \
+    }                                                                          \
+    pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a, pg_val b)             \
+    {                                                                          \
+        pg_reg d = value_dst(k, op, t, true, t);                               \
+        pg_##name(k, t, d, a, b);                                              \
+        return value_of(k, d);                                                 \
     }
-#define ARITH3(fn, op, allowed)                                                \
-    void fn(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_val c)   \
+#define ARITH3(name, op)                                              \
+    void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_val c) \
     {                                                                          \
         pg_val s[3] = {a, b, c};                                               \
-        arith(k, op, t, allowed, d, s, 3);                                     \
+        arith(k, op, t, d, s, 3);                                     \
+    }                                                                          \
+    pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_val c)   \
+    {                                                                          \
+        pg_reg d = value_dst(k, op, t, true, t);                               \
+        pg_##name(k, t, d, a, b, c);                                           \
+        return value_of(k, d);                                                 \
     }
 
-ARITH2(pg_add, OP_ADD, TC_INT | TC_FLOAT)
-ARITH2(pg_sub, OP_SUB, TC_INT | TC_FLOAT)
-ARITH2(pg_mul, OP_MUL, TC_INT | TC_FLOAT)
-ARITH2(pg_mul_hi, OP_MUL_HI, TC_INT)
-ARITH3(pg_mad, OP_MAD, TC_INT)
-ARITH3(pg_mad_hi, OP_MAD_HI, TC_INT)
-ARITH3(pg_fma, OP_FMA, TC_FLOAT)
-ARITH2(pg_div, OP_DIV, TC_INT | TC_F32 | TC_F64)
-ARITH2(pg_rem, OP_REM, TC_INT)
-ARITH1(pg_rcp, OP_RCP, TC_F32 | TC_F64)
-ARITH1(pg_sqrt, OP_SQRT, TC_F32 | TC_F64)
-ARITH1(pg_rsqrt, OP_RSQRT, TC_F32 | TC_F64)
-ARITH1(pg_ex2, OP_EX2, TC_F32)
-ARITH1(pg_lg2, OP_LG2, TC_F32)
-ARITH2(pg_min, OP_MIN, TC_INT | TC_FLOAT)
-ARITH2(pg_max, OP_MAX, TC_INT | TC_FLOAT)
-ARITH1(pg_abs, OP_ABS, TC_SINT | TC_FLOAT)
-ARITH1(pg_neg, OP_NEG, TC_SINT | TC_FLOAT)
-ARITH2(pg_and, OP_AND, TC_PRED | TC_BIT | TC_INT)
-ARITH2(pg_or, OP_OR, TC_PRED | TC_BIT | TC_INT)
-ARITH2(pg_xor, OP_XOR, TC_PRED | TC_BIT | TC_INT)
-ARITH1(pg_not, OP_NOT, TC_PRED | TC_BIT | TC_INT)
+ARITH2(add, OP_ADD)
+ARITH2(sub, OP_SUB)
+ARITH2(mul, OP_MUL)
+ARITH2(mul_hi, OP_MUL_HI)
+ARITH3(mad, OP_MAD)
+ARITH3(mad_hi, OP_MAD_HI)
+ARITH3(fma, OP_FMA)
+ARITH2(div, OP_DIV)
+ARITH2(rem, OP_REM)
+ARITH1(rcp, OP_RCP)
+ARITH1(sqrt, OP_SQRT)
+ARITH1(rsqrt, OP_RSQRT)
+ARITH1(ex2, OP_EX2)
+ARITH1(lg2, OP_LG2)
+ARITH2(min, OP_MIN)
+ARITH2(max, OP_MAX)
+ARITH1(abs, OP_ABS)
+ARITH1(neg, OP_NEG)
+ARITH2(and, OP_AND)
+ARITH2(or, OP_OR)
+ARITH2(xor, OP_XOR)
+ARITH1(not, OP_NOT)
 
 void pg_mov(pg_kernel *k, pg_type t, pg_reg d, pg_val a)
 {
@@ -476,12 +465,19 @@ void pg_mov(pg_kernel *k, pg_type t, pg_reg d, pg_val a)
         return;
     }
     pg_val s[1] = {a};
-    arith(k, OP_MOV, t, TC_PRED | TC_BIT | TC_INT | TC_FLOAT, d, s, 1);
+    arith(k, OP_MOV, t, d, s, 1);
+}
+
+pg_reg pgv_mov(pg_kernel *k, pg_type t, pg_val a)
+{
+    pg_reg d = value_dst(k, OP_MOV, t, true, t);
+    pg_mov(k, t, d, a);
+    return value_of(k, d);
 }
 
 static void shift(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val a, pg_val b)
 {
-    if (!live(k) || !check_type(k, op, t, TC_BIT | TC_INT) || !check_dst(k, op, t, d) ||
+    if (!live(k) || !check_type(k, op, t) || !check_dst(k, op, t, d) ||
         !check_src(k, op, t, a, "operand a") || !check_src(k, op, PG_U32, b, "shift amount"))
         return;
     instr *in = pg_push(k, op, t);
@@ -496,6 +492,20 @@ static void shift(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val a, pg_
 
 void pg_shl(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b) { shift(k, OP_SHL, t, d, a, b); }
 void pg_shr(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b) { shift(k, OP_SHR, t, d, a, b); }
+
+pg_reg pgv_shl(pg_kernel *k, pg_type t, pg_val a, pg_val b)
+{
+    pg_reg d = value_dst(k, OP_SHL, t, true, t);
+    shift(k, OP_SHL, t, d, a, b);
+    return value_of(k, d);
+}
+
+pg_reg pgv_shr(pg_kernel *k, pg_type t, pg_val a, pg_val b)
+{
+    pg_reg d = value_dst(k, OP_SHR, t, true, t);
+    shift(k, OP_SHR, t, d, a, b);
+    return value_of(k, d);
+}
 
 static pg_type wide_of(pg_type t)
 {
@@ -544,6 +554,28 @@ void pg_mad_wide(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_val c
     wide(k, OP_MAD_WIDE, t, d, s, 3);
 }
 
+/* The wide destination is made only for a type that has a wide form, so a
+ * bad type is reported by wide() and names the instruction. */
+static pg_reg wide_dst(pg_kernel *k, pg_opcode op, pg_type t)
+{
+    pg_type w = wide_of(t);
+    return w == PG_TYPE_COUNT ? pg_none() : value_dst(k, op, t, false, w);
+}
+
+pg_reg pgv_mul_wide(pg_kernel *k, pg_type t, pg_val a, pg_val b)
+{
+    pg_reg d = wide_dst(k, OP_MUL_WIDE, t);
+    pg_mul_wide(k, t, d, a, b);
+    return value_of(k, d);
+}
+
+pg_reg pgv_mad_wide(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_val c)
+{
+    pg_reg d = wide_dst(k, OP_MAD_WIDE, t);
+    pg_mad_wide(k, t, d, a, b, c);
+    return value_of(k, d);
+}
+
 void pg_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_reg p, pg_val a, pg_val b)
 {
     if (!live(k))
@@ -552,7 +584,7 @@ void pg_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_reg p, pg_val a, pg_val b)
         pg_fail(k, PG_EINVAL, "setp: invalid comparison %d", (int)c);
         return;
     }
-    if (!check_type(k, OP_SETP, t, TC_BIT | TC_INT | TC_FLOAT))
+    if (!check_type(k, OP_SETP, t))
         return;
     bool f = pg_type_is_float(t);
     if (c >= PG_CMP_EQU && !f) {
@@ -564,7 +596,7 @@ void pg_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_reg p, pg_val a, pg_val b)
                 pg_type_name(t));
         return;
     }
-    if (type_class(t) == TC_BIT && c != PG_CMP_EQ && c != PG_CMP_NE) {
+    if (pg_type_tc(t) == TC_BIT && c != PG_CMP_EQ && c != PG_CMP_NE) {
         pg_fail(k, PG_ETYPE, "setp: .%s compares only eq/ne", pg_type_name(t));
         return;
     }
@@ -582,9 +614,16 @@ void pg_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_reg p, pg_val a, pg_val b)
     in->src[1] = b;
 }
 
+pg_reg pgv_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_val a, pg_val b)
+{
+    pg_reg p = value_dst(k, OP_SETP, t, true, PG_PRED);
+    pg_setp(k, c, t, p, a, b);
+    return value_of(k, p);
+}
+
 void pg_selp(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_reg p)
 {
-    if (!live(k) || !check_type(k, OP_SELP, t, TC_BIT | TC_INT | TC_F32 | TC_F64) ||
+    if (!live(k) || !check_type(k, OP_SELP, t) ||
         !check_dst(k, OP_SELP, t, d) || !check_src(k, OP_SELP, t, a, "operand a") ||
         !check_src(k, OP_SELP, t, b, "operand b"))
         return;
@@ -603,6 +642,13 @@ void pg_selp(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_reg p)
     in->src[2] = p;
 }
 
+pg_reg pgv_selp(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_reg p)
+{
+    pg_reg d = value_dst(k, OP_SELP, t, true, t);
+    pg_selp(k, t, d, a, b, p);
+    return value_of(k, d);
+}
+
 void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
 {
     if (!live(k))
@@ -613,9 +659,9 @@ void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
         return;
     }
     bool df = pg_type_is_float(dt), sf = pg_type_is_float(st);
-    if (type_class(dt) == TC_BIT || type_class(st) == TC_BIT) {
+    if (pg_type_tc(dt) == TC_BIT || pg_type_tc(st) == TC_BIT) {
         pg_fail(k, PG_ETYPE, "cvt converts numbers; .%s is a bit type (use mov)",
-                pg_type_name(type_class(dt) == TC_BIT ? dt : st));
+                pg_type_name(pg_type_tc(dt) == TC_BIT ? dt : st));
         return;
     }
     bool int_rnd = r >= PG_RND_RNI, flt_rnd = r >= PG_RND_RN && r <= PG_RND_RP;
@@ -662,6 +708,25 @@ void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
     in->dst[0] = d;
     in->nsrc = 1;
     in->src[0] = a;
+}
+
+/* 8-bit values travel in 16-bit registers of the same signedness. */
+static pg_type reg_type_for(pg_type t)
+{
+    if ((unsigned)t < PG_TYPE_COUNT && pg_type_bits(t) == 8)
+        return pg_type_is_signed(t) ? PG_S16 : PG_U16;
+    return t;
+}
+
+pg_reg pgv_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_val a)
+{
+    if (live(k) && ((unsigned)dt >= PG_TYPE_COUNT || dt == PG_PRED)) {
+        pg_cvt(k, dt, st, r, pg_none(), a); /* reports the bad type */
+        return pg_none();
+    }
+    pg_reg d = value_dst(k, OP_CVT, dt, false, reg_type_for(dt));
+    pg_cvt(k, dt, st, r, d, a);
+    return value_of(k, d);
 }
 
 /* ---------------------------------------------------------------- params */
@@ -911,11 +976,29 @@ void pg_comment(pg_kernel *k, const char *text)
         pg_fail(k, PG_ESTATE, "a guard cannot apply to a comment");
         return;
     }
-    char *t = arena_strdup(&k->mem, text);
+    /* Kept as printable ASCII: any other byte is written as \xNN, so no
+     * byte of a comment can end the line or upset the assembler. */
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        n += (*p >= 0x20 && *p < 0x7f) || *p == '\t' ? 1 : 4;
+    char *t = arena_alloc(&k->mem, n + 1);
     if (!t) {
         pg_fail(k, PG_ENOMEM, "out of memory");
         return;
     }
+    char *o = t;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if ((*p >= 0x20 && *p < 0x7f) || *p == '\t') {
+            *o++ = (char)*p;
+        } else {
+            static const char hex[] = "0123456789ABCDEF";
+            *o++ = '\\';
+            *o++ = 'x';
+            *o++ = hex[*p >> 4];
+            *o++ = hex[*p & 15];
+        }
+    }
+    *o = '\0';
     instr *in = pg_push(k, OP_COMMENT, PG_PRED);
     if (in)
         in->text = t;
@@ -1058,6 +1141,29 @@ void pg_ld(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset, pg_
     pg_ld_v(k, s, t, 1, addr, offset, &d);
 }
 
+/* The destination of a scalar value-form load: refuse what ld refuses
+ * before making a register, so the message names the load. */
+static pg_reg ld_dst(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset)
+{
+    if (!mem_op(k, OP_LD, s, t, 1, addr, offset))
+        return pg_none();
+    return pg_reg_new(k, reg_type_for(t));
+}
+
+pg_reg pgv_ld(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset)
+{
+    pg_reg d = ld_dst(k, s, t, addr, offset);
+    pg_ld(k, s, t, addr, offset, d);
+    return value_of(k, d);
+}
+
+pg_reg pgv_ld_nc(pg_kernel *k, pg_type t, pg_val addr, int64_t offset)
+{
+    pg_reg d = ld_dst(k, PG_SPACE_GLOBAL, t, addr, offset);
+    pg_ld_nc(k, t, addr, offset, d);
+    return value_of(k, d);
+}
+
 void pg_ld_nc(pg_kernel *k, pg_type t, pg_val addr, int64_t offset, pg_reg d)
 {
     pg_ld_v(k, PG_SPACE_GLOBAL, t, 1, addr, offset, &d);
@@ -1188,7 +1294,6 @@ void pg_atom(pg_kernel *k, pg_space s, pg_atom_op op, pg_type t, pg_reg d, pg_va
 {
     if (!mem_op(k, OP_ATOM, s, t, 1, addr, offset))
         return;
-    static const char *const names[PG_ATOM_COUNT] = {"add", "min", "max", "cas", "exch", "and", "or", "xor"};
     if ((unsigned)op >= PG_ATOM_COUNT) {
         pg_fail(k, PG_EINVAL, "atom: invalid operation %d", (int)op);
         return;
@@ -1201,12 +1306,12 @@ void pg_atom(pg_kernel *k, pg_space s, pg_atom_op op, pg_type t, pg_reg d, pg_va
     default: ok = pg_type_bits(t) >= 32 && !pg_type_is_float(t); break;
     }
     if (!ok) {
-        pg_fail(k, PG_ETYPE, "atom.%s has no .%s form", names[op], pg_type_name(t));
+        pg_fail(k, PG_ETYPE, "atom.%s has no .%s form", pg_atom_name(op), pg_type_name(t));
         return;
     }
     bool ret = d.kind != PG_VAL_NONE;
     if (!ret && (op == PG_ATOM_CAS || op == PG_ATOM_EXCH)) {
-        pg_fail(k, PG_EINVAL, "atom.%s needs a destination", names[op]);
+        pg_fail(k, PG_EINVAL, "atom.%s needs a destination", pg_atom_name(op));
         return;
     }
     if ((ret && !check_dst(k, OP_ATOM, t, d)) || !check_src(k, OP_ATOM, t, a, "operand a") ||
@@ -1284,14 +1389,12 @@ void pg_vote(pg_kernel *k, pg_vote_mode m, pg_reg d, pg_reg p, bool negate, pg_v
 void pg_mma_m16n8k16_f16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a, const pg_reg *b,
                              const pg_reg *c)
 {
-    if (!live(k))
+    if (!op_begin(k, OP_MMA))
         return;
     if (!d || !a || !b || !c) {
         pg_fail(k, PG_EINVAL, "mma: NULL operand array");
         return;
     }
-    if (!pg_require(k, 80, 70, "mma.sync.m16n8k16 (f16 in, f32 accumulate)"))
-        return;
     for (int i = 0; i < 4; i++)
         if (!check_dst(k, OP_MMA, PG_F32, d[i]) || !check_src(k, OP_MMA, PG_B32, a[i], "a fragment") ||
             !check_src(k, OP_MMA, PG_F32, c[i], "c fragment"))
@@ -1318,7 +1421,7 @@ void pg_mma_m16n8k16_f16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a, con
 void pg_ldmatrix(pg_kernel *k, unsigned num, bool trans, const pg_reg *d, pg_val saddr,
                  int64_t offset)
 {
-    if (!live(k))
+    if (!op_begin(k, OP_LDMATRIX))
         return;
     if (num != 1 && num != 2 && num != 4) {
         pg_fail(k, PG_EINVAL, "ldmatrix: .x%u (1, 2 or 4 matrices)", num);
@@ -1354,7 +1457,7 @@ void pg_ldmatrix(pg_kernel *k, unsigned num, bool trans, const pg_reg *d, pg_val
 void pg_cp_async(pg_kernel *k, pg_val sdst, int64_t soff, pg_val gsrc, int64_t goff,
                  unsigned bytes, pg_val src_size)
 {
-    if (!live(k))
+    if (!op_begin(k, OP_CP_ASYNC))
         return;
     if (bytes != 4 && bytes != 8 && bytes != 16) {
         pg_fail(k, PG_EINVAL, "cp.async: %u bytes (4, 8 or 16)", bytes);
@@ -1366,7 +1469,7 @@ void pg_cp_async(pg_kernel *k, pg_val sdst, int64_t soff, pg_val gsrc, int64_t g
                 (long long)soff, (long long)goff, bytes);
         return;
     }
-    if (!pg_require(k, 80, 70, "cp.async") || !check_addr(k, OP_CP_ASYNC, PG_SPACE_SHARED, sdst) ||
+    if (!check_addr(k, OP_CP_ASYNC, PG_SPACE_SHARED, sdst) ||
         !check_addr(k, OP_CP_ASYNC, PG_SPACE_GLOBAL, gsrc))
         return;
     if (src_size.kind != PG_VAL_NONE && !check_src(k, OP_CP_ASYNC, PG_U32, src_size, "src-size"))
@@ -1387,7 +1490,7 @@ void pg_cp_async_commit(pg_kernel *k) { (void)pg_push(k, OP_CP_COMMIT, PG_PRED);
 
 void pg_cp_async_wait(pg_kernel *k, uint32_t n)
 {
-    if (!live(k))
+    if (!op_begin(k, OP_CP_WAIT))
         return;
     if (n > 7) {
         pg_fail(k, PG_ERANGE, "cp.async.wait_group %u: at most 7 groups can be left in flight", n);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The idioms every kernel needs, written once: global thread id, bounds
- * guard, grid-stride loop, fixed-order warp and block reductions.
+ * guard, counted and grid-stride loops, fixed-order warp and block reductions.
  */
 #include "internal.h"
+
+#include <string.h>
 
 pg_reg pg_global_tid_x(pg_kernel *k)
 {
@@ -22,42 +24,119 @@ void pg_bounds_guard(pg_kernel *k, pg_val idx, pg_val n, pg_label out)
     pg_bra_if(k, p, false, out);
 }
 
+/* A u32 loop bound or step: a 32-bit integer register or an immediate that
+ * fits. Checked at the begin call, so a bad step is not first noticed at
+ * the end of the body. */
+static bool u32_operand(pg_kernel *k, pg_val v, const char *who, const char *what)
+{
+    if (!k || k->err)
+        return false;
+    if (v.kind == PG_VAL_IMM_INT && v.bits <= UINT32_MAX)
+        return true;
+    if (v.kind == PG_VAL_REG) {
+        pg_type t = pg_reg_type(k, v);
+        if (t == PG_U32 || t == PG_S32 || t == PG_B32)
+            return true;
+    }
+    pg_fail(k, PG_ETYPE, "%s: %s must be a 32-bit integer register or a u32 immediate", who,
+            what);
+    return false;
+}
+
+/* The skeleton both loops share; `i` is a register the loop owns. */
+static pg_reg loop_open(pg_kernel *k, pg_loop *l, pg_reg i, pg_val n, pg_val step,
+                        const char *top, const char *done)
+{
+    l->i = i;
+    l->step = step;
+    l->n = n;
+    l->p = pg_reg_new(k, PG_PRED);
+    l->top = pg_label_new(k, top);
+    l->done = pg_label_new(k, done);
+    pg_setp(k, PG_CMP_GE, PG_U32, l->p, l->i, n);
+    pg_bra_if(k, l->p, false, l->done);
+    pg_label_bind(k, l->top);
+    return k->err ? pg_none() : l->i;
+}
+
+pg_reg pg_for_begin(pg_kernel *k, pg_loop *l, pg_val start, pg_val n, pg_val step)
+{
+    if (!k || k->err)
+        return pg_none();
+    if (!l) {
+        pg_fail(k, PG_EINVAL, "pg_for_begin: NULL loop");
+        return pg_none();
+    }
+    memset(l, 0, sizeof *l);
+    if (!u32_operand(k, start, "pg_for_begin", "start") ||
+        !u32_operand(k, n, "pg_for_begin", "n") || !u32_operand(k, step, "pg_for_begin", "step"))
+        return pg_none();
+    if (step.kind == PG_VAL_IMM_INT && step.bits == 0) {
+        pg_fail(k, PG_EINVAL, "pg_for_begin: a step of 0 never ends");
+        return pg_none();
+    }
+    /* A copy: the loop writes its index, never the caller's register. */
+    pg_reg i = pgv_mov(k, PG_U32, start);
+    return loop_open(k, l, i, n, step, "for_loop", "for_done");
+}
+
 pg_reg pg_grid_stride_begin(pg_kernel *k, pg_loop *l, pg_val n)
 {
+    if (!k || k->err)
+        return pg_none();
     if (!l) {
         pg_fail(k, PG_EINVAL, "pg_grid_stride_begin: NULL loop");
         return pg_none();
     }
-    l->i = pg_global_tid_x(k);
+    memset(l, 0, sizeof *l);
+    if (!u32_operand(k, n, "pg_grid_stride_begin", "n"))
+        return pg_none();
+    pg_reg i = pg_global_tid_x(k);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
     pg_reg nctaid = pg_sreg_read(k, PG_SREG_NCTAID_X);
-    l->step = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, l->step, ntid, nctaid);
-    l->n = n;
-    l->p = pg_reg_new(k, PG_PRED);
-    l->top = pg_label_new(k, "stride_loop");
-    l->done = pg_label_new(k, "stride_done");
-    pg_setp(k, PG_CMP_GE, PG_U32, l->p, l->i, n);
-    pg_bra_if(k, l->p, false, l->done);
-    pg_label_bind(k, l->top);
-    return l->i;
+    pg_reg step = pgv_mul(k, PG_U32, ntid, nctaid);
+    return loop_open(k, l, i, n, step, "stride_loop", "stride_done");
 }
 
-void pg_grid_stride_end(pg_kernel *k, pg_loop *l)
+/* Whether l is a loop opened in k and not yet closed: its top label is
+ * bound, its exit label is not. */
+static bool loop_is_open(const pg_kernel *k, const pg_loop *l)
 {
+    if (!l || l->top.id == 0 || l->top.id >= k->nlabels || l->done.id == 0 ||
+        l->done.id >= k->nlabels)
+        return false;
+    return k->labels[l->top.id].bound_at >= 0 && k->labels[l->done.id].bound_at < 0 &&
+           pg_reg_type(k, l->i) == PG_U32 && pg_reg_type(k, l->p) == PG_PRED;
+}
+
+static void loop_close(pg_kernel *k, pg_loop *l, const char *who, const char *begin)
+{
+    if (!k || k->err)
+        return;
     if (!l) {
-        pg_fail(k, PG_EINVAL, "pg_grid_stride_end: NULL loop");
+        pg_fail(k, PG_EINVAL, "%s: NULL loop", who);
+        return;
+    }
+    if (!loop_is_open(k, l)) {
+        pg_fail(k, PG_ESTATE, "%s: the loop is not open in this kernel (call %s first, and "
+                "end each loop once)", who, begin);
         return;
     }
     /* Continue while n - i > step: the same test as i + step < n, but
      * i + step is never formed, so it cannot wrap for n near 2^32. */
-    pg_reg rem = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, rem, l->n, l->i);
+    pg_reg rem = pgv_sub(k, PG_U32, l->n, l->i);
     pg_setp(k, PG_CMP_LE, PG_U32, l->p, rem, l->step);
     pg_bra_if(k, l->p, false, l->done);
     pg_add(k, PG_U32, l->i, l->i, l->step);
     pg_bra(k, l->top);
     pg_label_bind(k, l->done);
+}
+
+void pg_for_end(pg_kernel *k, pg_loop *l) { loop_close(k, l, "pg_for_end", "pg_for_begin"); }
+
+void pg_grid_stride_end(pg_kernel *k, pg_loop *l)
+{
+    loop_close(k, l, "pg_grid_stride_end", "pg_grid_stride_begin");
 }
 
 static bool reduce_type_ok(pg_kernel *k, pg_reduce_op op, pg_type t, const char *who)

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to ptxgen/: the kernel record, the op table and the arena. */
+/*
+ * Private to ptxgen/: the kernel record, the op table and the arena.
+ * Layers, each using only those above it: mem.c (allocator, arena),
+ * error.c and tables.c (names, the op table), format.c (text of operands
+ * and instructions), builder.c (recording, pg_fail), validate.c, emit.c.
+ */
 #ifndef PTXGEN_INTERNAL_H
 #define PTXGEN_INTERNAL_H
 
@@ -7,7 +12,7 @@
 
 #include <stdarg.h>
 
-/* ---------------------------------------------------------------- memory */
+/* ---------------------------------------------------------------- memory (mem.c) */
 
 void *pg_mem_alloc(size_t size);
 void *pg_mem_realloc(void *p, size_t size);
@@ -24,61 +29,100 @@ void arena_free_all(arena *a);
 
 /* ---------------------------------------------------------------- op table */
 
-/* name, PTX mnemonic stem, min sm, min PTX ISA */
-#define PG_OP_MAP(X)                                                           \
-    X(MOV, "mov", 70, 60)                                                      \
-    X(SREG, "mov", 70, 60)                                                     \
-    X(ADD, "add", 70, 60)                                                      \
-    X(SUB, "sub", 70, 60)                                                      \
-    X(MUL, "mul", 70, 60)                                                      \
-    X(MUL_HI, "mul.hi", 70, 60)                                                \
-    X(MUL_WIDE, "mul.wide", 70, 60)                                            \
-    X(MAD, "mad.lo", 70, 60)                                                   \
-    X(MAD_HI, "mad.hi", 70, 60)                                                \
-    X(MAD_WIDE, "mad.wide", 70, 60)                                            \
-    X(FMA, "fma.rn", 70, 60)                                                   \
-    X(DIV, "div", 70, 60)                                                      \
-    X(REM, "rem", 70, 60)                                                      \
-    X(RCP, "rcp.rn", 70, 60)                                                   \
-    X(SQRT, "sqrt.rn", 70, 60)                                                 \
-    X(RSQRT, "rsqrt.approx", 70, 60)                                           \
-    X(EX2, "ex2.approx", 70, 60)                                               \
-    X(LG2, "lg2.approx", 70, 60)                                               \
-    X(MIN, "min", 70, 60)                                                      \
-    X(MAX, "max", 70, 60)                                                      \
-    X(ABS, "abs", 70, 60)                                                      \
-    X(NEG, "neg", 70, 60)                                                      \
-    X(AND, "and", 70, 60)                                                      \
-    X(OR, "or", 70, 60)                                                        \
-    X(XOR, "xor", 70, 60)                                                      \
-    X(NOT, "not", 70, 60)                                                      \
-    X(SHL, "shl", 70, 60)                                                      \
-    X(SHR, "shr", 70, 60)                                                      \
-    X(SETP, "setp", 70, 60)                                                    \
-    X(SELP, "selp", 70, 60)                                                    \
-    X(CVT, "cvt", 70, 60)                                                      \
-    X(LD, "ld", 70, 60)                                                        \
-    X(ST, "st", 70, 60)                                                        \
-    X(ATOM, "atom", 70, 60)                                                    \
-    X(SHFL, "shfl.sync", 70, 60)                                               \
-    X(VOTE, "vote.sync", 70, 60)                                               \
-    X(BAR, "bar.sync", 70, 60)                                                 \
-    X(BAR_WARP, "bar.warp.sync", 70, 60)                                       \
-    X(MEMBAR, "membar", 70, 60)                                                \
-    X(FENCE, "fence", 70, 60)                                                  \
-    X(BRA, "bra", 70, 60)                                                      \
-    X(RET, "ret", 70, 60)                                                      \
-    X(EXIT, "exit", 70, 60)                                                    \
-    X(LABEL, "", 70, 60)                                                       \
-    X(COMMENT, "//", 70, 60)                                                   \
-    X(MMA, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 80, 70)         \
-    X(LDMATRIX, "ldmatrix.sync.aligned.m8n8", 75, 65)                          \
-    X(CP_ASYNC, "cp.async", 80, 70)                                            \
-    X(CP_COMMIT, "cp.async.commit_group", 80, 70)                              \
-    X(CP_WAIT, "cp.async.wait_group", 80, 70)
+/* Instruction type classes: which .type suffixes an instruction takes. */
+enum {
+    TC_PRED = 1 << 0, TC_BIT = 1 << 1, TC_UINT = 1 << 2, TC_SINT = 1 << 3,
+    TC_F16 = 1 << 4, TC_BF16 = 1 << 5, TC_F32 = 1 << 6, TC_F64 = 1 << 7, TC_8BIT = 1 << 8,
+};
+#define TC_INT (TC_UINT | TC_SINT)
+#define TC_FLOAT (TC_F16 | TC_BF16 | TC_F32 | TC_F64)
+#define TC_ANY (TC_PRED | TC_BIT | TC_INT | TC_FLOAT)
+#define TC_MEM (TC_BIT | TC_INT | TC_FLOAT | TC_8BIT)
+#define TC_NONE 0
+
+/* The class of one type (TC_8BIT for b8/u8/s8); 0 for an invalid type. */
+unsigned pg_type_tc(pg_type t);
+
+/* How an instruction is written (format.c). Every form but CUSTOM is
+ * "stem<suffixes> d, a[, b[, c]]" with every operand of the instruction
+ * type, or the bare stem for NONE. */
+typedef enum pg_text_form {
+    TX_PLAIN,    /* stem.type                          mul.hi.u32, fma.rn.f32 */
+    TX_FROUND,   /* stem.rn.type for floats, else stem.type       add, div    */
+    TX_FROUND_LO,/* stem.rn.type for floats, else stem.lo.type    mul         */
+    TX_BITS,     /* stem.bN / stem.pred                   and, or, xor, not   */
+    TX_DATA,     /* stem.type, f16/bf16 as b16 (moves bits)       mov         */
+    TX_NONE,     /* the stem alone                        ret, exit           */
+    TX_CUSTOM,   /* its own case in format.c                                  */
+} pg_text_form;
+
+/* Control-flow and uniformity flags. */
+enum {
+    OPF_TERM = 1 << 0,         /* ends a basic block: bra, ret, exit */
+    OPF_BARRIER = 1 << 1,      /* a block-wide barrier: every thread or none */
+    OPF_LANE_VARYING = 1 << 2, /* the result differs between threads whatever
+                                  the operands: atom, shfl, vote, ldmatrix */
+};
+
+/* The op table: the one place that says, for each instruction,
+ *   name, PTX mnemonic stem, the type classes it takes, its text form, its
+ *   flags, and the lowest sm and PTX ISA that have it.
+ * Per-type target rules (bf16 arithmetic needs sm_90, ...) and the operand
+ * shapes of the custom ops live with their builders in builder.c. */
+#define PG_OP_MAP(X)                                                                          \
+    X(MOV, "mov", TC_ANY, TX_DATA, 0, 70, 60)                                                 \
+    X(SREG, "mov.u32", TC_UINT, TX_CUSTOM, 0, 70, 60)                                         \
+    X(ADD, "add", TC_INT | TC_FLOAT, TX_FROUND, 0, 70, 60)                                    \
+    X(SUB, "sub", TC_INT | TC_FLOAT, TX_FROUND, 0, 70, 60)                                    \
+    X(MUL, "mul", TC_INT | TC_FLOAT, TX_FROUND_LO, 0, 70, 60)                                 \
+    X(MUL_HI, "mul.hi", TC_INT, TX_PLAIN, 0, 70, 60)                                          \
+    X(MUL_WIDE, "mul.wide", TC_INT, TX_CUSTOM, 0, 70, 60)                                     \
+    X(MAD, "mad.lo", TC_INT, TX_PLAIN, 0, 70, 60)                                             \
+    X(MAD_HI, "mad.hi", TC_INT, TX_PLAIN, 0, 70, 60)                                          \
+    X(MAD_WIDE, "mad.wide", TC_INT, TX_CUSTOM, 0, 70, 60)                                     \
+    X(FMA, "fma.rn", TC_FLOAT, TX_PLAIN, 0, 70, 60)                                           \
+    X(DIV, "div", TC_INT | TC_F32 | TC_F64, TX_FROUND, 0, 70, 60)                             \
+    X(REM, "rem", TC_INT, TX_PLAIN, 0, 70, 60)                                                \
+    X(RCP, "rcp.rn", TC_F32 | TC_F64, TX_PLAIN, 0, 70, 60)                                    \
+    X(SQRT, "sqrt.rn", TC_F32 | TC_F64, TX_PLAIN, 0, 70, 60)                                  \
+    X(RSQRT, "rsqrt.approx", TC_F32 | TC_F64, TX_PLAIN, 0, 70, 60)                            \
+    X(EX2, "ex2.approx", TC_F32, TX_PLAIN, 0, 70, 60)                                         \
+    X(LG2, "lg2.approx", TC_F32, TX_PLAIN, 0, 70, 60)                                         \
+    X(MIN, "min", TC_INT | TC_FLOAT, TX_PLAIN, 0, 70, 60)                                     \
+    X(MAX, "max", TC_INT | TC_FLOAT, TX_PLAIN, 0, 70, 60)                                     \
+    X(ABS, "abs", TC_SINT | TC_FLOAT, TX_PLAIN, 0, 70, 60)                                    \
+    X(NEG, "neg", TC_SINT | TC_FLOAT, TX_PLAIN, 0, 70, 60)                                    \
+    X(AND, "and", TC_PRED | TC_BIT | TC_INT, TX_BITS, 0, 70, 60)                              \
+    X(OR, "or", TC_PRED | TC_BIT | TC_INT, TX_BITS, 0, 70, 60)                                \
+    X(XOR, "xor", TC_PRED | TC_BIT | TC_INT, TX_BITS, 0, 70, 60)                              \
+    X(NOT, "not", TC_PRED | TC_BIT | TC_INT, TX_BITS, 0, 70, 60)                              \
+    X(SHL, "shl", TC_BIT | TC_INT, TX_CUSTOM, 0, 70, 60)                                      \
+    X(SHR, "shr", TC_BIT | TC_INT, TX_CUSTOM, 0, 70, 60)                                      \
+    X(SETP, "setp", TC_BIT | TC_INT | TC_FLOAT, TX_CUSTOM, 0, 70, 60)                         \
+    X(SELP, "selp", TC_BIT | TC_INT | TC_F32 | TC_F64, TX_CUSTOM, 0, 70, 60)                   \
+    X(CVT, "cvt", TC_INT | TC_FLOAT | TC_8BIT, TX_CUSTOM, 0, 70, 60)                          \
+    X(LD, "ld", TC_MEM, TX_CUSTOM, 0, 70, 60)                                                 \
+    X(ST, "st", TC_MEM, TX_CUSTOM, 0, 70, 60)                                                 \
+    X(ATOM, "atom", TC_BIT | TC_INT | TC_F32 | TC_F64, TX_CUSTOM, OPF_LANE_VARYING, 70, 60)    \
+    X(SHFL, "shfl.sync", TC_BIT, TX_CUSTOM, OPF_LANE_VARYING, 70, 60)                         \
+    X(VOTE, "vote.sync", TC_PRED | TC_BIT, TX_CUSTOM, OPF_LANE_VARYING, 70, 60)               \
+    X(BAR, "bar.sync", TC_NONE, TX_CUSTOM, OPF_BARRIER, 70, 60)                               \
+    X(BAR_WARP, "bar.warp.sync", TC_BIT, TX_CUSTOM, 0, 70, 60)                                \
+    X(MEMBAR, "membar", TC_NONE, TX_CUSTOM, 0, 70, 60)                                        \
+    X(FENCE, "fence", TC_NONE, TX_CUSTOM, 0, 70, 60)                                          \
+    X(BRA, "bra", TC_NONE, TX_CUSTOM, OPF_TERM, 70, 60)                                       \
+    X(RET, "ret", TC_NONE, TX_NONE, OPF_TERM, 70, 60)                                         \
+    X(EXIT, "exit", TC_NONE, TX_NONE, OPF_TERM, 70, 60)                                       \
+    X(LABEL, "", TC_NONE, TX_CUSTOM, 0, 70, 60)                                               \
+    X(COMMENT, "//", TC_NONE, TX_CUSTOM, 0, 70, 60)                                           \
+    X(MMA, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", TC_F32, TX_CUSTOM, 0, 80, 70) \
+    X(LDMATRIX, "ldmatrix.sync.aligned.m8n8", TC_BIT, TX_CUSTOM, OPF_LANE_VARYING, 75, 65)    \
+    X(CP_ASYNC, "cp.async", TC_8BIT, TX_CUSTOM, 0, 80, 70)                                    \
+    X(CP_COMMIT, "cp.async.commit_group", TC_NONE, TX_NONE, 0, 80, 70)                        \
+    X(CP_WAIT, "cp.async.wait_group", TC_NONE, TX_CUSTOM, 0, 80, 70)
 
 typedef enum pg_opcode {
-#define PG_X_(e, s, sm, isa) OP_##e,
+#define PG_X_(e, stem, tc, form, flags, sm, isa) OP_##e,
     PG_OP_MAP(PG_X_)
 #undef PG_X_
     OP_COUNT
@@ -86,10 +130,15 @@ typedef enum pg_opcode {
 
 typedef struct pg_op_info {
     const char *stem;
+    unsigned classes; /* TC_* */
+    uint8_t form;     /* pg_text_form */
+    uint8_t flags;    /* OPF_* */
     unsigned min_sm;
     unsigned min_isa;
 } pg_op_info;
 extern const pg_op_info pg_op_table[OP_COUNT];
+
+static inline unsigned pg_op_flags(pg_opcode op) { return pg_op_table[op].flags; }
 
 /* ---------------------------------------------------------------- records */
 
@@ -201,14 +250,37 @@ const char *pg_reg_prefix(reg_class c);
 const char *pg_reg_decl_type(reg_class c);
 reg_class pg_type_class(pg_type t);
 
-/* Validation (validate.c) and text (emit.c). */
+/* Validation (validate.c) and the module text (emit.c). */
 int pg_validate(pg_kernel *k);
 int pg_emit_text(pg_kernel *k);
 
-/* One instruction as text, for messages. */
-void pg_instr_text(const pg_kernel *k, const instr *in, char *buf, size_t n);
+/* ---------------------------------------------------------------- text (format.c) */
 
-/* Name of operand for messages: "%r3", "42", "0f3F800000". */
+/* A growing NUL-terminated buffer; `oom` is sticky. Free p with pg_mem_free. */
+typedef struct pg_sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} pg_sbuf;
+void pg_sb_put(pg_sbuf *b, const char *s, size_t n);
+void pg_sb_str(pg_sbuf *b, const char *s);
+void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* One instruction as its PTX line, tab-indented, with ";\n". */
+void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in);
+/* One instruction as text, for messages ("add.u32 %r1, %r2, 3"). */
+void pg_instr_text(const pg_kernel *k, const instr *in, char *buf, size_t n);
+/* An operand as PTX: "%r3", "42", "0f3F800000". */
 void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n);
+/* A label's name: "$L3_loop". */
+void pg_label_format(pg_sbuf *b, const pg_kernel *k, uint32_t id);
+/* ld/st/mov have no f16/bf16 forms: they move bits ("b16"). */
+const char *pg_data_type_name(pg_type t);
+/* "add", "cas", ...; "?" if invalid. */
+const char *pg_atom_name(pg_atom_op op);
 
 #endif /* PTXGEN_INTERNAL_H */

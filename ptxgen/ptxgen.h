@@ -323,6 +323,44 @@ PG_API void pg_not(pg_kernel *k, pg_type t, pg_reg d, pg_val a);
 PG_API void pg_shl(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b);
 PG_API void pg_shr(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b);
 
+/* Value forms. Each makes its own destination register, records the same
+ * instruction as the in-place form above and returns the register (PG_VAL_NONE
+ * after an error; errors are sticky as usual). The destination has type t,
+ * except where noted, and is made before the instruction is recorded:
+ *     pg_reg q = pgv_add(k, PG_F32, z, pg_f32(1.0f));
+ * gives the same bytes as
+ *     pg_reg q = pg_reg_new(k, PG_F32); pg_add(k, PG_F32, q, z, pg_f32(1.0f));
+ * Use the in-place forms for loop-carried values that are written again. */
+PG_API pg_reg pgv_mov(pg_kernel *k, pg_type t, pg_val a);
+PG_API pg_reg pgv_add(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_sub(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_mul(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_mul_hi(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+/* The destination has twice the width of t (u32 gives u64). */
+PG_API pg_reg pgv_mul_wide(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_mad(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_val c);
+PG_API pg_reg pgv_mad_hi(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_val c);
+/* The destination has twice the width of t; c has that width too. */
+PG_API pg_reg pgv_mad_wide(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_val c);
+PG_API pg_reg pgv_fma(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_val c);
+PG_API pg_reg pgv_div(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_rem(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_rcp(pg_kernel *k, pg_type t, pg_val a);
+PG_API pg_reg pgv_sqrt(pg_kernel *k, pg_type t, pg_val a);
+PG_API pg_reg pgv_rsqrt(pg_kernel *k, pg_type t, pg_val a);
+PG_API pg_reg pgv_ex2(pg_kernel *k, pg_type t, pg_val a);
+PG_API pg_reg pgv_lg2(pg_kernel *k, pg_type t, pg_val a);
+PG_API pg_reg pgv_min(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_max(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_abs(pg_kernel *k, pg_type t, pg_val a);
+PG_API pg_reg pgv_neg(pg_kernel *k, pg_type t, pg_val a);
+PG_API pg_reg pgv_and(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_or(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_xor(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_not(pg_kernel *k, pg_type t, pg_val a);
+PG_API pg_reg pgv_shl(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_shr(pg_kernel *k, pg_type t, pg_val a, pg_val b);
+
 typedef enum pg_cmp {
     PG_CMP_EQ, PG_CMP_NE, PG_CMP_LT, PG_CMP_LE, PG_CMP_GT, PG_CMP_GE,
     PG_CMP_LO, PG_CMP_LS, PG_CMP_HI, PG_CMP_HS, /* unsigned only */
@@ -334,6 +372,10 @@ typedef enum pg_cmp {
 PG_API void pg_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_reg p, pg_val a, pg_val b);
 /* selp.t d, a, b, p: d = p ? a : b. */
 PG_API void pg_selp(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_reg p);
+/* Value forms: a new .pred register p = (a cmp b); a new register of type t
+ * holding p ? a : b. */
+PG_API pg_reg pgv_setp(pg_kernel *k, pg_cmp c, pg_type t, pg_val a, pg_val b);
+PG_API pg_reg pgv_selp(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_reg p);
 
 typedef enum pg_rnd {
     PG_RND_NONE, PG_RND_RN, PG_RND_RZ, PG_RND_RM, PG_RND_RP,
@@ -344,6 +386,8 @@ typedef enum pg_rnd {
  * (float to integer: an integer rounding; to a narrower float or integer to
  * float: a float rounding) and refused where it means nothing. */
 PG_API void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a);
+/* Value form: a new register of type dt (u16/s16 for an 8-bit dt). */
+PG_API pg_reg pgv_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_val a);
 
 /* ---------------------------------------------------------------- memory */
 
@@ -358,6 +402,10 @@ PG_API void pg_ld_v(pg_kernel *k, pg_space s, pg_type t, unsigned width, pg_val 
                     int64_t offset, const pg_reg *d);
 /* ld.global.nc: read-only data for the whole kernel. */
 PG_API void pg_ld_nc(pg_kernel *k, pg_type t, pg_val addr, int64_t offset, pg_reg d);
+/* Value forms of the scalar loads: a new register of type t (u16/s16 for
+ * an 8-bit t). */
+PG_API pg_reg pgv_ld(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset);
+PG_API pg_reg pgv_ld_nc(pg_kernel *k, pg_type t, pg_val addr, int64_t offset);
 PG_API void pg_st(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset, pg_val v);
 PG_API void pg_st_v(pg_kernel *k, pg_space s, pg_type t, unsigned width, pg_val addr,
                     int64_t offset, const pg_val *v);
@@ -430,16 +478,31 @@ PG_API pg_reg pg_global_tid_x(pg_kernel *k);
 /* setp.ge.u32 + bra: jump to `out` where idx >= n. */
 PG_API void pg_bounds_guard(pg_kernel *k, pg_val idx, pg_val n, pg_label out);
 
-/* A grid-stride loop over [0, n):
- *     pg_loop L; pg_reg i = pg_grid_stride_begin(k, &L, n);
+/* A counted u32 loop: i = start, start + step, ... while i < n.
+ *     pg_loop L;
+ *     pg_reg i = pg_for_begin(k, &L, start, n, step);
  *     ... body using i ...
- *     pg_grid_stride_end(k, &L);
- * The body must not contain a barrier (threads run different counts).
- * Correct for any n up to 2^32 - 1: the index never wraps. */
+ *     pg_for_end(k, &L);
+ * start, n and step are u32 registers or immediates, read once at the top
+ * (n and step again at each turn; do not write them in the body). i is a
+ * new register: the body may read it but must not write it. The test is
+ * made before the first turn (start >= n runs the body zero times), and the
+ * step is taken only while n - i > step, so i never wraps, for any n up to
+ * 2^32 - 1. step must be at least 1 (an immediate 0 is refused). */
 typedef struct pg_loop {
     pg_reg i, step, n, p;
     pg_label top, done;
 } pg_loop;
+PG_API pg_reg pg_for_begin(pg_kernel *k, pg_loop *l, pg_val start, pg_val n, pg_val step);
+PG_API void pg_for_end(pg_kernel *k, pg_loop *l);
+
+/* A grid-stride loop over [0, n): pg_for with start = the global thread id
+ * (ctaid.x * ntid.x + tid.x) and step = ntid.x * nctaid.x.
+ *     pg_loop L; pg_reg i = pg_grid_stride_begin(k, &L, n);
+ *     ... body using i ...
+ *     pg_grid_stride_end(k, &L);
+ * The body must not contain a barrier (threads run different counts).
+ * pg_grid_stride_end and pg_for_end close either kind of loop. */
 PG_API pg_reg pg_grid_stride_begin(pg_kernel *k, pg_loop *l, pg_val n);
 PG_API void pg_grid_stride_end(pg_kernel *k, pg_loop *l);
 

@@ -109,10 +109,26 @@ int pg_type_parse(const char *name, pg_type *out)
 }
 
 const pg_op_info pg_op_table[OP_COUNT] = {
-#define PG_X_(e, stem, sm, isa) {stem, sm, isa},
+#define PG_X_(e, stem, tc, form, flags, sm, isa) {stem, tc, form, flags, sm, isa},
     PG_OP_MAP(PG_X_)
 #undef PG_X_
 };
+
+unsigned pg_type_tc(pg_type t)
+{
+    switch (t) {
+    case PG_PRED: return TC_PRED;
+    case PG_B8: case PG_U8: case PG_S8: return TC_8BIT;
+    case PG_B16: case PG_B32: case PG_B64: return TC_BIT;
+    case PG_U16: case PG_U32: case PG_U64: return TC_UINT;
+    case PG_S16: case PG_S32: case PG_S64: return TC_SINT;
+    case PG_F16: return TC_F16;
+    case PG_BF16: return TC_BF16;
+    case PG_F32: return TC_F32;
+    case PG_F64: return TC_F64;
+    default: return 0;
+    }
+}
 
 static const char *const sreg_names[PG_SREG_COUNT] = {
     "%tid.x",    "%tid.y",    "%tid.z",    "%ntid.x",   "%ntid.y",

@@ -75,7 +75,7 @@ typedef struct cfg {
 
 static bool is_term(const instr *in)
 {
-    return in->op == OP_BRA || in->op == OP_RET || in->op == OP_EXIT;
+    return pg_op_flags((pg_opcode)in->op) & OPF_TERM;
 }
 
 static void describe(const cfg *g, uint32_t idx, char *buf, size_t n)
@@ -812,16 +812,19 @@ static int check_barriers(cfg *g)
                     if (sreg_divergent((pg_sreg)in->mod))
                         w = (why){WHY_SREG, in->mod};
                     break;
-                case OP_ATOM: w = (why){WHY_ATOM, i}; break;
-                case OP_SHFL: w = (why){WHY_SHFL, i}; break;
-                case OP_LDMATRIX: w = (why){WHY_SHFL, i}; break; /* each thread its fragment */
-                case OP_VOTE: w = (why){WHY_VOTE, i}; break;
                 case OP_LD:
                     if (in->mod != PG_SPACE_PARAM && in->src[0].kind == PG_VAL_REG &&
                         div[in->src[0].id].kind)
                         w = (why){WHY_LOAD, i};
                     break;
                 default:
+                    /* The op table says which results differ per lane; the
+                     * kind only picks the words of the message. */
+                    if (pg_op_flags((pg_opcode)in->op) & OPF_LANE_VARYING) {
+                        w = (why){in->op == OP_ATOM ? WHY_ATOM : in->op == OP_VOTE ? WHY_VOTE
+                                                                                   : WHY_SHFL, i};
+                        break;
+                    }
                     for (unsigned s = 0; s < in->nsrc && !w.kind; s++)
                         if (in->src[s].kind == PG_VAL_REG && div[in->src[s].id].kind)
                             w = div[in->src[s].id];

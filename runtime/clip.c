@@ -18,13 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One table entry, as the _multi kernels read it (16 bytes). */
-typedef struct clip_entry {
-    uint64_t ptr;
-    uint32_t n;
-    uint32_t first_block;
-} clip_entry;
-
 /* A device table and the pointers it holds (nlive of them). */
 typedef struct clip_table {
     pgrt_buf *buf;       /* 2 * nlive entries, as u32 words */
@@ -65,7 +58,7 @@ struct pgrt_clip {
     pgrt_kernel *k_sq_multi, *k_apply_multi;
     /* Host image of a device table: the sum kernel's nlive entries, then
      * the scale kernel's (their first_block differ). */
-    clip_entry *host_table;
+    pgk_clip_entry *host_table;
     clip_table tables[CLIP_MAX_TABLES];
     size_t ntables;
     size_t last;         /* the table of the last multi run */
@@ -74,7 +67,7 @@ struct pgrt_clip {
 
 static size_t table_words(const pgrt_clip *c)
 {
-    return 2 * (size_t)c->nlive * sizeof(clip_entry) / sizeof(uint32_t);
+    return 2 * (size_t)c->nlive * sizeof(pgk_clip_entry) / sizeof(uint32_t);
 }
 
 /* Knobs for one launch: the defaults with `name` set to value. */
@@ -139,14 +132,14 @@ static int multi_create(pgrt_clip *c, const pgk_desc *d_sq, const pgk_desc *d_ap
     if (!c->host_table)
         return rt_fail(PGRT_ENOMEM, "pgrt_clip_create: out of memory");
     /* Sizes and first blocks never change; only the pointers do. */
-    clip_entry *sq = c->host_table, *ap = c->host_table + c->nlive;
+    pgk_clip_entry *sq = c->host_table, *ap = c->host_table + c->nlive;
     uint32_t e = 0, first_sq = 0, first_ap = 0;
     for (size_t i = 0; i < c->n; i++) {
         const clip_slot *sl = &c->slots[i];
         if (sl->n == 0)
             continue;
-        sq[e] = (clip_entry){0, sl->n, first_sq};
-        ap[e] = (clip_entry){0, sl->n, first_ap};
+        sq[e] = (pgk_clip_entry){0, sl->n, first_sq};
+        ap[e] = (pgk_clip_entry){0, sl->n, first_ap};
         first_sq += sl->cfg_sq.grid[0];
         first_ap += sl->cfg_apply.grid[0];
         e++;
@@ -439,7 +432,7 @@ int pgrt_clip_run(pgrt_clip *c, pgrt_stream *s, pgrt_buf *const *grads, size_t n
     if ((rc = rt_kernel_launch_cfg(c->k_reduce, s, &c->cfg_reduce, &c->kn_reduce, r, 4)))
         return rc;
     if (use_multi) {
-        pgrt_devptr ap = table->buf->ptr + (pgrt_devptr)c->nlive * sizeof(clip_entry);
+        pgrt_devptr ap = table->buf->ptr + (pgrt_devptr)c->nlive * sizeof(pgk_clip_entry);
         pgrt_arg a[3] = {pgrt_arg_ptr(ap), pgrt_arg_u32(c->nlive), pgrt_arg_ptr(c->result->ptr)};
         return rt_kernel_launch_cfg(c->k_apply_multi, s, &c->cfg_apply_multi, &c->kn_apply_multi,
                                     a, 3);

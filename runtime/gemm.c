@@ -24,21 +24,6 @@
  */
 #include "rt_blas.h"
 
-#include <string.h>
-
-uint32_t rt_gemm_variant(const pgk_desc *d, uint32_t P, uint32_t Q)
-{
-    int vi = pgk_knob_index(d, "variant");
-    if (vi < 0)
-        return 0;
-    /* Variant 0 of the fp32 kernels is the seed's 16×16 tiles; other GEMMs
-     * (the f16 one) number their variants otherwise. */
-    bool fp32 = strncmp(d->name, "gemm_backward_", 14) == 0;
-    if (fp32 && (P < RT_GEMM_SMALL_SIDE || Q < RT_GEMM_SMALL_SIDE))
-        return 0;
-    return d->knobs[vi].def;
-}
-
 typedef struct operand {
     const char *name;
     const pgrt_buf *buf;
@@ -85,9 +70,8 @@ static int check_operands(const char *fn, pgrt_ctx *ctx, pgrt_stream *s, const p
 }
 
 /* The PTX path: the kernel for the dispatch's variant, launched on s. */
-static int launch_ptx(pgrt_ctx *ctx, pgrt_stream *s, const pgk_desc *d, uint32_t P, uint32_t Q,
-                      const uint32_t dims[3], const pgrt_buf *b0, const pgrt_buf *b1,
-                      pgrt_buf *out)
+static int launch_ptx(pgrt_ctx *ctx, pgrt_stream *s, const pgk_desc *d, const uint32_t dims[3],
+                      const pgrt_buf *b0, const pgrt_buf *b1, pgrt_buf *out)
 {
     pgk_knobs kn;
     pgk_knobs_default(d, &kn);
@@ -98,9 +82,7 @@ static int launch_ptx(pgrt_ctx *ctx, pgrt_stream *s, const pgk_desc *d, uint32_t
             return rt_fail(PGRT_EKERNEL, "%s has no knob %s", d->name, dim_names[i]);
         kn.v[ki] = dims[i];
     }
-    int vi = pgk_knob_index(d, "variant");
-    if (vi >= 0)
-        kn.v[vi] = rt_gemm_variant(d, P, Q);
+    pgk_pick(d, &kn); /* the tile variant for this shape */
     pgrt_kernel *k;
     int rc = rt_kernel_get(ctx, d, &kn, rt_stream_cu(s), &k);
     if (rc)
@@ -149,7 +131,7 @@ int pgrt_gemm_backward_a(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf *grad_c, 
                            grad_c->ptr, (int)n, accumulate ? 1.0f : 0.0f, grad_a->ptr, (int)k,
                            accumulate ? "gemm_backward_a, accumulate" : "gemm_backward_a");
     } else {
-        rc = launch_ptx(ctx, s, d, m, k, dims, grad_c, b, grad_a);
+        rc = launch_ptx(ctx, s, d, dims, grad_c, b, grad_a);
     }
     if (rc == 0 && path)
         *path = use ? PGRT_GEMM_CUBLAS : PGRT_GEMM_PTX;
@@ -181,7 +163,7 @@ int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf *a, const
         rc = rt_blas_sgemm(ctx, s, false, true, (int)n, (int)k, (int)m, grad_c->ptr, (int)n,
                            a->ptr, (int)k, 0.0f, grad_b->ptr, (int)n, "gemm_backward_b");
     } else {
-        rc = launch_ptx(ctx, s, d, k, n, dims, a, grad_c, grad_b);
+        rc = launch_ptx(ctx, s, d, dims, a, grad_c, grad_b);
     }
     if (rc == 0 && path)
         *path = use ? PGRT_GEMM_CUBLAS : PGRT_GEMM_PTX;

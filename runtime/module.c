@@ -103,47 +103,25 @@ int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodul
 /* ---------------------------------------------------------------- cache keys */
 
 /* Which knobs the descriptor bakes, as a bit mask over its knob indices. */
-static int baked_mask(const pgk_desc *d, uint32_t *mask)
+static uint32_t baked_mask(const pgk_desc *d)
 {
-    *mask = 0;
-    if (!d->baked || !*d->baked)
-        return 0;
-    const char *p = d->baked;
-    while (*p) {
-        while (*p == ',' || *p == ' ')
-            p++;
-        size_t n = strcspn(p, ", ");
-        if (n == 0)
-            break;
-        char name[64];
-        if (n >= sizeof name)
-            return rt_fail(PGRT_EKERNEL, "%s: baked knob list \"%s\" is malformed", d->name,
-                           d->baked);
-        memcpy(name, p, n);
-        name[n] = '\0';
-        int k = pgk_knob_index(d, name);
-        if (k < 0 || k >= PGK_MAX_KNOBS)
-            return rt_fail(PGRT_EKERNEL, "%s bakes knob \"%s\", which it does not have", d->name,
-                           name);
-        *mask |= 1u << k;
-        p += n;
-    }
-    return 0;
+    uint32_t mask = 0;
+    for (size_t k = 0; k < d->nknobs; k++)
+        if (d->knobs[k].baked)
+            mask |= 1u << k;
+    return mask;
 }
 
-static char *make_key(const pgk_desc *d, pg_target t, uint32_t mask, const pgk_knobs *kn)
+/* The key pgk_cache_key() gives, malloc'd; NULL when out of memory. */
+static char *make_key(const pgk_desc *d, pg_target t, const pgk_knobs *kn)
 {
     char buf[512];
-    int n = snprintf(buf, sizeof buf, "%s@%s", d->name, pg_target_name(t));
-    for (size_t k = 0; k < d->nknobs && k < PGK_MAX_KNOBS && n > 0 && (size_t)n < sizeof buf; k++)
-        if (mask & (1u << k))
-            n += snprintf(buf + n, sizeof buf - (size_t)n, ",%s=%u", d->knobs[k].name, kn->v[k]);
-    if (n < 0 || (size_t)n >= sizeof buf)
+    int n = pgk_cache_key(d, t, kn, buf, sizeof buf);
+    if (n < 0)
         return NULL;
-    size_t len = (size_t)n + 1;
-    char *key = malloc(len);
+    char *key = malloc((size_t)n + 1);
     if (key)
-        memcpy(key, buf, len);
+        memcpy(key, buf, (size_t)n + 1);
     return key;
 }
 
@@ -224,6 +202,9 @@ int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstrea
         return rt_fail(PGRT_EINVAL, "pgrt_kernel_get: %s is NULL",
                        !ctx ? "ctx" : !d ? "descriptor" : "out");
     *out = NULL;
+    char bad[256];
+    if (pgk_desc_check(d, bad, sizeof bad))
+        return rt_fail(PGRT_EINVAL, "pgrt_kernel_get: %s", bad);
     pgk_knobs defaults;
     if (!kn) {
         pgk_knobs_default(d, &defaults);
@@ -232,11 +213,9 @@ int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstrea
     if (!pgk_supports(d, ctx->info.target))
         return rt_fail(PGRT_ETARGET, "%s does not support %s (its lowest target is %s)", d->name,
                        pg_target_name(ctx->info.target), pg_target_name(d->min_target));
-    uint32_t mask;
-    int rc = baked_mask(d, &mask);
-    if (rc)
-        return rc;
-    char *key = make_key(d, ctx->info.target, mask, kn);
+    uint32_t mask = baked_mask(d);
+    int rc;
+    char *key = make_key(d, ctx->info.target, kn);
     if (!key)
         return rt_fail(PGRT_ENOMEM, "%s: cache key: out of memory", d->name);
 

@@ -11,7 +11,7 @@
  * cache key. Dimensions are run-time parameters of every kernel, so the
  * keys hardly depend on the shape: a kernel is one module whatever the
  * sizes, and only the GEMMs, whose tile variant is baked, add one module a
- * variant the dispatch picks (rt_gemm_variant).
+ * variant the dispatch picks (pgk_pick).
  */
 #include "rt_blas.h"
 
@@ -44,24 +44,6 @@ typedef struct plan {
     uint64_t clip_partials; /* sum of squared_sum_reduce blocks over the trainable tensors */
 } plan;
 
-/* "gemm_backward_a@sm_90,variant=1": the cache's key (module.c) for the
- * kernel, target and the knobs the kernel bakes. */
-static void make_key(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char *key, size_t len)
-{
-    int n = snprintf(key, len, "%s@%s", d->name, pg_target_name(t));
-    const char *p = d->baked ? d->baked : "";
-    while (*p && n > 0 && (size_t)n < len) {
-        p += strspn(p, ", ");
-        size_t w = strcspn(p, ", ");
-        if (w == 0)
-            break;
-        for (size_t i = 0; i < d->nknobs && i < PGK_MAX_KNOBS; i++)
-            if (strlen(d->knobs[i].name) == w && strncmp(d->knobs[i].name, p, w) == 0)
-                n += snprintf(key + n, len - (size_t)n, ",%s=%u", d->knobs[i].name, kn->v[i]);
-        p += w;
-    }
-}
-
 /* One launch of the step: kernel `name` with these knob values. `what`
  * says where in the step it is. */
 static int add(plan *p, const char *name, const char *what, const knob_value *kv, size_t nkv)
@@ -88,12 +70,14 @@ static int add(plan *p, const char *name, const char *what, const knob_value *kv
                            k->min, k->max, name, k->name, what);
         kn.v[ki] = (uint32_t)v;
     }
+    pgk_pick(d, &kn); /* the baked knobs the dispatch would choose (a GEMM's variant) */
     pgk_launch cfg;
     char err[256] = "";
     if (pgk_launch_for(d, &kn, &cfg, err, sizeof err) != 0)
         return rt_fail(PGRT_ERANGE, "pgrt_prewarm_model: %s: %s", what, err);
     char key[PGRT_PREWARM_KEY_MAX];
-    make_key(d, p->target, &kn, key, sizeof key);
+    if (pgk_cache_key(d, p->target, &kn, key, sizeof key) < 0)
+        return rt_fail(PGRT_EKERNEL, "pgrt_prewarm_model: %s: the cache key does not fit", name);
     for (size_t i = 0; i < p->n; i++)
         if (strcmp(p->e[i].key, key) == 0)
             return 0;
@@ -115,26 +99,14 @@ static dim mul(dim a, dim b, char *buf, size_t len)
 typedef enum gemm_op { OP_A, OP_A_ACC, OP_B, OP_F16_A, OP_FORWARD } gemm_op;
 
 /* A GEMM of the step, forward C[m,n] = A[m,k]·B[k,n] in the names of
- * DESIGN §3, with the variant the dispatch would pick for it. */
+ * DESIGN §3 (add() picks the variant the dispatch would). */
 static int add_gemm(plan *p, gemm_op op, dim m, dim n, dim k, const char *what)
 {
     static const char *const names[] = {"gemm_backward_a", "gemm_backward_a_accumulate",
                                         "gemm_backward_b", "gemm_f16_backward_a",
                                         "gemm_forward"};
-    knob_value kv[4] = {{"m", m}, {"n", n}, {"k", k}, {"variant", {0, "variant"}}};
-    size_t nkv = 3;
-    const pgk_desc *d = pgk_find(names[op]);
-    if (d && pgk_knob_index(d, "variant") >= 0) {
-        /* The output is P×Q: grad_A is m×k, grad_B k×n. Sizes beyond u32
-         * fail the range check of their own knob first. */
-        uint32_t P = (uint32_t)(op == OP_B ? k.v : m.v);
-        uint32_t Q = (uint32_t)(op == OP_B ? n.v : k.v);
-        if (m.v <= UINT32_MAX && n.v <= UINT32_MAX && k.v <= UINT32_MAX) {
-            kv[3].value.v = rt_gemm_variant(d, P, Q);
-            nkv = 4;
-        }
-    }
-    return add(p, names[op], what, kv, nkv);
+    knob_value kv[3] = {{"m", m}, {"n", n}, {"k", k}};
+    return add(p, names[op], what, kv, 3);
 }
 
 static int add_n(plan *p, const char *name, dim n, const char *what)

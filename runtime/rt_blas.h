@@ -1,24 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to runtime/: the per-context cuBLAS state (cublas.c) as the GEMM
- * dispatch (gemm.c) and the model pre-warm (prewarm.c) use it, and the PTX
- * variant the dispatch picks for a shape.
+ * dispatch (gemm.c) and the model pre-warm (prewarm.c) use it.
  */
 #ifndef PTXGEN_RT_BLAS_H
 #define PTXGEN_RT_BLAS_H
 
 #include "rt_internal.h"
-
-/* Outputs with fewer rows or columns than this run the seed's 16×16 tiles
- * (variant 0): the register-blocked tiles would leave most of a 64- or
- * 128-wide tile empty and the grid a handful of blocks. */
-#define RT_GEMM_SMALL_SIDE 64u
-
-/* The value of d's "variant" knob the dispatch uses for a P×Q output
- * (P rows, Q columns): for the fp32 backward kernels 0 (the seed's tiles)
- * when a side is small, else the descriptor's default; 0 when d has no
- * such knob. Pure. */
-uint32_t rt_gemm_variant(const pgk_desc *d, uint32_t P, uint32_t Q);
 
 /* Whether the GEMMs of ctx go to cuBLAS now: the switch is on, and the
  * library is loaded with a handle, loading it first if that was never

@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Indices into the hyper buffer (kernels/forward.c, adamw_hyper_advance). */
-enum { H_LR, H_BETA1, H_BETA2, H_EPS, H_WD, H_BC1, H_BC2, H_POW1, H_POW2, H_STEP, H_COUNT };
 
 typedef struct tensor_slot {
     pgrt_buf *param, *grad; /* borrowed */
@@ -214,11 +212,16 @@ int pgrt_train_create(pgrt_ctx *ctx, const pgrt_train_params *p, pgrt_train **ou
         rc = rt_fail(PGRT_EKERNEL, "adamw_hyper_advance: %s", err);
         goto fail;
     }
-    const float h[H_COUNT] = {p->lr, p->beta1, p->beta2, p->eps, p->weight_decay,
-                              1.0f,  1.0f,     1.0f,     1.0f,   0.0f};
+    const float h[PGK_HYPER_COUNT] = {
+        [PGK_HYPER_LR] = p->lr,         [PGK_HYPER_BETA1] = p->beta1,
+        [PGK_HYPER_BETA2] = p->beta2,   [PGK_HYPER_EPS] = p->eps,
+        [PGK_HYPER_WD] = p->weight_decay, [PGK_HYPER_BC1] = 1.0f,
+        [PGK_HYPER_BC2] = 1.0f,         [PGK_HYPER_BETA1_POW] = 1.0f,
+        [PGK_HYPER_BETA2_POW] = 1.0f,   [PGK_HYPER_STEP] = 0.0f,
+    };
     if ((rc = pgrt_kernel_get(ctx, d_adv, NULL, &t->k_advance)) ||
-        (rc = pgrt_buf_alloc(ctx, PG_F32, H_COUNT, &t->hyper)) ||
-        (rc = pgrt_buf_upload(t->hyper, 0, h, H_COUNT)))
+        (rc = pgrt_buf_alloc(ctx, PG_F32, PGK_HYPER_COUNT, &t->hyper)) ||
+        (rc = pgrt_buf_upload(t->hyper, 0, h, PGK_HYPER_COUNT)))
         goto fail;
     /* The memsets and uploads above ran on the legacy stream, which a
      * non-blocking stream does not wait for: finish them here. */
@@ -418,7 +421,7 @@ int pgrt_train_set_lr(pgrt_train *t, pgrt_stream *s, float lr)
      * slot may change again at the next call; it lives as long as the
      * pipeline all the same. */
     t->lr_host = lr;
-    return pgrt_buf_upload_async(t->hyper, H_LR, &t->lr_host, 1, s);
+    return pgrt_buf_upload_async(t->hyper, PGK_HYPER_LR, &t->lr_host, 1, s);
 }
 
 void pgrt_train_invalidate(pgrt_train *t)

@@ -437,45 +437,28 @@ static int check_support(const pgk_desc *d, pg_target t, FILE *err)
  * builder's own message), unless it says the target or the knobs were
  * refused: those are input problems, status 2. */
 static int emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, size_t *len,
-                FILE *err)
+                unsigned *isa, FILE *err)
 {
     char msg[512] = "";
-    int e = pgk_emit(d, t, kn, ptx, len, msg, sizeof msg);
+    pgk_ptx px;
+    int e = pgk_emit_ptx(d, t, kn, &px, msg, sizeof msg);
+    *ptx = px.text;
+    *len = px.len;
+    *isa = px.isa;
     if (e == 0)
         return DUMP_EXIT_OK;
-    *ptx = NULL;
     return fail(err, e == PG_ETARGET || e == PG_ERANGE ? DUMP_EXIT_USAGE : DUMP_EXIT_FAIL,
                 "cannot emit %s for %s: %s", d->name, pg_target_name(t),
                 msg[0] ? one_line(msg) : pg_strerror(e));
 }
 
-/* The ".version X.Y" the PTX really declares: an instruction may have
- * raised it above the target's minimum. */
-static void ptx_version(const char *ptx, pg_target t, char *buf, size_t n)
-{
-    for (const char *line = ptx; line && *line;) {
-        if (strncmp(line, ".version ", 9) == 0) {
-            const char *v = line + 9;
-            size_t k = strspn(v, "0123456789.");
-            if (k > 0 && k < n) {
-                memcpy(buf, v, k);
-                buf[k] = '\0';
-                return;
-            }
-            break;
-        }
-        line = strchr(line, '\n');
-        if (line)
-            line++;
-    }
-    isa_text(pg_target_min_isa(t), buf, n);
-}
-
-static void info_json(sbuf *b, const pgk_desc *d, pg_target t, const char *ptx,
+/* isa: the PTX ISA the text declares (pgk_emit_ptx), which an instruction
+ * may have raised above the target's minimum. */
+static void info_json(sbuf *b, const pgk_desc *d, pg_target t, unsigned ptx_isa,
                       const pgk_knobs *kn, const pgk_launch *l)
 {
     char isa[16];
-    ptx_version(ptx, t, isa, sizeof isa);
+    isa_text(ptx_isa, isa, sizeof isa);
 
     sb_puts(b, "{\"kernel\": ");
     sb_json_str(b, d->name);
@@ -507,24 +490,15 @@ static void info_json(sbuf *b, const pgk_desc *d, pg_target t, const char *ptx,
         sb_putu(b, kn->v[i]);
     }
 
-    /* Names in `baked` are comma-separated, maybe with spaces. */
     sb_puts(b, "}, \"baked\": [");
     bool first = true;
-    for (const char *p = d->baked; p && *p;) {
-        p += strspn(p, ", \t");
-        size_t n = strcspn(p, ", \t");
-        if (n) {
-            char name[128];
-            if (n >= sizeof name)
-                n = sizeof name - 1;
-            memcpy(name, p, n);
-            name[n] = '\0';
-            if (!first)
-                sb_puts(b, ", ");
-            sb_json_str(b, name);
-            first = false;
-        }
-        p += strcspn(p, ",");
+    for (size_t i = 0; i < d->nknobs && i < PGK_MAX_KNOBS; i++) {
+        if (!d->knobs[i].baked)
+            continue;
+        if (!first)
+            sb_puts(b, ", ");
+        sb_json_str(b, d->knobs[i].name);
+        first = false;
     }
 
     sb_puts(b, "], \"launch\": {\"grid\": [");
@@ -583,7 +557,8 @@ static int do_kernel(const opts *o, FILE *out, FILE *err)
 
     char *ptx = NULL;
     size_t len = 0;
-    rc = emit(d, t, &kn, &ptx, &len, err);
+    unsigned isa = 0;
+    rc = emit(d, t, &kn, &ptx, &len, &isa, err);
     if (rc)
         return rc;
 
@@ -591,7 +566,7 @@ static int do_kernel(const opts *o, FILE *out, FILE *err)
     const char *text = ptx;
     size_t text_len = len;
     if (o->info) {
-        info_json(&info, d, t, ptx, &kn, &l);
+        info_json(&info, d, t, isa, &kn, &l);
         if (info.oom) {
             pgk_free(ptx);
             free(info.p);
@@ -669,7 +644,8 @@ static int do_all(const opts *o, FILE *err)
         pgk_knobs_default(d, &kn);
         char *ptx = NULL;
         size_t len = 0;
-        rc = emit(d, t, &kn, &ptx, &len, err);
+        unsigned isa = 0;
+        rc = emit(d, t, &kn, &ptx, &len, &isa, err);
         if (rc)
             return rc;
 

@@ -15,6 +15,7 @@
 #include "test.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -90,7 +91,7 @@ static const knob_case knob_cases[] = {
     {"gemm_backward_a", "variants", "1", PG_ENOTFOUND, "(knobs: m, n, k, variant)"},
     /* zero */
     {"gradient_clip", "n", "0", PG_ERANGE, "knob n=0 is out of range [1, 4294967295]"},
-    {"gemm_backward_a", "m", "0", PG_ERANGE, "knob m=0 is out of range [1, 16777216]"},
+    {"gemm_backward_a", "m", "0", PG_ERANGE, "knob m=0 is out of range [1, 1048560]"},
     {"batched_softmax_backward", "row_size", "0x0", PG_ERANGE,
      "knob row_size=0x0 is out of range [1, 2147483647]"},
     /* negative */
@@ -102,7 +103,8 @@ static const knob_case knob_cases[] = {
     {"gradient_clip", "n", "0x100000000", PG_ERANGE, "knob n=0x100000000 is out of range"},
     {"gradient_clip", "n", "18446744073709551616", PG_ERANGE, "out of range [1, 4294967295]"},
     {"gradient_clip", "n", "99999999999999999999999999", PG_ERANGE, "out of range"},
-    {"gemm_backward_a", "m", "16777217", PG_ERANGE, "knob m=16777217 is out of range [1, 16777216]"},
+    {"gemm_backward_a", "m", "1048561", PG_ERANGE, "knob m=1048561 is out of range [1, 1048560]"},
+    {"gemm_backward_a", "k", "16777217", PG_ERANGE, "knob k=16777217 is out of range [1, 16777216]"},
     {"gemm_backward_a", "variant", "4", PG_ERANGE, "knob variant=4 is out of range [0, 3]"},
     {"batched_rms_norm_backward", "num_rows", "2147483648", PG_ERANGE,
      "out of range [1, 2147483647]"},
@@ -302,14 +304,29 @@ static void test_gemm_products(void)
     char err[256] = "";
     pgk_launch l;
 
-    /* 2^24 x 2^24: m alone needs 131072 row blocks of 128 (variant 1). */
+    /* The output's rows go on grid y, which stops at 65535 blocks: m (the
+     * rows of grad_A) is advertised up to 65535 tiles of 16, the seed's,
+     * and every value in range launches with every variant. Before, m took
+     * up to 2^24 and the launch failed past 65535 tiles. */
     pgk_knobs_default(d, &kn);
-    REQUIRE_INT_EQ(pgk_knob_set(d, &kn, "m", "16777216", err, sizeof err), 0);
-    REQUIRE_INT_EQ(pgk_knob_set(d, &kn, "k", "16777216", err, sizeof err), 0);
-    memset(&l, 0xab, sizeof l);
+    REQUIRE_INT_EQ(d->knobs[mi].max, 65535u * 16u);
+    REQUIRE_INT_EQ(pgk_knob_set(d, &kn, "m", "16777216", err, sizeof err), PG_ERANGE);
+    REQUIRE_STR_EQ(err, "knob m=16777216 is out of range [1, 1048560]");
+    kn.v[mi] = 65535u * 16u;
+    kn.v[ki] = 16777216;
+    kn.v[ni] = 16777216;
+    for (uint32_t v = 0; v < 4; v++) {
+        kn.v[vi] = v;
+        memset(&l, 0xab, sizeof l);
+        REQUIRE_INT_EQ(pgk_launch_for(d, &kn, &l, err, sizeof err), 0);
+        REQUIRE(l.grid[1] <= 65535);
+        REQUIRE(l.grid[1] == 65535 || v > 0);
+        REQUIRE_INT_EQ(l.grid[2], 1);
+    }
+    /* A hand-filled value past the range is refused by name. */
+    kn.v[mi] = 65535u * 16u + 1;
     REQUIRE_INT_EQ(pgk_launch_for(d, &kn, &l, err, sizeof err), PG_ERANGE);
-    REQUIRE_STR_EQ(err, "gemm_backward_a: the knobs give a launch the GPU cannot run "
-                        "(value out of range)");
+    REQUIRE_STR_EQ(err, "gemm_backward_a: knob m=1048561 is out of range [1, 1048560]");
 
     /* 65536 x 65536 = 2^32 outputs (16 GiB of f32, an H100 holds it): the
      * grid is exact, computed without wrapping. */
@@ -321,21 +338,6 @@ static void test_gemm_products(void)
     REQUIRE_INT_EQ(l.grid[0], 65536 / 64);
     REQUIRE_INT_EQ(l.grid[1], 65536 / 128);
     REQUIRE_INT_EQ(l.grid[2], 1);
-    /* The most rows a launch takes: 65535 blocks of 128. */
-    kn.v[mi] = 65535u * 128u;
-    kn.v[ki] = 16777216;
-    REQUIRE_INT_EQ(pgk_launch_for(d, &kn, &l, err, sizeof err), 0);
-    REQUIRE_INT_EQ(l.grid[1], 65535);
-    REQUIRE_INT_EQ(l.grid[0], 16777216 / 64);
-    kn.v[mi] = 65535u * 128u + 1;
-    REQUIRE_INT_EQ(pgk_launch_for(d, &kn, &l, err, sizeof err), PG_ERANGE);
-
-    /* Variant 0 (16 x 16 tiles) runs out of row blocks much sooner. */
-    kn.v[vi] = 0;
-    kn.v[mi] = 65535u * 16u;
-    REQUIRE_INT_EQ(pgk_launch_for(d, &kn, &l, err, sizeof err), 0);
-    kn.v[mi] = 65535u * 16u + 1;
-    REQUIRE_INT_EQ(pgk_launch_for(d, &kn, &l, err, sizeof err), PG_ERANGE);
 
     /* Row * leading dimension is a 64-bit product in every GEMM. */
     static const char *const all[] = {"gemm_backward_a", "gemm_backward_a_accumulate",
@@ -662,6 +664,159 @@ static void test_nulls(void)
     }
 }
 
+/* Every value a knob advertises launches: each knob at its max with the
+ * others at their defaults, and all of them at their max at once. The
+ * one combination of in-range values a launch refuses is documented in the
+ * knob's help: a multi-tensor table cannot have more entries (nbufs) than
+ * blocks. */
+static void test_advertised_ranges(void)
+{
+    for (size_t i = 0; i < pgk_count(); i++) {
+        const pgk_desc *d = pgk_at(i);
+        pgk_knobs all;
+        pgk_knobs_default(d, &all);
+        for (size_t k = 0; k < d->nknobs; k++) {
+            all.v[k] = d->knobs[k].max;
+            if (!strcmp(d->knobs[k].name, "nbufs"))
+                continue;
+            pgk_knobs kn;
+            pgk_knobs_default(d, &kn);
+            kn.v[k] = d->knobs[k].max;
+            pgk_launch l;
+            char err[256] = "";
+            int rc = pgk_launch_for(d, &kn, &l, err, sizeof err);
+            if (rc)
+                fprintf(stderr, "%s with %s = %u: %s\n", d->name, d->knobs[k].name,
+                        d->knobs[k].max, err);
+            REQUIRE_INT_EQ(rc, 0);
+            REQUIRE(l.grid[1] <= 65535 && l.grid[2] <= 65535 && l.grid[0] <= INT32_MAX);
+        }
+        pgk_launch l;
+        char err[256] = "";
+        int rc = pgk_launch_for(d, &all, &l, err, sizeof err);
+        if (rc)
+            fprintf(stderr, "%s with every knob at its max: %s\n", d->name, err);
+        REQUIRE_INT_EQ(rc, 0);
+    }
+}
+
+/* Descriptors made by a caller are checked, never trusted: too many knobs
+ * (pgk_knobs holds PGK_MAX_KNOBS), too many params, missing functions. */
+static int fake_build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d, (void)p, (void)kn;
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int fake_launch(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    (void)d, (void)kn;
+    *out = (pgk_launch){{1, 1, 1}, {1, 1, 1}, 0};
+    return 0;
+}
+
+static void test_custom_descriptors(void)
+{
+    static const pgk_knob knobs[PGK_MAX_KNOBS + 1] = {
+        {"k0", 1, 0, 9, "", false}, {"k1", 1, 0, 9, "", false}, {"k2", 1, 0, 9, "", false},
+        {"k3", 1, 0, 9, "", false}, {"k4", 1, 0, 9, "", false}, {"k5", 1, 0, 9, "", false},
+        {"k6", 1, 0, 9, "", false}, {"k7", 1, 0, 9, "", false}, {"k8", 1, 0, 9, "", false},
+    };
+    static const pgk_param params[PGK_MAX_PARAMS + 1] = {
+        {"p0", PG_U32, false},  {"p1", PG_U32, false},  {"p2", PG_U32, false},
+        {"p3", PG_U32, false},  {"p4", PG_U32, false},  {"p5", PG_U32, false},
+        {"p6", PG_U32, false},  {"p7", PG_U32, false},  {"p8", PG_U32, false},
+        {"p9", PG_U32, false},  {"p10", PG_U32, false}, {"p11", PG_U32, false},
+        {"p12", PG_U32, false}, {"p13", PG_U32, false}, {"p14", PG_U32, false},
+        {"p15", PG_U32, false}, {"p16", PG_U32, false},
+    };
+    const pgk_desc good = {
+        .name = "custom",
+        .summary = "a caller's kernel",
+        .params = params,
+        .nparams = PGK_MAX_PARAMS,
+        .knobs = knobs,
+        .nknobs = PGK_MAX_KNOBS,
+        .min_target = PG_SM_70,
+        .build = fake_build,
+        .launch = fake_launch,
+    };
+    char err[256] = "";
+    pgk_ptx px;
+    pgk_launch l;
+    pgk_knobs kn;
+    /* The limits themselves are fine. */
+    REQUIRE_INT_EQ(pgk_desc_check(&good, err, sizeof err), 0);
+    REQUIRE_INT_EQ(pgk_knobs_default(&good, &kn), 0);
+    REQUIRE_INT_EQ(pgk_emit_ptx(&good, PG_SM_90, &kn, &px, err, sizeof err), 0);
+    REQUIRE_CONTAINS(px.text, "p15");
+    pgk_free(px.text);
+    REQUIRE_INT_EQ(pgk_launch_for(&good, &kn, &l, err, sizeof err), 0);
+
+    struct {
+        pgk_desc d;
+        const char *words;
+    } bad[] = {
+        {good, "custom has 9 knobs; at most 8 are supported"},
+        {good, "custom has 17 params; at most 16 are supported"},
+        {good, "custom has no build function"},
+        {good, "custom has no launch function"},
+        {good, "custom has nparams > 0 but params is NULL"},
+        {good, "custom has nknobs > 0 but knobs is NULL"},
+        {good, "kernel descriptor has no name"},
+    };
+    bad[0].d.nknobs = PGK_MAX_KNOBS + 1;
+    bad[1].d.nparams = PGK_MAX_PARAMS + 1;
+    bad[2].d.build = NULL;
+    bad[3].d.launch = NULL;
+    bad[4].d.params = NULL;
+    bad[5].d.knobs = NULL;
+    bad[6].d.name = NULL;
+    for (size_t i = 0; i < COUNTOF(bad); i++) {
+        const pgk_desc *d = &bad[i].d;
+        err[0] = '\0';
+        REQUIRE_INT_EQ(pgk_desc_check(d, err, sizeof err), PG_EINVAL);
+        REQUIRE_CONTAINS(err, bad[i].words);
+        err[0] = '\0';
+        memset(&px, 0xab, sizeof px);
+        REQUIRE_INT_EQ(pgk_emit_ptx(d, PG_SM_90, NULL, &px, err, sizeof err), PG_EINVAL);
+        REQUIRE_CONTAINS(err, bad[i].words);
+        REQUIRE(px.text == NULL && px.len == 0);
+        char *ptx = (char *)1;
+        REQUIRE_INT_EQ(pgk_emit(d, PG_SM_90, NULL, &ptx, NULL, err, sizeof err), PG_EINVAL);
+        REQUIRE(ptx == NULL);
+        err[0] = '\0';
+        REQUIRE_INT_EQ(pgk_launch_for(d, NULL, &l, err, sizeof err), PG_EINVAL);
+        REQUIRE_CONTAINS(err, bad[i].words);
+    }
+    /* The knob functions use the name and the knob table only: those are
+     * refused there (pgk_knobs would overflow), the rest still works. */
+    for (size_t i = 0; i < COUNTOF(bad); i++) {
+        const pgk_desc *d = &bad[i].d;
+        bool table = i == 0 || i == 5 || i == 6;
+        memset(&kn, 0xab, sizeof kn);
+        REQUIRE_INT_EQ(pgk_knobs_default(d, &kn), table ? PG_EINVAL : 0);
+        REQUIRE_INT_EQ(kn.v[PGK_MAX_KNOBS - 1], table ? 0 : 1);
+        err[0] = '\0';
+        REQUIRE_INT_EQ(pgk_knob_set(d, &kn, "k0", "2", err, sizeof err), table ? PG_EINVAL : 0);
+        if (table)
+            REQUIRE_CONTAINS(err, bad[i].words);
+        REQUIRE_INT_EQ(pgk_knob_index(d, "k0"), table ? -1 : 0);
+        REQUIRE(pgk_supports(d, PG_SM_90) == !table);
+        char key[64];
+        REQUIRE_INT_EQ(pgk_cache_key(d, PG_SM_90, &kn, key, sizeof key) < 0, table);
+    }
+    /* A default outside its own range. */
+    pgk_knob off[1] = {{"n", 0, 1, 9, "", false}};
+    pgk_desc d = good;
+    d.knobs = off;
+    d.nknobs = 1;
+    REQUIRE_INT_EQ(pgk_knobs_default(&d, &kn), PG_EINVAL);
+    REQUIRE_INT_EQ(pgk_desc_check(&d, err, sizeof err), PG_EINVAL);
+    REQUIRE_CONTAINS(err, "custom: knob n has default 0 outside its range [1, 9]");
+}
+
 int main(void)
 {
     test_unknown_names();
@@ -669,6 +824,8 @@ int main(void)
     test_raw_knobs();
     test_u32_sizes();
     test_gemm_products();
+    test_advertised_ranges();
+    test_custom_descriptors();
     test_nulls();
     TEST_DONE();
 }

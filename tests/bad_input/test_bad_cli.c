@@ -142,13 +142,16 @@ static const cli_case cases[] = {
     {A("gradient_clip", "--set", "n="), "knob n: '' is not a non-negative integer"},
     {A("gradient_clip", "--set", "n"), "--set 'n': 'n' is not KNOB=VALUE"},
     {A("gradient_clip", "--set", "=5"), "'=5' is not KNOB=VALUE"},
-    {A("gemm_backward_a", "--set", "m=16777217"), "knob m=16777217 is out of range [1, 16777216]"},
+    {A("gemm_backward_a", "--set", "m=1048561"), "knob m=1048561 is out of range [1, 1048560]"},
+    {A("gemm_backward_a", "--set", "k=16777217"), "knob k=16777217 is out of range [1, 16777216]"},
     {A("gemm_backward_a", "--set", "variant=4"), "knob variant=4 is out of range [0, 3]"},
-    /* dims within range whose product the GPU cannot launch */
-    {A("gemm_backward_a", "--set", "m=16777216", "--set", "k=16777216"),
-     "gemm_backward_a: no launch for these knobs: gemm_backward_a: the knobs give a launch the "
-     "GPU cannot run (value out of range)"},
-    {A("gemm_backward_a", "--info", "--set", "m=8388481"), "no launch for these knobs"},
+    /* the largest dims a GEMM advertises launch; one more row is refused by name */
+    {A("gemm_backward_a", "--info", "--set", "m=1048561"), "knob m=1048561 is out of range"},
+    {A("transpose", "--set", "rows=2097121"), "knob rows=2097121 is out of range [1, 2097120]"},
+    /* knobs each in range that do not fit together */
+    {A("squared_sum_reduce_multi", "--set", "nbufs=300"),
+     "squared_sum_reduce_multi: no launch for these knobs: squared_sum_reduce_multi: the knobs "
+     "give a launch the GPU cannot run (value out of range)"},
     /* a kernel that does not support the target */
     {A("gemm_f16_backward_a", "--target", "sm_75"),
      "kernel 'gemm_f16_backward_a' does not support sm_75 (lowest target: sm_80)"},

@@ -172,8 +172,9 @@ static void test_events(pgrt_ctx *ctx)
 
 /* A kernel that bakes its knob into the PTX (as a comment: enough to make
  * the text differ), for the cache's keying. */
-static int baked_build(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
+static int baked_build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    (void)d;
     char text[64];
     snprintf(text, sizeof text, "baked width %u", knobs[0]);
     pg_comment(k, text);
@@ -182,13 +183,14 @@ static int baked_build(pg_kernel *k, const pg_param *p, const uint32_t *knobs)
     pg_ret(k);
     return pg_kernel_error(k);
 }
-static int baked_launch(const uint32_t *knobs, pgk_launch *out)
+static int baked_launch(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
+    (void)d;
     *out = (pgk_launch){{1, 1, 1}, {knobs[0], 1, 1}, 0};
     return 0;
 }
 static const pgk_param baked_params[] = {{"x", PG_U64, true}};
-static const pgk_knob baked_knobs[] = {{"width", 32, 32, 1024, "threads"}};
+static const pgk_knob baked_knobs[] = {{"width", 32, 32, 1024, "threads", true}};
 static const pgk_desc baked = {
     .name = "baked_test",
     .summary = "a kernel that bakes a knob",
@@ -197,7 +199,6 @@ static const pgk_desc baked = {
     .knobs = baked_knobs,
     .nknobs = 1,
     .min_target = PG_SM_70,
-    .baked = "width",
     .build = baked_build,
     .launch = baked_launch,
 };
@@ -276,12 +277,17 @@ static void test_cache(pgrt_ctx *ctx)
     high.min_target = PG_SM_100;
     REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &high, NULL, &k1), PGRT_ETARGET);
     REQUIRE_CONTAINS(pgrt_last_message(), "high_test does not support sm_90");
-    /* A descriptor baking a knob it does not have. */
+    /* Descriptors the catalog would refuse are refused here too. */
     pgk_desc wrong = baked;
     wrong.name = "wrong_test";
-    wrong.baked = "width,depth";
-    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &wrong, NULL, &k1), PGRT_EKERNEL);
-    REQUIRE_CONTAINS(pgrt_last_message(), "\"depth\"");
+    wrong.nknobs = PGK_MAX_KNOBS + 1;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &wrong, NULL, &k1), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "wrong_test has 9 knobs; at most 8");
+    wrong = baked;
+    wrong.name = "wrong_test";
+    wrong.build = NULL;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &wrong, NULL, &k1), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "wrong_test has no build function");
 }
 
 typedef struct getter {

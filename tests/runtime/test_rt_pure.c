@@ -185,9 +185,10 @@ static const pgk_param mix_params[] = {
     {"alpha", PG_F32, false},
     {"seed", PG_U64, false},
 };
-static const pgk_knob mix_knobs[] = {{"n", 4096, 1, 1u << 30, "elements"}};
-static int mix_launch(const uint32_t *knobs, pgk_launch *out)
+static const pgk_knob mix_knobs[] = {{"n", 4096, 1, 1u << 30, "elements", false}};
+static int mix_launch(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
+    (void)d;
     *out = (pgk_launch){{(knobs[0] + 255) / 256, 1, 1}, {256, 1, 1}, 0};
     return 0;
 }

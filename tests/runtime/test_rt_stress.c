@@ -137,10 +137,21 @@ static int launch_one(worker *w, pgrt_stream *s, const thread_bufs *b, uint32_t 
     return rc;
 }
 
+/* The knob d bakes, or -1 (none); -2 for more than one, which this test
+ * cannot vary. */
+static int baked_knob(const pgk_desc *d)
+{
+    int bi = -1;
+    for (size_t i = 0; i < d->nknobs; i++)
+        if (d->knobs[i].baked)
+            bi = bi == -1 ? (int)i : -2;
+    return bi;
+}
+
 static int key_of(const char *name)
 {
     for (int i = 0; i < nkeys; i++)
-        if (!strcmp(keys[i].d->name, name) && !keys[i].d->baked)
+        if (!strcmp(keys[i].d->name, name) && baked_knob(keys[i].d) == -1)
             return i;
     return -1;
 }
@@ -226,10 +237,10 @@ static void make_keys(pg_target t)
         const pgk_desc *d = pgk_at(i);
         if (!pgk_supports(d, t))
             continue;
-        int bi = d->baked ? pgk_knob_index(d, d->baked) : -1;
-        if (d->baked && bi < 0) {
-            fprintf(stderr, "%s bakes \"%s\", which this test cannot vary; skipped\n", d->name,
-                    d->baked);
+        int bi = baked_knob(d);
+        if (bi == -2) {
+            fprintf(stderr, "%s bakes several knobs, which this test cannot vary; skipped\n",
+                    d->name);
             continue;
         }
         uint32_t lo = bi >= 0 ? d->knobs[bi].min : 0, hi = bi >= 0 ? d->knobs[bi].max : 0;

@@ -3,6 +3,8 @@
 #include "pgk.h"
 #include "util.h"
 
+#include <string.h>
+
 int main(void)
 {
     REQUIRE(pgk_count() >= 4);
@@ -132,5 +134,72 @@ int main(void)
     REQUIRE_STR_EQ(a, b);
     pgk_free(a);
     pgk_free(b);
+
+    /* pgk_emit_ptx: the text and the ISA its .version line declares */
+    for (size_t i = 0; i < pgk_count(); i++) {
+        const pgk_desc *d = pgk_at(i);
+        if (!pgk_supports(d, PG_SM_90))
+            continue;
+        pgk_ptx px;
+        REQUIRE_INT_EQ(pgk_emit_ptx(d, PG_SM_90, NULL, &px, err, sizeof err), 0);
+        REQUIRE(px.text != NULL && strlen(px.text) == px.len);
+        char ver[32];
+        snprintf(ver, sizeof ver, "\n.version %u.%u\n", px.isa / 10, px.isa % 10);
+        REQUIRE_CONTAINS(px.text, ver);
+        REQUIRE(px.isa >= pg_target_min_isa(PG_SM_90));
+        pgk_free(px.text);
+    }
+
+    /* the cache key names the kernel, the target and each baked knob */
+    char key[128];
+    const pgk_desc *ga = pgk_find("gemm_backward_a");
+    pgk_knobs_default(ga, &kn);
+    REQUIRE_INT_EQ(pgk_cache_key(ga, PG_SM_90, &kn, key, sizeof key),
+                   (int)strlen("gemm_backward_a@sm_90,variant=1"));
+    REQUIRE_STR_EQ(key, "gemm_backward_a@sm_90,variant=1");
+    pgk_knobs_default(sq, &kn);
+    REQUIRE_INT_EQ(pgk_cache_key(sq, PG_SM_80, &kn, key, sizeof key), 24);
+    REQUIRE_STR_EQ(key, "squared_sum_reduce@sm_80");
+    REQUIRE_INT_EQ(pgk_cache_key(ga, PG_SM_90, &kn, key, 8), PG_EINVAL);
+    REQUIRE_STR_EQ(key, "");
+    REQUIRE_INT_EQ(pgk_cache_key(NULL, PG_SM_90, &kn, key, sizeof key), PG_EINVAL);
+
+    /* the GEMM variant the dispatch uses: the seed's tiles for a small side
+     * of the output (grad_A is m x k, grad_B is k x n), else the default */
+    const pgk_desc *gb = pgk_find("gemm_backward_b");
+    const int vi = pgk_knob_index(ga, "variant");
+    struct { const pgk_desc *d; uint32_t m, n, k, want; } picks[] = {
+        {ga, 512, 1536, 1536, 1}, {ga, 16, 1536, 1536, 0}, {ga, 512, 4, 16, 0},
+        {ga, 512, 16, 1536, 1},   {gb, 16, 1536, 1536, 1}, {gb, 512, 16, 1536, 0},
+        {gb, 512, 1536, 63, 0},   {gb, 512, 1536, 64, 1},
+    };
+    for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
+        pgk_knobs_default(picks[i].d, &kn);
+        kn.v[pgk_knob_index(picks[i].d, "m")] = picks[i].m;
+        kn.v[pgk_knob_index(picks[i].d, "n")] = picks[i].n;
+        kn.v[pgk_knob_index(picks[i].d, "k")] = picks[i].k;
+        kn.v[vi] = 3;
+        pgk_pick(picks[i].d, &kn);
+        REQUIRE_INT_EQ(kn.v[vi], picks[i].want);
+    }
+    pgk_knobs_default(sq, &kn);
+    pgk_knobs before = kn;
+    pgk_pick(sq, &kn); /* no hook: unchanged */
+    REQUIRE(memcmp(&kn, &before, sizeof kn) == 0);
+
+    /* the block size lives on the descriptor: .maxntid and the launch agree */
+    for (size_t i = 0; i < pgk_count(); i++) {
+        const pgk_desc *d = pgk_at(i);
+        if (!d->threads)
+            continue;
+        REQUIRE_INT_EQ(pgk_launch_for(d, NULL, &l, err, sizeof err), 0);
+        REQUIRE_INT_EQ(l.block[0] * l.block[1] * l.block[2], d->threads);
+        char *text = NULL;
+        REQUIRE_INT_EQ(pgk_emit(d, PG_SM_90, NULL, &text, NULL, err, sizeof err), 0);
+        char want[64];
+        snprintf(want, sizeof want, ".maxntid %u, 1, 1", d->threads);
+        REQUIRE_CONTAINS(text, want);
+        pgk_free(text);
+    }
     TEST_DONE();
 }

@@ -2,6 +2,28 @@
 /* The target table, ISA selection and type table. */
 #include "util.h"
 
+/* The op table's control-flow columns: what the validator and the emitter
+ * read instead of lists of opcodes of their own. */
+static void op_table(void)
+{
+    for (unsigned op = 0; op < OP_COUNT; op++) {
+        unsigned f = pg_op_flags((pg_opcode)op);
+        bool term = op == OP_BRA || op == OP_RET || op == OP_EXIT;
+        bool lane = op == OP_ATOM || op == OP_SHFL || op == OP_VOTE || op == OP_LDMATRIX;
+        REQUIRE_INT_EQ(!!(f & OPF_TERM), term);
+        REQUIRE_INT_EQ(!!(f & OPF_LANE_VARYING), lane);
+        REQUIRE_INT_EQ(!!(f & OPF_BARRIER), op == OP_BAR);
+        /* an op written from the table with typed operands takes some type */
+        unsigned form = pg_op_table[op].form;
+        if (form != TX_CUSTOM && form != TX_NONE)
+            REQUIRE(pg_op_table[op].classes != 0);
+        REQUIRE(pg_op_table[op].min_sm >= 70 && pg_op_table[op].min_isa >= 60);
+    }
+    REQUIRE_INT_EQ(pg_type_tc(PG_U8), TC_8BIT);
+    REQUIRE_INT_EQ(pg_type_tc(PG_B32), TC_BIT);
+    REQUIRE_INT_EQ(pg_type_tc(PG_TYPE_COUNT), 0);
+}
+
 int main(void)
 {
     static const struct { const char *name; unsigned sm, isa; } want[] = {
@@ -87,5 +109,6 @@ int main(void)
     REQUIRE_STR_EQ(pname, "p_b8");
     REQUIRE_INT_EQ(pg_kernel_param_info(k, 99, &pname, &ptype), PG_ERANGE);
     pg_kernel_destroy(&k);
+    op_table();
     TEST_DONE();
 }

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/* The pieces the GEMM kernels share: element addresses, the vector test,
+ * the f32 register-blocking tile mover, the packed 2-byte edge loads and
+ * the mma.sync epilogue (gemm_tile.h). */
+#include "gemm_tile.h"
+
+pg_reg pgk_elem_addr2(pg_kernel *k, pg_reg base, pg_val row, pg_val ld, pg_val col,
+                      unsigned esize)
+{
+    pg_reg off = pg_reg_new(k, PG_U64), c64 = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, off, row, ld);
+    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, c64, col);
+    pg_add(k, PG_U64, off, off, c64);
+    pg_shl(k, PG_B64, off, off, pg_u32(log2u(esize)));
+    return pgv_add(k, PG_U64, base, off);
+}
+
+pg_reg pgk_vectors_ok(pg_kernel *k, pg_reg base, pg_reg ld, unsigned vec, unsigned esize)
+{
+    pg_reg lowbits = pgv_and(k, PG_B64, base, pg_u64(vec * esize - 1));
+    pg_reg aligned = pgv_setp(k, PG_CMP_EQ, PG_U64, lowbits, pg_u64(0));
+    pg_reg rem = pgv_and(k, PG_B32, ld, pg_u32(vec - 1));
+    pg_reg whole = pgv_setp(k, PG_CMP_EQ, PG_U32, rem, pg_u32(0));
+    return pgv_and(k, PG_PRED, aligned, whole);
+}
+
+/* ---- the register-blocking tile mover ---- */
+
+/* p0: the block's first p (or q); stage_off: byte offset of this
+ * operand's tile inside a stage. */
+void pgk_rb_operand_init(pg_kernel *k, pgk_rb_operand *op, const pgk_rb_cfg *c, unsigned bt,
+                         bool contig_r, pg_reg base, pg_reg ld, pg_reg ext, pg_reg R,
+                            pg_reg p0, pg_reg tid, unsigned stage_off)
+{
+    unsigned threads = pgk_rb_threads(c);
+    op->contig_r = contig_r;
+    op->bt = bt;
+    op->bk = c->bk;
+    op->stride = bt + 4;
+    op->nslots = bt * c->bk / 4 / threads;
+    op->ext = ext;
+    op->R = R;
+    pg_reg vec = pgk_vectors_ok(k, base, ld, 4, 4);
+    if (contig_r) {
+        op->step = pg_u64(c->bk * 4);
+    } else {
+        pg_reg st = pgv_mul_wide(k, PG_U32, ld, pg_u32(c->bk * 4));
+        op->step = st;
+    }
+    for (unsigned j = 0; j < op->nslots; j++) {
+        pgk_rb_slot *s = &op->s[j];
+        pg_reg f = pgv_add(k, PG_U32, tid, pg_u32(j * threads));
+        pg_reg pl, rl; /* position inside the tile */
+        if (contig_r) { /* memory rows of bk floats: bk/4 vectors a row */
+            pl = pgv_shr(k, PG_U32, f, pg_u32(log2u(c->bk / 4)));
+            rl = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, f, pg_u32(c->bk / 4 - 1)), pg_u32(2));
+            s->pidx = pgv_add(k, PG_U32, p0, pl);
+            s->ridx = pg_reg_new(k, PG_U32); /* advances; rl does not */
+            pg_mov(k, PG_U32, s->ridx, rl);
+            s->inrow = pgv_setp(k, PG_CMP_LT, PG_U32, s->pidx, ext);
+            s->vrow = pgv_and(k, PG_PRED, s->inrow, vec);
+            s->ptr = pgk_elem_addr2(k, base, s->pidx, ld, s->ridx, 4);
+        } else { /* memory rows of bt floats: bt/4 vectors a row */
+            rl = pgv_shr(k, PG_U32, f, pg_u32(log2u(bt / 4)));
+            pl = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, f, pg_u32(bt / 4 - 1)), pg_u32(2));
+            s->pidx = pgv_add(k, PG_U32, p0, pl);
+            s->ridx = pg_reg_new(k, PG_U32);
+            pg_mov(k, PG_U32, s->ridx, rl);
+            s->inrow = (pg_reg){0, 0, 0};
+            pg_reg end = pgv_add(k, PG_U32, s->pidx, pg_u32(4));
+            s->vrow = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, ext), vec);
+            s->ptr = pgk_elem_addr2(k, base, s->ridx, ld, s->pidx, 4);
+        }
+        s->wr = pg_reg_new(k, PG_U32);
+        pg_mad(k, PG_U32, s->wr, rl, pg_u32(op->stride), pl);
+        pg_shl(k, PG_B32, s->wr, s->wr, pg_u32(2));
+        if (stage_off)
+            pg_add(k, PG_U32, s->wr, s->wr, pg_u32(stage_off));
+        for (int e = 0; e < 4; e++)
+            s->x[e] = pg_reg_new(k, PG_F32);
+    }
+}
+
+/* Global -> registers: one 16-byte load when the whole vector is inside
+ * and aligned, else four guarded loads with zeros outside. */
+static void rb_slot_load(pg_kernel *k, const pgk_rb_operand *op, const pgk_rb_slot *s)
+{
+    pg_reg full = pg_reg_new(k, PG_PRED);
+    if (op->contig_r) {
+        pg_reg end = pgv_add(k, PG_U32, s->ridx, pg_u32(4));
+        pg_setp(k, PG_CMP_LE, PG_U32, full, end, op->R);
+    } else {
+        pg_setp(k, PG_CMP_LT, PG_U32, full, s->ridx, op->R);
+    }
+    pg_and(k, PG_PRED, full, full, s->vrow);
+    pg_guard(k, full, false);
+    pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, s->ptr, 0, s->x);
+    pg_label done = pg_label_new(k, "loaded");
+    pg_bra_if(k, full, false, done);
+    pg_reg rin = op->contig_r ? s->inrow : pgv_setp(k, PG_CMP_LT, PG_U32, s->ridx, op->R);
+    for (int e = 0; e < 4; e++) {
+        pg_mov(k, PG_F32, s->x[e], pg_f32(0.0f));
+        pg_reg idx = pgv_add(k, PG_U32, op->contig_r ? s->ridx : s->pidx, pg_u32((uint32_t)e));
+        pg_reg in = pgv_setp(k, PG_CMP_LT, PG_U32, idx, op->contig_r ? op->R : op->ext);
+        pg_and(k, PG_PRED, in, in, rin);
+        pg_guard(k, in, false);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, s->ptr, e * 4, s->x[e]);
+    }
+    pg_label_bind(k, done);
+}
+
+void pgk_rb_operand_load(pg_kernel *k, const pgk_rb_operand *op)
+{
+    for (unsigned j = 0; j < op->nslots; j++)
+        rb_slot_load(k, op, &op->s[j]);
+}
+
+void pgk_rb_operand_advance(pg_kernel *k, const pgk_rb_operand *op)
+{
+    for (unsigned j = 0; j < op->nslots; j++) {
+        pg_add(k, PG_U64, op->s[j].ptr, op->s[j].ptr, op->step);
+        pg_add(k, PG_U32, op->s[j].ridx, op->s[j].ridx, pg_u32(op->bk));
+    }
+}
+
+/* Registers -> the stage at `stage` (a u32 shared address). */
+void pgk_rb_operand_store(pg_kernel *k, const pgk_rb_operand *op, pg_reg stage)
+{
+    for (unsigned j = 0; j < op->nslots; j++) {
+        const pgk_rb_slot *s = &op->s[j];
+        pg_reg a = pgv_add(k, PG_U32, stage, s->wr);
+        if (op->contig_r) { /* transpose: 4 consecutive r of one p */
+            for (unsigned e = 0; e < 4; e++)
+                pg_st(k, PG_SPACE_SHARED, PG_F32, a, (int64_t)(e * op->stride * 4), s->x[e]);
+        } else {
+            pg_val v[4] = {s->x[0], s->x[1], s->x[2], s->x[3]};
+            pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, a, 0, v);
+        }
+    }
+}
+
+/* ---- f16 and mma.sync ---- */
+
+void pgk_ld_u16x8_packed(pg_kernel *k, pg_reg ptr, pg_reg col, pg_reg n, pg_reg row_ok,
+                         const pg_reg *into, pg_reg w[4])
+{
+    pg_reg h[8];
+    for (unsigned e = 0; e < 8; e++) {
+        h[e] = pg_reg_new(k, PG_U16);
+        pg_mov(k, PG_U16, h[e], pg_u32(0));
+        pg_reg idx = pgv_add(k, PG_U32, col, pg_u32(e));
+        pg_reg in = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, idx, n), row_ok);
+        pg_guard(k, in, false);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_U16, ptr, e * 2, h[e]);
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        pg_reg lo = pg_reg_new(k, PG_U32), hi = pg_reg_new(k, PG_U32);
+        w[i] = into ? into[i] : pg_reg_new(k, PG_B32);
+        pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, lo, h[2 * i]);
+        pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hi, h[2 * i + 1]);
+        pg_shl(k, PG_B32, hi, hi, pg_u32(16));
+        pg_or(k, PG_B32, w[i], lo, hi);
+    }
+}
+
+void pgk_mma_store(pg_kernel *k, const pgk_mma_out *o)
+{
+    pg_reg cvec = pgk_vectors_ok(k, o->c, o->cols, 2, 4);
+    pg_reg colbase = pgv_mad(k, PG_U32, o->wcol, pg_u32(o->wn), o->col0);
+    pg_reg t2 = pgv_shl(k, PG_B32, o->t4, pg_u32(1));
+    pg_add(k, PG_U32, colbase, colbase, t2);
+    pg_reg colfull[MMA_MAX_NT], colin[MMA_MAX_NT][2], coff[MMA_MAX_NT];
+    for (unsigned nt = 0; nt < o->nt; nt++) {
+        pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(nt * 8));
+        pg_reg end = pgv_add(k, PG_U32, col, pg_u32(2));
+        colfull[nt] = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, o->cols), cvec);
+        colin[nt][0] = pgv_setp(k, PG_CMP_LT, PG_U32, col, o->cols);
+        pg_reg c1 = pgv_add(k, PG_U32, col, pg_u32(1));
+        colin[nt][1] = pgv_setp(k, PG_CMP_LT, PG_U32, c1, o->cols);
+        coff[nt] = pg_reg_new(k, PG_U64);
+        pg_mul_wide(k, PG_U32, coff[nt], col, pg_u32(4));
+    }
+    pg_reg rowbase;
+    if (o->wm) {
+        rowbase = pg_reg_new(k, PG_U32);
+        pg_mad(k, PG_U32, rowbase, o->wrow, pg_u32(o->wm), o->row0);
+        pg_add(k, PG_U32, rowbase, rowbase, o->g);
+    } else {
+        rowbase = pgv_add(k, PG_U32, o->row0, o->g);
+    }
+    for (unsigned mt = 0; mt < o->mt; mt++)
+        for (unsigned half = 0; half < 2; half++) {
+            pg_reg row = pgv_add(k, PG_U32, rowbase, pg_u32(mt * 16 + half * 8));
+            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, o->rows);
+            pg_reg rowptr = pgk_elem_addr2(k, o->c, row, o->cols, pg_u32(0), 4);
+            for (unsigned nt = 0; nt < o->nt; nt++) {
+                pg_reg addr = pgv_add(k, PG_U64, rowptr, coff[nt]);
+                pg_reg full = pgv_and(k, PG_PRED, rin, colfull[nt]);
+                pg_reg partial = pgv_not(k, PG_PRED, full);
+                pg_and(k, PG_PRED, partial, partial, rin);
+                pg_val v[2] = {o->acc[mt][nt][2 * half], o->acc[mt][nt][2 * half + 1]};
+                pg_guard(k, full, false);
+                pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 2, addr, 0, v);
+                for (unsigned e = 0; e < 2; e++) {
+                    pg_reg ok = pgv_and(k, PG_PRED, partial, colin[nt][e]);
+                    pg_guard(k, ok, false);
+                    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, e * 4, v[e]);
+                }
+            }
+        }
+}

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to the GEMM kernels (gemm_f32.c, gemm_f16.c): the pieces every
+ * GEMM form shares, from element addresses to the mma.sync epilogue.
+ */
+#ifndef PTXGEN_GEMM_TILE_H
+#define PTXGEN_GEMM_TILE_H
+
+#include "kernels.h"
+
+/* m, n and k are 1 .. 2^24: every u32 index computation of the GEMMs then
+ * stays far from wrapping. */
+#define GEMM_MAX_DIM (1u << 24)
+
+/* The knobs of every GEMM, in this order: the sizes, then (for the
+ * backward GEMMs) the baked tile variant. */
+enum { GEMM_M, GEMM_N, GEMM_K, GEMM_VARIANT };
+
+/* mma.m16n8k16 tiles a warp holds at most: 16-row (M) by 8-column (N). */
+#define MMA_MAX_MT 4u
+#define MMA_MAX_NT 8u
+
+/* log2 of a power of two (the smallest s with 2^s >= x). */
+static inline unsigned log2u(unsigned x)
+{
+    unsigned s = 0;
+    while ((1u << s) < x)
+        s++;
+    return s;
+}
+
+/* ---- gemm_tile.c ---- */
+
+/* base + (row*ld + col) * esize, in 64 bits: row*ld may pass 2^32. */
+pg_reg pgk_elem_addr2(pg_kernel *k, pg_reg base, pg_val row, pg_val ld, pg_val col,
+                      unsigned esize);
+
+/* Whether rows of `ld` elements of `esize` bytes from `base` may be read in
+ * vectors of `vec` elements: the base aligned to the vector, ld a multiple
+ * of it. Uniform (params only). */
+pg_reg pgk_vectors_ok(pg_kernel *k, pg_reg base, pg_reg ld, unsigned vec, unsigned esize);
+
+/* ---- the f32 register-blocking tile mover ---- */
+
+/* A register-blocked tiling: a bm × bn block tile of outputs, r-tiles of
+ * bk, tm × tn outputs a thread. */
+typedef struct pgk_rb_cfg {
+    unsigned bm, bn, bk; /* block tile: P × Q outputs, r-tiles of bk */
+    unsigned tm, tn;     /* outputs a thread: multiples of 4 */
+} pgk_rb_cfg;
+
+#define RB_MAX_SLOTS 4 /* float4s of one operand tile a thread moves */
+#define RB_MAX_T 8     /* outputs a thread along p or q */
+
+static inline unsigned pgk_rb_threads(const pgk_rb_cfg *c)
+{
+    return (c->bm / c->tm) * (c->bn / c->tn);
+}
+
+/* One float4 of a tile that one thread moves from global to shared memory. */
+typedef struct pgk_rb_slot {
+    pg_reg ptr;   /* u64: its address in the current r-tile */
+    pg_reg ridx;  /* u32: r of its first element (r-contig) or of its row */
+    pg_reg pidx;  /* u32: p of its row (r-contig) or of its first element */
+    pg_reg inrow; /* pred (r-contig): the row is inside the matrix */
+    pg_reg vrow;  /* pred: r-contig: inrow and vectors allowed;
+                           else: all four columns inside and vectors allowed */
+    pg_reg x[4];  /* the values, staged in registers */
+    pg_reg wr;    /* u32: byte offset of its destination inside a stage */
+} pgk_rb_slot;
+
+/* One operand tile: bt (p or q) × bk (r), stored in shared memory as
+ * [r][p] rows of `stride` floats so the product loop reads 4 consecutive
+ * p as one vector. */
+typedef struct pgk_rb_operand {
+    bool contig_r;
+    unsigned bt, bk, stride, nslots;
+    pg_reg ext, R; /* extent along p/q, and R */
+    pg_val step; /* u64 bytes from one r-tile to the next */
+    pgk_rb_slot s[RB_MAX_SLOTS];
+} pgk_rb_operand;
+
+/* Set up the slots of one operand: X (p0 = the block's first p, bt = bm)
+ * or Y (q0, bn), with base pointer, leading dimension, extent along p/q
+ * and R; stage_off is the operand's byte offset inside a stage. */
+void pgk_rb_operand_init(pg_kernel *k, pgk_rb_operand *op, const pgk_rb_cfg *c, unsigned bt,
+                         bool contig_r, pg_reg base, pg_reg ld, pg_reg ext, pg_reg R, pg_reg p0,
+                         pg_reg tid, unsigned stage_off);
+/* Global -> registers, the current r-tile (zeros outside the matrix). */
+void pgk_rb_operand_load(pg_kernel *k, const pgk_rb_operand *op);
+/* Move the slots on to the next r-tile. */
+void pgk_rb_operand_advance(pg_kernel *k, const pgk_rb_operand *op);
+/* Registers -> the stage at `stage` (a u32 shared address). */
+void pgk_rb_operand_store(pg_kernel *k, const pgk_rb_operand *op, pg_reg stage);
+
+/* ---- f16 and mma.sync ---- */
+
+/* Eight 2-byte loads from ptr (halves col .. col+7 of a row), each guarded
+ * by col + e < n and row_ok and zero outside, packed two a b32 (low half
+ * first) into w[0..3]: into the registers `into` when not NULL, else into
+ * new ones. The edge path of 16-byte copies. */
+void pgk_ld_u16x8_packed(pg_kernel *k, pg_reg ptr, pg_reg col, pg_reg n, pg_reg row_ok,
+                         const pg_reg *into, pg_reg w[4]);
+
+/* Where a block's mma.m16n8k16 f32 accumulators go: C[rows, cols]
+ * row-major. The warp owns rows row0 + wrow*wm .. (wm = 0: the block's
+ * first rows, one warp along M) and columns col0 + wcol*wn .., in mt × nt
+ * tiles of 16×8; lane (g, t4) = (lane/4, lane%4) holds d0,d1 at (row g,
+ * cols 2t4, 2t4+1) and d2,d3 at row g+8 of each tile. */
+typedef struct pgk_mma_out {
+    pg_reg c, rows, cols;  /* u64 base; u32 extents (cols is the row length) */
+    pg_reg row0, col0;     /* u32: the block's first row and column */
+    pg_reg wrow, wcol;     /* u32: the warp's index along rows and columns */
+    unsigned wm, wn;       /* rows and columns a warp */
+    pg_reg g, t4;          /* u32: lane / 4, lane % 4 */
+    unsigned mt, nt;       /* tiles a warp */
+    pg_reg (*acc)[MMA_MAX_NT][4];
+} pgk_mma_out;
+
+/* Store the accumulators: a float2 where both columns are inside and the
+ * output allows 8-byte vectors, else one guarded float at a time. */
+void pgk_mma_store(pg_kernel *k, const pgk_mma_out *o);
+
+#endif /* PTXGEN_GEMM_TILE_H */

@@ -1,0 +1,448 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Text: operands, one instruction, the growing buffer the emitter writes
+ * into. The op table's text form decides how an instruction is written;
+ * only the instructions whose operands are not all of the instruction type
+ * have a case of their own here. Used by the emitter and, for messages, by
+ * the builder and the validator; it calls neither.
+ */
+#include "internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- buffer */
+
+/* Room for n more bytes and the NUL. */
+static void sb_reserve(pg_sbuf *b, size_t n)
+{
+    if (b->oom)
+        return;
+    if (n > SIZE_MAX / 4 - b->len) {
+        b->oom = true;
+        return;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *np = pg_mem_realloc(b->p, cap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+}
+
+void pg_sb_put(pg_sbuf *b, const char *s, size_t n)
+{
+    sb_reserve(b, n);
+    if (b->oom)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void pg_sb_str(pg_sbuf *b, const char *s) { pg_sb_put(b, s, strlen(s)); }
+
+/* Formats straight into the buffer, however long the result: a line is
+ * never cut (a cut comment once swallowed the instruction after it). */
+void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)
+{
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->oom = true; /* an encoding error: fail the text rather than drop a piece */
+        va_end(again);
+        return;
+    }
+    sb_reserve(b, (size_t)n);
+    if (!b->oom) {
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, again);
+        b->len += (size_t)n;
+    }
+    va_end(again);
+}
+
+/* ---------------------------------------------------------------- names */
+
+static const char *const cmp_names[PG_CMP_COUNT] = {
+    "eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs",
+    "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan",
+};
+static const char *const rnd_names[PG_RND_COUNT] = {
+    "", ".rn", ".rz", ".rm", ".rp", ".rni", ".rzi", ".rmi", ".rpi",
+};
+static const char *const space_names[] = {"global", "shared", "param"};
+static const char *const scope_names[] = {"cta", "gpu", "sys"};
+static const char *const membar_names[] = {"cta", "gl", "sys"};
+static const char *const shfl_names[] = {"up", "down", "bfly", "idx"};
+static const char *const vote_names[] = {"all", "any", "uni", "ballot"};
+static const char *const atom_names[PG_ATOM_COUNT] = {
+    "add", "min", "max", "cas", "exch", "and", "or", "xor",
+};
+
+const char *pg_atom_name(pg_atom_op op)
+{
+    return (unsigned)op < PG_ATOM_COUNT ? atom_names[op] : "?";
+}
+
+/* The suffix PTX wants for bitwise ops and moves of a given type. */
+static const char *bit_type(pg_type t)
+{
+    switch (pg_type_bits(t)) {
+    case 1: return "pred";
+    case 8: return "b8";
+    case 16: return "b16";
+    case 32: return "b32";
+    default: return "b64";
+    }
+}
+
+const char *pg_data_type_name(pg_type t)
+{
+    return (t == PG_F16 || t == PG_BF16) ? "b16" : pg_type_name(t);
+}
+
+/* ---------------------------------------------------------------- operands */
+
+void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n)
+{
+    switch (v.kind) {
+    case PG_VAL_REG:
+        if (v.id && v.id < k->nregs) {
+            const reg_info *r = &k->regs[v.id];
+            snprintf(buf, n, "%s%u", pg_reg_prefix((reg_class)r->cls), r->num);
+        } else {
+            snprintf(buf, n, "%%invalid%u", v.id);
+        }
+        return;
+    case PG_VAL_IMM_INT: {
+        unsigned bits = pg_type_bits(t);
+        if (bits == 0 || bits == 1)
+            bits = 64;
+        if (pg_type_is_signed(t)) {
+            snprintf(buf, n, "%lld", (long long)(int64_t)v.bits);
+        } else {
+            uint64_t m = bits >= 64 ? v.bits : (v.bits & ((UINT64_C(1) << bits) - 1));
+            snprintf(buf, n, "%llu", (unsigned long long)m);
+        }
+        return;
+    }
+    case PG_VAL_IMM_F32:
+        snprintf(buf, n, "0f%08X", (unsigned)(v.bits & 0xffffffffu));
+        return;
+    case PG_VAL_IMM_F64:
+        snprintf(buf, n, "0d%016llX", (unsigned long long)v.bits);
+        return;
+    case PG_VAL_SHARED:
+        snprintf(buf, n, "%s", v.id && v.id < k->nshared ? k->shared[v.id].name : "?");
+        return;
+    default:
+        snprintf(buf, n, "<none>");
+    }
+}
+
+static void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
+{
+    if (v.kind == PG_VAL_SHARED) {
+        /* a symbol name can be longer than any number */
+        pg_sb_str(b, v.id && v.id < k->nshared ? k->shared[v.id].name : "?");
+        return;
+    }
+    char tmp[64];
+    pg_val_format(k, v, t, tmp, sizeof tmp);
+    pg_sb_str(b, tmp);
+}
+
+void pg_label_format(pg_sbuf *b, const pg_kernel *k, uint32_t id)
+{
+    const label_info *l = &k->labels[id];
+    if (l->hint)
+        pg_sb_fmt(b, "$L%u_%s", l->num, l->hint);
+    else
+        pg_sb_fmt(b, "$L%u", l->num);
+}
+
+/* [base+offset] */
+static void address(pg_sbuf *b, const pg_kernel *k, pg_val base, int64_t offset)
+{
+    pg_sb_str(b, "[");
+    sb_val(b, k, base, PG_U64);
+    if (offset)
+        pg_sb_fmt(b, "+%lld", (long long)offset);
+    pg_sb_str(b, "]");
+}
+
+/* " d, a, b": the destination typed dt, every source typed st. */
+static void operands(pg_sbuf *b, const pg_kernel *k, const instr *in, pg_type dt, pg_type st)
+{
+    pg_sb_str(b, " ");
+    sb_val(b, k, in->dst[0], dt);
+    for (unsigned i = 0; i < in->nsrc; i++) {
+        pg_sb_str(b, ", ");
+        sb_val(b, k, in->src[i], st);
+    }
+}
+
+/* Operands one by one: ", x" with x typed t. */
+static void next(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
+{
+    pg_sb_str(b, ", ");
+    sb_val(b, k, v, t);
+}
+
+static void vec(pg_sbuf *b, const pg_kernel *k, const pg_val *v, unsigned n, pg_type t)
+{
+    if (n == 1) {
+        sb_val(b, k, v[0], t);
+        return;
+    }
+    pg_sb_str(b, "{");
+    for (unsigned i = 0; i < n; i++) {
+        if (i)
+            pg_sb_str(b, ", ");
+        sb_val(b, k, v[i], t);
+    }
+    pg_sb_str(b, "}");
+}
+
+/* ---------------------------------------------------------------- instructions */
+
+/* The instructions whose text the table's forms do not cover. */
+static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
+{
+    pg_type t = (pg_type)in->type;
+    const char *tn = pg_type_name(t);
+    const char *stem = pg_op_table[in->op].stem;
+    switch ((pg_opcode)in->op) {
+    case OP_SREG:
+        pg_sb_fmt(b, "%s ", stem);
+        sb_val(b, k, in->dst[0], t);
+        pg_sb_fmt(b, ", %s", pg_sreg_name((pg_sreg)in->mod));
+        break;
+    case OP_MUL_WIDE:
+    case OP_MAD_WIDE: {
+        pg_type w = pg_type_is_signed(t) ? (pg_type_bits(t) == 16 ? PG_S32 : PG_S64)
+                                         : (pg_type_bits(t) == 16 ? PG_U32 : PG_U64);
+        pg_sb_fmt(b, "%s.%s ", stem, tn);
+        sb_val(b, k, in->dst[0], w);
+        next(b, k, in->src[0], t);
+        next(b, k, in->src[1], t);
+        if (in->nsrc == 3)
+            next(b, k, in->src[2], w);
+        break;
+    }
+    case OP_SHL:
+    case OP_SHR:
+        /* shl and the bit types shift bits; shr of a number keeps its sign */
+        if (in->op == OP_SHL || pg_type_tc(t) == TC_BIT)
+            pg_sb_fmt(b, "%s.%s ", stem, bit_type(t));
+        else
+            pg_sb_fmt(b, "%s.%c%u ", stem, pg_type_is_signed(t) ? 's' : 'u', pg_type_bits(t));
+        sb_val(b, k, in->dst[0], t);
+        next(b, k, in->src[0], t);
+        next(b, k, in->src[1], PG_U32);
+        break;
+    case OP_SETP:
+        pg_sb_fmt(b, "%s.%s.%s", stem, cmp_names[in->mod], tn);
+        operands(b, k, in, PG_PRED, t);
+        break;
+    case OP_SELP:
+        pg_sb_fmt(b, "%s.%s ", stem, tn);
+        sb_val(b, k, in->dst[0], t);
+        next(b, k, in->src[0], t);
+        next(b, k, in->src[1], t);
+        next(b, k, in->src[2], PG_PRED);
+        break;
+    case OP_CVT:
+        pg_sb_fmt(b, "%s%s.%s.%s", stem, rnd_names[in->mod], tn, pg_type_name((pg_type)in->type2));
+        operands(b, k, in, t, (pg_type)in->type2);
+        break;
+    case OP_LD:
+        if (in->mod == PG_SPACE_PARAM) {
+            pg_sb_fmt(b, "%s.param.%s ", stem, pg_data_type_name(t));
+            sb_val(b, k, in->dst[0], t);
+            pg_sb_fmt(b, ", [%s]", k->params[in->imm - 1].name);
+            break;
+        }
+        pg_sb_fmt(b, "%s.%s%s", stem, space_names[in->mod], in->mod2 ? ".nc" : "");
+        if (in->width > 1)
+            pg_sb_fmt(b, ".v%u", in->width);
+        pg_sb_fmt(b, ".%s ", pg_data_type_name(t));
+        vec(b, k, in->dst, in->width, t);
+        pg_sb_str(b, ", ");
+        address(b, k, in->src[0], in->offset);
+        break;
+    case OP_ST:
+        pg_sb_fmt(b, "%s.%s", stem, space_names[in->mod]);
+        if (in->width > 1)
+            pg_sb_fmt(b, ".v%u", in->width);
+        pg_sb_fmt(b, ".%s ", pg_data_type_name(t));
+        address(b, k, in->src[0], in->offset);
+        pg_sb_str(b, ", ");
+        vec(b, k, in->src + 1, in->width, pg_type_bits(t) == 8 ? PG_U16 : t);
+        break;
+    case OP_ATOM: {
+        pg_atom_op aop = (pg_atom_op)in->mod2;
+        bool bits = aop == PG_ATOM_CAS || aop == PG_ATOM_EXCH || aop == PG_ATOM_AND ||
+                    aop == PG_ATOM_OR || aop == PG_ATOM_XOR;
+        /* without a destination the same operation is a reduction */
+        pg_sb_fmt(b, "%s.%s.%s.%s ", in->ndst ? stem : "red", space_names[in->mod],
+                  atom_names[aop], bits ? bit_type(t) : tn);
+        if (in->ndst) {
+            sb_val(b, k, in->dst[0], t);
+            pg_sb_str(b, ", ");
+        }
+        address(b, k, in->src[0], in->offset);
+        for (unsigned i = 1; i < in->nsrc; i++)
+            next(b, k, in->src[i], t);
+        break;
+    }
+    case OP_SHFL:
+        pg_sb_fmt(b, "%s.%s.b32 ", stem, shfl_names[in->mod]);
+        sb_val(b, k, in->dst[0], PG_B32);
+        if (in->ndst == 2) {
+            pg_sb_str(b, "|");
+            sb_val(b, k, in->dst[1], PG_PRED);
+        }
+        for (unsigned i = 0; i < 4; i++)
+            next(b, k, in->src[i], PG_B32);
+        break;
+    case OP_VOTE:
+        pg_sb_fmt(b, "%s.%s.%s ", stem, vote_names[in->mod],
+                  in->mod == PG_VOTE_BALLOT ? "b32" : "pred");
+        sb_val(b, k, in->dst[0], t);
+        pg_sb_str(b, in->src_neg ? ", !" : ", ");
+        sb_val(b, k, in->src[0], PG_PRED);
+        next(b, k, in->src[1], PG_B32);
+        break;
+    case OP_BAR:
+    case OP_CP_WAIT:
+        pg_sb_fmt(b, "%s %u", stem, in->imm);
+        break;
+    case OP_BAR_WARP:
+        pg_sb_fmt(b, "%s ", stem);
+        sb_val(b, k, in->src[0], PG_B32);
+        break;
+    case OP_MEMBAR:
+        pg_sb_fmt(b, "%s.%s", stem, membar_names[in->mod]);
+        break;
+    case OP_FENCE:
+        pg_sb_fmt(b, "%s.%s.%s", stem, in->mod2 ? "sc" : "acq_rel", scope_names[in->mod]);
+        break;
+    case OP_BRA:
+        /* an unguarded branch is taken by every thread that reaches it */
+        pg_sb_fmt(b, "%s%s ", stem, in->guard ? "" : ".uni");
+        pg_label_format(b, k, in->label);
+        break;
+    case OP_LDMATRIX:
+        pg_sb_fmt(b, "%s.x%u%s.shared.b16 ", stem, in->width, in->mod2 ? ".trans" : "");
+        /* a vector even of one: ptxas wants {d} for .x1 */
+        pg_sb_str(b, "{");
+        for (unsigned i = 0; i < in->width; i++) {
+            pg_sb_str(b, i ? ", " : "");
+            sb_val(b, k, in->dst[i], PG_B32);
+        }
+        pg_sb_str(b, "}, ");
+        address(b, k, in->src[0], in->offset);
+        break;
+    case OP_CP_ASYNC:
+        /* 16 bytes go through L2 only (.cg); smaller copies must use .ca */
+        pg_sb_fmt(b, "%s.%s.shared.global ", stem, in->imm == 16 ? "cg" : "ca");
+        address(b, k, in->src[0], in->offset);
+        pg_sb_str(b, ", ");
+        address(b, k, in->src[1], in->offset2);
+        pg_sb_fmt(b, ", %u", in->imm);
+        if (in->nsrc == 3)
+            next(b, k, in->src[2], PG_U32);
+        break;
+    case OP_MMA:
+        pg_sb_fmt(b, "%s ", stem);
+        vec(b, k, in->dst, 4, PG_F32);
+        pg_sb_str(b, ", ");
+        vec(b, k, in->src, 4, PG_B32);
+        pg_sb_str(b, ", ");
+        vec(b, k, in->src + 4, 2, PG_B32);
+        pg_sb_str(b, ", ");
+        vec(b, k, in->src + 6, 4, PG_F32);
+        break;
+    default:
+        pg_sb_fmt(b, "<op %u>", in->op);
+        break;
+    }
+}
+
+void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
+{
+    pg_type t = (pg_type)in->type;
+    bool f = pg_type_is_float(t);
+    const pg_op_info *oi = &pg_op_table[in->op];
+    switch ((pg_opcode)in->op) {
+    case OP_LABEL:
+        pg_label_format(b, k, in->label);
+        pg_sb_str(b, ":\n");
+        return;
+    case OP_COMMENT:
+        pg_sb_fmt(b, "\t// %s\n", in->text);
+        return;
+    default:
+        break;
+    }
+    pg_sb_str(b, "\t");
+    if (in->guard) {
+        pg_val g = {PG_VAL_REG, in->guard, 0};
+        pg_sb_str(b, in->guard_neg ? "@!" : "@");
+        sb_val(b, k, g, PG_PRED);
+        pg_sb_str(b, " ");
+    }
+    switch ((pg_text_form)oi->form) {
+    case TX_PLAIN:
+        pg_sb_fmt(b, "%s.%s", oi->stem, pg_type_name(t));
+        operands(b, k, in, t, t);
+        break;
+    case TX_FROUND:
+    case TX_FROUND_LO:
+        pg_sb_fmt(b, "%s%s.%s", oi->stem,
+                  f ? ".rn" : (oi->form == TX_FROUND_LO ? ".lo" : ""), pg_type_name(t));
+        operands(b, k, in, t, t);
+        break;
+    case TX_BITS:
+        pg_sb_fmt(b, "%s.%s", oi->stem, bit_type(t));
+        operands(b, k, in, t, t);
+        break;
+    case TX_DATA:
+        pg_sb_fmt(b, "%s.%s", oi->stem, pg_data_type_name(t));
+        operands(b, k, in, t, t);
+        break;
+    case TX_NONE:
+        pg_sb_str(b, oi->stem);
+        break;
+    case TX_CUSTOM:
+        custom(b, k, in);
+        break;
+    }
+    pg_sb_str(b, ";\n");
+}
+
+void pg_instr_text(const pg_kernel *k, const instr *in, char *buf, size_t n)
+{
+    pg_sbuf b = {0};
+    pg_format_instr(&b, k, in);
+    size_t len = b.p ? b.len : 0;
+    /* strip the leading tab and the trailing ";\n" or ":\n" */
+    const char *s = b.p ? b.p : "";
+    while (*s == '\t')
+        s++, len--;
+    while (len && (s[len - 1] == '\n' || s[len - 1] == ';'))
+        len--;
+    snprintf(buf, n, "%.*s", (int)len, s);
+    pg_mem_free(b.p);
+}
