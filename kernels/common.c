@@ -34,6 +34,21 @@ pg_reg pgk_ld_f32(pg_kernel *k, pg_reg addr)
     return pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0);
 }
 
+pg_reg pgk_f32_offset(pg_kernel *k, pg_val i)
+{
+    return pgv_mul_wide(k, PG_U32, i, pg_u32(4));
+}
+
+pg_reg pgk_ld_f32_at(pg_kernel *k, pg_reg base, pg_reg off)
+{
+    return pgk_ld_f32(k, pgv_add(k, PG_U64, base, off));
+}
+
+void pgk_st_f32_at(pg_kernel *k, pg_reg base, pg_reg off, pg_val v)
+{
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgv_add(k, PG_U64, base, off), 0, v);
+}
+
 int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out)
 {
     if (n == 0 || threads == 0)

@@ -82,6 +82,12 @@ pg_reg pgk_row_addr(pg_kernel *k, pg_reg base, pg_val row, pg_val width);
 pg_reg pgk_exp_nonpos(pg_kernel *k, pg_reg a);
 /* A new f32 register loaded from global memory at addr. */
 pg_reg pgk_ld_f32(pg_kernel *k, pg_reg addr);
+/* The byte offset of f32 element i (a u32), as a u64: i * 4, widened. */
+pg_reg pgk_f32_offset(pg_kernel *k, pg_val i);
+/* The f32 at base + off (off a u64 byte offset), into a new register. */
+pg_reg pgk_ld_f32_at(pg_kernel *k, pg_reg base, pg_reg off);
+/* Store the f32 v at base + off. */
+void pgk_st_f32_at(pg_kernel *k, pg_reg base, pg_reg off, pg_val v);
 /* One warp a row: returns the row (ctaid.x * warps-a-block + warp) and the
  * lane in *lane, and jumps to `out` when row >= rows (a whole warp). */
 pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane);

@@ -52,24 +52,13 @@ static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg xa = pgk_row_addr(k, x, row, hidden);
     pg_reg ya = pgk_row_addr(k, y, row, hidden);
 
+    pg_comment(k, "ss = sum x^2 over h = tid, tid + ntid, ...");
     pg_reg ss = pgk_zero_f32(k);
-    pg_reg h = pg_reg_new(k, PG_U32);
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_reg a = pg_reg_new(k, PG_U64);
-    pg_mov(k, PG_U32, h, tid);
-    pg_label sum_top = pg_label_new(k, "sums");
-    pg_label sum_done = pg_label_new(k, "reduce");
-    pg_reg ps = pg_reg_new(k, PG_PRED);
-    pg_label_bind(k, sum_top);
-    pg_setp(k, PG_CMP_GE, PG_U32, ps, h, hidden);
-    pg_bra_if(k, ps, false, sum_done);
-    pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
-    pg_add(k, PG_U64, a, xa, off);
-    pg_reg xv = pgk_ld_f32(k, a);
+    pg_loop L;
+    pg_reg h = pg_for_begin(k, &L, tid, hidden, ntid);
+    pg_reg xv = pgk_ld_f32_at(k, xa, pgk_f32_offset(k, h));
     pg_fma(k, PG_F32, ss, xv, xv, ss);
-    pg_add(k, PG_U32, h, h, ntid);
-    pg_bra(k, sum_top);
-    pg_label_bind(k, sum_done);
+    pg_for_end(k, &L);
 
     pg_reg sum_sq = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, ss, scratch);
 
@@ -81,23 +70,12 @@ static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg rinv = pgv_rcp(k, PG_F32, r);
 
     pg_comment(k, "y = (x / r) * gamma");
-    pg_mov(k, PG_U32, h, tid);
-    pg_label wr_top = pg_label_new(k, "write");
-    pg_reg pw = pg_reg_new(k, PG_PRED);
-    pg_label_bind(k, wr_top);
-    pg_setp(k, PG_CMP_GE, PG_U32, pw, h, hidden);
-    pg_bra_if(k, pw, false, out);
-    pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
-    pg_add(k, PG_U64, a, xa, off);
-    pg_reg wx = pgk_ld_f32(k, a);
-    pg_add(k, PG_U64, a, gamma, off);
-    pg_reg wg = pgk_ld_f32(k, a);
-    pg_reg t = pgv_mul(k, PG_F32, wx, rinv);
-    pg_mul(k, PG_F32, t, t, wg);
-    pg_add(k, PG_U64, a, ya, off);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, t);
-    pg_add(k, PG_U32, h, h, ntid);
-    pg_bra(k, wr_top);
+    h = pg_for_begin(k, &L, tid, hidden, ntid);
+    pg_reg off = pgk_f32_offset(k, h);
+    pg_reg t = pgv_mul(k, PG_F32, pgk_ld_f32_at(k, xa, off), rinv);
+    pg_mul(k, PG_F32, t, t, pgk_ld_f32_at(k, gamma, off));
+    pgk_st_f32_at(k, ya, off, t);
+    pg_for_end(k, &L);
 
     pg_label_bind(k, out);
     pg_ret(k);
@@ -150,17 +128,12 @@ const pgk_desc pgk_desc_rms_norm_forward = {
 static void rms_load(pg_kernel *k, pg_reg off, pg_reg xa, pg_reg dya, pg_reg gamma,
                      pg_reg *x, pg_reg *dy, pg_reg *g)
 {
-    pg_reg a = pgv_add(k, PG_U64, xa, off);
-    pg_reg xv = pgk_ld_f32(k, a);
-    pg_add(k, PG_U64, a, dya, off);
-    pg_reg dyv = pgk_ld_f32(k, a);
-    pg_add(k, PG_U64, a, gamma, off);
-    pg_reg gv = pgk_ld_f32(k, a);
-    *x = pg_reg_new(k, PG_F64);
-    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, *x, xv);
+    pg_reg xv = pgk_ld_f32_at(k, xa, off);
+    pg_reg dyv = pgk_ld_f32_at(k, dya, off);
+    pg_reg gv = pgk_ld_f32_at(k, gamma, off);
+    *x = pgv_cvt(k, PG_F64, PG_F32, PG_RND_NONE, xv);
     pg_reg dyd = pgv_cvt(k, PG_F64, PG_F32, PG_RND_NONE, dyv);
-    *g = pg_reg_new(k, PG_F64);
-    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, *g, gv);
+    *g = pgv_cvt(k, PG_F64, PG_F32, PG_RND_NONE, gv);
     pg_mul(k, PG_F64, *g, *g, dyd); /* exact: two f32 factors */
     if (dy)
         *dy = dyd;
@@ -197,23 +170,13 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg sg = pg_reg_new(k, PG_F64);
     pg_mov(k, PG_F64, ss, pg_f64(0.0));
     pg_mov(k, PG_F64, sg, pg_f64(0.0));
-    pg_reg h = pg_reg_new(k, PG_U32);
-    pg_reg off = pg_reg_new(k, PG_U64);
-    pg_mov(k, PG_U32, h, tid);
-    pg_label sum_top = pg_label_new(k, "sums");
-    pg_label sum_done = pg_label_new(k, "reduce");
-    pg_reg ps = pg_reg_new(k, PG_PRED);
-    pg_label_bind(k, sum_top);
-    pg_setp(k, PG_CMP_GE, PG_U32, ps, h, hidden);
-    pg_bra_if(k, ps, false, sum_done);
-    pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
+    pg_loop L;
+    pg_reg h = pg_for_begin(k, &L, tid, hidden, ntid);
     pg_reg xd, gd;
-    rms_load(k, off, xa, dya, gamma, &xd, NULL, &gd);
+    rms_load(k, pgk_f32_offset(k, h), xa, dya, gamma, &xd, NULL, &gd);
     pg_fma(k, PG_F64, ss, xd, xd, ss);
     pg_fma(k, PG_F64, sg, xd, gd, sg);
-    pg_add(k, PG_U32, h, h, ntid);
-    pg_bra(k, sum_top);
-    pg_label_bind(k, sum_done);
+    pg_for_end(k, &L);
 
     pg_comment(k, "block sums in a fixed order: threads, then columns of 32, then 32 columns");
     pg_reg tbase = pgv_mov(k, PG_U32, pg_shared_addr(tsums));
@@ -274,27 +237,17 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_neg(k, PG_F64, nu, nu);
 
     pg_comment(k, "dx = (g - x u) / r; partial = (dy x) / r; each rounded to f32 once");
-    pg_mov(k, PG_U32, h, tid);
-    pg_label wr_top = pg_label_new(k, "write");
-    pg_reg pw = pg_reg_new(k, PG_PRED);
-    pg_label_bind(k, wr_top);
-    pg_setp(k, PG_CMP_GE, PG_U32, pw, h, hidden);
-    pg_bra_if(k, pw, false, out);
-    pg_mul_wide(k, PG_U32, off, h, pg_u32(4));
+    h = pg_for_begin(k, &L, tid, hidden, ntid);
+    pg_reg off = pgk_f32_offset(k, h);
     pg_reg wx, wdy, wg;
     rms_load(k, off, xa, dya, gamma, &wx, &wdy, &wg);
     pg_reg t = pgv_fma(k, PG_F64, wx, nu, wg);
     pg_mul(k, PG_F64, t, t, rinv);
-    pg_reg o = pgv_cvt(k, PG_F32, PG_F64, PG_RND_RN, t);
-    pg_reg a = pgv_add(k, PG_U64, dxa, off);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, o);
-    pg_mul(k, PG_F64, t, wdy, wx);
-    pg_mul(k, PG_F64, t, t, rinv);
-    pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, o, t);
-    pg_add(k, PG_U64, a, pa, off);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, o);
-    pg_add(k, PG_U32, h, h, ntid);
-    pg_bra(k, wr_top);
+    pgk_st_f32_at(k, dxa, off, pgv_cvt(k, PG_F32, PG_F64, PG_RND_RN, t));
+    pg_reg pt = pgv_mul(k, PG_F64, wdy, wx);
+    pg_mul(k, PG_F64, pt, pt, rinv);
+    pgk_st_f32_at(k, pa, off, pgv_cvt(k, PG_F32, PG_F64, PG_RND_RN, pt));
+    pg_for_end(k, &L);
 
     pg_label_bind(k, out);
     pg_ret(k);
