@@ -289,6 +289,34 @@ const pgk_desc pgk_desc_squared_sum_reduce_multi = {
     .launch = pgk_launch_table,
 };
 
+/* squared_sum_reduce_multi over the optimizer's table (pgk_optim_entry):
+ * the gradients' partials, at each entry's grad.first_block. */
+static int build_adamw_multi_norm(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                                  const uint32_t *knobs)
+{
+    (void)d;
+    (void)knobs;
+    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
+    pg_reg table = pg_param_load(k, p[0]);
+    pg_reg nbufs = pg_param_load(k, p[1]);
+    pg_reg partials = pg_param_load(k, p[2]);
+    pgk_table_entry e = pgk_table_find(k, table, nbufs, (uint32_t)sizeof(pgk_optim_entry),
+                                       offsetof(pgk_optim_entry, grad.first_block));
+    squared_sum_body(k, scratch, e.ptr, partials, geom_entry(k, &e));
+    return pg_kernel_error(k);
+}
+
+const pgk_desc pgk_desc_adamw_multi_norm = {
+    .name = "adamw_multi_norm",
+    .summary = "squared_sum_reduce_multi over the gradients of a multi-tensor AdamW table",
+    PGK_PARAMS(multi_sum_params),
+    PGK_KNOBS(pgk_knobs_table),
+    .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
+    .build = build_adamw_multi_norm,
+    .launch = pgk_launch_table,
+};
+
 /* ---------------------------------------------------------------- clip_scale_reduce */
 
 /* One block: thread t sums partials t, t+256, ... in order, then a

@@ -35,7 +35,10 @@
     X(mse_loss)                                                                            \
     X(adamw_hyper_advance)                                                                 \
     X(squared_sum_reduce_multi)                                                            \
-    X(gradient_clip_gpu_scale_multi)
+    X(gradient_clip_gpu_scale_multi)                                                      \
+    X(adamw_multi_norm)                                                                    \
+    X(adamw_multi_finalize)                                                                \
+    X(adamw_multi_step)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)
