@@ -246,7 +246,8 @@ uint32_t pgk_adamw_multi_blocks(uint32_t n)
 /* One block. For each norm group g (its partial sums are
  * partials[groups[g] .. groups[g+1])): the sum in the order of
  * clip_scale_reduce (thread t adds partials t, t + 256, ..., then a
- * fixed-order block reduction), norm = sqrt(sum), coefficient
+ * fixed-order block reduction; eight of a thread's loads in flight, its
+ * additions in that order all the same), norm = sqrt(sum), coefficient
  * min(1, max_norm / (norm + norm_eps)), 1 for a non-finite norm. Then
  * thread 0 decides the step: any non-finite norm skips it (SKIP = 1,
  * SKIPPED += 1, the hyper buffer untouched); otherwise SKIP = 0 and the
@@ -279,11 +280,39 @@ static int build_multi_finalize(pg_kernel *k, const pgk_desc *d, const pg_param 
     pg_reg count = pgv_sub(k, PG_U32, hi, lo);
     pg_reg base = pgk_elem_addr(k, partials, lo, 4);
     pg_reg acc = pgk_zero_f32(k);
-    pg_loop S;
-    pg_reg i = pg_for_begin(k, &S, tid, count, ntid);
+    pg_comment(k, "thread t adds partials t, t + ntid, ... in order; eight loads in flight while "
+                  "i + 7 ntid < count");
+    pg_reg i = pgv_mov(k, PG_U32, tid);
+    pg_reg far = pgv_mul(k, PG_U32, ntid, pg_u32(7));
+    pg_reg stride8 = pgv_shl(k, PG_U32, ntid, pg_u32(3));
+    pg_reg stride_b = pgv_mul_wide(k, PG_U32, ntid, pg_u32(4));
+    pg_reg last = pg_reg_new(k, PG_U32);
+    pg_label unrolled = pg_label_new(k, "sum8");
+    pg_label one = pg_label_new(k, "sum1");
+    pg_label summed = pg_label_new(k, "summed");
+    pg_label_bind(k, unrolled);
+    pg_add(k, PG_U32, last, i, far);
+    pg_setp(k, PG_CMP_GE, PG_U32, pe, last, count);
+    pg_bra_if(k, pe, false, one);
+    pg_reg a = pgk_elem_addr(k, base, i, 4);
+    pg_reg x8[8];
+    for (int u = 0; u < 8; u++) {
+        x8[u] = pgk_ld_f32(k, a);
+        if (u < 7)
+            pg_add(k, PG_U64, a, a, stride_b);
+    }
+    for (int u = 0; u < 8; u++)
+        pg_add(k, PG_F32, acc, acc, x8[u]);
+    pg_add(k, PG_U32, i, i, stride8);
+    pg_bra(k, unrolled);
+    pg_label_bind(k, one);
+    pg_setp(k, PG_CMP_GE, PG_U32, pe, i, count);
+    pg_bra_if(k, pe, false, summed);
     pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, base, i, 4));
     pg_add(k, PG_F32, acc, acc, x);
-    pg_for_end(k, &S);
+    pg_add(k, PG_U32, i, i, ntid);
+    pg_bra(k, one);
+    pg_label_bind(k, summed);
     pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, acc, scratch);
 
     pg_comment(k, "coefficient = min(1, max_norm / (norm + norm_eps)); 1 for a non-finite norm");
