@@ -157,6 +157,93 @@ static float time_steps(bench *B, model *m, pgrt_train_norm norm, float max_norm
     return median(B->v, B->reps);
 }
 
+static float time_launch(bench *B, const char *name, const pgk_knobs *kn, const pgrt_arg *a,
+                         size_t na)
+{
+    for (int i = 0; i < 2; i++)
+        GPU_CHECK(pgrt_launch(B->ctx, B->s, name, kn, a, na));
+    for (int i = 0; i < B->reps; i++) {
+        GPU_CHECK(pgrt_event_record(B->a, B->s));
+        GPU_CHECK(pgrt_launch(B->ctx, B->s, name, kn, a, na));
+        GPU_CHECK(pgrt_event_record(B->b, B->s));
+        GPU_CHECK(pgrt_event_sync(B->b));
+        GPU_CHECK(pgrt_event_elapsed_ms(B->a, B->b, &B->v[i]));
+    }
+    return median(B->v, B->reps);
+}
+
+static pgk_knobs table_knobs(const char *name, uint32_t blocks, uint32_t nbufs)
+{
+    const pgk_desc *d = pgk_find(name);
+    pgk_knobs kn;
+    pgk_knobs_default(d, &kn);
+    kn.v[pgk_knob_index(d, "total_blocks")] = blocks;
+    kn.v[pgk_knob_index(d, "nbufs")] = nbufs;
+    return kn;
+}
+
+/* Each of the three kernels alone, on a table of m's tensors (global
+ * norm): where the step's time goes. */
+static void breakdown(bench *B, model *m, const char *tag)
+{
+    pgk_optim_entry *e = calloc(m->n, sizeof *e);
+    pgrt_buf **mv = calloc(2 * m->n, sizeof *mv);
+    uint32_t nb = 0, ub = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        uint32_t n = (uint32_t)pgrt_buf_count(m->p[i]);
+        GPU_CHECK(pgrt_buf_alloc(B->ctx, PG_F32, n, &mv[2 * i]));
+        GPU_CHECK(pgrt_buf_alloc(B->ctx, PG_F32, n, &mv[2 * i + 1]));
+        GPU_CHECK(pgrt_buf_memset(mv[2 * i], 0));
+        GPU_CHECK(pgrt_buf_memset(mv[2 * i + 1], 0));
+        e[i] = (pgk_optim_entry){.grad = {pgrt_buf_ptr(m->g[i]), n, nb},
+                                 .param = pgrt_buf_ptr(m->p[i]),
+                                 .m = pgrt_buf_ptr(mv[2 * i]),
+                                 .v = pgrt_buf_ptr(mv[2 * i + 1]),
+                                 .first_block = ub};
+        nb += pgk_squared_sum_num_blocks(n);
+        ub += pgk_adamw_multi_blocks(n);
+    }
+    size_t words = m->n * sizeof *e / 4;
+    pgrt_buf *table = NULL, *partials = NULL, *groups = NULL, *state = NULL, *hyper = NULL;
+    GPU_CHECK(pgrt_buf_alloc(B->ctx, PG_U32, words, &table));
+    GPU_CHECK(pgrt_buf_upload(table, 0, e, words));
+    GPU_CHECK(pgrt_buf_alloc(B->ctx, PG_F32, nb, &partials));
+    uint32_t g[2] = {0, nb};
+    GPU_CHECK(pgrt_buf_alloc(B->ctx, PG_U32, 2, &groups));
+    GPU_CHECK(pgrt_buf_upload(groups, 0, g, 2));
+    uint32_t st[4] = {0, 0, f32_bits(1.0f), 0};
+    GPU_CHECK(pgrt_buf_alloc(B->ctx, PG_U32, 4, &state));
+    GPU_CHECK(pgrt_buf_upload(state, 0, st, 4));
+    float h[PGK_HYPER_COUNT] = {1e-5f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1, 1, 1, 0};
+    GPU_CHECK(pgrt_buf_alloc(B->ctx, PG_F32, PGK_HYPER_COUNT, &hyper));
+    GPU_CHECK(pgrt_buf_upload(hyper, 0, h, PGK_HYPER_COUNT));
+    uint32_t nt = (uint32_t)m->n;
+    char label[128];
+    pgk_knobs kn = table_knobs("adamw_multi_norm", nb, nt);
+    pgrt_arg an[3] = {pgrt_arg_buf(table), pgrt_arg_u32(nt), pgrt_arg_buf(partials)};
+    snprintf(label, sizeof label, "%s: adamw_multi_norm alone (%u blocks)", tag, nb);
+    row(B, label, time_launch(B, "adamw_multi_norm", &kn, an, 3),
+        4.0 * (double)m->total / B->bw * 1e3);
+    pgrt_arg af[7] = {pgrt_arg_buf(partials), pgrt_arg_buf(groups), pgrt_arg_u32(1),
+                      pgrt_arg_f32(1.0f),     pgrt_arg_f32(1e-6f),  pgrt_arg_buf(state),
+                      pgrt_arg_buf(hyper)};
+    snprintf(label, sizeof label, "%s: adamw_multi_finalize alone (%u partials)", tag, nb);
+    row(B, label, time_launch(B, "adamw_multi_finalize", NULL, af, 7), 0);
+    kn = table_knobs("adamw_multi_step", ub, nt);
+    pgrt_arg au[4] = {pgrt_arg_buf(table), pgrt_arg_u32(nt), pgrt_arg_buf(state),
+                      pgrt_arg_buf(hyper)};
+    snprintf(label, sizeof label, "%s: adamw_multi_step alone (%u blocks)", tag, ub);
+    row(B, label, time_launch(B, "adamw_multi_step", &kn, au, 4),
+        28.0 * (double)m->total / B->bw * 1e3);
+    for (size_t i = 0; i < 2 * m->n; i++)
+        pgrt_buf_destroy(&mv[i]);
+    pgrt_buf *bufs[] = {table, partials, groups, state, hyper};
+    for (size_t i = 0; i < 5; i++)
+        pgrt_buf_destroy(&bufs[i]);
+    free(mv);
+    free(e);
+}
+
 /* Qwen2-1.5B LoRA adapters, rank 16, A and B of a projection in one
  * tensor: q and o 16 x (1536 + 1536), k and v 16 x (1536 + 256), gate, up
  * and down 16 x (1536 + 8960). */
@@ -258,6 +345,7 @@ int main(int argc, char **argv)
                     PGRT_TRAIN_OPT_PER_TENSOR, false, &nl);
     snprintf(label, sizeof label, "350M per-tensor fallback, eager (%zu launches)", nl);
     row(&B, label, ms, f32);
+    breakdown(&B, &m, "350M");
     model_free(&m);
 
     size_t ls[LORA_LAYERS * LORA_PER];
@@ -275,6 +363,7 @@ int main(int argc, char **argv)
     ms = time_steps(&B, &m, PGRT_TRAIN_NORM_LAYER, 1.0f, PGRT_TRAIN_GRAPH_ON, PGRT_TRAIN_OPT_AUTO,
                     false, NULL);
     row(&B, "LoRA, per-layer, graphed", ms, lf);
+    breakdown(&B, &m, "LoRA");
     model_free(&m);
 
     printf("\nfloor = 32 bytes a parameter (norm pass 4, update 28; 34 with a bf16 copy, 28 "
