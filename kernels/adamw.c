@@ -243,6 +243,15 @@ uint32_t pgk_adamw_multi_blocks(uint32_t n)
     return b ? b : 1;
 }
 
+/* Blocks of 1024 elements (squared_sum_reduce's) cost a table search and
+ * a block reduction for 4 KiB of reads: a model of many small tensors
+ * (LoRA adapters) spent more time in them than reading. */
+uint32_t pgk_adamw_norm_blocks(uint32_t n)
+{
+    uint32_t b = pgk_ceil_div(n, 4096u);
+    return b == 0 ? 1 : b > 256 ? 256 : b;
+}
+
 /* One block. For each norm group g (its partial sums are
  * partials[groups[g] .. groups[g+1])): the sum in the order of
  * clip_scale_reduce (thread t adds partials t, t + 256, ..., then a

@@ -187,8 +187,7 @@ _Static_assert(sizeof(pgk_clip_entry) == 16, "the kernels read 16-byte table ent
 
 /* The device table of the multi-tensor AdamW (adamw_multi_norm,
  * adamw_multi_step): a pgk_clip_entry for the gradient, whose first_block
- * counts the norm pass's blocks (pgk_squared_sum_num_blocks of each n, the
- * partition of squared_sum_reduce), then the tensor's other buffers and
+ * counts the norm pass's blocks (pgk_adamw_norm_blocks of each n), then the tensor's other buffers and
  * the update pass's first block (pgk_adamw_multi_blocks of each n). Both
  * passes walk one table; entries of a norm group (a layer, or all) are
  * consecutive, so that a group's partial sums are. */
@@ -223,6 +222,10 @@ enum pgk_optim_state {
 
 /* adamw_multi_step's blocks for a tensor of n elements: ceil(n / 4096). */
 PG_API uint32_t pgk_adamw_multi_blocks(uint32_t n);
+/* adamw_multi_norm's blocks for a tensor of n elements: min(ceil(n / 4096),
+ * 256), at least 1 (squared_sum_reduce's body, four times its elements a
+ * block: one float4 load of each of four chunks a thread fills a block). */
+PG_API uint32_t pgk_adamw_norm_blocks(uint32_t n);
 
 /* squared_sum_reduce's grid size for n elements: min(ceil(n/1024), 256), at
  * least 1. Part of the clip pipeline's API: partial buffers are sized by it. */

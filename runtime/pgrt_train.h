@@ -32,8 +32,8 @@
  *         adamw_step_dev per tensor        params, m, v updated; hyper-parameters
  *                                          read from device memory
  *
- * Both give the same bits for the same gradients where the clip is not
- * within 1e-7 of 1 (the per-tensor clip leaves such gradients alone).
+ * The two agree to rounding: their norms sum the same squares over
+ * different partitions.
  *
  * Everything in it is an asynchronous launch on one stream: no host
  * synchronisation, no allocation, no module load. So it captures into a

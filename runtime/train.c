@@ -269,7 +269,7 @@ static int folded_create(pgrt_train *t, const pgrt_train_params *p, size_t n)
             .copy_type = !copy ? PGK_COPY_NONE
                          : copy->type == PG_BF16 ? PGK_COPY_BF16 : PGK_COPY_F16,
         };
-        norm_blocks += pgk_squared_sum_num_blocks(sl->n);
+        norm_blocks += pgk_adamw_norm_blocks(sl->n);
         step_blocks += pgk_adamw_multi_blocks(sl->n);
         if (norm_blocks > INT32_MAX || step_blocks > INT32_MAX) {
             rc = rt_fail(PGRT_ERANGE, "pgrt_train_create: the tensors need more than 2^31 blocks "

@@ -200,7 +200,7 @@ static void breakdown(bench *B, model *m, const char *tag)
                                  .m = pgrt_buf_ptr(mv[2 * i]),
                                  .v = pgrt_buf_ptr(mv[2 * i + 1]),
                                  .first_block = ub};
-        nb += pgk_squared_sum_num_blocks(n);
+        nb += pgk_adamw_norm_blocks(n);
         ub += pgk_adamw_multi_blocks(n);
     }
     size_t words = m->n * sizeof *e / 4;

@@ -546,7 +546,7 @@ static void test_folded(void)
                     REQUIRE(e->m && e->v && e->m != e->v);
                     REQUIRE_INT_EQ(e->copy, l * TENSORS + j == 3 ? pgrt_buf_ptr(copy) : 0);
                     REQUIRE_INT_EQ(e->copy_type, l * TENSORS + j == 3 ? PGK_COPY_BF16 : 0);
-                    nb += pgk_squared_sum_num_blocks(sizes[j]);
+                    nb += pgk_adamw_norm_blocks(sizes[j]);
                     ub += pgk_adamw_multi_blocks(sizes[j]);
                 }
             if (norm)
