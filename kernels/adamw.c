@@ -252,49 +252,30 @@ uint32_t pgk_adamw_norm_blocks(uint32_t n)
     return b == 0 ? 1 : b > 256 ? 256 : b;
 }
 
-/* One block. For each norm group g (its partial sums are
- * partials[groups[g] .. groups[g+1])): the sum in the order of
- * clip_scale_reduce (thread t adds partials t, t + 256, ..., then a
- * fixed-order block reduction; eight of a thread's loads in flight, its
- * additions in that order all the same), norm = sqrt(sum), coefficient
- * min(1, max_norm / (norm + norm_eps)), 1 for a non-finite norm. Then
- * thread 0 decides the step: any non-finite norm skips it (SKIP = 1,
- * SKIPPED += 1, the hyper buffer untouched); otherwise SKIP = 0 and the
- * step advances as adamw_hyper_advance does. With no groups (no clipping)
- * group 0 reads coefficient 1 and norm 0. */
-static int build_multi_finalize(pg_kernel *k, const pgk_desc *d, const pg_param *p,
-                                const uint32_t *knobs)
+/* One block of 1024 threads. Norm group g owns the partial sums
+ * partials[groups[g] .. groups[g+1]); its norm is sqrt(their sum) and its
+ * coefficient min(1, max_norm / (norm + norm_eps)), 1 for a non-finite
+ * norm. One group (the global norm): the whole block sums it, thread t
+ * the partials t, t + 1024, ... in order, then a fixed-order block
+ * reduction. Several (one a layer): warp w takes groups w, w + 32, ...,
+ * lane l the partials l, l + 32, ..., then a butterfly: no barrier a group.
+ * Either way eight of a thread's loads are in flight and its additions
+ * keep their order. Then thread 0 decides the step: any non-finite norm
+ * skips it (SKIP = 1, SKIPPED += 1, the hyper buffer untouched); otherwise
+ * SKIP = 0 and the step advances as adamw_hyper_advance does. With no
+ * groups (no clipping) group 0 reads coefficient 1 and norm 0. */
+#define FINALIZE_THREADS 1024u
+
+/* acc += base[i] for i = start, start + stride, ... < count, in that order,
+ * eight loads in flight while i + 7 stride < count. */
+static void sum_in_order(pg_kernel *k, pg_reg acc, pg_reg base, pg_reg start, pg_val stride,
+                         pg_reg count)
 {
-    (void)d;
-    (void)knobs;
-    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
-    pg_reg partials = pg_param_load(k, p[0]);
-    pg_reg groups = pg_param_load(k, p[1]);
-    pg_reg ngroups = pg_param_load(k, p[2]);
-    pg_reg max_norm = pg_param_load(k, p[3]);
-    pg_reg norm_eps = pg_param_load(k, p[4]);
-    pg_reg state = pg_param_load(k, p[5]);
-    pg_reg hyper = pg_param_load(k, p[6]);
-
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, tid, pg_u32(0));
-    pg_reg bad = pgv_mov(k, PG_U32, pg_u32(0));
     pg_reg pe = pg_reg_new(k, PG_PRED);
-
-    pg_loop G;
-    pg_reg g = pg_for_begin(k, &G, pg_u32(0), ngroups, pg_u32(1));
-    pg_reg lo = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, groups, g, 4), 0);
-    pg_reg hi = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, groups, g, 4), 4);
-    pg_reg count = pgv_sub(k, PG_U32, hi, lo);
-    pg_reg base = pgk_elem_addr(k, partials, lo, 4);
-    pg_reg acc = pgk_zero_f32(k);
-    pg_comment(k, "thread t adds partials t, t + ntid, ... in order; eight loads in flight while "
-                  "i + 7 ntid < count");
-    pg_reg i = pgv_mov(k, PG_U32, tid);
-    pg_reg far = pgv_mul(k, PG_U32, ntid, pg_u32(7));
-    pg_reg stride8 = pgv_shl(k, PG_U32, ntid, pg_u32(3));
-    pg_reg stride_b = pgv_mul_wide(k, PG_U32, ntid, pg_u32(4));
+    pg_reg i = pgv_mov(k, PG_U32, start);
+    pg_reg far = pgv_mul(k, PG_U32, stride, pg_u32(7));
+    pg_reg stride8 = pgv_shl(k, PG_U32, stride, pg_u32(3));
+    pg_reg stride_b = pgv_mul_wide(k, PG_U32, stride, pg_u32(4));
     pg_reg last = pg_reg_new(k, PG_U32);
     pg_label unrolled = pg_label_new(k, "sum8");
     pg_label one = pg_label_new(k, "sum1");
@@ -319,12 +300,28 @@ static int build_multi_finalize(pg_kernel *k, const pgk_desc *d, const pg_param 
     pg_bra_if(k, pe, false, summed);
     pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, base, i, 4));
     pg_add(k, PG_F32, acc, acc, x);
-    pg_add(k, PG_U32, i, i, ntid);
+    pg_add(k, PG_U32, i, i, stride);
     pg_bra(k, one);
     pg_label_bind(k, summed);
-    pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, acc, scratch);
+}
 
+/* Group g's partials: their base address and count. */
+static pg_reg group_partials(pg_kernel *k, pg_reg partials, pg_reg groups, pg_reg g,
+                             pg_reg *count)
+{
+    pg_reg lo = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, groups, g, 4), 0);
+    pg_reg hi = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, groups, g, 4), 4);
+    *count = pgv_sub(k, PG_U32, hi, lo);
+    return pgk_elem_addr(k, partials, lo, 4);
+}
+
+/* Group g's coefficient and norm from its sum, stored where `store` holds
+ * (one thread); bad = 1 when the norm is not finite. */
+static void group_result(pg_kernel *k, pg_reg sum, pg_reg max_norm, pg_reg norm_eps,
+                         pg_reg state, pg_reg g, pg_reg store, pg_reg bad)
+{
     pg_comment(k, "coefficient = min(1, max_norm / (norm + norm_eps)); 1 for a non-finite norm");
+    pg_reg pe = pg_reg_new(k, PG_PRED);
     pg_reg norm = pgv_sqrt(k, PG_F32, sum);
     pg_reg den = pgv_add(k, PG_F32, norm, norm_eps);
     pg_reg coef = pgv_div(k, PG_F32, max_norm, den); /* norm 0 gives +inf: 1 */
@@ -334,13 +331,79 @@ static int build_multi_finalize(pg_kernel *k, const pgk_desc *d, const pg_param 
     pg_selp(k, PG_F32, coef, coef, pg_f32(1.0f), pe);
     pg_selp(k, PG_U32, bad, bad, pg_u32(1), pe);
     pg_reg slot = pgk_elem_addr(k, state, g, 8);
-    pg_guard(k, first, false);
+    pg_guard(k, store, false);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, slot, 4 * PGK_OPTIM_GROUPS, coef);
-    pg_guard(k, first, false);
+    pg_guard(k, store, false);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, slot, 4 * PGK_OPTIM_GROUPS + 4, norm);
+}
+
+static int build_multi_finalize(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                                const uint32_t *knobs)
+{
+    (void)d;
+    (void)knobs;
+    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
+    pg_shared flags = pg_shared_static(k, PG_U32, 32, 4, "warp_bad");
+    pg_reg partials = pg_param_load(k, p[0]);
+    pg_reg groups = pg_param_load(k, p[1]);
+    pg_reg ngroups = pg_param_load(k, p[2]);
+    pg_reg max_norm = pg_param_load(k, p[3]);
+    pg_reg norm_eps = pg_param_load(k, p[4]);
+    pg_reg state = pg_param_load(k, p[5]);
+    pg_reg hyper = pg_param_load(k, p[6]);
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, tid, pg_u32(0));
+    pg_reg bad = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_reg pe = pg_reg_new(k, PG_PRED);
+    pg_label per_warp = pg_label_new(k, "warp_a_group");
+    pg_label decide = pg_label_new(k, "decide");
+    pg_reg several = pgv_setp(k, PG_CMP_GT, PG_U32, ngroups, pg_u32(1));
+    pg_bra_if(k, several, false, per_warp);
+
+    pg_comment(k, "no group or one: the block sums it");
+    pg_loop G;
+    pg_reg g = pg_for_begin(k, &G, pg_u32(0), ngroups, pg_u32(1));
+    pg_reg count;
+    pg_reg base = group_partials(k, partials, groups, g, &count);
+    pg_reg acc = pgk_zero_f32(k);
+    sum_in_order(k, acc, base, tid, ntid, count);
+    pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, acc, scratch);
+    group_result(k, sum, max_norm, norm_eps, state, g, first, bad);
     pg_for_end(k, &G);
+    pg_bra(k, decide);
+
+    pg_comment(k, "groups a layer: warp w sums groups w, w + 32, ...");
+    pg_label_bind(k, per_warp);
+    pg_reg lane = pgv_and(k, PG_B32, tid, pg_u32(31));
+    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    pg_reg nwarps = pgv_shr(k, PG_U32, ntid, pg_u32(5));
+    pg_reg lane0 = pgv_setp(k, PG_CMP_EQ, PG_U32, lane, pg_u32(0));
+    pg_loop W;
+    pg_reg gw = pg_for_begin(k, &W, warp, ngroups, nwarps);
+    pg_reg wcount;
+    pg_reg wbase = group_partials(k, partials, groups, gw, &wcount);
+    pg_reg wacc = pgk_zero_f32(k);
+    sum_in_order(k, wacc, wbase, lane, pg_u32(32), wcount);
+    pg_reg wsum = pg_warp_reduce(k, PG_REDUCE_SUM, PG_F32, wacc);
+    group_result(k, wsum, max_norm, norm_eps, state, gw, lane0, bad);
+    pg_for_end(k, &W);
+    pg_comment(k, "each warp's verdict to shared memory; thread 0 takes them all");
+    pg_reg fa = pgv_mov(k, PG_U32, pg_shared_addr(flags));
+    pg_reg fslot = pgv_mad(k, PG_U32, warp, pg_u32(4), fa);
+    pg_guard(k, lane0, false);
+    pg_st(k, PG_SPACE_SHARED, PG_U32, fslot, 0, bad);
+    pg_bar_sync(k, 0);
+    pg_bra_if(k, first, true, decide);
+    pg_loop F;
+    pg_reg w = pg_for_begin(k, &F, pg_u32(1), nwarps, pg_u32(1));
+    pg_reg fw = pgv_ld(k, PG_SPACE_SHARED, PG_U32, pgv_mad(k, PG_U32, w, pg_u32(4), fa), 0);
+    pg_or(k, PG_B32, bad, bad, fw);
+    pg_for_end(k, &F);
 
     pg_comment(k, "thread 0: skip the step on a non-finite norm, else advance it");
+    pg_label_bind(k, decide);
     pg_guard(k, first, true);
     pg_ret(k);
     pg_label have = pg_label_new(k, "have_groups");
@@ -386,7 +449,7 @@ const pgk_desc pgk_desc_adamw_multi_finalize = {
                "else the step advances",
     PGK_PARAMS(finalize_params),
     .min_target = PG_SM_70,
-    .threads = PGK_THREADS,
+    .threads = FINALIZE_THREADS,
     .build = build_multi_finalize,
     .launch = launch_one_block,
 };
