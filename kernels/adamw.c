@@ -95,12 +95,9 @@ static int build_adamw(pg_kernel *k, const pgk_desc *d, const pg_param *p, const
         h[i] = pg_param_load(k, p[4 + i]);
     pg_reg n = pg_param_load(k, p[4 + PGK_HYPER_STEP_ARGS]);
     pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
+    pg_reg gid = pgk_guarded_gid(k, n, out);
     adamw_body(k, buf, h, gid);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static int build_adamw_dev(pg_kernel *k, const pgk_desc *d, const pg_param *p,
@@ -114,17 +111,12 @@ static int build_adamw_dev(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pg_reg hyper = pg_param_load(k, p[4]);
     pg_reg n = pg_param_load(k, p[5]);
     pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
+    pg_reg gid = pgk_guarded_gid(k, n, out);
     pg_comment(k, "hyper-parameters from device memory, read when the kernel runs");
-    for (int i = 0; i < PGK_HYPER_STEP_ARGS; i++) {
-        h[i] = pg_reg_new(k, PG_F32);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, hyper, 4 * i, h[i]);
-    }
+    for (int i = 0; i < PGK_HYPER_STEP_ARGS; i++)
+        h[i] = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, hyper, 4 * i);
     adamw_body(k, buf, h, gid);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param adamw_params[] = {
@@ -652,9 +644,7 @@ static int build_multi_step(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pg_add(k, PG_U64, i, i, pg_u64(PGK_THREADS));
     pg_bra(k, sloop);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param multi_step_params[] = {

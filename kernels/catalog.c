@@ -252,16 +252,33 @@ static int knobs_in_range(const pgk_desc *d, const pgk_knobs *kn, char *err, siz
     return PG_OK;
 }
 
-int pgk_emit_ptx(const pgk_desc *d, pg_target t, const pgk_knobs *kn, pgk_ptx *out, char *err,
-                 size_t errlen)
+/* The checks pgk_emit and pgk_launch_for open with: clear the result,
+ * refuse NULL and a descriptor pgk_desc_check() refuses; *kn NULL becomes
+ * the defaults (in *def), and the knobs must be in range. */
+static int enter(const char *who, const pgk_desc *d, void *out, size_t outlen,
+                 const pgk_knobs **kn, pgk_knobs *def, char *err, size_t errlen)
 {
     if (out)
-        memset(out, 0, sizeof *out);
+        memset(out, 0, outlen);
     if (!d || !out) {
-        say(err, errlen, "pgk_emit: NULL argument");
+        say(err, errlen, "%s: NULL argument", who);
         return PG_EINVAL;
     }
     int rc = pgk_desc_check(d, err, errlen);
+    if (rc)
+        return rc;
+    if (!*kn) {
+        pgk_knobs_default(d, def);
+        *kn = def;
+    }
+    return knobs_in_range(d, *kn, err, errlen);
+}
+
+int pgk_emit_ptx(const pgk_desc *d, pg_target t, const pgk_knobs *kn, pgk_ptx *out, char *err,
+                 size_t errlen)
+{
+    pgk_knobs def;
+    int rc = enter("pgk_emit", d, out, sizeof *out, &kn, &def, err, errlen);
     if (rc)
         return rc;
     if (!pg_target_name(t)) {
@@ -273,13 +290,6 @@ int pgk_emit_ptx(const pgk_desc *d, pg_target t, const pgk_knobs *kn, pgk_ptx *o
             pg_target_name(d->min_target), pg_target_name(t));
         return PG_ETARGET;
     }
-    pgk_knobs def;
-    if (!kn) {
-        pgk_knobs_default(d, &def);
-        kn = &def;
-    }
-    if ((rc = knobs_in_range(d, kn, err, errlen)))
-        return rc;
     pg_kernel *k = NULL;
     rc = pg_kernel_create(&k, d->name, t);
     if (rc) {
@@ -335,21 +345,9 @@ int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, si
 int pgk_launch_for(const pgk_desc *d, const pgk_knobs *kn, pgk_launch *out, char *err,
                    size_t errlen)
 {
-    if (out)
-        memset(out, 0, sizeof *out);
-    if (!d || !out) {
-        say(err, errlen, "pgk_launch_for: NULL argument");
-        return PG_EINVAL;
-    }
-    int rc = pgk_desc_check(d, err, errlen);
-    if (rc)
-        return rc;
     pgk_knobs def;
-    if (!kn) {
-        pgk_knobs_default(d, &def);
-        kn = &def;
-    }
-    if ((rc = knobs_in_range(d, kn, err, errlen)))
+    int rc = enter("pgk_launch_for", d, out, sizeof *out, &kn, &def, err, errlen);
+    if (rc)
         return rc;
     rc = d->launch(d, kn->v, out);
     if (rc)

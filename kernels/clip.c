@@ -49,12 +49,9 @@ static stream_geom geom(pg_kernel *k, pg_reg n)
     g.gid = pg_global_tid_x(k);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
     pg_reg nctaid = pg_sreg_read(k, PG_SREG_NCTAID_X);
-    g.gid64 = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.gid64, g.gid);
-    g.stride = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, g.stride, nctaid, ntid);
-    g.n64 = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.n64, n);
+    g.gid64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.gid);
+    g.stride = pgv_mul_wide(k, PG_U32, nctaid, ntid);
+    g.n64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, n);
     return g;
 }
 
@@ -78,14 +75,10 @@ static stream_geom geom_entry(pg_kernel *k, const pgk_table_entry *e)
     stream_geom g;
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    g.gid = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, g.gid, e->local, ntid, tid);
-    g.gid64 = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.gid64, g.gid);
-    g.stride = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, g.stride, e->nblocks, ntid);
-    g.n64 = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.n64, e->n);
+    g.gid = pgv_mad(k, PG_U32, e->local, ntid, tid);
+    g.gid64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, g.gid);
+    g.stride = pgv_mul_wide(k, PG_U32, e->nblocks, ntid);
+    g.n64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, e->n);
     return g;
 }
 
@@ -113,10 +106,8 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
                              stream_geom g)
 {
     pg_reg acc[4];
-    for (int j = 0; j < 4; j++) {
-        acc[j] = pg_reg_new(k, PG_F32);
-        pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
-    }
+    for (int j = 0; j < 4; j++)
+        acc[j] = pgk_zero_f32(k);
     pg_reg i = pgv_mov(k, PG_U64, g.gid64);
     pg_reg three = pg_reg_new(k, PG_U64), four = pg_reg_new(k, PG_U64);
     pg_mul(k, PG_U64, three, g.stride, pg_u64(3));
@@ -189,8 +180,7 @@ static void squared_sum_body(pg_kernel *k, pg_shared scratch, pg_reg input, pg_r
     pg_reg sa = addr64(k, input, i, 2);
     pg_reg sx[4];
     for (int j = 0; j < 4; j++) {
-        sx[j] = pg_reg_new(k, PG_F32);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, sa, 0, sx[j]);
+        sx[j] = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, sa, 0);
         if (j < 3)
             pg_add(k, PG_U64, sa, sa, stride_b);
     }
@@ -337,7 +327,7 @@ static int build_clip_scale(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
     pg_reg i = pgv_mov(k, PG_U32, tid);
-    pg_reg acc = pgv_mov(k, PG_F32, pg_f32(0.0f));
+    pg_reg acc = pgk_zero_f32(k);
     pg_label top = pg_label_new(k, "sum");
     pg_label done = pg_label_new(k, "reduce");
     pg_reg pe = pg_reg_new(k, PG_PRED);
@@ -475,9 +465,7 @@ static int build_clip_gpu_scale(pg_kernel *k, const pgk_desc *d, const pg_param 
     pg_label out = pg_label_new(k, "exit");
     pg_reg scale = load_scale_or_leave(k, scale_ptr, out);
     scale_all(k, grads, n, scale, out);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 /* The scale is tested before the table is searched: a no-op clip reads
@@ -494,9 +482,7 @@ static int build_clip_gpu_scale_multi(pg_kernel *k, const pgk_desc *d, const pg_
     pg_reg scale = load_scale_or_leave(k, scale_ptr, out);
     pgk_table_entry e = find_entry(k, table, nbufs);
     scale_all_geom(k, e.ptr, scale, out, geom_entry(k, &e));
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static int build_clip(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
@@ -508,9 +494,7 @@ static int build_clip(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
     pg_reg n = pg_param_load(k, p[2]);
     pg_label out = pg_label_new(k, "exit");
     scale_all(k, grads, n, scale, out);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 /* One float4 a thread, at most SCALE_MAX_BLOCKS blocks (then grid-stride):

@@ -12,6 +12,20 @@ const pgk_knob pgk_knob_n[1] = {
     {"n", 1u << 20, 1, UINT32_MAX, "number of elements", false},
 };
 
+pg_reg pgk_guarded_gid(pg_kernel *k, pg_val n, pg_label out)
+{
+    pg_reg gid = pg_global_tid_x(k);
+    pg_bounds_guard(k, gid, n, out);
+    return gid;
+}
+
+int pgk_finish(pg_kernel *k, pg_label out)
+{
+    pg_label_bind(k, out);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
 pg_reg pgk_zero_f32(pg_kernel *k)
 {
     return pgv_mov(k, PG_F32, pg_f32(0.0f));
@@ -102,8 +116,7 @@ pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane)
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
     pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    *lane = pg_reg_new(k, PG_U32);
-    pg_and(k, PG_B32, *lane, tid, pg_u32(31));
+    *lane = pgv_and(k, PG_B32, tid, pg_u32(31));
     pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
     pg_reg wpb = pgv_shr(k, PG_U32, ntid, pg_u32(5));
     pg_reg row = pgv_mad(k, PG_U32, ctaid, wpb, warp);
@@ -166,13 +179,10 @@ pgk_table_entry pgk_table_find(pg_kernel *k, pg_reg table, pg_reg nbufs, uint32_
     pgk_table_entry e;
     pg_reg ea = pgk_elem_addr(k, table, lo, stride);
     e.addr = ea;
-    e.ptr = pg_reg_new(k, PG_U64);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, offsetof(pgk_clip_entry, ptr), e.ptr);
-    e.n = pg_reg_new(k, PG_U32);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, offsetof(pgk_clip_entry, n), e.n);
+    e.ptr = pgv_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, offsetof(pgk_clip_entry, ptr));
+    e.n = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, offsetof(pgk_clip_entry, n));
     pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, first_off, fb);
-    e.local = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, e.local, ctaid, fb);
+    e.local = pgv_sub(k, PG_U32, ctaid, fb);
     pg_comment(k, "the entry's blocks end where the next entry's begin (the grid, for the last)");
     pg_reg end = pgv_mov(k, PG_U32, nctaid);
     pg_reg next = pgv_add(k, PG_U32, lo, pg_u32(1));
@@ -180,8 +190,7 @@ pgk_table_entry pgk_table_find(pg_kernel *k, pg_reg table, pg_reg nbufs, uint32_
     pg_bra_if(k, p, false, last);
     pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, next, stride), first_off, end);
     pg_label_bind(k, last);
-    e.nblocks = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, e.nblocks, end, fb);
+    e.nblocks = pgv_sub(k, PG_U32, end, fb);
     return e;
 }
 

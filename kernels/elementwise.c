@@ -29,14 +29,11 @@ static int build_cast_f16(pg_kernel *k, const pgk_desc *d, const pg_param *p, co
     pg_reg dst = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
     pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
+    pg_reg gid = pgk_guarded_gid(k, n, out);
     pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, src, gid, 4));
     pg_reg hv = pgv_cvt(k, PG_F16, PG_F32, PG_RND_RN, x);
     pg_st(k, PG_SPACE_GLOBAL, PG_F16, pgk_elem_addr(k, dst, gid, 2), 0, hv);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param cast_params[] = {
@@ -70,8 +67,7 @@ static int build_residual_add(pg_kernel *k, const pgk_desc *d, const pg_param *p
     pg_reg o = pg_param_load(k, p[2]);
     pg_reg n = pg_param_load(k, p[3]);
     pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
+    pg_reg gid = pgk_guarded_gid(k, n, out);
     pg_reg off = pgv_mul_wide(k, PG_U32, gid, pg_u32(4));
     pg_reg addr = pgv_add(k, PG_U64, a, off);
     pg_reg av = pgk_ld_f32(k, addr);
@@ -80,9 +76,7 @@ static int build_residual_add(pg_kernel *k, const pgk_desc *d, const pg_param *p
     pg_reg s = pgv_add(k, PG_F32, av, bv);
     pg_add(k, PG_U64, addr, o, off);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, s);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param residual_params[] = {

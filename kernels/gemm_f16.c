@@ -89,21 +89,35 @@ static void h_slot_store(pg_kernel *k, const h_slot *s, pg_reg stage)
     pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, a, 0, v);
 }
 
+/* What both forms start from: the params (grad_c, w, grad_a, m, n, k), the
+ * shared tiles' address, and the thread's lane and warp. */
+typedef struct f16_args {
+    pg_reg dc, w, ga, m, n, kd, sbase, tid, lane, warp;
+} f16_args;
+
+static f16_args f16_begin(pg_kernel *k, const pg_param *p, pg_shared tiles)
+{
+    f16_args a;
+    a.dc = pg_param_load(k, p[0]);
+    a.w = pg_param_load(k, p[1]);
+    a.ga = pg_param_load(k, p[2]);
+    a.m = pg_param_load(k, p[3]);
+    a.n = pg_param_load(k, p[4]);
+    a.kd = pg_param_load(k, p[5]);
+    a.sbase = pgv_mov(k, PG_U32, pg_shared_addr(tiles));
+    a.tid = pg_sreg_read(k, PG_SREG_TID_X);
+    a.lane = pgv_and(k, PG_B32, a.tid, pg_u32(31));
+    a.warp = pgv_shr(k, PG_U32, a.tid, pg_u32(5));
+    return a;
+}
+
 static int build_f16_legacy(pg_kernel *k, const pg_param *p)
 {
     pg_kernel_set_maxntid(k, H_THREADS, 1, 1);
     pg_shared tiles = pg_shared_static(k, PG_B32, 2 * H_STAGE / 4, 16, "tiles");
-    pg_reg dc = pg_param_load(k, p[0]);
-    pg_reg w = pg_param_load(k, p[1]);
-    pg_reg ga = pg_param_load(k, p[2]);
-    pg_reg m = pg_param_load(k, p[3]);
-    pg_reg n = pg_param_load(k, p[4]);
-    pg_reg kd = pg_param_load(k, p[5]);
-    pg_reg sbase = pgv_mov(k, PG_U32, pg_shared_addr(tiles));
-
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg lane = pgv_and(k, PG_B32, tid, pg_u32(31));
-    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    f16_args in = f16_begin(k, p, tiles);
+    pg_reg dc = in.dc, w = in.w, ga = in.ga, m = in.m, n = in.n, kd = in.kd, sbase = in.sbase;
+    pg_reg tid = in.tid, lane = in.lane, warp = in.warp;
     pg_reg g = pgv_shr(k, PG_U32, lane, pg_u32(2));
     pg_reg t4 = pgv_and(k, PG_B32, lane, pg_u32(3));
     pg_reg m0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(H_BM));
@@ -120,10 +134,8 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
     pg_reg acc[MMA_MAX_MT][MMA_MAX_NT][4];
     for (unsigned mt = 0; mt < 4; mt++)
         for (unsigned nt = 0; nt < 4; nt++)
-            for (unsigned e = 0; e < 4; e++) {
-                acc[mt][nt][e] = pg_reg_new(k, PG_F32);
-                pg_mov(k, PG_F32, acc[mt][nt][e], pg_f32(0.0f));
-            }
+            for (unsigned e = 0; e < 4; e++)
+                acc[mt][nt][e] = pgk_zero_f32(k);
     pg_reg ntiles = pgv_add(k, PG_U32, n, pg_u32(H_BK - 1));
     pg_shr(k, PG_U32, ntiles, ntiles, pg_u32(5));
 
@@ -139,7 +151,8 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
     pg_bar_sync(k, 0);
 
     /* fragment rows: A row g of each 16-row tile, B row (W row) 32w + g */
-    pg_reg a_rd = pg_reg_new(k, PG_U32), b_rd = pg_reg_new(k, PG_U32), t16 = pgv_shl(k, PG_B32, t4, pg_u32(4));
+    pg_reg a_rd = pg_reg_new(k, PG_U32), b_rd = pg_reg_new(k, PG_U32);
+    pg_reg t16 = pgv_shl(k, PG_B32, t4, pg_u32(4));
     pg_mad(k, PG_U32, a_rd, g, pg_u32(H_ROW), t16);
     pg_reg brow = pgv_mad(k, PG_U32, warp, pg_u32(32), g);
     pg_mad(k, PG_U32, b_rd, brow, pg_u32(H_ROW), t16);
@@ -391,18 +404,9 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     /* row bytes; 16-byte chunks a row; the swizzle: chunk ^ ((row >> sh) & (cpr - 1)) */
     const unsigned ROW = cfg->bk * 2, CPR = cfg->bk / 8, SH = log2u(8 / CPR), KS = cfg->bk / 16;
     pg_kernel_set_maxntid(k, F_THREADS, 1, 1);
-    pg_shared smem = pg_shared_dynamic(k, 128);
-    pg_reg dc = pg_param_load(k, p[0]);
-    pg_reg w = pg_param_load(k, p[1]);
-    pg_reg ga = pg_param_load(k, p[2]);
-    pg_reg m = pg_param_load(k, p[3]);
-    pg_reg n = pg_param_load(k, p[4]);
-    pg_reg kd = pg_param_load(k, p[5]);
-    pg_reg sbase = pgv_mov(k, PG_U32, pg_shared_addr(smem));
-
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg lane = pgv_and(k, PG_B32, tid, pg_u32(31));
-    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    f16_args in = f16_begin(k, p, pg_shared_dynamic(k, 128));
+    pg_reg dc = in.dc, w = in.w, ga = in.ga, m = in.m, n = in.n, kd = in.kd, sbase = in.sbase;
+    pg_reg tid = in.tid, lane = in.lane, warp = in.warp;
     pg_reg wmi = pgv_and(k, PG_B32, warp, pg_u32(F_WARPS_M - 1));
     pg_reg wni = pgv_shr(k, PG_U32, warp, pg_u32(log2u(F_WARPS_M)));
     pg_reg m0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(cfg->bm));
@@ -437,7 +441,8 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     pg_mad(k, PG_U32, brow, q1, pg_u32(8), brow);
     pg_reg a_off[4], b_off[4];
     for (unsigned s = 0; s < KS; s++) {
-        pg_reg ach = pgv_add(k, PG_U32, q1, pg_u32(2 * s)), bch = pgv_add(k, PG_U32, q0, pg_u32(2 * s));
+        pg_reg ach = pgv_add(k, PG_U32, q1, pg_u32(2 * s));
+        pg_reg bch = pgv_add(k, PG_U32, q0, pg_u32(2 * s));
         pg_xor(k, PG_B32, ach, ach, lsw);
         pg_xor(k, PG_B32, bch, bch, lsw);
         a_off[s] = pgv_shl(k, PG_B32, arow, pg_u32(log2u(ROW)));
@@ -450,10 +455,8 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     pg_reg acc[MMA_MAX_MT][MMA_MAX_NT][4];
     for (unsigned mt = 0; mt < MT; mt++)
         for (unsigned nt = 0; nt < NT; nt++)
-            for (unsigned e = 0; e < 4; e++) {
-                acc[mt][nt][e] = pg_reg_new(k, PG_F32);
-                pg_mov(k, PG_F32, acc[mt][nt][e], pg_f32(0.0f));
-            }
+            for (unsigned e = 0; e < 4; e++)
+                acc[mt][nt][e] = pgk_zero_f32(k);
     pg_reg ntiles = pgv_add(k, PG_U32, n, pg_u32(cfg->bk - 1));
     pg_shr(k, PG_U32, ntiles, ntiles, pg_u32(log2u(cfg->bk)));
 

@@ -102,7 +102,7 @@ static void store_out(pg_kernel *k, const gemm_io *io, pg_reg addr, int64_t off,
                       pg_reg v)
 {
     if (io->accumulate) {
-        pg_reg old = pgv_mov(k, PG_F32, pg_f32(0.0f));
+        pg_reg old = pgk_zero_f32(k);
         pg_guard(k, ok, false);
         pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, off, old);
         pg_reg sum = pgv_add(k, PG_F32, old, v);
@@ -167,7 +167,7 @@ static void build_seed(pg_kernel *k, const gemm_io *io)
     pg_mad(k, PG_U32, xs_rd0, ty, pg_u32(SEED_S * 4), xs_base);
     pg_mad(k, PG_U32, ys_rd0, tx, pg_u32(SEED_S * 4), ys_base);
 
-    pg_reg acc = pgv_mov(k, PG_F32, pg_f32(0.0f));
+    pg_reg acc = pgk_zero_f32(k);
     pg_reg tiles = pgv_add(k, PG_U32, io->R, pg_u32(SEED_T - 1));
     pg_shr(k, PG_U32, tiles, tiles, pg_u32(4));
     pg_reg t = pgv_mov(k, PG_U32, pg_u32(0));
@@ -217,7 +217,8 @@ static void build_seed(pg_kernel *k, const gemm_io *io)
 
     pg_comment(k, "C[p0+ty][q0+tx]");
     pg_reg row = pgv_add(k, PG_U32, p0, ty), col = pgv_add(k, PG_U32, q0, tx);
-    pg_reg rok = pgv_setp(k, PG_CMP_LT, PG_U32, row, io->P); /* in order, as arguments they are not */
+    /* in order, as arguments they are not */
+    pg_reg rok = pgv_setp(k, PG_CMP_LT, PG_U32, row, io->P);
     pg_reg ok = pgv_and(k, PG_PRED, rok, pgv_setp(k, PG_CMP_LT, PG_U32, col, io->Q));
     pg_reg ca = pgk_elem_addr2(k, io->c, row, io->Q, col, 4);
     store_out(k, io, ca, 0, ok, acc);
@@ -277,10 +278,8 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
 
     pg_reg acc[RB_MAX_T][RB_MAX_T];
     for (unsigned i = 0; i < c->tm; i++)
-        for (unsigned j = 0; j < c->tn; j++) {
-            acc[i][j] = pg_reg_new(k, PG_F32);
-            pg_mov(k, PG_F32, acc[i][j], pg_f32(0.0f));
-        }
+        for (unsigned j = 0; j < c->tn; j++)
+            acc[i][j] = pgk_zero_f32(k);
     pg_reg ntiles = pgv_add(k, PG_U32, io->R, pg_u32(c->bk - 1));
     pg_shr(k, PG_U32, ntiles, ntiles, pg_u32(log2u(c->bk)));
 
@@ -343,64 +342,7 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
     pg_bra(k, top);
 
     pg_label_bind(k, epilogue);
-    pg_comment(k, "C rows p0 + i*4*thy + 4ty + e, columns q0 + j*4*thx + 4tx + e");
-    pg_reg cvec = pgk_vectors_ok(k, io->c, io->Q, 4, 4);
-    pg_reg colbase = pgv_mad(k, PG_U32, tx, pg_u32(4), q0);
-    pg_reg colfull[RB_MAX_T / 4], colin[RB_MAX_T / 4][4], coff[RB_MAX_T / 4];
-    for (unsigned q = 0; q < c->tn / 4; q++) {
-        pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(q * thx * 4));
-        pg_reg end = pgv_add(k, PG_U32, col, pg_u32(4));
-        colfull[q] = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, io->Q), cvec);
-        for (unsigned e = 0; e < 4; e++) {
-            pg_reg ce = pgv_add(k, PG_U32, col, pg_u32(e));
-            colin[q][e] = pgv_setp(k, PG_CMP_LT, PG_U32, ce, io->Q);
-        }
-        coff[q] = pg_reg_new(k, PG_U64);
-        pg_mul_wide(k, PG_U32, coff[q], col, pg_u32(4));
-    }
-    pg_reg rowbase = pgv_mad(k, PG_U32, ty, pg_u32(4), p0);
-    for (unsigned qi = 0; qi < c->tm / 4; qi++)
-        for (unsigned e = 0; e < 4; e++) {
-            unsigned i = qi * 4 + e;
-            pg_reg row = pgv_add(k, PG_U32, rowbase, pg_u32(qi * thy * 4 + e));
-            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, io->P);
-            pg_reg rowptr = pgk_elem_addr2(k, io->c, row, io->Q, pg_u32(0), 4);
-            for (unsigned q = 0; q < c->tn / 4; q++) {
-                pg_reg addr = pgv_add(k, PG_U64, rowptr, coff[q]);
-                pg_reg full = pgv_and(k, PG_PRED, rin, colfull[q]);
-                pg_reg partial = pgv_not(k, PG_PRED, full);
-                pg_and(k, PG_PRED, partial, partial, rin);
-                pg_reg ok[4], v[4];
-                for (unsigned j = 0; j < 4; j++) {
-                    ok[j] = pgv_and(k, PG_PRED, partial, colin[q][j]);
-                    v[j] = acc[i][q * 4 + j];
-                }
-                if (io->accumulate) {
-                    pg_reg old[4];
-                    for (unsigned j = 0; j < 4; j++) {
-                        old[j] = pg_reg_new(k, PG_F32);
-                        pg_mov(k, PG_F32, old[j], pg_f32(0.0f));
-                    }
-                    pg_guard(k, full, false);
-                    pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, old);
-                    for (unsigned j = 0; j < 4; j++) {
-                        pg_guard(k, ok[j], false);
-                        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, j * 4, old[j]);
-                    }
-                    for (unsigned j = 0; j < 4; j++) {
-                        pg_reg sum = pgv_add(k, PG_F32, old[j], v[j]);
-                        v[j] = sum;
-                    }
-                }
-                pg_val sv[4] = {v[0], v[1], v[2], v[3]};
-                pg_guard(k, full, false);
-                pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, sv);
-                for (unsigned j = 0; j < 4; j++) {
-                    pg_guard(k, ok[j], false);
-                    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, j * 4, v[j]);
-                }
-            }
-        }
+    pgk_rb_store(k, c, &(pgk_rb_out){io->c, io->P, io->Q, tx, ty, p0, q0, io->accumulate}, acc);
     pg_ret(k);
 }
 
@@ -668,9 +610,7 @@ static int build_gemm_fwd(pg_kernel *k, const pg_param *p, bool accumulate)
         pg_add(k, PG_F32, acc, old, acc);
     }
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, caddr, 0, acc);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static int build_gemm_fwd_set(pg_kernel *k, const pgk_desc *d, const pg_param *p,

@@ -64,15 +64,13 @@ void pgk_rb_operand_init(pg_kernel *k, pgk_rb_operand *op, const pgk_rb_cfg *c, 
             rl = pgv_shr(k, PG_U32, f, pg_u32(log2u(bt / 4)));
             pl = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, f, pg_u32(bt / 4 - 1)), pg_u32(2));
             s->pidx = pgv_add(k, PG_U32, p0, pl);
-            s->ridx = pg_reg_new(k, PG_U32);
-            pg_mov(k, PG_U32, s->ridx, rl);
+            s->ridx = pgv_mov(k, PG_U32, rl);
             s->inrow = (pg_reg){0, 0, 0};
             pg_reg end = pgv_add(k, PG_U32, s->pidx, pg_u32(4));
             s->vrow = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, ext), vec);
             s->ptr = pgk_elem_addr2(k, base, s->ridx, ld, s->pidx, 4);
         }
-        s->wr = pg_reg_new(k, PG_U32);
-        pg_mad(k, PG_U32, s->wr, rl, pg_u32(op->stride), pl);
+        s->wr = pgv_mad(k, PG_U32, rl, pg_u32(op->stride), pl);
         pg_shl(k, PG_B32, s->wr, s->wr, pg_u32(2));
         if (stage_off)
             pg_add(k, PG_U32, s->wr, s->wr, pg_u32(stage_off));
@@ -139,6 +137,65 @@ void pgk_rb_operand_store(pg_kernel *k, const pgk_rb_operand *op, pg_reg stage)
     }
 }
 
+void pgk_rb_store(pg_kernel *k, const pgk_rb_cfg *c, const pgk_rb_out *o,
+                  pg_reg (*acc)[RB_MAX_T])
+{
+    const unsigned thx = c->bn / c->tn, thy = c->bm / c->tm;
+    pg_comment(k, "C rows p0 + i*4*thy + 4ty + e, columns q0 + j*4*thx + 4tx + e");
+    pg_reg cvec = pgk_vectors_ok(k, o->c, o->Q, 4, 4);
+    pg_reg colbase = pgv_mad(k, PG_U32, o->tx, pg_u32(4), o->q0);
+    pg_reg colfull[RB_MAX_T / 4], colin[RB_MAX_T / 4][4], coff[RB_MAX_T / 4];
+    for (unsigned q = 0; q < c->tn / 4; q++) {
+        pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(q * thx * 4));
+        pg_reg end = pgv_add(k, PG_U32, col, pg_u32(4));
+        colfull[q] = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, o->Q), cvec);
+        for (unsigned e = 0; e < 4; e++) {
+            pg_reg ce = pgv_add(k, PG_U32, col, pg_u32(e));
+            colin[q][e] = pgv_setp(k, PG_CMP_LT, PG_U32, ce, o->Q);
+        }
+        coff[q] = pgv_mul_wide(k, PG_U32, col, pg_u32(4));
+    }
+    pg_reg rowbase = pgv_mad(k, PG_U32, o->ty, pg_u32(4), o->p0);
+    for (unsigned qi = 0; qi < c->tm / 4; qi++)
+        for (unsigned e = 0; e < 4; e++) {
+            unsigned i = qi * 4 + e;
+            pg_reg row = pgv_add(k, PG_U32, rowbase, pg_u32(qi * thy * 4 + e));
+            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, o->P);
+            pg_reg rowptr = pgk_elem_addr2(k, o->c, row, o->Q, pg_u32(0), 4);
+            for (unsigned q = 0; q < c->tn / 4; q++) {
+                pg_reg addr = pgv_add(k, PG_U64, rowptr, coff[q]);
+                pg_reg full = pgv_and(k, PG_PRED, rin, colfull[q]);
+                pg_reg partial = pgv_not(k, PG_PRED, full);
+                pg_and(k, PG_PRED, partial, partial, rin);
+                pg_reg ok[4], v[4];
+                for (unsigned j = 0; j < 4; j++) {
+                    ok[j] = pgv_and(k, PG_PRED, partial, colin[q][j]);
+                    v[j] = acc[i][q * 4 + j];
+                }
+                if (o->accumulate) {
+                    pg_reg old[4];
+                    for (unsigned j = 0; j < 4; j++)
+                        old[j] = pgk_zero_f32(k);
+                    pg_guard(k, full, false);
+                    pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, old);
+                    for (unsigned j = 0; j < 4; j++) {
+                        pg_guard(k, ok[j], false);
+                        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, j * 4, old[j]);
+                    }
+                    for (unsigned j = 0; j < 4; j++)
+                        v[j] = pgv_add(k, PG_F32, old[j], v[j]);
+                }
+                pg_val sv[4] = {v[0], v[1], v[2], v[3]};
+                pg_guard(k, full, false);
+                pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, sv);
+                for (unsigned j = 0; j < 4; j++) {
+                    pg_guard(k, ok[j], false);
+                    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, j * 4, v[j]);
+                }
+            }
+        }
+}
+
 /* ---- f16 and mma.sync ---- */
 
 void pgk_ld_u16x8_packed(pg_kernel *k, pg_reg ptr, pg_reg col, pg_reg n, pg_reg row_ok,
@@ -146,8 +203,7 @@ void pgk_ld_u16x8_packed(pg_kernel *k, pg_reg ptr, pg_reg col, pg_reg n, pg_reg 
 {
     pg_reg h[8];
     for (unsigned e = 0; e < 8; e++) {
-        h[e] = pg_reg_new(k, PG_U16);
-        pg_mov(k, PG_U16, h[e], pg_u32(0));
+        h[e] = pgv_mov(k, PG_U16, pg_u32(0));
         pg_reg idx = pgv_add(k, PG_U32, col, pg_u32(e));
         pg_reg in = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, idx, n), row_ok);
         pg_guard(k, in, false);
@@ -177,13 +233,11 @@ void pgk_mma_store(pg_kernel *k, const pgk_mma_out *o)
         colin[nt][0] = pgv_setp(k, PG_CMP_LT, PG_U32, col, o->cols);
         pg_reg c1 = pgv_add(k, PG_U32, col, pg_u32(1));
         colin[nt][1] = pgv_setp(k, PG_CMP_LT, PG_U32, c1, o->cols);
-        coff[nt] = pg_reg_new(k, PG_U64);
-        pg_mul_wide(k, PG_U32, coff[nt], col, pg_u32(4));
+        coff[nt] = pgv_mul_wide(k, PG_U32, col, pg_u32(4));
     }
     pg_reg rowbase;
     if (o->wm) {
-        rowbase = pg_reg_new(k, PG_U32);
-        pg_mad(k, PG_U32, rowbase, o->wrow, pg_u32(o->wm), o->row0);
+        rowbase = pgv_mad(k, PG_U32, o->wrow, pg_u32(o->wm), o->row0);
         pg_add(k, PG_U32, rowbase, rowbase, o->g);
     } else {
         rowbase = pgv_add(k, PG_U32, o->row0, o->g);

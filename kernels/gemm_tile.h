@@ -93,6 +93,19 @@ void pgk_rb_operand_advance(pg_kernel *k, const pgk_rb_operand *op);
 /* Registers -> the stage at `stage` (a u32 shared address). */
 void pgk_rb_operand_store(pg_kernel *k, const pgk_rb_operand *op, pg_reg stage);
 
+/* Where a register-blocked tile's outputs go: C[P, Q] row-major; the
+ * thread (tx, ty) of the block whose tile starts at row p0, column q0;
+ * accumulate adds to C instead of writing it. */
+typedef struct pgk_rb_out {
+    pg_reg c, P, Q, tx, ty, p0, q0;
+    bool accumulate;
+} pgk_rb_out;
+/* Store the thread's tm x tn accumulators acc[i][j]: rows p0 + i*4*thy +
+ * 4ty + e, columns q0 + j*4*thx + 4tx + e; a float4 where four columns are
+ * inside and C allows vectors, guarded floats at the edges. */
+void pgk_rb_store(pg_kernel *k, const pgk_rb_cfg *c, const pgk_rb_out *o,
+                  pg_reg (*acc)[RB_MAX_T]);
+
 /* ---- f16 and mma.sync ---- */
 
 /* Eight 2-byte loads from ptr (halves col .. col+7 of a row), each guarded

@@ -76,6 +76,12 @@ static inline uint32_t pgk_ceil_div(uint32_t a, uint32_t b)
 {
     return (uint32_t)(((uint64_t)a + b - 1) / b);
 }
+/* The global thread index (ctaid.x * ntid.x + tid.x); threads with an
+ * index >= n jump to `out`. */
+pg_reg pgk_guarded_gid(pg_kernel *k, pg_val n, pg_label out);
+/* Bind `out`, return from the kernel there, and give the kernel's sticky
+ * error: the end of every build that has an exit label. */
+int pgk_finish(pg_kernel *k, pg_label out);
 /* A block's entry of a device table of buffers (pgk_clip_entry, or a
  * table whose entries begin with one): the multi-tensor kernels take such a
  * table and a grid of all its entries' blocks; first_block of an entry is

@@ -66,9 +66,9 @@ struct pgk_desc {
      * a size that depends on a baked knob). */
     uint32_t threads;
     /* Build the body. The params of the descriptor are already declared, in
-     * order, as p[0..nparams). knobs[i] is the value of knobs[i] (kernels
-     * name the indices with an enum). Return 0 or a pg error (the kernel's
-     * sticky error is what counts). */
+     * order, as p[0..nparams). knobs[i] is the value of d->knobs[i], in
+     * range (kernels name the indices with an enum). Return 0 or a pg
+     * error (the kernel's sticky error is what counts). */
     int (*build)(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs);
     /* Launch configuration for the knobs; PG_ERANGE if they overflow it. */
     int (*launch)(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out);

@@ -19,6 +19,23 @@
 #define GAMMA_COLS 8u
 #define GAMMA_LANES (PGK_THREADS / GAMMA_COLS)
 
+/* One block a row: the thread, the block size and the row (ctaid.x); the
+ * whole block leaves together, to `out`, past the last row. */
+typedef struct block_row {
+    pg_reg tid, ntid, row;
+} block_row;
+
+static block_row block_row_begin(pg_kernel *k, pg_reg rows, pg_label out)
+{
+    block_row b;
+    b.tid = pg_sreg_read(k, PG_SREG_TID_X);
+    b.ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    b.row = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_comment(k, "the whole block leaves together: the row is the block's");
+    pg_bounds_guard(k, b.row, rows, out);
+    return b;
+}
+
 static const pgk_knob rms_knobs[] = {
     [PGK_ROWS] = {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
     [PGK_WIDTH] = {"hidden_dim", 1536, 1, INT32_MAX, "elements a row", false},
@@ -43,12 +60,9 @@ static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg hidden = pg_param_load(k, p[4]);
     pg_reg eps = pg_param_load(k, p[5]);
 
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg row = pg_sreg_read(k, PG_SREG_CTAID_X);
     pg_label out = pg_label_new(k, "exit");
-    pg_comment(k, "the whole block leaves together: the row is the block's");
-    pg_bounds_guard(k, row, rows, out);
+    block_row b = block_row_begin(k, rows, out);
+    pg_reg tid = b.tid, ntid = b.ntid, row = b.row;
     pg_reg xa = pgk_row_addr(k, x, row, hidden);
     pg_reg ya = pgk_row_addr(k, y, row, hidden);
 
@@ -77,9 +91,7 @@ static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pgk_st_f32_at(k, ya, off, t);
     pg_for_end(k, &L);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param rms_params[] = {
@@ -155,12 +167,9 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg hidden = pg_param_load(k, p[6]);
     pg_reg eps = pg_param_load(k, p[7]);
 
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg row = pg_sreg_read(k, PG_SREG_CTAID_X);
     pg_label out = pg_label_new(k, "exit");
-    pg_comment(k, "the whole block leaves together: the row is the block's");
-    pg_bounds_guard(k, row, rows, out);
+    block_row b = block_row_begin(k, rows, out);
+    pg_reg tid = b.tid, ntid = b.ntid, row = b.row;
     pg_reg xa = pgk_row_addr(k, x, row, hidden);
     pg_reg dya = pgk_row_addr(k, dy, row, hidden);
     pg_reg dxa = pgk_row_addr(k, dx, row, hidden);
@@ -187,10 +196,8 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg c = pgv_and(k, PG_B32, tid, pg_u32(31));
     pg_reg csl = pgv_mad(k, PG_U32, c, pg_u32(8), tbase);
     pg_reg col[2];
-    for (int s = 0; s < 2; s++) {
-        col[s] = pg_reg_new(k, PG_F64);
-        pg_mov(k, PG_F64, col[s], pg_f64(0.0));
-    }
+    for (int s = 0; s < 2; s++)
+        col[s] = pgv_mov(k, PG_F64, pg_f64(0.0));
     pg_reg have = pg_reg_new(k, PG_PRED);
     pg_reg idx = pg_reg_new(k, PG_U32);
     for (uint32_t i = 0; i < threads / 32; i++) {
@@ -213,10 +220,8 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     }
     pg_bar_sync(k, 0);
     pg_reg sum[2];
-    for (int s = 0; s < 2; s++) {
-        sum[s] = pg_reg_new(k, PG_F64);
-        pg_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * 32 * s, sum[s]);
-    }
+    for (int s = 0; s < 2; s++)
+        sum[s] = pgv_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * 32 * s);
     for (uint32_t l = 1; l < 32; l++) {
         for (int s = 0; s < 2; s++) {
             pg_reg v = pgv_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * (32 * s + l));
@@ -249,9 +254,7 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pgk_st_f32_at(k, pa, off, pgv_cvt(k, PG_F32, PG_F64, PG_RND_RN, pt));
     pg_for_end(k, &L);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param rms_bwd_params[] = {
@@ -305,10 +308,8 @@ static int build_gamma_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p
     pg_reg nrows = pgv_selp(k, PG_U32, rows, pg_u32(0), have);
 
     pg_reg acc[4];
-    for (int j = 0; j < 4; j++) {
-        acc[j] = pg_reg_new(k, PG_F32);
-        pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
-    }
+    for (int j = 0; j < 4; j++)
+        acc[j] = pgk_zero_f32(k);
     pg_reg room = pgv_setp(k, PG_CMP_GT, PG_U32, nrows, pg_u32(3 * GAMMA_LANES));
     pg_reg lim = pgv_sub(k, PG_U32, nrows, pg_u32(3 * GAMMA_LANES));
     pg_selp(k, PG_U32, lim, lim, pg_u32(0), room);
@@ -365,9 +366,7 @@ static int build_gamma_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p
         pg_add(k, PG_F32, sum, sum, lv);
     }
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, grad, col, 4), 0, sum);
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static int launch_gamma_reduce(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)

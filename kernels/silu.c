@@ -41,17 +41,14 @@ static int build_silu_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, co
     pg_reg output = pg_param_load(k, p[1]);
     pg_reg n = pg_param_load(k, p[2]);
     pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
+    pg_reg gid = pgk_guarded_gid(k, n, out);
 
     pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, input, gid, 4));
     pg_comment(k, "z = exp(-|x|); s = x >= 0 ? 1/(1+z) : z/(1+z)");
     pg_reg y = pgv_mul(k, PG_F32, x, sigmoid(k, x, NULL));
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, output, gid, 4), 0, y);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param silu_params[] = {
@@ -86,8 +83,7 @@ static int build_silu_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, co
     pg_reg grad_in = pg_param_load(k, p[2]);
     pg_reg n = pg_param_load(k, p[3]);
     pg_label out = pg_label_new(k, "exit");
-    pg_reg gid = pg_global_tid_x(k);
-    pg_bounds_guard(k, gid, n, out);
+    pg_reg gid = pgk_guarded_gid(k, n, out);
 
     pg_reg x = pgk_ld_f32(k, pgk_elem_addr(k, input, gid, 4));
     pg_reg dy = pgk_ld_f32(k, pgk_elem_addr(k, grad_out, gid, 4));
@@ -100,9 +96,7 @@ static int build_silu_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, co
     pg_mul(k, PG_F32, dx, dx, t);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, grad_in, gid, 4), 0, dx);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param silu_bwd_params[] = {

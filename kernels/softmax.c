@@ -66,9 +66,7 @@ static int build_softmax_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pgk_st_f32_at(k, ya, off, pgv_div(k, PG_F32, pgk_ld_f32_at(k, ya, off), sum));
     pg_for_end(k, &L);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param softmax_params[] = {
@@ -119,10 +117,8 @@ static int build_softmax_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
 
     pg_comment(k, "dot = sum y * dy: lane sums in element order, then the butterfly");
     pg_reg acc[4];
-    for (int j = 0; j < 4; j++) {
-        acc[j] = pg_reg_new(k, PG_F32);
-        pg_mov(k, PG_F32, acc[j], pg_f32(0.0f));
-    }
+    for (int j = 0; j < 4; j++)
+        acc[j] = pgk_zero_f32(k);
     pg_reg room = pgv_setp(k, PG_CMP_GT, PG_U32, width, pg_u32(96));
     pg_reg lim = pgv_sub(k, PG_U32, width, pg_u32(96));
     pg_selp(k, PG_U32, lim, lim, pg_u32(0), room);
@@ -182,9 +178,7 @@ static int build_softmax_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     pgk_st_f32_at(k, dxa, woff, dxv);
     pg_for_end(k, &L);
 
-    pg_label_bind(k, out);
-    pg_ret(k);
-    return pg_kernel_error(k);
+    return pgk_finish(k, out);
 }
 
 static const pgk_param softmax_bwd_params[] = {

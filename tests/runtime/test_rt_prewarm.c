@@ -342,6 +342,29 @@ static void test_no_cublas(void)
     REQUIRE(fk_at(0)->stream != NULL);
     REQUIRE_INT_EQ(pgrt_cublas_info_get(ctx, &info), 0);
     REQUIRE_INT_EQ(info.ptx_gemms, 5);
+
+    /* The most output rows the GEMMs take launch, on grid y's 65535 blocks
+     * of the seed's 16 rows; one more is refused naming the size and the
+     * limit. (Up to 2^24 rows used to pass this check and then fail at the
+     * launch: "the GPU cannot run (value out of range)".) */
+    const uint32_t max_rows = 65535u * 16u;
+    pgrt_buf *tall = f32buf(ctx, (size_t)max_rows + 1), *out = f32buf(ctx, (size_t)max_rows + 1);
+    pgrt_buf *one = f32buf(ctx, 64);
+    REQUIRE_INT_EQ(pgrt_gemm_backward_a(ctx, s, tall, one, out, max_rows, 1, 1, false, &path), 0);
+    expect_launch("gemm_backward_a", max_rows, 1, 1, 0);
+    REQUIRE_INT_EQ(fk_at(fk_count() - 1)->grid[1], 65535);
+    REQUIRE_INT_EQ(pgrt_gemm_backward_a(ctx, s, tall, one, out, max_rows + 1, 1, 1, false, NULL),
+                   PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "m = 1048561 is outside [1, 1048560]");
+    REQUIRE_INT_EQ(pgrt_gemm_backward_b(ctx, s, tall, one, out, 1, 1, max_rows, NULL), 0);
+    expect_launch("gemm_backward_b", 1, 1, max_rows, 0);
+    REQUIRE_INT_EQ(fk_at(fk_count() - 1)->grid[1], 65535);
+    REQUIRE_INT_EQ(pgrt_gemm_backward_b(ctx, s, tall, one, out, 1, 1, max_rows + 1, NULL),
+                   PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "k = 1048561 is outside [1, 1048560]");
+    pgrt_buf_destroy(&tall);
+    pgrt_buf_destroy(&out);
+    pgrt_buf_destroy(&one);
     REQUIRE_INT_EQ(info.cublas_gemms, 0);
 
     /* Operands. */
