@@ -62,70 +62,15 @@ static stream_geom geom(pg_kernel *k, pg_reg n)
  * block counts, and a grid of all those blocks. Each block finds its entry
  * and runs the single-buffer body as if it were block `local` of a grid of
  * `nblocks`: the same partition of the same buffer, so the same bits. */
-#define TABLE_ENTRY_BYTES ((uint32_t)sizeof(pgk_clip_entry))
-#define ENTRY_PTR offsetof(pgk_clip_entry, ptr)
-#define ENTRY_N offsetof(pgk_clip_entry, n)
-#define ENTRY_FIRST offsetof(pgk_clip_entry, first_block)
-
-typedef struct table_entry {
-    pg_reg ptr;     /* u64 the buffer */
-    pg_reg n;       /* u32 its elements */
-    pg_reg local;   /* u32 this block's index within the buffer's blocks */
-    pg_reg nblocks; /* u32 the buffer's block count */
-} table_entry;
-
-/* The entry of block %ctaid.x: the last e with table[e].first_block <=
- * %ctaid.x, by binary search. Everything here is uniform over the block
- * (the loads are from uniform addresses), so a barrier may follow. */
-static table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
+/* Entries of pgk_clip_entry: the stride and where first_block lies. */
+static pgk_table_entry find_entry(pg_kernel *k, pg_reg table, pg_reg nbufs)
 {
-    pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg nctaid = pg_sreg_read(k, PG_SREG_NCTAID_X);
-    pg_reg lo = pg_reg_new(k, PG_U32), hi = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, lo, pg_u32(0));
-    pg_mov(k, PG_U32, hi, nbufs);
-    pg_reg span = pg_reg_new(k, PG_U32), mid = pg_reg_new(k, PG_U32);
-    pg_reg fb = pg_reg_new(k, PG_U32);
-    pg_reg p = pg_reg_new(k, PG_PRED);
-    pg_label top = pg_label_new(k, "find_entry");
-    pg_label found = pg_label_new(k, "entry");
-    pg_label last = pg_label_new(k, "last_entry");
-
-    pg_comment(k, "binary search: the last entry whose first_block <= ctaid.x");
-    pg_label_bind(k, top);
-    pg_sub(k, PG_U32, span, hi, lo);
-    pg_setp(k, PG_CMP_LE, PG_U32, p, span, pg_u32(1));
-    pg_bra_if(k, p, false, found);
-    pg_shr(k, PG_U32, span, span, pg_u32(1));
-    pg_add(k, PG_U32, mid, lo, span);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, mid, TABLE_ENTRY_BYTES), ENTRY_FIRST,
-          fb);
-    pg_setp(k, PG_CMP_LE, PG_U32, p, fb, ctaid);
-    pg_selp(k, PG_U32, lo, mid, lo, p);
-    pg_selp(k, PG_U32, hi, hi, mid, p);
-    pg_bra(k, top);
-
-    pg_label_bind(k, found);
-    table_entry e;
-    pg_reg ea = pgk_elem_addr(k, table, lo, TABLE_ENTRY_BYTES);
-    e.ptr = pgv_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, ENTRY_PTR);
-    e.n = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, ENTRY_N);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, ENTRY_FIRST, fb);
-    e.local = pgv_sub(k, PG_U32, ctaid, fb);
-    pg_comment(k, "the entry's blocks end where the next entry's begin (the grid, for the last)");
-    pg_reg end = pgv_mov(k, PG_U32, nctaid);
-    pg_reg next = pgv_add(k, PG_U32, lo, pg_u32(1));
-    pg_setp(k, PG_CMP_GE, PG_U32, p, next, nbufs);
-    pg_bra_if(k, p, false, last);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, next, TABLE_ENTRY_BYTES), ENTRY_FIRST,
-          end);
-    pg_label_bind(k, last);
-    e.nblocks = pgv_sub(k, PG_U32, end, fb);
-    return e;
+    return pgk_table_find(k, table, nbufs, (uint32_t)sizeof(pgk_clip_entry),
+                          offsetof(pgk_clip_entry, first_block));
 }
 
 /* geom() for block `local` of a grid of `nblocks`. */
-static stream_geom geom_entry(pg_kernel *k, const table_entry *e)
+static stream_geom geom_entry(pg_kernel *k, const pgk_table_entry *e)
 {
     stream_geom g;
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
@@ -148,21 +93,6 @@ static const pgk_param multi_scale_params[] = {
     {"nbufs", PG_U32, false},
     {"scale_ptr", PG_U64, true},
 };
-
-enum { MULTI_BLOCKS, MULTI_NBUFS };
-static const pgk_knob multi_knobs[] = {
-    [MULTI_BLOCKS] = {"total_blocks", 256, 1, INT32_MAX, "blocks of all entries (the grid)", false},
-    [MULTI_NBUFS] = {"nbufs", 1, 1, INT32_MAX, "table entries (at most total_blocks)", false},
-};
-
-static int launch_multi(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
-{
-    uint32_t blocks = knobs[MULTI_BLOCKS], nbufs = knobs[MULTI_NBUFS];
-    if (blocks == 0 || blocks > INT32_MAX || nbufs == 0 || nbufs > blocks)
-        return PG_ERANGE;
-    *out = (pgk_launch){{blocks, 1, 1}, {d->threads, 1, 1}, 0};
-    return PG_OK;
-}
 
 /* ---------------------------------------------------------------- squared_sum_reduce */
 
@@ -308,7 +238,7 @@ static int build_squared_sum_multi(pg_kernel *k, const pgk_desc *d, const pg_par
     pg_reg table = pg_param_load(k, p[0]);
     pg_reg nbufs = pg_param_load(k, p[1]);
     pg_reg partials = pg_param_load(k, p[2]);
-    table_entry e = find_entry(k, table, nbufs);
+    pgk_table_entry e = find_entry(k, table, nbufs);
     squared_sum_body(k, scratch, e.ptr, partials, geom_entry(k, &e));
     return pg_kernel_error(k);
 }
@@ -342,11 +272,39 @@ const pgk_desc pgk_desc_squared_sum_reduce_multi = {
     .name = "squared_sum_reduce_multi",
     .summary = "squared_sum_reduce over a table of buffers in one launch, partials bit-identical",
     PGK_PARAMS(multi_sum_params),
-    PGK_KNOBS(multi_knobs),
+    PGK_KNOBS(pgk_knobs_table),
     .min_target = PG_SM_70,
     .threads = PGK_THREADS,
     .build = build_squared_sum_multi,
-    .launch = launch_multi,
+    .launch = pgk_launch_table,
+};
+
+/* squared_sum_reduce_multi over the optimizer's table (pgk_optim_entry):
+ * the gradients' partials, at each entry's grad.first_block. */
+static int build_adamw_multi_norm(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                                  const uint32_t *knobs)
+{
+    (void)d;
+    (void)knobs;
+    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
+    pg_reg table = pg_param_load(k, p[0]);
+    pg_reg nbufs = pg_param_load(k, p[1]);
+    pg_reg partials = pg_param_load(k, p[2]);
+    pgk_table_entry e = pgk_table_find(k, table, nbufs, (uint32_t)sizeof(pgk_optim_entry),
+                                       offsetof(pgk_optim_entry, grad.first_block));
+    squared_sum_body(k, scratch, e.ptr, partials, geom_entry(k, &e));
+    return pg_kernel_error(k);
+}
+
+const pgk_desc pgk_desc_adamw_multi_norm = {
+    .name = "adamw_multi_norm",
+    .summary = "squared_sum_reduce_multi over the gradients of a multi-tensor AdamW table",
+    PGK_PARAMS(multi_sum_params),
+    PGK_KNOBS(pgk_knobs_table),
+    .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
+    .build = build_adamw_multi_norm,
+    .launch = pgk_launch_table,
 };
 
 /* ---------------------------------------------------------------- clip_scale_reduce */
@@ -522,7 +480,7 @@ static int build_clip_gpu_scale_multi(pg_kernel *k, const pgk_desc *d, const pg_
     pg_reg scale_ptr = pg_param_load(k, p[2]);
     pg_label out = pg_label_new(k, "exit");
     pg_reg scale = load_scale_or_leave(k, scale_ptr, out);
-    table_entry e = find_entry(k, table, nbufs);
+    pgk_table_entry e = find_entry(k, table, nbufs);
     scale_all_geom(k, e.ptr, scale, out, geom_entry(k, &e));
     return pgk_finish(k, out);
 }
@@ -575,11 +533,11 @@ const pgk_desc pgk_desc_gradient_clip_gpu_scale_multi = {
     .name = "gradient_clip_gpu_scale_multi",
     .summary = "gradient_clip_gpu_scale over a table of buffers in one launch",
     PGK_PARAMS(multi_scale_params),
-    PGK_KNOBS(multi_knobs),
+    PGK_KNOBS(pgk_knobs_table),
     .min_target = PG_SM_70,
     .threads = PGK_THREADS,
     .build = build_clip_gpu_scale_multi,
-    .launch = launch_multi,
+    .launch = pgk_launch_table,
 };
 
 static const pgk_param clip_params[] = {

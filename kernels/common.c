@@ -144,3 +144,67 @@ pg_reg pgk_exp_nonpos(pg_kernel *k, pg_reg a_in)
     pg_fma(k, PG_F32, z, z, c, z);
     return z;
 }
+
+/* The ptr and n of every table kind sit where pgk_clip_entry has them (a
+ * pgk_optim_entry begins with one). */
+pgk_table_entry pgk_table_find(pg_kernel *k, pg_reg table, pg_reg nbufs, uint32_t stride,
+                               uint32_t first_off)
+{
+    pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg nctaid = pg_sreg_read(k, PG_SREG_NCTAID_X);
+    pg_reg lo = pg_reg_new(k, PG_U32), hi = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, lo, pg_u32(0));
+    pg_mov(k, PG_U32, hi, nbufs);
+    pg_reg span = pg_reg_new(k, PG_U32), mid = pg_reg_new(k, PG_U32);
+    pg_reg fb = pg_reg_new(k, PG_U32);
+    pg_reg p = pg_reg_new(k, PG_PRED);
+    pg_label top = pg_label_new(k, "find_entry");
+    pg_label found = pg_label_new(k, "entry");
+    pg_label last = pg_label_new(k, "last_entry");
+
+    pg_comment(k, "binary search: the last entry whose first_block <= ctaid.x");
+    pg_label_bind(k, top);
+    pg_sub(k, PG_U32, span, hi, lo);
+    pg_setp(k, PG_CMP_LE, PG_U32, p, span, pg_u32(1));
+    pg_bra_if(k, p, false, found);
+    pg_shr(k, PG_U32, span, span, pg_u32(1));
+    pg_add(k, PG_U32, mid, lo, span);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, mid, stride), first_off, fb);
+    pg_setp(k, PG_CMP_LE, PG_U32, p, fb, ctaid);
+    pg_selp(k, PG_U32, lo, mid, lo, p);
+    pg_selp(k, PG_U32, hi, hi, mid, p);
+    pg_bra(k, top);
+
+    pg_label_bind(k, found);
+    pgk_table_entry e;
+    pg_reg ea = pgk_elem_addr(k, table, lo, stride);
+    e.addr = ea;
+    e.ptr = pgv_ld(k, PG_SPACE_GLOBAL, PG_U64, ea, offsetof(pgk_clip_entry, ptr));
+    e.n = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, offsetof(pgk_clip_entry, n));
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, ea, first_off, fb);
+    e.local = pgv_sub(k, PG_U32, ctaid, fb);
+    pg_comment(k, "the entry's blocks end where the next entry's begin (the grid, for the last)");
+    pg_reg end = pgv_mov(k, PG_U32, nctaid);
+    pg_reg next = pgv_add(k, PG_U32, lo, pg_u32(1));
+    pg_setp(k, PG_CMP_GE, PG_U32, p, next, nbufs);
+    pg_bra_if(k, p, false, last);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_elem_addr(k, table, next, stride), first_off, end);
+    pg_label_bind(k, last);
+    e.nblocks = pgv_sub(k, PG_U32, end, fb);
+    return e;
+}
+
+int pgk_launch_table(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
+{
+    uint32_t blocks = knobs[PGK_TABLE_BLOCKS], nbufs = knobs[PGK_TABLE_NBUFS];
+    if (blocks == 0 || blocks > INT32_MAX || nbufs == 0 || nbufs > blocks)
+        return PG_ERANGE;
+    *out = (pgk_launch){{blocks, 1, 1}, {d->threads, 1, 1}, 0};
+    return PG_OK;
+}
+
+const pgk_knob pgk_knobs_table[2] = {
+    [PGK_TABLE_BLOCKS] = {"total_blocks", 256, 1, INT32_MAX, "blocks of all entries (the grid)",
+                          false},
+    [PGK_TABLE_NBUFS] = {"nbufs", 1, 1, INT32_MAX, "table entries (at most total_blocks)", false},
+};

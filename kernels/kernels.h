@@ -5,6 +5,8 @@
 
 #include "pgk.h"
 
+#include <stddef.h>
+
 /* The catalog, in --list order: one line a kernel. X(name) stands for the
  * descriptor pgk_desc_<name>, defined in the kernel's file. */
 #define PGK_CATALOG(X)                                                                     \
@@ -55,7 +57,10 @@
     X(attention_backward_dq_f32)                                                           \
     X(attention_backward_dq_bf16)                                                          \
     X(attention_backward_dkv_f32)                                                          \
-    X(attention_backward_dkv_bf16)
+    X(attention_backward_dkv_bf16)                                                         \
+    X(adamw_multi_norm)                                                                    \
+    X(adamw_multi_finalize)                                                                \
+    X(adamw_multi_step)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)
@@ -99,6 +104,28 @@ pg_reg pgk_guarded_gid(pg_kernel *k, pg_val n, pg_label out);
 /* Bind `out`, return from the kernel there, and give the kernel's sticky
  * error: the end of every build that has an exit label. */
 int pgk_finish(pg_kernel *k, pg_label out);
+/* A block's entry of a device table of buffers (pgk_clip_entry, or a
+ * table whose entries begin with one): the multi-tensor kernels take such a
+ * table and a grid of all its entries' blocks; first_block of an entry is
+ * the sum of the earlier entries' block counts. */
+typedef struct pgk_table_entry {
+    pg_reg addr;    /* u64 the entry's address, for its other fields */
+    pg_reg ptr;     /* u64 the buffer */
+    pg_reg n;       /* u32 its elements */
+    pg_reg local;   /* u32 this block's index within the buffer's blocks */
+    pg_reg nblocks; /* u32 the buffer's block count */
+} pgk_table_entry;
+/* The entry of block %ctaid.x: the last e whose first block (the u32 at
+ * byte first_off of entries stride bytes apart) is <= %ctaid.x, by binary
+ * search. All of it is uniform over the block (loads from uniform
+ * addresses), so a barrier may follow. */
+pgk_table_entry pgk_table_find(pg_kernel *k, pg_reg table, pg_reg nbufs, uint32_t stride,
+                               uint32_t first_off);
+/* The knobs of a table kernel, total_blocks (the grid) and nbufs, and its
+ * launch: d->threads a block, total_blocks blocks. */
+enum { PGK_TABLE_BLOCKS, PGK_TABLE_NBUFS };
+extern const pgk_knob pgk_knobs_table[2];
+int pgk_launch_table(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out);
 /* A new f32 register holding 0. */
 pg_reg pgk_zero_f32(pg_kernel *k);
 /* base + i * size (i a u32, widened). */

@@ -186,6 +186,48 @@ typedef struct pgk_clip_entry {
 _Static_assert(sizeof(pgk_clip_entry) == 16, "the kernels read 16-byte table entries");
 #endif
 
+/* The device table of the multi-tensor AdamW (adamw_multi_norm,
+ * adamw_multi_step): a pgk_clip_entry for the gradient, whose first_block
+ * counts the norm pass's blocks (pgk_adamw_norm_blocks of each n), then the tensor's other buffers and
+ * the update pass's first block (pgk_adamw_multi_blocks of each n). Both
+ * passes walk one table; entries of a norm group (a layer, or all) are
+ * consecutive, so that a group's partial sums are. */
+typedef struct pgk_optim_entry {
+    pgk_clip_entry grad;  /* f32 gradient, read only */
+    uint64_t param, m, v; /* f32, n elements each, updated in place */
+    uint64_t copy;        /* a 16-bit copy of param written with it, or 0 */
+    uint32_t first_block; /* of the update pass */
+    uint32_t group;       /* the norm group whose coefficient applies */
+    uint32_t copy_type;   /* enum pgk_copy_type */
+    uint32_t reserved;    /* 0 */
+} pgk_optim_entry;
+#ifndef __cplusplus
+_Static_assert(sizeof(pgk_optim_entry) == 64, "the kernels read 64-byte table entries");
+#endif
+
+enum pgk_copy_type {
+    PGK_COPY_NONE,
+    PGK_COPY_BF16, /* round to nearest even; NaN stays NaN */
+    PGK_COPY_F16,  /* cvt.rn.f16.f32 */
+};
+
+/* The multi-tensor optimizer's state in device memory, 32-bit words:
+ * adamw_multi_finalize writes it, adamw_multi_step reads it, the host reads
+ * it after a step. Group g's f32 coefficient and norm follow the header at
+ * PGK_OPTIM_GROUPS + 2g and + 2g + 1. */
+enum pgk_optim_state {
+    PGK_OPTIM_SKIP,    /* u32: 1 when the last step was skipped (a non-finite norm) */
+    PGK_OPTIM_SKIPPED, /* u32: steps skipped so far */
+    PGK_OPTIM_GROUPS,
+};
+
+/* adamw_multi_step's blocks for a tensor of n elements: ceil(n / 4096). */
+PG_API uint32_t pgk_adamw_multi_blocks(uint32_t n);
+/* adamw_multi_norm's blocks for a tensor of n elements: min(ceil(n / 4096),
+ * 256), at least 1 (squared_sum_reduce's body, four times its elements a
+ * block: one float4 load of each of four chunks a thread fills a block). */
+PG_API uint32_t pgk_adamw_norm_blocks(uint32_t n);
+
 /* squared_sum_reduce's grid size for n elements: min(ceil(n/1024), 256), at
  * least 1. Part of the clip pipeline's API: partial buffers are sized by it. */
 PG_API uint32_t pgk_squared_sum_num_blocks(uint32_t n);

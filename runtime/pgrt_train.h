@@ -3,8 +3,26 @@
  * pgrt_train: the backward pipeline of a training step, with CUDA graph
  * capture and replay.
  *
- * One call, pgrt_train_backward(), runs the per-layer loop of a training
- * step on a stream:
+ * One call, pgrt_train_backward(), runs a training step's backward and
+ * optimizer on a stream. With the folded optimizer (the default):
+ *
+ *     head(user)                           optional: the loss head's backward
+ *     for layer = L-1 .. 0:
+ *         layer_backward(user, layer)      the caller's backward kernels of the layer
+ *     adamw_multi_norm                     squared sums of every gradient (not when
+ *                                          clipping is off)
+ *     adamw_multi_finalize                 a clip coefficient a layer (or one for all),
+ *                                          step t += 1 unless a norm is not finite
+ *     adamw_multi_step                     every tensor's params, m, v (and 16-bit copy)
+ *                                          updated with g * coefficient
+ *
+ * three launches of the pipeline's own a step whatever the tensor count,
+ * 32 bytes moved an f32 parameter (28 with clipping off), gradients never
+ * written. A non-finite norm skips the whole update: parameters, moments
+ * and the step counter stay as they were and a counter in device memory
+ * (pgrt_train_skipped) counts the skip. The per-tensor optimizer (the
+ * fallback, and what runs when layers share a gradient buffer) is the
+ * seed's loop:
  *
  *     adamw_hyper_advance                  step t += 1, bias corrections, on the device
  *     head(user)                           optional: the loss head's backward
@@ -13,6 +31,9 @@
  *         fused clip of the layer's grads  squared sums, one scale, scale in place
  *         adamw_step_dev per tensor        params, m, v updated; hyper-parameters
  *                                          read from device memory
+ *
+ * The two agree to rounding: their norms sum the same squares over
+ * different partitions.
  *
  * Everything in it is an asynchronous launch on one stream: no host
  * synchronisation, no allocation, no module load. So it captures into a
@@ -76,6 +97,10 @@ typedef struct pgrt_train pgrt_train;
 typedef struct pgrt_train_tensor {
     pgrt_buf *param;
     pgrt_buf *grad;
+    /* Optional: a bf16 or f16 buffer of param's count that every update
+     * writes (param rounded to nearest even), for a model that computes in
+     * 16 bits from f32 master weights. Folded optimizer only. */
+    pgrt_buf *copy;
 } pgrt_train_tensor;
 
 typedef enum pgrt_train_graph {
@@ -83,6 +108,28 @@ typedef enum pgrt_train_graph {
     PGRT_TRAIN_GRAPH_OFF,
     PGRT_TRAIN_GRAPH_ON,
 } pgrt_train_graph;
+
+/* Which gradients a clip coefficient is computed over. */
+typedef enum pgrt_train_norm {
+    /* Each layer's gradients by their own L2 norm, min(1, max_norm / norm)
+     * (the seed's clip; the default). */
+    PGRT_TRAIN_NORM_LAYER = 0,
+    /* All gradients by their joint L2 norm with the coefficient of
+     * torch.nn.utils.clip_grad_norm_, min(1, max_norm / (norm + 1e-6)).
+     * Folded optimizer only. */
+    PGRT_TRAIN_NORM_GLOBAL,
+    /* No clipping (as max_norm 0). */
+    PGRT_TRAIN_NORM_OFF,
+} pgrt_train_norm;
+
+typedef enum pgrt_train_optimizer {
+    /* Folded, unless two tensors share (overlap in) a gradient buffer: then
+     * per-tensor, whose per-layer loop consumes a layer's gradients before
+     * the next layer's backward. */
+    PGRT_TRAIN_OPT_AUTO = 0,
+    PGRT_TRAIN_OPT_FOLDED,     /* the multi-tensor optimizer after the whole backward */
+    PGRT_TRAIN_OPT_PER_TENSOR, /* the seed's per-layer loop (no global norm, no copies) */
+} pgrt_train_optimizer;
 
 /* Enqueue the backward kernels of one layer (layer_backward) or of the loss
  * head (head) on stream s, for sequence length seq_len. */
@@ -111,6 +158,10 @@ typedef struct pgrt_train_params {
     /* Capture, replay decisions and fallbacks: NULL writes them to stderr
      * prefixed "pgrt: ". */
     pgrt_train_log_fn log;
+    /* Added after the fields above; zero keeps the earlier behaviour's
+     * numbers (per-layer clipping). */
+    pgrt_train_norm norm;
+    pgrt_train_optimizer optimizer;
 } pgrt_train_params;
 
 /* Check the params, allocate and zero the AdamW moments, size one clip state
@@ -144,9 +195,20 @@ PGRT_API bool pgrt_train_graphs_enabled(const pgrt_train *t);
  * pipeline (read-only to the caller). */
 PGRT_API pgrt_buf *pgrt_train_hyper_buf(pgrt_train *t);
 
-/* Layer l's clip result of the last step, [scale, norm]: waits for s. */
+/* Layer l's clip result of the last step, [scale, norm]: waits for s.
+ * With the global norm every layer reads the one coefficient and norm. */
 PGRT_API int pgrt_train_layer_norm(pgrt_train *t, pgrt_stream *s, size_t layer, float *scale,
                                    float *norm);
+
+/* Whether the pipeline runs the folded optimizer. */
+PGRT_API bool pgrt_train_folded(const pgrt_train *t);
+
+/* The folded optimizer's skip counter: steps skipped so far for a
+ * non-finite gradient norm, and whether the last step was one. Waits for
+ * s. The counter lives in device memory, so graph replays count too.
+ * PGRT_ESTATE for the per-tensor optimizer (it never skips). */
+PGRT_API int pgrt_train_skipped(pgrt_train *t, pgrt_stream *s, uint32_t *skipped,
+                                bool *last_skipped);
 
 typedef struct pgrt_train_stats {
     uint64_t steps;            /* pgrt_train_backward calls that succeeded */

@@ -329,7 +329,10 @@ static int make_plan(const pgrt_model_config *c, pg_target target, plan *p)
     char b1[96], b2[96], b3[96], b4[128];
 
     /* The row kernels, in step order. */
-    if ((rc = add(p, "adamw_hyper_advance", "the optimizer's step counter", NULL, 0)))
+    if ((rc = add(p, "adamw_hyper_advance", "the optimizer's step counter", NULL, 0)) ||
+        (rc = add(p, "adamw_multi_norm", "the folded optimizer's norm pass", NULL, 0)) ||
+        (rc = add(p, "adamw_multi_finalize", "the folded optimizer's clip and step", NULL, 0)) ||
+        (rc = add(p, "adamw_multi_step", "the folded optimizer's update", NULL, 0)))
         return rc;
     {
         knob_value kvs[2] = {{"num_rows", S}, {"hidden_dim", H}};

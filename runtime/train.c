@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The backward pipeline (pgrt_train.h): the seed's per-layer loop of
- * backward, fused clip and AdamW, run eagerly or captured once per sequence
- * length and replayed. Everything a step launches is decided at creation
+ * The backward pipeline (pgrt_train.h): the backward callbacks, then the
+ * folded multi-tensor optimizer (three launches over one device table), or
+ * the seed's per-layer loop of backward, fused clip and AdamW; run eagerly
+ * or captured once per sequence length and replayed. Everything a step launches is decided at creation
  * (moments, clip states, launch configurations, loaded kernels), so a step
  * is launches on one stream and nothing else.
  */
@@ -32,6 +33,17 @@ struct pgrt_train {
     pgrt_clip **clips;  /* one a layer; NULL when clipping is off */
     pgrt_buf **grads;   /* per_layer scratch for pgrt_clip_run */
     float max_norm;
+
+    /* The folded optimizer (folded true): one table of every tensor,
+     * layer-major, the norm groups' first partials, the partial sums and
+     * the state (skip flag, skip count, a coefficient and norm a group). */
+    bool folded;
+    uint32_t ngroups;     /* layers, 1 (global) or 0 (clipping off) */
+    float norm_eps;       /* 0 per layer, 1e-6 global */
+    pgrt_buf *table, *groups, *partials, *state;
+    pgrt_kernel *k_norm, *k_finalize, *k_step;
+    pgk_knobs kn_norm, kn_step;
+    pgk_launch cfg_norm, cfg_finalize, cfg_step;
 
     pgrt_buf *hyper;
     float lr_host; /* the source of pgrt_train_set_lr's copy */
@@ -110,6 +122,12 @@ static int check_params(pgrt_ctx *ctx, const pgrt_train_params *p)
     if ((unsigned)p->graph > PGRT_TRAIN_GRAPH_ON)
         return rt_fail(PGRT_EINVAL, "pgrt_train_create: graph is %d, not a pgrt_train_graph",
                        (int)p->graph);
+    if ((unsigned)p->norm > PGRT_TRAIN_NORM_OFF)
+        return rt_fail(PGRT_EINVAL, "pgrt_train_create: norm is %d, not a pgrt_train_norm",
+                       (int)p->norm);
+    if ((unsigned)p->optimizer > PGRT_TRAIN_OPT_PER_TENSOR)
+        return rt_fail(PGRT_EINVAL, "pgrt_train_create: optimizer is %d, not a "
+                       "pgrt_train_optimizer", (int)p->optimizer);
     size_t n = p->layers * p->tensors_per_layer;
     for (size_t i = 0; i < n; i++) {
         const pgrt_train_tensor *tt = &p->tensors[i];
@@ -129,7 +147,86 @@ static int check_params(pgrt_ctx *ctx, const pgrt_train_params *p)
         if (tt->param->count > UINT32_MAX)
             return rt_fail(PGRT_ERANGE, "pgrt_train_create: layer %zu tensor %zu has %zu "
                            "elements; the kernels count in u32", l, j, tt->param->count);
+        if (tt->copy && (tt->copy->ctx != ctx || tt->copy->count != tt->param->count ||
+                         (tt->copy->type != PG_BF16 && tt->copy->type != PG_F16)))
+            return rt_fail(PGRT_EINVAL, "pgrt_train_create: layer %zu tensor %zu: copy is %zu x "
+                           "%s%s; it must be bf16 or f16 of param's %zu", l, j, tt->copy->count,
+                           pg_type_name(tt->copy->type),
+                           tt->copy->ctx != ctx ? " of another context" : "", tt->param->count);
     }
+    return 0;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* Whether two tensors' gradient buffers overlap (a buffer shared between
+ * layers, or views into one another). */
+static int grads_shared(const pgrt_train_params *p, size_t n, bool *shared)
+{
+    uint64_t *r = malloc(2 * n * sizeof *r);
+    if (!r)
+        return rt_fail(PGRT_ENOMEM, "pgrt_train_create: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        r[2 * i] = p->tensors[i].grad->ptr;
+        r[2 * i + 1] = p->tensors[i].grad->ptr + p->tensors[i].grad->count * sizeof(float);
+    }
+    qsort(r, n, 2 * sizeof *r, cmp_range);
+    *shared = false;
+    for (size_t i = 1; i < n && !*shared; i++)
+        *shared = r[2 * i] < r[2 * i - 1];
+    free(r);
+    return 0;
+}
+
+/* The optimizer the params ask for, the per-tensor one's limits checked. */
+static int choose_optimizer(const pgrt_train_params *p, size_t n, bool *folded)
+{
+    bool shared = false;
+    int rc = grads_shared(p, n, &shared);
+    if (rc)
+        return rc;
+    bool copies = false;
+    for (size_t i = 0; i < n; i++)
+        copies |= p->tensors[i].copy != NULL;
+    bool clip = p->max_norm > 0.0f && p->norm != PGRT_TRAIN_NORM_OFF;
+    if (p->optimizer == PGRT_TRAIN_OPT_FOLDED && shared)
+        return rt_fail(PGRT_EINVAL, "pgrt_train_create: the folded optimizer updates after the "
+                       "whole backward, but two tensors share a gradient buffer");
+    *folded = p->optimizer == PGRT_TRAIN_OPT_FOLDED ||
+              (p->optimizer == PGRT_TRAIN_OPT_AUTO && !shared);
+    if (*folded)
+        return 0;
+    if (clip && p->norm == PGRT_TRAIN_NORM_GLOBAL)
+        return rt_fail(PGRT_EINVAL, "pgrt_train_create: the global norm needs the folded "
+                       "optimizer%s", shared ? " (two tensors share a gradient buffer)" : "");
+    if (copies)
+        return rt_fail(PGRT_EINVAL, "pgrt_train_create: 16-bit copies need the folded "
+                       "optimizer%s", shared ? " (two tensors share a gradient buffer)" : "");
+    return 0;
+}
+
+static int knobs_sized(const pgk_desc *d, uint64_t blocks, uint32_t nbufs, pgk_knobs *kn,
+                       pgk_launch *cfg)
+{
+    int ib = pgk_knob_index(d, "total_blocks"), in = pgk_knob_index(d, "nbufs");
+    if (ib < 0 || in < 0)
+        return rt_fail(PGRT_EKERNEL, "%s has no knobs total_blocks and nbufs", d->name);
+    if (blocks > d->knobs[ib].max)
+        return rt_fail(PGRT_ERANGE, "pgrt_train_create: %s would launch %llu blocks; at most %u",
+                       d->name, (unsigned long long)blocks, d->knobs[ib].max);
+    pgk_knobs_default(d, kn);
+    kn->v[ib] = (uint32_t)blocks;
+    kn->v[in] = nbufs;
+    char err[256] = "";
+    if (pgk_launch_for(d, kn, cfg, err, sizeof err))
+        return rt_fail(PGRT_ERANGE, "%s: %s", d->name, err);
+    if (cfg->grid[0] != blocks)
+        return rt_fail(PGRT_EKERNEL, "%s launches %u blocks for a table of %llu", d->name,
+                       cfg->grid[0], (unsigned long long)blocks);
     return 0;
 }
 
@@ -140,6 +237,90 @@ static int find(const char *name, const pgk_desc **d)
         return rt_fail(PGRT_ENOTFOUND, "backward pipeline: kernel \"%s\" is not in the catalog",
                        name);
     return 0;
+}
+
+/* The folded optimizer's table, groups, buffers and kernels. The moments
+ * are the slots' (allocated already). */
+static int folded_create(pgrt_train *t, const pgrt_train_params *p, size_t n)
+{
+    const pgk_desc *d_norm, *d_fin, *d_step;
+    int rc;
+    if ((rc = find("adamw_multi_norm", &d_norm)) || (rc = find("adamw_multi_finalize", &d_fin)) ||
+        (rc = find("adamw_multi_step", &d_step)))
+        return rc;
+    bool clip = p->max_norm > 0.0f && p->norm != PGRT_TRAIN_NORM_OFF;
+    bool global = p->norm == PGRT_TRAIN_NORM_GLOBAL;
+    t->ngroups = !clip ? 0 : global ? 1 : (uint32_t)t->layers;
+    t->norm_eps = global ? 1e-6f : 0.0f;
+    if (t->layers > UINT32_MAX - 1 || n > INT32_MAX)
+        return rt_fail(PGRT_ERANGE, "pgrt_train_create: %zu tensors are too many for one table",
+                       n);
+    pgk_optim_entry *e = calloc(n, sizeof *e);
+    uint32_t *g = calloc(t->layers + 1, sizeof *g);
+    if (!e || !g) {
+        free(e);
+        free(g);
+        return rt_fail(PGRT_ENOMEM, "pgrt_train_create: out of memory");
+    }
+    uint64_t norm_blocks = 0, step_blocks = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tensor_slot *sl = &t->slots[i];
+        size_t l = i / t->per_layer;
+        if (i % t->per_layer == 0 && !global)
+            g[l] = (uint32_t)norm_blocks;
+        pgrt_buf *copy = p->tensors[i].copy;
+        e[i] = (pgk_optim_entry){
+            .grad = {sl->grad->ptr, sl->n, (uint32_t)norm_blocks},
+            .param = sl->param->ptr,
+            .m = sl->m->ptr,
+            .v = sl->v->ptr,
+            .copy = copy ? copy->ptr : 0,
+            .first_block = (uint32_t)step_blocks,
+            .group = global || !clip ? 0 : (uint32_t)l,
+            .copy_type = !copy ? PGK_COPY_NONE
+                         : copy->type == PG_BF16 ? PGK_COPY_BF16 : PGK_COPY_F16,
+        };
+        norm_blocks += pgk_adamw_norm_blocks(sl->n);
+        step_blocks += pgk_adamw_multi_blocks(sl->n);
+        if (norm_blocks > INT32_MAX || step_blocks > INT32_MAX) {
+            rc = rt_fail(PGRT_ERANGE, "pgrt_train_create: the tensors need more than 2^31 blocks "
+                         "a pass");
+            goto done;
+        }
+    }
+    g[global ? 1 : t->layers] = (uint32_t)norm_blocks;
+    size_t groups = t->ngroups ? t->ngroups : 1;
+    size_t table_words = n * sizeof *e / sizeof(uint32_t);
+    char err[256] = "";
+    if ((rc = knobs_sized(d_norm, norm_blocks, (uint32_t)n, &t->kn_norm, &t->cfg_norm)) ||
+        (rc = knobs_sized(d_step, step_blocks, (uint32_t)n, &t->kn_step, &t->cfg_step)))
+        goto done;
+    if (pgk_launch_for(d_fin, NULL, &t->cfg_finalize, err, sizeof err)) {
+        rc = rt_fail(PGRT_EKERNEL, "adamw_multi_finalize: %s", err);
+        goto done;
+    }
+    if ((rc = pgrt_kernel_get(t->ctx, d_norm, &t->kn_norm, &t->k_norm)) ||
+        (rc = pgrt_kernel_get(t->ctx, d_fin, NULL, &t->k_finalize)) ||
+        (rc = pgrt_kernel_get(t->ctx, d_step, &t->kn_step, &t->k_step)) ||
+        (rc = pgrt_buf_alloc(t->ctx, PG_U32, table_words, &t->table)) ||
+        (rc = pgrt_buf_upload(t->table, 0, e, table_words)) ||
+        (rc = pgrt_buf_alloc(t->ctx, PG_U32, t->layers + 1, &t->groups)) ||
+        (rc = pgrt_buf_upload(t->groups, 0, g, t->layers + 1)) ||
+        (rc = pgrt_buf_alloc(t->ctx, PG_F32, norm_blocks, &t->partials)) ||
+        (rc = pgrt_buf_alloc(t->ctx, PG_U32, PGK_OPTIM_GROUPS + 2 * groups, &t->state)) ||
+        (rc = pgrt_buf_memset(t->state, 0)))
+        goto done;
+    /* Before any step every group reads "no clipping, zero norm". */
+    for (size_t k = 0; k < groups && !rc; k++) {
+        const float one = 1.0f;
+        rc = pgrt_buf_upload(t->state, PGK_OPTIM_GROUPS + 2 * k, &one, 1);
+    }
+    t->folded = true;
+    t->stats.launches_per_step = t->ngroups ? 3 : 2;
+done:
+    free(e);
+    free(g);
+    return rc;
 }
 
 int pgrt_train_create(pgrt_ctx *ctx, const pgrt_train_params *p, pgrt_train **out)
@@ -156,13 +337,16 @@ int pgrt_train_create(pgrt_ctx *ctx, const pgrt_train_params *p, pgrt_train **ou
         return rc;
 
     size_t n = p->layers * p->tensors_per_layer;
+    bool folded = false;
+    if ((rc = choose_optimizer(p, n, &folded)))
+        return rc;
     pgrt_train *t = calloc(1, sizeof *t);
     if (!t)
         return rt_fail(PGRT_ENOMEM, "pgrt_train_create: out of memory");
     t->ctx = ctx;
     t->layers = p->layers;
     t->per_layer = p->tensors_per_layer;
-    t->max_norm = p->max_norm;
+    t->max_norm = p->norm == PGRT_TRAIN_NORM_OFF ? 0.0f : p->max_norm;
     t->layer_backward = p->layer_backward;
     t->head = p->head;
     t->user = p->user;
@@ -172,9 +356,10 @@ int pgrt_train_create(pgrt_ctx *ctx, const pgrt_train_params *p, pgrt_train **ou
                 (p->graph == PGRT_TRAIN_GRAPH_ENV && graphs_from_env());
     t->slots = calloc(n, sizeof *t->slots);
     t->grads = calloc(t->per_layer, sizeof *t->grads);
-    if (p->max_norm > 0.0f)
+    bool clips = !folded && t->max_norm > 0.0f;
+    if (clips)
         t->clips = calloc(t->layers, sizeof *t->clips);
-    if (!t->slots || !t->grads || (p->max_norm > 0.0f && !t->clips)) {
+    if (!t->slots || !t->grads || (clips && !t->clips)) {
         rc = rt_fail(PGRT_ENOMEM, "pgrt_train_create: out of memory");
         goto fail;
     }
@@ -217,6 +402,8 @@ int pgrt_train_create(pgrt_ctx *ctx, const pgrt_train_params *p, pgrt_train **ou
         }
     }
     t->stats.launches_per_step = launches;
+    if (folded && (rc = folded_create(t, p, n)))
+        goto fail;
 
     char err[256] = "";
     if (pgk_launch_for(d_adv, NULL, &t->cfg_advance, err, sizeof err)) {
@@ -262,6 +449,10 @@ void pgrt_train_destroy(pgrt_train **pt)
             pgrt_buf_destroy(&t->slots[i].v);
         }
     pgrt_buf_destroy(&t->hyper);
+    pgrt_buf_destroy(&t->table);
+    pgrt_buf_destroy(&t->groups);
+    pgrt_buf_destroy(&t->partials);
+    pgrt_buf_destroy(&t->state);
     free(t->clips);
     free(t->grads);
     free(t->slots);
@@ -294,9 +485,41 @@ static int callback_failed(int rc, unsigned serial, size_t layer)
                    "message (%s)", fn, rc, pgrt_err_name(rc), where);
 }
 
+/* The folded step: every backward, then norm, finalize, update. */
+static int enqueue_folded(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
+{
+    int rc;
+    unsigned serial = rt_msg_serial();
+    if (t->head && (rc = t->head(t->user, s, seq_len)))
+        return callback_failed(rc, serial, SIZE_MAX);
+    for (size_t l = t->layers; l-- > 0;) {
+        serial = rt_msg_serial();
+        if ((rc = t->layer_backward(t->user, s, l, seq_len)))
+            return callback_failed(rc, serial, l);
+    }
+    uint32_t nt = (uint32_t)(t->layers * t->per_layer);
+    pgrt_devptr partials = t->partials->ptr;
+    if (t->ngroups) {
+        pgrt_arg a[3] = {pgrt_arg_ptr(t->table->ptr), pgrt_arg_u32(nt), pgrt_arg_ptr(partials)};
+        if ((rc = rt_kernel_launch_cfg(t->k_norm, s, &t->cfg_norm, &t->kn_norm, a, 3)))
+            return rc;
+    }
+    pgrt_arg f[7] = {pgrt_arg_ptr(partials),       pgrt_arg_ptr(t->groups->ptr),
+                     pgrt_arg_u32(t->ngroups),     pgrt_arg_f32(t->max_norm),
+                     pgrt_arg_f32(t->norm_eps),    pgrt_arg_ptr(t->state->ptr),
+                     pgrt_arg_ptr(t->hyper->ptr)};
+    if ((rc = rt_kernel_launch_cfg(t->k_finalize, s, &t->cfg_finalize, NULL, f, 7)))
+        return rc;
+    pgrt_arg u[4] = {pgrt_arg_ptr(t->table->ptr), pgrt_arg_u32(nt), pgrt_arg_ptr(t->state->ptr),
+                     pgrt_arg_ptr(t->hyper->ptr)};
+    return rt_kernel_launch_cfg(t->k_step, s, &t->cfg_step, &t->kn_step, u, 4);
+}
+
 /* The loop itself: the launches of one step, in order. */
 static int enqueue_step(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
 {
+    if (t->folded)
+        return enqueue_folded(t, s, seq_len);
     pgrt_arg h = pgrt_arg_ptr(t->hyper->ptr);
     int rc = rt_kernel_launch_cfg(t->k_advance, s, &t->cfg_advance, NULL, &h, 1);
     if (rc)
@@ -345,7 +568,7 @@ static int run_eager(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
  * that met an unknown pointer set would record the per-buffer ones). */
 static int prepare_clips(pgrt_train *t, pgrt_stream *s)
 {
-    if (!t->clips)
+    if (t->folded || !t->clips)
         return 0;
     for (size_t l = 0; l < t->layers; l++) {
         tensor_slot *sl = &t->slots[l * t->per_layer];
@@ -480,9 +703,40 @@ int pgrt_train_layer_norm(pgrt_train *t, pgrt_stream *s, size_t layer, float *sc
         return rt_fail(PGRT_EINVAL, "pgrt_train_layer_norm: pipeline is NULL");
     if (layer >= t->layers)
         return rt_fail(PGRT_ERANGE, "pgrt_train_layer_norm: layer %zu of %zu", layer, t->layers);
+    if (t->folded && t->ngroups) {
+        float v[2];
+        size_t g = t->ngroups == 1 ? 0 : layer;
+        int rc = pgrt_buf_download_async(t->state, PGK_OPTIM_GROUPS + 2 * g, v, 2, s);
+        if (rc || (rc = RT_CU(&t->ctx->drv, StreamSynchronize, (rt_stream_cu(s)))))
+            return rc;
+        if (scale)
+            *scale = v[0];
+        if (norm)
+            *norm = v[1];
+        return 0;
+    }
     if (!t->clips)
         return rt_fail(PGRT_ESTATE, "pgrt_train_layer_norm: clipping is off (max_norm 0)");
     return pgrt_clip_result(t->clips[layer], s, scale, norm);
+}
+
+bool pgrt_train_folded(const pgrt_train *t) { return t && t->folded; }
+
+int pgrt_train_skipped(pgrt_train *t, pgrt_stream *s, uint32_t *skipped, bool *last_skipped)
+{
+    if (!t)
+        return rt_fail(PGRT_EINVAL, "pgrt_train_skipped: pipeline is NULL");
+    if (!t->folded)
+        return rt_fail(PGRT_ESTATE, "pgrt_train_skipped: the per-tensor optimizer never skips");
+    uint32_t v[2];
+    int rc = pgrt_buf_download_async(t->state, 0, v, 2, s);
+    if (rc || (rc = RT_CU(&t->ctx->drv, StreamSynchronize, (rt_stream_cu(s)))))
+        return rc;
+    if (skipped)
+        *skipped = v[PGK_OPTIM_SKIPPED];
+    if (last_skipped)
+        *last_skipped = v[PGK_OPTIM_SKIP] != 0;
+    return 0;
 }
 
 int pgrt_train_stats_get(const pgrt_train *t, pgrt_train_stats *out)

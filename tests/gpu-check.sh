@@ -70,7 +70,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     # Small shapes: PGRT_GPU_QUICK for most programs, --small for two.
     cs="compute-sanitizer --error-exitcode 9 --print-limit 20"
     set -- \
-        "gpu/test_gpu_kernels" "gpu/test_gpu_pipeline" "gpu/test_gpu_runtime" \
+        "gpu/test_gpu_kernels" "gpu/test_gpu_pipeline" "gpu/test_gpu_runtime" "gpu/test_gpu_optim" \
         "gpu_kernels/test_backward --small" "train/test_forward --small" \
         "gpu_gemm/test_gemm" "gpu_cublas/test_cublas"
     for t in "$@"; do
@@ -91,6 +91,11 @@ fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then
     step "bench_clip" "$out/bench-clip.log" "$b/tests/gpu/bench_clip"
+    step "bench_optim" "$out/bench-optim.log" "$b/tests/gpu/bench_optim"
+    # PyTorch on the same shapes, where the machine has it.
+    if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+        step "bench_optim.py (PyTorch)" "$out/bench-optim.log" python3 tests/gpu/bench_optim.py
+    fi
     step "bench_gemm --quick" "$out/bench-gemm.log" "$b/tests/gpu_gemm/bench_gemm" --quick
     # The cold JIT: neither the driver's cache nor ptxgen's cubin cache.
     step "prewarm (1.5B LoRA config)" "$out/prewarm.log" env CUDA_CACHE_DISABLE=1 \
@@ -107,6 +112,8 @@ cat "$summary"
 if [ "$what" = all ] || [ "$what" = bench ]; then
     echo
     grep -h -E '^\||bandwidth|speed-up' "$out/bench-clip.log" 2>/dev/null
+    echo
+    grep -h -E '^\||bandwidth|^torch' "$out/bench-optim.log" 2>/dev/null
     echo
     grep -v '^device:' "$out/bench-gemm.log" 2>/dev/null | head -n 40
     echo

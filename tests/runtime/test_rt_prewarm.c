@@ -118,7 +118,8 @@ static void test_prewarm(void)
     if (test_failures_)
         fprintf(stderr, "%s\n", pgrt_last_message());
 
-    /* What a LoRA step on fp32 base weights launches: ten row kernels, the
+    /* What a LoRA step on fp32 base weights launches: ten row kernels and
+     * the folded optimizer's three, the
      * attention's forward GEMM, and the backward GEMMs in two variants
      * (the seed's tiles for outputs with a rank-16 side). */
     int va = default_variant("gemm_backward_a"), vb = default_variant("gemm_backward_b");
@@ -129,7 +130,8 @@ static void test_prewarm(void)
                            "residual_add",            "batched_softmax_backward",
                            "gemm_forward",            "squared_sum_reduce",
                            "gradient_clip_gpu_scale", "adamw_step_dev",
-                           "clip_scale_reduce"};
+                           "clip_scale_reduce",       "adamw_multi_norm",
+                           "adamw_multi_finalize",    "adamw_multi_step"};
     size_t nplain = sizeof plain / sizeof plain[0];
     for (size_t i = 0; i < nplain; i++)
         REQUIRE(has_key(&r, key_of(k, sizeof k, plain[i], -1)));

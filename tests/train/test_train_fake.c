@@ -459,6 +459,163 @@ static void test_params(void)
     fixture_close(&f);
 }
 
+/* The folded optimizer: every layer's own gradients, so that the default
+ * (auto) picks it; its three launches after the backward, the table they
+ * walk, the norm modes, graphs, and what it refuses. */
+static void test_folded(void)
+{
+    fixture f;
+    fixture_open(&f);
+    pgrt_buf *own[LAYERS][TENSORS], *copy = NULL;
+    pgrt_train_tensor tens[LAYERS * TENSORS];
+    for (int l = 0; l < LAYERS; l++)
+        for (int j = 0; j < TENSORS; j++) {
+            REQUIRE_INT_EQ(pgrt_buf_alloc(f.ctx, PG_F32, sizes[j], &own[l][j]), 0);
+            tens[l * TENSORS + j] = (pgrt_train_tensor){f.params[l][j], own[l][j], NULL};
+        }
+    REQUIRE_INT_EQ(pgrt_buf_alloc(f.ctx, PG_BF16, sizes[1], &copy), 0);
+    tens[3].copy = copy;
+
+    /* Shared gradients (the fixture's): auto keeps the per-tensor loop. */
+    pgrt_train *t = make(&f, PGRT_TRAIN_GRAPH_OFF);
+    REQUIRE(!pgrt_train_folded(t));
+    uint32_t skipped = 7;
+    REQUIRE_INT_EQ(pgrt_train_skipped(t, f.s, &skipped, NULL), PGRT_ESTATE);
+    pgrt_train_destroy(&t);
+
+    static const pgrt_train_norm modes[] = {PGRT_TRAIN_NORM_LAYER, PGRT_TRAIN_NORM_GLOBAL,
+                                            PGRT_TRAIN_NORM_OFF};
+    for (int mi = 0; mi < 3; mi++) {
+        pgrt_train_params p = params_for(&f, mi == 1 ? PGRT_TRAIN_GRAPH_ON : PGRT_TRAIN_GRAPH_OFF);
+        p.tensors = tens;
+        p.norm = modes[mi];
+        REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), 0);
+        REQUIRE(pgrt_train_folded(t));
+        pgrt_train_stats st;
+        REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+        int own_launches = mi == 2 ? 2 : 3;
+        REQUIRE_INT_EQ(st.launches_per_step, own_launches);
+        fk_reset();
+        for (int step = 0; step < 3; step++)
+            REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 16), 0);
+        int per = 1 + LAYERS + own_launches;
+        REQUIRE_INT_EQ(fk_count(), 3 * per);
+        for (int step = 0; step < 3; step++) {
+            int i = step * per;
+            int replayed = mi == 1 ? 1 : 0; /* the capturing step runs as the graph too */
+            REQUIRE_INT_EQ(fk_at(i)->params[3], 7);
+            for (int l = LAYERS - 1; l >= 0; l--)
+                REQUIRE_INT_EQ(fk_at(++i)->params[3], 100 + l);
+            const fakecuda_launch *norm = NULL;
+            if (mi != 2) {
+                norm = fk_at(++i);
+                REQUIRE_STR_EQ(norm->name, "adamw_multi_norm");
+                REQUIRE_INT_EQ(norm->params[1], LAYERS * TENSORS);
+                REQUIRE_INT_EQ(norm->replayed, replayed);
+            }
+            const fakecuda_launch *fin = fk_at(++i);
+            REQUIRE_STR_EQ(fin->name, "adamw_multi_finalize");
+            REQUIRE_INT_EQ(fin->params[2], mi == 0 ? LAYERS : mi == 1 ? 1 : 0);
+            float max_norm, eps;
+            uint32_t w = (uint32_t)fin->params[3];
+            memcpy(&max_norm, &w, 4);
+            w = (uint32_t)fin->params[4];
+            memcpy(&eps, &w, 4);
+            REQUIRE(max_norm == (mi == 2 ? 0.0f : 1.0f));
+            REQUIRE(eps == (mi == 1 ? 1e-6f : 0.0f));
+            REQUIRE_INT_EQ(fin->params[6], pgrt_buf_ptr(pgrt_train_hyper_buf(t)));
+            const fakecuda_launch *up = fk_at(++i);
+            REQUIRE_STR_EQ(up->name, "adamw_multi_step");
+            REQUIRE_INT_EQ(up->params[1], LAYERS * TENSORS);
+            REQUIRE_INT_EQ(up->params[2], fin->params[5]);
+            REQUIRE_INT_EQ(up->replayed, replayed);
+            if (norm)
+                REQUIRE_INT_EQ(norm->params[0], up->params[0]);
+
+            /* The fake's device memory is host memory: read the table. */
+            const pgk_optim_entry *e = (const pgk_optim_entry *)(uintptr_t)up->params[0];
+            uint32_t nb = 0, ub = 0;
+            for (int l = 0; l < LAYERS; l++)
+                for (int j = 0; j < TENSORS; j++, e++) {
+                    REQUIRE_INT_EQ(e->grad.ptr, pgrt_buf_ptr(own[l][j]));
+                    REQUIRE_INT_EQ(e->param, pgrt_buf_ptr(f.params[l][j]));
+                    REQUIRE_INT_EQ(e->grad.n, sizes[j]);
+                    REQUIRE_INT_EQ(e->grad.first_block, nb);
+                    REQUIRE_INT_EQ(e->first_block, ub);
+                    REQUIRE_INT_EQ(e->group, mi == 0 ? (uint32_t)l : 0);
+                    REQUIRE(e->m && e->v && e->m != e->v);
+                    REQUIRE_INT_EQ(e->copy, l * TENSORS + j == 3 ? pgrt_buf_ptr(copy) : 0);
+                    REQUIRE_INT_EQ(e->copy_type, l * TENSORS + j == 3 ? PGK_COPY_BF16 : 0);
+                    nb += pgk_adamw_norm_blocks(sizes[j]);
+                    ub += pgk_adamw_multi_blocks(sizes[j]);
+                }
+            if (norm)
+                REQUIRE_INT_EQ(norm->grid[0], nb);
+            REQUIRE_INT_EQ(up->grid[0], ub);
+        }
+        REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
+        REQUIRE_INT_EQ(st.graph_steps, mi == 1 ? 3 : 0);
+        REQUIRE_INT_EQ(pgrt_train_skipped(t, f.s, &skipped, NULL), 0);
+        REQUIRE_INT_EQ(skipped, 0);
+        float scale = 0, nrm = -1;
+        if (mi == 2) {
+            REQUIRE_INT_EQ(pgrt_train_layer_norm(t, f.s, 0, &scale, &nrm), PGRT_ESTATE);
+        } else {
+            /* The fake runs nothing: the state as created. */
+            REQUIRE_INT_EQ(pgrt_train_layer_norm(t, f.s, 1, &scale, &nrm), 0);
+            REQUIRE(scale == 1.0f && nrm == 0.0f);
+        }
+        pgrt_train_destroy(&t);
+    }
+
+    /* The per-tensor fallback on request, with the same tensors. */
+    tens[3].copy = NULL;
+    pgrt_train_params p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
+    p.tensors = tens;
+    p.optimizer = PGRT_TRAIN_OPT_PER_TENSOR;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), 0);
+    REQUIRE(!pgrt_train_folded(t));
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 16), 0);
+    REQUIRE_STR_EQ(fk_at(0)->name, "adamw_hyper_advance");
+    REQUIRE_INT_EQ(fk_count(), STEP_LAUNCHES);
+    pgrt_train_destroy(&t);
+
+    /* What it refuses, each named. */
+    p.norm = PGRT_TRAIN_NORM_GLOBAL;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "global norm needs the folded optimizer");
+    p.norm = PGRT_TRAIN_NORM_LAYER;
+    tens[3].copy = copy;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "16-bit copies need the folded optimizer");
+    p.optimizer = PGRT_TRAIN_OPT_FOLDED;
+    tens[2].copy = f.scratch;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "layer 1 tensor 0: copy is 1024 x f32");
+    tens[2].copy = NULL;
+    p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
+    p.optimizer = PGRT_TRAIN_OPT_FOLDED;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "two tensors share a gradient buffer");
+    p.norm = (pgrt_train_norm)9;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "norm is 9");
+    p.norm = PGRT_TRAIN_NORM_LAYER;
+    p.optimizer = (pgrt_train_optimizer)5;
+    REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "optimizer is 5");
+    REQUIRE(t == NULL);
+    REQUIRE_INT_EQ(pgrt_train_skipped(NULL, f.s, &skipped, NULL), PGRT_EINVAL);
+    REQUIRE(!pgrt_train_folded(NULL));
+
+    pgrt_buf_destroy(&copy);
+    for (int l = 0; l < LAYERS; l++)
+        for (int j = 0; j < TENSORS; j++)
+            pgrt_buf_destroy(&own[l][j]);
+    fixture_close(&f);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -492,5 +649,6 @@ int main(int argc, char **argv)
     test_fallback();
     test_env();
     test_params();
+    test_folded();
     TEST_DONE();
 }
