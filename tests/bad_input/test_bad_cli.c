@@ -70,7 +70,11 @@ static const char *scratch(const char *name)
     static char paths[8][512];
     static int next;
     char *p = paths[next++ % 8];
-    snprintf(p, sizeof paths[0], "%s/%s", tmpdir, name);
+    int n = snprintf(p, sizeof paths[0], "%s/%s", tmpdir, name);
+    if (n < 0 || (size_t)n >= sizeof paths[0]) {
+        fprintf(stderr, "scratch path for %.40s... is too long\n", name);
+        exit(1);
+    }
     return p;
 }
 
