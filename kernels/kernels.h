@@ -33,7 +33,12 @@
     X(mse_loss)                                                                            \
     X(adamw_hyper_advance)                                                                 \
     X(squared_sum_reduce_multi)                                                            \
-    X(gradient_clip_gpu_scale_multi)
+    X(gradient_clip_gpu_scale_multi)                                                       \
+    X(gemm_mma_forward)                                                                    \
+    X(gemm_mma_backward_x)                                                                 \
+    X(gemm_mma_backward_w)                                                                 \
+    X(gemm_mma_reduce)                                                                     \
+    X(gemm_lp_simt)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

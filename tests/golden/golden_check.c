@@ -256,7 +256,7 @@ static void rebuild(emitted *e)
     for (size_t i = 0; i < e->d->nparams && i < PGK_MAX_PARAMS; i++)
         p[i] = pg_param_add(k, e->d->params[i].type, e->d->params[i].name);
     if (!pg_kernel_error(k))
-        e->d->build(k, p, kn.v);
+        e->d->build(k, e->d, p, kn.v);
     const char *ptx = NULL;
     size_t len = 0;
     rc = pg_kernel_emit(k, &ptx, &len);

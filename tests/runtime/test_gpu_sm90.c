@@ -87,8 +87,9 @@ static const char tma_ptx_body[] =
     "\tret;\n"
     "}\n";
 
-static int tma_launch(const uint32_t *kn, pgk_launch *out)
+static int tma_launch(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
+    (void)d;
     (void)kn;
     out->grid[0] = (TM_COLS + BOX_COLS - 1) / BOX_COLS;
     out->grid[1] = (TM_ROWS + BOX_ROWS - 1) / BOX_ROWS;
@@ -98,8 +99,9 @@ static int tma_launch(const uint32_t *kn, pgk_launch *out)
     return 0;
 }
 static const pgk_param tma_params[] = {{"tmap", PG_B8, false, true}, {"out", PG_U64, true, false}};
-static const pgk_desc tma_desc = {"tma_copy", "TMA box copy", tma_params, 2, NULL, 0, PG_SM_90,
-                                  NULL, NULL, tma_launch};
+static const pgk_desc tma_desc = {.name = "tma_copy", .summary = "TMA box copy",
+                                  .params = tma_params, .nparams = 2, .min_target = PG_SM_90,
+                                  .launch = tma_launch};
 
 static uint16_t elem(uint32_t y, uint32_t x)
 {
@@ -179,8 +181,9 @@ static const pgk_param pat_params[] = {{"out", PG_U64, true}, {"nwords", PG_U32,
 
 /* Each block: smem[i] = i * 2654435761 + ctaid.x for i < nwords, a
  * barrier, out[ctaid.x * nwords + i] = smem[nwords - 1 - i]. */
-static int pat_build(pg_kernel *k, const pg_param *p, const uint32_t *kn)
+static int pat_build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
+    (void)d;
     (void)kn;
     pg_shared smem = pg_shared_dynamic(k, 16);
     pg_reg out = pg_param_load(k, p[0]);
@@ -227,8 +230,9 @@ static int pat_build(pg_kernel *k, const pg_param *p, const uint32_t *kn)
     return 0;
 }
 
-static int pat_launch(const uint32_t *kn, pgk_launch *out)
+static int pat_launch(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
+    (void)d;
     out->grid[0] = kn[K_BLOCKS];
     out->grid[1] = out->grid[2] = 1;
     out->block[0] = 256;
@@ -239,8 +243,11 @@ static int pat_launch(const uint32_t *kn, pgk_launch *out)
     return 0;
 }
 
-static const pgk_desc pat_desc = {"smem_pattern", "dynamic shared memory pattern", pat_params, 2,
-                                  pat_knobs, K_N, PG_SM_90, NULL, pat_build, pat_launch};
+static const pgk_desc pat_desc = {.name = "smem_pattern",
+                                  .summary = "dynamic shared memory pattern",
+                                  .params = pat_params, .nparams = 2, .knobs = pat_knobs,
+                                  .nknobs = K_N, .min_target = PG_SM_90, .build = pat_build,
+                                  .launch = pat_launch};
 
 static int check_pattern(pgrt_buf *ob, uint32_t blocks, uint32_t nw, const char *what)
 {
