@@ -28,6 +28,12 @@
 
 /* ---------------------------------------------------------------- shared pieces */
 
+/* m, n and k of the mma kernels: 1 .. 2^21, so that even 64×64 tiles of
+ * the largest output number at most 2^30 (a 1-D grid, u32 tile indices). */
+#define MM_MAX_DIM (1u << 21)
+/* gemm_lp_simt: P (m or n) on grid y, 16 rows a block. */
+#define LP_MAX_PQ (65535u * 16u)
+
 /* The knobs of the GEMMs of this file, in this order. */
 enum { MM_M, MM_N, MM_K, MM_IN, MM_OUT, MM_TILE, MM_SPLIT };
 /* The in knob: 0 f16, 1 bf16. The out knob: 0 f32, 1 f16, 2 bf16. */
@@ -746,9 +752,9 @@ static void pick_mma_w(const pgk_desc *d, uint32_t *kn) { pick_mma(PGK_GEMM_BACK
 
 #define MM_KNOBS(mhelp, nhelp, khelp)                                                        \
     {                                                                                        \
-        [MM_M] = {"m", 2048, 1, GEMM_MAX_DIM, mhelp, false},                                  \
-        [MM_N] = {"n", 1536, 1, GEMM_MAX_DIM, nhelp, false},                                  \
-        [MM_K] = {"k", 1536, 1, GEMM_MAX_DIM, khelp, false},                                  \
+        [MM_M] = {"m", 2048, 1, MM_MAX_DIM, mhelp, false},                                    \
+        [MM_N] = {"n", 1536, 1, MM_MAX_DIM, nhelp, false},                                    \
+        [MM_K] = {"k", 1536, 1, MM_MAX_DIM, khelp, false},                                    \
         [MM_IN] = {"in", IN_BF16, IN_F16, IN_BF16, "input type: 0 = f16, 1 = bf16", true},     \
         [MM_OUT] = {"out", OUT_F32, OUT_F32, OUT_BF16,                                        \
                     "output type: 0 = f32, 1 = f16, 2 = bf16", true},                         \
@@ -818,10 +824,11 @@ const pgk_desc pgk_desc_gemm_mma_backward_w = {
 
 /* ---------------------------------------------------------------- gemm_mma_reduce */
 
-/* out[i] (+)= Σ_z ws[z][i] (+ bias[i % cols]), z = 0, 1, .. in order: the
- * split-K partials, one thread an element. */
-enum { RD_ROWS, RD_COLS, RD_SPLIT, RD_OUT };
-enum { RP_WS, RP_C, RP_BIAS, RP_ROWS, RP_COLS, RP_SPLIT, RP_FLAGS };
+/* out[i] (+)= Σ_z ws[z][i] (+ bias[i % cols]), z = 0, 1, .. in order, for
+ * the n = P·Q elements of the output: the split-K partials, one thread an
+ * element. */
+enum { RD_N, RD_COLS, RD_SPLIT, RD_OUT };
+enum { RP_WS, RP_C, RP_BIAS, RP_N, RP_COLS, RP_SPLIT, RP_FLAGS };
 
 static int build_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
@@ -829,9 +836,8 @@ static int build_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p, cons
     pg_type ot = out_type_of(kn[RD_OUT]);
     pg_reg ws = pg_param_load(k, p[RP_WS]), c = pg_param_load(k, p[RP_C]);
     pg_reg bias = pg_param_load(k, p[RP_BIAS]);
-    pg_reg rows = pg_param_load(k, p[RP_ROWS]), cols = pg_param_load(k, p[RP_COLS]);
+    pg_reg nel = pg_param_load(k, p[RP_N]), cols = pg_param_load(k, p[RP_COLS]);
     pg_reg split = pg_param_load(k, p[RP_SPLIT]), flags = pg_param_load(k, p[RP_FLAGS]);
-    pg_reg nel = mul_u32(k, rows, cols);
     pg_reg i = pg_global_tid_x(k);
     pg_label out = pg_label_new(k, "out");
     pg_bounds_guard(k, i, nel, out);
@@ -874,15 +880,14 @@ static int build_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p, cons
 static int launch_reduce(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
     (void)d;
-    uint64_t n = (uint64_t)kn[RD_ROWS] * kn[RD_COLS];
-    if (n == 0 || n > 0xffffffffu || kn[RD_SPLIT] < 1 || kn[RD_OUT] > OUT_BF16)
+    if (kn[RD_N] == 0 || kn[RD_COLS] == 0 || kn[RD_SPLIT] < 1 || kn[RD_OUT] > OUT_BF16)
         return PG_ERANGE;
-    return pgk_launch_1d((uint32_t)n, PGK_THREADS, out);
+    return pgk_launch_1d(kn[RD_N], PGK_THREADS, out);
 }
 
 static const pgk_knob reduce_knobs[] = {
-    [RD_ROWS] = {"rows", 2048, 1, GEMM_MAX_DIM, "rows of the output (P)", false},
-    [RD_COLS] = {"cols", 16, 1, GEMM_MAX_DIM, "columns of the output (Q)", false},
+    [RD_N] = {"n", 32768, 1, UINT32_MAX, "elements of the output (P x Q)", false},
+    [RD_COLS] = {"cols", 16, 1, MM_MAX_DIM, "columns of the output (Q): bias[i % cols]", false},
     [RD_SPLIT] = {"split", 8, 1, MMA_MAX_SPLIT, "partial sums to add", false},
     [RD_OUT] = {"out", OUT_F32, OUT_F32, OUT_BF16, "output type: 0 = f32, 1 = f16, 2 = bf16",
                 true},
@@ -890,7 +895,7 @@ static const pgk_knob reduce_knobs[] = {
 
 static const pgk_param reduce_params[] = {
     [RP_WS] = {"workspace", PG_U64, true}, [RP_C] = {"c", PG_U64, true},
-    [RP_BIAS] = {"bias", PG_U64, true},    [RP_ROWS] = {"rows", PG_U32, false},
+    [RP_BIAS] = {"bias", PG_U64, true},    [RP_N] = {"n", PG_U32, false},
     [RP_COLS] = {"cols", PG_U32, false},   [RP_SPLIT] = {"split", PG_U32, false},
     [RP_FLAGS] = {"flags", PG_U32, false},
 };
@@ -1000,9 +1005,9 @@ static int launch_simt(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 }
 
 static const pgk_knob simt_knobs[] = {
-    [LP_M] = {"m", 512, 1, GEMM_MAX_DIM, "M of the layout (tokens)", false},
-    [LP_N] = {"n", 256, 1, GEMM_MAX_DIM, "N of the layout (outputs)", false},
-    [LP_K] = {"k", 256, 1, GEMM_MAX_DIM, "K of the layout (inputs)", false},
+    [LP_M] = {"m", 512, 1, LP_MAX_PQ, "M of the layout (tokens)", false},
+    [LP_N] = {"n", 256, 1, LP_MAX_PQ, "N of the layout (outputs)", false},
+    [LP_K] = {"k", 256, 1, MM_MAX_DIM, "K of the layout (inputs)", false},
     [LP_LAYOUT] = {"layout", PGK_GEMM_FORWARD, 0, PGK_GEMM_LAYOUTS - 1,
                    "0 = forward Y = X W^T, 1 = backward_x dX = dY W, 2 = backward_w dW = dY^T X",
                    true},
@@ -1100,7 +1105,7 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
     memset(out, 0, sizeof *out);
     if ((unsigned)layout >= PGK_GEMM_LAYOUTS || !pg_target_name(target))
         return PG_EINVAL;
-    if (!m || !n || !k || m > GEMM_MAX_DIM || n > GEMM_MAX_DIM || k > GEMM_MAX_DIM)
+    if (!m || !n || !k || m > MM_MAX_DIM || n > MM_MAX_DIM || k > MM_MAX_DIM)
         return PG_ERANGE;
     bool f32 = in_type == PG_F32;
     if (f32 ? out_type != PG_F32
@@ -1190,7 +1195,7 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
     if (bs > 1) {
         out->reduce = &pgk_desc_gemm_mma_reduce;
         pgk_knobs_default(out->reduce, &out->reduce_knobs);
-        out->reduce_knobs.v[RD_ROWS] = P;
+        out->reduce_knobs.v[RD_N] = P * Q; /* at most 2^28: the workspace bound above */
         out->reduce_knobs.v[RD_COLS] = Q;
         out->reduce_knobs.v[RD_SPLIT] = bs;
         out->reduce_knobs.v[RD_OUT] = (uint32_t)out_knob(out_type);

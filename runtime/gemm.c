@@ -184,7 +184,7 @@ static int device_choice(pgrt_ctx *ctx, pgk_gemm_layout layout, pg_type it, pg_t
     rc = pgk_gemm_choose(layout, it, ot, m, n, k, info.target,
                          info.sm_count > 0 ? (unsigned)info.sm_count : 0, ch);
     if (rc == PG_ERANGE)
-        return rt_fail(PGRT_ERANGE, "pgrt_gemm: m=%u n=%u k=%u: each must be in [1, 2^24]", m, n,
+        return rt_fail(PGRT_ERANGE, "pgrt_gemm: m=%u n=%u k=%u: each must be in [1, 2^21]", m, n,
                        k);
     if (rc)
         return rt_fail(PGRT_EINVAL, "pgrt_gemm: no GEMM for layout %d with %s inputs and %s "

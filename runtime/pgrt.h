@@ -627,7 +627,7 @@ PGRT_API int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf 
  * fixed order). Asynchronous on s (NULL: legacy default stream); c must
  * not overlap a, b, bias or the workspace. *used (may be NULL) gets the
  * choice that ran. Errors: PGRT_EINVAL for the operands (types, contexts,
- * overlap), PGRT_ERANGE for sizes outside [1, 2^24] or buffers too small,
+ * overlap), PGRT_ERANGE for sizes outside [1, 2^21] or buffers too small,
  * a launch's codes.
  */
 PGRT_API int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_buf *a,

@@ -255,6 +255,8 @@ static void rebuild(emitted *e)
     pg_param p[PGK_MAX_PARAMS];
     for (size_t i = 0; i < e->d->nparams && i < PGK_MAX_PARAMS; i++)
         p[i] = pg_param_add(k, e->d->params[i].type, e->d->params[i].name);
+    if (e->d->threads)
+        pg_kernel_set_maxntid(k, e->d->threads, 1, 1);
     if (!pg_kernel_error(k))
         e->d->build(k, e->d, p, kn.v);
     const char *ptx = NULL;

@@ -34,23 +34,6 @@ static bool quick;
 
 /* ---------------------------------------------------------------- 16-bit values */
 
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 static uint16_t to_h(pg_type t, float f) { return t == PG_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
 static float from_h(pg_type t, uint16_t h) { return t == PG_BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
 
@@ -314,12 +297,12 @@ static int launch_direct(dev *d, const prob *p, int tile, uint32_t split, unsign
         const pgk_desc *rd = pgk_find("gemm_mma_reduce");
         pgk_knobs rk;
         pgk_knobs_default(rd, &rk);
-        rk.v[pgk_knob_index(rd, "rows")] = p->P;
+        rk.v[pgk_knob_index(rd, "n")] = p->P * p->Q;
         rk.v[pgk_knob_index(rd, "cols")] = p->Q;
         rk.v[pgk_knob_index(rd, "split")] = split;
         rk.v[pgk_knob_index(rd, "out")] = kn.v[pgk_knob_index(desc, "out")];
         pgrt_arg ra[7] = {pgrt_arg_buf(d->ws),    pgrt_arg_buf(d->vc),   pgrt_arg_buf(d->bias),
-                          pgrt_arg_u32(p->P),     pgrt_arg_u32(p->Q),    pgrt_arg_u32(split),
+                          pgrt_arg_u32(p->P * p->Q), pgrt_arg_u32(p->Q),    pgrt_arg_u32(split),
                           pgrt_arg_u32(flags)};
         rc = pgrt_launch(d->ctx, NULL, "gemm_mma_reduce", &rk, ra, 7);
     }
