@@ -187,42 +187,53 @@ static pg_type out_type_of(uint32_t v)
 typedef struct mma_cfg {
     unsigned bm, bn;     /* block tile along P and Q */
     unsigned wm, wn;     /* warps along P and Q */
+    unsigned bk;         /* k-tile: 32 or 64 */
     unsigned stages;
 } mma_cfg;
 
-#define MMA_BK 32u
+#define MMA_MAX_KS 4u /* k-steps of 16 a k-tile */
 #define MMA_MAX_CH 8u /* 16-byte chunks of one operand a thread copies a k-tile */
 #define MMA_GROUP 8u  /* P-tiles a group of the block order */
 
 /* The tile configurations (the tile knob), pgk.h's PGK_GEMM_TILE_*. */
 static const mma_cfg mma_cfgs[PGK_GEMM_TILES] = {
-    [PGK_GEMM_TILE_128x128_W4] = {128, 128, 2, 2, 4},
-    [PGK_GEMM_TILE_128x128_W8] = {128, 128, 2, 4, 4},
-    [PGK_GEMM_TILE_128x256_W8] = {128, 256, 2, 4, 3},
-    [PGK_GEMM_TILE_256x128_W8] = {256, 128, 4, 2, 3},
-    [PGK_GEMM_TILE_128x64_W4] = {128, 64, 2, 2, 4},
-    [PGK_GEMM_TILE_64x128_W4] = {64, 128, 2, 2, 4},
-    [PGK_GEMM_TILE_64x64_W4] = {64, 64, 2, 2, 4},
+    [PGK_GEMM_TILE_128x128_W4] = {128, 128, 2, 2, 32, 4},
+    [PGK_GEMM_TILE_128x128_W8] = {128, 128, 2, 4, 32, 4},
+    [PGK_GEMM_TILE_128x256_W8] = {128, 256, 2, 4, 32, 3},
+    [PGK_GEMM_TILE_256x128_W8] = {256, 128, 4, 2, 32, 3},
+    [PGK_GEMM_TILE_128x64_W4] = {128, 64, 2, 2, 32, 4},
+    [PGK_GEMM_TILE_64x128_W4] = {64, 128, 2, 2, 32, 4},
+    [PGK_GEMM_TILE_64x64_W4] = {64, 64, 2, 2, 32, 4},
+    [PGK_GEMM_TILE_128x256_W8_K64] = {128, 256, 2, 4, 64, 3},
+    [PGK_GEMM_TILE_256x128_W8_K64] = {256, 128, 4, 2, 64, 3},
+    [PGK_GEMM_TILE_128x128_W4_K64] = {128, 128, 2, 2, 64, 3},
 };
 
 static unsigned cfg_threads(const mma_cfg *c) { return c->wm * c->wn * 32u; }
-static uint32_t cfg_stage_bytes(const mma_cfg *c) { return (c->bm + c->bn) * MMA_BK * 2u; }
+static uint32_t cfg_stage_bytes(const mma_cfg *c) { return (c->bm + c->bn) * c->bk * 2u; }
 
 uint32_t pgk_gemm_tile_rows(unsigned tile) { return tile < PGK_GEMM_TILES ? mma_cfgs[tile].bm : 0; }
 uint32_t pgk_gemm_tile_cols(unsigned tile) { return tile < PGK_GEMM_TILES ? mma_cfgs[tile].bn : 0; }
 
-/* One operand's copies: the chunks a thread moves each k-tile. */
+/* One operand's copies: the chunks a thread moves each k-tile, chunk j
+ * being rows row0 + j·rstep of the tile. Only chunk 0 is kept in
+ * registers; chunk j is at j·jstep bytes from it in the matrix and at
+ * j·rstep·rb in the stage (rstep is a multiple of 8, so the swizzle is the
+ * same for all): a handful of registers whatever the count. */
 typedef struct mma_operand {
     bool trans;
+    unsigned bk;                /* the k-tile */
     unsigned cpr, rb, nch;      /* chunks a tile row, bytes a tile row, chunks a thread */
+    unsigned rstep;             /* tile rows from one of a thread's chunks to the next */
     pg_reg base;                /* u64: the matrix; the source of empty copies */
     pg_reg ext;                 /* u32: P or Q */
-    pg_reg ptr[MMA_MAX_CH];     /* u64: the chunk in the next k-tile */
-    pg_reg dst[MMA_MAX_CH];     /* u32: its offset inside a stage */
-    pg_reg rin[MMA_MAX_CH];     /* r-major: its row is inside (p < ext) */
-    pg_reg ridx[MMA_MAX_CH];    /* transposed: r of its row, advancing */
-    pg_reg col;                 /* r-major: r of the chunk, advancing; transposed: its p */
-    pg_reg cbytes;              /* transposed: bytes of the chunk inside the row */
+    pg_reg ptr;                 /* u64: chunk 0 in the next k-tile */
+    pg_reg jstep;               /* u64: bytes from chunk j to j + 1 */
+    pg_reg dst;                 /* u32: chunk 0's offset inside a stage */
+    pg_reg left;                /* r-major: rows from chunk 0's to the end of the matrix */
+    pg_reg ridx;                /* transposed: r of chunk 0's row, advancing */
+    pg_reg col;                 /* r-major: r of the chunks, advancing; transposed: their p */
+    pg_reg cbytes;              /* transposed: bytes of a chunk inside its row */
     pg_reg cin;                 /* transposed: cbytes > 0 */
     pg_val step;                /* bytes from one k-tile to the next */
 } mma_operand;
@@ -236,77 +247,92 @@ static pg_reg swizzle(pg_kernel *k, pg_reg row, pg_reg c, unsigned cpr)
     return x;
 }
 
+/* max(a - b, 0) */
+static pg_reg sub_sat(pg_kernel *k, pg_reg a, pg_reg b)
+{
+    pg_reg m = new_u32(k), d = new_u32(k);
+    pg_max(k, PG_U32, m, a, b);
+    pg_sub(k, PG_U32, d, m, b);
+    return d;
+}
+
 /* bt: the tile's extent along P (or Q); p0 the block's first p; rbeg the
  * first r of this block's split; soff the tile's offset inside a stage. */
 static void mma_operand_init(pg_kernel *k, mma_operand *o, bool trans, unsigned bt,
-                             unsigned threads, pg_reg base, pg_reg ld, pg_reg ext, pg_reg p0,
-                             pg_reg rbeg, pg_reg tid, unsigned soff)
+                             unsigned bk, unsigned threads, pg_reg base, pg_reg ld, pg_reg ext,
+                             pg_reg p0, pg_reg rbeg, pg_reg tid, unsigned soff)
 {
     o->trans = trans;
+    o->bk = bk;
     o->base = base;
     o->ext = ext;
-    o->cpr = trans ? bt / 8 : MMA_BK / 8;
+    o->cpr = trans ? bt / 8 : bk / 8;
     o->rb = o->cpr * 16;
-    unsigned rows = trans ? MMA_BK : bt;
+    unsigned rows = trans ? bk : bt;
     o->nch = rows * o->cpr / threads;
-    unsigned rstep = threads / o->cpr; /* rows between a thread's chunks */
+    o->rstep = threads / o->cpr;
+    /* every mma_cfgs entry has rstep % 8 == 0 and nch <= MMA_MAX_CH */
     pg_reg c = and_u32(k, tid, o->cpr - 1);
     pg_reg row0 = shr_u32(k, tid, log2u(o->cpr));
+    o->jstep = new_u64(k);
+    pg_mul_wide(k, PG_U32, o->jstep, ld, pg_u32(o->rstep * 2));
     if (trans) {
         o->col = new_u32(k);
         pg_mad(k, PG_U32, o->col, c, pg_u32(8), p0);
-        pg_reg rem = new_u32(k);
-        pg_sub(k, PG_U32, rem, ext, o->col);
+        pg_reg rem = sub_sat(k, ext, o->col);
         pg_min(k, PG_U32, rem, rem, pg_u32(8));
-        o->cin = cmp_u32(k, PG_CMP_LT, o->col, ext);
-        o->cbytes = new_u32(k);
-        pg_shl(k, PG_B32, rem, rem, pg_u32(1));
-        pg_selp(k, PG_U32, o->cbytes, rem, pg_u32(0), o->cin);
+        o->cin = cmp_u32(k, PG_CMP_NE, rem, pg_u32(0));
+        o->cbytes = shl_u32(k, rem, 1);
         pg_reg st = new_u64(k);
-        pg_mul_wide(k, PG_U32, st, ld, pg_u32(MMA_BK * 2));
+        pg_mul_wide(k, PG_U32, st, ld, pg_u32(bk * 2));
         o->step = st;
+        o->ridx = add_u32(k, rbeg, row0);
+        o->ptr = pgk_elem_addr2(k, base, o->ridx, ld, o->col, 2);
     } else {
         o->col = new_u32(k);
         pg_mad(k, PG_U32, o->col, c, pg_u32(8), rbeg);
-        o->step = pg_u64(MMA_BK * 2);
+        o->step = pg_u64(bk * 2);
+        pg_reg p = add_u32(k, p0, row0);
+        o->left = sub_sat(k, ext, p);
+        o->ptr = pgk_elem_addr2(k, base, p, ld, o->col, 2);
     }
-    for (unsigned j = 0; j < o->nch; j++) {
-        pg_reg row = add_u32(k, row0, pg_u32(j * rstep));
-        pg_reg pc = swizzle(k, row, c, o->cpr);
-        o->dst[j] = new_u32(k);
-        pg_mad(k, PG_U32, o->dst[j], row, pg_u32(o->rb), pg_u32(soff));
-        pg_mad(k, PG_U32, o->dst[j], pc, pg_u32(16), o->dst[j]);
-        if (trans) {
-            o->ridx[j] = add_u32(k, rbeg, row);
-            o->ptr[j] = pgk_elem_addr2(k, base, o->ridx[j], ld, o->col, 2);
-        } else {
-            pg_reg p = add_u32(k, p0, row);
-            o->rin[j] = cmp_u32(k, PG_CMP_LT, p, ext);
-            o->ptr[j] = pgk_elem_addr2(k, base, p, ld, o->col, 2);
-        }
-    }
+    pg_reg pc = swizzle(k, row0, c, o->cpr);
+    o->dst = new_u32(k);
+    pg_mad(k, PG_U32, o->dst, row0, pg_u32(o->rb), pg_u32(soff));
+    pg_mad(k, PG_U32, o->dst, pc, pg_u32(16), o->dst);
+}
+
+/* Whether chunk j's row is inside: j·rstep < left. */
+static pg_reg chunk_in(pg_kernel *k, const mma_operand *o, pg_reg left, unsigned j)
+{
+    return cmp_u32(k, PG_CMP_LT, pg_u32(j * o->rstep), left);
 }
 
 static void mma_operand_copy(pg_kernel *k, const mma_operand *o, pg_reg stage, pg_reg rend)
 {
-    pg_reg colin = pg_none(), nbytes = pg_none();
-    if (!o->trans) {
+    pg_val bytes;
+    pg_reg left, colin = pg_none();
+    if (o->trans) {
+        left = sub_sat(k, rend, o->ridx);
+        bytes = o->cbytes;
+    } else {
+        left = o->left;
         colin = cmp_u32(k, PG_CMP_LT, o->col, rend);
-        pg_reg rem = new_u32(k);
-        pg_sub(k, PG_U32, rem, rend, o->col);
+        pg_reg rem = sub_sat(k, rend, o->col);
         pg_min(k, PG_U32, rem, rem, pg_u32(8));
-        nbytes = shl_u32(k, rem, 1);
+        bytes = shl_u32(k, rem, 1);
     }
+    pg_reg dst = add_u32(k, stage, o->dst);
+    pg_reg src = new_u64(k);
+    pg_mov(k, PG_U64, src, o->ptr);
     for (unsigned j = 0; j < o->nch; j++) {
-        pg_reg ok;
-        if (o->trans)
-            ok = pred_and(k, cmp_u32(k, PG_CMP_LT, o->ridx[j], rend), o->cin);
-        else
-            ok = pred_and(k, o->rin[j], colin);
-        pg_reg src = new_u32(k), addr = new_u64(k), dst = add_u32(k, stage, o->dst[j]);
-        pg_selp(k, PG_U32, src, o->trans ? o->cbytes : nbytes, pg_u32(0), ok);
-        pg_selp(k, PG_U64, addr, o->ptr[j], o->base, ok);
-        pg_cp_async(k, dst, 0, addr, 0, 16, src);
+        pg_reg ok = pred_and(k, chunk_in(k, o, left, j), o->trans ? o->cin : colin);
+        pg_reg n = new_u32(k), addr = new_u64(k);
+        pg_selp(k, PG_U32, n, bytes, pg_u32(0), ok);
+        pg_selp(k, PG_U64, addr, src, o->base, ok);
+        pg_cp_async(k, dst, j * o->rstep * o->rb, addr, 0, 16, n);
+        if (j + 1 < o->nch)
+            pg_add(k, PG_U64, src, src, o->jstep);
     }
 }
 
@@ -314,27 +340,31 @@ static void mma_operand_copy(pg_kernel *k, const mma_operand *o, pg_reg stage, p
 static void mma_operand_copy_scalar(pg_kernel *k, const mma_operand *o, pg_reg stage,
                                     pg_reg rend)
 {
+    pg_reg left = o->trans ? sub_sat(k, rend, o->ridx) : o->left;
+    pg_reg dst = add_u32(k, stage, o->dst);
+    pg_reg src = new_u64(k);
+    pg_mov(k, PG_U64, src, o->ptr);
     for (unsigned j = 0; j < o->nch; j++) {
         pg_reg r[4];
+        pg_reg in = chunk_in(k, o, left, j);
         if (o->trans)
-            pgk_ld_u16x8_packed(k, o->ptr[j], o->col, o->ext,
-                                cmp_u32(k, PG_CMP_LT, o->ridx[j], rend), NULL, r);
+            pgk_ld_u16x8_packed(k, src, o->col, o->ext, in, NULL, r);
         else
-            pgk_ld_u16x8_packed(k, o->ptr[j], o->col, rend, o->rin[j], NULL, r);
+            pgk_ld_u16x8_packed(k, src, o->col, rend, in, NULL, r);
         pg_val w[4] = {r[0], r[1], r[2], r[3]};
-        pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, add_u32(k, stage, o->dst[j]), 0, w);
+        pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, dst, j * o->rstep * o->rb, w);
+        if (j + 1 < o->nch)
+            pg_add(k, PG_U64, src, src, o->jstep);
     }
 }
 
 static void mma_operand_advance(pg_kernel *k, const mma_operand *o)
 {
-    for (unsigned j = 0; j < o->nch; j++) {
-        pg_add(k, PG_U64, o->ptr[j], o->ptr[j], o->step);
-        if (o->trans)
-            pg_add(k, PG_U32, o->ridx[j], o->ridx[j], pg_u32(MMA_BK));
-    }
-    if (!o->trans)
-        pg_add(k, PG_U32, o->col, o->col, pg_u32(MMA_BK));
+    pg_add(k, PG_U64, o->ptr, o->ptr, o->step);
+    if (o->trans)
+        pg_add(k, PG_U32, o->ridx, o->ridx, pg_u32(o->bk));
+    else
+        pg_add(k, PG_U32, o->col, o->col, pg_u32(o->bk));
 }
 
 /* Copy the next k-tile of both operands into `stage` and commit a group
@@ -501,18 +531,19 @@ static int build_mma(pg_kernel *k, unsigned layout, const pg_param *p, const uin
     pg_div(k, PG_U32, qt, inq, gsize);
     pg_reg p0 = shl_u32(k, pt, log2u(cfg->bm)), q0 = shl_u32(k, qt, log2u(cfg->bn));
 
-    pg_comment(k, "split-K: k-tiles [z*per, z*per + per) of ceil(R/32)");
+    pg_comment(k, "split-K: k-tiles [z*per, z*per + per) of ceil(R/bk)");
     pg_reg z = pg_sreg_read(k, PG_SREG_CTAID_Z), nz = pg_sreg_read(k, PG_SREG_NCTAID_Z);
-    pg_reg tiles = shr_u32(k, add_u32(k, R, pg_u32(MMA_BK - 1)), log2u(MMA_BK));
+    const unsigned BK = cfg->bk, KS = BK / 16;
+    pg_reg tiles = shr_u32(k, add_u32(k, R, pg_u32(BK - 1)), log2u(BK));
     pg_reg per = new_u32(k);
     pg_add(k, PG_U32, per, tiles, nz);
     pg_sub(k, PG_U32, per, per, pg_u32(1));
     pg_div(k, PG_U32, per, per, nz);
     pg_reg t0 = mul_u32(k, z, per);
-    pg_reg rbeg = shl_u32(k, t0, log2u(MMA_BK));
+    pg_reg rbeg = shl_u32(k, t0, log2u(BK));
     pg_reg tend = add_u32(k, t0, per);
     pg_min(k, PG_U32, tend, tend, tiles);
-    pg_reg rend = shl_u32(k, tend, log2u(MMA_BK));
+    pg_reg rend = shl_u32(k, tend, log2u(BK));
     pg_min(k, PG_U32, rend, rend, R);
     pg_reg ntiles = new_u32(k);
     pg_max(k, PG_U32, ntiles, tend, t0); /* empty splits run one zero-filled k-tile */
@@ -530,24 +561,24 @@ static int build_mma(pg_kernel *k, unsigned layout, const pg_param *p, const uin
     pg_reg vecb = pgk_vectors_ok(k, b, ldb, 8, 2);
     pg_reg vec = pred_and(k, veca, vecb);
     mma_operand A, B;
-    mma_operand_init(k, &A, ta, cfg->bm, T, a, lda, P, p0, rbeg, tid, 0);
-    mma_operand_init(k, &B, tb, cfg->bn, T, b, ldb, Q, q0, rbeg, tid, cfg->bm * MMA_BK * 2);
-    const unsigned boff = cfg->bm * MMA_BK * 2;
+    mma_operand_init(k, &A, ta, cfg->bm, BK, T, a, lda, P, p0, rbeg, tid, 0);
+    mma_operand_init(k, &B, tb, cfg->bn, BK, T, b, ldb, Q, q0, rbeg, tid, cfg->bm * BK * 2);
+    const unsigned boff = cfg->bm * BK * 2;
 
     pg_comment(k, "ldmatrix row addresses: lane gives row lane%8 of matrix lane/8");
     pg_reg qd = shr_u32(k, lane, 3), r8 = and_u32(k, lane, 7);
     pg_reg q0b = and_u32(k, qd, 1), q1b = shr_u32(k, qd, 1);
     /* A: r-major: one address a k-step (the mt step is 16 rows: the swizzle
      * repeats); transposed: one a 16-row tile (the k-step is 16 rows). */
-    pg_reg a_off[MMA_MAX_MT > 2 ? MMA_MAX_MT : 2], b_off[MMA_MAX_NT];
+    pg_reg a_off[MMA_MAX_MT > MMA_MAX_KS ? MMA_MAX_MT : MMA_MAX_KS], b_off[MMA_MAX_NT];
     if (!ta) {
         pg_reg row = new_u32(k);
         pg_mad(k, PG_U32, row, wpi, pg_u32(WM), r8);
         pg_mad(k, PG_U32, row, q0b, pg_u32(8), row);
-        for (unsigned s = 0; s < 2; s++) {
+        for (unsigned s = 0; s < KS; s++) {
             pg_reg ch = add_u32(k, q1b, pg_u32(2 * s));
-            pg_reg pc = swizzle(k, row, ch, 4);
-            a_off[s] = shl_u32(k, row, 6);
+            pg_reg pc = swizzle(k, row, ch, A.cpr);
+            a_off[s] = shl_u32(k, row, log2u(A.rb));
             pg_mad(k, PG_U32, a_off[s], pc, pg_u32(16), a_off[s]);
         }
     } else {
@@ -566,10 +597,10 @@ static int build_mma(pg_kernel *k, unsigned layout, const pg_param *p, const uin
         pg_reg row = new_u32(k);
         pg_mad(k, PG_U32, row, wqi, pg_u32(WN), r8);
         pg_mad(k, PG_U32, row, q1b, pg_u32(8), row);
-        for (unsigned s = 0; s < 2; s++) {
+        for (unsigned s = 0; s < KS; s++) {
             pg_reg ch = add_u32(k, q0b, pg_u32(2 * s));
-            pg_reg pc = swizzle(k, row, ch, 4);
-            b_off[s] = shl_u32(k, row, 6);
+            pg_reg pc = swizzle(k, row, ch, B.cpr);
+            b_off[s] = shl_u32(k, row, log2u(B.rb));
             pg_mad(k, PG_U32, b_off[s], pc, pg_u32(16), b_off[s]);
             pg_add(k, PG_U32, b_off[s], b_off[s], pg_u32(boff));
         }
@@ -612,13 +643,13 @@ static int build_mma(pg_kernel *k, unsigned layout, const pg_param *p, const uin
     pg_bar_sync(k, 0);
     pg_comment(k, "copy k-tile t+stages-1 into the stage k-tile t-1 used");
     mma_copy_tile(k, &A, &B, wstage, rend, vec);
-    pg_comment(k, "two k-steps of mma tiles out of the stage of k-tile t");
-    pg_reg ra[MMA_MAX_MT > 2 ? MMA_MAX_MT : 2], rb[MMA_MAX_NT];
-    for (unsigned i = 0; i < (ta ? MT : 2); i++)
+    pg_comment(k, "the k-steps of mma tiles out of the stage of k-tile t");
+    pg_reg ra[MMA_MAX_MT > MMA_MAX_KS ? MMA_MAX_MT : MMA_MAX_KS], rb[MMA_MAX_NT];
+    for (unsigned i = 0; i < (ta ? MT : KS); i++)
         ra[i] = add_u32(k, rstage, a_off[i]);
-    for (unsigned i = 0; i < (tb ? NT / 2 : 2); i++)
+    for (unsigned i = 0; i < (tb ? NT / 2 : KS); i++)
         rb[i] = add_u32(k, rstage, b_off[i]);
-    for (unsigned s = 0; s < 2; s++) {
+    for (unsigned s = 0; s < KS; s++) {
         pg_reg af[MMA_MAX_MT][4], bf[MMA_MAX_NT][2];
         for (unsigned mt = 0; mt < MT; mt++) {
             for (unsigned e = 0; e < 4; e++)
@@ -626,7 +657,7 @@ static int build_mma(pg_kernel *k, unsigned layout, const pg_param *p, const uin
             if (ta)
                 pg_ldmatrix(k, 4, true, af[mt], ra[mt], s * 16 * A.rb);
             else
-                pg_ldmatrix(k, 4, false, af[mt], ra[s], mt * 16 * 64);
+                pg_ldmatrix(k, 4, false, af[mt], ra[s], mt * 16 * A.rb);
         }
         for (unsigned pr = 0; pr < NT / 2; pr++) {
             pg_reg d[4];
@@ -635,7 +666,7 @@ static int build_mma(pg_kernel *k, unsigned layout, const pg_param *p, const uin
             if (tb)
                 pg_ldmatrix(k, 4, true, d, rb[pr], s * 16 * B.rb);
             else
-                pg_ldmatrix(k, 4, false, d, rb[s], pr * 16 * 64);
+                pg_ldmatrix(k, 4, false, d, rb[s], pr * 16 * B.rb);
             bf[2 * pr][0] = d[0];
             bf[2 * pr][1] = d[1];
             bf[2 * pr + 1][0] = d[2];
@@ -759,8 +790,9 @@ static void pick_mma_w(const pgk_desc *d, uint32_t *kn) { pick_mma(PGK_GEMM_BACK
         [MM_OUT] = {"out", OUT_F32, OUT_F32, OUT_BF16,                                        \
                     "output type: 0 = f32, 1 = f16, 2 = bf16", true},                         \
         [MM_TILE] = {"tile", PGK_GEMM_TILE_128x128_W4, 0, PGK_GEMM_TILES - 1,                 \
-                     "block tile (P x Q, warps): 0 = 128x128 4; 1 = 128x128 8; "              \
-                     "2 = 128x256 8; 3 = 256x128 8; 4 = 128x64 4; 5 = 64x128 4; 6 = 64x64 4", \
+                     "block tile (P x Q, warps, k-tile): 0 = 128x128 4 32; 1 = 128x128 8 32; " \
+                     "2 = 128x256 8 32; 3 = 256x128 8 32; 4 = 128x64 4 32; 5 = 64x128 4 32; " \
+                     "6 = 64x64 4 32; 7 = 128x256 8 64; 8 = 256x128 8 64; 9 = 128x128 4 64",  \
                      true},                                                                   \
         [MM_SPLIT] = {"split", 1, 1, MMA_MAX_SPLIT,                                           \
                       "split-K slices (> 1: f32 partials in the workspace, then "             \
@@ -851,7 +883,7 @@ static int build_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p, cons
     pg_label top = pg_label_new(k, "slice"), done = pg_label_new(k, "summed");
     pg_label_bind(k, top);
     pg_reg more = cmp_u32(k, PG_CMP_LT, z, split);
-    pg_bra_if(k, more, false, done);
+    pg_bra_if(k, more, true, done);
     pg_add(k, PG_U64, addr, addr, stride);
     pg_reg x = pgk_ld_f32(k, addr);
     pg_add(k, PG_F32, s, s, x);
@@ -863,8 +895,9 @@ static int build_reduce(pg_kernel *k, const pgk_desc *d, const pg_param *p, cons
     pg_reg hb = cmp_u32(k, PG_CMP_NE, and_u32(k, flags, FLAG_BIAS), pg_u32(0));
     pg_reg bv = new_f32(k);
     pg_mov(k, PG_F32, bv, pg_f32(0.0f));
+    pg_reg baddr = pgk_elem_addr(k, bias, col, 4);
     pg_guard(k, hb, false);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, bias, col, 4), 0, bv);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, baddr, 0, bv);
     pg_add(k, PG_F32, s, s, bv);
     pg_reg ha = cmp_u32(k, PG_CMP_NE, and_u32(k, flags, FLAG_ACCUMULATE), pg_u32(0));
     pg_reg ca = pgk_elem_addr(k, c, i, out_size(ot));
@@ -976,8 +1009,9 @@ static int build_simt(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
     pg_bra_if(k, more, false, top);
     pg_reg hbias = cmp_u32(k, PG_CMP_NE, and_u32(k, flags, FLAG_BIAS), pg_u32(0));
     pg_reg bv = pgk_zero_f32(k);
+    pg_reg baddr = pgk_elem_addr(k, bias, q, 4);
     pg_guard(k, hbias, false);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, pgk_elem_addr(k, bias, q, 4), 0, bv);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, baddr, 0, bv);
     pg_add(k, PG_F32, s, s, bv);
     pg_reg hacc = cmp_u32(k, PG_CMP_NE, and_u32(k, flags, FLAG_ACCUMULATE), pg_u32(0));
     pg_reg ca = pgk_elem_addr2(k, c, pp, Q, q, out_size(ot));
@@ -1060,6 +1094,9 @@ static const tile_model tile_models[PGK_GEMM_TILES] = {
     [PGK_GEMM_TILE_128x64_W4] = {0.80, 3},
     [PGK_GEMM_TILE_64x128_W4] = {0.80, 3},
     [PGK_GEMM_TILE_64x64_W4] = {0.60, 5},
+    [PGK_GEMM_TILE_128x256_W8_K64] = {1.05, 1},
+    [PGK_GEMM_TILE_256x128_W8_K64] = {1.05, 1},
+    [PGK_GEMM_TILE_128x128_W4_K64] = {0.97, 2},
 };
 
 #define COST_HBM_BYTE 1.26  /* per byte the whole GPU moves, in SM flop units */
@@ -1075,10 +1112,10 @@ static double mma_cost(const mma_cfg *c, const tile_model *tm, uint32_t P, uint3
     if (bps > tm->occ)
         bps = tm->occ;
     double waves = ceil(blocks / (sms * bps));
-    double ktiles = ceil((double)pgk_ceil_div(R, MMA_BK) / split) + COST_FIXED_KTILES;
-    double flops = (double)c->bm * c->bn * MMA_BK * 2.0 * ktiles;
+    double ktiles = ceil((double)pgk_ceil_div(R, c->bk) / split) + COST_FIXED_KTILES;
+    double flops = (double)c->bm * c->bn * c->bk * 2.0 * ktiles;
     double compute = flops * tm->occ / tm->thr; /* one block at its share of the SM */
-    double in_bytes = (double)(c->bm + c->bn) * MMA_BK * 2.0 * ktiles;
+    double in_bytes = (double)(c->bm + c->bn) * c->bk * 2.0 * ktiles;
     double out_b = (double)c->bm * c->bn * (split > 1 ? 4.0 : out_bytes);
     double mem = (in_bytes * COST_L2_BYTE + out_b * COST_HBM_BYTE) * sms * bps;
     double t = waves * (compute > mem ? compute : mem);
@@ -1092,6 +1129,15 @@ static unsigned default_sms(pg_target t)
     unsigned sm = pg_target_sm(t);
     return sm == 80 ? 108 : sm == 86 ? 84 : sm == 87 ? 16 : sm == 89 ? 128 : sm == 90 ? 132
            : sm >= 120 ? 84 : 132;
+}
+
+/* Shared memory a block may opt in to on the target's devices: sm_80 and
+ * sm_87 (A100, Orin) 163 KiB, sm_90 and sm_100 227 KiB, the others
+ * (sm_86, sm_89, sm_120: GeForce-class) 99 KiB. */
+static uint32_t smem_limit(pg_target t)
+{
+    unsigned sm = pg_target_sm(t);
+    return sm == 80 || sm == 87 ? 163u * 1024 : sm == 90 || sm == 100 ? 227u * 1024 : 99u * 1024;
 }
 
 static int out_knob(pg_type t) { return t == PG_F32 ? OUT_F32 : t == PG_F16 ? OUT_F16 : OUT_BF16; }
@@ -1167,12 +1213,13 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
     static const uint32_t splits[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
     for (unsigned t = 0; t < PGK_GEMM_TILES; t++) {
         const mma_cfg *c = &mma_cfgs[t];
-        if (pgk_ceil_div(P, c->bm) * (uint64_t)pgk_ceil_div(Q, c->bn) > 0x7fffffffu)
+        if (pgk_ceil_div(P, c->bm) * (uint64_t)pgk_ceil_div(Q, c->bn) > 0x7fffffffu ||
+            c->stages * cfg_stage_bytes(c) > smem_limit(target))
             continue;
         for (unsigned i = 0; i < sizeof splits / sizeof splits[0]; i++) {
             uint32_t s = splits[i];
             /* a slice of 4 k-tiles at least; partials within 1 GiB */
-            if (s > 1 && ((uint64_t)pgk_ceil_div(R, MMA_BK) < 4u * s ||
+            if (s > 1 && ((uint64_t)pgk_ceil_div(R, 32) < 4u * s ||
                           (uint64_t)P * Q * 4u * s > (1ull << 30)))
                 break;
             double cost = mma_cost(c, &tile_models[t], P, Q, R, s, sms, ob);

@@ -206,7 +206,7 @@ typedef enum pgk_gemm_layout {
 } pgk_gemm_layout;
 
 /* The block tiles of the mma.sync kernels (their `tile` knob): rows (P) x
- * columns (Q) of the output, warps. */
+ * columns (Q) of the output, warps (and the k-tile where it is not 32). */
 enum {
     PGK_GEMM_TILE_128x128_W4,
     PGK_GEMM_TILE_128x128_W8,
@@ -215,6 +215,9 @@ enum {
     PGK_GEMM_TILE_128x64_W4,
     PGK_GEMM_TILE_64x128_W4,
     PGK_GEMM_TILE_64x64_W4,
+    PGK_GEMM_TILE_128x256_W8_K64, /* k-tiles of 64 (the others: 32) */
+    PGK_GEMM_TILE_256x128_W8_K64,
+    PGK_GEMM_TILE_128x128_W4_K64,
     PGK_GEMM_TILES
 };
 /* A tile's rows and columns; 0 for an unknown tile. */

@@ -298,7 +298,7 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
             if ((rc = rt_kernel_get(ctx, ch.reduce, &ch.reduce_knobs, rt_stream_cu(s), &red)))
                 return rc;
             pgrt_arg rargs[7] = {pgrt_arg_buf(workspace), pgrt_arg_buf(c),
-                                 pgrt_arg_buf(bias ? bias : c), pgrt_arg_u32((uint32_t)rows),
+                                 pgrt_arg_buf(bias ? bias : c), pgrt_arg_u32((uint32_t)(rows * cols)),
                                  pgrt_arg_u32((uint32_t)cols), pgrt_arg_u32(ch.split),
                                  pgrt_arg_u32(flags)};
             rc = pgrt_kernel_launch(red, s, &ch.reduce_knobs, rargs, 7);

@@ -431,7 +431,7 @@ int main(void)
                 for (unsigned o = 0; o < 3; o++)
                     for (int tile = 0; tile < PGK_GEMM_TILES; tile++) {
                         if (quick && tile != PGK_GEMM_TILE_128x128_W4 &&
-                            tile != PGK_GEMM_TILE_64x64_W4 && tile != PGK_GEMM_TILE_128x256_W8)
+                            tile != PGK_GEMM_TILE_64x64_W4 && tile != PGK_GEMM_TILE_128x256_W8_K64)
                             continue;
                         for (size_t s = 0; s < nshapes; s++) {
                             /* the flags and the alignment cycle over the shapes */
