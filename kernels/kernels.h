@@ -55,7 +55,12 @@
     X(attention_backward_dq_f32)                                                           \
     X(attention_backward_dq_bf16)                                                          \
     X(attention_backward_dkv_f32)                                                          \
-    X(attention_backward_dkv_bf16)
+    X(attention_backward_dkv_bf16)                                                         \
+    X(gemm_mma_forward)                                                                    \
+    X(gemm_mma_backward_x)                                                                 \
+    X(gemm_mma_backward_w)                                                                 \
+    X(gemm_mma_reduce)                                                                     \
+    X(gemm_lp_simt)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

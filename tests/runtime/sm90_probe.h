@@ -60,11 +60,13 @@ static const pgk_param smem_probe_params[] = {
 };
 
 static const pgk_desc tma_probe_desc = {
-    "tma_probe", "a tensor map and a pointer", tma_probe_params, 2, probe_knobs, PROBE_NKNOBS,
-    PG_SM_90, 0, NULL, probe_launch};
+    .name = "tma_probe", .summary = "a tensor map and a pointer", .params = tma_probe_params,
+    .nparams = 2, .knobs = probe_knobs, .nknobs = PROBE_NKNOBS, .min_target = PG_SM_90,
+    .launch = probe_launch};
 static const pgk_desc smem_probe_desc = {
-    "smem_probe", "a pointer", smem_probe_params, 1, probe_knobs, PROBE_NKNOBS,
-    PG_SM_90, 0, NULL, probe_launch};
+    .name = "smem_probe", .summary = "a pointer", .params = smem_probe_params, .nparams = 1,
+    .knobs = probe_knobs, .nknobs = PROBE_NKNOBS, .min_target = PG_SM_90,
+    .launch = probe_launch};
 
 /* Knobs: blocks, dynamic shared bytes, cluster. */
 static inline pgk_knobs probe_knobs_of(uint32_t blocks, uint32_t smem, uint32_t cx, uint32_t cy,

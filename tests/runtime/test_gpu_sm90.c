@@ -99,8 +99,9 @@ static int tma_launch(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
     return 0;
 }
 static const pgk_param tma_params[] = {{"tmap", PG_B8, false, true}, {"out", PG_U64, true, false}};
-static const pgk_desc tma_desc = {"tma_copy", "TMA box copy", tma_params, 2, NULL, 0, PG_SM_90, 0,
-                                  NULL, tma_launch};
+static const pgk_desc tma_desc = {.name = "tma_copy", .summary = "TMA box copy",
+                                  .params = tma_params, .nparams = 2, .min_target = PG_SM_90,
+                                  .launch = tma_launch};
 
 static uint16_t elem(uint32_t y, uint32_t x)
 {
@@ -242,8 +243,11 @@ static int pat_launch(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
     return 0;
 }
 
-static const pgk_desc pat_desc = {"smem_pattern", "dynamic shared memory pattern", pat_params, 2,
-                                  pat_knobs, K_N, PG_SM_90, 0, pat_build, pat_launch};
+static const pgk_desc pat_desc = {.name = "smem_pattern",
+                                  .summary = "dynamic shared memory pattern",
+                                  .params = pat_params, .nparams = 2, .knobs = pat_knobs,
+                                  .nknobs = K_N, .min_target = PG_SM_90, .build = pat_build,
+                                  .launch = pat_launch};
 
 static int check_pattern(pgrt_buf *ob, uint32_t blocks, uint32_t nw, const char *what)
 {
