@@ -939,7 +939,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
 
     if ((rc = upload_weights(m, p->model)) || (rc = layout(m, &pl)))
         goto fail;
-    if (m->bf16 && (rc = pgrt_buf_alloc(ctx, PG_F32, pl.scratch, &m->wscratch)))
+    if (pl.scratch && (rc = pgrt_buf_alloc(ctx, PG_F32, pl.scratch, &m->wscratch)))
         goto fail;
     if ((rc = pgrt_buf_view(m->arena, (size_t)((m->loss - pgrt_buf_ptr(m->arena)) / 4u),
                             (size_t)m->T, &m->lossview)))
