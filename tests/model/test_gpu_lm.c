@@ -158,9 +158,10 @@ static double ref_loss(const ref_model *m, const int32_t *ids)
 
 /* ---------------------------------------------------------------- the files */
 
+/* A standard normal from two uniforms in (0, 1] (rng_unit is in [-1, 1)). */
 static double gauss(rng *r)
 {
-    double a = rng_unit(r) + 1e-12, b = rng_unit(r);
+    double a = 0.5 * (rng_unit(r) + 1.0) + 1e-12, b = 0.5 * (rng_unit(r) + 1.0);
     return sqrt(-2 * log(a)) * cos(6.283185307179586 * b);
 }
 
@@ -275,7 +276,7 @@ static void run_case(pgrt_ctx *ctx, bool llama)
         size_t na = (size_t)R * w->in, nb = (size_t)w->out * R;
         double *a = dnew(na), *b = dnew(nb);
         for (size_t j = 0; j < nb; j++)
-            w->b[j] = (float)(0.2 * (rng_unit(&r) - 0.5));
+            w->b[j] = (float)(0.1 * rng_unit(&r));
         for (size_t j = 0; j < na; j++)
             a[j] = w->a[j];
         for (size_t j = 0; j < nb; j++)
