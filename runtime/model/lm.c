@@ -150,8 +150,9 @@ static int kn_of(const pgk_desc *d, const knv *kv, size_t n, pgk_knobs *kn)
     return 0;
 }
 
-/* The time-split bucket of a kernel. */
-static int bucket(int k)
+/* The time-split bucket of a kernel. In bf16 the f32 GEMMs are the LoRA
+ * products only. */
+static int bucket(bool lowp, int k)
 {
     switch (k) {
     case K_GEMM_NN:
@@ -159,6 +160,7 @@ static int bucket(int k)
     case K_GEMM_NT:
     case K_GEMM_NT_ACC:
     case K_GEMM_TN:
+        return lowp ? PGRT_LM_TIME_LORA_GEMM : PGRT_LM_TIME_GEMM;
     case K_WIDEN:
     case K_LP_GEMM:
         return PGRT_LM_TIME_GEMM;
@@ -196,7 +198,7 @@ static int launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d, const
     /* profiling (eager only): each launch waited for, its time to its bucket */
     double t0 = clock_ms();
     if (!(rc = pgrt_kernel_launch(h, s, &kn, a, na)) && !(rc = pgrt_stream_sync(s)))
-        m->prof_ms[bucket(k)] += clock_ms() - t0;
+        m->prof_ms[bucket(m->lowp, k)] += clock_ms() - t0;
     return rc;
 }
 
