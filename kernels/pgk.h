@@ -218,6 +218,12 @@ enum {
     PGK_GEMM_TILE_128x256_W8_K64, /* k-tiles of 64 (the others: 32) */
     PGK_GEMM_TILE_256x128_W8_K64,
     PGK_GEMM_TILE_128x128_W4_K64,
+    /* fragments double-buffered across k-steps (ldmatrix of the next
+     * k-step while the current one multiplies) */
+    PGK_GEMM_TILE_128x128_W4_K64_DB,
+    PGK_GEMM_TILE_64x128_W4_K64_DB,
+    PGK_GEMM_TILE_128x64_W4_K64_DB,
+    PGK_GEMM_TILE_128x128_W4_DB,
     PGK_GEMM_TILES
 };
 /* A tile's rows and columns; 0 for an unknown tile. */

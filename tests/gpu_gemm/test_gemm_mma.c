@@ -6,7 +6,7 @@
  *
  *  - gemm_mma_{forward,backward_x,backward_w} (sm_80+) in every tile, for
  *    f16 and bf16 in and f32, f16 and bf16 out, over ragged shapes (1, 15,
- *    17, odd, not a tile multiple); overwrite and accumulate, with and
+ *    17, odd, not a tile multiple; each tile and type on half of them); overwrite and accumulate, with and
  *    without bias; operands at 16-byte aligned and unaligned addresses
  *    (the scalar copy and store paths);
  *  - split-K (the mma kernel with split > 1, then gemm_mma_reduce): the
@@ -431,9 +431,14 @@ int main(void)
                 for (unsigned o = 0; o < 3; o++)
                     for (int tile = 0; tile < PGK_GEMM_TILES; tile++) {
                         if (quick && tile != PGK_GEMM_TILE_128x128_W4 &&
-                            tile != PGK_GEMM_TILE_64x64_W4 && tile != PGK_GEMM_TILE_128x256_W8_K64)
+                            tile != PGK_GEMM_TILE_64x64_W4 &&
+                            tile != PGK_GEMM_TILE_128x128_W4_K64_DB)
                             continue;
                         for (size_t s = 0; s < nshapes; s++) {
+                            /* half the shapes for each tile and type (all of
+                             * them over the types) */
+                            if (!quick && (s + l + i + o + (unsigned)tile) % 2)
+                                continue;
                             /* the flags and the alignment cycle over the shapes */
                             unsigned flags = (unsigned)((s + (unsigned)tile + o) % 4);
                             unsigned off = (s + l + (unsigned)tile) % 3 == 2 ? 1 : 0;
