@@ -1308,6 +1308,8 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
         out->knobs.v[LP_LAYOUT] = layout;
         out->knobs.v[LP_IN] = in_type == PG_BF16 ? IN_BF16 : IN_F16;
         out->knobs.v[LP_OUT] = (uint32_t)out_knob(out_type);
+        if (m > LP_MAX_PQ || n > LP_MAX_PQ)
+            return PG_ERANGE; /* the fallback's rows of blocks */
         return PG_OK;
     }
     if (f32) {
