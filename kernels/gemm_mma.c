@@ -246,6 +246,7 @@ typedef struct mma_cfg {
     unsigned wm, wn;     /* warps along P and Q */
     unsigned bk;         /* k-tile: 32 or 64 */
     unsigned stages;
+    bool db;             /* fragments double-buffered across k-steps */
 } mma_cfg;
 
 #define MMA_MAX_KS 4u /* k-steps of 16 a k-tile */
@@ -264,6 +265,10 @@ static const mma_cfg mma_cfgs[PGK_GEMM_TILES] = {
     [PGK_GEMM_TILE_128x256_W8_K64] = {128, 256, 2, 4, 64, 3},
     [PGK_GEMM_TILE_256x128_W8_K64] = {256, 128, 4, 2, 64, 3},
     [PGK_GEMM_TILE_128x128_W4_K64] = {128, 128, 2, 2, 64, 3},
+    [PGK_GEMM_TILE_128x128_W4_K64_DB] = {128, 128, 2, 2, 64, 3, true},
+    [PGK_GEMM_TILE_64x128_W4_K64_DB] = {64, 128, 2, 2, 64, 3, true},
+    [PGK_GEMM_TILE_128x64_W4_K64_DB] = {128, 64, 2, 2, 64, 3, true},
+    [PGK_GEMM_TILE_128x128_W4_DB] = {128, 128, 2, 2, 32, 4, true},
 };
 
 static unsigned cfg_threads(const mma_cfg *c) { return c->wm * c->wn * 32u; }
@@ -452,6 +457,46 @@ static void stage_next(pg_kernel *k, pg_reg stage, pg_reg sbase, uint32_t bytes,
     pg_reg end = add_u32(k, sbase, pg_u32(total));
     pg_reg wrap = cmp_u32(k, PG_CMP_EQ, stage, end);
     pg_selp(k, PG_U32, stage, sbase, stage, wrap);
+}
+
+/* Where the fragments of a k-step come from. */
+typedef struct frag_src {
+    bool ta, tb;           /* the operands are transposed */
+    unsigned MT, NT;       /* mma tiles a warp */
+    unsigned arb, brb;     /* bytes a tile row */
+    const pg_reg *a_off;   /* per k-step (r-major) or per 16-row tile (transposed) */
+    const pg_reg *b_off;   /* per k-step or per pair of 8-column tiles */
+} frag_src;
+
+static void new_frags(pg_kernel *k, unsigned MT, unsigned NT, pg_reg af[][4], pg_reg bf[][2])
+{
+    for (unsigned mt = 0; mt < MT; mt++)
+        for (unsigned e = 0; e < 4; e++)
+            af[mt][e] = pg_reg_new(k, PG_B32);
+    for (unsigned nt = 0; nt < NT; nt++)
+        for (unsigned e = 0; e < 2; e++)
+            bf[nt][e] = pg_reg_new(k, PG_B32);
+}
+
+/* ldmatrix the A and B fragments of k-step s out of the stage at rstage. */
+static void load_frags(pg_kernel *k, const frag_src *f, pg_reg rstage, unsigned s,
+                       pg_reg af[][4], pg_reg bf[][2])
+{
+    pg_reg ra = f->ta ? pg_none() : add_u32(k, rstage, f->a_off[s]);
+    for (unsigned mt = 0; mt < f->MT; mt++) {
+        if (f->ta)
+            pg_ldmatrix(k, 4, true, af[mt], add_u32(k, rstage, f->a_off[mt]), s * 16 * f->arb);
+        else
+            pg_ldmatrix(k, 4, false, af[mt], ra, mt * 16 * f->arb);
+    }
+    pg_reg rb = f->tb ? pg_none() : add_u32(k, rstage, f->b_off[s]);
+    for (unsigned pr = 0; pr < f->NT / 2; pr++) {
+        pg_reg d[4] = {bf[2 * pr][0], bf[2 * pr][1], bf[2 * pr + 1][0], bf[2 * pr + 1][1]};
+        if (f->tb)
+            pg_ldmatrix(k, 4, true, d, add_u32(k, rstage, f->b_off[pr]), s * 16 * f->brb);
+        else
+            pg_ldmatrix(k, 4, false, d, rb, pr * 16 * f->brb);
+    }
 }
 
 /* The epilogue's view of the output. */
@@ -692,49 +737,57 @@ static int build_mma(pg_kernel *k, unsigned layout, const pg_param *p, const uin
     }
     pg_mov(k, PG_U32, rstage, sbase);
 
+    const frag_src fs = {.ta = ta, .tb = tb, .MT = MT, .NT = NT, .arb = A.rb, .brb = B.rb,
+                         .a_off = a_off, .b_off = b_off};
     pg_reg t = new_u32(k);
     pg_mov(k, PG_U32, t, pg_u32(0));
     pg_label top = pg_label_new(k, "ktile");
-    pg_label_bind(k, top);
-    pg_cp_async_wait(k, S - 2);
-    pg_bar_sync(k, 0);
-    pg_comment(k, "copy k-tile t+stages-1 into the stage k-tile t-1 used");
-    mma_copy_tile(k, &A, &B, wstage, rend, vec);
-    pg_comment(k, "the k-steps of mma tiles out of the stage of k-tile t");
-    pg_reg ra[MMA_MAX_MT > MMA_MAX_KS ? MMA_MAX_MT : MMA_MAX_KS], rb[MMA_MAX_NT];
-    for (unsigned i = 0; i < (ta ? MT : KS); i++)
-        ra[i] = add_u32(k, rstage, a_off[i]);
-    for (unsigned i = 0; i < (tb ? NT / 2 : KS); i++)
-        rb[i] = add_u32(k, rstage, b_off[i]);
-    for (unsigned s = 0; s < KS; s++) {
-        pg_reg af[MMA_MAX_MT][4], bf[MMA_MAX_NT][2];
-        for (unsigned mt = 0; mt < MT; mt++) {
-            for (unsigned e = 0; e < 4; e++)
-                af[mt][e] = pg_reg_new(k, PG_B32);
-            if (ta)
-                pg_ldmatrix(k, 4, true, af[mt], ra[mt], s * 16 * A.rb);
-            else
-                pg_ldmatrix(k, 4, false, af[mt], ra[s], mt * 16 * A.rb);
+    if (!cfg->db) {
+        pg_label_bind(k, top);
+        pg_cp_async_wait(k, S - 2);
+        pg_bar_sync(k, 0);
+        pg_comment(k, "copy k-tile t+stages-1 into the stage k-tile t-1 used");
+        mma_copy_tile(k, &A, &B, wstage, rend, vec);
+        pg_comment(k, "the k-steps of mma tiles out of the stage of k-tile t");
+        for (unsigned s = 0; s < KS; s++) {
+            pg_reg af[MMA_MAX_MT][4], bf[MMA_MAX_NT][2];
+            new_frags(k, MT, NT, af, bf);
+            load_frags(k, &fs, rstage, s, af, bf);
+            for (unsigned mt = 0; mt < MT; mt++)
+                for (unsigned nt = 0; nt < NT; nt++)
+                    pg_mma_m16n8k16_f32(k, it, acc[mt][nt], af[mt], bf[nt], acc[mt][nt]);
         }
-        for (unsigned pr = 0; pr < NT / 2; pr++) {
-            pg_reg d[4];
-            for (unsigned e = 0; e < 4; e++)
-                d[e] = pg_reg_new(k, PG_B32);
-            if (tb)
-                pg_ldmatrix(k, 4, true, d, rb[pr], s * 16 * B.rb);
-            else
-                pg_ldmatrix(k, 4, false, d, rb[s], pr * 16 * B.rb);
-            bf[2 * pr][0] = d[0];
-            bf[2 * pr][1] = d[1];
-            bf[2 * pr + 1][0] = d[2];
-            bf[2 * pr + 1][1] = d[3];
+        stage_next(k, wstage, sbase, SB, S * SB);
+        stage_next(k, rstage, sbase, SB, S * SB);
+    } else {
+        /* Fragments double-buffered: k-step s+1's (the next k-tile's first,
+         * after the barrier, at the last k-step) load while k-step s
+         * multiplies. */
+        pg_reg af[2][MMA_MAX_MT][4], bf[2][MMA_MAX_NT][2];
+        new_frags(k, MT, NT, af[0], bf[0]);
+        new_frags(k, MT, NT, af[1], bf[1]);
+        pg_cp_async_wait(k, S - 2);
+        pg_bar_sync(k, 0);
+        load_frags(k, &fs, rstage, 0, af[0], bf[0]);
+        pg_label_bind(k, top);
+        pg_comment(k, "copy k-tile t+stages-1 into the stage k-tile t-1 used");
+        mma_copy_tile(k, &A, &B, wstage, rend, vec);
+        for (unsigned s = 0; s < KS; s++) {
+            if (s == KS - 1) {
+                pg_comment(k, "k-tile t+1 in shared memory; every warp done with k-tile t");
+                pg_cp_async_wait(k, S - 2);
+                pg_bar_sync(k, 0);
+                stage_next(k, wstage, sbase, SB, S * SB);
+                stage_next(k, rstage, sbase, SB, S * SB);
+            }
+            unsigned nx = (s + 1) % 2;
+            load_frags(k, &fs, rstage, (s + 1) % KS, af[nx], bf[nx]);
+            for (unsigned mt = 0; mt < MT; mt++)
+                for (unsigned nt = 0; nt < NT; nt++)
+                    pg_mma_m16n8k16_f32(k, it, acc[mt][nt], af[s % 2][mt], bf[s % 2][nt],
+                                        acc[mt][nt]);
         }
-        for (unsigned mt = 0; mt < MT; mt++)
-            for (unsigned nt = 0; nt < NT; nt++)
-                pg_mma_m16n8k16_f32(k, it, acc[mt][nt], af[mt], bf[nt], acc[mt][nt]);
     }
-    stage_next(k, wstage, sbase, SB, S * SB);
-    stage_next(k, rstage, sbase, SB, S * SB);
     pg_add(k, PG_U32, t, t, pg_u32(1));
     pg_reg more = cmp_u32(k, PG_CMP_LT, t, ntiles);
     pg_bra_if(k, more, false, top);
@@ -849,7 +902,9 @@ static void pick_mma_w(const pgk_desc *d, uint32_t *kn) { pick_mma(PGK_GEMM_BACK
         [MM_TILE] = {"tile", PGK_GEMM_TILE_128x128_W4, 0, PGK_GEMM_TILES - 1,                 \
                      "block tile (P x Q, warps, k-tile): 0 = 128x128 4 32; 1 = 128x128 8 32; " \
                      "2 = 128x256 8 32; 3 = 256x128 8 32; 4 = 128x64 4 32; 5 = 64x128 4 32; " \
-                     "6 = 64x64 4 32; 7 = 128x256 8 64; 8 = 256x128 8 64; 9 = 128x128 4 64",  \
+                     "6 = 64x64 4 32; 7 = 128x256 8 64; 8 = 256x128 8 64; 9 = 128x128 4 64; " \
+                     "10, 11, 12, 13 = 128x128 4 64, 64x128 4 64, 128x64 4 64, 128x128 4 32 " \
+                     "with fragments double-buffered",                                        \
                      true},                                                                   \
         [MM_SPLIT] = {"split", 1, 1, MMA_MAX_SPLIT,                                           \
                       "split-K slices (> 1: f32 partials in the workspace, then "             \
@@ -1127,39 +1182,100 @@ const pgk_desc pgk_desc_gemm_lp_simt = {
 
 /* ---------------------------------------------------------------- the choice per shape */
 
-/* A cost model of the mma.sync kernels, in units of one flop at the
- * whole-SM rate of the best tile. A tile's SM rate is thr (relative) with
- * occ blocks resident; with b < occ blocks on an SM it gets b/occ of it. A
- * block does its k-tiles plus COST_FIXED_KTILES of prologue and epilogue;
- * blocks run in waves of sm_count·min(occ, blocks per SM), a partial wave
- * costing a whole one. A wave also moves its operand tiles (mostly L2
- * hits) and writes its outputs (HBM): it takes the longer of the two.
- * Split-K adds the partials' traffic and a launch of gemm_mma_reduce. thr
- * and occ are from bench_gemm --sweep (every tile and split of the
- * benchmark's shapes) on an H100; the byte costs from its HBM3 and L2
- * rates against its mma.sync rate. The model only ranks candidates. */
+/* A cost model of the mma.sync kernels, to rank the candidates (tile,
+ * split) of one shape. A tile's SM rate is thr (relative) with occ blocks
+ * resident; with b < occ blocks on an SM it gets b/occ of it. A block does
+ * its k-tiles plus COST_FIXED_KTILES of prologue and epilogue; blocks run
+ * in waves of sm_count·min(occ, blocks per SM), a partial wave costing a
+ * whole one. A wave also moves its operand tiles (mostly L2 hits) and
+ * writes its outputs (HBM): it takes the longer of the two. Split-K adds
+ * the partials' traffic and a launch of gemm_mma_reduce.
+ *
+ * Where the numbers come from: occ is each tile's register and shared
+ * memory limit on sm_90 (ptxas -v). thr and the COST_ constants were
+ * fitted (a random search maximizing the geometric mean of picked / best
+ * throughput) to `bench_gemm --sweep` on an H200: every tile and split of
+ * the benchmark's 27 shapes and layouts, bf16 in and out. The model's
+ * picks reach 0.97 of the best measured configuration on average, 0.87
+ * at worst; near those shapes on sm_90, measured_best below gives the
+ * measured best itself. Other GPUs use the same model, less the tiles
+ * whose shared memory they lack. */
 typedef struct tile_model {
     double thr;   /* SM throughput with occ blocks resident, relative */
     unsigned occ; /* blocks an SM holds at once */
 } tile_model;
 
 static const tile_model tile_models[PGK_GEMM_TILES] = {
-    [PGK_GEMM_TILE_128x128_W4] = {0.92, 2},
-    [PGK_GEMM_TILE_128x128_W8] = {0.88, 2},
-    [PGK_GEMM_TILE_128x256_W8] = {1.00, 1},
-    [PGK_GEMM_TILE_256x128_W8] = {1.00, 1},
-    [PGK_GEMM_TILE_128x64_W4] = {0.80, 3},
-    [PGK_GEMM_TILE_64x128_W4] = {0.80, 3},
-    [PGK_GEMM_TILE_64x64_W4] = {0.60, 5},
-    [PGK_GEMM_TILE_128x256_W8_K64] = {1.05, 1},
-    [PGK_GEMM_TILE_256x128_W8_K64] = {1.05, 1},
-    [PGK_GEMM_TILE_128x128_W4_K64] = {0.97, 2},
+    [PGK_GEMM_TILE_128x128_W4] = {0.688, 2},
+    [PGK_GEMM_TILE_128x128_W8] = {0.465, 2},
+    [PGK_GEMM_TILE_128x256_W8] = {0.373, 1},
+    [PGK_GEMM_TILE_256x128_W8] = {0.553, 1},
+    [PGK_GEMM_TILE_128x64_W4] = {0.362, 3},
+    [PGK_GEMM_TILE_64x128_W4] = {0.699, 3},
+    [PGK_GEMM_TILE_64x64_W4] = {1.160, 6},
+    [PGK_GEMM_TILE_128x256_W8_K64] = {0.300, 1},
+    [PGK_GEMM_TILE_256x128_W8_K64] = {0.635, 1},
+    [PGK_GEMM_TILE_128x128_W4_K64] = {0.371, 2},
+    [PGK_GEMM_TILE_128x128_W4_K64_DB] = {0.882, 2},
+    [PGK_GEMM_TILE_64x128_W4_K64_DB] = {0.430, 3},
+    [PGK_GEMM_TILE_128x64_W4_K64_DB] = {0.378, 3},
+    [PGK_GEMM_TILE_128x128_W4_DB] = {0.627, 2},
 };
 
-#define COST_HBM_BYTE 1.26  /* per byte the whole GPU moves, in SM flop units */
-#define COST_L2_BYTE 0.42
-#define COST_LAUNCH 1.0e7   /* ~3 us */
-#define COST_FIXED_KTILES 3.0
+/* Fitted with the rates above (the occupancies are the register and
+ * shared-memory limits on sm_90, not fitted). */
+#define COST_HBM_BYTE 2.537
+#define COST_L2_BYTE 0.351
+#define COST_LAUNCH 2.115e7
+#define COST_FIXED_KTILES 0.0
+
+/* The measured best (tile, split) of each shape and layout of bench_gemm
+ * --sweep on an H200 (bf16 in and out), used on sm_90 devices for shapes
+ * within a factor 1.5 of one of them in each of P, Q and R; the model
+ * above covers the rest. */
+typedef struct measured {
+    uint8_t layout, tile, split;
+    uint32_t P, Q, R;
+} measured;
+
+static const measured measured_best[] = {
+    /* Qwen2-1.5B at 2048 tokens: q/o, k/v, gate/up, down, LM head */
+    {0, 5, 1, 2048, 1536, 1536},  {1, 5, 1, 2048, 1536, 1536},  {2, 11, 1, 1536, 1536, 2048},
+    {0, 11, 2, 2048, 256, 1536},  {1, 6, 1, 2048, 1536, 256},   {2, 11, 2, 256, 1536, 2048},
+    {0, 10, 1, 2048, 8960, 1536}, {1, 13, 2, 2048, 1536, 8960}, {2, 10, 1, 8960, 1536, 2048},
+    {0, 10, 2, 2048, 1536, 8960}, {1, 10, 1, 2048, 8960, 1536}, {2, 10, 1, 1536, 8960, 2048},
+    {0, 9, 1, 2048, 151936, 1536}, {1, 0, 4, 2048, 1536, 151936},
+    {2, 10, 1, 151936, 1536, 2048},
+    /* LoRA rank 16: (2048, 16, 1536) and (2048, 1536, 16) */
+    {0, 6, 4, 2048, 16, 1536},    {1, 6, 1, 2048, 1536, 16},    {2, 6, 4, 16, 1536, 2048},
+    {0, 6, 1, 2048, 1536, 16},    {1, 6, 4, 2048, 16, 1536},    {2, 6, 8, 1536, 16, 2048},
+    /* 4096^3, 8192^3 */
+    {0, 9, 1, 4096, 4096, 4096},  {1, 9, 1, 4096, 4096, 4096},  {2, 9, 1, 4096, 4096, 4096},
+    {0, 9, 1, 8192, 8192, 8192},  {1, 9, 1, 8192, 8192, 8192},  {2, 9, 1, 8192, 8192, 8192},
+};
+
+/* |log2(a / b)| */
+static double log_ratio(uint32_t a, uint32_t b) { return fabs(log2((double)a / b)); }
+
+/* The nearest measured shape of the layout within a factor 1.5 in each
+ * size, or NULL. */
+static const measured *nearest_measured(unsigned layout, uint32_t P, uint32_t Q, uint32_t R)
+{
+    const measured *best = NULL;
+    double bd = 0;
+    for (size_t i = 0; i < sizeof measured_best / sizeof measured_best[0]; i++) {
+        const measured *e = &measured_best[i];
+        double dp = log_ratio(P, e->P), dq = log_ratio(Q, e->Q), dr = log_ratio(R, e->R);
+        const double lim = 0.585; /* log2(1.5) */
+        if (e->layout != layout || dp > lim || dq > lim || dr > lim)
+            continue;
+        if (!best || dp + dq + dr < bd) {
+            best = e;
+            bd = dp + dq + dr;
+        }
+    }
+    return best;
+}
 
 static double mma_cost(const mma_cfg *c, const tile_model *tm, uint32_t P, uint32_t Q,
                        uint32_t R, uint32_t split, unsigned sms, unsigned out_bytes)
@@ -1249,6 +1365,8 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
         out->knobs.v[LP_LAYOUT] = layout;
         out->knobs.v[LP_IN] = in_type == PG_BF16 ? IN_BF16 : IN_F16;
         out->knobs.v[LP_OUT] = (uint32_t)out_knob(out_type);
+        if (m > LP_MAX_PQ || n > LP_MAX_PQ)
+            return PG_ERANGE; /* the fallback's rows of blocks */
         return PG_OK;
     }
     if (f32) {
@@ -1286,6 +1404,12 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
                 bs = s;
             }
         }
+    }
+    const measured *me = pg_target_sm(target) == 90 ? nearest_measured(layout, P, Q, R) : NULL;
+    if (me && (me->split == 1 || ((uint64_t)pgk_ceil_div(R, 32) >= 4u * me->split &&
+                                  (uint64_t)P * Q * 4u * me->split <= (1ull << 30)))) {
+        bt = me->tile;
+        bs = me->split;
     }
     out->tile = bt;
     out->split = bs;

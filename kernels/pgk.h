@@ -218,6 +218,12 @@ enum {
     PGK_GEMM_TILE_128x256_W8_K64, /* k-tiles of 64 (the others: 32) */
     PGK_GEMM_TILE_256x128_W8_K64,
     PGK_GEMM_TILE_128x128_W4_K64,
+    /* fragments double-buffered across k-steps (ldmatrix of the next
+     * k-step while the current one multiplies) */
+    PGK_GEMM_TILE_128x128_W4_K64_DB,
+    PGK_GEMM_TILE_64x128_W4_K64_DB,
+    PGK_GEMM_TILE_128x64_W4_K64_DB,
+    PGK_GEMM_TILE_128x128_W4_DB,
     PGK_GEMM_TILES
 };
 /* A tile's rows and columns; 0 for an unknown tile. */
@@ -247,7 +253,7 @@ typedef struct pgk_gemm_choice {
  * 0 means a typical count for the target. The tiles and splits come from
  * a cost model whose constants were fitted to measurements (gemm_mma.c).
  * Pure and thread-safe. PG_EINVAL for a bad argument, PG_ERANGE for sizes
- * outside [1, 2^21]. */
+ * outside [1, 2^21] (below sm_80, m and n at most 1048560). */
 PG_API int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type,
                            uint32_t m, uint32_t n, uint32_t k, pg_target target,
                            unsigned sm_count, pgk_gemm_choice *out);

@@ -208,6 +208,44 @@ static bool overlaps(const pgrt_buf *x, uint64_t xbytes, const pgrt_buf *y, uint
     return x && y && x->ptr < y->ptr + ybytes && y->ptr < x->ptr + xbytes;
 }
 
+/* The plan for a shape: from the context's plans, else chosen, its
+ * kernels loaded (or refused during a capture, as any load) and kept,
+ * replacing the oldest. */
+static int gemm_plan(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, pg_type it,
+                     pg_type ot, uint32_t m, uint32_t n, uint32_t k, bool f32_accumulate,
+                     rt_gemm_plan *out)
+{
+    pthread_mutex_lock(&ctx->lock);
+    for (unsigned i = 0; i < RT_GEMM_PLANS; i++) {
+        const rt_gemm_plan *p = &ctx->gemm_plans[i];
+        if (p->used && p->layout == layout && p->it == it && p->ot == ot && p->m == m &&
+            p->n == n && p->k == k && p->f32_accumulate == f32_accumulate) {
+            *out = *p;
+            pthread_mutex_unlock(&ctx->lock);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    rt_gemm_plan p = {.used = true, .f32_accumulate = f32_accumulate, .layout = (uint8_t)layout,
+                      .it = it, .ot = ot, .m = m, .n = n, .k = k};
+    int rc = device_choice(ctx, layout, it, ot, m, n, k, &p.ch);
+    if (rc)
+        return rc;
+    if (f32_accumulate && !(p.ch.desc = need_desc("gemm_backward_a_accumulate", "pgrt_gemm")))
+        return PGRT_ENOTFOUND;
+    if ((rc = rt_kernel_get(ctx, p.ch.desc, &p.ch.knobs, rt_stream_cu(s), &p.kern)))
+        return rc;
+    if (p.ch.reduce &&
+        (rc = rt_kernel_get(ctx, p.ch.reduce, &p.ch.reduce_knobs, rt_stream_cu(s), &p.red)))
+        return rc;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->gemm_plans[ctx->gemm_plan_next] = p;
+    ctx->gemm_plan_next = (ctx->gemm_plan_next + 1) % RT_GEMM_PLANS;
+    pthread_mutex_unlock(&ctx->lock);
+    *out = p;
+    return 0;
+}
+
 int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_buf *a,
               const pgrt_buf *b, pgrt_buf *c, const pgrt_buf *bias, uint32_t m, uint32_t n,
               uint32_t k, bool accumulate, pgrt_buf *workspace, pgk_gemm_choice *used)
@@ -232,10 +270,12 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
     if (a->type != b->type)
         return rt_fail(PGRT_EINVAL, "%s: a holds %s and b %s elements; the inputs share a type",
                        fn, pg_type_name(a->type), pg_type_name(b->type));
-    pgk_gemm_choice ch;
-    int rc = device_choice(ctx, layout, a->type, c->type, m, n, k, &ch);
+    bool f32 = a->type == PG_F32;
+    rt_gemm_plan plan;
+    int rc = gemm_plan(ctx, s, layout, a->type, c->type, m, n, k, f32 && accumulate, &plan);
     if (rc)
         return rc;
+    pgk_gemm_choice ch = plan.ch;
     /* element counts: a, b, c by layout; the bias one a column of c */
     uint64_t M = m, N = n, K = k;
     uint64_t need[3] = {layout == PGK_GEMM_FORWARD ? M * K : M * N,
@@ -255,7 +295,6 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
                                                                             : PGRT_ERANGE,
                        "%s: bias must be an f32 buffer of this context with at least %llu "
                        "elements", fn, (unsigned long long)cols);
-    bool f32 = a->type == PG_F32;
     if (f32 && (bias || (accumulate && layout != PGK_GEMM_FORWARD)))
         return rt_fail(PGRT_EINVAL, "%s: the f32 GEMMs take no bias and accumulate only "
                        "forward", fn);
@@ -274,11 +313,7 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
         ch.reduce = NULL;
         ch.workspace_bytes = 0;
     }
-    if (f32 && accumulate && !(ch.desc = need_desc("gemm_backward_a_accumulate", fn)))
-        return PGRT_ENOTFOUND;
-    pgrt_kernel *kern;
-    if ((rc = rt_kernel_get(ctx, ch.desc, &ch.knobs, rt_stream_cu(s), &kern)))
-        return rc;
+    pgrt_kernel *kern = plan.kern;
     if (f32) {
         /* the f32 kernels' operand order: forward (dC, B) = (X, W);
          * backward_x (A, B) = (dY, W); backward_w (A, dC) = (dY, X) */
@@ -294,9 +329,7 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
                             pgrt_arg_u32(flags)};
         rc = pgrt_kernel_launch(kern, s, &ch.knobs, args, 9);
         if (rc == 0 && ch.split > 1) {
-            pgrt_kernel *red;
-            if ((rc = rt_kernel_get(ctx, ch.reduce, &ch.reduce_knobs, rt_stream_cu(s), &red)))
-                return rc;
+            pgrt_kernel *red = plan.red;
             pgrt_arg rargs[7] = {pgrt_arg_buf(workspace), pgrt_arg_buf(c),
                                  pgrt_arg_buf(bias ? bias : c), pgrt_arg_u32((uint32_t)(rows * cols)),
                                  pgrt_arg_u32((uint32_t)cols), pgrt_arg_u32(ch.split),

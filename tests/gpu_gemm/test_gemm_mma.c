@@ -6,7 +6,8 @@
  *
  *  - gemm_mma_{forward,backward_x,backward_w} (sm_80+) in every tile, for
  *    f16 and bf16 in and f32, f16 and bf16 out, over ragged shapes (1, 15,
- *    17, odd, not a tile multiple); overwrite and accumulate, with and
+ *    17, odd, not a tile multiple): two tiles in every type, the others
+ *    in two types a layout; overwrite and accumulate, with and
  *    without bias; operands at 16-byte aligned and unaligned addresses
  *    (the scalar copy and store paths);
  *  - split-K (the mma kernel with split > 1, then gemm_mma_reduce): the
@@ -430,10 +431,25 @@ int main(void)
             for (unsigned i = 0; i < 2; i++)
                 for (unsigned o = 0; o < 3; o++)
                     for (int tile = 0; tile < PGK_GEMM_TILES; tile++) {
+                        /* every type for two tiles; two of the six types,
+                         * a different pair for each layout, for the others
+                         * (each module is a JIT: this keeps the count near
+                         * a hundred) */
+                        unsigned ty = i * 3 + o, pick = ((unsigned)tile + l) % 6;
+                        if (tile != PGK_GEMM_TILE_128x128_W4 && tile != PGK_GEMM_TILE_64x64_W4 &&
+                            ty != pick && ty != (pick + 3) % 6)
+                            continue;
                         if (quick && tile != PGK_GEMM_TILE_128x128_W4 &&
-                            tile != PGK_GEMM_TILE_64x64_W4 && tile != PGK_GEMM_TILE_128x256_W8_K64)
+                            tile != PGK_GEMM_TILE_64x64_W4 &&
+                            tile != PGK_GEMM_TILE_128x128_W4_K64_DB)
                             continue;
                         for (size_t s = 0; s < nshapes; s++) {
+                            /* half the shapes for each tile and type (all of
+                             * them over the types) */
+                            if (!quick && (tile == PGK_GEMM_TILE_128x128_W4 ||
+                                           tile == PGK_GEMM_TILE_64x64_W4) &&
+                                (s + l + i + o) % 2)
+                                continue;
                             /* the flags and the alignment cycle over the shapes */
                             unsigned flags = (unsigned)((s + (unsigned)tile + o) % 4);
                             unsigned off = (s + l + (unsigned)tile) % 3 == 2 ? 1 : 0;
