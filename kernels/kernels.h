@@ -60,7 +60,12 @@
     X(attention_backward_dkv_bf16)                                                         \
     X(adamw_multi_norm)                                                                    \
     X(adamw_multi_finalize)                                                                \
-    X(adamw_multi_step)
+    X(adamw_multi_step)                                                                    \
+    X(gemm_mma_forward)                                                                    \
+    X(gemm_mma_backward_x)                                                                 \
+    X(gemm_mma_backward_w)                                                                 \
+    X(gemm_mma_reduce)                                                                     \
+    X(gemm_lp_simt)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

@@ -232,6 +232,81 @@ PG_API uint32_t pgk_adamw_norm_blocks(uint32_t n);
  * least 1. Part of the clip pipeline's API: partial buffers are sized by it. */
 PG_API uint32_t pgk_squared_sum_num_blocks(uint32_t n);
 
+
+/* ---- GEMM: the layouts of a linear layer and the choice per shape ---- */
+
+/* The three products of a linear layer Y = X·Wᵀ (X[M,K], W[N,K], Y[M,N],
+ * all row-major):
+ *   forward      Y[M,N]  = X[M,K] · W[N,K]ᵀ   (+ bias[N])
+ *   backward_x   dX[M,K] = dY[M,N] · W[N,K]
+ *   backward_w   dW[N,K] = dY[M,N]ᵀ · X[M,K]
+ * (M, N, K) always name the forward's sizes. */
+typedef enum pgk_gemm_layout {
+    PGK_GEMM_FORWARD,
+    PGK_GEMM_BACKWARD_X,
+    PGK_GEMM_BACKWARD_W,
+    PGK_GEMM_LAYOUTS
+} pgk_gemm_layout;
+
+/* The block tiles of the mma.sync kernels (their `tile` knob): rows (P) x
+ * columns (Q) of the output, warps (and the k-tile where it is not 32). */
+enum {
+    PGK_GEMM_TILE_128x128_W4,
+    PGK_GEMM_TILE_128x128_W8,
+    PGK_GEMM_TILE_128x256_W8,
+    PGK_GEMM_TILE_256x128_W8,
+    PGK_GEMM_TILE_128x64_W4,
+    PGK_GEMM_TILE_64x128_W4,
+    PGK_GEMM_TILE_64x64_W4,
+    PGK_GEMM_TILE_128x256_W8_K64, /* k-tiles of 64 (the others: 32) */
+    PGK_GEMM_TILE_256x128_W8_K64,
+    PGK_GEMM_TILE_128x128_W4_K64,
+    /* fragments double-buffered across k-steps (ldmatrix of the next
+     * k-step while the current one multiplies) */
+    PGK_GEMM_TILE_128x128_W4_K64_DB,
+    PGK_GEMM_TILE_64x128_W4_K64_DB,
+    PGK_GEMM_TILE_128x64_W4_K64_DB,
+    PGK_GEMM_TILE_128x128_W4_DB,
+    PGK_GEMM_TILES
+};
+/* A tile's rows and columns; 0 for an unknown tile. */
+PG_API uint32_t pgk_gemm_tile_rows(unsigned tile);
+PG_API uint32_t pgk_gemm_tile_cols(unsigned tile);
+
+/* What to run for one GEMM. */
+typedef struct pgk_gemm_choice {
+    const pgk_desc *desc;   /* the GEMM kernel */
+    pgk_knobs knobs;        /* its knobs, sizes, types, tile and split set */
+    uint32_t tile;          /* PGK_GEMM_TILE_* (0 for kernels without tiles) */
+    uint32_t split;         /* split-K slices; 1: none */
+    /* split > 1: gemm_mma_reduce and its knobs, which sum split f32
+     * partials of the output from a workspace of workspace_bytes. */
+    const pgk_desc *reduce;
+    pgk_knobs reduce_knobs;
+    uint64_t workspace_bytes;
+    /* The kernel's knobs m, n, k in terms of (M, N, K): the f32 kernels
+     * take the layer's sizes as (m, n, k) = (M, K, N). */
+    uint32_t m, n, k;
+} pgk_gemm_choice;
+
+/* Choose the kernel, tile and split for one GEMM of the layout: in_type
+ * PG_F16 or PG_BF16 with out_type PG_F32, PG_F16 or PG_BF16 (the mma.sync
+ * family on sm_80 and up, gemm_lp_simt below), or PG_F32 for both (the
+ * f32 kernels: gemm_backward_a, gemm_forward, gemm_backward_b). sm_count
+ * 0 means a typical count for the target. The tiles and splits come from
+ * a cost model whose constants were fitted to measurements (gemm_mma.c).
+ * Pure and thread-safe. PG_EINVAL for a bad argument, PG_ERANGE for sizes
+ * outside [1, 2^21] (below sm_80, m and n at most 1048560). */
+PG_API int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type,
+                           uint32_t m, uint32_t n, uint32_t k, pg_target target,
+                           unsigned sm_count, pgk_gemm_choice *out);
+
+/* Whether d is one of the GEMMs pgk_gemm_choose() can return, and then
+ * its layout and types from its knobs (for --info). */
+PG_API bool pgk_gemm_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *layout,
+                              pg_type *in_type, pg_type *out_type, uint32_t *m, uint32_t *n,
+                              uint32_t *k);
+
 #ifdef __cplusplus
 }
 #endif

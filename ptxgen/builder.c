@@ -1509,23 +1509,31 @@ void pg_vote(pg_kernel *k, pg_vote_mode m, pg_reg d, pg_reg p, bool negate, pg_v
     in->src[1] = mask;
 }
 
-void pg_mma_m16n8k16_f16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a, const pg_reg *b,
-                             const pg_reg *c)
+void pg_mma_m16n8k16_f32(pg_kernel *k, pg_type in_type, const pg_reg *d, const pg_reg *a,
+                         const pg_reg *b, const pg_reg *c)
 {
-    if (!op_begin(k, OP_MMA))
+    if (in_type != PG_F16 && in_type != PG_BF16) {
+        if (!op_begin(k, OP_MMA))
+            return;
+        pg_fail(k, PG_ETYPE, "mma: inputs of type %s (f16 or bf16)",
+                pg_type_name(in_type) ? pg_type_name(in_type) : "?");
+        return;
+    }
+    pg_opcode op = in_type == PG_BF16 ? OP_MMA_BF16 : OP_MMA;
+    if (!op_begin(k, op))
         return;
     if (!d || !a || !b || !c) {
         pg_fail(k, PG_EINVAL, "mma: NULL operand array");
         return;
     }
     for (int i = 0; i < 4; i++)
-        if (!check_dst(k, OP_MMA, PG_F32, d[i]) || !check_src(k, OP_MMA, PG_B32, a[i], "a fragment") ||
-            !check_src(k, OP_MMA, PG_F32, c[i], "c fragment"))
+        if (!check_dst(k, op, PG_F32, d[i]) || !check_src(k, op, PG_B32, a[i], "a fragment") ||
+            !check_src(k, op, PG_F32, c[i], "c fragment"))
             return;
     for (int i = 0; i < 2; i++)
-        if (!check_src(k, OP_MMA, PG_B32, b[i], "b fragment"))
+        if (!check_src(k, op, PG_B32, b[i], "b fragment"))
             return;
-    instr *in = pg_push(k, OP_MMA, PG_F32);
+    instr *in = pg_push(k, op, PG_F32);
     if (!in)
         return;
     in->ndst = 4;
@@ -1537,6 +1545,12 @@ void pg_mma_m16n8k16_f16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a, con
     }
     in->src[4] = b[0];
     in->src[5] = b[1];
+}
+
+void pg_mma_m16n8k16_f16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a, const pg_reg *b,
+                             const pg_reg *c)
+{
+    pg_mma_m16n8k16_f32(k, PG_F16, d, a, b, c);
 }
 
 /* ---------------------------------------------------------------- tensor-core loads, async copies */

@@ -489,6 +489,7 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
             next(b, k, in->src[2], PG_U32);
         break;
     case OP_MMA:
+    case OP_MMA_BF16:
         pg_sb_fmt(b, "%s ", stem);
         vec(b, k, in->dst, 4, PG_F32);
         pg_sb_str(b, ", ");

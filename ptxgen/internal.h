@@ -116,6 +116,8 @@ enum {
     X(LABEL, "", TC_NONE, TX_CUSTOM, 0, 70, 60)                                               \
     X(COMMENT, "//", TC_NONE, TX_CUSTOM, 0, 70, 60)                                           \
     X(MMA, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", TC_F32, TX_CUSTOM, 0, 80, 70) \
+    X(MMA_BF16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", TC_F32, TX_CUSTOM, 0, 80, \
+      70)                                                                                     \
     X(LDMATRIX, "ldmatrix.sync.aligned.m8n8", TC_BIT, TX_CUSTOM, OPF_LANE_VARYING, 75, 65)    \
     X(CP_ASYNC, "cp.async", TC_8BIT, TX_CUSTOM, 0, 80, 70)                                    \
     X(CP_COMMIT, "cp.async.commit_group", TC_NONE, TX_NONE, 0, 80, 70)                        \

@@ -454,6 +454,11 @@ PG_API void pg_vote(pg_kernel *k, pg_vote_mode m, pg_reg d, pg_reg p, bool negat
  * d[4] f32, a[4] b32 (f16x2), b[2] b32 (f16x2), c[4] f32. */
 PG_API void pg_mma_m16n8k16_f16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a,
                                     const pg_reg *b, const pg_reg *c);
+/* The same for inputs of type in_type: PG_F16, or PG_BF16
+ * (mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, sm_80+); any other
+ * type is a PG_ETYPE error. */
+PG_API void pg_mma_m16n8k16_f32(pg_kernel *k, pg_type in_type, const pg_reg *d, const pg_reg *a,
+                                const pg_reg *b, const pg_reg *c);
 
 /* ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16 (sm_75+): `num`
  * 8x8 b16 matrices from shared memory, each thread giving a row address;

@@ -24,6 +24,8 @@
  */
 #include "rt_blas.h"
 
+#include <string.h>
+
 typedef struct operand {
     const char *name;
     const pgrt_buf *buf;
@@ -167,5 +169,175 @@ int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf *a, const
     }
     if (rc == 0 && path)
         *path = use ? PGRT_GEMM_CUBLAS : PGRT_GEMM_PTX;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- pgrt_gemm */
+
+static int device_choice(pgrt_ctx *ctx, pgk_gemm_layout layout, pg_type it, pg_type ot,
+                         uint32_t m, uint32_t n, uint32_t k, pgk_gemm_choice *ch)
+{
+    pgrt_device_info info;
+    int rc = pgrt_ctx_device_info(ctx, &info);
+    if (rc)
+        return rc;
+    rc = pgk_gemm_choose(layout, it, ot, m, n, k, info.target,
+                         info.sm_count > 0 ? (unsigned)info.sm_count : 0, ch);
+    if (rc == PG_ERANGE)
+        return rt_fail(PGRT_ERANGE, "pgrt_gemm: m=%u n=%u k=%u: each must be in [1, 2^21]", m, n,
+                       k);
+    if (rc)
+        return rt_fail(PGRT_EINVAL, "pgrt_gemm: no GEMM for layout %d with %s inputs and %s "
+                       "output (f16 or bf16 in with f32, f16 or bf16 out; or f32 throughout)",
+                       (int)layout, pg_type_name(it) ? pg_type_name(it) : "?",
+                       pg_type_name(ot) ? pg_type_name(ot) : "?");
+    return 0;
+}
+
+uint64_t pgrt_gemm_workspace_bytes(pgrt_ctx *ctx, pgk_gemm_layout layout, pg_type in_type,
+                                   pg_type out_type, uint32_t m, uint32_t n, uint32_t k)
+{
+    pgk_gemm_choice ch;
+    if (!ctx || device_choice(ctx, layout, in_type, out_type, m, n, k, &ch))
+        return 0;
+    return ch.workspace_bytes;
+}
+
+static bool overlaps(const pgrt_buf *x, uint64_t xbytes, const pgrt_buf *y, uint64_t ybytes)
+{
+    return x && y && x->ptr < y->ptr + ybytes && y->ptr < x->ptr + xbytes;
+}
+
+/* The plan for a shape: from the context's plans, else chosen, its
+ * kernels loaded (or refused during a capture, as any load) and kept,
+ * replacing the oldest. */
+static int gemm_plan(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, pg_type it,
+                     pg_type ot, uint32_t m, uint32_t n, uint32_t k, bool f32_accumulate,
+                     rt_gemm_plan *out)
+{
+    pthread_mutex_lock(&ctx->lock);
+    for (unsigned i = 0; i < RT_GEMM_PLANS; i++) {
+        const rt_gemm_plan *p = &ctx->gemm_plans[i];
+        if (p->used && p->layout == layout && p->it == it && p->ot == ot && p->m == m &&
+            p->n == n && p->k == k && p->f32_accumulate == f32_accumulate) {
+            *out = *p;
+            pthread_mutex_unlock(&ctx->lock);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    rt_gemm_plan p = {.used = true, .f32_accumulate = f32_accumulate, .layout = (uint8_t)layout,
+                      .it = it, .ot = ot, .m = m, .n = n, .k = k};
+    int rc = device_choice(ctx, layout, it, ot, m, n, k, &p.ch);
+    if (rc)
+        return rc;
+    if (f32_accumulate && !(p.ch.desc = need_desc("gemm_backward_a_accumulate", "pgrt_gemm")))
+        return PGRT_ENOTFOUND;
+    if ((rc = rt_kernel_get(ctx, p.ch.desc, &p.ch.knobs, rt_stream_cu(s), &p.kern)))
+        return rc;
+    if (p.ch.reduce &&
+        (rc = rt_kernel_get(ctx, p.ch.reduce, &p.ch.reduce_knobs, rt_stream_cu(s), &p.red)))
+        return rc;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->gemm_plans[ctx->gemm_plan_next] = p;
+    ctx->gemm_plan_next = (ctx->gemm_plan_next + 1) % RT_GEMM_PLANS;
+    pthread_mutex_unlock(&ctx->lock);
+    *out = p;
+    return 0;
+}
+
+int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_buf *a,
+              const pgrt_buf *b, pgrt_buf *c, const pgrt_buf *bias, uint32_t m, uint32_t n,
+              uint32_t k, bool accumulate, pgrt_buf *workspace, pgk_gemm_choice *used)
+{
+    static const char fn[] = "pgrt_gemm";
+    if (used)
+        memset(used, 0, sizeof *used);
+    if (!ctx)
+        return rt_fail(PGRT_EINVAL, "%s: ctx is NULL", fn);
+    if ((unsigned)layout >= PGK_GEMM_LAYOUTS)
+        return rt_fail(PGRT_EINVAL, "%s: layout %d is not a pgk_gemm_layout", fn, (int)layout);
+    const pgrt_buf *ops[3] = {a, b, c};
+    static const char *const names[3] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
+        if (!ops[i])
+            return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, names[i]);
+        if (ops[i]->ctx != ctx)
+            return rt_fail(PGRT_EINVAL, "%s: %s belongs to another context", fn, names[i]);
+    }
+    if (s && s->ctx != ctx)
+        return rt_fail(PGRT_EINVAL, "%s: the stream belongs to another context", fn);
+    if (a->type != b->type)
+        return rt_fail(PGRT_EINVAL, "%s: a holds %s and b %s elements; the inputs share a type",
+                       fn, pg_type_name(a->type), pg_type_name(b->type));
+    bool f32 = a->type == PG_F32;
+    rt_gemm_plan plan;
+    int rc = gemm_plan(ctx, s, layout, a->type, c->type, m, n, k, f32 && accumulate, &plan);
+    if (rc)
+        return rc;
+    pgk_gemm_choice ch = plan.ch;
+    /* element counts: a, b, c by layout; the bias one a column of c */
+    uint64_t M = m, N = n, K = k;
+    uint64_t need[3] = {layout == PGK_GEMM_FORWARD ? M * K : M * N,
+                        layout == PGK_GEMM_BACKWARD_W ? M * K : N * K,
+                        layout == PGK_GEMM_FORWARD ? M * N : layout == PGK_GEMM_BACKWARD_X
+                                                                 ? M * K
+                                                                 : N * K};
+    uint64_t cols = layout == PGK_GEMM_FORWARD ? N : K;
+    uint64_t rows = need[2] / cols;
+    for (int i = 0; i < 3; i++)
+        if (ops[i]->count < need[i])
+            return rt_fail(PGRT_ERANGE, "%s: %s holds %zu elements; m=%u n=%u k=%u need %llu",
+                           fn, names[i], ops[i]->count, m, n, k,
+                           (unsigned long long)need[i]);
+    if (bias && (bias->ctx != ctx || bias->type != PG_F32 || bias->count < cols))
+        return rt_fail(bias->ctx != ctx ? PGRT_EINVAL : bias->type != PG_F32 ? PGRT_EINVAL
+                                                                            : PGRT_ERANGE,
+                       "%s: bias must be an f32 buffer of this context with at least %llu "
+                       "elements", fn, (unsigned long long)cols);
+    if (f32 && (bias || (accumulate && layout != PGK_GEMM_FORWARD)))
+        return rt_fail(PGRT_EINVAL, "%s: the f32 GEMMs take no bias and accumulate only "
+                       "forward", fn);
+    uint64_t cbytes = need[2] * c->elsize;
+    for (int i = 0; i < 2; i++)
+        if (overlaps(c, cbytes, ops[i], need[i] * ops[i]->elsize))
+            return rt_fail(PGRT_EINVAL, "%s: the output c overlaps the input %s", fn, names[i]);
+    if (overlaps(c, cbytes, bias, cols * 4))
+        return rt_fail(PGRT_EINVAL, "%s: the output c overlaps the bias", fn);
+    if (ch.split > 1 && (!workspace || workspace->ctx != ctx ||
+                         pgrt_buf_bytes(workspace) < ch.workspace_bytes ||
+                         overlaps(c, cbytes, workspace, ch.workspace_bytes))) {
+        /* no room for the partials: the same tile, unsplit */
+        ch.split = 1;
+        ch.knobs.v[pgk_knob_index(ch.desc, "split")] = 1;
+        ch.reduce = NULL;
+        ch.workspace_bytes = 0;
+    }
+    pgrt_kernel *kern = plan.kern;
+    if (f32) {
+        /* the f32 kernels' operand order: forward (dC, B) = (X, W);
+         * backward_x (A, B) = (dY, W); backward_w (A, dC) = (dY, X) */
+        pgrt_arg args[6] = {pgrt_arg_buf(a),     pgrt_arg_buf(b),     pgrt_arg_buf(c),
+                            pgrt_arg_u32(ch.m), pgrt_arg_u32(ch.n), pgrt_arg_u32(ch.k)};
+        rc = pgrt_kernel_launch(kern, s, &ch.knobs, args, 6);
+    } else {
+        uint32_t flags = (accumulate ? 1u : 0u) | (bias ? 2u : 0u);
+        const pgrt_buf *ws = ch.split > 1 ? workspace : c;
+        pgrt_arg args[9] = {pgrt_arg_buf(a),    pgrt_arg_buf(b),    pgrt_arg_buf(c),
+                            pgrt_arg_buf(bias ? bias : c), pgrt_arg_buf(ws),
+                            pgrt_arg_u32(m),    pgrt_arg_u32(n),    pgrt_arg_u32(k),
+                            pgrt_arg_u32(flags)};
+        rc = pgrt_kernel_launch(kern, s, &ch.knobs, args, 9);
+        if (rc == 0 && ch.split > 1) {
+            pgrt_kernel *red = plan.red;
+            pgrt_arg rargs[7] = {pgrt_arg_buf(workspace), pgrt_arg_buf(c),
+                                 pgrt_arg_buf(bias ? bias : c), pgrt_arg_u32((uint32_t)(rows * cols)),
+                                 pgrt_arg_u32((uint32_t)cols), pgrt_arg_u32(ch.split),
+                                 pgrt_arg_u32(flags)};
+            rc = pgrt_kernel_launch(red, s, &ch.reduce_knobs, rargs, 7);
+        }
+    }
+    if (rc == 0 && used)
+        *used = ch;
     return rc;
 }

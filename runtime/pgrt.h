@@ -628,6 +628,39 @@ PGRT_API int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf 
                                   const pgrt_buf *grad_c, pgrt_buf *grad_b, uint32_t m,
                                   uint32_t n, uint32_t k, pgrt_gemm_path *path);
 
+/* ---------------------------------------------------------------- GEMM, every layout and type */
+
+/*
+ * One GEMM of a linear layer, through pgk_gemm_choose() for this device:
+ *
+ *   PGK_GEMM_FORWARD     c = Y[M,N]  (+)= a = X[M,K]  · b = W[N,K]ᵀ  (+ bias[N])
+ *   PGK_GEMM_BACKWARD_X  c = dX[M,K] (+)= a = dY[M,N] · b = W[N,K]   (+ bias[K])
+ *   PGK_GEMM_BACKWARD_W  c = dW[N,K] (+)= a = dY[M,N]ᵀ · b = X[M,K]  (+ bias[K])
+ *
+ * Types come from the buffers: a and b both f16 or both bf16 with c f32,
+ * f16 or bf16 (f32 accumulate; sm_80+ tensor cores, a slow fallback on
+ * older devices); or a, b and c all f32 (the f32 kernels: no bias, and
+ * accumulate only forward). bias (may be NULL) is f32, one value a column
+ * of c. accumulate adds the product to c (read in its own type), else c is
+ * overwritten and never read. workspace (may be NULL) is any buffer of at
+ * least pgrt_gemm_workspace_bytes() bytes: without it, a shape the chooser
+ * would split along the reduction runs unsplit instead. Either way the
+ * result is the same bits every run (split-K partials are summed in a
+ * fixed order). Asynchronous on s (NULL: legacy default stream); c must
+ * not overlap a, b, bias or the workspace. *used (may be NULL) gets the
+ * choice that ran. Errors: PGRT_EINVAL for the operands (types, contexts,
+ * overlap), PGRT_ERANGE for sizes outside [1, 2^21] or buffers too small,
+ * a launch's codes.
+ */
+PGRT_API int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_buf *a,
+                       const pgrt_buf *b, pgrt_buf *c, const pgrt_buf *bias, uint32_t m,
+                       uint32_t n, uint32_t k, bool accumulate, pgrt_buf *workspace,
+                       pgk_gemm_choice *used);
+/* The workspace pgrt_gemm wants for this GEMM on ctx's device (0: none). */
+PGRT_API uint64_t pgrt_gemm_workspace_bytes(pgrt_ctx *ctx, pgk_gemm_layout layout,
+                                            pg_type in_type, pg_type out_type, uint32_t m,
+                                            uint32_t n, uint32_t k);
+
 /* Turn the cuBLAS path on or off for the GEMMs of ctx that follow. Turning
  * it on loads nothing yet and is no error when cuBLAS is missing: see
  * pgrt_cublas_info_get. */

@@ -328,6 +328,18 @@ struct cache_entry {
     pgrt_kernel kern;
 };
 
+/* One pgrt_gemm plan (gemm.c): a shape's choice and its loaded kernels. */
+typedef struct rt_gemm_plan {
+    bool used;
+    bool f32_accumulate; /* the f32 forward's accumulate kernel */
+    uint8_t layout;
+    pg_type it, ot;
+    uint32_t m, n, k;
+    pgk_gemm_choice ch;
+    pgrt_kernel *kern, *red; /* red: NULL unless ch.split > 1 */
+} rt_gemm_plan;
+#define RT_GEMM_PLANS 32
+
 struct pgrt_ctx {
     rt_driver drv;
     int ordinal;
@@ -350,6 +362,11 @@ struct pgrt_ctx {
 
     /* cuBLAS (cublas.c): made on first need under `lock`, then its own. */
     struct rt_blas *blas;
+
+    /* pgrt_gemm's recent plans, under `lock`: the chooser and the module
+     * cache lookups cost more than a thin GEMM's launch. */
+    rt_gemm_plan gemm_plans[RT_GEMM_PLANS];
+    unsigned gemm_plan_next;
 };
 
 struct pgrt_stream {

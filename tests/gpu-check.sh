@@ -72,7 +72,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     set -- \
         "gpu/test_gpu_kernels" "gpu/test_gpu_pipeline" "gpu/test_gpu_runtime" "gpu/test_gpu_optim" \
         "gpu_kernels/test_backward --small" "train/test_forward --small" \
-        "gpu_gemm/test_gemm" "gpu_cublas/test_cublas"
+        "gpu_gemm/test_gemm" "gpu_gemm/test_gemm_mma" "gpu_cublas/test_cublas"
     for t in "$@"; do
         # test_gpu_runtime provokes driver errors on purpose (broken PTX, a
         # sync inside a capture): those are its checks, not memcheck's.

@@ -672,6 +672,62 @@ static int emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx,
                 msg[0] ? one_line(msg) : pg_strerror(e));
 }
 
+/* For a GEMM the chooser can return: what pgk_gemm_choose() picks for the
+ * sizes and types in the knobs on this target (the kernel may be another
+ * one, and its tile and split other than the knobs'). */
+static void gemm_choice_json(sbuf *b, const pgk_desc *d, pg_target t, const pgk_knobs *kn)
+{
+    static const char *const layouts[PGK_GEMM_LAYOUTS] = {"forward", "backward_x",
+                                                          "backward_w"};
+    pgk_gemm_layout layout;
+    pg_type it, ot;
+    uint32_t m, n, k;
+    pgk_gemm_choice ch;
+    if (!pgk_gemm_describe(d, kn, &layout, &it, &ot, &m, &n, &k) ||
+        pgk_gemm_choose(layout, it, ot, m, n, k, t, 0, &ch) != PG_OK)
+        return;
+    sb_puts(b, ", \"gemm_choice\": {\"layout\": ");
+    sb_json_str(b, layouts[layout]);
+    sb_puts(b, ", \"in\": ");
+    sb_json_str(b, pg_type_name(it));
+    sb_puts(b, ", \"out\": ");
+    sb_json_str(b, pg_type_name(ot));
+    sb_puts(b, ", \"m\": ");
+    sb_putu(b, m);
+    sb_puts(b, ", \"n\": ");
+    sb_putu(b, n);
+    sb_puts(b, ", \"k\": ");
+    sb_putu(b, k);
+    sb_puts(b, ", \"kernel\": ");
+    sb_json_str(b, ch.desc->name);
+    sb_puts(b, ", \"tile\": ");
+    sb_putu(b, ch.tile);
+    if (pgk_knob_index(ch.desc, "tile") >= 0) {
+        sb_puts(b, ", \"tile_rows\": ");
+        sb_putu(b, pgk_gemm_tile_rows(ch.tile));
+        sb_puts(b, ", \"tile_cols\": ");
+        sb_putu(b, pgk_gemm_tile_cols(ch.tile));
+    }
+    sb_puts(b, ", \"split\": ");
+    sb_putu(b, ch.split);
+    sb_puts(b, ", \"reduce\": ");
+    if (ch.reduce)
+        sb_json_str(b, ch.reduce->name);
+    else
+        sb_puts(b, "null");
+    sb_puts(b, ", \"workspace_bytes\": ");
+    sb_putu(b, ch.workspace_bytes);
+    sb_puts(b, ", \"knobs\": {");
+    for (size_t i = 0; i < ch.desc->nknobs && i < PGK_MAX_KNOBS; i++) {
+        if (i)
+            sb_puts(b, ", ");
+        sb_json_str(b, ch.desc->knobs[i].name);
+        sb_puts(b, ": ");
+        sb_putu(b, ch.knobs.v[i]);
+    }
+    sb_puts(b, "}}");
+}
+
 /* isa: the PTX ISA the text declares (pgk_emit_ptx), which an instruction
  * may have raised above the target's minimum. */
 static void info_json(sbuf *b, const pgk_desc *d, pg_target t, unsigned ptx_isa,
@@ -735,7 +791,9 @@ static void info_json(sbuf *b, const pgk_desc *d, pg_target t, unsigned ptx_isa,
     }
     sb_puts(b, "], \"shared_bytes\": ");
     sb_putu(b, l->shared_bytes);
-    sb_puts(b, "}}\n");
+    sb_puts(b, "}");
+    gemm_choice_json(b, d, t, kn);
+    sb_puts(b, "}\n");
 }
 
 static int do_kernel(const opts *o, FILE *out, FILE *err)

@@ -27,6 +27,7 @@
     X(ADD, "residual_add")                                                     \
     X(SCALE, "gradient_clip")                                                  \
     X(GATHER, "embedding_gather_f32")                                          \
+    X(GATHER_BF16, "embedding_gather_bf16")                                    \
     X(ROPE_FWD, "rope_forward_f32")                                            \
     X(ROPE_BWD, "rope_backward_f32")                                           \
     X(SWIGLU_FWD, "swiglu_forward_f32")                                        \
@@ -36,13 +37,15 @@
     X(ATT_FWD, "attention_forward_f32")                                        \
     X(ATT_DQ, "attention_backward_dq_f32")                                     \
     X(ATT_DKV, "attention_backward_dkv_f32")                                   \
-    X(WIDEN, "cast_bf16_to_f32")
+    X(WIDEN, "cast_bf16_to_f32")                                               \
+    X(NARROW, "cast_f32_to_bf16")
 
 enum {
 #define X_(id, name) K_##id,
     LM_KERNELS(X_)
 #undef X_
-        K_COUNT
+        K_COUNT,
+    K_LP_GEMM = K_COUNT /* the bf16 family: bucket only */
 };
 
 static const char *const kernel_names[K_COUNT] = {
@@ -104,7 +107,15 @@ struct pgrt_lm {
     dweight embed, head; /* head.buf NULL when tied */
     pgrt_buf *norm_final;
     layer_w *lw;
-    pgrt_buf *wscratch; /* f32, the largest bf16 weight widened */
+    pgrt_buf *wscratch; /* f32, the largest bf16 weight widened (unused: see lowp) */
+    /* bf16: the base GEMMs run on the bf16 tensor-core family with bf16
+     * copies of their activation operand (xb, dyb, logits_b) */
+    bool lowp;
+    pg_target target;
+    unsigned sms;
+    pgrt_devptr xb, dyb, logits_b;
+    pgrt_buf *ws;        /* split-K workspace */
+    uint64_t ws_need;    /* the largest workspace a GEMM of the step wants */
 
     pgrt_buf *arena; /* f32 activations */
     layer_a *la;
@@ -139,8 +150,9 @@ static int kn_of(const pgk_desc *d, const knv *kv, size_t n, pgk_knobs *kn)
     return 0;
 }
 
-/* The time-split bucket of a kernel. */
-static int bucket(int k)
+/* The time-split bucket of a kernel. In bf16 the f32 GEMMs are the LoRA
+ * products only. */
+static int bucket(bool lowp, int k)
 {
     switch (k) {
     case K_GEMM_NN:
@@ -148,7 +160,9 @@ static int bucket(int k)
     case K_GEMM_NT:
     case K_GEMM_NT_ACC:
     case K_GEMM_TN:
+        return lowp ? PGRT_LM_TIME_LORA_GEMM : PGRT_LM_TIME_GEMM;
     case K_WIDEN:
+    case K_LP_GEMM:
         return PGRT_LM_TIME_GEMM;
     case K_ATT_FWD:
     case K_ATT_DQ:
@@ -168,16 +182,13 @@ static double clock_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int launch(pgrt_lm *m, pgrt_stream *s, int k, const knv *kv, size_t nkv, const pgrt_arg *a,
-                  size_t na)
+static int launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d, const pgk_knobs *knp,
+                     const pgrt_arg *a, size_t na)
 {
-    const pgk_desc *d = m->desc[k];
-    pgk_knobs kn;
-    int rc = kn_of(d, kv, nkv, &kn);
-    if (rc)
-        return rc;
+    pgk_knobs kn = *knp;
     pgrt_kernel *h = NULL;
-    if ((rc = pgrt_kernel_get(m->ctx, d, &kn, &h)))
+    int rc = pgrt_kernel_get(m->ctx, d, &kn, &h);
+    if (rc)
         return rc;
     if (m->warming)
         return 0;
@@ -187,8 +198,18 @@ static int launch(pgrt_lm *m, pgrt_stream *s, int k, const knv *kv, size_t nkv, 
     /* profiling (eager only): each launch waited for, its time to its bucket */
     double t0 = clock_ms();
     if (!(rc = pgrt_kernel_launch(h, s, &kn, a, na)) && !(rc = pgrt_stream_sync(s)))
-        m->prof_ms[bucket(k)] += clock_ms() - t0;
+        m->prof_ms[bucket(m->lowp, k)] += clock_ms() - t0;
     return rc;
+}
+
+static int launch(pgrt_lm *m, pgrt_stream *s, int k, const knv *kv, size_t nkv, const pgrt_arg *a,
+                  size_t na)
+{
+    pgk_knobs kn;
+    int rc = kn_of(m->desc[k], kv, nkv, &kn);
+    if (rc)
+        return rc;
+    return launch_kn(m, s, k, m->desc[k], &kn, a, na);
 }
 
 #define KN(...) ((const knv[]){__VA_ARGS__}), (sizeof((const knv[]){__VA_ARGS__}) / sizeof(knv))
@@ -241,17 +262,55 @@ static int model_gemm(pgrt_lm *m, pgrt_stream *s, lin_op op, bool acc, pgrt_devp
     return PGRT_EINVAL;
 }
 
+/* A base-weight product on the bf16 tensor-core family: a and b bf16, c
+ * f32, in the layer's (M, N, K) = (rows, out, in). */
+static int gemm_lp(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pgrt_devptr a,
+                   pgrt_devptr b, pgrt_devptr c, uint32_t rows, uint32_t in, uint32_t out)
+{
+    pgk_gemm_choice ch;
+    int rc = pgk_gemm_choose(lay, PG_BF16, PG_F32, rows, out, in, m->target, m->sms, &ch);
+    if (rc)
+        return rt_fail(PGRT_EINVAL, "pgrt_lm: no bf16 GEMM for %u x %u x %u", rows, out, in);
+    if (ch.split > 1 && m->warming && ch.workspace_bytes > m->ws_need)
+        m->ws_need = ch.workspace_bytes;
+    if (ch.split > 1 && !m->warming && (!m->ws || pgrt_buf_bytes(m->ws) < ch.workspace_bytes))
+        return rt_fail(PGRT_ESTATE, "pgrt_lm: GEMM workspace smaller than at create");
+    uint32_t flags = acc ? 1u : 0u;
+    pgrt_devptr ws = ch.split > 1 && m->ws ? pgrt_buf_ptr(m->ws) : c;
+    if ((rc = launch_kn(m, s, K_LP_GEMM, ch.desc, &ch.knobs,
+                        ARGS(P(a), P(b), P(c), P(c), P(ws), U(rows), U(out), U(in), U(flags)))))
+        return rc;
+    if (ch.split <= 1)
+        return 0;
+    uint64_t cols = lay == PGK_GEMM_FORWARD ? out : in;
+    uint64_t total = lay == PGK_GEMM_FORWARD    ? (uint64_t)rows * out
+                     : lay == PGK_GEMM_BACKWARD_X ? (uint64_t)rows * in
+                                                  : (uint64_t)out * in;
+    return launch_kn(m, s, K_LP_GEMM, ch.reduce, &ch.reduce_knobs,
+                     ARGS(P(ws), P(c), P(c), U(total), U(cols), U(ch.split), U(flags)));
+}
+
+/* dst (bf16) = src (f32), n elements. */
+static int narrow(pgrt_lm *m, pgrt_stream *s, pgrt_devptr src, pgrt_devptr dst, uint64_t n)
+{
+    return launch(m, s, K_NARROW, KN({"n", (uint32_t)n}), ARGS(P(src), P(dst), U(n)));
+}
+
 static pgrt_devptr pofs(pgrt_buf *b, int64_t elems) { return pgrt_buf_ptr(b) + (uint64_t)elems * 4u; }
 
-/* y = x W^T (+ bias) (+ lora) for module mod of layer l; x [T, in]. */
+/* y = x W^T (+ bias) (+ lora) for module mod of layer l; x [T, in] f32
+ * and, in bf16, its copy m->xb that the caller made. */
 static int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
                       pgrt_devptr y)
 {
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     pgrt_devptr w;
-    int rc = weight_f32(m, s, &m->lw[l].lin[mod], &w);
-    if (!rc)
+    int rc = 0;
+    if (m->lowp)
+        rc = gemm_lp(m, s, PGK_GEMM_FORWARD, false, m->xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf), y,
+                     m->T, in, out);
+    else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
         rc = model_gemm(m, s, LIN_Y, false, x, w, y, m->T, in, out);
     if (!rc && m->lw[l].bias[mod])
         rc = launch(m, s, K_BIAS, KN({"rows", m->T}, {"cols", out}),
@@ -277,8 +336,12 @@ static int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_d
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     pgrt_devptr w;
-    int rc = weight_f32(m, s, &m->lw[l].lin[mod], &w);
-    if (!rc)
+    int rc = 0;
+    if (m->lowp) {
+        if (!(rc = narrow(m, s, dy, m->dyb, (uint64_t)m->T * out)))
+            rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, acc, m->dyb,
+                         pgrt_buf_ptr(m->lw[l].lin[mod].buf), dx, m->T, in, out);
+    } else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
         rc = model_gemm(m, s, LIN_DX, acc, dy, w, dx, m->T, in, out);
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
     if (rc || ld->a < 0)
@@ -338,7 +401,9 @@ static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l)
     pgrt_devptr xnext = l + 1 < m->c.layers ? m->la[l + 1].x : m->xf;
     uint64_t TH = (uint64_t)m->T * m->c.hidden;
     int rc;
+    uint64_t Tqd = (uint64_t)m->T * m->c.heads * m->c.head_dim;
     if ((rc = rms_fwd(m, s, a->x, m->lw[l].norm_in, a->h1)) ||
+        (m->lowp && (rc = narrow(m, s, a->h1, m->xb, TH))) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_Q, a->h1, a->q)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_K, a->h1, a->k)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_V, a->h1, a->v)))
@@ -348,9 +413,11 @@ static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l)
                           U(m->c.head_dim), F(m->c.rope_theta)))))
         return rc;
     if ((rc = att_knobs_fwd(m, s, l)) ||
+        (m->lowp && (rc = narrow(m, s, a->att, m->xb, Tqd))) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_O, a->att, m->dtmp)) ||
         (rc = add(m, s, a->x, m->dtmp, a->xm, TH)) ||
         (rc = rms_fwd(m, s, a->xm, m->lw[l].norm_post, a->h2)) ||
+        (m->lowp && (rc = narrow(m, s, a->h2, m->xb, TH))) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_GATE, a->h2, a->g)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_UP, a->h2, a->u)))
         return rc;
@@ -358,7 +425,8 @@ static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l)
     if ((rc = launch(m, s, K_SWIGLU_FWD, KN({"n", (uint32_t)TI}),
                      ARGS(P(a->g), P(a->u), P(a->act), U(TI)))))
         return rc;
-    if ((rc = linear_fwd(m, s, l, PGRT_LINEAR_DOWN, a->act, m->dtmp)))
+    if ((m->lowp && (rc = narrow(m, s, a->act, m->xb, TI))) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_DOWN, a->act, m->dtmp)))
         return rc;
     return add(m, s, a->xm, m->dtmp, xnext, TH);
 }
@@ -370,31 +438,51 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
     (void)seq_len;
     pgrt_lm *m = user;
     uint32_t H = (uint32_t)m->c.hidden, V = (uint32_t)m->c.vocab;
-    pgrt_devptr emb;
-    int rc = weight_f32(m, s, &m->embed, &emb);
-    if (rc)
-        return rc;
-    if ((rc = launch(m, s, K_GATHER, KN({"num_tokens", m->T}, {"hidden_dim", H}),
-                     ARGS(P(emb), P(m->ids), P(m->la[0].x), P(m->errw), U(m->T), U(H), U(V)))))
-        return rc;
+    int rc;
+    if (m->lowp) {
+        /* bf16 rows, widened in place into the f32 residual stream's first slot */
+        if ((rc = launch(m, s, K_GATHER_BF16, KN({"num_tokens", m->T}, {"hidden_dim", H}),
+                         ARGS(P(pgrt_buf_ptr(m->embed.buf)), P(m->ids), P(m->xb), P(m->errw),
+                              U(m->T), U(H), U(V)))) ||
+            (rc = launch(m, s, K_WIDEN, KN({"n", (uint32_t)((uint64_t)m->T * H)}),
+                         ARGS(P(m->xb), P(m->la[0].x), U((uint64_t)m->T * H)))))
+            return rc;
+    } else {
+        pgrt_devptr emb;
+        if ((rc = weight_f32(m, s, &m->embed, &emb)) ||
+            (rc = launch(m, s, K_GATHER, KN({"num_tokens", m->T}, {"hidden_dim", H}),
+                         ARGS(P(emb), P(m->ids), P(m->la[0].x), P(m->errw), U(m->T), U(H),
+                              U(V)))))
+            return rc;
+    }
     for (int l = 0; l < m->c.layers; l++)
         if ((rc = forward_layer(m, s, l)))
             return rc;
     if ((rc = rms_fwd(m, s, m->xf, m->norm_final, m->hf)))
         return rc;
-    /* the layers' weights went through the widening scratch since */
-    pgrt_devptr hw;
-    if ((rc = weight_f32(m, s, m->head.buf ? &m->head : &m->embed, &hw)))
+    const dweight *hwd = m->head.buf ? &m->head : &m->embed;
+    pgrt_devptr hw = pgrt_buf_ptr(hwd->buf);
+    if (m->lowp && (rc = narrow(m, s, m->hf, m->xb, (uint64_t)m->T * H)))
+        return rc;
+    /* f32: the layers' weights went through the widening scratch since */
+    if (!m->lowp && (rc = weight_f32(m, s, hwd, &hw)))
         return rc;
     float scale = 1.0f / (float)((uint64_t)m->B * (m->S - 1));
     for (int r0 = 0; r0 < m->T; r0 += m->chunk) {
         uint32_t rows = (uint32_t)(m->T - r0 < m->chunk ? m->T - r0 : m->chunk);
         pgrt_devptr hc = m->hf + (uint64_t)r0 * H * 4u, dc = m->dh + (uint64_t)r0 * H * 4u;
-        if ((rc = model_gemm(m, s, LIN_Y, false, hc, hw, m->logits, rows, H, V)) ||
+        pgrt_devptr hcb = m->xb + (uint64_t)r0 * H * 2u;
+        if ((rc = m->lowp ? gemm_lp(m, s, PGK_GEMM_FORWARD, false, hcb, hw, m->logits, rows, H, V)
+                          : model_gemm(m, s, LIN_Y, false, hc, hw, m->logits, rows, H, V)) ||
             (rc = launch(m, s, K_CE, KN({"rows", rows}, {"vocab", V}),
                          ARGS(P(m->logits), P(m->labels + (uint64_t)r0 * 4u),
-                              P(m->loss + (uint64_t)r0 * 4u), U(rows), U(V), F(scale)))) ||
-            (rc = model_gemm(m, s, LIN_DX, false, m->logits, hw, dc, rows, H, V)))
+                              P(m->loss + (uint64_t)r0 * 4u), U(rows), U(V), F(scale)))))
+            return rc;
+        if (m->lowp) {
+            if ((rc = narrow(m, s, m->logits, m->logits_b, (uint64_t)rows * V)) ||
+                (rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, false, m->logits_b, hw, dc, rows, H, V)))
+                return rc;
+        } else if ((rc = model_gemm(m, s, LIN_DX, false, m->logits, hw, dc, rows, H, V)))
             return rc;
     }
     /* d(x_final) */
@@ -493,7 +581,9 @@ static void make_plan(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, in
     p->arena = per_layer * c->layers + 2 * T * H /* xf, hf */ +
                T * (5 * H + qd * 2 + kvd * 2 + 3 * I + widest) /* dx dxm dh part dtmp, dq datt,
                                                                  dk dv, dg du dact */
-               + T * r + T * c->heads /* dxa, delta */ + (uint64_t)chunk * V + T /* loss */;
+               + T * r + T * c->heads /* dxa, delta */ + (uint64_t)chunk * V + T /* loss */ +
+               (bf16 ? T * widest /* xb, dyb: two bf16 halves */ + (uint64_t)chunk * V / 2 + 1
+                     : 0);
     uint64_t wel = V * H * (c->tie_embeddings ? 1 : 2), maxw = V * H;
     for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
         int in, out;
@@ -502,7 +592,8 @@ static void make_plan(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, in
     }
     p->weights = wel * (bf16 ? 2 : 4) + (uint64_t)c->layers * (2 * H + qd + 2 * kvd + H) * 4 +
                  H * 4;
-    p->scratch = bf16 ? maxw : 0;
+    (void)maxw; /* bf16 runs the tensor-core GEMMs: no widened weights */
+    p->scratch = 0;
     uint64_t lora = 0;
     if (ad)
         for (size_t i = 0; i < ad->count; i++)
@@ -763,6 +854,11 @@ static int layout(pgrt_lm *m, const plan *pl)
     m->delta = take(base, &off, T * m->c.heads);
     m->logits = take(base, &off, (uint64_t)m->chunk * V);
     m->loss = take(base, &off, T);
+    if (m->lowp) {
+        m->xb = take(base, &off, (T * widest + 1) / 2);
+        m->dyb = take(base, &off, (T * widest + 1) / 2);
+        m->logits_b = take(base, &off, ((uint64_t)m->chunk * V + 1) / 2);
+    }
     if (off > elems)
         return rt_fail(PGRT_EINVAL, "pgrt_lm: arena plan too small (%llu > %llu elements)",
                        (unsigned long long)off, (unsigned long long)elems);
@@ -804,6 +900,14 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->bf16 = p->dtype == PGRT_LM_BF16;
     m->chunk = pl.chunk;
     m->profile = p->profile && !p->graph;
+    m->lowp = m->bf16;
+    pgrt_device_info di;
+    if ((rc = pgrt_ctx_device_info(ctx, &di))) {
+        pgrt_lm_destroy(&m);
+        return rc;
+    }
+    m->target = di.target;
+    m->sms = di.sm_count > 0 ? (unsigned)di.sm_count : 0;
     m->lw = calloc((size_t)c->layers, sizeof *m->lw);
     m->la = calloc((size_t)c->layers, sizeof *m->la);
     m->lora = malloc(sizeof *m->lora * (size_t)c->layers * PGRT_LINEAR_COUNT);
@@ -837,7 +941,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
 
     if ((rc = upload_weights(m, p->model)) || (rc = layout(m, &pl)))
         goto fail;
-    if (m->bf16 && (rc = pgrt_buf_alloc(ctx, PG_F32, pl.scratch, &m->wscratch)))
+    if (pl.scratch && (rc = pgrt_buf_alloc(ctx, PG_F32, pl.scratch, &m->wscratch)))
         goto fail;
     if ((rc = pgrt_buf_view(m->arena, (size_t)((m->loss - pgrt_buf_ptr(m->arena)) / 4u),
                             (size_t)m->T, &m->lossview)))
@@ -868,6 +972,8 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     if ((rc = head_cb(m, NULL, (uint32_t)m->S)) || (rc = backward_cb(m, NULL, 0, (uint32_t)m->S)))
         goto fail;
     m->warming = false;
+    if (m->ws_need && (rc = pgrt_buf_alloc(ctx, PG_U8, (size_t)m->ws_need, &m->ws)))
+        goto fail;
 
     pgrt_train_tensor tt = {m->p, m->g};
     pgrt_train_params tp = {
@@ -914,6 +1020,7 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
             }
         }
     pgrt_buf_destroy(&m->wscratch);
+    pgrt_buf_destroy(&m->ws);
     pgrt_buf_destroy(&m->lossview);
     pgrt_buf_destroy(&m->arena);
     pgrt_buf_destroy(&m->ints);

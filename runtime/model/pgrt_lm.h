@@ -97,6 +97,7 @@ enum {
     PGRT_LM_TIME_ATTENTION, /* attention forward and backward */
     PGRT_LM_TIME_CE,        /* the fused cross-entropy (the head's GEMMs count as GEMMs) */
     PGRT_LM_TIME_REST,      /* norms, RoPE, SwiGLU, adds, LoRA scales, gather, bias */
+    PGRT_LM_TIME_LORA_GEMM, /* bf16 only: the f32 LoRA products (in f32 they count as GEMMs) */
     PGRT_LM_TIME_COUNT
 };
 

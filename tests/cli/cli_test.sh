@@ -280,6 +280,18 @@ for k in $kernels; do
     fi
 done
 
+# The GEMM chooser's pick for a GEMM kernel's sizes and types.
+info_check gemm_mma_forward --set m=2048 --set n=16 --set k=1536 -- \
+    "o['gemm_choice']['layout'] == 'forward' and o['gemm_choice']['in'] == 'bf16' and o['gemm_choice']['split'] > 1 and o['gemm_choice']['reduce'] == 'gemm_mma_reduce' and o['gemm_choice']['workspace_bytes'] == 2048 * 16 * 4 * o['gemm_choice']['split']" \
+    '"gemm_choice": {"layout": "forward"'
+info_check gemm_lp_simt --target sm_75 --set layout=2 --set in=0 -- \
+    "o['gemm_choice']['kernel'] == 'gemm_lp_simt' and o['gemm_choice']['knobs']['layout'] == 2" \
+    '"kernel": "gemm_lp_simt"'
+info_check gemm_backward_b -- \
+    "o['gemm_choice']['layout'] == 'backward_w' and o['gemm_choice']['in'] == 'f32' and o['gemm_choice']['n'] == o['knobs']['k']" \
+    '"layout": "backward_w", "in": "f32"'
+info_check silu_forward -- "'gemm_choice' not in o" '"kernel": "silu_forward"'
+
 # DESIGN §3: launch sizes and ABI of the clip pipeline.
 info_check squared_sum_reduce --set n=1000000 -- \
     "o['launch'] == {'grid': [256, 1, 1], 'block': [256, 1, 1], 'shared_bytes': o['launch']['shared_bytes']} and o['knobs']['n'] == 1000000" \

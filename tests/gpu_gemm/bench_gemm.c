@@ -1,25 +1,144 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GEMM backward throughput, with CUDA events: the median of many timed
- * batches after a warm-up, as TFLOP/s (2·M·N·K flops a GEMM).
+ * GEMM throughput against cuBLAS in the same process, with CUDA events:
+ * the median of timed batches after a warm-up, as TFLOP/s (2·M·N·K flops).
  *
- * Shapes: the backward GEMMs of a 1.5B decoder at sequence length 512
- * (hidden 1536, intermediate 8960, a 256-wide k/v projection, LoRA rank
- * 16), as (M, N, K) of the forward C[M,N] = A[M,K]·B[K,N]: each gives
- * grad_A = dC·Bᵀ and grad_B = Aᵀ·dC; and 4096³.
+ * Shapes: a linear layer's three products (pgk_gemm_layout: forward Y =
+ * X·Wᵀ, dX = dY·W, dW = dYᵀ·X) at M = 2048 tokens for the Qwen2-1.5B
+ * projections (N, K) = q/o (1536, 1536), k/v (256, 1536), gate/up (8960,
+ * 1536), down (1536, 8960), LM head (151936, 1536); the LoRA rank-16
+ * products (2048, 16, 1536) and (2048, 1536, 16); and 4096³, 8192³.
  *
- * Columns: the PTX kernels in each variant; cuBLAS (dlopen'd, pedantic
- * fp32 math: no TF32) when it loads; the default variant's and the best
- * variant's throughput as a fraction of cuBLAS's; the relative Frobenius
- * difference between the default variant's result and cuBLAS's. Then the
- * f16 tensor-core kernel against cublasGemmEx (f16 in, f32 compute and
- * out), likewise.
+ * Columns, for bf16 and f16 (f32 accumulate, output of the input's type;
+ * cuBLAS: cublasGemmEx, compute 32F) and fp32 (cuBLAS: cublasSgemm_v2 with
+ * pedantic math, no TF32): ours through pgrt_gemm (the chooser, with a
+ * workspace) as TFLOP/s, cuBLAS's, and ours/cuBLAS. Then the geometric
+ * means of the ratios over the large shapes (Qwen and square) and over the
+ * LoRA shapes; the choice made for each shape; and the relative Frobenius
+ * difference between our bf16 output and cuBLAS's.
+ *
+ * --quick: no LM head and no 8192³, fewer repetitions (under a minute).
+ * --sweep: for bf16, every tile and split of the mma.sync kernels on each
+ * shape (the data the chooser's table is fitted to).
+ * --no-f32: skip the fp32 columns.
  *
  * A figure, not a test: it fails only when something does not run.
- * --quick: fewer repetitions.
  */
 #include "cublas_dl.h"
 #include "gemm_util.h"
+
+typedef struct shape {
+    const char *name;
+    uint32_t m, n, k;
+    bool big;  /* not in --quick */
+    bool lora; /* a thin shape: its own geometric mean */
+} shape;
+
+static const shape shapes[] = {
+    {"q/o", 2048, 1536, 1536, false, false},
+    {"k/v", 2048, 256, 1536, false, false},
+    {"gate/up", 2048, 8960, 1536, false, false},
+    {"down", 2048, 1536, 8960, false, false},
+    {"lm_head", 2048, 151936, 1536, true, false},
+    {"lora_a r16", 2048, 16, 1536, false, true},
+    {"lora_b r16", 2048, 1536, 16, false, true},
+    {"4096^3", 4096, 4096, 4096, false, false},
+    {"8192^3", 8192, 8192, 8192, true, false},
+};
+#define NSHAPES (sizeof shapes / sizeof shapes[0])
+
+static const char *const lname[] = {"fwd", "dX", "dW"};
+
+enum { T_F32, T_F16, T_BF16, T_COUNT }; /* cublas_dl_layer's type codes */
+
+typedef struct bench {
+    pgrt_ctx *ctx;
+    pgrt_event *e0, *e1;
+    cublas_dl *cb;
+    pgrt_buf *a[T_COUNT], *b[T_COUNT], *c[T_COUNT], *ref, *ws;
+    int reps;
+} bench;
+
+static pg_type ptype(int t) { return t == T_F32 ? PG_F32 : t == T_F16 ? PG_F16 : PG_BF16; }
+
+/* Element counts of a, b and the output. */
+static void sizes(const shape *s, unsigned layout, size_t *na, size_t *nb, size_t *nc)
+{
+    size_t m = s->m, n = s->n, k = s->k;
+    *na = layout == PGK_GEMM_FORWARD ? m * k : m * n;
+    *nb = layout == PGK_GEMM_BACKWARD_W ? m * k : n * k;
+    *nc = layout == PGK_GEMM_FORWARD ? m * n : layout == PGK_GEMM_BACKWARD_X ? m * k : n * k;
+}
+
+/* What one timed call runs. */
+typedef struct job {
+    const shape *s;
+    unsigned layout;
+    int type;
+    int who;        /* 0 ours (pgrt_gemm), 1 cuBLAS, 2 a direct mma launch */
+    uint32_t tile, split;
+    pgrt_buf *out;
+    pgrt_buf *va, *vb, *vc; /* views of the operands' sizes, made once */
+    pgk_gemm_choice used;
+} job;
+
+static int run_job(bench *B, job *j)
+{
+    const shape *s = j->s;
+    size_t na, nb, nc;
+    sizes(s, j->layout, &na, &nb, &nc);
+    char err[256];
+    int rc;
+    if (j->who == 1) {
+        rc = cublas_dl_layer(B->cb, (int)j->layout, j->type, j->type, pgrt_buf_ptr(B->a[j->type]),
+                             pgrt_buf_ptr(B->b[j->type]), pgrt_buf_ptr(j->out), (int)s->m,
+                             (int)s->n, (int)s->k, err, sizeof err);
+        if (rc)
+            fprintf(stderr, "cuBLAS: %s\n", err);
+        return rc;
+    }
+    pgrt_buf *va = j->va, *vb = j->vb, *vc = j->vc;
+    if (j->who == 0) {
+        rc = pgrt_gemm(B->ctx, NULL, (pgk_gemm_layout)j->layout, va, vb, vc, NULL, s->m, s->n,
+                       s->k, false, B->ws, &j->used);
+    } else {
+        static const char *const names[] = {"gemm_mma_forward", "gemm_mma_backward_x",
+                                            "gemm_mma_backward_w"};
+        const pgk_desc *d = pgk_find(names[j->layout]);
+        pgk_knobs kn;
+        pgk_knobs_default(d, &kn);
+        kn.v[pgk_knob_index(d, "m")] = s->m;
+        kn.v[pgk_knob_index(d, "n")] = s->n;
+        kn.v[pgk_knob_index(d, "k")] = s->k;
+        kn.v[pgk_knob_index(d, "in")] = j->type == T_BF16 ? 1 : 0;
+        kn.v[pgk_knob_index(d, "out")] = j->type == T_BF16 ? 2 : 1;
+        kn.v[pgk_knob_index(d, "tile")] = j->tile;
+        kn.v[pgk_knob_index(d, "split")] = j->split;
+        pgrt_arg args[9] = {pgrt_arg_buf(va),    pgrt_arg_buf(vb),    pgrt_arg_buf(vc),
+                            pgrt_arg_buf(vc),    pgrt_arg_buf(B->ws), pgrt_arg_u32(s->m),
+                            pgrt_arg_u32(s->n),  pgrt_arg_u32(s->k),  pgrt_arg_u32(0)};
+        rc = pgrt_launch(B->ctx, NULL, names[j->layout], &kn, args, 9);
+        if (rc == 0 && j->split > 1) {
+            uint32_t P = j->layout == PGK_GEMM_BACKWARD_W ? s->n : s->m;
+            uint32_t Q = j->layout == PGK_GEMM_FORWARD ? s->n : s->k;
+            const pgk_desc *rd = pgk_find("gemm_mma_reduce");
+            pgk_knobs rk;
+            pgk_knobs_default(rd, &rk);
+            rk.v[pgk_knob_index(rd, "n")] = P * Q;
+            rk.v[pgk_knob_index(rd, "cols")] = Q;
+            rk.v[pgk_knob_index(rd, "split")] = j->split;
+            rk.v[pgk_knob_index(rd, "out")] = kn.v[pgk_knob_index(d, "out")];
+            pgrt_arg ra[7] = {pgrt_arg_buf(B->ws), pgrt_arg_buf(vc),     pgrt_arg_buf(vc),
+                              pgrt_arg_u32(P * Q),  pgrt_arg_u32(Q),      pgrt_arg_u32(j->split),
+                              pgrt_arg_u32(0)};
+            rc = pgrt_launch(B->ctx, NULL, "gemm_mma_reduce", &rk, ra, 7);
+        }
+    }
+    if (rc)
+        fprintf(stderr, "%s %s: %s: %s\n", s->name, lname[j->layout], pgrt_err_name(rc),
+                pgrt_last_message());
+    return rc;
+}
 
 static int cmp_float(const void *a, const void *b)
 {
@@ -27,122 +146,53 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static float median(float *v, int n)
+static double time_job_(bench *B, job *j);
+
+/* Median milliseconds of one call; < 0 when it does not run. The views
+ * are made outside the timing: a launch's host cost is what counts. */
+static double time_job(bench *B, job *j)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+    size_t na, nb, nc;
+    sizes(j->s, j->layout, &na, &nb, &nc);
+    GPU_CHECK(pgrt_buf_view(B->a[j->type], 0, na, &j->va));
+    GPU_CHECK(pgrt_buf_view(B->b[j->type], 0, nb, &j->vb));
+    GPU_CHECK(pgrt_buf_view(j->out, 0, nc, &j->vc));
+    double t = time_job_(B, j);
+    pgrt_buf_destroy(&j->va);
+    pgrt_buf_destroy(&j->vb);
+    pgrt_buf_destroy(&j->vc);
+    return t;
 }
 
-typedef struct shape {
-    const char *name;
-    uint32_t m, n, k;
-} shape;
-
-static const shape shapes[] = {
-    {"q/o   (S,H,H)", 512, 1536, 1536},  {"k/v   (S,kv,H)", 512, 256, 1536},
-    {"down  (S,H,I)", 512, 1536, 8960},  {"gate/up (S,I,H)", 512, 8960, 1536},
-    {"lora_a (S,r,H)", 512, 16, 1536},   {"lora_b (S,H,r)", 512, 1536, 16},
-    {"square 4096^3", 4096, 4096, 4096},
-};
-#define NSHAPES (sizeof shapes / sizeof shapes[0])
-
-typedef enum op { OP_A, OP_B, OP_F16 } op;
-
-typedef struct bench {
-    pgrt_ctx *ctx;
-    pgrt_event *e0, *e1;
-    cublas_dl *cb;
-    pgrt_buf *dc, *b, *a, *dc16, *b16, *out, *ref;
-    int reps;
-} bench;
-
-/* One GEMM: variant >= 0 is a PTX kernel, -1 cuBLAS. */
-static int run_one(bench *B, op o, int variant, const shape *s, pgrt_buf *out)
+static double time_job_(bench *B, job *j)
 {
-    char err[256];
-    if (variant < 0) {
-        int rc;
-        if (o == OP_A)
-            rc = cublas_dl_backward_a(B->cb, pgrt_buf_ptr(B->dc), pgrt_buf_ptr(B->b),
-                                      pgrt_buf_ptr(out), (int)s->m, (int)s->n, (int)s->k, 0.0f,
-                                      err, sizeof err);
-        else if (o == OP_B)
-            rc = cublas_dl_backward_b(B->cb, pgrt_buf_ptr(B->a), pgrt_buf_ptr(B->dc),
-                                      pgrt_buf_ptr(out), (int)s->m, (int)s->n, (int)s->k, err,
-                                      sizeof err);
-        else
-            rc = cublas_dl_f16_backward_a(B->cb, pgrt_buf_ptr(B->dc16), pgrt_buf_ptr(B->b16),
-                                          pgrt_buf_ptr(out), (int)s->m, (int)s->n, (int)s->k,
-                                          err, sizeof err);
-        if (rc)
-            fprintf(stderr, "%s\n", err);
-        return rc;
-    }
-    const char *name = o == OP_A ? "gemm_backward_a" : o == OP_B ? "gemm_backward_b"
-                                                                  : "gemm_f16_backward_a";
-    const pgrt_buf *b0 = o == OP_A ? B->dc : o == OP_B ? B->a : B->dc16;
-    const pgrt_buf *b1 = o == OP_A ? B->b : o == OP_B ? B->dc : B->b16;
-    int rc = gemm_launch(B->ctx, NULL, name, variant, s->m, s->n, s->k, b0, b1, out);
-    if (rc)
-        fprintf(stderr, "%s: %s: %s\n", name, pgrt_err_name(rc), pgrt_last_message());
-    return rc;
-}
-
-/* Median milliseconds of one GEMM; < 0 when it does not run. */
-static double time_one(bench *B, op o, int variant, const shape *s)
-{
-    for (int i = 0; i < 3; i++)
-        if (run_one(B, o, variant, s, B->out))
+    for (int i = 0; i < 2; i++)
+        if (run_job(B, j))
             return -1;
-    /* batches of at least ~1 ms so that launch gaps do not count */
     GPU_CHECK(pgrt_event_record(B->e0, NULL));
-    if (run_one(B, o, variant, s, B->out))
+    if (run_job(B, j))
         return -1;
     GPU_CHECK(pgrt_event_record(B->e1, NULL));
     GPU_CHECK(pgrt_event_sync(B->e1));
     float one = 0;
     GPU_CHECK(pgrt_event_elapsed_ms(B->e0, B->e1, &one));
-    int batch = one > 0 ? (int)(1.0f / one) + 1 : 50;
+    /* batches of at least ~2 ms so that launch gaps do not count */
+    int batch = one > 0 ? (int)(2.0f / one) + 1 : 50;
     batch = batch < 1 ? 1 : batch > 200 ? 200 : batch;
     float t[64];
     int reps = B->reps < 64 ? B->reps : 64;
     for (int r = 0; r < reps; r++) {
         GPU_CHECK(pgrt_event_record(B->e0, NULL));
         for (int i = 0; i < batch; i++)
-            if (run_one(B, o, variant, s, B->out))
+            if (run_job(B, j))
                 return -1;
         GPU_CHECK(pgrt_event_record(B->e1, NULL));
         GPU_CHECK(pgrt_event_sync(B->e1));
         GPU_CHECK(pgrt_event_elapsed_ms(B->e0, B->e1, &t[r]));
         t[r] /= (float)batch;
     }
-    return median(t, reps);
-}
-
-/* Relative Frobenius difference between a PTX result and cuBLAS's. */
-static double diff_vs_cublas(bench *B, op o, int variant, const shape *s)
-{
-    size_t count = o == OP_B ? (size_t)s->k * s->n : (size_t)s->m * s->k;
-    if (run_one(B, o, variant, s, B->out) || run_one(B, o, -1, s, B->ref))
-        return -1;
-    GPU_CHECK(pgrt_ctx_sync(B->ctx));
-    float *x = malloc(count * sizeof *x), *y = malloc(count * sizeof *y);
-    if (!x || !y) {
-        free(x);
-        free(y);
-        return -1;
-    }
-    GPU_CHECK(pgrt_buf_download(B->out, 0, x, count));
-    GPU_CHECK(pgrt_buf_download(B->ref, 0, y, count));
-    double num = 0, den = 0;
-    for (size_t i = 0; i < count; i++) {
-        double d = (double)x[i] - (double)y[i];
-        num += d * d;
-        den += (double)y[i] * y[i];
-    }
-    free(x);
-    free(y);
-    return den > 0 ? sqrt(num / den) : sqrt(num);
+    qsort(t, (size_t)reps, sizeof *t, cmp_float);
+    return reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
 }
 
 static double tflops(const shape *s, double ms)
@@ -150,45 +200,98 @@ static double tflops(const shape *s, double ms)
     return ms > 0 ? 2.0 * s->m * s->n * (double)s->k / (ms * 1e-3) / 1e12 : 0;
 }
 
-static void cell(double ms, const shape *s)
+/* Relative Frobenius difference of two outputs of type t (n elements). */
+static double diff(pgrt_ctx *ctx, pgrt_buf *x, pgrt_buf *y, int t, size_t n)
 {
-    if (ms > 0)
-        printf(" %8.2f", tflops(s, ms));
-    else
-        printf(" %8s", "-");
+    size_t es = t == T_F32 ? 4 : 2;
+    uint8_t *hx = malloc(n * es), *hy = malloc(n * es);
+    double num = 0, den = 0;
+    if (!hx || !hy || pgrt_ctx_sync(ctx) || pgrt_buf_download(x, 0, hx, n) ||
+        pgrt_buf_download(y, 0, hy, n)) {
+        free(hx);
+        free(hy);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        double u, v;
+        if (t == T_F32) {
+            u = ((float *)hx)[i];
+            v = ((float *)hy)[i];
+        } else {
+            uint16_t a16, b16;
+            memcpy(&a16, hx + 2 * i, 2);
+            memcpy(&b16, hy + 2 * i, 2);
+            u = t == T_F16 ? f16_to_f32(a16) : bf16_to_f32(a16);
+            v = t == T_F16 ? f16_to_f32(b16) : bf16_to_f32(b16);
+        }
+        num += (u - v) * (u - v);
+        den += v * v;
+    }
+    free(hx);
+    free(hy);
+    return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
 int main(int argc, char **argv)
 {
-    bool quick = gpu_quick();
-    for (int i = 1; i < argc; i++)
+    bool quick = gpu_quick(), sweep = false, f32 = true;
+    for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = true;
+        else if (strcmp(argv[i], "--sweep") == 0)
+            sweep = true;
+        else if (strcmp(argv[i], "--no-f32") == 0)
+            f32 = false;
+        else {
+            fprintf(stderr, "usage: bench_gemm [--quick] [--sweep] [--no-f32]\n");
+            return 2;
+        }
+    }
     bench B = {0};
     B.ctx = gpu_open();
-    B.reps = quick ? 5 : 21;
+    B.reps = quick ? 5 : 11;
     pgrt_device_info info;
     pgrt_ctx_device_info(B.ctx, &info);
+    if (pg_target_sm(info.target) < 80) {
+        fprintf(stderr, "skip: the 16-bit GEMMs need sm_80 (this is %s)\n",
+                pg_target_name(info.target));
+        return GPU_SKIP;
+    }
     GPU_CHECK(pgrt_event_create(B.ctx, &B.e0));
     GPU_CHECK(pgrt_event_create(B.ctx, &B.e1));
-    bool f16 = pg_target_sm(info.target) >= 80;
-
     char err[256];
     if (cublas_dl_open(&B.cb, err, sizeof err)) {
         fprintf(stderr, "note: %s: no cuBLAS columns\n", err);
         B.cb = NULL;
     }
 
-    size_t mk = 0, kn = 0, out = 0;
+    size_t amax = 0, bmax = 0, cmax = 0, amax32 = 0, bmax32 = 0, cmax32 = 0;
+    uint64_t wsmax = 1 << 20;
     for (size_t i = 0; i < NSHAPES; i++) {
-        const shape *s = &shapes[i];
-        size_t smk = (size_t)s->m * (s->n > s->k ? s->n : s->k), skn = (size_t)s->k * s->n;
-        mk = smk > mk ? smk : mk;
-        kn = skn > kn ? skn : kn;
-        size_t o = (size_t)s->m * s->k > skn ? (size_t)s->m * s->k : skn;
-        out = o > out ? o : out;
+        if (quick && shapes[i].big)
+            continue;
+        for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
+            size_t na, nb, nc;
+            sizes(&shapes[i], l, &na, &nb, &nc);
+            amax = na > amax ? na : amax;
+            bmax = nb > bmax ? nb : bmax;
+            cmax = nc > cmax ? nc : cmax;
+            if (f32 && !(quick && shapes[i].m * (uint64_t)shapes[i].n > (1u << 26))) {
+                amax32 = na > amax32 ? na : amax32;
+                bmax32 = nb > bmax32 ? nb : bmax32;
+                cmax32 = nc > cmax32 ? nc : cmax32;
+            }
+            for (int t = T_F16; t <= T_BF16; t++) {
+                uint64_t w = pgrt_gemm_workspace_bytes(B.ctx, (pgk_gemm_layout)l, ptype(t),
+                                                       ptype(t), shapes[i].m, shapes[i].n,
+                                                       shapes[i].k);
+                wsmax = w > wsmax ? w : wsmax;
+            }
+        }
     }
-    size_t big = mk > kn ? mk : kn;
+    if (sweep)
+        wsmax = wsmax > (256u << 20) ? wsmax : (256u << 20);
+    size_t big = amax > bmax ? amax : bmax;
     float *h = malloc(big * sizeof *h);
     uint16_t *h16 = malloc(big * sizeof *h16);
     if (!h || !h16) {
@@ -196,102 +299,147 @@ int main(int argc, char **argv)
         return 1;
     }
     rng r = {12345};
-    for (size_t i = 0; i < big; i++) {
-        h[i] = rng_unit(&r) * 0.05f;
-        h16[i] = f32_to_f16(h[i]);
-    }
-    GPU_CHECK(pgrt_buf_alloc(B.ctx, PG_F32, mk, &B.dc));
-    GPU_CHECK(pgrt_buf_alloc(B.ctx, PG_F32, mk, &B.a));
-    GPU_CHECK(pgrt_buf_alloc(B.ctx, PG_F32, kn, &B.b));
-    GPU_CHECK(pgrt_buf_alloc(B.ctx, PG_U16, mk, &B.dc16));
-    GPU_CHECK(pgrt_buf_alloc(B.ctx, PG_U16, kn, &B.b16));
-    GPU_CHECK(pgrt_buf_alloc(B.ctx, PG_F32, out, &B.out));
-    GPU_CHECK(pgrt_buf_alloc(B.ctx, PG_F32, out, &B.ref));
-    GPU_CHECK(pgrt_buf_upload(B.dc, 0, h, mk));
-    GPU_CHECK(pgrt_buf_upload(B.a, 0, h + 1, mk - 1));
-    GPU_CHECK(pgrt_buf_upload(B.b, 0, h, kn));
-    GPU_CHECK(pgrt_buf_upload(B.dc16, 0, h16, mk));
-    GPU_CHECK(pgrt_buf_upload(B.b16, 0, h16, kn));
-
-    printf("GEMM backward on %s (%s, %d SMs), TFLOP/s, median of %d timed batches\n", info.name,
-           pg_target_name(info.target), info.sm_count, B.reps);
-    if (B.cb)
-        printf("cuBLAS: %s (version %d), fp32 with CUBLAS_PEDANTIC_MATH\n", cublas_dl_name(B.cb),
-               cublas_dl_version(B.cb));
-    const pgk_desc *da = pgk_find("gemm_backward_a");
-    int nv = (int)da->knobs[pgk_knob_index(da, "variant")].max + 1;
-    nv = nv > 8 ? 8 : nv;
-    int vdef = (int)da->knobs[pgk_knob_index(da, "variant")].def;
-    printf("\n%-18s %-4s", "shape (M,N,K)", "grad");
-    for (int v = 0; v < nv; v++)
-        printf("   ptx v%d", v);
-    printf(" %8s %8s %8s %10s\n", "cuBLAS", "v1/cuB", "best/cuB", "|v1-cuB|");
-    for (size_t i = 0; i < NSHAPES; i++) {
-        const shape *s = &shapes[i];
-        for (op o = OP_A; o <= OP_B; o++) {
-            double t[8], best = -1;
-            int bv = 0;
-            for (int v = 0; v < nv; v++) {
-                t[v] = time_one(&B, o, v, s);
-                if (t[v] > 0 && (best < 0 || t[v] < best)) {
-                    best = t[v];
-                    bv = v;
-                }
-            }
-            double tc = B.cb ? time_one(&B, o, -1, s) : -1;
-            printf("%-18s %-4s", s->name, o == OP_A ? "A" : "B");
-            for (int v = 0; v < nv; v++)
-                cell(t[v], s);
-            cell(tc, s);
-            if (tc > 0 && t[vdef] > 0)
-                printf(" %8.2f %6.2f v%d %10.1e", tc / t[vdef], tc / best, bv,
-                       diff_vs_cublas(&B, o, vdef, s));
-            printf("\n");
-            fflush(stdout);
+    for (size_t i = 0; i < big; i++)
+        h[i] = rng_unit(&r);
+    for (int t = 0; t < T_COUNT; t++) {
+        size_t na = t == T_F32 ? amax32 : amax, nb = t == T_F32 ? bmax32 : bmax;
+        size_t nc = t == T_F32 ? cmax32 : cmax;
+        if (t == T_F32 && !f32)
+            continue;
+        GPU_CHECK(pgrt_buf_alloc(B.ctx, ptype(t), na, &B.a[t]));
+        GPU_CHECK(pgrt_buf_alloc(B.ctx, ptype(t), nb, &B.b[t]));
+        GPU_CHECK(pgrt_buf_alloc(B.ctx, ptype(t), nc, &B.c[t]));
+        if (t == T_F32) {
+            GPU_CHECK(pgrt_buf_upload(B.a[t], 0, h, na));
+            GPU_CHECK(pgrt_buf_upload(B.b[t], 0, h + (big - nb), nb));
+        } else {
+            for (size_t i = 0; i < big; i++)
+                h16[i] = t == T_F16 ? f32_to_f16(h[i]) : f32_to_bf16(h[i]);
+            GPU_CHECK(pgrt_buf_upload(B.a[t], 0, h16, na));
+            GPU_CHECK(pgrt_buf_upload(B.b[t], 0, h16 + (big - nb), nb));
         }
     }
-    if (f16) {
-        const pgk_desc *dh = pgk_find("gemm_f16_backward_a");
-        int hv = (int)dh->knobs[pgk_knob_index(dh, "variant")].max + 1;
-        hv = hv > 8 ? 8 : hv;
-        int hdef = (int)dh->knobs[pgk_knob_index(dh, "variant")].def;
-        printf("\n%-18s %-6s", "shape (M,N,K)", "grad");
-        for (int v = 0; v < hv; v++)
-            printf("  f16 v%d", v);
-        printf(" %8s %8s %8s %10s\n", "cuBLAS", "v0/cuB", "best/cuB", "|v0-cuB|");
-        for (size_t i = 0; i < NSHAPES; i++) {
-            const shape *s = &shapes[i];
-            double t[8], best = -1;
-            int bv = 0;
-            for (int v = 0; v < hv; v++) {
-                t[v] = time_one(&B, OP_F16, v, s);
-                if (t[v] > 0 && (best < 0 || t[v] < best)) {
-                    best = t[v];
-                    bv = v;
-                }
-            }
-            double tc = B.cb ? time_one(&B, OP_F16, -1, s) : -1;
-            printf("%-18s %-6s", s->name, "A f16");
-            for (int v = 0; v < hv; v++)
-                cell(t[v], s);
-            cell(tc, s);
-            if (tc > 0 && t[hdef] > 0)
-                printf(" %8.2f %6.2f v%d %10.1e", tc / t[hdef], tc / best, bv,
-                       diff_vs_cublas(&B, OP_F16, hdef, s));
-            printf("\n");
-            fflush(stdout);
-        }
-    }
-
+    GPU_CHECK(pgrt_buf_alloc(B.ctx, PG_U8, wsmax, &B.ws));
+    GPU_CHECK(pgrt_buf_alloc(B.ctx, PG_BF16, cmax, &B.ref));
     free(h);
     free(h16);
-    pgrt_buf_destroy(&B.dc);
-    pgrt_buf_destroy(&B.a);
-    pgrt_buf_destroy(&B.b);
-    pgrt_buf_destroy(&B.dc16);
-    pgrt_buf_destroy(&B.b16);
-    pgrt_buf_destroy(&B.out);
+
+    printf("GEMM on %s (%s, %d SMs), TFLOP/s, median of %d timed batches\n", info.name,
+           pg_target_name(info.target), info.sm_count, B.reps);
+    if (B.cb)
+        printf("cuBLAS: %s (version %d); bf16/f16: cublasGemmEx, compute 32F, output of the "
+               "input type; fp32: cublasSgemm_v2, CUBLAS_PEDANTIC_MATH\n",
+               cublas_dl_name(B.cb), cublas_dl_version(B.cb));
+    printf("\n%-11s %-3s | %8s %8s %6s | %8s %8s %6s | %8s %8s %6s | %-22s %9s\n", "shape (M,N,K)",
+           "", "bf16", "cuBLAS", "ratio", "f16", "cuBLAS", "ratio", "fp32", "cuBLAS", "ratio",
+           "bf16 choice", "|bf16-cuB|");
+    double lg[T_COUNT][2] = {{0}}, lo[T_COUNT][2];
+    int cnt[T_COUNT][2] = {{0}};
+    for (int t = 0; t < T_COUNT; t++)
+        lo[t][0] = lo[t][1] = 1e9;
+    for (size_t i = 0; i < NSHAPES; i++) {
+        const shape *s = &shapes[i];
+        if (quick && s->big)
+            continue;
+        for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
+            char label[40];
+            snprintf(label, sizeof label, "%s", s->name);
+            printf("%-11s %-3s |", label, lname[l]);
+            char choice[64] = "-";
+            double dif = -1;
+            for (int t = T_BF16; t >= T_F32; t--) {
+                bool skip32 = t == T_F32 && (!f32 || (quick && s->m * (uint64_t)s->n > (1u << 26)));
+                if (skip32) {
+                    printf(" %8s %8s %6s |", "-", "-", "-");
+                    continue;
+                }
+                job ours = {.s = s, .layout = l, .type = t, .who = 0, .out = B.c[t]};
+                double to = time_job(&B, &ours), tc = -1;
+                job cub = {.s = s, .layout = l, .type = t, .who = 1, .out = t == T_BF16 ? B.ref : B.c[t]};
+                if (B.cb)
+                    tc = time_job(&B, &cub);
+                printf(" %8.2f %8.2f", tflops(s, to), tflops(s, tc));
+                if (to > 0 && tc > 0) {
+                    double ratio = tc / to;
+                    printf(" %6.2f |", ratio);
+                    int g = s->lora ? 1 : 0;
+                    lg[t][g] += log(ratio);
+                    lo[t][g] = ratio < lo[t][g] ? ratio : lo[t][g];
+                    cnt[t][g]++;
+                } else {
+                    printf(" %6s |", "-");
+                }
+                if (t == T_BF16 && to > 0) {
+                    snprintf(choice, sizeof choice, "%s t%u s%u",
+                             ours.used.desc ? ours.used.desc->name + 9 : "?", ours.used.tile,
+                             ours.used.split);
+                    if (tc > 0) {
+                        size_t na, nb, nc;
+                        sizes(s, l, &na, &nb, &nc);
+                        dif = diff(B.ctx, B.c[T_BF16], B.ref, T_BF16, nc);
+                    }
+                }
+            }
+            printf(" %-22s %9.1e\n", choice, dif);
+            fflush(stdout);
+        }
+    }
+    printf("\ngeometric mean of ours/cuBLAS (lowest):\n");
+    static const char *const tn[] = {"fp32", "f16", "bf16"};
+    for (int t = T_BF16; t >= T_F32; t--)
+        printf("  %-5s large shapes %5.2f (%4.2f, %d)   LoRA r16 %5.2f (%4.2f, %d)\n", tn[t],
+               cnt[t][0] ? exp(lg[t][0] / cnt[t][0]) : 0, cnt[t][0] ? lo[t][0] : 0, cnt[t][0],
+               cnt[t][1] ? exp(lg[t][1] / cnt[t][1]) : 0, cnt[t][1] ? lo[t][1] : 0, cnt[t][1]);
+
+    if (sweep) {
+        printf("\nsweep (bf16 in and out): TFLOP/s of each tile x split; * the chooser's pick\n");
+        for (size_t i = 0; i < NSHAPES; i++) {
+            const shape *s = &shapes[i];
+            if (quick && s->big)
+                continue;
+            for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
+                pgk_gemm_choice ch;
+                pgk_gemm_choose((pgk_gemm_layout)l, PG_BF16, PG_BF16, s->m, s->n, s->k,
+                                info.target, (unsigned)info.sm_count, &ch);
+                uint32_t P = l == PGK_GEMM_BACKWARD_W ? s->n : s->m;
+                uint32_t Q = l == PGK_GEMM_FORWARD ? s->n : s->k;
+                uint32_t R = l == PGK_GEMM_FORWARD ? s->k : l == PGK_GEMM_BACKWARD_X ? s->n : s->m;
+                printf("SWEEP %s %s P=%u Q=%u R=%u:", s->name, lname[l], P, Q, R);
+                static const uint32_t splits[] = {1, 2, 4, 8, 16};
+                double best = 0;
+                uint32_t bt = 0, bs = 0;
+                for (uint32_t tile = 0; tile < PGK_GEMM_TILES; tile++)
+                    for (unsigned si = 0; si < 5; si++) {
+                        uint32_t sp = splits[si];
+                        if (sp > 1 && ((R + 31) / 32 < 4 * sp ||
+                                       (uint64_t)P * Q * 4 * sp > pgrt_buf_count(B.ws)))
+                            continue;
+                        if (sp > 1 && (uint64_t)P * Q > (1u << 24))
+                            continue;
+                        job j = {.s = s, .layout = l, .type = T_BF16, .who = 2, .tile = tile,
+                                 .split = sp, .out = B.c[T_BF16]};
+                        double tf = tflops(s, time_job(&B, &j));
+                        printf(" t%us%u=%.1f%s", tile, sp, tf,
+                               tile == ch.tile && sp == ch.split ? "*" : "");
+                        if (tf > best) {
+                            best = tf;
+                            bt = tile;
+                            bs = sp;
+                        }
+                    }
+                printf(" | best t%us%u %.1f\n", bt, bs, best);
+                fflush(stdout);
+            }
+        }
+    }
+
+    for (int t = 0; t < T_COUNT; t++) {
+        pgrt_buf_destroy(&B.a[t]);
+        pgrt_buf_destroy(&B.b[t]);
+        pgrt_buf_destroy(&B.c[t]);
+    }
     pgrt_buf_destroy(&B.ref);
+    pgrt_buf_destroy(&B.ws);
     pgrt_event_destroy(&B.e0);
     pgrt_event_destroy(&B.e1);
     cublas_dl_close(&B.cb);

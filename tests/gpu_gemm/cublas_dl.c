@@ -23,7 +23,7 @@
 typedef void *cublasHandle_t;
 enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_PEDANTIC_MATH = 2 };
-enum { CUDA_R_32F = 0, CUDA_R_16F = 2 };
+enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
 enum { CUBLAS_COMPUTE_32F = 68 };
 enum { CUBLAS_GEMM_DEFAULT = -1 };
 
@@ -203,6 +203,42 @@ int cublas_dl_f16_backward_a(cublas_dl *c, uint64_t grad_c_f16, uint64_t w_f16, 
         return s;
     s = c->gemm_ex(c->h, CUBLAS_OP_T, CUBLAS_OP_N, k, m, n, &one, fptr(w_f16), CUDA_R_16F, n,
                    fptr(grad_c_f16), CUDA_R_16F, n, &zero, fptr(grad_a), CUDA_R_32F, k,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return check(s, "cublasGemmEx", err, errlen);
+}
+
+static int cuda_type(int t) { return t == 1 ? CUDA_R_16F : t == 2 ? CUDA_R_16BF : CUDA_R_32F; }
+
+/* The layer layouts, read as transposes (see the top):
+ *   forward     Yᵀ (N×M) = W(as K×N)ᵀ · Xᵀ        gemm(T, N, N, M, K, W ld K, X ld K, ldc N)
+ *   backward_x  dXᵀ (K×M) = Wᵀ(K×N) · dYᵀ(N×M)    gemm(N, N, K, M, N, W ld K, dY ld N, ldc K)
+ *   backward_w  dWᵀ (K×N) = Xᵀ(K×M) · dY(as N×M)ᵀ gemm(N, T, K, N, M, X ld K, dY ld N, ldc K) */
+int cublas_dl_layer(cublas_dl *c, int layout, int in_type, int out_type, uint64_t a, uint64_t b,
+                    uint64_t out, int m, int n, int k, char *err, size_t errlen)
+{
+    const float one = 1.0f, zero = 0.0f;
+    int ta, tb, cm, cn, ck, lda, ldb, ldc;
+    uint64_t pa, pb;
+    if (layout == 0) {
+        ta = CUBLAS_OP_T, tb = CUBLAS_OP_N, cm = n, cn = m, ck = k;
+        pa = b, lda = k, pb = a, ldb = k, ldc = n;
+    } else if (layout == 1) {
+        ta = CUBLAS_OP_N, tb = CUBLAS_OP_N, cm = k, cn = m, ck = n;
+        pa = b, lda = k, pb = a, ldb = n, ldc = k;
+    } else {
+        ta = CUBLAS_OP_N, tb = CUBLAS_OP_T, cm = k, cn = n, ck = m;
+        pa = b, lda = k, pb = a, ldb = n, ldc = k;
+    }
+    int s = c->set_math(c->h, in_type == 0 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH);
+    if (check(s, "cublasSetMathMode", err, errlen))
+        return s;
+    if (in_type == 0) {
+        s = c->sgemm(c->h, ta, tb, cm, cn, ck, &one, fptr(pa), lda, fptr(pb), ldb, &zero,
+                     fptr(out), ldc);
+        return check(s, "cublasSgemm_v2", err, errlen);
+    }
+    s = c->gemm_ex(c->h, ta, tb, cm, cn, ck, &one, fptr(pa), cuda_type(in_type), lda, fptr(pb),
+                   cuda_type(in_type), ldb, &zero, fptr(out), cuda_type(out_type), ldc,
                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return check(s, "cublasGemmEx", err, errlen);
 }

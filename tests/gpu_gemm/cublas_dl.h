@@ -44,4 +44,12 @@ int cublas_dl_backward_b(cublas_dl *c, uint64_t a, uint64_t grad_c, uint64_t gra
 int cublas_dl_f16_backward_a(cublas_dl *c, uint64_t grad_c_f16, uint64_t w_f16, uint64_t grad_a,
                              int m, int n, int k, char *err, size_t errlen);
 
+/* One GEMM of a linear layer on row-major buffers (pgk_gemm_layout order):
+ * 0 forward Y[M,N] = X[M,K]·W[N,K]ᵀ (a = X, b = W), 1 backward_x dX[M,K] =
+ * dY[M,N]·W[N,K] (a = dY, b = W), 2 backward_w dW[N,K] = dY[M,N]ᵀ·X[M,K]
+ * (a = dY, b = X). Types: 0 f32 (inputs and output all f32: cublasSgemm_v2,
+ * pedantic), 1 f16, 2 bf16 (cublasGemmEx, f32 compute, default math). */
+int cublas_dl_layer(cublas_dl *c, int layout, int in_type, int out_type, uint64_t a, uint64_t b,
+                    uint64_t out, int m, int n, int k, char *err, size_t errlen);
+
 #endif /* PTXGEN_CUBLAS_DL_H */

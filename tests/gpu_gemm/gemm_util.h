@@ -54,6 +54,24 @@ static inline float f16_to_f32(uint16_t h)
     return f;
 }
 
+/* f32 -> bf16 bits, round to nearest even (NaN stays a quiet NaN). */
+static inline uint16_t f32_to_bf16(float f)
+{
+    uint32_t x = f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+static inline float bf16_to_f32(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
 /* Knobs for a GEMM kernel: m, n, k and (when >= 0 and the kernel has it)
  * the variant. */
 static inline pgk_knobs gemm_knobs(const pgk_desc *d, uint32_t m, uint32_t n, uint32_t k,

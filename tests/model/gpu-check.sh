@@ -4,7 +4,7 @@
 # comparison of ptxgen-train (f32 and bf16, eager and graph), a
 # compute-sanitizer run of a tiny step, and the Qwen2-1.5B-shape benchmark
 # against PyTorch. Usage: tests/model/gpu-check.sh BUILD_DIR OUT_DIR [parts]
-# parts: any of ref sanitize bench (default: all three).
+# parts: any of ref sanitize bench bench05 (default: the first three).
 set -u
 B=$1
 O=$2
@@ -55,7 +55,19 @@ if has bench; then
         --steps 3 --dtype bf16 --rank 16 --alpha 32 --profile > "$O/bench-ours-profile.log" 2>&1
     echo "ours profile: exit $?"; tail -4 "$O/bench-ours-profile.log"
     timeout 200 $T --model "$O/big/model" --tokens "$O/big/tokens.bin" --batch 4 --seq 512 \
-        --steps 4 --dtype bf16 --rank 16 --alpha 32 --mode graph > "$O/bench-ours.log" 2>&1
+        --steps 6 --dtype bf16 --rank 16 --alpha 32 --mode graph > "$O/bench-ours.log" 2>&1
     echo "ours graph: exit $?"; tail -4 "$O/bench-ours.log"
     rm -rf "$O/big/model"
+fi
+if has bench05; then
+    timeout 200 python3 tests/model/bench_torch.py --dir "$O/b05" --shape 0.5b --save-model --steps 5 \
+        > "$O/bench05-torch.log" 2>&1
+    echo "torch bench 0.5b: exit $?"; grep "^torch" "$O/bench05-torch.log"
+    timeout 150 $T --model "$O/b05/model" --tokens "$O/b05/tokens.bin" --batch 4 --seq 512 \
+        --steps 3 --dtype bf16 --rank 16 --alpha 32 --profile > "$O/bench05-ours-profile.log" 2>&1
+    echo "ours 0.5b profile: exit $?"; tail -3 "$O/bench05-ours-profile.log"
+    timeout 150 $T --model "$O/b05/model" --tokens "$O/b05/tokens.bin" --batch 4 --seq 512 \
+        --steps 6 --dtype bf16 --rank 16 --alpha 32 --mode graph > "$O/bench05-ours.log" 2>&1
+    echo "ours 0.5b graph: exit $?"; tail -3 "$O/bench05-ours.log"
+    rm -rf "$O/b05/model"
 fi

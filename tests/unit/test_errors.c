@@ -88,6 +88,10 @@ int main(void)
     /* the target */
     EXPECT_ERR(PG_SM_75, PG_ETARGET, "needs sm_80 or newer; the target is sm_75",
                pg_mma_m16n8k16_f16_f32(k, &F, &R, &R, &F));
+    EXPECT_ERR(PG_SM_75, PG_ETARGET, "needs sm_80 or newer; the target is sm_75",
+               pg_mma_m16n8k16_f32(k, PG_BF16, &F, &R, &R, &F));
+    EXPECT_ERR(PG_SM_80, PG_ETYPE, "mma: inputs of type f32 (f16 or bf16)",
+               pg_mma_m16n8k16_f32(k, PG_F32, &F, &R, &R, &F));
     EXPECT_ERR(PG_SM_80, PG_ETARGET, "bf16 add/sub/mul needs sm_90",
                pg_add(k, PG_BF16, pg_reg_new(k, PG_BF16), H, H));
     EXPECT_ERR(PG_SM_75, PG_ETARGET, "cvt to bf16 needs sm_80",

@@ -287,6 +287,13 @@ int main(void)
     EXPECT_LINE(k, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1, %f3, %f5, %f7}, "
                    "{%r1, %r2, %r3, %r4}, {%r5, %r6}, {%f2, %f4, %f6, %f8}");
     REQUIRE_INT_EQ(pg_kernel_isa(k), 70);
+    pg_mma_m16n8k16_f32(k, PG_BF16, d, a, b, c);
+    EXPECT_LINE(k, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1, %f3, %f5, %f7}, "
+                   "{%r1, %r2, %r3, %r4}, {%r5, %r6}, {%f2, %f4, %f6, %f8}");
+    pg_mma_m16n8k16_f32(k, PG_F16, d, a, b, c);
+    EXPECT_LINE(k, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1, %f3, %f5, %f7}, "
+                   "{%r1, %r2, %r3, %r4}, {%r5, %r6}, {%f2, %f4, %f6, %f8}");
+    REQUIRE_INT_EQ(pg_kernel_isa(k), 70);
 
     /* tensor-core fragment loads and asynchronous copies */
     pg_reg g = pg_reg_new(k, PG_U64), sa = pg_reg_new(k, PG_U32);

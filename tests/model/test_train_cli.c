@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptxgen-train --model on bad input: each case is one line on stderr
+ * naming the problem, exit 2, and no output file (log, adapter, gradients)
+ * written. Every case here is refused before a GPU is needed, so the test
+ * runs anywhere. Usage: test_train_cli PTXGEN_TRAIN
+ */
+#include "model_util.h"
+#include "pgrt_model.h"
+#include "test.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+static const char *exe;
+static char dir[4096];
+
+static const char cfg_ok[] =
+    "{\"model_type\":\"qwen2\",\"hidden_size\":16,\"intermediate_size\":24,"
+    "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"num_key_value_heads\":1,"
+    "\"vocab_size\":32,\"rms_norm_eps\":1e-6,\"tie_word_embeddings\":true}";
+
+/* The model's tensors, bf16 zeros; victim gets one more row. */
+static void write_weights(const char *sub, const char *victim)
+{
+    pgrt_hf_config c;
+    REQUIRE_INT_EQ(pgrt_hf_config_parse(cfg_ok, strlen(cfg_ok), &c), 0);
+    pgrt_weight_spec *s;
+    size_t n;
+    REQUIRE_INT_EQ(pgrt_model_weight_specs(&c, &s, &n), 0);
+    pgrt_st_out t[64];
+    static uint8_t zeros[64 * 64 * 2];
+    for (size_t i = 0; i < n; i++) {
+        t[i] = (pgrt_st_out){.name = s[i].name, .dtype = PGRT_ST_BF16, .ndim = s[i].ndim,
+                             .shape = {s[i].shape[0], s[i].shape[1]}, .data = zeros};
+        if (victim && !strcmp(victim, s[i].name))
+            t[i].shape[0]++;
+    }
+    char p[4096], d[4096];
+    path_in(d, sizeof d, dir, sub);
+    path_in(p, sizeof p, d, "model.safetensors");
+    REQUIRE_INT_EQ(pgrt_st_write(p, t, n, NULL, NULL, 0), 0);
+    free(s);
+}
+
+static void make_model(const char *sub, const char *cfg, const char *victim)
+{
+    char d[4096];
+    path_in(d, sizeof d, dir, sub);
+    mkdir(d, 0700);
+    REQUIRE(write_text(d, "config.json", cfg) == 0);
+    write_weights(sub, victim);
+}
+
+/* Run ptxgen-train with args (a NULL-terminated list after --model DIR);
+ * returns the exit status, the first stderr line in line. */
+static int run(char *line, size_t len, const char *const *args)
+{
+    char errp[4096];
+    path_in(errp, sizeof errp, dir, "stderr.txt");
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *f = freopen(errp, "w", stderr);
+        (void)f;
+        const char *argv[40] = {exe};
+        int i = 1;
+        for (; args[i - 1] && i < 39; i++)
+            argv[i] = args[i - 1];
+        argv[i] = NULL;
+        execv(exe, (char *const *)(void *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    FILE *f = fopen(errp, "r");
+    line[0] = '\0';
+    int lines = 0;
+    char buf[1024];
+    while (f && fgets(buf, sizeof buf, f)) {
+        if (!lines)
+            memcpy(line, buf, len < sizeof buf ? len : sizeof buf);
+        lines++;
+    }
+    if (f)
+        fclose(f);
+    REQUIRE_INT_EQ(lines, 1);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char mp[4096], tp[4096], tbad[4096], logp[4096], outa[4096], outg[4096], adp[4096];
+
+#define CASE(want, ...)                                                        \
+    do {                                                                       \
+        const char *const args_[] = {__VA_ARGS__, "--log-json", logp, "--save-adapter", outa, \
+                                  "--save-grads", outg, "--batch", "1", "--seq", "4",      \
+                                  "--steps", "1", NULL};                                     \
+        char line_[1024];                                                      \
+        REQUIRE_INT_EQ(run(line_, sizeof line_, args_), 2);                       \
+        REQUIRE_CONTAINS(line_, want);                                         \
+        REQUIRE(access(logp, F_OK) != 0 && access(outa, F_OK) != 0 &&          \
+                access(outg, F_OK) != 0);                                      \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PTXGEN_TRAIN\n", argv[0]);
+        return 2;
+    }
+    exe = argv[1];
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    path_in(logp, sizeof logp, dir, "log.jsonl");
+    path_in(outa, sizeof outa, dir, "out-adapter");
+    path_in(outg, sizeof outg, dir, "out-grads");
+    path_in(mp, sizeof mp, dir, "ok");
+    path_in(tp, sizeof tp, dir, "tokens.bin");
+    path_in(tbad, sizeof tbad, dir, "tokens-bad.bin");
+    path_in(adp, sizeof adp, dir, "adapter");
+    make_model("ok", cfg_ok, NULL);
+    int32_t ids[16];
+    for (int i = 0; i < 16; i++)
+        ids[i] = i;
+    REQUIRE(write_bytes(tp, ids, sizeof ids) == 0);
+    ids[5] = 32;
+    REQUIRE(write_bytes(tbad, ids, sizeof ids) == 0);
+
+    /* config */
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "%s", cfg_ok);
+    char *at = strstr(cfg, "\"intermediate_size\":24,");
+    memmove(at, at + strlen("\"intermediate_size\":24,"), strlen(at + 23) + 1);
+    make_model("noint", cfg, NULL);
+    char p[4096];
+    path_in(p, sizeof p, dir, "noint");
+    CASE("intermediate_size: missing", "--model", p, "--tokens", tp);
+    make_model("scaling", "{\"model_type\":\"qwen2\",\"hidden_size\":16,\"intermediate_size\":24,"
+                          "\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                          "\"vocab_size\":32,\"rms_norm_eps\":1e-6,"
+                          "\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}}",
+               NULL);
+    path_in(p, sizeof p, dir, "scaling");
+    CASE("rope_scaling", "--model", p, "--tokens", tp);
+    /* weights: a wrong shape, a truncated file */
+    make_model("shape", cfg_ok, "model.layers.0.mlp.up_proj.weight");
+    path_in(p, sizeof p, dir, "shape");
+    CASE("model.layers.0.mlp.up_proj.weight", "--model", p, "--tokens", tp);
+    make_model("trunc", cfg_ok, NULL);
+    char st[4096];
+    path_in(p, sizeof p, dir, "trunc");
+    path_in(st, sizeof st, p, "model.safetensors");
+    REQUIRE(truncate(st, 100) == 0);
+    CASE("model.safetensors", "--model", p, "--tokens", tp);
+    /* tokens outside the vocabulary: the id and its byte offset */
+    CASE("token id 32 at byte 20", "--model", mp, "--tokens", tbad);
+    /* an adapter naming a module the model lacks */
+    mkdir(adp, 0700);
+    REQUIRE(write_text(adp, "adapter_config.json",
+                       "{\"peft_type\":\"LORA\",\"r\":2,\"lora_alpha\":4,"
+                       "\"target_modules\":[\"q_proj\",\"w1\"]}") == 0);
+    CASE("w1", "--model", mp, "--adapter", adp, "--tokens", tp);
+    /* options */
+    CASE("--dtype takes bf16 or f32", "--model", mp, "--tokens", tp, "--dtype", "f64");
+    CASE("--targets: 'qq'", "--model", mp, "--tokens", tp, "--targets", "q,qq");
+    CASE("--lr: 'x' is not a finite number", "--model", mp, "--tokens", tp, "--lr", "x");
+    remove_tree(dir);
+    TEST_DONE();
+}

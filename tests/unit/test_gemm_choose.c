@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pgk_gemm_choose(): every layout, type pair and target gets a kernel that
+ * supports the target, knobs that launch within the target's shared memory,
+ * and a consistent split (a reduce kernel and a workspace exactly when it
+ * splits); thin LoRA shapes split; older targets get the fallback, f32 the
+ * f32 kernels with their own size order; bad arguments are refused; the
+ * choice is a pure function of its arguments.
+ */
+#include "pgk.h"
+#include "test.h"
+
+#include <string.h>
+
+static uint32_t smem_limit(pg_target t)
+{
+    unsigned sm = pg_target_sm(t);
+    return sm == 80 || sm == 87 ? 163u * 1024 : sm == 90 || sm == 100 ? 227u * 1024 : 99u * 1024;
+}
+
+static void check_choice(pgk_gemm_layout l, pg_type it, pg_type ot, uint32_t m, uint32_t n,
+                         uint32_t k, pg_target t, unsigned sms)
+{
+    pgk_gemm_choice ch;
+    int rc = pgk_gemm_choose(l, it, ot, m, n, k, t, sms, &ch);
+    if (pg_target_sm(t) < 80 && (m > 1048560 || n > 1048560)) {
+        REQUIRE_INT_EQ(rc, PG_ERANGE); /* the fallback's limit */
+        return;
+    }
+    REQUIRE_INT_EQ(rc, 0);
+    if (rc)
+        return;
+    REQUIRE(ch.desc != NULL && pgk_supports(ch.desc, t));
+    pgk_launch la;
+    char err[256] = "";
+    REQUIRE_INT_EQ(pgk_launch_for(ch.desc, &ch.knobs, &la, err, sizeof err), 0);
+    REQUIRE(la.shared_bytes <= smem_limit(t));
+    REQUIRE(ch.split >= 1);
+    uint32_t P = l == PGK_GEMM_BACKWARD_W ? n : m, Q = l == PGK_GEMM_FORWARD ? n : k;
+    if (ch.split > 1) {
+        REQUIRE(ch.reduce != NULL);
+        REQUIRE(ch.workspace_bytes == (uint64_t)P * Q * 4 * ch.split);
+        REQUIRE_INT_EQ(ch.reduce_knobs.v[pgk_knob_index(ch.reduce, "n")], P * Q);
+        REQUIRE_INT_EQ(ch.reduce_knobs.v[pgk_knob_index(ch.reduce, "split")], ch.split);
+        REQUIRE_INT_EQ(pgk_launch_for(ch.reduce, &ch.reduce_knobs, &la, err, sizeof err), 0);
+    } else {
+        REQUIRE(ch.reduce == NULL && ch.workspace_bytes == 0);
+    }
+    pgk_gemm_layout dl;
+    pg_type dit, dot;
+    uint32_t dm, dn, dk;
+    REQUIRE(pgk_gemm_describe(ch.desc, &ch.knobs, &dl, &dit, &dot, &dm, &dn, &dk));
+    REQUIRE(dl == l && dit == it && dot == ot && dm == m && dn == n && dk == k);
+    pgk_gemm_choice again;
+    pgk_gemm_choose(l, it, ot, m, n, k, t, sms, &again);
+    REQUIRE(memcmp(&ch, &again, sizeof ch) == 0);
+}
+
+int main(void)
+{
+    static const pg_target targets[] = {PG_SM_70, PG_SM_75, PG_SM_80, PG_SM_86, PG_SM_89,
+                                        PG_SM_90, PG_SM_90A, PG_SM_120};
+    static const pg_type ins[] = {PG_F16, PG_BF16};
+    static const pg_type outs[] = {PG_F32, PG_F16, PG_BF16};
+    static const uint32_t shapes[][3] = {{1, 1, 1},         {2048, 1536, 1536}, {2048, 16, 1536},
+                                         {2048, 1536, 16},  {17, 33, 4095},     {4096, 4096, 4096},
+                                         {2048, 151936, 1536}, {1u << 21, 1, 1}};
+    for (size_t ti = 0; ti < sizeof targets / sizeof targets[0]; ti++)
+        for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+            for (unsigned i = 0; i < 2; i++)
+                for (unsigned o = 0; o < 3; o++)
+                    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                        check_choice((pgk_gemm_layout)l, ins[i], outs[o], shapes[s][0],
+                                     shapes[s][1], shapes[s][2], targets[ti], s % 2 ? 132 : 0);
+
+    pgk_gemm_choice ch;
+    /* below sm_80: the fallback, in the layout and types asked for */
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_W, PG_BF16, PG_F16, 64, 32, 16, PG_SM_75, 0,
+                                   &ch), 0);
+    REQUIRE_STR_EQ(ch.desc->name, "gemm_lp_simt");
+    REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "layout")], PGK_GEMM_BACKWARD_W);
+    /* sm_80 and up: the mma.sync family */
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_X, PG_F16, PG_F32, 64, 32, 16, PG_SM_90A, 0,
+                                   &ch), 0);
+    REQUIRE_STR_EQ(ch.desc->name, "gemm_mma_backward_x");
+    /* thin LoRA shapes fill the GPU by splitting the reduction */
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16, 1536, PG_SM_90,
+                                   132, &ch), 0);
+    REQUIRE(ch.split > 1);
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 1536, 16,
+                                   PG_SM_90, 132, &ch), 0);
+    REQUIRE(ch.split > 1);
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 16, 1536,
+                                   PG_SM_80, 108, &ch), 0);
+    REQUIRE(ch.split > 1);
+    /* f32: the f32 kernels, whose (m, n, k) are the layer's (M, K, N) */
+    static const char *const f32_names[] = {"gemm_backward_a", "gemm_forward", "gemm_backward_b"};
+    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
+        REQUIRE_INT_EQ(pgk_gemm_choose((pgk_gemm_layout)l, PG_F32, PG_F32, 100, 200, 300,
+                                       PG_SM_90, 0, &ch), 0);
+        REQUIRE_STR_EQ(ch.desc->name, f32_names[l]);
+        REQUIRE(ch.m == 100 && ch.n == 300 && ch.k == 200 && ch.split == 1);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "n")], 300);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "k")], 200);
+    }
+    /* refused */
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_LAYOUTS, PG_F16, PG_F32, 1, 1, 1, PG_SM_90, 0, &ch),
+                   PG_EINVAL);
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_FORWARD, PG_F16, PG_F32, 0, 1, 1, PG_SM_90, 0, &ch),
+                   PG_ERANGE);
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_FORWARD, PG_F16, PG_F32, 1, (1u << 21) + 1, 1,
+                                   PG_SM_90, 0, &ch), PG_ERANGE);
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_FORWARD, PG_F32, PG_BF16, 1, 1, 1, PG_SM_90, 0, &ch),
+                   PG_EINVAL);
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_FORWARD, PG_U16, PG_F32, 1, 1, 1, PG_SM_90, 0, &ch),
+                   PG_EINVAL);
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_FORWARD, PG_F16, PG_F32, 1, 1, 1,
+                                   (pg_target)PG_TARGET_COUNT, 0, &ch), PG_EINVAL);
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_FORWARD, PG_F16, PG_F32, 1, 1, 1, PG_SM_90, 0, NULL),
+                   PG_EINVAL);
+    REQUIRE(!pgk_gemm_describe(pgk_find("silu_forward"), &ch.knobs, NULL, NULL, NULL, NULL, NULL,
+                               NULL));
+    TEST_DONE();
+}
