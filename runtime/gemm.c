@@ -271,11 +271,9 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
         return rt_fail(PGRT_EINVAL, "%s: a holds %s and b %s elements; the inputs share a type",
                        fn, pg_type_name(a->type), pg_type_name(b->type));
     bool f32 = a->type == PG_F32;
-    rt_gemm_plan plan;
-    int rc = gemm_plan(ctx, s, layout, a->type, c->type, m, n, k, f32 && accumulate, &plan);
-    if (rc)
-        return rc;
-    pgk_gemm_choice ch = plan.ch;
+    if (!m || !n || !k || m > (1u << 21) || n > (1u << 21) || k > (1u << 21))
+        return rt_fail(PGRT_ERANGE, "%s: m=%u n=%u k=%u: each must be in [1, 2^21]", fn, m, n,
+                       k);
     /* element counts: a, b, c by layout; the bias one a column of c */
     uint64_t M = m, N = n, K = k;
     uint64_t need[3] = {layout == PGK_GEMM_FORWARD ? M * K : M * N,
@@ -304,6 +302,11 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
             return rt_fail(PGRT_EINVAL, "%s: the output c overlaps the input %s", fn, names[i]);
     if (overlaps(c, cbytes, bias, cols * 4))
         return rt_fail(PGRT_EINVAL, "%s: the output c overlaps the bias", fn);
+    rt_gemm_plan plan;
+    int rc = gemm_plan(ctx, s, layout, a->type, c->type, m, n, k, f32 && accumulate, &plan);
+    if (rc)
+        return rc;
+    pgk_gemm_choice ch = plan.ch;
     if (ch.split > 1 && (!workspace || workspace->ctx != ctx ||
                          pgrt_buf_bytes(workspace) < ch.workspace_bytes ||
                          overlaps(c, cbytes, workspace, ch.workspace_bytes))) {
