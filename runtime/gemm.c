@@ -333,9 +333,12 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
         rc = pgrt_kernel_launch(kern, s, &ch.knobs, args, 9);
         if (rc == 0 && ch.split > 1) {
             pgrt_kernel *red = plan.red;
-            pgrt_arg rargs[7] = {pgrt_arg_buf(workspace), pgrt_arg_buf(c),
-                                 pgrt_arg_buf(bias ? bias : c), pgrt_arg_u32((uint32_t)(rows * cols)),
-                                 pgrt_arg_u32((uint32_t)cols), pgrt_arg_u32(ch.split),
+            pgrt_arg rargs[7] = {pgrt_arg_buf(workspace),
+                                 pgrt_arg_buf(c),
+                                 pgrt_arg_buf(bias ? bias : c),
+                                 pgrt_arg_u32((uint32_t)(rows * cols)),
+                                 pgrt_arg_u32((uint32_t)cols),
+                                 pgrt_arg_u32(ch.split),
                                  pgrt_arg_u32(flags)};
             rc = pgrt_kernel_launch(red, s, &ch.reduce_knobs, rargs, 7);
         }

@@ -919,13 +919,16 @@ static void test_gemm_layers(pgrt_ctx *ctx)
 {
     pgrt_buf *x = NULL, *w = NULL, *y = NULL, *wf16 = NULL, *bias16 = NULL, *f = NULL, *ws = NULL;
     pgrt_buf *view = NULL;
-    if (pgrt_buf_alloc(ctx, PG_BF16, 2048 * 1536, &x) || pgrt_buf_alloc(ctx, PG_BF16, 16 * 1536, &w) ||
-        pgrt_buf_alloc(ctx, PG_BF16, 2048 * 16, &y) || pgrt_buf_alloc(ctx, PG_F16, 16 * 1536, &wf16) ||
+    if (pgrt_buf_alloc(ctx, PG_BF16, 2048 * 1536, &x) ||
+        pgrt_buf_alloc(ctx, PG_BF16, 16 * 1536, &w) ||
+        pgrt_buf_alloc(ctx, PG_BF16, 2048 * 16, &y) ||
+        pgrt_buf_alloc(ctx, PG_F16, 16 * 1536, &wf16) ||
         pgrt_buf_alloc(ctx, PG_U16, 16, &bias16) || pgrt_buf_alloc(ctx, PG_F32, 4096, &f) ||
         pgrt_buf_view(x, 0, 2048 * 16, &view))
         exit(1);
     size_t n0 = fk_count();
-    EXPECT(pgrt_gemm(NULL, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false, NULL, NULL),
+    EXPECT(pgrt_gemm(NULL, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false, NULL,
+                     NULL),
            PGRT_EINVAL, "pgrt_gemm: ctx is NULL");
     EXPECT(pgrt_gemm(ctx, NULL, (pgk_gemm_layout)7, x, w, y, NULL, 2048, 16, 1536, false, NULL,
                      NULL),
@@ -967,8 +970,8 @@ static void test_gemm_layers(pgrt_ctx *ctx)
                              &used), 0);
     REQUIRE(used.split > 1 && used.reduce != NULL);
     REQUIRE_INT_EQ(fk_count(), n0 + 2);
-    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false, NULL,
-                             &used), 0);
+    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false,
+                             NULL, &used), 0);
     REQUIRE(used.split == 1 && used.reduce == NULL);
     REQUIRE_INT_EQ(fk_count(), n0 + 3);
     pgrt_buf *bufs[] = {view, x, w, y, wf16, bias16, f, fb, fc, ws};
