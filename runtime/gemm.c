@@ -307,6 +307,11 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
     if (rc)
         return rc;
     pgk_gemm_choice ch = plan.ch;
+    if (ch.split > 1 && workspace &&
+        (overlaps(workspace, ch.workspace_bytes, a, need[0] * a->elsize) ||
+         overlaps(workspace, ch.workspace_bytes, b, need[1] * b->elsize) ||
+         overlaps(workspace, ch.workspace_bytes, bias, cols * 4)))
+        return rt_fail(PGRT_EINVAL, "%s: the workspace overlaps an input", fn);
     if (ch.split > 1 && (!workspace || workspace->ctx != ctx ||
                          pgrt_buf_bytes(workspace) < ch.workspace_bytes ||
                          overlaps(c, cbytes, workspace, ch.workspace_bytes))) {

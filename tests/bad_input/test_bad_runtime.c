@@ -974,6 +974,9 @@ static void test_gemm_layers(pgrt_ctx *ctx)
                              NULL, &used), 0);
     REQUIRE(used.split == 1 && used.reduce == NULL);
     REQUIRE_INT_EQ(fk_count(), n0 + 3);
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false, x, NULL),
+           PGRT_EINVAL, "the workspace overlaps an input");
+    REQUIRE_INT_EQ(fk_count(), n0 + 3);
     pgrt_buf *bufs[] = {view, x, w, y, wf16, bias16, f, fb, fc, ws};
     for (size_t i = 0; i < COUNTOF(bufs); i++)
         pgrt_buf_destroy(&bufs[i]);
