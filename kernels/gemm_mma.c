@@ -208,17 +208,18 @@ static pg_type out_type_of(uint32_t v)
 
 /* ---------------------------------------------------------------- gemm_mma_*: tensor cores */
 
-/* Block tile BM (P) × BN (Q), k-tiles of 32 (R), WM × WN warps, `stages`
- * k-tiles in flight. While the warps multiply k-tile t, cp.async copies of
- * t+1 .. t+stages-1 are in flight; one bar.sync a k-tile (after it every
- * warp is done with t-1, whose stage takes the copy of t+stages-1).
+/* Block tile BM (P) × BN (Q), k-tiles of BK = 32 or 64 (R), WM × WN
+ * warps, `stages` k-tiles in flight. While the warps multiply k-tile t,
+ * cp.async copies of t+1 .. t+stages-1 are in flight; one bar.sync a
+ * k-tile (after it every warp is done with t-1, whose stage takes the copy
+ * of t+stages-1).
  *
  * Shared memory: a stage is the A tile then the B tile. An r-major tile is
- * BM (BN) rows of 32 halves: 64 bytes, 4 chunks of 16; a transposed tile is
- * 32 rows of BM (BN) halves. Chunk c of row r lives at chunk c ^ s(r),
- * s(r) = (r/2) % 4 for 64-byte rows, r % 8 for longer ones: the eight rows
- * an ldmatrix matrix reads, and the eight chunks a quarter-warp copies,
- * fall in eight different 16-byte bank groups.
+ * BM (BN) rows of BK halves (64 or 128 bytes: 4 or 8 chunks of 16); a
+ * transposed tile is BK rows of BM (BN) halves. Chunk c of row r lives at
+ * chunk c ^ s(r), s(r) = (r/2) % 4 for 64-byte rows, r % 8 for longer
+ * ones: the eight rows an ldmatrix matrix reads, and the eight chunks a
+ * quarter-warp copies, fall in eight different 16-byte bank groups.
  *
  * Fragments: ldmatrix.x4 gives the mma.m16n8k16 registers; from an r-major
  * tile without .trans, from a transposed tile with .trans (the matrices'
@@ -239,7 +240,12 @@ static pg_type out_type_of(uint32_t v)
  * results are the same bits run to run.
  *
  * Blocks: a 1-D grid over the P×Q tiles, in groups of 8 P-tiles: the
- * blocks resident at once share few A and B tiles, which stay in L2. */
+ * blocks resident at once share few A and B tiles, which stay in L2.
+ *
+ * Tiles with `db` keep two sets of fragment registers: the ldmatrix of
+ * k-step s+1 (at the last k-step, the next k-tile's first, after the
+ * barrier) is issued before the mma of k-step s, which then hides its
+ * latency. */
 
 typedef struct mma_cfg {
     unsigned bm, bn;     /* block tile along P and Q */
@@ -876,16 +882,17 @@ static int launch_mma_w(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
     return launch_mma(PGK_GEMM_BACKWARD_W, kn, out);
 }
 
+/* The tile pgk_gemm_choose() picks for the sizes (on sm_80: the pick hook
+ * knows no target). Only the tile: a split needs a workspace and the
+ * reduce, which a plain launch of the knobs does not have. */
 static void pick_mma(unsigned layout, const pgk_desc *d, uint32_t *kn)
 {
     pgk_gemm_choice ch;
     if (pgk_gemm_choose((pgk_gemm_layout)layout, in_type_of(kn[MM_IN]),
                         out_type_of(kn[MM_OUT]), kn[MM_M], kn[MM_N], kn[MM_K], PG_SM_80, 0,
                         &ch) == PG_OK &&
-        ch.desc == d) {
+        ch.desc == d)
         kn[MM_TILE] = ch.tile;
-        kn[MM_SPLIT] = ch.split;
-    }
 }
 static void pick_mma_f(const pgk_desc *d, uint32_t *kn) { pick_mma(PGK_GEMM_FORWARD, d, kn); }
 static void pick_mma_x(const pgk_desc *d, uint32_t *kn) { pick_mma(PGK_GEMM_BACKWARD_X, d, kn); }

@@ -271,11 +271,9 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
         return rt_fail(PGRT_EINVAL, "%s: a holds %s and b %s elements; the inputs share a type",
                        fn, pg_type_name(a->type), pg_type_name(b->type));
     bool f32 = a->type == PG_F32;
-    rt_gemm_plan plan;
-    int rc = gemm_plan(ctx, s, layout, a->type, c->type, m, n, k, f32 && accumulate, &plan);
-    if (rc)
-        return rc;
-    pgk_gemm_choice ch = plan.ch;
+    if (!m || !n || !k || m > (1u << 21) || n > (1u << 21) || k > (1u << 21))
+        return rt_fail(PGRT_ERANGE, "%s: m=%u n=%u k=%u: each must be in [1, 2^21]", fn, m, n,
+                       k);
     /* element counts: a, b, c by layout; the bias one a column of c */
     uint64_t M = m, N = n, K = k;
     uint64_t need[3] = {layout == PGK_GEMM_FORWARD ? M * K : M * N,
@@ -304,6 +302,16 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
             return rt_fail(PGRT_EINVAL, "%s: the output c overlaps the input %s", fn, names[i]);
     if (overlaps(c, cbytes, bias, cols * 4))
         return rt_fail(PGRT_EINVAL, "%s: the output c overlaps the bias", fn);
+    rt_gemm_plan plan;
+    int rc = gemm_plan(ctx, s, layout, a->type, c->type, m, n, k, f32 && accumulate, &plan);
+    if (rc)
+        return rc;
+    pgk_gemm_choice ch = plan.ch;
+    if (ch.split > 1 && workspace &&
+        (overlaps(workspace, ch.workspace_bytes, a, need[0] * a->elsize) ||
+         overlaps(workspace, ch.workspace_bytes, b, need[1] * b->elsize) ||
+         overlaps(workspace, ch.workspace_bytes, bias, cols * 4)))
+        return rt_fail(PGRT_EINVAL, "%s: the workspace overlaps an input", fn);
     if (ch.split > 1 && (!workspace || workspace->ctx != ctx ||
                          pgrt_buf_bytes(workspace) < ch.workspace_bytes ||
                          overlaps(c, cbytes, workspace, ch.workspace_bytes))) {
@@ -330,9 +338,12 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
         rc = pgrt_kernel_launch(kern, s, &ch.knobs, args, 9);
         if (rc == 0 && ch.split > 1) {
             pgrt_kernel *red = plan.red;
-            pgrt_arg rargs[7] = {pgrt_arg_buf(workspace), pgrt_arg_buf(c),
-                                 pgrt_arg_buf(bias ? bias : c), pgrt_arg_u32((uint32_t)(rows * cols)),
-                                 pgrt_arg_u32((uint32_t)cols), pgrt_arg_u32(ch.split),
+            pgrt_arg rargs[7] = {pgrt_arg_buf(workspace),
+                                 pgrt_arg_buf(c),
+                                 pgrt_arg_buf(bias ? bias : c),
+                                 pgrt_arg_u32((uint32_t)(rows * cols)),
+                                 pgrt_arg_u32((uint32_t)cols),
+                                 pgrt_arg_u32(ch.split),
                                  pgrt_arg_u32(flags)};
             rc = pgrt_kernel_launch(red, s, &ch.reduce_knobs, rargs, 7);
         }

@@ -646,11 +646,11 @@ PGRT_API int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf 
  * least pgrt_gemm_workspace_bytes() bytes: without it, a shape the chooser
  * would split along the reduction runs unsplit instead. Either way the
  * result is the same bits every run (split-K partials are summed in a
- * fixed order). Asynchronous on s (NULL: legacy default stream); c must
- * not overlap a, b, bias or the workspace. *used (may be NULL) gets the
- * choice that ran. Errors: PGRT_EINVAL for the operands (types, contexts,
- * overlap), PGRT_ERANGE for sizes outside [1, 2^21] or buffers too small,
- * a launch's codes.
+ * fixed order). Asynchronous on s (NULL: legacy default stream). c must
+ * not overlap a, b or bias, nor may the workspace (one that overlaps c is
+ * not used). *used (may be NULL) gets the choice that ran. Errors:
+ * PGRT_EINVAL for the operands (types, contexts, overlap), PGRT_ERANGE for
+ * sizes outside [1, 2^21] or buffers too small, a launch's codes.
  */
 PGRT_API int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_buf *a,
                        const pgrt_buf *b, pgrt_buf *c, const pgrt_buf *bias, uint32_t m,

@@ -1151,6 +1151,78 @@ static void test_pure_messages(pgrt_ctx *ctx)
     REQUIRE(other == NULL);
 }
 
+/* ---------------------------------------------------------------- pgrt_gemm */
+
+/* Every refusal of pgrt_gemm names its problem and launches nothing; a
+ * split shape launches the GEMM and the reduce with a workspace, the GEMM
+ * alone without one. */
+static void test_gemm_layers(pgrt_ctx *ctx)
+{
+    pgrt_buf *x = NULL, *w = NULL, *y = NULL, *wf16 = NULL, *bias16 = NULL, *f = NULL, *ws = NULL;
+    pgrt_buf *view = NULL;
+    if (pgrt_buf_alloc(ctx, PG_BF16, 2048 * 1536, &x) ||
+        pgrt_buf_alloc(ctx, PG_BF16, 16 * 1536, &w) ||
+        pgrt_buf_alloc(ctx, PG_BF16, 2048 * 16, &y) ||
+        pgrt_buf_alloc(ctx, PG_F16, 16 * 1536, &wf16) ||
+        pgrt_buf_alloc(ctx, PG_U16, 16, &bias16) || pgrt_buf_alloc(ctx, PG_F32, 4096, &f) ||
+        pgrt_buf_view(x, 0, 2048 * 16, &view))
+        exit(1);
+    size_t n0 = fk_count();
+    EXPECT(pgrt_gemm(NULL, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false, NULL,
+                     NULL),
+           PGRT_EINVAL, "pgrt_gemm: ctx is NULL");
+    EXPECT(pgrt_gemm(ctx, NULL, (pgk_gemm_layout)7, x, w, y, NULL, 2048, 16, 1536, false, NULL,
+                     NULL),
+           PGRT_EINVAL, "layout 7 is not a pgk_gemm_layout");
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, wf16, y, NULL, 2048, 16, 1536, false, NULL,
+                     NULL),
+           PGRT_EINVAL, "a holds bf16 and b f16 elements; the inputs share a type");
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 0, 16, 1536, false, NULL, NULL),
+           PGRT_ERANGE, "m=0 n=16 k=1536: each must be in [1, 2^21]");
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, bias16, NULL, 2048, 16, 1536, false, NULL,
+                     NULL),
+           PGRT_ERANGE, "c holds 16 elements; m=2048 n=16 k=1536 need 32768");
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, bias16, 2048, 16, 1536, false, NULL,
+                     NULL),
+           PGRT_EINVAL, "bias must be an f32 buffer of this context with at least 16 elements");
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, view, NULL, 2048, 16, 1536, false, NULL,
+                     NULL),
+           PGRT_EINVAL, "the output c overlaps the input a");
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, f, f, y, NULL, 16, 16, 16, false, NULL, NULL),
+           PGRT_EINVAL, "no GEMM for layout 0 with f32 inputs and bf16 output");
+    pgrt_buf *fb = NULL, *fc = NULL;
+    if (pgrt_buf_alloc(ctx, PG_F32, 4096, &fb) || pgrt_buf_alloc(ctx, PG_F32, 4096, &fc))
+        exit(1);
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, f, fb, fc, f, 16, 16, 16, false, NULL, NULL),
+           PGRT_EINVAL, "the f32 GEMMs take no bias and accumulate only forward");
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_BACKWARD_W, f, fb, fc, NULL, 16, 16, 16, true, NULL,
+                     NULL),
+           PGRT_EINVAL, "the f32 GEMMs take no bias and accumulate only forward");
+    REQUIRE_INT_EQ(fk_count(), n0);
+
+    /* a LoRA shape: split with a workspace (GEMM + reduce), whole without */
+    uint64_t need = pgrt_gemm_workspace_bytes(ctx, PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16,
+                                              1536);
+    REQUIRE(need > 0);
+    if (pgrt_buf_alloc(ctx, PG_U8, need, &ws))
+        exit(1);
+    pgk_gemm_choice used;
+    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false, ws,
+                             &used), 0);
+    REQUIRE(used.split > 1 && used.reduce != NULL);
+    REQUIRE_INT_EQ(fk_count(), n0 + 2);
+    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false,
+                             NULL, &used), 0);
+    REQUIRE(used.split == 1 && used.reduce == NULL);
+    REQUIRE_INT_EQ(fk_count(), n0 + 3);
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false, x, NULL),
+           PGRT_EINVAL, "the workspace overlaps an input");
+    REQUIRE_INT_EQ(fk_count(), n0 + 3);
+    pgrt_buf *bufs[] = {view, x, w, y, wf16, bias16, f, fb, fc, ws};
+    for (size_t i = 0; i < COUNTOF(bufs); i++)
+        pgrt_buf_destroy(&bufs[i]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1200,6 +1272,7 @@ int main(int argc, char **argv)
     test_arguments(ctx, s);
     test_train_messages(ctx, s);
     test_pure_messages(ctx);
+    test_gemm_layers(ctx);
     pgrt_stream_destroy(&s);
     pgrt_ctx_destroy(&ctx);
     test_old_driver();

@@ -355,7 +355,8 @@ int main(int argc, char **argv)
                 }
                 job ours = {.s = s, .layout = l, .type = t, .who = 0, .out = B.c[t]};
                 double to = time_job(&B, &ours), tc = -1;
-                job cub = {.s = s, .layout = l, .type = t, .who = 1, .out = t == T_BF16 ? B.ref : B.c[t]};
+                job cub = {.s = s, .layout = l, .type = t, .who = 1,
+                           .out = t == T_BF16 ? B.ref : B.c[t]};
                 if (B.cb)
                     tc = time_job(&B, &cub);
                 printf(" %8.2f %8.2f", tflops(s, to), tflops(s, tc));

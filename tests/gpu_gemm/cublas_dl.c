@@ -210,9 +210,12 @@ int cublas_dl_f16_backward_a(cublas_dl *c, uint64_t grad_c_f16, uint64_t w_f16, 
 static int cuda_type(int t) { return t == 1 ? CUDA_R_16F : t == 2 ? CUDA_R_16BF : CUDA_R_32F; }
 
 /* The layer layouts, read as transposes (see the top):
- *   forward     Yᵀ (N×M) = W(as K×N)ᵀ · Xᵀ        gemm(T, N, N, M, K, W ld K, X ld K, ldc N)
- *   backward_x  dXᵀ (K×M) = Wᵀ(K×N) · dYᵀ(N×M)    gemm(N, N, K, M, N, W ld K, dY ld N, ldc K)
- *   backward_w  dWᵀ (K×N) = Xᵀ(K×M) · dY(as N×M)ᵀ gemm(N, T, K, N, M, X ld K, dY ld N, ldc K) */
+ *   forward     Yᵀ (N×M) = W(as K×N)ᵀ · Xᵀ
+ *               gemm(T, N, N, M, K, W ld K, X ld K, ldc N)
+ *   backward_x  dXᵀ (K×M) = Wᵀ(K×N) · dYᵀ(N×M)
+ *               gemm(N, N, K, M, N, W ld K, dY ld N, ldc K)
+ *   backward_w  dWᵀ (K×N) = Xᵀ(K×M) · dY(as N×M)ᵀ
+ *               gemm(N, T, K, N, M, X ld K, dY ld N, ldc K) */
 int cublas_dl_layer(cublas_dl *c, int layout, int in_type, int out_type, uint64_t a, uint64_t b,
                     uint64_t out, int m, int n, int k, char *err, size_t errlen)
 {
