@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "pgk.h"
+#include "safe_write.h"
 
 #define PROG "ptxgen-dump"
 
@@ -277,80 +278,19 @@ static int io_status(int e)
     }
 }
 
-/* All of data to fd; 0 or an errno. */
-static int write_all(int fd, const char *data, size_t len)
-{
-    while (len) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno ? errno : EIO;
-        }
-        if (n == 0)
-            return EIO;
-        data += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* A fresh file in directory dirfd, created exclusively (O_EXCL, never
- * through a symlink) under an unpredictable short name, with the mode a
- * plain creation would get (0666 less the umask). The name is short so that
- * the final name may use all of NAME_MAX. Returns the descriptor, or -1 with
- * errno set. */
-#define TEMP_PREFIX ".ptxgen-"
-#define TEMP_SUFFIX ".tmp"
-#define TEMP_NAME_MAX (sizeof TEMP_PREFIX + 12 + sizeof TEMP_SUFFIX)
-static int temp_create(int dirfd, char name[TEMP_NAME_MAX])
-{
-    static const char alphabet[] =
-        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    static _Atomic unsigned long long counter;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned long long x = (unsigned long long)ts.tv_nsec ^
-                           ((unsigned long long)ts.tv_sec << 30) ^
-                           ((unsigned long long)getpid() << 16) ^ (uintptr_t)name;
-    for (int attempt = 0; attempt < 1000; attempt++) {
-        /* splitmix64 of the seed and a process-wide counter */
-        unsigned long long z = x + 0x9e3779b97f4a7c15ULL * (atomic_fetch_add(&counter, 1) + 1);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        z ^= z >> 31;
-        char *p = name;
-        memcpy(p, TEMP_PREFIX, sizeof TEMP_PREFIX - 1);
-        p += sizeof TEMP_PREFIX - 1;
-        for (int i = 0; i < 10; i++, z /= sizeof alphabet - 1)
-            *p++ = alphabet[z % (sizeof alphabet - 1)];
-        memcpy(p, TEMP_SUFFIX, sizeof TEMP_SUFFIX);
-        int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
-    }
-    errno = EEXIST;
-    return -1;
-}
+/* The temporary-file primitives (exclusive, no-follow, short random names,
+ * 0666 less the umask) are shared with the runtime's model writers and
+ * golden_check; see runtime/safe_write.h. */
+#define TEMP_NAME_MAX PGRT_TEMP_NAME_MAX
 
 /* data into a new temporary file of dirfd; its name in tmp. A file that
  * will replace an existing one gets that file's permission bits (mode, -1
- * for none): replacing a private 0600 file must not publish it. 0 or an
- * errno; on failure no temporary is left. */
+ * for none). 0 or an errno; on failure no temporary is left. */
 static int temp_write(int dirfd, char tmp[TEMP_NAME_MAX], const char *data, size_t len,
                       long mode)
 {
-    int fd = temp_create(dirfd, tmp);
-    if (fd < 0)
-        return errno ? errno : EIO;
-    int e = mode >= 0 && fchmod(fd, (mode_t)mode) != 0 ? errno : 0;
-    if (!e)
-        e = write_all(fd, data, len);
-    if (close(fd) != 0 && !e && errno != EINTR)
-        e = errno ? errno : EIO;
-    if (e)
-        unlinkat(dirfd, tmp, 0);
-    return e;
+    pgrt_span part = {data, len};
+    return pgrt_temp_write(dirfd, tmp, &part, 1, mode, false);
 }
 
 /* The directory part of path ("." when none) in a new string, the last
@@ -410,7 +350,7 @@ static int write_file(const char *path, const char *data, size_t len)
         int fd = open(path, O_WRONLY | O_TRUNC | O_NOCTTY | O_CLOEXEC);
         if (fd < 0)
             return errno ? errno : EIO;
-        int e = write_all(fd, data, len);
+        int e = pgrt_fd_write_all(fd, data, len);
         if (close(fd) != 0 && !e && errno != EINTR)
             e = errno ? errno : EIO;
         return e;

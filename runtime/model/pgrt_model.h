@@ -162,9 +162,11 @@ typedef struct pgrt_st_out {
 /* Write a safetensors file in the canonical form: tensors sorted by name
  * and laid out in that order, header JSON without spaces padded with
  * spaces to a multiple of 8 bytes, "__metadata__" (meta_keys/meta_values,
- * n_meta pairs of strings; may be 0) first. Atomic: a temporary file in
- * the same directory (O_EXCL), fsync, rename over path; on any error the
- * temporary file is removed and path is untouched. Duplicate or empty
+ * n_meta pairs of strings; may be 0) first. Atomic: a temporary file with
+ * a short random name in the same directory (O_EXCL|O_NOFOLLOW, mode 0666
+ * less the umask), fsync, rename over path; a replaced regular file keeps
+ * its mode, a link at path is replaced rather than followed; on any error
+ * the temporary file is removed and path is untouched. Duplicate or empty
  * names are refused. */
 PGRT_API int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t n,
                            const char *const *meta_keys, const char *const *meta_values,

@@ -6,6 +6,7 @@
  * against the file before any tensor pointer is handed out.
  */
 #include "model_internal.h"
+#include "safe_write.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -304,85 +305,15 @@ const pgrt_jval *pgrt_st_metadata(const pgrt_st_file *f) { return f ? f->meta : 
 
 /* ------------------------------------------------------------ atomic write */
 
-static atomic_uint tmp_counter;
+typedef pgrt_span piece;
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-typedef struct piece {
-    const void *p;
-    size_t n;
-} piece;
-
+/* The temporary beside path has a short random name created exclusively and
+ * never through a link (safe_write.c), so a 255-byte file name works and a
+ * planted link at a guessable name is never written through. */
 static int write_atomic(const char *path, const piece *pieces, size_t np)
 {
-    char dir[4096], tmp[4352];
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (!*base)
-        return rt_fail(PGRT_EINVAL, "%s: not a file name", path);
-    size_t dl = slash ? (size_t)(slash - path) : 1;
-    if (dl >= sizeof dir)
-        return rt_fail(PGRT_ERANGE, "%s: path too long", path);
-    if (slash) {
-        memcpy(dir, path, dl);
-        dir[dl] = '\0';
-        if (dl == 0)
-            strcpy(dir, "/");
-    } else
-        strcpy(dir, ".");
-    int fd = -1;
-    for (int tries = 0; tries < 100 && fd < 0; tries++) {
-        unsigned k = atomic_fetch_add(&tmp_counter, 1);
-        /* a hidden name: a crash leaves a dot file, never a plausible output */
-        int n = snprintf(tmp, sizeof tmp, "%.*s.%s.tmp.%ld.%u", (int)(base - path), path, base,
-                         (long)getpid(), k);
-        if (n < 0 || (size_t)n >= sizeof tmp)
-            return rt_fail(PGRT_ERANGE, "%s: path too long", path);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != EEXIST)
-            return rt_fail(PGRT_EINVAL, "%s: %s", tmp, strerror(errno));
-    }
-    if (fd < 0)
-        return rt_fail(PGRT_EINVAL, "%s: no free temporary name", path);
-    for (size_t i = 0; i < np; i++)
-        if (write_all(fd, pieces[i].p, pieces[i].n) != 0)
-            goto fail;
-    if (fsync(fd) != 0)
-        goto fail;
-    if (close(fd) != 0) {
-        fd = -1;
-        goto fail;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0)
-        goto fail;
-    /* the rename itself must reach the disk */
-    int dfd = open(dir, O_RDONLY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
-    return 0;
-fail:;
-    int e = errno;
-    if (fd >= 0)
-        close(fd);
-    unlink(tmp);
-    return rt_fail(PGRT_EINVAL, "%s: %s", path, strerror(e));
+    int e = pgrt_file_replace(path, pieces, np, true);
+    return e ? rt_fail(e == ENOMEM ? PGRT_ENOMEM : PGRT_EINVAL, "%s: %s", path, strerror(e)) : 0;
 }
 
 int pgrt_file_write_atomic(const char *path, const void *data, size_t len)

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "pgk.h"
+#include "safe_write.h"
 
 #define REGEN_HINT "regenerate with 'ninja -C build update-golden' and review the diff"
 
@@ -668,15 +669,12 @@ static bool write_if_changed(const char *path, const char *ptx, size_t len)
     free(old);
     if (unchanged)
         return false;
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(ptx, 1, len, f) == len;
-    if (f && fclose(f) != 0)
-        ok = false;
-    if (!ok || rename(tmp, path) != 0) {
-        fail("%s: %s", path, strerror(errno));
-        remove(tmp);
+    /* An exclusive, no-follow temporary beside the file (safe_write.c):
+     * a predictable "<path>.tmp" could be a planted link. */
+    pgrt_span part = {ptx, len};
+    int e = pgrt_file_replace(path, &part, 1, false);
+    if (e) {
+        fail("%s: %s", path, strerror(e));
         return false;
     }
     return true;

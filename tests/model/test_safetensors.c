@@ -5,7 +5,12 @@
 #include "pgrt_model.h"
 #include "test.h"
 
+#include "safe_write.h"
+
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 /* A file in memory: 8-byte size, header, then data_len bytes 0..n. */
@@ -262,19 +267,137 @@ static void test_set(const char *dir)
     REQUIRE(s == NULL);
 }
 
+static bool same_bytes(const char *path, const char *want)
+{
+    char buf[64] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    return f && n == strlen(want) && memcmp(buf, want, n) == 0;
+}
+
+/* The atomic writer's temporary: any file name legal on its own works, a
+ * link planted where an old scheme put its temporary is never written
+ * through, modes follow the umask, and a failed write leaves nothing. */
+static void test_safe_write(const char *dir)
+{
+    float w[4] = {1, 2, 3, 4};
+    pgrt_st_out t = {.name = "w", .dtype = PGRT_ST_F32, .ndim = 1, .shape = {4}, .data = w};
+    pgrt_st_file *f = NULL;
+
+    /* a 255-byte name (NAME_MAX) round-trips; the old temporary added ~20 */
+    char name[256], path[4096];
+    memset(name, 'n', 255);
+    memcpy(name + 255 - 12, ".safetensors", 12);
+    name[255] = '\0';
+    path_in(path, sizeof path, dir, name);
+    REQUIRE_INT_EQ(pgrt_st_write(path, &t, 1, NULL, NULL, 0), 0);
+    REQUIRE_INT_EQ(pgrt_st_open(path, &f), 0);
+    const pgrt_st_tensor *r = pgrt_st_find(f, "w");
+    REQUIRE(r && r->nbytes == sizeof w && memcmp(r->data, w, sizeof w) == 0);
+    pgrt_st_close(&f);
+    REQUIRE_INT_EQ(dir_entries(dir), 1);
+    unlink(path);
+
+    /* links at every predictable name: the old "<dir>/.<base>.tmp.<pid>.<k>",
+     * "<path>.tmp" and "<path>.tmp<pid>"; none may be written through */
+    char victim[4096], link[4200];
+    path_in(victim, sizeof victim, dir, "victim");
+    REQUIRE_INT_EQ(write_text(dir, "victim", "precious"), 0);
+    path_in(path, sizeof path, dir, "m.safetensors");
+    for (unsigned k = 0; k < 64; k++) {
+        snprintf(link, sizeof link, "%s/.m.safetensors.tmp.%ld.%u", dir, (long)getpid(), k);
+        REQUIRE(symlink(victim, link) == 0);
+    }
+    snprintf(link, sizeof link, "%s.tmp", path);
+    REQUIRE(symlink(victim, link) == 0);
+    snprintf(link, sizeof link, "%s.tmp%ld", path, (long)getpid());
+    REQUIRE(symlink(victim, link) == 0);
+    int planted = dir_entries(dir);
+    REQUIRE_INT_EQ(pgrt_st_write(path, &t, 1, NULL, NULL, 0), 0);
+    REQUIRE_INT_EQ(pgrt_file_write_atomic(path, "text", 4), 0);
+    REQUIRE(same_bytes(victim, "precious"));
+    REQUIRE(same_bytes(path, "text"));
+    REQUIRE_INT_EQ(dir_entries(dir), planted + 1);
+    /* a link at the target itself is replaced, not followed */
+    snprintf(link, sizeof link, "%s/l.txt", dir);
+    REQUIRE(symlink(victim, link) == 0);
+    REQUIRE_INT_EQ(pgrt_file_write_atomic(link, "new", 3), 0);
+    struct stat st;
+    REQUIRE(lstat(link, &st) == 0 && S_ISREG(st.st_mode));
+    REQUIRE(same_bytes(link, "new"));
+    REQUIRE(same_bytes(victim, "precious"));
+    unlink(link);
+    unlink(path);
+
+    /* the shared primitive: O_NOFOLLOW|O_EXCL and a short name */
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY);
+    REQUIRE(dirfd >= 0);
+    char tmp[PGRT_TEMP_NAME_MAX];
+    int fd = pgrt_temp_create(dirfd, tmp);
+    REQUIRE(fd >= 0);
+    REQUIRE_INT_EQ(strlen(tmp), PGRT_TEMP_NAME_MAX - 1);
+    close(fd);
+    unlinkat(dirfd, tmp, 0);
+    close(dirfd);
+
+    /* modes: 0666 less the umask for a new file; a replaced one keeps its own */
+    mode_t old = umask(027);
+    path_in(path, sizeof path, dir, "mode.safetensors");
+    REQUIRE_INT_EQ(pgrt_st_write(path, &t, 1, NULL, NULL, 0), 0);
+    REQUIRE(stat(path, &st) == 0);
+    REQUIRE_INT_EQ(st.st_mode & 07777, 0640);
+    umask(0);
+    unlink(path);
+    REQUIRE_INT_EQ(pgrt_file_write_atomic(path, "x", 1), 0);
+    REQUIRE(stat(path, &st) == 0);
+    REQUIRE_INT_EQ(st.st_mode & 07777, 0666);
+    REQUIRE(chmod(path, 0600) == 0);
+    REQUIRE_INT_EQ(pgrt_st_write(path, &t, 1, NULL, NULL, 0), 0);
+    REQUIRE(stat(path, &st) == 0);
+    REQUIRE_INT_EQ(st.st_mode & 07777, 0600);
+    umask(old);
+
+    /* a write that fails part-way (file size limit) leaves the old file and
+     * nothing else */
+    int before = dir_entries(dir);
+    static float big[1 << 14];
+    pgrt_st_out b = {.name = "big", .dtype = PGRT_ST_F32, .ndim = 1, .shape = {1 << 14},
+                     .data = big};
+    struct rlimit lim, small = {4096, 4096};
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &lim) == 0);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    small.rlim_max = lim.rlim_max;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    int rc = pgrt_st_write(path, &b, 1, NULL, NULL, 0);
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    signal(SIGXFSZ, prev);
+    REQUIRE_INT_EQ(rc, PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "File too large");
+    REQUIRE_INT_EQ(dir_entries(dir), before);
+    REQUIRE_INT_EQ(pgrt_st_open(path, &f), 0);
+    REQUIRE(pgrt_st_find(f, "w") != NULL);
+    pgrt_st_close(&f);
+    unlink(path);
+}
+
 int main(void)
 {
-    char dir[4096], sdir[4096];
-    if (!scratch_dir(dir, sizeof dir) || !scratch_dir(sdir, sizeof sdir)) {
+    char dir[4096], sdir[4096], wdir[4096];
+    if (!scratch_dir(dir, sizeof dir) || !scratch_dir(sdir, sizeof sdir) ||
+        !scratch_dir(wdir, sizeof wdir)) {
         fprintf(stderr, "no scratch directory\n");
         return 1;
     }
     test_parse();
     test_write(dir);
     test_set(sdir);
+    test_safe_write(wdir);
     REQUIRE_INT_EQ(pgrt_st_dtype_size(PGRT_ST_BF16), 2);
     REQUIRE_STR_EQ(pgrt_st_dtype_name(PGRT_ST_F8_E4M3), "F8_E4M3");
     remove_tree(dir);
     remove_tree(sdir);
+    remove_tree(wdir);
     TEST_DONE();
 }
