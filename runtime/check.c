@@ -259,6 +259,10 @@ int pgrt_args_check(const pgk_desc *d, const pgk_knobs *kn, const pgrt_arg *args
             if (!a->v.tmap)
                 return check_fail(err, errlen, PGRT_EARGS, "%s argument %zu (%s): null tensor map",
                                   d->name, i, p->name);
+            if ((uintptr_t)(const void *)a->v.tmap % 64)
+                return check_fail(err, errlen, PGRT_EARGS,
+                                  "%s argument %zu (%s): the tensor map is not 64-byte aligned",
+                                  d->name, i, p->name);
             if (a->v.tmap->encoded != PGRT_TENSOR_MAP_ENCODED)
                 return check_fail(err, errlen, PGRT_EARGS,
                                   "%s argument %zu (%s): the tensor map was never encoded "

@@ -324,7 +324,8 @@ struct pgrt_tensor_map {
  * 256 B, out-of-bounds elements read as zero.
  *
  * Checked before the driver sees them, each failure naming the argument:
- * ctx and out not NULL; a device of compute capability 9.0 or newer
+ * ctx and out not NULL, out 64-byte aligned (as its type is: a heap map
+ * comes from aligned_alloc); a device of compute capability 9.0 or newer
  * (PGRT_ETARGET) and a driver with cuTensorMapEncodeTiled (CUDA 12.0,
  * PGRT_EDRIVER); dtype one of the integer and float types (not pred);
  * rank 2..5; base not 0 and 16-byte aligned; each dim 1..2^32; each stride

@@ -130,6 +130,12 @@ int pgrt_tensor_map_encode(pgrt_ctx *ctx, pgrt_tensor_map *out, pg_type dtype, u
 {
     if (!ctx || !out)
         return rt_fail(PGRT_EINVAL, FN ": %s is NULL", !ctx ? "ctx" : "out");
+    /* The type is 64-byte aligned (the driver's map is); a pointer that is
+     * not cannot be used at all, so it is refused before any access. */
+    if ((uintptr_t)(void *)out % 64)
+        return rt_fail(PGRT_EINVAL, FN ": out (%p) is not 64-byte aligned: declare the map as a "
+                       "pgrt_tensor_map object or allocate it with aligned_alloc(64, ...)",
+                       (void *)out);
     /* A failed encode leaves no map a launch would take. */
     out->encoded = 0;
     int cu_type = 0, cu_swizzle = 0;
@@ -138,8 +144,6 @@ int pgrt_tensor_map_encode(pgrt_ctx *ctx, pgrt_tensor_map *out, pg_type dtype, u
         return rc;
     if ((rc = rt_ctx_bind(ctx)))
         return rc;
-    /* Encoded into our own aligned map: out need not be 64-byte aligned
-     * (malloc'd memory is 16). */
     CUtensorMap map;
     memset(&map, 0, sizeof map);
     const uint32_t ones[5] = {1, 1, 1, 1, 1};

@@ -199,12 +199,22 @@ static void test_tensor_map(pgrt_ctx *ctx)
     REQUIRE(get64(m5.opaque) == base + 16 && get64(m5.opaque + 80) == 256);
     REQUIRE_INT_EQ(fk_tmaps(), tm0 + 4);
 
-    /* A heap map (16-byte aligned at best) encodes as well: the runtime
-     * encodes into an aligned map of its own. */
-    unsigned char *raw = malloc(sizeof(pgrt_tensor_map) + 80);
-    pgrt_tensor_map *h = (pgrt_tensor_map *)(void *)(raw + 16);
+    /* A heap map from aligned_alloc encodes; a pointer that is not 64-byte
+     * aligned (plain malloc gives 16) is refused before it is touched. */
+    pgrt_tensor_map *h = aligned_alloc(64, sizeof(pgrt_tensor_map));
+    REQUIRE(h != NULL);
     REQUIRE_INT_EQ(pgrt_tensor_map_encode_2d(ctx, h, PG_BF16, base, 64, 128, 256, 32, 64, 128), 0);
     REQUIRE(memcmp(h->opaque, m.opaque, 128) == 0);
+    free(h);
+    unsigned char *raw = malloc(sizeof(pgrt_tensor_map) + 80);
+    REQUIRE(raw != NULL);
+    uintptr_t at = ((uintptr_t)raw + 63) / 64 * 64 + 16;
+    int tm_before = fk_tmaps();
+    REQUIRE_INT_EQ(pgrt_tensor_map_encode_2d(ctx, (pgrt_tensor_map *)at, PG_BF16, base, 64, 128,
+                                             256, 32, 64, 128),
+                   PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "is not 64-byte aligned");
+    REQUIRE_INT_EQ(fk_tmaps(), tm_before);
     free(raw);
 
     /* By value at launch: the kernel sees the 128 bytes, in a graph too,
