@@ -6,7 +6,8 @@
  * optimizer in both forms with pgrt_clip, pgrt_prewarm_model's plan with
  * f16 weights, ptxgen-train's layer), each GEMM in every tile variant the
  * dispatch (pgk_pick) can choose; --catalog all takes every kernel of the
- * catalog instead, with every tile variant, tuning ones included.
+ * catalog instead, with every tile variant, tuning ones included, and
+ * --catalog lm one configuration's step: pgrt_lm with the folded optimizer.
  *
  *   serial      one JIT thread, no disk cache
  *   parallel    the JIT pool, no disk cache
@@ -19,7 +20,7 @@
  * Times are of pgrt_prewarm alone; creating the context is shown apart.
  *
  *   bench_prewarm [--threads N] [--runs R] [--dir DIR] [--driver-cache]
- *                 [--catalog training|all]
+ *                 [--catalog training|all|lm]
  *
  * Prints a table, the slowest modules of the serial and cold phases (the
  * cold run's critical path) and the goals (cold parallel <= 150 ms, from
@@ -57,7 +58,8 @@ static const char *const training[] = {
     "swiglu_forward_f32", "swiglu_backward_f32", "bias_add_f32", "cross_entropy_fwd_bwd_f32",
     "attention_forward_f32", "attention_backward_dq_f32", "attention_backward_dkv_f32",
     "cast_bf16_to_f32",
-    /* pgrt_train's optimizer, folded and per layer, and pgrt_clip */
+    /* pgrt_train's optimizer, folded (these four: with pgrt_lm's above, the
+     * "lm" catalog, one configuration's step) and per layer, and pgrt_clip */
     "adamw_hyper_advance", "adamw_multi_norm", "adamw_multi_finalize", "adamw_multi_step",
     "adamw_step_dev", "squared_sum_reduce", "squared_sum_reduce_multi", "clip_scale_reduce",
     "gradient_clip_gpu_scale", "gradient_clip_gpu_scale_multi",
@@ -67,6 +69,11 @@ static const char *const training[] = {
     /* ptxgen-train's layer (tools/train_model.c) */
     "transpose", "silu_forward", "batched_softmax_forward", "mse_loss",
 };
+
+#define LM_KERNELS 24 /* the first of training[]: pgrt_lm with the folded optimizer */
+
+typedef enum which { CAT_TRAINING, CAT_ALL, CAT_LM } which;
+static const char *const cat_names[] = {"training", "all", "lm"};
 
 /* The variants pgk_pick chooses over shapes from 1 to 64K a side, as a
  * bit mask (the default alone for a kernel without a pick). */
@@ -97,15 +104,16 @@ static uint32_t picked_variants(const pgk_desc *d, int vi)
 
 /* The catalog for target t: the training kernels, or every kernel (all),
  * each in its variants (every one with all). */
-static size_t catalog(pg_target t, bool all, pgrt_warm *list, pgk_knobs *kn, size_t max)
+static size_t catalog(pg_target t, which cat, pgrt_warm *list, pgk_knobs *kn, size_t max)
 {
     size_t n = 0;
     for (size_t i = 0; i < pgk_count() && n < max; i++) {
         const pgk_desc *d = pgk_at(i);
         if (!pgk_supports(d, t))
             continue;
-        bool train = false;
-        for (size_t j = 0; j < sizeof training / sizeof training[0]; j++)
+        bool all = cat == CAT_ALL, train = false;
+        size_t nt = cat == CAT_LM ? LM_KERNELS : sizeof training / sizeof training[0];
+        for (size_t j = 0; j < nt; j++)
             train |= strcmp(training[j], d->name) == 0;
         if (!all && !train)
             continue;
@@ -137,7 +145,7 @@ static int by_jit(const void *a, const void *b)
 }
 
 /* One phase in this process: print "key=value ..." on stdout. */
-static int phase(const char *name, int threads, bool all)
+static int phase(const char *name, int threads, which all)
 {
     double t0 = now_ms();
     pgrt_ctx *ctx = NULL;
@@ -217,7 +225,7 @@ static double field(const char *line, const char *key)
 }
 
 /* Run a phase in a new process; parse its line. */
-static int run_phase(const char *self, const char *name, int threads, bool all, const char *dir,
+static int run_phase(const char *self, const char *name, int threads, which all, const char *dir,
                      figures *f, char *modules, size_t modules_len)
 {
     int fds[2];
@@ -235,7 +243,7 @@ static int run_phase(const char *self, const char *name, int threads, bool all, 
         setenv("PTXGEN_CACHE_DIR", dir, 1);
         char t[16];
         snprintf(t, sizeof t, "%d", threads);
-        execl(self, self, "--phase", name, "--threads", t, "--catalog", all ? "all" : "training",
+        execl(self, self, "--phase", name, "--threads", t, "--catalog", cat_names[all],
               (char *)NULL);
         _exit(127);
     }
@@ -294,7 +302,8 @@ int main(int argc, char **argv)
 {
     int threads = 0, runs = 3;
     const char *dir = NULL, *phase_name = NULL;
-    bool driver_cache = false, all = false;
+    bool driver_cache = false;
+    which all = CAT_TRAINING;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
@@ -306,12 +315,16 @@ int main(int argc, char **argv)
             phase_name = argv[++i];
         else if (!strcmp(argv[i], "--driver-cache"))
             driver_cache = true;
+        else if (!strcmp(argv[i], "--catalog") && i + 1 < argc && !strcmp(argv[i + 1], "all"))
+            all = CAT_ALL, i++;
+        else if (!strcmp(argv[i], "--catalog") && i + 1 < argc && !strcmp(argv[i + 1], "lm"))
+            all = CAT_LM, i++;
         else if (!strcmp(argv[i], "--catalog") && i + 1 < argc &&
-                 (!strcmp(argv[i + 1], "all") || !strcmp(argv[i + 1], "training")))
-            all = !strcmp(argv[++i], "all");
+                 !strcmp(argv[i + 1], "training"))
+            all = CAT_TRAINING, i++;
         else {
             fprintf(stderr, "usage: bench_prewarm [--threads N] [--runs R] [--dir DIR] "
-                            "[--driver-cache] [--catalog training|all]\n");
+                            "[--driver-cache] [--catalog training|all|lm]\n");
             return 2;
         }
     }
@@ -375,7 +388,7 @@ int main(int argc, char **argv)
         return 1;
 
     printf("pre-warm of the %s catalog, target %s, CUDA_CACHE_DISABLE=%s, median of %d\n",
-           all ? "whole" : "training", med[0].target, getenv("CUDA_CACHE_DISABLE") ? getenv("CUDA_CACHE_DISABLE") : "(unset)",
+           cat_names[all], med[0].target, getenv("CUDA_CACHE_DISABLE") ? getenv("CUDA_CACHE_DISABLE") : "(unset)",
            runs);
     printf("%-9s %8s %7s %8s %6s %10s %9s %9s %9s %11s %9s %8s\n", "phase", "ms", "threads",
            "modules", "failed", "JIT ms", "emit ms", "load ms", "ctx ms", "cubin bytes",
