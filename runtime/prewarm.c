@@ -13,17 +13,11 @@
  * sizes, and only the GEMMs, whose tile variant is baked, add one module a
  * variant the dispatch picks (pgk_pick).
  */
-#if defined(__linux__) && !defined(_GNU_SOURCE)
-#define _GNU_SOURCE /* sched_getaffinity, pthread_setaffinity_np */
-#endif
 #include "rt_blas.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sched.h>
-#endif
 
 /* ---------------------------------------------------------------- the JIT pool */
 
@@ -47,22 +41,8 @@ typedef struct warm_write {
     rt_cubin_pending *p;
 } warm_write;
 
-/* The longest JIT is the pre-warm's critical path, and a hyper-thread
- * sharing its core slows it by half (on an H200 host, the optimizer step's
- * 113 ms JIT took 165 to 200 ms beside 15 others). So the worker that takes
- * it runs on one CPU whose sibling threads are kept free, the others on
- * the rest; the longest job done, that worker may run anywhere.
- * $PTXGEN_JIT_PIN=0 leaves the threads to the scheduler. */
-typedef struct warm_pin {
-    bool on;
-#if defined(__linux__)
-    cpu_set_t all, solo, rest;
-#endif
-} warm_pin;
-
 typedef struct warm_pool {
     pgrt_ctx *ctx;
-    warm_pin pin;
     warm_job *jobs;
     size_t *order;     /* the jobs in the order workers load them */
     size_t n;
@@ -101,86 +81,6 @@ static void sort_loads(warm_pool *p)
     for (size_t i = 0; i < p->n; i++)
         p->order[i] = c[i].i;
     free(c);
-}
-
-#if defined(__linux__)
-/* Add the CPUs of a sysfs list ("0-3,8") to set; false if unreadable. */
-static bool read_cpu_list(const char *path, cpu_set_t *set)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    char buf[256];
-    bool ok = fgets(buf, sizeof buf, f) != NULL;
-    fclose(f);
-    for (char *p = buf; ok && *p && *p != '\n';) {
-        char *end;
-        long a = strtol(p, &end, 10), b = a;
-        if (end == p)
-            return false;
-        if (*end == '-')
-            b = strtol(end + 1, &end, 10);
-        for (long c = a; c <= b && c >= 0 && c < CPU_SETSIZE; c++)
-            CPU_SET((int)c, set);
-        p = *end == ',' ? end + 1 : end;
-    }
-    return ok;
-}
-#endif
-
-/* Decide the CPUs: the last allowed one for the longest job, the allowed
- * ones off its core for the others. Off when fewer than four CPUs would
- * be left, or the topology cannot be read. */
-static void pin_plan(warm_pin *pin, size_t threads)
-{
-    pin->on = false;
-    const char *env = getenv("PTXGEN_JIT_PIN");
-    if ((env && strcmp(env, "0") == 0) || threads < 4)
-        return;
-#if defined(__linux__)
-    CPU_ZERO(&pin->all);
-    if (sched_getaffinity(0, sizeof pin->all, &pin->all) != 0)
-        return;
-    int c0 = -1;
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &pin->all))
-            c0 = c;
-    if (c0 < 0)
-        return;
-    char path[96];
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list",
-             c0);
-    cpu_set_t core;
-    CPU_ZERO(&core);
-    if (!read_cpu_list(path, &core))
-        return;
-    CPU_SET(c0, &core);
-    CPU_ZERO(&pin->solo);
-    CPU_SET(c0, &pin->solo);
-    CPU_ZERO(&pin->rest);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &pin->all) && !CPU_ISSET(c, &core))
-            CPU_SET(c, &pin->rest);
-    pin->on = CPU_COUNT(&pin->rest) >= 3;
-#else
-    (void)threads;
-#endif
-}
-
-/* Pin the calling worker: to the solo CPU (solo), the rest, or back to
- * every allowed CPU. A refusal leaves it where it was. */
-typedef enum pin_to { PIN_SOLO, PIN_REST, PIN_ALL } pin_to;
-static void pin_self(const warm_pin *pin, pin_to to)
-{
-#if defined(__linux__)
-    if (pin->on)
-        (void)pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t),
-                                     to == PIN_SOLO   ? &pin->solo
-                                     : to == PIN_REST ? &pin->rest
-                                                      : &pin->all);
-#else
-    (void)pin, (void)to;
-#endif
 }
 
 /* First stage: build every job's PTX (a fraction of a JIT's time), so
@@ -246,16 +146,10 @@ static void *warm_worker(void *arg)
     warm_pool *p = arg;
     int bound = rt_ctx_bind(p->ctx);
     warm_emit(p);
-    bool first = true, solo = false;
     for (;;) {
         size_t i = atomic_fetch_add(&p->next_load, 1);
         if (i >= p->n)
             break;
-        if (i == 0 || first || solo) {
-            solo = i == 0;
-            pin_self(&p->pin, solo ? PIN_SOLO : first ? PIN_REST : PIN_ALL);
-            first = false;
-        }
         warm_job *j = &p->jobs[p->order[i]];
         if (!j->d)
             continue; /* refused before the run, rc and msg set */
@@ -310,23 +204,12 @@ static int warm_run(pgrt_ctx *ctx, warm_job *jobs, size_t n)
     pthread_cond_init(&pool.sorted_cv, NULL);
     pool.sorted = n == 0;
     size_t want = (size_t)ctx->jit_threads < n ? (size_t)ctx->jit_threads : n;
-    pin_plan(&pool.pin, want);
-#if defined(__linux__)
-    /* The caller's thread works too: its own affinity comes back after. */
-    cpu_set_t mine;
-    bool restore = pool.pin.on &&
-                   pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0;
-#endif
     pthread_t tid[64];
     size_t started = 0;
     for (; want > 1 && started < want - 1 && started < 64; started++)
         if (pthread_create(&tid[started], NULL, warm_worker, &pool) != 0)
             break; /* fewer threads, same work */
     warm_worker(&pool);
-#if defined(__linux__)
-    if (restore)
-        (void)pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
-#endif
     for (size_t i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
     warm_drain(&pool); /* nothing is left; a guard */
