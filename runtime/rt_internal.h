@@ -458,7 +458,8 @@ void rt_cubin_cache_open(pgrt_ctx *ctx);
 void rt_cubin_cache_close(pgrt_ctx *ctx);
 /* Load checked PTX through the cache: the cubin from disk when a valid
  * entry is there, else JIT it with the linker, load the cubin and store
- * it. Thread-safe; ctx->disk must be set. */
+ * it (with info->defer, hand the store back in info->pending instead).
+ * Thread-safe; ctx->disk must be set. */
 int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out,
                   rt_load_info *info);
 /* Store a deferred cubin (info->pending of a load with defer) and free it;
