@@ -39,7 +39,6 @@
 #define CUBIN_MAX (256u << 20)  /* larger files are not ours */
 #define CACHE_DEFAULT_MB 256
 #define TMP_STALE_S 3600        /* temporaries older than this were left by a crash */
-#define RT_JIT_LOG_BYTES 16384
 
 /* ---------------------------------------------------------------- SHA-256 (FIPS 180-4) */
 
@@ -195,8 +194,7 @@ void rt_cubin_cache_open(pgrt_ctx *ctx)
     ctx->disk = NULL;
     if (env_off(getenv("PTXGEN_CACHE")))
         return;
-    const rt_driver *d = &ctx->drv;
-    if (!d->LinkCreate || !d->LinkAddData || !d->LinkComplete || !d->LinkDestroy)
+    if (!rt_have_linker(ctx))
         return; /* no way to get a cubin out of the driver */
     rt_cubin_cache *c = calloc(1, sizeof *c);
     if (!c)
@@ -541,88 +539,20 @@ static void entry_write(rt_cubin_cache *c, const char *path, const unsigned char
 
 /* ---------------------------------------------------------------- loading */
 
-/* JIT the PTX with the linker and copy the cubin out (the link state owns
- * its copy). */
-static int link_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, void **cubin, size_t *len)
-{
-    rt_driver *d = &ctx->drv;
-    char *logs = NULL;
-    CUjit_option opts[4] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                            CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
-    void *vals[4] = {0};
-    unsigned nopts = 0;
-    if (!ctx->info.direct_load) {
-        logs = calloc(2, RT_JIT_LOG_BYTES);
-        if (!logs)
-            return rt_fail(PGRT_ENOMEM, "module load: out of memory for JIT logs");
-        vals[0] = logs;
-        vals[1] = (void *)(uintptr_t)(RT_JIT_LOG_BYTES - 1);
-        vals[2] = logs + RT_JIT_LOG_BYTES;
-        vals[3] = (void *)(uintptr_t)(RT_JIT_LOG_BYTES - 1);
-        nopts = 4;
-    }
-    CUlinkState st = NULL;
-    CUresult r = d->LinkCreate(nopts, opts, vals, &st);
-    const char *call = "cuLinkCreate";
-    if (r == CUDA_SUCCESS) {
-        call = "cuLinkAddData";
-        r = d->LinkAddData(st, CU_JIT_INPUT_PTX, (void *)(uintptr_t)ptx, strlen(ptx) + 1,
-                           what ? what : "ptx", 0, NULL, NULL);
-    }
-    void *out = NULL;
-    size_t n = 0;
-    if (r == CUDA_SUCCESS) {
-        call = "cuLinkComplete";
-        r = d->LinkComplete(st, &out, &n);
-    }
-    int rc = 0;
-    if (r == CUDA_SUCCESS) {
-        *cubin = malloc(n ? n : 1);
-        if (*cubin) {
-            memcpy(*cubin, out, n);
-            *len = n;
-        } else {
-            rc = rt_fail(PGRT_ENOMEM, "module load: out of memory for the cubin");
-        }
-    } else {
-        const char *log = "";
-        if (logs) {
-            logs[RT_JIT_LOG_BYTES - 1] = logs[2 * RT_JIT_LOG_BYTES - 1] = '\0';
-            log = logs[0] ? logs : logs + RT_JIT_LOG_BYTES;
-        }
-        /* The log is several lines; the message is one. */
-        char flat[1024];
-        size_t o = 0;
-        for (const char *p = log; *p && o + 3 < sizeof flat; p++) {
-            if (*p == '\n' || *p == '\r') {
-                if (o > 0 && p[1] && p[1] != '\n' && p[1] != '\r') {
-                    flat[o++] = ';';
-                    flat[o++] = ' ';
-                }
-                continue;
-            }
-            flat[o++] = *p;
-        }
-        flat[o] = '\0';
-        rc = rt_cu_fail(d, r, call, "%s", flat[0] ? flat : "(the JIT left no log)");
-        if (what)
-            rt_msg_append(" (kernel %s, %s)", what, pg_target_name(ctx->info.target));
-    }
-    if (st)
-        (void)d->LinkDestroy(st);
-    free(logs);
-    return rc;
-}
+struct rt_cubin_pending {
+    char path[PATH_MAX + 80];
+    unsigned char key[32];
+    size_t len;
+    unsigned char cubin[]; /* len bytes */
+};
 
-static int load_cubin(pgrt_ctx *ctx, const void *cubin, const char *what, CUmodule *out)
+void rt_cubin_write(pgrt_ctx *ctx, rt_cubin_pending *p)
 {
-    CUresult r = ctx->drv.ModuleLoadData(out, cubin);
-    if (r == CUDA_SUCCESS)
-        return 0;
-    int rc = rt_cu_fail(&ctx->drv, r, "cuModuleLoadData", "loading the cubin the JIT made");
-    if (what)
-        rt_msg_append(" (kernel %s, %s)", what, pg_target_name(ctx->info.target));
-    return rc;
+    if (!p)
+        return;
+    if (ctx->disk)
+        entry_write(ctx->disk, p->path, p->key, p->cubin, p->len);
+    free(p);
 }
 
 int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out,
@@ -642,7 +572,7 @@ int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *ou
     size_t len = 0;
     entry_state st = entry_read(path, key, &data, &len);
     if (st == ENTRY_OK) {
-        rc = load_cubin(ctx, data, what, out);
+        rc = rt_module_load_cubin(ctx, data, what, out);
         free(data);
         double ms = rt_now_ms() - t0;
         if (rc == 0) {
@@ -665,17 +595,28 @@ int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *ou
 
     void *cubin = NULL;
     double t1 = rt_now_ms();
-    rc = link_ptx(ctx, ptx, what, &cubin, &len);
+    rc = rt_jit_link(ctx, ptx, what, &cubin, &len);
     double t2 = rt_now_ms();
-    if (rc) {
-        info->jit_ms = t2 - t1;
-        return rc;
-    }
-    rc = load_cubin(ctx, cubin, what, out);
-    double t3 = rt_now_ms();
     info->jit_ms = t2 - t1;
-    info->load_ms = t3 - t2;
+    if (rc)
+        return rc;
+    rc = rt_module_load_cubin(ctx, cubin, what, out);
+    info->load_ms = rt_now_ms() - t2;
     info->cubin_bytes = len;
+    if (rc == 0 && info->defer) {
+        /* The pre-warm writes it when its JIT work has run out, off the
+         * critical path; without memory for the copy it is written now. */
+        rt_cubin_pending *p = malloc(sizeof *p + len);
+        if (p) {
+            memcpy(p->path, path, sizeof p->path);
+            memcpy(p->key, key, sizeof key);
+            p->len = len;
+            memcpy(p->cubin, cubin, len);
+            info->pending = p;
+            free(cubin);
+            return 0;
+        }
+    }
     if (rc == 0)
         entry_write(c, path, key, cubin, len);
     free(cubin);

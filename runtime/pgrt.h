@@ -703,7 +703,7 @@ typedef struct pgrt_model_config {
                               them by gemm_f16_backward_a (sm_80 and up) */
 } pgrt_model_config;
 
-#define PGRT_PREWARM_MAX 48
+#define PGRT_PREWARM_MAX 128
 #define PGRT_PREWARM_KEY_MAX 96
 
 typedef struct pgrt_prewarm_module {
@@ -717,6 +717,8 @@ typedef struct pgrt_prewarm_module {
     double load_ms; /* reading and loading its cubin */
     size_t cubin_bytes;
     int rc;         /* 0, or why it failed (the call returns the first) */
+    size_t ptx_bytes; /* its PTX (the pool loads the longest first) */
+    double start_ms, end_ms; /* its load, from the start of the pool's work */
 } pgrt_prewarm_module;
 
 typedef struct pgrt_prewarm_report {
@@ -757,6 +759,11 @@ typedef struct pgrt_prewarm_report {
  * total_ms is the wall clock. */
 PGRT_API int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *cfg,
                                 pgrt_prewarm_report *out);
+/* pgrt_prewarm_each (rc may be NULL) that also fills out (may be NULL) as
+ * pgrt_prewarm_model does, one entry a list entry in list order; at most
+ * PGRT_PREWARM_MAX entries (PGRT_EINVAL past that, before any load). */
+PGRT_API int pgrt_prewarm_list(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rc,
+                               pgrt_prewarm_report *out);
 
 #ifdef __cplusplus
 }

@@ -25,42 +25,155 @@
 typedef struct warm_job {
     const pgk_desc *d;
     const pgk_knobs *kn;
+    char *ptx;         /* built in the first stage (NULL: the load builds it) */
+    size_t ptx_bytes;
+    double emit_ms;
+    double start_ms, end_ms; /* its load, from the start of the pre-warm */
     rt_load_info info;
     int rc;
     int cuda;          /* pgrt_last_cuda_error of the failure */
     char *msg;         /* its message (malloc'd), NULL on success */
 } warm_job;
 
+/* A cubin the JIT made, waiting to be written to the disk cache. */
+typedef struct warm_write {
+    struct warm_write *next;
+    rt_cubin_pending *p;
+} warm_write;
+
 typedef struct warm_pool {
     pgrt_ctx *ctx;
     warm_job *jobs;
-    const size_t *order; /* the jobs in the order workers take them */
+    size_t *order;     /* the jobs in the order workers load them */
     size_t n;
-    atomic_size_t next;
+    double t0;
+    atomic_size_t next_emit, next_load;
+    pthread_mutex_t lock; /* everything below */
+    pthread_cond_t sorted_cv;
+    size_t emitted;
+    bool sorted;
+    warm_write *writes;
 } warm_pool;
 
-/* The longest JITs first, so that the last to finish is a short one: the
- * GEMMs (tiled, unrolled) take several times a row kernel's time. */
-static bool long_jit(const pgk_desc *d)
+/* Longest JIT first, so that the last to finish is a short one; the PTX's
+ * length is the estimate (a GEMM tile variant or the unrolled optimizer
+ * step takes ten times a row kernel's JIT). Ties keep list order. */
+typedef struct cost {
+    size_t bytes, i;
+} cost;
+
+static int by_cost(const void *a, const void *b)
 {
-    return d && (strncmp(d->name, "gemm", 4) == 0 || pgk_knob_index(d, "variant") >= 0);
+    const cost *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    return (x->i > y->i) - (x->i < y->i);
 }
 
-/* Take jobs until none are left. The driver's context is per thread:
- * each worker makes the context's (primary) one current first. */
+static void sort_loads(warm_pool *p)
+{
+    cost *c = malloc(p->n * sizeof *c);
+    if (!c)
+        return; /* list order: slower, same work */
+    for (size_t i = 0; i < p->n; i++)
+        c[i] = (cost){p->jobs[i].ptx_bytes, i};
+    qsort(c, p->n, sizeof *c, by_cost);
+    for (size_t i = 0; i < p->n; i++)
+        p->order[i] = c[i].i;
+    free(c);
+}
+
+/* First stage: build every job's PTX (a fraction of a JIT's time), so
+ * that the second can take the longest JITs first. A build that fails
+ * leaves ptx NULL: the load builds it again and reports the error. */
+static void warm_emit(warm_pool *p)
+{
+    for (;;) {
+        size_t i = atomic_fetch_add(&p->next_emit, 1);
+        if (i >= p->n)
+            break;
+        warm_job *j = &p->jobs[i];
+        if (j->d) {
+            pgk_knobs def;
+            const pgk_knobs *kn = j->kn;
+            if (!kn) {
+                pgk_knobs_default(j->d, &def);
+                kn = &def;
+            }
+            char err[64];
+            double t0 = rt_now_ms();
+            if (pgk_emit(j->d, p->ctx->info.target, kn, &j->ptx, NULL, err, sizeof err) != 0)
+                j->ptx = NULL;
+            j->emit_ms = rt_now_ms() - t0;
+            j->ptx_bytes = j->ptx ? strlen(j->ptx) : 0;
+        }
+        pthread_mutex_lock(&p->lock);
+        if (++p->emitted == p->n) {
+            sort_loads(p); /* the last build orders the loads */
+            p->sorted = true;
+            pthread_cond_broadcast(&p->sorted_cv);
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    pthread_mutex_lock(&p->lock);
+    while (!p->sorted)
+        pthread_cond_wait(&p->sorted_cv, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Write the queued cubins until none are left. */
+static void warm_drain(warm_pool *p)
+{
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        warm_write *w = p->writes;
+        if (w)
+            p->writes = w->next;
+        pthread_mutex_unlock(&p->lock);
+        if (!w)
+            return;
+        rt_cubin_write(p->ctx, w->p);
+        free(w);
+    }
+}
+
+/* Build, then load until no job is left, then write the cubins the JITs
+ * left (of this thread and others still compiling): the disk writes run
+ * while the last JITs do, not after them. The driver's context is per
+ * thread: each worker makes the context's (primary) one current first. */
 static void *warm_worker(void *arg)
 {
     warm_pool *p = arg;
     int bound = rt_ctx_bind(p->ctx);
+    warm_emit(p);
     for (;;) {
-        size_t i = atomic_fetch_add(&p->next, 1);
+        size_t i = atomic_fetch_add(&p->next_load, 1);
         if (i >= p->n)
             break;
         warm_job *j = &p->jobs[p->order[i]];
         if (!j->d)
             continue; /* refused before the run, rc and msg set */
         pgrt_kernel *k;
+        j->start_ms = rt_now_ms() - p->t0;
+        j->info.ptx = j->ptx;
+        j->info.defer = true;
         j->rc = bound ? bound : rt_kernel_load(p->ctx, j->d, j->kn, NULL, &k, &j->info);
+        j->end_ms = rt_now_ms() - p->t0;
+        if (j->info.loaded && j->ptx)
+            j->info.emit_ms = j->emit_ms;
+        if (j->info.pending) {
+            warm_write *w = malloc(sizeof *w);
+            if (w) {
+                w->p = j->info.pending;
+                pthread_mutex_lock(&p->lock);
+                w->next = p->writes;
+                p->writes = w;
+                pthread_mutex_unlock(&p->lock);
+            } else {
+                rt_cubin_write(p->ctx, j->info.pending);
+            }
+            j->info.pending = NULL;
+        }
         if (j->rc) {
             j->cuda = pgrt_last_cuda_error();
             const char *m = pgrt_last_message();
@@ -70,6 +183,7 @@ static void *warm_worker(void *arg)
                 memcpy(j->msg, m, len);
         }
     }
+    warm_drain(p);
     return NULL;
 }
 
@@ -81,13 +195,14 @@ static int warm_run(pgrt_ctx *ctx, warm_job *jobs, size_t n)
     size_t *order = malloc((n ? n : 1) * sizeof *order);
     if (!order)
         return rt_fail(PGRT_ENOMEM, "pre-warm: out of memory");
-    size_t k = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i++)
-            if (long_jit(jobs[i].d) == (pass == 0))
-                order[k++] = i;
-    warm_pool pool = {.ctx = ctx, .jobs = jobs, .order = order, .n = n};
-    atomic_init(&pool.next, 0);
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    warm_pool pool = {.ctx = ctx, .jobs = jobs, .order = order, .n = n, .t0 = rt_now_ms()};
+    atomic_init(&pool.next_emit, 0);
+    atomic_init(&pool.next_load, 0);
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.sorted_cv, NULL);
+    pool.sorted = n == 0;
     size_t want = (size_t)ctx->jit_threads < n ? (size_t)ctx->jit_threads : n;
     pthread_t tid[64];
     size_t started = 0;
@@ -97,6 +212,14 @@ static int warm_run(pgrt_ctx *ctx, warm_job *jobs, size_t n)
     warm_worker(&pool);
     for (size_t i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
+    warm_drain(&pool); /* nothing is left; a guard */
+    pthread_cond_destroy(&pool.sorted_cv);
+    pthread_mutex_destroy(&pool.lock);
+    for (size_t i = 0; i < n; i++) {
+        pgk_free(jobs[i].ptx);
+        jobs[i].ptx = NULL;
+        jobs[i].info.ptx = NULL;
+    }
     free(order);
     return (int)started + 1;
 }
@@ -131,10 +254,43 @@ static void warm_free(warm_job *jobs, size_t n)
     free(jobs);
 }
 
-int pgrt_prewarm_each(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rcs)
+/* The report's entry i from job i; key is the module's cache key. */
+static void report_add(pgrt_prewarm_report *out, const warm_job *j, const char *key)
 {
+    const rt_load_info *li = &j->info;
+    pgrt_prewarm_module *m = &out->list[out->modules++];
+    snprintf(m->key, sizeof m->key, "%s", key);
+    m->rc = j->rc;
+    m->loaded = li->loaded && j->rc == 0;
+    m->from_disk = li->from_disk;
+    m->jit_ms = li->jit_ms;
+    m->emit_ms = li->emit_ms;
+    m->load_ms = li->load_ms;
+    m->cubin_bytes = li->cubin_bytes;
+    m->ptx_bytes = j->ptx_bytes;
+    m->start_ms = j->start_ms;
+    m->end_ms = j->end_ms;
+    out->failed += j->rc != 0;
+    out->loaded += m->loaded;
+    out->hits += j->rc == 0 && !li->loaded;
+    out->disk_hits += m->loaded && m->from_disk;
+    out->jit_ms += m->jit_ms;
+    out->emit_ms += m->emit_ms;
+    out->load_ms += m->load_ms;
+    out->cubin_bytes += m->loaded ? m->cubin_bytes : 0;
+}
+
+int pgrt_prewarm_list(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rcs,
+                      pgrt_prewarm_report *out)
+{
+    double t0 = rt_now_ms();
+    if (out)
+        memset(out, 0, sizeof *out);
     if (!ctx || (n > 0 && !list))
         return rt_fail(PGRT_EINVAL, "pgrt_prewarm: %s is NULL", !ctx ? "ctx" : "list");
+    if (out && n > PGRT_PREWARM_MAX)
+        return rt_fail(PGRT_EINVAL, "pgrt_prewarm_list: %zu entries; the report holds at most %d",
+                       n, PGRT_PREWARM_MAX);
     if (n == 0)
         return 0;
     warm_job *jobs = calloc(n, sizeof *jobs);
@@ -161,9 +317,33 @@ int pgrt_prewarm_each(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rcs)
     if (rcs)
         for (size_t i = 0; i < n; i++)
             rcs[i] = jobs[i].rc;
+    for (size_t i = 0; out && i < n; i++) {
+        char key[PGRT_PREWARM_KEY_MAX] = "";
+        if (jobs[i].d) {
+            pgk_knobs kn;
+            if (jobs[i].kn)
+                kn = *jobs[i].kn;
+            else
+                pgk_knobs_default(jobs[i].d, &kn);
+            if (pgk_cache_key(jobs[i].d, ctx->info.target, &kn, key, sizeof key) < 0)
+                snprintf(key, sizeof key, "%s", jobs[i].d->name);
+        } else {
+            snprintf(key, sizeof key, "%s", list[i].kernel ? list[i].kernel : "(none)");
+        }
+        report_add(out, &jobs[i], key);
+    }
+    if (out) {
+        out->threads = threads;
+        out->total_ms = rt_now_ms() - t0;
+    }
     int rc = warm_report(jobs, n);
     warm_free(jobs, n);
     return rc;
+}
+
+int pgrt_prewarm_each(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rcs)
+{
+    return pgrt_prewarm_list(ctx, list, n, rcs, NULL);
 }
 
 int pgrt_prewarm(pgrt_ctx *ctx, const pgrt_warm *list, size_t n)
@@ -421,26 +601,8 @@ static int warm_plan(pgrt_ctx *ctx, const plan *p, pgrt_prewarm_report *out)
         warm_free(jobs, p->n);
         return threads;
     }
-    for (size_t i = 0; out && i < p->n; i++) {
-        const rt_load_info *li = &jobs[i].info;
-        pgrt_prewarm_module *m = &out->list[out->modules++];
-        memcpy(m->key, p->e[i].key, sizeof m->key);
-        m->rc = jobs[i].rc;
-        m->loaded = li->loaded && jobs[i].rc == 0;
-        m->from_disk = li->from_disk;
-        m->jit_ms = li->jit_ms;
-        m->emit_ms = li->emit_ms;
-        m->load_ms = li->load_ms;
-        m->cubin_bytes = li->cubin_bytes;
-        out->failed += jobs[i].rc != 0;
-        out->loaded += m->loaded;
-        out->hits += jobs[i].rc == 0 && !li->loaded;
-        out->disk_hits += m->loaded && m->from_disk;
-        out->jit_ms += m->jit_ms;
-        out->emit_ms += m->emit_ms;
-        out->load_ms += m->load_ms;
-        out->cubin_bytes += m->loaded ? m->cubin_bytes : 0;
-    }
+    for (size_t i = 0; out && i < p->n; i++)
+        report_add(out, &jobs[i], p->e[i].key);
     if (out)
         out->threads = threads;
     int rc = warm_report(jobs, p->n);

@@ -411,9 +411,11 @@ int rt_ctx_bind(pgrt_ctx *ctx);
 /* The stream handle (NULL stream: the legacy default stream). */
 static inline CUstream rt_stream_cu(const pgrt_stream *s) { return s ? s->cu : NULL; }
 
-/* Check the PTX header and load it: cuModuleLoadDataEx with logs, or
- * cuModuleLoadData on direct-load devices. `what` names the kernel in
- * messages (may be NULL). */
+/* Check the PTX header and load it: JIT-compiled by the driver's linker
+ * (cuLinkCreate/AddData/Complete, with logs) and the cubin loaded, or, on a
+ * driver without the linker, cuModuleLoadDataEx with logs (cuModuleLoadData
+ * on direct-load devices). `what` names the kernel in messages (may be
+ * NULL). */
 int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out);
 
 /* Launch with an already computed configuration; arguments are checked
@@ -428,8 +430,15 @@ void rt_cache_clear(pgrt_ctx *ctx);
 
 /* ---------------------------------------------------------------- start-up */
 
-/* What one rt_kernel_load did, for the pre-warm report. */
+/* A cubin the JIT made, not yet written to the disk cache (rt_cubin_write). */
+typedef struct rt_cubin_pending rt_cubin_pending;
+
+/* What one rt_kernel_load did, for the pre-warm report; ptx and defer are
+ * the caller's inputs (zero for none). */
 typedef struct rt_load_info {
+    const char *ptx;    /* in: the kernel's PTX, built by the caller (borrowed) */
+    bool defer;         /* in: leave the disk-cache write to the caller (pending) */
+    rt_cubin_pending *pending; /* out, with defer: the write to do, or NULL */
     bool loaded;        /* this call built and loaded the module (a cache miss) */
     bool from_disk;     /* ... from the on-disk cubin cache, without a JIT */
     double emit_ms;     /* building the PTX */
@@ -441,6 +450,18 @@ typedef struct rt_load_info {
 /* rt_kernel_get that also says what it did (info may be NULL). */
 int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
                    pgrt_kernel **out, rt_load_info *info);
+
+/* rt_module_load_ptx that also fills info's jit_ms, load_ms and
+ * cubin_bytes (info may be NULL). */
+int rt_module_load_ptx_timed(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out,
+                             rt_load_info *info);
+/* Whether the driver has the four cuLink* entry points. */
+bool rt_have_linker(const pgrt_ctx *ctx);
+/* JIT-compile PTX with the driver's linker into a cubin (malloc'd, the
+ * caller's); a failure's message carries the JIT log on one line. */
+int rt_jit_link(pgrt_ctx *ctx, const char *ptx, const char *what, void **cubin, size_t *len);
+/* cuModuleLoadData of a cubin, with a message naming the kernel. */
+int rt_module_load_cubin(pgrt_ctx *ctx, const void *cubin, const char *what, CUmodule *out);
 
 /* The PTX header checks of rt_module_load_ptx, alone. */
 int rt_ptx_precheck(pgrt_ctx *ctx, const char *ptx, const char *what);
@@ -454,9 +475,14 @@ void rt_cubin_cache_open(pgrt_ctx *ctx);
 void rt_cubin_cache_close(pgrt_ctx *ctx);
 /* Load checked PTX through the cache: the cubin from disk when a valid
  * entry is there, else JIT it with the linker, load the cubin and store
- * it. Thread-safe; ctx->disk must be set. */
+ * it (with info->defer, hand the store back in info->pending instead).
+ * Thread-safe; ctx->disk must be set. */
 int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out,
                   rt_load_info *info);
+/* Store a deferred cubin (info->pending of a load with defer) and free it;
+ * NULL does nothing. Nothing fails: a write that cannot be done turns the
+ * cache's writing off, as in rt_cubin_load. */
+void rt_cubin_write(pgrt_ctx *ctx, rt_cubin_pending *p);
 /* Counters of the disk cache, copied into pgrt_cache_stats. */
 void rt_cubin_cache_stats(pgrt_ctx *ctx, pgrt_cache_stats *out);
 

@@ -681,7 +681,7 @@ static void test_ptx(pgrt_ctx *ctx)
     if (brace)
         memcpy(brace, "{ BROKEN;", 9);
     EXPECT(pgrt_module_load(ctx, broken, &m), PGRT_EJIT,
-           "cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX: ptxas application ptx input, line 7; "
+           "cuLinkAddData: CUDA_ERROR_INVALID_PTX: ptxas application ptx input, line 7; "
            "error   : Unknown symbol 'BROKEN'");
     REQUIRE_INT_EQ(pgrt_last_cuda_error(), 218);
     REQUIRE(m == NULL);

@@ -26,7 +26,7 @@ static atomic_int loads, direct_loads, live_allocs, live_modules, tmaps;
 static fakecuda_attr_set attr_log[MAX_ATTR_LOG];
 static int nattr;
 static atomic_int loads, direct_loads, live_allocs, live_modules;
-static atomic_int links, cubin_loads, bad_cubins, in_jit, max_in_jit;
+static atomic_int links, cubin_loads, bad_cubins, in_jit, max_in_jit, ex_loads;
 
 static const char *mode(void)
 {
@@ -46,6 +46,7 @@ FAKE_API void fakecuda_reset(void);
 FAKE_API int fakecuda_launch_count(void);
 FAKE_API const fakecuda_launch *fakecuda_launch_at(int i);
 FAKE_API int fakecuda_loads(void);
+FAKE_API int fakecuda_ex_loads(void);
 FAKE_API int fakecuda_direct_loads(void);
 FAKE_API int fakecuda_live_allocs(void);
 FAKE_API int fakecuda_live_modules(void);
@@ -67,6 +68,7 @@ void fakecuda_reset(void)
     atomic_store(&loads, 0);
     atomic_store(&direct_loads, 0);
     atomic_store(&links, 0);
+    atomic_store(&ex_loads, 0);
     atomic_store(&cubin_loads, 0);
     atomic_store(&bad_cubins, 0);
     atomic_store(&max_in_jit, 0);
@@ -74,6 +76,7 @@ void fakecuda_reset(void)
 int fakecuda_launch_count(void) { return nlog; }
 const fakecuda_launch *fakecuda_launch_at(int i) { return i >= 0 && i < nlog ? &log_[i] : NULL; }
 int fakecuda_loads(void) { return atomic_load(&loads); }
+int fakecuda_ex_loads(void) { return atomic_load(&ex_loads); }
 int fakecuda_direct_loads(void) { return atomic_load(&direct_loads); }
 int fakecuda_live_allocs(void) { return atomic_load(&live_allocs); }
 int fakecuda_live_modules(void) { return atomic_load(&live_modules); }
@@ -321,8 +324,10 @@ E(cuModuleLoadDataEx)(CUmodule *m, const void *image, unsigned nopts, CUjit_opti
         return CUDA_ERROR_INVALID_PTX;
     }
     CUresult r = load(m, image, true);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         atomic_fetch_add(&loads, 1);
+        atomic_fetch_add(&ex_loads, 1);
+    }
     return r;
 }
 
@@ -384,6 +389,7 @@ E(cuLinkComplete)(CUlinkState st, void **cubin, size_t *size)
     *cubin = st->cubin;
     *size = (size_t)w + 1;
     atomic_fetch_add(&links, 1);
+    atomic_fetch_add(&loads, 1); /* a JIT, as cuModuleLoadDataEx's */
     return CUDA_SUCCESS;
 }
 E(cuLinkDestroy)(CUlinkState st)

@@ -70,7 +70,9 @@ typedef const fakecuda_launch *(*fakecuda_launch_at_fn)(int i);
  *   void fakecuda_reset(void);            forget launches and counters
  *   int fakecuda_launch_count(void);
  *   const fakecuda_launch *fakecuda_launch_at(int i);
- *   int fakecuda_loads(void);             cuModuleLoadDataEx calls that succeeded
+ *   int fakecuda_loads(void);             JITs that succeeded: cuModuleLoadDataEx or
+ *                                         cuLinkComplete
+ *   int fakecuda_ex_loads(void);          cuModuleLoadDataEx calls that succeeded
  *   int fakecuda_direct_loads(void);      cuModuleLoadData calls that succeeded
  *   int fakecuda_live_allocs(void);       cuMemAlloc minus cuMemFree
  *   int fakecuda_live_modules(void);      loads minus cuModuleUnload

@@ -19,7 +19,7 @@
 
 static const char *fake;
 static fakecuda_reset_fn fk_reset;
-static fakecuda_count_fn fk_count, fk_loads, fk_direct, fk_allocs, fk_modules;
+static fakecuda_count_fn fk_count, fk_loads, fk_ex_loads, fk_direct, fk_allocs, fk_modules;
 static fakecuda_launch_at_fn fk_at;
 
 static void *sym(void *lib, const char *name)
@@ -420,10 +420,25 @@ static void test_modules(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_module_load(ctx, broken, &m), PGRT_EJIT);
     REQUIRE(m == NULL);
     REQUIRE_STR_EQ(pgrt_last_message(),
-                   "cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX: ptxas application ptx input, "
+                   "cuLinkAddData: CUDA_ERROR_INVALID_PTX: ptxas application ptx input, "
                    "line 7; error   : Unknown symbol 'BROKEN'; ptxas fatal   : Ptx assembly "
                    "aborted due to errors");
     REQUIRE_INT_EQ(pgrt_last_cuda_error(), 218);
+
+    /* A driver without the linker: cuModuleLoadDataEx, the same log. */
+    setenv("FAKECUDA_HIDE", "cuLinkAddData", 1);
+    pgrt_ctx *old = open_ctx();
+    int ex0 = fk_ex_loads();
+    REQUIRE_INT_EQ(pgrt_module_load(old, broken, &m), PGRT_EJIT);
+    REQUIRE_STR_EQ(pgrt_last_message(),
+                   "cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX: ptxas application ptx input, "
+                   "line 7; error   : Unknown symbol 'BROKEN'; ptxas fatal   : Ptx assembly "
+                   "aborted due to errors");
+    REQUIRE_INT_EQ(pgrt_module_load(old, ptx, &m), 0);
+    REQUIRE_INT_EQ(fk_ex_loads() - ex0, 1);
+    pgrt_module_destroy(&m);
+    pgrt_ctx_destroy(&old);
+    unsetenv("FAKECUDA_HIDE");
 
     /* F-PTX-001 and the header run before the driver is asked. */
     int loads0 = fk_loads();
@@ -897,7 +912,8 @@ static void test_capture_refusal(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &baked, NULL, &k), 0);
 }
 
-/* Compute capability 12: plain cuModuleLoadData, and its error message. */
+/* Compute capability 12: the linker without JIT options; without the
+ * linker, plain cuModuleLoadData and its error message. */
 static void test_direct_load(void)
 {
     setenv("FAKECUDA_CC", "120", 1);
@@ -906,18 +922,32 @@ static void test_direct_load(void)
     REQUIRE_INT_EQ(pgrt_ctx_device_info(ctx, &info), 0);
     REQUIRE(info.direct_load);
     REQUIRE_INT_EQ(info.target, PG_SM_120);
-    int direct0 = fk_direct(), loads0 = fk_loads();
+    int direct0 = fk_direct(), loads0 = fk_loads(), ex0 = fk_ex_loads();
     pgrt_kernel *k = NULL;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, pgk_find("gradient_clip"), NULL, &k), 0);
+    REQUIRE_INT_EQ(fk_direct(), direct0);
+    REQUIRE_INT_EQ(fk_loads() - loads0, 1); /* one JIT, by the linker */
+    REQUIRE_INT_EQ(fk_ex_loads(), ex0);
+    pgrt_module *m = NULL;
+    static const char broken[] = ".version 8.7\n.target sm_120\n.address_size 64\nBROKEN";
+    REQUIRE_INT_EQ(pgrt_module_load(ctx, broken, &m), PGRT_EJIT);
+    /* No log buffers were passed: none comes back. */
+    REQUIRE_CONTAINS(pgrt_last_message(), "cuLinkAddData: CUDA_ERROR_INVALID_PTX: (the JIT left no "
+                                          "log)");
+    pgrt_ctx_destroy(&ctx);
+
+    setenv("FAKECUDA_HIDE", "cuLinkCreate", 1);
+    ctx = open_ctx();
+    direct0 = fk_direct();
+    loads0 = fk_loads();
     REQUIRE_INT_EQ(pgrt_kernel_get(ctx, pgk_find("gradient_clip"), NULL, &k), 0);
     REQUIRE_INT_EQ(fk_direct() - direct0, 1);
     REQUIRE_INT_EQ(fk_loads(), loads0);
-    pgrt_module *m = NULL;
-    REQUIRE_INT_EQ(pgrt_module_load(ctx, ".version 8.7\n.target sm_120\n.address_size 64\nBROKEN",
-                                    &m),
-                   PGRT_EJIT);
+    REQUIRE_INT_EQ(pgrt_module_load(ctx, broken, &m), PGRT_EJIT);
     REQUIRE_CONTAINS(pgrt_last_message(), "cuModuleLoadData: CUDA_ERROR_INVALID_PTX: direct load "
                                           "on compute capability 12.0");
     pgrt_ctx_destroy(&ctx);
+    unsetenv("FAKECUDA_HIDE");
 
     /* A minor the table lacks runs the family's PTX. */
     setenv("FAKECUDA_CC", "88", 1);
@@ -951,6 +981,7 @@ int main(int argc, char **argv)
     BIND(fk_count, "fakecuda_launch_count");
     BIND(fk_at, "fakecuda_launch_at");
     BIND(fk_loads, "fakecuda_loads");
+    BIND(fk_ex_loads, "fakecuda_ex_loads");
     BIND(fk_direct, "fakecuda_direct_loads");
     BIND(fk_allocs, "fakecuda_live_allocs");
     BIND(fk_modules, "fakecuda_live_modules");

@@ -642,6 +642,54 @@ static void test_fake_cublas(void)
     unsetenv("PGRT_LIBCUBLAS");
 }
 
+/* pgrt_prewarm_list: one report entry a list entry, in list order; the
+ * pool loads the longest PTX first (one thread: strictly in that order). */
+static void test_prewarm_list(void)
+{
+    pgrt_ctx *ctx = open_ctx();
+    REQUIRE_INT_EQ(pgrt_ctx_set_jit_threads(ctx, 1), 1);
+    pgk_knobs v1;
+    pgk_knobs_default(pgk_find("gemm_backward_a"), &v1);
+    v1.v[pgk_knob_index(pgk_find("gemm_backward_a"), "variant")] = 1;
+    const pgrt_warm list[] = {{"residual_add", NULL},  {"adamw_multi_step", NULL},
+                              {"no_such_kernel", NULL}, {"gemm_backward_a", &v1},
+                              {"gradient_clip", NULL}};
+    const size_t n = sizeof list / sizeof list[0];
+    static pgrt_prewarm_report r;
+    int rcs[5];
+    REQUIRE_INT_EQ(pgrt_prewarm_list(ctx, list, n, rcs, &r), PGRT_ENOTFOUND);
+    REQUIRE_CONTAINS(pgrt_last_message(), "unknown kernel \"no_such_kernel\"");
+    REQUIRE_INT_EQ(r.modules, n);
+    REQUIRE_INT_EQ(r.loaded, n - 1);
+    REQUIRE_INT_EQ(r.failed, 1);
+    REQUIRE_INT_EQ(r.threads, 1);
+    REQUIRE_INT_EQ(rcs[2], PGRT_ENOTFOUND);
+    REQUIRE_STR_EQ(r.list[0].key, "residual_add@sm_90");
+    REQUIRE_STR_EQ(r.list[3].key, "gemm_backward_a@sm_90,variant=1");
+    for (size_t i = 0; i < n; i++) {
+        if (i == 2)
+            continue;
+        REQUIRE(r.list[i].loaded && r.list[i].ptx_bytes > 500 && r.list[i].cubin_bytes > 0);
+        REQUIRE(r.list[i].end_ms >= r.list[i].start_ms && r.list[i].start_ms >= 0);
+        /* One thread: a longer PTX started earlier. */
+        for (size_t j = 0; j < n; j++)
+            if (j != 2 && r.list[j].ptx_bytes < r.list[i].ptx_bytes)
+                REQUIRE(r.list[i].end_ms <= r.list[j].start_ms);
+    }
+    /* Loaded: a second call is all hits. */
+    REQUIRE_INT_EQ(pgrt_prewarm_list(ctx, list, n, NULL, &r), PGRT_ENOTFOUND);
+    REQUIRE_INT_EQ(r.hits, n - 1);
+    REQUIRE_INT_EQ(r.loaded, 0);
+    /* More entries than the report holds: refused before any load. */
+    static pgrt_warm many[PGRT_PREWARM_MAX + 1];
+    for (size_t i = 0; i < PGRT_PREWARM_MAX + 1; i++)
+        many[i] = (pgrt_warm){"residual_add", NULL};
+    REQUIRE_INT_EQ(pgrt_prewarm_list(ctx, many, PGRT_PREWARM_MAX + 1, NULL, &r), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "the report holds at most");
+    REQUIRE_INT_EQ(pgrt_prewarm_list(ctx, many, PGRT_PREWARM_MAX + 1, NULL, NULL), 0);
+    pgrt_ctx_destroy(&ctx);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -677,6 +725,7 @@ int main(int argc, char **argv)
 
     test_prewarm();
     test_prewarm_bad();
+    test_prewarm_list();
     test_no_cublas();
     test_fake_cublas();
     REQUIRE_INT_EQ(fk_modules(), 0);
