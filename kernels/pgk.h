@@ -27,6 +27,9 @@ typedef struct pgk_param {
     const char *name;
     pg_type type;       /* PG_U64 for device pointers */
     bool pointer;       /* a device buffer (type is PG_U64) */
+    /* A CUtensorMap passed by value: `.param .align 64 .b8 name[128]`
+     * (type is PG_B8). The runtime takes a pgrt_arg_tensor_map for it. */
+    bool tensor_map;
 } pgk_param;
 
 typedef struct pgk_knob {
@@ -39,6 +42,9 @@ typedef struct pgk_launch {
     uint32_t grid[3];
     uint32_t block[3];
     uint32_t shared_bytes; /* dynamic shared memory */
+    /* Thread-block cluster dimensions (sm_90+, cuLaunchKernelEx); all 0: no
+     * cluster, a plain launch. Each must divide the grid's. */
+    uint32_t cluster[3];
 } pgk_launch;
 
 typedef struct pgk_desc pgk_desc;

@@ -137,10 +137,26 @@ int pgrt_ptx_check(const pgrt_ptx_info *info, pg_target device, int driver_versi
         rt_errf(err, errlen, "pgrt_ptx_check: %s", !info ? "info is NULL" : "invalid device target");
         return PGRT_EINVAL;
     }
+    /* The PTX's own target sets its minimum ISA: sm_90a needs 8.0 where
+     * sm_90 needs 7.8. */
+    pg_target ptx_target = device;
     if (strcmp(info->target, dev_name) != 0) {
-        rt_errf(err, errlen, "F-PTX-001 violated: PTX target %s != device target %s", info->target,
-                dev_name);
-        return PGRT_ETARGET;
+        /* An "a" target loads on the device of its own compute capability
+         * only; that device's plain target has the same sm number. */
+        pg_target t;
+        if (pg_target_parse(info->target, &t) != 0 || !pg_target_is_arch_specific(t) ||
+            pg_target_is_arch_specific(device) || pg_target_sm(t) != pg_target_sm(device)) {
+            unsigned sm = pg_target_parse(info->target, &t) == 0 ? pg_target_sm(t) : 0;
+            if (sm && pg_target_is_arch_specific(t))
+                rt_errf(err, errlen, "F-PTX-001 violated: PTX target %s != device target %s (%s "
+                        "loads only on a compute capability %u.%u device)", info->target, dev_name,
+                        info->target, sm / 10, sm % 10);
+            else
+                rt_errf(err, errlen, "F-PTX-001 violated: PTX target %s != device target %s",
+                        info->target, dev_name);
+            return PGRT_ETARGET;
+        }
+        ptx_target = t;
     }
     unsigned need = pg_isa_min_driver(info->isa);
     if (need == 0) {
@@ -148,10 +164,10 @@ int pgrt_ptx_check(const pgrt_ptx_info *info, pg_target device, int driver_versi
                 "it against", info->isa / 10, info->isa % 10);
         return PGRT_EISA;
     }
-    if (info->isa < pg_target_min_isa(device)) {
+    if (info->isa < pg_target_min_isa(ptx_target)) {
         rt_errf(err, errlen, "PTX ISA %u.%u is below %s's minimum %u.%u", info->isa / 10,
-                info->isa % 10, dev_name, pg_target_min_isa(device) / 10,
-                pg_target_min_isa(device) % 10);
+                info->isa % 10, pg_target_name(ptx_target), pg_target_min_isa(ptx_target) / 10,
+                pg_target_min_isa(ptx_target) % 10);
         return PGRT_EISA;
     }
     if (driver_version < 0 || (unsigned)driver_version < need) {
@@ -165,8 +181,32 @@ int pgrt_ptx_check(const pgrt_ptx_info *info, pg_target device, int driver_versi
     return 0;
 }
 
+int pgrt_ptx_check_device(const pgrt_ptx_info *info, const pgrt_device_info *dev, char *err,
+                          size_t errlen)
+{
+    if (!info || !dev) {
+        rt_errf(err, errlen, "pgrt_ptx_check_device: %s is NULL", !info ? "info" : "dev");
+        return PGRT_EINVAL;
+    }
+    pg_target t;
+    if (pg_target_parse(info->target, &t) == 0 && pg_target_is_arch_specific(t)) {
+        unsigned sm = pg_target_sm(t), cc = (unsigned)(dev->cc_major * 10 + dev->cc_minor);
+        /* sm_100a does not load on 10.3 although 10.3 runs sm_100 PTX. */
+        if (dev->cc_major < 0 || dev->cc_minor < 0 || sm != cc) {
+            rt_errf(err, errlen, "F-PTX-001 violated: PTX target %s loads only on a compute "
+                    "capability %u.%u device; this device is %d.%d (target %s)", info->target,
+                    sm / 10, sm % 10, dev->cc_major, dev->cc_minor,
+                    pg_target_name(dev->target) ? pg_target_name(dev->target) : "none");
+            return PGRT_ETARGET;
+        }
+    }
+    return pgrt_ptx_check(info, dev->target, dev->driver_version, err, errlen);
+}
+
 static const char *type_text(uint32_t t, char *buf, size_t len)
 {
+    if (t == PGRT_ARG_TENSOR_MAP)
+        return "a tensor map";
     const char *n = t < PG_TYPE_COUNT ? pg_type_name((pg_type)t) : NULL;
     if (n)
         return n;
@@ -199,6 +239,29 @@ int pgrt_args_check(const pgk_desc *d, const pgk_knobs *kn, const pgrt_arg *args
         const pgk_param *p = &d->params[i];
         const pgrt_arg *a = &args[i];
         char b1[32], b2[32];
+        if (p->tensor_map) {
+            if (a->type != PGRT_ARG_TENSOR_MAP) {
+                rt_errf(err, errlen, "%s argument %zu (%s): expected a tensor map "
+                        "(pgrt_arg_tensor_map), got %s", d->name, i, p->name,
+                        a->pointer ? "a device pointer" : type_text(a->type, b1, sizeof b1));
+                return PGRT_EARGS;
+            }
+            if (!a->v.tmap) {
+                rt_errf(err, errlen, "%s argument %zu (%s): null tensor map", d->name, i, p->name);
+                return PGRT_EARGS;
+            }
+            if (a->v.tmap->encoded != PGRT_TENSOR_MAP_ENCODED) {
+                rt_errf(err, errlen, "%s argument %zu (%s): the tensor map was never encoded "
+                        "(pgrt_tensor_map_encode)", d->name, i, p->name);
+                return PGRT_EARGS;
+            }
+            continue;
+        }
+        if (a->type == PGRT_ARG_TENSOR_MAP) {
+            rt_errf(err, errlen, "%s argument %zu (%s): expected %s, got a tensor map", d->name, i,
+                    p->name, p->pointer ? "a device pointer" : type_text(p->type, b1, sizeof b1));
+            return PGRT_EARGS;
+        }
         if (p->pointer) {
             if (!a->pointer) {
                 rt_errf(err, errlen, "%s argument %zu (%s): expected a device pointer, got %s",

@@ -71,6 +71,19 @@ static int query_device(pgrt_ctx *ctx)
         return rt_fail(PGRT_ETARGET, "device %d (%s) has compute capability %d.%d, which no ptxgen "
                        "target serves", ctx->ordinal, info->name,
                        info->cc_major, info->cc_minor);
+    info->arch_target = info->target;
+    for (int t = 0; t < PG_TARGET_COUNT; t++)
+        if (pg_target_is_arch_specific((pg_target)t) &&
+            pg_target_sm((pg_target)t) == (unsigned)(info->cc_major * 10 + info->cc_minor))
+            info->arch_target = (pg_target)t;
+    /* A driver that does not answer (before CUDA 9.0) has no opt-in
+     * either: the default limit stands. */
+    int optin = 0;
+    if (d->DeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                              ctx->dev) != CUDA_SUCCESS ||
+        optin < (int)RT_DEFAULT_SHARED_LIMIT)
+        optin = (int)RT_DEFAULT_SHARED_LIMIT;
+    info->shared_optin_bytes = optin;
     return 0;
 }
 

@@ -44,7 +44,7 @@ int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodul
     pgrt_ptx_info info;
     int rc = pgrt_ptx_parse(ptx, 0, &info, err, sizeof err);
     if (rc == 0)
-        rc = pgrt_ptx_check(&info, ctx->info.target, ctx->info.driver_version, err, sizeof err);
+        rc = pgrt_ptx_check_device(&info, &ctx->info, err, sizeof err);
     if (rc) {
         if (what)
             return rt_fail(rc, "%s (%s): %s", what, target, err);

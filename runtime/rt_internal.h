@@ -50,6 +50,7 @@ enum {
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
 };
 
 enum {
@@ -61,7 +62,73 @@ enum {
     CU_JIT_LOG_VERBOSE = 12,
 };
 
-enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 };
+enum {
+    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1, /* static shared memory */
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+};
+
+/* cuLaunchKernelEx's configuration (CUDA 11.8), as cuda.h lays it out: an
+ * attribute is its id padded to 8 bytes and a 64-byte value union. */
+enum { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4 };
+typedef struct CUlaunchAttribute {
+    int id;
+    char pad[4];
+    union {
+        char pad[64];
+        struct {
+            unsigned x, y, z;
+        } clusterDim;
+    } value;
+} CUlaunchAttribute;
+typedef struct CUlaunchConfig {
+    unsigned gridDimX, gridDimY, gridDimZ;
+    unsigned blockDimX, blockDimY, blockDimZ;
+    unsigned sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned numAttrs;
+} CUlaunchConfig;
+_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes in cuda.h");
+
+/* The tensor map (CUDA 12.0): 128 opaque bytes, 64-byte aligned. The
+ * enums carry the values of cuda.h's CUtensorMap* enums. */
+typedef struct CUtensorMap {
+    _Alignas(64) uint64_t opaque[16];
+} CUtensorMap;
+_Static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
+enum {
+    CU_TENSOR_MAP_DATA_TYPE_UINT8 = 0,
+    CU_TENSOR_MAP_DATA_TYPE_UINT16 = 1,
+    CU_TENSOR_MAP_DATA_TYPE_UINT32 = 2,
+    CU_TENSOR_MAP_DATA_TYPE_INT32 = 3,
+    CU_TENSOR_MAP_DATA_TYPE_UINT64 = 4,
+    CU_TENSOR_MAP_DATA_TYPE_INT64 = 5,
+    CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6,
+    CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7,
+    CU_TENSOR_MAP_DATA_TYPE_FLOAT64 = 8,
+    CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9,
+};
+enum {
+    CU_TENSOR_MAP_INTERLEAVE_NONE = 0,
+    CU_TENSOR_MAP_INTERLEAVE_16B = 1,
+    CU_TENSOR_MAP_INTERLEAVE_32B = 2,
+};
+enum {
+    CU_TENSOR_MAP_SWIZZLE_NONE = 0,
+    CU_TENSOR_MAP_SWIZZLE_32B = 1,
+    CU_TENSOR_MAP_SWIZZLE_64B = 2,
+    CU_TENSOR_MAP_SWIZZLE_128B = 3,
+};
+enum {
+    CU_TENSOR_MAP_L2_PROMOTION_NONE = 0,
+    CU_TENSOR_MAP_L2_PROMOTION_L2_64B = 1,
+    CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2,
+    CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3,
+};
+enum {
+    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0,
+    CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA = 1,
+};
 enum { CU_STREAM_NON_BLOCKING = 1 };
 enum { CU_EVENT_DEFAULT = 0 };
 enum {
@@ -118,6 +185,8 @@ enum {
     X(ModuleUnload, "cuModuleUnload", 2000, "cuModuleUnload", 1, (CUmodule mod))              \
     X(FuncSetAttribute, "cuFuncSetAttribute", 9000, "cuFuncSetAttribute", 0,                  \
       (CUfunction fn, int attrib, int value))                                                \
+    X(FuncGetAttribute, "cuFuncGetAttribute", 2020, "cuFuncGetAttribute", 0,                  \
+      (int *value, int attrib, CUfunction fn))                                               \
     X(MemAlloc, "cuMemAlloc", 3020, "cuMemAlloc_v2", 1, (CUdeviceptr * p, size_t bytes))      \
     X(MemFree, "cuMemFree", 3020, "cuMemFree_v2", 1, (CUdeviceptr p))                         \
     X(MemcpyHtoD, "cuMemcpyHtoD", 3020, "cuMemcpyHtoD_v2", 1,                                 \
@@ -159,6 +228,12 @@ enum {
     X(LaunchKernel, "cuLaunchKernel", 4000, "cuLaunchKernel", 1,                              \
       (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,       \
        unsigned bz, unsigned shared, CUstream s, void **params, void **extra))               \
+    X(LaunchKernelEx, "cuLaunchKernelEx", 11080, "cuLaunchKernelEx", 0,                       \
+      (const CUlaunchConfig *config, CUfunction fn, void **params, void **extra))            \
+    X(TensorMapEncodeTiled, "cuTensorMapEncodeTiled", 12000, "cuTensorMapEncodeTiled", 0,     \
+      (CUtensorMap * map, int dtype, unsigned rank, void *addr, const uint64_t *dims,        \
+       const uint64_t *strides, const uint32_t *box, const uint32_t *element_strides,        \
+       int interleave, int swizzle, int l2_promotion, int oob_fill))                         \
     X(GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040,                        \
       "cuGraphInstantiateWithFlags", 0,                                                      \
       (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                         \
@@ -220,6 +295,11 @@ struct pgrt_kernel {
      * fixed at baked.v[i]. */
     uint32_t baked_mask;
     pgk_knobs baked;
+    /* Dynamic shared memory a launch may use without another
+     * cuFuncSetAttribute: 0 until the first launch with dynamic shared
+     * memory looks (launch.c); raised under ctx->lock. */
+    atomic_uint smem_allowed;
+    int smem_static; /* the function's static shared bytes, once looked up */
 };
 
 typedef struct cache_entry cache_entry;

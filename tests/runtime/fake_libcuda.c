@@ -21,7 +21,10 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fakecuda_launch log_[MAX_LOG];
 static int nlog;
-static atomic_int loads, direct_loads, live_allocs, live_modules;
+static atomic_int loads, direct_loads, live_allocs, live_modules, tmaps;
+#define MAX_ATTR_LOG 256
+static fakecuda_attr_set attr_log[MAX_ATTR_LOG];
+static int nattr;
 
 static const char *mode(void)
 {
@@ -44,12 +47,17 @@ FAKE_API int fakecuda_loads(void);
 FAKE_API int fakecuda_direct_loads(void);
 FAKE_API int fakecuda_live_allocs(void);
 FAKE_API int fakecuda_live_modules(void);
+FAKE_API int fakecuda_attr_count(void);
+FAKE_API const fakecuda_attr_set *fakecuda_attr_at(int i);
+FAKE_API int fakecuda_tmap_count(void);
 
 void fakecuda_reset(void)
 {
     pthread_mutex_lock(&lock);
     nlog = 0;
+    nattr = 0;
     pthread_mutex_unlock(&lock);
+    atomic_store(&tmaps, 0);
     atomic_store(&loads, 0);
     atomic_store(&direct_loads, 0);
 }
@@ -59,6 +67,12 @@ int fakecuda_loads(void) { return atomic_load(&loads); }
 int fakecuda_direct_loads(void) { return atomic_load(&direct_loads); }
 int fakecuda_live_allocs(void) { return atomic_load(&live_allocs); }
 int fakecuda_live_modules(void) { return atomic_load(&live_modules); }
+int fakecuda_attr_count(void) { return nattr; }
+const fakecuda_attr_set *fakecuda_attr_at(int i)
+{
+    return i >= 0 && i < nattr ? &attr_log[i] : NULL;
+}
+int fakecuda_tmap_count(void) { return atomic_load(&tmaps); }
 
 static void record(const fakecuda_launch *l)
 {
@@ -77,6 +91,7 @@ struct CUfunc_st {
     char name[64];
     int nparams;
     int sizes[FAKECUDA_MAX_PARAMS];
+    int max_dynamic_shared; /* cuFuncSetAttribute's; 0: the default */
 };
 #define MAX_FUNCS 64
 typedef struct fmodule {
@@ -180,6 +195,9 @@ E(cuDeviceGetAttribute)(int *v, int attr, CUdevice d)
         return CUDA_SUCCESS;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
         *v = 4;
+        return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+        *v = env_int("FAKECUDA_SMEM_OPTIN", 232448);
         return CUDA_SUCCESS;
     }
     return CUDA_ERROR_INVALID_VALUE;
@@ -293,6 +311,25 @@ static int type_size(const char *t)
     return 4;
 }
 
+/* The size of the parameter declared at p (just past ".param "):
+ * "u32 n", ".align 64 .b8 tmap[128]". */
+static int param_size(const char *p)
+{
+    if (!strncmp(p, ".align", 6)) {
+        p += 6;
+        while (*p == ' ' || (*p >= '0' && *p <= '9'))
+            p++;
+    }
+    if (*p == '.')
+        p++;
+    int size = type_size(p);
+    const char *stop = strpbrk(p, ",)");
+    const char *br = strchr(p, '[');
+    if (br && (!stop || br < stop))
+        size *= atoi(br + 1);
+    return size;
+}
+
 E(cuModuleGetFunction)(CUfunction *fn, CUmodule m, const char *name)
 {
     fmodule *f = (fmodule *)(void *)m;
@@ -306,7 +343,7 @@ E(cuModuleGetFunction)(CUfunction *fn, CUmodule m, const char *name)
     const char *end = strchr(p, ')');
     for (const char *q = strstr(p, ".param ."); q && q < end && fu->nparams < FAKECUDA_MAX_PARAMS;
          q = strstr(q + 1, ".param ."))
-        fu->sizes[fu->nparams++] = type_size(q + 8);
+        fu->sizes[fu->nparams++] = param_size(q + 7);
     *fn = fu;
     return CUDA_SUCCESS;
 }
@@ -319,10 +356,34 @@ E(cuModuleUnload)(CUmodule m)
 }
 E(cuFuncSetAttribute)(CUfunction fn, int attr, int value)
 {
-    (void)fn;
-    (void)attr;
-    (void)value;
+    pthread_mutex_lock(&lock);
+    if (nattr < MAX_ATTR_LOG) {
+        fakecuda_attr_set *a = &attr_log[nattr++];
+        snprintf(a->name, sizeof a->name, "%s", fn->name);
+        a->attr = attr;
+        a->value = value;
+    }
+    pthread_mutex_unlock(&lock);
+    if (attr != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+        return CUDA_SUCCESS;
+    if (value < 0 ||
+        value + env_int("FAKECUDA_STATIC_SMEM", 0) > env_int("FAKECUDA_SMEM_OPTIN", 232448))
+        return CUDA_ERROR_INVALID_VALUE;
+    fn->max_dynamic_shared = value;
     return CUDA_SUCCESS;
+}
+E(cuFuncGetAttribute)(int *value, int attr, CUfunction fn)
+{
+    switch (attr) {
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+        *value = env_int("FAKECUDA_STATIC_SMEM", 0);
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        *value = fn->max_dynamic_shared ? fn->max_dynamic_shared
+                                        : 48 * 1024 - env_int("FAKECUDA_STATIC_SMEM", 0);
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 E(cuMemAlloc_v2)(CUdeviceptr *p, size_t bytes)
@@ -560,23 +621,38 @@ static void emulate(const fakecuda_launch *l)
     }
 }
 
-E(cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                  unsigned bz, unsigned shared, CUstream s, void **params, void **extra)
+static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                       unsigned shared, CUstream s, void **params, int ex, const unsigned cluster[3])
 {
-    (void)extra;
     if (!current)
         return 201;
+    int allowed = f->max_dynamic_shared ? f->max_dynamic_shared
+                                        : 48 * 1024 - env_int("FAKECUDA_STATIC_SMEM", 0);
+    if ((int)shared > allowed)
+        return CUDA_ERROR_INVALID_VALUE;
     fakecuda_launch l;
     memset(&l, 0, sizeof l);
     snprintf(l.name, sizeof l.name, "%s", f->name);
-    l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
-    l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
+    for (int i = 0; i < 3; i++) {
+        l.grid[i] = grid[i];
+        l.block[i] = block[i];
+        l.cluster[i] = cluster ? cluster[i] : 0;
+    }
     l.shared = shared;
     l.stream = s;
+    l.ex = ex;
     l.nparams = f->nparams;
     for (int i = 0; i < f->nparams; i++) {
         l.sizes[i] = f->sizes[i];
-        memcpy(&l.params[i], params[i], (size_t)f->sizes[i]);
+        if (f->sizes[i] <= 8) {
+            memcpy(&l.params[i], params[i], (size_t)f->sizes[i]);
+            continue;
+        }
+        memcpy(&l.params[i], params[i], 8);
+        if (l.nbig < FAKECUDA_MAX_BIG && f->sizes[i] <= 128) {
+            l.big_index[l.nbig] = i;
+            memcpy(l.big[l.nbig++], params[i], (size_t)f->sizes[i]);
+        }
     }
     if (s && s->capturing) {
         s->cap = realloc(s->cap, (size_t)(s->ncap + 1) * sizeof *s->cap);
@@ -585,6 +661,81 @@ E(cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned 
     }
     emulate(&l);
     record(&l);
+    return CUDA_SUCCESS;
+}
+
+E(cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                  unsigned bz, unsigned shared, CUstream s, void **params, void **extra)
+{
+    (void)extra;
+    const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    return launch(f, grid, block, shared, s, params, 0, NULL);
+}
+
+E(cuLaunchKernelEx)(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    (void)extra;
+    const unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
+    const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+    unsigned cluster[3] = {0, 0, 0};
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            continue;
+        cluster[0] = c->attrs[i].value.clusterDim.x;
+        cluster[1] = c->attrs[i].value.clusterDim.y;
+        cluster[2] = c->attrs[i].value.clusterDim.z;
+        if (env_int("FAKECUDA_CC", 90) < 90)
+            return 801; /* NOT_SUPPORTED */
+        for (int d = 0; d < 3; d++)
+            if (cluster[d] == 0 || grid[d] % cluster[d])
+                return 912; /* INVALID_CLUSTER_SIZE */
+    }
+    return launch(f, grid, block, c->sharedMemBytes, c->hStream, params, 1, cluster);
+}
+
+static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* The documented rules a real driver enforces, and the fake layout of
+ * fakecuda.h in the map. */
+E(cuTensorMapEncodeTiled)(CUtensorMap *map, int dtype, unsigned rank, void *addr,
+                          const uint64_t *dims, const uint64_t *strides, const uint32_t *box,
+                          const uint32_t *estrides, int interleave, int swizzle, int l2, int oob)
+{
+    static const int esize[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+    if (!current)
+        return 201;
+    if (((uintptr_t)map & 63) || dtype < 0 || dtype > 12 || rank < 1 || rank > 5 ||
+        ((uintptr_t)addr & 15) || interleave < 0 || interleave > 2 || swizzle < 0 ||
+        swizzle > 3 || l2 < 0 || l2 > 3 || oob < 0 || oob > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < rank; i++)
+        if (dims[i] == 0 || dims[i] > (1ull << 32) || box[i] == 0 || box[i] > 256 ||
+            estrides[i] == 0 || estrides[i] > 8)
+            return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i + 1 < rank; i++)
+        if (strides[i] % 16 || strides[i] >= (1ull << 40))
+            return CUDA_ERROR_INVALID_VALUE;
+    unsigned row = box[0] * (unsigned)esize[dtype];
+    if (interleave == 0 && (row % 16 || (swizzle && row > (16u << swizzle))))
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned char *b = (unsigned char *)map;
+    memset(b, 0, 128);
+    put64(b, (uint64_t)(uintptr_t)addr);
+    put32(b + 8, (uint32_t)dtype);
+    put32(b + 12, rank);
+    for (unsigned i = 0; i < rank; i++) {
+        put64(b + 16 + 8 * i, dims[i]);
+        put32(b + 88 + 4 * i, box[i]);
+        if (i + 1 < rank)
+            put64(b + 56 + 8 * i, strides[i]);
+    }
+    put32(b + 108, (uint32_t)interleave);
+    put32(b + 112, (uint32_t)swizzle);
+    put32(b + 116, (uint32_t)l2);
+    put32(b + 120, (uint32_t)oob);
+    put32(b + 124, FAKECUDA_TMAP_MAGIC);
+    atomic_fetch_add(&tmaps, 1);
     return CUDA_SUCCESS;
 }
 
@@ -660,6 +811,7 @@ static const struct {
     {"cuModuleGetFunction", 2000, F(cuModuleGetFunction)},
     {"cuModuleUnload", 2000, F(cuModuleUnload)},
     {"cuFuncSetAttribute", 9000, F(cuFuncSetAttribute)},
+    {"cuFuncGetAttribute", 2020, F(cuFuncGetAttribute)},
     {"cuMemAlloc", 3020, F(cuMemAlloc_v2)},
     {"cuMemFree", 3020, F(cuMemFree_v2)},
     {"cuMemcpyHtoD", 3020, F(cuMemcpyHtoD_v2)},
@@ -684,6 +836,8 @@ static const struct {
     {"cuEventSynchronize", 2000, F(cuEventSynchronize)},
     {"cuEventElapsedTime", 2000, F(cuEventElapsedTime)},
     {"cuLaunchKernel", 4000, F(cuLaunchKernel)},
+    {"cuLaunchKernelEx", 11080, F(cuLaunchKernelEx)},
+    {"cuTensorMapEncodeTiled", 12000, F(cuTensorMapEncodeTiled)},
     {"cuGraphInstantiateWithFlags", 11040, F(cuGraphInstantiateWithFlags)},
     {"cuGraphInstantiate", 11000, F(cuGraphInstantiate_v2)},
     {"cuGraphLaunch", 10000, F(cuGraphLaunch)},

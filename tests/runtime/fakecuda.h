@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #define FAKECUDA_MAX_PARAMS 16
+#define FAKECUDA_MAX_BIG 4
 
 typedef struct fakecuda_launch {
     char name[64];
@@ -34,7 +35,28 @@ typedef struct fakecuda_launch {
     int sizes[FAKECUDA_MAX_PARAMS];
     uint64_t params[FAKECUDA_MAX_PARAMS]; /* zero-extended */
     int replayed;                         /* 1 when it came from a graph launch */
+    /* Parameters larger than 8 bytes (tensor maps): params[i] holds their
+     * first 8 bytes, big[] all of them, for the first FAKECUDA_MAX_BIG. */
+    int nbig;
+    int big_index[FAKECUDA_MAX_BIG];
+    unsigned char big[FAKECUDA_MAX_BIG][128];
+    int ex;                /* 1 when launched through cuLaunchKernelEx */
+    unsigned cluster[3];   /* its cluster-dimension attribute; 0 when none */
 } fakecuda_launch;
+
+/* One cuFuncSetAttribute call. */
+typedef struct fakecuda_attr_set {
+    char name[64]; /* the function */
+    int attr, value;
+} fakecuda_attr_set;
+typedef const fakecuda_attr_set *(*fakecuda_attr_at_fn)(int i);
+
+/* What the fake's cuTensorMapEncodeTiled writes into the 128 bytes (a real
+ * map is opaque; this one lets tests see what the runtime passed):
+ *   0 u64 address, 8 u32 data type, 12 u32 rank, 16 u64 dims[5],
+ *   56 u64 strides[4], 88 u32 box[5], 108 u32 interleave, 112 u32 swizzle,
+ *   116 u32 l2 promotion, 120 u32 oob fill, 124 u32 FAKECUDA_TMAP_MAGIC. */
+#define FAKECUDA_TMAP_MAGIC 0x464d4150u
 
 typedef void (*fakecuda_reset_fn)(void);
 typedef int (*fakecuda_count_fn)(void);
@@ -48,6 +70,18 @@ typedef const fakecuda_launch *(*fakecuda_launch_at_fn)(int i);
  *   int fakecuda_direct_loads(void);      cuModuleLoadData calls that succeeded
  *   int fakecuda_live_allocs(void);       cuMemAlloc minus cuMemFree
  *   int fakecuda_live_modules(void);      loads minus cuModuleUnload
+ *   int fakecuda_attr_count(void);        cuFuncSetAttribute calls since reset
+ *   const fakecuda_attr_set *fakecuda_attr_at(int i);
+ *   int fakecuda_tmap_count(void);        cuTensorMapEncodeTiled calls that succeeded
+ *
+ * More steering, read at each call:
+ *   FAKECUDA_SMEM_OPTIN   the opt-in shared memory maximum (default 232448)
+ *   FAKECUDA_STATIC_SMEM  every function's static shared bytes (default 0)
+ * A launch whose dynamic shared memory passes what the function allows
+ * (48 KiB less the static bytes, or the cuFuncSetAttribute value) fails
+ * with CUDA_ERROR_INVALID_VALUE, as the driver's does; so does a cluster
+ * that does not divide the grid (CUDA_ERROR_INVALID_CLUSTER_SIZE) or one on
+ * a device below 9.0 (CUDA_ERROR_NOT_SUPPORTED).
  */
 
 #endif /* PTXGEN_FAKECUDA_H */
