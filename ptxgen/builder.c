@@ -775,6 +775,11 @@ pg_reg pg_param_load(pg_kernel *k, pg_param p)
         pg_fail(k, PG_EINVAL, "pg_param_load: not a param of this kernel");
         return pg_none();
     }
+    if (k->params[p.id - 1].tensor_map) {
+        pg_fail(k, PG_ETYPE, "pg_param_load: '%s' is a tensor map; take its address with "
+                "pg_param_addr", k->params[p.id - 1].name);
+        return pg_none();
+    }
     pg_type t = (pg_type)k->params[p.id - 1].type;
     pg_type rt = pg_type_bits(t) == 8 ? (pg_type_is_signed(t) ? PG_S16 : PG_U16) : t;
     pg_reg d = pg_reg_new(k, rt);

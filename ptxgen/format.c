@@ -375,7 +375,8 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         vec(b, k, in->src + 6, 4, PG_F32);
         break;
     default:
-        pg_sb_fmt(b, "<op %u>", in->op);
+        if (!pg_format_sm90(b, k, in))
+            pg_sb_fmt(b, "<op %u>", in->op);
         break;
     }
 }

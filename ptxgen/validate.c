@@ -12,6 +12,12 @@
  *     on such a value makes every block it controls (reachable from it
  *     before its immediate post-dominator) divergent. A barrier there is an
  *     error naming the barrier and the branch.
+ *     Divergence has two levels: values that differ only between warps (a
+ *     warp or warpgroup index, %tid.x >> 5 or more, with blockDim.x a
+ *     multiple of 32) and values that differ within a warp. A counted named
+ *     barrier (bar.sync id, n) may sit under a branch of the first kind, as
+ *     the consumer warpgroups of a warp-specialized kernel do; bar.sync for
+ *     the whole block may sit under neither.
  */
 #include "internal.h"
 
@@ -33,14 +39,20 @@ typedef struct block {
     uint8_t nsucc;
     bool reachable;
     bool divergent;       /* only some threads of a block can be here */
+    uint8_t level;        /* LV_WARP: whole warps only; LV_LANE: parts of warps */
     uint32_t cause;       /* instruction index of the divergent branch */
 } block;
 
 typedef enum why_kind { WHY_NONE, WHY_SREG, WHY_LOAD, WHY_ATOM, WHY_SHFL, WHY_VOTE, WHY_CONTROL } why_kind;
 typedef struct why {
     uint8_t kind;
+    uint8_t level;   /* LV_WARP or LV_LANE once kind is set */
     uint32_t detail; /* sreg, or instruction index */
 } why;
+
+/* How far a value or a block's threads differ: not at all, between warps
+ * only, or within a warp. */
+enum { LV_NONE = 0, LV_WARP = 1, LV_LANE = 2 };
 
 typedef struct cfg {
     pg_kernel *k;
@@ -168,9 +180,11 @@ static int check_defined(cfg *g)
     memset(def, 0, sizeof(word) * w * nb);
     for (uint32_t bi = 0; bi < nb; bi++)
         for (uint32_t i = g->b[bi].start; i < g->b[bi].end; i++)
-            for (unsigned d = 0; d < k->ins[i].ndst; d++)
-                if (k->ins[i].dst[d].kind == PG_VAL_REG)
-                    bit_set(def + bi * w, k->ins[i].dst[d].id);
+            for (unsigned d = 0; d < k->ins[i].ndst + k->ins[i].nacc; d++) {
+                pg_val v = d < k->ins[i].ndst ? k->ins[i].dst[d] : k->ins[i].acc[d - k->ins[i].ndst];
+                if (v.kind == PG_VAL_REG)
+                    bit_set(def + bi * w, v.id);
+            }
     bool changed = true;
     while (changed) {
         changed = false;
@@ -199,10 +213,14 @@ static int check_defined(cfg *g)
         for (uint32_t i = g->b[bi].start; i < g->b[bi].end; i++) {
             const instr *ins = &k->ins[i];
             unsigned nu = uses(ins, u);
-            for (unsigned j = 0; j < nu; j++) {
-                if (!bit_get(cur, u[j])) {
+            /* wgmma reads its accumulators unless scale-d is an immediate 0 */
+            bool acc_read = ins->nacc && !(ins->src[ins->nsrc - 1].kind == PG_VAL_IMM_INT &&
+                                            ins->src[ins->nsrc - 1].bits == 0);
+            for (unsigned j = 0; j < nu + (acc_read ? ins->nacc : 0); j++) {
+                uint32_t r_id = j < nu ? u[j] : ins->acc[j - nu].id;
+                if (!bit_get(cur, r_id)) {
                     char r[32], d[256];
-                    pg_val v = {PG_VAL_REG, u[j], 0};
+                    pg_val v = {PG_VAL_REG, r_id, 0};
                     pg_val_format(k, v, PG_U32, r, sizeof r);
                     describe(g, i, d, sizeof d);
                     return pg_fail(k, PG_EUNDEF, "register %s is read before any write reaches "
@@ -212,6 +230,9 @@ static int check_defined(cfg *g)
             for (unsigned d = 0; d < ins->ndst; d++)
                 if (ins->dst[d].kind == PG_VAL_REG)
                     bit_set(cur, ins->dst[d].id);
+            for (unsigned d = 0; d < ins->nacc; d++)
+                if (ins->acc[d].kind == PG_VAL_REG)
+                    bit_set(cur, ins->acc[d].id);
         }
     }
     return PG_OK;
@@ -314,10 +335,55 @@ static int post_dominators(cfg *g, uint32_t *ipdom)
     return PG_OK;
 }
 
-static bool sreg_divergent(pg_sreg s)
+/* How much a special register differs between the threads of a block. */
+static uint8_t sreg_level(pg_sreg s)
 {
-    return s == PG_SREG_TID_X || s == PG_SREG_TID_Y || s == PG_SREG_TID_Z ||
-           s == PG_SREG_LANEID || s == PG_SREG_WARPID;
+    if (s == PG_SREG_TID_X || s == PG_SREG_TID_Y || s == PG_SREG_TID_Z || s == PG_SREG_LANEID)
+        return LV_LANE;
+    return s == PG_SREG_WARPID ? LV_WARP : LV_NONE;
+}
+
+/* Registers that hold %tid.x at every write (moved from %tid.x or from such
+ * a register): their warp index (>> 5 or more, / a multiple of 32, & a mask
+ * clear in bits 0-4) is the same across a warp. */
+static int find_tid_x(cfg *g, bool *tidx)
+{
+    pg_kernel *k = g->k;
+    for (uint32_t r = 0; r < k->nregs; r++)
+        tidx[r] = true;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t i = 0; i < k->nins; i++) {
+            const instr *in = &k->ins[i];
+            bool is = !in->guard && in->nacc == 0 &&
+                      ((in->op == OP_SREG && in->mod == PG_SREG_TID_X) ||
+                       (in->op == OP_MOV && in->src[0].kind == PG_VAL_REG && tidx[in->src[0].id]));
+            for (unsigned d = 0; d < in->ndst; d++)
+                if (in->dst[d].kind == PG_VAL_REG && tidx[in->dst[d].id] && !is) {
+                    tidx[in->dst[d].id] = false;
+                    changed = true;
+                }
+            for (unsigned d = 0; d < in->nacc; d++)
+                tidx[in->acc[d].id] = false;
+        }
+    }
+    return PG_OK;
+}
+
+/* Whether `in` takes the warp index of its first source (a %tid.x
+ * register): the result is then the same across each warp. */
+static bool warp_index_of_tid(const instr *in, const bool *tidx)
+{
+    if (in->nsrc != 2 || in->src[0].kind != PG_VAL_REG || !tidx[in->src[0].id] ||
+        in->src[1].kind != PG_VAL_IMM_INT)
+        return false;
+    uint64_t c = in->src[1].bits;
+    switch (in->op) {
+    case OP_SHR: return c >= 5 && c < 64;
+    case OP_DIV: return c && c % 32 == 0;
+    case OP_AND: return (c & 31) == 0;
+    default: return false;
+    }
 }
 
 static int check_barriers(cfg *g)
@@ -325,21 +391,24 @@ static int check_barriers(cfg *g)
     pg_kernel *k = g->k;
     bool any_bar = false;
     for (uint32_t i = 0; i < k->nins; i++)
-        any_bar |= k->ins[i].op == OP_BAR;
+        any_bar |= (pg_op_flags((pg_opcode)k->ins[i].op) & OPF_BARRIER) != 0;
     if (!any_bar)
         return PG_OK;
 
     uint32_t nb = g->nb;
     why *div = arena_alloc(&k->mem, sizeof(why) * k->nregs);
+    bool *tidx = arena_alloc(&k->mem, k->nregs ? k->nregs : 1);
     uint32_t *ipdom = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     bool *seen = arena_alloc(&k->mem, nb + 1);
-    bool *done_branch = arena_alloc(&k->mem, nb + 1);
-    if (!div || !ipdom || !stack || !seen || !done_branch)
+    uint8_t *done_branch = arena_alloc(&k->mem, nb + 1);
+    if (!div || !tidx || !ipdom || !stack || !seen || !done_branch)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(div, 0, sizeof(why) * k->nregs);
     memset(done_branch, 0, nb + 1);
     int err = post_dominators(g, ipdom);
+    if (!err)
+        err = find_tid_x(g, tidx);
     if (err)
         return err;
 
@@ -352,55 +421,66 @@ static int check_barriers(cfg *g)
                 continue;
             for (uint32_t i = b->start; i < b->end; i++) {
                 const instr *in = &k->ins[i];
-                if (!in->ndst)
+                if (!in->ndst && !in->nacc)
                     continue;
-                why w = {WHY_NONE, 0};
+                why w = {WHY_NONE, LV_NONE, 0};
                 switch (in->op) {
                 case OP_SREG:
-                    if (sreg_divergent((pg_sreg)in->mod))
-                        w = (why){WHY_SREG, in->mod};
+                    if (sreg_level((pg_sreg)in->mod))
+                        w = (why){WHY_SREG, sreg_level((pg_sreg)in->mod), in->mod};
                     break;
                 case OP_LD:
                     if (in->mod != PG_SPACE_PARAM && in->src[0].kind == PG_VAL_REG &&
                         div[in->src[0].id].kind)
-                        w = (why){WHY_LOAD, i};
+                        w = (why){WHY_LOAD, div[in->src[0].id].level, i};
                     break;
                 default:
                     /* The op table says which results differ per lane; the
                      * kind only picks the words of the message. */
                     if (pg_op_flags((pg_opcode)in->op) & OPF_LANE_VARYING) {
                         w = (why){in->op == OP_ATOM ? WHY_ATOM : in->op == OP_VOTE ? WHY_VOTE
-                                                                                   : WHY_SHFL, i};
+                                                                                   : WHY_SHFL,
+                                  LV_LANE, i};
                         break;
                     }
-                    for (unsigned s = 0; s < in->nsrc && !w.kind; s++)
-                        if (in->src[s].kind == PG_VAL_REG && div[in->src[s].id].kind)
-                            w = div[in->src[s].id];
+                    for (unsigned s = 0; s < in->nsrc; s++) {
+                        if (in->src[s].kind != PG_VAL_REG || !div[in->src[s].id].kind)
+                            continue;
+                        why ws = div[in->src[s].id];
+                        if (s == 0 && warp_index_of_tid(in, tidx))
+                            ws.level = LV_WARP;
+                        if (ws.level > w.level)
+                            w = ws;
+                    }
                     break;
                 }
-                if (!w.kind && in->guard && div[in->guard].kind)
+                if (in->guard && div[in->guard].kind && div[in->guard].level > w.level)
                     w = div[in->guard];
-                if (!w.kind && b->divergent)
-                    w = (why){WHY_CONTROL, b->cause};
+                if (b->divergent && b->level > w.level)
+                    w = (why){WHY_CONTROL, b->level, b->cause};
                 if (!w.kind)
                     continue;
-                for (unsigned d = 0; d < in->ndst; d++) {
-                    if (in->dst[d].kind == PG_VAL_REG && !div[in->dst[d].id].kind) {
-                        div[in->dst[d].id] = w;
+                for (unsigned d = 0; d < in->ndst + in->nacc; d++) {
+                    pg_val v = d < in->ndst ? in->dst[d] : in->acc[d - in->ndst];
+                    if (v.kind == PG_VAL_REG && (!div[v.id].kind || div[v.id].level < w.level)) {
+                        div[v.id] = w;
                         changed = true;
                     }
                 }
             }
         }
-        /* Divergent branches mark the blocks they control. */
+        /* Divergent branches mark the blocks they control, at their level. */
         for (uint32_t bi = 0; bi < nb; bi++) {
             block *b = &g->b[bi];
-            if (!b->reachable || done_branch[bi] || b->end == b->start)
+            if (!b->reachable || b->end == b->start)
                 continue;
             const instr *last = &k->ins[b->end - 1];
             if (!is_term(last) || !last->guard || !div[last->guard].kind)
                 continue;
-            done_branch[bi] = true;
+            uint8_t lv = div[last->guard].level;
+            if (done_branch[bi] >= lv)
+                continue;
+            done_branch[bi] = lv;
             memset(seen, 0, nb + 1);
             uint32_t sp = 0, stop = ipdom[bi];
             for (unsigned s = 0; s < b->nsucc; s++)
@@ -410,8 +490,9 @@ static int check_barriers(cfg *g)
                 }
             while (sp) {
                 uint32_t v = stack[--sp];
-                if (!g->b[v].divergent) {
+                if (!g->b[v].divergent || g->b[v].level < lv) {
                     g->b[v].divergent = true;
+                    g->b[v].level = lv;
                     g->b[v].cause = b->end - 1;
                     changed = true;
                 }
@@ -432,11 +513,14 @@ static int check_barriers(cfg *g)
             continue;
         for (uint32_t i = b->start; i < b->end; i++) {
             const instr *in = &k->ins[i];
-            if (in->op != OP_BAR)
+            if (!(pg_op_flags((pg_opcode)in->op) & OPF_BARRIER))
                 continue;
+            /* A counted barrier waits for whole warps: a split between
+             * warps is what it is for; a split inside one is not. */
+            uint8_t allowed = in->op == OP_BAR_N ? LV_WARP : LV_NONE;
             char bar[256], br[256], wt[160];
             describe(g, i, bar, sizeof bar);
-            if (in->guard && div[in->guard].kind) {
+            if (in->guard && div[in->guard].kind && div[in->guard].level > allowed) {
                 char r[32];
                 pg_val v = {PG_VAL_REG, in->guard, 0};
                 pg_val_format(k, v, PG_PRED, r, sizeof r);
@@ -444,12 +528,13 @@ static int check_barriers(cfg *g)
                 return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is guarded by %s, which "
                                "depends on %s", bar, r, wt);
             }
-            if (b->divergent) {
+            if (b->divergent && b->level > allowed) {
                 const instr *cb = &k->ins[b->cause];
                 describe(g, b->cause, br, sizeof br);
                 why_text(g, div[cb->guard], wt, sizeof wt);
                 return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is reached by only some "
-                               "threads of the block: the %s at %s depends on %s", bar,
+                               "threads of the %s: the %s at %s depends on %s", bar,
+                               in->op == OP_BAR_N ? "warps it counts" : "block",
                                cb->op == OP_BRA ? "branch" : "early exit", br, wt);
             }
         }
