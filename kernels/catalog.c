@@ -35,6 +35,7 @@ static const pgk_desc *const catalog[] = {
     &pgk_desc_adamw_hyper_advance,
     &pgk_desc_squared_sum_reduce_multi,
     &pgk_desc_gradient_clip_gpu_scale_multi,
+    &pgk_desc_gemm_sm90,
 };
 
 size_t pgk_count(void) { return sizeof catalog / sizeof catalog[0]; }
@@ -55,6 +56,9 @@ bool pgk_supports(const pgk_desc *d, pg_target t)
 {
     if (!d || (unsigned)t >= PG_TARGET_COUNT)
         return false;
+    /* an "a" kernel (wgmma) runs on its own architecture only */
+    if (pg_target_is_arch_specific(d->min_target))
+        return t == d->min_target;
     return pg_target_sm(t) >= pg_target_sm(d->min_target);
 }
 
@@ -215,7 +219,8 @@ int pgk_emit(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char **ptx, si
     }
     pg_param p[PGK_MAX_PARAMS];
     for (size_t i = 0; i < d->nparams && i < PGK_MAX_PARAMS; i++)
-        p[i] = pg_param_add(k, d->params[i].type, d->params[i].name);
+        p[i] = d->params[i].tensor_map ? pg_param_tensor_map(k, d->params[i].name)
+                                       : pg_param_add(k, d->params[i].type, d->params[i].name);
     if (!pg_kernel_error(k))
         d->build(k, p, kn->v);
     const char *text = NULL;

@@ -31,6 +31,7 @@ extern const pgk_desc pgk_desc_mse_loss;
 extern const pgk_desc pgk_desc_adamw_hyper_advance;
 extern const pgk_desc pgk_desc_squared_sum_reduce_multi;
 extern const pgk_desc pgk_desc_gradient_clip_gpu_scale_multi;
+extern const pgk_desc pgk_desc_gemm_sm90;
 
 /* Shared launch helper: `threads` a block, ceil(n/threads) blocks. */
 int pgk_launch_1d(uint32_t n, uint32_t threads, pgk_launch *out);

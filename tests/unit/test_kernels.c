@@ -12,13 +12,17 @@ int main(void)
         REQUIRE(d->nparams <= PGK_MAX_PARAMS && d->nknobs <= PGK_MAX_KNOBS);
         /* the emitted entry declares exactly the descriptor's params */
         char *ptx = NULL, err[256];
-        REQUIRE_INT_EQ(pgk_emit(d, PG_SM_90, NULL, &ptx, NULL, err, sizeof err), 0);
+        pg_target t = pgk_supports(d, PG_SM_90) ? PG_SM_90 : d->min_target; /* "a" kernels */
+        REQUIRE_INT_EQ(pgk_emit(d, t, NULL, &ptx, NULL, err, sizeof err), 0);
         char want[128];
         snprintf(want, sizeof want, ".visible .entry %s(", d->name);
         REQUIRE_CONTAINS(ptx, want);
         for (size_t p = 0; p < d->nparams; p++) {
-            snprintf(want, sizeof want, "\t.param .%s %s", pg_type_name(d->params[p].type),
-                     d->params[p].name);
+            if (d->params[p].tensor_map)
+                snprintf(want, sizeof want, "\t.param .align 64 .b8 %s[128]", d->params[p].name);
+            else
+                snprintf(want, sizeof want, "\t.param .%s %s", pg_type_name(d->params[p].type),
+                         d->params[p].name);
             REQUIRE_CONTAINS(ptx, want);
             REQUIRE(!d->params[p].pointer || d->params[p].type == PG_U64);
         }

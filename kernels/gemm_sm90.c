@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gemm_sm90: bf16 / f16 GEMM with f32 accumulation for sm_90a (H100, H200),
+ * on warpgroup MMA fed by TMA.
+ *
+ * One problem, C[P,Q] (+)= Σ_r A(p,r)·B(q,r) (+ bias[q]), in the three
+ * layouts of a training step (row-major storage throughout):
+ *
+ *   layout 0  forward  Y[M,N]  = X[M,K] · W[N,K]ᵀ   P=M Q=N R=K  A, B K-major
+ *   layout 1  dX       dX[M,K] = dY[M,N] · W[N,K]   P=M Q=K R=N  A K-major, B N-major
+ *   layout 2  dW       dW[N,K] = dY[M,N]ᵀ · X[M,K]  P=N Q=K R=M  A, B M-major
+ *
+ * The kernel reads A and B only through two tensor maps (TMA descriptors
+ * of the row-major matrices as stored, 128-byte swizzle) and takes m = P,
+ * n = Q, k = R. A K-major operand (r along its rows: A in layouts 0 and 1,
+ * B in layout 0) is mapped with boxes of 64 columns (r) by 128 rows (A) or
+ * BN rows (B); an M- or N-major one (p or q along its rows) with boxes of
+ * 64 columns by 64 rows (r), several side by side, and multiplied with
+ * wgmma's transpose flag: the data is never transposed in memory.
+ * runtime/gemm_sm90.c encodes the maps (pgrt_gemm_sm90).
+ *
+ * Block: 384 threads, three warpgroups. Warpgroup 0 produces: it gives up
+ * registers (setmaxnreg.dec), and one elected thread of its first warp
+ * issues the TMA copies of each 64-deep k-block of A (128 x 64) and B
+ * (BN x 64) into a ring of `stages` shared-memory stages, each with a
+ * "full" mbarrier (armed with the stage's bytes, completed by the copies)
+ * and an "empty" one (completed when all 256 consumer threads are done
+ * with it). Warpgroups 1 and 2 consume: they take registers
+ * (setmaxnreg.inc), and each multiplies its 64 rows of the 128 x BN block
+ * tile with four m64nBNk16 wgmma a k-block, keeping one k-block's group in
+ * flight (wait_group 1) before it frees the stage before. Out-of-range
+ * rows, columns and k (ragged M, N, K) read as zero from TMA; the epilogue
+ * writes f32, bf16 or f16 from the accumulators, bounds-checked, with
+ * optional accumulate (C +=) and bias. The grid is persistent: block b
+ * takes tiles b, b + gridDim.x, ... (P-tiles fastest, so the blocks in
+ * flight share B tiles in L2).
+ *
+ * Each output element is one chain of f32 wgmma accumulations over r in
+ * order: no split, no atomics, bitwise reproducible run to run.
+ *
+ * Shapes are parameters (one module a layout, dtype, epilogue and BN);
+ * knob `sms` (the device's SM count) only caps the grid.
+ */
+#include "kernels.h"
+
+#include "../ptxgen/internal.h" /* pg_fail: a bn the tiles cannot take */
+
+#define GEMM90_MAX_DIM (1u << 24)
+#define BM 128u
+#define BK 64u
+#define THREADS 384u
+/* Shared memory the ring may take (the opt-in maximum is 227 KiB on
+ * H100/H200; 1 KiB more is kept to align the ring to the 1024-byte period
+ * of the 128-byte swizzle). */
+#define RING_BYTES (192u * 1024u)
+
+enum { KN_M, KN_N, KN_K, KN_SMS, KN_LAYOUT, KN_TYPES, KN_EPI, KN_BN, KN_COUNT };
+
+static const pgk_knob knobs[KN_COUNT] = {
+    {"m", 2048, 1, GEMM90_MAX_DIM, "P: rows of C"},
+    {"n", 1536, 1, GEMM90_MAX_DIM, "Q: columns of C"},
+    {"k", 1536, 1, GEMM90_MAX_DIM, "R: the reduction"},
+    {"sms", 132, 1, 1024, "multiprocessors: the persistent grid's cap"},
+    {"layout", 0, 0, 2, "0 forward X*W^T, 1 dX = dY*W, 2 dW = dY^T*X"},
+    {"types", 0, 0, 3, "inputs -> output: 0 bf16->f32, 1 bf16->bf16, 2 f16->f32, 3 f16->f16"},
+    {"epilogue", 0, 0, 3, "bit 0: accumulate (C +=), bit 1: add bias[n] (f32)"},
+    {"bn", 256, 64, 256, "block tile columns (64, 128, 192 or 256)"},
+};
+
+static const pgk_param params[] = {
+    {"tmap_a", PG_B8, false, true},
+    {"tmap_b", PG_B8, false, true},
+    {"c", PG_U64, true, false},
+    {"bias", PG_U64, false, false}, /* f32[n] device address; 0 without bias */
+    {"m", PG_U32, false, false},
+    {"n", PG_U32, false, false},
+    {"k", PG_U32, false, false},
+    {"ldc", PG_U32, false, false}, /* elements between rows of C */
+};
+
+static uint32_t stage_bytes(uint32_t bn) { return (BM + bn) * BK * 2u; }
+static uint32_t stages_for(uint32_t bn)
+{
+    uint32_t s = RING_BYTES / stage_bytes(bn);
+    return s > 8 ? 8 : s;
+}
+
+/* ---------------------------------------------------------------- build */
+
+typedef struct gemm90 {
+    uint32_t layout, bn, stages, epi;
+    pg_type ab, out;
+    bool a_mn, b_mn;
+} gemm90;
+
+/* The producer: one thread issues every copy. */
+static void producer(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_reg ring,
+                     pg_reg full, pg_reg empty, pg_reg tiles_p, pg_reg ntiles, pg_reg nk)
+{
+    pg_setmaxnreg(k, false, 40);
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    pg_reg not_w0 = pgv_setp(k, PG_CMP_NE, PG_U32, warp, pg_u32(0));
+    pg_guard(k, not_w0, false);
+    pg_exit(k);
+    pg_reg leader = pg_reg_new(k, PG_PRED);
+    pg_elect_sync(k, leader, pg_u32(0xffffffffu));
+    pg_guard(k, leader, true);
+    pg_exit(k);
+
+    uint32_t sb = stage_bytes(g->bn);
+    pg_reg s = pgv_mov(k, PG_U32, pg_u32(0)), ph = pgv_mov(k, PG_U32, pg_u32(1));
+    pg_loop tl, kl;
+    pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles,
+                            pg_sreg_read(k, PG_SREG_NCTAID_X));
+    pg_reg p0 = pgv_mul(k, PG_U32, pgv_rem(k, PG_U32, t, tiles_p), pg_u32(BM));
+    pg_reg q0 = pgv_mul(k, PG_U32, pgv_div(k, PG_U32, t, tiles_p), pg_u32(g->bn));
+    pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nk, pg_u32(1));
+    {
+        pg_reg r0 = pgv_shl(k, PG_U32, kb, pg_u32(6));
+        pg_reg eb = pgv_mad(k, PG_U32, s, pg_u32(8), empty);
+        pg_reg fb = pgv_mad(k, PG_U32, s, pg_u32(8), full);
+        /* a fresh barrier counts as having completed the phase before its
+         * first: the first pass over the ring does not wait */
+        pg_mbarrier_wait_parity(k, eb, 0, ph);
+        pg_mbarrier_arrive_expect_tx(k, fb, 0, pg_u32(sb));
+        pg_reg sa = pgv_mad(k, PG_U32, s, pg_u32(sb), ring);
+        pg_reg sbb = pgv_add(k, PG_U32, sa, pg_u32(BM * BK * 2));
+        if (!g->a_mn) {
+            pg_val c[2] = {r0, p0};
+            pg_cp_async_bulk_tensor(k, 2, sa, ta, c, fb);
+        } else {
+            for (uint32_t j = 0; j < BM / 64; j++) {
+                pg_val c[2] = {j ? pgv_add(k, PG_U32, p0, pg_u32(64 * j)) : p0, r0};
+                pg_cp_async_bulk_tensor(k, 2, j ? pgv_add(k, PG_U32, sa, pg_u32(8192 * j)) : sa,
+                                        ta, c, fb);
+            }
+        }
+        if (!g->b_mn) {
+            pg_val c[2] = {r0, q0};
+            pg_cp_async_bulk_tensor(k, 2, sbb, tb, c, fb);
+        } else {
+            for (uint32_t j = 0; j < g->bn / 64; j++) {
+                pg_val c[2] = {j ? pgv_add(k, PG_U32, q0, pg_u32(64 * j)) : q0, r0};
+                pg_cp_async_bulk_tensor(k, 2, j ? pgv_add(k, PG_U32, sbb, pg_u32(8192 * j)) : sbb,
+                                        tb, c, fb);
+            }
+        }
+        /* next stage; the parity flips each time the ring wraps */
+        pg_add(k, PG_U32, s, s, pg_u32(1));
+        pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, s, pg_u32(g->stages));
+        pg_guard(k, wrap, false);
+        pg_mov(k, PG_U32, s, pg_u32(0));
+        pg_guard(k, wrap, false);
+        pg_xor(k, PG_U32, ph, ph, pg_u32(1));
+    }
+    pg_for_end(k, &kl);
+    pg_for_end(k, &tl);
+    pg_exit(k);
+}
+
+/* Store (or add into) one element pair's worth of C: v at addr, guarded by
+ * p (pg_none: unguarded). */
+static void store_one(pg_kernel *k, const gemm90 *g, pg_reg addr, int64_t off, pg_reg v, pg_val p)
+{
+    bool acc = g->epi & 1;
+    pg_reg x = v;
+    if (acc) {
+        pg_reg old;
+        if (g->out == PG_F32) {
+            old = pg_reg_new(k, PG_F32);
+            if (p.kind == PG_VAL_REG)
+                pg_guard(k, p, false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, off, old);
+        } else {
+            pg_reg h = pg_reg_new(k, g->out);
+            pg_mov(k, PG_B16, h, pg_u32(0)); /* defined where the guard is off */
+            if (p.kind == PG_VAL_REG)
+                pg_guard(k, p, false);
+            pg_ld(k, PG_SPACE_GLOBAL, g->out, addr, off, h);
+            old = pgv_cvt(k, PG_F32, g->out, PG_RND_NONE, h);
+        }
+        x = pgv_add(k, PG_F32, v, old);
+    }
+    pg_val sv = x;
+    if (g->out != PG_F32)
+        sv = pgv_cvt(k, g->out, PG_F32, PG_RND_RN, x);
+    if (p.kind == PG_VAL_REG)
+        pg_guard(k, p, false);
+    pg_st(k, PG_SPACE_GLOBAL, g->out, addr, off, sv);
+}
+
+/* The epilogue of one consumer warpgroup: its 64 x BN accumulators to C. */
+static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c, pg_reg bias,
+                     pg_reg m, pg_reg n, pg_reg ldc, pg_reg row0, pg_reg col0)
+{
+    uint32_t esz = g->out == PG_F32 ? 4 : 2;
+    pg_reg r1 = pgv_add(k, PG_U32, row0, pg_u32(8));
+    pg_reg ok0 = pgv_setp(k, PG_CMP_LT, PG_U32, row0, m);
+    pg_reg ok1 = pgv_setp(k, PG_CMP_LT, PG_U32, r1, m);
+    /* element offsets in 64 bits: row * ldc + col */
+    pg_reg e0 = pgv_mad_wide(k, PG_U32, row0, ldc, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, col0));
+    pg_reg a0 = pgv_add(k, PG_U64, c, pgv_shl(k, PG_U64, e0, pg_u32(esz == 4 ? 2 : 1)));
+    pg_reg step = pgv_mul_wide(k, PG_U32, ldc, pg_u32(8 * esz));
+    pg_reg a1 = pgv_add(k, PG_U64, a0, step);
+    bool bias_on = g->epi & 2;
+    pg_reg bptr = pg_none();
+    if (bias_on)
+        bptr = pgk_elem_addr(k, bias, col0, 4);
+    for (uint32_t j = 0; j < g->bn / 8; j++) {
+        pg_reg cj = pgv_add(k, PG_U32, col0, pg_u32(8 * j));
+        pg_reg cin0 = pgv_setp(k, PG_CMP_LT, PG_U32, cj, n);
+        pg_reg cj1 = pgv_add(k, PG_U32, cj, pg_u32(1));
+        pg_reg cin1 = pgv_setp(k, PG_CMP_LT, PG_U32, cj1, n);
+        pg_reg v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+        if (bias_on) {
+            pg_reg b0 = pgv_mov(k, PG_F32, pg_f32(0.0f)), b1 = pgv_mov(k, PG_F32, pg_f32(0.0f));
+            pg_guard(k, cin0, false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, bptr, 32 * j, b0);
+            pg_guard(k, cin1, false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, bptr, 32 * j + 4, b1);
+            v[0] = pgv_add(k, PG_F32, v[0], b0);
+            v[1] = pgv_add(k, PG_F32, v[1], b1);
+            v[2] = pgv_add(k, PG_F32, v[2], b0);
+            v[3] = pgv_add(k, PG_F32, v[3], b1);
+        }
+        int64_t o = (int64_t)(8 * j * esz);
+        store_one(k, g, a0, o, v[0], pgv_and(k, PG_PRED, ok0, cin0));
+        store_one(k, g, a0, o + esz, v[1], pgv_and(k, PG_PRED, ok0, cin1));
+        store_one(k, g, a1, o, v[2], pgv_and(k, PG_PRED, ok1, cin0));
+        store_one(k, g, a1, o + esz, v[3], pgv_and(k, PG_PRED, ok1, cin1));
+    }
+}
+
+static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg_reg empty,
+                     pg_reg tiles_p, pg_reg ntiles, pg_reg nk, pg_reg c, pg_reg bias, pg_reg m,
+                     pg_reg n, pg_reg ldc)
+{
+    pg_setmaxnreg(k, true, 232);
+    uint32_t nacc = g->bn / 2;
+    pg_reg acc[128];
+    for (uint32_t i = 0; i < nacc; i++)
+        acc[i] = pgv_mov(k, PG_F32, pg_f32(0.0f));
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg cw = pgv_sub(k, PG_U32, pgv_shr(k, PG_U32, tid, pg_u32(7)), pg_u32(1)); /* 0 or 1 */
+    pg_reg lt = pgv_and(k, PG_U32, tid, pg_u32(127));
+    pg_reg w = pgv_shr(k, PG_U32, lt, pg_u32(5));
+    pg_reg lane = pgv_and(k, PG_U32, lt, pg_u32(31));
+    /* this thread's first accumulator row and column within the tile */
+    pg_reg trow = pgv_add(k, PG_U32, pgv_shl(k, PG_U32, cw, pg_u32(6)),
+                          pgv_add(k, PG_U32, pgv_shl(k, PG_U32, w, pg_u32(4)),
+                                  pgv_shr(k, PG_U32, lane, pg_u32(2))));
+    pg_reg tcol = pgv_shl(k, PG_U32, pgv_and(k, PG_U32, lane, pg_u32(3)), pg_u32(1));
+
+    /* Descriptors of stage 0; a stage adds its byte offset >> 4. K-major
+     * tiles: 8-row groups 1024 bytes apart (SBO), a k16 step 32 bytes.
+     * M/N-major: 64-wide column blocks 8192 bytes apart (LBO), 8-deep r
+     * groups 1024 bytes apart (SBO), a k16 step 2048 bytes. */
+    uint32_t sb = stage_bytes(g->bn);
+    pg_reg a_tile = pgv_mad(k, PG_U32, cw, pg_u32(8192), ring); /* 64 rows, either layout */
+    pg_reg b_tile = pgv_add(k, PG_U32, ring, pg_u32(BM * BK * 2));
+    pg_reg da0 = pg_wgmma_desc(k, a_tile, g->a_mn ? 8192 : 16, 1024, 0, PG_SWIZZLE_128B);
+    pg_reg db0 = pg_wgmma_desc(k, b_tile, g->b_mn ? 8192 : 16, 1024, 0, PG_SWIZZLE_128B);
+    uint32_t a_step = g->a_mn ? 2048 / 16 : 32 / 16, b_step = g->b_mn ? 2048 / 16 : 32 / 16;
+
+    pg_reg s = pgv_mov(k, PG_U32, pg_u32(0)), ph = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_reg prev = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_loop tl, kl;
+    pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles,
+                            pg_sreg_read(k, PG_SREG_NCTAID_X));
+    pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nk, pg_u32(1));
+    {
+        pg_reg fb = pgv_mad(k, PG_U32, s, pg_u32(8), full);
+        pg_mbarrier_wait_parity(k, fb, 0, ph);
+        pg_reg so = pgv_mul_wide(k, PG_U32, s, pg_u32(sb / 16));
+        pg_reg da = pgv_add(k, PG_U64, da0, so), db = pgv_add(k, PG_U64, db0, so);
+        pg_reg more = pgv_setp(k, PG_CMP_NE, PG_U32, kb, pg_u32(0));
+        pg_wgmma_fence(k);
+        for (uint32_t kk = 0; kk < BK / 16; kk++) {
+            pg_wgmma wg = {
+                .n = g->bn, .ab = g->ab, .d = acc,
+                .a_desc = kk ? pgv_add(k, PG_U64, da, pg_u64(kk * a_step)) : da,
+                .b_desc = kk ? pgv_add(k, PG_U64, db, pg_u64(kk * b_step)) : db,
+                .scale_d = kk ? pg_u32(1) : more,
+                .trans_a = g->a_mn, .trans_b = g->b_mn,
+            };
+            pg_wgmma_mma_async(k, &wg);
+        }
+        pg_wgmma_commit(k);
+        /* the k-block before this one is done: its stage can be refilled */
+        pg_wgmma_wait(k, 1);
+        pg_reg eb = pgv_mad(k, PG_U32, prev, pg_u32(8), empty);
+        pg_guard(k, more, false);
+        pg_mbarrier_arrive(k, eb, 0);
+        pg_mov(k, PG_U32, prev, s);
+        pg_add(k, PG_U32, s, s, pg_u32(1));
+        pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, s, pg_u32(g->stages));
+        pg_guard(k, wrap, false);
+        pg_mov(k, PG_U32, s, pg_u32(0));
+        pg_guard(k, wrap, false);
+        pg_xor(k, PG_U32, ph, ph, pg_u32(1));
+    }
+    pg_for_end(k, &kl);
+    pg_wgmma_wait(k, 0);
+    pg_mbarrier_arrive(k, pgv_mad(k, PG_U32, prev, pg_u32(8), empty), 0);
+
+    pg_reg row0 = pgv_mad(k, PG_U32, pgv_rem(k, PG_U32, t, tiles_p), pg_u32(BM), trow);
+    pg_reg col0 = pgv_mad(k, PG_U32, pgv_div(k, PG_U32, t, tiles_p), pg_u32(g->bn), tcol);
+    epilogue(k, g, acc, c, bias, m, n, ldc, row0, col0);
+    pg_for_end(k, &tl);
+}
+
+static int build(pg_kernel *k, const pg_param *p, const uint32_t *kn)
+{
+    gemm90 g = {
+        .layout = kn[KN_LAYOUT], .bn = kn[KN_BN], .epi = kn[KN_EPI],
+        .ab = kn[KN_TYPES] >= 2 ? PG_F16 : PG_BF16,
+        .out = kn[KN_TYPES] == 1 ? PG_BF16 : kn[KN_TYPES] == 3 ? PG_F16 : PG_F32,
+        .a_mn = kn[KN_LAYOUT] == 2, .b_mn = kn[KN_LAYOUT] != 0,
+    };
+    if (g.bn % 64)
+        return pg_fail(k, PG_ERANGE, "gemm_sm90: bn=%u is not a multiple of 64", g.bn);
+    g.stages = stages_for(g.bn);
+    pg_kernel_set_maxntid(k, THREADS, 1, 1);
+    pg_kernel_set_minnctapersm(k, 1);
+
+    pg_shared dyn = pg_shared_dynamic(k, 128);
+    pg_shared bars = pg_shared_static(k, PG_B64, 2 * g.stages, 8, "bars");
+    pg_reg ta = pg_param_addr(k, p[0]), tb = pg_param_addr(k, p[1]);
+    pg_reg c = pg_param_load(k, p[2]), bias = pg_param_load(k, p[3]);
+    pg_reg m = pg_param_load(k, p[4]), n = pg_param_load(k, p[5]);
+    pg_reg kk = pg_param_load(k, p[6]), ldc = pg_param_load(k, p[7]);
+
+    /* the ring, aligned up to the swizzle's 1024-byte period */
+    pg_reg ring = pgv_mov(k, PG_U32, pg_shared_addr(dyn));
+    pg_add(k, PG_U32, ring, ring, pg_u32(1023));
+    pg_and(k, PG_U32, ring, ring, pg_u32(~1023u));
+    pg_reg full = pgv_mov(k, PG_U32, pg_shared_addr(bars));
+    pg_reg empty = pgv_add(k, PG_U32, full, pg_u32(8 * g.stages));
+
+    pg_reg tiles_p = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, m, pg_u32(BM - 1)), pg_u32(7));
+    pg_reg tiles_q = pgv_div(k, PG_U32, pgv_add(k, PG_U32, n, pg_u32(g.bn - 1)), pg_u32(g.bn));
+    pg_reg ntiles = pgv_mul(k, PG_U32, tiles_p, tiles_q);
+    pg_reg nk = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, kk, pg_u32(BK - 1)), pg_u32(6));
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, tid, pg_u32(0));
+    pg_label inited = pg_label_new(k, "inited");
+    pg_bra_if(k, first, true, inited);
+    for (uint32_t i = 0; i < g.stages; i++) {
+        pg_mbarrier_init(k, full, 8 * i, pg_u32(1));
+        pg_mbarrier_init(k, empty, 8 * i, pg_u32(256));
+    }
+    pg_fence_mbarrier_init(k);
+    pg_fence_proxy_async(k);
+    pg_label_bind(k, inited);
+    pg_bar_sync(k, 0);
+
+    pg_reg wg = pgv_shr(k, PG_U32, tid, pg_u32(7));
+    pg_reg is_prod = pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(0));
+    pg_label prod = pg_label_new(k, "producer");
+    pg_bra_if(k, is_prod, false, prod);
+    consumer(k, &g, ring, full, empty, tiles_p, ntiles, nk, c, bias, m, n, ldc);
+    pg_exit(k);
+    pg_label_bind(k, prod);
+    producer(k, &g, ta, tb, ring, full, empty, tiles_p, ntiles, nk);
+    return pg_kernel_error(k);
+}
+
+/* ---------------------------------------------------------------- launch */
+
+static int launch(const uint32_t *kn, pgk_launch *out)
+{
+    uint32_t bn = kn[KN_BN];
+    if (bn % 64)
+        return PG_ERANGE;
+    uint64_t tiles = (uint64_t)((kn[KN_M] + BM - 1) / BM) * ((kn[KN_N] + bn - 1) / bn);
+    uint64_t grid = tiles < kn[KN_SMS] ? tiles : kn[KN_SMS];
+    *out = (pgk_launch){{(uint32_t)grid, 1, 1}, {THREADS, 1, 1},
+                        stages_for(bn) * stage_bytes(bn) + 1024, {0, 0, 0}};
+    return PG_OK;
+}
+
+const pgk_desc pgk_desc_gemm_sm90 = {
+    .name = "gemm_sm90",
+    .summary = "C[P,Q] (+)= A*B (+ bias), bf16/f16 in, f32 accumulate, wgmma + TMA (sm_90a)",
+    .params = params,
+    .nparams = sizeof params / sizeof params[0],
+    .knobs = knobs,
+    .nknobs = KN_COUNT,
+    .min_target = PG_SM_90A,
+    .baked = "layout,types,epilogue,bn",
+    .build = build,
+    .launch = launch,
+};
