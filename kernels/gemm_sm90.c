@@ -159,50 +159,66 @@ static void producer(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_reg
     pg_exit(k);
 }
 
-/* Store (or add into) one element pair's worth of C: v at addr, guarded by
- * p (pg_none: unguarded). */
-static void store_one(pg_kernel *k, const gemm90 *g, pg_reg addr, int64_t off, pg_reg v, pg_val p)
+/* Two horizontally adjacent outputs x0, x1 into C at addr+off (+esz): one
+ * vector store where pv (both in range and the pair aligned), else one
+ * scalar store each where p0 / p1. With accumulate the old values are
+ * loaded the same way first. */
+static void store_pair(pg_kernel *k, const gemm90 *g, pg_reg addr, int64_t off, pg_reg x0,
+                       pg_reg x1, pg_reg pv, pg_reg p0, pg_reg p1)
 {
-    bool acc = g->epi & 1;
-    pg_reg x = v;
-    if (acc) {
-        pg_reg old;
-        if (g->out == PG_F32) {
-            old = pg_reg_new(k, PG_F32);
-            if (p.kind == PG_VAL_REG)
-                pg_guard(k, p, false);
-            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, off, old);
-        } else {
-            pg_reg h = pg_reg_new(k, g->out);
-            pg_mov(k, PG_B16, h, pg_u32(0)); /* defined where the guard is off */
-            if (p.kind == PG_VAL_REG)
-                pg_guard(k, p, false);
-            pg_ld(k, PG_SPACE_GLOBAL, g->out, addr, off, h);
-            old = pgv_cvt(k, PG_F32, g->out, PG_RND_NONE, h);
+    uint32_t esz = g->out == PG_F32 ? 4 : 2;
+    pg_reg v[2] = {x0, x1};
+    pg_reg p[2] = {p0, p1};
+    if (g->epi & 1) {
+        pg_type lt = g->out == PG_F32 ? PG_F32 : g->out;
+        pg_reg old[2];
+        for (int i = 0; i < 2; i++) {
+            old[i] = pg_reg_new(k, lt);
+            /* defined where the guards are off */
+            pg_mov(k, lt == PG_F32 ? PG_F32 : PG_B16, old[i],
+                   lt == PG_F32 ? pg_f32(0.0f) : pg_u32(0));
         }
-        x = pgv_add(k, PG_F32, v, old);
+        pg_guard(k, pv, false);
+        pg_ld_v(k, PG_SPACE_GLOBAL, lt, 2, addr, off, old);
+        for (int i = 0; i < 2; i++) {
+            pg_guard(k, p[i], false);
+            pg_ld(k, PG_SPACE_GLOBAL, lt, addr, off + (int64_t)(i * esz), old[i]);
+            pg_reg o = lt == PG_F32 ? old[i] : pgv_cvt(k, PG_F32, lt, PG_RND_NONE, old[i]);
+            v[i] = pgv_add(k, PG_F32, v[i], o);
+        }
     }
-    pg_val sv = x;
+    pg_val sv[2] = {v[0], v[1]};
     if (g->out != PG_F32)
-        sv = pgv_cvt(k, g->out, PG_F32, PG_RND_RN, x);
-    if (p.kind == PG_VAL_REG)
-        pg_guard(k, p, false);
-    pg_st(k, PG_SPACE_GLOBAL, g->out, addr, off, sv);
+        for (int i = 0; i < 2; i++)
+            sv[i] = pgv_cvt(k, g->out, PG_F32, PG_RND_RN, v[i]);
+    pg_guard(k, pv, false);
+    pg_st_v(k, PG_SPACE_GLOBAL, g->out, 2, addr, off, sv);
+    for (int i = 0; i < 2; i++) {
+        pg_guard(k, p[i], false);
+        pg_st(k, PG_SPACE_GLOBAL, g->out, addr, off + (int64_t)(i * esz), sv[i]);
+    }
 }
 
-/* The epilogue of one consumer warpgroup: its 64 x BN accumulators to C. */
+/* The epilogue of one consumer warpgroup: its 64 x BN accumulators to C.
+ * Thread t of the warpgroup holds, for each 8-column block j, rows row0
+ * and row0 + 8, columns col0 + 8j and col0 + 8j + 1 (the m64nNk16 f32
+ * fragment). */
 static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c, pg_reg bias,
                      pg_reg m, pg_reg n, pg_reg ldc, pg_reg row0, pg_reg col0)
 {
     uint32_t esz = g->out == PG_F32 ? 4 : 2;
     pg_reg r1 = pgv_add(k, PG_U32, row0, pg_u32(8));
-    pg_reg ok0 = pgv_setp(k, PG_CMP_LT, PG_U32, row0, m);
-    pg_reg ok1 = pgv_setp(k, PG_CMP_LT, PG_U32, r1, m);
+    pg_reg ok[2] = {pgv_setp(k, PG_CMP_LT, PG_U32, row0, m), pgv_setp(k, PG_CMP_LT, PG_U32, r1, m)};
     /* element offsets in 64 bits: row * ldc + col */
     pg_reg e0 = pgv_mad_wide(k, PG_U32, row0, ldc, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, col0));
     pg_reg a0 = pgv_add(k, PG_U64, c, pgv_shl(k, PG_U64, e0, pg_u32(esz == 4 ? 2 : 1)));
     pg_reg step = pgv_mul_wide(k, PG_U32, ldc, pg_u32(8 * esz));
-    pg_reg a1 = pgv_add(k, PG_U64, a0, step);
+    pg_reg a[2] = {a0, pgv_add(k, PG_U64, a0, step)};
+    /* pairs are aligned for one vector access when ldc is even and c is
+     * aligned to a pair (col0 is even) */
+    pg_reg odd = pgv_and(k, PG_U32, ldc, pg_u32(1));
+    pg_reg cmis = pgv_cvt(k, PG_U32, PG_U64, PG_RND_NONE, pgv_and(k, PG_B64, c, pg_u64(2 * esz - 1)));
+    pg_reg vec_ok = pgv_setp(k, PG_CMP_EQ, PG_U32, pgv_or(k, PG_U32, odd, cmis), pg_u32(0));
     bool bias_on = g->epi & 2;
     pg_reg bptr = pg_none();
     if (bias_on)
@@ -210,8 +226,10 @@ static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c,
     for (uint32_t j = 0; j < g->bn / 8; j++) {
         pg_reg cj = pgv_add(k, PG_U32, col0, pg_u32(8 * j));
         pg_reg cin0 = pgv_setp(k, PG_CMP_LT, PG_U32, cj, n);
-        pg_reg cj1 = pgv_add(k, PG_U32, cj, pg_u32(1));
-        pg_reg cin1 = pgv_setp(k, PG_CMP_LT, PG_U32, cj1, n);
+        pg_reg cin1 = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, cj, pg_u32(1)), n);
+        pg_reg pair = pgv_and(k, PG_PRED, cin1, vec_ok); /* cin1 implies cin0 */
+        pg_reg s0 = pgv_and(k, PG_PRED, cin0, pgv_not(k, PG_PRED, pair));
+        pg_reg s1 = pgv_and(k, PG_PRED, cin1, pgv_not(k, PG_PRED, pair));
         pg_reg v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
         if (bias_on) {
             pg_reg b0 = pgv_mov(k, PG_F32, pg_f32(0.0f)), b1 = pgv_mov(k, PG_F32, pg_f32(0.0f));
@@ -219,16 +237,14 @@ static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c,
             pg_ld(k, PG_SPACE_GLOBAL, PG_F32, bptr, 32 * j, b0);
             pg_guard(k, cin1, false);
             pg_ld(k, PG_SPACE_GLOBAL, PG_F32, bptr, 32 * j + 4, b1);
-            v[0] = pgv_add(k, PG_F32, v[0], b0);
-            v[1] = pgv_add(k, PG_F32, v[1], b1);
-            v[2] = pgv_add(k, PG_F32, v[2], b0);
-            v[3] = pgv_add(k, PG_F32, v[3], b1);
+            for (int i = 0; i < 4; i++)
+                v[i] = pgv_add(k, PG_F32, v[i], i % 2 ? b1 : b0);
         }
         int64_t o = (int64_t)(8 * j * esz);
-        store_one(k, g, a0, o, v[0], pgv_and(k, PG_PRED, ok0, cin0));
-        store_one(k, g, a0, o + esz, v[1], pgv_and(k, PG_PRED, ok0, cin1));
-        store_one(k, g, a1, o, v[2], pgv_and(k, PG_PRED, ok1, cin0));
-        store_one(k, g, a1, o + esz, v[3], pgv_and(k, PG_PRED, ok1, cin1));
+        for (int r = 0; r < 2; r++)
+            store_pair(k, g, a[r], o, v[2 * r], v[2 * r + 1],
+                       pgv_and(k, PG_PRED, ok[r], pair), pgv_and(k, PG_PRED, ok[r], s0),
+                       pgv_and(k, PG_PRED, ok[r], s1));
     }
 }
 

@@ -29,7 +29,10 @@ uint32_t pgrt_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
     uint32_t best = 256;
     for (size_t i = 0; i < sizeof choice / sizeof choice[0]; i++) {
         uint64_t tiles = tp * ((cols + choice[i] - 1) / choice[i]);
-        uint64_t cost = (tiles + sm_count - 1) / sm_count * choice[i];
+        /* waves of tiles, each as long as its width plus a fixed part (the
+         * A tile's loads, the pipeline's fill and the epilogue's turn):
+         * measured on H200, narrow tiles lose more than they fill */
+        uint64_t cost = (tiles + sm_count - 1) / sm_count * (choice[i] + 64);
         if (cost < best_cost) {
             best_cost = cost;
             best = choice[i];
