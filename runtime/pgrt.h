@@ -737,7 +737,9 @@ typedef struct pgrt_gemm90 {
 
 PGRT_API int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g);
 /* The bn pgrt_gemm_sm90 picks for an output of rows x cols on sm_count
- * SMs: the least waves of 128 x bn tiles times (bn + 64). Pure. */
+ * SMs: the least ceil(tiles / sm_count) times the time of a 128 x bn tile
+ * (measured on an H200: bn, except 90 for bn = 64); ties go to the wider.
+ * Pure. */
 PGRT_API uint32_t pgrt_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count);
 
 #ifdef __cplusplus

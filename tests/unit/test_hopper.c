@@ -4,6 +4,7 @@
  * kernels (accepted) and real barrier divergence under them (refused). */
 #include "util.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void texts(void)
@@ -333,8 +334,123 @@ static void validator(void)
     pg_kernel_destroy(&k);
 }
 
-int main(void)
+/*
+ * Every instruction of this file the target has, in one kernel that
+ * ptxas must accept without a warning: wgmma at every n from 8 to 256 (A
+ * from shared memory and from registers), setmaxnreg (sm_90a); TMA 2-D and
+ * 3-D, mbarrier expect_tx / try_wait, the fences, elect, stmatrix, bulk
+ * groups (sm_90); mbarrier init / arrive, bf16 mma.sync, bar.sync with a
+ * count (sm_80).
+ */
+static char *showcase(pg_target t)
 {
+    pg_kernel *k = mk("showcase", t);
+    unsigned sm = pg_target_sm(t);
+    pg_param tm = pg_param_tensor_map(k, "tmap");
+    pg_param out = pg_param_add(k, PG_U64, "out");
+    pg_kernel_set_maxntid(k, 384, 1, 1);
+    pg_kernel_set_minnctapersm(k, 1);
+    pg_shared tile = pg_shared_static(k, PG_B8, 32768, 128, "tile");
+    pg_shared bar = pg_shared_static(k, PG_B64, 2, 8, "bar");
+    pg_reg o = pg_param_load(k, out);
+    pg_reg sa = pgv_mov(k, PG_U32, pg_shared_addr(tile));
+    pg_reg ba = pgv_mov(k, PG_U32, pg_shared_addr(bar));
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_mbarrier_init(k, ba, 0, pg_u32(1));
+    pg_mbarrier_init(k, ba, 8, tid);
+    pg_bar_sync(k, 0);
+    pg_reg f[128];
+    for (int i = 0; i < 128; i++)
+        f[i] = pgv_mov(k, PG_F32, pg_f32(0.0f));
+    pg_reg r[4];
+    for (int i = 0; i < 4; i++)
+        r[i] = pgv_mov(k, PG_U32, tid);
+    pg_mma_m16n8k16_bf16_f32(k, f, r, r, f + 4);
+    pg_mbarrier_arrive(k, ba, 8);
+    pg_reg wg = pgv_shr(k, PG_U32, tid, pg_u32(7));
+    pg_reg side = pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(1));
+    pg_label skip = pg_label_new(k, "skip");
+    pg_bra_if(k, side, true, skip);
+    pg_bar_sync_count(k, 1, 128);
+    pg_label_bind(k, skip);
+    if (sm >= 90) {
+        pg_reg ta = pg_param_addr(k, tm);
+        pg_reg lead = pg_reg_new(k, PG_PRED);
+        pg_elect_sync(k, lead, pg_u32(0xffffffffu));
+        pg_fence_mbarrier_init(k);
+        pg_fence_proxy_async(k);
+        pg_guard(k, lead, false);
+        pg_mbarrier_arrive_expect_tx(k, ba, 0, pg_u32(8192));
+        pg_val c2[2] = {pg_u32(0), tid};
+        pg_guard(k, lead, false);
+        pg_cp_async_bulk_tensor(k, 2, sa, ta, c2, ba);
+        pg_val c3[3] = {pg_u32(0), pg_u32(0), tid};
+        pg_guard(k, lead, false);
+        pg_cp_async_bulk_tensor(k, 3, sa, ta, c3, ba);
+        pg_mbarrier_wait_parity(k, ba, 0, pg_u32(0));
+        pg_stmatrix(k, 4, true, sa, 0, r);
+        pg_stmatrix(k, 2, false, sa, 16, r);
+        pg_cp_async_bulk_commit(k);
+        pg_cp_async_bulk_wait(k, 0);
+    }
+    if (t == PG_SM_90A) {
+        pg_setmaxnreg(k, true, 232);
+        pg_reg da = pg_wgmma_desc(k, sa, 16, 1024, 0, PG_SWIZZLE_128B);
+        pg_reg db = pg_wgmma_desc(k, pg_shared_addr(tile), 8192, 1024, 0, PG_SWIZZLE_128B);
+        pg_wgmma_fence(k);
+        for (unsigned n = 8; n <= 256; n += 8) {
+            pg_wgmma w = {.n = n, .ab = n % 16 ? PG_F16 : PG_BF16, .d = f, .a_desc = da,
+                          .b_desc = db, .scale_d = pg_u32(n > 8), .trans_b = n % 24 == 0};
+            pg_wgmma_mma_async(k, &w);
+        }
+        pg_wgmma w = {.n = 64, .ab = PG_BF16, .d = f, .a = r, .b_desc = db, .scale_d = side,
+                      .scale_a = -1};
+        pg_wgmma_mma_async(k, &w);
+        pg_wgmma_commit(k);
+        pg_wgmma_wait(k, 0);
+    }
+    for (int i = 0; i < 128; i++)
+        pg_st(k, PG_SPACE_GLOBAL, PG_F32, o, 4 * i, f[i]);
+    const char *ptx = NULL;
+    char *copy = NULL;
+    if (emit(k, &ptx) == 0)
+        copy = strdup(ptx);
+    else
+        fprintf(stderr, "showcase %s: %s\n", pg_target_name(t), pg_kernel_message(k));
+    pg_kernel_destroy(&k);
+    return copy;
+}
+
+/* test_hopper --ptxas PTXAS DIR: assemble the showcase for sm_80, sm_90
+ * and sm_90a, warnings as errors. */
+static int ptxas_check(const char *ptxas, const char *dir)
+{
+    static const pg_target ts[] = {PG_SM_80, PG_SM_90, PG_SM_90A};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        char *ptx = showcase(ts[i]);
+        char path[4096], cmd[8400];
+        snprintf(path, sizeof path, "%s/showcase_%s.ptx", dir, pg_target_name(ts[i]));
+        FILE *f = ptx ? fopen(path, "w") : NULL;
+        if (!f || fputs(ptx, f) == EOF || fclose(f) != 0) {
+            fprintf(stderr, "cannot emit or write %s\n", path);
+            free(ptx);
+            return 1;
+        }
+        snprintf(cmd, sizeof cmd, "'%s' -arch=%s --warning-as-error -o /dev/null '%s'", ptxas,
+                 pg_target_name(ts[i]), path);
+        int rc = system(cmd);
+        fprintf(stderr, "%s: %s\n", cmd, rc == 0 ? "ok" : "FAILED");
+        bad += rc != 0;
+        free(ptx);
+    }
+    return bad ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--ptxas") == 0)
+        return ptxas_check(argv[2], argv[3]);
     texts();
     param_and_header();
     target_rules();
