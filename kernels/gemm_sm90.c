@@ -204,7 +204,7 @@ static void store_pair(pg_kernel *k, const gemm90 *g, pg_reg addr, int64_t off, 
  * and row0 + 8, columns col0 + 8j and col0 + 8j + 1 (the m64nNk16 f32
  * fragment). */
 static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c, pg_reg bias,
-                     pg_reg m, pg_reg n, pg_reg ldc, pg_reg row0, pg_reg col0)
+                     pg_reg m, pg_reg n, pg_reg ldc, pg_reg row0, pg_reg col0, pg_reg inside)
 {
     uint32_t esz = g->out == PG_F32 ? 4 : 2;
     pg_reg r1 = pgv_add(k, PG_U32, row0, pg_u32(8));
@@ -223,6 +223,45 @@ static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c,
     pg_reg bptr = pg_none();
     if (bias_on)
         bptr = pgk_elem_addr(k, bias, col0, 4);
+    /* the fast path reads bias pairs as one 8-byte load too */
+    pg_reg fast_ok = vec_ok;
+    if (bias_on) {
+        pg_reg bmis = pgv_cvt(k, PG_U32, PG_U64, PG_RND_NONE, pgv_and(k, PG_B64, bias, pg_u64(7)));
+        fast_ok = pgv_and(k, PG_PRED, vec_ok, pgv_setp(k, PG_CMP_EQ, PG_U32, bmis, pg_u32(0)));
+    }
+
+    /* The fast path: the tile inside C and the pairs aligned (every tile
+     * of most shapes): vector accesses at fixed offsets, no predicates. */
+    pg_label slow = pg_label_new(k, "epi_edge"), done = pg_label_new(k, "epi_done");
+    pg_bra_if(k, pgv_and(k, PG_PRED, inside, fast_ok), true, slow);
+    for (uint32_t j = 0; j < g->bn / 8; j++) {
+        pg_reg v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+        if (bias_on) {
+            pg_reg b[2] = {pg_reg_new(k, PG_F32), pg_reg_new(k, PG_F32)};
+            pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 2, bptr, 32 * j, b);
+            for (int i = 0; i < 4; i++)
+                v[i] = pgv_add(k, PG_F32, v[i], b[i % 2]);
+        }
+        for (int r = 0; r < 2; r++) {
+            int64_t o = (int64_t)(8 * j * esz);
+            pg_reg x[2] = {v[2 * r], v[2 * r + 1]};
+            pg_type lt = g->out;
+            if (g->epi & 1) {
+                pg_reg old[2] = {pg_reg_new(k, lt), pg_reg_new(k, lt)};
+                pg_ld_v(k, PG_SPACE_GLOBAL, lt, 2, a[r], o, old);
+                for (int i = 0; i < 2; i++)
+                    x[i] = pgv_add(k, PG_F32, x[i], lt == PG_F32 ? old[i]
+                                   : pgv_cvt(k, PG_F32, lt, PG_RND_NONE, old[i]));
+            }
+            pg_val sv[2] = {x[0], x[1]};
+            if (lt != PG_F32)
+                for (int i = 0; i < 2; i++)
+                    sv[i] = pgv_cvt(k, lt, PG_F32, PG_RND_RN, x[i]);
+            pg_st_v(k, PG_SPACE_GLOBAL, lt, 2, a[r], o, sv);
+        }
+    }
+    pg_bra(k, done);
+    pg_label_bind(k, slow);
     for (uint32_t j = 0; j < g->bn / 8; j++) {
         pg_reg cj = pgv_add(k, PG_U32, col0, pg_u32(8 * j));
         pg_reg cin0 = pgv_setp(k, PG_CMP_LT, PG_U32, cj, n);
@@ -246,6 +285,7 @@ static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c,
                        pgv_and(k, PG_PRED, ok[r], pair), pgv_and(k, PG_PRED, ok[r], s0),
                        pgv_and(k, PG_PRED, ok[r], s1));
     }
+    pg_label_bind(k, done);
 }
 
 static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg_reg empty,
@@ -320,9 +360,14 @@ static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg
     pg_wgmma_wait(k, 0);
     pg_mbarrier_arrive(k, pgv_mad(k, PG_U32, prev, pg_u32(8), empty), 0);
 
-    pg_reg row0 = pgv_mad(k, PG_U32, pgv_rem(k, PG_U32, t, tiles_p), pg_u32(BM), trow);
-    pg_reg col0 = pgv_mad(k, PG_U32, pgv_div(k, PG_U32, t, tiles_p), pg_u32(g->bn), tcol);
-    epilogue(k, g, acc, c, bias, m, n, ldc, row0, col0);
+    pg_reg p_end = pgv_mad(k, PG_U32, pgv_rem(k, PG_U32, t, tiles_p), pg_u32(BM), pg_u32(BM));
+    pg_reg q_end = pgv_mad(k, PG_U32, pgv_div(k, PG_U32, t, tiles_p), pg_u32(g->bn), pg_u32(g->bn));
+    pg_reg row0 = pgv_add(k, PG_U32, pgv_sub(k, PG_U32, p_end, pg_u32(BM)), trow);
+    pg_reg col0 = pgv_add(k, PG_U32, pgv_sub(k, PG_U32, q_end, pg_u32(g->bn)), tcol);
+    /* a tile wholly inside C stores without a bound check */
+    pg_reg inside = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, p_end, m),
+                            pgv_setp(k, PG_CMP_LE, PG_U32, q_end, n));
+    epilogue(k, g, acc, c, bias, m, n, ldc, row0, col0, inside);
     pg_for_end(k, &tl);
 }
 
