@@ -7,6 +7,7 @@
  */
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -69,20 +70,94 @@ int pg_grow(pg_kernel *k, void **arr, uint32_t *cap, uint32_t need, size_t elem)
 
 /* ---------------------------------------------------------------- names */
 
-static bool is_ident(const char *s)
+#define PG_NAME_MAX 64
+
+/* Why s is not a name the builder takes, or NULL if it is. PTX identifiers
+ * are [A-Za-z][A-Za-z0-9_$]* or [_$%][A-Za-z0-9_$]+; the builder takes
+ * them without '$' and '%' (its own labels begin with '$', registers with
+ * '%', so nothing a user names can clash with them), and not the names PTX
+ * reserves. */
+static const char *name_problem(const char *s)
 {
-    if (!s || !*s || strlen(s) > 64)
-        return false;
+    if (!s)
+        return "is missing";
+    if (!*s)
+        return "is empty";
+    if (strlen(s) > PG_NAME_MAX)
+        return "is longer than 64 characters";
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-        return false;
+        return "must begin with a letter or '_'";
     for (const char *p = s + 1; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
               (*p >= '0' && *p <= '9') || *p == '_'))
-            return false;
+            return "may hold only letters, digits and '_'";
+    if (strcmp(s, "_") == 0)
+        return "is '_' alone";
+    if (strcmp(s, "WARP_SZ") == 0)
+        return "is reserved by PTX";
+    return NULL;
+}
+
+static bool is_ident(const char *s) { return !name_problem(s); }
+
+/* A name as it can appear in a message: printable, and not too long. */
+static const char *quoted(const char *s, char *buf, size_t n)
+{
+    if (!s)
+        return "(null)";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < n; p++) {
+        if (p - (const unsigned char *)s >= 40) {
+            memcpy(buf + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (*p >= 0x20 && *p < 0x7f)
+            buf[o++] = (char)*p;
+        else
+            o += (size_t)snprintf(buf + o, n - o, "\\x%02X", *p);
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* Refuse a name with a message saying why; `what` says whose name it is. */
+static bool check_name(pg_kernel *k, const char *what, const char *s)
+{
+    const char *why = name_problem(s);
+    if (why) {
+        char q[64];
+        pg_fail(k, PG_EINVAL, "%s '%s' is not a valid identifier: it %s", what,
+                quoted(s, q, sizeof q), why);
+        return false;
+    }
     return true;
 }
 
 /* ---------------------------------------------------------------- kernel */
+
+/* Every kernel gets its own nonzero tag, and every handle it gives out
+ * carries it: a register, label, param or shared array of another kernel
+ * whose id happens to be in range is refused, not silently used. */
+static uint32_t next_tag(void)
+{
+    static atomic_uint_least32_t last;
+    uint32_t t;
+    do
+        t = (uint32_t)atomic_fetch_add(&last, 1) + 1;
+    while (t == 0);
+    return t;
+}
+
+bool pg_label_ok(const pg_kernel *k, pg_label l)
+{
+    return l.kernel == k->tag && l.id != 0 && l.id < k->nlabels;
+}
+
+bool pg_shared_ok(const pg_kernel *k, pg_val v)
+{
+    return v.kind == PG_VAL_SHARED && v.bits == k->tag && v.id != 0 && v.id < k->nshared;
+}
 
 int pg_kernel_create(pg_kernel **out, const char *name, pg_target target)
 {
@@ -97,6 +172,7 @@ int pg_kernel_create(pg_kernel **out, const char *name, pg_target target)
     memset(k, 0, sizeof *k);
     k->target = target;
     k->isa = pg_target_min_isa(target);
+    k->tag = next_tag();
     k->name = arena_strdup(&k->mem, name);
     if (!k->name || GROW(k, k->regs, k->cap_regs, 1) || GROW(k, k->labels, k->cap_labels, 1) ||
         GROW(k, k->shared, k->cap_shared, 1)) {
@@ -167,18 +243,27 @@ pg_reg pg_reg_new(pg_kernel *k, pg_type t)
     r->type = (uint8_t)t;
     r->cls = (uint8_t)c;
     r->num = ++k->class_count[c];
-    pg_val v = {PG_VAL_REG, k->nregs++, 0};
+    pg_val v = {PG_VAL_REG, k->nregs++, k->tag};
     return v;
 }
 
 pg_type pg_reg_type(const pg_kernel *k, pg_val r)
 {
-    if (!k || r.kind != PG_VAL_REG || r.id == 0 || r.id >= k->nregs)
+    if (!k || r.kind != PG_VAL_REG || r.bits != k->tag || r.id == 0 || r.id >= k->nregs)
         return PG_TYPE_COUNT;
     return (pg_type)k->regs[r.id].type;
 }
 
 /* ---------------------------------------------------------------- type rules */
+
+/* 8-bit values travel in 16-bit registers of the same signedness. */
+static pg_type reg_type_for(pg_type t)
+{
+    if ((unsigned)t < PG_TYPE_COUNT && pg_type_bits(t) == 8)
+        return pg_type_is_signed(t) ? PG_S16 : PG_U16;
+    return t;
+}
+
 
 /* Does a register of type rt fit an instruction operand of type it? PTX
  * lets b-types stand for any type of the same width and mixes signedness
@@ -246,16 +331,18 @@ static bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const cha
     case PG_VAL_IMM_F32:
     case PG_VAL_IMM_F64:
         if (!imm_fits(t, v)) {
-            if (pg_type_is_float(t) && v.kind == PG_VAL_IMM_INT)
+            if (t == PG_F16 || t == PG_BF16)
+                pg_fail(k, PG_ETYPE, "%s.%s: %s: 16-bit float immediates are not supported; "
+                        "use a register (cvt from an f32 register, or ld)", opname(op),
+                        pg_type_name(t), what);
+            else if (pg_type_is_float(t) && v.kind == PG_VAL_IMM_INT)
                 pg_fail(k, PG_ETYPE, "%s.%s: %s is an integer immediate; write float immediates "
-                        "with pg_f32()/pg_f64()", opname(op), pg_type_name(t), what);
+                        "with %s", opname(op), pg_type_name(t), what,
+                        t == PG_F32 ? "pg_f32()" : "pg_f64()");
             else if (t == PG_F64 && v.kind == PG_VAL_IMM_F32)
                 pg_fail(k, PG_ETYPE, "%s.f64: %s is an f32 immediate; use pg_f64()", opname(op), what);
             else if (t == PG_F32 && v.kind == PG_VAL_IMM_F64)
                 pg_fail(k, PG_ETYPE, "%s.f32: %s is an f64 immediate; use pg_f32()", opname(op), what);
-            else if (t == PG_F16 || t == PG_BF16)
-                pg_fail(k, PG_ETYPE, "%s.%s: %s: 16-bit float immediates are not supported; "
-                        "use a register", opname(op), pg_type_name(t), what);
             else
                 pg_fail(k, PG_ETYPE, "%s.%s: %s immediate does not fit .%s", opname(op),
                         pg_type_name(t), what, pg_type_name(t));
@@ -298,6 +385,8 @@ static bool check_type(pg_kernel *k, pg_opcode op, pg_type t)
         return false;
     }
     /* Half-precision arithmetic needs newer targets than f32 does. */
+    if (t == PG_BF16 && op == OP_SETP)
+        return pg_require(k, 90, 78, "setp.bf16");
     if (t == PG_BF16 && (op == OP_ADD || op == OP_SUB || op == OP_MUL))
         return pg_require(k, 90, 78, "bf16 add/sub/mul");
     if ((op == OP_ABS || op == OP_NEG) && t == PG_F16)
@@ -449,7 +538,7 @@ void pg_mov(pg_kernel *k, pg_type t, pg_reg d, pg_val a)
                     pg_type_name(t));
             return;
         }
-        if (a.id == 0 || a.id >= k->nshared) {
+        if (!pg_shared_ok(k, a)) {
             pg_fail(k, PG_EINVAL, "mov: not a shared symbol of this kernel");
             return;
         }
@@ -659,9 +748,10 @@ void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
         return;
     }
     bool df = pg_type_is_float(dt), sf = pg_type_is_float(st);
-    if (pg_type_tc(dt) == TC_BIT || pg_type_tc(st) == TC_BIT) {
+    bool dbit = pg_type_tc(dt) == TC_BIT || dt == PG_B8, sbit = pg_type_tc(st) == TC_BIT || st == PG_B8;
+    if (dbit || sbit) {
         pg_fail(k, PG_ETYPE, "cvt converts numbers; .%s is a bit type (use mov)",
-                pg_type_name(pg_type_tc(dt) == TC_BIT ? dt : st));
+                pg_type_name(dbit ? dt : st));
         return;
     }
     bool int_rnd = r >= PG_RND_RNI, flt_rnd = r >= PG_RND_RN && r <= PG_RND_RP;
@@ -690,13 +780,22 @@ void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
         pg_fail(k, PG_ETYPE, "cvt.%s.%s needs %s", pg_type_name(dt), pg_type_name(st), want);
         return;
     }
+    /* What ptxas takes with bf16, narrower than what the PTX manual lists. */
+    bool bf_byte = (dt == PG_BF16 && pg_type_bits(st) == 8) || (st == PG_BF16 && pg_type_bits(dt) == 8);
+    if (bf_byte) {
+        pg_fail(k, PG_ETYPE, "cvt.%s.%s: there is no conversion between bf16 and 8-bit "
+                "integers; convert through f32", pg_type_name(dt), pg_type_name(st));
+        return;
+    }
+    if (dt == PG_BF16 && st != PG_F32 &&
+        !pg_require(k, 90, 78, st == PG_F16 ? "cvt to bf16 from f16" :
+                    st == PG_F64 ? "cvt to bf16 from f64" : "cvt to bf16 from an integer"))
+        return;
     if (dt == PG_BF16 && !pg_require(k, 80, 70, "cvt to bf16"))
         return;
     if (st == PG_BF16 && !pg_require(k, 90, 78, "cvt from bf16"))
         return;
-    /* 8-bit values travel in 16-bit registers. */
-    pg_type drt = pg_type_bits(dt) == 8 ? (pg_type_is_signed(dt) ? PG_S16 : PG_U16) : dt;
-    pg_type srt = pg_type_bits(st) == 8 ? (pg_type_is_signed(st) ? PG_S16 : PG_U16) : st;
+    pg_type drt = reg_type_for(dt), srt = reg_type_for(st);
     if (!check_dst(k, OP_CVT, drt, d) || !check_src(k, OP_CVT, srt, a, "source"))
         return;
     instr *in = pg_push(k, OP_CVT, dt);
@@ -708,14 +807,6 @@ void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_val a)
     in->dst[0] = d;
     in->nsrc = 1;
     in->src[0] = a;
-}
-
-/* 8-bit values travel in 16-bit registers of the same signedness. */
-static pg_type reg_type_for(pg_type t)
-{
-    if ((unsigned)t < PG_TYPE_COUNT && pg_type_bits(t) == 8)
-        return pg_type_is_signed(t) ? PG_S16 : PG_U16;
-    return t;
 }
 
 pg_reg pgv_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_val a)
@@ -740,8 +831,14 @@ pg_param pg_param_add(pg_kernel *k, pg_type t, const char *name)
         pg_fail(k, PG_ETYPE, "param '%s': a parameter cannot be .pred", name ? name : "?");
         return none;
     }
-    if (!is_ident(name)) {
-        pg_fail(k, PG_EINVAL, "param: '%s' is not a valid identifier", name ? name : "(null)");
+    if (!check_name(k, "param name", name))
+        return none;
+    /* The kernel's shared-memory symbols are named "<kernel>_...": a param
+     * can never be named like one, whatever symbols come later. */
+    size_t kl = strlen(k->name);
+    if (strncmp(name, k->name, kl) == 0 && name[kl] == '_') {
+        pg_fail(k, PG_EINVAL, "param name '%s': names beginning with '%s_' are kept for the "
+                "kernel's shared-memory symbols", name, k->name);
         return none;
     }
     for (uint32_t i = 0; i < k->nparams; i++) {
@@ -763,7 +860,7 @@ pg_param pg_param_add(pg_kernel *k, pg_type t, const char *name)
     }
     k->params[k->nparams].name = n;
     k->params[k->nparams].type = (uint8_t)t;
-    pg_param p = {++k->nparams};
+    pg_param p = {++k->nparams, k->tag};
     return p;
 }
 
@@ -771,7 +868,7 @@ pg_reg pg_param_load(pg_kernel *k, pg_param p)
 {
     if (!live(k))
         return pg_none();
-    if (p.id == 0 || p.id > k->nparams) {
+    if (p.kernel != k->tag || p.id == 0 || p.id > k->nparams) {
         pg_fail(k, PG_EINVAL, "pg_param_load: not a param of this kernel");
         return pg_none();
     }
@@ -781,8 +878,7 @@ pg_reg pg_param_load(pg_kernel *k, pg_param p)
         return pg_none();
     }
     pg_type t = (pg_type)k->params[p.id - 1].type;
-    pg_type rt = pg_type_bits(t) == 8 ? (pg_type_is_signed(t) ? PG_S16 : PG_U16) : t;
-    pg_reg d = pg_reg_new(k, rt);
+    pg_reg d = pg_reg_new(k, reg_type_for(t));
     instr *in = pg_push(k, OP_LD, t);
     if (!in)
         return pg_none();
@@ -851,10 +947,8 @@ pg_label pg_label_new(pg_kernel *k, const char *hint)
     pg_label none = {0};
     if (!live(k))
         return none;
-    if (hint && !is_ident(hint)) {
-        pg_fail(k, PG_EINVAL, "label hint '%s' is not an identifier", hint);
+    if (hint && !check_name(k, "label hint", hint))
         return none;
-    }
     if (GROW(k, k->labels, k->cap_labels, k->nlabels + 1))
         return none;
     label_info *l = &k->labels[k->nlabels];
@@ -864,13 +958,13 @@ pg_label pg_label_new(pg_kernel *k, const char *hint)
         return none;
     }
     l->bound_at = -1;
-    pg_label r = {k->nlabels++};
+    pg_label r = {k->nlabels++, k->tag};
     return r;
 }
 
 static bool label_ok(pg_kernel *k, pg_label l, const char *what)
 {
-    if (l.id == 0 || l.id >= k->nlabels) {
+    if (!pg_label_ok(k, l)) {
         pg_fail(k, PG_ELABEL, "%s: not a label of this kernel", what);
         return false;
     }
@@ -1020,7 +1114,7 @@ static bool check_addr(pg_kernel *k, pg_opcode op, pg_space s, pg_val addr)
             pg_fail(k, PG_ETYPE, "%s: a shared symbol addresses only shared memory", opname(op));
             return false;
         }
-        if (addr.id == 0 || addr.id >= k->nshared) {
+        if (!pg_shared_ok(k, addr)) {
             pg_fail(k, PG_EINVAL, "%s: not a shared symbol of this kernel", opname(op));
             return false;
         }
@@ -1216,6 +1310,8 @@ static uint32_t shared_add(pg_kernel *k, pg_type t, uint32_t count, uint32_t ali
         return 0;
     }
     if (!dynamic) {
+        if (hint && !check_name(k, "shared hint", hint))
+            return 0;
         if ((unsigned)t >= PG_TYPE_COUNT || t == PG_PRED) {
             pg_fail(k, PG_ETYPE, "shared: invalid element type");
             return 0;
@@ -1231,10 +1327,6 @@ static uint32_t shared_add(pg_kernel *k, pg_type t, uint32_t count, uint32_t ali
                     hint ? hint : "?", align);
             return 0;
         }
-        if (hint && !is_ident(hint)) {
-            pg_fail(k, PG_EINVAL, "shared: '%s' is not an identifier", hint);
-            return 0;
-        }
     } else {
         for (uint32_t i = 1; i < k->nshared; i++) {
             if (k->shared[i].dynamic) {
@@ -1245,9 +1337,15 @@ static uint32_t shared_add(pg_kernel *k, pg_type t, uint32_t count, uint32_t ali
     }
     if (GROW(k, k->shared, k->cap_shared, k->nshared + 1))
         return 0;
-    char buf[160];
-    snprintf(buf, sizeof buf, "%s_%s%u", k->name, dynamic ? "dsmem" : (hint ? hint : "smem"),
-             k->nshared);
+    /* "<kernel>_<hint><id>", with '_' before the id when the hint ends in a
+     * digit: the id is then always the whole run of digits at the end, and
+     * ids differ, so no two symbols share a name ("s1" as symbol 1 is
+     * k_s1_1, "s" as symbol 11 is k_s11). */
+    const char *h = dynamic ? "dsmem" : (hint ? hint : "smem");
+    size_t hl = strlen(h);
+    char buf[2 * PG_NAME_MAX + 16];
+    snprintf(buf, sizeof buf, "%s_%s%s%u", k->name, h,
+             h[hl - 1] >= '0' && h[hl - 1] <= '9' ? "_" : "", k->nshared);
     shared_info *si = &k->shared[k->nshared];
     si->name = arena_strdup(&k->mem, buf);
     if (!si->name) {
@@ -1263,19 +1361,21 @@ static uint32_t shared_add(pg_kernel *k, pg_type t, uint32_t count, uint32_t ali
 
 pg_shared pg_shared_static(pg_kernel *k, pg_type t, uint32_t count, uint32_t align, const char *hint)
 {
-    pg_shared s = {shared_add(k, t, count, align, hint, false)};
+    uint32_t id = shared_add(k, t, count, align, hint, false);
+    pg_shared s = {id, id ? k->tag : 0};
     return s;
 }
 
 pg_shared pg_shared_dynamic(pg_kernel *k, uint32_t align)
 {
-    pg_shared s = {shared_add(k, PG_B8, 0, align, NULL, true)};
+    uint32_t id = shared_add(k, PG_B8, 0, align, NULL, true);
+    pg_shared s = {id, id ? k->tag : 0};
     return s;
 }
 
 pg_val pg_shared_addr(pg_shared s)
 {
-    pg_val v = {PG_VAL_SHARED, s.id, 0};
+    pg_val v = {PG_VAL_SHARED, s.id, s.kernel};
     return v;
 }
 
@@ -1479,6 +1579,11 @@ void pg_cp_async(pg_kernel *k, pg_val sdst, int64_t soff, pg_val gsrc, int64_t g
         return;
     if (src_size.kind != PG_VAL_NONE && !check_src(k, OP_CP_ASYNC, PG_U32, src_size, "src-size"))
         return;
+    if (src_size.kind == PG_VAL_IMM_INT && src_size.bits > bytes) {
+        pg_fail(k, PG_ERANGE, "cp.async: src-size %llu is larger than the %u-byte copy",
+                (unsigned long long)src_size.bits, bytes);
+        return;
+    }
     instr *in = pg_push(k, OP_CP_ASYNC, PG_B8);
     if (!in)
         return;

@@ -91,7 +91,10 @@ int pg_kernel_emit(pg_kernel *k, const char **ptx, size_t *len)
     *ptx = NULL;
     if (len)
         *len = 0;
-    if (k->err)
+    /* Text once built stays the answer: a misuse after emission (a call
+     * refused with PG_ESTATE) is reported by pg_kernel_error(), but does
+     * not take back what was already emitted. */
+    if (k->err && !k->text)
         return k->err;
     if (!k->text) {
         if (k->has_guard)

@@ -102,8 +102,7 @@ pg_reg pg_grid_stride_begin(pg_kernel *k, pg_loop *l, pg_val n)
  * bound, its exit label is not. */
 static bool loop_is_open(const pg_kernel *k, const pg_loop *l)
 {
-    if (!l || l->top.id == 0 || l->top.id >= k->nlabels || l->done.id == 0 ||
-        l->done.id >= k->nlabels)
+    if (!l || !pg_label_ok(k, l->top) || !pg_label_ok(k, l->done))
         return false;
     return k->labels[l->top.id].bound_at >= 0 && k->labels[l->done.id].bound_at < 0 &&
            pg_reg_type(k, l->i) == PG_U32 && pg_reg_type(k, l->p) == PG_PRED;
@@ -188,7 +187,7 @@ pg_reg pg_block_reduce(pg_kernel *k, pg_reduce_op op, pg_type t, pg_reg v, pg_sh
 {
     if (!reduce_type_ok(k, op, t, "pg_block_reduce"))
         return pg_none();
-    if (scratch.id == 0 || scratch.id >= k->nshared || k->shared[scratch.id].dynamic ||
+    if (!pg_shared_ok(k, pg_shared_addr(scratch)) || k->shared[scratch.id].dynamic ||
         k->shared[scratch.id].count < 32 || pg_type_bits((pg_type)k->shared[scratch.id].type) != 32) {
         pg_fail(k, PG_EINVAL, "pg_block_reduce: scratch must be a static shared array of at "
                 "least 32 32-bit elements");

@@ -236,6 +236,7 @@ typedef struct instr {
 
 struct pg_kernel {
     arena mem;
+    uint32_t tag; /* in every handle this kernel gives out */
     char *name;
     pg_target target;
     unsigned isa;
@@ -274,6 +275,10 @@ int pg_fail(pg_kernel *k, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* Whether a label / shared address is one of this kernel's. */
+bool pg_label_ok(const pg_kernel *k, pg_label l);
+bool pg_shared_ok(const pg_kernel *k, pg_val v);
 
 /* Grow a typed array stored in the arena. */
 int pg_grow(pg_kernel *k, void **arr, uint32_t *cap, uint32_t need, size_t elem);

@@ -156,11 +156,13 @@ typedef enum pg_val_kind {
 } pg_val_kind;
 
 /* An operand, passed by value. Registers are created by pg_reg_new() and
- * keep their type in the kernel that made them. */
+ * keep their type in the kernel that made them; a register or shared
+ * address is valid only in that kernel (another kernel refuses it). */
 typedef struct pg_val {
     uint32_t kind; /* pg_val_kind */
     uint32_t id;   /* register or shared-symbol id; 0 for immediates */
-    uint64_t bits; /* immediate bits (two's complement / IEEE) */
+    uint64_t bits; /* immediate bits (two's complement / IEEE); for a
+                      register or shared address, the kernel's identity */
 } pg_val;
 
 /* A pg_val of kind PG_VAL_REG. */
@@ -187,9 +189,11 @@ static inline pg_val pg_f64(double x)
 }
 static inline bool pg_is_reg(pg_val v) { return v.kind == PG_VAL_REG; }
 
-typedef struct pg_label { uint32_t id; } pg_label;   /* 0 = invalid */
-typedef struct pg_param { uint32_t id; } pg_param;   /* 0 = invalid */
-typedef struct pg_shared { uint32_t id; } pg_shared; /* 0 = invalid */
+/* Handles: small ids (0 = invalid) and the identity of the kernel that
+ * made them; each is valid only in that kernel. */
+typedef struct pg_label { uint32_t id, kernel; } pg_label;
+typedef struct pg_param { uint32_t id, kernel; } pg_param;
+typedef struct pg_shared { uint32_t id, kernel; } pg_shared;
 
 /* ---------------------------------------------------------------- kernel */
 
@@ -215,7 +219,8 @@ PG_API void pg_kernel_set_maxntid(pg_kernel *k, uint32_t x, uint32_t y, uint32_t
 /* Validate and serialize. On success *ptx points to NUL-terminated text owned
  * by the kernel (valid until it is destroyed) and *len (if not NULL) is its
  * length. Emitting twice gives the same bytes. After emission the kernel
- * accepts no more instructions (PG_ESTATE). */
+ * accepts no more instructions: such a call records PG_ESTATE (seen through
+ * pg_kernel_error()), and pg_kernel_emit() still gives the text built. */
 PG_API int pg_kernel_emit(pg_kernel *k, const char **ptx, size_t *len);
 
 /* The PTX ISA (major*10+minor) the kernel needs: the target's minimum,

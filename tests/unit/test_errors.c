@@ -110,8 +110,8 @@ int main(void)
         pg_label_bind(k, l);
     });
     EXPECT_ERR(PG_SM_90, PG_ELABEL, "never bound", pg_bra(k, pg_label_new(k, "nowhere")));
-    EXPECT_ERR(PG_SM_90, PG_ELABEL, "not a label", pg_bra(k, (pg_label){42}));
-    EXPECT_ERR(PG_SM_90, PG_EINVAL, "not an identifier", pg_label_new(k, "a b"));
+    EXPECT_ERR(PG_SM_90, PG_ELABEL, "not a label", pg_bra(k, (pg_label){42, 0}));
+    EXPECT_ERR(PG_SM_90, PG_EINVAL, "label hint 'a b' is not a valid identifier", pg_label_new(k, "a b"));
 
     /* reads before writes */
     EXPECT_ERR(PG_SM_90, PG_EUNDEF, "register %r1 is read before any write", {
