@@ -92,7 +92,7 @@ static bool saddr_is(pg_kernel *k, pg_opcode op, pg_val a, int64_t off, const ch
         return false;
     }
     if (a.kind == PG_VAL_SHARED) {
-        if (a.id == 0 || a.id >= k->nshared) {
+        if (!pg_shared_ok(k, a)) {
             pg_fail(k, PG_EINVAL, "%s: %s is not a shared symbol of this kernel", stem(op), what);
             return false;
         }
@@ -137,7 +137,7 @@ pg_reg pg_param_addr(pg_kernel *k, pg_param p)
 {
     if (!begin(k, OP_CVTA_PARAM))
         return pg_none();
-    if (p.id == 0 || p.id > k->nparams) {
+    if (p.kernel != k->tag || p.id == 0 || p.id > k->nparams) {
         pg_fail(k, PG_EINVAL, "pg_param_addr: not a param of this kernel");
         return pg_none();
     }

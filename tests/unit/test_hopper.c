@@ -329,6 +329,7 @@ static void validator(void)
     x = pgv_mov(k, PG_U64, pg_u64(0));
     for (int i = 0; i < 4; i++)
         d[i] = pg_reg_new(k, PG_F32);
+    w.a_desc = w.b_desc = x;
     pg_wgmma_mma_async(k, &w); /* scale-d 1: reads d before any write */
     REQUIRE_INT_EQ(emit(k, &ptx), PG_EUNDEF);
     pg_kernel_destroy(&k);
