@@ -112,7 +112,7 @@ static void launches(void)
         uint32_t bn = cases[i].g.bn ? cases[i].g.bn : pgrt_gemm_sm90_bn(P, Q, 4);
         uint32_t tiles = (P + 127) / 128 * ((Q + bn - 1) / bn);
         REQUIRE_INT_EQ(l->grid[0], tiles < 4 ? tiles : 4); /* the fake has 4 SMs */
-        uint32_t stage = (128 + bn) * 128, stages = 196608 / stage > 8 ? 8 : 196608 / stage;
+        uint32_t stage = (128 + bn) * 128, stages = 230400 / stage > 8 ? 8 : 230400 / stage;
         REQUIRE_INT_EQ(l->shared, stages * stage + 1024);
         REQUIRE_INT_EQ(l->nparams, 8);
         REQUIRE_INT_EQ(l->nbig, 2);
