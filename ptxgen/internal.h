@@ -64,6 +64,8 @@ enum {
                                   the operands: atom, shfl, vote, ldmatrix */
     OPF_ARCH_90A = 1 << 3,     /* only the sm_90a target has it: wgmma */
     OPF_ARCH_A = 1 << 4,       /* only the arch-specific ("a") targets: setmaxnreg */
+    OPF_ALIGNED = 1 << 5,      /* .sync.aligned for a warpgroup or warp: never
+                                  under a branch that splits a warp */
 };
 
 /* The op table: the one place that says, for each instruction,
@@ -144,15 +146,17 @@ enum {
     X(TMA_LOAD, "cp.async.bulk.tensor", TC_NONE, TX_CUSTOM, 0, 90, 80)                        \
     X(BULK_COMMIT, "cp.async.bulk.commit_group", TC_NONE, TX_NONE, 0, 90, 80)                 \
     X(BULK_WAIT, "cp.async.bulk.wait_group", TC_NONE, TX_CUSTOM, 0, 90, 80)                   \
-    X(SETMAXNREG, "setmaxnreg", TC_NONE, TX_CUSTOM, OPF_ARCH_A, 90, 80)                       \
-    X(STMATRIX, "stmatrix.sync.aligned.m8n8", TC_BIT, TX_CUSTOM, 0, 90, 78)                   \
+    X(SETMAXNREG, "setmaxnreg", TC_NONE, TX_CUSTOM, OPF_ARCH_A | OPF_ALIGNED, 90, 80)         \
+    X(STMATRIX, "stmatrix.sync.aligned.m8n8", TC_BIT, TX_CUSTOM, OPF_ALIGNED, 90, 78)         \
     X(ELECT, "elect.sync", TC_PRED, TX_CUSTOM, OPF_LANE_VARYING, 90, 80)                      \
-    X(WGMMA_FENCE, "wgmma.fence.sync.aligned", TC_NONE, TX_NONE, OPF_ARCH_90A, 90, 80)        \
-    X(WGMMA_COMMIT, "wgmma.commit_group.sync.aligned", TC_NONE, TX_NONE, OPF_ARCH_90A, 90,    \
-      80)                                                                                     \
-    X(WGMMA_WAIT, "wgmma.wait_group.sync.aligned", TC_NONE, TX_CUSTOM, OPF_ARCH_90A, 90, 80)  \
+    X(WGMMA_FENCE, "wgmma.fence.sync.aligned", TC_NONE, TX_NONE, OPF_ARCH_90A | OPF_ALIGNED,  \
+      90, 80)                                                                                 \
+    X(WGMMA_COMMIT, "wgmma.commit_group.sync.aligned", TC_NONE, TX_NONE,                      \
+      OPF_ARCH_90A | OPF_ALIGNED, 90, 80)                                                     \
+    X(WGMMA_WAIT, "wgmma.wait_group.sync.aligned", TC_NONE, TX_CUSTOM,                        \
+      OPF_ARCH_90A | OPF_ALIGNED, 90, 80)                                                     \
     X(WGMMA, "wgmma.mma_async.sync.aligned", TC_F32, TX_CUSTOM,                               \
-      OPF_LANE_VARYING | OPF_ARCH_90A, 90, 80)
+      OPF_LANE_VARYING | OPF_ARCH_90A | OPF_ALIGNED, 90, 80)
 
 typedef enum pg_opcode {
 #define PG_X_(e, stem, tc, form, flags, sm, isa) OP_##e,

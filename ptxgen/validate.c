@@ -391,7 +391,7 @@ static int check_barriers(cfg *g)
     pg_kernel *k = g->k;
     bool any_bar = false;
     for (uint32_t i = 0; i < k->nins; i++)
-        any_bar |= (pg_op_flags((pg_opcode)k->ins[i].op) & OPF_BARRIER) != 0;
+        any_bar |= (pg_op_flags((pg_opcode)k->ins[i].op) & (OPF_BARRIER | OPF_ALIGNED)) != 0;
     if (!any_bar)
         return PG_OK;
 
@@ -513,7 +513,23 @@ static int check_barriers(cfg *g)
             continue;
         for (uint32_t i = b->start; i < b->end; i++) {
             const instr *in = &k->ins[i];
-            if (!(pg_op_flags((pg_opcode)in->op) & OPF_BARRIER))
+            unsigned fl = pg_op_flags((pg_opcode)in->op);
+            if (fl & OPF_ALIGNED) {
+                /* every thread of the warp (warpgroup) runs it together: a
+                 * split between warps is the caller's to get right, a split
+                 * inside one is always wrong */
+                bool lane_guard = in->guard && div[in->guard].kind && div[in->guard].level == LV_LANE;
+                if (lane_guard || (b->divergent && b->level == LV_LANE)) {
+                    char at[256], wt[160];
+                    describe(g, i, at, sizeof at);
+                    why_text(g, lane_guard ? div[in->guard] : div[k->ins[b->cause].guard], wt,
+                             sizeof wt);
+                    return pg_fail(k, PG_EDIVERGE, "divergence: %s is .aligned (every thread of "
+                                   "the warp runs it together) but runs under a %s that depends "
+                                   "on %s", at, lane_guard ? "guard" : "branch", wt);
+                }
+            }
+            if (!(fl & OPF_BARRIER))
                 continue;
             /* A counted barrier waits for whole warps: a split between
              * warps is what it is for; a split inside one is not. */

@@ -244,6 +244,8 @@ static void bad_operands(void)
  *   2: the counted barrier sits under the elected thread's branch (refused)
  *   3: the consumers' branch is on tid.x & 7, inside a warp (refused)
  *   4: the warp index is computed as tid.x * 3 >> 7, not a warp index (refused)
+ *   5: the consumers' setmaxnreg sits under tid.x < 200 (refused: .aligned)
+ *   6: a wgmma.fence under the elected thread's guard (refused: .aligned)
  */
 static int specialized(int variant, char *msg, size_t n)
 {
@@ -268,7 +270,15 @@ static int specialized(int variant, char *msg, size_t n)
     pg_label producer = pg_label_new(k, "producer"), done = pg_label_new(k, "done");
     pg_bra_if(k, prod, false, producer);
     /* consumers */
-    pg_setmaxnreg(k, true, 232);
+    if (variant == 5) {
+        pg_label s5 = pg_label_new(k, "s5");
+        pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, tid, pg_u32(200)), false, s5);
+        pg_setmaxnreg(k, true, 232);
+        pg_label_bind(k, s5);
+    } else {
+        pg_setmaxnreg(k, true, 232);
+    }
+    pg_wgmma_fence(k); /* under the warpgroup branch: fine */
     pg_mbarrier_wait_parity(k, pg_shared_addr(bar), 0, pg_u32(0));
     if (variant == 1)
         pg_bar_sync(k, 0);
@@ -281,6 +291,10 @@ static int specialized(int variant, char *msg, size_t n)
     pg_reg leader = pg_reg_new(k, PG_PRED);
     pg_elect_sync(k, leader, pg_u32(0xffffffffu));
     pg_label skip = pg_label_new(k, "skip");
+    if (variant == 6) {
+        pg_guard(k, leader, false);
+        pg_wgmma_fence(k);
+    }
     pg_bra_if(k, leader, true, skip);
     pg_mbarrier_arrive_expect_tx(k, pg_shared_addr(bar), 0, pg_u32(4096));
     pg_reg sa = pgv_mov(k, PG_U32, pg_shared_addr(tile));
@@ -304,8 +318,14 @@ static void validator(void)
     REQUIRE_STR_EQ(msg, "");
     for (int v = 1; v <= 4; v++) {
         REQUIRE_INT_EQ(specialized(v, msg, sizeof msg), PG_EDIVERGE);
-        REQUIRE(strstr(msg, "barrier divergence") != NULL);
+        /* 3 and 4 split warps: the consumers' setmaxnreg is refused first */
+        REQUIRE(strstr(msg, v <= 2 ? "barrier divergence" : "setmaxnreg") != NULL);
     }
+    REQUIRE_INT_EQ(specialized(5, msg, sizeof msg), PG_EDIVERGE);
+    REQUIRE(strstr(msg, "setmaxnreg.inc.sync.aligned.u32 232") && strstr(msg, ".aligned") &&
+            strstr(msg, "branch") && strstr(msg, "%tid.x"));
+    REQUIRE_INT_EQ(specialized(6, msg, sizeof msg), PG_EDIVERGE);
+    REQUIRE(strstr(msg, "wgmma.fence") && strstr(msg, "guard") && strstr(msg, "per-lane"));
     specialized(1, msg, sizeof msg);
     REQUIRE(strstr(msg, "bar.sync 0") != NULL && strstr(msg, "%tid.x") != NULL);
     specialized(2, msg, sizeof msg);

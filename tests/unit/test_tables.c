@@ -19,6 +19,7 @@ static void op_table(void)
                   op == OP_WGMMA_WAIT;
         REQUIRE_INT_EQ(!!(f & OPF_ARCH_90A), wg);
         REQUIRE_INT_EQ(!!(f & OPF_ARCH_A), op == OP_SETMAXNREG);
+        REQUIRE_INT_EQ(!!(f & OPF_ALIGNED), wg || op == OP_SETMAXNREG || op == OP_STMATRIX);
         /* an op written from the table with typed operands takes some type */
         unsigned form = pg_op_table[op].form;
         if (form != TX_CUSTOM && form != TX_NONE)
