@@ -60,7 +60,8 @@
     X(attention_backward_dkv_bf16)                                                         \
     X(adamw_multi_norm)                                                                    \
     X(adamw_multi_finalize)                                                                \
-    X(adamw_multi_step)
+    X(adamw_multi_step)                                                                    \
+    X(gemm_sm90)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)
