@@ -9,6 +9,7 @@
 #include "rt_internal.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -259,7 +260,12 @@ int pgrt_args_check(const pgk_desc *d, const pgk_knobs *kn, const pgrt_arg *args
             if (!a->v.tmap)
                 return check_fail(err, errlen, PGRT_EARGS, "%s argument %zu (%s): null tensor map",
                                   d->name, i, p->name);
-            if (a->v.tmap->encoded != PGRT_TENSOR_MAP_ENCODED)
+            uint32_t encoded; /* by bytes: the caller's map may be under-aligned */
+            memcpy(&encoded,
+                   (const unsigned char *)(const void *)a->v.tmap +
+                       offsetof(pgrt_tensor_map, encoded),
+                   sizeof encoded);
+            if (encoded != PGRT_TENSOR_MAP_ENCODED)
                 return check_fail(err, errlen, PGRT_EARGS,
                                   "%s argument %zu (%s): the tensor map was never encoded "
                                   "(pgrt_tensor_map_encode)", d->name, i, p->name);

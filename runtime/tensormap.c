@@ -7,6 +7,7 @@
  */
 #include "rt_internal.h"
 
+#include <stddef.h>
 #include <string.h>
 
 /* The driver's data type for a pg_type, -1 for none. Integer types map by
@@ -130,8 +131,11 @@ int pgrt_tensor_map_encode(pgrt_ctx *ctx, pgrt_tensor_map *out, pg_type dtype, u
 {
     if (!ctx || !out)
         return rt_fail(PGRT_EINVAL, FN ": %s is NULL", !ctx ? "ctx" : "out");
-    /* A failed encode leaves no map a launch would take. */
-    out->encoded = 0;
+    /* A failed encode leaves no map a launch would take. out may be less
+     * aligned than its type (malloc'd memory is 16 bytes, the type 64):
+     * it is written through memcpy only, never a member access. */
+    const uint32_t none = 0;
+    memcpy((unsigned char *)(void *)out + offsetof(pgrt_tensor_map, encoded), &none, sizeof none);
     int cu_type = 0, cu_swizzle = 0;
     int rc = check_args(ctx, dtype, rank, base, dims, strides, box, swizzle, &cu_type, &cu_swizzle);
     if (rc)
@@ -151,16 +155,17 @@ int pgrt_tensor_map_encode(pgrt_ctx *ctx, pgrt_tensor_map *out, pg_type dtype, u
         return rt_cu_fail(&ctx->drv, r, "cuTensorMapEncodeTiled", "%s rank %u base 0x%llx dims[0] "
                           "%llu box[0] %u swizzle %u", pg_type_name(dtype), rank,
                           (unsigned long long)base, (unsigned long long)dims[0], box[0], swizzle);
-    memcpy(out->opaque, &map, sizeof map);
-    memset(out->dims, 0, sizeof out->dims);
-    memset(out->box, 0, sizeof out->box);
-    memcpy(out->dims, dims, rank * sizeof *dims);
-    memcpy(out->box, box, rank * sizeof *box);
-    out->base = base;
-    out->rank = rank;
-    out->dtype = (uint32_t)dtype;
-    out->swizzle = swizzle;
-    out->encoded = PGRT_TENSOR_MAP_ENCODED;
+    pgrt_tensor_map m;
+    memset(&m, 0, sizeof m);
+    memcpy(m.opaque, &map, sizeof map);
+    memcpy(m.dims, dims, rank * sizeof *dims);
+    memcpy(m.box, box, rank * sizeof *box);
+    m.base = base;
+    m.rank = rank;
+    m.dtype = (uint32_t)dtype;
+    m.swizzle = swizzle;
+    m.encoded = PGRT_TENSOR_MAP_ENCODED;
+    memcpy((void *)out, &m, sizeof m);
     return 0;
 }
 

@@ -200,12 +200,13 @@ static void test_tensor_map(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(fk_tmaps(), tm0 + 4);
 
     /* A heap map (16-byte aligned at best) encodes as well: the runtime
-     * encodes into an aligned map of its own. */
+     * encodes into an aligned map of its own and touches the caller's by
+     * bytes only (so does the test: opaque is at offset 0). */
     unsigned char *raw = malloc(sizeof(pgrt_tensor_map) + 80);
+    REQUIRE(raw != NULL);
     pgrt_tensor_map *h = (pgrt_tensor_map *)(void *)(raw + 16);
     REQUIRE_INT_EQ(pgrt_tensor_map_encode_2d(ctx, h, PG_BF16, base, 64, 128, 256, 32, 64, 128), 0);
-    REQUIRE(memcmp(h->opaque, m.opaque, 128) == 0);
-    free(raw);
+    REQUIRE(memcmp(raw + 16, m.opaque, 128) == 0);
 
     /* By value at launch: the kernel sees the 128 bytes, in a graph too,
      * whatever happens to the caller's map afterwards. */
@@ -229,6 +230,11 @@ static void test_tensor_map(pgrt_ctx *ctx)
     REQUIRE(memcmp(l->big[0], m.opaque, 128) == 0);
     REQUIRE(l->params[1] == pgrt_buf_ptr(out));
     REQUIRE_INT_EQ(l->ex, 0);
+    /* the heap map launches as well, read by bytes */
+    args[0] = pgrt_arg_tensor_map(h);
+    REQUIRE_INT_EQ(pgrt_kernel_launch(k, NULL, &kn, args, 2), 0);
+    REQUIRE(memcmp(last_launch()->big[0], m.opaque, 128) == 0);
+    free(raw);
 
     pgrt_stream *s = NULL;
     pgrt_graph *g = NULL;
