@@ -112,6 +112,10 @@ bool pgk_supports(const pgk_desc *d, pg_target t)
     if (knobs_check(d, NULL, 0) || (unsigned)t >= PG_TARGET_COUNT ||
         (unsigned)d->min_target >= PG_TARGET_COUNT)
         return false;
+    /* An "a" target's instructions (wgmma, setmaxnreg) exist on that one
+     * architecture only: neither an older nor a newer one runs them. */
+    if (pg_target_is_arch_specific(d->min_target))
+        return t == d->min_target;
     return pg_target_sm(t) >= pg_target_sm(d->min_target);
 }
 
@@ -284,8 +288,12 @@ int pgk_emit_ptx(const pgk_desc *d, pg_target t, const pgk_knobs *kn, pgk_ptx *o
         return PG_EINVAL;
     }
     if (!pgk_supports(d, t)) {
-        say(err, errlen, "%s needs %s or newer; %s was asked for", d->name,
-            pg_target_name(d->min_target), pg_target_name(t));
+        if (pg_target_is_arch_specific(d->min_target))
+            say(err, errlen, "%s runs on %s only; %s was asked for", d->name,
+                pg_target_name(d->min_target), pg_target_name(t));
+        else
+            say(err, errlen, "%s needs %s or newer; %s was asked for", d->name,
+                pg_target_name(d->min_target), pg_target_name(t));
         return PG_ETARGET;
     }
     if (!d->build) {
@@ -301,7 +309,8 @@ int pgk_emit_ptx(const pgk_desc *d, pg_target t, const pgk_knobs *kn, pgk_ptx *o
     }
     pg_param p[PGK_MAX_PARAMS];
     for (size_t i = 0; i < d->nparams; i++)
-        p[i] = pg_param_add(k, d->params[i].type, d->params[i].name);
+        p[i] = d->params[i].tensor_map ? pg_param_tensor_map(k, d->params[i].name)
+                                       : pg_param_add(k, d->params[i].type, d->params[i].name);
     if (d->threads)
         pg_kernel_set_maxntid(k, d->threads, 1, 1);
     if (!pg_kernel_error(k))

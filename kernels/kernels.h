@@ -65,7 +65,8 @@
     X(gemm_mma_backward_x)                                                                 \
     X(gemm_mma_backward_w)                                                                 \
     X(gemm_mma_reduce)                                                                     \
-    X(gemm_lp_simt)
+    X(gemm_lp_simt)                                                                        \
+    X(gemm_sm90)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

@@ -895,6 +895,11 @@ pg_reg pg_param_load(pg_kernel *k, pg_param p)
         pg_fail(k, PG_EINVAL, "pg_param_load: not a param of this kernel");
         return pg_none();
     }
+    if (k->params[p.id - 1].tensor_map) {
+        pg_fail(k, PG_ETYPE, "pg_param_load: '%s' is a tensor map; take its address with "
+                "pg_param_addr", k->params[p.id - 1].name);
+        return pg_none();
+    }
     pg_type t = (pg_type)k->params[p.id - 1].type;
     pg_reg d = pg_reg_new(k, reg_type_for(t));
     instr *in = pg_push(k, OP_LD, t);

@@ -46,12 +46,18 @@ int pg_emit_text(pg_kernel *k)
         pg_sb_str(&b, "\n");
 
     pg_sb_fmt(&b, ".visible .entry %s(", k->name);
-    for (uint32_t i = 0; i < k->nparams; i++)
-        pg_sb_fmt(&b, "%s\n\t.param .%s %s", i ? "," : "", pg_data_type_name((pg_type)k->params[i].type),
-               k->params[i].name);
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        if (k->params[i].tensor_map)
+            pg_sb_fmt(&b, "%s\n\t.param .align 64 .b8 %s[128]", i ? "," : "", k->params[i].name);
+        else
+            pg_sb_fmt(&b, "%s\n\t.param .%s %s", i ? "," : "",
+                      pg_data_type_name((pg_type)k->params[i].type), k->params[i].name);
+    }
     pg_sb_str(&b, k->nparams ? "\n)\n" : ")\n");
     if (k->maxntid[0])
         pg_sb_fmt(&b, ".maxntid %u, %u, %u\n", k->maxntid[0], k->maxntid[1], k->maxntid[2]);
+    if (k->minnctapersm)
+        pg_sb_fmt(&b, ".minnctapersm %u\n", k->minnctapersm);
     pg_sb_str(&b, "{\n");
     for (int c = 0; c < RC_COUNT; c++)
         if (k->class_count[c])

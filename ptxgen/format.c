@@ -273,6 +273,8 @@ static void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
     }
 }
 
+void pg_sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t) { sb_val(b, k, v, t); }
+
 void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n)
 {
     pg_sbuf b = {0};
@@ -500,7 +502,8 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         vec(b, k, in->src + 6, 4, PG_F32);
         break;
     default:
-        pg_sb_fmt(b, "<op %u>", in->op);
+        if (!pg_format_sm90(b, k, in))
+            pg_sb_fmt(b, "<op %u>", in->op);
         break;
     }
 }

@@ -62,6 +62,10 @@ enum {
     OPF_BARRIER = 1 << 1,      /* a block-wide barrier: every thread or none */
     OPF_LANE_VARYING = 1 << 2, /* the result differs between threads whatever
                                   the operands: atom, shfl, vote, ldmatrix */
+    OPF_ARCH_90A = 1 << 3,     /* only the sm_90a target has it: wgmma */
+    OPF_ARCH_A = 1 << 4,       /* only the arch-specific ("a") targets: setmaxnreg */
+    OPF_ALIGNED = 1 << 5,      /* .sync.aligned for a warpgroup or warp: never
+                                  under a branch that splits a warp */
 };
 
 /* The op table: the one place that says, for each instruction,
@@ -121,7 +125,38 @@ enum {
     X(LDMATRIX, "ldmatrix.sync.aligned.m8n8", TC_BIT, TX_CUSTOM, OPF_LANE_VARYING, 75, 65)    \
     X(CP_ASYNC, "cp.async", TC_8BIT, TX_CUSTOM, 0, 80, 70)                                    \
     X(CP_COMMIT, "cp.async.commit_group", TC_NONE, TX_NONE, 0, 80, 70)                        \
-    X(CP_WAIT, "cp.async.wait_group", TC_NONE, TX_CUSTOM, 0, 80, 70)
+    X(CP_WAIT, "cp.async.wait_group", TC_NONE, TX_CUSTOM, 0, 80, 70)                         \
+    PG_OP_MAP_SM90(X)
+
+/* The Hopper rows (hopper.c builds and writes them): a counted named
+ * barrier, a parameter's address, mbarriers, the async proxy,
+ * TMA, warpgroup MMA, register reallocation, stmatrix, elect. Each min sm /
+ * ISA checked with ptxas 13.0, one lower refused. */
+#define PG_OP_MAP_SM90(X)                                                                     \
+    X(BAR_N, "bar.sync", TC_NONE, TX_CUSTOM, OPF_BARRIER, 70, 60)                             \
+    X(CVTA_PARAM, "cvta.param.u64", TC_BIT | TC_UINT, TX_CUSTOM, 0, 70, 77)                   \
+    X(MBAR_INIT, "mbarrier.init.shared::cta.b64", TC_NONE, TX_CUSTOM, 0, 80, 78)              \
+    X(MBAR_ARRIVE, "mbarrier.arrive.shared::cta.b64", TC_NONE, TX_CUSTOM, 0, 80, 78)          \
+    X(MBAR_EXPECT_TX, "mbarrier.arrive.expect_tx.shared::cta.b64", TC_NONE, TX_CUSTOM, 0, 90, \
+      80)                                                                                     \
+    X(MBAR_TRY_WAIT, "mbarrier.try_wait.parity.shared::cta.b64", TC_PRED, TX_CUSTOM,          \
+      OPF_LANE_VARYING, 90, 78)                                                               \
+    X(FENCE_PROXY_ASYNC, "fence.proxy.async.shared::cta", TC_NONE, TX_NONE, 0, 90, 80)        \
+    X(FENCE_MBAR_INIT, "fence.mbarrier_init.release.cluster", TC_NONE, TX_NONE, 0, 90, 80)    \
+    X(TMA_LOAD, "cp.async.bulk.tensor", TC_NONE, TX_CUSTOM, 0, 90, 80)                        \
+    X(BULK_COMMIT, "cp.async.bulk.commit_group", TC_NONE, TX_NONE, 0, 90, 80)                 \
+    X(BULK_WAIT, "cp.async.bulk.wait_group", TC_NONE, TX_CUSTOM, 0, 90, 80)                   \
+    X(SETMAXNREG, "setmaxnreg", TC_NONE, TX_CUSTOM, OPF_ARCH_A | OPF_ALIGNED, 90, 80)         \
+    X(STMATRIX, "stmatrix.sync.aligned.m8n8", TC_BIT, TX_CUSTOM, OPF_ALIGNED, 90, 78)         \
+    X(ELECT, "elect.sync", TC_PRED, TX_CUSTOM, OPF_LANE_VARYING, 90, 80)                      \
+    X(WGMMA_FENCE, "wgmma.fence.sync.aligned", TC_NONE, TX_NONE, OPF_ARCH_90A | OPF_ALIGNED,  \
+      90, 80)                                                                                 \
+    X(WGMMA_COMMIT, "wgmma.commit_group.sync.aligned", TC_NONE, TX_NONE,                      \
+      OPF_ARCH_90A | OPF_ALIGNED, 90, 80)                                                     \
+    X(WGMMA_WAIT, "wgmma.wait_group.sync.aligned", TC_NONE, TX_CUSTOM,                        \
+      OPF_ARCH_90A | OPF_ALIGNED, 90, 80)                                                     \
+    X(WGMMA, "wgmma.mma_async.sync.aligned", TC_F32, TX_CUSTOM,                               \
+      OPF_LANE_VARYING | OPF_ARCH_90A | OPF_ALIGNED, 90, 80)
 
 typedef enum pg_opcode {
 #define PG_X_(e, stem, tc, form, flags, sm, isa) OP_##e,
@@ -158,6 +193,7 @@ typedef struct reg_info {
 typedef struct param_info {
     char *name;
     uint8_t type;
+    bool tensor_map; /* `.param .align 64 .b8 name[128]` (type is b8) */
 } param_info;
 
 typedef struct label_info {
@@ -194,6 +230,10 @@ typedef struct instr {
     const char *text;  /* comment text (arena) */
     pg_val dst[PG_MAX_DST];
     pg_val src[PG_MAX_SRC]; /* ld/st/atom: src[0] is the address */
+    /* wgmma: the accumulators, each read (unless scale-d is 0) and written;
+     * too many for dst[] (up to 128). Arena-owned; NULL elsewhere. */
+    pg_val *acc;
+    uint32_t nacc;
 } instr;
 
 #define PG_MSG_MAX 512
@@ -210,6 +250,7 @@ struct pg_kernel {
     char *text; /* the emitted module (heap; pg_kernel_destroy frees it) */
     size_t text_len;
     uint32_t maxntid[3];
+    uint32_t minnctapersm; /* 0: no directive */
 
     reg_info *regs; /* index 0 unused */
     uint32_t nregs, cap_regs;
@@ -283,10 +324,15 @@ void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)
 
 /* One instruction as its PTX line, tab-indented, with ";\n". */
 void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in);
+/* The text of the Hopper rows (PG_OP_MAP_SM90), in hopper.c: false for any
+ * other op. */
+bool pg_format_sm90(pg_sbuf *b, const pg_kernel *k, const instr *in);
 /* One instruction as text, for messages ("add.u32 %r1, %r2, 3"). */
 void pg_instr_text(const pg_kernel *k, const instr *in, char *buf, size_t n);
 /* An operand as PTX: "%r3", "42", "0f3F800000". */
 void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n);
+/* The same, written straight into b (the emitter's path: no copy). */
+void pg_sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t);
 /* A label's name: "$L3_loop". */
 void pg_label_format(pg_sbuf *b, const pg_kernel *k, uint32_t id);
 /* ld/st/mov have no f16/bf16 forms: they move bits ("b16"). */

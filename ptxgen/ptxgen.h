@@ -529,6 +529,138 @@ PG_API pg_reg pg_warp_reduce(pg_kernel *k, pg_reduce_op op, pg_type t, pg_reg v)
 PG_API pg_reg pg_block_reduce(pg_kernel *k, pg_reduce_op op, pg_type t, pg_reg v,
                               pg_shared scratch);
 
+/* ---------------------------------------------------------------- Hopper (sm_90, sm_90a) */
+/*
+ * Target rules (each checked with ptxas 13.0): wgmma needs exactly sm_90a;
+ * setmaxnreg an arch-specific target (sm_90a, sm_100a, sm_120a); TMA,
+ * mbarrier expect_tx / try_wait, the async-proxy fences and elect.sync
+ * sm_90 (PTX 8.0); stmatrix sm_90 (PTX 7.8); mbarrier init / arrive and the
+ * bf16 mma.sync sm_80. A call the target lacks fails with PG_ETARGET naming
+ * both. Shared-memory operands (`bar`, `sdst`, `saddr`) are a u32/b32 or
+ * 64-bit register holding a shared address, or pg_shared_addr(); `off` is
+ * a byte offset added to it.
+ */
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (sm_80+): operands
+ * as pg_mma_m16n8k16_f16_f32, the b32 fragments holding bf16x2. */
+PG_API void pg_mma_m16n8k16_bf16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a,
+                                     const pg_reg *b, const pg_reg *c);
+
+/* `.minnctapersm n`: with .maxntid, lets ptxas know the registers a thread
+ * has at entry, which setmaxnreg needs (else it warns C7508 and ignores it). */
+PG_API void pg_kernel_set_minnctapersm(pg_kernel *k, uint32_t n);
+
+/* A CUtensorMap passed by value: `.param .align 64 .b8 name[128]`. Declared
+ * like pg_param_add (before any instruction); pg_param_load refuses it:
+ * take its address with pg_param_addr. */
+PG_API pg_param pg_param_tensor_map(pg_kernel *k, const char *name);
+/* cvta.param.u64: the generic address of a parameter (PTX 7.7), a new u64
+ * register; what cp.async.bulk.tensor takes as its tensor map. */
+PG_API pg_reg pg_param_addr(pg_kernel *k, pg_param p);
+
+/* bar.sync id, nthreads: a named barrier for nthreads threads (a multiple
+ * of 32, 32..1024), e.g. the consumer warpgroups of a warp-specialized
+ * kernel. The validator lets it sit under a branch that is uniform across
+ * each warp (a warp or warpgroup index: %tid.x >> 5 or more) but not under
+ * one that splits a warp. */
+PG_API void pg_bar_sync_count(pg_kernel *k, uint32_t id, uint32_t nthreads);
+
+/* mbarrier.init.shared::cta.b64 [bar+off], count (u32 register or
+ * immediate, 1..2^20-1). */
+PG_API void pg_mbarrier_init(pg_kernel *k, pg_val bar, int64_t off, pg_val count);
+/* mbarrier.arrive.shared::cta.b64 _, [bar+off]: one arrival, the state
+ * discarded. */
+PG_API void pg_mbarrier_arrive(pg_kernel *k, pg_val bar, int64_t off);
+/* mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar+off], tx: one arrival
+ * that also expects tx more bytes of asynchronous copies (u32). */
+PG_API void pg_mbarrier_arrive_expect_tx(pg_kernel *k, pg_val bar, int64_t off, pg_val tx);
+/* mbarrier.try_wait.parity.shared::cta.b64 p, [bar+off], parity: p is true
+ * once the phase of that parity (u32 register or immediate 0/1) completed. */
+PG_API void pg_mbarrier_try_wait_parity(pg_kernel *k, pg_reg p, pg_val bar, int64_t off,
+                                        pg_val parity);
+/* The wait idiom: try_wait.parity in a loop until it succeeds
+ *     $Ln_mbar_wait: mbarrier.try_wait.parity... %p, [bar+off], parity;
+ *                    @!%p bra $Ln_mbar_wait;
+ * (try_wait itself suspends for a while, so the loop does not spin hot). */
+PG_API void pg_mbarrier_wait_parity(pg_kernel *k, pg_val bar, int64_t off, pg_val parity);
+
+/* fence.proxy.async.shared::cta: generic-proxy writes to shared memory
+ * become visible to the async proxy (TMA, wgmma) and back. */
+PG_API void pg_fence_proxy_async(pg_kernel *k);
+/* fence.mbarrier_init.release.cluster: initialized mbarriers become visible
+ * to the cluster's async operations. */
+PG_API void pg_fence_mbarrier_init(pg_kernel *k);
+
+/* cp.async.bulk.tensor.{dims}d.shared::cluster.global.mbarrier::complete_tx::bytes
+ *     [sdst], [tmap, {c0, ...}], [bar]
+ * dims is 2 or 3; tmap a u64 register from pg_param_addr (or any generic
+ * address of a tensor map); coords[dims] s32/u32 registers or immediates,
+ * innermost first, in elements (may be outside the tensor: those elements
+ * read as zero). sdst (a 128-byte aligned shared address) and bar as above. */
+PG_API void pg_cp_async_bulk_tensor(pg_kernel *k, unsigned dims, pg_val sdst, pg_reg tmap,
+                                    const pg_val *coords, pg_val bar);
+/* cp.async.bulk.commit_group / cp.async.bulk.wait_group n (n <= 63): bulk
+ * async-groups, for the copies that complete through groups (stores). */
+PG_API void pg_cp_async_bulk_commit(pg_kernel *k);
+PG_API void pg_cp_async_bulk_wait(pg_kernel *k, uint32_t n);
+
+/* setmaxnreg.{inc,dec}.sync.aligned.u32 n: n in 24..256, a multiple of 8.
+ * Every thread of the warpgroup must run it. */
+PG_API void pg_setmaxnreg(pg_kernel *k, bool inc, uint32_t n);
+
+/* stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16 [saddr+off], {v}:
+ * the inverse of pg_ldmatrix; v[num] are 32-bit registers. */
+PG_API void pg_stmatrix(pg_kernel *k, unsigned num, bool trans, pg_val saddr, int64_t off,
+                        const pg_reg *v);
+
+/* elect.sync _|p, mask: p is true in exactly one active lane of mask (u32
+ * register or immediate). */
+PG_API void pg_elect_sync(pg_kernel *k, pg_reg p, pg_val mask);
+
+/* wgmma.fence / commit_group / wait_group n (n <= 7), .sync.aligned. */
+PG_API void pg_wgmma_fence(pg_kernel *k);
+PG_API void pg_wgmma_commit(pg_kernel *k);
+PG_API void pg_wgmma_wait(pg_kernel *k, uint32_t n);
+
+/* Swizzle mode of a shared-memory matrix descriptor (bits 62-63). */
+typedef enum pg_swizzle {
+    PG_SWIZZLE_NONE = 0,
+    PG_SWIZZLE_128B = 1,
+    PG_SWIZZLE_64B = 2,
+    PG_SWIZZLE_32B = 3,
+} pg_swizzle;
+
+/* The 64-bit wgmma shared-memory matrix descriptor of a tile at shared
+ * address saddr: (saddr >> 4) & 0x3fff in bits 0-13, lbo >> 4 in 16-29
+ * (leading byte offset), sbo >> 4 in 32-45 (stride byte offset), base_offset
+ * (0..7) in 49-51, the swizzle in 62-63. lbo and sbo are multiples of 16
+ * below 2^18. pg_wgmma_desc_bits computes it on the host (pure); pg_wgmma_desc
+ * writes it as register arithmetic into a new u64 register (saddr a u32
+ * register or pg_shared_addr()). Adding 2 to a descriptor moves its start
+ * 32 bytes: one k16 step of a K-major bf16/f16 tile. */
+PG_API uint64_t pg_wgmma_desc_bits(uint32_t saddr, uint32_t lbo, uint32_t sbo,
+                                   unsigned base_offset, pg_swizzle sw);
+PG_API pg_reg pg_wgmma_desc(pg_kernel *k, pg_val saddr, uint32_t lbo, uint32_t sbo,
+                            unsigned base_offset, pg_swizzle sw);
+
+/* wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab}: D[64 x n] (+)= A[64 x 16]
+ * * B[16 x n] for one warpgroup (128 threads), asynchronous: wrap in
+ * pg_wgmma_fence before, pg_wgmma_commit and pg_wgmma_wait after. */
+typedef struct pg_wgmma {
+    unsigned n;        /* 8..256, a multiple of 8 */
+    pg_type ab;        /* PG_F16 or PG_BF16, A and B alike */
+    const pg_reg *d;   /* n / 2 f32 accumulators */
+    pg_val a_desc;     /* A from shared memory: a u64/b64 descriptor; or */
+    const pg_reg *a;   /* A from registers: 4 b32 (used when a_desc is none) */
+    pg_val b_desc;     /* B: a u64/b64 descriptor */
+    pg_val scale_d;    /* a pred register, or pg_u32(0) (D = A*B) / pg_u32(1) */
+    int scale_a;       /* 1 or -1 (0 means 1) */
+    int scale_b;       /* 1 or -1 (0 means 1) */
+    bool trans_a;      /* A is M-major (shared-memory A only) */
+    bool trans_b;      /* B is N-major */
+} pg_wgmma;
+PG_API void pg_wgmma_mma_async(pg_kernel *k, const pg_wgmma *w);
+
 #ifdef __cplusplus
 }
 #endif

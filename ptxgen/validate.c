@@ -12,6 +12,16 @@
  *     on such a value makes every block it controls (reachable from it
  *     before its immediate post-dominator) divergent. A barrier there is an
  *     error naming the barrier and the branch.
+ *     Divergence has two levels: values that differ only between warps (a
+ *     warp or warpgroup index, %tid.x >> 5 or more, with blockDim.x a
+ *     multiple of 32) and values that differ within a warp. A counted named
+ *     barrier (bar.sync id, n) may sit under a branch of the first kind, as
+ *     the consumer warpgroups of a warp-specialized kernel do; bar.sync for
+ *     the whole block may sit under neither. The .sync.aligned Hopper
+ *     instructions (wgmma, setmaxnreg, stmatrix) may sit under the first
+ *     kind, never under a branch or guard that splits a warp. A wgmma's
+ *     accumulators are its reads (unless scale-d is an immediate 0) and
+ *     its writes.
  *
  * Everything here is linear or near-linear in the kernel's size, in time and
  * in memory: generated kernels run to a hundred thousand blocks and
@@ -24,6 +34,8 @@
  * chunks of bounded size. A divergent branch marks its region as soon as
  * the uniformity pass reaches it, so a chain of branches each decided by a
  * value assigned under the one before settles in one pass, not one each.
+ * The two levels keep it so: a value's or a block's level only rises, from
+ * warp to lane at most once, so a branch walks its region at most twice.
  */
 #include "internal.h"
 
@@ -46,14 +58,20 @@ typedef struct block {
     uint8_t nsucc;
     bool reachable;
     bool divergent;       /* only some threads of a block can be here */
+    uint8_t level;        /* LV_WARP: whole warps only; LV_LANE: parts of warps */
     uint32_t cause;       /* instruction index of the divergent branch */
 } block;
 
 typedef enum why_kind { WHY_NONE, WHY_SREG, WHY_LOAD, WHY_ATOM, WHY_SHFL, WHY_VOTE, WHY_CONTROL } why_kind;
 typedef struct why {
     uint8_t kind;
+    uint8_t level;   /* LV_WARP or LV_LANE once kind is set */
     uint32_t detail; /* sreg, or instruction index */
 } why;
+
+/* How far a value or a block's threads differ: not at all, between warps
+ * only, or within a warp. */
+enum { LV_NONE = 0, LV_WARP = 1, LV_LANE = 2 };
 
 #define NONE UINT32_MAX
 
@@ -285,7 +303,8 @@ static int build_cfg(cfg *g)
     return PG_OK;
 }
 
-/* Registers an instruction reads (including its guard). */
+/* Registers an instruction reads (including its guard), less a wgmma's
+ * accumulators (acc_reads). */
 static unsigned uses(const instr *in, uint32_t *out)
 {
     unsigned n = 0;
@@ -295,6 +314,24 @@ static unsigned uses(const instr *in, uint32_t *out)
         if (in->src[i].kind == PG_VAL_REG)
             out[n++] = in->src[i].id;
     return n;
+}
+
+/* How many accumulators a wgmma reads: all of them, unless its last source
+ * (scale-d) is an immediate 0, which starts the sums afresh. */
+static uint32_t acc_reads(const instr *in)
+{
+    if (!in->nacc || (in->src[in->nsrc - 1].kind == PG_VAL_IMM_INT &&
+                      in->src[in->nsrc - 1].bits == 0))
+        return 0;
+    return in->nacc;
+}
+
+/* The registers an instruction writes: its results, then a wgmma's
+ * accumulators. */
+static uint32_t nwrites(const instr *in) { return in->ndst + in->nacc; }
+static pg_val written(const instr *in, uint32_t d)
+{
+    return d < in->ndst ? in->dst[d] : in->acc[d - in->ndst];
 }
 
 /* A read that the dominator tree could not settle: no write of its register
@@ -360,9 +397,11 @@ static int dominated_reads(cfg *g, use_list *hard)
         const block *b = &g->b[v];
         if (x & 1) {
             for (uint32_t i = b->start; i < b->end; i++)
-                for (unsigned d = 0; d < k->ins[i].ndst; d++)
-                    if (k->ins[i].dst[d].kind == PG_VAL_REG)
-                        count[k->ins[i].dst[d].id]--;
+                for (uint32_t d = 0; d < nwrites(&k->ins[i]); d++) {
+                    pg_val w = written(&k->ins[i], d);
+                    if (w.kind == PG_VAL_REG)
+                        count[w.id]--;
+                }
             continue;
         }
         for (uint32_t i = b->start; i < b->end; i++) {
@@ -371,9 +410,16 @@ static int dominated_reads(cfg *g, use_list *hard)
             for (unsigned j = 0; j < nu; j++)
                 if (!count[u[j]] && !push_use(hard, (hard_use){u[j], v, i, j}))
                     return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-            for (unsigned d = 0; d < ins->ndst; d++)
-                if (ins->dst[d].kind == PG_VAL_REG)
-                    count[ins->dst[d].id]++;
+            for (uint32_t j = 0, na = acc_reads(ins); j < na; j++) {
+                uint32_t r = ins->acc[j].id;
+                if (!count[r] && !push_use(hard, (hard_use){r, v, i, nu + j}))
+                    return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+            }
+            for (uint32_t d = 0; d < nwrites(ins); d++) {
+                pg_val w = written(ins, d);
+                if (w.kind == PG_VAL_REG)
+                    count[w.id]++;
+            }
         }
         stack[sp++] = x | 1;
         for (uint32_t c = coff[v]; c < coff[v + 1]; c++)
@@ -564,8 +610,8 @@ static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
             last[r] = NONE;
         for (uint32_t b = 0; b < nb; b++)
             for (uint32_t i = g->b[b].start; i < g->b[b].end; i++)
-                for (unsigned d = 0; d < k->ins[i].ndst; d++) {
-                    pg_val x = k->ins[i].dst[d];
+                for (uint32_t d = 0; d < nwrites(&k->ins[i]); d++) {
+                    pg_val x = written(&k->ins[i], d);
                     if (x.kind != PG_VAL_REG || uoff[x.id] == uoff[x.id + 1] || last[x.id] == b)
                         continue;
                     last[x.id] = b;
@@ -713,56 +759,137 @@ static int post_dominators(cfg *g, uint32_t *ipdom)
     return PG_OK;
 }
 
-static bool sreg_divergent(pg_sreg s)
+/* How much a special register differs between the threads of a block. */
+static uint8_t sreg_level(pg_sreg s)
 {
-    return s == PG_SREG_TID_X || s == PG_SREG_TID_Y || s == PG_SREG_TID_Z ||
-           s == PG_SREG_LANEID || s == PG_SREG_WARPID;
+    if (s == PG_SREG_TID_X || s == PG_SREG_TID_Y || s == PG_SREG_TID_Z || s == PG_SREG_LANEID)
+        return LV_LANE;
+    return s == PG_SREG_WARPID ? LV_WARP : LV_NONE;
 }
 
-/* A divergent branch ends block bi: mark every block reachable from it
- * before its immediate post-dominator `stop`. seen[v] == bi marks this
- * walk's blocks, so no walk clears the array: each costs only its region.
+/* Registers that hold %tid.x at every write (an unguarded read of %tid.x,
+ * or an unguarded mov from such a register): their warp index (>> 5 or
+ * more, / a multiple of 32, & a mask clear in bits 0-4) is the same across
+ * a warp. Any other write takes a register out, and the movs that copy it
+ * pass that on: one worklist pass over the copy edges, not a fixed point
+ * over the whole kernel. */
+static int find_tid_x(cfg *g, bool *tidx)
+{
+    pg_kernel *k = g->k;
+    uint32_t nr = k->nregs, ne = 0;
+    uint32_t *off = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
+    uint32_t *work = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
+    if (!off || !work)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    memset(off, 0, sizeof(uint32_t) * (nr + 1));
+    for (uint32_t i = 0; i < k->nins; i++) {
+        const instr *in = &k->ins[i];
+        if (in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG &&
+            in->dst[0].kind == PG_VAL_REG) {
+            off[in->src[0].id + 1]++;
+            ne++;
+        }
+    }
+    for (uint32_t r = 0; r < nr; r++)
+        off[r + 1] += off[r];
+    uint32_t *to = arena_alloc(&k->mem, sizeof(uint32_t) * (ne + 1));
+    uint32_t *fill = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
+    if (!to || !fill)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    memcpy(fill, off, sizeof(uint32_t) * (nr + 1));
+    uint32_t sp = 0;
+    for (uint32_t r = 0; r < nr; r++)
+        tidx[r] = true;
+    for (uint32_t i = 0; i < k->nins; i++) {
+        const instr *in = &k->ins[i];
+        bool copy = in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG;
+        if (copy && in->dst[0].kind == PG_VAL_REG)
+            to[fill[in->src[0].id]++] = in->dst[0].id;
+        bool keeps = !in->guard && in->nacc == 0 &&
+                     (copy || (in->op == OP_SREG && in->mod == PG_SREG_TID_X));
+        for (uint32_t d = 0; d < nwrites(in); d++) {
+            pg_val v = written(in, d);
+            if (v.kind == PG_VAL_REG && tidx[v.id] && (!keeps || d >= in->ndst)) {
+                tidx[v.id] = false;
+                work[sp++] = v.id;
+            }
+        }
+    }
+    while (sp) {
+        uint32_t r = work[--sp];
+        for (uint32_t e = off[r]; e < off[r + 1]; e++)
+            if (tidx[to[e]]) {
+                tidx[to[e]] = false;
+                work[sp++] = to[e];
+            }
+    }
+    return PG_OK;
+}
+
+/* Whether `in` takes the warp index of its first source (a %tid.x
+ * register): the result is then the same across each warp. */
+static bool warp_index_of_tid(const instr *in, const bool *tidx)
+{
+    if (in->nsrc != 2 || in->src[0].kind != PG_VAL_REG || !tidx[in->src[0].id] ||
+        in->src[1].kind != PG_VAL_IMM_INT)
+        return false;
+    uint64_t c = in->src[1].bits;
+    switch (in->op) {
+    case OP_SHR: return c >= 5 && c < 64;
+    case OP_DIV: return c && c % 32 == 0;
+    case OP_AND: return (c & 31) == 0;
+    default: return false;
+    }
+}
+
+/* A branch divergent at level lv ends block bi: mark every block reachable
+ * from it before its immediate post-dominator `stop` divergent at lv (or
+ * leave it at a higher level). seen[v] == walk marks this walk's blocks, so
+ * no walk clears the array: each costs only its region. A branch walks at
+ * most twice, warp level and then lane level, each with its own number.
  *
- * Nested regions are not walked twice. If x is in branch c's region, then
- * ipdom(c) post-dominates ipdom(x), so x's region lies inside c's: a branch
- * whose block is already divergent has nothing left to mark, and a walk
- * that meets a branch walked before can go straight on at that branch's
+ * Nested regions are not walked twice at one level. If x is in branch c's
+ * region, then ipdom(c) post-dominates ipdom(x), so x's region lies inside
+ * c's: a branch whose block is already divergent at lv or above has nothing
+ * left to mark, and a walk that meets a branch walked before at lv or
+ * above (walked[v], the level) can go straight on at that branch's
  * post-dominator (the stop cannot lie inside the inner region, as each
  * would then post-dominate the other). Deep nesting stays linear in either
  * order. */
-static bool mark_region(cfg *g, uint32_t bi, const uint32_t *ipdom, const bool *walked,
-                        uint32_t *stack, uint32_t *seen)
+static bool mark_region(cfg *g, uint32_t bi, uint8_t lv, uint32_t walk, const uint32_t *ipdom,
+                        const uint8_t *walked, uint32_t *stack, uint32_t *seen)
 {
     uint32_t nb = g->nb, sp = 0, cause = g->b[bi].end - 1, stop = ipdom[bi];
     bool changed = false;
-    if (g->b[bi].divergent)
+    if (g->b[bi].divergent && g->b[bi].level >= lv)
         return false;
     for (uint32_t e = g->succ.off[bi]; e < g->succ.off[bi + 1]; e++) {
         uint32_t t = g->succ.to[e];
-        if (t < nb && t != stop && seen[t] != bi) {
-            seen[t] = bi;
+        if (t < nb && t != stop && seen[t] != walk) {
+            seen[t] = walk;
             stack[sp++] = t;
         }
     }
     while (sp) {
         uint32_t v = stack[--sp];
-        if (!g->b[v].divergent) {
+        if (!g->b[v].divergent || g->b[v].level < lv) {
             g->b[v].divergent = true;
+            g->b[v].level = lv;
             g->b[v].cause = cause;
             changed = true;
         }
-        if (walked[v] && v != bi) {
+        if (walked[v] >= lv && v != bi) {
             uint32_t t = ipdom[v];
-            if (t < nb && t != stop && seen[t] != bi) {
-                seen[t] = bi;
+            if (t < nb && t != stop && seen[t] != walk) {
+                seen[t] = walk;
                 stack[sp++] = t;
             }
             continue;
         }
         for (uint32_t e = g->succ.off[v]; e < g->succ.off[v + 1]; e++) {
             uint32_t t = g->succ.to[e];
-            if (t < nb && t != stop && seen[t] != bi) {
-                seen[t] = bi;
+            if (t < nb && t != stop && seen[t] != walk) {
+                seen[t] = walk;
                 stack[sp++] = t;
             }
         }
@@ -775,26 +902,30 @@ static int check_barriers(cfg *g)
     pg_kernel *k = g->k;
     bool any_bar = false;
     for (uint32_t i = 0; i < k->nins; i++)
-        any_bar |= k->ins[i].op == OP_BAR;
+        any_bar |= (pg_op_flags((pg_opcode)k->ins[i].op) & (OPF_BARRIER | OPF_ALIGNED)) != 0;
     if (!any_bar)
         return PG_OK;
 
     uint32_t nb = g->nb;
     why *div = arena_alloc(&k->mem, sizeof(why) * k->nregs);
+    bool *tidx = arena_alloc(&k->mem, k->nregs ? k->nregs : 1);
     uint32_t *ipdom = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *seen = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
-    bool *done_branch = arena_alloc(&k->mem, nb + 1);
-    if (!div || !ipdom || !stack || !seen || !done_branch)
+    uint8_t *done_branch = arena_alloc(&k->mem, nb + 1); /* the level walked at */
+    if (!div || !tidx || !ipdom || !stack || !seen || !done_branch)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(div, 0, sizeof(why) * k->nregs);
     memset(done_branch, 0, nb + 1);
     for (uint32_t v = 0; v <= nb; v++)
         seen[v] = NONE;
     int err = post_dominators(g, ipdom);
+    if (!err)
+        err = find_tid_x(g, tidx);
     if (err)
         return err;
 
+    uint32_t walks = 0;
     bool changed = true;
     while (changed) {
         changed = false;
@@ -804,51 +935,61 @@ static int check_barriers(cfg *g)
                 continue;
             for (uint32_t i = b->start; i < b->end; i++) {
                 const instr *in = &k->ins[i];
-                if (!in->ndst)
+                if (!in->ndst && !in->nacc)
                     continue;
-                why w = {WHY_NONE, 0};
+                why w = {WHY_NONE, LV_NONE, 0};
                 switch (in->op) {
                 case OP_SREG:
-                    if (sreg_divergent((pg_sreg)in->mod))
-                        w = (why){WHY_SREG, in->mod};
+                    if (sreg_level((pg_sreg)in->mod))
+                        w = (why){WHY_SREG, sreg_level((pg_sreg)in->mod), in->mod};
                     break;
                 case OP_LD:
                     if (in->mod != PG_SPACE_PARAM && in->src[0].kind == PG_VAL_REG &&
                         div[in->src[0].id].kind)
-                        w = (why){WHY_LOAD, i};
+                        w = (why){WHY_LOAD, div[in->src[0].id].level, i};
                     break;
                 default:
                     /* The op table says which results differ per lane; the
                      * kind only picks the words of the message. */
                     if (pg_op_flags((pg_opcode)in->op) & OPF_LANE_VARYING) {
                         w = (why){in->op == OP_ATOM ? WHY_ATOM : in->op == OP_VOTE ? WHY_VOTE
-                                                                                   : WHY_SHFL, i};
+                                                                                   : WHY_SHFL,
+                                  LV_LANE, i};
                         break;
                     }
-                    for (unsigned s = 0; s < in->nsrc && !w.kind; s++)
-                        if (in->src[s].kind == PG_VAL_REG && div[in->src[s].id].kind)
-                            w = div[in->src[s].id];
+                    for (unsigned s = 0; s < in->nsrc; s++) {
+                        if (in->src[s].kind != PG_VAL_REG || !div[in->src[s].id].kind)
+                            continue;
+                        why ws = div[in->src[s].id];
+                        if (s == 0 && warp_index_of_tid(in, tidx))
+                            ws.level = LV_WARP;
+                        if (ws.level > w.level)
+                            w = ws;
+                    }
                     break;
                 }
-                if (!w.kind && in->guard && div[in->guard].kind)
+                if (in->guard && div[in->guard].kind && div[in->guard].level > w.level)
                     w = div[in->guard];
-                if (!w.kind && b->divergent)
-                    w = (why){WHY_CONTROL, b->cause};
+                if (b->divergent && b->level > w.level)
+                    w = (why){WHY_CONTROL, b->level, b->cause};
                 if (!w.kind)
                     continue;
-                for (unsigned d = 0; d < in->ndst; d++) {
-                    if (in->dst[d].kind == PG_VAL_REG && !div[in->dst[d].id].kind) {
-                        div[in->dst[d].id] = w;
+                for (uint32_t d = 0; d < nwrites(in); d++) {
+                    pg_val v = written(in, d);
+                    if (v.kind == PG_VAL_REG && (!div[v.id].kind || div[v.id].level < w.level)) {
+                        div[v.id] = w;
                         changed = true;
                     }
                 }
             }
             /* at once, so that what it makes divergent is seen in this pass */
-            if (!done_branch[bi] && b->end > b->start) {
+            if (b->end > b->start) {
                 const instr *last = &k->ins[b->end - 1];
-                if (is_term(last) && last->guard && div[last->guard].kind) {
-                    done_branch[bi] = true;
-                    changed |= mark_region(g, bi, ipdom, done_branch, stack, seen);
+                if (is_term(last) && last->guard && div[last->guard].kind &&
+                    done_branch[bi] < div[last->guard].level) {
+                    uint8_t lv = div[last->guard].level;
+                    done_branch[bi] = lv;
+                    changed |= mark_region(g, bi, lv, walks++, ipdom, done_branch, stack, seen);
                 }
             }
         }
@@ -860,11 +1001,31 @@ static int check_barriers(cfg *g)
             continue;
         for (uint32_t i = b->start; i < b->end; i++) {
             const instr *in = &k->ins[i];
-            if (in->op != OP_BAR)
+            unsigned fl = pg_op_flags((pg_opcode)in->op);
+            if (fl & OPF_ALIGNED) {
+                /* every thread of the warp (warpgroup) runs it together: a
+                 * split between warps is the caller's to get right, a split
+                 * inside one is always wrong */
+                bool lane_guard =
+                    in->guard && div[in->guard].kind && div[in->guard].level == LV_LANE;
+                if (lane_guard || (b->divergent && b->level == LV_LANE)) {
+                    char at[256], wt[160];
+                    describe(g, i, at, sizeof at);
+                    why_text(g, lane_guard ? div[in->guard] : div[k->ins[b->cause].guard], wt,
+                             sizeof wt);
+                    return pg_fail(k, PG_EDIVERGE, "divergence: %s is .aligned (every thread of "
+                                   "the warp runs it together) but runs under a %s that depends "
+                                   "on %s", at, lane_guard ? "guard" : "branch", wt);
+                }
+            }
+            if (!(fl & OPF_BARRIER))
                 continue;
+            /* A counted barrier waits for whole warps: a split between
+             * warps is what it is for; a split inside one is not. */
+            uint8_t allowed = in->op == OP_BAR_N ? LV_WARP : LV_NONE;
             char bar[256], br[256], wt[160];
             describe(g, i, bar, sizeof bar);
-            if (in->guard && div[in->guard].kind) {
+            if (in->guard && div[in->guard].kind && div[in->guard].level > allowed) {
                 char r[32];
                 pg_val v = {PG_VAL_REG, in->guard, 0};
                 pg_val_format(k, v, PG_PRED, r, sizeof r);
@@ -872,12 +1033,13 @@ static int check_barriers(cfg *g)
                 return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is guarded by %s, which "
                                "depends on %s", bar, r, wt);
             }
-            if (b->divergent) {
+            if (b->divergent && b->level > allowed) {
                 const instr *cb = &k->ins[b->cause];
                 describe(g, b->cause, br, sizeof br);
                 why_text(g, div[cb->guard], wt, sizeof wt);
                 return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is reached by only some "
-                               "threads of the block: the %s at %s depends on %s", bar,
+                               "threads of the %s: the %s at %s depends on %s", bar,
+                               in->op == OP_BAR_N ? "warps it counts" : "block",
                                cb->op == OP_BRA ? "branch" : "early exit", br, wt);
             }
         }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "rt_internal.h"
 
+#include <stddef.h>
 #include <string.h>
 
 /* Make room for `bytes` of dynamic shared memory on the function. The
@@ -129,7 +130,11 @@ int rt_kernel_launch_cfg(pgrt_kernel *k, pgrt_stream *s, const pgk_launch *cfg,
                        PGK_MAX_PARAMS);
     for (size_t i = 0; i < nargs; i++) {
         if (d->params[i].tensor_map) {
-            memcpy(&maps[i], args[i].v.tmap->opaque, sizeof maps[i]);
+            /* by bytes: the caller's map may be under-aligned */
+            memcpy(&maps[i],
+                   (const unsigned char *)(const void *)args[i].v.tmap +
+                       offsetof(pgrt_tensor_map, opaque),
+                   sizeof maps[i]);
             params[i] = &maps[i];
             continue;
         }

@@ -247,6 +247,14 @@ static char *make_key(const pgk_desc *d, pg_target t, const pgk_knobs *kn)
     return key;
 }
 
+/* The target a catalog kernel is built for on this device: its own "a"
+ * target for a kernel that needs one (wgmma: sm_90a on 9.0), else the
+ * device's plain target. */
+pg_target rt_build_target(const pgrt_ctx *ctx, const pgk_desc *d)
+{
+    return pg_target_is_arch_specific(d->min_target) ? ctx->info.arch_target : ctx->info.target;
+}
+
 /* Build the kernel's PTX (unless the caller built it) and load it: through
  * the on-disk cubin cache when it is on, else JIT-compiled here. Runs
  * without the cache lock. */
@@ -257,14 +265,14 @@ static int build_and_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn,
     char *ptx = NULL;
     if (!built) {
         double t0 = rt_now_ms();
-        int rc = pgk_emit(d, ctx->info.target, kn, &ptx, NULL, err, sizeof err);
+        int rc = pgk_emit(d, rt_build_target(ctx, d), kn, &ptx, NULL, err, sizeof err);
         info->emit_ms = rt_now_ms() - t0;
         if (rc) {
             return rt_fail(rc == PG_ETARGET  ? PGRT_ETARGET
                            : rc == PG_ERANGE ? PGRT_ERANGE
                                              : PGRT_EKERNEL,
                            "%s (%s): building the PTX failed: %s: %s", d->name,
-                           pg_target_name(ctx->info.target), pg_err_name(rc),
+                           pg_target_name(rt_build_target(ctx, d)), pg_err_name(rc),
                            err[0] ? err : pg_strerror(rc));
         }
         built = ptx;
@@ -359,12 +367,12 @@ int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstre
         pgk_knobs_default(d, &defaults);
         kn = &defaults;
     }
-    if (!pgk_supports(d, ctx->info.target))
+    if (!pgk_supports(d, rt_build_target(ctx, d)))
         return rt_fail(PGRT_ETARGET, "%s does not support %s (its lowest target is %s)", d->name,
-                       pg_target_name(ctx->info.target), pg_target_name(d->min_target));
+                       pg_target_name(rt_build_target(ctx, d)), pg_target_name(d->min_target));
     uint32_t mask = baked_mask(d);
     int rc;
-    char *key = make_key(d, ctx->info.target, kn);
+    char *key = make_key(d, rt_build_target(ctx, d), kn);
     if (!key)
         return rt_fail(PGRT_ENOMEM, "%s: cache key: out of memory", d->name);
 

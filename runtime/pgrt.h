@@ -765,6 +765,57 @@ PGRT_API int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *cfg,
 PGRT_API int pgrt_prewarm_list(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rc,
                                pgrt_prewarm_report *out);
 
+/* ---------------------------------------------------------------- bf16/f16 GEMM on sm_90a */
+
+/*
+ * The three GEMMs of a linear layer's training step, bf16 or f16 in, f32
+ * accumulate, on the catalog's gemm_sm90 (wgmma + TMA, persistent,
+ * warp-specialized). All matrices row-major; m, n, k are the layer's:
+ *
+ *   PGRT_GEMM90_FWD  c = Y[m,n]  = a·bᵀ,  a = X[m,k],  b = W[n,k]
+ *   PGRT_GEMM90_DX   c = dX[m,k] = a·b,   a = dY[m,n], b = W[n,k]
+ *   PGRT_GEMM90_DW   c = dW[n,k] = aᵀ·b,  a = dY[m,n], b = X[m,k]
+ *
+ * a and b hold bf16 (or both f16); c f32, or the inputs' type. bias (may
+ * be NULL) is f32 with one value a column of c, added to every row.
+ * accumulate: c += the product (+ bias) instead of c =. lda, ldb, ldc are
+ * the elements between rows of each buffer (0: the row length); lda and
+ * ldb must be multiples of 8 (TMA reads rows at 16-byte pitches), the
+ * bases 16-byte aligned. bn picks the block tile's columns (64, 128, 192,
+ * 256; 0: the one that best fills the device's SMs). Any m, n, k from 1 to
+ * 2^24: ragged edges read zeros and are not written.
+ *
+ * The device must load sm_90a (compute capability 9.0): PGRT_ETARGET
+ * elsewhere. Asynchronous on s; captures into a graph once the kernel is
+ * loaded (the tensor maps are encoded on the host at each call and passed
+ * by value). Results are bitwise reproducible run to run. Errors:
+ * PGRT_EINVAL (NULLs, types, contexts, an output overlapping an input),
+ * PGRT_ERANGE (sizes, pitches), the encode's and the launch's codes.
+ */
+typedef enum pgrt_gemm90_layout {
+    PGRT_GEMM90_FWD = 0,
+    PGRT_GEMM90_DX = 1,
+    PGRT_GEMM90_DW = 2,
+} pgrt_gemm90_layout;
+
+typedef struct pgrt_gemm90 {
+    pgrt_gemm90_layout layout;
+    const pgrt_buf *a, *b;
+    pgrt_buf *c;
+    const pgrt_buf *bias; /* NULL: none */
+    uint32_t m, n, k;
+    uint32_t lda, ldb, ldc; /* 0: dense */
+    bool accumulate;
+    uint32_t bn; /* 0: chosen */
+} pgrt_gemm90;
+
+PGRT_API int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g);
+/* The bn pgrt_gemm_sm90 picks for an output of rows x cols on sm_count
+ * SMs: the least ceil(tiles / sm_count) times the time of a 128 x bn tile
+ * (measured on an H200: bn, except 90 for bn = 64); ties go to the wider.
+ * Pure. */
+PGRT_API uint32_t pgrt_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count);
+
 #ifdef __cplusplus
 }
 #endif

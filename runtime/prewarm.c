@@ -102,7 +102,7 @@ static void warm_emit(warm_pool *p)
             }
             char err[64];
             double t0 = rt_now_ms();
-            if (pgk_emit(j->d, p->ctx->info.target, kn, &j->ptx, NULL, err, sizeof err) != 0)
+            if (pgk_emit(j->d, rt_build_target(p->ctx, j->d), kn, &j->ptx, NULL, err, sizeof err) != 0)
                 j->ptx = NULL;
             j->emit_ms = rt_now_ms() - t0;
             j->ptx_bytes = j->ptx ? strlen(j->ptx) : 0;
@@ -325,7 +325,7 @@ int pgrt_prewarm_list(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rcs,
                 kn = *jobs[i].kn;
             else
                 pgk_knobs_default(jobs[i].d, &kn);
-            if (pgk_cache_key(jobs[i].d, ctx->info.target, &kn, key, sizeof key) < 0)
+            if (pgk_cache_key(jobs[i].d, rt_build_target(ctx, jobs[i].d), &kn, key, sizeof key) < 0)
                 snprintf(key, sizeof key, "%s", jobs[i].d->name);
         } else {
             snprintf(key, sizeof key, "%s", list[i].kernel ? list[i].kernel : "(none)");

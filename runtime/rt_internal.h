@@ -423,6 +423,10 @@ int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodul
 int rt_kernel_launch_cfg(pgrt_kernel *k, pgrt_stream *s, const pgk_launch *cfg,
                          const pgk_knobs *kn, const pgrt_arg *args, size_t nargs);
 /* pgrt_kernel_get, refusing a miss while `check` (if not NULL) captures. */
+/* The target a catalog kernel is built for on this device: its own "a"
+ * target for a kernel that needs one (wgmma: sm_90a on 9.0), else the
+ * device's plain target. */
+pg_target rt_build_target(const pgrt_ctx *ctx, const pgk_desc *d);
 int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
                   pgrt_kernel **out);
 /* Unload every cached module (context teardown). */

@@ -72,7 +72,8 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     set -- \
         "gpu/test_gpu_kernels" "gpu/test_gpu_pipeline" "gpu/test_gpu_runtime" "gpu/test_gpu_optim" \
         "gpu_kernels/test_backward --small" "train/test_forward --small" \
-        "gpu_gemm/test_gemm" "gpu_gemm/test_gemm_mma" "gpu_cublas/test_cublas"
+        "gpu_gemm/test_gemm" "gpu_gemm/test_gemm_mma" "gpu_gemm/test_gemm_sm90" \
+        "gpu_cublas/test_cublas"
     for t in "$@"; do
         # test_gpu_runtime provokes driver errors on purpose (broken PTX, a
         # sync inside a capture): those are its checks, not memcheck's.
@@ -84,6 +85,9 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
         step "racecheck $t" "$out/racecheck.log" env PGRT_GPU_QUICK=1 \
             $cs --tool racecheck $b/tests/$t
     done
+    # mbarriers and named barriers: the warp-specialized GEMM's synchronisation
+    step "synccheck gpu_gemm/test_gemm_sm90" "$out/synccheck.log" env PGRT_GPU_QUICK=1 \
+        $cs --tool synccheck $b/tests/gpu_gemm/test_gemm_sm90
     step "memcheck ptxgen-train (tiny)" "$out/memcheck.log" \
         $cs --tool memcheck "$b/tools/ptxgen-train" --layers 2 --hidden 48 --seq 12 \
         --batch 2 --steps 3 --mode both
@@ -97,6 +101,7 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
         step "bench_optim.py (PyTorch)" "$out/bench-optim.log" python3 tests/gpu/bench_optim.py
     fi
     step "bench_gemm --quick" "$out/bench-gemm.log" "$b/tests/gpu_gemm/bench_gemm" --quick
+    step "bench_gemm_sm90" "$out/bench-gemm-sm90.log" "$b/tests/gpu_gemm/bench_gemm_sm90"
     # The cold JIT: neither the driver's cache nor ptxgen's cubin cache.
     step "prewarm (1.5B LoRA config)" "$out/prewarm.log" env CUDA_CACHE_DISABLE=1 \
         PTXGEN_CACHE=0 "$b/tests/gpu_cublas/prewarm_model"
@@ -116,6 +121,8 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     grep -h -E '^\||bandwidth|^torch' "$out/bench-optim.log" 2>/dev/null
     echo
     grep -v '^device:' "$out/bench-gemm.log" 2>/dev/null | head -n 40
+    echo
+    grep -v '^device:' "$out/bench-gemm-sm90.log" 2>/dev/null | head -n 24
     echo
     tail -n 8 "$out/prewarm.log" 2>/dev/null
     echo

@@ -12,6 +12,10 @@
  *           region joins before the barrier)
  *   regs    three fresh registers a branch, one written only under the
  *           branch and read after the join
+ *   warp    @q bra over one add and a counted bar.sync 1, 64, q from the
+ *           warp index %tid.x >> 5 (accepted: a split between warps); every
+ *           64th is preceded by a %tid.x branch that joins first: both
+ *           levels of divergence in one kernel
  *
  *   bench_validate [MAX_BRANCHES] [RUNS]     (default 131072, 3)
  */
@@ -21,8 +25,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-typedef enum shape { PLAIN, BAR64, REGS, NSHAPE } shape;
-static const char *const shape_name[NSHAPE] = {"plain", "bar64", "regs"};
+typedef enum shape { PLAIN, BAR64, REGS, WARP, NSHAPE } shape;
+static const char *const shape_name[NSHAPE] = {"plain", "bar64", "regs", "warp"};
 
 static double now_ms(void)
 {
@@ -40,6 +44,7 @@ static pg_kernel *build(shape s, uint32_t n)
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg acc = pg_reg_new(k, PG_U32);
     pg_mov(k, PG_U32, acc, pg_u32(0));
+    pg_reg warp = s == WARP ? pgv_shr(k, PG_U32, tid, pg_u32(5)) : pg_none();
     for (uint32_t i = 0; i < n; i++) {
         pg_reg p = pg_reg_new(k, PG_PRED);
         pg_label skip = pg_label_new(k, "skip");
@@ -52,6 +57,20 @@ static pg_kernel *build(shape s, uint32_t n)
             pg_add(k, PG_U32, y, x, acc);
             pg_label_bind(k, skip);
             pg_add(k, PG_U32, acc, acc, y);
+        } else if (s == WARP) {
+            /* the counted barrier sits under the warp-level branch only:
+             * the lane-level one around every 64th joins before it */
+            if (i % 64 == 0) {
+                pg_label lane_skip = pg_label_new(k, "lane");
+                pg_bra_if(k, p, false, lane_skip);
+                pg_add(k, PG_U32, acc, acc, pg_u32(2));
+                pg_label_bind(k, lane_skip);
+            }
+            pg_reg q = pgv_setp(k, PG_CMP_LT, PG_U32, warp, pg_u32(i));
+            pg_bra_if(k, q, false, skip);
+            pg_add(k, PG_U32, acc, acc, pg_u32(1));
+            pg_bar_sync_count(k, 1, 64);
+            pg_label_bind(k, skip);
         } else {
             pg_bra_if(k, p, false, skip);
             pg_add(k, PG_U32, acc, acc, pg_u32(1));

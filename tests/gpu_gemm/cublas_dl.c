@@ -245,3 +245,17 @@ int cublas_dl_layer(cublas_dl *c, int layout, int in_type, int out_type, uint64_
                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return check(s, "cublasGemmEx", err, errlen);
 }
+
+int cublas_dl_gemm_ex(cublas_dl *c, int trans_a, int trans_b, int m, int n, int k, uint64_t a,
+                      int a_type, int lda, uint64_t b, int b_type, int ldb, float beta, uint64_t cc,
+                      int c_type, int ldc, char *err, size_t errlen)
+{
+    const float one = 1.0f;
+    int s = c->set_math(c->h, CUBLAS_DEFAULT_MATH);
+    if (check(s, "cublasSetMathMode", err, errlen))
+        return s;
+    s = c->gemm_ex(c->h, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   m, n, k, &one, fptr(a), a_type, lda, fptr(b), b_type, ldb, &beta, fptr(cc),
+                   c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return check(s, "cublasGemmEx", err, errlen);
+}

@@ -43,6 +43,13 @@ int cublas_dl_backward_b(cublas_dl *c, uint64_t a, uint64_t grad_c, uint64_t gra
                          int k, char *err, size_t errlen);
 int cublas_dl_f16_backward_a(cublas_dl *c, uint64_t grad_c_f16, uint64_t w_f16, uint64_t grad_a,
                              int m, int n, int k, char *err, size_t errlen);
+/* cublasGemmEx in cuBLAS's own column-major terms, f32 compute, default
+ * math (tensor cores): C(m x n) = op(A)·op(B) + beta·C. Types are cudaDataType
+ * values: CUBLAS_DL_R_32F, _16F, _16BF. trans_* 0 (N) or 1 (T). */
+enum { CUBLAS_DL_R_32F = 0, CUBLAS_DL_R_16F = 2, CUBLAS_DL_R_16BF = 14 };
+int cublas_dl_gemm_ex(cublas_dl *c, int trans_a, int trans_b, int m, int n, int k, uint64_t a,
+                      int a_type, int lda, uint64_t b, int b_type, int ldb, float beta, uint64_t cc,
+                      int c_type, int ldc, char *err, size_t errlen);
 
 /* One GEMM of a linear layer on row-major buffers (pgk_gemm_layout order):
  * 0 forward Y[M,N] = X[M,K]·W[N,K]ᵀ (a = X, b = W), 1 backward_x dX[M,K] =

@@ -14,13 +14,17 @@ int main(void)
         REQUIRE(d->nparams <= PGK_MAX_PARAMS && d->nknobs <= PGK_MAX_KNOBS);
         /* the emitted entry declares exactly the descriptor's params */
         char *ptx = NULL, err[256];
-        REQUIRE_INT_EQ(pgk_emit(d, PG_SM_90, NULL, &ptx, NULL, err, sizeof err), 0);
+        pg_target t = pgk_supports(d, PG_SM_90) ? PG_SM_90 : d->min_target; /* "a" kernels */
+        REQUIRE_INT_EQ(pgk_emit(d, t, NULL, &ptx, NULL, err, sizeof err), 0);
         char want[128];
         snprintf(want, sizeof want, ".visible .entry %s(", d->name);
         REQUIRE_CONTAINS(ptx, want);
         for (size_t p = 0; p < d->nparams; p++) {
-            snprintf(want, sizeof want, "\t.param .%s %s", pg_type_name(d->params[p].type),
-                     d->params[p].name);
+            if (d->params[p].tensor_map)
+                snprintf(want, sizeof want, "\t.param .align 64 .b8 %s[128]", d->params[p].name);
+            else
+                snprintf(want, sizeof want, "\t.param .%s %s", pg_type_name(d->params[p].type),
+                         d->params[p].name);
             REQUIRE_CONTAINS(ptx, want);
             REQUIRE(!d->params[p].pointer || d->params[p].type == PG_U64);
         }
@@ -127,6 +131,19 @@ int main(void)
     REQUIRE_INT_EQ(pgk_emit(sq, PG_TARGET_COUNT, NULL, &ptx, NULL, err, sizeof err), PG_EINVAL);
     REQUIRE_INT_EQ(pgk_emit(sq, PG_SM_90, NULL, NULL, NULL, err, sizeof err), PG_EINVAL);
 
+    /* an "a" kernel (wgmma) runs on its own target alone: not the plain
+     * sm_90, not a newer "a" target, whose wgmma differs */
+    const pgk_desc *g90 = pgk_find("gemm_sm90");
+    REQUIRE(g90 != NULL);
+    REQUIRE(pgk_supports(g90, PG_SM_90A));
+    REQUIRE(!pgk_supports(g90, PG_SM_90));
+    REQUIRE(!pgk_supports(g90, PG_SM_100A));
+    REQUIRE(!pgk_supports(g90, PG_SM_120A));
+    REQUIRE(pgk_supports(sq, PG_SM_90A) && pgk_supports(sq, PG_SM_100));
+    REQUIRE_INT_EQ(pgk_emit(g90, PG_SM_100A, NULL, &ptx, NULL, err, sizeof err), PG_ETARGET);
+    REQUIRE(ptx == NULL);
+    REQUIRE_STR_EQ(err, "gemm_sm90 runs on sm_90a only; sm_100a was asked for");
+
     /* determinism: same kernel twice, same bytes */
     char *a = NULL, *b = NULL;
     REQUIRE_INT_EQ(pgk_emit(sq, PG_SM_100A, NULL, &a, NULL, err, sizeof err), 0);
@@ -195,7 +212,8 @@ int main(void)
         REQUIRE_INT_EQ(pgk_launch_for(d, NULL, &l, err, sizeof err), 0);
         REQUIRE_INT_EQ(l.block[0] * l.block[1] * l.block[2], d->threads);
         char *text = NULL;
-        REQUIRE_INT_EQ(pgk_emit(d, PG_SM_90, NULL, &text, NULL, err, sizeof err), 0);
+        pg_target t = pgk_supports(d, PG_SM_90) ? PG_SM_90 : d->min_target; /* "a" kernels */
+        REQUIRE_INT_EQ(pgk_emit(d, t, NULL, &text, NULL, err, sizeof err), 0);
         char want[64];
         snprintf(want, sizeof want, ".maxntid %u, 1, 1", d->threads);
         REQUIRE_CONTAINS(text, want);

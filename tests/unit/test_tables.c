@@ -9,10 +9,17 @@ static void op_table(void)
     for (unsigned op = 0; op < OP_COUNT; op++) {
         unsigned f = pg_op_flags((pg_opcode)op);
         bool term = op == OP_BRA || op == OP_RET || op == OP_EXIT;
-        bool lane = op == OP_ATOM || op == OP_SHFL || op == OP_VOTE || op == OP_LDMATRIX;
+        bool lane = op == OP_ATOM || op == OP_SHFL || op == OP_VOTE || op == OP_LDMATRIX ||
+                    op == OP_MBAR_TRY_WAIT || op == OP_ELECT || op == OP_WGMMA;
         REQUIRE_INT_EQ(!!(f & OPF_TERM), term);
         REQUIRE_INT_EQ(!!(f & OPF_LANE_VARYING), lane);
-        REQUIRE_INT_EQ(!!(f & OPF_BARRIER), op == OP_BAR);
+        REQUIRE_INT_EQ(!!(f & OPF_BARRIER), op == OP_BAR || op == OP_BAR_N);
+        /* the arch-only rows: wgmma on sm_90a alone, setmaxnreg on any "a" */
+        bool wg = op == OP_WGMMA || op == OP_WGMMA_FENCE || op == OP_WGMMA_COMMIT ||
+                  op == OP_WGMMA_WAIT;
+        REQUIRE_INT_EQ(!!(f & OPF_ARCH_90A), wg);
+        REQUIRE_INT_EQ(!!(f & OPF_ARCH_A), op == OP_SETMAXNREG);
+        REQUIRE_INT_EQ(!!(f & OPF_ALIGNED), wg || op == OP_SETMAXNREG || op == OP_STMATRIX);
         /* an op written from the table with typed operands takes some type */
         unsigned form = pg_op_table[op].form;
         if (form != TX_CUSTOM && form != TX_NONE)

@@ -105,6 +105,43 @@ static void uniform_branches(ctx c, uint32_t n)
     }
 }
 
+/* Refused for a counted barrier under a split inside a warp: the message
+ * names the barrier and what the branch depends on. */
+static void expect_counted_diverge(ctx c, const char *bar, const char *branch)
+{
+    const char *ptx = NULL;
+    REQUIRE_INT_EQ(pg_kernel_emit(c.k, &ptx, NULL), PG_EDIVERGE);
+    const char *m = pg_kernel_message(c.k);
+    REQUIRE_CONTAINS(m, "barrier divergence");
+    REQUIRE_CONTAINS(m, bar);
+    REQUIRE_CONTAINS(m, "warps it counts");
+    REQUIRE_CONTAINS(m, branch);
+    fprintf(stderr, "  rejected as expected: %s\n", m);
+    pg_kernel_destroy(&c.k);
+}
+
+/* SCALE_BRANCHES `@p bra` on p from the warp index (%tid.x >> 5), each
+ * over an add and a counted bar.sync 1, 64: a split between warps, which
+ * the counted barrier allows. With `plant` < SCALE_BRANCHES, that branch's
+ * p comes from %tid.x itself, splitting warps. */
+static void scale_warp_branches(ctx c, uint32_t plant)
+{
+    pg_kernel *k = c.k;
+    pg_reg acc = pg_reg_new(k, PG_U32);
+    pg_mov(k, PG_U32, acc, pg_u32(0));
+    pg_reg warp = pgv_shr(k, PG_U32, c.tid, pg_u32(5));
+    for (uint32_t i = 0; i < SCALE_BRANCHES; i++) {
+        pg_reg p = pg_reg_new(k, PG_PRED);
+        pg_label skip = pg_label_new(k, "skip");
+        pg_setp(k, PG_CMP_LT, PG_U32, p, i == plant ? c.tid : warp, pg_u32(i));
+        pg_bra_if(k, p, false, skip);
+        pg_add(k, PG_U32, acc, acc, pg_u32(1));
+        pg_bar_sync_count(k, 1, 64);
+        pg_label_bind(k, skip);
+    }
+    pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, acc);
+}
+
 static void expect_undef(ctx c, const char *reg)
 {
     const char *ptx = NULL;
@@ -428,6 +465,85 @@ int main(void)
         pg_bra(k, top);
         pg_label_bind(k, out);
         expect_ok(c);
+    }
+    /* two levels at scale: warp-level regions around counted barriers are
+     * accepted, and one lane-level branch among them is found */
+    {
+        ctx c = begin("scale_warp");
+        scale_warp_branches(c, SCALE_BRANCHES);
+        double t0 = cpu_s();
+        expect_ok(c);
+        REQUIRE(cpu_s() - t0 < SCALE_CPU_LIMIT_S);
+    }
+    {
+        ctx c = begin("scale_warp_diverge");
+        scale_warp_branches(c, 50000);
+        double t0 = cpu_s();
+        expect_counted_diverge(c, "bar.sync 1, 64`", "depends on %tid.x");
+        REQUIRE(cpu_s() - t0 < SCALE_CPU_LIMIT_S);
+    }
+    /* a region walked at warp level first is walked again at lane level:
+     * the loop's warp-level branch (an earlier block) is reached before its
+     * back edge, whose branch splits warps; the counted barrier under the
+     * inner branch runs a different number of times in the lanes of a warp */
+    {
+        ctx c = begin("level_rises");
+        pg_kernel *k = c.k;
+        pg_reg warp = pgv_shr(k, PG_U32, c.tid, pg_u32(5));
+        pg_reg lane = pgv_and(k, PG_B32, c.tid, pg_u32(31));
+        pg_reg w0 = pgv_setp(k, PG_CMP_EQ, PG_U32, warp, pg_u32(0));
+        pg_reg i = pgv_mov(k, PG_U32, pg_u32(0));
+        pg_label top = pg_label_new(k, "top"), skip = pg_label_new(k, "skip");
+        pg_label_bind(k, top);
+        pg_bra_if(k, w0, false, skip);
+        pg_bar_sync_count(k, 1, 64);
+        pg_label_bind(k, skip);
+        pg_add(k, PG_U32, i, i, pg_u32(1));
+        pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, i, lane);
+        pg_bra_if(k, more, true, top);
+        expect_counted_diverge(c, "bar.sync 1, 64`", "bra $L1_top`) depends on %tid.x");
+    }
+    /* the same loop with a warp-uniform trip count is accepted */
+    {
+        ctx c = begin("level_stays");
+        pg_kernel *k = c.k;
+        pg_reg warp = pgv_shr(k, PG_U32, c.tid, pg_u32(5));
+        pg_reg w0 = pgv_setp(k, PG_CMP_EQ, PG_U32, warp, pg_u32(0));
+        pg_reg i = pgv_mov(k, PG_U32, pg_u32(0));
+        pg_label top = pg_label_new(k, "top"), skip = pg_label_new(k, "skip");
+        pg_label_bind(k, top);
+        pg_bra_if(k, w0, false, skip);
+        pg_bar_sync_count(k, 1, 64);
+        pg_label_bind(k, skip);
+        pg_add(k, PG_U32, i, i, pg_u32(1));
+        pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, i, warp);
+        pg_bra_if(k, more, true, top);
+        expect_ok(c);
+    }
+    /* 20,000 nested warp-level ifs, a counted barrier in the innermost:
+     * accepted; with a lane-level if outermost, refused (every region
+     * inside it rises to lane level, each still walked once) */
+    for (int lane_outer = 0; lane_outer < 2; lane_outer++) {
+        ctx c = begin(lane_outer ? "nested_lane" : "nested_warp");
+        pg_kernel *k = c.k;
+        enum { DEPTH = 20000 };
+        static pg_label lab[DEPTH];
+        pg_reg warp = pgv_shr(k, PG_U32, c.tid, pg_u32(5));
+        for (uint32_t i = 0; i < DEPTH; i++) {
+            pg_reg p = pg_reg_new(k, PG_PRED);
+            lab[i] = pg_label_new(k, "in");
+            pg_setp(k, PG_CMP_LT, PG_U32, p, lane_outer && i == 0 ? c.tid : warp, pg_u32(i));
+            pg_bra_if(k, p, false, lab[i]);
+        }
+        pg_bar_sync_count(k, 2, 128);
+        for (uint32_t i = DEPTH; i-- > 0;)
+            pg_label_bind(k, lab[i]);
+        double t0 = cpu_s();
+        if (lane_outer)
+            expect_counted_diverge(c, "bar.sync 2, 128`", "depends on %tid.x");
+        else
+            expect_ok(c);
+        REQUIRE(cpu_s() - t0 < SCALE_CPU_LIMIT_S);
     }
     /* ... but without the loop no write reaches it */
     {

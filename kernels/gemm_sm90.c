@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gemm_sm90: bf16 / f16 GEMM with f32 accumulation for sm_90a (H100, H200),
+ * on warpgroup MMA fed by TMA.
+ *
+ * One problem, C[P,Q] (+)= Σ_r A(p,r)·B(q,r) (+ bias[q]), in the three
+ * layouts of a training step (row-major storage throughout):
+ *
+ *   layout 0  forward  Y[M,N]  = X[M,K] · W[N,K]ᵀ   P=M Q=N R=K  A, B K-major
+ *   layout 1  dX       dX[M,K] = dY[M,N] · W[N,K]   P=M Q=K R=N  A K-major, B N-major
+ *   layout 2  dW       dW[N,K] = dY[M,N]ᵀ · X[M,K]  P=N Q=K R=M  A, B M-major
+ *
+ * The kernel reads A and B only through two tensor maps (TMA descriptors
+ * of the row-major matrices as stored, 128-byte swizzle) and takes m = P,
+ * n = Q, k = R. A K-major operand (r along its rows: A in layouts 0 and 1,
+ * B in layout 0) is mapped with boxes of 64 columns (r) by 128 rows (A) or
+ * BN rows (B); an M- or N-major one (p or q along its rows) with boxes of
+ * 64 columns by 64 rows (r), several side by side, and multiplied with
+ * wgmma's transpose flag: the data is never transposed in memory.
+ * runtime/gemm_sm90.c encodes the maps (pgrt_gemm_sm90).
+ *
+ * Block: 384 threads, three warpgroups. Warpgroup 0 produces: it gives up
+ * registers (setmaxnreg.dec), and one elected thread of its first warp
+ * issues the TMA copies of each 64-deep k-block of A (128 x 64) and B
+ * (BN x 64) into a ring of `stages` shared-memory stages, each with a
+ * "full" mbarrier (armed with the stage's bytes, completed by the copies)
+ * and an "empty" one (completed when all 256 consumer threads are done
+ * with it). Warpgroups 1 and 2 consume: they take registers
+ * (setmaxnreg.inc), and each multiplies its 64 rows of the 128 x BN block
+ * tile with four m64nBNk16 wgmma a k-block, keeping one k-block's group in
+ * flight (wait_group 1) before it frees the stage before. Out-of-range
+ * rows, columns and k (ragged M, N, K) read as zero from TMA; the epilogue
+ * writes f32, bf16 or f16 from the accumulators, bounds-checked, with
+ * optional accumulate (C +=) and bias. The grid is persistent: block b
+ * takes tiles b, b + gridDim.x, ... (P-tiles fastest, so the blocks in
+ * flight share B tiles in L2).
+ *
+ * Each output element is one chain of f32 wgmma accumulations over r in
+ * order: no split, no atomics, bitwise reproducible run to run.
+ *
+ * Shapes are parameters (one module a layout, dtype, epilogue and BN);
+ * knob `sms` (the device's SM count) only caps the grid.
+ */
+#include "kernels.h"
+
+#include "../ptxgen/internal.h" /* pg_fail: a bn the tiles cannot take */
+
+#define GEMM90_MAX_DIM (1u << 24)
+#define BM 128u
+#define BK 64u
+#define THREADS 384u
+/* Shared memory the ring may take: the opt-in maximum of H100 and H200
+ * (227 KiB) less 1 KiB to align the ring to the 1024-byte period of the
+ * 128-byte swizzle and 1 KiB for the barriers. More stages in flight hide
+ * more of TMA's latency: 4 at bn = 256, 5 at 192, 7 at 128, 8 at 64. */
+#define RING_BYTES (225u * 1024u)
+
+enum { KN_M, KN_N, KN_K, KN_SMS, KN_LAYOUT, KN_TYPES, KN_EPI, KN_BN, KN_COUNT };
+
+static const pgk_knob knobs[KN_COUNT] = {
+    [KN_M] = {"m", 2048, 1, GEMM90_MAX_DIM, "P: rows of C", false},
+    [KN_N] = {"n", 1536, 1, GEMM90_MAX_DIM, "Q: columns of C", false},
+    [KN_K] = {"k", 1536, 1, GEMM90_MAX_DIM, "R: the reduction", false},
+    [KN_SMS] = {"sms", 132, 1, 1024, "multiprocessors: the persistent grid's cap", false},
+    [KN_LAYOUT] = {"layout", 0, 0, 2, "0 forward X*W^T, 1 dX = dY*W, 2 dW = dY^T*X", true},
+    [KN_TYPES] = {"types", 0, 0, 3,
+                  "inputs -> output: 0 bf16->f32, 1 bf16->bf16, 2 f16->f32, 3 f16->f16", true},
+    [KN_EPI] = {"epilogue", 0, 0, 3, "bit 0: accumulate (C +=), bit 1: add bias[n] (f32)", true},
+    [KN_BN] = {"bn", 256, 64, 256, "block tile columns (64, 128, 192 or 256)", true},
+};
+
+static const pgk_param params[] = {
+    {"tmap_a", PG_B8, .tensor_map = true},
+    {"tmap_b", PG_B8, .tensor_map = true},
+    {"c", PG_U64, true},
+    {"bias", PG_U64, false}, /* f32[n] device address; 0 without bias */
+    {"m", PG_U32, false},
+    {"n", PG_U32, false},
+    {"k", PG_U32, false},
+    {"ldc", PG_U32, false}, /* elements between rows of C */
+};
+
+static uint32_t stage_bytes(uint32_t bn) { return (BM + bn) * BK * 2u; }
+static uint32_t stages_for(uint32_t bn)
+{
+    uint32_t s = RING_BYTES / stage_bytes(bn);
+    return s > 8 ? 8 : s;
+}
+
+/* ---------------------------------------------------------------- build */
+
+typedef struct gemm90 {
+    uint32_t layout, bn, stages, epi;
+    pg_type ab, out;
+    bool a_mn, b_mn;
+} gemm90;
+
+/* The producer: one thread issues every copy. */
+static void producer(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_reg ring,
+                     pg_reg full, pg_reg empty, pg_reg tiles_p, pg_reg ntiles, pg_reg nk)
+{
+    pg_setmaxnreg(k, false, 40);
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    pg_reg not_w0 = pgv_setp(k, PG_CMP_NE, PG_U32, warp, pg_u32(0));
+    pg_guard(k, not_w0, false);
+    pg_exit(k);
+    pg_reg leader = pg_reg_new(k, PG_PRED);
+    pg_elect_sync(k, leader, pg_u32(0xffffffffu));
+    pg_guard(k, leader, true);
+    pg_exit(k);
+
+    uint32_t sb = stage_bytes(g->bn);
+    pg_reg s = pgv_mov(k, PG_U32, pg_u32(0)), ph = pgv_mov(k, PG_U32, pg_u32(1));
+    pg_loop tl, kl;
+    pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles,
+                            pg_sreg_read(k, PG_SREG_NCTAID_X));
+    pg_reg p0 = pgv_mul(k, PG_U32, pgv_rem(k, PG_U32, t, tiles_p), pg_u32(BM));
+    pg_reg q0 = pgv_mul(k, PG_U32, pgv_div(k, PG_U32, t, tiles_p), pg_u32(g->bn));
+    pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nk, pg_u32(1));
+    {
+        pg_reg r0 = pgv_shl(k, PG_U32, kb, pg_u32(6));
+        pg_reg eb = pgv_mad(k, PG_U32, s, pg_u32(8), empty);
+        pg_reg fb = pgv_mad(k, PG_U32, s, pg_u32(8), full);
+        /* a fresh barrier counts as having completed the phase before its
+         * first: the first pass over the ring does not wait */
+        pg_mbarrier_wait_parity(k, eb, 0, ph);
+        pg_mbarrier_arrive_expect_tx(k, fb, 0, pg_u32(sb));
+        pg_reg sa = pgv_mad(k, PG_U32, s, pg_u32(sb), ring);
+        pg_reg sbb = pgv_add(k, PG_U32, sa, pg_u32(BM * BK * 2));
+        if (!g->a_mn) {
+            pg_val c[2] = {r0, p0};
+            pg_cp_async_bulk_tensor(k, 2, sa, ta, c, fb);
+        } else {
+            for (uint32_t j = 0; j < BM / 64; j++) {
+                pg_val c[2] = {j ? pgv_add(k, PG_U32, p0, pg_u32(64 * j)) : p0, r0};
+                pg_cp_async_bulk_tensor(k, 2, j ? pgv_add(k, PG_U32, sa, pg_u32(8192 * j)) : sa,
+                                        ta, c, fb);
+            }
+        }
+        if (!g->b_mn) {
+            pg_val c[2] = {r0, q0};
+            pg_cp_async_bulk_tensor(k, 2, sbb, tb, c, fb);
+        } else {
+            for (uint32_t j = 0; j < g->bn / 64; j++) {
+                pg_val c[2] = {j ? pgv_add(k, PG_U32, q0, pg_u32(64 * j)) : q0, r0};
+                pg_cp_async_bulk_tensor(k, 2, j ? pgv_add(k, PG_U32, sbb, pg_u32(8192 * j)) : sbb,
+                                        tb, c, fb);
+            }
+        }
+        /* next stage; the parity flips each time the ring wraps */
+        pg_add(k, PG_U32, s, s, pg_u32(1));
+        pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, s, pg_u32(g->stages));
+        pg_guard(k, wrap, false);
+        pg_mov(k, PG_U32, s, pg_u32(0));
+        pg_guard(k, wrap, false);
+        pg_xor(k, PG_U32, ph, ph, pg_u32(1));
+    }
+    pg_for_end(k, &kl);
+    pg_for_end(k, &tl);
+    pg_exit(k);
+}
+
+/* Two horizontally adjacent outputs x0, x1 into C at addr+off (+esz): one
+ * vector store where pv (both in range and the pair aligned), else one
+ * scalar store each where p0 / p1. With accumulate the old values are
+ * loaded the same way first. */
+static void store_pair(pg_kernel *k, const gemm90 *g, pg_reg addr, int64_t off, pg_reg x0,
+                       pg_reg x1, pg_reg pv, pg_reg p0, pg_reg p1)
+{
+    uint32_t esz = g->out == PG_F32 ? 4 : 2;
+    pg_reg v[2] = {x0, x1};
+    pg_reg p[2] = {p0, p1};
+    if (g->epi & 1) {
+        pg_type lt = g->out == PG_F32 ? PG_F32 : g->out;
+        pg_reg old[2];
+        for (int i = 0; i < 2; i++) {
+            old[i] = pg_reg_new(k, lt);
+            /* defined where the guards are off */
+            pg_mov(k, lt == PG_F32 ? PG_F32 : PG_B16, old[i],
+                   lt == PG_F32 ? pg_f32(0.0f) : pg_u32(0));
+        }
+        pg_guard(k, pv, false);
+        pg_ld_v(k, PG_SPACE_GLOBAL, lt, 2, addr, off, old);
+        for (int i = 0; i < 2; i++) {
+            pg_guard(k, p[i], false);
+            pg_ld(k, PG_SPACE_GLOBAL, lt, addr, off + (int64_t)(i * esz), old[i]);
+            pg_reg o = lt == PG_F32 ? old[i] : pgv_cvt(k, PG_F32, lt, PG_RND_NONE, old[i]);
+            v[i] = pgv_add(k, PG_F32, v[i], o);
+        }
+    }
+    pg_val sv[2] = {v[0], v[1]};
+    if (g->out != PG_F32)
+        for (int i = 0; i < 2; i++)
+            sv[i] = pgv_cvt(k, g->out, PG_F32, PG_RND_RN, v[i]);
+    pg_guard(k, pv, false);
+    pg_st_v(k, PG_SPACE_GLOBAL, g->out, 2, addr, off, sv);
+    for (int i = 0; i < 2; i++) {
+        pg_guard(k, p[i], false);
+        pg_st(k, PG_SPACE_GLOBAL, g->out, addr, off + (int64_t)(i * esz), sv[i]);
+    }
+}
+
+/* The epilogue of one consumer warpgroup: its 64 x BN accumulators to C.
+ * Thread t of the warpgroup holds, for each 8-column block j, rows row0
+ * and row0 + 8, columns col0 + 8j and col0 + 8j + 1 (the m64nNk16 f32
+ * fragment). */
+static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c, pg_reg bias,
+                     pg_reg m, pg_reg n, pg_reg ldc, pg_reg row0, pg_reg col0, pg_reg inside)
+{
+    uint32_t esz = g->out == PG_F32 ? 4 : 2;
+    pg_reg r1 = pgv_add(k, PG_U32, row0, pg_u32(8));
+    pg_reg ok[2] = {pgv_setp(k, PG_CMP_LT, PG_U32, row0, m), pgv_setp(k, PG_CMP_LT, PG_U32, r1, m)};
+    /* element offsets in 64 bits: row * ldc + col */
+    pg_reg e0 = pgv_mad_wide(k, PG_U32, row0, ldc, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, col0));
+    pg_reg a0 = pgv_add(k, PG_U64, c, pgv_shl(k, PG_U64, e0, pg_u32(esz == 4 ? 2 : 1)));
+    pg_reg step = pgv_mul_wide(k, PG_U32, ldc, pg_u32(8 * esz));
+    pg_reg a[2] = {a0, pgv_add(k, PG_U64, a0, step)};
+    /* pairs are aligned for one vector access when ldc is even and c is
+     * aligned to a pair (col0 is even) */
+    pg_reg odd = pgv_and(k, PG_U32, ldc, pg_u32(1));
+    pg_reg cmis = pgv_cvt(k, PG_U32, PG_U64, PG_RND_NONE, pgv_and(k, PG_B64, c, pg_u64(2 * esz - 1)));
+    pg_reg vec_ok = pgv_setp(k, PG_CMP_EQ, PG_U32, pgv_or(k, PG_U32, odd, cmis), pg_u32(0));
+    bool bias_on = g->epi & 2;
+    pg_reg bptr = pg_none();
+    if (bias_on)
+        bptr = pgk_elem_addr(k, bias, col0, 4);
+    /* the fast path reads bias pairs as one 8-byte load too */
+    pg_reg fast_ok = vec_ok;
+    if (bias_on) {
+        pg_reg bmis = pgv_cvt(k, PG_U32, PG_U64, PG_RND_NONE, pgv_and(k, PG_B64, bias, pg_u64(7)));
+        fast_ok = pgv_and(k, PG_PRED, vec_ok, pgv_setp(k, PG_CMP_EQ, PG_U32, bmis, pg_u32(0)));
+    }
+
+    /* The fast path: the tile inside C and the pairs aligned (every tile
+     * of most shapes): vector accesses at fixed offsets, no predicates. */
+    pg_label slow = pg_label_new(k, "epi_edge"), done = pg_label_new(k, "epi_done");
+    pg_bra_if(k, pgv_and(k, PG_PRED, inside, fast_ok), true, slow);
+    for (uint32_t j = 0; j < g->bn / 8; j++) {
+        pg_reg v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+        if (bias_on) {
+            pg_reg b[2] = {pg_reg_new(k, PG_F32), pg_reg_new(k, PG_F32)};
+            pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 2, bptr, 32 * j, b);
+            for (int i = 0; i < 4; i++)
+                v[i] = pgv_add(k, PG_F32, v[i], b[i % 2]);
+        }
+        for (int r = 0; r < 2; r++) {
+            int64_t o = (int64_t)(8 * j * esz);
+            pg_reg x[2] = {v[2 * r], v[2 * r + 1]};
+            pg_type lt = g->out;
+            if (g->epi & 1) {
+                pg_reg old[2] = {pg_reg_new(k, lt), pg_reg_new(k, lt)};
+                pg_ld_v(k, PG_SPACE_GLOBAL, lt, 2, a[r], o, old);
+                for (int i = 0; i < 2; i++)
+                    x[i] = pgv_add(k, PG_F32, x[i], lt == PG_F32 ? old[i]
+                                   : pgv_cvt(k, PG_F32, lt, PG_RND_NONE, old[i]));
+            }
+            pg_val sv[2] = {x[0], x[1]};
+            if (lt != PG_F32)
+                for (int i = 0; i < 2; i++)
+                    sv[i] = pgv_cvt(k, lt, PG_F32, PG_RND_RN, x[i]);
+            pg_st_v(k, PG_SPACE_GLOBAL, lt, 2, a[r], o, sv);
+        }
+    }
+    pg_bra(k, done);
+    pg_label_bind(k, slow);
+    for (uint32_t j = 0; j < g->bn / 8; j++) {
+        pg_reg cj = pgv_add(k, PG_U32, col0, pg_u32(8 * j));
+        pg_reg cin0 = pgv_setp(k, PG_CMP_LT, PG_U32, cj, n);
+        pg_reg cin1 = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, cj, pg_u32(1)), n);
+        pg_reg pair = pgv_and(k, PG_PRED, cin1, vec_ok); /* cin1 implies cin0 */
+        pg_reg s0 = pgv_and(k, PG_PRED, cin0, pgv_not(k, PG_PRED, pair));
+        pg_reg s1 = pgv_and(k, PG_PRED, cin1, pgv_not(k, PG_PRED, pair));
+        pg_reg v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+        if (bias_on) {
+            pg_reg b0 = pgv_mov(k, PG_F32, pg_f32(0.0f)), b1 = pgv_mov(k, PG_F32, pg_f32(0.0f));
+            pg_guard(k, cin0, false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, bptr, 32 * j, b0);
+            pg_guard(k, cin1, false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, bptr, 32 * j + 4, b1);
+            for (int i = 0; i < 4; i++)
+                v[i] = pgv_add(k, PG_F32, v[i], i % 2 ? b1 : b0);
+        }
+        int64_t o = (int64_t)(8 * j * esz);
+        for (int r = 0; r < 2; r++)
+            store_pair(k, g, a[r], o, v[2 * r], v[2 * r + 1],
+                       pgv_and(k, PG_PRED, ok[r], pair), pgv_and(k, PG_PRED, ok[r], s0),
+                       pgv_and(k, PG_PRED, ok[r], s1));
+    }
+    pg_label_bind(k, done);
+}
+
+static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg_reg empty,
+                     pg_reg tiles_p, pg_reg ntiles, pg_reg nk, pg_reg c, pg_reg bias, pg_reg m,
+                     pg_reg n, pg_reg ldc)
+{
+    pg_setmaxnreg(k, true, 232);
+    uint32_t nacc = g->bn / 2;
+    pg_reg acc[128];
+    for (uint32_t i = 0; i < nacc; i++)
+        acc[i] = pgv_mov(k, PG_F32, pg_f32(0.0f));
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg cw = pgv_sub(k, PG_U32, pgv_shr(k, PG_U32, tid, pg_u32(7)), pg_u32(1)); /* 0 or 1 */
+    pg_reg lt = pgv_and(k, PG_U32, tid, pg_u32(127));
+    pg_reg w = pgv_shr(k, PG_U32, lt, pg_u32(5));
+    pg_reg lane = pgv_and(k, PG_U32, lt, pg_u32(31));
+    /* this thread's first accumulator row and column within the tile */
+    pg_reg trow = pgv_add(k, PG_U32, pgv_shl(k, PG_U32, cw, pg_u32(6)),
+                          pgv_add(k, PG_U32, pgv_shl(k, PG_U32, w, pg_u32(4)),
+                                  pgv_shr(k, PG_U32, lane, pg_u32(2))));
+    pg_reg tcol = pgv_shl(k, PG_U32, pgv_and(k, PG_U32, lane, pg_u32(3)), pg_u32(1));
+
+    /* Descriptors of stage 0; a stage adds its byte offset >> 4. K-major
+     * tiles: 8-row groups 1024 bytes apart (SBO), a k16 step 32 bytes.
+     * M/N-major: 64-wide column blocks 8192 bytes apart (LBO), 8-deep r
+     * groups 1024 bytes apart (SBO), a k16 step 2048 bytes. */
+    uint32_t sb = stage_bytes(g->bn);
+    pg_reg a_tile = pgv_mad(k, PG_U32, cw, pg_u32(8192), ring); /* 64 rows, either layout */
+    pg_reg b_tile = pgv_add(k, PG_U32, ring, pg_u32(BM * BK * 2));
+    pg_reg da0 = pg_wgmma_desc(k, a_tile, g->a_mn ? 8192 : 16, 1024, 0, PG_SWIZZLE_128B);
+    pg_reg db0 = pg_wgmma_desc(k, b_tile, g->b_mn ? 8192 : 16, 1024, 0, PG_SWIZZLE_128B);
+    uint32_t a_step = g->a_mn ? 2048 / 16 : 32 / 16, b_step = g->b_mn ? 2048 / 16 : 32 / 16;
+
+    pg_reg s = pgv_mov(k, PG_U32, pg_u32(0)), ph = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_reg prev = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_loop tl, kl;
+    pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles,
+                            pg_sreg_read(k, PG_SREG_NCTAID_X));
+    pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nk, pg_u32(1));
+    {
+        pg_reg fb = pgv_mad(k, PG_U32, s, pg_u32(8), full);
+        pg_mbarrier_wait_parity(k, fb, 0, ph);
+        pg_reg so = pgv_mul_wide(k, PG_U32, s, pg_u32(sb / 16));
+        pg_reg da = pgv_add(k, PG_U64, da0, so), db = pgv_add(k, PG_U64, db0, so);
+        pg_reg more = pgv_setp(k, PG_CMP_NE, PG_U32, kb, pg_u32(0));
+        pg_wgmma_fence(k);
+        for (uint32_t kk = 0; kk < BK / 16; kk++) {
+            pg_wgmma wg = {
+                .n = g->bn, .ab = g->ab, .d = acc,
+                .a_desc = kk ? pgv_add(k, PG_U64, da, pg_u64(kk * a_step)) : da,
+                .b_desc = kk ? pgv_add(k, PG_U64, db, pg_u64(kk * b_step)) : db,
+                .scale_d = kk ? pg_u32(1) : more,
+                .trans_a = g->a_mn, .trans_b = g->b_mn,
+            };
+            pg_wgmma_mma_async(k, &wg);
+        }
+        pg_wgmma_commit(k);
+        /* the k-block before this one is done: its stage can be refilled */
+        pg_wgmma_wait(k, 1);
+        pg_reg eb = pgv_mad(k, PG_U32, prev, pg_u32(8), empty);
+        pg_guard(k, more, false);
+        pg_mbarrier_arrive(k, eb, 0);
+        pg_mov(k, PG_U32, prev, s);
+        pg_add(k, PG_U32, s, s, pg_u32(1));
+        pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, s, pg_u32(g->stages));
+        pg_guard(k, wrap, false);
+        pg_mov(k, PG_U32, s, pg_u32(0));
+        pg_guard(k, wrap, false);
+        pg_xor(k, PG_U32, ph, ph, pg_u32(1));
+    }
+    pg_for_end(k, &kl);
+    pg_wgmma_wait(k, 0);
+    pg_mbarrier_arrive(k, pgv_mad(k, PG_U32, prev, pg_u32(8), empty), 0);
+
+    pg_reg p_end = pgv_mad(k, PG_U32, pgv_rem(k, PG_U32, t, tiles_p), pg_u32(BM), pg_u32(BM));
+    pg_reg q_end = pgv_mad(k, PG_U32, pgv_div(k, PG_U32, t, tiles_p), pg_u32(g->bn), pg_u32(g->bn));
+    pg_reg row0 = pgv_add(k, PG_U32, pgv_sub(k, PG_U32, p_end, pg_u32(BM)), trow);
+    pg_reg col0 = pgv_add(k, PG_U32, pgv_sub(k, PG_U32, q_end, pg_u32(g->bn)), tcol);
+    /* a tile wholly inside C stores without a bound check */
+    pg_reg inside = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, p_end, m),
+                            pgv_setp(k, PG_CMP_LE, PG_U32, q_end, n));
+    epilogue(k, g, acc, c, bias, m, n, ldc, row0, col0, inside);
+    pg_for_end(k, &tl);
+}
+
+static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    gemm90 g = {
+        .layout = kn[KN_LAYOUT], .bn = kn[KN_BN], .epi = kn[KN_EPI],
+        .ab = kn[KN_TYPES] >= 2 ? PG_F16 : PG_BF16,
+        .out = kn[KN_TYPES] == 1 ? PG_BF16 : kn[KN_TYPES] == 3 ? PG_F16 : PG_F32,
+        .a_mn = kn[KN_LAYOUT] == 2, .b_mn = kn[KN_LAYOUT] != 0,
+    };
+    if (g.bn % 64)
+        return pg_fail(k, PG_ERANGE, "gemm_sm90: bn=%u is not a multiple of 64", g.bn);
+    g.stages = stages_for(g.bn);
+    pg_kernel_set_minnctapersm(k, 1); /* .maxntid: the descriptor's .threads */
+
+    pg_shared dyn = pg_shared_dynamic(k, 128);
+    pg_shared bars = pg_shared_static(k, PG_B64, 2 * g.stages, 8, "bars");
+    pg_reg ta = pg_param_addr(k, p[0]), tb = pg_param_addr(k, p[1]);
+    pg_reg c = pg_param_load(k, p[2]), bias = pg_param_load(k, p[3]);
+    pg_reg m = pg_param_load(k, p[4]), n = pg_param_load(k, p[5]);
+    pg_reg kk = pg_param_load(k, p[6]), ldc = pg_param_load(k, p[7]);
+
+    /* the ring, aligned up to the swizzle's 1024-byte period */
+    pg_reg ring = pgv_mov(k, PG_U32, pg_shared_addr(dyn));
+    pg_add(k, PG_U32, ring, ring, pg_u32(1023));
+    pg_and(k, PG_U32, ring, ring, pg_u32(~1023u));
+    pg_reg full = pgv_mov(k, PG_U32, pg_shared_addr(bars));
+    pg_reg empty = pgv_add(k, PG_U32, full, pg_u32(8 * g.stages));
+
+    pg_reg tiles_p = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, m, pg_u32(BM - 1)), pg_u32(7));
+    pg_reg tiles_q = pgv_div(k, PG_U32, pgv_add(k, PG_U32, n, pg_u32(g.bn - 1)), pg_u32(g.bn));
+    pg_reg ntiles = pgv_mul(k, PG_U32, tiles_p, tiles_q);
+    pg_reg nk = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, kk, pg_u32(BK - 1)), pg_u32(6));
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, tid, pg_u32(0));
+    pg_label inited = pg_label_new(k, "inited");
+    pg_bra_if(k, first, true, inited);
+    for (uint32_t i = 0; i < g.stages; i++) {
+        pg_mbarrier_init(k, full, 8 * i, pg_u32(1));
+        pg_mbarrier_init(k, empty, 8 * i, pg_u32(256));
+    }
+    pg_fence_mbarrier_init(k);
+    pg_fence_proxy_async(k);
+    pg_label_bind(k, inited);
+    pg_bar_sync(k, 0);
+
+    pg_reg wg = pgv_shr(k, PG_U32, tid, pg_u32(7));
+    pg_reg is_prod = pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(0));
+    pg_label prod = pg_label_new(k, "producer");
+    pg_bra_if(k, is_prod, false, prod);
+    consumer(k, &g, ring, full, empty, tiles_p, ntiles, nk, c, bias, m, n, ldc);
+    pg_exit(k);
+    pg_label_bind(k, prod);
+    producer(k, &g, ta, tb, ring, full, empty, tiles_p, ntiles, nk);
+    return pg_kernel_error(k);
+}
+
+/* ---------------------------------------------------------------- launch */
+
+static int launch(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    uint32_t bn = kn[KN_BN];
+    if (bn % 64)
+        return PG_ERANGE;
+    uint64_t tiles = (uint64_t)((kn[KN_M] + BM - 1) / BM) * ((kn[KN_N] + bn - 1) / bn);
+    uint64_t grid = tiles < kn[KN_SMS] ? tiles : kn[KN_SMS];
+    *out = (pgk_launch){{(uint32_t)grid, 1, 1}, {d->threads, 1, 1},
+                        stages_for(bn) * stage_bytes(bn) + 1024, {0, 0, 0}};
+    return PG_OK;
+}
+
+const pgk_desc pgk_desc_gemm_sm90 = {
+    .name = "gemm_sm90",
+    .summary = "C[P,Q] (+)= A*B (+ bias), bf16/f16 in, f32 accumulate, wgmma + TMA (sm_90a)",
+    PGK_PARAMS(params),
+    PGK_KNOBS(knobs),
+    .min_target = PG_SM_90A,
+    .threads = THREADS,
+    .build = build,
+    .launch = launch,
+};

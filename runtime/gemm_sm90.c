@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pgrt_gemm_sm90: a linear layer's forward, input-gradient and
+ * weight-gradient GEMMs on gemm_sm90 (kernels/gemm_sm90.c), which computes
+ * C[P,Q] (+)= Σ_r A(p,r)·B(q,r) from two tensor maps:
+ *
+ *   layout  P  Q  R   A (stored)            B (stored)
+ *   FWD     m  n  k   X[m,k]  r along rows  W[n,k]  r along rows
+ *   DX      m  k  n   dY[m,n] r along rows  W[n,k]  q along rows
+ *   DW      n  k  m   dY[m,n] p along rows  X[m,k]  q along rows
+ *
+ * An operand with r along its rows ("K-major") is mapped in boxes of 64
+ * columns by 128 rows (A) or bn rows (B); one with p or q along its rows in
+ * boxes of 64 by 64, which the kernel lays side by side. Every box is
+ * 128-byte swizzled: its rows are exactly 128 bytes.
+ */
+#include "rt_internal.h"
+
+#include <string.h>
+
+#define BM 128u
+
+uint32_t pgrt_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
+{
+    /* Widths in the order ties go, and what a tile of each costs: on an
+     * H200 a tile's time grows with its width from 128 up, and a 64-wide
+     * tile (thin wgmma, the A tile loaded for half the work) takes as long
+     * as a 90-wide one would. */
+    static const uint32_t choice[] = {256, 192, 128, 64}, cost_of[] = {256, 192, 128, 90};
+    if (sm_count == 0)
+        sm_count = 1;
+    uint64_t tp = (rows + BM - 1) / BM, best_cost = UINT64_MAX;
+    uint32_t best = 256;
+    for (size_t i = 0; i < sizeof choice / sizeof choice[0]; i++) {
+        /* a persistent grid: the busiest block runs ceil(tiles / SMs) tiles */
+        uint64_t tiles = tp * ((cols + choice[i] - 1) / choice[i]);
+        uint64_t cost = (tiles + sm_count - 1) / sm_count * cost_of[i];
+        if (cost < best_cost) {
+            best_cost = cost;
+            best = choice[i];
+        }
+    }
+    return best;
+}
+
+/* A buffer of 16-bit elements holding rows x cols at a pitch of ld. */
+static int check_in(const char *fn, const char *name, const pgrt_ctx *ctx, const pgrt_buf *b,
+                    pg_type want, uint64_t rows, uint64_t cols, uint32_t ld)
+{
+    if (!b)
+        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, name);
+    if (b->ctx != ctx)
+        return rt_fail(PGRT_EINVAL, "%s: %s belongs to another context", fn, name);
+    if (b->type != want)
+        return rt_fail(PGRT_EINVAL, "%s: %s holds %s elements, not %s", fn, name,
+                       pg_type_name(b->type), pg_type_name(want));
+    if (ld < cols)
+        return rt_fail(PGRT_ERANGE, "%s: %s: the row pitch %u is below the row length %llu", fn,
+                       name, ld, (unsigned long long)cols);
+    uint64_t need = (rows - 1) * ld + cols;
+    if (b->count < need)
+        return rt_fail(PGRT_ERANGE, "%s: %s holds %zu elements; %llu rows of %llu at a pitch of "
+                       "%u need %llu", fn, name, b->count, (unsigned long long)rows,
+                       (unsigned long long)cols, ld, (unsigned long long)need);
+    return 0;
+}
+
+static bool overlap(const pgrt_buf *x, const pgrt_buf *y)
+{
+    CUdeviceptr x1 = x->ptr + x->count * x->elsize, y1 = y->ptr + y->count * y->elsize;
+    return x->ptr < y1 && y->ptr < x1;
+}
+
+int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g)
+{
+    static const char fn[] = "pgrt_gemm_sm90";
+    if (!ctx || !g)
+        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !ctx ? "ctx" : "the arguments");
+    if (ctx->info.arch_target != PG_SM_90A)
+        return rt_fail(PGRT_ETARGET, "%s: wgmma needs sm_90a, a compute capability 9.0 device; "
+                       "this one is %d.%d", fn, ctx->info.cc_major, ctx->info.cc_minor);
+    if ((unsigned)g->layout > PGRT_GEMM90_DW)
+        return rt_fail(PGRT_EINVAL, "%s: layout %d is not FWD, DX or DW", fn, (int)g->layout);
+    const pgk_desc *d = pgk_find("gemm_sm90");
+    if (!d)
+        return rt_fail(PGRT_ENOTFOUND, "%s: the catalog has no gemm_sm90", fn);
+    uint32_t m = g->m, n = g->n, k = g->k;
+    if (!m || !n || !k || m > (1u << 24) || n > (1u << 24) || k > (1u << 24))
+        return rt_fail(PGRT_ERANGE, "%s: m=%u n=%u k=%u: each must be in [1, 2^24]", fn, m, n, k);
+    if (s && s->ctx != ctx)
+        return rt_fail(PGRT_EINVAL, "%s: the stream belongs to another context", fn);
+    if (!g->a || !g->b || !g->c)
+        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !g->a ? "a" : !g->b ? "b" : "c");
+    pg_type in = g->a->type;
+    if (in != PG_BF16 && in != PG_F16)
+        return rt_fail(PGRT_EINVAL, "%s: a holds %s elements, not bf16 or f16", fn,
+                       pg_type_name(in));
+
+    /* the stored shapes of a, b, c and the GEMM's P, Q, R */
+    uint32_t a_rows = m, a_cols = g->layout == PGRT_GEMM90_FWD ? k : n;
+    uint32_t b_rows = g->layout == PGRT_GEMM90_DW ? m : n, b_cols = k;
+    uint32_t P = g->layout == PGRT_GEMM90_DW ? n : m;
+    uint32_t Q = g->layout == PGRT_GEMM90_FWD ? n : k;
+    uint32_t R = g->layout == PGRT_GEMM90_FWD ? k : g->layout == PGRT_GEMM90_DX ? n : m;
+    uint32_t lda = g->lda ? g->lda : a_cols, ldb = g->ldb ? g->ldb : b_cols;
+    uint32_t ldc = g->ldc ? g->ldc : Q;
+    int rc;
+    if ((rc = check_in(fn, "a", ctx, g->a, in, a_rows, a_cols, lda)) ||
+        (rc = check_in(fn, "b", ctx, g->b, in, b_rows, b_cols, ldb)))
+        return rc;
+    pg_type out = g->c->type;
+    if (out != PG_F32 && out != in)
+        return rt_fail(PGRT_EINVAL, "%s: c holds %s elements; with %s inputs it is f32 or %s",
+                       fn, pg_type_name(out), pg_type_name(in), pg_type_name(in));
+    if ((rc = check_in(fn, "c", ctx, g->c, out, P, Q, ldc)))
+        return rc;
+    if (g->bias && (rc = check_in(fn, "bias", ctx, g->bias, PG_F32, 1, Q, Q)))
+        return rc;
+    if (overlap(g->c, g->a) || overlap(g->c, g->b) || (g->bias && overlap(g->c, g->bias)))
+        return rt_fail(PGRT_EINVAL, "%s: the output c overlaps an input", fn);
+
+    uint32_t bn = g->bn ? g->bn : pgrt_gemm_sm90_bn(P, Q, (uint32_t)ctx->info.sm_count);
+    if (bn < 64 || bn > 256 || bn % 64)
+        return rt_fail(PGRT_ERANGE, "%s: bn=%u is not 64, 128, 192 or 256", fn, bn);
+
+    /* the maps: K-major A in 128 x 64 boxes, K-major B in bn x 64, the
+     * others in 64 x 64 */
+    bool a_mn = g->layout == PGRT_GEMM90_DW, b_mn = g->layout != PGRT_GEMM90_FWD;
+    pgrt_tensor_map ma, mb;
+    if ((rc = pgrt_tensor_map_encode_2d(ctx, &ma, in, g->a->ptr, a_rows, a_cols,
+                                        (uint64_t)lda * 2, a_mn ? 64 : BM, 64, 128)) ||
+        (rc = pgrt_tensor_map_encode_2d(ctx, &mb, in, g->b->ptr, b_rows, b_cols,
+                                        (uint64_t)ldb * 2, b_mn ? 64 : bn, 64, 128)))
+        return rc;
+
+    pgk_knobs kn;
+    pgk_knobs_default(d, &kn);
+    static const char *const names[] = {"m", "n", "k", "sms", "layout", "types", "epilogue", "bn"};
+    uint32_t types = (in == PG_F16 ? 2u : 0u) + (out == PG_F32 ? 0u : 1u);
+    const uint32_t vals[] = {P, Q, R, (uint32_t)(ctx->info.sm_count > 0 ? ctx->info.sm_count : 1),
+                             (uint32_t)g->layout, types,
+                             (g->accumulate ? 1u : 0u) | (g->bias ? 2u : 0u), bn};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        int ki = pgk_knob_index(d, names[i]);
+        if (ki < 0)
+            return rt_fail(PGRT_EKERNEL, "%s: gemm_sm90 has no knob %s", fn, names[i]);
+        kn.v[ki] = vals[i] > d->knobs[ki].max ? d->knobs[ki].max : vals[i];
+    }
+    pgrt_kernel *kern;
+    if ((rc = rt_kernel_get(ctx, d, &kn, rt_stream_cu(s), &kern)))
+        return rc;
+    pgrt_arg args[8] = {
+        pgrt_arg_tensor_map(&ma), pgrt_arg_tensor_map(&mb), pgrt_arg_buf(g->c),
+        pgrt_arg_u64(g->bias ? g->bias->ptr : 0), pgrt_arg_u32(P), pgrt_arg_u32(Q),
+        pgrt_arg_u32(R), pgrt_arg_u32(ldc),
+    };
+    return pgrt_kernel_launch(kern, s, &kn, args, 8);
+}
