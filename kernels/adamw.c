@@ -451,7 +451,12 @@ const pgk_desc pgk_desc_adamw_multi_finalize = {
 /* Block b of a tensor updates elements [4096 b, 4096 b + 4096): thread t
  * the float4 chunks 1024 b + t + 256 j, j < 4, when p, g, m, v are 16-byte
  * aligned (and the copy 8-byte), or the elements 4096 b + t + 256 j, j < 16,
- * one at a time otherwise. */
+ * one at a time otherwise. Only a whole block's four chunks are unrolled
+ * (their loads in flight together); a tensor's last block walks its chunks
+ * in a loop and its n % 4 leftover elements go through the unaligned
+ * path's loop: every copy of the element body (a div.rn and a sqrt.rn that
+ * the JIT expands) costs compile time in every process, and the last block
+ * is one of a tensor's. */
 #define STEP_ELEMS 4096u
 #define STEP_CHUNKS 4
 
@@ -619,24 +624,27 @@ static int build_multi_step(pg_kernel *k, const pgk_desc *d, const pg_param *p,
 
     pg_comment(k, "the tensor's last block: the chunks below n/4, then the last n % 4 elements");
     pg_label_bind(k, partial);
-    for (int j = 0; j < STEP_CHUNKS; j++) {
-        pg_setp(k, PG_CMP_GE, PG_U64, pe, ch[j], n4);
-        pg_bra_if(k, pe, false, tail);
-        step_chunks(k, &s, &ch[j], 1);
-    }
+    pg_reg cj = pgv_mov(k, PG_U64, c0);
+    pg_label ploop = pg_label_new(k, "partial_loop");
+    pg_label_bind(k, ploop);
+    pg_setp(k, PG_CMP_GE, PG_U64, pe, cj, n4);
+    pg_bra_if(k, pe, false, tail);
+    step_chunks(k, &s, &cj, 1);
+    pg_add(k, PG_U64, cj, cj, pg_u64(256));
+    pg_bra(k, ploop);
+    pg_comment(k, "the last n % 4 elements: at most one a thread, through the scalar loop");
     pg_label_bind(k, tail);
-    pg_reg et = pgv_shl(k, PG_U64, n4, pg_u32(2));
-    pg_add(k, PG_U64, et, et, tid64);
-    pg_setp(k, PG_CMP_GE, PG_U64, pe, et, n64);
-    pg_bra_if(k, pe, false, out);
-    step_scalar(k, &s, et);
-    pg_bra(k, out);
+    pg_reg i = pg_reg_new(k, PG_U64), end = pg_reg_new(k, PG_U64);
+    pg_shl(k, PG_U64, i, n4, pg_u32(2));
+    pg_add(k, PG_U64, i, i, tid64);
+    pg_mov(k, PG_U64, end, n64);
+    pg_label sloop = pg_label_new(k, "scalar_loop");
+    pg_bra(k, sloop);
 
     pg_comment(k, "unaligned: one element at a time, i = base + tid + 256 j < min(n, base + 4096)");
     pg_label_bind(k, scalar);
-    pg_reg end = pgv_min(k, PG_U64, n64, bend);
-    pg_reg i = pgv_add(k, PG_U64, base, tid64);
-    pg_label sloop = pg_label_new(k, "scalar_loop");
+    pg_min(k, PG_U64, end, n64, bend);
+    pg_add(k, PG_U64, i, base, tid64);
     pg_label_bind(k, sloop);
     pg_setp(k, PG_CMP_GE, PG_U64, pe, i, end);
     pg_bra_if(k, pe, false, out);
