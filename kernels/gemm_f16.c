@@ -387,15 +387,6 @@ static void f_copy_tile(pg_kernel *k, f_copier *c, pg_reg stage)
     pg_cp_async_commit(k);
 }
 
-/* stage += bytes, wrapping to sbase at `end`. */
-static void f_stage_next(pg_kernel *k, pg_reg stage, pg_reg sbase, uint32_t bytes, uint32_t total)
-{
-    pg_add(k, PG_U32, stage, stage, pg_u32(bytes));
-    pg_reg end = pgv_add(k, PG_U32, sbase, pg_u32(total));
-    pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, stage, end);
-    pg_selp(k, PG_U32, stage, sbase, stage, wrap);
-}
-
 static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
 {
     const unsigned S = cfg->stages, SB = f16_stage_bytes(cfg);
@@ -499,11 +490,9 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
             for (unsigned nt = 0; nt < NT; nt++)
                 pg_mma_m16n8k16_f16_f32(k, acc[mt][nt], af[mt], bf[nt], acc[mt][nt]);
     }
-    f_stage_next(k, wstage, sbase, SB, S * SB);
-    f_stage_next(k, rstage, sbase, SB, S * SB);
-    pg_add(k, PG_U32, t, t, pg_u32(1));
-    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, t, ntiles);
-    pg_bra_if(k, more, false, top);
+    pgk_stage_next(k, wstage, sbase, SB, S * SB);
+    pgk_stage_next(k, rstage, sbase, SB, S * SB);
+    pgk_loop_back(k, t, ntiles, top);
     pg_cp_async_wait(k, 0);
 
     pg_comment(k, "d0,d1 at (row g, cols 2t, 2t+1), d2,d3 at row g+8, of each 16x8 tile");

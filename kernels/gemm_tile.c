@@ -4,6 +4,13 @@
  * the mma.sync epilogue (gemm_tile.h). */
 #include "gemm_tile.h"
 
+void pgk_loop_back(pg_kernel *k, pg_reg t, pg_val n, pg_label top)
+{
+    pg_add(k, PG_U32, t, t, pg_u32(1));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, t, n);
+    pg_bra_if(k, more, false, top);
+}
+
 pg_reg pgk_elem_addr2(pg_kernel *k, pg_reg base, pg_val row, pg_val ld, pg_val col,
                       unsigned esize)
 {
@@ -219,6 +226,26 @@ void pgk_ld_u16x8_packed(pg_kernel *k, pg_reg ptr, pg_reg col, pg_reg n, pg_reg 
     }
 }
 
+void pgk_st_f32_pair(pg_kernel *k, pg_reg addr, const pg_val v[2], pg_reg full,
+                     pg_reg partial, const pg_reg in[2])
+{
+    pg_guard(k, full, false);
+    pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 2, addr, 0, v);
+    for (unsigned e = 0; e < 2; e++) {
+        pg_reg ok = pgv_and(k, PG_PRED, partial, in[e]);
+        pg_guard(k, ok, false);
+        pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, e * 4, v[e]);
+    }
+}
+
+void pgk_stage_next(pg_kernel *k, pg_reg stage, pg_reg sbase, uint32_t bytes, uint32_t total)
+{
+    pg_add(k, PG_U32, stage, stage, pg_u32(bytes));
+    pg_reg end = pgv_add(k, PG_U32, sbase, pg_u32(total));
+    pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, stage, end);
+    pg_selp(k, PG_U32, stage, sbase, stage, wrap);
+}
+
 void pgk_mma_store(pg_kernel *k, const pgk_mma_out *o)
 {
     pg_reg cvec = pgk_vectors_ok(k, o->c, o->cols, 2, 4);
@@ -253,13 +280,7 @@ void pgk_mma_store(pg_kernel *k, const pgk_mma_out *o)
                 pg_reg partial = pgv_not(k, PG_PRED, full);
                 pg_and(k, PG_PRED, partial, partial, rin);
                 pg_val v[2] = {o->acc[mt][nt][2 * half], o->acc[mt][nt][2 * half + 1]};
-                pg_guard(k, full, false);
-                pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 2, addr, 0, v);
-                for (unsigned e = 0; e < 2; e++) {
-                    pg_reg ok = pgv_and(k, PG_PRED, partial, colin[nt][e]);
-                    pg_guard(k, ok, false);
-                    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, e * 4, v[e]);
-                }
+                pgk_st_f32_pair(k, addr, v, full, partial, colin[nt]);
             }
         }
 }

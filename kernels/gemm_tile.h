@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to the GEMM kernels (gemm_f32.c, gemm_f16.c): the pieces every
- * GEMM form shares, from element addresses to the mma.sync epilogue.
+ * Private to the GEMM kernels (gemm_f32.c, gemm_f16.c, gemm_mma*.c): the
+ * pieces every GEMM form shares, from element addresses to the mma.sync
+ * epilogue.
  */
 #ifndef PTXGEN_GEMM_TILE_H
 #define PTXGEN_GEMM_TILE_H
@@ -30,6 +31,10 @@ static inline unsigned log2u(unsigned x)
 }
 
 /* ---- gemm_tile.c ---- */
+
+/* The back edge of a loop that runs at least once: t += 1, then back to
+ * `top` while t < n (u32). */
+void pgk_loop_back(pg_kernel *k, pg_reg t, pg_val n, pg_label top);
 
 /* base + (row*ld + col) * esize, in 64 bits: row*ld may pass 2^32. */
 pg_reg pgk_elem_addr2(pg_kernel *k, pg_reg base, pg_val row, pg_val ld, pg_val col,
@@ -129,6 +134,15 @@ typedef struct pgk_mma_out {
     unsigned mt, nt;       /* tiles a warp */
     pg_reg (*acc)[MMA_MAX_NT][4];
 } pgk_mma_out;
+
+/* Two f32 at addr: one 8-byte store under `full`; under `partial`, each
+ * v[e] alone where in[e]. The edge of an mma.sync tile's f32 output. */
+void pgk_st_f32_pair(pg_kernel *k, pg_reg addr, const pg_val v[2], pg_reg full,
+                     pg_reg partial, const pg_reg in[2]);
+
+/* A cp.async ring of shared-memory stages: stage += bytes, back to sbase
+ * at sbase + total. */
+void pgk_stage_next(pg_kernel *k, pg_reg stage, pg_reg sbase, uint32_t bytes, uint32_t total);
 
 /* Store the accumulators: a float2 where both columns are inside and the
  * output allows 8-byte vectors, else one guarded float at a time. */
