@@ -189,11 +189,14 @@ static pg_reg token_stride(pg_kernel *k, pg_reg heads, pg_reg dim, unsigned size
 typedef struct query_row {
     pg_reg w, lane, s;
     pg_reg ka, va, kstride;
+    lanes l;
+    vec q; /* the row's query, times the softmax scale */
 } query_row;
 
-static query_row query_row_of(pg_kernel *k, const shape *sh, pg_reg K, pg_reg V, unsigned size,
-                              pg_label done, bool notes)
+static query_row query_row_of(pg_kernel *k, pgk_dtype dt, const shape *sh, pg_reg Q, pg_reg K,
+                              pg_reg V, pg_label done, bool notes)
 {
+    unsigned size = pgk_dtype_size(dt);
     query_row r;
     pg_reg rows = pg_reg_new(k, PG_U32);
     pg_mul(k, PG_U32, rows, sh->batch, sh->seq);
@@ -216,6 +219,9 @@ static query_row query_row_of(pg_kernel *k, const shape *sh, pg_reg K, pg_reg V,
     r.ka = pgk_addr2(k, K, krow, sh->dim, pg_u32(0), size);
     r.va = pgk_addr2(k, V, krow, sh->dim, pg_u32(0), size);
     r.kstride = token_stride(k, sh->hkv, sh->dim, size);
+    r.l = lanes_of(k, r.lane, sh->dim, size);
+    r.q = vec_load(k, dt, &r.l, pgk_addr2(k, Q, r.w, sh->dim, pg_u32(0), size));
+    vec_scale(k, &r.q, sh->scale);
     return r;
 }
 
@@ -233,13 +239,10 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg LSE = pg_param_load(k, p[4]);
     shape sh = shape_load(k, p, 5, done);
 
-    query_row r = query_row_of(k, &sh, K, V, size, done, true);
+    query_row r = query_row_of(k, dt, &sh, Q, K, V, done, true);
     pg_reg w = r.w, lane = r.lane, s = r.s, ka = r.ka, va = r.va, kstride = r.kstride;
-
-    lanes l = lanes_of(k, lane, sh.dim, size);
-    pg_reg qa = pgk_addr2(k, Q, w, sh.dim, pg_u32(0), size);
-    vec q = vec_load(k, dt, &l, qa);
-    vec_scale(k, &q, sh.scale);
+    lanes l = r.l;
+    vec q = r.q;
     vec acc = vec_zero(k);
     pg_reg m = pgk_f32_const(k, -INFINITY);
     pg_reg sum = pgk_f32_const(k, 0.0f);
@@ -304,12 +307,10 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg DELTA = pg_param_load(k, p[7]);
     shape sh = shape_load(k, p, 8, done);
 
-    query_row r = query_row_of(k, &sh, K, V, size, done, false);
+    query_row r = query_row_of(k, dt, &sh, Q, K, V, done, false);
     pg_reg w = r.w, lane = r.lane, s = r.s, ka = r.ka, va = r.va, kstride = r.kstride;
-
-    lanes l = lanes_of(k, lane, sh.dim, size);
-    vec q = vec_load(k, dt, &l, pgk_addr2(k, Q, w, sh.dim, pg_u32(0), size));
-    vec_scale(k, &q, sh.scale);
+    lanes l = r.l;
+    vec q = r.q;
     vec go = vec_load(k, dt, &l, pgk_addr2(k, dO, w, sh.dim, pg_u32(0), size));
     vec o = vec_load(k, dt, &l, pgk_addr2(k, O, w, sh.dim, pg_u32(0), size));
     pg_reg delta = vec_dot(k, &go, &o);
