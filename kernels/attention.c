@@ -225,19 +225,26 @@ static query_row query_row_of(pg_kernel *k, pgk_dtype dt, const shape *sh, pg_re
     return r;
 }
 
+/* The forward and dQ kernels run one warp a query row, ATT_WARPS warps a
+ * block; the label is where a warp past the last row goes. */
+static pg_label query_rows_begin(pg_kernel *k)
+{
+    pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
+    return pg_label_new(k, "exit");
+}
+
 /* ---------------------------------------------------------------- forward */
 
 static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
 {
-    pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
-    unsigned size = pgk_dtype_size(dt);
-    pg_label done = pg_label_new(k, "exit");
+    pg_label done = query_rows_begin(k);
     pg_reg Q = pg_param_load(k, p[0]);
     pg_reg K = pg_param_load(k, p[1]);
     pg_reg V = pg_param_load(k, p[2]);
     pg_reg O = pg_param_load(k, p[3]);
     pg_reg LSE = pg_param_load(k, p[4]);
     shape sh = shape_load(k, p, 5, done);
+    unsigned size = pgk_dtype_size(dt);
 
     query_row r = query_row_of(k, dt, &sh, Q, K, V, done, true);
     pg_reg w = r.w, lane = r.lane, s = r.s, ka = r.ka, va = r.va, kstride = r.kstride;
@@ -294,9 +301,7 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
 
 static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
 {
-    pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
-    unsigned size = pgk_dtype_size(dt);
-    pg_label done = pg_label_new(k, "exit");
+    pg_label done = query_rows_begin(k);
     pg_reg Q = pg_param_load(k, p[0]);
     pg_reg K = pg_param_load(k, p[1]);
     pg_reg V = pg_param_load(k, p[2]);
@@ -306,6 +311,7 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg dQ = pg_param_load(k, p[6]);
     pg_reg DELTA = pg_param_load(k, p[7]);
     shape sh = shape_load(k, p, 8, done);
+    unsigned size = pgk_dtype_size(dt);
 
     query_row r = query_row_of(k, dt, &sh, Q, K, V, done, false);
     pg_reg w = r.w, lane = r.lane, s = r.s, ka = r.ka, va = r.va, kstride = r.kstride;
