@@ -182,44 +182,74 @@ static pg_reg token_stride(pg_kernel *k, pg_reg heads, pg_reg dim, unsigned size
     return st;
 }
 
+/* The query row a warp owns (w = (b S + s) Hq + h; warps past the last row
+ * leave through `done`) and where its keys and values start: the first
+ * key row of its sequence, ((bs - s) Hkv + kvh) D, and a token's stride.
+ * `notes` puts those index formulas into the PTX as comments. */
+typedef struct query_row {
+    pg_reg w, lane, s;
+    pg_reg ka, va, kstride;
+    lanes l;
+    vec q; /* the row's query, times the softmax scale */
+} query_row;
+
+static query_row query_row_of(pg_kernel *k, pgk_dtype dt, const shape *sh, pg_reg Q, pg_reg K,
+                              pg_reg V, pg_label done, bool notes)
+{
+    unsigned size = pgk_dtype_size(dt);
+    query_row r;
+    pg_reg rows = pg_reg_new(k, PG_U32);
+    pg_mul(k, PG_U32, rows, sh->batch, sh->seq);
+    pg_mul(k, PG_U32, rows, rows, sh->hq);
+    r.w = pgk_warp_row(k, rows, done, &r.lane);
+    if (notes)
+        pg_comment(k, "w = (b S + s) Hq + h");
+    pg_reg h = pg_reg_new(k, PG_U32), bs = pg_reg_new(k, PG_U32);
+    r.s = pg_reg_new(k, PG_U32);
+    pg_rem(k, PG_U32, h, r.w, sh->hq);
+    pg_div(k, PG_U32, bs, r.w, sh->hq);
+    pg_rem(k, PG_U32, r.s, bs, sh->seq);
+    pg_reg kvh = pg_reg_new(k, PG_U32);
+    pg_div(k, PG_U32, kvh, h, sh->group);
+    if (notes)
+        pg_comment(k, "first key row of the sequence: ((bs - s) Hkv + kvh) D");
+    pg_reg krow = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, krow, bs, r.s);
+    pg_mad(k, PG_U32, krow, krow, sh->hkv, kvh);
+    r.ka = pgk_addr2(k, K, krow, sh->dim, pg_u32(0), size);
+    r.va = pgk_addr2(k, V, krow, sh->dim, pg_u32(0), size);
+    r.kstride = token_stride(k, sh->hkv, sh->dim, size);
+    r.l = lanes_of(k, r.lane, sh->dim, size);
+    r.q = vec_load(k, dt, &r.l, pgk_addr2(k, Q, r.w, sh->dim, pg_u32(0), size));
+    vec_scale(k, &r.q, sh->scale);
+    return r;
+}
+
+/* The forward and dQ kernels run one warp a query row, ATT_WARPS warps a
+ * block; the label is where a warp past the last row goes. */
+static pg_label query_rows_begin(pg_kernel *k)
+{
+    pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
+    return pg_label_new(k, "exit");
+}
+
 /* ---------------------------------------------------------------- forward */
 
 static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
 {
-    pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
-    unsigned size = pgk_dtype_size(dt);
-    pg_label done = pg_label_new(k, "exit");
+    pg_label done = query_rows_begin(k);
     pg_reg Q = pg_param_load(k, p[0]);
     pg_reg K = pg_param_load(k, p[1]);
     pg_reg V = pg_param_load(k, p[2]);
     pg_reg O = pg_param_load(k, p[3]);
     pg_reg LSE = pg_param_load(k, p[4]);
     shape sh = shape_load(k, p, 5, done);
+    unsigned size = pgk_dtype_size(dt);
 
-    pg_reg rows = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, rows, sh.batch, sh.seq);
-    pg_mul(k, PG_U32, rows, rows, sh.hq);
-    pg_reg lane;
-    pg_reg w = pgk_warp_row(k, rows, done, &lane);
-    pg_comment(k, "w = (b S + s) Hq + h");
-    pg_reg h = pg_reg_new(k, PG_U32), bs = pg_reg_new(k, PG_U32), s = pg_reg_new(k, PG_U32);
-    pg_rem(k, PG_U32, h, w, sh.hq);
-    pg_div(k, PG_U32, bs, w, sh.hq);
-    pg_rem(k, PG_U32, s, bs, sh.seq);
-    pg_reg kvh = pg_reg_new(k, PG_U32);
-    pg_div(k, PG_U32, kvh, h, sh.group);
-    pg_comment(k, "first key row of the sequence: ((bs - s) Hkv + kvh) D");
-    pg_reg krow = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, krow, bs, s);
-    pg_mad(k, PG_U32, krow, krow, sh.hkv, kvh);
-    pg_reg ka = pgk_addr2(k, K, krow, sh.dim, pg_u32(0), size);
-    pg_reg va = pgk_addr2(k, V, krow, sh.dim, pg_u32(0), size);
-    pg_reg kstride = token_stride(k, sh.hkv, sh.dim, size);
-
-    lanes l = lanes_of(k, lane, sh.dim, size);
-    pg_reg qa = pgk_addr2(k, Q, w, sh.dim, pg_u32(0), size);
-    vec q = vec_load(k, dt, &l, qa);
-    vec_scale(k, &q, sh.scale);
+    query_row r = query_row_of(k, dt, &sh, Q, K, V, done, true);
+    pg_reg w = r.w, lane = r.lane, s = r.s, ka = r.ka, va = r.va, kstride = r.kstride;
+    lanes l = r.l;
+    vec q = r.q;
     vec acc = vec_zero(k);
     pg_reg m = pgk_f32_const(k, -INFINITY);
     pg_reg sum = pgk_f32_const(k, 0.0f);
@@ -271,9 +301,7 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
 
 static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
 {
-    pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
-    unsigned size = pgk_dtype_size(dt);
-    pg_label done = pg_label_new(k, "exit");
+    pg_label done = query_rows_begin(k);
     pg_reg Q = pg_param_load(k, p[0]);
     pg_reg K = pg_param_load(k, p[1]);
     pg_reg V = pg_param_load(k, p[2]);
@@ -283,28 +311,12 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg dQ = pg_param_load(k, p[6]);
     pg_reg DELTA = pg_param_load(k, p[7]);
     shape sh = shape_load(k, p, 8, done);
+    unsigned size = pgk_dtype_size(dt);
 
-    pg_reg rows = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, rows, sh.batch, sh.seq);
-    pg_mul(k, PG_U32, rows, rows, sh.hq);
-    pg_reg lane;
-    pg_reg w = pgk_warp_row(k, rows, done, &lane);
-    pg_reg h = pg_reg_new(k, PG_U32), bs = pg_reg_new(k, PG_U32), s = pg_reg_new(k, PG_U32);
-    pg_rem(k, PG_U32, h, w, sh.hq);
-    pg_div(k, PG_U32, bs, w, sh.hq);
-    pg_rem(k, PG_U32, s, bs, sh.seq);
-    pg_reg kvh = pg_reg_new(k, PG_U32);
-    pg_div(k, PG_U32, kvh, h, sh.group);
-    pg_reg krow = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, krow, bs, s);
-    pg_mad(k, PG_U32, krow, krow, sh.hkv, kvh);
-    pg_reg ka = pgk_addr2(k, K, krow, sh.dim, pg_u32(0), size);
-    pg_reg va = pgk_addr2(k, V, krow, sh.dim, pg_u32(0), size);
-    pg_reg kstride = token_stride(k, sh.hkv, sh.dim, size);
-
-    lanes l = lanes_of(k, lane, sh.dim, size);
-    vec q = vec_load(k, dt, &l, pgk_addr2(k, Q, w, sh.dim, pg_u32(0), size));
-    vec_scale(k, &q, sh.scale);
+    query_row r = query_row_of(k, dt, &sh, Q, K, V, done, false);
+    pg_reg w = r.w, lane = r.lane, s = r.s, ka = r.ka, va = r.va, kstride = r.kstride;
+    lanes l = r.l;
+    vec q = r.q;
     vec go = vec_load(k, dt, &l, pgk_addr2(k, dO, w, sh.dim, pg_u32(0), size));
     vec o = vec_load(k, dt, &l, pgk_addr2(k, O, w, sh.dim, pg_u32(0), size));
     pg_reg delta = vec_dot(k, &go, &o);

@@ -227,20 +227,29 @@ static int build_squared_sum(pg_kernel *k, const pgk_desc *d, const pg_param *p,
     return pg_kernel_error(k);
 }
 
-/* The partial of block b of entry e goes to partials[first_block(e) + b],
- * which is partials[%ctaid.x]: the body's own store. */
+/* squared_sum_reduce over a table whose entries are `entry_size` bytes
+ * with first_block at `first_block_at`. The partial of block b of entry e
+ * goes to partials[first_block(e) + b], which is partials[%ctaid.x]: the
+ * body's own store. */
+static int build_sum_over_table(pg_kernel *k, const pg_param *p, uint32_t entry_size,
+                                uint32_t first_block_at)
+{
+    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
+    pg_reg table = pg_param_load(k, p[0]);
+    pg_reg nbufs = pg_param_load(k, p[1]);
+    pg_reg partials = pg_param_load(k, p[2]);
+    pgk_table_entry e = pgk_table_find(k, table, nbufs, entry_size, first_block_at);
+    squared_sum_body(k, scratch, e.ptr, partials, geom_entry(k, &e));
+    return pg_kernel_error(k);
+}
+
 static int build_squared_sum_multi(pg_kernel *k, const pgk_desc *d, const pg_param *p,
                                    const uint32_t *knobs)
 {
     (void)d;
     (void)knobs;
-    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
-    pg_reg table = pg_param_load(k, p[0]);
-    pg_reg nbufs = pg_param_load(k, p[1]);
-    pg_reg partials = pg_param_load(k, p[2]);
-    pgk_table_entry e = find_entry(k, table, nbufs);
-    squared_sum_body(k, scratch, e.ptr, partials, geom_entry(k, &e));
-    return pg_kernel_error(k);
+    return build_sum_over_table(k, p, (uint32_t)sizeof(pgk_clip_entry),
+                                offsetof(pgk_clip_entry, first_block));
 }
 
 static int launch_squared_sum(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
@@ -286,14 +295,8 @@ static int build_adamw_multi_norm(pg_kernel *k, const pgk_desc *d, const pg_para
 {
     (void)d;
     (void)knobs;
-    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
-    pg_reg table = pg_param_load(k, p[0]);
-    pg_reg nbufs = pg_param_load(k, p[1]);
-    pg_reg partials = pg_param_load(k, p[2]);
-    pgk_table_entry e = pgk_table_find(k, table, nbufs, (uint32_t)sizeof(pgk_optim_entry),
-                                       offsetof(pgk_optim_entry, grad.first_block));
-    squared_sum_body(k, scratch, e.ptr, partials, geom_entry(k, &e));
-    return pg_kernel_error(k);
+    return build_sum_over_table(k, p, (uint32_t)sizeof(pgk_optim_entry),
+                                offsetof(pgk_optim_entry, grad.first_block));
 }
 
 const pgk_desc pgk_desc_adamw_multi_norm = {

@@ -28,6 +28,14 @@
 #define CE_THREADS 512u
 #define LN2_F 0.6931471824645996f
 
+/* exp(x - mx) for x <= mx. */
+static pg_reg exp_below(pg_kernel *k, pg_reg x, pg_reg mx)
+{
+    pg_reg d = pg_reg_new(k, PG_F32);
+    pg_sub(k, PG_F32, d, x, mx);
+    return pgk_exp_nonpos(k, d);
+}
+
 static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt)
 {
     pg_kernel_set_maxntid(k, CE_THREADS, 1, 1);
@@ -112,9 +120,7 @@ static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg j3 = pgk_loop_begin(k, &L3, tid, vocab, ntid);
     pg_reg a3 = pgk_addr_add(k, base, j3, size);
     pg_reg x3 = pgk_ld_act(k, dt, a3, false);
-    pg_reg d = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, d, x3, mx);
-    pg_reg e3 = pgk_exp_nonpos(k, d);
+    pg_reg e3 = exp_below(k, x3, mx);
     pg_reg pr = pg_reg_new(k, PG_F32);
     pg_mul(k, PG_F32, pr, e3, inv);
     pg_reg hit = pg_reg_new(k, PG_PRED);
@@ -129,9 +135,7 @@ static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_comment(k, "loss = -ln p = ln(1 + r), r = others / exp(x - max): by atanh's series "
                   "while r <= 1 (a confident row's tiny loss keeps its digits), else "
                   "(max - x) + ln(sum)");
-    pg_reg dl = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, dl, xl, mx);
-    pg_reg el = pgk_exp_nonpos(k, dl);
+    pg_reg el = exp_below(k, xl, mx);
     pg_reg r = pg_reg_new(k, PG_F32);
     pg_div(k, PG_F32, r, others, el);
     pg_reg den = pg_reg_new(k, PG_F32);

@@ -96,28 +96,29 @@ static const pgk_knob gather_knobs[] = {
     {"hidden_dim", 1536, 1, INT32_MAX, "elements a table row"},
 };
 
+/* The two descriptors differ only in the element type. */
+#define GATHER_SUMMARY(type)                                                                   \
+    "output[t, :] = table[ids[t], :] (" type "); a bad id sets bit 0 of *error_word and "     \
+    "gives a zero row"
+
 const pgk_desc pgk_desc_embedding_gather_f32 = {
     .name = "embedding_gather_f32",
-    .summary = "output[t, :] = table[ids[t], :] (f32); a bad id sets bit 0 of *error_word and "
-               "gives a zero row",
-    .params = gather_params,
-    .nparams = 7,
-    .knobs = gather_knobs,
-    .nknobs = 2,
+    .summary = GATHER_SUMMARY("f32"),
+    PGK_PARAMS(gather_params),
+    PGK_KNOBS(gather_knobs),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_gather_f32,
-    .threads = PGK_THREADS, .launch = pgk_launch_rows,
+    .launch = pgk_launch_rows,
 };
 
 const pgk_desc pgk_desc_embedding_gather_bf16 = {
     .name = "embedding_gather_bf16",
-    .summary = "output[t, :] = table[ids[t], :] (bf16); a bad id sets bit 0 of *error_word and "
-               "gives a zero row",
-    .params = gather_params,
-    .nparams = 7,
-    .knobs = gather_knobs,
-    .nknobs = 2,
+    .summary = GATHER_SUMMARY("bf16"),
+    PGK_PARAMS(gather_params),
+    PGK_KNOBS(gather_knobs),
     .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
     .build = build_gather_bf16,
-    .threads = PGK_THREADS, .launch = pgk_launch_rows,
+    .launch = pgk_launch_rows,
 };

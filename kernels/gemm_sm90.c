@@ -96,6 +96,18 @@ typedef struct gemm90 {
 } gemm90;
 
 /* The producer: one thread issues every copy. */
+/* The next stage of the ring: s + 1, back to 0 after the last stage, and
+ * then the mbarrier parity ph flips. */
+static void ring_next(pg_kernel *k, pg_reg s, pg_reg ph, uint32_t stages)
+{
+    pg_add(k, PG_U32, s, s, pg_u32(1));
+    pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, s, pg_u32(stages));
+    pg_guard(k, wrap, false);
+    pg_mov(k, PG_U32, s, pg_u32(0));
+    pg_guard(k, wrap, false);
+    pg_xor(k, PG_U32, ph, ph, pg_u32(1));
+}
+
 static void producer(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_reg ring,
                      pg_reg full, pg_reg empty, pg_reg tiles_p, pg_reg ntiles, pg_reg nk)
 {
@@ -148,13 +160,7 @@ static void producer(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_reg
                                         tb, c, fb);
             }
         }
-        /* next stage; the parity flips each time the ring wraps */
-        pg_add(k, PG_U32, s, s, pg_u32(1));
-        pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, s, pg_u32(g->stages));
-        pg_guard(k, wrap, false);
-        pg_mov(k, PG_U32, s, pg_u32(0));
-        pg_guard(k, wrap, false);
-        pg_xor(k, PG_U32, ph, ph, pg_u32(1));
+        ring_next(k, s, ph, g->stages);
     }
     pg_for_end(k, &kl);
     pg_for_end(k, &tl);
@@ -351,12 +357,7 @@ static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg
         pg_guard(k, more, false);
         pg_mbarrier_arrive(k, eb, 0);
         pg_mov(k, PG_U32, prev, s);
-        pg_add(k, PG_U32, s, s, pg_u32(1));
-        pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, s, pg_u32(g->stages));
-        pg_guard(k, wrap, false);
-        pg_mov(k, PG_U32, s, pg_u32(0));
-        pg_guard(k, wrap, false);
-        pg_xor(k, PG_U32, ph, ph, pg_u32(1));
+        ring_next(k, s, ph, g->stages);
     }
     pg_for_end(k, &kl);
     pg_wgmma_wait(k, 0);

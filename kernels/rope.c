@@ -181,6 +181,18 @@ static void sincos_f32(pg_kernel *k, pg_reg a, pg_reg *cos_out, pg_reg *sin_out)
     pg_selp(k, PG_F32, *cos_out, nc, cv, cneg);
 }
 
+/* dst = a c - b s, or a c + b s when `plus`; t1, t2 are scratch. */
+static void cs_combine(pg_kernel *k, pg_reg dst, pg_reg a, pg_reg b, pg_reg c, pg_reg s, bool plus,
+                       pg_reg t1, pg_reg t2)
+{
+    pg_mul(k, PG_F32, t1, a, c);
+    pg_mul(k, PG_F32, t2, b, s);
+    if (plus)
+        pg_add(k, PG_F32, dst, t1, t2);
+    else
+        pg_sub(k, PG_F32, dst, t1, t2);
+}
+
 /* Turn pair i of every head of one token's rows of x [heads, D]. */
 static void rotate_heads(pg_kernel *k, pgk_dtype dt, bool backward, pg_reg x, pg_reg token,
                          pg_reg heads, pg_reg dim, pg_reg half, pg_reg i, pg_reg c, pg_reg s)
@@ -198,18 +210,8 @@ static void rotate_heads(pg_kernel *k, pgk_dtype dt, bool backward, pg_reg x, pg
     pg_reg x2 = pgk_ld_act(k, dt, a2, false);
     pg_reg t1 = pg_reg_new(k, PG_F32), t2 = pg_reg_new(k, PG_F32);
     pg_reg y1 = pg_reg_new(k, PG_F32), y2 = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, t1, x1, c);
-    pg_mul(k, PG_F32, t2, x2, s);
-    if (backward)
-        pg_add(k, PG_F32, y1, t1, t2);
-    else
-        pg_sub(k, PG_F32, y1, t1, t2);
-    pg_mul(k, PG_F32, t1, x2, c);
-    pg_mul(k, PG_F32, t2, x1, s);
-    if (backward)
-        pg_sub(k, PG_F32, y2, t1, t2);
-    else
-        pg_add(k, PG_F32, y2, t1, t2);
+    cs_combine(k, y1, x1, x2, c, s, backward, t1, t2);
+    cs_combine(k, y2, x2, x1, c, s, !backward, t1, t2);
     pgk_st_act(k, dt, a1, y1);
     pgk_st_act(k, dt, a2, y2);
     pg_reg next = pgk_addr_add(k, base, dim, size);
