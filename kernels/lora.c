@@ -25,7 +25,7 @@
  * accumulators, at most 64). */
 #define DOWN_WARPS 4u
 #define WGRAD_THREADS 128u
-#define WG_UNROLL 4u /* rows a turn of lora_wgrad */
+#define WG_UNROLL 8u /* rows a turn of lora_wgrad */
 #define UP_THREADS 256u
 #define UP_ROWS 32u /* rows of y a lora_up block */
 #define RANK_MAX 64u
@@ -93,17 +93,32 @@ static int build_down(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
         for (uint32_t j = 0; j < r; j++)
             acc[i * r + j] = pgk_zero_f32(k);
     }
+    /* two k a lane a turn (kk and kk + 32), all loads first; the second
+     * past the split loads nothing and adds 0 x 0 */
     pgk_loop L;
-    pg_reg kk = pgk_loop_begin(k, &L, pgv_add(k, PG_U32, k0, lane), k1, pg_u32(32));
-    pg_reg xv[4];
-    for (uint32_t i = 0; i < rw; i++)
-        xv[i] = pgk_ld_act(k, PGK_F32, pgk_addr_add(k, xrow[i], kk, 4), true);
+    pg_reg kk = pgk_loop_begin(k, &L, pgv_add(k, PG_U32, k0, lane), k1, pg_u32(64));
+    pg_reg k2 = pgv_add(k, PG_U32, kk, pg_u32(32));
+    pg_reg ok2 = pgv_setp(k, PG_CMP_LO, PG_U32, k2, k1);
+    pg_reg xv[2][4];
+    for (uint32_t h = 0; h < 2; h++)
+        for (uint32_t i = 0; i < rw; i++) {
+            pg_reg xa = pgk_addr_add(k, xrow[i], h ? k2 : kk, 4);
+            xv[h][i] = pgk_zero_f32(k);
+            if (h)
+                pg_guard(k, ok2, false);
+            pg_ld_nc(k, PG_F32, xa, 0, xv[h][i]);
+        }
     pg_reg wa = pgk_addr_add(k, w, kk, 4);
     pg_reg kstride = pgv_mul_wide(k, PG_U32, kd, pg_u32(4));
     for (uint32_t j = 0; j < r; j++) {
         pg_reg wv = pgv_ld_nc(k, PG_F32, wa, 0);
-        for (uint32_t i = 0; i < rw; i++)
-            pg_fma(k, PG_F32, acc[i * r + j], xv[i], wv, acc[i * r + j]);
+        pg_reg wv2 = pgk_zero_f32(k);
+        pg_guard(k, ok2, false);
+        pg_ld_nc(k, PG_F32, wa, 128, wv2);
+        for (uint32_t i = 0; i < rw; i++) {
+            pg_fma(k, PG_F32, acc[i * r + j], xv[0][i], wv, acc[i * r + j]);
+            pg_fma(k, PG_F32, acc[i * r + j], xv[1][i], wv2, acc[i * r + j]);
+        }
         if (j + 1 < r)
             pg_add(k, PG_U64, wa, wa, kstride);
     }
@@ -186,8 +201,8 @@ static int build_wgrad(pg_kernel *k, const pgk_desc *d, const pg_param *p, const
     pg_reg acc[RANK_MAX];
     for (uint32_t j = 0; j < r; j++)
         acc[j] = pgk_zero_f32(k);
-    /* WG_UNROLL rows a turn, their loads issued together; a row past the
-     * split adds 0 x (a row of the split) */
+    /* WG_UNROLL rows a turn, their d loads issued together; a row past
+     * the split adds 0 x (a row of the split) */
     pgk_loop L;
     pg_reg t = pgk_loop_begin(k, &L, t0, t1, pg_u32(WG_UNROLL));
     pg_reg dv[WG_UNROLL], xr[WG_UNROLL];

@@ -316,11 +316,12 @@ static pgrt_devptr pofs(pgrt_buf *b, int64_t elems) { return pgrt_buf_ptr(b) + (
 #define LORA_THIN_RANK 64
 
 /* Slices of a length-`len` sum for a kernel of `blocks` blocks a slice:
- * about four blocks an SM, each slice at least `align` long, at most 64
- * (lora_reduce adds them one after another). */
+ * about eight blocks an SM (their loads in flight hide the latency), each
+ * slice at least `align` long, at most 64 (lora_reduce adds them one
+ * after another). */
 static uint32_t lora_splits(const pgrt_lm *m, uint32_t blocks, uint32_t len, uint32_t align)
 {
-    uint32_t target = 4u * (m->sms ? m->sms : 108u);
+    uint32_t target = 8u * (m->sms ? m->sms : 108u);
     uint32_t sp = (target + blocks - 1) / blocks;
     uint32_t most = (len + align - 1) / align;
     if (sp > most)

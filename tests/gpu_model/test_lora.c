@@ -114,7 +114,11 @@ static void test_shape(const shape *s)
 
     /* xa = s x A^T */
     float *xa = xmalloc(nxa * 4), *dxa = xmalloc(nxa * 4), *Bt = xmalloc(nb * 4);
-    double *ref = xmalloc((nx > ny ? (nx > nb ? nx : nb) : (ny > nb ? ny : nb)) * sizeof(double));
+    size_t nref = nx;
+    const size_t sizes[] = {ny, na, nb, nxa};
+    for (size_t i = 0; i < 4; i++)
+        nref = sizes[i] > nref ? sizes[i] : nref;
+    double *ref = xmalloc(nref * sizeof(double));
     for (uint32_t t = 0; t < T; t++)
         for (uint32_t j = 0; j < r; j++) {
             double a = 0;
