@@ -15,7 +15,9 @@
  * Each step reads the device's result of the step before, so a row checks
  * one kernel pair. Every step runs twice and must give the same bits.
  *
- * Usage: test_lora [--small] [--seed N]; exit 77 without a GPU.
+ * Usage: test_lora [--small] [--seed N] [--bench]; exit 77 without a GPU.
+ * --bench times, instead, the LoRA products of 28 Qwen2-1.5B layers as
+ * pgrt_lm launches them (T 2048, r 16, all seven modules).
  */
 #define REL_TOL 1e-5
 
@@ -232,9 +234,124 @@ static void test_shape(const shape *s)
     free(ref);
 }
 
+/* ---------------------------------------------------------------- --bench */
+
+/* Slices as pgrt_lm picks them: about eight blocks an SM, at most 64. */
+static uint32_t bench_splits(const char *kernel, pgk_knobs *kn, uint32_t len, uint32_t align,
+                             uint32_t sms)
+{
+    const pgk_desc *d = pgk_find(kernel);
+    pgk_launch lc;
+    char err[128];
+    kn->v[pgk_knob_index(d, "splits")] = 1;
+    if (pgk_launch_for(d, kn, &lc, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", kernel, err);
+        exit(1);
+    }
+    uint32_t sp = (8u * sms + lc.grid[0] - 1) / lc.grid[0], most = (len + align - 1) / align;
+    sp = sp > most ? most : sp;
+    sp = sp > 64 ? 64 : sp ? sp : 1;
+    kn->v[pgk_knob_index(d, "splits")] = sp;
+    return sp;
+}
+
+static void go(const char *kernel, const pgk_knobs *kn, const pgrt_arg *a, size_t n)
+{
+    int rc = pgrt_launch(check_ctx, NULL, kernel, kn, a, n);
+    if (rc)
+        die_rt(kernel, rc);
+}
+
+/* One layer's LoRA products of the Qwen2-1.5B step (T 2048, r 16, the
+ * seven modules), forward and backward as pgrt_lm launches them. */
+static void bench_layer(pgrt_buf *x, pgrt_buf *y, pgrt_buf *dy, pgrt_buf *dx, pgrt_buf *A,
+                        pgrt_buf *B, pgrt_buf *xa, pgrt_buf *dxa, pgrt_buf *g, pgrt_buf *ws,
+                        pgrt_buf *bt, uint32_t sms)
+{
+    static const uint32_t dims[7][2] = {{1536, 1536}, {1536, 256},  {1536, 256}, {1536, 1536},
+                                        {1536, 8960}, {1536, 8960}, {8960, 1536}};
+    const uint32_t T = 2048, r = 16;
+    float sc = 2.0f;
+    for (int m = 0; m < 7; m++) {
+        uint32_t in = dims[m][0], out = dims[m][1], sp;
+        pgk_knobs kn = kn_down(T, in, r, 1);
+        sp = bench_splits("lora_down_f32", &kn, in, 32, sms);
+        go("lora_down_f32", &kn, (pgrt_arg[]){P(x), P(A), P(ws), U(T), U(in), U(sp)}, 6);
+        kn = kn_reduce(T * r, 0);
+        go("lora_reduce_f32", &kn, (pgrt_arg[]){P(ws), P(xa), U(T * r), U(r), U(sp), F(sc)}, 6);
+        kn = kn_up(T, out, r, 0, 1);
+        go("lora_up_f32", &kn, (pgrt_arg[]){P(xa), P(B), P(y), U(T), U(out), F(1.0f)}, 6);
+    }
+    for (int m = 6; m >= 0; m--) {
+        uint32_t in = dims[m][0], out = dims[m][1], sp;
+        pgk_knobs kn = kn_wgrad(T, out, r, 1);
+        sp = bench_splits("lora_wgrad_f32", &kn, T, 8, sms);
+        go("lora_wgrad_f32", &kn, (pgrt_arg[]){P(dy), P(xa), P(ws), U(T), U(out), U(sp)}, 6);
+        kn = kn_reduce(out * r, 0);
+        go("lora_reduce_f32", &kn, (pgrt_arg[]){P(ws), P(g), U(out * r), U(r), U(sp), F(1.0f)}, 6);
+        go("lora_reduce_f32", &kn, (pgrt_arg[]){P(B), P(bt), U(out * r), U(r), U(1), F(1.0f)}, 6);
+        kn = kn_down(T, out, r, 1);
+        sp = bench_splits("lora_down_f32", &kn, out, 32, sms);
+        go("lora_down_f32", &kn, (pgrt_arg[]){P(dy), P(bt), P(ws), U(T), U(out), U(sp)}, 6);
+        kn = kn_reduce(T * r, 0);
+        go("lora_reduce_f32", &kn, (pgrt_arg[]){P(ws), P(dxa), U(T * r), U(r), U(sp), F(sc)}, 6);
+        kn = kn_wgrad(T, in, r, 1);
+        sp = bench_splits("lora_wgrad_f32", &kn, T, 8, sms);
+        go("lora_wgrad_f32", &kn, (pgrt_arg[]){P(x), P(dxa), P(ws), U(T), U(in), U(sp)}, 6);
+        kn = kn_reduce(in * r, 1);
+        go("lora_reduce_f32", &kn, (pgrt_arg[]){P(ws), P(g), U(in * r), U(r), U(sp), F(1.0f)}, 6);
+        kn = kn_up(T, in, r, 1, 1);
+        go("lora_up_f32", &kn, (pgrt_arg[]){P(dxa), P(A), P(dx), U(T), U(in), F(1.0f)}, 6);
+    }
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void bench(void)
+{
+    pgrt_device_info info;
+    pgrt_ctx_device_info(check_ctx, &info);
+    uint32_t sms = info.sm_count > 0 ? (uint32_t)info.sm_count : 108;
+    size_t big = (size_t)2048 * 8960, w = (size_t)16 * 8960;
+    float *h = fill_normal(big, 1.0, 0.0);
+    pgrt_buf *x = dev_upload(h, big), *y = dev_upload(h, big), *dy = dev_upload(h, big),
+             *dx = dev_upload(h, big), *A = dev_upload(h, w), *B = dev_upload(h, w);
+    pgrt_buf *xa = dev_upload(h, 2048 * 16), *dxa = dev_upload(h, 2048 * 16);
+    pgrt_buf *g = dev_alloc(PG_F32, w), *bt = dev_alloc(PG_F32, w);
+    pgrt_buf *ws = dev_alloc(PG_F32, (size_t)64 * 8960 * 16);
+    bench_layer(x, y, dy, dx, A, B, xa, dxa, g, ws, bt, sms);
+    GPU_CHECK(pgrt_ctx_sync(check_ctx));
+    const int reps = 28;
+    double t0 = now_ms();
+    for (int i = 0; i < reps; i++)
+        bench_layer(x, y, dy, dx, A, B, xa, dxa, g, ws, bt, sms);
+    GPU_CHECK(pgrt_ctx_sync(check_ctx));
+    double ms = now_ms() - t0;
+    printf("bench: the LoRA products of 28 Qwen2-1.5B layers (T 2048, r 16, 7 modules, "
+           "forward and backward): %.2f ms (%.3f ms a layer, %d SMs)\n",
+           ms * 28 / reps, ms / reps, (int)sms);
+    pgrt_buf *bufs[] = {x, y, dy, dx, A, B, xa, dxa, g, bt, ws};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        pgrt_buf_destroy(&bufs[i]);
+    free(h);
+}
+
 int main(int argc, char **argv)
 {
+    /* --bench: time the 1.5B step's LoRA products instead of checking */
+    bool do_bench = argc > 1 && strcmp(argv[argc - 1], "--bench") == 0;
+    if (do_bench)
+        argc--;
     bool small = check_start(argc, argv, "test_lora");
+    if (do_bench) {
+        bench();
+        return 0;
+    }
     static const shape shapes[] = {
         {1, 1, 1, 1, 1},         {3, 15, 1537, 3, 2},     {17, 1537, 15, 17, 3},
         {5, 1536, 1, 64, 1},     {77, 1, 1536, 16, 4},    {130, 1537, 1536, 16, 5},
