@@ -66,7 +66,11 @@
     X(gemm_mma_backward_w)                                                                 \
     X(gemm_mma_reduce)                                                                     \
     X(gemm_lp_simt)                                                                        \
-    X(gemm_sm90)
+    X(gemm_sm90)                                                                           \
+    X(lora_down_f32)                                                                       \
+    X(lora_wgrad_f32)                                                                      \
+    X(lora_reduce_f32)                                                                     \
+    X(lora_up_f32)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

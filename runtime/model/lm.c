@@ -25,20 +25,24 @@
     X(RMS_FWD, "rms_norm_forward")                                             \
     X(RMS_BWD, "batched_rms_norm_backward")                                    \
     X(ADD, "residual_add")                                                     \
-    X(SCALE, "gradient_clip")                                                  \
     X(GATHER, "embedding_gather_f32")                                          \
     X(GATHER_BF16, "embedding_gather_bf16")                                    \
     X(ROPE_FWD, "rope_forward_f32")                                            \
     X(ROPE_BWD, "rope_backward_f32")                                           \
     X(SWIGLU_FWD, "swiglu_forward_f32")                                        \
     X(SWIGLU_BWD, "swiglu_backward_f32")                                       \
+    X(SCALE, "gradient_clip")                                                  \
     X(BIAS, "bias_add_f32")                                                    \
     X(CE, "cross_entropy_fwd_bwd_f32")                                         \
     X(ATT_FWD, "attention_forward_f32")                                        \
     X(ATT_DQ, "attention_backward_dq_f32")                                     \
     X(ATT_DKV, "attention_backward_dkv_f32")                                   \
     X(WIDEN, "cast_bf16_to_f32")                                               \
-    X(NARROW, "cast_f32_to_bf16")
+    X(NARROW, "cast_f32_to_bf16")                                              \
+    X(LORA_DOWN, "lora_down_f32")                                              \
+    X(LORA_WGRAD, "lora_wgrad_f32")                                            \
+    X(LORA_REDUCE, "lora_reduce_f32")                                          \
+    X(LORA_UP, "lora_up_f32")
 
 enum {
 #define X_(id, name) K_##id,
@@ -151,7 +155,7 @@ static int kn_of(const pgk_desc *d, const knv *kv, size_t n, pgk_knobs *kn)
 }
 
 /* The time-split bucket of a kernel. In bf16 the f32 GEMMs are the LoRA
- * products only. */
+ * products only; the LoRA kernels count as GEMMs in f32, as those did. */
 static int bucket(bool lowp, int k)
 {
     switch (k) {
@@ -160,6 +164,10 @@ static int bucket(bool lowp, int k)
     case K_GEMM_NT:
     case K_GEMM_NT_ACC:
     case K_GEMM_TN:
+    case K_LORA_DOWN:
+    case K_LORA_WGRAD:
+    case K_LORA_REDUCE:
+    case K_LORA_UP:
         return lowp ? PGRT_LM_TIME_LORA_GEMM : PGRT_LM_TIME_GEMM;
     case K_WIDEN:
     case K_LP_GEMM:
@@ -298,6 +306,123 @@ static int narrow(pgrt_lm *m, pgrt_stream *s, pgrt_devptr src, pgrt_devptr dst, 
 
 static pgrt_devptr pofs(pgrt_buf *b, int64_t elems) { return pgrt_buf_ptr(b) + (uint64_t)elems * 4u; }
 
+/* ---------------------------------------------------------------- LoRA products */
+
+/* The LoRA products run on the thin kernels of kernels/lora.c (rank r one
+ * dimension), in f32 and bf16 alike: x, dy, xa and the LoRA parameters are
+ * f32 rows either way. The sums over T, in or out are split into slices
+ * summed in a fixed order (lora_reduce), so every step gives the same
+ * bits. Ranks past the kernels' register budget keep the f32 GEMMs. */
+#define LORA_THIN_RANK 64
+
+/* Slices of a length-`len` sum for a kernel of `blocks` blocks a slice:
+ * about eight blocks an SM (their loads in flight hide the latency), each
+ * slice at least `align` long, at most 64 (lora_reduce adds them one
+ * after another). */
+static uint32_t lora_splits(const pgrt_lm *m, uint32_t blocks, uint32_t len, uint32_t align)
+{
+    uint32_t target = 8u * (m->sms ? m->sms : 108u);
+    uint32_t sp = (target + blocks - 1) / blocks;
+    uint32_t most = (len + align - 1) / align;
+    if (sp > most)
+        sp = most;
+    if (sp > 64)
+        sp = 64;
+    return sp ? sp : 1;
+}
+
+/* The knobs of a thin kernel with its splits chosen, and the splits. */
+static int lora_knobs(pgrt_lm *m, int k, uint32_t n, uint32_t len, uint32_t align, pgk_knobs *kn,
+                      uint32_t *sp)
+{
+    const pgk_desc *d = m->desc[k];
+    const char *nname = k == K_LORA_DOWN ? "k" : "n";
+    int rc = kn_of(d, KN({"rows", m->T}, {nname, n}, {"rank", m->r}, {"splits", 1}), kn);
+    if (rc)
+        return rc;
+    pgk_launch lc;
+    char err[128];
+    if (pgk_launch_for(d, kn, &lc, err, sizeof err))
+        return rt_fail(PGRT_EINVAL, "pgrt_lm: %s: %s", d->name, err);
+    *sp = lora_splits(m, lc.grid[0], len, align);
+    kn->v[pgk_knob_index(d, "splits")] = *sp;
+    return 0;
+}
+
+/* Bytes of workspace lora_down over k (and lora_wgrad over n) want, after
+ * `skip` floats. */
+static uint64_t lora_down_ws(pgrt_lm *m, uint32_t k, uint64_t skip)
+{
+    pgk_knobs kn;
+    uint32_t sp = 1;
+    if (lora_knobs(m, K_LORA_DOWN, k, k, 32, &kn, &sp))
+        return 0; /* the launch reports it */
+    return (skip + (uint64_t)sp * m->T * m->r) * 4u;
+}
+
+static uint64_t lora_wgrad_ws(pgrt_lm *m, uint32_t n, uint64_t skip)
+{
+    pgk_knobs kn;
+    uint32_t sp = 1;
+    if (lora_knobs(m, K_LORA_WGRAD, n, (uint32_t)m->T, 8, &kn, &sp))
+        return 0;
+    return (skip + (uint64_t)sp * n * m->r) * 4u;
+}
+
+/* The workspace of `bytes` (shared with the bf16 GEMMs' split-K: the
+ * stream orders them); while warming, only its size is noted. */
+static int lora_ws(pgrt_lm *m, uint64_t bytes, pgrt_devptr *out)
+{
+    *out = 0;
+    if (m->warming) {
+        if (bytes > m->ws_need)
+            m->ws_need = bytes;
+        return 0;
+    }
+    if (!m->ws || pgrt_buf_bytes(m->ws) < bytes)
+        return rt_fail(PGRT_ESTATE, "pgrt_lm: LoRA workspace smaller than at create");
+    *out = pgrt_buf_ptr(m->ws);
+    return 0;
+}
+
+/* out[T, r] = scale * x[T, k] w[r, k]^T, through ws partials. */
+static int lora_down(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_devptr w, pgrt_devptr out,
+                     uint32_t k, float scale, pgrt_devptr ws)
+{
+    pgk_knobs kn;
+    uint32_t sp, n = (uint32_t)m->T * m->r;
+    int rc = lora_knobs(m, K_LORA_DOWN, k, k, 32, &kn, &sp);
+    if (rc || (rc = launch_kn(m, s, K_LORA_DOWN, m->desc[K_LORA_DOWN], &kn,
+                              ARGS(P(x), P(w), P(ws), U(m->T), U(k), U(sp)))))
+        return rc;
+    return launch(m, s, K_LORA_REDUCE, KN({"n", n}, {"trans", 0}),
+                  ARGS(P(ws), P(out), U(n), U(m->r), U(sp), F(scale)));
+}
+
+/* g = d[T, n]^T xa[T, r], stored [n, r], or [r, n] when trans. */
+static int lora_wgrad(pgrt_lm *m, pgrt_stream *s, pgrt_devptr d, pgrt_devptr xa, pgrt_devptr g,
+                      uint32_t n, bool trans, pgrt_devptr ws)
+{
+    pgk_knobs kn;
+    uint32_t sp, cnt = n * (uint32_t)m->r;
+    int rc = lora_knobs(m, K_LORA_WGRAD, n, (uint32_t)m->T, 8, &kn, &sp);
+    if (rc || (rc = launch_kn(m, s, K_LORA_WGRAD, m->desc[K_LORA_WGRAD], &kn,
+                              ARGS(P(d), P(xa), P(ws), U(m->T), U(n), U(sp)))))
+        return rc;
+    return launch(m, s, K_LORA_REDUCE, KN({"n", cnt}, {"trans", trans ? 1u : 0u}),
+                  ARGS(P(ws), P(g), U(cnt), U(m->r), U(sp), F(1.0f)));
+}
+
+/* y[T, n] (+)= xa[T, r] w(n, r)^T, w = B [n, r] or (wt) A [r, n]. */
+static int lora_up(pgrt_lm *m, pgrt_stream *s, pgrt_devptr xa, pgrt_devptr w, pgrt_devptr y,
+                   uint32_t n, bool wt, bool acc)
+{
+    return launch(m, s, K_LORA_UP,
+                  KN({"rows", m->T}, {"n", n}, {"rank", m->r}, {"wt", wt ? 1u : 0u},
+                     {"acc", acc ? 1u : 0u}),
+                  ARGS(P(xa), P(w), P(y), U(m->T), U(n), F(1.0f)));
+}
+
 /* y = x W^T (+ bias) (+ lora) for module mod of layer l; x [T, in] f32
  * and, in bf16, its copy m->xb that the caller made. */
 static int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
@@ -318,14 +443,19 @@ static int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_d
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
     if (rc || ld->a < 0)
         return rc;
-    pgrt_devptr xa = m->la[l].xa[mod];
-    /* xa = s x A^T; y += xa B^T */
-    if ((rc = model_gemm(m, s, LIN_Y, false, x, pofs(m->p, ld->a), xa, m->T, in, m->r)))
+    /* xa = s x A^T (kept for the backward); y += xa B^T */
+    pgrt_devptr xa = m->la[l].xa[mod], ws;
+    if (m->r > LORA_THIN_RANK) {
+        uint32_t n = (uint32_t)m->T * m->r;
+        if ((rc = model_gemm(m, s, LIN_Y, false, x, pofs(m->p, ld->a), xa, m->T, in, m->r)) ||
+            (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
+            return rc;
+        return model_gemm(m, s, LIN_Y, true, xa, pofs(m->p, ld->b), y, m->T, m->r, out);
+    }
+    if ((rc = lora_ws(m, lora_down_ws(m, in, 0), &ws)) ||
+        (rc = lora_down(m, s, x, pofs(m->p, ld->a), xa, in, m->lora_scale, ws)))
         return rc;
-    uint32_t n = (uint32_t)m->T * m->r;
-    if ((rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
-        return rc;
-    return model_gemm(m, s, LIN_Y, true, xa, pofs(m->p, ld->b), y, m->T, m->r, out);
+    return lora_up(m, s, xa, pofs(m->p, ld->b), y, out, false, true);
 }
 
 /* Given dy [T, out]: dx (+)= dy W (+ the LoRA path), and the LoRA
@@ -346,18 +476,38 @@ static int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_d
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
     if (rc || ld->a < 0)
         return rc;
-    /* dB = dy^T (s xa); dxa = s dy B; dA = dxa^T x; dx += dxa A */
-    if ((rc = model_gemm(m, s, LIN_DW, false, dy, m->la[l].xa[mod], pofs(m->g, ld->b), m->T, m->r,
-                         out)))
+    if (m->r > LORA_THIN_RANK) {
+        /* dB = dy^T (s xa); dxa = s dy B; dA = dxa^T x; dx += dxa A */
+        uint32_t n = (uint32_t)m->T * m->r;
+        if ((rc = model_gemm(m, s, LIN_DW, false, dy, m->la[l].xa[mod], pofs(m->g, ld->b), m->T,
+                             m->r, out)) ||
+            (rc = model_gemm(m, s, LIN_DX, false, dy, pofs(m->p, ld->b), m->dxa, m->T, m->r,
+                             out)) ||
+            (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))) ||
+            (rc = model_gemm(m, s, LIN_DW, false, m->dxa, x, pofs(m->g, ld->a), m->T, in, m->r)))
+            return rc;
+        return model_gemm(m, s, LIN_DX, true, m->dxa, pofs(m->p, ld->a), dx, m->T, in, m->r);
+    }
+    /* the workspace: B^T [r, out] first, then the partial sums */
+    uint64_t bt = ((uint64_t)out * m->r + 63u) & ~(uint64_t)63u;
+    uint64_t need = lora_down_ws(m, (uint32_t)out, bt);
+    uint64_t need2 = lora_wgrad_ws(m, (uint32_t)out, bt), need3 = lora_wgrad_ws(m, (uint32_t)in, bt);
+    need = need > need2 ? need : need2;
+    pgrt_devptr ws;
+    if ((rc = lora_ws(m, need > need3 ? need : need3, &ws)))
         return rc;
-    if ((rc = model_gemm(m, s, LIN_DX, false, dy, pofs(m->p, ld->b), m->dxa, m->T, m->r, out)))
+    pgrt_devptr bt_dev = ws, part = ws + bt * 4u;
+    pgrt_devptr A = pofs(m->p, ld->a), B = pofs(m->p, ld->b);
+    uint32_t nb = (uint32_t)out * m->r;
+    /* dB = dy^T xa (xa holds the scale); dxa = s dy B; dA = dxa^T x; dx += dxa A */
+    if ((rc = lora_wgrad(m, s, dy, m->la[l].xa[mod], pofs(m->g, ld->b), (uint32_t)out, false,
+                         part)) ||
+        (rc = launch(m, s, K_LORA_REDUCE, KN({"n", nb}, {"trans", 1}),
+                     ARGS(P(B), P(bt_dev), U(nb), U(m->r), U(1), F(1.0f)))) ||
+        (rc = lora_down(m, s, dy, bt_dev, m->dxa, (uint32_t)out, m->lora_scale, part)) ||
+        (rc = lora_wgrad(m, s, x, m->dxa, pofs(m->g, ld->a), (uint32_t)in, true, part)))
         return rc;
-    uint32_t n = (uint32_t)m->T * m->r;
-    if ((rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))))
-        return rc;
-    if ((rc = model_gemm(m, s, LIN_DW, false, m->dxa, x, pofs(m->g, ld->a), m->T, in, m->r)))
-        return rc;
-    return model_gemm(m, s, LIN_DX, true, m->dxa, pofs(m->p, ld->a), dx, m->T, in, m->r);
+    return lora_up(m, s, m->dxa, A, dx, (uint32_t)in, true, true);
 }
 
 static int rms_fwd(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_buf *gamma, pgrt_devptr y)
