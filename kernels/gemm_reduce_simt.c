@@ -114,10 +114,10 @@ static int build_simt(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
     pg_reg P, Q, R;
     pqr(layout, m, n, kd, &P, &Q, &R);
     pg_reg q = pg_reg_new(k, PG_U32), pp = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, q, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(16),
-           pg_sreg_read(k, PG_SREG_TID_X));
-    pg_mad(k, PG_U32, pp, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(16),
-           pg_sreg_read(k, PG_SREG_TID_Y));
+    pg_reg tx = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_mad(k, PG_U32, q, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(16), tx);
+    pg_reg ty = pg_sreg_read(k, PG_SREG_TID_Y);
+    pg_mad(k, PG_U32, pp, pg_sreg_read(k, PG_SREG_CTAID_Y), pg_u32(16), ty);
     pg_label out = pg_label_new(k, "out");
     pg_bounds_guard(k, q, Q, out);
     pg_bounds_guard(k, pp, P, out);

@@ -125,8 +125,8 @@ static void producer(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_reg
     uint32_t sb = stage_bytes(g->bn);
     pg_reg s = pgv_mov(k, PG_U32, pg_u32(0)), ph = pgv_mov(k, PG_U32, pg_u32(1));
     pg_loop tl, kl;
-    pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles,
-                            pg_sreg_read(k, PG_SREG_NCTAID_X));
+    pg_reg stride = pg_sreg_read(k, PG_SREG_NCTAID_X);
+    pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles, stride);
     pg_reg p0 = pgv_mul(k, PG_U32, pgv_rem(k, PG_U32, t, tiles_p), pg_u32(BM));
     pg_reg q0 = pgv_mul(k, PG_U32, pgv_div(k, PG_U32, t, tiles_p), pg_u32(g->bn));
     pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nk, pg_u32(1));
@@ -288,10 +288,12 @@ static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c,
                 v[i] = pgv_add(k, PG_F32, v[i], i % 2 ? b1 : b0);
         }
         int64_t o = (int64_t)(8 * j * esz);
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 2; r++) {
+            pg_reg ok1 = pgv_and(k, PG_PRED, ok[r], s1);
+            pg_reg ok0 = pgv_and(k, PG_PRED, ok[r], s0);
             store_pair(k, g, a[r], o, v[2 * r], v[2 * r + 1],
-                       pgv_and(k, PG_PRED, ok[r], pair), pgv_and(k, PG_PRED, ok[r], s0),
-                       pgv_and(k, PG_PRED, ok[r], s1));
+                       pgv_and(k, PG_PRED, ok[r], pair), ok0, ok1);
+        }
     }
     pg_label_bind(k, done);
 }
@@ -311,9 +313,9 @@ static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg
     pg_reg w = pgv_shr(k, PG_U32, lt, pg_u32(5));
     pg_reg lane = pgv_and(k, PG_U32, lt, pg_u32(31));
     /* this thread's first accumulator row and column within the tile */
-    pg_reg trow = pgv_add(k, PG_U32, pgv_shl(k, PG_U32, cw, pg_u32(6)),
-                          pgv_add(k, PG_U32, pgv_shl(k, PG_U32, w, pg_u32(4)),
-                                  pgv_shr(k, PG_U32, lane, pg_u32(2))));
+    pg_reg quad = pgv_shr(k, PG_U32, lane, pg_u32(2));
+    pg_reg wrow = pgv_add(k, PG_U32, pgv_shl(k, PG_U32, w, pg_u32(4)), quad);
+    pg_reg trow = pgv_add(k, PG_U32, pgv_shl(k, PG_U32, cw, pg_u32(6)), wrow);
     pg_reg tcol = pgv_shl(k, PG_U32, pgv_and(k, PG_U32, lane, pg_u32(3)), pg_u32(1));
 
     /* Descriptors of stage 0; a stage adds its byte offset >> 4. K-major
@@ -330,8 +332,8 @@ static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg
     pg_reg s = pgv_mov(k, PG_U32, pg_u32(0)), ph = pgv_mov(k, PG_U32, pg_u32(0));
     pg_reg prev = pgv_mov(k, PG_U32, pg_u32(0));
     pg_loop tl, kl;
-    pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles,
-                            pg_sreg_read(k, PG_SREG_NCTAID_X));
+    pg_reg stride = pg_sreg_read(k, PG_SREG_NCTAID_X);
+    pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles, stride);
     pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nk, pg_u32(1));
     {
         pg_reg fb = pgv_mad(k, PG_U32, s, pg_u32(8), full);
@@ -368,8 +370,8 @@ static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg
     pg_reg row0 = pgv_add(k, PG_U32, pgv_sub(k, PG_U32, p_end, pg_u32(BM)), trow);
     pg_reg col0 = pgv_add(k, PG_U32, pgv_sub(k, PG_U32, q_end, pg_u32(g->bn)), tcol);
     /* a tile wholly inside C stores without a bound check */
-    pg_reg inside = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, p_end, m),
-                            pgv_setp(k, PG_CMP_LE, PG_U32, q_end, n));
+    pg_reg q_in = pgv_setp(k, PG_CMP_LE, PG_U32, q_end, n);
+    pg_reg inside = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, p_end, m), q_in);
     epilogue(k, g, acc, c, bias, m, n, ldc, row0, col0, inside);
     pg_for_end(k, &tl);
 }

@@ -76,8 +76,8 @@ static int build_down(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg lane = pgv_and(k, PG_U32, tid, pg_u32(31));
     pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
-    pg_reg row0 = pgv_mad(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(DOWN_WARPS * rw),
-                          pgv_mul(k, PG_U32, warp, pg_u32(rw)));
+    pg_reg wrow = pgv_mul(k, PG_U32, warp, pg_u32(rw));
+    pg_reg row0 = pgv_mad(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(DOWN_WARPS * rw), wrow);
     pg_reg k0, k1;
     split_range(k, kd, splits, 32, &k0, &k1);
 
@@ -371,8 +371,8 @@ static int build_up(pg_kernel *k, const pgk_desc *d, const pg_param *p, const ui
         pg_reg tr = pgv_div(k, PG_U32, e, pg_u32(r4));
         pg_reg j = pgv_sub(k, PG_U32, e, pgv_mul(k, PG_U32, tr, pg_u32(r4)));
         pg_reg t = pgv_add(k, PG_U32, row0, tr);
-        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LO, PG_U32, t, rows),
-                            pgv_setp(k, PG_CMP_LO, PG_U32, j, pg_u32(r)));
+        pg_reg j_in = pgv_setp(k, PG_CMP_LO, PG_U32, j, pg_u32(r));
+        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LO, PG_U32, t, rows), j_in);
         pg_reg v = pgk_zero_f32(k);
         pg_reg src = pgk_addr2(k, xa, t, pg_u32(r), j, 4);
         pg_guard(k, ok, false);
