@@ -73,7 +73,11 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
         "gpu/test_gpu_kernels" "gpu/test_gpu_pipeline" "gpu/test_gpu_runtime" "gpu/test_gpu_optim" \
         "gpu_kernels/test_backward --small" "train/test_forward --small" \
         "gpu_gemm/test_gemm" "gpu_gemm/test_gemm_mma" "gpu_gemm/test_gemm_sm90" \
-        "gpu_cublas/test_cublas"
+        "gpu_cublas/test_cublas" "runtime/test_gpu_sm90" \
+        "gpu_model/test_embedding --small" "gpu_model/test_rope --small" \
+        "gpu_model/test_swiglu --small" "gpu_model/test_bias --small" \
+        "gpu_model/test_cast --small" "gpu_model/test_cross_entropy --small" \
+        "gpu_model/test_attention --small" "gpu_model/test_lora --small" "model/test_gpu_lm"
     for t in "$@"; do
         # test_gpu_runtime provokes driver errors on purpose (broken PTX, a
         # sync inside a capture): those are its checks, not memcheck's.
