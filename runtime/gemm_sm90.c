@@ -22,25 +22,7 @@
 
 uint32_t pgrt_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
 {
-    /* Widths in the order ties go, and what a tile of each costs: on an
-     * H200 a tile's time grows with its width from 128 up, and a 64-wide
-     * tile (thin wgmma, the A tile loaded for half the work) takes as long
-     * as a 90-wide one would. */
-    static const uint32_t choice[] = {256, 192, 128, 64}, cost_of[] = {256, 192, 128, 90};
-    if (sm_count == 0)
-        sm_count = 1;
-    uint64_t tp = (rows + BM - 1) / BM, best_cost = UINT64_MAX;
-    uint32_t best = 256;
-    for (size_t i = 0; i < sizeof choice / sizeof choice[0]; i++) {
-        /* a persistent grid: the busiest block runs ceil(tiles / SMs) tiles */
-        uint64_t tiles = tp * ((cols + choice[i] - 1) / choice[i]);
-        uint64_t cost = (tiles + sm_count - 1) / sm_count * cost_of[i];
-        if (cost < best_cost) {
-            best_cost = cost;
-            best = choice[i];
-        }
-    }
-    return best;
+    return pgk_gemm_sm90_bn(rows, cols, sm_count);
 }
 
 /* A buffer of 16-bit elements holding rows x cols at a pitch of ld. */
