@@ -175,10 +175,18 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
         out->k = n;
     } else if (pg_target_sm(target) < 80) {
         out->desc = &pgk_desc_gemm_lp_simt;
+    } else if (target == PG_SM_90A && (out_type == PG_F32 || out_type == in_type) &&
+               m >= PGK_GEMM_SM90_MIN_DIM && n >= PGK_GEMM_SM90_MIN_DIM &&
+               k >= PGK_GEMM_SM90_MIN_DIM && n % 8 == 0 && k % 8 == 0) {
+        /* wgmma + TMA: on an H200 at M = 2048 it ran q/o 475 TFLOP/s
+         * forward against mma.sync's 271, k/v 193 against 131, gate/up
+         * 567 against 359, down 717 against 371 (docs/runtime.md); the
+         * thin shapes it would leave idle stay below. */
+        uint32_t P, Q, R;
+        pqr_host(layout, m, n, k, &P, &Q, &R);
+        return pgk_gemm_sm90_choice(layout, in_type, out_type, P, Q, R,
+                                    sm_count ? sm_count : default_sms(target), out);
     } else {
-        /* sm_90a: the wgmma kernels of gemm_sm90.c are to be tried here
-         * first, with their own tiles; until then every target from sm_80
-         * on runs the mma.sync family. */
         static const pgk_desc *const mma_desc[PGK_GEMM_LAYOUTS] = {
             &pgk_desc_gemm_mma_forward, &pgk_desc_gemm_mma_backward_x,
             &pgk_desc_gemm_mma_backward_w};
@@ -282,6 +290,8 @@ bool pgk_gemm_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *
         *k = v[MM_K];
         return true;
     }
+    if (d == &pgk_desc_gemm_sm90)
+        return pgk_gemm_sm90_describe(kn, layout, in_type, out_type, m, n, k);
     static const pgk_desc *const f32_desc[PGK_GEMM_LAYOUTS] = {
         &pgk_desc_gemm_backward_a, &pgk_desc_gemm_forward, &pgk_desc_gemm_backward_b};
     for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)

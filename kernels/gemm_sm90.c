@@ -457,3 +457,70 @@ const pgk_desc pgk_desc_gemm_sm90 = {
     .build = build,
     .launch = launch,
 };
+
+/* ---------------------------------------------------------------- choice */
+
+uint32_t pgk_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
+{
+    /* Widths in the order ties go, and what a tile of each costs: on an
+     * H200 a tile's time grows with its width from 128 up, and a 64-wide
+     * tile (thin wgmma, the A tile loaded for half the work) takes as long
+     * as a 90-wide one would. */
+    static const uint32_t choice[] = {256, 192, 128, 64}, cost_of[] = {256, 192, 128, 90};
+    if (sm_count == 0)
+        sm_count = 1;
+    uint64_t tp = ((uint64_t)rows + BM - 1) / BM, best_cost = UINT64_MAX;
+    uint32_t best = 256;
+    for (size_t i = 0; i < PGK_COUNT(choice); i++) {
+        /* a persistent grid: the busiest block runs ceil(tiles / SMs) tiles */
+        uint64_t tiles = tp * (((uint64_t)cols + choice[i] - 1) / choice[i]);
+        uint64_t cost = (tiles + sm_count - 1) / sm_count * cost_of[i];
+        if (cost < best_cost) {
+            best_cost = cost;
+            best = choice[i];
+        }
+    }
+    return best;
+}
+
+int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t P,
+                         uint32_t Q, uint32_t R, unsigned sms, pgk_gemm_choice *out)
+{
+    const pgk_desc *d = &pgk_desc_gemm_sm90;
+    out->desc = d;
+    int rc = pgk_knobs_default(d, &out->knobs);
+    if (rc)
+        return rc;
+    if (sms > knobs[KN_SMS].max)
+        sms = knobs[KN_SMS].max;
+    uint32_t *v = out->knobs.v;
+    v[KN_M] = P;
+    v[KN_N] = Q;
+    v[KN_K] = R;
+    v[KN_SMS] = sms ? sms : 1;
+    v[KN_LAYOUT] = (uint32_t)layout;
+    v[KN_TYPES] = (in_type == PG_F16 ? 2u : 0u) + (out_type == PG_F32 ? 0u : 1u);
+    v[KN_EPI] = 0; /* the caller's accumulate and bias */
+    v[KN_BN] = pgk_gemm_sm90_bn(P, Q, v[KN_SMS]);
+    out->tile = 0;
+    out->split = 1;
+    out->m = P;
+    out->n = Q;
+    out->k = R;
+    return PG_OK;
+}
+
+bool pgk_gemm_sm90_describe(const pgk_knobs *kn, pgk_gemm_layout *layout, pg_type *in_type,
+                            pg_type *out_type, uint32_t *m, uint32_t *n, uint32_t *k)
+{
+    const uint32_t *v = kn->v, P = v[KN_M], Q = v[KN_N], R = v[KN_K];
+    unsigned l = v[KN_LAYOUT] < PGK_GEMM_LAYOUTS ? v[KN_LAYOUT] : 0;
+    *layout = (pgk_gemm_layout)l;
+    *in_type = v[KN_TYPES] & 2u ? PG_F16 : PG_BF16;
+    *out_type = v[KN_TYPES] & 1u ? *in_type : PG_F32;
+    /* forward (P, Q, R) = (M, N, K); dX (M, K, N); dW (N, K, M) */
+    *m = l == PGK_GEMM_BACKWARD_W ? R : P;
+    *n = l == PGK_GEMM_FORWARD ? Q : l == PGK_GEMM_BACKWARD_X ? R : P;
+    *k = l == PGK_GEMM_FORWARD ? R : Q;
+    return true;
+}

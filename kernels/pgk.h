@@ -290,16 +290,34 @@ typedef struct pgk_gemm_choice {
 } pgk_gemm_choice;
 
 /* Choose the kernel, tile and split for one GEMM of the layout: in_type
- * PG_F16 or PG_BF16 with out_type PG_F32, PG_F16 or PG_BF16 (the mma.sync
- * family on sm_80 and up, gemm_lp_simt below), or PG_F32 for both (the
- * f32 kernels: gemm_backward_a, gemm_forward, gemm_backward_b). sm_count
- * 0 means a typical count for the target. The tiles and splits come from
- * a cost model whose constants were fitted to measurements (gemm_mma.c).
- * Pure and thread-safe. PG_EINVAL for a bad argument, PG_ERANGE for sizes
+ * PG_F16 or PG_BF16 with out_type PG_F32, PG_F16 or PG_BF16, or PG_F32 for
+ * both (the f32 kernels: gemm_backward_a, gemm_forward, gemm_backward_b).
+ * The 16-bit inputs go, on PG_SM_90A (a compute capability 9.0 device's
+ * arch target), to gemm_sm90 (wgmma + TMA, 1.5-2x the mma.sync family on
+ * an H200) when none of m, n, k is below PGK_GEMM_SM90_MIN_DIM, n and k
+ * are multiples of 8 (TMA's 16-byte row pitch) and out_type is f32 or the
+ * input type: then tile is 0, split 1, the knob bn the tile width
+ * (pgk_gemm_sm90_bn), the knob epilogue 0 (the caller sets accumulate and
+ * bias) and (m, n, k) the kernel's (P, Q, R). Everything else on sm_80 and
+ * up (PG_SM_90 included: what a caller that wants no tensor maps passes)
+ * gets the mma.sync family, split-K for thin shapes; below sm_80
+ * gemm_lp_simt. sm_count 0 means a typical count for the target. The
+ * mma.sync tiles and splits come from a cost model whose constants were
+ * fitted to measurements (gemm_mma.c). Pure and thread-safe. PG_EINVAL for a bad argument, PG_ERANGE for sizes
  * outside [1, 2^21] (below sm_80, m and n at most 1048560). */
 PG_API int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type,
                            uint32_t m, uint32_t n, uint32_t k, pg_target target,
                            unsigned sm_count, pgk_gemm_choice *out);
+
+/* gemm_sm90 stays off shapes with a side below this: a LoRA adapter's rank
+ * side (8 to 64) leaves most SMs idle on an unsplit 128-row tile, where the
+ * mma.sync family splits the reduction. */
+#define PGK_GEMM_SM90_MIN_DIM 128u
+/* gemm_sm90's tile width for an output of rows x cols on sm_count SMs:
+ * the least ceil(tiles / sm_count) times the time of a 128 x bn tile
+ * (measured on an H200: bn, except 90 for bn = 64); ties go to the wider.
+ * Pure. */
+PG_API uint32_t pgk_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count);
 
 /* Whether d is one of the GEMMs pgk_gemm_choose() can return, and then
  * its layout and types from its knobs (for --info). */

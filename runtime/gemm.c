@@ -174,15 +174,13 @@ int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf *a, const
 
 /* ---------------------------------------------------------------- pgrt_gemm */
 
-static int device_choice(pgrt_ctx *ctx, pgk_gemm_layout layout, pg_type it, pg_type ot,
-                         uint32_t m, uint32_t n, uint32_t k, pgk_gemm_choice *ch)
+/* The choice for the device's arch target (sm_90a on a compute
+ * capability 9.0 device: gemm_sm90 where it is faster), or for target. */
+static int device_choice(pgrt_ctx *ctx, pg_target target, pgk_gemm_layout layout, pg_type it,
+                         pg_type ot, uint32_t m, uint32_t n, uint32_t k, pgk_gemm_choice *ch)
 {
-    pgrt_device_info info;
-    int rc = pgrt_ctx_device_info(ctx, &info);
-    if (rc)
-        return rc;
-    rc = pgk_gemm_choose(layout, it, ot, m, n, k, info.target,
-                         info.sm_count > 0 ? (unsigned)info.sm_count : 0, ch);
+    int rc = pgk_gemm_choose(layout, it, ot, m, n, k, target,
+                             ctx->info.sm_count > 0 ? (unsigned)ctx->info.sm_count : 0, ch);
     if (rc == PG_ERANGE)
         return rt_fail(PGRT_ERANGE, "pgrt_gemm: m=%u n=%u k=%u: each must be in [1, 2^21]", m, n,
                        k);
@@ -198,7 +196,8 @@ uint64_t pgrt_gemm_workspace_bytes(pgrt_ctx *ctx, pgk_gemm_layout layout, pg_typ
                                    pg_type out_type, uint32_t m, uint32_t n, uint32_t k)
 {
     pgk_gemm_choice ch;
-    if (!ctx || device_choice(ctx, layout, in_type, out_type, m, n, k, &ch))
+    if (!ctx ||
+        device_choice(ctx, ctx->info.arch_target, layout, in_type, out_type, m, n, k, &ch))
         return 0;
     return ch.workspace_bytes;
 }
@@ -208,42 +207,110 @@ static bool overlaps(const pgrt_buf *x, uint64_t xbytes, const pgrt_buf *y, uint
     return x && y && x->ptr < y->ptr + ybytes && y->ptr < x->ptr + xbytes;
 }
 
-/* The plan for a shape: from the context's plans, else chosen, its
- * kernels loaded (or refused during a capture, as any load) and kept,
- * replacing the oldest. */
-static int gemm_plan(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, pg_type it,
-                     pg_type ot, uint32_t m, uint32_t n, uint32_t k, bool f32_accumulate,
-                     rt_gemm_plan *out)
+static bool is_wg(const pgk_gemm_choice *ch) { return strcmp(ch->desc->name, "gemm_sm90") == 0; }
+
+/* Whether plan p is the one for these arguments: a gemm_sm90 plan bakes
+ * the epilogue (accumulate, bias) into its kernel, the others take it as
+ * an argument. */
+static bool plan_is(const rt_gemm_plan *p, pg_target target, pgk_gemm_layout layout, pg_type it,
+                    pg_type ot, uint32_t m, uint32_t n, uint32_t k, bool f32_accumulate,
+                    unsigned epi)
+{
+    return p->used && p->target == target && p->layout == layout && p->it == it &&
+           p->ot == ot && p->m == m && p->n == n && p->k == k &&
+           p->f32_accumulate == f32_accumulate && (!p->wg || p->epi == epi);
+}
+
+/* The plan for a shape on target: from the context's plans, else chosen,
+ * its kernels loaded (or refused during a capture, as any load) and kept,
+ * replacing the oldest; *slot gets its index. A gemm_sm90 plan has one
+ * kernel for the epilogue epi (a shape run with and without accumulate or
+ * bias is two plans), so each must run once before a capture. */
+static int gemm_plan(pgrt_ctx *ctx, pgrt_stream *s, pg_target target, pgk_gemm_layout layout,
+                     pg_type it, pg_type ot, uint32_t m, uint32_t n, uint32_t k,
+                     bool f32_accumulate, unsigned epi, rt_gemm_plan *out, unsigned *slot)
 {
     pthread_mutex_lock(&ctx->lock);
     for (unsigned i = 0; i < RT_GEMM_PLANS; i++) {
         const rt_gemm_plan *p = &ctx->gemm_plans[i];
-        if (p->used && p->layout == layout && p->it == it && p->ot == ot && p->m == m &&
-            p->n == n && p->k == k && p->f32_accumulate == f32_accumulate) {
+        if (plan_is(p, target, layout, it, ot, m, n, k, f32_accumulate, epi)) {
             *out = *p;
+            *slot = i;
             pthread_mutex_unlock(&ctx->lock);
             return 0;
         }
     }
     pthread_mutex_unlock(&ctx->lock);
     rt_gemm_plan p = {.used = true, .f32_accumulate = f32_accumulate, .layout = (uint8_t)layout,
-                      .it = it, .ot = ot, .m = m, .n = n, .k = k};
-    int rc = device_choice(ctx, layout, it, ot, m, n, k, &p.ch);
+                      .target = target, .it = it, .ot = ot, .m = m, .n = n, .k = k};
+    int rc = device_choice(ctx, target, layout, it, ot, m, n, k, &p.ch);
     if (rc)
         return rc;
     if (f32_accumulate && !(p.ch.desc = need_desc("gemm_backward_a_accumulate", "pgrt_gemm")))
         return PGRT_ENOTFOUND;
+    if ((p.wg = is_wg(&p.ch))) {
+        int ki = pgk_knob_index(p.ch.desc, "epilogue");
+        if (ki < 0)
+            return rt_fail(PGRT_EKERNEL, "pgrt_gemm: gemm_sm90 has no knob epilogue");
+        p.epi = (uint8_t)epi;
+        p.ch.knobs.v[ki] = epi;
+    }
     if ((rc = rt_kernel_get(ctx, p.ch.desc, &p.ch.knobs, rt_stream_cu(s), &p.kern)))
         return rc;
     if (p.ch.reduce &&
         (rc = rt_kernel_get(ctx, p.ch.reduce, &p.ch.reduce_knobs, rt_stream_cu(s), &p.red)))
         return rc;
     pthread_mutex_lock(&ctx->lock);
-    ctx->gemm_plans[ctx->gemm_plan_next] = p;
+    *slot = ctx->gemm_plan_next;
+    ctx->gemm_plans[*slot] = p;
     ctx->gemm_plan_next = (ctx->gemm_plan_next + 1) % RT_GEMM_PLANS;
     pthread_mutex_unlock(&ctx->lock);
     *out = p;
     return 0;
+}
+
+/* A gemm_sm90 plan's launch: the maps from the plan when they map a and b
+ * (encoding them is host work, but per call it would be the launch's
+ * largest cost), else encoded and kept in the plan. No allocation, no
+ * load: capture-safe once the plan exists. */
+static int launch_wg(pgrt_ctx *ctx, pgrt_stream *s, const rt_gemm_plan *plan, unsigned slot,
+                     const pgrt_buf *a, const pgrt_buf *b, pgrt_buf *c, const pgrt_buf *bias)
+{
+    const pgk_gemm_choice *ch = &plan->ch;
+    pgrt_tensor_map maps[2];
+    int rc;
+    if (plan->map_a == a->ptr && plan->map_b == b->ptr && a->ptr && b->ptr) {
+        memcpy(&maps[0], plan->maps[0], sizeof maps[0]);
+        memcpy(&maps[1], plan->maps[1], sizeof maps[1]);
+    } else {
+        int bi = pgk_knob_index(ch->desc, "bn");
+        if (bi < 0)
+            return rt_fail(PGRT_EKERNEL, "pgrt_gemm: gemm_sm90 has no knob bn");
+        uint32_t lda = plan->layout == PGK_GEMM_FORWARD ? plan->k : plan->n;
+        if ((rc = rt_gemm90_maps(ctx, plan->layout, plan->it, a->ptr, b->ptr, plan->m, plan->n,
+                                 plan->k, lda, plan->k, ch->knobs.v[bi], &maps[0], &maps[1])))
+            return rc;
+        pthread_mutex_lock(&ctx->lock);
+        rt_gemm_plan *p = &ctx->gemm_plans[slot];
+        if (plan_is(p, plan->target, (pgk_gemm_layout)plan->layout, plan->it, plan->ot, plan->m,
+                    plan->n, plan->k, plan->f32_accumulate, plan->epi)) {
+            memcpy(p->maps[0], &maps[0], sizeof maps[0]);
+            memcpy(p->maps[1], &maps[1], sizeof maps[1]);
+            p->map_a = a->ptr;
+            p->map_b = b->ptr;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    /* the kernel's (m, n, k) are (P, Q, R); C's rows are Q long */
+    pgrt_arg args[8] = {pgrt_arg_tensor_map(&maps[0]),
+                        pgrt_arg_tensor_map(&maps[1]),
+                        pgrt_arg_buf(c),
+                        pgrt_arg_u64(bias ? bias->ptr : 0),
+                        pgrt_arg_u32(ch->m),
+                        pgrt_arg_u32(ch->n),
+                        pgrt_arg_u32(ch->k),
+                        pgrt_arg_u32(ch->n)};
+    return pgrt_kernel_launch(plan->kern, s, &ch->knobs, args, 8);
 }
 
 int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_buf *a,
@@ -303,9 +370,20 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
     if (overlaps(c, cbytes, bias, cols * 4))
         return rt_fail(PGRT_EINVAL, "%s: the output c overlaps the bias", fn);
     rt_gemm_plan plan;
-    int rc = gemm_plan(ctx, s, layout, a->type, c->type, m, n, k, f32 && accumulate, &plan);
+    unsigned slot, epi = (accumulate ? 1u : 0u) | (bias ? 2u : 0u);
+    int rc = gemm_plan(ctx, s, ctx->info.arch_target, layout, a->type, c->type, m, n, k,
+                       f32 && accumulate, epi, &plan, &slot);
+    if (rc == 0 && plan.wg && ((a->ptr | b->ptr) & 15u))
+        /* a view off TMA's 16-byte alignment: the mma.sync family */
+        rc = gemm_plan(ctx, s, ctx->info.target, layout, a->type, c->type, m, n, k, false, 0,
+                       &plan, &slot);
     if (rc)
         return rc;
+    if (plan.wg) {
+        if ((rc = launch_wg(ctx, s, &plan, slot, a, b, c, bias)) == 0 && used)
+            *used = plan.ch;
+        return rc;
+    }
     pgk_gemm_choice ch = plan.ch;
     if (ch.split > 1 && workspace &&
         (overlaps(workspace, ch.workspace_bytes, a, need[0] * a->elsize) ||

@@ -22,25 +22,7 @@
 
 uint32_t pgrt_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
 {
-    /* Widths in the order ties go, and what a tile of each costs: on an
-     * H200 a tile's time grows with its width from 128 up, and a 64-wide
-     * tile (thin wgmma, the A tile loaded for half the work) takes as long
-     * as a 90-wide one would. */
-    static const uint32_t choice[] = {256, 192, 128, 64}, cost_of[] = {256, 192, 128, 90};
-    if (sm_count == 0)
-        sm_count = 1;
-    uint64_t tp = (rows + BM - 1) / BM, best_cost = UINT64_MAX;
-    uint32_t best = 256;
-    for (size_t i = 0; i < sizeof choice / sizeof choice[0]; i++) {
-        /* a persistent grid: the busiest block runs ceil(tiles / SMs) tiles */
-        uint64_t tiles = tp * ((cols + choice[i] - 1) / choice[i]);
-        uint64_t cost = (tiles + sm_count - 1) / sm_count * cost_of[i];
-        if (cost < best_cost) {
-            best_cost = cost;
-            best = choice[i];
-        }
-    }
-    return best;
+    return pgk_gemm_sm90_bn(rows, cols, sm_count);
 }
 
 /* A buffer of 16-bit elements holding rows x cols at a pitch of ld. */
@@ -63,6 +45,23 @@ static int check_in(const char *fn, const char *name, const pgrt_ctx *ctx, const
                        "%u need %llu", fn, name, b->count, (unsigned long long)rows,
                        (unsigned long long)cols, ld, (unsigned long long)need);
     return 0;
+}
+
+int rt_gemm90_maps(pgrt_ctx *ctx, unsigned layout, pg_type in, pgrt_devptr a, pgrt_devptr b,
+                   uint32_t m, uint32_t n, uint32_t k, uint32_t lda, uint32_t ldb, uint32_t bn,
+                   pgrt_tensor_map *ma, pgrt_tensor_map *mb)
+{
+    /* K-major A in 128 x 64 boxes, K-major B in bn x 64, the others in
+     * 64 x 64 */
+    uint32_t a_rows = m, a_cols = layout == PGRT_GEMM90_FWD ? k : n;
+    uint32_t b_rows = layout == PGRT_GEMM90_DW ? m : n, b_cols = k;
+    bool a_mn = layout == PGRT_GEMM90_DW, b_mn = layout != PGRT_GEMM90_FWD;
+    int rc = pgrt_tensor_map_encode_2d(ctx, ma, in, a, a_rows, a_cols, (uint64_t)lda * 2,
+                                       a_mn ? 64 : BM, 64, 128);
+    if (rc == 0)
+        rc = pgrt_tensor_map_encode_2d(ctx, mb, in, b, b_rows, b_cols, (uint64_t)ldb * 2,
+                                       b_mn ? 64 : bn, 64, 128);
+    return rc;
 }
 
 static bool overlap(const pgrt_buf *x, const pgrt_buf *y)
@@ -123,14 +122,9 @@ int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g)
     if (bn < 64 || bn > 256 || bn % 64)
         return rt_fail(PGRT_ERANGE, "%s: bn=%u is not 64, 128, 192 or 256", fn, bn);
 
-    /* the maps: K-major A in 128 x 64 boxes, K-major B in bn x 64, the
-     * others in 64 x 64 */
-    bool a_mn = g->layout == PGRT_GEMM90_DW, b_mn = g->layout != PGRT_GEMM90_FWD;
     pgrt_tensor_map ma, mb;
-    if ((rc = pgrt_tensor_map_encode_2d(ctx, &ma, in, g->a->ptr, a_rows, a_cols,
-                                        (uint64_t)lda * 2, a_mn ? 64 : BM, 64, 128)) ||
-        (rc = pgrt_tensor_map_encode_2d(ctx, &mb, in, g->b->ptr, b_rows, b_cols,
-                                        (uint64_t)ldb * 2, b_mn ? 64 : bn, 64, 128)))
+    if ((rc = rt_gemm90_maps(ctx, (unsigned)g->layout, in, g->a->ptr, g->b->ptr, m, n, k, lda,
+                             ldb, bn, &ma, &mb)))
         return rc;
 
     pgk_knobs kn;

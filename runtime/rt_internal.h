@@ -332,13 +332,27 @@ struct cache_entry {
 typedef struct rt_gemm_plan {
     bool used;
     bool f32_accumulate; /* the f32 forward's accumulate kernel */
+    bool wg;             /* gemm_sm90: epi is baked into kern, and the maps below */
     uint8_t layout;
+    uint8_t epi;         /* wg: bit 0 accumulate, bit 1 bias; else 0 */
+    pg_target target;    /* what the choice was made for */
     pg_type it, ot;
     uint32_t m, n, k;
     pgk_gemm_choice ch;
     pgrt_kernel *kern, *red; /* red: NULL unless ch.split > 1 */
+    /* wg: the last call's tensor maps of a and b (host bytes of two
+     * pgrt_tensor_map, kept unaligned here) and the addresses they map */
+    pgrt_devptr map_a, map_b;
+    unsigned char maps[2][sizeof(pgrt_tensor_map)];
 } rt_gemm_plan;
 #define RT_GEMM_PLANS 32
+
+/* gemm_sm90's two maps for pgrt_gemm90 layout `layout` (P, Q, R as the
+ * kernel takes them, from the layer's m, n, k), inputs of type in at a and
+ * b with row pitches lda, ldb elements, tile width bn (gemm_sm90.c). */
+int rt_gemm90_maps(pgrt_ctx *ctx, unsigned layout, pg_type in, pgrt_devptr a, pgrt_devptr b,
+                   uint32_t m, uint32_t n, uint32_t k, uint32_t lda, uint32_t ldb, uint32_t bn,
+                   pgrt_tensor_map *ma, pgrt_tensor_map *mb);
 
 struct pgrt_ctx {
     rt_driver drv;

@@ -642,11 +642,15 @@ static void gemm_choice_json(sbuf *b, const pgk_desc *d, pg_target t, const pgk_
     sb_json_str(b, ch.desc->name);
     sb_puts(b, ", \"tile\": ");
     sb_putu(b, ch.tile);
+    int bn = pgk_knob_index(ch.desc, "bn");
     if (pgk_knob_index(ch.desc, "tile") >= 0) {
         sb_puts(b, ", \"tile_rows\": ");
         sb_putu(b, pgk_gemm_tile_rows(ch.tile));
         sb_puts(b, ", \"tile_cols\": ");
         sb_putu(b, pgk_gemm_tile_cols(ch.tile));
+    } else if (bn >= 0) { /* gemm_sm90: 128-row tiles, bn wide */
+        sb_puts(b, ", \"tile_rows\": 128, \"tile_cols\": ");
+        sb_putu(b, ch.knobs.v[bn]);
     }
     sb_puts(b, ", \"split\": ");
     sb_putu(b, ch.split);

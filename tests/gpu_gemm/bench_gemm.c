@@ -14,7 +14,9 @@
  * pedantic math, no TF32): ours through pgrt_gemm (the chooser, with a
  * workspace) as TFLOP/s, cuBLAS's, and ours/cuBLAS. Then the geometric
  * means of the ratios over the large shapes (Qwen and square) and over the
- * LoRA shapes; the choice made for each shape; and the relative Frobenius
+ * LoRA shapes; the choice pgrt_gemm made for each shape (on sm_90a
+ * gemm_sm90 "sm90 bnW" for most, the mma.sync family "mma_<layout> tT sS"
+ * for the thin ones); and the relative Frobenius
  * difference between our bf16 output and cuBLAS's.
  *
  * --quick: no LM head and no 8192³, fewer repetitions (under a minute).
@@ -325,7 +327,7 @@ int main(int argc, char **argv)
     free(h16);
 
     printf("GEMM on %s (%s, %d SMs), TFLOP/s, median of %d timed batches\n", info.name,
-           pg_target_name(info.target), info.sm_count, B.reps);
+           pg_target_name(info.arch_target), info.sm_count, B.reps);
     if (B.cb)
         printf("cuBLAS: %s (version %d); bf16/f16: cublasGemmEx, compute 32F, output of the "
                "input type; fp32: cublasSgemm_v2, CUBLAS_PEDANTIC_MATH\n",
@@ -371,9 +373,13 @@ int main(int argc, char **argv)
                     printf(" %6s |", "-");
                 }
                 if (t == T_BF16 && to > 0) {
-                    snprintf(choice, sizeof choice, "%s t%u s%u",
-                             ours.used.desc ? ours.used.desc->name + 9 : "?", ours.used.tile,
-                             ours.used.split);
+                    const pgk_desc *ud = ours.used.desc;
+                    int bn = ud ? pgk_knob_index(ud, "bn") : -1;
+                    if (bn >= 0) /* gemm_sm90: 128 x bn tiles, no split */
+                        snprintf(choice, sizeof choice, "sm90 bn%u", ours.used.knobs.v[bn]);
+                    else
+                        snprintf(choice, sizeof choice, "%s t%u s%u",
+                                 ud ? ud->name + 5 : "?", ours.used.tile, ours.used.split);
                     if (tc > 0) {
                         size_t na, nb, nc;
                         sizes(s, l, &na, &nb, &nc);

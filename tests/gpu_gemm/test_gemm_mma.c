@@ -351,10 +351,13 @@ static void run_case(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, 
     prob_free(&p);
 }
 
-/* pgrt_gemm with a workspace, twice, the same bits; returns the choice. */
-static void run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
-                   uint32_t m, uint32_t n, uint32_t k, unsigned flags)
+/* pgrt_gemm with a workspace, twice, the same bits, the operands off
+ * 16-byte alignment when off; returns the kernel it chose ("" on failure). */
+static const char *run_rt_at(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it,
+                             pg_type ot, uint32_t m, uint32_t n, uint32_t k, unsigned flags,
+                             unsigned off)
 {
+    const char *chosen = "";
     prob p;
     prob_init(&p, r, layout, it, ot, m, n, k);
     uint64_t ws = pgrt_gemm_workspace_bytes(ctx, layout, it, ot, m, n, k);
@@ -371,7 +374,7 @@ static void run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg
         GPU_CHECK(pgrt_buf_view(d.c, 0, (size_t)p.P * p.Q + GUARD, &d.vc));
         d.host_c = malloc(((size_t)p.P * p.Q + GUARD) * 4);
     } else {
-        dev_upload(&d, &p, 0, ws);
+        dev_upload(&d, &p, off, ws);
     }
     char what[256];
     snprintf(what, sizeof what, "pgrt_gemm %s %s->%s m=%u n=%u k=%u%s%s", layout_name[layout],
@@ -392,7 +395,9 @@ static void run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg
             break;
         }
         if (run == 0) {
-            fprintf(stderr, "%s: %s tile %u split %u\n", what, ch.desc->name, ch.tile, ch.split);
+            fprintf(stderr, "%s%s: %s tile %u split %u\n", what, off ? " unaligned" : "",
+                    ch.desc->name, ch.tile, ch.split);
+            chosen = ch.desc->name;
             check_out(&p, d.host_c, flags, r, what);
             memcpy(first, d.host_c, bytes);
         } else {
@@ -404,6 +409,13 @@ static void run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg
     free(first);
     dev_free(&d);
     prob_free(&p);
+    return chosen;
+}
+
+static const char *run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
+                          uint32_t m, uint32_t n, uint32_t k, unsigned flags)
+{
+    return run_rt_at(ctx, r, layout, it, ot, m, n, k, flags, 0);
 }
 
 typedef struct shape3 {
@@ -492,6 +504,40 @@ int main(void)
     for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
         run_rt(ctx, &r, (pgk_gemm_layout)l, PG_F32, PG_F32, 67, 45, 133,
                l == PGK_GEMM_FORWARD ? FLAG_ACC : 0);
+    if (info.arch_target == PG_SM_90A) {
+        /* the routing on sm_90a: sides of 128 and up with n, k multiples
+         * of 8 run gemm_sm90, every epilogue (a plan each) and the output
+         * types it has; a thin side, an output of the other 16-bit type
+         * or operands off 16-byte alignment the mma.sync family */
+        static const shape3 wg[] = {{300, 136, 264}, {1000, 520, 136}};
+        for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+            for (unsigned f = 0; f < 4; f++) {
+                const shape3 *sh = &wg[(l + f) % 2];
+                pg_type it = f % 2 ? PG_F16 : PG_BF16, ot = f < 2 ? PG_F32 : it;
+                const char *got = run_rt(ctx, &r, (pgk_gemm_layout)l, it, ot, sh->m, sh->n,
+                                         sh->k, f);
+                if (strcmp(got, "gemm_sm90") != 0)
+                    TEST_FAIL_("sm_90a %s %u x %u x %u: ran %s, not gemm_sm90",
+                               layout_name[l], sh->m, sh->n, sh->k, got);
+                test_checks_++;
+            }
+        static const char *const mma_names[] = {"gemm_mma_forward", "gemm_mma_backward_x",
+                                                "gemm_mma_backward_w"};
+        for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
+            const char *thin = run_rt(ctx, &r, (pgk_gemm_layout)l, PG_BF16, PG_F32, 512, 64,
+                                      1536, FLAG_ACC);
+            const char *cross = run_rt(ctx, &r, (pgk_gemm_layout)l, PG_BF16, PG_F16, 256, 256,
+                                       256, 0);
+            const char *odd = run_rt_at(ctx, &r, (pgk_gemm_layout)l, PG_BF16, PG_F32, 256, 256,
+                                        256, FLAG_BIAS, 1);
+            if (strcmp(thin, mma_names[l]) || strcmp(cross, mma_names[l]) ||
+                strcmp(odd, mma_names[l]))
+                TEST_FAIL_("sm_90a %s: thin %s, bf16->f16 %s, unaligned %s: not %s",
+                           layout_name[l], thin, cross, odd, mma_names[l]);
+            test_checks_ += 3;
+        }
+        fprintf(stderr, "sm_90a routing: done\n");
+    }
     pgrt_ctx_destroy(&ctx);
     TEST_DONE();
 }

@@ -5,7 +5,9 @@
  * and a consistent split (a reduce kernel and a workspace exactly when it
  * splits); thin LoRA shapes split; older targets get the fallback, f32 the
  * f32 kernels with their own size order; bad arguments are refused; the
- * choice is a pure function of its arguments.
+ * choice is a pure function of its arguments; on sm_90a the large 16-bit
+ * shapes go to gemm_sm90 and the thin, misfit or cross-typed ones stay on
+ * the mma.sync family.
  */
 #include "pgk.h"
 #include "test.h"
@@ -93,6 +95,64 @@ int main(void)
     REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 16, 1536,
                                    PG_SM_80, 108, &ch), 0);
     REQUIRE(ch.split > 1);
+    /* sm_90a: gemm_sm90 for the large 16-bit shapes, unsplit, its (m, n, k)
+     * the kernel's (P, Q, R) and the tile width in its knob bn */
+    static const uint32_t wg[][3] = {{2048, 1536, 1536}, {2048, 256, 1536}, {2048, 8960, 1536},
+                                     {2048, 1536, 8960}, {4096, 4096, 4096}, {128, 128, 128}};
+    for (size_t i = 0; i < sizeof wg / sizeof wg[0]; i++)
+        for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+            for (unsigned ty = 0; ty < 4; ty++) {
+                pg_type it = ty & 2 ? PG_F16 : PG_BF16, ot = ty & 1 ? it : PG_F32;
+                uint32_t m = wg[i][0], n = wg[i][1], k = wg[i][2];
+                REQUIRE_INT_EQ(pgk_gemm_choose((pgk_gemm_layout)l, it, ot, m, n, k, PG_SM_90A,
+                                               132, &ch), 0);
+                REQUIRE_STR_EQ(ch.desc->name, "gemm_sm90");
+                REQUIRE(ch.split == 1 && ch.reduce == NULL && ch.workspace_bytes == 0);
+                uint32_t P = l == PGK_GEMM_BACKWARD_W ? n : m, Q = l == PGK_GEMM_FORWARD ? n : k;
+                uint32_t R = l == PGK_GEMM_FORWARD ? k : l == PGK_GEMM_BACKWARD_X ? n : m;
+                REQUIRE(ch.m == P && ch.n == Q && ch.k == R);
+                REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "layout")], l);
+                REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "types")], ty);
+                REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "epilogue")], 0);
+                REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "sms")], 132);
+                REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "bn")],
+                               pgk_gemm_sm90_bn(P, Q, 132));
+            }
+    /* ...and the mma.sync family for the rest: a LoRA rank side (split-K),
+     * a side below 128, n or k off a multiple of 8, bf16 in with f16 out,
+     * and PG_SM_90 (no tensor maps) */
+    static const struct {
+        pg_type it, ot;
+        uint32_t m, n, k;
+        pg_target t;
+    } stay[] = {{PG_BF16, PG_F32, 2048, 16, 1536, PG_SM_90A},
+                {PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90A},
+                {PG_F16, PG_F16, 2048, 64, 1536, PG_SM_90A},
+                {PG_BF16, PG_F32, 127, 1536, 1536, PG_SM_90A},
+                {PG_BF16, PG_F32, 2048, 1532, 1536, PG_SM_90A},
+                {PG_BF16, PG_F32, 2048, 1536, 1540, PG_SM_90A},
+                {PG_BF16, PG_F16, 2048, 1536, 1536, PG_SM_90A},
+                {PG_BF16, PG_F32, 2048, 1536, 1536, PG_SM_90}};
+    for (size_t i = 0; i < sizeof stay / sizeof stay[0]; i++)
+        for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
+            REQUIRE_INT_EQ(pgk_gemm_choose((pgk_gemm_layout)l, stay[i].it, stay[i].ot, stay[i].m,
+                                           stay[i].n, stay[i].k, stay[i].t, 132, &ch), 0);
+            REQUIRE(strncmp(ch.desc->name, "gemm_mma_", 9) == 0);
+        }
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_FORWARD, PG_BF16, PG_F32, 2048, 16, 1536, PG_SM_90A,
+                                   132, &ch), 0);
+    REQUIRE(ch.split > 1);
+    /* gemm_sm90's widths: one wave of 128 x 192 tiles for q/o on 132 SMs;
+     * k/v's 256 columns in 64-wide tiles (64 of them) rather than 16 wide
+     * ones; always 64, 128, 192 or 256 */
+    REQUIRE_INT_EQ(pgk_gemm_sm90_bn(2048, 1536, 132), 192);
+    REQUIRE_INT_EQ(pgk_gemm_sm90_bn(2048, 256, 132), 64);
+    REQUIRE_INT_EQ(pgk_gemm_sm90_bn(1, 1, 0), 64); /* one tile: the cheapest */
+    for (uint32_t q = 1; q < 5000; q = q * 3 + 1) {
+        uint32_t bn = pgk_gemm_sm90_bn(2048, q, 132);
+        REQUIRE(bn >= 64 && bn <= 256 && bn % 64 == 0);
+    }
+
     /* f32: the f32 kernels, whose (m, n, k) are the layer's (M, K, N) */
     static const char *const f32_names[] = {"gemm_backward_a", "gemm_forward", "gemm_backward_b"};
     for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
