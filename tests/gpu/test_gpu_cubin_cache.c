@@ -2,8 +2,8 @@
 /*
  * A module loaded from the on-disk cubin cache computes exactly what a
  * freshly JIT-compiled one does. Each kernel runs on the same inputs in
- * three fresh contexts: PTX loaded with cuModuleLoadDataEx (the cache off),
- * PTX JIT-compiled through the linker and written to an empty cache
+ * three fresh contexts: PTX JIT-compiled with the cache off, PTX
+ * JIT-compiled through the linker and written to an empty cache
  * directory, and the cubin read back from that directory (all hits, no
  * JIT). Every buffer the kernel can touch is compared bit for bit. A
  * kernel whose output differs between two runs of the same module (an
