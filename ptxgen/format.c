@@ -265,14 +265,33 @@ const char *pg_data_type_name(pg_type t)
 
 /* ---------------------------------------------------------------- operands */
 
+/* A register's name ("%rd12"), the most common piece of a line, in one
+ * reservation: a prefix of a few bytes, then a 32-bit number. */
+static void sb_reg(pg_sbuf *b, const char *prefix, uint32_t num)
+{
+    if (!sb_reserve(b, 32))
+        return;
+    char *d = b->p + b->len;
+    for (unsigned i = 0; prefix[i] && i < 8; i++) /* the prefixes are 2-4 bytes */
+        *d++ = prefix[i];
+    unsigned n = 1;
+    for (uint32_t t = num; t >= 10; t /= 10)
+        n++;
+    char *e = d + n;
+    *e = '\0';
+    do
+        *--e = (char)('0' + num % 10);
+    while (num /= 10);
+    b->len = (size_t)(d + n - b->p);
+}
+
 static void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
 {
     switch (v.kind) {
     case PG_VAL_REG:
         if (v.id && v.id < k->nregs) {
             const reg_info *r = &k->regs[v.id];
-            pg_sb_str(b, pg_reg_prefix((reg_class)r->cls));
-            sb_u64(b, r->num);
+            sb_reg(b, pg_reg_prefix((reg_class)r->cls), r->num);
         } else {
             pg_sb_str(b, "%invalid");
             sb_u64(b, v.id);
