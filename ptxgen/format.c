@@ -54,6 +54,18 @@ void pg_sb_put(pg_sbuf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
+/* A piece of one or two bytes (" ", ", "): a memcpy call costs more. */
+static inline void sb_lit(pg_sbuf *b, const char *s, size_t n)
+{
+    if (!sb_reserve(b, n))
+        return;
+    char *d = b->p + b->len;
+    for (size_t i = 0; i < n; i++)
+        d[i] = s[i];
+    b->len += n;
+    d[n] = '\0';
+}
+
 /* Copies s up to its end or the first `stop`, and returns where it
  * stopped. Copies while it measures: the pieces are a few bytes each
  * (names, stems, ", "), where a strlen and a memcpy call cost more than
@@ -75,26 +87,45 @@ static const char *sb_copy(pg_sbuf *b, const char *s, char stop)
 
 void pg_sb_str(pg_sbuf *b, const char *s) { (void)sb_copy(b, s, '\0'); }
 
+/* "stem.suffix", the head of most lines, without a format to parse. */
+static void sb_stem(pg_sbuf *b, const char *stem, const char *suffix)
+{
+    pg_sb_str(b, stem);
+    sb_lit(b, ".", 1);
+    pg_sb_str(b, suffix);
+}
+
 /* Numbers are written by hand: they are most of an instruction's text, and
  * printf's general machinery was a quarter of the time to emit a kernel. */
 static void sb_dec(pg_sbuf *b, uint64_t v, bool neg)
 {
-    char tmp[21], *e = tmp + sizeof tmp, *p = e;
-    do
-        *--p = (char)('0' + v % 10);
-    while (v /= 10);
-    if (neg)
-        *--p = '-';
-    if (!sb_reserve(b, sizeof tmp))
+    /* straight into the buffer, last digit first: no scratch copy */
+    if (!sb_reserve(b, 21))
         return;
+    unsigned n = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        n++;
     char *d = b->p + b->len;
-    while (p < e)
-        *d++ = *p++;
-    *d = '\0';
-    b->len = (size_t)(d - b->p);
+    if (neg)
+        *d++ = '-';
+    char *e = d + n;
+    *e = '\0';
+    do
+        *--e = (char)('0' + v % 10);
+    while (v /= 10);
+    b->len = (size_t)(d + n - b->p);
 }
 
 static void sb_u64(pg_sbuf *b, uint64_t v) { sb_dec(b, v, false); }
+
+/* ".vN" of a vector access; nothing for a scalar one. */
+static void sb_width(pg_sbuf *b, unsigned width)
+{
+    if (width > 1) {
+        sb_lit(b, ".v", 2);
+        sb_u64(b, width);
+    }
+}
 
 static void sb_i64(pg_sbuf *b, int64_t v)
 {
@@ -234,14 +265,33 @@ const char *pg_data_type_name(pg_type t)
 
 /* ---------------------------------------------------------------- operands */
 
+/* A register's name ("%rd12"), the most common piece of a line, in one
+ * reservation: a prefix of a few bytes, then a 32-bit number. */
+static void sb_reg(pg_sbuf *b, const char *prefix, uint32_t num)
+{
+    if (!sb_reserve(b, 32))
+        return;
+    char *d = b->p + b->len;
+    for (unsigned i = 0; prefix[i] && i < 8; i++) /* the prefixes are 2-4 bytes */
+        *d++ = prefix[i];
+    unsigned n = 1;
+    for (uint32_t t = num; t >= 10; t /= 10)
+        n++;
+    char *e = d + n;
+    *e = '\0';
+    do
+        *--e = (char)('0' + num % 10);
+    while (num /= 10);
+    b->len = (size_t)(d + n - b->p);
+}
+
 static void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
 {
     switch (v.kind) {
     case PG_VAL_REG:
         if (v.id && v.id < k->nregs) {
             const reg_info *r = &k->regs[v.id];
-            pg_sb_str(b, pg_reg_prefix((reg_class)r->cls));
-            sb_u64(b, r->num);
+            sb_reg(b, pg_reg_prefix((reg_class)r->cls), r->num);
         } else {
             pg_sb_str(b, "%invalid");
             sb_u64(b, v.id);
@@ -258,11 +308,11 @@ static void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
         return;
     }
     case PG_VAL_IMM_F32: /* the bits, exact: 0f3F800000 */
-        pg_sb_put(b, "0f", 2);
+        sb_lit(b, "0f", 2);
         sb_hex(b, v.bits & 0xffffffffu, 8);
         return;
     case PG_VAL_IMM_F64:
-        pg_sb_put(b, "0d", 2);
+        sb_lit(b, "0d", 2);
         sb_hex(b, v.bits, 16);
         return;
     case PG_VAL_SHARED:
@@ -287,10 +337,10 @@ void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n)
 void pg_label_format(pg_sbuf *b, const pg_kernel *k, uint32_t id)
 {
     const label_info *l = &k->labels[id];
-    pg_sb_put(b, "$L", 2);
+    sb_lit(b, "$L", 2);
     sb_u64(b, l->num);
     if (l->hint) {
-        pg_sb_put(b, "_", 1);
+        sb_lit(b, "_", 1);
         pg_sb_str(b, l->hint);
     }
 }
@@ -298,22 +348,22 @@ void pg_label_format(pg_sbuf *b, const pg_kernel *k, uint32_t id)
 /* [base+offset] */
 static void address(pg_sbuf *b, const pg_kernel *k, pg_val base, int64_t offset)
 {
-    pg_sb_str(b, "[");
+    sb_lit(b, "[", 1);
     sb_val(b, k, base, PG_U64);
     if (offset) {
-        pg_sb_put(b, "+", 1);
+        sb_lit(b, "+", 1);
         sb_i64(b, offset);
     }
-    pg_sb_str(b, "]");
+    sb_lit(b, "]", 1);
 }
 
 /* " d, a, b": the destination typed dt, every source typed st. */
 static void operands(pg_sbuf *b, const pg_kernel *k, const instr *in, pg_type dt, pg_type st)
 {
-    pg_sb_str(b, " ");
+    sb_lit(b, " ", 1);
     sb_val(b, k, in->dst[0], dt);
     for (unsigned i = 0; i < in->nsrc; i++) {
-        pg_sb_str(b, ", ");
+        sb_lit(b, ", ", 2);
         sb_val(b, k, in->src[i], st);
     }
 }
@@ -321,7 +371,7 @@ static void operands(pg_sbuf *b, const pg_kernel *k, const instr *in, pg_type dt
 /* Operands one by one: ", x" with x typed t. */
 static void next(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
 {
-    pg_sb_str(b, ", ");
+    sb_lit(b, ", ", 2);
     sb_val(b, k, v, t);
 }
 
@@ -331,13 +381,13 @@ static void vec(pg_sbuf *b, const pg_kernel *k, const pg_val *v, unsigned n, pg_
         sb_val(b, k, v[0], t);
         return;
     }
-    pg_sb_str(b, "{");
+    sb_lit(b, "{", 1);
     for (unsigned i = 0; i < n; i++) {
         if (i)
-            pg_sb_str(b, ", ");
+            sb_lit(b, ", ", 2);
         sb_val(b, k, v[i], t);
     }
-    pg_sb_str(b, "}");
+    sb_lit(b, "}", 1);
 }
 
 /* ---------------------------------------------------------------- instructions */
@@ -369,27 +419,33 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     case OP_SHL:
     case OP_SHR:
         /* shl and the bit types shift bits; shr of a number keeps its sign */
-        if (in->op == OP_SHL || pg_type_tc(t) == TC_BIT)
-            pg_sb_fmt(b, "%s.%s ", stem, bit_type(t));
-        else
+        if (in->op == OP_SHL || pg_type_tc(t) == TC_BIT) {
+            sb_stem(b, stem, bit_type(t));
+            sb_lit(b, " ", 1);
+        } else {
             pg_sb_fmt(b, "%s.%c%u ", stem, pg_type_is_signed(t) ? 's' : 'u', pg_type_bits(t));
+        }
         sb_val(b, k, in->dst[0], t);
         next(b, k, in->src[0], t);
         next(b, k, in->src[1], PG_U32);
         break;
     case OP_SETP:
-        pg_sb_fmt(b, "%s.%s.%s", stem, cmp_names[in->mod], tn);
+        sb_stem(b, stem, cmp_names[in->mod]);
+        sb_stem(b, "", tn);
         operands(b, k, in, PG_PRED, t);
         break;
     case OP_SELP:
-        pg_sb_fmt(b, "%s.%s ", stem, tn);
+        sb_stem(b, stem, tn);
+        sb_lit(b, " ", 1);
         sb_val(b, k, in->dst[0], t);
         next(b, k, in->src[0], t);
         next(b, k, in->src[1], t);
         next(b, k, in->src[2], PG_PRED);
         break;
     case OP_CVT:
-        pg_sb_fmt(b, "%s%s.%s.%s", stem, rnd_names[in->mod], tn, pg_type_name((pg_type)in->type2));
+        pg_sb_str(b, stem);
+        sb_stem(b, rnd_names[in->mod], tn);
+        sb_stem(b, "", pg_type_name((pg_type)in->type2));
         operands(b, k, in, t, (pg_type)in->type2);
         break;
     case OP_LD:
@@ -399,21 +455,23 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
             pg_sb_fmt(b, ", [%s]", k->params[in->imm - 1].name);
             break;
         }
-        pg_sb_fmt(b, "%s.%s%s", stem, space_names[in->mod], in->mod2 ? ".nc" : "");
-        if (in->width > 1)
-            pg_sb_fmt(b, ".v%u", in->width);
-        pg_sb_fmt(b, ".%s ", pg_data_type_name(t));
+        sb_stem(b, stem, space_names[in->mod]);
+        if (in->mod2)
+            sb_lit(b, ".nc", 3);
+        sb_width(b, in->width);
+        sb_stem(b, "", pg_data_type_name(t));
+        sb_lit(b, " ", 1);
         vec(b, k, in->dst, in->width, t);
-        pg_sb_str(b, ", ");
+        sb_lit(b, ", ", 2);
         address(b, k, in->src[0], in->offset);
         break;
     case OP_ST:
-        pg_sb_fmt(b, "%s.%s", stem, space_names[in->mod]);
-        if (in->width > 1)
-            pg_sb_fmt(b, ".v%u", in->width);
-        pg_sb_fmt(b, ".%s ", pg_data_type_name(t));
+        sb_stem(b, stem, space_names[in->mod]);
+        sb_width(b, in->width);
+        sb_stem(b, "", pg_data_type_name(t));
+        sb_lit(b, " ", 1);
         address(b, k, in->src[0], in->offset);
-        pg_sb_str(b, ", ");
+        sb_lit(b, ", ", 2);
         vec(b, k, in->src + 1, in->width, pg_type_bits(t) == 8 ? PG_U16 : t);
         break;
     case OP_ATOM: {
@@ -425,7 +483,7 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
                   atom_names[aop], bits ? bit_type(t) : tn);
         if (in->ndst) {
             sb_val(b, k, in->dst[0], t);
-            pg_sb_str(b, ", ");
+            sb_lit(b, ", ", 2);
         }
         address(b, k, in->src[0], in->offset);
         for (unsigned i = 1; i < in->nsrc; i++)
@@ -472,7 +530,7 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     case OP_LDMATRIX:
         pg_sb_fmt(b, "%s.x%u%s.shared.b16 ", stem, in->width, in->mod2 ? ".trans" : "");
         /* a vector even of one: ptxas wants {d} for .x1 */
-        pg_sb_str(b, "{");
+        sb_lit(b, "{", 1);
         for (unsigned i = 0; i < in->width; i++) {
             pg_sb_str(b, i ? ", " : "");
             sb_val(b, k, in->dst[i], PG_B32);
@@ -484,7 +542,7 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         /* 16 bytes go through L2 only (.cg); smaller copies must use .ca */
         pg_sb_fmt(b, "%s.%s.shared.global ", stem, in->imm == 16 ? "cg" : "ca");
         address(b, k, in->src[0], in->offset);
-        pg_sb_str(b, ", ");
+        sb_lit(b, ", ", 2);
         address(b, k, in->src[1], in->offset2);
         pg_sb_fmt(b, ", %u", in->imm);
         if (in->nsrc == 3)
@@ -494,11 +552,11 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     case OP_MMA_BF16:
         pg_sb_fmt(b, "%s ", stem);
         vec(b, k, in->dst, 4, PG_F32);
-        pg_sb_str(b, ", ");
+        sb_lit(b, ", ", 2);
         vec(b, k, in->src, 4, PG_B32);
-        pg_sb_str(b, ", ");
+        sb_lit(b, ", ", 2);
         vec(b, k, in->src + 4, 2, PG_B32);
-        pg_sb_str(b, ", ");
+        sb_lit(b, ", ", 2);
         vec(b, k, in->src + 6, 4, PG_F32);
         break;
     default:
@@ -524,30 +582,30 @@ void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
     default:
         break;
     }
-    pg_sb_str(b, "\t");
+    sb_lit(b, "\t", 1);
     if (in->guard) {
         pg_val g = {PG_VAL_REG, in->guard, 0};
         pg_sb_str(b, in->guard_neg ? "@!" : "@");
         sb_val(b, k, g, PG_PRED);
-        pg_sb_str(b, " ");
+        sb_lit(b, " ", 1);
     }
     switch ((pg_text_form)oi->form) {
     case TX_PLAIN:
-        pg_sb_fmt(b, "%s.%s", oi->stem, pg_type_name(t));
+        sb_stem(b, oi->stem, pg_type_name(t));
         operands(b, k, in, t, t);
         break;
     case TX_FROUND:
     case TX_FROUND_LO:
-        pg_sb_fmt(b, "%s%s.%s", oi->stem,
-                  f ? ".rn" : (oi->form == TX_FROUND_LO ? ".lo" : ""), pg_type_name(t));
+        pg_sb_str(b, oi->stem);
+        sb_stem(b, f ? ".rn" : (oi->form == TX_FROUND_LO ? ".lo" : ""), pg_type_name(t));
         operands(b, k, in, t, t);
         break;
     case TX_BITS:
-        pg_sb_fmt(b, "%s.%s", oi->stem, bit_type(t));
+        sb_stem(b, oi->stem, bit_type(t));
         operands(b, k, in, t, t);
         break;
     case TX_DATA:
-        pg_sb_fmt(b, "%s.%s", oi->stem, pg_data_type_name(t));
+        sb_stem(b, oi->stem, pg_data_type_name(t));
         operands(b, k, in, t, t);
         break;
     case TX_NONE:
@@ -557,7 +615,7 @@ void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
         custom(b, k, in);
         break;
     }
-    pg_sb_str(b, ";\n");
+    sb_lit(b, ";\n", 2);
 }
 
 void pg_instr_text(const pg_kernel *k, const instr *in, char *buf, size_t n)

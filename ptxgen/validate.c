@@ -855,7 +855,10 @@ static bool warp_index_of_tid(const instr *in, const bool *tidx)
  * above (walked[v], the level) can go straight on at that branch's
  * post-dominator (the stop cannot lie inside the inner region, as each
  * would then post-dominate the other). Deep nesting stays linear in either
- * order. */
+ * order.
+ *
+ * Returns whether it changed a block at or before bi, one the calling
+ * pass has already walked: that pass must then run again. */
 static bool mark_region(cfg *g, uint32_t bi, uint8_t lv, uint32_t walk, const uint32_t *ipdom,
                         const uint8_t *walked, uint32_t *stack, uint32_t *seen)
 {
@@ -876,7 +879,7 @@ static bool mark_region(cfg *g, uint32_t bi, uint8_t lv, uint32_t walk, const ui
             g->b[v].divergent = true;
             g->b[v].level = lv;
             g->b[v].cause = cause;
-            changed = true;
+            changed |= v <= bi;
         }
         if (walked[v] >= lv && v != bi) {
             uint32_t t = ipdom[v];
@@ -913,9 +916,11 @@ static int check_barriers(cfg *g)
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *seen = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint8_t *done_branch = arena_alloc(&k->mem, nb + 1); /* the level walked at */
-    if (!div || !tidx || !ipdom || !stack || !seen || !done_branch)
+    uint32_t *read_in = arena_alloc(&k->mem, sizeof(uint32_t) * (k->nregs ? k->nregs : 1));
+    if (!div || !tidx || !ipdom || !stack || !seen || !done_branch || !read_in)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(div, 0, sizeof(why) * k->nregs);
+    memset(read_in, 0, sizeof(uint32_t) * k->nregs);
     memset(done_branch, 0, nb + 1);
     for (uint32_t v = 0; v <= nb; v++)
         seen[v] = NONE;
@@ -925,10 +930,17 @@ static int check_barriers(cfg *g)
     if (err)
         return err;
 
-    uint32_t walks = 0;
+    /* Passes in block order until nothing changes. A pass need not be
+     * followed by one more only to see that: it must run again only if it
+     * raised a register after reading it (read_in[r], the pass that last
+     * read it; a read by the writing instruction itself gives the same
+     * answer again) or marked a block it had already walked. On the big
+     * straight-line kernels that saves a whole pass. */
+    uint32_t walks = 0, pass = 0;
     bool changed = true;
     while (changed) {
         changed = false;
+        pass++;
         for (uint32_t bi = 0; bi < nb; bi++) {
             block *b = &g->b[bi];
             if (!b->reachable)
@@ -938,6 +950,7 @@ static int check_barriers(cfg *g)
                 if (!in->ndst && !in->nacc)
                     continue;
                 why w = {WHY_NONE, LV_NONE, 0};
+                unsigned reads = 0; /* src[0..reads) were read */
                 switch (in->op) {
                 case OP_SREG:
                     if (sreg_level((pg_sreg)in->mod))
@@ -947,6 +960,7 @@ static int check_barriers(cfg *g)
                     if (in->mod != PG_SPACE_PARAM && in->src[0].kind == PG_VAL_REG &&
                         div[in->src[0].id].kind)
                         w = (why){WHY_LOAD, div[in->src[0].id].level, i};
+                    reads = in->mod != PG_SPACE_PARAM ? 1 : 0;
                     break;
                 default:
                     /* The op table says which results differ per lane; the
@@ -957,6 +971,7 @@ static int check_barriers(cfg *g)
                                   LV_LANE, i};
                         break;
                     }
+                    reads = in->nsrc;
                     for (unsigned s = 0; s < in->nsrc; s++) {
                         if (in->src[s].kind != PG_VAL_REG || !div[in->src[s].id].kind)
                             continue;
@@ -972,19 +987,28 @@ static int check_barriers(cfg *g)
                     w = div[in->guard];
                 if (b->divergent && b->level > w.level)
                     w = (why){WHY_CONTROL, b->level, b->cause};
-                if (!w.kind)
-                    continue;
-                for (uint32_t d = 0; d < nwrites(in); d++) {
-                    pg_val v = written(in, d);
-                    if (v.kind == PG_VAL_REG && (!div[v.id].kind || div[v.id].level < w.level)) {
-                        div[v.id] = w;
-                        changed = true;
+                if (w.kind) {
+                    for (uint32_t d = 0; d < nwrites(in); d++) {
+                        pg_val v = written(in, d);
+                        if (v.kind == PG_VAL_REG &&
+                            (!div[v.id].kind || div[v.id].level < w.level)) {
+                            div[v.id] = w;
+                            changed |= read_in[v.id] == pass;
+                        }
                     }
                 }
+                /* after the writes: the instruction's own read does not count */
+                for (unsigned s = 0; s < reads; s++)
+                    if (in->src[s].kind == PG_VAL_REG && in->src[s].id < k->nregs)
+                        read_in[in->src[s].id] = pass;
+                if (in->guard)
+                    read_in[in->guard] = pass;
             }
             /* at once, so that what it makes divergent is seen in this pass */
             if (b->end > b->start) {
                 const instr *last = &k->ins[b->end - 1];
+                if (is_term(last) && last->guard)
+                    read_in[last->guard] = pass;
                 if (is_term(last) && last->guard && div[last->guard].kind &&
                     done_branch[bi] < div[last->guard].level) {
                     uint8_t lv = div[last->guard].level;
@@ -1024,9 +1048,9 @@ static int check_barriers(cfg *g)
              * warps is what it is for; a split inside one is not. */
             uint8_t allowed = in->op == OP_BAR_N ? LV_WARP : LV_NONE;
             char bar[256], br[256], wt[160];
-            describe(g, i, bar, sizeof bar);
             if (in->guard && div[in->guard].kind && div[in->guard].level > allowed) {
                 char r[32];
+                describe(g, i, bar, sizeof bar);
                 pg_val v = {PG_VAL_REG, in->guard, 0};
                 pg_val_format(k, v, PG_PRED, r, sizeof r);
                 why_text(g, div[in->guard], wt, sizeof wt);
@@ -1035,6 +1059,7 @@ static int check_barriers(cfg *g)
             }
             if (b->divergent && b->level > allowed) {
                 const instr *cb = &k->ins[b->cause];
+                describe(g, i, bar, sizeof bar);
                 describe(g, b->cause, br, sizeof br);
                 why_text(g, div[cb->guard], wt, sizeof wt);
                 return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is reached by only some "

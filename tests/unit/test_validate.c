@@ -208,6 +208,25 @@ int main(void)
         pg_label_bind(k, done);
         expect_diverge(c, "`@%p1 bra $L2_done`", "%tid.x");
     }
+    /* 3b. a value that turns per-thread only at the loop's bottom, read by
+     * a branch near its top: seen on a second pass over the loop */
+    {
+        ctx c = begin("loop_late");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg q = pg_reg_new(k, PG_PRED);
+        pg_mov(k, PG_U32, v, pg_u32(0));
+        pg_label top = pg_label_new(k, "top"), skip = pg_label_new(k, "skip");
+        pg_label_bind(k, top);
+        pg_setp(k, PG_CMP_NE, PG_U32, p, v, pg_u32(0));
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        pg_mov(k, PG_U32, v, c.tid);
+        pg_setp(k, PG_CMP_LT, PG_U32, q, c.n, pg_u32(8));
+        pg_bra_if(k, q, false, top);
+        expect_diverge(c, "`@%p1 bra $L2_skip`", "%tid.x");
+    }
     /* 4. per-thread loaded data decides the branch */
     {
         ctx c = begin("loaded");
