@@ -11,6 +11,7 @@
  *
  * Usage: test_bad_runtime FAKE_LIBCUDA
  */
+#include "fake_util.h"
 #include "fakecuda.h"
 #include "pgrt.h"
 #include "pgrt_train.h"
@@ -37,17 +38,7 @@ static fakecuda_launch_at_fn fk_at;
         REQUIRE_CONTAINS(pgrt_last_message(), words);                          \
     } while (0)
 
-static pgrt_ctx *open_ctx(void)
-{
-    pgrt_ctx_params p = {fake, 0};
-    pgrt_ctx *ctx = NULL;
-    int rc = pgrt_ctx_create(&ctx, &p);
-    if (rc) {
-        fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
-        exit(1);
-    }
-    return ctx;
-}
+static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fake); }
 
 static pgk_knobs knobs_n(const char *kernel, uint32_t n)
 {

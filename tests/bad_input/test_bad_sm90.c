@@ -200,6 +200,33 @@ static void test_args(pgrt_ctx *ctx)
     pgrt_buf_destroy(&out);
 }
 
+/* smem_probe launched with kn on a device of its own (compute capability
+ * cc, fake-driver steering env, built for target): it must fail with code
+ * and words, launching nothing. With plain_too, a launch without a
+ * cluster or big shared memory must then still go. */
+static void launch_alone(int cc, const char *env, const char *target, pgk_knobs kn, int code,
+                         const char *words, bool plain_too)
+{
+    pgrt_ctx *c = open_with(cc, env);
+    pgrt_buf *o = NULL;
+    if (pgrt_buf_alloc(c, PG_F32, 16, &o))
+        exit(1);
+    pgrt_arg a = pgrt_arg_buf(o);
+    pgrt_module *mod = NULL;
+    pgrt_kernel *k = probe_kernel(c, target, &smem_probe_desc, &mod);
+    int n0 = fk_count();
+    EXPECT(pgrt_kernel_launch(k, NULL, &kn, &a, 1), code, words);
+    REQUIRE_INT_EQ(fk_count(), n0);
+    if (plain_too) {
+        pgk_knobs plain = probe_knobs_of(8, 0, 0, 0, 0);
+        REQUIRE_INT_EQ(pgrt_kernel_launch(k, NULL, &plain, &a, 1), 0);
+        REQUIRE_INT_EQ(fk_count(), n0 + 1);
+    }
+    pgrt_module_destroy(&mod);
+    pgrt_buf_destroy(&o);
+    pgrt_ctx_destroy(&c);
+}
+
 static void test_shared(pgrt_ctx *ctx)
 {
     pgrt_buf *out = NULL;
@@ -232,34 +259,17 @@ static void test_shared(pgrt_ctx *ctx)
     pgrt_module_destroy(&mod);
 
     /* A smaller device. */
-    pgrt_ctx *c86 = open_with(86, "FAKECUDA_SMEM_OPTIN=101376");
-    pgrt_buf *o86 = NULL;
-    if (pgrt_buf_alloc(c86, PG_F32, 16, &o86))
-        exit(1);
-    pgrt_arg a86 = pgrt_arg_buf(o86);
-    k = probe_kernel(c86, "sm_86", &smem_probe_desc, &mod);
-    kn = probe_knobs_of(1, 150000, 0, 0, 0);
-    EXPECT(pgrt_kernel_launch(k, NULL, &kn, &a86, 1), PGRT_ERANGE,
-           "smem_probe asks for 150000 bytes of dynamic shared memory; the device allows at most "
-           "101376 bytes a block");
-    pgrt_module_destroy(&mod);
-    pgrt_buf_destroy(&o86);
-    pgrt_ctx_destroy(&c86);
-
+    launch_alone(86, "FAKECUDA_SMEM_OPTIN=101376", "sm_86", probe_knobs_of(1, 150000, 0, 0, 0),
+                 PGRT_ERANGE,
+                 "smem_probe asks for 150000 bytes of dynamic shared memory; the device allows "
+                 "at most 101376 bytes a block",
+                 false);
     /* A driver without cuFuncSetAttribute. */
-    pgrt_ctx *nofsa = open_with(90, "FAKECUDA_HIDE=cuFuncSetAttribute");
-    pgrt_buf *o2 = NULL;
-    if (pgrt_buf_alloc(nofsa, PG_F32, 16, &o2))
-        exit(1);
-    pgrt_arg a2 = pgrt_arg_buf(o2);
-    k = probe_kernel(nofsa, "sm_90", &smem_probe_desc, &mod);
-    kn = probe_knobs_of(1, 100000, 0, 0, 0);
-    EXPECT(pgrt_kernel_launch(k, NULL, &kn, &a2, 1), PGRT_EDRIVER,
-           "smem_probe needs 100000 bytes of dynamic shared memory; the driver lacks "
-           "cuFuncSetAttribute (CUDA 9.0) to allow more than 49152");
-    pgrt_module_destroy(&mod);
-    pgrt_buf_destroy(&o2);
-    pgrt_ctx_destroy(&nofsa);
+    launch_alone(90, "FAKECUDA_HIDE=cuFuncSetAttribute", "sm_90",
+                 probe_knobs_of(1, 100000, 0, 0, 0), PGRT_EDRIVER,
+                 "smem_probe needs 100000 bytes of dynamic shared memory; the driver lacks "
+                 "cuFuncSetAttribute (CUDA 9.0) to allow more than 49152",
+                 false);
     REQUIRE_INT_EQ(fk_count(), n0);
     pgrt_buf_destroy(&out);
 }
@@ -287,36 +297,16 @@ static void test_cluster(pgrt_ctx *ctx)
            "smem_probe: cluster (2,0,1) has a zero dimension (all three zero: no cluster)");
     pgrt_module_destroy(&mod);
 
-    pgrt_ctx *c89 = open_with(89, NULL);
-    pgrt_buf *o89 = NULL;
-    if (pgrt_buf_alloc(c89, PG_F32, 16, &o89))
-        exit(1);
-    pgrt_arg a89 = pgrt_arg_buf(o89);
-    k = probe_kernel(c89, "sm_89", &smem_probe_desc, &mod);
-    kn = probe_knobs_of(8, 0, 2, 1, 1);
-    EXPECT(pgrt_kernel_launch(k, NULL, &kn, &a89, 1), PGRT_ETARGET,
-           "smem_probe: a cluster launch (2,1,1) needs compute capability 9.0 or newer; this "
-           "device is 8.9");
-    pgrt_module_destroy(&mod);
-    pgrt_buf_destroy(&o89);
-    pgrt_ctx_destroy(&c89);
-
-    pgrt_ctx *noex = open_with(90, "FAKECUDA_HIDE=cuLaunchKernelEx");
-    pgrt_buf *o2 = NULL;
-    if (pgrt_buf_alloc(noex, PG_F32, 16, &o2))
-        exit(1);
-    pgrt_arg a2 = pgrt_arg_buf(o2);
-    k = probe_kernel(noex, "sm_90", &smem_probe_desc, &mod);
-    EXPECT(pgrt_kernel_launch(k, NULL, &kn, &a2, 1), PGRT_EDRIVER,
-           "smem_probe: a cluster launch needs cuLaunchKernelEx (CUDA 11.8); this driver is CUDA "
-           "12.8");
-    /* A plain launch still goes. */
-    kn = probe_knobs_of(8, 0, 0, 0, 0);
-    REQUIRE_INT_EQ(pgrt_kernel_launch(k, NULL, &kn, &a2, 1), 0);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
-    pgrt_module_destroy(&mod);
-    pgrt_buf_destroy(&o2);
-    pgrt_ctx_destroy(&noex);
+    launch_alone(89, NULL, "sm_89", probe_knobs_of(8, 0, 2, 1, 1), PGRT_ETARGET,
+                 "smem_probe: a cluster launch (2,1,1) needs compute capability 9.0 or newer; "
+                 "this device is 8.9",
+                 false);
+    launch_alone(90, "FAKECUDA_HIDE=cuLaunchKernelEx", "sm_90", probe_knobs_of(8, 0, 2, 1, 1),
+                 PGRT_EDRIVER,
+                 "smem_probe: a cluster launch needs cuLaunchKernelEx (CUDA 11.8); this driver "
+                 "is CUDA 12.8",
+                 true);
+    REQUIRE_INT_EQ(fk_count(), n0 + 1); /* the plain launch on the last device */
     pgrt_buf_destroy(&out);
 }
 

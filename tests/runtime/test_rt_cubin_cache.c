@@ -21,6 +21,7 @@
  * Usage: test_rt_cubin_cache FAKE_LIBCUDA
  *        test_rt_cubin_cache FAKE_LIBCUDA --child MODE   (run by the test itself)
  */
+#include "fake_util.h"
 #include "fakecuda.h"
 #include "pgrt.h"
 #include "test.h"
@@ -43,32 +44,8 @@ static fakecuda_reset_fn fk_reset;
 static fakecuda_count_fn fk_loads, fk_ex_loads, fk_links, fk_cubin_loads, fk_bad_cubins, fk_max_jits;
 static char root[256];
 
-static void *sym(void *lib, const char *name)
-{
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "fake library lacks %s\n", name);
-        exit(1);
-    }
-    return p;
-}
-#define BIND(lib, var, name)                                                   \
-    do {                                                                       \
-        void *p_ = sym(lib, name);                                             \
-        memcpy(&(var), &p_, sizeof(var));                                      \
-    } while (0)
 
-static pgrt_ctx *open_ctx(void)
-{
-    pgrt_ctx_params p = {fake, 0};
-    pgrt_ctx *ctx = NULL;
-    int rc = pgrt_ctx_create(&ctx, &p);
-    if (rc) {
-        fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
-        exit(1);
-    }
-    return ctx;
-}
+static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fake); }
 
 static const pgrt_warm kernels[] = {
     {"squared_sum_reduce", NULL}, {"clip_scale_reduce", NULL}, {"gradient_clip_gpu_scale", NULL},
@@ -703,13 +680,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
         return 1;
     }
-    BIND(lib, fk_reset, "fakecuda_reset");
-    BIND(lib, fk_loads, "fakecuda_loads");
-    BIND(lib, fk_ex_loads, "fakecuda_ex_loads");
-    BIND(lib, fk_links, "fakecuda_links");
-    BIND(lib, fk_cubin_loads, "fakecuda_cubin_loads");
-    BIND(lib, fk_bad_cubins, "fakecuda_bad_cubins");
-    BIND(lib, fk_max_jits, "fakecuda_max_concurrent_jits");
+    FAKE_BIND(lib, fk_reset, "fakecuda_reset");
+    FAKE_BIND(lib, fk_loads, "fakecuda_loads");
+    FAKE_BIND(lib, fk_ex_loads, "fakecuda_ex_loads");
+    FAKE_BIND(lib, fk_links, "fakecuda_links");
+    FAKE_BIND(lib, fk_cubin_loads, "fakecuda_cubin_loads");
+    FAKE_BIND(lib, fk_bad_cubins, "fakecuda_bad_cubins");
+    FAKE_BIND(lib, fk_max_jits, "fakecuda_max_concurrent_jits");
     setenv("PGRT_LIBCUBLAS", "/nonexistent/libcublas.so", 1);
     if (argc == 4 && !strcmp(argv[2], "--child"))
         return child(argv[3]);

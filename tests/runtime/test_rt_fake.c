@@ -8,6 +8,7 @@
  *
  * Usage: test_rt_fake FAKE_LIBCUDA
  */
+#include "fake_util.h"
 #include "fakecuda.h"
 #include "pgrt.h"
 #include "test.h"
@@ -37,17 +38,7 @@ static void *sym(void *lib, const char *name)
         memcpy(&(var), &p_, sizeof(var));                                      \
     } while (0)
 
-static pgrt_ctx *open_ctx(void)
-{
-    pgrt_ctx_params p = {fake, 0};
-    pgrt_ctx *ctx = NULL;
-    int rc = pgrt_ctx_create(&ctx, &p);
-    if (rc) {
-        fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
-        exit(1);
-    }
-    return ctx;
-}
+static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fake); }
 
 static void test_device(pgrt_ctx *ctx)
 {

@@ -20,6 +20,7 @@
  * Usage: test_rt_prewarm FAKE_LIBCUDA FAKE_LIBCUBLAS
  */
 #include "fakecublas.h"
+#include "fake_util.h"
 #include "fakecuda.h"
 #include "pgrt.h"
 #include "test.h"
@@ -36,32 +37,8 @@ static fakecublas_reset_fn fb_reset;
 static fakecublas_count_fn fb_count, fb_live;
 static fakecublas_gemm_at_fn fb_at;
 
-static void *sym(void *lib, const char *name)
-{
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "fake library lacks %s\n", name);
-        exit(1);
-    }
-    return p;
-}
-#define BIND(lib, var, name)                                                   \
-    do {                                                                       \
-        void *p_ = sym(lib, name);                                             \
-        memcpy(&(var), &p_, sizeof(var));                                      \
-    } while (0)
 
-static pgrt_ctx *open_ctx(void)
-{
-    pgrt_ctx_params p = {fake, 0};
-    pgrt_ctx *ctx = NULL;
-    int rc = pgrt_ctx_create(&ctx, &p);
-    if (rc) {
-        fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
-        exit(1);
-    }
-    return ctx;
-}
+static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fake); }
 
 static pgrt_buf *f32buf(pgrt_ctx *ctx, size_t n)
 {
@@ -712,16 +689,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "dlopen: %s\n", dlerror());
         return 1;
     }
-    BIND(lib, fk_reset, "fakecuda_reset");
-    BIND(lib, fk_count, "fakecuda_launch_count");
-    BIND(lib, fk_at, "fakecuda_launch_at");
-    BIND(lib, fk_loads, "fakecuda_loads");
-    BIND(lib, fk_allocs, "fakecuda_live_allocs");
-    BIND(lib, fk_modules, "fakecuda_live_modules");
-    BIND(blas, fb_reset, "fakecublas_reset");
-    BIND(blas, fb_count, "fakecublas_gemm_count");
-    BIND(blas, fb_at, "fakecublas_gemm_at");
-    BIND(blas, fb_live, "fakecublas_live_handles");
+    FAKE_BIND(lib, fk_reset, "fakecuda_reset");
+    FAKE_BIND(lib, fk_count, "fakecuda_launch_count");
+    FAKE_BIND(lib, fk_at, "fakecuda_launch_at");
+    FAKE_BIND(lib, fk_loads, "fakecuda_loads");
+    FAKE_BIND(lib, fk_allocs, "fakecuda_live_allocs");
+    FAKE_BIND(lib, fk_modules, "fakecuda_live_modules");
+    FAKE_BIND(blas, fb_reset, "fakecublas_reset");
+    FAKE_BIND(blas, fb_count, "fakecublas_gemm_count");
+    FAKE_BIND(blas, fb_at, "fakecublas_gemm_at");
+    FAKE_BIND(blas, fb_live, "fakecublas_live_handles");
 
     test_prewarm();
     test_prewarm_bad();
