@@ -58,6 +58,9 @@
     X(attention_backward_dq_bf16)                                                          \
     X(attention_backward_dkv_f32)                                                          \
     X(attention_backward_dkv_bf16)                                                         \
+    X(attention_mma_forward)                                                               \
+    X(attention_mma_backward_dq)                                                           \
+    X(attention_mma_backward_dkv)                                                          \
     X(adamw_multi_norm)                                                                    \
     X(adamw_multi_finalize)                                                                \
     X(adamw_multi_step)                                                                    \

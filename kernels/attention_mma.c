@@ -1,0 +1,850 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Causal grouped-query attention on the tensor cores (sm_80+), the
+ * FlashAttention-2 scheme with mma.sync.m16n8k16 bf16 operands and f32
+ * accumulators; the same ABI as attention.c's f32 kernels:
+ *
+ *   attention_mma_forward       O and the row logsumexp LSE
+ *   attention_mma_backward_dq   dQ, and delta = rowsum(dO * O)
+ *   attention_mma_backward_dkv  dK, dV (run after _dq: it reads delta)
+ *
+ * Q, O, dO, dQ are f32 [B, S, Hq, D]; K, V, dK, dV f32 [B, S, Hkv, D];
+ * LSE and delta f32 [B, S, Hq]. Query head h reads key/value head
+ * h / (Hq / Hkv); row s sees keys 0..s. Inputs stay f32 so a model's
+ * buffers serve both families: a tile is rounded to bf16 (nearest even)
+ * as it is staged into shared memory, which is where the tensor cores
+ * read it; softmax statistics, the accumulators, delta and every output
+ * are f32.
+ *
+ * Tiles. Shared-memory tiles are rows of dp bf16 (dp = 64 or 128: head_dim
+ * rounded up, the padding zero), 16-byte chunk c of row r at c ^ (r % 8),
+ * so that the eight rows an ldmatrix reads fall in eight bank groups. A
+ * warp owns 16 rows of its block's tile.
+ *
+ * forward (4 warps, 64 query rows a block, key tiles of 64): S = Q K^T in
+ * registers, the online softmax in base 2 (p = 2^(s c - m c), c = scale
+ * log2 e), P rounded to bf16 straight from the accumulators into the A
+ * fragments of O += P V (V through ldmatrix.trans). Only the diagonal tile
+ * is masked; keys past S lie above every valid row's diagonal.
+ *
+ * dq (4 warps, 64 query rows, key tiles of 64): delta from the f32 O and
+ * dO, then for each key tile P = 2^(s c - LSE log2 e), dP = dO V^T,
+ * dS = P (dP - delta), dQ += dS K; dQ = scale dQ at the end.
+ *
+ * dkv (8 warps: two groups of 4, 64 keys a block, query tiles of 32): the
+ * (query head of the group, query tile) pairs from the diagonal on are
+ * dealt to the two groups alternately; each group keeps its own dK, dV
+ * (recomputing P^T = K Q^T, dP^T = V dO^T), and the two meet in shared
+ * memory at the end, group 0's plus group 1's. The split depends on the
+ * shape alone.
+ *
+ * Every sum has one order fixed by the shape: no atomics, the same bits
+ * run to run. A launch whose q_heads is not a multiple of kv_heads, or
+ * whose head_dim is 0 or passes the variant's dp, writes nothing.
+ */
+#include "gemm_tile.h"
+#include "model.h"
+
+#include <math.h>
+
+#define FA_ROWS 64u     /* query rows a forward / dq block; keys a dkv block */
+#define FA_KEYS 64u     /* keys a forward / dq tile */
+#define FA_QROWS 32u    /* query rows a dkv step */
+#define FA_WARPS 4u     /* warps a group */
+#define FA_GROUPS 2u    /* dkv groups */
+#define FA_MAX_D 128u
+#define FA_MAX_KS (FA_MAX_D / 16u)
+#define FA_MAX_NT (FA_MAX_D / 8u)
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+/* The padded head dim of a head_dim knob. */
+static unsigned dp_of(uint32_t d) { return d <= 64 ? 64u : 128u; }
+
+typedef struct fa {
+    unsigned dp, rb;              /* padded head dim; bytes a tile row */
+    pg_reg batch, seq, hq, hkv, dim, scale, group;
+    pg_reg c;                     /* scale log2 e */
+    pg_reg tid, warp, lane, g, t4; /* g = lane / 4, t4 = lane % 4 */
+    /* ldmatrix lane offsets inside a tile, k-step (or column pair) s:
+     * offa: row lane%8 + 8 bit3, chunk 2s + bit4: A fragments, and B
+     *       fragments through .trans (memory rows along k);
+     * offb: row lane%8 + 8 bit4, chunk 2s + bit3: B fragments of an
+     *       r-major operand (two 8-column tiles). */
+    pg_reg offa[FA_MAX_KS], offb[FA_MAX_KS];
+    pg_reg vec; /* uniform: 16-byte loads allowed (D % 4 == 0, bases aligned) */
+} fa;
+
+/* Loads the shape params from p[first] and leaves through `out` when they
+ * are unusable: Hkv = 0, Hq not a multiple of it, D = 0 or D > dp. */
+static void fa_init(pg_kernel *k, fa *f, const pg_param *p, unsigned first, unsigned dp,
+                    pg_label out)
+{
+    f->dp = dp;
+    f->rb = dp * 2;
+    f->batch = pg_param_load(k, p[first]);
+    f->seq = pg_param_load(k, p[first + 1]);
+    f->hq = pg_param_load(k, p[first + 2]);
+    f->hkv = pg_param_load(k, p[first + 3]);
+    f->dim = pg_param_load(k, p[first + 4]);
+    f->scale = pg_param_load(k, p[first + 5]);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, f->hkv, pg_u32(0)), false, out);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, f->dim, pg_u32(0)), false, out);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_GT, PG_U32, f->dim, pg_u32(dp)), false, out);
+    f->group = pgv_div(k, PG_U32, f->hq, f->hkv);
+    pg_reg back = pgv_mul(k, PG_U32, f->group, f->hkv);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_NE, PG_U32, back, f->hq), false, out);
+    f->c = pgv_mul(k, PG_F32, f->scale, pg_f32(LOG2E));
+
+    f->tid = pg_sreg_read(k, PG_SREG_TID_X);
+    f->lane = pgv_and(k, PG_B32, f->tid, pg_u32(31));
+    f->warp = pgv_shr(k, PG_U32, f->tid, pg_u32(5));
+    f->g = pgv_shr(k, PG_U32, f->lane, pg_u32(2));
+    f->t4 = pgv_and(k, PG_B32, f->lane, pg_u32(3));
+    pg_reg r8 = pgv_and(k, PG_B32, f->lane, pg_u32(7));
+    pg_reg b3 = pgv_and(k, PG_B32, pgv_shr(k, PG_U32, f->lane, pg_u32(3)), pg_u32(1));
+    pg_reg b4 = pgv_shr(k, PG_U32, f->lane, pg_u32(4));
+    pg_comment(k, "ldmatrix rows are 8-aligned plus lane%8: the swizzle is chunk ^ lane%8");
+    pg_reg rowa = pgv_mad(k, PG_U32, b3, pg_u32(8), r8);
+    pg_reg rowb = pgv_mad(k, PG_U32, b4, pg_u32(8), r8);
+    pg_reg xa = pgv_xor(k, PG_B32, b4, r8), xb = pgv_xor(k, PG_B32, b3, r8);
+    pg_reg ra = pgv_mul(k, PG_U32, rowa, pg_u32(f->rb)), rbb = pgv_mul(k, PG_U32, rowb, pg_u32(f->rb));
+    for (unsigned s = 0; s < dp / 16; s++) {
+        pg_reg ca = pgv_xor(k, PG_B32, xa, pg_u32(2 * s));
+        f->offa[s] = pgv_mad(k, PG_U32, ca, pg_u32(16), ra);
+        pg_reg cb = pgv_xor(k, PG_B32, xb, pg_u32(2 * s));
+        f->offb[s] = pgv_mad(k, PG_U32, cb, pg_u32(16), rbb);
+    }
+}
+
+/* vec = D % 4 == 0 and every base 16-byte aligned. */
+static void fa_vec(pg_kernel *k, fa *f, const pg_reg *bases, unsigned n)
+{
+    pg_reg any = pgv_mov(k, PG_B64, bases[0]);
+    for (unsigned i = 1; i < n; i++)
+        pg_or(k, PG_B64, any, any, bases[i]);
+    pg_reg lo = pgv_and(k, PG_B64, any, pg_u64(15));
+    pg_reg al = pgv_setp(k, PG_CMP_EQ, PG_U64, lo, pg_u64(0));
+    pg_reg d4 = pgv_and(k, PG_B32, f->dim, pg_u32(3));
+    f->vec = pgv_and(k, PG_PRED, al, pgv_setp(k, PG_CMP_EQ, PG_U32, d4, pg_u32(0)));
+}
+
+/* The address of element (token t, head h, 0) of a [B, S, H, D] f32
+ * tensor for batch b: ((b S + t) H + h) D floats from base. */
+static pg_reg head_row(pg_kernel *k, const fa *f, pg_reg base, pg_reg b, pg_val t, pg_reg heads,
+                       pg_reg h)
+{
+    pg_reg row = pgv_mad(k, PG_U32, b, f->seq, t);
+    pg_mad(k, PG_U32, row, row, heads, h);
+    return pgk_addr2(k, base, row, f->dim, pg_u32(0), 4);
+}
+
+/* Bytes from one token's row of a head to the next's: H D 4. */
+static pg_reg token_stride(pg_kernel *k, const fa *f, pg_reg heads)
+{
+    return pgv_mul_wide(k, PG_U32, pgv_mul(k, PG_U32, heads, f->dim), pg_u32(4));
+}
+
+/* f32 pair -> bf16x2 (round to nearest even), lo in the low half. */
+static pg_reg pack_bf16(pg_kernel *k, pg_reg lo, pg_reg hi)
+{
+    pg_reg hl = pg_reg_new(k, PG_B16), hh = pg_reg_new(k, PG_B16);
+    pg_cvt(k, PG_BF16, PG_F32, PG_RND_RN, hl, lo);
+    pg_cvt(k, PG_BF16, PG_F32, PG_RND_RN, hh, hi);
+    pg_reg l32 = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hl);
+    pg_reg h32 = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hh);
+    pg_reg w = pg_reg_new(k, PG_B32);
+    pg_mad(k, PG_U32, w, h32, pg_u32(65536), l32);
+    return w;
+}
+
+/* Stage `rows` token rows of one head into the tile at dst (u32 shared):
+ * tile row i is the row at src + i stride (src u64, stride u64 bytes),
+ * zero where i >= nvalid or past D. Thread tix of nthr moves chunks of 8
+ * elements: two 16-byte loads (or eight 4-byte ones when !vec), one
+ * 16-byte bf16 store. nthr / (dp / 8) is a multiple of 8, so a thread's
+ * chunks share one swizzle. */
+#define FA_MAX_CH 8u
+static void stage(pg_kernel *k, const fa *f, pg_reg dst, pg_reg src, pg_reg stride, pg_val nvalid,
+                  unsigned rows, unsigned nthr, pg_reg tix)
+{
+    const unsigned cpr = f->dp / 8, rstep = nthr / cpr, nch = rows * cpr / nthr;
+    pg_reg c = pgv_and(k, PG_B32, tix, pg_u32(cpr - 1));
+    pg_reg r0 = pgv_shr(k, PG_U32, tix, pg_u32(log2u(cpr)));
+    pg_reg col = pgv_shl(k, PG_B32, c, pg_u32(3));
+    pg_reg sw = pgv_xor(k, PG_B32, c, pgv_and(k, PG_B32, r0, pg_u32(7)));
+    pg_reg d0 = pgv_mad(k, PG_U32, r0, pg_u32(f->rb), dst);
+    pg_mad(k, PG_U32, d0, sw, pg_u32(16), d0);
+    pg_reg off = pg_reg_new(k, PG_U64);
+    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, off, r0);
+    pg_reg s0 = pg_reg_new(k, PG_U64);
+    pg_mul(k, PG_U64, s0, off, stride);
+    pg_add(k, PG_U64, s0, s0, src);
+    pg_reg colb = pgv_mul_wide(k, PG_U32, col, pg_u32(4));
+    pg_add(k, PG_U64, s0, s0, colb);
+    pg_reg jstep = pgv_mul(k, PG_U64, stride, pg_u64(rstep));
+    pg_reg in0 = pgv_setp(k, PG_CMP_LT, PG_U32, col, f->dim);
+    pg_reg col4 = pgv_add(k, PG_U32, col, pg_u32(4));
+    pg_reg in1 = pgv_setp(k, PG_CMP_LT, PG_U32, col4, f->dim);
+    pg_reg x[FA_MAX_CH][8], rin[FA_MAX_CH], sp[FA_MAX_CH];
+    for (unsigned j = 0; j < nch; j++) {
+        pg_reg row = pgv_add(k, PG_U32, r0, pg_u32(j * rstep));
+        rin[j] = pgv_setp(k, PG_CMP_LT, PG_U32, row, nvalid);
+        sp[j] = j ? pgv_add(k, PG_U64, sp[j - 1], jstep) : s0;
+        for (unsigned e = 0; e < 8; e++)
+            x[j][e] = pgk_zero_f32(k);
+    }
+    pg_label scalar = pg_label_new(k, "stage_scalar"), done = pg_label_new(k, "staged");
+    pg_bra_if(k, f->vec, true, scalar);
+    for (unsigned j = 0; j < nch; j++) {
+        pg_guard(k, pgv_and(k, PG_PRED, rin[j], in0), false);
+        pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, sp[j], 0, x[j]);
+        pg_guard(k, pgv_and(k, PG_PRED, rin[j], in1), false);
+        pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, sp[j], 16, x[j] + 4);
+    }
+    pg_bra(k, done);
+    pg_label_bind(k, scalar);
+    for (unsigned j = 0; j < nch; j++)
+        for (unsigned e = 0; e < 8; e++) {
+            pg_reg ce = pgv_add(k, PG_U32, col, pg_u32(e));
+            pg_reg ok = pgv_and(k, PG_PRED, rin[j], pgv_setp(k, PG_CMP_LT, PG_U32, ce, f->dim));
+            pg_guard(k, ok, false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, sp[j], 4 * e, x[j][e]);
+        }
+    pg_label_bind(k, done);
+    for (unsigned j = 0; j < nch; j++) {
+        pg_val w[4];
+        for (unsigned e = 0; e < 4; e++)
+            w[e] = pack_bf16(k, x[j][2 * e], x[j][2 * e + 1]);
+        pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, d0, (int64_t)(j * rstep * f->rb), w);
+    }
+}
+
+static void zero_acc(pg_kernel *k, pg_reg (*acc)[4], unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned e = 0; e < 4; e++)
+            acc[i][e] = pgk_zero_f32(k);
+}
+
+/* acc[nt] (16 x 8 tiles, nt < 2 npairs) += A (16 x dp, rows at `a`, an
+ * r-major tile address of this warp's rows) times B^T, B the r-major tile
+ * at `b` (8-column tiles = its rows n0 ..): S = Q K^T and its kin. */
+static void mma_abt(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg a, pg_reg b,
+                    unsigned npairs)
+{
+    for (unsigned s = 0; s < f->dp / 16; s++) {
+        pg_reg af[4], bf[4];
+        for (unsigned e = 0; e < 4; e++)
+            af[e] = pg_reg_new(k, PG_B32);
+        pg_ldmatrix(k, 4, false, af, pgv_add(k, PG_U32, a, f->offa[s]), 0);
+        pg_reg bb = pgv_add(k, PG_U32, b, f->offb[s]);
+        for (unsigned pr = 0; pr < npairs; pr++) {
+            for (unsigned e = 0; e < 4; e++)
+                bf[e] = pg_reg_new(k, PG_B32);
+            pg_ldmatrix(k, 4, false, bf, bb, (int64_t)(pr * 16 * f->rb));
+            pg_mma_m16n8k16_bf16_f32(k, acc[2 * pr], af, bf, acc[2 * pr]);
+            pg_mma_m16n8k16_bf16_f32(k, acc[2 * pr + 1], af, bf + 2, acc[2 * pr + 1]);
+        }
+    }
+}
+
+/* acc[nt] (nt < dp / 8) += P B, P (16 x 16 ksteps) given by the f32
+ * accumulator tiles p[2 j], p[2 j + 1] of k-step j, rounded to bf16; B the
+ * tile at b whose rows run along k (ldmatrix.trans). */
+static void mma_pb(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg (*p)[4], unsigned ksteps,
+                   pg_reg b)
+{
+    for (unsigned j = 0; j < ksteps; j++) {
+        pg_reg af[4] = {pack_bf16(k, p[2 * j][0], p[2 * j][1]),
+                        pack_bf16(k, p[2 * j][2], p[2 * j][3]),
+                        pack_bf16(k, p[2 * j + 1][0], p[2 * j + 1][1]),
+                        pack_bf16(k, p[2 * j + 1][2], p[2 * j + 1][3])};
+        for (unsigned pr = 0; pr < f->dp / 16; pr++) {
+            pg_reg bf[4];
+            for (unsigned e = 0; e < 4; e++)
+                bf[e] = pg_reg_new(k, PG_B32);
+            pg_ldmatrix(k, 4, true, bf, pgv_add(k, PG_U32, b, f->offa[pr]),
+                        (int64_t)(j * 16 * f->rb));
+            pg_mma_m16n8k16_bf16_f32(k, acc[2 * pr], af, bf, acc[2 * pr]);
+            pg_mma_m16n8k16_bf16_f32(k, acc[2 * pr + 1], af, bf + 2, acc[2 * pr + 1]);
+        }
+    }
+}
+
+/* The quad (the 4 lanes sharing a row) reduction of v, fixed order. */
+static pg_reg quad_reduce(pg_kernel *k, pg_reduce_op op, pg_reg v)
+{
+    pg_reg r = pgv_mov(k, PG_F32, v);
+    for (unsigned o = 1; o <= 2; o <<= 1) {
+        pg_reg t = pg_reg_new(k, PG_F32);
+        pg_shfl(k, PG_SHFL_BFLY, t, pg_none(), r, pg_u32(o), pg_u32(31), pg_u32(0xffffffffu));
+        if (op == PG_REDUCE_MAX)
+            pg_max(k, PG_F32, r, r, t);
+        else
+            pg_add(k, PG_F32, r, r, t);
+    }
+    return r;
+}
+
+/* Masks (to -inf) the elements of the accumulator tiles s[nt] whose column
+ * col0 + 8 nt + 2 t4 + e passes row row0 + g + 8 h (col > row: a key after
+ * the query), or, with `transposed`, whose row passes its column. */
+static void causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntiles, pg_val row0,
+                        pg_val col0, bool transposed)
+{
+    pg_reg rbase = pgv_add(k, PG_U32, row0, f->g);
+    pg_reg cbase = pgv_mad(k, PG_U32, f->t4, pg_u32(2), col0);
+    for (unsigned h = 0; h < 2; h++) {
+        pg_reg row = pgv_add(k, PG_U32, rbase, pg_u32(8 * h));
+        for (unsigned nt = 0; nt < ntiles; nt++)
+            for (unsigned e = 0; e < 2; e++) {
+                pg_reg col = pgv_add(k, PG_U32, cbase, pg_u32(8 * nt + e));
+                pg_reg m = transposed ? pgv_setp(k, PG_CMP_LT, PG_U32, col, row)
+                                      : pgv_setp(k, PG_CMP_GT, PG_U32, col, row);
+                pg_selp(k, PG_F32, s[nt][2 * h + e], pg_f32(-INFINITY), s[nt][2 * h + e], m);
+            }
+    }
+}
+
+/* Store the warp's 16 x dp f32 accumulators (scaled by mul unless none) to
+ * rows row0 + g (+ 8) of a head at base (element (token row0, head, 0)),
+ * `stride` bytes a token, rows below nvalid, columns below D. */
+static void store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
+                       pg_reg stride, pg_reg row0, pg_reg nvalid)
+{
+    pg_reg d2 = pgv_and(k, PG_B32, f->dim, pg_u32(1));
+    pg_reg vec = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_EQ, PG_U32, d2, pg_u32(0)),
+                         pgv_setp(k, PG_CMP_EQ, PG_U64, pgv_and(k, PG_B64, base, pg_u64(7)),
+                                  pg_u64(0)));
+    pg_reg colbase = pgv_shl(k, PG_B32, f->t4, pg_u32(1));
+    for (unsigned h = 0; h < 2; h++) {
+        pg_reg r = pgv_add(k, PG_U32, row0, pgv_add(k, PG_U32, f->g, pg_u32(8 * h)));
+        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, r, nvalid);
+        pg_reg rowp = pgv_add(k, PG_U64, base, pgv_mul(k, PG_U64, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, r), stride));
+        for (unsigned nt = 0; nt < f->dp / 8; nt++) {
+            pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(8 * nt));
+            pg_reg in[2] = {pgv_setp(k, PG_CMP_LT, PG_U32, col, f->dim),
+                            pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, col, pg_u32(1)),
+                                     f->dim)};
+            pg_reg full = pgv_and(k, PG_PRED, pgv_and(k, PG_PRED, rin, in[1]), vec);
+            pg_reg partial = pgv_and(k, PG_PRED, pgv_not(k, PG_PRED, full), rin);
+            pg_reg addr = pgv_add(k, PG_U64, rowp, pgv_mul_wide(k, PG_U32, col, pg_u32(4)));
+            pg_val v[2];
+            for (unsigned e = 0; e < 2; e++) {
+                pg_reg x = acc[nt][2 * h + e];
+                v[e] = mul.kind == PG_VAL_NONE ? x : pgv_mul(k, PG_F32, x, mul);
+            }
+            pgk_st_f32_pair(k, addr, v, full, partial, in);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
+{
+    pg_kernel_set_maxntid(k, 32 * FA_WARPS, 1, 1);
+    pg_shared smem = pg_shared_dynamic(k, 128);
+    pg_label done = pg_label_new(k, "exit");
+    pg_reg Q = pg_param_load(k, p[0]), K = pg_param_load(k, p[1]), V = pg_param_load(k, p[2]);
+    pg_reg O = pg_param_load(k, p[3]), LSE = pg_param_load(k, p[4]);
+    fa f;
+    fa_init(k, &f, p, 5, dp, done);
+    pg_reg bases[] = {Q, K, V};
+    fa_vec(k, &f, bases, 3);
+    const unsigned tile = FA_ROWS * f.rb;
+    pg_reg sq = pgv_mov(k, PG_U32, pg_shared_addr(smem));
+    pg_reg sk = pgv_add(k, PG_U32, sq, pg_u32(tile)), sv = pgv_add(k, PG_U32, sq, pg_u32(2 * tile));
+
+    pg_comment(k, "block (x, h, b): query tile qt = tiles - 1 - x (the longest first)");
+    pg_reg ntiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(FA_ROWS - 1)), pg_u32(6));
+    pg_reg qt = pgv_sub(k, PG_U32, pgv_sub(k, PG_U32, ntiles, pg_u32(1)),
+                        pg_sreg_read(k, PG_SREG_CTAID_X));
+    pg_reg h = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
+    pg_reg q0 = pgv_shl(k, PG_B32, qt, pg_u32(6));
+    pg_reg kvh = pgv_div(k, PG_U32, h, f.group);
+    pg_reg qstride = token_stride(k, &f, f.hq), kstride = token_stride(k, &f, f.hkv);
+    pg_reg qrows = pgv_sub(k, PG_U32, f.seq, q0);
+    stage(k, &f, sq, head_row(k, &f, Q, b, q0, f.hq, h), qstride, qrows, FA_ROWS, 32 * FA_WARPS,
+          f.tid);
+    pg_reg kp = head_row(k, &f, K, b, pg_u32(0), f.hkv, kvh);
+    pg_reg vp = head_row(k, &f, V, b, pg_u32(0), f.hkv, kvh);
+    pg_reg kstep = pgv_mul(k, PG_U64, kstride, pg_u64(FA_KEYS));
+    pg_reg wrow = pgv_mul(k, PG_U32, f.warp, pg_u32(16));
+    pg_reg sqw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sq);
+
+    pg_reg o[FA_MAX_NT][4], m[2], l[2];
+    zero_acc(k, o, dp / 8);
+    for (unsigned i = 0; i < 2; i++) {
+        m[i] = pgk_f32_const(k, -INFINITY);
+        l[i] = pgk_zero_f32(k);
+    }
+    pg_comment(k, "key tiles 0 .. qt");
+    pgk_loop L;
+    pg_reg kt = pgk_loop_begin(k, &L, pg_u32(0), pgv_add(k, PG_U32, qt, pg_u32(1)), pg_u32(1));
+    pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
+    pg_reg krows = pgv_sub(k, PG_U32, f.seq, k0);
+    stage(k, &f, sk, kp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
+    stage(k, &f, sv, vp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
+    pg_add(k, PG_U64, kp, kp, kstep);
+    pg_add(k, PG_U64, vp, vp, kstep);
+    pg_bar_sync(k, 0);
+
+    pg_reg s[FA_KEYS / 8][4];
+    zero_acc(k, s, FA_KEYS / 8);
+    mma_abt(k, &f, s, sqw, sk, FA_KEYS / 16);
+    pg_label nomask = pg_label_new(k, "off_diagonal");
+    pg_bra_if(k, pgv_setp(k, PG_CMP_LT, PG_U32, kt, qt), false, nomask);
+    causal_mask(k, &f, s, FA_KEYS / 8, wrow, pg_u32(0), false);
+    pg_label_bind(k, nomask);
+
+    pg_comment(k, "online softmax, base 2: p = 2^(s c - m c)");
+    for (unsigned hh = 0; hh < 2; hh++) {
+        pg_reg mx = pgv_mov(k, PG_F32, s[0][2 * hh]);
+        for (unsigned nt = 0; nt < FA_KEYS / 8; nt++)
+            for (unsigned e = 0; e < 2; e++)
+                if (nt || e)
+                    pg_max(k, PG_F32, mx, mx, s[nt][2 * hh + e]);
+        mx = quad_reduce(k, PG_REDUCE_MAX, mx);
+        pg_reg mn = pgv_max(k, PG_F32, m[hh], mx);
+        pg_reg mc = pgv_mul(k, PG_F32, mn, f.c);
+        pg_reg corr = pgv_ex2(k, PG_F32, pgv_sub(k, PG_F32, pgv_mul(k, PG_F32, m[hh], f.c), mc));
+        pg_reg nmc = pgv_neg(k, PG_F32, mc);
+        pg_reg sum = pgk_zero_f32(k);
+        for (unsigned nt = 0; nt < FA_KEYS / 8; nt++)
+            for (unsigned e = 0; e < 2; e++) {
+                pg_reg x = s[nt][2 * hh + e];
+                pg_ex2(k, PG_F32, x, pgv_fma(k, PG_F32, x, f.c, nmc));
+                pg_add(k, PG_F32, sum, sum, x);
+            }
+        pg_fma(k, PG_F32, l[hh], l[hh], corr, sum);
+        for (unsigned nt = 0; nt < dp / 8; nt++)
+            for (unsigned e = 0; e < 2; e++)
+                pg_mul(k, PG_F32, o[nt][2 * hh + e], o[nt][2 * hh + e], corr);
+        pg_mov(k, PG_F32, m[hh], mn);
+    }
+    mma_pb(k, &f, o, s, FA_KEYS / 16, sv);
+    pg_bar_sync(k, 0);
+    pgk_loop_end(k, &L);
+
+    pg_comment(k, "O = acc / l; LSE = m scale + ln l");
+    pg_reg inv[2];
+    for (unsigned hh = 0; hh < 2; hh++) {
+        pg_mov(k, PG_F32, l[hh], quad_reduce(k, PG_REDUCE_SUM, l[hh]));
+        inv[hh] = pgv_rcp(k, PG_F32, l[hh]);
+        for (unsigned nt = 0; nt < dp / 8; nt++)
+            for (unsigned e = 0; e < 2; e++)
+                pg_mul(k, PG_F32, o[nt][2 * hh + e], o[nt][2 * hh + e], inv[hh]);
+    }
+    pg_reg rowq = pgv_add(k, PG_U32, q0, wrow);
+    store_rows(k, &f, o, pg_none(), head_row(k, &f, O, b, q0, f.hq, h), qstride, wrow, qrows);
+    pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, f.t4, pg_u32(0));
+    for (unsigned hh = 0; hh < 2; hh++) {
+        pg_reg r = pgv_add(k, PG_U32, rowq, pgv_add(k, PG_U32, f.g, pg_u32(8 * hh)));
+        pg_reg ok = pgv_and(k, PG_PRED, first, pgv_setp(k, PG_CMP_LT, PG_U32, r, f.seq));
+        pg_reg lse = pgv_mul(k, PG_F32, pgv_lg2(k, PG_F32, l[hh]), pg_f32(LN2));
+        pg_fma(k, PG_F32, lse, m[hh], f.scale, lse);
+        pg_reg idx = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, b, f.seq, r), f.hq, h);
+        pg_reg at = pgk_elem_addr(k, LSE, idx, 4);
+        pg_guard(k, ok, false);
+        pg_st(k, PG_SPACE_GLOBAL, PG_F32, at, 0, lse);
+    }
+    return pgk_finish(k, done);
+}
+
+/* ---------------------------------------------------------------- backward: dQ and delta */
+
+static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
+{
+    pg_kernel_set_maxntid(k, 32 * FA_WARPS, 1, 1);
+    pg_shared smem = pg_shared_dynamic(k, 128);
+    pg_label done = pg_label_new(k, "exit");
+    pg_reg Q = pg_param_load(k, p[0]), K = pg_param_load(k, p[1]), V = pg_param_load(k, p[2]);
+    pg_reg O = pg_param_load(k, p[3]), dO = pg_param_load(k, p[4]), LSE = pg_param_load(k, p[5]);
+    pg_reg dQ = pg_param_load(k, p[6]), DELTA = pg_param_load(k, p[7]);
+    fa f;
+    fa_init(k, &f, p, 8, dp, done);
+    pg_reg bases[] = {Q, K, V, dO};
+    fa_vec(k, &f, bases, 4);
+    const unsigned tile = FA_ROWS * f.rb;
+    pg_reg sq = pgv_mov(k, PG_U32, pg_shared_addr(smem));
+    pg_reg sdo = pgv_add(k, PG_U32, sq, pg_u32(tile));
+    pg_reg sk = pgv_add(k, PG_U32, sq, pg_u32(2 * tile));
+    pg_reg sv = pgv_add(k, PG_U32, sq, pg_u32(3 * tile));
+    pg_reg sdel = pgv_add(k, PG_U32, sq, pg_u32(4 * tile));
+
+    pg_comment(k, "block (x, h, b): query tile qt = tiles - 1 - x (the longest first)");
+    pg_reg ntiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(FA_ROWS - 1)), pg_u32(6));
+    pg_reg qt = pgv_sub(k, PG_U32, pgv_sub(k, PG_U32, ntiles, pg_u32(1)),
+                        pg_sreg_read(k, PG_SREG_CTAID_X));
+    pg_reg h = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
+    pg_reg q0 = pgv_shl(k, PG_B32, qt, pg_u32(6));
+    pg_reg kvh = pgv_div(k, PG_U32, h, f.group);
+    pg_reg qstride = token_stride(k, &f, f.hq), kstride = token_stride(k, &f, f.hkv);
+    pg_reg qrows = pgv_sub(k, PG_U32, f.seq, q0);
+    pg_reg qp = head_row(k, &f, Q, b, q0, f.hq, h), dop = head_row(k, &f, dO, b, q0, f.hq, h);
+    stage(k, &f, sq, qp, qstride, qrows, FA_ROWS, 32 * FA_WARPS, f.tid);
+    stage(k, &f, sdo, dop, qstride, qrows, FA_ROWS, 32 * FA_WARPS, f.tid);
+    pg_reg wrow = pgv_mul(k, PG_U32, f.warp, pg_u32(16));
+
+    pg_comment(k, "delta = rowsum(dO * O) in f32, a warp reduction a row (lanes along D)");
+    pg_reg op = head_row(k, &f, O, b, q0, f.hq, h);
+    pg_reg lanecol[FA_MAX_D / 32], lanein[FA_MAX_D / 32];
+    for (unsigned i = 0; i < dp / 32; i++) {
+        pg_reg c = pgv_add(k, PG_U32, f.lane, pg_u32(32 * i));
+        lanein[i] = pgv_setp(k, PG_CMP_LT, PG_U32, c, f.dim);
+        lanecol[i] = pgv_mul_wide(k, PG_U32, c, pg_u32(4));
+    }
+    pg_reg lane0 = pgv_setp(k, PG_CMP_EQ, PG_U32, f.lane, pg_u32(0));
+    for (unsigned r = 0; r < 16; r++) {
+        pg_reg lr = pgv_add(k, PG_U32, wrow, pg_u32(r));
+        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, lr, qrows);
+        pg_reg roff = pgv_mul(k, PG_U64, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, lr), qstride);
+        pg_reg sum = pgk_zero_f32(k);
+        for (unsigned i = 0; i < dp / 32; i++) {
+            pg_reg off = pgv_add(k, PG_U64, roff, lanecol[i]);
+            pg_reg ok = pgv_and(k, PG_PRED, rin, lanein[i]);
+            pg_reg a = pgk_zero_f32(k), c = pgk_zero_f32(k);
+            pg_reg pa = pgv_add(k, PG_U64, op, off), pc = pgv_add(k, PG_U64, dop, off);
+            pg_guard(k, ok, false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, pa, 0, a);
+            pg_guard(k, ok, false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, pc, 0, c);
+            pg_fma(k, PG_F32, sum, a, c, sum);
+        }
+        pg_reg delta = pg_warp_reduce(k, PG_REDUCE_SUM, PG_F32, sum);
+        pg_reg sat = pgv_mad(k, PG_U32, lr, pg_u32(4), sdel);
+        pg_guard(k, lane0, false);
+        pg_st(k, PG_SPACE_SHARED, PG_F32, sat, 0, delta);
+        pg_reg row = pgv_add(k, PG_U32, q0, lr);
+        pg_reg idx = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, b, f.seq, row), f.hq, h);
+        pg_reg at = pgk_elem_addr(k, DELTA, idx, 4);
+        pg_guard(k, pgv_and(k, PG_PRED, lane0, rin), false);
+        pg_st(k, PG_SPACE_GLOBAL, PG_F32, at, 0, delta);
+    }
+    pg_bar_sync(k, 0);
+    pg_comment(k, "the lane's rows g, g + 8: -LSE log2 e and delta");
+    pg_reg nl[2], dl[2];
+    for (unsigned hh = 0; hh < 2; hh++) {
+        pg_reg lr = pgv_add(k, PG_U32, wrow, pgv_add(k, PG_U32, f.g, pg_u32(8 * hh)));
+        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, lr, qrows);
+        pg_reg row = pgv_add(k, PG_U32, q0, lr);
+        pg_reg idx = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, b, f.seq, row), f.hq, h);
+        pg_reg at = pgk_elem_addr(k, LSE, idx, 4);
+        pg_reg lse = pgk_zero_f32(k);
+        pg_guard(k, rin, false);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, at, 0, lse);
+        nl[hh] = pgv_mul(k, PG_F32, lse, pg_f32(-LOG2E));
+        dl[hh] = pgv_ld(k, PG_SPACE_SHARED, PG_F32, pgv_mad(k, PG_U32, lr, pg_u32(4), sdel), 0);
+    }
+
+    pg_reg kp = head_row(k, &f, K, b, pg_u32(0), f.hkv, kvh);
+    pg_reg vp = head_row(k, &f, V, b, pg_u32(0), f.hkv, kvh);
+    pg_reg kstep = pgv_mul(k, PG_U64, kstride, pg_u64(FA_KEYS));
+    pg_reg sqw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sq);
+    pg_reg sdow = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sdo);
+    pg_reg dq[FA_MAX_NT][4];
+    zero_acc(k, dq, dp / 8);
+    pg_comment(k, "key tiles 0 .. qt: P, dP = dO V^T, dS = P (dP - delta), dQ += dS K");
+    pgk_loop L;
+    pg_reg kt = pgk_loop_begin(k, &L, pg_u32(0), pgv_add(k, PG_U32, qt, pg_u32(1)), pg_u32(1));
+    pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
+    pg_reg krows = pgv_sub(k, PG_U32, f.seq, k0);
+    stage(k, &f, sk, kp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
+    stage(k, &f, sv, vp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
+    pg_add(k, PG_U64, kp, kp, kstep);
+    pg_add(k, PG_U64, vp, vp, kstep);
+    pg_bar_sync(k, 0);
+
+    pg_reg s[FA_KEYS / 8][4], dpv[FA_KEYS / 8][4];
+    zero_acc(k, s, FA_KEYS / 8);
+    mma_abt(k, &f, s, sqw, sk, FA_KEYS / 16);
+    pg_label nomask = pg_label_new(k, "off_diagonal");
+    pg_bra_if(k, pgv_setp(k, PG_CMP_LT, PG_U32, kt, qt), false, nomask);
+    causal_mask(k, &f, s, FA_KEYS / 8, wrow, pg_u32(0), false);
+    pg_label_bind(k, nomask);
+    for (unsigned nt = 0; nt < FA_KEYS / 8; nt++)
+        for (unsigned e = 0; e < 4; e++)
+            pg_ex2(k, PG_F32, s[nt][e], pgv_fma(k, PG_F32, s[nt][e], f.c, nl[e / 2]));
+    zero_acc(k, dpv, FA_KEYS / 8);
+    mma_abt(k, &f, dpv, sdow, sv, FA_KEYS / 16);
+    for (unsigned nt = 0; nt < FA_KEYS / 8; nt++)
+        for (unsigned e = 0; e < 4; e++) {
+            pg_sub(k, PG_F32, dpv[nt][e], dpv[nt][e], dl[e / 2]);
+            pg_mul(k, PG_F32, s[nt][e], s[nt][e], dpv[nt][e]);
+        }
+    mma_pb(k, &f, dq, s, FA_KEYS / 16, sk);
+    pg_bar_sync(k, 0);
+    pgk_loop_end(k, &L);
+
+    store_rows(k, &f, dq, f.scale, head_row(k, &f, dQ, b, q0, f.hq, h), qstride, wrow, qrows);
+    return pgk_finish(k, done);
+}
+
+/* ---------------------------------------------------------------- backward: dK and dV */
+
+static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
+{
+    const unsigned T = 32 * FA_WARPS * FA_GROUPS, GT = 32 * FA_WARPS;
+    pg_kernel_set_maxntid(k, T, 1, 1);
+    pg_shared smem = pg_shared_dynamic(k, 128);
+    pg_label done = pg_label_new(k, "exit");
+    pg_reg Q = pg_param_load(k, p[0]), K = pg_param_load(k, p[1]), V = pg_param_load(k, p[2]);
+    pg_reg dO = pg_param_load(k, p[3]), LSE = pg_param_load(k, p[4]);
+    pg_reg DELTA = pg_param_load(k, p[5]), dK = pg_param_load(k, p[6]);
+    pg_reg dV = pg_param_load(k, p[7]);
+    fa f;
+    fa_init(k, &f, p, 8, dp, done);
+    pg_reg bases[] = {Q, K, V, dO};
+    fa_vec(k, &f, bases, 4);
+    const unsigned ktile = FA_ROWS * f.rb, qtile = FA_QROWS * f.rb;
+    const unsigned gbytes = 2 * qtile, stats = 2 * ktile + FA_GROUPS * gbytes;
+    pg_reg sk = pgv_mov(k, PG_U32, pg_shared_addr(smem));
+    pg_reg sv = pgv_add(k, PG_U32, sk, pg_u32(ktile));
+
+    pg_comment(k, "block (kt, kvh, b): keys k0 = 64 kt ..; group gi = warp / 4");
+    pg_reg kt = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg kvh = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
+    pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
+    pg_reg krows = pgv_sub(k, PG_U32, f.seq, k0);
+    pg_reg gi = pgv_shr(k, PG_U32, f.warp, pg_u32(2));
+    pg_reg gtid = pgv_and(k, PG_B32, f.tid, pg_u32(GT - 1));
+    pg_reg wrow = pgv_mul(k, PG_U32, pgv_and(k, PG_B32, f.warp, pg_u32(FA_WARPS - 1)),
+                          pg_u32(16));
+    pg_reg qstride = token_stride(k, &f, f.hq), kstride = token_stride(k, &f, f.hkv);
+    pg_reg kp = head_row(k, &f, K, b, k0, f.hkv, kvh), vp = head_row(k, &f, V, b, k0, f.hkv, kvh);
+    stage(k, &f, sk, kp, kstride, krows, FA_ROWS, T, f.tid);
+    stage(k, &f, sv, vp, kstride, krows, FA_ROWS, T, f.tid);
+    pg_reg sqg = pgv_mad(k, PG_U32, gi, pg_u32(gbytes), pgv_add(k, PG_U32, sk, pg_u32(2 * ktile)));
+    pg_reg sdog = pgv_add(k, PG_U32, sqg, pg_u32(qtile));
+    pg_reg slg = pgv_mad(k, PG_U32, gi, pg_u32(2 * FA_QROWS * 4),
+                         pgv_add(k, PG_U32, sk, pg_u32(stats)));
+    pg_reg sdg = pgv_add(k, PG_U32, slg, pg_u32(FA_QROWS * 4));
+    pg_reg skw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sk);
+    pg_reg svw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sv);
+
+    pg_comment(k, "pairs idx = g nqs + (qs - 2 kt), query tiles of 32 from the diagonal; "
+                  "group gi takes idx = 2 it + gi");
+    pg_reg nqs = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(FA_QROWS - 1)), pg_u32(5));
+    pg_reg qs0 = pgv_shl(k, PG_B32, kt, pg_u32(1));
+    pg_sub(k, PG_U32, nqs, nqs, qs0);
+    pg_reg pairs = pgv_mul(k, PG_U32, nqs, f.group);
+    pg_reg iters = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, pairs, pg_u32(FA_GROUPS - 1)), pg_u32(1));
+    pg_reg h0 = pgv_mul(k, PG_U32, kvh, f.group);
+
+    pg_reg dk[FA_MAX_NT][4], dv[FA_MAX_NT][4];
+    zero_acc(k, dk, dp / 8);
+    zero_acc(k, dv, dp / 8);
+    pgk_loop L;
+    pg_reg it = pgk_loop_begin(k, &L, pg_u32(0), iters, pg_u32(1));
+    pg_reg idx = pgv_mad(k, PG_U32, it, pg_u32(FA_GROUPS), gi);
+    pg_reg idle = pgv_setp(k, PG_CMP_GE, PG_U32, idx, pairs);
+    pg_reg hg = pgv_div(k, PG_U32, idx, nqs);
+    pg_reg qs = pgv_add(k, PG_U32, qs0, pgv_rem(k, PG_U32, idx, nqs));
+    pg_reg h = pgv_add(k, PG_U32, h0, hg);
+    pg_reg q0 = pgv_shl(k, PG_B32, qs, pg_u32(5));
+    pg_bar_sync(k, 0);
+    pg_label skip1 = pg_label_new(k, "idle_stage"), skip2 = pg_label_new(k, "idle_step");
+    pg_bra_if(k, idle, false, skip1);
+    pg_reg qrows = pgv_sub(k, PG_U32, f.seq, q0);
+    stage(k, &f, sqg, head_row(k, &f, Q, b, q0, f.hq, h), qstride, qrows, FA_QROWS, GT, gtid);
+    stage(k, &f, sdog, head_row(k, &f, dO, b, q0, f.hq, h), qstride, qrows, FA_QROWS, GT, gtid);
+    {
+        pg_comment(k, "threads 0..31 of the group: -LSE log2 e (-inf past S) and delta (0)");
+        pg_label past = pg_label_new(k, "stats_done");
+        pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, gtid, pg_u32(FA_QROWS)), false, past);
+        pg_reg row = pgv_add(k, PG_U32, q0, gtid);
+        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, f.seq);
+        pg_reg ri = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, b, f.seq, row), f.hq, h);
+        pg_reg lse = pgk_f32_const(k, INFINITY), del = pgk_zero_f32(k);
+        pg_reg la = pgk_elem_addr(k, LSE, ri, 4), da = pgk_elem_addr(k, DELTA, ri, 4);
+        pg_guard(k, rin, false);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, la, 0, lse);
+        pg_guard(k, rin, false);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, da, 0, del);
+        pg_reg so = pgv_shl(k, PG_B32, gtid, pg_u32(2));
+        pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, slg, so), 0,
+              pgv_mul(k, PG_F32, lse, pg_f32(-LOG2E)));
+        pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, sdg, so), 0, del);
+        pg_label_bind(k, past);
+    }
+    pg_label_bind(k, skip1);
+    pg_bar_sync(k, 0);
+    pg_bra_if(k, idle, false, skip2);
+
+    pg_comment(k, "S^T = K Q^T (16 keys x 32 queries a warp), P^T = 2^(s c - LSE log2 e)");
+    const unsigned NTQ = FA_QROWS / 8;
+    pg_reg s[FA_QROWS / 8][4], dpt[FA_QROWS / 8][4];
+    zero_acc(k, s, NTQ);
+    mma_abt(k, &f, s, skw, sqg, NTQ / 2);
+    pg_label nomask = pg_label_new(k, "below_diagonal");
+    pg_reg kend = pgv_add(k, PG_U32, k0, pg_u32(FA_ROWS));
+    pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, q0, kend), false, nomask);
+    causal_mask(k, &f, s, NTQ, pgv_add(k, PG_U32, k0, wrow), q0, true);
+    pg_label_bind(k, nomask);
+    pg_reg cl[FA_QROWS / 8][2], cd[FA_QROWS / 8][2];
+    pg_reg t8 = pgv_shl(k, PG_B32, f.t4, pg_u32(3));
+    pg_reg la = pgv_add(k, PG_U32, slg, t8), da = pgv_add(k, PG_U32, sdg, t8);
+    for (unsigned nt = 0; nt < NTQ; nt++) {
+        for (unsigned e = 0; e < 2; e++) {
+            cl[nt][e] = pg_reg_new(k, PG_F32);
+            cd[nt][e] = pg_reg_new(k, PG_F32);
+        }
+        pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 2, la, nt * 32, cl[nt]);
+        pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 2, da, nt * 32, cd[nt]);
+    }
+    for (unsigned nt = 0; nt < NTQ; nt++)
+        for (unsigned e = 0; e < 4; e++)
+            pg_ex2(k, PG_F32, s[nt][e], pgv_fma(k, PG_F32, s[nt][e], f.c, cl[nt][e % 2]));
+    pg_comment(k, "dV += P^T dO; dP^T = V dO^T; dS^T = P^T (dP^T - delta); dK += dS^T Q");
+    mma_pb(k, &f, dv, s, NTQ / 2, sdog);
+    zero_acc(k, dpt, NTQ);
+    mma_abt(k, &f, dpt, svw, sdog, NTQ / 2);
+    for (unsigned nt = 0; nt < NTQ; nt++)
+        for (unsigned e = 0; e < 4; e++) {
+            pg_sub(k, PG_F32, dpt[nt][e], dpt[nt][e], cd[nt][e % 2]);
+            pg_mul(k, PG_F32, s[nt][e], s[nt][e], dpt[nt][e]);
+        }
+    mma_pb(k, &f, dk, s, NTQ / 2, sqg);
+    pg_label_bind(k, skip2);
+    pgk_loop_end(k, &L);
+
+    pg_comment(k, "group 1's dK, dV through shared memory; group 0 adds them to its own and stores");
+    pg_bar_sync(k, 0);
+    const unsigned nacc = dp / 8 * 4;
+    pg_reg slot = pgv_mad(k, PG_U32, gtid, pg_u32(4), sk);
+    pg_reg mine = pgv_setp(k, PG_CMP_EQ, PG_U32, gi, pg_u32(1));
+    for (unsigned i = 0; i < 2 * nacc; i++) {
+        pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
+        pg_guard(k, mine, false);
+        pg_st(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4, x);
+    }
+    pg_bar_sync(k, 0);
+    pg_bra_if(k, mine, false, done);
+    for (unsigned i = 0; i < 2 * nacc; i++) {
+        pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
+        pg_reg y = pgv_ld(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4);
+        pg_add(k, PG_F32, x, x, y);
+    }
+    store_rows(k, &f, dk, f.scale, head_row(k, &f, dK, b, k0, f.hkv, kvh), kstride, wrow, krows);
+    store_rows(k, &f, dv, pg_none(), head_row(k, &f, dV, b, k0, f.hkv, kvh), kstride, wrow,
+               krows);
+    return pgk_finish(k, done);
+}
+
+/* ---------------------------------------------------------------- descriptors */
+
+enum { KN_BATCH, KN_SEQ, KN_HEADS, KN_DIM };
+
+static int launch_common(const uint32_t *kn, uint32_t threads, uint32_t shared,
+                         pgk_launch *out)
+{
+    if (kn[KN_BATCH] == 0 || kn[KN_SEQ] == 0 || kn[KN_HEADS] == 0 || kn[KN_DIM] == 0 ||
+        kn[KN_DIM] > FA_MAX_D || kn[KN_BATCH] > 65535 || kn[KN_HEADS] > 65535)
+        return PG_ERANGE;
+    *out = (pgk_launch){{pgk_ceil_div(kn[KN_SEQ], FA_ROWS), kn[KN_HEADS], kn[KN_BATCH]},
+                        {threads, 1, 1},
+                        shared,
+                        {0, 0, 0}};
+    return PG_OK;
+}
+
+static int launch_fwd(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    (void)d;
+    unsigned rb = 2 * dp_of(kn[KN_DIM]);
+    return launch_common(kn, 32 * FA_WARPS, 3 * FA_ROWS * rb, out);
+}
+
+static int launch_dq(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    (void)d;
+    unsigned rb = 2 * dp_of(kn[KN_DIM]);
+    return launch_common(kn, 32 * FA_WARPS, 4 * FA_ROWS * rb + FA_ROWS * 4, out);
+}
+
+static int launch_dkv(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    (void)d;
+    unsigned rb = 2 * dp_of(kn[KN_DIM]);
+    uint32_t bytes = 2 * FA_ROWS * rb + FA_GROUPS * (2 * FA_QROWS * rb + 2 * FA_QROWS * 4);
+    return launch_common(kn, 32 * FA_WARPS * FA_GROUPS, bytes, out);
+}
+
+static int fwd_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    return build_fwd(k, p, dp_of(kn[KN_DIM]));
+}
+static int dq_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    return build_dq(k, p, dp_of(kn[KN_DIM]));
+}
+static int dkv_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    return build_dkv(k, p, dp_of(kn[KN_DIM]));
+}
+
+#define SHAPE_PARAMS                                                                       \
+    {"batch", PG_U32, false}, {"seq_len", PG_U32, false}, {"q_heads", PG_U32, false},         \
+        {"kv_heads", PG_U32, false}, {"head_dim", PG_U32, false}, {"scale", PG_F32, false}
+
+static const pgk_param fwd_params[] = {
+    {"q", PG_U64, true}, {"k", PG_U64, true},   {"v", PG_U64, true},
+    {"o", PG_U64, true}, {"lse", PG_U64, true}, SHAPE_PARAMS,
+};
+static const pgk_param dq_params[] = {
+    {"q", PG_U64, true},      {"k", PG_U64, true},      {"v", PG_U64, true},
+    {"o", PG_U64, true},      {"grad_o", PG_U64, true}, {"lse", PG_U64, true},
+    {"grad_q", PG_U64, true}, {"delta", PG_U64, true},  SHAPE_PARAMS,
+};
+static const pgk_param dkv_params[] = {
+    {"q", PG_U64, true},      {"k", PG_U64, true},      {"v", PG_U64, true},
+    {"grad_o", PG_U64, true}, {"lse", PG_U64, true},    {"delta", PG_U64, true},
+    {"grad_k", PG_U64, true}, {"grad_v", PG_U64, true}, SHAPE_PARAMS,
+};
+
+/* head_dim is baked: it picks the padded width (64 for 1..64, 128 above). */
+static const pgk_knob q_knobs[] = {
+    {"batch", 4, 1, 1000, "sequences", false},
+    {"seq_len", 512, 1, 16384, "tokens a sequence", false},
+    {"q_heads", 12, 1, 128, "query heads (a block a 64-row query tile and head)", false},
+    {"head_dim", 128, 1, FA_MAX_D, "elements a head (tiles padded to 64 or 128)", true},
+};
+static const pgk_knob kv_knobs[] = {
+    {"batch", 4, 1, 1000, "sequences", false},
+    {"seq_len", 512, 1, 16384, "tokens a sequence", false},
+    {"kv_heads", 2, 1, 128, "key/value heads (a block a 64-key tile and head)", false},
+    {"head_dim", 128, 1, FA_MAX_D, "elements a head (tiles padded to 64 or 128)", true},
+};
+
+const pgk_desc pgk_desc_attention_mma_forward = {
+    .name = "attention_mma_forward",
+    .summary = "causal GQA attention O and row logsumexp on mma.sync (f32 in/out, bf16 operands)",
+    PGK_PARAMS(fwd_params),
+    PGK_KNOBS(q_knobs),
+    .min_target = PG_SM_80,
+    .build = fwd_b,
+    .launch = launch_fwd,
+};
+const pgk_desc pgk_desc_attention_mma_backward_dq = {
+    .name = "attention_mma_backward_dq",
+    .summary = "causal GQA attention dQ and delta = rowsum(dO * O) on mma.sync (f32 in/out)",
+    PGK_PARAMS(dq_params),
+    PGK_KNOBS(q_knobs),
+    .min_target = PG_SM_80,
+    .build = dq_b,
+    .launch = launch_dq,
+};
+const pgk_desc pgk_desc_attention_mma_backward_dkv = {
+    .name = "attention_mma_backward_dkv",
+    .summary = "causal GQA attention dK, dV on mma.sync, each group's heads in a fixed order",
+    PGK_PARAMS(dkv_params),
+    PGK_KNOBS(kv_knobs),
+    .min_target = PG_SM_80,
+    .build = dkv_b,
+    .launch = launch_dkv,
+};
