@@ -1076,6 +1076,22 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
                            kernel_names[i]);
         }
     }
+    /* bf16 on sm_80+: attention on the tensor cores (attention_mma_*, the
+     * same arguments and knobs; bf16 operands, f32 statistics and
+     * outputs); f32 keeps the SIMT kernels and their 1e-5 reference */
+    if (m->lowp) {
+        static const char *const mma[3] = {"attention_mma_forward", "attention_mma_backward_dq",
+                                           "attention_mma_backward_dkv"};
+        const pgk_desc *d[3];
+        bool all = true;
+        for (int i = 0; i < 3; i++)
+            all &= (d[i] = pgk_find(mma[i])) && pgk_supports(d[i], m->target);
+        if (all) {
+            m->desc[K_ATT_FWD] = d[0];
+            m->desc[K_ATT_DQ] = d[1];
+            m->desc[K_ATT_DKV] = d[2];
+        }
+    }
     /* LoRA layout: the adapter's order, A then B */
     for (size_t i = 0; i < (size_t)c->layers * PGRT_LINEAR_COUNT; i++)
         m->lora[i] = (lora_d){-1, -1};

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tensor-core attention kernels (attention_mma_forward, _backward_dq,
+ * _backward_dkv: f32 in and out, bf16 operands) on a GPU against a double
+ * reference on the f32 inputs: the forward's O and LSE, then dQ and delta,
+ * then dK and dV, on the kernel's own forward outputs (the backward
+ * reference is the exact gradient as a function of the O and LSE it is
+ * given, as in test_attention).
+ *
+ * Shapes: sequence lengths 1, 17, 100, 512 (and 130, 300), head_dim 64 and
+ * 128 (and 80, padded to 128; and 30, not a multiple of 4: the scalar
+ * staging path), group sizes 1, 3 and 6 (Hq/Hkv 12/2, 4/4, 3/1), batches 1
+ * and 2, a peaky softmax. Outputs NaN-poisoned before each launch, each
+ * launch twice: the same bits. Tolerances are those of bf16 operands (8
+ * significant bits) with f32 accumulation, norm-wise: O 1e-2, LSE 2e-3,
+ * gradients 2e-2; delta (f32 from the f32 O and dO) 1e-5.
+ *
+ * Usage: test_attention_mma [--small] [--seed N]; exit 77 without a GPU or
+ * on one below sm_80.
+ */
+static double cur_tol;
+#define REL_TOL cur_tol
+
+#include "model_check.h"
+
+typedef struct shp {
+    uint32_t b, s, hq, hkv, d;
+    double qscale;
+} shp;
+
+static size_t qidx(const shp *x, uint32_t b, uint32_t s, uint32_t h)
+{
+    return (((size_t)b * x->s + s) * x->hq + h) * x->d;
+}
+static size_t kidx(const shp *x, uint32_t b, uint32_t s, uint32_t h)
+{
+    return (((size_t)b * x->s + s) * x->hkv + h) * x->d;
+}
+
+static double dot(const float *a, const float *b, uint32_t d)
+{
+    double s = 0;
+    for (uint32_t e = 0; e < d; e++)
+        s += (double)a[e] * b[e];
+    return s;
+}
+
+/* Runs a kernel twice, poisoning `outs` first; downloads each into host
+ * copies (act or f32) and returns whether both launches went. */
+typedef struct outbuf {
+    pgrt_buf *b;
+    size_t n;
+    bool bf16; /* act storage; false: f32 */
+    float *host[2];
+} outbuf;
+
+static bool run_twice(const char *name, const pgk_knobs *kn, const pgrt_arg *args, size_t nargs,
+                      outbuf *outs, int nouts)
+{
+    bool ok = true;
+    for (int run = 0; run < 2; run++) {
+        for (int o = 0; o < nouts; o++)
+            act_poison(outs[o].b, outs[o].bf16);
+        ok &= launch(name, kn, args, nargs);
+        for (int o = 0; o < nouts; o++)
+            act_download(outs[o].b, outs[o].host[run], outs[o].n, outs[o].bf16);
+    }
+    return ok;
+}
+
+static outbuf out_new(size_t n, bool bf16)
+{
+    outbuf o = {act_alloc(n, bf16), n, bf16, {xmalloc(n * 4), xmalloc(n * 4)}};
+    return o;
+}
+
+static void out_free(outbuf *o)
+{
+    pgrt_buf_destroy(&o->b);
+    free(o->host[0]), free(o->host[1]);
+}
+
+static void check(const char *name, const shp *x, const char *what, double tol, bool ok,
+                  const outbuf *o, const double *ref)
+{
+    cur_tol = tol;
+    row *r = add_row(name, "%s B%u S%u H%u/%u D%u%s", what, x->b, x->s, x->hq, x->hkv, x->d,
+                     x->qscale > 1 ? " peaky" : "");
+    if (!ok)
+        r->bad++;
+    compare(r, o->host[0], ref, o->n);
+    same_bits(r, o->host[0], o->host[1], o->n * 4);
+    finish(r);
+}
+
+static void test_attention(shp x)
+{
+    const bool bf16 = false; /* f32 storage; the kernels round operands themselves */
+    const char *fwd = "attention_mma_forward", *dqn = "attention_mma_backward_dq";
+    const char *dkvn = "attention_mma_backward_dkv";
+    uint32_t g = x.hq / x.hkv;
+    size_t nq = (size_t)x.b * x.s * x.hq * x.d, nk = (size_t)x.b * x.s * x.hkv * x.d;
+    size_t nr = (size_t)x.b * x.s * x.hq;
+    float scale = 1.0f / sqrtf((float)x.d);
+    float *q = fill_normal(nq, x.qscale, 0.0), *k = fill_normal(nk, 1.0, 0.0);
+    float *v = fill_normal(nk, 1.0, 0.0), *go = fill_normal(nq, 1.0, 0.0);
+    pgrt_buf *bq = act_upload(q, nq, bf16), *bk = act_upload(k, nk, bf16);
+    pgrt_buf *bv = act_upload(v, nk, bf16), *bgo = act_upload(go, nq, bf16);
+
+    /* forward reference */
+    double *ro = ref_alloc(nq), *rl = ref_alloc(nr), *sc = ref_alloc(x.s);
+    for (uint32_t b = 0; b < x.b; b++)
+        for (uint32_t s = 0; s < x.s; s++)
+            for (uint32_t h = 0; h < x.hq; h++) {
+                const float *qi = q + qidx(&x, b, s, h);
+                double m = -INFINITY, sum = 0;
+                for (uint32_t j = 0; j <= s; j++) {
+                    sc[j] = (double)scale * dot(qi, k + kidx(&x, b, j, h / g), x.d);
+                    m = fmax(m, sc[j]);
+                }
+                double *o = ro + qidx(&x, b, s, h);
+                memset(o, 0, x.d * sizeof *o);
+                for (uint32_t j = 0; j <= s; j++) {
+                    double p = exp(sc[j] - m);
+                    sum += p;
+                    const float *vj = v + kidx(&x, b, j, h / g);
+                    for (uint32_t e = 0; e < x.d; e++)
+                        o[e] += p * vj[e];
+                }
+                for (uint32_t e = 0; e < x.d; e++)
+                    o[e] /= sum;
+                rl[((size_t)b * x.s + s) * x.hq + h] = m + log(sum);
+            }
+    outbuf oo = out_new(nq, bf16), ol = out_new(nr, false);
+    pgk_knobs kq = knobs_of(fwd, "batch", x.b, "seq_len", x.s, "q_heads", x.hq, "head_dim", x.d,
+                            NULL);
+    pgrt_arg fa[] = {pgrt_arg_buf(bq),    pgrt_arg_buf(bk),     pgrt_arg_buf(bv),
+                     pgrt_arg_buf(oo.b),  pgrt_arg_buf(ol.b),   pgrt_arg_u32(x.b),
+                     pgrt_arg_u32(x.s),   pgrt_arg_u32(x.hq),   pgrt_arg_u32(x.hkv),
+                     pgrt_arg_u32(x.d),   pgrt_arg_f32(scale)};
+    outbuf fo[2] = {oo, ol};
+    bool ok = run_twice(fwd, &kq, fa, 11, fo, 2);
+    check(fwd, &x, "O", 1e-2, ok, &oo, ro);
+    check(fwd, &x, "LSE", 2e-3, ok, &ol, rl);
+
+    /* backward reference on the kernel's O (as stored) and LSE */
+    const float *o_in = oo.host[0], *l_in = ol.host[0];
+    double *rdq = ref_alloc(nq), *rdk = ref_alloc(nk), *rdv = ref_alloc(nk), *rdel = ref_alloc(nr);
+    memset(rdk, 0, nk * sizeof *rdk);
+    memset(rdv, 0, nk * sizeof *rdv);
+    for (uint32_t b = 0; b < x.b; b++)
+        for (uint32_t h = 0; h < x.hq; h++)
+            for (uint32_t s = 0; s < x.s; s++) {
+                size_t qi = qidx(&x, b, s, h), ri = ((size_t)b * x.s + s) * x.hq + h;
+                double delta = dot(go + qi, o_in + qi, x.d);
+                rdel[ri] = delta;
+                double *dq = rdq + qi;
+                memset(dq, 0, x.d * sizeof *dq);
+                for (uint32_t j = 0; j <= s; j++) {
+                    size_t kj = kidx(&x, b, j, h / g);
+                    double p = exp((double)scale * dot(q + qi, k + kj, x.d) - l_in[ri]);
+                    double ds = p * (dot(go + qi, v + kj, x.d) - delta);
+                    for (uint32_t e = 0; e < x.d; e++) {
+                        dq[e] += scale * ds * k[kj + e];
+                        rdk[kj + e] += scale * ds * q[qi + e];
+                        rdv[kj + e] += p * go[qi + e];
+                    }
+                }
+            }
+    pgrt_buf *bo = act_upload(oo.host[0], nq, bf16), *bl = dev_upload(ol.host[0], nr);
+    outbuf odq = out_new(nq, bf16), odel = out_new(nr, false);
+    pgrt_arg qa[] = {pgrt_arg_buf(bq),    pgrt_arg_buf(bk),    pgrt_arg_buf(bv),
+                     pgrt_arg_buf(bo),    pgrt_arg_buf(bgo),   pgrt_arg_buf(bl),
+                     pgrt_arg_buf(odq.b), pgrt_arg_buf(odel.b), pgrt_arg_u32(x.b),
+                     pgrt_arg_u32(x.s),   pgrt_arg_u32(x.hq),  pgrt_arg_u32(x.hkv),
+                     pgrt_arg_u32(x.d),   pgrt_arg_f32(scale)};
+    outbuf qo[2] = {odq, odel};
+    pgk_knobs kdq = knobs_of(dqn, "batch", x.b, "seq_len", x.s, "q_heads", x.hq, "head_dim", x.d,
+                             NULL);
+    ok = run_twice(dqn, &kdq, qa, 14, qo, 2);
+    check(dqn, &x, "dQ", 2e-2, ok, &odq, rdq);
+    check(dqn, &x, "delta", 1e-5, ok, &odel, rdel);
+
+    outbuf odk = out_new(nk, bf16), odv = out_new(nk, bf16);
+    pgrt_arg ka[] = {pgrt_arg_buf(bq),    pgrt_arg_buf(bk),    pgrt_arg_buf(bv),
+                     pgrt_arg_buf(bgo),   pgrt_arg_buf(bl),    pgrt_arg_buf(odel.b),
+                     pgrt_arg_buf(odk.b), pgrt_arg_buf(odv.b), pgrt_arg_u32(x.b),
+                     pgrt_arg_u32(x.s),   pgrt_arg_u32(x.hq),  pgrt_arg_u32(x.hkv),
+                     pgrt_arg_u32(x.d),   pgrt_arg_f32(scale)};
+    outbuf ko[2] = {odk, odv};
+    pgk_knobs kkv = knobs_of(dkvn, "batch", x.b, "seq_len", x.s, "kv_heads", x.hkv, "head_dim",
+                             x.d, NULL);
+    /* delta as the dq kernel left it on the second run: the same bits */
+    ok = run_twice(dkvn, &kkv, ka, 14, ko, 2);
+    check(dkvn, &x, "dK", 2e-2, ok, &odk, rdk);
+    check(dkvn, &x, "dV", 2e-2, ok, &odv, rdv);
+
+    pgrt_buf_destroy(&bq), pgrt_buf_destroy(&bk), pgrt_buf_destroy(&bv);
+    pgrt_buf_destroy(&bgo), pgrt_buf_destroy(&bo), pgrt_buf_destroy(&bl);
+    out_free(&oo), out_free(&ol), out_free(&odq), out_free(&odel), out_free(&odk), out_free(&odv);
+    free(q), free(k), free(v), free(go), free(ro), free(rl), free(sc);
+    free(rdq), free(rdk), free(rdv), free(rdel);
+}
+
+int main(int argc, char **argv)
+{
+    bool small = check_start(argc, argv, "test_attention_mma");
+    pgrt_device_info di;
+    if (pgrt_ctx_device_info(check_ctx, &di) || pg_target_sm(di.target) < 80) {
+        printf("test_attention_mma: the device is below sm_80: skipped\n");
+        return 77;
+    }
+    static const shp shapes[] = {
+        {1, 1, 4, 4, 64, 1.0},     {2, 17, 12, 2, 128, 1.0}, {1, 100, 4, 4, 64, 1.0},
+        {2, 100, 12, 2, 128, 1.0}, {1, 130, 3, 1, 80, 1.0},  {1, 65, 4, 4, 30, 1.0},
+        {1, 64, 4, 4, 128, 4.0},   {1, 300, 12, 2, 64, 1.0}, {1, 512, 12, 2, 128, 1.0},
+        {2, 512, 4, 4, 64, 1.0},
+    };
+    /* compute-sanitizer's: every path (D 64, 128, padded, scalar; GQA;
+     * ragged tiles) on few blocks */
+    static const shp small_shapes[] = {
+        {1, 1, 4, 4, 64, 1.0}, {1, 17, 12, 2, 128, 1.0}, {1, 67, 3, 1, 80, 1.0},
+        {1, 65, 2, 2, 30, 1.0}, {1, 100, 4, 2, 64, 1.0},
+    };
+    const shp *list = small ? small_shapes : shapes;
+    size_t n = small ? sizeof small_shapes / sizeof small_shapes[0]
+                     : sizeof shapes / sizeof shapes[0];
+    for (size_t i = 0; i < n; i++)
+        test_attention(list[i]);
+    print_table("O <= 1e-2, LSE <= 2e-3, dQ dK dV <= 2e-2 (bf16 operands), delta <= 1e-5; "
+                "every output bitwise the same on a second launch");
+    TEST_DONE();
+}
