@@ -31,12 +31,13 @@
  * dO, then for each key tile P = 2^(s c - LSE log2 e), dP = dO V^T,
  * dS = P (dP - delta), dQ += dS K; dQ = scale dQ at the end.
  *
- * dkv (8 warps: two groups of 4, 64 keys a block, query tiles of 32): the
- * (query head of the group, query tile) pairs from the diagonal on are
- * dealt to the two groups alternately; each group keeps its own dK, dV
- * (recomputing P^T = K Q^T, dP^T = V dO^T), and the two meet in shared
- * memory at the end, group 0's plus group 1's. The split depends on the
- * shape alone.
+ * dkv (8 warps: four groups of 2, 32 keys a block, query tiles of 32):
+ * the (query head of the group, query tile) pairs from the diagonal on are
+ * dealt to the four groups in turn; each group keeps its own dK, dV
+ * (recomputing P^T = K Q^T, dP^T = V dO^T), and they meet in shared
+ * memory at the end, ((g0 + g1) + g2) + g3. Four groups on 32 keys rather
+ * than one on 64: a model's few kv heads give few key tiles, and the
+ * groups make twice the blocks. The split depends on the shape alone.
  *
  * Every sum has one order fixed by the shape: no atomics, the same bits
  * run to run. A launch whose q_heads is not a multiple of kv_heads, or
@@ -47,11 +48,13 @@
 
 #include <math.h>
 
-#define FA_ROWS 64u     /* query rows a forward / dq block; keys a dkv block */
+#define FA_ROWS 64u     /* query rows a forward / dq block */
 #define FA_KEYS 64u     /* keys a forward / dq tile */
-#define FA_QROWS 32u    /* query rows a dkv step */
-#define FA_WARPS 4u     /* warps a group */
-#define FA_GROUPS 2u    /* dkv groups */
+#define FA_WARPS 4u     /* warps a forward / dq block */
+#define DKV_WARPS 2u    /* warps a dkv group: 16 keys each */
+#define DKV_GROUPS 4u   /* dkv groups a block */
+#define DKV_KEYS (16u * DKV_WARPS) /* keys a dkv block */
+#define DKV_QROWS 32u   /* query rows a dkv step (a multiple of DKV_KEYS) */
 #define FA_MAX_D 128u
 #define FA_MAX_KS (FA_MAX_D / 16u)
 #define FA_MAX_NT (FA_MAX_D / 8u)
@@ -162,8 +165,9 @@ static pg_reg pack_bf16(pg_kernel *k, pg_reg lo, pg_reg hi)
  * tile row i is the row at src + i stride (src u64, stride u64 bytes),
  * zero where i >= nvalid or past D. Thread tix of nthr moves chunks of 8
  * elements: two 16-byte loads (or eight 4-byte ones when !vec), one
- * 16-byte bf16 store. nthr / (dp / 8) is a multiple of 8, so a thread's
- * chunks share one swizzle. */
+ * 16-byte bf16 store. nthr / (dp / 8) is a multiple of 4: a thread's
+ * chunks have one swizzle, or two alternating (a step of 4 rows flips bit
+ * 2 of r % 8). */
 #define FA_MAX_CH 8u
 static void stage(pg_kernel *k, const fa *f, pg_reg dst, pg_reg src, pg_reg stride, pg_val nvalid,
                   unsigned rows, unsigned nthr, pg_reg tix)
@@ -175,6 +179,13 @@ static void stage(pg_kernel *k, const fa *f, pg_reg dst, pg_reg src, pg_reg stri
     pg_reg sw = pgv_xor(k, PG_B32, c, pgv_and(k, PG_B32, r0, pg_u32(7)));
     pg_reg d0 = pgv_mad(k, PG_U32, r0, pg_u32(f->rb), dst);
     pg_mad(k, PG_U32, d0, sw, pg_u32(16), d0);
+    /* a row step of 4 (dkv's 64 threads over 128-wide rows) alternates the swizzle */
+    pg_reg d4 = pg_none();
+    if (rstep % 8) {
+        pg_reg sw4 = pgv_xor(k, PG_B32, sw, pg_u32(4));
+        d4 = pgv_mad(k, PG_U32, pgv_add(k, PG_U32, r0, pg_u32(rstep)), pg_u32(f->rb), dst);
+        pg_mad(k, PG_U32, d4, sw4, pg_u32(16), d4);
+    }
     pg_reg off = pg_reg_new(k, PG_U64);
     pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, off, r0);
     pg_reg s0 = pg_reg_new(k, PG_U64);
@@ -216,7 +227,10 @@ static void stage(pg_kernel *k, const fa *f, pg_reg dst, pg_reg src, pg_reg stri
         pg_val w[4];
         for (unsigned e = 0; e < 4; e++)
             w[e] = pack_bf16(k, x[j][2 * e], x[j][2 * e + 1]);
-        pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, d0, (int64_t)(j * rstep * f->rb), w);
+        if (rstep % 8 && j % 2)
+            pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, d4, (int64_t)((j - 1) * rstep * f->rb), w);
+        else
+            pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, d0, (int64_t)(j * rstep * f->rb), w);
     }
 }
 
@@ -586,7 +600,7 @@ static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
 
 static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
 {
-    const unsigned T = 32 * FA_WARPS * FA_GROUPS, GT = 32 * FA_WARPS;
+    const unsigned T = 32 * DKV_WARPS * DKV_GROUPS, GT = 32 * DKV_WARPS;
     pg_kernel_set_maxntid(k, T, 1, 1);
     pg_shared smem = pg_shared_dynamic(k, 128);
     pg_label done = pg_label_new(k, "exit");
@@ -598,39 +612,41 @@ static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
     fa_init(k, &f, p, 8, dp, done);
     pg_reg bases[] = {Q, K, V, dO};
     fa_vec(k, &f, bases, 4);
-    const unsigned ktile = FA_ROWS * f.rb, qtile = FA_QROWS * f.rb;
-    const unsigned gbytes = 2 * qtile, stats = 2 * ktile + FA_GROUPS * gbytes;
+    const unsigned ktile = DKV_KEYS * f.rb, qtile = DKV_QROWS * f.rb;
+    const unsigned gbytes = 2 * qtile, stats = 2 * ktile + DKV_GROUPS * gbytes;
     pg_reg sk = pgv_mov(k, PG_U32, pg_shared_addr(smem));
     pg_reg sv = pgv_add(k, PG_U32, sk, pg_u32(ktile));
 
-    pg_comment(k, "block (kt, kvh, b): keys k0 = 64 kt ..; group gi = warp / 4");
+    pg_comment(k, "block (kt, kvh, b): keys k0 = 32 kt ..; group gi = warp / 2");
     pg_reg kt = pg_sreg_read(k, PG_SREG_CTAID_X);
     pg_reg kvh = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
-    pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
+    pg_reg k0 = pgv_mul(k, PG_U32, kt, pg_u32(DKV_KEYS));
     pg_reg krows = pgv_sub(k, PG_U32, f.seq, k0);
-    pg_reg gi = pgv_shr(k, PG_U32, f.warp, pg_u32(2));
+    pg_reg gi = pgv_shr(k, PG_U32, f.warp, pg_u32(log2u(DKV_WARPS)));
     pg_reg gtid = pgv_and(k, PG_B32, f.tid, pg_u32(GT - 1));
-    pg_reg wrow = pgv_mul(k, PG_U32, pgv_and(k, PG_B32, f.warp, pg_u32(FA_WARPS - 1)),
+    pg_reg wrow = pgv_mul(k, PG_U32, pgv_and(k, PG_B32, f.warp, pg_u32(DKV_WARPS - 1)),
                           pg_u32(16));
     pg_reg qstride = token_stride(k, &f, f.hq), kstride = token_stride(k, &f, f.hkv);
     pg_reg kp = head_row(k, &f, K, b, k0, f.hkv, kvh), vp = head_row(k, &f, V, b, k0, f.hkv, kvh);
-    stage(k, &f, sk, kp, kstride, krows, FA_ROWS, T, f.tid);
-    stage(k, &f, sv, vp, kstride, krows, FA_ROWS, T, f.tid);
+    stage(k, &f, sk, kp, kstride, krows, DKV_KEYS, T, f.tid);
+    stage(k, &f, sv, vp, kstride, krows, DKV_KEYS, T, f.tid);
     pg_reg sqg = pgv_mad(k, PG_U32, gi, pg_u32(gbytes), pgv_add(k, PG_U32, sk, pg_u32(2 * ktile)));
     pg_reg sdog = pgv_add(k, PG_U32, sqg, pg_u32(qtile));
-    pg_reg slg = pgv_mad(k, PG_U32, gi, pg_u32(2 * FA_QROWS * 4),
+    pg_reg slg = pgv_mad(k, PG_U32, gi, pg_u32(2 * DKV_QROWS * 4),
                          pgv_add(k, PG_U32, sk, pg_u32(stats)));
-    pg_reg sdg = pgv_add(k, PG_U32, slg, pg_u32(FA_QROWS * 4));
+    pg_reg sdg = pgv_add(k, PG_U32, slg, pg_u32(DKV_QROWS * 4));
     pg_reg skw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sk);
     pg_reg svw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sv);
 
-    pg_comment(k, "pairs idx = g nqs + (qs - 2 kt), query tiles of 32 from the diagonal; "
-                  "group gi takes idx = 2 it + gi");
-    pg_reg nqs = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(FA_QROWS - 1)), pg_u32(5));
-    pg_reg qs0 = pgv_shl(k, PG_B32, kt, pg_u32(1));
+    pg_comment(k, "pairs idx = g nqs + (qs - qs0), query tiles of 32 from the diagonal; "
+                  "group gi takes idx = 4 it + gi");
+    pg_reg nqs = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(DKV_QROWS - 1)),
+                         pg_u32(log2u(DKV_QROWS)));
+    pg_reg qs0 = pgv_shr(k, PG_U32, k0, pg_u32(log2u(DKV_QROWS)));
     pg_sub(k, PG_U32, nqs, nqs, qs0);
     pg_reg pairs = pgv_mul(k, PG_U32, nqs, f.group);
-    pg_reg iters = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, pairs, pg_u32(FA_GROUPS - 1)), pg_u32(1));
+    pg_reg iters = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, pairs, pg_u32(DKV_GROUPS - 1)),
+                           pg_u32(log2u(DKV_GROUPS)));
     pg_reg h0 = pgv_mul(k, PG_U32, kvh, f.group);
 
     pg_reg dk[FA_MAX_NT][4], dv[FA_MAX_NT][4];
@@ -638,22 +654,22 @@ static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
     zero_acc(k, dv, dp / 8);
     pgk_loop L;
     pg_reg it = pgk_loop_begin(k, &L, pg_u32(0), iters, pg_u32(1));
-    pg_reg idx = pgv_mad(k, PG_U32, it, pg_u32(FA_GROUPS), gi);
+    pg_reg idx = pgv_mad(k, PG_U32, it, pg_u32(DKV_GROUPS), gi);
     pg_reg idle = pgv_setp(k, PG_CMP_GE, PG_U32, idx, pairs);
     pg_reg hg = pgv_div(k, PG_U32, idx, nqs);
     pg_reg qs = pgv_add(k, PG_U32, qs0, pgv_rem(k, PG_U32, idx, nqs));
     pg_reg h = pgv_add(k, PG_U32, h0, hg);
-    pg_reg q0 = pgv_shl(k, PG_B32, qs, pg_u32(5));
+    pg_reg q0 = pgv_shl(k, PG_B32, qs, pg_u32(log2u(DKV_QROWS)));
     pg_bar_sync(k, 0);
     pg_label skip1 = pg_label_new(k, "idle_stage"), skip2 = pg_label_new(k, "idle_step");
     pg_bra_if(k, idle, false, skip1);
     pg_reg qrows = pgv_sub(k, PG_U32, f.seq, q0);
-    stage(k, &f, sqg, head_row(k, &f, Q, b, q0, f.hq, h), qstride, qrows, FA_QROWS, GT, gtid);
-    stage(k, &f, sdog, head_row(k, &f, dO, b, q0, f.hq, h), qstride, qrows, FA_QROWS, GT, gtid);
+    stage(k, &f, sqg, head_row(k, &f, Q, b, q0, f.hq, h), qstride, qrows, DKV_QROWS, GT, gtid);
+    stage(k, &f, sdog, head_row(k, &f, dO, b, q0, f.hq, h), qstride, qrows, DKV_QROWS, GT, gtid);
     {
         pg_comment(k, "threads 0..31 of the group: -LSE log2 e (-inf past S) and delta (0)");
         pg_label past = pg_label_new(k, "stats_done");
-        pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, gtid, pg_u32(FA_QROWS)), false, past);
+        pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, gtid, pg_u32(DKV_QROWS)), false, past);
         pg_reg row = pgv_add(k, PG_U32, q0, gtid);
         pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, f.seq);
         pg_reg ri = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, b, f.seq, row), f.hq, h);
@@ -674,16 +690,16 @@ static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_bra_if(k, idle, false, skip2);
 
     pg_comment(k, "S^T = K Q^T (16 keys x 32 queries a warp), P^T = 2^(s c - LSE log2 e)");
-    const unsigned NTQ = FA_QROWS / 8;
-    pg_reg s[FA_QROWS / 8][4], dpt[FA_QROWS / 8][4];
+    const unsigned NTQ = DKV_QROWS / 8;
+    pg_reg s[DKV_QROWS / 8][4], dpt[DKV_QROWS / 8][4];
     zero_acc(k, s, NTQ);
     mma_abt(k, &f, s, skw, sqg, NTQ / 2);
     pg_label nomask = pg_label_new(k, "below_diagonal");
-    pg_reg kend = pgv_add(k, PG_U32, k0, pg_u32(FA_ROWS));
+    pg_reg kend = pgv_add(k, PG_U32, k0, pg_u32(DKV_KEYS));
     pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, q0, kend), false, nomask);
     causal_mask(k, &f, s, NTQ, pgv_add(k, PG_U32, k0, wrow), q0, true);
     pg_label_bind(k, nomask);
-    pg_reg cl[FA_QROWS / 8][2], cd[FA_QROWS / 8][2];
+    pg_reg cl[DKV_QROWS / 8][2], cd[DKV_QROWS / 8][2];
     pg_reg t8 = pgv_shl(k, PG_B32, f.t4, pg_u32(3));
     pg_reg la = pgv_add(k, PG_U32, slg, t8), da = pgv_add(k, PG_U32, sdg, t8);
     for (unsigned nt = 0; nt < NTQ; nt++) {
@@ -710,23 +726,29 @@ static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_label_bind(k, skip2);
     pgk_loop_end(k, &L);
 
-    pg_comment(k, "group 1's dK, dV through shared memory; group 0 adds them to its own and stores");
-    pg_bar_sync(k, 0);
+    pg_comment(k, "groups 1, 2, 3 in turn hand their dK, dV to group 0 through shared memory");
     const unsigned nacc = dp / 8 * 4;
     pg_reg slot = pgv_mad(k, PG_U32, gtid, pg_u32(4), sk);
-    pg_reg mine = pgv_setp(k, PG_CMP_EQ, PG_U32, gi, pg_u32(1));
-    for (unsigned i = 0; i < 2 * nacc; i++) {
-        pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
-        pg_guard(k, mine, false);
-        pg_st(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4, x);
+    pg_reg lead = pgv_setp(k, PG_CMP_EQ, PG_U32, gi, pg_u32(0));
+    for (unsigned src = 1; src < DKV_GROUPS; src++) {
+        pg_bar_sync(k, 0);
+        pg_reg mine = pgv_setp(k, PG_CMP_EQ, PG_U32, gi, pg_u32(src));
+        for (unsigned i = 0; i < 2 * nacc; i++) {
+            pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
+            pg_guard(k, mine, false);
+            pg_st(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4, x);
+        }
+        pg_bar_sync(k, 0);
+        pg_label skip = pg_label_new(k, "not_lead");
+        pg_bra_if(k, lead, true, skip);
+        for (unsigned i = 0; i < 2 * nacc; i++) {
+            pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
+            pg_reg y = pgv_ld(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4);
+            pg_add(k, PG_F32, x, x, y);
+        }
+        pg_label_bind(k, skip);
     }
-    pg_bar_sync(k, 0);
-    pg_bra_if(k, mine, false, done);
-    for (unsigned i = 0; i < 2 * nacc; i++) {
-        pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
-        pg_reg y = pgv_ld(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4);
-        pg_add(k, PG_F32, x, x, y);
-    }
+    pg_bra_if(k, lead, true, done);
     store_rows(k, &f, dk, f.scale, head_row(k, &f, dK, b, k0, f.hkv, kvh), kstride, wrow, krows);
     store_rows(k, &f, dv, pg_none(), head_row(k, &f, dV, b, k0, f.hkv, kvh), kstride, wrow,
                krows);
@@ -737,13 +759,13 @@ static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
 
 enum { KN_BATCH, KN_SEQ, KN_HEADS, KN_DIM };
 
-static int launch_common(const uint32_t *kn, uint32_t threads, uint32_t shared,
+static int launch_common(const uint32_t *kn, uint32_t rows, uint32_t threads, uint32_t shared,
                          pgk_launch *out)
 {
     if (kn[KN_BATCH] == 0 || kn[KN_SEQ] == 0 || kn[KN_HEADS] == 0 || kn[KN_DIM] == 0 ||
         kn[KN_DIM] > FA_MAX_D || kn[KN_BATCH] > 65535 || kn[KN_HEADS] > 65535)
         return PG_ERANGE;
-    *out = (pgk_launch){{pgk_ceil_div(kn[KN_SEQ], FA_ROWS), kn[KN_HEADS], kn[KN_BATCH]},
+    *out = (pgk_launch){{pgk_ceil_div(kn[KN_SEQ], rows), kn[KN_HEADS], kn[KN_BATCH]},
                         {threads, 1, 1},
                         shared,
                         {0, 0, 0}};
@@ -754,22 +776,22 @@ static int launch_fwd(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
     (void)d;
     unsigned rb = 2 * dp_of(kn[KN_DIM]);
-    return launch_common(kn, 32 * FA_WARPS, 3 * FA_ROWS * rb, out);
+    return launch_common(kn, FA_ROWS, 32 * FA_WARPS, 3 * FA_ROWS * rb, out);
 }
 
 static int launch_dq(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
     (void)d;
     unsigned rb = 2 * dp_of(kn[KN_DIM]);
-    return launch_common(kn, 32 * FA_WARPS, 4 * FA_ROWS * rb + FA_ROWS * 4, out);
+    return launch_common(kn, FA_ROWS, 32 * FA_WARPS, 4 * FA_ROWS * rb + FA_ROWS * 4, out);
 }
 
 static int launch_dkv(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
     (void)d;
     unsigned rb = 2 * dp_of(kn[KN_DIM]);
-    uint32_t bytes = 2 * FA_ROWS * rb + FA_GROUPS * (2 * FA_QROWS * rb + 2 * FA_QROWS * 4);
-    return launch_common(kn, 32 * FA_WARPS * FA_GROUPS, bytes, out);
+    uint32_t bytes = 2 * DKV_KEYS * rb + DKV_GROUPS * (2 * DKV_QROWS * rb + 2 * DKV_QROWS * 4);
+    return launch_common(kn, DKV_KEYS, 32 * DKV_WARPS * DKV_GROUPS, bytes, out);
 }
 
 static int fwd_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
@@ -817,7 +839,7 @@ static const pgk_knob q_knobs[] = {
 static const pgk_knob kv_knobs[] = {
     {"batch", 4, 1, 1000, "sequences", false},
     {"seq_len", 512, 1, 16384, "tokens a sequence", false},
-    {"kv_heads", 2, 1, 128, "key/value heads (a block a 64-key tile and head)", false},
+    {"kv_heads", 2, 1, 128, "key/value heads (a block a 32-key tile and head)", false},
     {"head_dim", 128, 1, FA_MAX_D, "elements a head (tiles padded to 64 or 128)", true},
 };
 
