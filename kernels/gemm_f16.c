@@ -261,8 +261,8 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
  * K contribute 0·0; an out-of-range copy reads 0 bytes from the matrix
  * base. 16-byte copies need both base pointers 16-byte aligned and N a
  * multiple of 8; otherwise (a uniform test at the top) each chunk is eight
- * guarded 2-byte loads and stores to the same place, in a loop of eight
- * trips. The copies of the prologue and of the loop are one stretch of
+ * guarded 2-byte loads stored to the same place, four a trip of a
+ * two-trip loop. The copies of the prologue and of the loop are one stretch of
  * code (one copy site), entered stages-1 times before the first k-tile
  * and once a k-tile after. The reduction is the
  * same mma sequence over N in order for every block, so the results are
@@ -352,32 +352,51 @@ typedef struct f_copier {
 } f_copier;
 
 /* The chunks of one k-tile with 2-byte loads, for rows that are not
- * 16-byte aligned: half e of every chunk a trip, eight trips. The JIT's
- * time follows the body's length, and the eight halves of every chunk
- * unrolled were most of the kernel, for a path that aligned rows never
- * take; a half out of range is stored as 0 like a zero-filled copy. */
+ * 16-byte aligned: halves 4e .. 4e+3 of every chunk a trip, two trips,
+ * each chunk's four halves stored as one 8-byte word (a half out of
+ * range as 0, like a zero-filled copy). The JIT's time follows the
+ * kernel's length, and the eight halves of every chunk unrolled were
+ * most of the kernel, for a path that aligned rows never take. */
+#define F_SCALAR_HALVES 4u
+
 static void f_copy_scalar(pg_kernel *k, const f_copier *c, pg_reg dst)
 {
-    pg_reg e = pgv_mov(k, PG_U32, pg_u32(0));
-    pg_label top = pg_label_new(k, "copy_half");
+    pg_reg col = pgv_mov(k, PG_U32, c->col);
+    pg_reg sd = pgv_mov(k, PG_U32, dst);
+    pg_reg eb = pgv_mov(k, PG_U64, pg_u64(0)); /* bytes into the chunk */
+    pg_reg trip = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_label top = pg_label_new(k, "copy_halves");
     pg_label_bind(k, top);
-    pg_reg colin = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, c->col, e), c->n);
-    pg_reg eb = pgv_shl(k, PG_B32, e, pg_u32(1));
-    pg_reg eb64 = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, eb64, eb);
-    pg_reg sd = pgv_add(k, PG_U32, dst, eb);
+    pg_reg colin[F_SCALAR_HALVES];
+    for (unsigned e = 0; e < F_SCALAR_HALVES; e++)
+        colin[e] = pgv_setp(k, PG_CMP_LT, PG_U32, e ? pgv_add(k, PG_U32, col, pg_u32(e)) : col,
+                            c->n);
     const f_operand *ops[2] = {&c->a, &c->b};
     for (unsigned i = 0; i < 2; i++)
         for (unsigned j = 0; j < ops[i]->nch; j++) {
             const f_operand *o = ops[i];
-            pg_reg h = pgv_mov(k, PG_U16, pg_u32(0));
-            pg_reg ok = pgv_and(k, PG_PRED, o->rowin[j], colin);
-            pg_reg src = pgv_add(k, PG_U64, o->ptr[j], eb64);
-            pg_guard(k, ok, false);
-            pg_ld(k, PG_SPACE_GLOBAL, PG_U16, src, 0, h);
-            pg_st(k, PG_SPACE_SHARED, PG_U16, sd, o->soff + j * o->rowstep, h);
+            pg_reg src = pgv_add(k, PG_U64, o->ptr[j], eb);
+            pg_reg h[F_SCALAR_HALVES];
+            for (unsigned e = 0; e < F_SCALAR_HALVES; e++) {
+                h[e] = pgv_mov(k, PG_U16, pg_u32(0));
+                pg_reg ok = pgv_and(k, PG_PRED, o->rowin[j], colin[e]);
+                pg_guard(k, ok, false);
+                pg_ld(k, PG_SPACE_GLOBAL, PG_U16, src, e * 2, h[e]);
+            }
+            pg_val w[F_SCALAR_HALVES / 2];
+            for (unsigned e = 0; e < F_SCALAR_HALVES / 2; e++) {
+                pg_reg lo = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, h[2 * e]);
+                pg_reg hi = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, h[2 * e + 1]);
+                pg_shl(k, PG_B32, hi, hi, pg_u32(16));
+                w[e] = pgv_or(k, PG_B32, lo, hi);
+            }
+            pg_st_v(k, PG_SPACE_SHARED, PG_B32, F_SCALAR_HALVES / 2, sd,
+                    o->soff + j * o->rowstep, w);
         }
-    pgk_loop_back(k, e, pg_u32(8), top);
+    pg_add(k, PG_U32, col, col, pg_u32(F_SCALAR_HALVES));
+    pg_add(k, PG_U32, sd, sd, pg_u32(F_SCALAR_HALVES * 2));
+    pg_add(k, PG_U64, eb, eb, pg_u64(F_SCALAR_HALVES * 2));
+    pgk_loop_back(k, trip, pg_u32(8 / F_SCALAR_HALVES), top);
 }
 
 /* Copy the next k-tile into the stage at `stage` and commit a group
