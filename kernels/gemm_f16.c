@@ -261,7 +261,10 @@ static int build_f16_legacy(pg_kernel *k, const pg_param *p)
  * K contribute 0·0; an out-of-range copy reads 0 bytes from the matrix
  * base. 16-byte copies need both base pointers 16-byte aligned and N a
  * multiple of 8; otherwise (a uniform test at the top) each chunk is eight
- * guarded 2-byte loads stored to the same place. The reduction is the
+ * guarded 2-byte loads stored to the same place, four a trip of a
+ * two-trip loop. The copies of the prologue and of the loop are one stretch of
+ * code (one copy site), entered stages-1 times before the first k-tile
+ * and once a k-tile after. The reduction is the
  * same mma sequence over N in order for every block, so the results are
  * deterministic. */
 
@@ -340,18 +343,6 @@ static void f_operand_copy(pg_kernel *k, const f_operand *o, pg_reg dst, pg_reg 
     }
 }
 
-/* The same with 2-byte loads, for rows that are not 16-byte aligned. */
-static void f_operand_copy_scalar(pg_kernel *k, const f_operand *o, pg_reg dst, pg_reg col,
-                                  pg_reg n)
-{
-    for (unsigned j = 0; j < o->nch; j++) {
-        pg_reg r[4];
-        pgk_ld_u16x8_packed(k, o->ptr[j], col, n, o->rowin[j], NULL, r);
-        pg_val w[4] = {r[0], r[1], r[2], r[3]};
-        pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, dst, o->soff + j * o->rowstep, w);
-    }
-}
-
 typedef struct f_copier {
     f_operand a, b;
     pg_reg col;  /* u32: N index of this thread's chunks in the next k-tile */
@@ -359,6 +350,54 @@ typedef struct f_copier {
     pg_reg n, vec;
     unsigned bk;
 } f_copier;
+
+/* The chunks of one k-tile with 2-byte loads, for rows that are not
+ * 16-byte aligned: halves 4e .. 4e+3 of every chunk a trip, two trips,
+ * each chunk's four halves stored as one 8-byte word (a half out of
+ * range as 0, like a zero-filled copy). The JIT's time follows the
+ * kernel's length, and the eight halves of every chunk unrolled were
+ * most of the kernel, for a path that aligned rows never take. */
+#define F_SCALAR_HALVES 4u
+
+static void f_copy_scalar(pg_kernel *k, const f_copier *c, pg_reg dst)
+{
+    pg_reg col = pgv_mov(k, PG_U32, c->col);
+    pg_reg sd = pgv_mov(k, PG_U32, dst);
+    pg_reg eb = pgv_mov(k, PG_U64, pg_u64(0)); /* bytes into the chunk */
+    pg_reg trip = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_label top = pg_label_new(k, "copy_halves");
+    pg_label_bind(k, top);
+    pg_reg colin[F_SCALAR_HALVES];
+    for (unsigned e = 0; e < F_SCALAR_HALVES; e++)
+        colin[e] = pgv_setp(k, PG_CMP_LT, PG_U32, e ? pgv_add(k, PG_U32, col, pg_u32(e)) : col,
+                            c->n);
+    const f_operand *ops[2] = {&c->a, &c->b};
+    for (unsigned i = 0; i < 2; i++)
+        for (unsigned j = 0; j < ops[i]->nch; j++) {
+            const f_operand *o = ops[i];
+            pg_reg src = pgv_add(k, PG_U64, o->ptr[j], eb);
+            pg_reg h[F_SCALAR_HALVES];
+            for (unsigned e = 0; e < F_SCALAR_HALVES; e++) {
+                h[e] = pgv_mov(k, PG_U16, pg_u32(0));
+                pg_reg ok = pgv_and(k, PG_PRED, o->rowin[j], colin[e]);
+                pg_guard(k, ok, false);
+                pg_ld(k, PG_SPACE_GLOBAL, PG_U16, src, e * 2, h[e]);
+            }
+            pg_val w[F_SCALAR_HALVES / 2];
+            for (unsigned e = 0; e < F_SCALAR_HALVES / 2; e++) {
+                pg_reg lo = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, h[2 * e]);
+                pg_reg hi = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, h[2 * e + 1]);
+                pg_shl(k, PG_B32, hi, hi, pg_u32(16));
+                w[e] = pgv_or(k, PG_B32, lo, hi);
+            }
+            pg_st_v(k, PG_SPACE_SHARED, PG_B32, F_SCALAR_HALVES / 2, sd,
+                    o->soff + j * o->rowstep, w);
+        }
+    pg_add(k, PG_U32, col, col, pg_u32(F_SCALAR_HALVES));
+    pg_add(k, PG_U32, sd, sd, pg_u32(F_SCALAR_HALVES * 2));
+    pg_add(k, PG_U64, eb, eb, pg_u64(F_SCALAR_HALVES * 2));
+    pgk_loop_back(k, trip, pg_u32(8 / F_SCALAR_HALVES), top);
+}
 
 /* Copy the next k-tile into the stage at `stage` and commit a group
  * (empty copies past N still commit, keeping the group count uniform). */
@@ -376,8 +415,7 @@ static void f_copy_tile(pg_kernel *k, f_copier *c, pg_reg stage)
     f_operand_copy(k, &c->b, dst, colin, nbytes);
     pg_bra(k, done);
     pg_label_bind(k, scalar);
-    f_operand_copy_scalar(k, &c->a, dst, c->col, c->n);
-    f_operand_copy_scalar(k, &c->b, dst, c->col, c->n);
+    f_copy_scalar(k, c, dst);
     pg_label_bind(k, done);
     for (unsigned j = 0; j < c->a.nch; j++)
         pg_add(k, PG_U64, c->a.ptr[j], c->a.ptr[j], pg_u64(c->bk * 2));
@@ -451,22 +489,31 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     pg_reg ntiles = pgv_add(k, PG_U32, n, pg_u32(cfg->bk - 1));
     pg_shr(k, PG_U32, ntiles, ntiles, pg_u32(log2u(cfg->bk)));
 
-    pg_comment(k, "k-tiles 0 .. stages-2 into stages 0 .. stages-2");
-    pg_reg wstage = pg_reg_new(k, PG_U32), rstage = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, wstage, sbase);
-    for (unsigned s = 0; s + 1 < S; s++) {
-        f_copy_tile(k, &c, wstage);
-        pg_add(k, PG_U32, wstage, wstage, pg_u32(SB));
-    }
-    pg_mov(k, PG_U32, rstage, sbase);
-
+    /* One copy site for the prologue's k-tiles 0 .. stages-2 and the
+     * loop's: each copy is a long stretch of code, and the JIT's time
+     * follows the kernel's length. `pro` counts the prologue's copies
+     * left; it is uniform, as every branch around the bar.sync is. */
+    pg_comment(k, "k-tiles 0 .. stages-2 into stages 0 .. stages-2, then one a k-tile");
+    pg_reg wstage = pgv_mov(k, PG_U32, sbase), rstage = pgv_mov(k, PG_U32, sbase);
     pg_reg t = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_reg pro = pgv_mov(k, PG_U32, pg_u32(S - 1));
+    pg_label copy = pg_label_new(k, "copy");
     pg_label top = pg_label_new(k, "ktile");
+    pg_label mma = pg_label_new(k, "mma");
+    pg_label_bind(k, copy);
+    f_copy_tile(k, &c, wstage);
+    pg_reg in_loop = pgv_setp(k, PG_CMP_EQ, PG_U32, pro, pg_u32(0));
+    pg_bra_if(k, in_loop, false, mma);
+    pg_add(k, PG_U32, wstage, wstage, pg_u32(SB));
+    pg_sub(k, PG_U32, pro, pro, pg_u32(1));
+    pg_reg more = pgv_setp(k, PG_CMP_NE, PG_U32, pro, pg_u32(0));
+    pg_bra_if(k, more, false, copy);
     pg_label_bind(k, top);
     pg_cp_async_wait(k, S - 2);
     pg_bar_sync(k, 0);
-    pg_comment(k, "copy k-tile t+stages-1 into the stage k-tile t-1 used");
-    f_copy_tile(k, &c, wstage);
+    pg_comment(k, "to the copy of k-tile t+stages-1 into the stage k-tile t-1 used");
+    pg_bra(k, copy);
+    pg_label_bind(k, mma);
     pg_comment(k, "the k-steps of mma tiles out of the stage of k-tile t");
     for (unsigned s = 0; s < KS; s++) {
         pg_reg ra = pgv_add(k, PG_U32, rstage, a_off[s]), rb = pgv_add(k, PG_U32, rstage, b_off[s]);

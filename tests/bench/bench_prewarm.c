@@ -22,7 +22,9 @@
  *   bench_prewarm [--threads N] [--runs R] [--dir DIR] [--driver-cache]
  *                 [--catalog training|all|lm]
  *
- * Prints a table, the slowest modules of the serial and cold phases (the
+ * Prints a table (with, for the median run, when the first JIT started and
+ * the last ended: what the call spent before and after the JITs), every
+ * run's time, the slowest modules of the serial and cold phases (the
  * cold run's critical path) and the goals (cold parallel <= 150 ms, from
  * disk <= 20 ms) with how each went; exits 77 without a device, 1 on a
  * failure, else 0 (missing a goal is reported, not a failure).
@@ -185,17 +187,29 @@ static int phase(const char *name, int threads, which all)
         pgrt_ctx_destroy(&ctx);
         return 1;
     }
+    /* Where the call's time went: before the first JIT (building the PTX),
+     * up to the end of the last, and after it (writes, joins, the report). */
+    double first = 0, last = 0;
+    for (size_t i = 0; i < rep.modules; i++) {
+        if (rep.list[i].rc || !rep.list[i].loaded)
+            continue;
+        if (first == 0 || rep.list[i].start_ms < first)
+            first = rep.list[i].start_ms;
+        if (rep.list[i].end_ms > last)
+            last = rep.list[i].end_ms;
+    }
     pgrt_device_info info;
     pgrt_ctx_device_info(ctx, &info);
     printf("phase=%s ms=%.3f ctx_ms=%.3f failed=%zu modules=%llu threads=%d jit_ms=%.3f emit_ms=%.3f "
            "load_ms=%.3f cubin_bytes=%llu disk_hits=%llu disk_misses=%llu disk_writes=%llu "
-           "device=%s cc=%d.%d driver=%d\n",
+           "first_ms=%.3f last_ms=%.3f device=%s cc=%d.%d driver=%d\n",
            name, ms, ctx_ms, failed, (unsigned long long)(s1.misses - s0.misses), used,
            s1.jit_ms - s0.jit_ms, rep.emit_ms, s1.load_ms - s0.load_ms,
            (unsigned long long)(s1.cubin_bytes - s0.cubin_bytes),
            (unsigned long long)(s1.disk_hits - s0.disk_hits),
            (unsigned long long)(s1.disk_misses - s0.disk_misses),
-           (unsigned long long)(s1.disk_writes - s0.disk_writes), info.target == PG_TARGET_COUNT
+           (unsigned long long)(s1.disk_writes - s0.disk_writes), first, last,
+           info.target == PG_TARGET_COUNT
                ? "?" : pg_target_name(info.target), info.cc_major, info.cc_minor,
            info.driver_version);
     /* The ten longest JITs, and when each ran. */
@@ -211,6 +225,7 @@ static int phase(const char *name, int threads, which all)
 
 typedef struct figures {
     double ms, ctx_ms, jit_ms, emit_ms, load_ms;
+    double first_ms, last_ms; /* the first JIT's start, the last one's end */
     unsigned long long modules, failed, cubin_bytes, disk_hits, disk_misses, disk_writes;
     int threads;
     char target[16];
@@ -277,6 +292,8 @@ static int run_phase(const char *self, const char *name, int threads, which all,
     f->jit_ms = field(line, "jit_ms");
     f->emit_ms = field(line, "emit_ms");
     f->load_ms = field(line, "load_ms");
+    f->first_ms = field(line, "first_ms");
+    f->last_ms = field(line, "last_ms");
     f->modules = (unsigned long long)field(line, "modules");
     f->failed = (unsigned long long)field(line, "failed");
     f->cubin_bytes = (unsigned long long)field(line, "cubin_bytes");
@@ -356,6 +373,7 @@ int main(int argc, char **argv)
     static const char *const names[] = {"serial", "parallel", "cold", "disk"};
     figures med[4];
     static char slow[4][4096];
+    static char each[4][1024]; /* every run's time, in run order */
     int rc = 0;
     for (int p = 0; p < 4 && rc == 0; p++) {
         figures f[100];
@@ -368,6 +386,10 @@ int main(int argc, char **argv)
                     fprintf(stderr, "bench_prewarm: could not empty %s\n", dir);
             }
             rc = run_phase(self, names[p], threads, all, dir, &f[r], slow[p], sizeof slow[p]);
+            size_t used = strlen(each[p]);
+            if (rc == 0 && used + 64 < sizeof each[p])
+                snprintf(each[p] + used, sizeof each[p] - used, " %.1f (%.1f-%.1f)", f[r].ms,
+                         f[r].first_ms, f[r].last_ms);
         }
         if (rc == 0) {
             qsort(f, (size_t)runs, sizeof f[0], cmp_fig);
@@ -390,14 +412,18 @@ int main(int argc, char **argv)
     printf("pre-warm of the %s catalog, target %s, CUDA_CACHE_DISABLE=%s, median of %d\n",
            cat_names[all], med[0].target, getenv("CUDA_CACHE_DISABLE") ? getenv("CUDA_CACHE_DISABLE") : "(unset)",
            runs);
-    printf("%-9s %8s %7s %8s %6s %10s %9s %9s %9s %11s %9s %8s\n", "phase", "ms", "threads",
-           "modules", "failed", "JIT ms", "emit ms", "load ms", "ctx ms", "cubin bytes",
-           "disk hit", "written");
+    printf("%-9s %8s %7s %8s %6s %10s %9s %9s %9s %11s %9s %8s %8s %8s\n", "phase", "ms",
+           "threads", "modules", "failed", "JIT ms", "emit ms", "load ms", "ctx ms",
+           "cubin bytes", "disk hit", "written", "1st JIT", "last end");
     for (int p = 0; p < 4; p++)
-        printf("%-9s %8.1f %7d %8llu %6llu %10.1f %9.1f %9.1f %9.1f %11llu %9llu %8llu\n",
+        printf("%-9s %8.1f %7d %8llu %6llu %10.1f %9.1f %9.1f %9.1f %11llu %9llu %8llu %8.1f "
+               "%8.1f\n",
                names[p], med[p].ms, med[p].threads, med[p].modules, med[p].failed, med[p].jit_ms,
                med[p].emit_ms, med[p].load_ms, med[p].ctx_ms, med[p].cubin_bytes,
-               med[p].disk_hits, med[p].disk_writes);
+               med[p].disk_hits, med[p].disk_writes, med[p].first_ms, med[p].last_ms);
+    printf("every run, ms (the first JIT's start - the last one's end, from the pool's start):\n");
+    for (int p = 0; p < 4; p++)
+        printf("  %-9s%s\n", names[p], each[p]);
     for (int p = 0; p < 3; p += 2)
         printf("the slowest JITs of the %s phase (its last run; start and end from the pool's "
                "start):\n%s", names[p], slow[p]);
