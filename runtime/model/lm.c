@@ -66,6 +66,17 @@ typedef struct knv {
 
 /* ---------------------------------------------------------------- state */
 
+/* gemm_sm90's two tensor maps for one base-weight product of the step (a
+ * layout, operands and shape): encoding is host work that would cost more
+ * than the launch, so each is encoded once, while the kernels are warmed
+ * at create, and copied into every launch's parameters. The buffers never
+ * move after create, so a captured graph's copies stay valid too. */
+typedef struct wg_maps {
+    pgrt_tensor_map a, b;
+    pgrt_devptr pa, pb;
+    uint32_t layout, rows, in, out;
+} wg_maps;
+
 /* One base weight on the device: f32, or bf16 (PG_U16 storage) widened
  * into the scratch buffer before a GEMM reads it. */
 typedef struct dweight {
@@ -103,6 +114,8 @@ struct pgrt_lm {
     int chunk; /* head rows a chunk */
     bool profile;
     double prof_ms[PGRT_LM_TIME_COUNT];
+    size_t prof_nk;
+    pgrt_lm_kernel_time prof_k[PGRT_LM_PROFILE_KERNELS];
 
     const pgk_desc *desc[K_COUNT];
     bool warming; /* get kernels, launch nothing */
@@ -115,9 +128,12 @@ struct pgrt_lm {
     /* bf16: the base GEMMs run on the bf16 tensor-core family with bf16
      * copies of their activation operand (xb, dyb, logits_b) */
     bool lowp;
-    pg_target target;
+    pg_target target, arch_target; /* arch_target sm_90a: gemm_sm90 (wgmma + TMA) */
     unsigned sms;
+    wg_maps *wg;                   /* gemm_sm90's maps, in the step's order */
+    size_t wg_n, wg_cap, wg_next;
     pgrt_devptr xb, dyb, logits_b;
+    const pgk_desc *desc_wg; /* gemm_sm90, as pgk_gemm_choose returns it */
     pgrt_buf *ws;        /* split-K workspace */
     uint64_t ws_need;    /* the largest workspace a GEMM of the step wants */
 
@@ -190,6 +206,28 @@ static double clock_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* ms of one waited-for launch of kernel `name` to its bucket and to its
+ * (name, bucket) entry. */
+static void profile_add(pgrt_lm *m, const char *name, int kind, double ms)
+{
+    m->prof_ms[kind] += ms;
+    size_t i = 0;
+    while (i < m->prof_nk && !(m->prof_k[i].kind == kind &&
+                                (m->prof_k[i].name == name || !strcmp(m->prof_k[i].name, name))))
+        i++;
+    if (i == m->prof_nk) {
+        if (i == PGRT_LM_PROFILE_KERNELS) {
+            i--; /* the last entry sums the rest */
+            m->prof_k[i].name = "(others)";
+        } else {
+            m->prof_k[i] = (pgrt_lm_kernel_time){.name = name, .kind = kind};
+            m->prof_nk++;
+        }
+    }
+    m->prof_k[i].ms += ms;
+    m->prof_k[i].launches++;
+}
+
 static int launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d, const pgk_knobs *knp,
                      const pgrt_arg *a, size_t na)
 {
@@ -206,7 +244,7 @@ static int launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d, const
     /* profiling (eager only): each launch waited for, its time to its bucket */
     double t0 = clock_ms();
     if (!(rc = pgrt_kernel_launch(h, s, &kn, a, na)) && !(rc = pgrt_stream_sync(s)))
-        m->prof_ms[bucket(m->lowp, k)] += clock_ms() - t0;
+        profile_add(m, d->name, bucket(m->lowp, k), clock_ms() - t0);
     return rc;
 }
 
@@ -270,13 +308,94 @@ static int model_gemm(pgrt_lm *m, pgrt_stream *s, lin_op op, bool acc, pgrt_devp
     return PGRT_EINVAL;
 }
 
+static bool wg_is(const wg_maps *e, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devptr b,
+                  uint32_t rows, uint32_t in, uint32_t out)
+{
+    return e->layout == (uint32_t)lay && e->pa == a && e->pb == b && e->rows == rows &&
+           e->in == in && e->out == out;
+}
+
+/* The maps of a gemm_sm90 product: the entry after the last one used
+ * when it matches (the step runs its products in the same order every
+ * time), else any that matches, else a new one encoded. */
+static int wg_maps_get(pgrt_lm *m, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devptr b,
+                       uint32_t rows, uint32_t in, uint32_t out, uint32_t bn,
+                       const wg_maps **found)
+{
+    size_t i = m->wg_next;
+    if (i >= m->wg_n || !wg_is(&m->wg[i], lay, a, b, rows, in, out))
+        for (i = 0; i < m->wg_n && !wg_is(&m->wg[i], lay, a, b, rows, in, out); i++)
+            ;
+    if (i == m->wg_n) {
+        if (m->wg_n == m->wg_cap) {
+            size_t cap = m->wg_cap ? 2 * m->wg_cap : 64;
+            /* 64-byte aligned, as a tensor map must be */
+            wg_maps *w = aligned_alloc(64, cap * sizeof *w);
+            if (!w)
+                return rt_fail(PGRT_ENOMEM, "pgrt_lm: out of host memory");
+            if (m->wg_n)
+                memcpy(w, m->wg, m->wg_n * sizeof *w);
+            free(m->wg);
+            m->wg = w;
+            m->wg_cap = cap;
+        }
+        wg_maps *e = &m->wg[i];
+        memset(e, 0, sizeof *e);
+        /* the layer's (M, N, K) = (rows, out, in); A's rows are K long
+         * forward, N long otherwise; B's (W, or X for dW) K long */
+        int rc = rt_gemm90_maps(m->ctx, (unsigned)lay, PG_BF16, a, b, rows, out, in,
+                                lay == PGK_GEMM_FORWARD ? in : out, in, bn, &e->a, &e->b);
+        if (rc)
+            return rc;
+        e->pa = a;
+        e->pb = b;
+        e->layout = (uint32_t)lay;
+        e->rows = rows;
+        e->in = in;
+        e->out = out;
+        m->wg_n++;
+    }
+    m->wg_next = i + 1;
+    *found = &m->wg[i];
+    return 0;
+}
+
+/* A product on gemm_sm90: c[P, Q] (+)= the layout's A·B over R, the
+ * accumulate baked into the kernel (its epilogue knob). */
+static int gemm_wg(pgrt_lm *m, pgrt_stream *s, const pgk_gemm_choice *ch, pgk_gemm_layout lay,
+                   bool acc, pgrt_devptr a, pgrt_devptr b, pgrt_devptr c, uint32_t rows,
+                   uint32_t in, uint32_t out)
+{
+    pgk_knobs kn = ch->knobs;
+    int ei = pgk_knob_index(ch->desc, "epilogue"), bi = pgk_knob_index(ch->desc, "bn");
+    if (ei < 0 || bi < 0)
+        return rt_fail(PGRT_EKERNEL, "pgrt_lm: gemm_sm90 has no knob %s",
+                       ei < 0 ? "epilogue" : "bn");
+    kn.v[ei] = acc ? 1u : 0u;
+    const wg_maps *e = NULL;
+    int rc = wg_maps_get(m, lay, a, b, rows, in, out, kn.v[bi], &e);
+    if (rc)
+        return rc;
+    return launch_kn(m, s, K_LP_GEMM, ch->desc, &kn,
+                     ARGS(pgrt_arg_tensor_map(&e->a), pgrt_arg_tensor_map(&e->b), P(c),
+                          pgrt_arg_u64(0), U(ch->m), U(ch->n), U(ch->k), U(ch->n)));
+}
+
 /* A base-weight product on the bf16 tensor-core family: a and b bf16, c
- * f32, in the layer's (M, N, K) = (rows, out, in). */
+ * f32, in the layer's (M, N, K) = (rows, out, in). On a compute
+ * capability 9.0 device the choice for sm_90a, gemm_sm90, where it takes
+ * the shape and the operands are 16-byte aligned (TMA); the mma.sync
+ * family otherwise. */
 static int gemm_lp(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pgrt_devptr a,
                    pgrt_devptr b, pgrt_devptr c, uint32_t rows, uint32_t in, uint32_t out)
 {
     pgk_gemm_choice ch;
-    int rc = pgk_gemm_choose(lay, PG_BF16, PG_F32, rows, out, in, m->target, m->sms, &ch);
+    int rc = pgk_gemm_choose(lay, PG_BF16, PG_F32, rows, out, in, m->arch_target, m->sms, &ch);
+    if (!rc && ch.desc == m->desc_wg) {
+        if (((a | b) & 15u) == 0)
+            return gemm_wg(m, s, &ch, lay, acc, a, b, c, rows, in, out);
+        rc = pgk_gemm_choose(lay, PG_BF16, PG_F32, rows, out, in, m->target, m->sms, &ch);
+    }
     if (rc)
         return rt_fail(PGRT_EINVAL, "pgrt_lm: no bf16 GEMM for %u x %u x %u", rows, out, in);
     if (ch.split > 1 && m->warming && ch.workspace_bytes > m->ws_need)
@@ -589,6 +708,7 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
     pgrt_lm *m = user;
     uint32_t H = (uint32_t)m->c.hidden, V = (uint32_t)m->c.vocab;
     int rc;
+    m->wg_next = 0; /* the step's first product */
     if (m->lowp) {
         /* bf16 rows, widened in place into the f32 residual stream's first slot */
         if ((rc = launch(m, s, K_GATHER_BF16, KN({"num_tokens", m->T}, {"hidden_dim", H}),
@@ -1057,6 +1177,8 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         return rc;
     }
     m->target = di.target;
+    m->arch_target = di.arch_target;
+    m->desc_wg = pgk_find("gemm_sm90");
     m->sms = di.sm_count > 0 ? (unsigned)di.sm_count : 0;
     m->lw = calloc((size_t)c->layers, sizeof *m->lw);
     m->la = calloc((size_t)c->layers, sizeof *m->la);
@@ -1177,6 +1299,7 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     pgrt_buf_destroy(&m->p);
     pgrt_buf_destroy(&m->g);
     pgrt_buf_destroy(&m->gkeep);
+    free(m->wg);
     free(m->lw);
     free(m->la);
     free(m->lora);
@@ -1271,5 +1394,7 @@ int pgrt_lm_stats_get(const pgrt_lm *m, pgrt_lm_stats *out)
     out->launches_per_step = m->launches + ts.launches_per_step;
     for (int i = 0; i < PGRT_LM_TIME_COUNT; i++)
         out->time_ms[i] = m->prof_ms[i];
+    out->kernel_count = m->prof_nk;
+    memcpy(out->kernels, m->prof_k, m->prof_nk * sizeof *m->prof_k);
     return 0;
 }
