@@ -57,7 +57,7 @@ static const pgk_knob rms_add_knobs[] = {
     [PGK_ROWS] = {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
     [PGK_WIDTH] = {"hidden_dim", 1536, 1, INT32_MAX, "elements a row", false},
     [RMS_RESIDUAL] = {"residual", 1, 0, 1, "1: add the residual (0: the params are unused)",
-                      false},
+                      true},
 };
 
 /* The address of bf16 element h of a row that starts at row_addr. */
