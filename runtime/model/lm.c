@@ -893,6 +893,10 @@ static void make_plan(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, in
     /* the layer inputs of L layers and the final one, then the scratch */
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
     int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, (64ull << 20) / V); /* ~256 MB */
+    /* whole 128-row tiles of the head's GEMMs (gemm_sm90's, the mma.sync
+     * family's largest): 441 rows would leave a 57-row tile in each chunk */
+    if (head_chunk <= 0 && chunk >= 128)
+        chunk -= chunk % 128;
     if ((uint64_t)chunk > T)
         chunk = (int)T;
     p->chunk = chunk;
