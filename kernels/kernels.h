@@ -18,6 +18,8 @@
     X(batched_softmax_backward)                                                            \
     X(batched_rms_norm_backward)                                                           \
     X(rms_norm_gamma_reduce)                                                               \
+    X(rms_norm_forward_add_bf16)                                                           \
+    X(rms_norm_backward_add_bf16)                                                          \
     X(cast_f32_to_f16)                                                                     \
     X(residual_add)                                                                        \
     X(adamw_step)                                                                          \
@@ -46,6 +48,8 @@
     X(swiglu_forward_bf16)                                                                 \
     X(swiglu_backward_f32)                                                                 \
     X(swiglu_backward_bf16)                                                                \
+    X(swiglu_forward_f32_bf16)                                                             \
+    X(swiglu_backward_f32_bf16)                                                            \
     X(bias_add_f32)                                                                        \
     X(bias_add_bf16)                                                                       \
     X(cast_f32_to_bf16)                                                                    \

@@ -6,12 +6,22 @@
  *   rms_norm_forward            y = x / r * gamma, r = sqrt(mean x^2 + eps)
  *   batched_rms_norm_backward   dx, and partial[row, h] = dy x / r
  *   rms_norm_gamma_reduce       grad_gamma[h] = sum over rows of partial[row, h]
+ *   rms_norm_forward_add_bf16   x = input (+ residual, kept), y as the forward, and
+ *                               y's bf16 copy
+ *   rms_norm_backward_add_bf16  dx as the backward (+ residual), and its bf16 copy
+ *
+ * The _add_bf16 pair is the bf16 model's: the residual add before a norm
+ * (after one, backward) and the copy its GEMMs read ride along in the
+ * norm's passes instead of a launch and a pass each. They compute exactly
+ * what rms_norm_forward / batched_rms_norm_backward, residual_add and
+ * cast_f32_to_bf16 would in turn (the same operations in the same order);
+ * gamma is frozen there, so the backward writes no gamma partials.
  *
  * Row kernels take dimensions up to 2^31 - 1 (their knobs' range): the u32
  * indices and strides then never wrap. Every reduction runs in an order
  * fixed by the shape alone: the same input gives the same bits.
  */
-#include "kernels.h"
+#include "model.h"
 
 /* rms_norm_gamma_reduce: a block owns GAMMA_COLS adjacent columns (one
  * 32-byte sector a row) and splits the rows over GAMMA_LANES threads a
@@ -41,6 +51,21 @@ static const pgk_knob rms_knobs[] = {
     [PGK_WIDTH] = {"hidden_dim", 1536, 1, INT32_MAX, "elements a row", false},
 };
 
+enum { RMS_RESIDUAL = PGK_WIDTH + 1 };
+
+static const pgk_knob rms_add_knobs[] = {
+    [PGK_ROWS] = {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
+    [PGK_WIDTH] = {"hidden_dim", 1536, 1, INT32_MAX, "elements a row", false},
+    [RMS_RESIDUAL] = {"residual", 1, 0, 1, "1: add the residual (0: the params are unused)",
+                      true},
+};
+
+/* The address of bf16 element h of a row that starts at row_addr. */
+static pg_reg bf16_at(pg_kernel *k, pg_reg row_addr, pg_reg h)
+{
+    return pgk_addr_add(k, row_addr, h, 2);
+}
+
 /* ---------------------------------------------------------------- rms_norm_forward */
 
 /* One block a row. Pass 1: each thread sums x^2 over h = tid, tid + 256, ...
@@ -48,29 +73,51 @@ static const pgk_knob rms_knobs[] = {
  * batched_rms_norm_backward's, so both see the same r. Pass 2 writes
  * y = (x * (1/r)) * gamma. Threads past the end of a short row add nothing
  * but still reach the barrier. */
-static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
+/* fused: rms_norm_forward_add_bf16, whose params are (input, residual,
+ * sum_output, gamma, output, output_bf16, rows, hidden, eps); with res,
+ * x = input + residual is stored to sum_output in pass 1 and read back
+ * from there (by the thread that wrote it) in pass 2. */
+static int rms_fwd_body(pg_kernel *k, const pg_param *p, bool fused, bool res)
 {
-    (void)d;
-    (void)knobs;
     pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
+    unsigned f = fused ? 3 : 0; /* residual, sum_output, output_bf16 */
     pg_reg x = pg_param_load(k, p[0]);
-    pg_reg gamma = pg_param_load(k, p[1]);
-    pg_reg y = pg_param_load(k, p[2]);
-    pg_reg rows = pg_param_load(k, p[3]);
-    pg_reg hidden = pg_param_load(k, p[4]);
-    pg_reg eps = pg_param_load(k, p[5]);
+    pg_reg rsd = res ? pg_param_load(k, p[1]) : x;
+    pg_reg xs = res ? pg_param_load(k, p[2]) : x;
+    pg_reg gamma = pg_param_load(k, p[fused ? 3 : 1]);
+    pg_reg y = pg_param_load(k, p[fused ? 4 : 2]);
+    pg_reg yb = fused ? pg_param_load(k, p[5]) : y;
+    pg_reg rows = pg_param_load(k, p[3 + f]);
+    pg_reg hidden = pg_param_load(k, p[4 + f]);
+    pg_reg eps = pg_param_load(k, p[5 + f]);
 
     pg_label out = pg_label_new(k, "exit");
     block_row b = block_row_begin(k, rows, out);
     pg_reg tid = b.tid, ntid = b.ntid, row = b.row;
     pg_reg xa = pgk_row_addr(k, x, row, hidden);
     pg_reg ya = pgk_row_addr(k, y, row, hidden);
+    pg_reg ra = xa, sa = xa, yba = ya;
+    if (res) {
+        ra = pgk_row_addr(k, rsd, row, hidden);
+        sa = pgk_row_addr(k, xs, row, hidden);
+    }
+    if (fused)
+        yba = pgk_addr2(k, yb, row, hidden, pg_u32(0), 2);
 
-    pg_comment(k, "ss = sum x^2 over h = tid, tid + ntid, ...");
+    pg_comment(k, res ? "x = input + residual, kept; ss = sum x^2 over h = tid, tid + ntid, ..."
+                      : "ss = sum x^2 over h = tid, tid + ntid, ...");
     pg_reg ss = pgk_zero_f32(k);
     pg_loop L;
     pg_reg h = pg_for_begin(k, &L, tid, hidden, ntid);
-    pg_reg xv = pgk_ld_f32_at(k, xa, pgk_f32_offset(k, h));
+    pg_reg xv;
+    if (res) {
+        pg_reg o = pgk_f32_offset(k, h);
+        xv = pgk_ld_f32_at(k, xa, o);
+        pg_add(k, PG_F32, xv, xv, pgk_ld_f32_at(k, ra, o));
+        pgk_st_f32_at(k, sa, o, xv);
+    } else {
+        xv = pgk_ld_f32_at(k, xa, pgk_f32_offset(k, h));
+    }
     pg_fma(k, PG_F32, ss, xv, xv, ss);
     pg_for_end(k, &L);
 
@@ -83,15 +130,31 @@ static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg r = pgv_sqrt(k, PG_F32, ms);
     pg_reg rinv = pgv_rcp(k, PG_F32, r);
 
-    pg_comment(k, "y = (x / r) * gamma");
+    pg_comment(k, fused ? "y = (x / r) * gamma, and its bf16 copy" : "y = (x / r) * gamma");
     h = pg_for_begin(k, &L, tid, hidden, ntid);
     pg_reg off = pgk_f32_offset(k, h);
-    pg_reg t = pgv_mul(k, PG_F32, pgk_ld_f32_at(k, xa, off), rinv);
+    pg_reg t = pgv_mul(k, PG_F32, pgk_ld_f32_at(k, res ? sa : xa, off), rinv);
     pg_mul(k, PG_F32, t, t, pgk_ld_f32_at(k, gamma, off));
     pgk_st_f32_at(k, ya, off, t);
+    if (fused)
+        pgk_st_act(k, PGK_BF16, bf16_at(k, yba, h), t);
     pg_for_end(k, &L);
 
     return pgk_finish(k, out);
+}
+
+static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
+{
+    (void)d;
+    (void)knobs;
+    return rms_fwd_body(k, p, false, false);
+}
+
+static int build_rms_fwd_add(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                             const uint32_t *knobs)
+{
+    (void)d;
+    return rms_fwd_body(k, p, true, knobs[RMS_RESIDUAL] != 0);
 }
 
 static const pgk_param rms_params[] = {
@@ -111,6 +174,24 @@ const pgk_desc pgk_desc_rms_norm_forward = {
     .min_target = PG_SM_70,
     .threads = PGK_THREADS,
     .build = build_rms_fwd,
+    .launch = pgk_launch_rows,
+};
+
+static const pgk_param rms_add_params[] = {
+    {"input", PG_U64, true},       {"residual", PG_U64, true},    {"sum_output", PG_U64, true},
+    {"gamma", PG_U64, true},       {"output", PG_U64, true},      {"output_bf16", PG_U64, true},
+    {"num_rows", PG_U32, false},   {"hidden_dim", PG_U32, false}, {"eps", PG_F32, false},
+};
+
+const pgk_desc pgk_desc_rms_norm_forward_add_bf16 = {
+    .name = "rms_norm_forward_add_bf16",
+    .summary = "sum_output = input + residual; output = RMSNorm(sum_output) * gamma (f32) and "
+               "its bf16 copy",
+    PGK_PARAMS(rms_add_params),
+    PGK_KNOBS(rms_add_knobs),
+    .min_target = PG_SM_80,
+    .threads = PGK_THREADS,
+    .build = build_rms_fwd_add,
     .launch = pgk_launch_rows,
 };
 
@@ -151,21 +232,27 @@ static void rms_load(pg_kernel *k, pg_reg off, pg_reg xa, pg_reg dya, pg_reg gam
         *dy = dyd;
 }
 
-static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
+/* fused: rms_norm_backward_add_bf16, whose params are (input, gamma,
+ * grad_output, residual, grad_input, grad_input_bf16, rows, hidden, eps):
+ * dx rounded to f32, plus the residual with res, stored with its bf16
+ * copy; no partials. */
+static int rms_bwd_body(pg_kernel *k, const pgk_desc *d, const pg_param *p, bool fused, bool res)
 {
-    (void)knobs;
     const uint32_t threads = d->threads;
     /* thread sums: [t] = x^2, [256 + t] = x g; column sums: [c], [32 + c] */
     pg_shared tsums = pg_shared_static(k, PG_F64, 2 * threads, 8, "thread_sums");
     pg_shared csums = pg_shared_static(k, PG_F64, 64, 8, "column_sums");
+    unsigned f = fused ? 1 : 0;
     pg_reg x = pg_param_load(k, p[0]);
     pg_reg gamma = pg_param_load(k, p[1]);
     pg_reg dy = pg_param_load(k, p[2]);
-    pg_reg dx = pg_param_load(k, p[3]);
-    pg_reg part = pg_param_load(k, p[4]);
-    pg_reg rows = pg_param_load(k, p[5]);
-    pg_reg hidden = pg_param_load(k, p[6]);
-    pg_reg eps = pg_param_load(k, p[7]);
+    pg_reg rsd = res ? pg_param_load(k, p[3]) : x;
+    pg_reg dx = pg_param_load(k, p[3 + f]);
+    /* the partials (unfused), the bf16 copy (fused) */
+    pg_reg part = pg_param_load(k, p[4 + f]);
+    pg_reg rows = pg_param_load(k, p[5 + f]);
+    pg_reg hidden = pg_param_load(k, p[6 + f]);
+    pg_reg eps = pg_param_load(k, p[7 + f]);
 
     pg_label out = pg_label_new(k, "exit");
     block_row b = block_row_begin(k, rows, out);
@@ -173,7 +260,9 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_reg xa = pgk_row_addr(k, x, row, hidden);
     pg_reg dya = pgk_row_addr(k, dy, row, hidden);
     pg_reg dxa = pgk_row_addr(k, dx, row, hidden);
-    pg_reg pa = pgk_row_addr(k, part, row, hidden);
+    pg_reg pa = fused ? pgk_addr2(k, part, row, hidden, pg_u32(0), 2)
+                      : pgk_row_addr(k, part, row, hidden);
+    pg_reg ra = res ? pgk_row_addr(k, rsd, row, hidden) : xa;
 
     pg_reg ss = pg_reg_new(k, PG_F64);
     pg_reg sg = pg_reg_new(k, PG_F64);
@@ -241,6 +330,23 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_mul(k, PG_F64, nu, nu, rinv);
     pg_neg(k, PG_F64, nu, nu);
 
+    if (fused) {
+        pg_comment(k, res ? "dx = (g - x u) / r rounded to f32, + residual; and its bf16 copy"
+                          : "dx = (g - x u) / r rounded to f32, and its bf16 copy");
+        h = pg_for_begin(k, &L, tid, hidden, ntid);
+        pg_reg off = pgk_f32_offset(k, h);
+        pg_reg wx, wg;
+        rms_load(k, off, xa, dya, gamma, &wx, NULL, &wg);
+        pg_reg t = pgv_fma(k, PG_F64, wx, nu, wg);
+        pg_mul(k, PG_F64, t, t, rinv);
+        pg_reg v = pgv_cvt(k, PG_F32, PG_F64, PG_RND_RN, t);
+        if (res)
+            pg_add(k, PG_F32, v, v, pgk_ld_f32_at(k, ra, off));
+        pgk_st_f32_at(k, dxa, off, v);
+        pgk_st_act(k, PGK_BF16, bf16_at(k, pa, h), v);
+        pg_for_end(k, &L);
+        return pgk_finish(k, out);
+    }
     pg_comment(k, "dx = (g - x u) / r; partial = (dy x) / r; each rounded to f32 once");
     h = pg_for_begin(k, &L, tid, hidden, ntid);
     pg_reg off = pgk_f32_offset(k, h);
@@ -255,6 +361,18 @@ static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
     pg_for_end(k, &L);
 
     return pgk_finish(k, out);
+}
+
+static int build_rms_bwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
+{
+    (void)knobs;
+    return rms_bwd_body(k, d, p, false, false);
+}
+
+static int build_rms_bwd_add(pg_kernel *k, const pgk_desc *d, const pg_param *p,
+                             const uint32_t *knobs)
+{
+    return rms_bwd_body(k, d, p, true, knobs[RMS_RESIDUAL] != 0);
 }
 
 static const pgk_param rms_bwd_params[] = {
@@ -276,6 +394,26 @@ const pgk_desc pgk_desc_batched_rms_norm_backward = {
     .min_target = PG_SM_70,
     .threads = PGK_THREADS,
     .build = build_rms_bwd,
+    .launch = pgk_launch_rows,
+};
+
+static const pgk_param rms_bwd_add_params[] = {
+    {"input", PG_U64, true},          {"gamma", PG_U64, true},
+    {"grad_output", PG_U64, true},    {"residual", PG_U64, true},
+    {"grad_input", PG_U64, true},     {"grad_input_bf16", PG_U64, true},
+    {"num_rows", PG_U32, false},      {"hidden_dim", PG_U32, false},
+    {"eps", PG_F32, false},
+};
+
+const pgk_desc pgk_desc_rms_norm_backward_add_bf16 = {
+    .name = "rms_norm_backward_add_bf16",
+    .summary = "RMSNorm backward per row: grad_input = dx (+ residual) (f32) and its bf16 copy; "
+               "no gamma gradient",
+    PGK_PARAMS(rms_bwd_add_params),
+    PGK_KNOBS(rms_add_knobs),
+    .min_target = PG_SM_80,
+    .threads = PGK_THREADS,
+    .build = build_rms_bwd_add,
     .launch = pgk_launch_rows,
 };
 

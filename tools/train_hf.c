@@ -219,6 +219,28 @@ static int clone_shape(const pgrt_hf_config *mc, const pgrt_adapter *src, pgrt_a
     return pgrt_adapter_init(mc, &src->cfg, 0, out);
 }
 
+static int by_ms_desc(const void *a, const void *b)
+{
+    double x = ((const pgrt_lm_kernel_time *)a)->ms, y = ((const pgrt_lm_kernel_time *)b)->ms;
+    return (x < y) - (x > y);
+}
+
+/* --profile's table: each kernel's time a step, the largest first. */
+static void print_kernel_times(pgrt_lm_stats *st, double steps)
+{
+    static const char *const kinds[PGRT_LM_TIME_COUNT] = {"gemm", "attention", "ce", "rest",
+                                                          "lora"};
+    qsort(st->kernels, st->kernel_count, sizeof st->kernels[0], by_ms_desc);
+    fprintf(stderr, "%-32s %-9s %9s %9s %10s\n", "kernel", "kind", "ms/step", "launches",
+            "us/launch");
+    for (size_t i = 0; i < st->kernel_count; i++) {
+        const pgrt_lm_kernel_time *k = &st->kernels[i];
+        fprintf(stderr, "%-32s %-9s %9.3f %9.0f %10.1f\n", k->name,
+                (unsigned)k->kind < PGRT_LM_TIME_COUNT ? kinds[k->kind] : "?", k->ms / steps,
+                (double)k->launches / steps, k->launches ? 1e3 * k->ms / (double)k->launches : 0.0);
+    }
+}
+
 static int run(pgrt_ctx *ctx, const opts *o, const pgrt_model_files *mf, const pgrt_adapter *ad,
                const pgrt_tokens *tok, bool graph, run_log *lg, pgrt_adapter *final,
                pgrt_adapter *grads, int *exit_code)
@@ -303,6 +325,7 @@ static int run(pgrt_ctx *ctx, const opts *o, const pgrt_model_files *mf, const p
                 "%.1f ms (%.0f%%), rest %.1f ms (%.0f%%) a step\n",
                 o->steps, (t[0] + t[4]) / ns, 100 * (t[0] + t[4]) / all, t[4] / ns, t[1] / ns,
                 100 * t[1] / all, t[2] / ns, 100 * t[2] / all, t[3] / ns, 100 * t[3] / all);
+        print_kernel_times(&st, ns);
     }
     *exit_code = 0;
 out:

@@ -24,6 +24,8 @@
     X(GEMM_TN, "gemm_backward_b")                                              \
     X(RMS_FWD, "rms_norm_forward")                                             \
     X(RMS_BWD, "batched_rms_norm_backward")                                    \
+    X(RMS_FWD_ADD, "rms_norm_forward_add_bf16")                                \
+    X(RMS_BWD_ADD, "rms_norm_backward_add_bf16")                               \
     X(ADD, "residual_add")                                                     \
     X(GATHER, "embedding_gather_f32")                                          \
     X(GATHER_BF16, "embedding_gather_bf16")                                    \
@@ -31,6 +33,8 @@
     X(ROPE_BWD, "rope_backward_f32")                                           \
     X(SWIGLU_FWD, "swiglu_forward_f32")                                        \
     X(SWIGLU_BWD, "swiglu_backward_f32")                                       \
+    X(SWIGLU_FWD_BF16, "swiglu_forward_f32_bf16")                              \
+    X(SWIGLU_BWD_BF16, "swiglu_backward_f32_bf16")                             \
     X(SCALE, "gradient_clip")                                                  \
     X(BIAS, "bias_add_f32")                                                    \
     X(CE, "cross_entropy_fwd_bwd_f32")                                         \
@@ -65,6 +69,17 @@ typedef struct knv {
 } knv;
 
 /* ---------------------------------------------------------------- state */
+
+/* gemm_sm90's two tensor maps for one base-weight product of the step (a
+ * layout, operands and shape): encoding is host work that would cost more
+ * than the launch, so each is encoded once, while the kernels are warmed
+ * at create, and copied into every launch's parameters. The buffers never
+ * move after create, so a captured graph's copies stay valid too. */
+typedef struct wg_maps {
+    pgrt_tensor_map a, b;
+    pgrt_devptr pa, pb;
+    uint32_t layout, rows, in, out;
+} wg_maps;
 
 /* One base weight on the device: f32, or bf16 (PG_U16 storage) widened
  * into the scratch buffer before a GEMM reads it. */
@@ -103,6 +118,8 @@ struct pgrt_lm {
     int chunk; /* head rows a chunk */
     bool profile;
     double prof_ms[PGRT_LM_TIME_COUNT];
+    size_t prof_nk;
+    pgrt_lm_kernel_time prof_k[PGRT_LM_PROFILE_KERNELS];
 
     const pgk_desc *desc[K_COUNT];
     bool warming; /* get kernels, launch nothing */
@@ -115,9 +132,12 @@ struct pgrt_lm {
     /* bf16: the base GEMMs run on the bf16 tensor-core family with bf16
      * copies of their activation operand (xb, dyb, logits_b) */
     bool lowp;
-    pg_target target;
+    pg_target target, arch_target; /* arch_target sm_90a: gemm_sm90 (wgmma + TMA) */
     unsigned sms;
+    wg_maps *wg;                   /* gemm_sm90's maps, in the step's order */
+    size_t wg_n, wg_cap, wg_next;
     pgrt_devptr xb, dyb, logits_b;
+    const pgk_desc *desc_wg; /* gemm_sm90, as pgk_gemm_choose returns it */
     pgrt_buf *ws;        /* split-K workspace */
     uint64_t ws_need;    /* the largest workspace a GEMM of the step wants */
 
@@ -190,6 +210,28 @@ static double clock_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* ms of one waited-for launch of kernel `name` to its bucket and to its
+ * (name, bucket) entry. */
+static void profile_add(pgrt_lm *m, const char *name, int kind, double ms)
+{
+    m->prof_ms[kind] += ms;
+    size_t i = 0;
+    while (i < m->prof_nk && !(m->prof_k[i].kind == kind &&
+                                (m->prof_k[i].name == name || !strcmp(m->prof_k[i].name, name))))
+        i++;
+    if (i == m->prof_nk) {
+        if (i == PGRT_LM_PROFILE_KERNELS) {
+            i--; /* the last entry sums the rest */
+            m->prof_k[i].name = "(others)";
+        } else {
+            m->prof_k[i] = (pgrt_lm_kernel_time){.name = name, .kind = kind};
+            m->prof_nk++;
+        }
+    }
+    m->prof_k[i].ms += ms;
+    m->prof_k[i].launches++;
+}
+
 static int launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d, const pgk_knobs *knp,
                      const pgrt_arg *a, size_t na)
 {
@@ -206,7 +248,7 @@ static int launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d, const
     /* profiling (eager only): each launch waited for, its time to its bucket */
     double t0 = clock_ms();
     if (!(rc = pgrt_kernel_launch(h, s, &kn, a, na)) && !(rc = pgrt_stream_sync(s)))
-        m->prof_ms[bucket(m->lowp, k)] += clock_ms() - t0;
+        profile_add(m, d->name, bucket(m->lowp, k), clock_ms() - t0);
     return rc;
 }
 
@@ -270,23 +312,105 @@ static int model_gemm(pgrt_lm *m, pgrt_stream *s, lin_op op, bool acc, pgrt_devp
     return PGRT_EINVAL;
 }
 
+static bool wg_is(const wg_maps *e, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devptr b,
+                  uint32_t rows, uint32_t in, uint32_t out)
+{
+    return e->layout == (uint32_t)lay && e->pa == a && e->pb == b && e->rows == rows &&
+           e->in == in && e->out == out;
+}
+
+/* The maps of a gemm_sm90 product: the entry after the last one used
+ * when it matches (the step runs its products in the same order every
+ * time), else any that matches, else a new one encoded. */
+static int wg_maps_get(pgrt_lm *m, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devptr b,
+                       uint32_t rows, uint32_t in, uint32_t out, uint32_t bn,
+                       const wg_maps **found)
+{
+    size_t i = m->wg_next;
+    if (i >= m->wg_n || !wg_is(&m->wg[i], lay, a, b, rows, in, out))
+        for (i = 0; i < m->wg_n && !wg_is(&m->wg[i], lay, a, b, rows, in, out); i++)
+            ;
+    if (i == m->wg_n) {
+        if (m->wg_n == m->wg_cap) {
+            size_t cap = m->wg_cap ? 2 * m->wg_cap : 64;
+            /* 64-byte aligned, as a tensor map must be */
+            wg_maps *w = aligned_alloc(64, cap * sizeof *w);
+            if (!w)
+                return rt_fail(PGRT_ENOMEM, "pgrt_lm: out of host memory");
+            if (m->wg_n)
+                memcpy(w, m->wg, m->wg_n * sizeof *w);
+            free(m->wg);
+            m->wg = w;
+            m->wg_cap = cap;
+        }
+        wg_maps *e = &m->wg[i];
+        memset(e, 0, sizeof *e);
+        /* the layer's (M, N, K) = (rows, out, in); A's rows are K long
+         * forward, N long otherwise; B's (W, or X for dW) K long */
+        int rc = rt_gemm90_maps(m->ctx, (unsigned)lay, PG_BF16, a, b, rows, out, in,
+                                lay == PGK_GEMM_FORWARD ? in : out, in, bn, &e->a, &e->b);
+        if (rc)
+            return rc;
+        e->pa = a;
+        e->pb = b;
+        e->layout = (uint32_t)lay;
+        e->rows = rows;
+        e->in = in;
+        e->out = out;
+        m->wg_n++;
+    }
+    m->wg_next = i + 1;
+    *found = &m->wg[i];
+    return 0;
+}
+
+/* A product on gemm_sm90: c[P, Q] (+)= the layout's A·B over R (+ bias),
+ * the accumulate and the bias baked into the kernel (its epilogue knob). */
+static int gemm_wg(pgrt_lm *m, pgrt_stream *s, const pgk_gemm_choice *ch, pgk_gemm_layout lay,
+                   bool acc, pgrt_devptr a, pgrt_devptr b, pgrt_devptr bias, pgrt_devptr c,
+                   uint32_t rows, uint32_t in, uint32_t out)
+{
+    pgk_knobs kn = ch->knobs;
+    int ei = pgk_knob_index(ch->desc, "epilogue"), bi = pgk_knob_index(ch->desc, "bn");
+    if (ei < 0 || bi < 0)
+        return rt_fail(PGRT_EKERNEL, "pgrt_lm: gemm_sm90 has no knob %s",
+                       ei < 0 ? "epilogue" : "bn");
+    kn.v[ei] = (acc ? 1u : 0u) | (bias ? 2u : 0u);
+    const wg_maps *e = NULL;
+    int rc = wg_maps_get(m, lay, a, b, rows, in, out, kn.v[bi], &e);
+    if (rc)
+        return rc;
+    return launch_kn(m, s, K_LP_GEMM, ch->desc, &kn,
+                     ARGS(pgrt_arg_tensor_map(&e->a), pgrt_arg_tensor_map(&e->b), P(c),
+                          pgrt_arg_u64(bias), U(ch->m), U(ch->n), U(ch->k), U(ch->n)));
+}
+
 /* A base-weight product on the bf16 tensor-core family: a and b bf16, c
- * f32, in the layer's (M, N, K) = (rows, out, in). */
+ * f32, in the layer's (M, N, K) = (rows, out, in), plus the f32 bias [out]
+ * when bias is not 0 (forward only). On a compute capability 9.0 device
+ * the choice for sm_90a, gemm_sm90, where it takes the shape and the
+ * operands are 16-byte aligned (TMA); the mma.sync family otherwise. */
 static int gemm_lp(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pgrt_devptr a,
-                   pgrt_devptr b, pgrt_devptr c, uint32_t rows, uint32_t in, uint32_t out)
+                   pgrt_devptr b, pgrt_devptr c, uint32_t rows, uint32_t in, uint32_t out,
+                   pgrt_devptr bias)
 {
     pgk_gemm_choice ch;
-    int rc = pgk_gemm_choose(lay, PG_BF16, PG_F32, rows, out, in, m->target, m->sms, &ch);
+    int rc = pgk_gemm_choose(lay, PG_BF16, PG_F32, rows, out, in, m->arch_target, m->sms, &ch);
+    if (!rc && ch.desc == m->desc_wg) {
+        if (((a | b) & 15u) == 0)
+            return gemm_wg(m, s, &ch, lay, acc, a, b, bias, c, rows, in, out);
+        rc = pgk_gemm_choose(lay, PG_BF16, PG_F32, rows, out, in, m->target, m->sms, &ch);
+    }
     if (rc)
         return rt_fail(PGRT_EINVAL, "pgrt_lm: no bf16 GEMM for %u x %u x %u", rows, out, in);
     if (ch.split > 1 && m->warming && ch.workspace_bytes > m->ws_need)
         m->ws_need = ch.workspace_bytes;
     if (ch.split > 1 && !m->warming && (!m->ws || pgrt_buf_bytes(m->ws) < ch.workspace_bytes))
         return rt_fail(PGRT_ESTATE, "pgrt_lm: GEMM workspace smaller than at create");
-    uint32_t flags = acc ? 1u : 0u;
-    pgrt_devptr ws = ch.split > 1 && m->ws ? pgrt_buf_ptr(m->ws) : c;
+    uint32_t flags = (acc ? 1u : 0u) | (bias ? 2u : 0u);
+    pgrt_devptr ws = ch.split > 1 && m->ws ? pgrt_buf_ptr(m->ws) : c, bp = bias ? bias : c;
     if ((rc = launch_kn(m, s, K_LP_GEMM, ch.desc, &ch.knobs,
-                        ARGS(P(a), P(b), P(c), P(c), P(ws), U(rows), U(out), U(in), U(flags)))))
+                        ARGS(P(a), P(b), P(c), P(bp), P(ws), U(rows), U(out), U(in), U(flags)))))
         return rc;
     if (ch.split <= 1)
         return 0;
@@ -295,7 +419,7 @@ static int gemm_lp(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pg
                      : lay == PGK_GEMM_BACKWARD_X ? (uint64_t)rows * in
                                                   : (uint64_t)out * in;
     return launch_kn(m, s, K_LP_GEMM, ch.reduce, &ch.reduce_knobs,
-                     ARGS(P(ws), P(c), P(c), U(total), U(cols), U(ch.split), U(flags)));
+                     ARGS(P(ws), P(c), P(bp), U(total), U(cols), U(ch.split), U(flags)));
 }
 
 /* dst (bf16) = src (f32), n elements. */
@@ -432,12 +556,13 @@ static int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_d
     pgrt_linear_dims(&m->c, mod, &in, &out);
     pgrt_devptr w;
     int rc = 0;
-    if (m->lowp)
+    if (m->lowp) /* the bias in the GEMM's epilogue */
         rc = gemm_lp(m, s, PGK_GEMM_FORWARD, false, m->xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf), y,
-                     m->T, in, out);
+                     m->T, in, out,
+                     m->lw[l].bias[mod] ? pgrt_buf_ptr(m->lw[l].bias[mod]) : 0);
     else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
         rc = model_gemm(m, s, LIN_Y, false, x, w, y, m->T, in, out);
-    if (!rc && m->lw[l].bias[mod])
+    if (!rc && !m->lowp && m->lw[l].bias[mod])
         rc = launch(m, s, K_BIAS, KN({"rows", m->T}, {"cols", out}),
                     ARGS(P(y), P(pgrt_buf_ptr(m->lw[l].bias[mod])), U(m->T), U(out)));
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
@@ -458,19 +583,22 @@ static int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_d
     return lora_up(m, s, xa, pofs(m->p, ld->b), y, out, false, true);
 }
 
-/* Given dy [T, out]: dx (+)= dy W (+ the LoRA path), and the LoRA
- * gradients of module mod of layer l. */
+/* Given dy [T, out] (and, in bf16, dyb: its bf16 copy where the kernel
+ * that wrote dy made one, else 0): dx (+)= dy W (+ the LoRA path), and the
+ * LoRA gradients of module mod of layer l. */
 static int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
-                      pgrt_devptr dy, pgrt_devptr dx, bool acc)
+                      pgrt_devptr dy, pgrt_devptr dyb, pgrt_devptr dx, bool acc)
 {
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     pgrt_devptr w;
     int rc = 0;
     if (m->lowp) {
-        if (!(rc = narrow(m, s, dy, m->dyb, (uint64_t)m->T * out)))
-            rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, acc, m->dyb,
-                         pgrt_buf_ptr(m->lw[l].lin[mod].buf), dx, m->T, in, out);
+        if (!dyb && !(rc = narrow(m, s, dy, m->dyb, (uint64_t)m->T * out)))
+            dyb = m->dyb;
+        if (!rc)
+            rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, acc, dyb, pgrt_buf_ptr(m->lw[l].lin[mod].buf),
+                         dx, m->T, in, out, 0);
     } else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
         rc = model_gemm(m, s, LIN_DX, acc, dy, w, dx, m->T, in, out);
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
@@ -532,6 +660,39 @@ static int add(pgrt_lm *m, pgrt_stream *s, pgrt_devptr a, pgrt_devptr b, pgrt_de
     return launch(m, s, K_ADD, KN({"n", (uint32_t)n}), ARGS(P(a), P(b), P(out), U(n)));
 }
 
+/* y = RMSNorm(x + r) * gamma, x + r kept at sum; without r (0), of x.
+ * bf16: one kernel that also writes y's bf16 copy to m->xb, the operand
+ * of the GEMMs that follow (the same bits as the add, the norm and the
+ * cast in turn); f32: residual_add, rms_norm_forward. */
+static int norm_fwd(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_devptr r, pgrt_devptr sum,
+                    pgrt_buf *gamma, pgrt_devptr y)
+{
+    uint32_t H = (uint32_t)m->c.hidden;
+    if (m->lowp)
+        return launch(m, s, K_RMS_FWD_ADD,
+                      KN({"num_rows", m->T}, {"hidden_dim", H}, {"residual", r ? 1u : 0u}),
+                      ARGS(P(x), P(r ? r : x), P(r ? sum : x), P(pgrt_buf_ptr(gamma)), P(y),
+                           P(m->xb), U(m->T), U(H), F(m->c.rms_norm_eps)));
+    int rc = r ? add(m, s, x, r, sum, (uint64_t)m->T * H) : 0;
+    return rc ? rc : rms_fwd(m, s, r ? sum : x, gamma, y);
+}
+
+/* dx = the RMSNorm backward of (x, gamma) at dy, + r where r is not 0.
+ * bf16: one kernel that also writes dx's bf16 copy to m->dyb, the operand
+ * of the dX GEMM that follows; f32: the backward, residual_add. */
+static int norm_bwd(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_buf *gamma, pgrt_devptr dy,
+                    pgrt_devptr r, pgrt_devptr dx)
+{
+    uint32_t H = (uint32_t)m->c.hidden;
+    if (m->lowp)
+        return launch(m, s, K_RMS_BWD_ADD,
+                      KN({"num_rows", m->T}, {"hidden_dim", H}, {"residual", r ? 1u : 0u}),
+                      ARGS(P(x), P(pgrt_buf_ptr(gamma)), P(dy), P(r ? r : x), P(dx), P(m->dyb),
+                           U(m->T), U(H), F(m->c.rms_norm_eps)));
+    int rc = rms_bwd(m, s, x, gamma, dy, dx);
+    return rc || !r ? rc : add(m, s, r, dx, dx, (uint64_t)m->T * H);
+}
+
 static int att_knobs_fwd(pgrt_lm *m, pgrt_stream *s, int l)
 {
     layer_a *a = &m->la[l];
@@ -545,15 +706,18 @@ static int att_knobs_fwd(pgrt_lm *m, pgrt_stream *s, int l)
 
 /* ---------------------------------------------------------------- forward and loss */
 
+/* Layer l from its input norm's output h1 on (layer 0 also computes that
+ * norm) through the residual add after the MLP and the norm that
+ * follows it: the next layer's input norm, or the final one. */
 static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l)
 {
     layer_a *a = &m->la[l];
-    pgrt_devptr xnext = l + 1 < m->c.layers ? m->la[l + 1].x : m->xf;
-    uint64_t TH = (uint64_t)m->T * m->c.hidden;
+    bool last = l + 1 == m->c.layers;
+    pgrt_devptr xnext = last ? m->xf : m->la[l + 1].x, hnext = last ? m->hf : m->la[l + 1].h1;
+    pgrt_buf *gnext = last ? m->norm_final : m->lw[l + 1].norm_in;
     int rc;
     uint64_t Tqd = (uint64_t)m->T * m->c.heads * m->c.head_dim;
-    if ((rc = rms_fwd(m, s, a->x, m->lw[l].norm_in, a->h1)) ||
-        (m->lowp && (rc = narrow(m, s, a->h1, m->xb, TH))) ||
+    if ((l == 0 && (rc = norm_fwd(m, s, a->x, 0, 0, m->lw[l].norm_in, a->h1))) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_Q, a->h1, a->q)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_K, a->h1, a->k)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_V, a->h1, a->v)))
@@ -565,20 +729,19 @@ static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l)
     if ((rc = att_knobs_fwd(m, s, l)) ||
         (m->lowp && (rc = narrow(m, s, a->att, m->xb, Tqd))) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_O, a->att, m->dtmp)) ||
-        (rc = add(m, s, a->x, m->dtmp, a->xm, TH)) ||
-        (rc = rms_fwd(m, s, a->xm, m->lw[l].norm_post, a->h2)) ||
-        (m->lowp && (rc = narrow(m, s, a->h2, m->xb, TH))) ||
+        (rc = norm_fwd(m, s, a->x, m->dtmp, a->xm, m->lw[l].norm_post, a->h2)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_GATE, a->h2, a->g)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_UP, a->h2, a->u)))
         return rc;
     uint64_t TI = (uint64_t)m->T * m->c.intermediate;
-    if ((rc = launch(m, s, K_SWIGLU_FWD, KN({"n", (uint32_t)TI}),
-                     ARGS(P(a->g), P(a->u), P(a->act), U(TI)))))
-        return rc;
-    if ((m->lowp && (rc = narrow(m, s, a->act, m->xb, TI))) ||
+    /* bf16: act's copy for the down GEMM from the same kernel */
+    if ((rc = m->lowp ? launch(m, s, K_SWIGLU_FWD_BF16, KN({"n", (uint32_t)TI}),
+                               ARGS(P(a->g), P(a->u), P(a->act), P(m->xb), U(TI)))
+                      : launch(m, s, K_SWIGLU_FWD, KN({"n", (uint32_t)TI}),
+                               ARGS(P(a->g), P(a->u), P(a->act), U(TI)))) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_DOWN, a->act, m->dtmp)))
         return rc;
-    return add(m, s, a->xm, m->dtmp, xnext, TH);
+    return norm_fwd(m, s, a->xm, m->dtmp, xnext, gnext, hnext);
 }
 
 /* The head: embedding, every layer, the final norm, then the LM head and
@@ -589,6 +752,7 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
     pgrt_lm *m = user;
     uint32_t H = (uint32_t)m->c.hidden, V = (uint32_t)m->c.vocab;
     int rc;
+    m->wg_next = 0; /* the step's first product */
     if (m->lowp) {
         /* bf16 rows, widened in place into the f32 residual stream's first slot */
         if ((rc = launch(m, s, K_GATHER_BF16, KN({"num_tokens", m->T}, {"hidden_dim", H}),
@@ -608,12 +772,9 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
     for (int l = 0; l < m->c.layers; l++)
         if ((rc = forward_layer(m, s, l)))
             return rc;
-    if ((rc = rms_fwd(m, s, m->xf, m->norm_final, m->hf)))
-        return rc;
+    /* the last layer left the final norm's output in hf (and, bf16, its copy in xb) */
     const dweight *hwd = m->head.buf ? &m->head : &m->embed;
     pgrt_devptr hw = pgrt_buf_ptr(hwd->buf);
-    if (m->lowp && (rc = narrow(m, s, m->hf, m->xb, (uint64_t)m->T * H)))
-        return rc;
     /* f32: the layers' weights went through the widening scratch since */
     if (!m->lowp && (rc = weight_f32(m, s, hwd, &hw)))
         return rc;
@@ -622,7 +783,8 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
         uint32_t rows = (uint32_t)(m->T - r0 < m->chunk ? m->T - r0 : m->chunk);
         pgrt_devptr hc = m->hf + (uint64_t)r0 * H * 4u, dc = m->dh + (uint64_t)r0 * H * 4u;
         pgrt_devptr hcb = m->xb + (uint64_t)r0 * H * 2u;
-        if ((rc = m->lowp ? gemm_lp(m, s, PGK_GEMM_FORWARD, false, hcb, hw, m->logits, rows, H, V)
+        if ((rc = m->lowp ? gemm_lp(m, s, PGK_GEMM_FORWARD, false, hcb, hw, m->logits, rows, H, V,
+                                    0)
                           : model_gemm(m, s, LIN_Y, false, hc, hw, m->logits, rows, H, V)) ||
             (rc = launch(m, s, K_CE, KN({"rows", rows}, {"vocab", V}),
                          ARGS(P(m->logits), P(m->labels + (uint64_t)r0 * 4u),
@@ -630,13 +792,14 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
             return rc;
         if (m->lowp) {
             if ((rc = narrow(m, s, m->logits, m->logits_b, (uint64_t)rows * V)) ||
-                (rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, false, m->logits_b, hw, dc, rows, H, V)))
+                (rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, false, m->logits_b, hw, dc, rows, H, V,
+                              0)))
                 return rc;
         } else if ((rc = model_gemm(m, s, LIN_DX, false, m->logits, hw, dc, rows, H, V)))
             return rc;
     }
-    /* d(x_final) */
-    return rms_bwd(m, s, m->xf, m->norm_final, m->dh, m->dx);
+    /* d(x_final) (bf16: and its copy in dyb, for the last layer's down GEMM) */
+    return norm_bwd(m, s, m->xf, m->norm_final, m->dh, 0, m->dx);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -644,21 +807,27 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
 static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
 {
     layer_a *a = &m->la[l];
-    uint64_t TH = (uint64_t)m->T * m->c.hidden, TI = (uint64_t)m->T * m->c.intermediate;
+    uint64_t TI = (uint64_t)m->T * m->c.intermediate;
     int rc;
     /* m->dx holds d(x_{l+1}) = d(mlp out) */
-    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_DOWN, a->act, m->dx, m->dact, false)))
+    /* bf16: the kernel that wrote each dy left its copy in dyb (m->dx:
+     * the norm after this layer; dg: xb, du: dyb from SwiGLU; dxm: the
+     * norm below); dq, dk, dv are narrowed by linear_bwd. In f32, dyb and
+     * xb are 0. */
+    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_DOWN, a->act, m->dx, m->dyb, m->dact, false)))
         return rc;
-    if ((rc = launch(m, s, K_SWIGLU_BWD, KN({"n", (uint32_t)TI}),
-                     ARGS(P(a->g), P(a->u), P(m->dact), P(m->dg), P(m->du), U(TI)))))
+    if ((rc = m->lowp ? launch(m, s, K_SWIGLU_BWD_BF16, KN({"n", (uint32_t)TI}),
+                               ARGS(P(a->g), P(a->u), P(m->dact), P(m->dg), P(m->du), P(m->xb),
+                                    P(m->dyb), U(TI)))
+                      : launch(m, s, K_SWIGLU_BWD, KN({"n", (uint32_t)TI}),
+                               ARGS(P(a->g), P(a->u), P(m->dact), P(m->dg), P(m->du), U(TI)))))
         return rc;
-    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_GATE, a->h2, m->dg, m->dh, false)) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_UP, a->h2, m->du, m->dh, true)) ||
-        (rc = rms_bwd(m, s, a->xm, m->lw[l].norm_post, m->dh, m->dxm)) ||
-        (rc = add(m, s, m->dx, m->dxm, m->dxm, TH)))
+    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_GATE, a->h2, m->dg, m->xb, m->dh, false)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_UP, a->h2, m->du, m->dyb, m->dh, true)) ||
+        (rc = norm_bwd(m, s, a->xm, m->lw[l].norm_post, m->dh, m->dx, m->dxm)))
         return rc;
     /* m->dxm = d(x_mid) = d(attention out) */
-    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_O, a->att, m->dxm, m->datt, false)))
+    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_O, a->att, m->dxm, m->dyb, m->datt, false)))
         return rc;
     float sc = 1.0f / sqrtf((float)m->c.head_dim);
     if ((rc = launch(m, s, K_ATT_DQ,
@@ -677,12 +846,11 @@ static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
                      ARGS(P(m->dq), P(m->dk), U(m->T), U(m->S), U(m->c.heads),
                           U(m->c.kv_heads), U(m->c.head_dim), F(m->c.rope_theta)))))
         return rc;
-    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_Q, a->h1, m->dq, m->dh, false)) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_K, a->h1, m->dk, m->dh, true)) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_V, a->h1, m->dv, m->dh, true)) ||
-        (rc = rms_bwd(m, s, a->x, m->lw[l].norm_in, m->dh, m->dx)))
+    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_Q, a->h1, m->dq, 0, m->dh, false)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_K, a->h1, m->dk, 0, m->dh, true)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_V, a->h1, m->dv, 0, m->dh, true)))
         return rc;
-    return add(m, s, m->dxm, m->dx, m->dx, TH);
+    return norm_bwd(m, s, a->x, m->lw[l].norm_in, m->dh, m->dxm, m->dx);
 }
 
 static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_len)
@@ -725,6 +893,10 @@ static void make_plan(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, in
     /* the layer inputs of L layers and the final one, then the scratch */
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
     int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, (64ull << 20) / V); /* ~256 MB */
+    /* whole 128-row tiles of the head's GEMMs (gemm_sm90's, the mma.sync
+     * family's largest): 441 rows would leave a 57-row tile in each chunk */
+    if (head_chunk <= 0 && chunk >= 128)
+        chunk -= chunk % 128;
     if ((uint64_t)chunk > T)
         chunk = (int)T;
     p->chunk = chunk;
@@ -1057,6 +1229,8 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         return rc;
     }
     m->target = di.target;
+    m->arch_target = di.arch_target;
+    m->desc_wg = pgk_find("gemm_sm90");
     m->sms = di.sm_count > 0 ? (unsigned)di.sm_count : 0;
     m->lw = calloc((size_t)c->layers, sizeof *m->lw);
     m->la = calloc((size_t)c->layers, sizeof *m->la);
@@ -1193,6 +1367,7 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     pgrt_buf_destroy(&m->p);
     pgrt_buf_destroy(&m->g);
     pgrt_buf_destroy(&m->gkeep);
+    free(m->wg);
     free(m->lw);
     free(m->la);
     free(m->lora);
@@ -1287,5 +1462,7 @@ int pgrt_lm_stats_get(const pgrt_lm *m, pgrt_lm_stats *out)
     out->launches_per_step = m->launches + ts.launches_per_step;
     for (int i = 0; i < PGRT_LM_TIME_COUNT; i++)
         out->time_ms[i] = m->prof_ms[i];
+    out->kernel_count = m->prof_nk;
+    memcpy(out->kernels, m->prof_k, m->prof_nk * sizeof *m->prof_k);
     return 0;
 }

@@ -101,6 +101,20 @@ enum {
     PGRT_LM_TIME_COUNT
 };
 
+/* With params.profile: the time of one catalog kernel, summed over the
+ * steps. name is the kernel's catalog name (static: valid as long as the
+ * library is loaded); kind its PGRT_LM_TIME_* bucket. */
+typedef struct pgrt_lm_kernel_time {
+    const char *name;
+    int kind;
+    double ms;
+    uint64_t launches;
+} pgrt_lm_kernel_time;
+
+/* The most kernels the per-kernel profile tells apart; more are summed
+ * into the last entry, named "(others)". */
+#define PGRT_LM_PROFILE_KERNELS 48
+
 typedef struct pgrt_lm_stats {
     uint64_t eager_steps, graph_steps, captures, capture_failures;
     uint64_t arena_bytes, weight_bytes, lora_bytes;
@@ -108,6 +122,10 @@ typedef struct pgrt_lm_stats {
     /* With params.profile: milliseconds by kind, summed over the steps
      * (the optimizer and clip launches of pgrt_train are not in them). */
     double time_ms[PGRT_LM_TIME_COUNT];
+    /* With params.profile: the same time by kernel (and kind), in the
+     * order of first launch; kernel_count entries. */
+    size_t kernel_count;
+    pgrt_lm_kernel_time kernels[PGRT_LM_PROFILE_KERNELS];
 } pgrt_lm_stats;
 PGRT_API int pgrt_lm_stats_get(const pgrt_lm *lm, pgrt_lm_stats *out);
 

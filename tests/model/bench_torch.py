@@ -11,7 +11,7 @@ r=16 (alpha 32) on all seven linear modules with f32 parameters through
 PEFT, torch.nn.utils.clip_grad_norm_(foreach=True), torch.optim.AdamW
 (fused=True). Prints, for each attention implementation, ms/step and
 tokens/s (mean over the steps after two warm-up steps) and the peak of
-torch.cuda.max_memory_allocated; writes D/torch-bench.json. --save-model
+torch.cuda.max_memory_allocated (--attn none: no run); writes D/torch-bench.json. --save-model
 also writes D/model (config.json, model.safetensors) and D/tokens.bin for
 ptxgen-train --model D/model --tokens D/tokens.bin.
 """
@@ -65,7 +65,7 @@ def main():
     sd = base.state_dict()
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "shape": args.shape, "batch": args.batch, "seq": args.seq, "runs": {}}
-    for attn in args.attn.split(","):
+    for attn in [a for a in args.attn.split(",") if a != "none"]:
         with torch.device(dev):
             m = Qwen2ForCausalLM._from_config(cfg, attn_implementation=attn,
                                               torch_dtype=torch.bfloat16)

@@ -6,7 +6,7 @@ comparison of ptxgen-train's outputs with it.
 Needs PyTorch, transformers, peft and safetensors (a GPU machine's image);
 not part of CI.
 
-  reference.py make      --dir D        small random Qwen2 model, PEFT adapter, tokens
+  reference.py make      --dir D [--wide]  small random Qwen2 model, PEFT adapter, tokens
   reference.py reference --dir D --dtype f32|bf16 [--batch B --seq S ...]
                                          step-1 loss, first-step LoRA gradients, N steps
   reference.py compare   --ref D/ref-f32 --log-json FILE --grads DIR [--dtype f32]
@@ -42,6 +42,9 @@ SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
              tie_word_embeddings=True, rms_norm_eps=1e-6, rope_theta=10000.0,
              max_position_embeddings=4096, use_sliding_window=False, hidden_act="silu")
+# --wide: every side of the base-weight products but k/v's at least 128 (at
+# batch 2 x seq 64), so that they reach the Hopper (wgmma) GEMMs
+WIDE = dict(SMALL, hidden_size=128, intermediate_size=256, vocab_size=512)
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -62,7 +65,8 @@ def make(args):
 
     os.makedirs(args.dir, exist_ok=True)
     torch.manual_seed(args.seed)
-    cfg = Qwen2Config(**SMALL)
+    shape = WIDE if args.wide else SMALL
+    cfg = Qwen2Config(**shape)
     model = Qwen2ForCausalLM(cfg).float()
     # the default init leaves biases at 0 and norms at 1: perturb them so a
     # wrong bias or norm path shows in the numbers
@@ -87,7 +91,7 @@ def make(args):
     peft_model.save_pretrained(os.path.join(args.dir, "adapter"), safe_serialization=True)
 
     rng = np.random.default_rng(args.seed)
-    ids = rng.integers(0, SMALL["vocab_size"], size=args.tokens, dtype=np.int64)
+    ids = rng.integers(0, shape["vocab_size"], size=args.tokens, dtype=np.int64)
     ids.astype("<i4").tofile(os.path.join(args.dir, "tokens.bin"))
     print(f"wrote {args.dir}/model, {args.dir}/adapter, {args.dir}/tokens.bin ({args.tokens} ids)")
 
@@ -285,6 +289,7 @@ def main():
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--tokens", type=int, default=4099)  # not a multiple of B*S: wraps
     p.add_argument("--init-std", type=float, default=0.05)
+    p.add_argument("--wide", action="store_true", help="hidden 128, intermediate 256, vocab 512")
     p = sub.add_parser("reference")
     p.add_argument("--dir", required=True)
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
@@ -300,6 +305,7 @@ def main():
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--tokens", type=int, default=4099)
     p.add_argument("--init-std", type=float, default=0.05)
+    p.add_argument("--wide", action="store_true", help="hidden 128, intermediate 256, vocab 512")
     train_opts(p)
     args = ap.parse_args()
 

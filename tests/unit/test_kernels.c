@@ -30,6 +30,32 @@ int main(void)
         }
         pgk_free(ptx);
     }
+    /* a knob that is not baked (not in the module cache key) must not
+     * change the PTX: at its min and max the text is the default's */
+    for (size_t i = 0; i < pgk_count(); i++) {
+        const pgk_desc *d = pgk_at(i);
+        pg_target t = pgk_supports(d, PG_SM_90) ? PG_SM_90 : d->min_target;
+        char *base = NULL, err[256];
+        REQUIRE_INT_EQ(pgk_emit(d, t, NULL, &base, NULL, err, sizeof err), 0);
+        for (size_t j = 0; j < d->nknobs; j++) {
+            if (d->knobs[j].baked)
+                continue;
+            const uint32_t vals[2] = {d->knobs[j].min, d->knobs[j].max};
+            for (int v = 0; v < 2; v++) {
+                pgk_knobs kn;
+                pgk_knobs_default(d, &kn);
+                kn.v[j] = vals[v];
+                char *ptx = NULL;
+                if (pgk_emit(d, t, &kn, &ptx, NULL, err, sizeof err) != 0)
+                    continue; /* a value the launch refuses with the others at default */
+                if (strcmp(ptx, base) != 0)
+                    TEST_FAIL_("%s: knob %s = %u changes the PTX but is not baked", d->name,
+                               d->knobs[j].name, vals[v]);
+                pgk_free(ptx);
+            }
+        }
+        pgk_free(base);
+    }
     REQUIRE(pgk_find("nope") == NULL);
     REQUIRE(pgk_find(NULL) == NULL);
     REQUIRE(pgk_at(9999) == NULL);
