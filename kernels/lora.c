@@ -11,7 +11,7 @@
  *   lora_reduce_f32  out = scale * sum over y of ws[y] (in split order),
  *                    stored as is or transposed ([n, r] -> [r, n])
  *   lora_up_f32      y[t, n] (+)= scale * sum_j xa[t, j] w(n, j)
- *                    (y += xa B^T; dx += dxa A, and with knob parts the
+ *                    (y += xa B^T; dx += dxa A, and with knob part the
  *                    pairs sharing an input at once: xa part-major as
  *                    lora_tile.c stores it, w their stacked A)
  *
@@ -326,7 +326,7 @@ const pgk_desc pgk_desc_lora_reduce_f32 = {
 
 /* ---------------------------------------------------------------- lora_up */
 
-enum { UP_ROWS_K, UP_N, UP_RANK, UP_WT, UP_ACC, UP_PARTS };
+enum { UP_ROWS_K, UP_N, UP_RANK, UP_WT, UP_ACC, UP_PART };
 
 /* A block: UP_THREADS columns x UP_ROWS rows of y. Each thread holds its
  * column's w(n, 0..r) in registers; the block's xa rows are staged in
@@ -335,11 +335,10 @@ enum { UP_ROWS_K, UP_N, UP_RANK, UP_WT, UP_ACC, UP_PARTS };
 static int build_up(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
     (void)d;
-    /* R = parts x rank columns of xa, part-major (lora_tile.c) */
-    uint32_t rank = kn[UP_RANK], r = rank * kn[UP_PARTS], r4 = (r + 3u) & ~3u;
+    /* r columns of xa; part > 0: stored part-major in parts of that many
+     * columns (lora_tile.c) */
+    uint32_t r = kn[UP_RANK], r4 = (r + 3u) & ~3u, part = kn[UP_PART];
     bool wt = kn[UP_WT] != 0, acc = kn[UP_ACC] != 0;
-    if (r > RANK_MAX || (!wt && r != rank))
-        return PG_ERANGE;
     pg_reg xa = pg_param_load(k, p[0]);
     pg_reg w = pg_param_load(k, p[1]);
     pg_reg y = pg_param_load(k, p[2]);
@@ -364,12 +363,12 @@ static int build_up(pg_kernel *k, const pgk_desc *d, const pg_param *p, const ui
         pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LO, PG_U32, t, rows), j_in);
         pg_reg v = pgk_zero_f32(k);
         pg_reg src;
-        if (r == rank) {
+        if (part == 0) {
             src = pgk_addr2(k, xa, t, pg_u32(r), j, 4);
         } else {
-            pg_reg part = pgv_div(k, PG_U32, j, pg_u32(rank));
-            pg_reg jr = pgv_sub(k, PG_U32, j, pgv_mul(k, PG_U32, part, pg_u32(rank)));
-            src = pgk_addr2(k, xa, pgv_mad(k, PG_U32, part, rows, t), pg_u32(rank), jr, 4);
+            pg_reg pi = pgv_div(k, PG_U32, j, pg_u32(part));
+            pg_reg jr = pgv_sub(k, PG_U32, j, pgv_mul(k, PG_U32, pi, pg_u32(part)));
+            src = pgk_addr2(k, xa, pgv_mad(k, PG_U32, pi, rows, t), pg_u32(part), jr, 4);
         }
         pg_guard(k, ok, false);
         pg_ld_nc(k, PG_F32, src, 0, v);
@@ -432,7 +431,7 @@ static int launch_up(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
     (void)d;
     uint32_t gy = pgk_ceil_div(kn[UP_ROWS_K], UP_ROWS);
-    if (gy > 65535 || kn[UP_RANK] * kn[UP_PARTS] > RANK_MAX || (!kn[UP_WT] && kn[UP_PARTS] != 1))
+    if (gy > 65535)
         return PG_ERANGE;
     *out = (pgk_launch){{pgk_ceil_div(kn[UP_N], UP_THREADS), gy, 1}, {UP_THREADS, 1, 1}, 0};
     return PG_OK;
@@ -448,7 +447,7 @@ static const pgk_knob up_knobs[] = {
     {"rank", 16, 1, RANK_MAX, "r: columns of xa", true},
     {"wt", 0, 0, 1, "0: w is [n, r] (B); 1: w is [r, n] (A)", true},
     {"acc", 0, 0, 1, "1: add into y", true},
-    {"parts", 1, 1, RANK_MAX, "wt 1: pairs stacked in xa (part-major) and w (parts x rank <= 64)",
+    {"part", 0, 0, RANK_MAX, "0: xa is [rows, r]; p: part-major, parts of p columns (stacked pairs)",
      true},
 };
 

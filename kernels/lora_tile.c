@@ -14,10 +14,11 @@
  *                         as [R, n], knob trans)
  *
  * The suffix is the storage of the long operand (x or d); w, xa and the
- * results are f32. R = parts * rank (at most 64) columns: a result or an
- * xa operand of several parts is stored part-major, part p a [T, rank]
- * matrix at p * T * rank (xa(t, j) at ((j / rank) T + t) rank + j % rank),
- * so each part is the plain [T, r] of one pair.
+ * results are f32. R (knob cols, at most 64) columns, cut into parts of
+ * r (knob rank) columns: a result or an xa operand is stored part-major,
+ * part p a [T, r] matrix at p * T * r (xa(t, j) at ((j / r) T + t) r +
+ * j % r), so each part is the plain [T, r] of one pair; with R = r that
+ * is a plain [T, R].
  *
  * A block owns 64 rows (t, or n) by all R columns (padded to R16, a
  * multiple of 16) and sums a slice (grid y, param `splits`) of the
@@ -37,6 +38,7 @@
 #define TILE_ROWS 64u /* rows (t or n) a block */
 #define KC 32u        /* the reduced dimension a chunk */
 #define RANK_MAX 64u  /* R, all parts */
+#define LEN_MAX 2147483640u /* k or n: 2^31 - 8, so that the 16-byte loads may take it */
 #define SLOTS_MAX 12u /* staging pieces a thread a chunk, either operand */
 
 /* The block's shape for R columns. */
@@ -48,21 +50,16 @@ typedef struct shape {
     uint32_t nt;  /* threads a block */
 } shape;
 
-static shape shape_of(uint32_t rank, uint32_t parts)
+static shape shape_of(uint32_t cols)
 {
     shape s;
-    s.R = rank * parts;
+    s.R = cols;
     s.R16 = (s.R + 15u) & ~15u;
     s.tcn = s.R16 / 4u;
     s.ntg = 16u * s.tcn;
     s.kg = 256u / s.ntg ? 256u / s.ntg : 1u;
     s.nt = s.ntg * s.kg;
     return s;
-}
-
-static bool rank_ok(uint32_t rank, uint32_t parts)
-{
-    return rank >= 1 && parts >= 1 && rank * parts <= RANK_MAX;
 }
 
 /* ---------------------------------------------------------------- staging */
@@ -185,7 +182,7 @@ static void tile_init(pg_kernel *k, tile *t, shape sh)
     t->sh = sh;
     t->s1 = pg_shared_static(k, PG_F32, KC * TILE_ROWS, 16, "rows_tile");
     t->s2 = pg_shared_static(k, PG_F32, KC * sh.R16, 16, "rank_tile");
-    t->red = pg_shared_static(k, PG_F32, (sh.kg > 1 ? sh.kg - 1 : 1) * 16u * sh.ntg, 16,
+    t->red = pg_shared_static(k, PG_F32, sh.kg > 1 ? (sh.kg - 1) * 16u * sh.ntg : 4u, 16,
                               "group_sums");
     t->flag = pg_shared_static(k, PG_U32, 1, 4, "last");
     t->tid = pg_sreg_read(k, PG_SREG_TID_X);
@@ -360,17 +357,15 @@ static void slice_of(pg_kernel *k, pg_reg n, pg_reg splits, pg_reg *lo, pg_reg *
 
 /* ---------------------------------------------------------------- lora_proj */
 
-enum { PJ_ROWS, PJ_K, PJ_RANK, PJ_PARTS, PJ_WT, PJ_VEC, PJ_SPLITS };
+enum { PJ_ROWS, PJ_K, PJ_COLS, PJ_RANK, PJ_WT, PJ_VEC, PJ_SPLITS };
 
 static int build_proj(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn,
                       bool bf16)
 {
     (void)d;
-    uint32_t r = kn[PJ_RANK], parts = kn[PJ_PARTS];
+    uint32_t r = kn[PJ_RANK];
     bool wt = kn[PJ_WT] != 0, vec = kn[PJ_VEC] != 0;
-    if (!rank_ok(r, parts) || (wt && parts != 1))
-        return PG_ERANGE;
-    shape sh = shape_of(r, parts);
+    shape sh = shape_of(kn[PJ_COLS]);
     pg_kernel_set_maxntid(k, sh.nt, 1, 1);
     pg_reg x = pg_param_load(k, p[0]), w = pg_param_load(k, p[1]), out = pg_param_load(k, p[2]);
     pg_reg ws = pg_param_load(k, p[3]), cnt = pg_param_load(k, p[4]);
@@ -416,16 +411,16 @@ static int build_proj(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
             s->sa = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(sh.R16), j), pg_u32(4), s2);
         }
     } else {
-        /* w = B [K, r]: rows of r along k, 16 bytes at a time when r % 4 == 0 */
-        uint32_t ww = r % 4 == 0 ? 4u : 1u, per = r / ww, np = KC * per;
-        stager_init(k, &b, np, sh.nt, ww, false, ww == 4 ? 0u : 4u, pg_u32(KC * r * 4u));
+        /* w [K, R] (B): rows of R along k, 16 bytes at a time when R % 4 == 0 */
+        uint32_t ww = sh.R % 4 == 0 ? 4u : 1u, per = sh.R / ww, np = KC * per;
+        stager_init(k, &b, np, sh.nt, ww, false, ww == 4 ? 0u : 4u, pg_u32(KC * sh.R * 4u));
         for (uint32_t i = 0; i < b.n; i++) {
             slot *s = &b.s[i];
             pg_reg e = piece_of(k, t.tid, i, sh.nt, np, &s->ok);
             s->kpos = pgv_div(k, PG_U32, e, pg_u32(per));
             pg_reg j = pgv_mul(k, PG_U32, pgv_sub(k, PG_U32, e, pgv_mul(k, PG_U32, s->kpos, pg_u32(per))),
                                pg_u32(ww));
-            s->ga = pgk_addr2(k, w, pgv_add(k, PG_U32, k0, s->kpos), pg_u32(r), j, 4);
+            s->ga = pgk_addr2(k, w, pgv_add(k, PG_U32, k0, s->kpos), pg_u32(sh.R), j, 4);
             s->sa = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(sh.R16), j), pg_u32(4), s2);
         }
     }
@@ -448,21 +443,20 @@ static int build_proj_bf16(pg_kernel *k, const pgk_desc *d, const pg_param *p, c
 
 static unsigned vec_elems(const pgk_desc *d) { return strstr(d->name, "bf16") ? 8u : 4u; }
 
+/* The one in-range combination refused: vec 1 with a k (n) not a
+ * multiple of 16 bytes, which pgk_pick never makes. */
 static int launch_tiles(const pgk_desc *d, const uint32_t *kn, uint32_t n, uint32_t vec_len,
                         pgk_launch *out)
 {
-    uint32_t r = kn[PJ_RANK], parts = kn[PJ_PARTS];
-    if (!rank_ok(r, parts) || (kn[PJ_VEC] && vec_len % vec_elems(d) != 0))
+    if (kn[PJ_VEC] && vec_len % vec_elems(d) != 0)
         return PG_ERANGE;
     *out = (pgk_launch){{pgk_ceil_div(n, TILE_ROWS), kn[PJ_SPLITS], 1},
-                        {shape_of(r, parts).nt, 1, 1}, 0};
+                        {shape_of(kn[PJ_COLS]).nt, 1, 1}, 0};
     return PG_OK;
 }
 
 static int launch_proj(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
-    if (kn[PJ_WT] && kn[PJ_PARTS] != 1)
-        return PG_ERANGE;
     return launch_tiles(d, kn, kn[PJ_ROWS], kn[PJ_K], out);
 }
 
@@ -480,11 +474,11 @@ static const pgk_param proj_params[] = {
 };
 static const pgk_knob proj_knobs[] = {
     {"rows", 2048, 1, INT32_MAX, "rows of x (T)", false},
-    {"k", 1536, 1, INT32_MAX, "the summed length: x's row length", false},
-    {"rank", 16, 1, RANK_MAX, "r: columns of a part", true},
-    {"parts", 1, 1, RANK_MAX, "pairs stacked in w and out (parts x rank <= 64)", true},
-    {"wt", 0, 0, 1, "0: w is [R, k] (A); 1: w is [k, r] (B, one part)", true},
-    {"vec", 1, 0, 1, "16-byte loads of x (k a multiple of 16 bytes); picked from k", true},
+    {"k", 1536, 1, LEN_MAX, "the summed length: x's row length", false},
+    {"cols", 16, 1, RANK_MAX, "R: columns of out, rows of w (the pairs' ranks stacked)", true},
+    {"rank", 16, 1, RANK_MAX, "r: columns of a part of out (part-major)", true},
+    {"wt", 0, 0, 1, "0: w is [R, k] (stacked A's); 1: w is [k, R] (B)", true},
+    {"vec", 1, 0, 1, "16-byte loads of x: needs k a multiple of 16 bytes (picked from k)", true},
     {"splits", 1, 1, 65535, "slices of k (grid y)", false},
 };
 
@@ -504,17 +498,15 @@ const pgk_desc pgk_desc_lora_proj_bf16 = {
 
 /* ---------------------------------------------------------------- lora_grad */
 
-enum { GR_ROWS, GR_N, GR_RANK, GR_PARTS, GR_TRANS, GR_VEC, GR_SPLITS };
+enum { GR_ROWS, GR_N, GR_COLS, GR_RANK, GR_TRANS, GR_VEC, GR_SPLITS };
 
 static int build_grad(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn,
                       bool bf16)
 {
     (void)d;
-    uint32_t r = kn[GR_RANK], parts = kn[GR_PARTS];
+    uint32_t r = kn[GR_RANK];
     bool trans = kn[GR_TRANS] != 0, vec = kn[GR_VEC] != 0;
-    if (!rank_ok(r, parts))
-        return PG_ERANGE;
-    shape sh = shape_of(r, parts);
+    shape sh = shape_of(kn[GR_COLS]);
     pg_kernel_set_maxntid(k, sh.nt, 1, 1);
     pg_reg dd = pg_param_load(k, p[0]), xa = pg_param_load(k, p[1]), out = pg_param_load(k, p[2]);
     pg_reg ws = pg_param_load(k, p[3]), cnt = pg_param_load(k, p[4]);
@@ -544,9 +536,9 @@ static int build_grad(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
         s->ga = pgk_addr2(k, dd, pgv_add(k, PG_U32, t0, s->kpos), n, col, esz);
         s->sa = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(TILE_ROWS), c), pg_u32(4), s1);
     }
-    /* xa, part-major: 16 bytes at a time when r % 4 == 0 (a piece never
-     * crosses a part then) */
-    uint32_t xw = r % 4 == 0 ? 4u : 1u, xper = sh.R / xw;
+    /* xa, part-major: 16 bytes at a time when r and R are multiples of 4
+     * (a piece never crosses a part then) */
+    uint32_t xw = r % 4 == 0 && sh.R % 4 == 0 ? 4u : 1u, xper = sh.R / xw;
     stager_init(k, &b, KC * xper, sh.nt, xw, false, xw == 4 ? 0u : 4u, pg_u32(KC * r * 4u));
     for (uint32_t i = 0; i < b.n; i++) {
         slot *s = &b.s[i];
@@ -589,11 +581,11 @@ static const pgk_param grad_params[] = {
 };
 static const pgk_knob grad_knobs[] = {
     {"rows", 2048, 1, INT32_MAX, "rows of d and xa (T), the summed length", false},
-    {"n", 1536, 1, INT32_MAX, "columns of d", false},
-    {"rank", 16, 1, RANK_MAX, "r: columns of a part of xa", true},
-    {"parts", 1, 1, RANK_MAX, "pairs stacked in xa and out (parts x rank <= 64)", true},
+    {"n", 1536, 1, LEN_MAX, "columns of d", false},
+    {"cols", 16, 1, RANK_MAX, "R: columns of xa and of the result (the pairs' ranks stacked)", true},
+    {"rank", 16, 1, RANK_MAX, "r: columns of a part of xa (part-major)", true},
     {"trans", 0, 0, 1, "0: out is [n, R] (dB); 1: out is [R, n] (the stacked dA)", true},
-    {"vec", 1, 0, 1, "16-byte loads of d (n a multiple of 16 bytes); picked from n", true},
+    {"vec", 1, 0, 1, "16-byte loads of d: needs n a multiple of 16 bytes (picked from n)", true},
     {"splits", 1, 1, 65535, "slices of the rows (grid y)", false},
 };
 
