@@ -197,8 +197,9 @@ static void tile_init(pg_kernel *k, tile *t, shape sh)
     for (uint32_t e0 = 0; e0 < KC * sh.R16; e0 += sh.nt) {
         pg_reg e = pgv_add(k, PG_U32, t->tid, pg_u32(e0));
         pg_reg ok = pgv_setp(k, PG_CMP_LO, PG_U32, e, pg_u32(KC * sh.R16));
+        pg_reg a = pgv_mad(k, PG_U32, e, pg_u32(4), sb);
         pg_guard(k, ok, false);
-        pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_mad(k, PG_U32, e, pg_u32(4), sb), 0, pg_f32(0.0f));
+        pg_st(k, PG_SPACE_SHARED, PG_F32, a, 0, pg_f32(0.0f));
     }
 }
 
@@ -295,7 +296,12 @@ static void tile_finish(pg_kernel *k, tile *t, pg_reg ws, pg_reg cnt, pg_reg spl
     pg_bra_if(k, t0, true, skip);
     pg_reg ca = pgk_addr_add(k, cnt, bx, 4);
     pg_reg old = pg_reg_new(k, PG_U32);
+    /* the fences on both sides of the count: the block's sums (ordered
+     * before by the barrier) are released with it, the other slices'
+     * acquired before the barrier below lets the block read them */
+    pg_fence(k, PG_SCOPE_GPU, false);
     pg_atom(k, PG_SPACE_GLOBAL, PG_ATOM_ADD, PG_U32, old, ca, 0, pg_u32(1), pg_none());
+    pg_fence(k, PG_SCOPE_GPU, false);
     pg_reg last = pgv_setp(k, PG_CMP_EQ, PG_U32, pgv_add(k, PG_U32, old, pg_u32(1)), splits);
     /* every slice is in: the counter is free for the next launch */
     pg_guard(k, last, false);
