@@ -402,89 +402,67 @@ static int lora_grad(pgrt_lm *m, pgrt_stream *s, pgrt_devptr d, bool bf16, pgrt_
                      ARGS(P(d), P(xa), P(g), P(ws), P(cnt), U(m->T), U(n), U(sp), F(1.0f)));
 }
 
-/* y[T, n] += xa[T, R] w(n, R)^T, w = B [n, r] or (wt) the stacked A
+/* y[T, n] (+)= xa[T, R] w(n, R)^T, w = B [n, r] or (wt) the stacked A
  * [parts r, n] of `parts` pairs (xa part-major). */
 static int lora_up(pgrt_lm *m, pgrt_stream *s, pgrt_devptr xa, pgrt_devptr w, pgrt_devptr y,
-                   uint32_t n, bool wt, uint32_t parts)
+                   uint32_t n, bool wt, uint32_t parts, bool acc)
 {
     return launch(m, s, K_LORA_UP,
                   KN({"rows", m->T}, {"n", n}, {"rank", parts * m->r}, {"wt", wt ? 1u : 0u},
-                     {"acc", 1}, {"part", parts > 1 ? (uint32_t)m->r : 0u}),
+                     {"acc", acc ? 1u : 0u}, {"part", parts > 1 ? (uint32_t)m->r : 0u}),
                   ARGS(P(xa), P(w), P(y), U(m->T), U(n), F(1.0f)));
 }
 
 /* y = x W^T (+ bias) (+ lora) for module mod of layer l; x [T, in] f32
  * and, in bf16, its copy m->xb that the caller made. The pairs of one
  * input are projected together at the group's first module: its callers
- * run a group's modules in order on one x (forward_layer). */
+ * run a group's modules in order on one x (forward_layer). The LoRA term
+ * comes first (y = xa B^T) and the base product adds into it, so y is
+ * written once by each and read once, by the GEMM's epilogue. */
 static int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
                       pgrt_devptr y)
 {
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
-    pgrt_devptr w;
+    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK;
+    /* xa = s x A^T (kept for the backward) */
+    pgrt_devptr xa = m->la[l].xa[mod], w;
     int rc = 0;
+    if (thin && ((ld->part == 0 &&
+                  (rc = lora_proj(m, s, m->lowp ? m->xb : x, m->lowp, pofs(m->p, ld->a), xa,
+                                  (uint32_t)in, (uint32_t)ld->parts, false, m->lora_scale))) ||
+                 (rc = lora_up(m, s, xa, pofs(m->p, ld->b), y, (uint32_t)out, false, 1, false))))
+        return rc;
     if (m->lowp)
-        rc = gemm_lp(m, s, PGK_GEMM_FORWARD, false, m->xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf), y,
+        rc = gemm_lp(m, s, PGK_GEMM_FORWARD, thin, m->xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf), y,
                      m->T, in, out);
     else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
-        rc = model_gemm(m, s, LIN_Y, false, x, w, y, m->T, in, out);
+        rc = model_gemm(m, s, LIN_Y, thin, x, w, y, m->T, in, out);
     if (!rc && m->lw[l].bias[mod])
         rc = launch(m, s, K_BIAS, KN({"rows", m->T}, {"cols", out}),
                     ARGS(P(y), P(pgrt_buf_ptr(m->lw[l].bias[mod])), U(m->T), U(out)));
-    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
-    if (rc || ld->a < 0)
+    if (rc || ld->a < 0 || thin)
         return rc;
-    /* xa = s x A^T (kept for the backward); y += xa B^T */
-    pgrt_devptr xa = m->la[l].xa[mod];
-    if (m->r > LORA_THIN_RANK) {
-        uint32_t n = (uint32_t)m->T * m->r;
-        if ((rc = model_gemm(m, s, LIN_Y, false, x, pofs(m->p, ld->a), xa, m->T, in, m->r)) ||
-            (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
-            return rc;
-        return model_gemm(m, s, LIN_Y, true, xa, pofs(m->p, ld->b), y, m->T, m->r, out);
-    }
-    if (ld->part == 0 && (rc = lora_proj(m, s, m->lowp ? m->xb : x, m->lowp, pofs(m->p, ld->a), xa,
-                                         (uint32_t)in, (uint32_t)ld->parts, false, m->lora_scale)))
+    /* ranks past the thin kernels: xa = s x A^T, y += xa B^T on the f32 GEMMs */
+    uint32_t n = (uint32_t)m->T * m->r;
+    if ((rc = model_gemm(m, s, LIN_Y, false, x, pofs(m->p, ld->a), xa, m->T, in, m->r)) ||
+        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
         return rc;
-    return lora_up(m, s, xa, pofs(m->p, ld->b), y, (uint32_t)out, false, 1);
+    return model_gemm(m, s, LIN_Y, true, xa, pofs(m->p, ld->b), y, m->T, m->r, out);
 }
 
-/* Given dy [T, out]: dx (+)= dy W (+ the LoRA path), and the LoRA
- * gradients of module mod of layer l. A group's dA and its dx term wait
- * for its last module: the callers run a group's modules in order on one
- * x and dx (backward_layer). */
-static int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
-                      pgrt_devptr dy, pgrt_devptr dx, bool acc)
+/* The thin LoRA backward of module mod: dB = dy^T xa (xa holds the
+ * scale) and dxa = s dy B, this pair's part; at the group's last pair the
+ * stacked dA = dxa^T x and dx (+)= dxa A. d is dy, or its bf16 copy. */
+static int lora_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                    pgrt_devptr d, pgrt_devptr dx, bool acc)
 {
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
-    pgrt_devptr w;
-    int rc = 0;
-    if (m->lowp) {
-        if (!(rc = narrow(m, s, dy, m->dyb, (uint64_t)m->T * out)))
-            rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, acc, m->dyb,
-                         pgrt_buf_ptr(m->lw[l].lin[mod].buf), dx, m->T, in, out);
-    } else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
-        rc = model_gemm(m, s, LIN_DX, acc, dy, w, dx, m->T, in, out);
-    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
-    if (rc || ld->a < 0)
-        return rc;
-    if (m->r > LORA_THIN_RANK) {
-        /* dB = dy^T (s xa); dxa = s dy B; dA = dxa^T x; dx += dxa A */
-        uint32_t n = (uint32_t)m->T * m->r;
-        if ((rc = model_gemm(m, s, LIN_DW, false, dy, m->la[l].xa[mod], pofs(m->g, ld->b), m->T,
-                             m->r, out)) ||
-            (rc = model_gemm(m, s, LIN_DX, false, dy, pofs(m->p, ld->b), m->dxa, m->T, m->r,
-                             out)) ||
-            (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))) ||
-            (rc = model_gemm(m, s, LIN_DW, false, m->dxa, x, pofs(m->g, ld->a), m->T, in, m->r)))
-            return rc;
-        return model_gemm(m, s, LIN_DX, true, m->dxa, pofs(m->p, ld->a), dx, m->T, in, m->r);
-    }
-    /* dB = dy^T xa (xa holds the scale); dxa = s dy B, this pair's part */
-    pgrt_devptr d = m->lowp ? m->dyb : dy;
+    const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
     pgrt_devptr dxa = m->dxa + (uint64_t)ld->part * m->T * m->r * 4u;
+    int rc;
     if ((rc = lora_grad(m, s, d, m->lowp, m->la[l].xa[mod], pofs(m->g, ld->b), (uint32_t)out, 1,
                         false)) ||
         (rc = lora_proj(m, s, d, m->lowp, pofs(m->p, ld->b), dxa, (uint32_t)out, 1, true,
@@ -492,12 +470,48 @@ static int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_d
         return rc;
     if (ld->part + 1 < ld->parts)
         return 0;
-    /* the group's last pair: the stacked dA = dxa^T x and dx += dxa A */
     const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
     uint32_t parts = (uint32_t)ld->parts;
     if ((rc = lora_grad(m, s, x, false, m->dxa, pofs(m->g, lead->a), (uint32_t)in, parts, true)))
         return rc;
-    return lora_up(m, s, m->dxa, pofs(m->p, lead->a), dx, (uint32_t)in, true, parts);
+    return lora_up(m, s, m->dxa, pofs(m->p, lead->a), dx, (uint32_t)in, true, parts, acc);
+}
+
+/* Given dy [T, out]: dx (+)= dy W (+ the LoRA path), and the LoRA
+ * gradients of module mod of layer l. A group's dA and its dx term wait
+ * for its last module: the callers run a group's modules in order on one
+ * x and dx (backward_layer). A pair alone in its group whose dx is not
+ * accumulated goes first (dx = dxa A) and the base product adds into it. */
+static int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                      pgrt_devptr dy, pgrt_devptr dx, bool acc)
+{
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK, first = thin && ld->parts == 1 && !acc;
+    pgrt_devptr w, d = m->lowp ? m->dyb : dy;
+    int rc = 0;
+    if ((m->lowp && (rc = narrow(m, s, dy, m->dyb, (uint64_t)m->T * out))) ||
+        (first && (rc = lora_bwd(m, s, l, mod, x, d, dx, false))))
+        return rc;
+    if (m->lowp)
+        rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, acc || first, m->dyb,
+                     pgrt_buf_ptr(m->lw[l].lin[mod].buf), dx, m->T, in, out);
+    else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
+        rc = model_gemm(m, s, LIN_DX, acc || first, dy, w, dx, m->T, in, out);
+    if (rc || ld->a < 0 || first)
+        return rc;
+    if (thin)
+        return lora_bwd(m, s, l, mod, x, d, dx, true);
+    /* dB = dy^T (s xa); dxa = s dy B; dA = dxa^T x; dx += dxa A */
+    uint32_t n = (uint32_t)m->T * m->r;
+    if ((rc = model_gemm(m, s, LIN_DW, false, dy, m->la[l].xa[mod], pofs(m->g, ld->b), m->T,
+                         m->r, out)) ||
+        (rc = model_gemm(m, s, LIN_DX, false, dy, pofs(m->p, ld->b), m->dxa, m->T, m->r, out)) ||
+        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))) ||
+        (rc = model_gemm(m, s, LIN_DW, false, m->dxa, x, pofs(m->g, ld->a), m->T, in, m->r)))
+        return rc;
+    return model_gemm(m, s, LIN_DX, true, m->dxa, pofs(m->p, ld->a), dx, m->T, in, m->r);
 }
 
 static int rms_fwd(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_buf *gamma, pgrt_devptr y)
