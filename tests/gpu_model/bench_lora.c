@@ -8,7 +8,9 @@
  *        pair at a time, f32 activations (what pgrt_lm ran before)
  *   new  lora_proj, lora_grad and lora_up with the pairs of one input
  *        stacked (q, k, v; gate, up): bf16 x and dy as in bf16 mode, and
- *        f32 as in f32 mode
+ *        f32 as in f32 mode; the forward's y = xa B^T and o's and down's
+ *        dx = dxa A written, not added (pgrt_lm's base GEMM adds into
+ *        them: that read is the GEMM's, not counted here)
  *
  * Each sequence is timed eagerly (host clock around the launches and a
  * sync) and as one replayed CUDA graph (events), in microseconds a step;
@@ -122,9 +124,9 @@ static void old_layer(void)
 /* ---------------------------------------------------------------- new */
 
 enum { PH_FWD_PROJ = 1, PH_FWD_UP = 2, PH_DB = 4, PH_DXA = 8, PH_DA = 16, PH_DX = 32, PH_ALL = 63 };
-static const char *const phase_names[6] = {"fwd xa = s x A^T (proj)", "fwd y += xa B^T (up)",
+static const char *const phase_names[6] = {"fwd xa = s x A^T (proj)", "fwd y = xa B^T (up)",
                                            "bwd dB = dy^T xa (grad)", "bwd dxa = s dy B (proj wt)",
-                                           "bwd dA = dxa^T x (grad)", "bwd dx += dxa A (up)"};
+                                           "bwd dA = dxa^T x (grad)", "bwd dx (+)= dxa A (up)"};
 
 /* pgrt_lm's slices (lm.c lora_splits) */
 static uint32_t new_splits(uint32_t tiles, uint32_t len)
@@ -158,11 +160,11 @@ static void grad(bool bf, pgrt_devptr d, pgrt_devptr xap, pgrt_devptr out, uint3
 }
 
 static void up(pgrt_devptr xap, pgrt_devptr w, pgrt_devptr out, uint32_t n, uint32_t wt,
-               uint32_t parts)
+               uint32_t parts, uint32_t acc)
 {
     go("lora_up_f32",
-       knobs_of("lora_up_f32", "rows", T_, "n", n, "rank", R_ * parts, "wt", wt, "acc", 1, "part",
-                parts > 1 ? R_ : 0, NULL),
+       knobs_of("lora_up_f32", "rows", T_, "n", n, "rank", R_ * parts, "wt", wt, "acc", acc,
+                "part", parts > 1 ? R_ : 0, NULL),
        (pgrt_arg[]){D(xap), D(w), D(out), U(T_), U(n), F(1.0f)}, 6);
 }
 
@@ -175,7 +177,7 @@ static void new_layer(bool bf, unsigned ph)
             proj(bf, px, pgrt_buf_ptr(A), pgrt_buf_ptr(xa), mods[m].in, mods[m].parts, 0);
         if (ph & PH_FWD_UP)
             up(pgrt_buf_ptr(xa) + mods[m].part * part, pgrt_buf_ptr(B), pgrt_buf_ptr(y),
-               mods[m].out, 0, 1);
+               mods[m].out, 0, 1, 0);
     }
     for (int i = 0; i < 7; i++) {
         int m = bwd_order[i];
@@ -193,7 +195,7 @@ static void new_layer(bool bf, unsigned ph)
                  mods[m].parts, 1);
         if (ph & PH_DX)
             up(pgrt_buf_ptr(dxa), pgrt_buf_ptr(A), pgrt_buf_ptr(dx), mods[m].in, 1,
-               mods[m].parts);
+               mods[m].parts, mods[m].parts > 1);
     }
 }
 
