@@ -447,8 +447,7 @@ static const pgk_knob up_knobs[] = {
     {"rank", 16, 1, RANK_MAX, "r: columns of xa", true},
     {"wt", 0, 0, 1, "0: w is [n, r] (B); 1: w is [r, n] (A)", true},
     {"acc", 0, 0, 1, "1: add into y", true},
-    {"part", 0, 0, RANK_MAX, "0: xa is [rows, r]; p: part-major, parts of p columns (stacked pairs)",
-     true},
+    {"part", 0, 0, RANK_MAX, "0: xa is [rows, r]; p: part-major in parts of p columns", true},
 };
 
 const pgk_desc pgk_desc_lora_up_f32 = {

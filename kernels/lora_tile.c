@@ -35,11 +35,11 @@
 
 #include <string.h>
 
-#define TILE_ROWS 64u /* rows (t or n) a block */
-#define KC 32u        /* the reduced dimension a chunk */
-#define RANK_MAX 64u  /* R, all parts */
+#define TILE_ROWS 64u       /* rows (t or n) a block */
+#define KC 32u              /* the reduced dimension a chunk */
+#define RANK_MAX 64u        /* R, all parts */
 #define LEN_MAX 2147483640u /* k or n: 2^31 - 8, so that the 16-byte loads may take it */
-#define SLOTS_MAX 12u /* staging pieces a thread a chunk, either operand */
+#define SLOTS_MAX 12u       /* staging pieces a thread a chunk, either operand */
 
 /* The block's shape for R columns. */
 typedef struct shape {
@@ -182,8 +182,8 @@ static void tile_init(pg_kernel *k, tile *t, shape sh)
     t->sh = sh;
     t->s1 = pg_shared_static(k, PG_F32, KC * TILE_ROWS, 16, "rows_tile");
     t->s2 = pg_shared_static(k, PG_F32, KC * sh.R16, 16, "rank_tile");
-    t->red = pg_shared_static(k, PG_F32, sh.kg > 1 ? (sh.kg - 1) * 16u * sh.ntg : 4u, 16,
-                              "group_sums");
+    t->red =
+        pg_shared_static(k, PG_F32, sh.kg > 1 ? (sh.kg - 1) * 16u * sh.ntg : 4u, 16, "group_sums");
     t->flag = pg_shared_static(k, PG_U32, 1, 4, "last");
     t->tid = pg_sreg_read(k, PG_SREG_TID_X);
     t->tig = pgv_rem(k, PG_U32, t->tid, pg_u32(sh.ntg));
@@ -210,10 +210,14 @@ static void tile_loop(pg_kernel *k, tile *t, stager *a, stager *b, pg_reg k0, pg
     const shape *sh = &t->sh;
     uint32_t kpg = KC / sh->kg;
     pg_reg kstart = pgv_mul(k, PG_U32, t->g, pg_u32(kpg));
-    pg_reg s1b = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, kstart, pg_u32(TILE_ROWS), pgv_shl(k, PG_U32, t->tr, pg_u32(2))),
-                         pg_u32(4), pgv_mov(k, PG_U32, pg_shared_addr(t->s1)));
-    pg_reg s2b = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, kstart, pg_u32(sh->R16), pgv_shl(k, PG_U32, t->tc, pg_u32(2))),
-                         pg_u32(4), pgv_mov(k, PG_U32, pg_shared_addr(t->s2)));
+    pg_reg s1b =
+        pgv_mad(k, PG_U32,
+                pgv_mad(k, PG_U32, kstart, pg_u32(TILE_ROWS), pgv_shl(k, PG_U32, t->tr, pg_u32(2))),
+                pg_u32(4), pgv_mov(k, PG_U32, pg_shared_addr(t->s1)));
+    pg_reg s2b =
+        pgv_mad(k, PG_U32,
+                pgv_mad(k, PG_U32, kstart, pg_u32(sh->R16), pgv_shl(k, PG_U32, t->tc, pg_u32(2))),
+                pg_u32(4), pgv_mov(k, PG_U32, pg_shared_addr(t->s2)));
     stage_load(k, a, k0, k1);
     stage_load(k, b, k0, k1);
     pgk_loop L;
@@ -260,7 +264,8 @@ static void tile_finish(pg_kernel *k, tile *t, pg_reg ws, pg_reg cnt, pg_reg spl
     pg_reg rb = pgv_mov(k, PG_U32, pg_shared_addr(t->red));
     if (sh->kg > 1) {
         pg_reg gt0 = pgv_setp(k, PG_CMP_NE, PG_U32, t->g, pg_u32(0));
-        pg_reg mine = pgv_mad(k, PG_U32, pgv_sub(k, PG_U32, t->g, pg_u32(1)), pg_u32(16 * sh->ntg), t->tig);
+        pg_reg mine =
+            pgv_mad(k, PG_U32, pgv_sub(k, PG_U32, t->g, pg_u32(1)), pg_u32(16 * sh->ntg), t->tig);
         pg_reg ma = pgv_mad(k, PG_U32, mine, pg_u32(4), rb);
         for (uint32_t e = 0; e < 16; e++) {
             pg_guard(k, gt0, false);
@@ -282,7 +287,8 @@ static void tile_finish(pg_kernel *k, tile *t, pg_reg ws, pg_reg cnt, pg_reg spl
     pg_reg tile_idx = pgv_mad(k, PG_U32, y, nbx, bx);
     pg_reg wst = pgk_addr_add(k, ws, pgv_mul(k, PG_U32, tile_idx, pg_u32(tsz)), 4);
     pg_reg g0 = pgv_setp(k, PG_CMP_EQ, PG_U32, t->g, pg_u32(0));
-    pg_reg mine = pgv_mad(k, PG_U32, t->tr, pg_u32(4 * sh->R16), pgv_shl(k, PG_U32, t->tc, pg_u32(2)));
+    pg_reg mine =
+        pgv_mad(k, PG_U32, t->tr, pg_u32(4 * sh->R16), pgv_shl(k, PG_U32, t->tc, pg_u32(2)));
     pg_reg wa = pgk_addr_add(k, wst, mine, 4);
     for (uint32_t i = 0; i < 4; i++) {
         pg_guard(k, g0, false);
@@ -306,7 +312,8 @@ static void tile_finish(pg_kernel *k, tile *t, pg_reg ws, pg_reg cnt, pg_reg spl
     /* every slice is in: the counter is free for the next launch */
     pg_guard(k, last, false);
     pg_st(k, PG_SPACE_GLOBAL, PG_U32, ca, 0, pg_u32(0));
-    pg_st(k, PG_SPACE_SHARED, PG_U32, pg_shared_addr(t->flag), 0, pgv_selp(k, PG_U32, pg_u32(1), pg_u32(0), last));
+    pg_st(k, PG_SPACE_SHARED, PG_U32, pg_shared_addr(t->flag), 0,
+          pgv_selp(k, PG_U32, pg_u32(1), pg_u32(0), last));
     pg_label_bind(k, skip);
     pg_bar_sync(k, 0);
     pg_reg f = pgv_ld(k, PG_SPACE_SHARED, PG_U32, pg_shared_addr(t->flag), 0);
@@ -383,15 +390,15 @@ static int build_proj(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
     pg_reg k0, k1;
     slice_of(k, kd, splits, &k0, &k1);
     unsigned esz = bf16 ? 2u : 4u;
-    pg_reg s1 = pgv_mov(k, PG_U32, pg_shared_addr(t.s1)), s2 = pgv_mov(k, PG_U32, pg_shared_addr(t.s2));
+    pg_reg s1 = pgv_mov(k, PG_U32, pg_shared_addr(t.s1)),
+           s2 = pgv_mov(k, PG_U32, pg_shared_addr(t.s2));
 
     /* x [rows, K]: a piece is `width` k of one row, stored down the k
      * column of the transposed tile [KC][64]; a warp's pieces are 32
      * rows, so the stores hit 32 banks */
     stager a, b;
     uint32_t xw = vec ? 16u / esz : 1u;
-    stager_init(k, &a, TILE_ROWS * KC / xw, sh.nt, xw, bf16, TILE_ROWS * 4u,
-                pg_u32(KC * esz));
+    stager_init(k, &a, TILE_ROWS * KC / xw, sh.nt, xw, bf16, TILE_ROWS * 4u, pg_u32(KC * esz));
     for (uint32_t i = 0; i < a.n; i++) {
         slot *s = &a.s[i];
         pg_reg e = piece_of(k, t.tid, i, sh.nt, TILE_ROWS * KC / xw, &s->ok);
@@ -400,7 +407,8 @@ static int build_proj(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
         pg_reg row = pgv_add(k, PG_U32, row0, lr);
         pg_and(k, PG_PRED, s->ok, s->ok, pgv_setp(k, PG_CMP_LO, PG_U32, row, rows));
         s->ga = pgk_addr2(k, x, row, kd, pgv_add(k, PG_U32, k0, s->kpos), esz);
-        s->sa = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(TILE_ROWS), lr), pg_u32(4), s1);
+        s->sa =
+            pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(TILE_ROWS), lr), pg_u32(4), s1);
     }
     if (!wt) {
         /* w [R, K] (the stacked A): pieces along k of one row j, stored
@@ -414,7 +422,8 @@ static int build_proj(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
             pg_reg j = pgv_sub(k, PG_U32, e, pgv_mul(k, PG_U32, q, pg_u32(sh.R)));
             s->kpos = pgv_mul(k, PG_U32, q, pg_u32(ww));
             s->ga = pgk_addr2(k, w, j, kd, pgv_add(k, PG_U32, k0, s->kpos), 4);
-            s->sa = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(sh.R16), j), pg_u32(4), s2);
+            s->sa =
+                pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(sh.R16), j), pg_u32(4), s2);
         }
     } else {
         /* w [K, R] (B): rows of R along k, 16 bytes at a time when R % 4 == 0 */
@@ -424,10 +433,12 @@ static int build_proj(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
             slot *s = &b.s[i];
             pg_reg e = piece_of(k, t.tid, i, sh.nt, np, &s->ok);
             s->kpos = pgv_div(k, PG_U32, e, pg_u32(per));
-            pg_reg j = pgv_mul(k, PG_U32, pgv_sub(k, PG_U32, e, pgv_mul(k, PG_U32, s->kpos, pg_u32(per))),
-                               pg_u32(ww));
+            pg_reg j =
+                pgv_mul(k, PG_U32, pgv_sub(k, PG_U32, e, pgv_mul(k, PG_U32, s->kpos, pg_u32(per))),
+                        pg_u32(ww));
             s->ga = pgk_addr2(k, w, pgv_add(k, PG_U32, k0, s->kpos), pg_u32(sh.R), j, 4);
-            s->sa = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(sh.R16), j), pg_u32(4), s2);
+            s->sa =
+                pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(sh.R16), j), pg_u32(4), s2);
         }
     }
     tile_loop(k, &t, &a, &b, k0, k1);
@@ -456,8 +467,8 @@ static int launch_tiles(const pgk_desc *d, const uint32_t *kn, uint32_t n, uint3
 {
     if (kn[PJ_VEC] && vec_len % vec_elems(d) != 0)
         return PG_ERANGE;
-    *out = (pgk_launch){{pgk_ceil_div(n, TILE_ROWS), kn[PJ_SPLITS], 1},
-                        {shape_of(kn[PJ_COLS]).nt, 1, 1}, 0};
+    *out = (pgk_launch){
+        {pgk_ceil_div(n, TILE_ROWS), kn[PJ_SPLITS], 1}, {shape_of(kn[PJ_COLS]).nt, 1, 1}, 0};
     return PG_OK;
 }
 
@@ -474,9 +485,9 @@ static void pick_vec(const pgk_desc *d, uint32_t *kn)
 }
 
 static const pgk_param proj_params[] = {
-    {"x", PG_U64, true},      {"w", PG_U64, true},    {"out", PG_U64, true},
-    {"ws", PG_U64, true},     {"cnt", PG_U64, true},  {"rows", PG_U32, false},
-    {"k", PG_U32, false},     {"splits", PG_U32, false}, {"scale", PG_F32, false},
+    {"x", PG_U64, true},  {"w", PG_U64, true},       {"out", PG_U64, true},
+    {"ws", PG_U64, true}, {"cnt", PG_U64, true},     {"rows", PG_U32, false},
+    {"k", PG_U32, false}, {"splits", PG_U32, false}, {"scale", PG_F32, false},
 };
 static const pgk_knob proj_knobs[] = {
     {"rows", 2048, 1, INT32_MAX, "rows of x (T)", false},
@@ -524,7 +535,8 @@ static int build_grad(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
     pg_reg t0, t1;
     slice_of(k, rows, splits, &t0, &t1);
     unsigned esz = bf16 ? 2u : 4u;
-    pg_reg s1 = pgv_mov(k, PG_U32, pg_shared_addr(t.s1)), s2 = pgv_mov(k, PG_U32, pg_shared_addr(t.s2));
+    pg_reg s1 = pgv_mov(k, PG_U32, pg_shared_addr(t.s1)),
+           s2 = pgv_mov(k, PG_U32, pg_shared_addr(t.s2));
 
     /* d [T, N]: a piece is `width` columns of one row t, stored as is */
     stager a, b;
@@ -535,12 +547,13 @@ static int build_grad(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
         slot *s = &a.s[i];
         pg_reg e = piece_of(k, t.tid, i, sh.nt, KC * per, &s->ok);
         s->kpos = pgv_div(k, PG_U32, e, pg_u32(per));
-        pg_reg c = pgv_mul(k, PG_U32, pgv_sub(k, PG_U32, e, pgv_mul(k, PG_U32, s->kpos, pg_u32(per))),
-                           pg_u32(dw));
+        pg_reg c = pgv_mul(
+            k, PG_U32, pgv_sub(k, PG_U32, e, pgv_mul(k, PG_U32, s->kpos, pg_u32(per))), pg_u32(dw));
         pg_reg col = pgv_add(k, PG_U32, n0, c);
         pg_and(k, PG_PRED, s->ok, s->ok, pgv_setp(k, PG_CMP_LO, PG_U32, col, n));
         s->ga = pgk_addr2(k, dd, pgv_add(k, PG_U32, t0, s->kpos), n, col, esz);
-        s->sa = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(TILE_ROWS), c), pg_u32(4), s1);
+        s->sa =
+            pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, s->kpos, pg_u32(TILE_ROWS), c), pg_u32(4), s1);
     }
     /* xa, part-major: 16 bytes at a time when r and R are multiples of 4
      * (a piece never crosses a part then) */
@@ -550,8 +563,9 @@ static int build_grad(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
         slot *s = &b.s[i];
         pg_reg e = piece_of(k, t.tid, i, sh.nt, KC * xper, &s->ok);
         s->kpos = pgv_div(k, PG_U32, e, pg_u32(xper));
-        pg_reg j = pgv_mul(k, PG_U32, pgv_sub(k, PG_U32, e, pgv_mul(k, PG_U32, s->kpos, pg_u32(xper))),
-                           pg_u32(xw));
+        pg_reg j =
+            pgv_mul(k, PG_U32, pgv_sub(k, PG_U32, e, pgv_mul(k, PG_U32, s->kpos, pg_u32(xper))),
+                    pg_u32(xw));
         pg_reg part = pgv_div(k, PG_U32, j, pg_u32(r));
         pg_reg jr = pgv_sub(k, PG_U32, j, pgv_mul(k, PG_U32, part, pg_u32(r)));
         pg_reg prow = pgv_mad(k, PG_U32, part, rows, pgv_add(k, PG_U32, t0, s->kpos));
@@ -581,14 +595,15 @@ static int launch_grad(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 }
 
 static const pgk_param grad_params[] = {
-    {"d", PG_U64, true},      {"xa", PG_U64, true},   {"out", PG_U64, true},
-    {"ws", PG_U64, true},     {"cnt", PG_U64, true},  {"rows", PG_U32, false},
-    {"n", PG_U32, false},     {"splits", PG_U32, false}, {"scale", PG_F32, false},
+    {"d", PG_U64, true},  {"xa", PG_U64, true},      {"out", PG_U64, true},
+    {"ws", PG_U64, true}, {"cnt", PG_U64, true},     {"rows", PG_U32, false},
+    {"n", PG_U32, false}, {"splits", PG_U32, false}, {"scale", PG_F32, false},
 };
 static const pgk_knob grad_knobs[] = {
     {"rows", 2048, 1, INT32_MAX, "rows of d and xa (T), the summed length", false},
     {"n", 1536, 1, LEN_MAX, "columns of d", false},
-    {"cols", 16, 1, RANK_MAX, "R: columns of xa and of the result (the pairs' ranks stacked)", true},
+    {"cols", 16, 1, RANK_MAX, "R: columns of xa and of the result (the pairs' ranks stacked)",
+     true},
     {"rank", 16, 1, RANK_MAX, "r: columns of a part of xa (part-major)", true},
     {"trans", 0, 0, 1, "0: out is [n, R] (dB); 1: out is [R, n] (the stacked dA)", true},
     {"vec", 1, 0, 1, "16-byte loads of d: needs n a multiple of 16 bytes (picked from n)", true},

@@ -267,7 +267,8 @@ int main(int argc, char **argv)
     GPU_CHECK(pgrt_stream_create(check_ctx, &bs));
     size_t big = (size_t)T_ * 8960, w = (size_t)64 * 8960;
     float *h = fill_normal(big, 1.0, 0.0);
-    x = dev_upload(h, big), y = dev_upload(h, big), dy = dev_upload(h, big), dx = dev_upload(h, big);
+    x = dev_upload(h, big), y = dev_upload(h, big);
+    dy = dev_upload(h, big), dx = dev_upload(h, big);
     xb = act_upload(h, big, true), dyb = act_upload(h, big, true);
     A = dev_upload(h, w), B = dev_upload(h, w), g = dev_alloc(PG_F32, w), bt = dev_alloc(PG_F32, w);
     xa = dev_upload(h, (size_t)3 * T_ * R_), dxa = dev_upload(h, (size_t)3 * T_ * R_);
