@@ -77,7 +77,11 @@
     X(lora_down_f32)                                                                       \
     X(lora_wgrad_f32)                                                                      \
     X(lora_reduce_f32)                                                                     \
-    X(lora_up_f32)
+    X(lora_up_f32)                                                                         \
+    X(lora_proj_f32)                                                                       \
+    X(lora_proj_bf16)                                                                      \
+    X(lora_grad_f32)                                                                       \
+    X(lora_grad_bf16)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

@@ -11,7 +11,13 @@
  *   lora_reduce_f32  out = scale * sum over y of ws[y] (in split order),
  *                    stored as is or transposed ([n, r] -> [r, n])
  *   lora_up_f32      y[t, n] (+)= scale * sum_j xa[t, j] w(n, j)
- *                    (y += xa B^T; dx += dxa A)
+ *                    (y += xa B^T; dx += dxa A, and with knob part the
+ *                    pairs sharing an input at once: xa part-major as
+ *                    lora_tile.c stores it, w their stacked A)
+ *
+ * pgrt_lm runs lora_up with lora_tile.c's lora_proj and lora_grad, which
+ * finish their sums in-kernel; lora_down, lora_wgrad and lora_reduce stay
+ * as the plain composition that test_lora checks and times against them.
  *
  * Every sum over T or over in/out is split into fixed slices (the knob and
  * param `splits`), each slice summed by one warp or thread in index order
@@ -34,26 +40,6 @@ static uint32_t down_rows(uint32_t r)
 {
     uint32_t rw = RANK_MAX / r;
     return rw < 1 ? 1 : rw > 4 ? 4 : rw;
-}
-
-/* [lo, hi) of split y of n items in pieces of ceil(ceil(n / splits) /
- * align) * align: u32 registers. */
-static void split_range(pg_kernel *k, pg_reg n, pg_reg splits, uint32_t align, pg_reg *lo,
-                        pg_reg *hi)
-{
-    pg_reg y = pg_sreg_read(k, PG_SREG_CTAID_Y);
-    pg_reg per = pgv_add(k, PG_U32, n, pgv_sub(k, PG_U32, splits, pg_u32(1)));
-    pg_div(k, PG_U32, per, per, splits);
-    pg_add(k, PG_U32, per, per, pg_u32(align - 1));
-    pg_div(k, PG_U32, per, per, pg_u32(align));
-    pg_mul(k, PG_U32, per, per, pg_u32(align));
-    /* y * per may pass n (an empty split) but not 2^32: per <= n + align */
-    pg_reg l = pgv_mul_wide(k, PG_U32, y, per);
-    pg_reg h = pgv_add(k, PG_U64, l, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, per));
-    pg_min(k, PG_U64, l, l, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, n));
-    pg_min(k, PG_U64, h, h, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, n));
-    *lo = pgv_cvt(k, PG_U32, PG_U64, PG_RND_NONE, l);
-    *hi = pgv_cvt(k, PG_U32, PG_U64, PG_RND_NONE, h);
 }
 
 /* ---------------------------------------------------------------- lora_down */
@@ -79,7 +65,7 @@ static int build_down(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
     pg_reg wrow = pgv_mul(k, PG_U32, warp, pg_u32(rw));
     pg_reg row0 = pgv_mad(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(DOWN_WARPS * rw), wrow);
     pg_reg k0, k1;
-    split_range(k, kd, splits, 32, &k0, &k1);
+    pgk_split_range(k, kd, splits, 32, &k0, &k1);
 
     pg_reg acc[4 * RANK_MAX];
     pg_reg xrow[4];
@@ -197,7 +183,7 @@ static int build_wgrad(pg_kernel *k, const pgk_desc *d, const pg_param *p, const
     pg_label done = pg_label_new(k, "exit");
     pg_bra_if(k, cok, true, done);
     pg_reg t0, t1;
-    split_range(k, rows, splits, 8, &t0, &t1);
+    pgk_split_range(k, rows, splits, 8, &t0, &t1);
     pg_reg acc[RANK_MAX];
     for (uint32_t j = 0; j < r; j++)
         acc[j] = pgk_zero_f32(k);
@@ -340,7 +326,7 @@ const pgk_desc pgk_desc_lora_reduce_f32 = {
 
 /* ---------------------------------------------------------------- lora_up */
 
-enum { UP_ROWS_K, UP_N, UP_RANK, UP_WT, UP_ACC };
+enum { UP_ROWS_K, UP_N, UP_RANK, UP_WT, UP_ACC, UP_PART };
 
 /* A block: UP_THREADS columns x UP_ROWS rows of y. Each thread holds its
  * column's w(n, 0..r) in registers; the block's xa rows are staged in
@@ -349,7 +335,9 @@ enum { UP_ROWS_K, UP_N, UP_RANK, UP_WT, UP_ACC };
 static int build_up(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
     (void)d;
-    uint32_t r = kn[UP_RANK], r4 = (r + 3u) & ~3u;
+    /* r columns of xa; part > 0: stored part-major in parts of that many
+     * columns (lora_tile.c) */
+    uint32_t r = kn[UP_RANK], r4 = (r + 3u) & ~3u, part = kn[UP_PART];
     bool wt = kn[UP_WT] != 0, acc = kn[UP_ACC] != 0;
     pg_reg xa = pg_param_load(k, p[0]);
     pg_reg w = pg_param_load(k, p[1]);
@@ -374,7 +362,14 @@ static int build_up(pg_kernel *k, const pgk_desc *d, const pg_param *p, const ui
         pg_reg j_in = pgv_setp(k, PG_CMP_LO, PG_U32, j, pg_u32(r));
         pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LO, PG_U32, t, rows), j_in);
         pg_reg v = pgk_zero_f32(k);
-        pg_reg src = pgk_addr2(k, xa, t, pg_u32(r), j, 4);
+        pg_reg src;
+        if (part == 0) {
+            src = pgk_addr2(k, xa, t, pg_u32(r), j, 4);
+        } else {
+            pg_reg pi = pgv_div(k, PG_U32, j, pg_u32(part));
+            pg_reg jr = pgv_sub(k, PG_U32, j, pgv_mul(k, PG_U32, pi, pg_u32(part)));
+            src = pgk_addr2(k, xa, pgv_mad(k, PG_U32, pi, rows, t), pg_u32(part), jr, 4);
+        }
         pg_guard(k, ok, false);
         pg_ld_nc(k, PG_F32, src, 0, v);
         pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_mad(k, PG_U32, e, pg_u32(4), sbase), 0,
@@ -452,6 +447,7 @@ static const pgk_knob up_knobs[] = {
     {"rank", 16, 1, RANK_MAX, "r: columns of xa", true},
     {"wt", 0, 0, 1, "0: w is [n, r] (B); 1: w is [r, n] (A)", true},
     {"acc", 0, 0, 1, "1: add into y", true},
+    {"part", 0, 0, RANK_MAX, "0: xa is [rows, r]; p: part-major in parts of p columns", true},
 };
 
 const pgk_desc pgk_desc_lora_up_f32 = {

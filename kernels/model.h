@@ -46,6 +46,12 @@ typedef struct pgk_loop {
 pg_reg pgk_loop_begin(pg_kernel *k, pgk_loop *l, pg_val start, pg_val n, pg_val step);
 void pgk_loop_end(pg_kernel *k, pgk_loop *l);
 
+/* [lo, hi) of slice ctaid.y of n items cut into `splits` slices of
+ * ceil(ceil(n / splits) / align) * align (the last ones short or empty):
+ * u32 registers. The LoRA kernels' fixed slices of a sum. */
+void pgk_split_range(pg_kernel *k, pg_reg n, pg_reg splits, uint32_t align, pg_reg *lo,
+                     pg_reg *hi);
+
 /* sigmoid(x) and x * sigmoid(x) without overflow for any x: with
  * z = exp(-|x|), 1/(1+z) and z/(1+z) are s and 1 - s (x >= 0) or the other
  * way round. */

@@ -120,3 +120,20 @@ void pgk_sigmoid(pg_kernel *k, pg_reg x, pg_reg *s, pg_reg *one_minus_s)
     *one_minus_s = pg_reg_new(k, PG_F32);
     pg_selp(k, PG_F32, *one_minus_s, small, big, pos);
 }
+
+void pgk_split_range(pg_kernel *k, pg_reg n, pg_reg splits, uint32_t align, pg_reg *lo, pg_reg *hi)
+{
+    pg_reg y = pg_sreg_read(k, PG_SREG_CTAID_Y);
+    pg_reg per = pgv_add(k, PG_U32, n, pgv_sub(k, PG_U32, splits, pg_u32(1)));
+    pg_div(k, PG_U32, per, per, splits);
+    pg_add(k, PG_U32, per, per, pg_u32(align - 1));
+    pg_div(k, PG_U32, per, per, pg_u32(align));
+    pg_mul(k, PG_U32, per, per, pg_u32(align));
+    /* y * per may pass n (an empty split) but not 2^32: per <= n + align */
+    pg_reg l = pgv_mul_wide(k, PG_U32, y, per);
+    pg_reg h = pgv_add(k, PG_U64, l, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, per));
+    pg_min(k, PG_U64, l, l, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, n));
+    pg_min(k, PG_U64, h, h, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, n));
+    *lo = pgv_cvt(k, PG_U32, PG_U64, PG_RND_NONE, l);
+    *hi = pgv_cvt(k, PG_U32, PG_U64, PG_RND_NONE, h);
+}

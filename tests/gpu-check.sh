@@ -106,6 +106,7 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     fi
     step "bench_gemm --quick" "$out/bench-gemm.log" "$b/tests/gpu_gemm/bench_gemm" --quick
     step "bench_gemm_sm90" "$out/bench-gemm-sm90.log" "$b/tests/gpu_gemm/bench_gemm_sm90"
+    step "bench_lora" "$out/bench-lora.log" "$b/tests/gpu_model/bench_lora"
     # The cold JIT: neither the driver's cache nor ptxgen's cubin cache.
     step "prewarm (1.5B LoRA config)" "$out/prewarm.log" env CUDA_CACHE_DISABLE=1 \
         PTXGEN_CACHE=0 "$b/tests/gpu_cublas/prewarm_model"
@@ -127,6 +128,8 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     grep -v '^device:' "$out/bench-gemm.log" 2>/dev/null | head -n 40
     echo
     grep -v '^device:' "$out/bench-gemm-sm90.log" 2>/dev/null | head -n 24
+    echo
+    cat "$out/bench-lora.log" 2>/dev/null
     echo
     tail -n 8 "$out/prewarm.log" 2>/dev/null
     echo

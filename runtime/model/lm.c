@@ -43,9 +43,10 @@
     X(ATT_DKV, "attention_backward_dkv_f32")                                   \
     X(WIDEN, "cast_bf16_to_f32")                                               \
     X(NARROW, "cast_f32_to_bf16")                                              \
-    X(LORA_DOWN, "lora_down_f32")                                              \
-    X(LORA_WGRAD, "lora_wgrad_f32")                                            \
-    X(LORA_REDUCE, "lora_reduce_f32")                                          \
+    X(LORA_PROJ, "lora_proj_f32")                                              \
+    X(LORA_PROJ_BF16, "lora_proj_bf16")                                        \
+    X(LORA_GRAD, "lora_grad_f32")                                              \
+    X(LORA_GRAD_BF16, "lora_grad_bf16")                                        \
     X(LORA_UP, "lora_up_f32")
 
 enum {
@@ -103,9 +104,15 @@ typedef struct layer_a {
 } layer_a;
 
 /* A LoRA pair on the device: offsets (elements) into the parameter
- * buffer; -1 for a module without LoRA. */
+ * buffer; -1 for a module without LoRA. The pairs of a layer that read
+ * one input (q, k, v; gate, up) form a group: their A's lie one after
+ * another (a [parts x r, in] matrix at the first one's a), their xa (and
+ * dxa) part after part, so one pass over the input serves all of them. */
 typedef struct lora_d {
     int64_t a, b;
+    int lead;  /* the module of the group's first pair */
+    int part;  /* this pair's place in the group */
+    int parts; /* pairs in the group */
 } lora_d;
 
 struct pgrt_lm {
@@ -140,6 +147,8 @@ struct pgrt_lm {
     const pgk_desc *desc_wg; /* gemm_sm90, as pgk_gemm_choose returns it */
     pgrt_buf *ws;        /* split-K workspace */
     uint64_t ws_need;    /* the largest workspace a GEMM of the step wants */
+    pgrt_buf *lcnt;      /* u32 arrival counters of the LoRA kernels, zero between launches */
+    uint32_t lcnt_need;
 
     pgrt_buf *arena; /* f32 activations */
     layer_a *la;
@@ -184,9 +193,10 @@ static int bucket(bool lowp, int k)
     case K_GEMM_NT:
     case K_GEMM_NT_ACC:
     case K_GEMM_TN:
-    case K_LORA_DOWN:
-    case K_LORA_WGRAD:
-    case K_LORA_REDUCE:
+    case K_LORA_PROJ:
+    case K_LORA_PROJ_BF16:
+    case K_LORA_GRAD:
+    case K_LORA_GRAD_BF16:
     case K_LORA_UP:
         return lowp ? PGRT_LM_TIME_LORA_GEMM : PGRT_LM_TIME_GEMM;
     case K_WIDEN:
@@ -432,210 +442,207 @@ static pgrt_devptr pofs(pgrt_buf *b, int64_t elems) { return pgrt_buf_ptr(b) + (
 
 /* ---------------------------------------------------------------- LoRA products */
 
-/* The LoRA products run on the thin kernels of kernels/lora.c (rank r one
- * dimension), in f32 and bf16 alike: x, dy, xa and the LoRA parameters are
- * f32 rows either way. The sums over T, in or out are split into slices
- * summed in a fixed order (lora_reduce), so every step gives the same
- * bits. Ranks past the kernels' register budget keep the f32 GEMMs. */
+/* The LoRA products run on the thin kernels (kernels/lora_tile.c and
+ * lora_up_f32; rank r one dimension), in f32 and bf16 alike. The sums
+ * over T, in or out are cut into slices added in a fixed order inside the
+ * kernel, so every step gives the same bits. In bf16 the long operand is
+ * the bf16 copy the base GEMM reads (m->xb forward, m->dyb backward):
+ * the values the reference's LoRA sees. Ranks past the kernels' register
+ * budget keep the f32 GEMMs. */
 #define LORA_THIN_RANK 64
+#define LORA_TILE 64u /* rows of a lora_proj / lora_grad block */
 
-/* Slices of a length-`len` sum for a kernel of `blocks` blocks a slice:
- * about eight blocks an SM (their loads in flight hide the latency), each
- * slice at least `align` long, at most 64 (lora_reduce adds them one
- * after another). */
-static uint32_t lora_splits(const pgrt_lm *m, uint32_t blocks, uint32_t len, uint32_t align)
+/* Which group a module's pair belongs to: the modules reading one input. */
+static const int lora_group_of[PGRT_LINEAR_COUNT] = {0, 0, 0, 1, 2, 2, 3};
+
+/* Slices of a length-`len` sum over `tiles` row tiles: about two blocks
+ * an SM, each slice at least two 32-long chunks, at most 64 slices. */
+static uint32_t lora_splits(const pgrt_lm *m, uint32_t tiles, uint32_t len)
 {
-    uint32_t target = 8u * (m->sms ? m->sms : 108u);
-    uint32_t sp = (target + blocks - 1) / blocks;
-    uint32_t most = (len + align - 1) / align;
-    if (sp > most)
-        sp = most;
-    if (sp > 64)
-        sp = 64;
+    uint32_t target = 2u * (m->sms ? m->sms : 108u);
+    uint32_t sp = (target + tiles - 1) / tiles, most = (len + 63) / 64;
+    sp = sp > most ? most : sp;
+    sp = sp > 64 ? 64 : sp;
     return sp ? sp : 1;
 }
 
-/* The knobs of a thin kernel with its splits chosen, and the splits. */
-static int lora_knobs(pgrt_lm *m, int k, uint32_t n, uint32_t len, uint32_t align, pgk_knobs *kn,
-                      uint32_t *sp)
+/* The workspace of the slices' sums (shared with the bf16 GEMMs'
+ * split-K: the stream orders them) and the arrival counters; while
+ * warming, only their sizes are noted. */
+static int lora_ws(pgrt_lm *m, uint32_t tiles, uint32_t sp, uint32_t cols, pgrt_devptr *ws,
+                   pgrt_devptr *cnt)
 {
-    const pgk_desc *d = m->desc[k];
-    const char *nname = k == K_LORA_DOWN ? "k" : "n";
-    int rc = kn_of(d, KN({"rows", m->T}, {nname, n}, {"rank", m->r}, {"splits", 1}), kn);
-    if (rc)
-        return rc;
-    pgk_launch lc;
-    char err[128];
-    if (pgk_launch_for(d, kn, &lc, err, sizeof err))
-        return rt_fail(PGRT_EINVAL, "pgrt_lm: %s: %s", d->name, err);
-    *sp = lora_splits(m, lc.grid[0], len, align);
-    kn->v[pgk_knob_index(d, "splits")] = *sp;
-    return 0;
-}
-
-/* Bytes of workspace lora_down over k (and lora_wgrad over n) want, after
- * `skip` floats. */
-static uint64_t lora_down_ws(pgrt_lm *m, uint32_t k, uint64_t skip)
-{
-    pgk_knobs kn;
-    uint32_t sp = 1;
-    if (lora_knobs(m, K_LORA_DOWN, k, k, 32, &kn, &sp))
-        return 0; /* the launch reports it */
-    return (skip + (uint64_t)sp * m->T * m->r) * 4u;
-}
-
-static uint64_t lora_wgrad_ws(pgrt_lm *m, uint32_t n, uint64_t skip)
-{
-    pgk_knobs kn;
-    uint32_t sp = 1;
-    if (lora_knobs(m, K_LORA_WGRAD, n, (uint32_t)m->T, 8, &kn, &sp))
-        return 0;
-    return (skip + (uint64_t)sp * n * m->r) * 4u;
-}
-
-/* The workspace of `bytes` (shared with the bf16 GEMMs' split-K: the
- * stream orders them); while warming, only its size is noted. */
-static int lora_ws(pgrt_lm *m, uint64_t bytes, pgrt_devptr *out)
-{
-    *out = 0;
+    uint64_t bytes = (uint64_t)sp * tiles * LORA_TILE * ((cols + 15u) & ~15u) * 4u;
+    *ws = *cnt = 0;
     if (m->warming) {
         if (bytes > m->ws_need)
             m->ws_need = bytes;
+        if (tiles > m->lcnt_need)
+            m->lcnt_need = tiles;
         return 0;
     }
-    if (!m->ws || pgrt_buf_bytes(m->ws) < bytes)
+    if (!m->ws || pgrt_buf_bytes(m->ws) < bytes || !m->lcnt || pgrt_buf_bytes(m->lcnt) < tiles * 4u)
         return rt_fail(PGRT_ESTATE, "pgrt_lm: LoRA workspace smaller than at create");
-    *out = pgrt_buf_ptr(m->ws);
+    *ws = pgrt_buf_ptr(m->ws);
+    *cnt = pgrt_buf_ptr(m->lcnt);
     return 0;
 }
 
-/* out[T, r] = scale * x[T, k] w[r, k]^T, through ws partials. */
-static int lora_down(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_devptr w, pgrt_devptr out,
-                     uint32_t k, float scale, pgrt_devptr ws)
+/* out = scale x[T, k] w^T for `parts` pairs at once (out part-major):
+ * w their stacked A [parts r, k], or (wt) one B [k, r]. x bf16 or f32. */
+static int lora_proj(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, bool bf16, pgrt_devptr w,
+                     pgrt_devptr out, uint32_t k, uint32_t parts, bool wt, float scale)
 {
+    int kid = bf16 ? K_LORA_PROJ_BF16 : K_LORA_PROJ;
+    uint32_t tiles = ((uint32_t)m->T + LORA_TILE - 1) / LORA_TILE, sp = lora_splits(m, tiles, k);
     pgk_knobs kn;
-    uint32_t sp, n = (uint32_t)m->T * m->r;
-    int rc = lora_knobs(m, K_LORA_DOWN, k, k, 32, &kn, &sp);
-    if (rc || (rc = launch_kn(m, s, K_LORA_DOWN, m->desc[K_LORA_DOWN], &kn,
-                              ARGS(P(x), P(w), P(ws), U(m->T), U(k), U(sp)))))
+    pgrt_devptr ws, cnt;
+    int rc = kn_of(m->desc[kid],
+                   KN({"rows", m->T}, {"k", k}, {"cols", parts * m->r}, {"rank", m->r},
+                      {"wt", wt ? 1u : 0u}, {"splits", sp}),
+                   &kn);
+    if (rc || (rc = lora_ws(m, tiles, sp, parts * m->r, &ws, &cnt)))
         return rc;
-    return launch(m, s, K_LORA_REDUCE, KN({"n", n}, {"trans", 0}),
-                  ARGS(P(ws), P(out), U(n), U(m->r), U(sp), F(scale)));
+    return launch_kn(m, s, kid, m->desc[kid], &kn,
+                     ARGS(P(x), P(w), P(out), P(ws), P(cnt), U(m->T), U(k), U(sp), F(scale)));
 }
 
-/* g = d[T, n]^T xa[T, r], stored [n, r], or [r, n] when trans. */
-static int lora_wgrad(pgrt_lm *m, pgrt_stream *s, pgrt_devptr d, pgrt_devptr xa, pgrt_devptr g,
-                      uint32_t n, bool trans, pgrt_devptr ws)
+/* g = d[T, n]^T xa[T, R] for `parts` pairs: [n, r] (dB, one pair) or,
+ * trans, [parts r, n] (their stacked dA). d bf16 or f32. */
+static int lora_grad(pgrt_lm *m, pgrt_stream *s, pgrt_devptr d, bool bf16, pgrt_devptr xa,
+                     pgrt_devptr g, uint32_t n, uint32_t parts, bool trans)
 {
+    int kid = bf16 ? K_LORA_GRAD_BF16 : K_LORA_GRAD;
+    uint32_t tiles = (n + LORA_TILE - 1) / LORA_TILE, sp = lora_splits(m, tiles, (uint32_t)m->T);
     pgk_knobs kn;
-    uint32_t sp, cnt = n * (uint32_t)m->r;
-    int rc = lora_knobs(m, K_LORA_WGRAD, n, (uint32_t)m->T, 8, &kn, &sp);
-    if (rc || (rc = launch_kn(m, s, K_LORA_WGRAD, m->desc[K_LORA_WGRAD], &kn,
-                              ARGS(P(d), P(xa), P(ws), U(m->T), U(n), U(sp)))))
+    pgrt_devptr ws, cnt;
+    int rc = kn_of(m->desc[kid],
+                   KN({"rows", m->T}, {"n", n}, {"cols", parts * m->r}, {"rank", m->r},
+                      {"trans", trans ? 1u : 0u}, {"splits", sp}),
+                   &kn);
+    if (rc || (rc = lora_ws(m, tiles, sp, parts * m->r, &ws, &cnt)))
         return rc;
-    return launch(m, s, K_LORA_REDUCE, KN({"n", cnt}, {"trans", trans ? 1u : 0u}),
-                  ARGS(P(ws), P(g), U(cnt), U(m->r), U(sp), F(1.0f)));
+    return launch_kn(m, s, kid, m->desc[kid], &kn,
+                     ARGS(P(d), P(xa), P(g), P(ws), P(cnt), U(m->T), U(n), U(sp), F(1.0f)));
 }
 
-/* y[T, n] (+)= xa[T, r] w(n, r)^T, w = B [n, r] or (wt) A [r, n]. */
+/* y[T, n] (+)= xa[T, R] w(n, R)^T, w = B [n, r] or (wt) the stacked A
+ * [parts r, n] of `parts` pairs (xa part-major). */
 static int lora_up(pgrt_lm *m, pgrt_stream *s, pgrt_devptr xa, pgrt_devptr w, pgrt_devptr y,
-                   uint32_t n, bool wt, bool acc)
+                   uint32_t n, bool wt, uint32_t parts, bool acc)
 {
     return launch(m, s, K_LORA_UP,
-                  KN({"rows", m->T}, {"n", n}, {"rank", m->r}, {"wt", wt ? 1u : 0u},
-                     {"acc", acc ? 1u : 0u}),
+                  KN({"rows", m->T}, {"n", n}, {"rank", parts * m->r}, {"wt", wt ? 1u : 0u},
+                     {"acc", acc ? 1u : 0u}, {"part", parts > 1 ? (uint32_t)m->r : 0u}),
                   ARGS(P(xa), P(w), P(y), U(m->T), U(n), F(1.0f)));
 }
 
 /* y = x W^T (+ bias) (+ lora) for module mod of layer l; x [T, in] f32
- * and, in bf16, its copy m->xb that the caller made. */
+ * and, in bf16, its copy m->xb that the caller made. The pairs of one
+ * input are projected together at the group's first module: its callers
+ * run a group's modules in order on one x (forward_layer). The LoRA term
+ * comes first (y = xa B^T) and the base product adds into it, so y is
+ * written once by each and read once, by the GEMM's epilogue. */
 static int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
                       pgrt_devptr y)
 {
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
-    pgrt_devptr w;
+    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK;
+    /* xa = s x A^T (kept for the backward) */
+    pgrt_devptr xa = m->la[l].xa[mod], w;
     int rc = 0;
+    if (thin && ((ld->part == 0 &&
+                  (rc = lora_proj(m, s, m->lowp ? m->xb : x, m->lowp, pofs(m->p, ld->a), xa,
+                                  (uint32_t)in, (uint32_t)ld->parts, false, m->lora_scale))) ||
+                 (rc = lora_up(m, s, xa, pofs(m->p, ld->b), y, (uint32_t)out, false, 1, false))))
+        return rc;
     if (m->lowp) /* the bias in the GEMM's epilogue */
-        rc = gemm_lp(m, s, PGK_GEMM_FORWARD, false, m->xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf), y,
+        rc = gemm_lp(m, s, PGK_GEMM_FORWARD, thin, m->xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf), y,
                      m->T, in, out,
                      m->lw[l].bias[mod] ? pgrt_buf_ptr(m->lw[l].bias[mod]) : 0);
     else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
-        rc = model_gemm(m, s, LIN_Y, false, x, w, y, m->T, in, out);
+        rc = model_gemm(m, s, LIN_Y, thin, x, w, y, m->T, in, out);
     if (!rc && !m->lowp && m->lw[l].bias[mod])
         rc = launch(m, s, K_BIAS, KN({"rows", m->T}, {"cols", out}),
                     ARGS(P(y), P(pgrt_buf_ptr(m->lw[l].bias[mod])), U(m->T), U(out)));
-    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
-    if (rc || ld->a < 0)
+    if (rc || ld->a < 0 || thin)
         return rc;
-    /* xa = s x A^T (kept for the backward); y += xa B^T */
-    pgrt_devptr xa = m->la[l].xa[mod], ws;
-    if (m->r > LORA_THIN_RANK) {
-        uint32_t n = (uint32_t)m->T * m->r;
-        if ((rc = model_gemm(m, s, LIN_Y, false, x, pofs(m->p, ld->a), xa, m->T, in, m->r)) ||
-            (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
-            return rc;
-        return model_gemm(m, s, LIN_Y, true, xa, pofs(m->p, ld->b), y, m->T, m->r, out);
-    }
-    if ((rc = lora_ws(m, lora_down_ws(m, in, 0), &ws)) ||
-        (rc = lora_down(m, s, x, pofs(m->p, ld->a), xa, in, m->lora_scale, ws)))
+    /* ranks past the thin kernels: xa = s x A^T, y += xa B^T on the f32 GEMMs */
+    uint32_t n = (uint32_t)m->T * m->r;
+    if ((rc = model_gemm(m, s, LIN_Y, false, x, pofs(m->p, ld->a), xa, m->T, in, m->r)) ||
+        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
         return rc;
-    return lora_up(m, s, xa, pofs(m->p, ld->b), y, out, false, true);
+    return model_gemm(m, s, LIN_Y, true, xa, pofs(m->p, ld->b), y, m->T, m->r, out);
+}
+
+/* The thin LoRA backward of module mod: dB = dy^T xa (xa holds the
+ * scale) and dxa = s dy B, this pair's part; at the group's last pair the
+ * stacked dA = dxa^T x and dx (+)= dxa A. d is dy, or its bf16 copy. */
+static int lora_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                    pgrt_devptr d, pgrt_devptr dx, bool acc)
+{
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    pgrt_devptr dxa = m->dxa + (uint64_t)ld->part * m->T * m->r * 4u;
+    int rc;
+    if ((rc = lora_grad(m, s, d, m->lowp, m->la[l].xa[mod], pofs(m->g, ld->b), (uint32_t)out, 1,
+                        false)) ||
+        (rc = lora_proj(m, s, d, m->lowp, pofs(m->p, ld->b), dxa, (uint32_t)out, 1, true,
+                        m->lora_scale)))
+        return rc;
+    if (ld->part + 1 < ld->parts)
+        return 0;
+    const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
+    uint32_t parts = (uint32_t)ld->parts;
+    if ((rc = lora_grad(m, s, x, false, m->dxa, pofs(m->g, lead->a), (uint32_t)in, parts, true)))
+        return rc;
+    return lora_up(m, s, m->dxa, pofs(m->p, lead->a), dx, (uint32_t)in, true, parts, acc);
 }
 
 /* Given dy [T, out] (and, in bf16, dyb: its bf16 copy where the kernel
  * that wrote dy made one, else 0): dx (+)= dy W (+ the LoRA path), and the
- * LoRA gradients of module mod of layer l. */
+ * LoRA gradients of module mod of layer l. A group's dA and its dx term
+ * wait for its last module: the callers run a group's modules in order on
+ * one x and dx (backward_layer). A pair alone in its group whose dx is not
+ * accumulated goes first (dx = dxa A) and the base product adds into it. */
 static int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
                       pgrt_devptr dy, pgrt_devptr dyb, pgrt_devptr dx, bool acc)
 {
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
+    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK, first = thin && ld->parts == 1 && !acc;
     pgrt_devptr w;
     int rc = 0;
-    if (m->lowp) {
-        if (!dyb && !(rc = narrow(m, s, dy, m->dyb, (uint64_t)m->T * out)))
-            dyb = m->dyb;
-        if (!rc)
-            rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, acc, dyb, pgrt_buf_ptr(m->lw[l].lin[mod].buf),
-                         dx, m->T, in, out, 0);
-    } else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
-        rc = model_gemm(m, s, LIN_DX, acc, dy, w, dx, m->T, in, out);
-    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
-    if (rc || ld->a < 0)
-        return rc;
-    if (m->r > LORA_THIN_RANK) {
-        /* dB = dy^T (s xa); dxa = s dy B; dA = dxa^T x; dx += dxa A */
-        uint32_t n = (uint32_t)m->T * m->r;
-        if ((rc = model_gemm(m, s, LIN_DW, false, dy, m->la[l].xa[mod], pofs(m->g, ld->b), m->T,
-                             m->r, out)) ||
-            (rc = model_gemm(m, s, LIN_DX, false, dy, pofs(m->p, ld->b), m->dxa, m->T, m->r,
-                             out)) ||
-            (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))) ||
-            (rc = model_gemm(m, s, LIN_DW, false, m->dxa, x, pofs(m->g, ld->a), m->T, in, m->r)))
+    if (m->lowp && !dyb) {
+        if ((rc = narrow(m, s, dy, m->dyb, (uint64_t)m->T * out)))
             return rc;
-        return model_gemm(m, s, LIN_DX, true, m->dxa, pofs(m->p, ld->a), dx, m->T, in, m->r);
+        dyb = m->dyb;
     }
-    /* the workspace: B^T [r, out] first, then the partial sums */
-    uint64_t bt = ((uint64_t)out * m->r + 63u) & ~(uint64_t)63u;
-    uint64_t need = lora_down_ws(m, (uint32_t)out, bt);
-    uint64_t need2 = lora_wgrad_ws(m, (uint32_t)out, bt), need3 = lora_wgrad_ws(m, (uint32_t)in, bt);
-    need = need > need2 ? need : need2;
-    pgrt_devptr ws;
-    if ((rc = lora_ws(m, need > need3 ? need : need3, &ws)))
+    pgrt_devptr d = m->lowp ? dyb : dy;
+    if (first && (rc = lora_bwd(m, s, l, mod, x, d, dx, false)))
         return rc;
-    pgrt_devptr bt_dev = ws, part = ws + bt * 4u;
-    pgrt_devptr A = pofs(m->p, ld->a), B = pofs(m->p, ld->b);
-    uint32_t nb = (uint32_t)out * m->r;
-    /* dB = dy^T xa (xa holds the scale); dxa = s dy B; dA = dxa^T x; dx += dxa A */
-    if ((rc = lora_wgrad(m, s, dy, m->la[l].xa[mod], pofs(m->g, ld->b), (uint32_t)out, false,
-                         part)) ||
-        (rc = launch(m, s, K_LORA_REDUCE, KN({"n", nb}, {"trans", 1}),
-                     ARGS(P(B), P(bt_dev), U(nb), U(m->r), U(1), F(1.0f)))) ||
-        (rc = lora_down(m, s, dy, bt_dev, m->dxa, (uint32_t)out, m->lora_scale, part)) ||
-        (rc = lora_wgrad(m, s, x, m->dxa, pofs(m->g, ld->a), (uint32_t)in, true, part)))
+    if (m->lowp)
+        rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, acc || first, dyb,
+                     pgrt_buf_ptr(m->lw[l].lin[mod].buf), dx, m->T, in, out, 0);
+    else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
+        rc = model_gemm(m, s, LIN_DX, acc || first, dy, w, dx, m->T, in, out);
+    if (rc || ld->a < 0 || first)
         return rc;
-    return lora_up(m, s, m->dxa, A, dx, (uint32_t)in, true, true);
+    if (thin)
+        return lora_bwd(m, s, l, mod, x, d, dx, true);
+    /* dB = dy^T (s xa); dxa = s dy B; dA = dxa^T x; dx += dxa A */
+    uint32_t n = (uint32_t)m->T * m->r;
+    if ((rc = model_gemm(m, s, LIN_DW, false, dy, m->la[l].xa[mod], pofs(m->g, ld->b), m->T,
+                         m->r, out)) ||
+        (rc = model_gemm(m, s, LIN_DX, false, dy, pofs(m->p, ld->b), m->dxa, m->T, m->r, out)) ||
+        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))) ||
+        (rc = model_gemm(m, s, LIN_DW, false, m->dxa, x, pofs(m->g, ld->a), m->T, in, m->r)))
+        return rc;
+    return model_gemm(m, s, LIN_DX, true, m->dxa, pofs(m->p, ld->a), dx, m->T, in, m->r);
 }
 
 static int rms_fwd(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_buf *gamma, pgrt_devptr y)
@@ -903,7 +910,8 @@ static void make_plan(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, in
     p->arena = per_layer * c->layers + 2 * T * H /* xf, hf */ +
                T * (5 * H + qd * 2 + kvd * 2 + 3 * I + widest) /* dx dxm dh part dtmp, dq datt,
                                                                  dk dv, dg du dact */
-               + T * r + T * c->heads /* dxa, delta */ + (uint64_t)chunk * V + T /* loss */ +
+               + 3 * T * r + T * c->heads /* dxa (three parts), delta */ +
+               (uint64_t)chunk * V + T /* loss */ +
                (bf16 ? T * widest /* xb, dyb: two bf16 halves */ + (uint64_t)chunk * V / 2 + 1
                      : 0);
     uint64_t wel = V * H * (c->tie_embeddings ? 1 : 2), maxw = V * H;
@@ -1154,8 +1162,14 @@ static int layout(pgrt_lm *m, const plan *pl)
         a->g = take(base, &off, T * I);
         a->u = take(base, &off, T * I);
         a->act = take(base, &off, T * I);
-        for (int i = 0; i < PGRT_LINEAR_COUNT; i++)
-            a->xa[i] = m->lora[l * PGRT_LINEAR_COUNT + i].a >= 0 ? take(base, &off, T * m->r) : 0;
+        /* a group's xa part after part (lora_d) */
+        pgrt_devptr grp = 0;
+        for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
+            const lora_d *d = &m->lora[l * PGRT_LINEAR_COUNT + i];
+            if (d->a >= 0 && d->part == 0)
+                grp = take(base, &off, (uint64_t)d->parts * T * m->r);
+            a->xa[i] = d->a >= 0 ? grp + (uint64_t)d->part * T * m->r * 4u : 0;
+        }
     }
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
     m->xf = take(base, &off, T * H);
@@ -1172,7 +1186,7 @@ static int layout(pgrt_lm *m, const plan *pl)
     m->dg = take(base, &off, T * I);
     m->du = take(base, &off, T * I);
     m->dact = take(base, &off, T * H > T * I ? T * H : T * I);
-    m->dxa = take(base, &off, T * (m->r ? m->r : 1));
+    m->dxa = take(base, &off, 3 * T * (m->r ? m->r : 1)); /* a group's, part after part */
     m->delta = take(base, &off, T * m->c.heads);
     m->logits = take(base, &off, (uint64_t)m->chunk * V);
     m->loss = take(base, &off, T);
@@ -1266,17 +1280,37 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
             m->desc[K_ATT_DKV] = d[2];
         }
     }
-    /* LoRA layout: the adapter's order, A then B */
+    /* LoRA layout: layer by layer, group by group (lora_d), the group's
+     * A's one after another, then its B's; a group stacks its pairs while
+     * they fit the thin kernels' 64 columns */
     for (size_t i = 0; i < (size_t)c->layers * PGRT_LINEAR_COUNT; i++)
-        m->lora[i] = (lora_d){-1, -1};
+        m->lora[i] = (lora_d){-1, -1, 0, 0, 1};
+    for (size_t i = 0; i < ad->count; i++)
+        m->lora[ad->w[i].layer * PGRT_LINEAR_COUNT + ad->w[i].module].a = 0;
     int64_t off = 0;
-    for (size_t i = 0; i < ad->count; i++) {
-        lora_d *d = &m->lora[ad->w[i].layer * PGRT_LINEAR_COUNT + ad->w[i].module];
-        d->a = off;
-        off += (int64_t)m->r * ad->w[i].in;
-        d->b = off;
-        off += (int64_t)ad->w[i].out * m->r;
-    }
+    for (int l = 0; l < c->layers; l++)
+        for (int g0 = 0, g1; g0 < PGRT_LINEAR_COUNT; g0 = g1) {
+            lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT];
+            int n = 0, lead = -1, part = 0, in, nout;
+            for (g1 = g0; g1 < PGRT_LINEAR_COUNT && lora_group_of[g1] == lora_group_of[g0]; g1++)
+                n += ld[g1].a >= 0;
+            bool stack = n * m->r <= LORA_THIN_RANK;
+            for (int i = g0; i < g1; i++) {
+                if (ld[i].a < 0)
+                    continue;
+                if (!stack || lead < 0)
+                    lead = i, part = 0;
+                pgrt_linear_dims(c, (pgrt_linear)i, &in, &nout);
+                ld[i] = (lora_d){off, -1, lead, part++, stack ? n : 1};
+                off += (int64_t)m->r * in;
+            }
+            for (int i = g0; i < g1; i++)
+                if (ld[i].a >= 0) {
+                    pgrt_linear_dims(c, (pgrt_linear)i, &in, &nout);
+                    ld[i].b = off;
+                    off += (int64_t)nout * m->r;
+                }
+        }
     m->nlora = (size_t)off;
 
     if ((rc = upload_weights(m, p->model)) || (rc = layout(m, &pl)))
@@ -1313,6 +1347,9 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         goto fail;
     m->warming = false;
     if (m->ws_need && (rc = pgrt_buf_alloc(ctx, PG_U8, (size_t)m->ws_need, &m->ws)))
+        goto fail;
+    if (m->lcnt_need && ((rc = pgrt_buf_alloc(ctx, PG_U32, m->lcnt_need, &m->lcnt)) ||
+                         (rc = pgrt_buf_memset(m->lcnt, 0))))
         goto fail;
 
     pgrt_train_tensor tt = {m->p, m->g};
@@ -1361,6 +1398,7 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
         }
     pgrt_buf_destroy(&m->wscratch);
     pgrt_buf_destroy(&m->ws);
+    pgrt_buf_destroy(&m->lcnt);
     pgrt_buf_destroy(&m->lossview);
     pgrt_buf_destroy(&m->arena);
     pgrt_buf_destroy(&m->ints);

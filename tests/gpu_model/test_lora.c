@@ -12,12 +12,23 @@
  *   dA  = dxa^T x            wgrad(x, dxa) + reduce(trans)
  *   dx (+)= dxa A            up(wt 1), plain and accumulating
  *
- * Each step reads the device's result of the step before, so a row checks
- * one kernel pair. Every step runs twice and must give the same bits.
+ * and the tiled kernels pgrt_lm runs (lora_proj, lora_grad, with lora_up),
+ * for `parts` pairs stacked as one layer's q, k, v are, x and dy f32 or
+ * bf16:
  *
- * Usage: test_lora [--small] [--seed N] [--bench]; exit 77 without a GPU.
- * --bench times, instead, the LoRA products of 28 Qwen2-1.5B layers as
- * pgrt_lm launches them (T 2048, r 16, all seven modules).
+ *   xa  = s x A^T            proj(x, stacked A): part-major [parts][T, r]
+ *   y  (+)= xa B^T           up(wt 0) from the last part
+ *   dB  = dy^T xa            grad(dy, last part of xa)
+ *   dxa = s dy B             proj(wt 1)
+ *   dA  = xa^T x             grad(x, all parts, trans): the stacked [R, in]
+ *   dx (+)= xa A             up(wt 1, parts)
+ *
+ * Each step reads the device's result of the step before, so a row checks
+ * one kernel pair. Every step runs twice and must give the same bits, and
+ * the tiled kernels leave their arrival counters at zero.
+ *
+ * Usage: test_lora [--small] [--seed N]; exit 77 without a GPU.
+ * tests/gpu_model/bench_lora times both compositions at the 1.5B shapes.
  */
 #define REL_TOL 1e-5
 
@@ -33,7 +44,7 @@ typedef struct shape {
 typedef struct step {
     const char *kernel;
     pgk_knobs kn;
-    pgrt_arg args[8];
+    pgrt_arg args[10];
     size_t nargs;
 } step;
 
@@ -58,10 +69,10 @@ static bool run_steps(const step *st, size_t nst, pgrt_buf *ws, pgrt_buf *out, c
 
 /* Run the steps twice into out, fold the first against ref into a new row
  * and the second's bits against the first. */
-static void check(const char *name, const shape *s, const step *st, size_t nst, pgrt_buf *ws,
-                  pgrt_buf *out, const float *init, const double *ref, size_t n, float *keep)
+static void check_as(const char *name, const char *label, const step *st, size_t nst, pgrt_buf *ws,
+                     pgrt_buf *out, const float *init, const double *ref, size_t n, float *keep)
 {
-    row *r = add_row(name, "T=%u in=%u out=%u r=%u sp=%u", s->T, s->in, s->out, s->r, s->splits);
+    row *r = add_row(name, "%s", label);
     float *got[2] = {xmalloc(n * 4), xmalloc(n * 4)};
     for (int run = 0; run < 2; run++)
         if (!run_steps(st, nst, ws, out, init, n, got[run]))
@@ -72,6 +83,15 @@ static void check(const char *name, const shape *s, const step *st, size_t nst, 
     if (keep)
         memcpy(keep, got[0], n * 4);
     free(got[0]), free(got[1]);
+}
+
+static void check(const char *name, const shape *s, const step *st, size_t nst, pgrt_buf *ws,
+                  pgrt_buf *out, const float *init, const double *ref, size_t n, float *keep)
+{
+    char label[96];
+    snprintf(label, sizeof label, "T=%u in=%u out=%u r=%u sp=%u", s->T, s->in, s->out, s->r,
+             s->splits);
+    check_as(name, label, st, nst, ws, out, init, ref, n, keep);
 }
 
 static pgk_knobs kn_down(uint32_t T, uint32_t K, uint32_t r, uint32_t sp)
@@ -89,6 +109,20 @@ static pgk_knobs kn_reduce(uint32_t n, uint32_t trans)
 static pgk_knobs kn_up(uint32_t T, uint32_t N, uint32_t r, uint32_t wt, uint32_t acc)
 {
     return knobs_of("lora_up_f32", "rows", T, "n", N, "rank", r, "wt", wt, "acc", acc, NULL);
+}
+static pgk_knobs kn_upp(uint32_t T, uint32_t N, uint32_t r, uint32_t acc, uint32_t parts)
+{
+    return knobs_of("lora_up_f32", "rows", T, "n", N, "rank", r * parts, "wt", 1, "acc", acc,
+                    "part", parts > 1 ? r : 0, NULL);
+}
+/* lora_proj / lora_grad: len is k or n, the long operand's row length */
+static pgk_knobs kn_tile(const char *kernel, uint32_t T, uint32_t len, uint32_t r, uint32_t parts,
+                         uint32_t flag, uint32_t sp)
+{
+    bool proj = strncmp(kernel, "lora_proj", 9) == 0, bf16 = strstr(kernel, "bf16") != NULL;
+    uint32_t vec = len % (bf16 ? 8u : 4u) == 0;
+    return knobs_of(kernel, "rows", T, proj ? "k" : "n", len, "cols", r * parts, "rank", r,
+                    proj ? "wt" : "trans", flag, "vec", vec, "splits", sp, NULL);
 }
 
 #define P(b) pgrt_arg_buf(b)
@@ -234,124 +268,149 @@ static void test_shape(const shape *s)
     free(ref);
 }
 
-/* ---------------------------------------------------------------- --bench */
+/* ---------------------------------------------------------------- the tiled kernels */
 
-/* Slices as pgrt_lm picks them: about eight blocks an SM, at most 64. */
-static uint32_t bench_splits(const char *kernel, pgk_knobs *kn, uint32_t len, uint32_t align,
-                             uint32_t sms)
+typedef struct tshape {
+    uint32_t T, in, out, r, parts, splits;
+    bool bf16; /* x and dy stored bf16 */
+} tshape;
+
+static void test_tiled(const tshape *s)
 {
-    const pgk_desc *d = pgk_find(kernel);
-    pgk_launch lc;
-    char err[128];
-    kn->v[pgk_knob_index(d, "splits")] = 1;
-    if (pgk_launch_for(d, kn, &lc, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", kernel, err);
-        exit(1);
+    uint32_t T = s->T, in = s->in, out = s->out, r = s->r, P = s->parts, R = r * P, sp = s->splits;
+    bool bf = s->bf16;
+    float sc = 32.0f / (float)r;
+    const char *proj = bf ? "lora_proj_bf16" : "lora_proj_f32";
+    const char *grad = bf ? "lora_grad_bf16" : "lora_grad_f32";
+    char label[96];
+    snprintf(label, sizeof label, "T=%u in=%u out=%u r=%ux%u sp=%u %s", T, in, out, r, P, sp,
+             bf ? "bf16" : "f32");
+    size_t nx = (size_t)T * in, ny = (size_t)T * out, na = (size_t)R * in, nb = (size_t)out * r,
+           nxa = (size_t)T * R, npart = (size_t)T * r;
+    float *x = fill_normal(nx, 1.0, 0.1), *dy = fill_normal(ny, 1.0, -0.05);
+    float *A = fill_normal(na, 0.05, 0.01), *B = fill_normal(nb, 0.05, -0.01);
+    float *y0 = fill_normal(ny, 1.0, 0.2), *dx0 = fill_normal(nx, 1.0, -0.2);
+    /* x and dy rounded to bf16 in place when stored so: the reference sees what the device does */
+    pgrt_buf *bx = act_upload(x, nx, bf), *bdy = act_upload(dy, ny, bf);
+    pgrt_buf *bA = dev_upload(A, na), *bB = dev_upload(B, nb);
+    pgrt_buf *bxa = dev_alloc(PG_F32, nxa), *bdxa = dev_alloc(PG_F32, npart);
+    pgrt_buf *by = dev_alloc(PG_F32, ny), *bdx = dev_alloc(PG_F32, nx);
+    pgrt_buf *bdA = dev_alloc(PG_F32, na), *bdB = dev_alloc(PG_F32, nb);
+    uint32_t longest = T > in ? T : in;
+    longest = longest > out ? longest : out;
+    uint32_t tiles = (longest + 63) / 64;
+    pgrt_buf *ws = dev_alloc(PG_F32, (size_t)sp * tiles * 64 * ((R + 15) & ~15u));
+    pgrt_buf *cnt = dev_alloc(PG_U32, tiles);
+    GPU_CHECK(pgrt_buf_memset(cnt, 0));
+    size_t nref = nx;
+    const size_t sizes[] = {ny, na, nb, nxa};
+    for (size_t i = 0; i < 4; i++)
+        nref = sizes[i] > nref ? sizes[i] : nref;
+    double *ref = xmalloc(nref * sizeof(double));
+    float *xa = xmalloc(nxa * 4);
+    /* the last part of xa: a plain [T, r] */
+    pgrt_devptr last = pgrt_buf_ptr(bxa) + (uint64_t)(P - 1) * npart * 4u;
+
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t j = 0; j < R; j++) {
+            double a = 0;
+            for (uint32_t k = 0; k < in; k++)
+                a += (double)x[(size_t)t * in + k] * A[(size_t)j * in + k];
+            ref[((size_t)(j / r) * T + t) * r + j % r] = sc * a;
+        }
+    step st_xa[] = {{proj, kn_tile(proj, T, in, r, P, 0, sp),
+                     {P(bx), P(bA), P(bxa), P(ws), P(cnt), U(T), U(in), U(sp), F(sc)}, 9}};
+    check_as("lora_proj xa (parts)", label, st_xa, 1, ws, bxa, NULL, ref, nxa, xa);
+    const float *xl = xa + (size_t)(P - 1) * npart;
+
+    for (uint32_t acc = 0; acc < 2; acc++) {
+        for (uint32_t t = 0; t < T; t++)
+            for (uint32_t o = 0; o < out; o++) {
+                double d = 0;
+                for (uint32_t j = 0; j < r; j++)
+                    d += (double)xl[(size_t)t * r + j] * B[(size_t)o * r + j];
+                ref[(size_t)t * out + o] = (acc ? y0[(size_t)t * out + o] : 0.0) + d;
+            }
+        step st_y[] = {{"lora_up_f32", kn_up(T, out, r, 0, acc),
+                        {pgrt_arg_ptr(last), P(bB), P(by), U(T), U(out), F(1.0f)}, 6}};
+        check_as(acc ? "lora_up y+=xa B^T (part)" : "lora_up y=xa B^T (part)", label, st_y, 1,
+                 NULL, by, acc ? y0 : NULL, ref, ny, NULL);
     }
-    uint32_t sp = (8u * sms + lc.grid[0] - 1) / lc.grid[0], most = (len + align - 1) / align;
-    sp = sp > most ? most : sp;
-    sp = sp > 64 ? 64 : sp ? sp : 1;
-    kn->v[pgk_knob_index(d, "splits")] = sp;
-    return sp;
-}
 
-static void go(const char *kernel, const pgk_knobs *kn, const pgrt_arg *a, size_t n)
-{
-    int rc = pgrt_launch(check_ctx, NULL, kernel, kn, a, n);
-    if (rc)
-        die_rt(kernel, rc);
-}
+    for (uint32_t o = 0; o < out; o++)
+        for (uint32_t j = 0; j < r; j++) {
+            double a = 0;
+            for (uint32_t t = 0; t < T; t++)
+                a += (double)dy[(size_t)t * out + o] * xl[(size_t)t * r + j];
+            ref[(size_t)o * r + j] = a;
+        }
+    step st_db[] = {{grad, kn_tile(grad, T, out, r, 1, 0, sp),
+                     {P(bdy), pgrt_arg_ptr(last), P(bdB), P(ws), P(cnt), U(T), U(out), U(sp),
+                      F(1.0f)},
+                     9}};
+    check_as("lora_grad dB", label, st_db, 1, ws, bdB, NULL, ref, nb, NULL);
 
-/* One layer's LoRA products of the Qwen2-1.5B step (T 2048, r 16, the
- * seven modules), forward and backward as pgrt_lm launches them. */
-static void bench_layer(pgrt_buf *x, pgrt_buf *y, pgrt_buf *dy, pgrt_buf *dx, pgrt_buf *A,
-                        pgrt_buf *B, pgrt_buf *xa, pgrt_buf *dxa, pgrt_buf *g, pgrt_buf *ws,
-                        pgrt_buf *bt, uint32_t sms)
-{
-    static const uint32_t dims[7][2] = {{1536, 1536}, {1536, 256},  {1536, 256}, {1536, 1536},
-                                        {1536, 8960}, {1536, 8960}, {8960, 1536}};
-    const uint32_t T = 2048, r = 16;
-    float sc = 2.0f;
-    for (int m = 0; m < 7; m++) {
-        uint32_t in = dims[m][0], out = dims[m][1], sp;
-        pgk_knobs kn = kn_down(T, in, r, 1);
-        sp = bench_splits("lora_down_f32", &kn, in, 32, sms);
-        go("lora_down_f32", &kn, (pgrt_arg[]){P(x), P(A), P(ws), U(T), U(in), U(sp)}, 6);
-        kn = kn_reduce(T * r, 0);
-        go("lora_reduce_f32", &kn, (pgrt_arg[]){P(ws), P(xa), U(T * r), U(r), U(sp), F(sc)}, 6);
-        kn = kn_up(T, out, r, 0, 1);
-        go("lora_up_f32", &kn, (pgrt_arg[]){P(xa), P(B), P(y), U(T), U(out), F(1.0f)}, 6);
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t j = 0; j < r; j++) {
+            double a = 0;
+            for (uint32_t o = 0; o < out; o++)
+                a += (double)dy[(size_t)t * out + o] * B[(size_t)o * r + j];
+            ref[(size_t)t * r + j] = sc * a;
+        }
+    step st_dxa[] = {{proj, kn_tile(proj, T, out, r, 1, 1, sp),
+                      {P(bdy), P(bB), P(bdxa), P(ws), P(cnt), U(T), U(out), U(sp), F(sc)}, 9}};
+    check_as("lora_proj dxa (wt)", label, st_dxa, 1, ws, bdxa, NULL, ref, npart, NULL);
+
+    /* the stacked dA, with xa standing in for dxa: [R, in] */
+    for (uint32_t j = 0; j < R; j++)
+        for (uint32_t k = 0; k < in; k++) {
+            double a = 0;
+            for (uint32_t t = 0; t < T; t++)
+                a += (double)xa[((size_t)(j / r) * T + t) * r + j % r] * x[(size_t)t * in + k];
+            ref[(size_t)j * in + k] = a;
+        }
+    step st_da[] = {{grad, kn_tile(grad, T, in, r, P, 1, sp),
+                     {P(bx), P(bxa), P(bdA), P(ws), P(cnt), U(T), U(in), U(sp), F(1.0f)}, 9}};
+    check_as("lora_grad dA (parts, trans)", label, st_da, 1, ws, bdA, NULL, ref, na, NULL);
+
+    for (uint32_t acc = 0; acc < 2; acc++) {
+        for (uint32_t t = 0; t < T; t++)
+            for (uint32_t k = 0; k < in; k++) {
+                double d = 0;
+                for (uint32_t j = 0; j < R; j++)
+                    d += (double)xa[((size_t)(j / r) * T + t) * r + j % r] *
+                         A[(size_t)j * in + k];
+                ref[(size_t)t * in + k] = (acc ? dx0[(size_t)t * in + k] : 0.0) + d;
+            }
+        step st_dx[] = {{"lora_up_f32", kn_upp(T, in, r, acc, P),
+                         {P(bxa), P(bA), P(bdx), U(T), U(in), F(1.0f)}, 6}};
+        check_as(acc ? "lora_up dx+=xa A (parts)" : "lora_up dx=xa A (parts)", label, st_dx, 1,
+                 NULL, bdx, acc ? dx0 : NULL, ref, nx, NULL);
     }
-    for (int m = 6; m >= 0; m--) {
-        uint32_t in = dims[m][0], out = dims[m][1], sp;
-        pgk_knobs kn = kn_wgrad(T, out, r, 1);
-        sp = bench_splits("lora_wgrad_f32", &kn, T, 8, sms);
-        go("lora_wgrad_f32", &kn, (pgrt_arg[]){P(dy), P(xa), P(ws), U(T), U(out), U(sp)}, 6);
-        kn = kn_reduce(out * r, 0);
-        go("lora_reduce_f32", &kn, (pgrt_arg[]){P(ws), P(g), U(out * r), U(r), U(sp), F(1.0f)}, 6);
-        go("lora_reduce_f32", &kn, (pgrt_arg[]){P(B), P(bt), U(out * r), U(r), U(1), F(1.0f)}, 6);
-        kn = kn_down(T, out, r, 1);
-        sp = bench_splits("lora_down_f32", &kn, out, 32, sms);
-        go("lora_down_f32", &kn, (pgrt_arg[]){P(dy), P(bt), P(ws), U(T), U(out), U(sp)}, 6);
-        kn = kn_reduce(T * r, 0);
-        go("lora_reduce_f32", &kn, (pgrt_arg[]){P(ws), P(dxa), U(T * r), U(r), U(sp), F(sc)}, 6);
-        kn = kn_wgrad(T, in, r, 1);
-        sp = bench_splits("lora_wgrad_f32", &kn, T, 8, sms);
-        go("lora_wgrad_f32", &kn, (pgrt_arg[]){P(x), P(dxa), P(ws), U(T), U(in), U(sp)}, 6);
-        kn = kn_reduce(in * r, 1);
-        go("lora_reduce_f32", &kn, (pgrt_arg[]){P(ws), P(g), U(in * r), U(r), U(sp), F(1.0f)}, 6);
-        kn = kn_up(T, in, r, 1, 1);
-        go("lora_up_f32", &kn, (pgrt_arg[]){P(dxa), P(A), P(dx), U(T), U(in), F(1.0f)}, 6);
-    }
-}
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+    /* every launch above left the arrival counters as it found them */
+    uint32_t *c = xmalloc(tiles * 4u);
+    dev_download(cnt, c, tiles);
+    row *rc = add_row("lora_tile counters", "%s", label);
+    for (uint32_t i = 0; i < tiles; i++)
+        if (c[i] != 0) {
+            rc->bad++;
+            printf("lora_tile counters: counter %u is %u after the launches, not 0\n", i, c[i]);
+            break;
+        }
+    rc->repeat = true;
+    finish(rc);
+    free(c);
 
-static void bench(void)
-{
-    pgrt_device_info info;
-    pgrt_ctx_device_info(check_ctx, &info);
-    uint32_t sms = info.sm_count > 0 ? (uint32_t)info.sm_count : 108;
-    size_t big = (size_t)2048 * 8960, w = (size_t)16 * 8960;
-    float *h = fill_normal(big, 1.0, 0.0);
-    pgrt_buf *x = dev_upload(h, big), *y = dev_upload(h, big), *dy = dev_upload(h, big),
-             *dx = dev_upload(h, big), *A = dev_upload(h, w), *B = dev_upload(h, w);
-    pgrt_buf *xa = dev_upload(h, 2048 * 16), *dxa = dev_upload(h, 2048 * 16);
-    pgrt_buf *g = dev_alloc(PG_F32, w), *bt = dev_alloc(PG_F32, w);
-    pgrt_buf *ws = dev_alloc(PG_F32, (size_t)64 * 8960 * 16);
-    bench_layer(x, y, dy, dx, A, B, xa, dxa, g, ws, bt, sms);
-    GPU_CHECK(pgrt_ctx_sync(check_ctx));
-    const int reps = 28;
-    double t0 = now_ms();
-    for (int i = 0; i < reps; i++)
-        bench_layer(x, y, dy, dx, A, B, xa, dxa, g, ws, bt, sms);
-    GPU_CHECK(pgrt_ctx_sync(check_ctx));
-    double ms = now_ms() - t0;
-    printf("bench: the LoRA products of 28 Qwen2-1.5B layers (T 2048, r 16, 7 modules, "
-           "forward and backward): %.2f ms (%.3f ms a layer, %d SMs)\n",
-           ms * 28 / reps, ms / reps, (int)sms);
-    pgrt_buf *bufs[] = {x, y, dy, dx, A, B, xa, dxa, g, bt, ws};
+    pgrt_buf *bufs[] = {bx, bdy, bA, bB, bxa, bdxa, by, bdx, bdA, bdB, ws, cnt};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         pgrt_buf_destroy(&bufs[i]);
-    free(h);
+    free(x), free(dy), free(A), free(B), free(y0), free(dx0), free(xa), free(ref);
 }
 
 int main(int argc, char **argv)
 {
-    /* --bench: time the 1.5B step's LoRA products instead of checking */
-    bool do_bench = argc > 1 && strcmp(argv[argc - 1], "--bench") == 0;
-    if (do_bench)
-        argc--;
     bool small = check_start(argc, argv, "test_lora");
-    if (do_bench) {
-        bench();
-        return 0;
-    }
     static const shape shapes[] = {
         {1, 1, 1, 1, 1},         {3, 15, 1537, 3, 2},     {17, 1537, 15, 17, 3},
         {5, 1536, 1, 64, 1},     {77, 1, 1536, 16, 4},    {130, 1537, 1536, 16, 5},
@@ -364,7 +423,23 @@ int main(int argc, char **argv)
             s.T = 65;
         test_shape(&s);
     }
-    print_table("each step from the device's result of the one before; f32, double reference; "
-                "rel_l2 <= 1e-5, two runs bit-identical");
+    /* T, in, out, r, parts, splits, bf16: ragged and aligned rows (the
+     * 16-byte path), 1 to 64 slices, empty slices, stacked pairs */
+    static const tshape tshapes[] = {
+        {1, 1, 1, 1, 1, 1, false},          {3, 15, 1537, 3, 2, 2, false},
+        {17, 1537, 15, 17, 3, 3, true},     {77, 8, 1536, 16, 3, 4, true},
+        {130, 1537, 1536, 16, 2, 5, false}, {300, 1536, 256, 64, 1, 7, true},
+        {1000, 24, 1544, 16, 4, 9, true},   {2048, 1536, 1536, 16, 3, 12, true},
+        {513, 1537, 256, 3, 1, 64, false},  {2048, 1536, 256, 16, 2, 1, false},
+        {64, 200, 40, 5, 5, 40, true},
+    };
+    for (size_t i = 0; i < sizeof tshapes / sizeof tshapes[0]; i++) {
+        tshape s = tshapes[i];
+        if (small && s.T > 130)
+            s.T = 65;
+        test_tiled(&s);
+    }
+    print_table("each step from the device's result of the one before; f32 sums of f32 or bf16 "
+                "data, double reference; rel_l2 <= 1e-5, two runs bit-identical");
     TEST_DONE();
 }
