@@ -15,14 +15,15 @@
  * workspace) as TFLOP/s, cuBLAS's, and ours/cuBLAS. Then the geometric
  * means of the ratios over the large shapes (Qwen and square) and over the
  * LoRA shapes; the choice pgrt_gemm made for each shape (on sm_90a
- * gemm_sm90 "sm90 bnW" for most, the mma.sync family "mma_<layout> tT sS"
- * for the thin ones); and the relative Frobenius
+ * gemm_sm90 "sm90 bnW" for most, gemm_thin "thin <form> jJ" for the thin
+ * ones, the mma.sync family "mma_<layout> tT sS" elsewhere); and the relative Frobenius
  * difference between our bf16 output and cuBLAS's.
  *
  * --quick: no LM head and no 8192³, fewer repetitions (under a minute).
  * --sweep: for bf16, every tile and split of the mma.sync kernels on each
  * shape (the data the chooser's table is fitted to).
  * --no-f32: skip the fp32 columns.
+ * --lora: only the LoRA shapes (the thin kernel's rows, in seconds).
  *
  * A figure, not a test: it fails only when something does not run.
  */
@@ -50,6 +51,11 @@ static const shape shapes[] = {
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
 static const char *const lname[] = {"fwd", "dX", "dW"};
+
+static bool quick, lora_only;
+
+/* Whether the run leaves shape s out. */
+static bool skipped(const shape *s) { return (quick && s->big) || (lora_only && !s->lora); }
 
 enum { T_F32, T_F16, T_BF16, T_COUNT }; /* cublas_dl_layer's type codes */
 
@@ -236,7 +242,8 @@ static double diff(pgrt_ctx *ctx, pgrt_buf *x, pgrt_buf *y, int t, size_t n)
 
 int main(int argc, char **argv)
 {
-    bool quick = gpu_quick(), sweep = false, f32 = true;
+    bool sweep = false, f32 = true;
+    quick = gpu_quick();
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = true;
@@ -244,8 +251,10 @@ int main(int argc, char **argv)
             sweep = true;
         else if (strcmp(argv[i], "--no-f32") == 0)
             f32 = false;
+        else if (strcmp(argv[i], "--lora") == 0)
+            lora_only = true;
         else {
-            fprintf(stderr, "usage: bench_gemm [--quick] [--sweep] [--no-f32]\n");
+            fprintf(stderr, "usage: bench_gemm [--quick] [--sweep] [--no-f32] [--lora]\n");
             return 2;
         }
     }
@@ -270,7 +279,7 @@ int main(int argc, char **argv)
     size_t amax = 0, bmax = 0, cmax = 0, amax32 = 0, bmax32 = 0, cmax32 = 0;
     uint64_t wsmax = 1 << 20;
     for (size_t i = 0; i < NSHAPES; i++) {
-        if (quick && shapes[i].big)
+        if (skipped(&shapes[i]))
             continue;
         for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
             size_t na, nb, nc;
@@ -341,7 +350,7 @@ int main(int argc, char **argv)
         lo[t][0] = lo[t][1] = 1e9;
     for (size_t i = 0; i < NSHAPES; i++) {
         const shape *s = &shapes[i];
-        if (quick && s->big)
+        if (skipped(s))
             continue;
         for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
             char label[40];
@@ -375,8 +384,15 @@ int main(int argc, char **argv)
                 if (t == T_BF16 && to > 0) {
                     const pgk_desc *ud = ours.used.desc;
                     int bn = ud ? pgk_knob_index(ud, "bn") : -1;
+                    int fo = ud ? pgk_knob_index(ud, "form") : -1;
                     if (bn >= 0) /* gemm_sm90: 128 x bn tiles, no split */
                         snprintf(choice, sizeof choice, "sm90 bn%u", ours.used.knobs.v[bn]);
+                    else if (fo >= 0) /* gemm_thin: its form, the thin side's bound */
+                        snprintf(choice, sizeof choice, "thin %s j%u",
+                                 ours.used.knobs.v[fo] == 0   ? "outer"
+                                 : ours.used.knobs.v[fo] == 1 ? "narrow-q"
+                                                              : "narrow-p",
+                                 ours.used.knobs.v[pgk_knob_index(ud, "j")]);
                     else
                         snprintf(choice, sizeof choice, "%s t%u s%u",
                                  ud ? ud->name + 5 : "?", ours.used.tile, ours.used.split);
@@ -402,7 +418,7 @@ int main(int argc, char **argv)
         printf("\nsweep (bf16 in and out): TFLOP/s of each tile x split; * the chooser's pick\n");
         for (size_t i = 0; i < NSHAPES; i++) {
             const shape *s = &shapes[i];
-            if (quick && s->big)
+            if (skipped(s))
                 continue;
             for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
                 pgk_gemm_choice ch;
