@@ -373,7 +373,9 @@ static void build_outer(pg_kernel *k, unsigned layout, pg_type it, const thin_ou
 
 /* ---------------------------------------------------------------- narrow: Q or P thin */
 
-#define NR_LANES 64u /* r-lanes a block */
+#define NR_LANES 128u /* r-lanes a block */
+#define NR_ROWS 128u  /* partial rows in shared memory: 2 x 64 lanes of a transposed G share one */
+#define NR_UNROLL 4u  /* r's a step of a transposed G, their loads in flight together */
 #define NR_SLOTS 64u /* accumulators a thread: rows x J */
 
 /* J rounded up to a power of two, 8 at least, 64 at most. */
@@ -418,6 +420,7 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     const unsigned T = NR_LANES * LI, SL = NI * JC, es = in_size(it);
     pg_kernel_set_maxntid(k, T, 1, 1);
     pg_kernel_set_minnctapersm(k, 512 / T); /* 128 registers: 16 warps an SM */
+    const unsigned ROUNDS = T / NR_ROWS, PER = NR_ROWS / LI; /* rows a slot sums */
     const bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
     pg_reg P, Q, R;
     pqr(layout, m, n, kd, &P, &Q, &R);
@@ -427,7 +430,7 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     pg_reg g = fq ? a : b, s = fq ? b : a, ldg = fq ? lda : ldb, lds = fq ? ldb : lda;
     bool gt = fq ? ta : tb, st = fq ? tb : ta;
     pg_reg I = fq ? P : Q, J = fq ? Q : P;
-    pg_shared red = pg_shared_static(k, PG_F32, T * (SL + 4), 16, "partials");
+    pg_shared red = pg_shared_static(k, PG_F32, NR_ROWS * (SL + 4), 16, "partials");
     pg_reg rbase = pgv_mov(k, PG_U32, pg_shared_addr(red));
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
@@ -435,7 +438,6 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     pg_reg rl = pgv_shr(k, PG_U32, tid, pg_u32(log2u(LI)));
     pg_reg ib = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(LI * NI));
     pg_reg i0 = pgv_mad(k, PG_U32, li, pg_u32(NI), ib);
-    pg_reg yes = pgv_setp(k, PG_CMP_EQ, PG_U32, tid, tid);
 
     /* S(j, ·) rows: j·lds·es bytes apart (r-major S) */
     pg_reg sjstep = pgv_mul_wide(k, PG_U32, lds, pg_u32(es));
@@ -532,42 +534,75 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
         pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, r, R);
         pg_bra_if(k, go, true, end);
         pg_label_bind(k, top);
-        pg_reg gv[4];
-        for (unsigned i = 0; i < NI; i++)
-            gv[i] = pg_reg_new(k, PG_F32);
-        ld_run(k, it, gp, NI, gvec, i0, I, yes, gv);
-        pg_reg sv[64];
-        for (unsigned j = 0; j < JC; j++)
-            sv[j] = pg_reg_new(k, PG_F32);
-        if (st) {
-            ld_run(k, it, sp, JC, svec, jb, J, yes, sv);
-        } else {
-            pg_reg ins[64];
-            for (unsigned j = 0; j < JC; j++)
-                ins[j] = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, jb, pg_u32(j)), J);
-            ld_strided(k, it, sp, sjstep, JC, ins, sv);
+        pg_comment(k, "the G runs of NR_UNROLL r's first: their loads in flight together");
+        pg_reg gv[NR_UNROLL][4], rin[NR_UNROLL], ga = pgv_mov(k, PG_U64, gp);
+        for (unsigned u = 0; u < NR_UNROLL; u++) {
+            pg_reg ru = pgv_add(k, PG_U32, r, pg_u32(u * NR_LANES));
+            rin[u] = pgv_setp(k, PG_CMP_LT, PG_U32, ru, R);
+            for (unsigned i = 0; i < NI; i++)
+                gv[u][i] = pg_reg_new(k, PG_F32);
+            ld_run(k, it, ga, NI, gvec, i0, I, rin[u], gv[u]);
+            if (u + 1 < NR_UNROLL)
+                pg_add(k, PG_U64, ga, ga, gstep);
         }
-        for (unsigned i = 0; i < NI; i++)
+        pg_reg sa = pgv_mov(k, PG_U64, sp);
+        for (unsigned u = 0; u < NR_UNROLL; u++) {
+            pg_reg sv[64];
             for (unsigned j = 0; j < JC; j++)
-                pg_fma(k, PG_F32, acc[i][j], gv[i], sv[j], acc[i][j]);
-        pg_add(k, PG_U64, gp, gp, gstep);
-        pg_add(k, PG_U64, sp, sp, sstep);
-        pg_add(k, PG_U32, r, r, pg_u32(NR_LANES));
+                sv[j] = pg_reg_new(k, PG_F32);
+            if (st) {
+                ld_run(k, it, sa, JC, svec, jb, J, rin[u], sv);
+            } else {
+                pg_reg ins[64];
+                for (unsigned j = 0; j < JC; j++)
+                    ins[j] = pgv_and(k, PG_PRED,
+                                     pgv_setp(k, PG_CMP_LT, PG_U32,
+                                              pgv_add(k, PG_U32, jb, pg_u32(j)), J),
+                                     rin[u]);
+                ld_strided(k, it, sa, sjstep, JC, ins, sv);
+            }
+            for (unsigned i = 0; i < NI; i++)
+                for (unsigned j = 0; j < JC; j++)
+                    pg_fma(k, PG_F32, acc[i][j], gv[u][i], sv[j], acc[i][j]);
+            if (u + 1 < NR_UNROLL)
+                pg_add(k, PG_U64, sa, sa, sstep);
+        }
+        pg_add(k, PG_U64, gp, gp, pgv_shl(k, PG_B64, gstep, pg_u32(log2u(NR_UNROLL))));
+        pg_add(k, PG_U64, sp, sp, pgv_shl(k, PG_B64, sstep, pg_u32(log2u(NR_UNROLL))));
+        pg_add(k, PG_U32, r, r, pg_u32(NR_LANES * NR_UNROLL));
         pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, r, R);
         pg_bra_if(k, more, false, top);
     }
     pg_label_bind(k, end);
 
-    pg_comment(k, "slice-K: each thread's partials to shared memory, summed in r-lane order");
-    pg_reg mine = pgv_mul(k, PG_U32, tid, pg_u32((SL + 4) * 4));
+    pg_comment(k, "slice-K: the partials to shared memory (lanes r and r + 64 of a transposed "
+                  "G add theirs into one row), summed in lane order");
+    pg_reg rowi = pgv_and(k, PG_B32, tid, pg_u32(NR_ROWS - 1));
+    pg_reg mine = pgv_mul(k, PG_U32, rowi, pg_u32((SL + 4) * 4));
     pg_add(k, PG_U32, mine, mine, rbase);
-    for (unsigned e = 0; e < SL; e += 4) {
-        pg_val w[4];
-        for (unsigned x = 0; x < 4; x++)
-            w[x] = acc[(e + x) / JC][(e + x) % JC];
-        pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, w);
+    pg_reg round = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NR_ROWS)));
+    for (unsigned rd0 = 0; rd0 < ROUNDS; rd0++) {
+        pg_label not_mine = pg_label_new(k, "not_my_round");
+        pg_reg me = pgv_setp(k, PG_CMP_EQ, PG_U32, round, pg_u32(rd0));
+        pg_bra_if(k, me, true, not_mine);
+        for (unsigned e = 0; e < SL; e += 4) {
+            pg_val w[4];
+            if (rd0 == 0) {
+                for (unsigned x = 0; x < 4; x++)
+                    w[x] = acc[(e + x) / JC][(e + x) % JC];
+            } else {
+                pg_reg old[4];
+                for (unsigned x = 0; x < 4; x++)
+                    old[x] = pg_reg_new(k, PG_F32);
+                pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, old);
+                for (unsigned x = 0; x < 4; x++)
+                    w[x] = pgv_add(k, PG_F32, old[x], acc[(e + x) / JC][(e + x) % JC]);
+            }
+            pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, w);
+        }
+        pg_label_bind(k, not_mine);
+        pg_bar_sync(k, 0);
     }
-    pg_bar_sync(k, 0);
     pg_label skip = pg_label_new(k, "no_slot");
     pg_reg slot = pgv_setp(k, PG_CMP_LT, PG_U32, tid, pg_u32(LI * SL));
     pg_bra_if(k, slot, true, skip);
@@ -577,7 +612,7 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     pg_shl(k, PG_B32, rd, rd, pg_u32(2));
     pg_add(k, PG_U32, rd, rd, rbase);
     pg_reg sum = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, 0);
-    for (unsigned u = 1; u < NR_LANES; u++) {
+    for (unsigned u = 1; u < PER; u++) {
         pg_reg x = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, (int64_t)u * LI * (SL + 4) * 4);
         pg_add(k, PG_F32, sum, sum, x);
     }
