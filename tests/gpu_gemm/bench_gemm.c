@@ -23,7 +23,8 @@
  * --sweep: for bf16, every tile and split of the mma.sync kernels on each
  * shape (the data the chooser's table is fitted to).
  * --no-f32: skip the fp32 columns.
- * --lora: only the LoRA shapes (the thin kernel's rows, in seconds).
+ * --lora: only the LoRA shapes (the thin kernel's rows, in seconds), and
+ * gemm_thin in each of its forms on them (bf16 and fp32).
  *
  * A figure, not a test: it fails only when something does not run.
  */
@@ -83,8 +84,8 @@ typedef struct job {
     const shape *s;
     unsigned layout;
     int type;
-    int who;        /* 0 ours (pgrt_gemm), 1 cuBLAS, 2 a direct mma launch */
-    uint32_t tile, split;
+    int who;        /* 0 ours (pgrt_gemm), 1 cuBLAS, 2 a direct mma launch, 3 gemm_thin */
+    uint32_t tile, split; /* who 3: tile is gemm_thin's form */
     pgrt_buf *out;
     pgrt_buf *va, *vb, *vc; /* views of the operands' sizes, made once */
     pgk_gemm_choice used;
@@ -106,7 +107,23 @@ static int run_job(bench *B, job *j)
         return rc;
     }
     pgrt_buf *va = j->va, *vb = j->vb, *vc = j->vc;
-    if (j->who == 0) {
+    if (j->who == 3) {
+        const pgk_desc *d = pgk_find("gemm_thin");
+        pgk_knobs kn;
+        pgk_knobs_default(d, &kn);
+        kn.v[pgk_knob_index(d, "m")] = s->m;
+        kn.v[pgk_knob_index(d, "n")] = s->n;
+        kn.v[pgk_knob_index(d, "k")] = s->k;
+        kn.v[pgk_knob_index(d, "layout")] = j->layout;
+        kn.v[pgk_knob_index(d, "in")] = j->type == T_F32 ? 2 : j->type == T_BF16 ? 1 : 0;
+        kn.v[pgk_knob_index(d, "out")] = j->type == T_F32 ? 0 : j->type == T_BF16 ? 2 : 1;
+        pgk_pick(d, &kn);
+        kn.v[pgk_knob_index(d, "form")] = j->tile;
+        pgrt_arg args[9] = {pgrt_arg_buf(va),    pgrt_arg_buf(vb),    pgrt_arg_buf(vc),
+                            pgrt_arg_buf(vc),    pgrt_arg_buf(vc),    pgrt_arg_u32(s->m),
+                            pgrt_arg_u32(s->n),  pgrt_arg_u32(s->k),  pgrt_arg_u32(0)};
+        rc = pgrt_launch(B->ctx, NULL, "gemm_thin", &kn, args, 9);
+    } else if (j->who == 0) {
         rc = pgrt_gemm(B->ctx, NULL, (pgk_gemm_layout)j->layout, va, vb, vc, NULL, s->m, s->n,
                        s->k, false, B->ws, &j->used);
     } else {
@@ -413,6 +430,29 @@ int main(int argc, char **argv)
         printf("  %-5s large shapes %5.2f (%4.2f, %d)   LoRA r16 %5.2f (%4.2f, %d)\n", tn[t],
                cnt[t][0] ? exp(lg[t][0] / cnt[t][0]) : 0, cnt[t][0] ? lo[t][0] : 0, cnt[t][0],
                cnt[t][1] ? exp(lg[t][1] / cnt[t][1]) : 0, cnt[t][1] ? lo[t][1] : 0, cnt[t][1]);
+
+    if (lora_only) {
+        printf("\ngemm_thin in each form (0 outer, 1 narrow on Q, 2 narrow on P), TFLOP/s\n");
+        static const char *const tn2[] = {"fp32", "f16", "bf16"};
+        for (size_t i = 0; i < NSHAPES; i++) {
+            const shape *s = &shapes[i];
+            if (skipped(s))
+                continue;
+            for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+                for (int t = T_BF16; t >= T_F32; t -= 2) {
+                    if (t == T_F32 && !f32)
+                        continue;
+                    printf("FORMS %-10s %-3s %-4s:", s->name, lname[l], tn2[t]);
+                    for (uint32_t f = 0; f < 3; f++) {
+                        job j = {.s = s, .layout = l, .type = t, .who = 3, .tile = f,
+                                 .out = B.c[t]};
+                        printf(" f%u=%.2f", f, tflops(s, time_job(&B, &j)));
+                    }
+                    printf("\n");
+                    fflush(stdout);
+                }
+        }
+    }
 
     if (sweep) {
         printf("\nsweep (bf16 in and out): TFLOP/s of each tile x split; * the chooser's pick\n");
