@@ -2,7 +2,8 @@
 /*
  * pgk_gemm_choose(): the kernel, tile and split of a GEMM shape, by a
  * cost model of the mma.sync kernels of gemm_mma.c (and measured bests on
- * sm_90), gemm_thin for shapes with a side of at most 64 (thin_choice);
+ * sm_90), gemm_thin for shapes with a side of at most 64 where it wins
+ * (thin_choice);
  * pgk_gemm_describe(), its inverse for a descriptor and knobs.
  */
 #include "gemm_mma.h"
@@ -155,11 +156,20 @@ static int out_knob(pg_type t) { return t == PG_F32 ? OUT_F32 : t == PG_F16 ? OU
 #define THIN_MAX_FMA_16 (1ull << 28)
 #define THIN_MAX_FMA_32 (1ull << 30)
 
-/* gemm_thin for a shape with a side of at most THIN_MAX (any layout, any
- * input type, sm_70 and up): one launch, no workspace. On an H200 the
- * LoRA rank-16 products took the mma.sync family (split-K and its reduce
- * launch) 8.1-10.3 us against cuBLAS's 7.3-7.5 us. False where it is not
- * the choice. */
+/* gemm_thin for a shape with a side of at most THIN_MAX (sm_70 and up),
+ * where it was measured to win: one launch, no workspace. bench_gemm
+ * --lora on an H200 (ours/cuBLAS, the LoRA rank-16 products of Qwen2-1.5B
+ * at 2048 tokens, cuBLAS ~6.9 us):
+ *
+ *   f32 inputs, every form: 1.83 1.33 1.40 1.27 0.49 1.24 (lora_a fwd,
+ *     dX, dW; lora_b fwd, dX, dW), against 0.29-0.45 (1.22 for lora_b
+ *     fwd) for the f32 kernels;
+ *   16-bit inputs, the outer form (R thin: lora_a dX, lora_b fwd): 1.05
+ *     and 1.03, against 0.82 and 0.74 for mma.sync with split-K;
+ *   16-bit inputs, the narrow forms: 0.38-0.66, below mma.sync's split-K
+ *     (0.82-0.93): those stay on the tensor cores.
+ *
+ * False where it is not the choice. */
 static bool thin_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t m,
                         uint32_t n, uint32_t k, pg_target target, pgk_gemm_choice *out)
 {
@@ -170,6 +180,10 @@ static bool thin_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_typ
     uint64_t fma = (uint64_t)P * Q * R;
     if (t > THIN_MAX || pg_target_sm(target) < 70 ||
         fma > (in_type == PG_F32 ? THIN_MAX_FMA_32 : THIN_MAX_FMA_16))
+        return false;
+    uint32_t form, j;
+    pgk_gemm_thin_form(layout, m, n, k, &form, &j);
+    if (in_type != PG_F32 && form != TH_FORM_OUTER && pg_target_sm(target) >= 80)
         return false;
     out->desc = &pgk_desc_gemm_thin;
     out->tile = 0;
@@ -184,7 +198,8 @@ static bool thin_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_typ
     out->knobs.v[TH_LAYOUT] = layout;
     out->knobs.v[TH_IN] = in_type == PG_F32 ? TH_IN_F32 : in_type == PG_BF16 ? IN_BF16 : IN_F16;
     out->knobs.v[TH_OUT] = (uint32_t)out_knob(out_type);
-    pgk_gemm_thin_form(layout, m, n, k, &out->knobs.v[TH_FORM], &out->knobs.v[TH_J]);
+    out->knobs.v[TH_FORM] = form;
+    out->knobs.v[TH_J] = j;
     return true;
 }
 

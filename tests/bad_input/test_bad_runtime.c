@@ -1191,12 +1191,12 @@ static void test_gemm_layers(pgrt_ctx *ctx)
            PGRT_EINVAL, "the f32 GEMMs take no bias and accumulate only forward");
     REQUIRE_INT_EQ(fk_count(), n0);
 
-    /* a LoRA shape: gemm_thin, one launch, no workspace (one given is not
-     * read) */
-    REQUIRE_INT_EQ(pgrt_gemm_workspace_bytes(ctx, PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16,
-                                             1536), 0);
+    /* a LoRA shape with R thin (y[2048,16] times w[1536,16] into x): gemm_thin,
+     * one launch, no workspace */
+    REQUIRE_INT_EQ(pgrt_gemm_workspace_bytes(ctx, PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 1536,
+                                             16), 0);
     pgk_gemm_choice used;
-    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false,
+    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, y, w, x, NULL, 2048, 1536, 16, false,
                              NULL, &used), 0);
     REQUIRE_STR_EQ(used.desc->name, "gemm_thin");
     REQUIRE(used.split == 1 && used.reduce == NULL);

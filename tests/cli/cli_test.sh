@@ -282,11 +282,11 @@ done
 
 # The GEMM chooser's pick for a GEMM kernel's sizes and types.
 info_check gemm_mma_forward --set m=2048 --set n=16 --set k=1536 -- \
-    "o['gemm_choice']['layout'] == 'forward' and o['gemm_choice']['in'] == 'bf16' and o['gemm_choice']['kernel'] == 'gemm_thin' and o['gemm_choice']['split'] == 1 and o['gemm_choice']['reduce'] is None and o['gemm_choice']['workspace_bytes'] == 0 and o['gemm_choice']['knobs']['form'] == 1 and o['gemm_choice']['knobs']['j'] == 16" \
+    "o['gemm_choice']['layout'] == 'forward' and o['gemm_choice']['in'] == 'bf16' and o['gemm_choice']['split'] > 1 and o['gemm_choice']['reduce'] == 'gemm_mma_reduce' and o['gemm_choice']['workspace_bytes'] == 2048 * 16 * 4 * o['gemm_choice']['split']" \
     '"gemm_choice": {"layout": "forward"'
-info_check gemm_mma_backward_w --set m=2048 --set n=128 --set k=1536 -- \
-    "o['gemm_choice']['layout'] == 'backward_w' and o['gemm_choice']['kernel'] == 'gemm_mma_backward_w'" \
-    '"kernel": "gemm_mma_backward_w"'
+info_check gemm_mma_forward --set m=2048 --set n=1536 --set k=16 -- \
+    "o['gemm_choice']['kernel'] == 'gemm_thin' and o['gemm_choice']['split'] == 1 and o['gemm_choice']['reduce'] is None and o['gemm_choice']['workspace_bytes'] == 0 and o['gemm_choice']['knobs']['form'] == 0" \
+    '"kernel": "gemm_thin"'
 info_check gemm_thin --set m=2048 --set n=1536 --set k=16 --set in=2 --set out=0 -- \
     "o['gemm_choice']['in'] == 'f32' and o['gemm_choice']['kernel'] == 'gemm_thin' and o['gemm_choice']['knobs']['form'] == 0 and o['knobs']['form'] == 1" \
     '"kernel": "gemm_thin"'

@@ -4,7 +4,8 @@
  * supports the target, knobs that launch within the target's shared memory,
  * and a consistent split (a reduce kernel and a workspace exactly when it
  * splits); thin LoRA shapes (a side of 64 or less) get gemm_thin in the
- * form for the side, every type, one launch; older targets get the fallback, f32 the
+ * form for the side where it wins (f32, R thin, below sm_80) and split-K
+ * elsewhere; older targets get the fallback, f32 the
  * f32 kernels with their own size order; bad arguments are refused; the
  * choice is a pure function of its arguments; on sm_90a the large 16-bit
  * shapes go to gemm_sm90 and the thin, misfit or cross-typed ones stay on
@@ -93,28 +94,39 @@ int main(void)
     REQUIRE_STR_EQ(ch.desc->name, "gemm_mma_backward_x");
     /* a side of 64 or less (LoRA ranks): gemm_thin, one launch, in the
      * form for the thin side (0 outer: R; 1 narrow on Q; 2 narrow on P),
-     * for every input type and target from sm_70 */
+     * where it was measured to win: f32 inputs in every form, 16-bit ones
+     * in the outer form, and every form below sm_80 (no tensor cores);
+     * the narrow 16-bit shapes stay on mma.sync with split-K */
     static const struct {
         pgk_gemm_layout l;
         pg_type it, ot;
         uint32_t m, n, k;
         pg_target t;
-        uint32_t form, j;
+        int form; /* -1: not gemm_thin (mma.sync, split) */
+        uint32_t j;
     } thin[] = {
-        {PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16, 1536, PG_SM_90, 1, 16},
+        {PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16, 1536, PG_SM_90, -1, 0},
         {PGK_GEMM_FORWARD, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90A, 0, 16},
         {PGK_GEMM_BACKWARD_X, PG_F16, PG_F16, 2048, 16, 1536, PG_SM_90A, 0, 16},
-        {PGK_GEMM_BACKWARD_X, PG_F16, PG_F32, 2048, 1536, 16, PG_SM_80, 1, 16},
-        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 16, 1536, PG_SM_80, 2, 16},
-        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90, 1, 16},
+        {PGK_GEMM_BACKWARD_X, PG_F16, PG_F32, 2048, 1536, 16, PG_SM_80, -1, 0},
+        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 16, 1536, PG_SM_80, -1, 0},
+        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90, -1, 0},
+        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_75, 1, 16},
         {PGK_GEMM_BACKWARD_W, PG_F32, PG_F32, 2048, 1536, 16, PG_SM_70, 1, 16},
+        {PGK_GEMM_BACKWARD_W, PG_F32, PG_F32, 2048, 16, 1536, PG_SM_90A, 2, 16},
         {PGK_GEMM_FORWARD, PG_F32, PG_F32, 2048, 64, 1536, PG_SM_120, 1, 64},
-        {PGK_GEMM_FORWARD, PG_F16, PG_F32, 2048, 33, 1536, PG_SM_90A, 1, 64},
-        {PGK_GEMM_BACKWARD_W, PG_F16, PG_BF16, 2048, 8, 1536, PG_SM_86, 2, 8},
+        {PGK_GEMM_FORWARD, PG_F32, PG_F32, 2048, 33, 1536, PG_SM_90A, 1, 64},
+        {PGK_GEMM_BACKWARD_W, PG_F16, PG_BF16, 2048, 8, 1536, PG_SM_75, 2, 8},
+        {PGK_GEMM_BACKWARD_X, PG_F32, PG_F32, 2048, 1536, 16, PG_SM_86, 1, 16},
+        {PGK_GEMM_BACKWARD_X, PG_F32, PG_F32, 2048, 16, 1536, PG_SM_89, 0, 16},
     };
     for (size_t i = 0; i < sizeof thin / sizeof thin[0]; i++) {
         REQUIRE_INT_EQ(pgk_gemm_choose(thin[i].l, thin[i].it, thin[i].ot, thin[i].m, thin[i].n,
                                        thin[i].k, thin[i].t, 132, &ch), 0);
+        if (thin[i].form < 0) {
+            REQUIRE(strncmp(ch.desc->name, "gemm_mma_", 9) == 0 && ch.split > 1);
+            continue;
+        }
         REQUIRE_STR_EQ(ch.desc->name, "gemm_thin");
         REQUIRE(ch.split == 1 && ch.reduce == NULL && ch.workspace_bytes == 0);
         REQUIRE(ch.m == thin[i].m && ch.n == thin[i].n && ch.k == thin[i].k);
