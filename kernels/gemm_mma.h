@@ -74,7 +74,7 @@ enum { LP_M, LP_N, LP_K, LP_LAYOUT, LP_IN, LP_OUT };
  * IN_BF16) and its forms. */
 enum { TH_M, TH_N, TH_K, TH_LAYOUT, TH_IN, TH_OUT, TH_FORM, TH_J };
 enum { TH_IN_F32 = 2 };
-enum { TH_FORM_OUTER, TH_FORM_Q, TH_FORM_P };
+enum { TH_FORM_OUTER, TH_FORM_Q, TH_FORM_P, TH_FORM_MMA_Q, TH_FORM_MMA_P };
 /* gemm_thin's form and j for a shape: narrow on the thinner of P and Q
  * when it is at most 64 and below R, else outer (R thin). */
 void pgk_gemm_thin_form(unsigned layout, uint32_t m, uint32_t n, uint32_t k, uint32_t *form,

@@ -373,6 +373,12 @@ static void build_outer(pg_kernel *k, unsigned layout, pg_type it, const thin_ou
 
 /* ---------------------------------------------------------------- narrow: Q or P thin */
 
+/* The SIMT form of a narrow form (f32 inputs run forms 3 and 4 as 1 and 2). */
+static unsigned thin_simt_form(unsigned form)
+{
+    return form == TH_FORM_MMA_Q ? TH_FORM_Q : form == TH_FORM_MMA_P ? TH_FORM_P : form;
+}
+
 #define NR_LANES 128u /* r-lanes a block */
 #define NR_ROWS 128u  /* partial rows in shared memory: 2 x 64 lanes of a transposed G share one */
 #define NR_UNROLL 4u  /* r's a step of a transposed G, their loads in flight together */
@@ -640,6 +646,204 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     pg_label_bind(k, done);
 }
 
+/* ---------------------------------------------------------------- narrow on the tensor cores */
+
+/* Forms 3 and 4 (16-bit inputs, sm_80+): the narrow products on
+ * mma.sync.m16n8k16. A block owns 16 rows i of G and all of R; its warps
+ * take the k-steps (16 r's) w, w + W, ..: each lane loads its fragment
+ * elements one by one (G(i, r) and S(j, r) at any layout and alignment:
+ * zeros outside), packs pairs along r and multiplies into 16 x J f32
+ * accumulators; then the warps' partials go to shared memory and each
+ * output adds them in warp order. Rows g, g+8 of a fragment are i0 + g,
+ * i0 + g + 8; its k columns 2t, 2t+1, 2t+8, 2t+9 the r's of the k-step at
+ * those offsets; column n of n-tile nt is j = jb + 8 nt + n. */
+
+static unsigned tc_warps(unsigned jc) { return jc <= 16 ? 16 : jc == 32 ? 8 : 4; }
+static unsigned tc_unroll(unsigned jc) { return jc <= 16 ? 4 : jc == 32 ? 2 : 1; }
+
+/* The u32 of two 16-bit halves (lo at the lower r). */
+static pg_reg pack_pair(pg_kernel *k, pg_reg lo, pg_reg hi)
+{
+    pg_reg l = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, lo);
+    pg_reg h = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hi);
+    pg_reg w = pg_reg_new(k, PG_B32);
+    pg_or(k, PG_B32, w, l, pgv_shl(k, PG_B32, h, pg_u32(16)));
+    return w;
+}
+
+/* The 16-bit element at addr + off where `in`, else 0. */
+static pg_reg ld_half(pg_kernel *k, pg_reg addr, pg_reg off, pg_reg in)
+{
+    pg_reg h = pgv_mov(k, PG_U16, pg_u32(0));
+    pg_reg a = pgv_add(k, PG_U64, addr, off);
+    pg_guard(k, in, false);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U16, a, 0, h);
+    return h;
+}
+
+static void build_narrow_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc, pg_type it,
+                             const thin_out *o0, pg_reg a, pg_reg b, pg_reg m, pg_reg n,
+                             pg_reg kd)
+{
+    thin_out o = *o0;
+    const unsigned JC = thin_jc(jc), NT = JC / 8, W = tc_warps(JC), U = tc_unroll(JC);
+    const unsigned T = 32 * W, SLOT = NT * 4 + 1; /* partials a lane, padded */
+    pg_kernel_set_maxntid(k, T, 1, 1);
+    const bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
+    pg_reg P, Q, R;
+    pqr(layout, m, n, kd, &P, &Q, &R);
+    pg_reg lda = layout == PGK_GEMM_FORWARD ? kd : n, ldb = kd;
+    pg_reg g = fq ? a : b, s = fq ? b : a, ldg = fq ? lda : ldb, lds = fq ? ldb : lda;
+    bool gt = fq ? ta : tb, st = fq ? tb : ta;
+    pg_reg I = fq ? P : Q, J = fq ? Q : P;
+    pg_shared red = pg_shared_static(k, PG_F32, W * 32 * SLOT, 16, "partials");
+    pg_reg rbase = pgv_mov(k, PG_U32, pg_shared_addr(red));
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg lane = pgv_and(k, PG_B32, tid, pg_u32(31)), w = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    pg_reg gq = pgv_shr(k, PG_U32, lane, pg_u32(2)), t4 = pgv_and(k, PG_B32, lane, pg_u32(3));
+    pg_reg i0 = pgv_shl(k, PG_B32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(4));
+    pg_reg ia = pgv_add(k, PG_U32, i0, gq), ib = pgv_add(k, PG_U32, ia, pg_u32(8));
+    pg_reg ina = pgv_setp(k, PG_CMP_LT, PG_U32, ia, I);
+    pg_reg inb = pgv_setp(k, PG_CMP_LT, PG_U32, ib, I);
+    pg_reg t2 = pgv_shl(k, PG_B32, t4, pg_u32(1));
+
+    pg_comment(k, "bytes from r to r + 1 (and + 8, + 9) in G and S");
+    pg_reg grs = gt ? pgv_mul_wide(k, PG_U32, ldg, pg_u32(2)) : pgv_mov(k, PG_U64, pg_u64(2));
+    pg_reg srs = st ? pgv_mul_wide(k, PG_U32, lds, pg_u32(2)) : pgv_mov(k, PG_U64, pg_u64(2));
+    pg_reg goff[4], soff[4];
+    static const unsigned roff[4] = {0, 1, 8, 9};
+    for (unsigned e = 0; e < 4; e++) {
+        goff[e] = pgv_mul(k, PG_U64, grs, pg_u64(roff[e]));
+        soff[e] = pgv_mul(k, PG_U64, srs, pg_u64(roff[e]));
+    }
+    /* S(j + 8, r): 8 j's further */
+    pg_reg sj8 = st ? pgv_mov(k, PG_U64, pg_u64(16)) : pgv_mul_wide(k, PG_U32, lds, pg_u32(16));
+    pg_reg nks = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(15)), pg_u32(4));
+
+    pg_comment(k, "the thin side in chunks of j (one for J up to the baked bound)");
+    pg_reg jb = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_label chunk = pg_label_new(k, "jchunk"), kdone = pg_label_new(k, "kdone");
+    pg_label_bind(k, chunk);
+    pg_reg acc[8][4];
+    for (unsigned nt = 0; nt < NT; nt++)
+        for (unsigned q = 0; q < 4; q++)
+            acc[nt][q] = pgk_zero_f32(k);
+    pg_reg jin[8];
+    for (unsigned nt = 0; nt < NT; nt++) {
+        pg_reg j = pgv_add(k, PG_U32, pgv_add(k, PG_U32, jb, gq), pg_u32(8 * nt));
+        jin[nt] = pgv_setp(k, PG_CMP_LT, PG_U32, j, J);
+    }
+    pg_comment(k, "k-step ks = w: r = 16 ks + 2t (+ 1, 8, 9)");
+    pg_reg ks = pgv_mov(k, PG_U32, w);
+    pg_reg r0 = pgv_shl(k, PG_B32, ks, pg_u32(4));
+    pg_add(k, PG_U32, r0, r0, t2);
+    pg_reg gpa = gt ? pgk_elem_addr2(k, g, r0, ldg, ia, 2) : pgk_elem_addr2(k, g, ia, ldg, r0, 2);
+    pg_reg gpb = gt ? pgk_elem_addr2(k, g, r0, ldg, ib, 2) : pgk_elem_addr2(k, g, ib, ldg, r0, 2);
+    pg_reg jr = pgv_add(k, PG_U32, jb, gq);
+    pg_reg sp = st ? pgk_elem_addr2(k, s, r0, lds, jr, 2) : pgk_elem_addr2(k, s, jr, lds, r0, 2);
+    pg_reg gks = pgv_mul(k, PG_U64, grs, pg_u64(16 * W)); /* a warp's next k-step */
+    pg_reg sks = pgv_mul(k, PG_U64, srs, pg_u64(16 * W));
+    pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, ks, nks);
+    pg_bra_if(k, go, true, kdone);
+    pg_label top = pg_label_new(k, "kstep");
+    pg_label_bind(k, top);
+    pg_reg ha[4][4], hb[4][4], hs[4][8][4];
+    pg_reg ga = pgv_mov(k, PG_U64, gpa), gb = pgv_mov(k, PG_U64, gpb);
+    pg_reg sa = pgv_mov(k, PG_U64, sp), ru = pgv_mov(k, PG_U32, r0);
+    pg_comment(k, "every load of the step's k-steps first: they are in flight together");
+    for (unsigned u = 0; u < U; u++) {
+        for (unsigned e = 0; e < 4; e++) {
+            pg_reg re = pgv_add(k, PG_U32, ru, pg_u32(roff[e]));
+            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, re, R);
+            ha[u][e] = ld_half(k, ga, goff[e], pgv_and(k, PG_PRED, rin, ina));
+            hb[u][e] = ld_half(k, gb, goff[e], pgv_and(k, PG_PRED, rin, inb));
+            pg_reg sn = pgv_mov(k, PG_U64, sa);
+            for (unsigned nt = 0; nt < NT; nt++) {
+                hs[u][nt][e] = ld_half(k, sn, soff[e], pgv_and(k, PG_PRED, rin, jin[nt]));
+                if (nt + 1 < NT)
+                    pg_add(k, PG_U64, sn, sn, sj8);
+            }
+        }
+        if (u + 1 < U) {
+            pg_add(k, PG_U64, ga, ga, gks);
+            pg_add(k, PG_U64, gb, gb, gks);
+            pg_add(k, PG_U64, sa, sa, sks);
+            pg_add(k, PG_U32, ru, ru, pg_u32(16 * W));
+        }
+    }
+    for (unsigned u = 0; u < U; u++) {
+        pg_reg af[4] = {pack_pair(k, ha[u][0], ha[u][1]), pack_pair(k, hb[u][0], hb[u][1]),
+                        pack_pair(k, ha[u][2], ha[u][3]), pack_pair(k, hb[u][2], hb[u][3])};
+        for (unsigned nt = 0; nt < NT; nt++) {
+            pg_reg bf[2] = {pack_pair(k, hs[u][nt][0], hs[u][nt][1]),
+                            pack_pair(k, hs[u][nt][2], hs[u][nt][3])};
+            pg_mma_m16n8k16_f32(k, it, acc[nt], af, bf, acc[nt]);
+        }
+    }
+    pg_reg gstep = pgv_mul(k, PG_U64, gks, pg_u64(U)), sstep = pgv_mul(k, PG_U64, sks, pg_u64(U));
+    pg_add(k, PG_U64, gpa, gpa, gstep);
+    pg_add(k, PG_U64, gpb, gpb, gstep);
+    pg_add(k, PG_U64, sp, sp, sstep);
+    pg_add(k, PG_U32, r0, r0, pg_u32(16 * W * U));
+    pg_add(k, PG_U32, ks, ks, pg_u32(W * U));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, ks, nks);
+    pg_bra_if(k, more, false, top);
+    pg_label_bind(k, kdone);
+
+    pg_comment(k, "the warps' partials to shared memory, each output summed in warp order");
+    pg_reg mine = pgv_mul(k, PG_U32, tid, pg_u32(SLOT * 4));
+    pg_add(k, PG_U32, mine, mine, rbase);
+    for (unsigned nt = 0; nt < NT; nt++)
+        for (unsigned q = 0; q < 4; q++)
+            pg_st(k, PG_SPACE_SHARED, PG_F32, mine, (nt * 4 + q) * 4, acc[nt][q]);
+    pg_bar_sync(k, 0);
+    pg_reg sl = pgv_mov(k, PG_U32, tid);
+    pg_label stop = pg_label_new(k, "slot"), sdone = pg_label_new(k, "slots_done");
+    pg_reg any = pgv_setp(k, PG_CMP_LT, PG_U32, sl, pg_u32(32 * NT * 4));
+    pg_bra_if(k, any, true, sdone);
+    pg_label_bind(k, stop);
+    {
+        /* slot sl: lane sl / (4 NT), element e = nt·4 + q */
+        pg_reg sln = pgv_shr(k, PG_U32, sl, pg_u32(log2u(NT * 4)));
+        pg_reg e = pgv_and(k, PG_B32, sl, pg_u32(NT * 4 - 1));
+        pg_reg rd = pgv_mad(k, PG_U32, sln, pg_u32(SLOT), e);
+        pg_shl(k, PG_B32, rd, rd, pg_u32(2));
+        pg_add(k, PG_U32, rd, rd, rbase);
+        pg_reg sum = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, 0);
+        for (unsigned u = 1; u < W; u++)
+            pg_add(k, PG_F32, sum, sum,
+                   pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, (int64_t)u * 32 * SLOT * 4));
+        pg_reg q = pgv_and(k, PG_B32, e, pg_u32(3)), nt = pgv_shr(k, PG_U32, e, pg_u32(2));
+        pg_reg row = pgv_shr(k, PG_U32, sln, pg_u32(2));
+        pg_mad(k, PG_U32, row, pgv_shr(k, PG_U32, q, pg_u32(1)), pg_u32(8), row);
+        pg_reg i = pgv_add(k, PG_U32, i0, row);
+        pg_reg col = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, sln, pg_u32(3)), pg_u32(1));
+        pg_add(k, PG_U32, col, col, pgv_and(k, PG_B32, q, pg_u32(1)));
+        pg_mad(k, PG_U32, col, nt, pg_u32(8), col);
+        pg_reg j = pgv_add(k, PG_U32, jb, col);
+        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I),
+                            pgv_setp(k, PG_CMP_LT, PG_U32, j, J));
+        pg_reg orow = fq ? i : j, ocol = fq ? j : i;
+        pg_add(k, PG_F32, sum, sum, bias_at(k, &o, ocol, Q));
+        pg_reg addr = pgk_elem_addr2(k, o.c, orow, Q, ocol, out_size(o.ot));
+        pg_reg v = pgk_gemm_finish_value(k, o.ot, sum, addr, ok, o.do_acc);
+        pgk_gemm_store_value(k, o.ot, addr, ok, v, o.native);
+    }
+    pg_add(k, PG_U32, sl, sl, pg_u32(T));
+    pg_reg again = pgv_setp(k, PG_CMP_LT, PG_U32, sl, pg_u32(32 * NT * 4));
+    pg_bra_if(k, again, false, stop);
+    pg_label_bind(k, sdone);
+    pg_add(k, PG_U32, jb, jb, pg_u32(JC));
+    pg_reg jmore = pgv_setp(k, PG_CMP_LT, PG_U32, jb, J);
+    pg_label done = pg_label_new(k, "jdone");
+    pg_bra_if(k, jmore, true, done);
+    pg_comment(k, "the next chunk: every thread done with the partials first");
+    pg_bar_sync(k, 0);
+    pg_bra(k, chunk);
+    pg_label_bind(k, done);
+}
+
 /* ---------------------------------------------------------------- the descriptor */
 
 static pg_type thin_in_type(uint32_t v) { return v == TH_IN_F32 ? PG_F32 : in_type_of(v); }
@@ -661,8 +865,10 @@ static int build_thin(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
                   .bias = bias};
     if (form == TH_FORM_OUTER)
         build_outer(k, layout, it, &o, a, b, m, n, kd);
-    else
-        build_narrow(k, layout, form, kn[TH_J], it, &o, a, b, m, n, kd);
+    else if (form >= TH_FORM_MMA_Q && it != PG_F32)
+        build_narrow_mma(k, layout, form == TH_FORM_MMA_Q, kn[TH_J], it, &o, a, b, m, n, kd);
+    else /* f32 inputs take the mma forms as their SIMT ones */
+        build_narrow(k, layout, thin_simt_form(form), kn[TH_J], it, &o, a, b, m, n, kd);
     pg_ret(k);
     return pg_kernel_error(k);
 }
@@ -671,7 +877,7 @@ static int launch_thin(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
     (void)d;
     unsigned layout = kn[TH_LAYOUT], form = kn[TH_FORM];
-    if (layout >= PGK_GEMM_LAYOUTS || form > TH_FORM_P || kn[TH_IN] > TH_IN_F32 ||
+    if (layout >= PGK_GEMM_LAYOUTS || form > TH_FORM_MMA_P || kn[TH_IN] > TH_IN_F32 ||
         kn[TH_OUT] > OUT_BF16)
         return PG_ERANGE;
     uint32_t P, Q, R;
@@ -685,8 +891,15 @@ static int launch_thin(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
         *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {OUT_THREADS, 1, 1}, 0, {0, 0, 0}};
         return PG_OK;
     }
+    unsigned jc = thin_jc(kn[TH_J]);
+    if (form >= TH_FORM_MMA_Q && kn[TH_IN] != TH_IN_F32) {
+        uint32_t I = form == TH_FORM_MMA_Q ? P : Q;
+        *out = (pgk_launch){{pgk_ceil_div(I, 16), 1, 1}, {32 * tc_warps(jc), 1, 1}, 0, {0, 0, 0}};
+        return PG_OK;
+    }
+    form = thin_simt_form(form);
     uint32_t I = form == TH_FORM_Q ? P : Q;
-    unsigned jc = thin_jc(kn[TH_J]), li = thin_li(layout, form);
+    unsigned li = thin_li(layout, form);
     *out = (pgk_launch){{pgk_ceil_div(I, li * thin_rows(jc, layout, form)), 1, 1}, {NR_LANES * li, 1, 1}, 0,
                         {0, 0, 0}};
     return PG_OK;
@@ -726,8 +939,10 @@ static const pgk_knob thin_knobs[] = {
     [TH_IN] = {"in", IN_BF16, IN_F16, TH_IN_F32, "input type: 0 = f16, 1 = bf16, 2 = f32", true},
     [TH_OUT] = {"out", OUT_BF16, OUT_F32, OUT_BF16, "output type: 0 = f32, 1 = f16, 2 = bf16",
                 true},
-    [TH_FORM] = {"form", TH_FORM_Q, TH_FORM_OUTER, TH_FORM_P,
-                 "0 = outer (R thin), 1 = narrow on Q (Q thin), 2 = narrow on P (P thin)", true},
+    [TH_FORM] = {"form", TH_FORM_Q, TH_FORM_OUTER, TH_FORM_MMA_P,
+                 "0 = outer (R thin), 1 = narrow on Q (Q thin), 2 = narrow on P (P thin), "
+                 "3 and 4 = 1 and 2 on mma.sync (16-bit inputs, sm_80+; f32 inputs run 1, 2)",
+                 true},
     [TH_J] = {"j", 16, 1, 64,
               "narrow: the thin side's bound (rounded up to a power of two, 8 at least)", true},
 };

@@ -24,7 +24,7 @@
  * shape (the data the chooser's table is fitted to).
  * --no-f32: skip the fp32 columns.
  * --lora: only the LoRA shapes (the thin kernel's rows, in seconds), and
- * gemm_thin in each of its forms on them (bf16 and fp32).
+ * gemm_thin in each of its forms on them (bf16: 0-4, fp32: 0-2).
  *
  * A figure, not a test: it fails only when something does not run.
  */
@@ -432,7 +432,8 @@ int main(int argc, char **argv)
                cnt[t][1] ? exp(lg[t][1] / cnt[t][1]) : 0, cnt[t][1] ? lo[t][1] : 0, cnt[t][1]);
 
     if (lora_only) {
-        printf("\ngemm_thin in each form (0 outer, 1 narrow on Q, 2 narrow on P), TFLOP/s\n");
+        printf("\ngemm_thin in each form (0 outer, 1 narrow on Q, 2 narrow on P, 3 and 4 the "
+               "same on mma.sync), TFLOP/s\n");
         static const char *const tn2[] = {"fp32", "f16", "bf16"};
         for (size_t i = 0; i < NSHAPES; i++) {
             const shape *s = &shapes[i];
@@ -443,7 +444,7 @@ int main(int argc, char **argv)
                     if (t == T_F32 && !f32)
                         continue;
                     printf("FORMS %-10s %-3s %-4s:", s->name, lname[l], tn2[t]);
-                    for (uint32_t f = 0; f < 3; f++) {
+                    for (uint32_t f = 0; f < (t == T_F32 ? 3u : 5u); f++) {
                         job j = {.s = s, .layout = l, .type = t, .who = 3, .tile = f,
                                  .out = B.c[t]};
                         printf(" f%u=%.2f", f, tflops(s, time_job(&B, &j)));

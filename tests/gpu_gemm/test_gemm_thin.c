@@ -11,6 +11,8 @@
  *    bias; operands one element off 16-byte alignment (the scalar paths);
  *    each case run twice, the same bits;
  *  - the outer form on shapes whose thin side is P or Q (it takes any);
+ *  - the narrow forms on mma.sync (3: Q thin, 4: P thin; sm_80+) on the
+ *    same shapes, types and flags;
  *  - pgrt_gemm (the chooser) on the LoRA rank-16 shapes of every layout
  *    and type: gemm_thin where it wins (f32; R thin; below sm_80), the
  *    mma.sync family elsewhere, and right.
@@ -30,7 +32,7 @@
 #define FLAG_ACC 1u
 #define FLAG_BIAS 2u
 
-enum { FORM_OUTER, FORM_Q, FORM_P };
+enum { FORM_OUTER, FORM_Q, FORM_P, FORM_MMA_Q, FORM_MMA_P };
 
 static size_t esize(pg_type t) { return t == PG_F32 ? 4 : 2; }
 
@@ -374,6 +376,22 @@ int main(void)
         run_case(ctx, &r, (pgk_gemm_layout)l, ins[l], outs[(l + 1) % 3], 70, 16, 90, FORM_OUTER,
                  FLAG_ACC | FLAG_BIAS, l == 1);
     fprintf(stderr, "outer on narrow shapes: done\n");
+    /* the narrow forms on mma.sync (sm_80+, 16-bit inputs; f32 inputs run
+     * the SIMT forms) */
+    if (pg_target_sm(info.target) >= 80)
+        for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+            for (unsigned i = 0; i < 3; i++)
+                for (unsigned f = 1; f < 3; f++)
+                    for (size_t s = 0; s < nset; s++) {
+                        const pqr3 *x = &sets[f][s];
+                        /* the mma forms take Q (3) or P (4) as the thin side */
+                        int form = x->Q <= x->P ? FORM_MMA_Q : FORM_MMA_P;
+                        unsigned flags = (unsigned)(s + l + i + 1) % 4;
+                        unsigned off = (s + f + l) % 3 == 1 ? 1 : 0;
+                        run_case(ctx, &r, (pgk_gemm_layout)l, ins[i], outs[(s + i + l + 1) % 3],
+                                 x->P, x->Q, x->R, form, flags, off);
+                    }
+    fprintf(stderr, "mma forms: done\n");
     /* the chooser on the LoRA rank-16 shapes: (2048, 16, 1536), (2048, 1536, 16) */
     static const uint32_t lora[2][3] = {{2048, 16, 1536}, {2048, 1536, 16}};
     for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
