@@ -13,6 +13,7 @@
  *  - the outer form on shapes whose thin side is P or Q (it takes any);
  *  - the narrow forms on mma.sync (3: Q thin, 4: P thin; sm_80+) on the
  *    same shapes, types and flags;
+ *  - a thin side above the baked bound (chunks of it), every narrow form;
  *  - pgrt_gemm (the chooser) on the LoRA rank-16 shapes of every layout
  *    and type: gemm_thin where it wins (f32; R thin; below sm_80), the
  *    mma.sync family elsewhere, and right.
@@ -234,8 +235,9 @@ static int dev_download(dev *d, const prob *p)
     return 0;
 }
 
-/* gemm_thin in `form` (< 0: the pick for the shape). */
-static int launch_thin(dev *d, const prob *p, int form, unsigned flags)
+/* gemm_thin in `form` (< 0: the pick for the shape), the thin side's
+ * bound j when j > 0 (a side above it runs in chunks of it). */
+static int launch_thin(dev *d, const prob *p, int form, int j, unsigned flags)
 {
     const pgk_desc *desc = pgk_find("gemm_thin");
     pgk_knobs kn;
@@ -249,6 +251,8 @@ static int launch_thin(dev *d, const prob *p, int form, unsigned flags)
     pgk_pick(desc, &kn);
     if (form >= 0)
         kn.v[pgk_knob_index(desc, "form")] = (uint32_t)form;
+    if (j > 0)
+        kn.v[pgk_knob_index(desc, "j")] = (uint32_t)j;
     pgrt_arg args[9] = {pgrt_arg_buf(d->va),   pgrt_arg_buf(d->vb),   pgrt_arg_buf(d->vc),
                         pgrt_arg_buf(d->bias), pgrt_arg_buf(d->vc),   pgrt_arg_u32(p->m),
                         pgrt_arg_u32(p->n),    pgrt_arg_u32(p->k),    pgrt_arg_u32(flags)};
@@ -259,24 +263,24 @@ static int launch_thin(dev *d, const prob *p, int form, unsigned flags)
 }
 
 /* One problem, checked, then run again: the same bits. */
-static void run_case(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
-                     uint32_t P, uint32_t Q, uint32_t R, int form, unsigned flags,
-                     unsigned offset)
+static void run_case_j(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
+                       uint32_t P, uint32_t Q, uint32_t R, int form, int j, unsigned flags,
+                       unsigned offset)
 {
     prob p;
     prob_init(&p, r, layout, it, ot, P, Q, R);
     dev d = {.ctx = ctx};
     dev_upload(&d, &p, offset);
     char what[256];
-    snprintf(what, sizeof what, "gemm_thin %s %s->%s P=%u Q=%u R=%u form %d%s%s%s",
-             layout_name[layout], pg_type_name(it), pg_type_name(ot), P, Q, R, form,
+    snprintf(what, sizeof what, "gemm_thin %s %s->%s P=%u Q=%u R=%u form %d j %d%s%s%s",
+             layout_name[layout], pg_type_name(it), pg_type_name(ot), P, Q, R, form, j,
              flags & FLAG_ACC ? " acc" : "", flags & FLAG_BIAS ? " bias" : "",
              offset ? " unaligned" : "");
     size_t bytes = (p.pq + GUARD) * esize(ot);
     void *first = malloc(bytes);
     for (int run = 0; run < 2 && first; run++) {
         dev_reset_c(&d, &p, flags);
-        if (launch_thin(&d, &p, form, flags) || dev_download(&d, &p)) {
+        if (launch_thin(&d, &p, form, j, flags) || dev_download(&d, &p)) {
             TEST_FAIL_("%s: launch failed", what);
             break;
         }
@@ -292,6 +296,13 @@ static void run_case(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, 
     free(first);
     dev_free(&d);
     prob_free(&p);
+}
+
+static void run_case(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
+                     uint32_t P, uint32_t Q, uint32_t R, int form, unsigned flags,
+                     unsigned offset)
+{
+    run_case_j(ctx, r, layout, it, ot, P, Q, R, form, -1, flags, offset);
 }
 
 /* pgrt_gemm: it must choose gemm_thin where that wins (f32 inputs; R the
@@ -392,6 +403,21 @@ int main(void)
                                  x->P, x->Q, x->R, form, flags, off);
                     }
     fprintf(stderr, "mma forms: done\n");
+    /* a thin side above the baked bound j = 8: chunks of 8 (33 = 4 x 8 + 1) */
+    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
+        int mma = pg_target_sm(info.target) >= 80;
+        run_case_j(ctx, &r, (pgk_gemm_layout)l, ins[l], outs[l], 150, 33, 260, FORM_Q, 8,
+                   FLAG_ACC | FLAG_BIAS, 0);
+        run_case_j(ctx, &r, (pgk_gemm_layout)l, ins[(l + 1) % 3], outs[(l + 2) % 3], 33, 150,
+                   260, FORM_P, 8, FLAG_BIAS, 1);
+        if (mma) {
+            run_case_j(ctx, &r, (pgk_gemm_layout)l, ins[l % 2], outs[(l + 1) % 3], 150, 33, 260,
+                       FORM_MMA_Q, 8, FLAG_ACC, l == 2);
+            run_case_j(ctx, &r, (pgk_gemm_layout)l, ins[(l + 1) % 2], outs[l], 33, 150, 260,
+                       FORM_MMA_P, 8, FLAG_ACC | FLAG_BIAS, 0);
+        }
+    }
+    fprintf(stderr, "chunks of j: done\n");
     /* the chooser on the LoRA rank-16 shapes: (2048, 16, 1536), (2048, 1536, 16) */
     static const uint32_t lora[2][3] = {{2048, 16, 1536}, {2048, 1536, 16}};
     for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
