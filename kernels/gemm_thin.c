@@ -671,13 +671,14 @@ static pg_reg pack_pair(pg_kernel *k, pg_reg lo, pg_reg hi)
     return w;
 }
 
-/* The 16-bit element at addr + off where `in`, else 0. */
-static pg_reg ld_half(pg_kernel *k, pg_reg addr, pg_reg off, pg_reg in)
+/* The 16-bit element at addr + off (a u64 register, or pg_none() and the
+ * immediate imm: r-major operands step r by 2 bytes) where `in`, else 0. */
+static pg_reg ld_half(pg_kernel *k, pg_reg addr, pg_val off, int64_t imm, pg_reg in)
 {
     pg_reg h = pgv_mov(k, PG_U16, pg_u32(0));
-    pg_reg a = pgv_add(k, PG_U64, addr, off);
+    pg_reg a = pg_is_reg(off) ? pgv_add(k, PG_U64, addr, off) : addr;
     pg_guard(k, in, false);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_U16, a, 0, h);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U16, a, pg_is_reg(off) ? 0 : imm, h);
     return h;
 }
 
@@ -711,11 +712,11 @@ static void build_narrow_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc
     pg_comment(k, "bytes from r to r + 1 (and + 8, + 9) in G and S");
     pg_reg grs = gt ? pgv_mul_wide(k, PG_U32, ldg, pg_u32(2)) : pgv_mov(k, PG_U64, pg_u64(2));
     pg_reg srs = st ? pgv_mul_wide(k, PG_U32, lds, pg_u32(2)) : pgv_mov(k, PG_U64, pg_u64(2));
-    pg_reg goff[4], soff[4];
+    pg_val goff[4], soff[4];
     static const unsigned roff[4] = {0, 1, 8, 9};
     for (unsigned e = 0; e < 4; e++) {
-        goff[e] = pgv_mul(k, PG_U64, grs, pg_u64(roff[e]));
-        soff[e] = pgv_mul(k, PG_U64, srs, pg_u64(roff[e]));
+        goff[e] = gt ? pgv_mul(k, PG_U64, grs, pg_u64(roff[e])) : pg_none();
+        soff[e] = st ? pgv_mul(k, PG_U64, srs, pg_u64(roff[e])) : pg_none();
     }
     /* S(j + 8, r): 8 j's further */
     pg_reg sj8 = st ? pgv_mov(k, PG_U64, pg_u64(16)) : pgv_mul_wide(k, PG_U32, lds, pg_u32(16));
@@ -756,11 +757,13 @@ static void build_narrow_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc
         for (unsigned e = 0; e < 4; e++) {
             pg_reg re = pgv_add(k, PG_U32, ru, pg_u32(roff[e]));
             pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, re, R);
-            ha[u][e] = ld_half(k, ga, goff[e], pgv_and(k, PG_PRED, rin, ina));
-            hb[u][e] = ld_half(k, gb, goff[e], pgv_and(k, PG_PRED, rin, inb));
+            int64_t imm = 2 * roff[e];
+            ha[u][e] = ld_half(k, ga, goff[e], imm, pgv_and(k, PG_PRED, rin, ina));
+            hb[u][e] = ld_half(k, gb, goff[e], imm, pgv_and(k, PG_PRED, rin, inb));
             pg_reg sn = pgv_mov(k, PG_U64, sa);
             for (unsigned nt = 0; nt < NT; nt++) {
-                hs[u][nt][e] = ld_half(k, sn, soff[e], pgv_and(k, PG_PRED, rin, jin[nt]));
+                hs[u][nt][e] =
+                    ld_half(k, sn, soff[e], imm, pgv_and(k, PG_PRED, rin, jin[nt]));
                 if (nt + 1 < NT)
                     pg_add(k, PG_U64, sn, sn, sj8);
             }
