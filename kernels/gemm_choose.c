@@ -2,7 +2,9 @@
 /*
  * pgk_gemm_choose(): the kernel, tile and split of a GEMM shape, by a
  * cost model of the mma.sync kernels of gemm_mma.c (and measured bests on
- * sm_90); pgk_gemm_describe(), its inverse for a descriptor and knobs.
+ * sm_90), gemm_thin for shapes with a side of at most 64 where it wins
+ * (thin_choice);
+ * pgk_gemm_describe(), its inverse for a descriptor and knobs.
  */
 #include "gemm_mma.h"
 
@@ -144,6 +146,63 @@ static uint32_t smem_limit(pg_target t)
 
 static int out_knob(pg_type t) { return t == PG_F32 ? OUT_F32 : t == PG_F16 ? OUT_F16 : OUT_BF16; }
 
+/* ---------------------------------------------------------------- thin shapes */
+
+/* The thin side's bound: LoRA ranks are 8 to 64. */
+#define THIN_MAX 64u
+/* Multiply-adds up to which gemm_thin's f32 FMA is the pick (a LoRA rank-16
+ * product of Qwen2-1.5B at 2048 tokens is 5·10^7): above them the tensor
+ * cores (or the f32 kernels' tiles) win even on a thin shape. */
+#define THIN_MAX_FMA_16 (1ull << 28)
+#define THIN_MAX_FMA_32 (1ull << 30)
+
+/* gemm_thin for a shape with a side of at most THIN_MAX (sm_70 and up),
+ * where it was measured to win: one launch, no workspace. bench_gemm
+ * --lora on an H200 (ours/cuBLAS, the LoRA rank-16 products of Qwen2-1.5B
+ * at 2048 tokens, cuBLAS ~6.9 us):
+ *
+ *   f32 inputs, every form: 1.83 1.33 1.40 1.27 0.49 1.24 (lora_a fwd,
+ *     dX, dW; lora_b fwd, dX, dW), against 0.29-0.45 (1.22 for lora_b
+ *     fwd) for the f32 kernels;
+ *   16-bit inputs, the outer form (R thin: lora_a dX, lora_b fwd): 1.05
+ *     and 1.03, against 0.82 and 0.74 for mma.sync with split-K;
+ *   16-bit inputs, the narrow forms: 0.38-0.66, below mma.sync's split-K
+ *     (0.82-0.93): those stay on the tensor cores.
+ *
+ * False where it is not the choice. */
+static bool thin_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t m,
+                        uint32_t n, uint32_t k, pg_target target, pgk_gemm_choice *out)
+{
+    uint32_t P, Q, R;
+    pqr_host(layout, m, n, k, &P, &Q, &R);
+    uint32_t t = P < Q ? P : Q;
+    t = R < t ? R : t;
+    uint64_t fma = (uint64_t)P * Q * R;
+    if (t > THIN_MAX || pg_target_sm(target) < 70 ||
+        fma > (in_type == PG_F32 ? THIN_MAX_FMA_32 : THIN_MAX_FMA_16))
+        return false;
+    uint32_t form, j;
+    pgk_gemm_thin_form(layout, m, n, k, &form, &j);
+    if (in_type != PG_F32 && form != TH_FORM_OUTER && pg_target_sm(target) >= 80)
+        return false;
+    out->desc = &pgk_desc_gemm_thin;
+    out->tile = 0;
+    out->split = 1;
+    out->m = m;
+    out->n = n;
+    out->k = k;
+    pgk_knobs_default(out->desc, &out->knobs);
+    out->knobs.v[TH_M] = m;
+    out->knobs.v[TH_N] = n;
+    out->knobs.v[TH_K] = k;
+    out->knobs.v[TH_LAYOUT] = layout;
+    out->knobs.v[TH_IN] = in_type == PG_F32 ? TH_IN_F32 : in_type == PG_BF16 ? IN_BF16 : IN_F16;
+    out->knobs.v[TH_OUT] = (uint32_t)out_knob(out_type);
+    out->knobs.v[TH_FORM] = form;
+    out->knobs.v[TH_J] = j;
+    return true;
+}
+
 int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t m,
                     uint32_t n, uint32_t k, pg_target target, unsigned sm_count,
                     pgk_gemm_choice *out)
@@ -164,6 +223,8 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
     out->m = m;
     out->n = n;
     out->k = k;
+    if (thin_choice(layout, in_type, out_type, m, n, k, target, out))
+        return PG_OK;
     if (f32) {
         /* the f32 kernels' own (m, n, k): forward is grad_A = dC·Bᵀ with
          * B = W, backward_x is C = A·B with B = W, backward_w is
@@ -292,6 +353,15 @@ bool pgk_gemm_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *
     }
     if (d == &pgk_desc_gemm_sm90)
         return pgk_gemm_sm90_describe(kn, layout, in_type, out_type, m, n, k);
+    if (d == &pgk_desc_gemm_thin) {
+        *layout = (pgk_gemm_layout)(v[TH_LAYOUT] < PGK_GEMM_LAYOUTS ? v[TH_LAYOUT] : 0);
+        *in_type = v[TH_IN] == TH_IN_F32 ? PG_F32 : in_type_of(v[TH_IN]);
+        *out_type = out_type_of(v[TH_OUT]);
+        *m = v[TH_M];
+        *n = v[TH_N];
+        *k = v[TH_K];
+        return true;
+    }
     static const pgk_desc *const f32_desc[PGK_GEMM_LAYOUTS] = {
         &pgk_desc_gemm_backward_a, &pgk_desc_gemm_forward, &pgk_desc_gemm_backward_b};
     for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to the 16-bit GEMM family (gemm_mma.c, gemm_mma_out.c,
- * gemm_reduce_simt.c, gemm_choose.c): its knobs and params, the mma.sync
+ * gemm_reduce_simt.c, gemm_thin.c, gemm_choose.c): its knobs and params, the mma.sync
  * tile configurations, and the output path of gemm_mma_out.c that its
  * three kernels share. See gemm_mma.c for the family and its layouts.
  */
@@ -69,6 +69,16 @@ enum { RP_WS, RP_C, RP_BIAS, RP_N, RP_COLS, RP_SPLIT, RP_FLAGS };
 
 /* gemm_lp_simt: its knobs. */
 enum { LP_M, LP_N, LP_K, LP_LAYOUT, LP_IN, LP_OUT };
+
+/* gemm_thin (gemm_thin.c): its knobs, the in knob's f32 (after IN_F16,
+ * IN_BF16) and its forms. */
+enum { TH_M, TH_N, TH_K, TH_LAYOUT, TH_IN, TH_OUT, TH_FORM, TH_J };
+enum { TH_IN_F32 = 2 };
+enum { TH_FORM_OUTER, TH_FORM_Q, TH_FORM_P, TH_FORM_MMA_Q, TH_FORM_MMA_P };
+/* gemm_thin's form and j for a shape: narrow on the thinner of P and Q
+ * when it is at most 64 and below R, else outer (R thin). */
+void pgk_gemm_thin_form(unsigned layout, uint32_t m, uint32_t n, uint32_t k, uint32_t *form,
+                        uint32_t *j);
 
 /* The epilogue's view of the output. */
 typedef struct mma_epi {

@@ -73,6 +73,7 @@
     X(gemm_mma_backward_w)                                                                 \
     X(gemm_mma_reduce)                                                                     \
     X(gemm_lp_simt)                                                                        \
+    X(gemm_thin)                                                                           \
     X(gemm_sm90)                                                                           \
     X(lora_down_f32)                                                                       \
     X(lora_wgrad_f32)                                                                      \

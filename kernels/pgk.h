@@ -301,7 +301,12 @@ typedef struct pgk_gemm_choice {
  * bias) and (m, n, k) the kernel's (P, Q, R). Everything else on sm_80 and
  * up (PG_SM_90 included: what a caller that wants no tensor maps passes)
  * gets the mma.sync family, split-K for thin shapes; below sm_80
- * gemm_lp_simt. sm_count 0 means a typical count for the target. The
+ * gemm_lp_simt. A side of at most 64 (a LoRA rank, with at most 2^28
+ * multiply-adds, 2^30 for f32) goes to gemm_thin (one launch, no
+ * workspace, tile 0 and split 1, the knobs form and j set) where that was
+ * measured to win: f32 inputs, 16-bit inputs whose reduction is the thin
+ * side, and every thin shape below sm_80. sm_count 0 means a typical count
+ * for the target. The
  * mma.sync tiles and splits come from a cost model whose constants were
  * fitted to measurements (gemm_mma.c). Pure and thread-safe. PG_EINVAL for a bad argument, PG_ERANGE for sizes
  * outside [1, 2^21] (below sm_80, m and n at most 1048560). */

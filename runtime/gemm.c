@@ -209,6 +209,13 @@ static bool overlaps(const pgrt_buf *x, uint64_t xbytes, const pgrt_buf *y, uint
 
 static bool is_wg(const pgk_gemm_choice *ch) { return strcmp(ch->desc->name, "gemm_sm90") == 0; }
 
+/* gemm_thin: every input type through the 16-bit family's arguments (the
+ * flags give accumulate and bias), no workspace. */
+static bool is_thin(const pgk_gemm_choice *ch)
+{
+    return strcmp(ch->desc->name, "gemm_thin") == 0;
+}
+
 /* Whether plan p is the one for these arguments: a gemm_sm90 plan bakes
  * the epilogue (accumulate, bias) into its kernel, the others take it as
  * an argument. */
@@ -246,7 +253,8 @@ static int gemm_plan(pgrt_ctx *ctx, pgrt_stream *s, pg_target target, pgk_gemm_l
     int rc = device_choice(ctx, target, layout, it, ot, m, n, k, &p.ch);
     if (rc)
         return rc;
-    if (f32_accumulate && !(p.ch.desc = need_desc("gemm_backward_a_accumulate", "pgrt_gemm")))
+    if (f32_accumulate && !is_thin(&p.ch) &&
+        !(p.ch.desc = need_desc("gemm_backward_a_accumulate", "pgrt_gemm")))
         return PGRT_ENOTFOUND;
     if ((p.wg = is_wg(&p.ch))) {
         int ki = pgk_knob_index(p.ch.desc, "epilogue");
@@ -400,7 +408,7 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
         ch.workspace_bytes = 0;
     }
     pgrt_kernel *kern = plan.kern;
-    if (f32) {
+    if (f32 && !is_thin(&ch)) {
         /* the f32 kernels' operand order: forward (dC, B) = (X, W);
          * backward_x (A, B) = (dY, W); backward_w (A, dC) = (dY, X) */
         pgrt_arg args[6] = {pgrt_arg_buf(a),     pgrt_arg_buf(b),     pgrt_arg_buf(c),

@@ -642,7 +642,8 @@ PGRT_API int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf 
  * f16 or bf16 (f32 accumulate; sm_80+ tensor cores: gemm_sm90's wgmma +
  * TMA for the large shapes on a compute capability 9.0 device, mma.sync
  * otherwise; a slow fallback on older devices); or a, b and c all f32 (the f32 kernels: no bias, and
- * accumulate only forward). bias (may be NULL) is f32, one value a column
+ * accumulate only forward). A side of at most 64 (a LoRA rank) may run
+ * gemm_thin instead: one launch, no workspace (see pgk_gemm_choose). bias (may be NULL) is f32, one value a column
  * of c. accumulate adds the product to c (read in its own type), else c is
  * overwritten and never read. workspace (may be NULL) is any buffer of at
  * least pgrt_gemm_workspace_bytes() bytes: without it, a shape the chooser

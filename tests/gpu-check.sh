@@ -73,6 +73,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
         "gpu/test_gpu_kernels" "gpu/test_gpu_pipeline" "gpu/test_gpu_runtime" "gpu/test_gpu_optim" \
         "gpu_kernels/test_backward --small" "train/test_forward --small" \
         "gpu_gemm/test_gemm" "gpu_gemm/test_gemm_mma" "gpu_gemm/test_gemm_sm90" \
+        "gpu_gemm/test_gemm_thin" \
         "gpu_cublas/test_cublas" "runtime/test_gpu_sm90" \
         "gpu_model/test_embedding --small" "gpu_model/test_rope --small" \
         "gpu_model/test_swiglu --small" "gpu_model/test_bias --small" \
@@ -105,6 +106,8 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
         step "bench_optim.py (PyTorch)" "$out/bench-optim.log" python3 tests/gpu/bench_optim.py
     fi
     step "bench_gemm --quick" "$out/bench-gemm.log" "$b/tests/gpu_gemm/bench_gemm" --quick
+    step "bench_gemm --lora (gemm_thin's forms)" "$out/bench-gemm-lora.log" \
+        "$b/tests/gpu_gemm/bench_gemm" --lora
     step "bench_gemm_sm90" "$out/bench-gemm-sm90.log" "$b/tests/gpu_gemm/bench_gemm_sm90"
     step "bench_lora" "$out/bench-lora.log" "$b/tests/gpu_model/bench_lora"
     # The cold JIT: neither the driver's cache nor ptxgen's cubin cache.
@@ -126,6 +129,8 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     grep -h -E '^\||bandwidth|^torch' "$out/bench-optim.log" 2>/dev/null
     echo
     grep -v '^device:' "$out/bench-gemm.log" 2>/dev/null | head -n 40
+    echo
+    grep -h -E '^(lora|FORMS|  (bf16|f16|fp32) )' "$out/bench-gemm-lora.log" 2>/dev/null
     echo
     grep -v '^device:' "$out/bench-gemm-sm90.log" 2>/dev/null | head -n 24
     echo

@@ -1191,24 +1191,35 @@ static void test_gemm_layers(pgrt_ctx *ctx)
            PGRT_EINVAL, "the f32 GEMMs take no bias and accumulate only forward");
     REQUIRE_INT_EQ(fk_count(), n0);
 
-    /* a LoRA shape: split with a workspace (GEMM + reduce), whole without */
-    uint64_t need = pgrt_gemm_workspace_bytes(ctx, PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16,
-                                              1536);
+    /* a LoRA shape with R thin (y[2048,16] times w[1536,16] into x): gemm_thin,
+     * one launch, no workspace */
+    REQUIRE_INT_EQ(pgrt_gemm_workspace_bytes(ctx, PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 1536,
+                                             16), 0);
+    pgk_gemm_choice used;
+    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, y, w, x, NULL, 2048, 1536, 16, false,
+                             NULL, &used), 0);
+    REQUIRE_STR_EQ(used.desc->name, "gemm_thin");
+    REQUIRE(used.split == 1 && used.reduce == NULL);
+    REQUIRE_INT_EQ(fk_count(), n0 + 1);
+    /* a long reduction (n off a multiple of 8: the mma.sync family; a and
+     * b both read from x): split with a workspace (GEMM + reduce), whole
+     * without */
+    uint64_t need = pgrt_gemm_workspace_bytes(ctx, PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 256, 100,
+                                              8192);
     REQUIRE(need > 0);
     if (pgrt_buf_alloc(ctx, PG_U8, need, &ws))
         exit(1);
-    pgk_gemm_choice used;
-    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false, ws,
-                             &used), 0);
+    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, x, y, NULL, 256, 100, 8192, false,
+                             ws, &used), 0);
     REQUIRE(used.split > 1 && used.reduce != NULL);
-    REQUIRE_INT_EQ(fk_count(), n0 + 2);
-    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false,
+    REQUIRE_INT_EQ(fk_count(), n0 + 3);
+    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, x, y, NULL, 256, 100, 8192, false,
                              NULL, &used), 0);
     REQUIRE(used.split == 1 && used.reduce == NULL);
-    REQUIRE_INT_EQ(fk_count(), n0 + 3);
-    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false, x, NULL),
+    REQUIRE_INT_EQ(fk_count(), n0 + 4);
+    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, x, y, NULL, 256, 100, 8192, false, x, NULL),
            PGRT_EINVAL, "the workspace overlaps an input");
-    REQUIRE_INT_EQ(fk_count(), n0 + 3);
+    REQUIRE_INT_EQ(fk_count(), n0 + 4);
     pgrt_buf *bufs[] = {view, x, w, y, wf16, bias16, f, fb, fc, ws};
     for (size_t i = 0; i < COUNTOF(bufs); i++)
         pgrt_buf_destroy(&bufs[i]);

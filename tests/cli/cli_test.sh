@@ -284,6 +284,12 @@ done
 info_check gemm_mma_forward --set m=2048 --set n=16 --set k=1536 -- \
     "o['gemm_choice']['layout'] == 'forward' and o['gemm_choice']['in'] == 'bf16' and o['gemm_choice']['split'] > 1 and o['gemm_choice']['reduce'] == 'gemm_mma_reduce' and o['gemm_choice']['workspace_bytes'] == 2048 * 16 * 4 * o['gemm_choice']['split']" \
     '"gemm_choice": {"layout": "forward"'
+info_check gemm_mma_forward --set m=2048 --set n=1536 --set k=16 -- \
+    "o['gemm_choice']['kernel'] == 'gemm_thin' and o['gemm_choice']['split'] == 1 and o['gemm_choice']['reduce'] is None and o['gemm_choice']['workspace_bytes'] == 0 and o['gemm_choice']['knobs']['form'] == 0" \
+    '"kernel": "gemm_thin"'
+info_check gemm_thin --set m=2048 --set n=1536 --set k=16 --set in=2 --set out=0 -- \
+    "o['gemm_choice']['in'] == 'f32' and o['gemm_choice']['kernel'] == 'gemm_thin' and o['gemm_choice']['knobs']['form'] == 0 and o['knobs']['form'] == 1" \
+    '"kernel": "gemm_thin"'
 info_check gemm_lp_simt --target sm_75 --set layout=2 --set in=0 -- \
     "o['gemm_choice']['kernel'] == 'gemm_lp_simt' and o['gemm_choice']['knobs']['layout'] == 2" \
     '"kernel": "gemm_lp_simt"'

@@ -15,14 +15,16 @@
  * workspace) as TFLOP/s, cuBLAS's, and ours/cuBLAS. Then the geometric
  * means of the ratios over the large shapes (Qwen and square) and over the
  * LoRA shapes; the choice pgrt_gemm made for each shape (on sm_90a
- * gemm_sm90 "sm90 bnW" for most, the mma.sync family "mma_<layout> tT sS"
- * for the thin ones); and the relative Frobenius
+ * gemm_sm90 "sm90 bnW" for most, gemm_thin "thin <form> jJ" for the thin
+ * ones, the mma.sync family "mma_<layout> tT sS" elsewhere); and the relative Frobenius
  * difference between our bf16 output and cuBLAS's.
  *
  * --quick: no LM head and no 8192³, fewer repetitions (under a minute).
  * --sweep: for bf16, every tile and split of the mma.sync kernels on each
  * shape (the data the chooser's table is fitted to).
  * --no-f32: skip the fp32 columns.
+ * --lora: only the LoRA shapes (the thin kernel's rows, in seconds), and
+ * gemm_thin in each of its forms on them (bf16: 0-4, fp32: 0-2).
  *
  * A figure, not a test: it fails only when something does not run.
  */
@@ -51,6 +53,11 @@ static const shape shapes[] = {
 
 static const char *const lname[] = {"fwd", "dX", "dW"};
 
+static bool quick, lora_only;
+
+/* Whether the run leaves shape s out. */
+static bool skipped(const shape *s) { return (quick && s->big) || (lora_only && !s->lora); }
+
 enum { T_F32, T_F16, T_BF16, T_COUNT }; /* cublas_dl_layer's type codes */
 
 typedef struct bench {
@@ -77,8 +84,8 @@ typedef struct job {
     const shape *s;
     unsigned layout;
     int type;
-    int who;        /* 0 ours (pgrt_gemm), 1 cuBLAS, 2 a direct mma launch */
-    uint32_t tile, split;
+    int who;        /* 0 ours (pgrt_gemm), 1 cuBLAS, 2 a direct mma launch, 3 gemm_thin */
+    uint32_t tile, split; /* who 3: tile is gemm_thin's form */
     pgrt_buf *out;
     pgrt_buf *va, *vb, *vc; /* views of the operands' sizes, made once */
     pgk_gemm_choice used;
@@ -100,7 +107,23 @@ static int run_job(bench *B, job *j)
         return rc;
     }
     pgrt_buf *va = j->va, *vb = j->vb, *vc = j->vc;
-    if (j->who == 0) {
+    if (j->who == 3) {
+        const pgk_desc *d = pgk_find("gemm_thin");
+        pgk_knobs kn;
+        pgk_knobs_default(d, &kn);
+        kn.v[pgk_knob_index(d, "m")] = s->m;
+        kn.v[pgk_knob_index(d, "n")] = s->n;
+        kn.v[pgk_knob_index(d, "k")] = s->k;
+        kn.v[pgk_knob_index(d, "layout")] = j->layout;
+        kn.v[pgk_knob_index(d, "in")] = j->type == T_F32 ? 2 : j->type == T_BF16 ? 1 : 0;
+        kn.v[pgk_knob_index(d, "out")] = j->type == T_F32 ? 0 : j->type == T_BF16 ? 2 : 1;
+        pgk_pick(d, &kn);
+        kn.v[pgk_knob_index(d, "form")] = j->tile;
+        pgrt_arg args[9] = {pgrt_arg_buf(va),    pgrt_arg_buf(vb),    pgrt_arg_buf(vc),
+                            pgrt_arg_buf(vc),    pgrt_arg_buf(vc),    pgrt_arg_u32(s->m),
+                            pgrt_arg_u32(s->n),  pgrt_arg_u32(s->k),  pgrt_arg_u32(0)};
+        rc = pgrt_launch(B->ctx, NULL, "gemm_thin", &kn, args, 9);
+    } else if (j->who == 0) {
         rc = pgrt_gemm(B->ctx, NULL, (pgk_gemm_layout)j->layout, va, vb, vc, NULL, s->m, s->n,
                        s->k, false, B->ws, &j->used);
     } else {
@@ -236,7 +259,8 @@ static double diff(pgrt_ctx *ctx, pgrt_buf *x, pgrt_buf *y, int t, size_t n)
 
 int main(int argc, char **argv)
 {
-    bool quick = gpu_quick(), sweep = false, f32 = true;
+    bool sweep = false, f32 = true;
+    quick = gpu_quick();
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = true;
@@ -244,8 +268,10 @@ int main(int argc, char **argv)
             sweep = true;
         else if (strcmp(argv[i], "--no-f32") == 0)
             f32 = false;
+        else if (strcmp(argv[i], "--lora") == 0)
+            lora_only = true;
         else {
-            fprintf(stderr, "usage: bench_gemm [--quick] [--sweep] [--no-f32]\n");
+            fprintf(stderr, "usage: bench_gemm [--quick] [--sweep] [--no-f32] [--lora]\n");
             return 2;
         }
     }
@@ -270,7 +296,7 @@ int main(int argc, char **argv)
     size_t amax = 0, bmax = 0, cmax = 0, amax32 = 0, bmax32 = 0, cmax32 = 0;
     uint64_t wsmax = 1 << 20;
     for (size_t i = 0; i < NSHAPES; i++) {
-        if (quick && shapes[i].big)
+        if (skipped(&shapes[i]))
             continue;
         for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
             size_t na, nb, nc;
@@ -341,7 +367,7 @@ int main(int argc, char **argv)
         lo[t][0] = lo[t][1] = 1e9;
     for (size_t i = 0; i < NSHAPES; i++) {
         const shape *s = &shapes[i];
-        if (quick && s->big)
+        if (skipped(s))
             continue;
         for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
             char label[40];
@@ -375,8 +401,15 @@ int main(int argc, char **argv)
                 if (t == T_BF16 && to > 0) {
                     const pgk_desc *ud = ours.used.desc;
                     int bn = ud ? pgk_knob_index(ud, "bn") : -1;
+                    int fo = ud ? pgk_knob_index(ud, "form") : -1;
                     if (bn >= 0) /* gemm_sm90: 128 x bn tiles, no split */
                         snprintf(choice, sizeof choice, "sm90 bn%u", ours.used.knobs.v[bn]);
+                    else if (fo >= 0) /* gemm_thin: its form, the thin side's bound */
+                        snprintf(choice, sizeof choice, "thin %s j%u",
+                                 ours.used.knobs.v[fo] == 0   ? "outer"
+                                 : ours.used.knobs.v[fo] == 1 ? "narrow-q"
+                                                              : "narrow-p",
+                                 ours.used.knobs.v[pgk_knob_index(ud, "j")]);
                     else
                         snprintf(choice, sizeof choice, "%s t%u s%u",
                                  ud ? ud->name + 5 : "?", ours.used.tile, ours.used.split);
@@ -398,11 +431,35 @@ int main(int argc, char **argv)
                cnt[t][0] ? exp(lg[t][0] / cnt[t][0]) : 0, cnt[t][0] ? lo[t][0] : 0, cnt[t][0],
                cnt[t][1] ? exp(lg[t][1] / cnt[t][1]) : 0, cnt[t][1] ? lo[t][1] : 0, cnt[t][1]);
 
+    if (lora_only) {
+        printf("\ngemm_thin in each form (0 outer, 1 narrow on Q, 2 narrow on P, 3 and 4 the "
+               "same on mma.sync), TFLOP/s\n");
+        static const char *const tn2[] = {"fp32", "f16", "bf16"};
+        for (size_t i = 0; i < NSHAPES; i++) {
+            const shape *s = &shapes[i];
+            if (skipped(s))
+                continue;
+            for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+                for (int t = T_BF16; t >= T_F32; t -= 2) {
+                    if (t == T_F32 && !f32)
+                        continue;
+                    printf("FORMS %-10s %-3s %-4s:", s->name, lname[l], tn2[t]);
+                    for (uint32_t f = 0; f < (t == T_F32 ? 3u : 5u); f++) {
+                        job j = {.s = s, .layout = l, .type = t, .who = 3, .tile = f,
+                                 .out = B.c[t]};
+                        printf(" f%u=%.2f", f, tflops(s, time_job(&B, &j)));
+                    }
+                    printf("\n");
+                    fflush(stdout);
+                }
+        }
+    }
+
     if (sweep) {
         printf("\nsweep (bf16 in and out): TFLOP/s of each tile x split; * the chooser's pick\n");
         for (size_t i = 0; i < NSHAPES; i++) {
             const shape *s = &shapes[i];
-            if (quick && s->big)
+            if (skipped(s))
                 continue;
             for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
                 pgk_gemm_choice ch;

@@ -13,8 +13,9 @@
  *  - split-K (the mma kernel with split > 1, then gemm_mma_reduce): the
  *    same checks, and two runs give the same bits;
  *  - gemm_lp_simt (the fallback) in every layout and type;
- *  - pgrt_gemm (the chooser) on the LoRA rank-16 shapes and a q/o shape,
- *    with a workspace, twice (the same bits), and the f32 layouts.
+ *  - pgrt_gemm (the chooser) on the LoRA rank-16 shapes (gemm_thin now)
+ *    and a q/o shape, with a workspace, twice (the same bits), and the f32
+ *    layouts.
  *
  * Each output element must be within tol of the reference, tol = 2^-14 ·
  * Σ|terms| (the f32 accumulation, whatever its order) + one unit in the
@@ -524,7 +525,8 @@ int main(void)
         static const char *const mma_names[] = {"gemm_mma_forward", "gemm_mma_backward_x",
                                                 "gemm_mma_backward_w"};
         for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
-            const char *thin = run_rt(ctx, &r, (pgk_gemm_layout)l, PG_BF16, PG_F32, 512, 64,
+            /* a side of 64 or less goes to gemm_thin (test_gemm_thin) */
+            const char *thin = run_rt(ctx, &r, (pgk_gemm_layout)l, PG_BF16, PG_F32, 512, 96,
                                       1536, FLAG_ACC);
             const char *cross = run_rt(ctx, &r, (pgk_gemm_layout)l, PG_BF16, PG_F16, 256, 256,
                                        256, 0);

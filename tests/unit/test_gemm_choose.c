@@ -3,7 +3,9 @@
  * pgk_gemm_choose(): every layout, type pair and target gets a kernel that
  * supports the target, knobs that launch within the target's shared memory,
  * and a consistent split (a reduce kernel and a workspace exactly when it
- * splits); thin LoRA shapes split; older targets get the fallback, f32 the
+ * splits); thin LoRA shapes (a side of 64 or less) get gemm_thin in the
+ * form for the side where it wins (f32, R thin, below sm_80) and split-K
+ * elsewhere; older targets get the fallback, f32 the
  * f32 kernels with their own size order; bad arguments are refused; the
  * choice is a pure function of its arguments; on sm_90a the large 16-bit
  * shapes go to gemm_sm90 and the thin, misfit or cross-typed ones stay on
@@ -25,7 +27,12 @@ static void check_choice(pgk_gemm_layout l, pg_type it, pg_type ot, uint32_t m, 
 {
     pgk_gemm_choice ch;
     int rc = pgk_gemm_choose(l, it, ot, m, n, k, t, sms, &ch);
-    if (pg_target_sm(t) < 80 && (m > 1048560 || n > 1048560)) {
+    uint32_t P0 = l == PGK_GEMM_BACKWARD_W ? n : m, Q0 = l == PGK_GEMM_FORWARD ? n : k;
+    uint32_t R0 = l == PGK_GEMM_FORWARD ? k : l == PGK_GEMM_BACKWARD_X ? n : m;
+    uint32_t side = P0 < Q0 ? P0 : Q0;
+    side = R0 < side ? R0 : side;
+    bool thin = side <= 64 && (uint64_t)P0 * Q0 * R0 <= (1ull << 28);
+    if (pg_target_sm(t) < 80 && !thin && (m > 1048560 || n > 1048560)) {
         REQUIRE_INT_EQ(rc, PG_ERANGE); /* the fallback's limit */
         return;
     }
@@ -77,24 +84,63 @@ int main(void)
 
     pgk_gemm_choice ch;
     /* below sm_80: the fallback, in the layout and types asked for */
-    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_W, PG_BF16, PG_F16, 64, 32, 16, PG_SM_75, 0,
-                                   &ch), 0);
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_W, PG_BF16, PG_F16, 256, 128, 96, PG_SM_75,
+                                   0, &ch), 0);
     REQUIRE_STR_EQ(ch.desc->name, "gemm_lp_simt");
     REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "layout")], PGK_GEMM_BACKWARD_W);
     /* sm_80 and up: the mma.sync family */
-    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_X, PG_F16, PG_F32, 64, 32, 16, PG_SM_90A, 0,
-                                   &ch), 0);
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_X, PG_F16, PG_F32, 130, 100, 96, PG_SM_90A,
+                                   0, &ch), 0);
     REQUIRE_STR_EQ(ch.desc->name, "gemm_mma_backward_x");
-    /* thin LoRA shapes fill the GPU by splitting the reduction */
-    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16, 1536, PG_SM_90,
-                                   132, &ch), 0);
-    REQUIRE(ch.split > 1);
-    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 1536, 16,
+    /* a side of 64 or less (LoRA ranks): gemm_thin, one launch, in the
+     * form for the thin side (0 outer: R; 1 narrow on Q; 2 narrow on P),
+     * where it was measured to win: f32 inputs in every form, 16-bit ones
+     * in the outer form, and every form below sm_80 (no tensor cores);
+     * the narrow 16-bit shapes stay on mma.sync with split-K */
+    static const struct {
+        pgk_gemm_layout l;
+        pg_type it, ot;
+        uint32_t m, n, k;
+        pg_target t;
+        int form; /* -1: not gemm_thin (mma.sync, split) */
+        uint32_t j;
+    } thin[] = {
+        {PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16, 1536, PG_SM_90, -1, 0},
+        {PGK_GEMM_FORWARD, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90A, 0, 16},
+        {PGK_GEMM_BACKWARD_X, PG_F16, PG_F16, 2048, 16, 1536, PG_SM_90A, 0, 16},
+        {PGK_GEMM_BACKWARD_X, PG_F16, PG_F32, 2048, 1536, 16, PG_SM_80, -1, 0},
+        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 16, 1536, PG_SM_80, -1, 0},
+        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90, -1, 0},
+        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_75, 1, 16},
+        {PGK_GEMM_BACKWARD_W, PG_F32, PG_F32, 2048, 1536, 16, PG_SM_70, 1, 16},
+        {PGK_GEMM_BACKWARD_W, PG_F32, PG_F32, 2048, 16, 1536, PG_SM_90A, 2, 16},
+        {PGK_GEMM_FORWARD, PG_F32, PG_F32, 2048, 64, 1536, PG_SM_120, 1, 64},
+        {PGK_GEMM_FORWARD, PG_F32, PG_F32, 2048, 33, 1536, PG_SM_90A, 1, 64},
+        {PGK_GEMM_BACKWARD_W, PG_F16, PG_BF16, 2048, 8, 1536, PG_SM_75, 2, 8},
+        {PGK_GEMM_BACKWARD_X, PG_F32, PG_F32, 2048, 1536, 16, PG_SM_86, 1, 16},
+        {PGK_GEMM_BACKWARD_X, PG_F32, PG_F32, 2048, 16, 1536, PG_SM_89, 0, 16},
+    };
+    for (size_t i = 0; i < sizeof thin / sizeof thin[0]; i++) {
+        REQUIRE_INT_EQ(pgk_gemm_choose(thin[i].l, thin[i].it, thin[i].ot, thin[i].m, thin[i].n,
+                                       thin[i].k, thin[i].t, 132, &ch), 0);
+        if (thin[i].form < 0) {
+            REQUIRE(strncmp(ch.desc->name, "gemm_mma_", 9) == 0 && ch.split > 1);
+            continue;
+        }
+        REQUIRE_STR_EQ(ch.desc->name, "gemm_thin");
+        REQUIRE(ch.split == 1 && ch.reduce == NULL && ch.workspace_bytes == 0);
+        REQUIRE(ch.m == thin[i].m && ch.n == thin[i].n && ch.k == thin[i].k);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "layout")], thin[i].l);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "form")], thin[i].form);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "j")], thin[i].j);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "in")],
+                       thin[i].it == PG_F32 ? 2 : thin[i].it == PG_BF16 ? 1 : 0);
+    }
+    /* a thin side with much work (rank 64 against a vocabulary): the
+     * tensor cores, split-K */
+    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_X, PG_BF16, PG_F32, 2048, 151936, 64,
                                    PG_SM_90, 132, &ch), 0);
-    REQUIRE(ch.split > 1);
-    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 16, 1536,
-                                   PG_SM_80, 108, &ch), 0);
-    REQUIRE(ch.split > 1);
+    REQUIRE_STR_EQ(ch.desc->name, "gemm_mma_backward_x");
     /* sm_90a: gemm_sm90 for the large 16-bit shapes, unsplit, its (m, n, k)
      * the kernel's (P, Q, R) and the tile width in its knob bn */
     static const uint32_t wg[][3] = {{2048, 1536, 1536}, {2048, 256, 1536}, {2048, 8960, 1536},
@@ -118,16 +164,14 @@ int main(void)
                 REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "bn")],
                                pgk_gemm_sm90_bn(P, Q, 132));
             }
-    /* ...and the mma.sync family for the rest: a LoRA rank side (split-K),
-     * a side below 128, n or k off a multiple of 8, bf16 in with f16 out,
-     * and PG_SM_90 (no tensor maps) */
+    /* ...and the mma.sync family for the rest: a side below 128 (above 64),
+     * n or k off a multiple of 8, bf16 in with f16 out, and PG_SM_90 (no
+     * tensor maps) */
     static const struct {
         pg_type it, ot;
         uint32_t m, n, k;
         pg_target t;
-    } stay[] = {{PG_BF16, PG_F32, 2048, 16, 1536, PG_SM_90A},
-                {PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90A},
-                {PG_F16, PG_F16, 2048, 64, 1536, PG_SM_90A},
+    } stay[] = {{PG_F16, PG_F16, 2048, 96, 1536, PG_SM_90A},
                 {PG_BF16, PG_F32, 127, 1536, 1536, PG_SM_90A},
                 {PG_BF16, PG_F32, 2048, 1532, 1536, PG_SM_90A},
                 {PG_BF16, PG_F32, 2048, 1536, 1540, PG_SM_90A},
@@ -139,9 +183,6 @@ int main(void)
                                            stay[i].n, stay[i].k, stay[i].t, 132, &ch), 0);
             REQUIRE(strncmp(ch.desc->name, "gemm_mma_", 9) == 0);
         }
-    REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_FORWARD, PG_BF16, PG_F32, 2048, 16, 1536, PG_SM_90A,
-                                   132, &ch), 0);
-    REQUIRE(ch.split > 1);
     /* gemm_sm90's widths: one wave of 128 x 192 tiles for q/o on 132 SMs;
      * k/v's 256 columns in 64-wide tiles (64 of them) rather than 16 wide
      * ones; always 64, 128, 192 or 256 */

@@ -1,0 +1,971 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gemm_thin: the GEMM layouts (gemm_mma.c: C[P,Q] = Σ_r A(p,r)·B(q,r))
+ * when one of P, Q, R is thin (a LoRA adapter's rank, 1 to 64), for f16,
+ * bf16 and f32 inputs, f32 arithmetic, f32, f16 or bf16 out, overwrite or
+ * accumulate, optional f32 bias on C's columns. One launch, no workspace,
+ * no atomics: every output is one fixed sequence of f32 operations.
+ *
+ * Such a product moves one large matrix once (the wide input, or the wide
+ * output) and does about as many flops as bytes: it is bound by memory
+ * latency and by the launch, not by the tensor cores. The forms:
+ *
+ *  outer (R thin): 64 x 128 output tiles of 256 threads, each thread a
+ *    4 x 8 register tile; the A and B slabs of 16 r's go through shared
+ *    memory as f32, the output is written once, 16 bytes at a time.
+ *  narrow (Q thin, or P thin with the roles of A and B swapped): the wide
+ *    operand G(i, r) (i over P, or Q) is read straight into registers and
+ *    the thin one S(j, r) (j < J, the thin side) from L1. A block owns 4
+ *    (or 8) rows i and all of R: its 64 r-lanes each sum a fixed set of
+ *    r's into J x rows accumulators (slice-K), then add their partials in
+ *    shared memory in lane order. With G r-major (rows of r) a lane takes
+ *    16-byte vectors along r for each of its rows; with G transposed (rows
+ *    of i) a lane takes its rows' run of i at one r a step.
+ *
+ * J is baked (the knob j, rounded up to a power of two, 8 at least): the
+ * accumulators are registers. The workspace parameter is the family's ABI
+ * (gemm_mma_*) and is not read.
+ */
+#include "gemm_mma.h"
+
+/* ---------------------------------------------------------------- elements */
+
+static unsigned in_size(pg_type it) { return it == PG_F32 ? 4 : 2; }
+
+/* The f32 value of the 16-bit element in the low or high half of w. */
+static pg_reg half_f32(pg_kernel *k, pg_type it, pg_reg w, bool hi)
+{
+    if (it == PG_BF16) {
+        pg_reg u = hi ? pgv_and(k, PG_B32, w, pg_u32(0xffff0000u))
+                      : pgv_shl(k, PG_B32, w, pg_u32(16));
+        pg_reg f = pg_reg_new(k, PG_F32);
+        pg_mov(k, PG_B32, f, u);
+        return f;
+    }
+    pg_reg h = pg_reg_new(k, PG_U16);
+    pg_cvt(k, PG_U16, PG_U32, PG_RND_NONE, h, hi ? pgv_shr(k, PG_U32, w, pg_u32(16)) : w);
+    return pgk_h_to_f32(k, PG_F16, pgv_mov(k, PG_B16, h));
+}
+
+/* The element at addr + off as f32 where `in`, else 0 (a new register). */
+static pg_reg ld_one(pg_kernel *k, pg_type it, pg_reg addr, int64_t off, pg_reg in)
+{
+    if (it == PG_F32) {
+        pg_reg f = pgk_zero_f32(k);
+        pg_guard(k, in, false);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, off, f);
+        return f;
+    }
+    pg_reg h = pgv_mov(k, PG_B16, pg_u32(0));
+    pg_guard(k, in, false);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_B16, addr, off, h);
+    return pgk_h_to_f32(k, it, h);
+}
+
+/* out[0..n) = the n consecutive elements at addr, element e being index
+ * idx + e of a line of lim, as f32: 16-byte (or smaller) vector loads when
+ * all n are inside, `also` holds and `vec` (the addresses are aligned),
+ * else one element at a time where idx + e < lim and `also`, zeros
+ * elsewhere. n·size is 2, 4, 8 or a multiple of 16. */
+static void ld_run(pg_kernel *k, pg_type it, pg_reg addr, unsigned n, pg_reg vec, pg_reg idx,
+                   pg_reg lim, pg_reg also, pg_reg *out)
+{
+    unsigned es = in_size(it), bytes = n * es;
+    pg_label scalar = pg_label_new(k, "run_scalar"), done = pg_label_new(k, "run_done");
+    pg_reg end = pgv_add(k, PG_U32, idx, pg_u32(n));
+    pg_reg full = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, lim), also);
+    pg_and(k, PG_PRED, full, full, vec);
+    pg_bra_if(k, full, true, scalar);
+    if (bytes == 2) {
+        pg_reg h = pgv_ld(k, PG_SPACE_GLOBAL, PG_B16, addr, 0);
+        pg_mov(k, PG_F32, out[0], pgk_h_to_f32(k, it, h));
+    } else {
+        unsigned words = bytes / 4, width = words >= 4 ? 4 : words;
+        for (unsigned w0 = 0; w0 < words; w0 += width) {
+            pg_reg w[4];
+            for (unsigned i = 0; i < width; i++)
+                w[i] = pg_reg_new(k, PG_B32);
+            if (width == 1)
+                pg_ld(k, PG_SPACE_GLOBAL, PG_B32, addr, w0 * 4, w[0]);
+            else
+                pg_ld_v(k, PG_SPACE_GLOBAL, PG_B32, width, addr, w0 * 4, w);
+            for (unsigned i = 0; i < width; i++) {
+                unsigned wi = w0 + i;
+                if (it == PG_F32) {
+                    pg_mov(k, PG_B32, out[wi], w[i]);
+                } else {
+                    pg_mov(k, PG_F32, out[2 * wi], half_f32(k, it, w[i], false));
+                    pg_mov(k, PG_F32, out[2 * wi + 1], half_f32(k, it, w[i], true));
+                }
+            }
+        }
+    }
+    pg_bra(k, done);
+    pg_label_bind(k, scalar);
+    for (unsigned e = 0; e < n; e++) {
+        pg_reg ie = pgv_add(k, PG_U32, idx, pg_u32(e));
+        pg_reg in = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, ie, lim), also);
+        pg_mov(k, PG_F32, out[e], ld_one(k, it, addr, e * es, in));
+    }
+    pg_label_bind(k, done);
+}
+
+/* out[0..n) = the elements `stride` bytes apart (a u64 register) from
+ * addr, each where ins[e], else 0. */
+static void ld_strided(pg_kernel *k, pg_type it, pg_reg addr, pg_reg stride, unsigned n,
+                       const pg_reg *ins, pg_reg *out)
+{
+    pg_reg a = pgv_mov(k, PG_U64, addr);
+    for (unsigned e = 0; e < n; e++) {
+        pg_mov(k, PG_F32, out[e], ld_one(k, it, a, 0, ins[e]));
+        if (e + 1 < n)
+            pg_add(k, PG_U64, a, a, stride);
+    }
+}
+
+/* Whether idx + e < n, for e = 0 .. count-1 (into ins), and all of them
+ * with `also` (returned). */
+static pg_reg run_inside(pg_kernel *k, pg_reg idx, pg_reg n, unsigned count, pg_reg also,
+                         pg_reg *ins)
+{
+    for (unsigned e = 0; e < count; e++) {
+        pg_reg ie = pgv_add(k, PG_U32, idx, pg_u32(e));
+        ins[e] = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, ie, n), also);
+    }
+    pg_reg end = pgv_add(k, PG_U32, idx, pg_u32(count));
+    return pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, n), also);
+}
+
+/* ---------------------------------------------------------------- the output */
+
+typedef struct thin_out {
+    pg_type ot;
+    bool native;           /* cvt to bf16 exists */
+    pg_reg c;              /* u64 base; rows of Q */
+    pg_reg do_acc, do_bias;
+    pg_reg bias;           /* u64 f32 bias base (on C's columns) */
+} thin_out;
+
+/* Four consecutive outputs at addr from v[] (f32, bias already added):
+ * one vector store (after one vector load when accumulating) where
+ * `full`, else element by element where ins[e]. */
+static void store_run4(pg_kernel *k, const thin_out *o, pg_reg addr, pg_reg *v, pg_reg full,
+                       const pg_reg *ins)
+{
+    pg_label scalar = pg_label_new(k, "st_scalar"), done = pg_label_new(k, "st_done");
+    pg_bra_if(k, full, true, scalar);
+    if (o->ot == PG_F32) {
+        pg_reg old[4];
+        for (unsigned e = 0; e < 4; e++)
+            old[e] = pgv_mov(k, PG_F32, pg_f32(0.0f));
+        pg_guard(k, o->do_acc, false);
+        pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, old);
+        pg_val s[4];
+        for (unsigned e = 0; e < 4; e++)
+            s[e] = pgv_add(k, PG_F32, old[e], v[e]);
+        pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, s);
+    } else {
+        pg_reg w[2];
+        for (unsigned i = 0; i < 2; i++)
+            w[i] = pgv_mov(k, PG_B32, pg_u32(0));
+        pg_guard(k, o->do_acc, false);
+        pg_ld_v(k, PG_SPACE_GLOBAL, PG_B32, 2, addr, 0, w);
+        pg_val packed[2];
+        for (unsigned i = 0; i < 2; i++) {
+            pg_reg h[2];
+            for (unsigned e = 0; e < 2; e++) {
+                pg_reg s = pgv_add(k, PG_F32, half_f32(k, o->ot, w[i], e == 1), v[2 * i + e]);
+                h[e] = pgk_f32_to_h(k, o->ot, s, o->native);
+            }
+            pg_reg p = pgv_shl(k, PG_B32, h[1], pg_u32(16));
+            pg_or(k, PG_B32, p, p, h[0]);
+            packed[i] = p;
+        }
+        pg_st_v(k, PG_SPACE_GLOBAL, PG_B32, 2, addr, 0, packed);
+    }
+    pg_bra(k, done);
+    pg_label_bind(k, scalar);
+    unsigned es = out_size(o->ot);
+    for (unsigned e = 0; e < 4; e++) {
+        pg_reg a = pgv_add(k, PG_U64, addr, pg_u64(e * es));
+        pg_reg s = pgk_gemm_finish_value(k, o->ot, v[e], a, ins[e], o->do_acc);
+        pgk_gemm_store_value(k, o->ot, a, ins[e], s, o->native);
+    }
+    pg_label_bind(k, done);
+}
+
+/* bias[col] where the flags ask for it and col < ncols, else 0. */
+static pg_reg bias_at(pg_kernel *k, const thin_out *o, pg_reg col, pg_reg ncols)
+{
+    pg_reg b = pgk_zero_f32(k);
+    pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, col, ncols), o->do_bias);
+    pg_reg a = pgk_elem_addr(k, o->bias, col, 4);
+    pg_guard(k, ok, false);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, b);
+    return b;
+}
+
+/* ---------------------------------------------------------------- outer: R thin */
+
+#define OUT_TP 64u  /* output rows (P) a block */
+#define OUT_TQ 128u /* output columns (Q) a block */
+#define OUT_RC 16u  /* r's a shared-memory slab */
+#define OUT_THREADS 256u
+#define OUT_AS (OUT_TP + 1u) /* slab row strides (f32): A is read a scalar at a time */
+#define OUT_BS (OUT_TQ + 4u) /* B four at a time, 16-byte aligned */
+
+/* One operand's slab copies: element tid + 256u (u < per) of the
+ * ext_t x OUT_RC slab, the index that is contiguous in memory fastest.
+ * Element u is element 0 moved by u·du along p (or r): one address, one
+ * shared offset and one index pair a thread, the rest immediates. */
+typedef struct slab {
+    unsigned per;           /* elements a thread */
+    bool trans;             /* memory rows run along r */
+    unsigned du;            /* element u: p + u·du (r-major) or r + u·du (transposed) */
+    unsigned sdu;           /* its shared offset: + u·sdu bytes */
+    pg_reg ptr;             /* u64 address of element 0 at the current slab */
+    pg_reg ustep;           /* u64 bytes from element u to u + 1 */
+    pg_reg pidx, ridx;      /* element 0's p and r */
+    pg_reg soff;            /* u32 shared address of element 0 */
+    pg_val step;            /* bytes from one slab to the next */
+} slab;
+
+static void slab_init(pg_kernel *k, slab *s, bool trans, unsigned ext_t, unsigned stride,
+                      pg_reg base, pg_reg ld, pg_reg p0, pg_reg tid, pg_reg sbase, pg_type it)
+{
+    s->trans = trans;
+    s->per = ext_t * OUT_RC / OUT_THREADS;
+    unsigned es = in_size(it);
+    pg_reg pl, rl;
+    if (trans) {
+        pl = pgv_and(k, PG_B32, tid, pg_u32(ext_t - 1));
+        rl = pgv_shr(k, PG_U32, tid, pg_u32(log2u(ext_t)));
+        s->du = OUT_THREADS / ext_t;
+        s->sdu = s->du * stride * 4;
+        s->step = pgv_mul_wide(k, PG_U32, ld, pg_u32(OUT_RC * es));
+        s->ustep = pgv_mul_wide(k, PG_U32, ld, pg_u32(s->du * es));
+    } else {
+        rl = pgv_and(k, PG_B32, tid, pg_u32(OUT_RC - 1));
+        pl = pgv_shr(k, PG_U32, tid, pg_u32(log2u(OUT_RC)));
+        s->du = OUT_THREADS / OUT_RC;
+        s->sdu = s->du * 4;
+        s->step = pg_u64(OUT_RC * es);
+        s->ustep = pgv_mul_wide(k, PG_U32, ld, pg_u32(s->du * es));
+    }
+    s->pidx = pgv_add(k, PG_U32, p0, pl);
+    s->ridx = pgv_mov(k, PG_U32, rl);
+    s->ptr = trans ? pgk_elem_addr2(k, base, rl, ld, s->pidx, es)
+                   : pgk_elem_addr2(k, base, s->pidx, ld, rl, es);
+    s->soff = pgv_mad(k, PG_U32, rl, pg_u32(stride), pl);
+    pg_shl(k, PG_B32, s->soff, s->soff, pg_u32(2));
+    pg_add(k, PG_U32, s->soff, s->soff, sbase);
+}
+
+/* Copy the slab's elements (zero outside the matrix) into shared memory as
+ * f32, and step to the next slab. */
+static void slab_copy(pg_kernel *k, slab *s, pg_reg ext, pg_reg R, pg_type it)
+{
+    pg_reg a = pgv_mov(k, PG_U64, s->ptr);
+    pg_reg v[8];
+    for (unsigned u = 0; u < s->per; u++) {
+        pg_reg pu = s->trans ? s->pidx : pgv_add(k, PG_U32, s->pidx, pg_u32(u * s->du));
+        pg_reg ru = s->trans ? pgv_add(k, PG_U32, s->ridx, pg_u32(u * s->du)) : s->ridx;
+        pg_reg in = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, pu, ext),
+                            pgv_setp(k, PG_CMP_LT, PG_U32, ru, R));
+        v[u] = ld_one(k, it, a, 0, in);
+        if (u + 1 < s->per)
+            pg_add(k, PG_U64, a, a, s->ustep);
+    }
+    for (unsigned u = 0; u < s->per; u++)
+        pg_st(k, PG_SPACE_SHARED, PG_F32, s->soff, u * s->sdu, v[u]);
+    pg_add(k, PG_U64, s->ptr, s->ptr, s->step);
+    pg_add(k, PG_U32, s->ridx, s->ridx, pg_u32(OUT_RC));
+}
+
+static void build_outer(pg_kernel *k, unsigned layout, pg_type it, const thin_out *o0,
+                        pg_reg a, pg_reg b, pg_reg m, pg_reg n, pg_reg kd)
+{
+    thin_out o = *o0;
+    pg_kernel_set_maxntid(k, OUT_THREADS, 1, 1);
+    pg_kernel_set_minnctapersm(k, 3); /* 85 registers: three blocks an SM */
+    const bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
+    pg_reg P, Q, R;
+    pqr(layout, m, n, kd, &P, &Q, &R);
+    pg_reg lda = layout == PGK_GEMM_FORWARD ? kd : n, ldb = kd;
+    pg_shared as = pg_shared_static(k, PG_F32, OUT_RC * OUT_AS, 16, "slab_a");
+    pg_shared bs = pg_shared_static(k, PG_F32, OUT_RC * OUT_BS, 16, "slab_b");
+    pg_reg abase = pgv_mov(k, PG_U32, pg_shared_addr(as));
+    pg_reg bbase = pgv_mov(k, PG_U32, pg_shared_addr(bs));
+
+    pg_comment(k, "the block's 64 x 128 tile; the thread's rows 4ty.., columns 4tx.. and 64+4tx..");
+    pg_reg nq = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, Q, pg_u32(OUT_TQ - 1)),
+                        pg_u32(log2u(OUT_TQ)));
+    pg_reg bid = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg p0 = pgv_mul(k, PG_U32, pgv_div(k, PG_U32, bid, nq), pg_u32(OUT_TP));
+    pg_reg q0 = pgv_mul(k, PG_U32, pgv_rem(k, PG_U32, bid, nq), pg_u32(OUT_TQ));
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg tx = pgv_and(k, PG_B32, tid, pg_u32(15)), ty = pgv_shr(k, PG_U32, tid, pg_u32(4));
+
+    slab sa, sb;
+    slab_init(k, &sa, ta, OUT_TP, OUT_AS, a, lda, p0, tid, abase, it);
+    slab_init(k, &sb, tb, OUT_TQ, OUT_BS, b, ldb, q0, tid, bbase, it);
+    pg_reg ard = pgv_shl(k, PG_B32, pgv_shl(k, PG_B32, ty, pg_u32(2)), pg_u32(2));
+    pg_add(k, PG_U32, ard, ard, abase);
+    pg_reg brd = pgv_shl(k, PG_B32, pgv_shl(k, PG_B32, tx, pg_u32(2)), pg_u32(2));
+    pg_add(k, PG_U32, brd, brd, bbase);
+
+    pg_reg acc[4][8];
+    for (unsigned i = 0; i < 4; i++)
+        for (unsigned j = 0; j < 8; j++)
+            acc[i][j] = pgk_zero_f32(k);
+    pg_reg rb = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_label top = pg_label_new(k, "slab");
+    pg_label_bind(k, top);
+    slab_copy(k, &sa, P, R, it);
+    slab_copy(k, &sb, Q, R, it);
+    pg_bar_sync(k, 0);
+    for (unsigned r = 0; r < OUT_RC; r++) {
+        pg_reg av[4], bv[8];
+        for (unsigned i = 0; i < 4; i++)
+            av[i] = pgv_ld(k, PG_SPACE_SHARED, PG_F32, ard, (r * OUT_AS + i) * 4);
+        for (unsigned j = 0; j < 8; j++)
+            bv[j] = pg_reg_new(k, PG_F32);
+        pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, brd, r * OUT_BS * 4, bv);
+        pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, brd, (r * OUT_BS + 64) * 4, bv + 4);
+        for (unsigned i = 0; i < 4; i++)
+            for (unsigned j = 0; j < 8; j++)
+                pg_fma(k, PG_F32, acc[i][j], av[i], bv[j], acc[i][j]);
+    }
+    pg_bar_sync(k, 0);
+    pg_add(k, PG_U32, rb, rb, pg_u32(OUT_RC));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, rb, R);
+    pg_bra_if(k, more, false, top);
+
+    pg_comment(k, "the output: per row two runs of four columns, bias then accumulate");
+    unsigned es = out_size(o.ot);
+    pg_reg cvec = pgk_vectors_ok(k, o.c, Q, 4, es);
+    pg_reg col[2], bv[2][4], cins[2][4], cfull[2];
+    pg_reg yes = pgv_setp(k, PG_CMP_EQ, PG_U32, tid, tid);
+    for (unsigned h = 0; h < 2; h++) {
+        col[h] = pgv_mad(k, PG_U32, tx, pg_u32(4), q0);
+        pg_add(k, PG_U32, col[h], col[h], pg_u32(h * 64));
+        cfull[h] = run_inside(k, col[h], Q, 4, yes, cins[h]);
+        pg_and(k, PG_PRED, cfull[h], cfull[h], cvec);
+        for (unsigned e = 0; e < 4; e++)
+            bv[h][e] = bias_at(k, &o, pgv_add(k, PG_U32, col[h], pg_u32(e)), Q);
+    }
+    pg_reg row0 = pgv_mad(k, PG_U32, ty, pg_u32(4), p0);
+    for (unsigned i = 0; i < 4; i++) {
+        pg_reg row = pgv_add(k, PG_U32, row0, pg_u32(i));
+        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, P);
+        for (unsigned h = 0; h < 2; h++) {
+            pg_reg addr = pgk_elem_addr2(k, o.c, row, Q, col[h], es);
+            pg_reg ins[4], v[4];
+            for (unsigned e = 0; e < 4; e++) {
+                ins[e] = pgv_and(k, PG_PRED, cins[h][e], rin);
+                v[e] = pgv_add(k, PG_F32, acc[i][h * 4 + e], bv[h][e]);
+            }
+            pg_reg full = pgv_and(k, PG_PRED, cfull[h], rin);
+            store_run4(k, &o, addr, v, full, ins);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- narrow: Q or P thin */
+
+/* The SIMT form of a narrow form (f32 inputs run forms 3 and 4 as 1 and 2). */
+static unsigned thin_simt_form(unsigned form)
+{
+    return form == TH_FORM_MMA_Q ? TH_FORM_Q : form == TH_FORM_MMA_P ? TH_FORM_P : form;
+}
+
+#define NR_LANES 128u /* r-lanes a block */
+#define NR_ROWS 128u  /* partial rows in shared memory: 2 x 64 lanes of a transposed G share one */
+#define NR_UNROLL 4u  /* r's a step of a transposed G, their loads in flight together */
+#define NR_SLOTS 64u /* accumulators a thread: rows x J */
+
+/* J rounded up to a power of two, 8 at least, 64 at most. */
+static unsigned thin_jc(uint32_t j)
+{
+    unsigned jc = 8;
+    while (jc < j && jc < 64)
+        jc *= 2;
+    return jc;
+}
+
+/* Whether the wide operand G (the thin one S) is transposed: memory rows
+ * along r. */
+static bool g_trans(unsigned layout, unsigned form)
+{
+    bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
+    return form == TH_FORM_Q ? ta : tb;
+}
+static bool s_trans(unsigned layout, unsigned form)
+{
+    bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
+    return form == TH_FORM_Q ? tb : ta;
+}
+
+/* Rows of G a thread: jc x rows accumulators, at most NR_SLOTS; two when
+ * a vector of r's of G meets S's runs of j (eight of them live at once:
+ * four rows would spill). */
+static unsigned thin_rows(unsigned jc, unsigned layout, unsigned form)
+{
+    unsigned most = !g_trans(layout, form) && s_trans(layout, form) ? 2 : 4;
+    return NR_SLOTS / jc < most ? NR_SLOTS / jc : most;
+}
+
+/* Lanes along i: 2 for a transposed G (its runs of i), else 1. */
+static unsigned thin_li(unsigned layout, unsigned form) { return g_trans(layout, form) ? 2 : 1; }
+
+static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned jc, pg_type it,
+                         const thin_out *o0, pg_reg a, pg_reg b, pg_reg m, pg_reg n, pg_reg kd)
+{
+    thin_out o = *o0;
+    const unsigned JC = thin_jc(jc), NI = thin_rows(JC, layout, form), LI = thin_li(layout, form);
+    const unsigned T = NR_LANES * LI, SL = NI * JC, es = in_size(it);
+    pg_kernel_set_maxntid(k, T, 1, 1);
+    pg_kernel_set_minnctapersm(k, 512 / T); /* 128 registers: 16 warps an SM */
+    const unsigned ROUNDS = T / NR_ROWS, PER = NR_ROWS / LI; /* rows a slot sums */
+    const bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
+    pg_reg P, Q, R;
+    pqr(layout, m, n, kd, &P, &Q, &R);
+    pg_reg lda = layout == PGK_GEMM_FORWARD ? kd : n, ldb = kd;
+    /* G(i, r), S(j, r): form Q G = A, S = B; form P G = B, S = A */
+    bool fq = form == TH_FORM_Q;
+    pg_reg g = fq ? a : b, s = fq ? b : a, ldg = fq ? lda : ldb, lds = fq ? ldb : lda;
+    bool gt = fq ? ta : tb, st = fq ? tb : ta;
+    pg_reg I = fq ? P : Q, J = fq ? Q : P;
+    pg_shared red = pg_shared_static(k, PG_F32, NR_ROWS * (SL + 4), 16, "partials");
+    pg_reg rbase = pgv_mov(k, PG_U32, pg_shared_addr(red));
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg li = pgv_and(k, PG_B32, tid, pg_u32(LI - 1));
+    pg_reg rl = pgv_shr(k, PG_U32, tid, pg_u32(log2u(LI)));
+    pg_reg ib = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(LI * NI));
+    pg_reg i0 = pgv_mad(k, PG_U32, li, pg_u32(NI), ib);
+
+    /* S(j, ·) rows: j·lds·es bytes apart (r-major S) */
+    pg_reg sjstep = pgv_mul_wide(k, PG_U32, lds, pg_u32(es));
+    pg_reg svec = pgk_vectors_ok(k, s, lds, st ? (16 / es < JC ? 16 / es : JC) : 16 / es, es);
+    pg_label top = pg_label_new(k, "rstep"), end = pg_label_new(k, "rdone");
+
+    pg_comment(k, "the thin side in chunks of j (one for J up to the baked bound)");
+    pg_reg jb = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_reg sjb = pgv_mov(k, PG_U64, s); /* S at j = jb */
+    pg_reg sjchunk = st ? pgv_mov(k, PG_U64, pg_u64(JC * es))
+                        : pgv_mul_wide(k, PG_U32, lds, pg_u32(JC * es));
+    pg_label chunk = pg_label_new(k, "jchunk");
+    pg_label_bind(k, chunk);
+    pg_reg acc[4][64];
+    for (unsigned i = 0; i < NI; i++)
+        for (unsigned j = 0; j < JC; j++)
+            acc[i][j] = pgk_zero_f32(k);
+
+    if (!gt) {
+        pg_comment(k, "G r-major: for each of the thread's rows a vector of r's a step");
+        const unsigned VR = 16 / es;
+        pg_reg gvec = pgk_vectors_ok(k, g, ldg, VR, es);
+        pg_reg nv = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(VR - 1)), pg_u32(log2u(VR)));
+        pg_reg v = pgv_mov(k, PG_U32, rl);
+        pg_reg r0 = pgv_shl(k, PG_B32, v, pg_u32(log2u(VR)));
+        pg_reg gp[4], gin[4];
+        for (unsigned i = 0; i < NI; i++) {
+            pg_reg row = pgv_add(k, PG_U32, i0, pg_u32(i));
+            gin[i] = pgv_setp(k, PG_CMP_LT, PG_U32, row, I);
+            gp[i] = pgk_elem_addr2(k, g, row, ldg, r0, es);
+        }
+        pg_reg sp = st ? pgk_elem_addr2(k, sjb, r0, lds, pg_u32(0), es)
+                       : pgk_elem_addr2(k, sjb, pg_u32(0), lds, r0, es);
+        pg_reg sstep = st ? pgv_mul_wide(k, PG_U32, lds, pg_u32(NR_LANES * VR * es))
+                          : pgv_mov(k, PG_U64, pg_u64(NR_LANES * VR * es));
+        pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
+        pg_bra_if(k, go, true, end);
+        pg_label_bind(k, top);
+        pg_reg gv[4][8];
+        for (unsigned i = 0; i < NI; i++) {
+            for (unsigned e = 0; e < VR; e++)
+                gv[i][e] = pg_reg_new(k, PG_F32);
+            ld_run(k, it, gp[i], VR, gvec, r0, R, gin[i], gv[i]);
+        }
+        if (!st) {
+            /* S r-major: row j's vector of the same r's */
+            pg_reg sa = pgv_mov(k, PG_U64, sp);
+            for (unsigned j = 0; j < JC; j++) {
+                pg_reg jin = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, jb, pg_u32(j)), J);
+                pg_reg sv[8];
+                for (unsigned e = 0; e < VR; e++)
+                    sv[e] = pg_reg_new(k, PG_F32);
+                ld_run(k, it, sa, VR, svec, r0, R, jin, sv);
+                for (unsigned i = 0; i < NI; i++)
+                    for (unsigned e = 0; e < VR; e++)
+                        pg_fma(k, PG_F32, acc[i][j], gv[i][e], sv[e], acc[i][j]);
+                if (j + 1 < JC)
+                    pg_add(k, PG_U64, sa, sa, sjstep);
+            }
+        } else {
+            /* S transposed: the run of J at each r */
+            pg_reg sa = pgv_mov(k, PG_U64, sp);
+            for (unsigned e = 0; e < VR; e++) {
+                pg_reg re = pgv_add(k, PG_U32, r0, pg_u32(e));
+                pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, re, R);
+                pg_reg sv[64];
+                for (unsigned j = 0; j < JC; j++)
+                    sv[j] = pg_reg_new(k, PG_F32);
+                ld_run(k, it, sa, JC, svec, jb, J, rin, sv);
+                for (unsigned i = 0; i < NI; i++)
+                    for (unsigned j = 0; j < JC; j++)
+                        pg_fma(k, PG_F32, acc[i][j], gv[i][e], sv[j], acc[i][j]);
+                if (e + 1 < VR)
+                    pg_add(k, PG_U64, sa, sa, sjstep);
+            }
+        }
+        for (unsigned i = 0; i < NI; i++)
+            pg_add(k, PG_U64, gp[i], gp[i], pg_u64(NR_LANES * VR * es));
+        pg_add(k, PG_U64, sp, sp, sstep);
+        pg_add(k, PG_U32, r0, r0, pg_u32(NR_LANES * VR));
+        pg_add(k, PG_U32, v, v, pg_u32(NR_LANES));
+        pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
+        pg_bra_if(k, more, false, top);
+    } else {
+        pg_comment(k, "G transposed: the thread's run of i at one r a step");
+        pg_reg gvec = pgk_vectors_ok(k, g, ldg, NI, es);
+        pg_reg r = pgv_mov(k, PG_U32, rl);
+        pg_reg gp = pgk_elem_addr2(k, g, r, ldg, i0, es);
+        pg_reg gstep = pgv_mul_wide(k, PG_U32, ldg, pg_u32(NR_LANES * es));
+        pg_reg sp = st ? pgk_elem_addr2(k, sjb, r, lds, pg_u32(0), es)
+                       : pgk_elem_addr2(k, sjb, pg_u32(0), lds, r, es);
+        pg_reg sstep = st ? pgv_mul_wide(k, PG_U32, lds, pg_u32(NR_LANES * es))
+                          : pgv_mov(k, PG_U64, pg_u64(NR_LANES * es));
+        pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, r, R);
+        pg_bra_if(k, go, true, end);
+        pg_label_bind(k, top);
+        pg_comment(k, "the G runs of NR_UNROLL r's first: their loads in flight together");
+        pg_reg gv[NR_UNROLL][4], rin[NR_UNROLL], ga = pgv_mov(k, PG_U64, gp);
+        for (unsigned u = 0; u < NR_UNROLL; u++) {
+            pg_reg ru = pgv_add(k, PG_U32, r, pg_u32(u * NR_LANES));
+            rin[u] = pgv_setp(k, PG_CMP_LT, PG_U32, ru, R);
+            for (unsigned i = 0; i < NI; i++)
+                gv[u][i] = pg_reg_new(k, PG_F32);
+            ld_run(k, it, ga, NI, gvec, i0, I, rin[u], gv[u]);
+            if (u + 1 < NR_UNROLL)
+                pg_add(k, PG_U64, ga, ga, gstep);
+        }
+        pg_reg sa = pgv_mov(k, PG_U64, sp);
+        for (unsigned u = 0; u < NR_UNROLL; u++) {
+            pg_reg sv[64];
+            for (unsigned j = 0; j < JC; j++)
+                sv[j] = pg_reg_new(k, PG_F32);
+            if (st) {
+                ld_run(k, it, sa, JC, svec, jb, J, rin[u], sv);
+            } else {
+                pg_reg ins[64];
+                for (unsigned j = 0; j < JC; j++)
+                    ins[j] = pgv_and(k, PG_PRED,
+                                     pgv_setp(k, PG_CMP_LT, PG_U32,
+                                              pgv_add(k, PG_U32, jb, pg_u32(j)), J),
+                                     rin[u]);
+                ld_strided(k, it, sa, sjstep, JC, ins, sv);
+            }
+            for (unsigned i = 0; i < NI; i++)
+                for (unsigned j = 0; j < JC; j++)
+                    pg_fma(k, PG_F32, acc[i][j], gv[u][i], sv[j], acc[i][j]);
+            if (u + 1 < NR_UNROLL)
+                pg_add(k, PG_U64, sa, sa, sstep);
+        }
+        pg_add(k, PG_U64, gp, gp, pgv_shl(k, PG_B64, gstep, pg_u32(log2u(NR_UNROLL))));
+        pg_add(k, PG_U64, sp, sp, pgv_shl(k, PG_B64, sstep, pg_u32(log2u(NR_UNROLL))));
+        pg_add(k, PG_U32, r, r, pg_u32(NR_LANES * NR_UNROLL));
+        pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, r, R);
+        pg_bra_if(k, more, false, top);
+    }
+    pg_label_bind(k, end);
+
+    pg_comment(k, "slice-K: the partials to shared memory (lanes r and r + 64 of a transposed "
+                  "G add theirs into one row), summed in lane order");
+    pg_reg rowi = pgv_and(k, PG_B32, tid, pg_u32(NR_ROWS - 1));
+    pg_reg mine = pgv_mul(k, PG_U32, rowi, pg_u32((SL + 4) * 4));
+    pg_add(k, PG_U32, mine, mine, rbase);
+    pg_reg round = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NR_ROWS)));
+    for (unsigned rd0 = 0; rd0 < ROUNDS; rd0++) {
+        pg_label not_mine = pg_label_new(k, "not_my_round");
+        pg_reg me = pgv_setp(k, PG_CMP_EQ, PG_U32, round, pg_u32(rd0));
+        pg_bra_if(k, me, true, not_mine);
+        for (unsigned e = 0; e < SL; e += 4) {
+            pg_val w[4];
+            if (rd0 == 0) {
+                for (unsigned x = 0; x < 4; x++)
+                    w[x] = acc[(e + x) / JC][(e + x) % JC];
+            } else {
+                pg_reg old[4];
+                for (unsigned x = 0; x < 4; x++)
+                    old[x] = pg_reg_new(k, PG_F32);
+                pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, old);
+                for (unsigned x = 0; x < 4; x++)
+                    w[x] = pgv_add(k, PG_F32, old[x], acc[(e + x) / JC][(e + x) % JC]);
+            }
+            pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, w);
+        }
+        pg_label_bind(k, not_mine);
+        pg_bar_sync(k, 0);
+    }
+    pg_label skip = pg_label_new(k, "no_slot");
+    pg_reg slot = pgv_setp(k, PG_CMP_LT, PG_U32, tid, pg_u32(LI * SL));
+    pg_bra_if(k, slot, true, skip);
+    pg_reg sl = pgv_and(k, PG_B32, tid, pg_u32(SL - 1)); /* the slot: row i, column j */
+    pg_reg sli = pgv_shr(k, PG_U32, tid, pg_u32(log2u(SL)));
+    pg_reg rd = pgv_mad(k, PG_U32, sli, pg_u32(SL + 4), sl);
+    pg_shl(k, PG_B32, rd, rd, pg_u32(2));
+    pg_add(k, PG_U32, rd, rd, rbase);
+    pg_reg sum = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, 0);
+    for (unsigned u = 1; u < PER; u++) {
+        pg_reg x = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, (int64_t)u * LI * (SL + 4) * 4);
+        pg_add(k, PG_F32, sum, sum, x);
+    }
+    pg_reg i = pgv_mad(k, PG_U32, sli, pg_u32(NI), ib);
+    pg_add(k, PG_U32, i, i, pgv_shr(k, PG_U32, sl, pg_u32(log2u(JC))));
+    pg_reg j = pgv_add(k, PG_U32, pgv_and(k, PG_B32, sl, pg_u32(JC - 1)), jb);
+    pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I),
+                        pgv_setp(k, PG_CMP_LT, PG_U32, j, J));
+    /* C[p][q]: form Q (i, j) = (p, q); form P (i, j) = (q, p) */
+    pg_reg row = fq ? i : j, colr = fq ? j : i;
+    pg_reg bv = bias_at(k, &o, colr, Q);
+    pg_add(k, PG_F32, sum, sum, bv);
+    pg_reg addr = pgk_elem_addr2(k, o.c, row, Q, colr, out_size(o.ot));
+    pg_reg v = pgk_gemm_finish_value(k, o.ot, sum, addr, ok, o.do_acc);
+    pgk_gemm_store_value(k, o.ot, addr, ok, v, o.native);
+    pg_label_bind(k, skip);
+    pg_add(k, PG_U32, jb, jb, pg_u32(JC));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, jb, J);
+    pg_label done = pg_label_new(k, "jdone");
+    pg_bra_if(k, more, true, done);
+    pg_comment(k, "the next chunk: every thread done with the partials first");
+    pg_bar_sync(k, 0);
+    pg_add(k, PG_U64, sjb, sjb, sjchunk);
+    pg_bra(k, chunk);
+    pg_label_bind(k, done);
+}
+
+/* ---------------------------------------------------------------- narrow on the tensor cores */
+
+/* Forms 3 and 4 (16-bit inputs, sm_80+): the narrow products on
+ * mma.sync.m16n8k16. A block owns 16 rows i of G and all of R; its warps
+ * take the k-steps (16 r's) w, w + W, ..: each lane loads its fragment
+ * elements one by one (G(i, r) and S(j, r) at any layout and alignment:
+ * zeros outside), packs pairs along r and multiplies into 16 x J f32
+ * accumulators; then the warps' partials go to shared memory and each
+ * output adds them in warp order. Rows g, g+8 of a fragment are i0 + g,
+ * i0 + g + 8; its k columns 2t, 2t+1, 2t+8, 2t+9 the r's of the k-step at
+ * those offsets; column n of n-tile nt is j = jb + 8 nt + n. */
+
+static unsigned tc_warps(unsigned jc) { return jc <= 16 ? 16 : jc == 32 ? 8 : 4; }
+static unsigned tc_unroll(unsigned jc) { return jc <= 16 ? 4 : jc == 32 ? 2 : 1; }
+
+/* The u32 of two 16-bit halves (lo at the lower r). */
+static pg_reg pack_pair(pg_kernel *k, pg_reg lo, pg_reg hi)
+{
+    pg_reg l = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, lo);
+    pg_reg h = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hi);
+    pg_reg w = pg_reg_new(k, PG_B32);
+    pg_or(k, PG_B32, w, l, pgv_shl(k, PG_B32, h, pg_u32(16)));
+    return w;
+}
+
+/* The 16-bit element at addr + off (a u64 register, or pg_none() and the
+ * immediate imm: r-major operands step r by 2 bytes) where `in`, else 0. */
+static pg_reg ld_half(pg_kernel *k, pg_reg addr, pg_val off, int64_t imm, pg_reg in)
+{
+    pg_reg h = pgv_mov(k, PG_U16, pg_u32(0));
+    pg_reg a = pg_is_reg(off) ? pgv_add(k, PG_U64, addr, off) : addr;
+    pg_guard(k, in, false);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_U16, a, pg_is_reg(off) ? 0 : imm, h);
+    return h;
+}
+
+static void build_narrow_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc, pg_type it,
+                             const thin_out *o0, pg_reg a, pg_reg b, pg_reg m, pg_reg n,
+                             pg_reg kd)
+{
+    thin_out o = *o0;
+    const unsigned JC = thin_jc(jc), NT = JC / 8, W = tc_warps(JC), U = tc_unroll(JC);
+    const unsigned T = 32 * W, SLOT = NT * 4 + 1; /* partials a lane, padded */
+    pg_kernel_set_maxntid(k, T, 1, 1);
+    const bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
+    pg_reg P, Q, R;
+    pqr(layout, m, n, kd, &P, &Q, &R);
+    pg_reg lda = layout == PGK_GEMM_FORWARD ? kd : n, ldb = kd;
+    pg_reg g = fq ? a : b, s = fq ? b : a, ldg = fq ? lda : ldb, lds = fq ? ldb : lda;
+    bool gt = fq ? ta : tb, st = fq ? tb : ta;
+    pg_reg I = fq ? P : Q, J = fq ? Q : P;
+    pg_shared red = pg_shared_static(k, PG_F32, W * 32 * SLOT, 16, "partials");
+    pg_reg rbase = pgv_mov(k, PG_U32, pg_shared_addr(red));
+
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg lane = pgv_and(k, PG_B32, tid, pg_u32(31)), w = pgv_shr(k, PG_U32, tid, pg_u32(5));
+    pg_reg gq = pgv_shr(k, PG_U32, lane, pg_u32(2)), t4 = pgv_and(k, PG_B32, lane, pg_u32(3));
+    pg_reg i0 = pgv_shl(k, PG_B32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(4));
+    pg_reg ia = pgv_add(k, PG_U32, i0, gq), ib = pgv_add(k, PG_U32, ia, pg_u32(8));
+    pg_reg ina = pgv_setp(k, PG_CMP_LT, PG_U32, ia, I);
+    pg_reg inb = pgv_setp(k, PG_CMP_LT, PG_U32, ib, I);
+    pg_reg t2 = pgv_shl(k, PG_B32, t4, pg_u32(1));
+
+    pg_comment(k, "bytes from r to r + 1 (and + 8, + 9) in G and S");
+    pg_reg grs = gt ? pgv_mul_wide(k, PG_U32, ldg, pg_u32(2)) : pgv_mov(k, PG_U64, pg_u64(2));
+    pg_reg srs = st ? pgv_mul_wide(k, PG_U32, lds, pg_u32(2)) : pgv_mov(k, PG_U64, pg_u64(2));
+    pg_val goff[4], soff[4];
+    static const unsigned roff[4] = {0, 1, 8, 9};
+    for (unsigned e = 0; e < 4; e++) {
+        goff[e] = gt ? pgv_mul(k, PG_U64, grs, pg_u64(roff[e])) : pg_none();
+        soff[e] = st ? pgv_mul(k, PG_U64, srs, pg_u64(roff[e])) : pg_none();
+    }
+    /* S(j + 8, r): 8 j's further */
+    pg_reg sj8 = st ? pgv_mov(k, PG_U64, pg_u64(16)) : pgv_mul_wide(k, PG_U32, lds, pg_u32(16));
+    pg_reg nks = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(15)), pg_u32(4));
+
+    pg_comment(k, "the thin side in chunks of j (one for J up to the baked bound)");
+    pg_reg jb = pgv_mov(k, PG_U32, pg_u32(0));
+    pg_label chunk = pg_label_new(k, "jchunk"), kdone = pg_label_new(k, "kdone");
+    pg_label_bind(k, chunk);
+    pg_reg acc[8][4];
+    for (unsigned nt = 0; nt < NT; nt++)
+        for (unsigned q = 0; q < 4; q++)
+            acc[nt][q] = pgk_zero_f32(k);
+    pg_reg jin[8];
+    for (unsigned nt = 0; nt < NT; nt++) {
+        pg_reg j = pgv_add(k, PG_U32, pgv_add(k, PG_U32, jb, gq), pg_u32(8 * nt));
+        jin[nt] = pgv_setp(k, PG_CMP_LT, PG_U32, j, J);
+    }
+    pg_comment(k, "k-step ks = w: r = 16 ks + 2t (+ 1, 8, 9)");
+    pg_reg ks = pgv_mov(k, PG_U32, w);
+    pg_reg r0 = pgv_shl(k, PG_B32, ks, pg_u32(4));
+    pg_add(k, PG_U32, r0, r0, t2);
+    pg_reg gpa = gt ? pgk_elem_addr2(k, g, r0, ldg, ia, 2) : pgk_elem_addr2(k, g, ia, ldg, r0, 2);
+    pg_reg gpb = gt ? pgk_elem_addr2(k, g, r0, ldg, ib, 2) : pgk_elem_addr2(k, g, ib, ldg, r0, 2);
+    pg_reg jr = pgv_add(k, PG_U32, jb, gq);
+    pg_reg sp = st ? pgk_elem_addr2(k, s, r0, lds, jr, 2) : pgk_elem_addr2(k, s, jr, lds, r0, 2);
+    pg_reg gks = pgv_mul(k, PG_U64, grs, pg_u64(16 * W)); /* a warp's next k-step */
+    pg_reg sks = pgv_mul(k, PG_U64, srs, pg_u64(16 * W));
+    pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, ks, nks);
+    pg_bra_if(k, go, true, kdone);
+    pg_label top = pg_label_new(k, "kstep");
+    pg_label_bind(k, top);
+    pg_reg ha[4][4], hb[4][4], hs[4][8][4];
+    pg_reg ga = pgv_mov(k, PG_U64, gpa), gb = pgv_mov(k, PG_U64, gpb);
+    pg_reg sa = pgv_mov(k, PG_U64, sp), ru = pgv_mov(k, PG_U32, r0);
+    pg_comment(k, "every load of the step's k-steps first: they are in flight together");
+    for (unsigned u = 0; u < U; u++) {
+        for (unsigned e = 0; e < 4; e++) {
+            pg_reg re = pgv_add(k, PG_U32, ru, pg_u32(roff[e]));
+            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, re, R);
+            int64_t imm = 2 * roff[e];
+            ha[u][e] = ld_half(k, ga, goff[e], imm, pgv_and(k, PG_PRED, rin, ina));
+            hb[u][e] = ld_half(k, gb, goff[e], imm, pgv_and(k, PG_PRED, rin, inb));
+            pg_reg sn = pgv_mov(k, PG_U64, sa);
+            for (unsigned nt = 0; nt < NT; nt++) {
+                hs[u][nt][e] =
+                    ld_half(k, sn, soff[e], imm, pgv_and(k, PG_PRED, rin, jin[nt]));
+                if (nt + 1 < NT)
+                    pg_add(k, PG_U64, sn, sn, sj8);
+            }
+        }
+        if (u + 1 < U) {
+            pg_add(k, PG_U64, ga, ga, gks);
+            pg_add(k, PG_U64, gb, gb, gks);
+            pg_add(k, PG_U64, sa, sa, sks);
+            pg_add(k, PG_U32, ru, ru, pg_u32(16 * W));
+        }
+    }
+    for (unsigned u = 0; u < U; u++) {
+        pg_reg af[4] = {pack_pair(k, ha[u][0], ha[u][1]), pack_pair(k, hb[u][0], hb[u][1]),
+                        pack_pair(k, ha[u][2], ha[u][3]), pack_pair(k, hb[u][2], hb[u][3])};
+        for (unsigned nt = 0; nt < NT; nt++) {
+            pg_reg bf[2] = {pack_pair(k, hs[u][nt][0], hs[u][nt][1]),
+                            pack_pair(k, hs[u][nt][2], hs[u][nt][3])};
+            pg_mma_m16n8k16_f32(k, it, acc[nt], af, bf, acc[nt]);
+        }
+    }
+    pg_reg gstep = pgv_mul(k, PG_U64, gks, pg_u64(U)), sstep = pgv_mul(k, PG_U64, sks, pg_u64(U));
+    pg_add(k, PG_U64, gpa, gpa, gstep);
+    pg_add(k, PG_U64, gpb, gpb, gstep);
+    pg_add(k, PG_U64, sp, sp, sstep);
+    pg_add(k, PG_U32, r0, r0, pg_u32(16 * W * U));
+    pg_add(k, PG_U32, ks, ks, pg_u32(W * U));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, ks, nks);
+    pg_bra_if(k, more, false, top);
+    pg_label_bind(k, kdone);
+
+    pg_comment(k, "the warps' partials to shared memory, each output summed in warp order");
+    pg_reg mine = pgv_mul(k, PG_U32, tid, pg_u32(SLOT * 4));
+    pg_add(k, PG_U32, mine, mine, rbase);
+    for (unsigned nt = 0; nt < NT; nt++)
+        for (unsigned q = 0; q < 4; q++)
+            pg_st(k, PG_SPACE_SHARED, PG_F32, mine, (nt * 4 + q) * 4, acc[nt][q]);
+    pg_bar_sync(k, 0);
+    pg_reg sl = pgv_mov(k, PG_U32, tid);
+    pg_label stop = pg_label_new(k, "slot"), sdone = pg_label_new(k, "slots_done");
+    pg_reg any = pgv_setp(k, PG_CMP_LT, PG_U32, sl, pg_u32(32 * NT * 4));
+    pg_bra_if(k, any, true, sdone);
+    pg_label_bind(k, stop);
+    {
+        /* slot sl: lane sl / (4 NT), element e = nt·4 + q */
+        pg_reg sln = pgv_shr(k, PG_U32, sl, pg_u32(log2u(NT * 4)));
+        pg_reg e = pgv_and(k, PG_B32, sl, pg_u32(NT * 4 - 1));
+        pg_reg rd = pgv_mad(k, PG_U32, sln, pg_u32(SLOT), e);
+        pg_shl(k, PG_B32, rd, rd, pg_u32(2));
+        pg_add(k, PG_U32, rd, rd, rbase);
+        pg_reg sum = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, 0);
+        for (unsigned u = 1; u < W; u++)
+            pg_add(k, PG_F32, sum, sum,
+                   pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, (int64_t)u * 32 * SLOT * 4));
+        pg_reg q = pgv_and(k, PG_B32, e, pg_u32(3)), nt = pgv_shr(k, PG_U32, e, pg_u32(2));
+        pg_reg row = pgv_shr(k, PG_U32, sln, pg_u32(2));
+        pg_mad(k, PG_U32, row, pgv_shr(k, PG_U32, q, pg_u32(1)), pg_u32(8), row);
+        pg_reg i = pgv_add(k, PG_U32, i0, row);
+        pg_reg col = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, sln, pg_u32(3)), pg_u32(1));
+        pg_add(k, PG_U32, col, col, pgv_and(k, PG_B32, q, pg_u32(1)));
+        pg_mad(k, PG_U32, col, nt, pg_u32(8), col);
+        pg_reg j = pgv_add(k, PG_U32, jb, col);
+        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I),
+                            pgv_setp(k, PG_CMP_LT, PG_U32, j, J));
+        pg_reg orow = fq ? i : j, ocol = fq ? j : i;
+        pg_add(k, PG_F32, sum, sum, bias_at(k, &o, ocol, Q));
+        pg_reg addr = pgk_elem_addr2(k, o.c, orow, Q, ocol, out_size(o.ot));
+        pg_reg v = pgk_gemm_finish_value(k, o.ot, sum, addr, ok, o.do_acc);
+        pgk_gemm_store_value(k, o.ot, addr, ok, v, o.native);
+    }
+    pg_add(k, PG_U32, sl, sl, pg_u32(T));
+    pg_reg again = pgv_setp(k, PG_CMP_LT, PG_U32, sl, pg_u32(32 * NT * 4));
+    pg_bra_if(k, again, false, stop);
+    pg_label_bind(k, sdone);
+    pg_add(k, PG_U32, jb, jb, pg_u32(JC));
+    pg_reg jmore = pgv_setp(k, PG_CMP_LT, PG_U32, jb, J);
+    pg_label done = pg_label_new(k, "jdone");
+    pg_bra_if(k, jmore, true, done);
+    pg_comment(k, "the next chunk: every thread done with the partials first");
+    pg_bar_sync(k, 0);
+    pg_bra(k, chunk);
+    pg_label_bind(k, done);
+}
+
+/* ---------------------------------------------------------------- the descriptor */
+
+static pg_type thin_in_type(uint32_t v) { return v == TH_IN_F32 ? PG_F32 : in_type_of(v); }
+
+static int build_thin(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    unsigned layout = kn[TH_LAYOUT], form = kn[TH_FORM];
+    pg_type it = thin_in_type(kn[TH_IN]);
+    pg_reg a = pg_param_load(k, p[PA_A]), b = pg_param_load(k, p[PA_B]);
+    pg_reg c = pg_param_load(k, p[PA_C]), bias = pg_param_load(k, p[PA_BIAS]);
+    pg_reg m = pg_param_load(k, p[PA_M]), n = pg_param_load(k, p[PA_N]);
+    pg_reg kd = pg_param_load(k, p[PA_K]), flags = pg_param_load(k, p[PA_FLAGS]);
+    thin_out o = {.ot = out_type_of(kn[TH_OUT]),
+                  .native = pg_target_sm(pg_kernel_target(k)) >= 80,
+                  .c = c,
+                  .do_acc = flag_set(k, flags, FLAG_ACCUMULATE),
+                  .do_bias = flag_set(k, flags, FLAG_BIAS),
+                  .bias = bias};
+    if (form == TH_FORM_OUTER)
+        build_outer(k, layout, it, &o, a, b, m, n, kd);
+    else if (form >= TH_FORM_MMA_Q && it != PG_F32)
+        build_narrow_mma(k, layout, form == TH_FORM_MMA_Q, kn[TH_J], it, &o, a, b, m, n, kd);
+    else /* f32 inputs take the mma forms as their SIMT ones */
+        build_narrow(k, layout, thin_simt_form(form), kn[TH_J], it, &o, a, b, m, n, kd);
+    pg_ret(k);
+    return pg_kernel_error(k);
+}
+
+static int launch_thin(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    (void)d;
+    unsigned layout = kn[TH_LAYOUT], form = kn[TH_FORM];
+    if (layout >= PGK_GEMM_LAYOUTS || form > TH_FORM_MMA_P || kn[TH_IN] > TH_IN_F32 ||
+        kn[TH_OUT] > OUT_BF16)
+        return PG_ERANGE;
+    uint32_t P, Q, R;
+    pqr_host(layout, kn[TH_M], kn[TH_N], kn[TH_K], &P, &Q, &R);
+    if (!P || !Q || !R)
+        return PG_ERANGE;
+    if (form == TH_FORM_OUTER) {
+        uint64_t blocks = (uint64_t)pgk_ceil_div(P, OUT_TP) * pgk_ceil_div(Q, OUT_TQ);
+        if (blocks > 0x7fffffffu)
+            return PG_ERANGE;
+        *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {OUT_THREADS, 1, 1}, 0, {0, 0, 0}};
+        return PG_OK;
+    }
+    unsigned jc = thin_jc(kn[TH_J]);
+    if (form >= TH_FORM_MMA_Q && kn[TH_IN] != TH_IN_F32) {
+        uint32_t I = form == TH_FORM_MMA_Q ? P : Q;
+        *out = (pgk_launch){{pgk_ceil_div(I, 16), 1, 1}, {32 * tc_warps(jc), 1, 1}, 0, {0, 0, 0}};
+        return PG_OK;
+    }
+    form = thin_simt_form(form);
+    uint32_t I = form == TH_FORM_Q ? P : Q;
+    unsigned li = thin_li(layout, form);
+    *out = (pgk_launch){{pgk_ceil_div(I, li * thin_rows(jc, layout, form)), 1, 1}, {NR_LANES * li, 1, 1}, 0,
+                        {0, 0, 0}};
+    return PG_OK;
+}
+
+/* The form and j for the sizes: narrow on the thinner of P and Q when it
+ * is at most 64 and R is not thinner; else outer. */
+void pgk_gemm_thin_form(unsigned layout, uint32_t m, uint32_t n, uint32_t k, uint32_t *form,
+                        uint32_t *j)
+{
+    uint32_t P, Q, R;
+    pqr_host(layout, m, n, k, &P, &Q, &R);
+    uint32_t t = P < Q ? P : Q;
+    if (t <= 64 && t < R) {
+        *form = Q <= P ? TH_FORM_Q : TH_FORM_P;
+        *j = thin_jc(t);
+    } else {
+        *form = TH_FORM_OUTER;
+        *j = 16;
+    }
+}
+
+static void pick_thin(const pgk_desc *d, uint32_t *kn)
+{
+    (void)d;
+    if (kn[TH_LAYOUT] < PGK_GEMM_LAYOUTS)
+        pgk_gemm_thin_form(kn[TH_LAYOUT], kn[TH_M], kn[TH_N], kn[TH_K], &kn[TH_FORM], &kn[TH_J]);
+}
+
+static const pgk_knob thin_knobs[] = {
+    [TH_M] = {"m", 2048, 1, MM_MAX_DIM, "M of the layout (tokens)", false},
+    [TH_N] = {"n", 16, 1, MM_MAX_DIM, "N of the layout (outputs)", false},
+    [TH_K] = {"k", 1536, 1, MM_MAX_DIM, "K of the layout (inputs)", false},
+    [TH_LAYOUT] = {"layout", PGK_GEMM_FORWARD, 0, PGK_GEMM_LAYOUTS - 1,
+                   "0 = forward Y = X W^T, 1 = backward_x dX = dY W, 2 = backward_w dW = dY^T X",
+                   true},
+    [TH_IN] = {"in", IN_BF16, IN_F16, TH_IN_F32, "input type: 0 = f16, 1 = bf16, 2 = f32", true},
+    [TH_OUT] = {"out", OUT_BF16, OUT_F32, OUT_BF16, "output type: 0 = f32, 1 = f16, 2 = bf16",
+                true},
+    [TH_FORM] = {"form", TH_FORM_Q, TH_FORM_OUTER, TH_FORM_MMA_P,
+                 "0 = outer (R thin), 1 = narrow on Q (Q thin), 2 = narrow on P (P thin), "
+                 "3 and 4 = 1 and 2 on mma.sync (16-bit inputs, sm_80+; f32 inputs run 1, 2)",
+                 true},
+    [TH_J] = {"j", 16, 1, 64,
+              "narrow: the thin side's bound (rounded up to a power of two, 8 at least)", true},
+};
+
+static const pgk_param thin_params[] = {
+    [PA_A] = {"a", PG_U64, true},      [PA_B] = {"b", PG_U64, true},
+    [PA_C] = {"c", PG_U64, true},      [PA_BIAS] = {"bias", PG_U64, true},
+    [PA_WS] = {"workspace", PG_U64, true}, [PA_M] = {"m", PG_U32, false},
+    [PA_N] = {"n", PG_U32, false},     [PA_K] = {"k", PG_U32, false},
+    [PA_FLAGS] = {"flags", PG_U32, false},
+};
+
+const pgk_desc pgk_desc_gemm_thin = {
+    .name = "gemm_thin",
+    .summary = "the GEMM layouts with a side of at most 64 (LoRA ranks): f16/bf16/f32 in, f32 "
+               "FMA, one launch, slice-K summed in a fixed order",
+    PGK_PARAMS(thin_params),
+    PGK_KNOBS(thin_knobs),
+    .min_target = PG_SM_70,
+    .build = build_thin,
+    .launch = launch_thin,
+    .pick = pick_thin,
+};

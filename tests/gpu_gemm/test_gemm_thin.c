@@ -1,0 +1,440 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gemm_thin (a GEMM with a side of at most 64: LoRA ranks) on a GPU
+ * against a double-precision reference of the same inputs, on fresh
+ * random data (seeded; the seed is printed):
+ *
+ *  - every layout x input type (f16, bf16, f32) x form (outer: R thin;
+ *    narrow on Q; narrow on P), the output type cycling over f32, f16 and
+ *    bf16, over ragged sizes (1, 15, 17, odd) and thin sides of rank 8,
+ *    16 and 64 (and 1, 15, 33); overwrite and accumulate, with and without
+ *    bias; operands one element off 16-byte alignment (the scalar paths);
+ *    each case run twice, the same bits;
+ *  - the outer form on shapes whose thin side is P or Q (it takes any);
+ *  - the narrow forms on mma.sync (3: Q thin, 4: P thin; sm_80+) on the
+ *    same shapes, types and flags;
+ *  - a thin side above the baked bound (chunks of it), every narrow form;
+ *  - pgrt_gemm (the chooser) on the LoRA rank-16 shapes of every layout
+ *    and type: gemm_thin where it wins (f32; R thin; below sm_80), the
+ *    mma.sync family elsewhere, and right.
+ *
+ * Each output element must be within tol of the reference, tol = 2^-14 ·
+ * Σ|terms| + one unit in the last place of the output type at the
+ * reference's magnitude. Outputs are poisoned first (all-ones bytes: NaN
+ * in every type): nothing may be left unwritten, and a guard past the end
+ * must be left alone.
+ *
+ * PGRT_GPU_QUICK=1 (under compute-sanitizer): fewer shapes.
+ */
+#include "gemm_util.h"
+#include "test.h"
+
+#define GUARD 64u
+#define FLAG_ACC 1u
+#define FLAG_BIAS 2u
+
+enum { FORM_OUTER, FORM_Q, FORM_P, FORM_MMA_Q, FORM_MMA_P };
+
+static size_t esize(pg_type t) { return t == PG_F32 ? 4 : 2; }
+
+static uint16_t to_h(pg_type t, float f) { return t == PG_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
+static float from_h(pg_type t, uint16_t h) { return t == PG_BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
+
+/* The bits of value f in type t at dst[i]. */
+static void put(pg_type t, void *dst, size_t i, float f)
+{
+    if (t == PG_F32)
+        ((float *)dst)[i] = f;
+    else
+        ((uint16_t *)dst)[i] = to_h(t, f);
+}
+
+static double get(pg_type t, const void *src, size_t i)
+{
+    return t == PG_F32 ? ((const float *)src)[i] : from_h(t, ((const uint16_t *)src)[i]);
+}
+
+typedef struct prob {
+    pgk_gemm_layout layout;
+    pg_type it, ot;
+    uint32_t m, n, k, P, Q, R;
+    size_t na, nb, pq;
+    void *a, *b;     /* the inputs' bits */
+    float *bias;     /* Q */
+    void *old;       /* P·Q values of the output type: the accumulate start */
+} prob;
+
+static const char *const layout_name[] = {"forward", "backward_x", "backward_w"};
+
+static void prob_init(prob *p, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
+                      uint32_t P, uint32_t Q, uint32_t R)
+{
+    memset(p, 0, sizeof *p);
+    p->layout = layout;
+    p->it = it;
+    p->ot = ot;
+    p->P = P;
+    p->Q = Q;
+    p->R = R;
+    /* (m, n, k) of the layout from (P, Q, R) */
+    p->m = layout == PGK_GEMM_BACKWARD_W ? R : P;
+    p->n = layout == PGK_GEMM_FORWARD ? Q : layout == PGK_GEMM_BACKWARD_X ? R : P;
+    p->k = layout == PGK_GEMM_FORWARD ? R : Q;
+    p->na = layout == PGK_GEMM_FORWARD ? (size_t)p->m * p->k : (size_t)p->m * p->n;
+    p->nb = layout == PGK_GEMM_BACKWARD_W ? (size_t)p->m * p->k : (size_t)p->n * p->k;
+    p->pq = (size_t)P * Q;
+    p->a = malloc(p->na * esize(it));
+    p->b = malloc(p->nb * esize(it));
+    p->bias = malloc((size_t)Q * 4);
+    p->old = malloc(p->pq * esize(ot));
+    if (!p->a || !p->b || !p->bias || !p->old) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < p->na; i++)
+        put(it, p->a, i, rng_unit(r));
+    for (size_t i = 0; i < p->nb; i++)
+        put(it, p->b, i, rng_unit(r));
+    for (uint32_t i = 0; i < Q; i++)
+        p->bias[i] = rng_unit(r);
+    for (size_t i = 0; i < p->pq; i++)
+        put(ot, p->old, i, rng_unit(r) * 4.0f);
+}
+
+static void prob_free(prob *p)
+{
+    free(p->a);
+    free(p->b);
+    free(p->bias);
+    free(p->old);
+}
+
+/* A(p, r) and B(q, r) of the layout (gemm_mma.c). */
+static double a_at(const prob *p, uint32_t pp, uint32_t r)
+{
+    size_t i = p->layout == PGK_GEMM_FORWARD      ? (size_t)pp * p->k + r
+               : p->layout == PGK_GEMM_BACKWARD_X ? (size_t)pp * p->n + r
+                                                  : (size_t)r * p->n + pp;
+    return get(p->it, p->a, i);
+}
+
+static double b_at(const prob *p, uint32_t q, uint32_t r)
+{
+    size_t i = p->layout == PGK_GEMM_FORWARD ? (size_t)q * p->k + r : (size_t)r * p->k + q;
+    return get(p->it, p->b, i);
+}
+
+/* Check c (P·Q values + the guard): every element of small outputs, else
+ * 4096 random ones and the corners. */
+static void check_out(const prob *p, const void *c, unsigned flags, rng *r, const char *what)
+{
+    size_t count = p->pq <= 65536 ? p->pq : 4096 + 4;
+    int bad = 0;
+    for (size_t s = 0; s < count; s++) {
+        size_t i;
+        if (count == p->pq)
+            i = s;
+        else if (s < 4)
+            i = (s & 1 ? p->Q - 1 : 0) + (s & 2 ? (size_t)(p->P - 1) * p->Q : 0);
+        else
+            i = (size_t)(rng_next(r) % p->pq);
+        uint32_t pp = (uint32_t)(i / p->Q), q = (uint32_t)(i % p->Q);
+        double sum = 0, mag = 0;
+        for (uint32_t rr = 0; rr < p->R; rr++) {
+            double t = a_at(p, pp, rr) * b_at(p, q, rr);
+            sum += t;
+            mag += fabs(t);
+        }
+        if (flags & FLAG_BIAS) {
+            sum += p->bias[q];
+            mag += fabs(p->bias[q]);
+        }
+        if (flags & FLAG_ACC) {
+            double o = get(p->ot, p->old, i);
+            sum += o;
+            mag += fabs(o);
+        }
+        double ulp = p->ot == PG_F32 ? 0 : p->ot == PG_F16 ? ldexp(fabs(sum), -10) + 1e-7
+                                                           : ldexp(fabs(sum), -7) + 1e-38;
+        double tol = ldexp(mag, -14) + ulp + 1e-30;
+        double got = get(p->ot, c, i);
+        if (!(fabs(got - sum) <= tol)) {
+            if (bad < 5)
+                fprintf(stderr, "  %s: [%u,%u] got %.9g want %.9g (tol %.3g)\n", what, pp, q,
+                        got, sum, tol);
+            bad++;
+        }
+    }
+    const uint8_t *g = (const uint8_t *)c + p->pq * esize(p->ot);
+    for (size_t i = 0; i < GUARD * esize(p->ot); i++)
+        if (g[i] != 0xff) {
+            if (bad < 5)
+                fprintf(stderr, "  %s: guard byte %zu past the end written\n", what, i);
+            bad++;
+            break;
+        }
+    if (bad)
+        TEST_FAIL_("%s: %d of %zu elements wrong", what, bad, count);
+    test_checks_++;
+}
+
+typedef struct dev {
+    pgrt_ctx *ctx;
+    pgrt_buf *a, *b, *c, *bias;
+    pgrt_buf *va, *vb, *vc; /* the operands as launched (views when unaligned) */
+    void *host_c;
+} dev;
+
+static void dev_upload(dev *d, const prob *p, unsigned offset)
+{
+    GPU_CHECK(pgrt_buf_alloc(d->ctx, p->it, p->na + offset, &d->a));
+    GPU_CHECK(pgrt_buf_alloc(d->ctx, p->it, p->nb + offset, &d->b));
+    GPU_CHECK(pgrt_buf_alloc(d->ctx, p->ot, p->pq + GUARD + offset, &d->c));
+    GPU_CHECK(pgrt_buf_alloc(d->ctx, PG_F32, p->Q, &d->bias));
+    GPU_CHECK(pgrt_buf_view(d->a, offset, p->na, &d->va));
+    GPU_CHECK(pgrt_buf_view(d->b, offset, p->nb, &d->vb));
+    GPU_CHECK(pgrt_buf_view(d->c, offset, p->pq + GUARD, &d->vc));
+    GPU_CHECK(pgrt_buf_upload(d->va, 0, p->a, p->na));
+    GPU_CHECK(pgrt_buf_upload(d->vb, 0, p->b, p->nb));
+    GPU_CHECK(pgrt_buf_upload(d->bias, 0, p->bias, p->Q));
+    d->host_c = malloc((p->pq + GUARD) * esize(p->ot));
+    if (!d->host_c) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+}
+
+static void dev_free(dev *d)
+{
+    pgrt_buf_destroy(&d->va);
+    pgrt_buf_destroy(&d->vb);
+    pgrt_buf_destroy(&d->vc);
+    pgrt_buf_destroy(&d->a);
+    pgrt_buf_destroy(&d->b);
+    pgrt_buf_destroy(&d->c);
+    pgrt_buf_destroy(&d->bias);
+    free(d->host_c);
+    d->host_c = NULL;
+}
+
+static void dev_reset_c(dev *d, const prob *p, unsigned flags)
+{
+    GPU_CHECK(pgrt_buf_memset(d->c, 0xff));
+    if (flags & FLAG_ACC)
+        GPU_CHECK(pgrt_buf_upload(d->vc, 0, p->old, p->pq));
+}
+
+static int dev_download(dev *d, const prob *p)
+{
+    int rc = pgrt_ctx_sync(d->ctx);
+    if (rc) {
+        fprintf(stderr, "sync: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
+        return rc;
+    }
+    GPU_CHECK(pgrt_buf_download(d->vc, 0, d->host_c, p->pq + GUARD));
+    return 0;
+}
+
+/* gemm_thin in `form` (< 0: the pick for the shape), the thin side's
+ * bound j when j > 0 (a side above it runs in chunks of it). */
+static int launch_thin(dev *d, const prob *p, int form, int j, unsigned flags)
+{
+    const pgk_desc *desc = pgk_find("gemm_thin");
+    pgk_knobs kn;
+    pgk_knobs_default(desc, &kn);
+    kn.v[pgk_knob_index(desc, "m")] = p->m;
+    kn.v[pgk_knob_index(desc, "n")] = p->n;
+    kn.v[pgk_knob_index(desc, "k")] = p->k;
+    kn.v[pgk_knob_index(desc, "layout")] = p->layout;
+    kn.v[pgk_knob_index(desc, "in")] = p->it == PG_F32 ? 2 : p->it == PG_BF16 ? 1 : 0;
+    kn.v[pgk_knob_index(desc, "out")] = p->ot == PG_F32 ? 0 : p->ot == PG_F16 ? 1 : 2;
+    pgk_pick(desc, &kn);
+    if (form >= 0)
+        kn.v[pgk_knob_index(desc, "form")] = (uint32_t)form;
+    if (j > 0)
+        kn.v[pgk_knob_index(desc, "j")] = (uint32_t)j;
+    pgrt_arg args[9] = {pgrt_arg_buf(d->va),   pgrt_arg_buf(d->vb),   pgrt_arg_buf(d->vc),
+                        pgrt_arg_buf(d->bias), pgrt_arg_buf(d->vc),   pgrt_arg_u32(p->m),
+                        pgrt_arg_u32(p->n),    pgrt_arg_u32(p->k),    pgrt_arg_u32(flags)};
+    int rc = pgrt_launch(d->ctx, NULL, "gemm_thin", &kn, args, 9);
+    if (rc)
+        fprintf(stderr, "gemm_thin: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
+    return rc;
+}
+
+/* One problem, checked, then run again: the same bits. */
+static void run_case_j(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
+                       uint32_t P, uint32_t Q, uint32_t R, int form, int j, unsigned flags,
+                       unsigned offset)
+{
+    prob p;
+    prob_init(&p, r, layout, it, ot, P, Q, R);
+    dev d = {.ctx = ctx};
+    dev_upload(&d, &p, offset);
+    char what[256];
+    snprintf(what, sizeof what, "gemm_thin %s %s->%s P=%u Q=%u R=%u form %d j %d%s%s%s",
+             layout_name[layout], pg_type_name(it), pg_type_name(ot), P, Q, R, form, j,
+             flags & FLAG_ACC ? " acc" : "", flags & FLAG_BIAS ? " bias" : "",
+             offset ? " unaligned" : "");
+    size_t bytes = (p.pq + GUARD) * esize(ot);
+    void *first = malloc(bytes);
+    for (int run = 0; run < 2 && first; run++) {
+        dev_reset_c(&d, &p, flags);
+        if (launch_thin(&d, &p, form, j, flags) || dev_download(&d, &p)) {
+            TEST_FAIL_("%s: launch failed", what);
+            break;
+        }
+        if (run == 0) {
+            check_out(&p, d.host_c, flags, r, what);
+            memcpy(first, d.host_c, bytes);
+        } else {
+            test_checks_++;
+            if (memcmp(first, d.host_c, bytes) != 0)
+                TEST_FAIL_("%s: a second run gives other bits", what);
+        }
+    }
+    free(first);
+    dev_free(&d);
+    prob_free(&p);
+}
+
+static void run_case(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
+                     uint32_t P, uint32_t Q, uint32_t R, int form, unsigned flags,
+                     unsigned offset)
+{
+    run_case_j(ctx, r, layout, it, ot, P, Q, R, form, -1, flags, offset);
+}
+
+/* pgrt_gemm: it must choose gemm_thin where that wins (f32 inputs; R the
+ * thin side; below sm_80 every thin shape), the mma.sync family
+ * elsewhere, and be right either way. */
+static void run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
+                   uint32_t P, uint32_t Q, uint32_t R, unsigned flags, bool mma)
+{
+    uint32_t t = P < Q ? P : Q;
+    bool want = it == PG_F32 || R <= t || !mma;
+    prob p;
+    prob_init(&p, r, layout, it, ot, P, Q, R);
+    dev d = {.ctx = ctx};
+    dev_upload(&d, &p, 0);
+    char what[256];
+    snprintf(what, sizeof what, "pgrt_gemm %s %s->%s m=%u n=%u k=%u%s%s", layout_name[layout],
+             pg_type_name(it), pg_type_name(ot), p.m, p.n, p.k, flags & FLAG_ACC ? " acc" : "",
+             flags & FLAG_BIAS ? " bias" : "");
+    dev_reset_c(&d, &p, flags);
+    pgk_gemm_choice ch;
+    pgrt_buf *c = NULL;
+    GPU_CHECK(pgrt_buf_view(d.vc, 0, p.pq, &c));
+    if (want && pgrt_gemm_workspace_bytes(ctx, layout, it, ot, p.m, p.n, p.k) != 0)
+        TEST_FAIL_("%s: a workspace asked for", what);
+    int rc = pgrt_gemm(ctx, NULL, layout, d.va, d.vb, c, flags & FLAG_BIAS ? d.bias : NULL, p.m,
+                       p.n, p.k, flags & FLAG_ACC, NULL, &ch);
+    pgrt_buf_destroy(&c);
+    if (rc || dev_download(&d, &p)) {
+        TEST_FAIL_("%s: %s: %s", what, pgrt_err_name(rc), pgrt_last_message());
+    } else {
+        if (want != (strcmp(ch.desc->name, "gemm_thin") == 0))
+            TEST_FAIL_("%s: chose %s, %s", what, ch.desc->name,
+                       want ? "not gemm_thin" : "not the mma.sync family");
+        test_checks_++;
+        check_out(&p, d.host_c, flags, r, what);
+    }
+    dev_free(&d);
+    prob_free(&p);
+}
+
+typedef struct pqr3 {
+    uint32_t P, Q, R;
+} pqr3;
+
+int main(void)
+{
+    bool quick = gpu_quick();
+    pgrt_ctx *ctx = gpu_open();
+    pgrt_device_info info;
+    pgrt_ctx_device_info(ctx, &info);
+    if (pg_target_sm(info.target) < 70) {
+        fprintf(stderr, "skip: gemm_thin needs sm_70 (this is %s)\n",
+                pg_target_name(info.target));
+        pgrt_ctx_destroy(&ctx);
+        return GPU_SKIP;
+    }
+    rng r = {test_seed("test_gemm_thin")};
+    static const pg_type ins[] = {PG_F16, PG_BF16, PG_F32};
+    static const pg_type outs[] = {PG_F32, PG_F16, PG_BF16};
+    /* (P, Q, R) with the form's thin side: ranks 8, 16, 64, and ragged */
+    static const pqr3 outer[] = {{130, 200, 16}, {1, 1, 1},     {67, 257, 8},
+                                 {300, 129, 64}, {17, 15, 15},  {33, 64, 33}};
+    static const pqr3 narrow_q[] = {{1000, 16, 700}, {33, 15, 97}, {257, 64, 129},
+                                    {65, 1, 300},    {130, 8, 1537}, {15, 33, 67}};
+    static const pqr3 narrow_p[] = {{16, 1000, 700}, {17, 130, 333}, {8, 67, 45},
+                                    {64, 200, 100},  {1, 77, 1025},  {47, 3, 48}};
+    const pqr3 *sets[3] = {outer, narrow_q, narrow_p};
+    size_t nset = quick ? 3 : 6;
+    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+        for (unsigned i = 0; i < 3; i++)
+            for (unsigned f = 0; f < 3; f++)
+                for (size_t s = 0; s < nset; s++) {
+                    const pqr3 *x = &sets[f][s];
+                    unsigned flags = (unsigned)(s + l + i) % 4;
+                    unsigned off = (s + f + l) % 3 == 2 ? 1 : 0;
+                    run_case(ctx, &r, (pgk_gemm_layout)l, ins[i], outs[(s + i + l) % 3], x->P,
+                             x->Q, x->R, -1, flags, off);
+                }
+    fprintf(stderr, "forms: done\n");
+    /* the outer form on narrow shapes: it takes any */
+    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+        run_case(ctx, &r, (pgk_gemm_layout)l, ins[l], outs[(l + 1) % 3], 70, 16, 90, FORM_OUTER,
+                 FLAG_ACC | FLAG_BIAS, l == 1);
+    fprintf(stderr, "outer on narrow shapes: done\n");
+    /* the narrow forms on mma.sync (sm_80+, 16-bit inputs; f32 inputs run
+     * the SIMT forms) */
+    if (pg_target_sm(info.target) >= 80)
+        for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+            for (unsigned i = 0; i < 3; i++)
+                for (unsigned f = 1; f < 3; f++)
+                    for (size_t s = 0; s < nset; s++) {
+                        const pqr3 *x = &sets[f][s];
+                        /* the mma forms take Q (3) or P (4) as the thin side */
+                        int form = x->Q <= x->P ? FORM_MMA_Q : FORM_MMA_P;
+                        unsigned flags = (unsigned)(s + l + i + 1) % 4;
+                        unsigned off = (s + f + l) % 3 == 1 ? 1 : 0;
+                        run_case(ctx, &r, (pgk_gemm_layout)l, ins[i], outs[(s + i + l + 1) % 3],
+                                 x->P, x->Q, x->R, form, flags, off);
+                    }
+    fprintf(stderr, "mma forms: done\n");
+    /* a thin side above the baked bound j = 8: chunks of 8 (33 = 4 x 8 + 1) */
+    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
+        int mma = pg_target_sm(info.target) >= 80;
+        run_case_j(ctx, &r, (pgk_gemm_layout)l, ins[l], outs[l], 150, 33, 260, FORM_Q, 8,
+                   FLAG_ACC | FLAG_BIAS, 0);
+        run_case_j(ctx, &r, (pgk_gemm_layout)l, ins[(l + 1) % 3], outs[(l + 2) % 3], 33, 150,
+                   260, FORM_P, 8, FLAG_BIAS, 1);
+        if (mma) {
+            run_case_j(ctx, &r, (pgk_gemm_layout)l, ins[l % 2], outs[(l + 1) % 3], 150, 33, 260,
+                       FORM_MMA_Q, 8, FLAG_ACC, l == 2);
+            run_case_j(ctx, &r, (pgk_gemm_layout)l, ins[(l + 1) % 2], outs[l], 33, 150, 260,
+                       FORM_MMA_P, 8, FLAG_ACC | FLAG_BIAS, 0);
+        }
+    }
+    fprintf(stderr, "chunks of j: done\n");
+    /* the chooser on the LoRA rank-16 shapes: (2048, 16, 1536), (2048, 1536, 16) */
+    static const uint32_t lora[2][3] = {{2048, 16, 1536}, {2048, 1536, 16}};
+    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+        for (unsigned s = 0; s < 2; s++)
+            for (unsigned i = 0; i < (quick ? 1u : 3u); i++) {
+                uint32_t m = lora[s][0], n = lora[s][1], k = lora[s][2];
+                uint32_t P = l == PGK_GEMM_BACKWARD_W ? n : m;
+                uint32_t Q = l == PGK_GEMM_FORWARD ? n : k;
+                uint32_t R = l == PGK_GEMM_FORWARD ? k : l == PGK_GEMM_BACKWARD_X ? n : m;
+                pg_type it = ins[(i + s) % 3];
+                /* the f32 GEMMs take no bias and accumulate only forward */
+                unsigned flags = it == PG_F32 ? (l == PGK_GEMM_FORWARD ? FLAG_ACC : 0)
+                                              : (l + s) % 2 ? FLAG_ACC : FLAG_BIAS;
+                run_rt(ctx, &r, (pgk_gemm_layout)l, it, it, P, Q, R, flags,
+                       pg_target_sm(info.target) >= 80);
+            }
+    fprintf(stderr, "pgrt_gemm: done\n");
+    pgrt_ctx_destroy(&ctx);
+    TEST_DONE();
+}
