@@ -57,16 +57,18 @@ typedef struct f32_cfg {
     unsigned occ;        /* .minnctapersm (blocks an SM holds), 0: no bound */
 } f32_cfg;
 
-#define F32_TILES 6
+#define F32_TILES 8
 #define F32_GROUP 8u /* P-tiles a group of the block order */
 
 static const f32_cfg f32_cfgs[F32_TILES] = {
-    {128, 128, 8, 8, 8, 4, 4, 2},  /* 0: 256 threads, warps of 32 x 64, two blocks an SM */
-    {128, 128, 8, 8, 8, 8, 2, 2},  /* 1: the same with warps of 64 x 32 */
-    {128, 128, 16, 8, 8, 4, 4, 2}, /* 2: tile 0 with r-tiles of 16 */
-    {128, 64, 8, 8, 8, 4, 4, 4},   /* 3: 128 threads */
-    {64, 128, 8, 8, 8, 4, 2, 4},   /* 4: 128 threads */
-    {64, 64, 16, 8, 4, 4, 2, 4},   /* 5: 128 threads of 8 x 4 */
+    {128, 128, 16, 8, 8, 4, 4, 2}, /* 0: 256 threads, warps of 32 x 64, two blocks an SM */
+    {128, 128, 8, 8, 8, 4, 4, 2},  /* 1: tile 0 with r-tiles of 8 */
+    {128, 64, 8, 8, 8, 4, 4, 4},   /* 2: 128 threads */
+    {64, 128, 8, 8, 8, 4, 2, 4},   /* 3: 128 threads */
+    {64, 64, 16, 8, 4, 4, 2, 4},   /* 4: 128 threads of 8 x 4 */
+    {128, 64, 16, 8, 8, 4, 4, 3},  /* 5: tile 2 with r-tiles of 16 */
+    {64, 128, 16, 8, 8, 4, 2, 3},  /* 6: tile 3 with r-tiles of 16 */
+    {128, 128, 16, 8, 8, 8, 2, 2}, /* 7: tile 0 with warps of 64 x 32 */
 };
 
 static unsigned f32_threads(const f32_cfg *c) { return (c->bm / c->tm) * (c->bn / c->tn); }
@@ -80,12 +82,14 @@ static unsigned f32_threads(const f32_cfg *c) { return (c->bm / c->tm) * (c->bn 
                        (bn) * (bk) / 4 / ((bm) / (tm) * ((bn) / (tn))) <= RB_MAX_SLOTS &&     \
                        (tm) % 4 == 0 && (tn) % 4 == 0 && (tm) <= RB_MAX_T && (tn) <= RB_MAX_T, \
                    "f32 tile configuration")
-F32_CHECK(128, 128, 8, 8, 8, 4, 4);
-F32_CHECK(128, 128, 8, 8, 8, 8, 2);
 F32_CHECK(128, 128, 16, 8, 8, 4, 4);
+F32_CHECK(128, 128, 8, 8, 8, 4, 4);
 F32_CHECK(128, 64, 8, 8, 8, 4, 4);
 F32_CHECK(64, 128, 8, 8, 8, 4, 2);
 F32_CHECK(64, 64, 16, 8, 4, 4, 2);
+F32_CHECK(128, 64, 16, 8, 8, 4, 4);
+F32_CHECK(64, 128, 16, 8, 8, 4, 2);
+F32_CHECK(128, 128, 16, 8, 8, 8, 2);
 
 uint32_t pgk_gemm_f32_tile_rows(unsigned tile) { return tile < F32_TILES ? f32_cfgs[tile].bm : 0; }
 uint32_t pgk_gemm_f32_tile_cols(unsigned tile) { return tile < F32_TILES ? f32_cfgs[tile].bn : 0; }
@@ -401,23 +405,26 @@ static int launch_bw(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 /* ---------------------------------------------------------------- the choice per shape */
 
 /* A cost model to rank (tile, split) for a shape. A tile runs at thr (of
- * an SM's fma rate) with occ blocks resident; blocks run in waves of
- * sms · min(occ, blocks an SM gets); a slice of the split does its share
- * of the r-tiles. Split-K adds the partials' traffic (written, then read
- * by gemm_mma_reduce, which writes the output) and a launch. Times are in
- * SM cycles: an SM does 256 f32 flops a cycle, the GPU moves F32_HBM
- * bytes a cycle. thr is what 8x8-output SIMT tiles reach on sm_80/sm_90
- * (CUTLASS's SIMT SGEMM, cuBLAS's own kernels): about 0.7 of peak for
- * 128-wide tiles, less for the smaller ones, whose fragments feed fewer
- * fma a shared load. Near the shapes of measured_f32 below, on sm_90,
- * the measured best wins. */
+ * an SM's fma rate) when an SM holds 512 of its threads or more, at
+ * thr·sqrt(threads / 512) with fewer (too few warps to hide the shared
+ * and global latencies); an SM holds at most occ blocks. Blocks run in
+ * waves of sms · min(occ, blocks an SM gets); a slice of the split does
+ * its share of the r-tiles. Split-K adds the partials' traffic (written,
+ * then read by gemm_mma_reduce, which writes the output) and a launch.
+ * Times are in SM cycles: an SM does 256 f32 flops a cycle, the GPU moves
+ * F32_HBM bytes a cycle. thr was read off bench_gemm --sweep-f32 on an
+ * H200 (4096^3, where every tile runs many waves); the constants make the
+ * model's picks reach 0.98 of the best measured (tile, split) on average
+ * over the benchmark's shapes, 0.91 at worst. Near those shapes, on
+ * sm_90, measured_f32 below gives the measured best itself. */
 typedef struct f32_model {
     double thr;
     unsigned occ;
 } f32_model;
 
 static const f32_model f32_models[F32_TILES] = {
-    {0.70, 2}, {0.69, 2}, {0.68, 2}, {0.62, 4}, {0.62, 4}, {0.50, 4},
+    {0.700, 2}, {0.665, 2}, {0.630, 4}, {0.616, 4},
+    {0.602, 4}, {0.644, 3}, {0.630, 3}, {0.693, 2},
 };
 
 #define F32_HBM 1900.0    /* bytes a cycle */
@@ -434,7 +441,9 @@ static double f32_cost(unsigned tile, uint32_t P, uint32_t Q, uint32_t R, uint32
         bps = md->occ;
     double waves = ceil(blocks / (sms * bps));
     double rtiles = ceil((double)pgk_ceil_div(R, c->bk) / split);
-    double wave = 2.0 * c->bm * c->bn * c->bk * rtiles * bps / (256.0 * md->thr);
+    double fill = bps * f32_threads(c) / 512.0;
+    double rate = md->thr * (fill < 1.0 ? sqrt(fill) : 1.0);
+    double wave = 2.0 * c->bm * c->bn * c->bk * rtiles * bps / (256.0 * rate);
     double t = waves * wave;
     if (split > 1)
         t += F32_LAUNCH + (double)P * Q * 4.0 * (2.0 * split + 1.0) / F32_HBM;
@@ -450,7 +459,13 @@ typedef struct f32_measured {
 } f32_measured;
 
 static const f32_measured measured_f32[] = {
-    {0, 0, 1, 0, 0, 0}, /* none yet: a zero shape matches nothing */
+    /* Qwen2-1.5B at 2048 tokens: q/o, k/v, gate/up, down (P, Q, R) */
+    {0, 0, 4, 2048, 1536, 1536},  {1, 3, 1, 2048, 1536, 1536}, {2, 2, 3, 1536, 1536, 2048},
+    {0, 0, 4, 2048, 256, 1536},   {1, 3, 1, 2048, 1536, 256},  {2, 4, 4, 256, 1536, 2048},
+    {0, 0, 1, 2048, 8960, 1536},  {1, 0, 4, 2048, 1536, 8960}, {2, 0, 2, 8960, 1536, 2048},
+    {0, 0, 4, 2048, 1536, 8960},  {1, 0, 2, 2048, 8960, 1536}, {2, 0, 2, 1536, 8960, 2048},
+    /* 4096^3 */
+    {0, 0, 1, 4096, 4096, 4096},  {1, 0, 1, 4096, 4096, 4096}, {2, 0, 1, 4096, 4096, 4096},
 };
 
 static const f32_measured *f32_nearest(unsigned layout, uint32_t P, uint32_t Q, uint32_t R)
@@ -459,7 +474,7 @@ static const f32_measured *f32_nearest(unsigned layout, uint32_t P, uint32_t Q, 
     double bd = 0;
     for (size_t i = 0; i < sizeof measured_f32 / sizeof measured_f32[0]; i++) {
         const f32_measured *e = &measured_f32[i];
-        if (e->layout != layout || !e->P)
+        if (e->layout != layout)
             continue;
         double dp = fabs(log2((double)P / e->P)), dq = fabs(log2((double)Q / e->Q));
         double dr = fabs(log2((double)R / e->R));
@@ -589,9 +604,10 @@ static void pick_bw(const pgk_desc *d, uint32_t *kn)
         [FT_N] = {"n", 1536, 1, MM_MAX_DIM, nhelp, false},                                     \
         [FT_K] = {"k", 1536, 1, MM_MAX_DIM, khelp, false},                                     \
         [FT_TILE] = {"tile", 0, 0, F32_TILES - 1,                                              \
-                     "block tile (P x Q, r-tile, threads, warp tile): 0 = 128x128 8 256 "      \
-                     "32x64; 1 = 128x128 8 256 64x32; 2 = 128x128 16 256 32x64; "              \
-                     "3 = 128x64 8 128 32x64; 4 = 64x128 8 128 32x64; 5 = 64x64 16 128 32x32", \
+                     "block tile (P x Q, r-tile, threads, warp tile): 0 = 128x128 16 256 "     \
+                     "32x64; 1 = 128x128 8 256 32x64; 2 = 128x64 8 128 32x64; 3 = 64x128 8 "   \
+                     "128 32x64; 4 = 64x64 16 128 32x32; 5 = 128x64 16 128 32x64; 6 = 64x128 " \
+                     "16 128 32x64; 7 = 128x128 16 256 64x32",                                 \
                      true},                                                                    \
         [FT_SPLIT] = {"split", 1, 1, MMA_MAX_SPLIT,                                            \
                       "split-K slices (> 1: f32 partials in the workspace, then "              \
