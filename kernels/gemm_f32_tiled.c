@@ -17,9 +17,10 @@
  * (4 × 4 quads), its warps a (tm·lp) × (tn·32/lp) warp tile, lp lanes
  * along P. Lane (lp_i, lq_i) of warp (wp_i, wq_i) holds rows
  * wp_i·WP + lp_i·4 + i·4·lp + e and columns wq_i·WQ + lq_i·4 + j·4·lq + e:
- * for one r, a warp's shared loads are 4·lp·... distinct 16-byte vectors
- * of one row of each operand tile (broadcast to the lanes that share
- * them), 64 or 128 contiguous bytes: one wavefront each, no conflicts.
+ * for one r, each of a warp's 16-byte shared loads reads lp (or 32/lp)
+ * distinct vectors of one row of an operand tile, broadcast to the lanes
+ * that share them: 64 or 128 contiguous bytes, one wavefront, no bank
+ * conflict. 8 × 8 outputs from 4 such loads: 16 fma a load.
  *
  * The operand tiles sit in shared memory as [r][p] rows of bm + 4 (bn +
  * 4) floats, two stages of r-tiles of bk. The tile mover of gemm_tile.c
@@ -57,7 +58,7 @@ typedef struct f32_cfg {
     unsigned occ;        /* .minnctapersm (blocks an SM holds), 0: no bound */
 } f32_cfg;
 
-#define F32_TILES 8
+#define F32_TILES 5
 #define F32_GROUP 8u /* P-tiles a group of the block order */
 
 static const f32_cfg f32_cfgs[F32_TILES] = {
@@ -66,9 +67,6 @@ static const f32_cfg f32_cfgs[F32_TILES] = {
     {128, 64, 8, 8, 8, 4, 4, 4},   /* 2: 128 threads */
     {64, 128, 8, 8, 8, 4, 2, 4},   /* 3: 128 threads */
     {64, 64, 16, 8, 4, 4, 2, 4},   /* 4: 128 threads of 8 x 4 */
-    {128, 64, 16, 8, 8, 4, 4, 3},  /* 5: tile 2 with r-tiles of 16 */
-    {64, 128, 16, 8, 8, 4, 2, 3},  /* 6: tile 3 with r-tiles of 16 */
-    {128, 128, 16, 8, 8, 8, 2, 2}, /* 7: tile 0 with warps of 64 x 32 */
 };
 
 static unsigned f32_threads(const f32_cfg *c) { return (c->bm / c->tm) * (c->bn / c->tn); }
@@ -87,9 +85,6 @@ F32_CHECK(128, 128, 8, 8, 8, 4, 4);
 F32_CHECK(128, 64, 8, 8, 8, 4, 4);
 F32_CHECK(64, 128, 8, 8, 8, 4, 2);
 F32_CHECK(64, 64, 16, 8, 4, 4, 2);
-F32_CHECK(128, 64, 16, 8, 8, 4, 4);
-F32_CHECK(64, 128, 16, 8, 8, 4, 2);
-F32_CHECK(128, 128, 16, 8, 8, 8, 2);
 
 uint32_t pgk_gemm_f32_tile_rows(unsigned tile) { return tile < F32_TILES ? f32_cfgs[tile].bm : 0; }
 uint32_t pgk_gemm_f32_tile_cols(unsigned tile) { return tile < F32_TILES ? f32_cfgs[tile].bn : 0; }
@@ -423,11 +418,10 @@ typedef struct f32_model {
 } f32_model;
 
 static const f32_model f32_models[F32_TILES] = {
-    {0.700, 2}, {0.665, 2}, {0.630, 4}, {0.616, 4},
-    {0.602, 4}, {0.644, 3}, {0.630, 3}, {0.693, 2},
+    {0.700, 2}, {0.665, 2}, {0.630, 4}, {0.616, 4}, {0.602, 4},
 };
 
-#define F32_HBM 1900.0    /* bytes a cycle */
+#define F32_HBM 1000.0    /* bytes a cycle (partials: written, read back, stalls) */
 #define F32_LAUNCH 5000.0 /* cycles: the reduce's launch and tail */
 
 static double f32_cost(unsigned tile, uint32_t P, uint32_t Q, uint32_t R, uint32_t split,
@@ -606,8 +600,7 @@ static void pick_bw(const pgk_desc *d, uint32_t *kn)
         [FT_TILE] = {"tile", 0, 0, F32_TILES - 1,                                              \
                      "block tile (P x Q, r-tile, threads, warp tile): 0 = 128x128 16 256 "     \
                      "32x64; 1 = 128x128 8 256 32x64; 2 = 128x64 8 128 32x64; 3 = 64x128 8 "   \
-                     "128 32x64; 4 = 64x64 16 128 32x32; 5 = 128x64 16 128 32x64; 6 = 64x128 " \
-                     "16 128 32x64; 7 = 128x128 16 256 64x32",                                 \
+                     "128 32x64; 4 = 64x64 16 128 32x32",                                      \
                      true},                                                                    \
         [FT_SPLIT] = {"split", 1, 1, MMA_MAX_SPLIT,                                            \
                       "split-K slices (> 1: f32 partials in the workspace, then "              \
