@@ -14,9 +14,9 @@
  * pedantic math, no TF32): ours through pgrt_gemm (the chooser, with a
  * workspace) as TFLOP/s, cuBLAS's, and ours/cuBLAS. Then the geometric
  * means of the ratios over the large shapes (Qwen and square) and over the
- * LoRA shapes; the choice pgrt_gemm made for each shape (on sm_90a
+ * LoRA shapes; the choice pgrt_gemm made for each shape (bf16: on sm_90a
  * gemm_sm90 "sm90 bnW" for most, the mma.sync family "mma_<layout> tT sS"
- * for the thin ones); and the relative Frobenius
+ * for the thin ones; then "fp32 <kernel> tT sS"); and the relative Frobenius
  * difference between our bf16 output and cuBLAS's.
  *
  * --quick: no LM head and no 8192³, fewer repetitions (under a minute).
@@ -351,7 +351,7 @@ int main(int argc, char **argv)
                cublas_dl_name(B.cb), cublas_dl_version(B.cb));
     printf("\n%-11s %-3s | %8s %8s %6s | %8s %8s %6s | %8s %8s %6s | %-22s %9s\n", "shape (M,N,K)",
            "", "bf16", "cuBLAS", "ratio", "f16", "cuBLAS", "ratio", "fp32", "cuBLAS", "ratio",
-           "bf16 choice", "|bf16-cuB|");
+           "choice (bf16; fp32)", "|bf16-cuB|");
     double lg[T_COUNT][2] = {{0}}, lo[T_COUNT][2];
     int cnt[T_COUNT][2] = {{0}};
     for (int t = 0; t < T_COUNT; t++)

@@ -197,6 +197,24 @@ int main(void)
         REQUIRE_INT_EQ(pgk_gemm_f32_choose((pgk_gemm_layout)l, 1, 1, 1, PG_SM_80, 0, &ch), 0);
         REQUIRE_STR_EQ(ch.desc->name, t32[l]);
     }
+    /* sm_90: the sweep's measured bests (q/o dX: 64x128 tiles unsplit;
+     * k/v dW: 64x64 split 4; 4096^3 forward: 128x128 unsplit) */
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_BACKWARD_X, 2048, 1536, 1536, PG_SM_90A, 132,
+                                       &ch), 0);
+    REQUIRE(pgk_gemm_f32_tile_rows(ch.tile) == 64 && pgk_gemm_f32_tile_cols(ch.tile) == 128 &&
+            ch.split == 1);
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_BACKWARD_W, 2048, 256, 1536, PG_SM_90A, 132,
+                                       &ch), 0);
+    REQUIRE(pgk_gemm_f32_tile_rows(ch.tile) == 64 && pgk_gemm_f32_tile_cols(ch.tile) == 64 &&
+            ch.split == 4 && ch.workspace_bytes == 256u * 1536u * 4u * 4u);
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_FORWARD, 4096, 4096, 4096, PG_SM_90A, 132, &ch),
+                   0);
+    REQUIRE(pgk_gemm_f32_tile_rows(ch.tile) == 128 && pgk_gemm_f32_tile_cols(ch.tile) == 128 &&
+            ch.split == 1 && ch.reduce == NULL);
+    /* a split's partials stay within 1 GiB: the LM head's dW is never split */
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_BACKWARD_W, 2048, 151936, 1536, PG_SM_80, 108,
+                                       &ch), 0);
+    REQUIRE(ch.split == 1);
     REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_LAYOUTS, 1, 1, 1, PG_SM_80, 0, &ch), PG_EINVAL);
     REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_FORWARD, 0, 1, 1, PG_SM_80, 0, &ch), PG_ERANGE);
     REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_FORWARD, 1, 1, 1, PG_SM_80, 0, NULL), PG_EINVAL);
