@@ -144,6 +144,14 @@ static uint32_t smem_limit(pg_target t)
     return sm == 80 || sm == 87 ? 163u * 1024 : sm == 90 || sm == 100 ? 227u * 1024 : 99u * 1024;
 }
 
+/* fp32 shapes with every side 64 or more run the warp-tiled family
+ * (gemm_f32_tiled.c), which has every layout, accumulate, bias and
+ * split-K; thinner ones the kernels of gemm_f32.c. */
+static bool f32_tiled_shape(uint32_t m, uint32_t n, uint32_t k)
+{
+    return m >= 64 && n >= 64 && k >= 64;
+}
+
 static int out_knob(pg_type t) { return t == PG_F32 ? OUT_F32 : t == PG_F16 ? OUT_F16 : OUT_BF16; }
 
 /* ---------------------------------------------------------------- thin shapes */
@@ -219,12 +227,17 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
             : (in_type != PG_F16 && in_type != PG_BF16) ||
                   (out_type != PG_F32 && out_type != PG_F16 && out_type != PG_BF16))
         return PG_EINVAL;
+    /* a LoRA rank as a side: gemm_thin where it was measured to win,
+     * before the f32 tiles (a rank of 64 is a side of 64 to them too) */
+    if (thin_choice(layout, in_type, out_type, m, n, k, target, out))
+        return PG_OK;
+    if (f32 && f32_tiled_shape(m, n, k))
+        return pgk_gemm_f32_choose(layout, m, n, k, target,
+                                   sm_count ? sm_count : default_sms(target), out);
     out->split = 1;
     out->m = m;
     out->n = n;
     out->k = k;
-    if (thin_choice(layout, in_type, out_type, m, n, k, target, out))
-        return PG_OK;
     if (f32) {
         /* the f32 kernels' own (m, n, k): forward is grad_A = dC·Bᵀ with
          * B = W, backward_x is C = A·B with B = W, backward_w is
@@ -360,6 +373,10 @@ bool pgk_gemm_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *
         *m = v[TH_M];
         *n = v[TH_N];
         *k = v[TH_K];
+        return true;
+    }
+    if (pgk_gemm_f32_describe(d, kn, layout, m, n, k)) {
+        *in_type = *out_type = PG_F32;
         return true;
     }
     static const pgk_desc *const f32_desc[PGK_GEMM_LAYOUTS] = {

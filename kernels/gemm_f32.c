@@ -272,9 +272,10 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
     pg_reg q0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(c->bn));
 
     pgk_rb_operand X, Y;
-    pgk_rb_operand_init(k, &X, c, c->bm, io->contig_r, io->x, io->ldx, io->P, io->R, p0, tid, 0);
-    pgk_rb_operand_init(k, &Y, c, c->bn, io->contig_r, io->y, io->ldy, io->Q, io->R, q0, tid,
-                        b_off);
+    pgk_rb_operand_init(k, &X, c, c->bm, io->contig_r, io->x, io->ldx, io->P, io->R, p0,
+                        pg_none(), tid, 0);
+    pgk_rb_operand_init(k, &Y, c, c->bn, io->contig_r, io->y, io->ldy, io->Q, io->R, q0,
+                        pg_none(), tid, b_off);
 
     pg_reg acc[RB_MAX_T][RB_MAX_T];
     for (unsigned i = 0; i < c->tm; i++)

@@ -37,7 +37,7 @@ pg_reg pgk_vectors_ok(pg_kernel *k, pg_reg base, pg_reg ld, unsigned vec, unsign
  * operand's tile inside a stage. */
 void pgk_rb_operand_init(pg_kernel *k, pgk_rb_operand *op, const pgk_rb_cfg *c, unsigned bt,
                          bool contig_r, pg_reg base, pg_reg ld, pg_reg ext, pg_reg R,
-                            pg_reg p0, pg_reg tid, unsigned stage_off)
+                         pg_reg p0, pg_reg rbeg, pg_reg tid, unsigned stage_off)
 {
     unsigned threads = pgk_rb_threads(c);
     op->contig_r = contig_r;
@@ -64,6 +64,8 @@ void pgk_rb_operand_init(pg_kernel *k, pgk_rb_operand *op, const pgk_rb_cfg *c, 
             s->pidx = pgv_add(k, PG_U32, p0, pl);
             s->ridx = pg_reg_new(k, PG_U32); /* advances; rl does not */
             pg_mov(k, PG_U32, s->ridx, rl);
+            if (rbeg.kind != PG_VAL_NONE)
+                pg_add(k, PG_U32, s->ridx, s->ridx, rbeg);
             s->inrow = pgv_setp(k, PG_CMP_LT, PG_U32, s->pidx, ext);
             s->vrow = pgv_and(k, PG_PRED, s->inrow, vec);
             s->ptr = pgk_elem_addr2(k, base, s->pidx, ld, s->ridx, 4);
@@ -72,6 +74,8 @@ void pgk_rb_operand_init(pg_kernel *k, pgk_rb_operand *op, const pgk_rb_cfg *c, 
             pl = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, f, pg_u32(bt / 4 - 1)), pg_u32(2));
             s->pidx = pgv_add(k, PG_U32, p0, pl);
             s->ridx = pgv_mov(k, PG_U32, rl);
+            if (rbeg.kind != PG_VAL_NONE)
+                pg_add(k, PG_U32, s->ridx, s->ridx, rbeg);
             s->inrow = (pg_reg){0, 0, 0};
             pg_reg end = pgv_add(k, PG_U32, s->pidx, pg_u32(4));
             s->vrow = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, ext), vec);

@@ -87,10 +87,12 @@ typedef struct pgk_rb_operand {
 
 /* Set up the slots of one operand: X (p0 = the block's first p, bt = bm)
  * or Y (q0, bn), with base pointer, leading dimension, extent along p/q
- * and R; stage_off is the operand's byte offset inside a stage. */
+ * and R (the end of the r range: loads past it read zeros); rbeg, a u32
+ * multiple of bk or pg_none() for 0, is the first r-tile's start (a
+ * split-K slice); stage_off is the operand's byte offset inside a stage. */
 void pgk_rb_operand_init(pg_kernel *k, pgk_rb_operand *op, const pgk_rb_cfg *c, unsigned bt,
                          bool contig_r, pg_reg base, pg_reg ld, pg_reg ext, pg_reg R, pg_reg p0,
-                         pg_reg tid, unsigned stage_off);
+                         pg_reg rbeg, pg_reg tid, unsigned stage_off);
 /* Global -> registers, the current r-tile (zeros outside the matrix). */
 void pgk_rb_operand_load(pg_kernel *k, const pgk_rb_operand *op);
 /* Move the slots on to the next r-tile. */

@@ -82,7 +82,10 @@
     X(lora_proj_f32)                                                                       \
     X(lora_proj_bf16)                                                                      \
     X(lora_grad_f32)                                                                       \
-    X(lora_grad_bf16)
+    X(lora_grad_bf16)                                                                      \
+    X(gemm_f32_forward)                                                                    \
+    X(gemm_f32_backward_x)                                                                 \
+    X(gemm_f32_backward_w)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)
@@ -178,5 +181,10 @@ int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_ty
                          uint32_t Q, uint32_t R, unsigned sms, pgk_gemm_choice *out);
 bool pgk_gemm_sm90_describe(const pgk_knobs *kn, pgk_gemm_layout *layout, pg_type *in_type,
                             pg_type *out_type, uint32_t *m, uint32_t *n, uint32_t *k);
+
+/* ---- gemm_f32_tiled.c: its side of pgk_gemm_choose() and pgk_gemm_describe() ---- */
+
+bool pgk_gemm_f32_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *layout,
+                           uint32_t *m, uint32_t *n, uint32_t *k);
 
 #endif /* PTXGEN_KERNELS_H */

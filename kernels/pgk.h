@@ -272,6 +272,9 @@ enum {
 /* A tile's rows and columns; 0 for an unknown tile. */
 PG_API uint32_t pgk_gemm_tile_rows(unsigned tile);
 PG_API uint32_t pgk_gemm_tile_cols(unsigned tile);
+/* The same for the tiles of the fp32 family (gemm_f32_<layout>'s tile knob). */
+PG_API uint32_t pgk_gemm_f32_tile_rows(unsigned tile);
+PG_API uint32_t pgk_gemm_f32_tile_cols(unsigned tile);
 
 /* What to run for one GEMM. */
 typedef struct pgk_gemm_choice {
@@ -313,6 +316,17 @@ typedef struct pgk_gemm_choice {
 PG_API int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type,
                            uint32_t m, uint32_t n, uint32_t k, pg_target target,
                            unsigned sm_count, pgk_gemm_choice *out);
+
+/* The warp-tiled fp32 family (gemm_f32_forward, _backward_x, _backward_w:
+ * every layout, accumulate and bias, split-K) for the layer sizes m, n, k
+ * on target with sm_count SMs (0: 132), whatever the shape: what
+ * pgk_gemm_choose() returns for f32 when no side is below 64, and what
+ * pgrt_gemm runs for a thinner f32 shape that asks for a bias, or for
+ * accumulate outside the forward layout. out->m, n, k are m, n, k; split >
+ * 1 only on sm_80 and up. Pure and thread-safe. PG_EINVAL for a bad
+ * layout, PG_ERANGE for sizes outside [1, 2^21]. */
+PG_API int pgk_gemm_f32_choose(pgk_gemm_layout layout, uint32_t m, uint32_t n, uint32_t k,
+                               pg_target target, unsigned sm_count, pgk_gemm_choice *out);
 
 /* gemm_sm90 stays off shapes with a side below this: a LoRA adapter's rank
  * side (8 to 64) leaves most SMs idle on an unsplit 128-row tile, where the

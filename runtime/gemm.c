@@ -209,15 +209,17 @@ static bool overlaps(const pgrt_buf *x, uint64_t xbytes, const pgrt_buf *y, uint
 
 static bool is_wg(const pgk_gemm_choice *ch) { return strcmp(ch->desc->name, "gemm_sm90") == 0; }
 
-/* gemm_thin: every input type through the 16-bit family's arguments (the
- * flags give accumulate and bias), no workspace. */
-static bool is_thin(const pgk_gemm_choice *ch)
+/* The f32 kernels of gemm_f32.c (params a, b, out, m, n, k; no bias, and
+ * accumulate forward only, as its own kernel), not the warp-tiled family,
+ * which takes the 16-bit family's params, flags and split. */
+static bool is_f32_plain(const pgk_gemm_choice *ch)
 {
-    return strcmp(ch->desc->name, "gemm_thin") == 0;
+    return ch->desc->nparams == 6;
 }
 
 /* Whether plan p is the one for these arguments: a gemm_sm90 plan bakes
- * the epilogue (accumulate, bias) into its kernel, the others take it as
+ * the epilogue (accumulate, bias) into its kernel, and an f32 plan's
+ * kernel depends on it (gemm_f32.c's has no bias), the others take it as
  * an argument. */
 static bool plan_is(const rt_gemm_plan *p, pg_target target, pgk_gemm_layout layout, pg_type it,
                     pg_type ot, uint32_t m, uint32_t n, uint32_t k, bool f32_accumulate,
@@ -225,7 +227,8 @@ static bool plan_is(const rt_gemm_plan *p, pg_target target, pgk_gemm_layout lay
 {
     return p->used && p->target == target && p->layout == layout && p->it == it &&
            p->ot == ot && p->m == m && p->n == n && p->k == k &&
-           p->f32_accumulate == f32_accumulate && (!p->wg || p->epi == epi);
+           p->f32_accumulate == f32_accumulate &&
+           ((!p->wg && it != PG_F32) || p->epi == epi);
 }
 
 /* The plan for a shape on target: from the context's plans, else chosen,
@@ -253,7 +256,16 @@ static int gemm_plan(pgrt_ctx *ctx, pgrt_stream *s, pg_target target, pgk_gemm_l
     int rc = device_choice(ctx, target, layout, it, ot, m, n, k, &p.ch);
     if (rc)
         return rc;
-    if (f32_accumulate && !is_thin(&p.ch) &&
+    if (it == PG_F32) {
+        p.epi = (uint8_t)epi;
+        if (is_f32_plain(&p.ch) && ((epi & 2u) || ((epi & 1u) && layout != PGK_GEMM_FORWARD)) &&
+            pgk_gemm_f32_choose(layout, m, n, k, target,
+                                ctx->info.sm_count > 0 ? (unsigned)ctx->info.sm_count : 0,
+                                &p.ch) != PG_OK)
+            return rt_fail(PGRT_EKERNEL, "pgrt_gemm: no f32 GEMM with a bias or accumulate "
+                           "for m=%u n=%u k=%u", m, n, k);
+    }
+    if (f32_accumulate && is_f32_plain(&p.ch) &&
         !(p.ch.desc = need_desc("gemm_backward_a_accumulate", "pgrt_gemm")))
         return PGRT_ENOTFOUND;
     if ((p.wg = is_wg(&p.ch))) {
@@ -368,9 +380,6 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
                                                                             : PGRT_ERANGE,
                        "%s: bias must be an f32 buffer of this context with at least %llu "
                        "elements", fn, (unsigned long long)cols);
-    if (f32 && (bias || (accumulate && layout != PGK_GEMM_FORWARD)))
-        return rt_fail(PGRT_EINVAL, "%s: the f32 GEMMs take no bias and accumulate only "
-                       "forward", fn);
     uint64_t cbytes = need[2] * c->elsize;
     for (int i = 0; i < 2; i++)
         if (overlaps(c, cbytes, ops[i], need[i] * ops[i]->elsize))
@@ -408,8 +417,8 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
         ch.workspace_bytes = 0;
     }
     pgrt_kernel *kern = plan.kern;
-    if (f32 && !is_thin(&ch)) {
-        /* the f32 kernels' operand order: forward (dC, B) = (X, W);
+    if (f32 && is_f32_plain(&ch)) {
+        /* gemm_f32.c's operand order: forward (dC, B) = (X, W);
          * backward_x (A, B) = (dY, W); backward_w (A, dC) = (dY, X) */
         pgrt_arg args[6] = {pgrt_arg_buf(a),     pgrt_arg_buf(b),     pgrt_arg_buf(c),
                             pgrt_arg_u32(ch.m), pgrt_arg_u32(ch.n), pgrt_arg_u32(ch.k)};

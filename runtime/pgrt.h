@@ -641,9 +641,11 @@ PGRT_API int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf 
  * Types come from the buffers: a and b both f16 or both bf16 with c f32,
  * f16 or bf16 (f32 accumulate; sm_80+ tensor cores: gemm_sm90's wgmma +
  * TMA for the large shapes on a compute capability 9.0 device, mma.sync
- * otherwise; a slow fallback on older devices); or a, b and c all f32 (the f32 kernels: no bias, and
- * accumulate only forward). A side of at most 64 (a LoRA rank) may run
- * gemm_thin instead: one launch, no workspace (see pgk_gemm_choose). bias (may be NULL) is f32, one value a column
+ * otherwise; a slow fallback on older devices); or a, b and c all f32
+ * (SIMT, no TF32: the warp-tiled family for sides of 64 and up and for
+ * any shape with a bias or a backward accumulate, the small-tile kernels
+ * for thin shapes). A side of at most 64 (a LoRA rank) may run gemm_thin
+ * instead: one launch, no workspace (see pgk_gemm_choose). bias (may be NULL) is f32, one value a column
  * of c. accumulate adds the product to c (read in its own type), else c is
  * overwritten and never read. workspace (may be NULL) is any buffer of at
  * least pgrt_gemm_workspace_bytes() bytes: without it, a shape the chooser
@@ -651,8 +653,8 @@ PGRT_API int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf 
  * result is the same bits every run (split-K partials are summed in a
  * fixed order). Asynchronous on s (NULL: legacy default stream). c must
  * not overlap a, b or bias, nor may the workspace (one that overlaps c is
- * not used). A graph may capture a shape (and, on gemm_sm90, its
- * accumulate and bias) run once before. *used (may be NULL) gets the
+ * not used). A graph may capture a shape (and, on gemm_sm90 and for
+ * f32, its accumulate and bias) run once before. *used (may be NULL) gets the
  * choice that ran. Errors:
  * PGRT_EINVAL for the operands (types, contexts, overlap), PGRT_ERANGE for
  * sizes outside [1, 2^21] or buffers too small, a launch's codes.

@@ -72,8 +72,8 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     set -- \
         "gpu/test_gpu_kernels" "gpu/test_gpu_pipeline" "gpu/test_gpu_runtime" "gpu/test_gpu_optim" \
         "gpu_kernels/test_backward --small" "train/test_forward --small" \
-        "gpu_gemm/test_gemm" "gpu_gemm/test_gemm_mma" "gpu_gemm/test_gemm_sm90" \
-        "gpu_gemm/test_gemm_thin" \
+        "gpu_gemm/test_gemm" "gpu_gemm/test_gemm_f32" "gpu_gemm/test_gemm_mma" \
+        "gpu_gemm/test_gemm_sm90" "gpu_gemm/test_gemm_thin" \
         "gpu_cublas/test_cublas" "runtime/test_gpu_sm90" \
         "gpu_model/test_embedding --small" "gpu_model/test_rope --small" \
         "gpu_model/test_swiglu --small" "gpu_model/test_bias --small" \

@@ -644,10 +644,11 @@ static void gemm_choice_json(sbuf *b, const pgk_desc *d, pg_target t, const pgk_
     sb_putu(b, ch.tile);
     int bn = pgk_knob_index(ch.desc, "bn");
     if (pgk_knob_index(ch.desc, "tile") >= 0) {
+        bool f32 = strncmp(ch.desc->name, "gemm_f32_", 9) == 0; /* the fp32 family's tiles */
         sb_puts(b, ", \"tile_rows\": ");
-        sb_putu(b, pgk_gemm_tile_rows(ch.tile));
+        sb_putu(b, f32 ? pgk_gemm_f32_tile_rows(ch.tile) : pgk_gemm_tile_rows(ch.tile));
         sb_puts(b, ", \"tile_cols\": ");
-        sb_putu(b, pgk_gemm_tile_cols(ch.tile));
+        sb_putu(b, f32 ? pgk_gemm_f32_tile_cols(ch.tile) : pgk_gemm_tile_cols(ch.tile));
     } else if (bn >= 0) { /* gemm_sm90: 128-row tiles, bn wide */
         sb_puts(b, ", \"tile_rows\": 128, \"tile_cols\": ");
         sb_putu(b, ch.knobs.v[bn]);

@@ -1184,12 +1184,18 @@ static void test_gemm_layers(pgrt_ctx *ctx)
     pgrt_buf *fb = NULL, *fc = NULL;
     if (pgrt_buf_alloc(ctx, PG_F32, 4096, &fb) || pgrt_buf_alloc(ctx, PG_F32, 4096, &fc))
         exit(1);
-    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, f, fb, fc, f, 16, 16, 16, false, NULL, NULL),
-           PGRT_EINVAL, "the f32 GEMMs take no bias and accumulate only forward");
-    EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_BACKWARD_W, f, fb, fc, NULL, 16, 16, 16, true, NULL,
-                     NULL),
-           PGRT_EINVAL, "the f32 GEMMs take no bias and accumulate only forward");
     REQUIRE_INT_EQ(fk_count(), n0);
+    /* f32 with a bias, or a backward accumulate, on a small shape: gemm_thin
+     * (the small-tile kernels have neither), one launch */
+    pgk_gemm_choice fu;
+    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, f, fb, fc, f, 16, 16, 16, false, NULL,
+                             &fu), 0);
+    REQUIRE_STR_EQ(fu.desc->name, "gemm_thin");
+    REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_BACKWARD_W, f, fb, fc, NULL, 16, 16, 16, true,
+                             NULL, &fu), 0);
+    REQUIRE_STR_EQ(fu.desc->name, "gemm_thin");
+    REQUIRE_INT_EQ(fk_count(), n0 + 2);
+    n0 = fk_count();
 
     /* a LoRA shape with R thin (y[2048,16] times w[1536,16] into x): gemm_thin,
      * one launch, no workspace */

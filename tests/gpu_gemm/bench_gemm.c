@@ -14,17 +14,21 @@
  * pedantic math, no TF32): ours through pgrt_gemm (the chooser, with a
  * workspace) as TFLOP/s, cuBLAS's, and ours/cuBLAS. Then the geometric
  * means of the ratios over the large shapes (Qwen and square) and over the
- * LoRA shapes; the choice pgrt_gemm made for each shape (on sm_90a
- * gemm_sm90 "sm90 bnW" for most, gemm_thin "thin <form> jJ" for the thin
- * ones, the mma.sync family "mma_<layout> tT sS" elsewhere); and the relative Frobenius
+ * LoRA shapes; the choice pgrt_gemm made for each shape (16-bit: on sm_90a
+ * gemm_sm90 "sm90 bnW" for most, gemm_thin "thin <form> jJ" or the
+ * mma.sync family "mma_<layout> tT sS" for the thin ones; fp32: "fp32
+ * <kernel> tT sS" or gemm_thin); and the relative Frobenius
  * difference between our bf16 output and cuBLAS's.
  *
  * --quick: no LM head and no 8192³, fewer repetitions (under a minute).
  * --sweep: for bf16, every tile and split of the mma.sync kernels on each
  * shape (the data the chooser's table is fitted to).
- * --no-f32: skip the fp32 columns.
+ * --no-f32: skip the fp32 columns; --only-f32: only them.
  * --lora: only the LoRA shapes (the thin kernel's rows, in seconds), and
  * gemm_thin in each of its forms on them (bf16: 0-4, fp32: 0-2).
+ * --sweep-f32: for fp32, every tile and split of the warp-tiled family
+ * (gemm_f32_<layout>) on each shape (the data its chooser's table comes
+ * from).
  *
  * A figure, not a test: it fails only when something does not run.
  */
@@ -84,7 +88,8 @@ typedef struct job {
     const shape *s;
     unsigned layout;
     int type;
-    int who;        /* 0 ours (pgrt_gemm), 1 cuBLAS, 2 a direct mma launch, 3 gemm_thin */
+    int who; /* 0 ours (pgrt_gemm), 1 cuBLAS, 2 a direct mma launch, 3 gemm_thin,
+                4 a direct gemm_f32_<layout> launch */
     uint32_t tile, split; /* who 3: tile is gemm_thin's form */
     pgrt_buf *out;
     pgrt_buf *va, *vb, *vc; /* views of the operands' sizes, made once */
@@ -127,16 +132,21 @@ static int run_job(bench *B, job *j)
         rc = pgrt_gemm(B->ctx, NULL, (pgk_gemm_layout)j->layout, va, vb, vc, NULL, s->m, s->n,
                        s->k, false, B->ws, &j->used);
     } else {
-        static const char *const names[] = {"gemm_mma_forward", "gemm_mma_backward_x",
-                                            "gemm_mma_backward_w"};
+        static const char *const mma_names[] = {"gemm_mma_forward", "gemm_mma_backward_x",
+                                                "gemm_mma_backward_w"};
+        static const char *const f32_names[] = {"gemm_f32_forward", "gemm_f32_backward_x",
+                                                "gemm_f32_backward_w"};
+        const char *const *names = j->who == 4 ? f32_names : mma_names;
         const pgk_desc *d = pgk_find(names[j->layout]);
         pgk_knobs kn;
         pgk_knobs_default(d, &kn);
         kn.v[pgk_knob_index(d, "m")] = s->m;
         kn.v[pgk_knob_index(d, "n")] = s->n;
         kn.v[pgk_knob_index(d, "k")] = s->k;
-        kn.v[pgk_knob_index(d, "in")] = j->type == T_BF16 ? 1 : 0;
-        kn.v[pgk_knob_index(d, "out")] = j->type == T_BF16 ? 2 : 1;
+        if (j->who == 2) {
+            kn.v[pgk_knob_index(d, "in")] = j->type == T_BF16 ? 1 : 0;
+            kn.v[pgk_knob_index(d, "out")] = j->type == T_BF16 ? 2 : 1;
+        }
         kn.v[pgk_knob_index(d, "tile")] = j->tile;
         kn.v[pgk_knob_index(d, "split")] = j->split;
         pgrt_arg args[9] = {pgrt_arg_buf(va),    pgrt_arg_buf(vb),    pgrt_arg_buf(vc),
@@ -152,7 +162,8 @@ static int run_job(bench *B, job *j)
             rk.v[pgk_knob_index(rd, "n")] = P * Q;
             rk.v[pgk_knob_index(rd, "cols")] = Q;
             rk.v[pgk_knob_index(rd, "split")] = j->split;
-            rk.v[pgk_knob_index(rd, "out")] = kn.v[pgk_knob_index(d, "out")];
+            rk.v[pgk_knob_index(rd, "out")] =
+                j->who == 4 ? 0 : kn.v[pgk_knob_index(d, "out")];
             pgrt_arg ra[7] = {pgrt_arg_buf(B->ws), pgrt_arg_buf(vc),     pgrt_arg_buf(vc),
                               pgrt_arg_u32(P * Q),  pgrt_arg_u32(Q),      pgrt_arg_u32(j->split),
                               pgrt_arg_u32(0)};
@@ -259,7 +270,7 @@ static double diff(pgrt_ctx *ctx, pgrt_buf *x, pgrt_buf *y, int t, size_t n)
 
 int main(int argc, char **argv)
 {
-    bool sweep = false, f32 = true;
+    bool sweep = false, sweep32 = false, f32 = true, only32 = false;
     quick = gpu_quick();
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
@@ -270,8 +281,13 @@ int main(int argc, char **argv)
             f32 = false;
         else if (strcmp(argv[i], "--lora") == 0)
             lora_only = true;
+        else if (strcmp(argv[i], "--only-f32") == 0)
+            only32 = true;
+        else if (strcmp(argv[i], "--sweep-f32") == 0)
+            sweep32 = true;
         else {
-            fprintf(stderr, "usage: bench_gemm [--quick] [--sweep] [--no-f32] [--lora]\n");
+            fprintf(stderr, "usage: bench_gemm [--quick] [--lora] [--sweep] [--sweep-f32] "
+                    "[--no-f32 | --only-f32]\n");
             return 2;
         }
     }
@@ -309,7 +325,9 @@ int main(int argc, char **argv)
                 bmax32 = nb > bmax32 ? nb : bmax32;
                 cmax32 = nc > cmax32 ? nc : cmax32;
             }
-            for (int t = T_F16; t <= T_BF16; t++) {
+            for (int t = T_F32; t <= T_BF16; t++) {
+                if (t == T_F32 ? !f32 : only32)
+                    continue;
                 uint64_t w = pgrt_gemm_workspace_bytes(B.ctx, (pgk_gemm_layout)l, ptype(t),
                                                        ptype(t), shapes[i].m, shapes[i].n,
                                                        shapes[i].k);
@@ -317,7 +335,7 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (sweep)
+    if (sweep || sweep32)
         wsmax = wsmax > (256u << 20) ? wsmax : (256u << 20);
     size_t big = amax > bmax ? amax : bmax;
     float *h = malloc(big * sizeof *h);
@@ -332,7 +350,7 @@ int main(int argc, char **argv)
     for (int t = 0; t < T_COUNT; t++) {
         size_t na = t == T_F32 ? amax32 : amax, nb = t == T_F32 ? bmax32 : bmax;
         size_t nc = t == T_F32 ? cmax32 : cmax;
-        if (t == T_F32 && !f32)
+        if (t == T_F32 ? !f32 : only32)
             continue;
         GPU_CHECK(pgrt_buf_alloc(B.ctx, ptype(t), na, &B.a[t]));
         GPU_CHECK(pgrt_buf_alloc(B.ctx, ptype(t), nb, &B.b[t]));
@@ -360,7 +378,7 @@ int main(int argc, char **argv)
                cublas_dl_name(B.cb), cublas_dl_version(B.cb));
     printf("\n%-11s %-3s | %8s %8s %6s | %8s %8s %6s | %8s %8s %6s | %-22s %9s\n", "shape (M,N,K)",
            "", "bf16", "cuBLAS", "ratio", "f16", "cuBLAS", "ratio", "fp32", "cuBLAS", "ratio",
-           "bf16 choice", "|bf16-cuB|");
+           "choice (bf16; fp32)", "|bf16-cuB|");
     double lg[T_COUNT][2] = {{0}}, lo[T_COUNT][2];
     int cnt[T_COUNT][2] = {{0}};
     for (int t = 0; t < T_COUNT; t++)
@@ -373,16 +391,19 @@ int main(int argc, char **argv)
             char label[40];
             snprintf(label, sizeof label, "%s", s->name);
             printf("%-11s %-3s |", label, lname[l]);
-            char choice[64] = "-";
+            char choice[128] = "-";
             double dif = -1;
+            pgk_gemm_choice t32_used = {0};
             for (int t = T_BF16; t >= T_F32; t--) {
                 bool skip32 = t == T_F32 && (!f32 || (quick && s->m * (uint64_t)s->n > (1u << 26)));
-                if (skip32) {
+                if (skip32 || (t != T_F32 && only32)) {
                     printf(" %8s %8s %6s |", "-", "-", "-");
                     continue;
                 }
                 job ours = {.s = s, .layout = l, .type = t, .who = 0, .out = B.c[t]};
                 double to = time_job(&B, &ours), tc = -1;
+                if (t == T_F32)
+                    t32_used = ours.used;
                 job cub = {.s = s, .layout = l, .type = t, .who = 1,
                            .out = t == T_BF16 ? B.ref : B.c[t]};
                 if (B.cb)
@@ -419,6 +440,11 @@ int main(int argc, char **argv)
                         dif = diff(B.ctx, B.c[T_BF16], B.ref, T_BF16, nc);
                     }
                 }
+            }
+            if (t32_used.desc) {
+                size_t at = strcmp(choice, "-") ? strlen(choice) : 0;
+                snprintf(choice + at, sizeof choice - at, "%sfp32 %s t%u s%u", at ? "; " : "",
+                         t32_used.desc->name + 5, t32_used.tile, t32_used.split);
             }
             printf(" %-22s %9.1e\n", choice, dif);
             fflush(stdout);
@@ -482,6 +508,50 @@ int main(int argc, char **argv)
                             continue;
                         job j = {.s = s, .layout = l, .type = T_BF16, .who = 2, .tile = tile,
                                  .split = sp, .out = B.c[T_BF16]};
+                        double tf = tflops(s, time_job(&B, &j));
+                        printf(" t%us%u=%.1f%s", tile, sp, tf,
+                               tile == ch.tile && sp == ch.split ? "*" : "");
+                        if (tf > best) {
+                            best = tf;
+                            bt = tile;
+                            bs = sp;
+                        }
+                    }
+                printf(" | best t%us%u %.1f\n", bt, bs, best);
+                fflush(stdout);
+            }
+        }
+    }
+
+    if (sweep32 && f32) {
+        printf("\nsweep (fp32): TFLOP/s of each gemm_f32_<layout> tile x split; * the "
+               "chooser's pick\n");
+        for (size_t i = 0; i < NSHAPES; i++) {
+            const shape *s = &shapes[i];
+            if ((quick && s->big) || s->lora ||
+                (quick && s->m * (uint64_t)s->n > (1u << 26)))
+                continue;
+            for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
+                pgk_gemm_choice ch;
+                pgk_gemm_f32_choose((pgk_gemm_layout)l, s->m, s->n, s->k, info.arch_target,
+                                    (unsigned)info.sm_count, &ch);
+                uint32_t P = l == PGK_GEMM_BACKWARD_W ? s->n : s->m;
+                uint32_t Q = l == PGK_GEMM_FORWARD ? s->n : s->k;
+                uint32_t R = l == PGK_GEMM_FORWARD ? s->k : l == PGK_GEMM_BACKWARD_X ? s->n : s->m;
+                printf("SWEEP32 %s %s P=%u Q=%u R=%u:", s->name, lname[l], P, Q, R);
+                static const uint32_t splits[] = {1, 2, 3, 4, 6, 8};
+                double best = 0;
+                uint32_t bt = 0, bs = 0;
+                const pgk_desc *fd = pgk_find("gemm_f32_forward");
+                int ntiles = (int)fd->knobs[pgk_knob_index(fd, "tile")].max + 1;
+                for (uint32_t tile = 0; tile < (uint32_t)ntiles; tile++)
+                    for (unsigned si = 0; si < 6; si++) {
+                        uint32_t sp = splits[si];
+                        if (sp > 1 && ((R + 7) / 8 < 4 * sp ||
+                                       (uint64_t)P * Q * 4 * sp > pgrt_buf_count(B.ws)))
+                            continue;
+                        job j = {.s = s, .layout = l, .type = T_F32, .who = 4, .tile = tile,
+                                 .split = sp, .out = B.c[T_F32]};
                         double tf = tflops(s, time_job(&B, &j));
                         printf(" t%us%u=%.1f%s", tile, sp, tf,
                                tile == ch.tile && sp == ch.split ? "*" : "");

@@ -194,16 +194,76 @@ int main(void)
         REQUIRE(bn >= 64 && bn <= 256 && bn % 64 == 0);
     }
 
-    /* f32: the f32 kernels, whose (m, n, k) are the layer's (M, K, N) */
+    /* f32 with a side below 64: gemm_thin while the work is small; past
+     * its bound (2^30 multiply-adds) the small-tile kernels, whose (m, n,
+     * k) are the layer's (M, K, N) */
     static const char *const f32_names[] = {"gemm_backward_a", "gemm_forward", "gemm_backward_b"};
     for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
-        REQUIRE_INT_EQ(pgk_gemm_choose((pgk_gemm_layout)l, PG_F32, PG_F32, 100, 200, 300,
+        REQUIRE_INT_EQ(pgk_gemm_choose((pgk_gemm_layout)l, PG_F32, PG_F32, 100, 40, 300,
+                                       PG_SM_90, 0, &ch), 0);
+        REQUIRE_STR_EQ(ch.desc->name, "gemm_thin");
+        REQUIRE_INT_EQ(pgk_gemm_choose((pgk_gemm_layout)l, PG_F32, PG_F32, 8192, 40, 8192,
                                        PG_SM_90, 0, &ch), 0);
         REQUIRE_STR_EQ(ch.desc->name, f32_names[l]);
-        REQUIRE(ch.m == 100 && ch.n == 300 && ch.k == 200 && ch.split == 1);
-        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "n")], 300);
-        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "k")], 200);
+        REQUIRE(ch.m == 8192 && ch.n == 8192 && ch.k == 40 && ch.split == 1);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "n")], 8192);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "k")], 40);
     }
+    /* every side 64 or more: the warp-tiled family, the layer's (m, n, k);
+     * k/v (N = 256) splits forward on 132 SMs, never below sm_80 (no
+     * reduce there); --info's round trip */
+    static const char *const t32[] = {"gemm_f32_forward", "gemm_f32_backward_x",
+                                      "gemm_f32_backward_w"};
+    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
+        REQUIRE_INT_EQ(pgk_gemm_choose((pgk_gemm_layout)l, PG_F32, PG_F32, 2048, 256, 1536,
+                                       PG_SM_90A, 132, &ch), 0);
+        REQUIRE_STR_EQ(ch.desc->name, t32[l]);
+        REQUIRE(ch.m == 2048 && ch.n == 256 && ch.k == 1536);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "tile")], ch.tile);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "split")], ch.split);
+        REQUIRE(pgk_gemm_f32_tile_rows(ch.tile) >= 64 && pgk_gemm_f32_tile_cols(ch.tile) >= 64);
+        if (l == PGK_GEMM_FORWARD)
+            REQUIRE(ch.split > 1);
+        if (ch.split > 1)
+            REQUIRE(ch.reduce == pgk_find("gemm_mma_reduce") &&
+                    ch.workspace_bytes == (uint64_t)(l == PGK_GEMM_BACKWARD_W ? 256 : 2048) *
+                                              (l == PGK_GEMM_FORWARD ? 256 : 1536) * 4 *
+                                              ch.split);
+        pgk_gemm_layout dl;
+        pg_type it, ot;
+        uint32_t dm, dn, dk;
+        REQUIRE(pgk_gemm_describe(ch.desc, &ch.knobs, &dl, &it, &ot, &dm, &dn, &dk));
+        REQUIRE(dl == l && it == PG_F32 && ot == PG_F32 && dm == 2048 && dn == 256 &&
+                dk == 1536);
+        REQUIRE_INT_EQ(pgk_gemm_choose((pgk_gemm_layout)l, PG_F32, PG_F32, 2048, 256, 1536,
+                                       PG_SM_75, 0, &ch), 0);
+        REQUIRE(ch.split == 1 && ch.reduce == NULL);
+        /* any shape through pgk_gemm_f32_choose */
+        REQUIRE_INT_EQ(pgk_gemm_f32_choose((pgk_gemm_layout)l, 1, 1, 1, PG_SM_80, 0, &ch), 0);
+        REQUIRE_STR_EQ(ch.desc->name, t32[l]);
+    }
+    /* sm_90: the sweep's measured bests (q/o dX: 64x128 tiles unsplit;
+     * k/v dW: 64x64 split 4; 4096^3 forward: 128x128 unsplit) */
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_BACKWARD_X, 2048, 1536, 1536, PG_SM_90A, 132,
+                                       &ch), 0);
+    REQUIRE(pgk_gemm_f32_tile_rows(ch.tile) == 64 && pgk_gemm_f32_tile_cols(ch.tile) == 128 &&
+            ch.split == 1);
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_BACKWARD_W, 2048, 256, 1536, PG_SM_90A, 132,
+                                       &ch), 0);
+    REQUIRE(pgk_gemm_f32_tile_rows(ch.tile) == 64 && pgk_gemm_f32_tile_cols(ch.tile) == 64 &&
+            ch.split == 4 && ch.workspace_bytes == 256u * 1536u * 4u * 4u);
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_FORWARD, 4096, 4096, 4096, PG_SM_90A, 132, &ch),
+                   0);
+    REQUIRE(pgk_gemm_f32_tile_rows(ch.tile) == 128 && pgk_gemm_f32_tile_cols(ch.tile) == 128 &&
+            ch.split == 1 && ch.reduce == NULL);
+    /* a split's partials stay within 1 GiB: the LM head's dW is never split */
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_BACKWARD_W, 2048, 151936, 1536, PG_SM_80, 108,
+                                       &ch), 0);
+    REQUIRE(ch.split == 1);
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_LAYOUTS, 1, 1, 1, PG_SM_80, 0, &ch), PG_EINVAL);
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_FORWARD, 0, 1, 1, PG_SM_80, 0, &ch), PG_ERANGE);
+    REQUIRE_INT_EQ(pgk_gemm_f32_choose(PGK_GEMM_FORWARD, 1, 1, 1, PG_SM_80, 0, NULL), PG_EINVAL);
+    REQUIRE_INT_EQ(pgk_gemm_f32_tile_rows(99), 0);
     /* refused */
     REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_LAYOUTS, PG_F16, PG_F32, 1, 1, 1, PG_SM_90, 0, &ch),
                    PG_EINVAL);
