@@ -328,9 +328,10 @@ static void store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, 
                        pg_reg stride, pg_reg row0, pg_reg nvalid)
 {
     pg_reg d2 = pgv_and(k, PG_B32, f->dim, pg_u32(1));
-    pg_reg vec = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_EQ, PG_U32, d2, pg_u32(0)),
-                         pgv_setp(k, PG_CMP_EQ, PG_U64, pgv_and(k, PG_B64, base, pg_u64(7)),
-                                  pg_u64(0)));
+    /* one emitting call an argument list: the same PTX from every compiler */
+    pg_reg aligned = pgv_setp(k, PG_CMP_EQ, PG_U64, pgv_and(k, PG_B64, base, pg_u64(7)), pg_u64(0));
+    pg_reg even = pgv_setp(k, PG_CMP_EQ, PG_U32, d2, pg_u32(0));
+    pg_reg vec = pgv_and(k, PG_PRED, even, aligned);
     pg_reg colbase = pgv_shl(k, PG_B32, f->t4, pg_u32(1));
     for (unsigned h = 0; h < 2; h++) {
         pg_reg r = pgv_add(k, PG_U32, row0, pgv_add(k, PG_U32, f->g, pg_u32(8 * h)));
@@ -373,8 +374,8 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
 
     pg_comment(k, "block (x, h, b): query tile qt = tiles - 1 - x (the longest first)");
     pg_reg ntiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(FA_ROWS - 1)), pg_u32(6));
-    pg_reg qt = pgv_sub(k, PG_U32, pgv_sub(k, PG_U32, ntiles, pg_u32(1)),
-                        pg_sreg_read(k, PG_SREG_CTAID_X));
+    pg_reg cx = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg qt = pgv_sub(k, PG_U32, pgv_sub(k, PG_U32, ntiles, pg_u32(1)), cx);
     pg_reg h = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
     pg_reg q0 = pgv_shl(k, PG_B32, qt, pg_u32(6));
     pg_reg kvh = pgv_div(k, PG_U32, h, f.group);
@@ -490,8 +491,8 @@ static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
 
     pg_comment(k, "block (x, h, b): query tile qt = tiles - 1 - x (the longest first)");
     pg_reg ntiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(FA_ROWS - 1)), pg_u32(6));
-    pg_reg qt = pgv_sub(k, PG_U32, pgv_sub(k, PG_U32, ntiles, pg_u32(1)),
-                        pg_sreg_read(k, PG_SREG_CTAID_X));
+    pg_reg cx = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg qt = pgv_sub(k, PG_U32, pgv_sub(k, PG_U32, ntiles, pg_u32(1)), cx);
     pg_reg h = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
     pg_reg q0 = pgv_shl(k, PG_B32, qt, pg_u32(6));
     pg_reg kvh = pgv_div(k, PG_U32, h, f.group);
@@ -680,8 +681,8 @@ static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
         pg_guard(k, rin, false);
         pg_ld(k, PG_SPACE_GLOBAL, PG_F32, da, 0, del);
         pg_reg so = pgv_shl(k, PG_B32, gtid, pg_u32(2));
-        pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, slg, so), 0,
-              pgv_mul(k, PG_F32, lse, pg_f32(-LOG2E)));
+        pg_reg nl = pgv_mul(k, PG_F32, lse, pg_f32(-LOG2E));
+        pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, slg, so), 0, nl);
         pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, sdg, so), 0, del);
         pg_label_bind(k, past);
     }

@@ -270,8 +270,8 @@ static void slab_copy(pg_kernel *k, slab *s, pg_reg ext, pg_reg R, pg_type it)
     for (unsigned u = 0; u < s->per; u++) {
         pg_reg pu = s->trans ? s->pidx : pgv_add(k, PG_U32, s->pidx, pg_u32(u * s->du));
         pg_reg ru = s->trans ? pgv_add(k, PG_U32, s->ridx, pg_u32(u * s->du)) : s->ridx;
-        pg_reg in = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, pu, ext),
-                            pgv_setp(k, PG_CMP_LT, PG_U32, ru, R));
+        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, ru, R);
+        pg_reg in = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, pu, ext), rin);
         v[u] = ld_one(k, it, a, 0, in);
         if (u + 1 < s->per)
             pg_add(k, PG_U64, a, a, s->ustep);
@@ -625,8 +625,8 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     pg_reg i = pgv_mad(k, PG_U32, sli, pg_u32(NI), ib);
     pg_add(k, PG_U32, i, i, pgv_shr(k, PG_U32, sl, pg_u32(log2u(JC))));
     pg_reg j = pgv_add(k, PG_U32, pgv_and(k, PG_B32, sl, pg_u32(JC - 1)), jb);
-    pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I),
-                        pgv_setp(k, PG_CMP_LT, PG_U32, j, J));
+    pg_reg jin = pgv_setp(k, PG_CMP_LT, PG_U32, j, J);
+    pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I), jin);
     /* C[p][q]: form Q (i, j) = (p, q); form P (i, j) = (q, p) */
     pg_reg row = fq ? i : j, colr = fq ? j : i;
     pg_reg bv = bias_at(k, &o, colr, Q);
@@ -825,8 +825,8 @@ static void build_narrow_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc
         pg_add(k, PG_U32, col, col, pgv_and(k, PG_B32, q, pg_u32(1)));
         pg_mad(k, PG_U32, col, nt, pg_u32(8), col);
         pg_reg j = pgv_add(k, PG_U32, jb, col);
-        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I),
-                            pgv_setp(k, PG_CMP_LT, PG_U32, j, J));
+        pg_reg jin = pgv_setp(k, PG_CMP_LT, PG_U32, j, J);
+        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I), jin);
         pg_reg orow = fq ? i : j, ocol = fq ? j : i;
         pg_add(k, PG_F32, sum, sum, bias_at(k, &o, ocol, Q));
         pg_reg addr = pgk_elem_addr2(k, o.c, orow, Q, ocol, out_size(o.ot));

@@ -210,14 +210,17 @@ static void tile_loop(pg_kernel *k, tile *t, stager *a, stager *b, pg_reg k0, pg
     const shape *sh = &t->sh;
     uint32_t kpg = KC / sh->kg;
     pg_reg kstart = pgv_mul(k, PG_U32, t->g, pg_u32(kpg));
+    /* one emitting call an argument list: the same PTX from every compiler */
+    pg_reg s1 = pgv_mov(k, PG_U32, pg_shared_addr(t->s1));
     pg_reg s1b =
         pgv_mad(k, PG_U32,
                 pgv_mad(k, PG_U32, kstart, pg_u32(TILE_ROWS), pgv_shl(k, PG_U32, t->tr, pg_u32(2))),
-                pg_u32(4), pgv_mov(k, PG_U32, pg_shared_addr(t->s1)));
+                pg_u32(4), s1);
+    pg_reg s2 = pgv_mov(k, PG_U32, pg_shared_addr(t->s2));
     pg_reg s2b =
         pgv_mad(k, PG_U32,
                 pgv_mad(k, PG_U32, kstart, pg_u32(sh->R16), pgv_shl(k, PG_U32, t->tc, pg_u32(2))),
-                pg_u32(4), pgv_mov(k, PG_U32, pg_shared_addr(t->s2)));
+                pg_u32(4), s2);
     stage_load(k, a, k0, k1);
     stage_load(k, b, k0, k1);
     pgk_loop L;
@@ -344,8 +347,8 @@ static void tile_finish(pg_kernel *k, tile *t, pg_reg ws, pg_reg cnt, pg_reg spl
     pg_reg lrow = pgv_div(k, PG_U32, e, pg_u32(sh->R16));
     pg_reg j = pgv_sub(k, PG_U32, e, pgv_mul(k, PG_U32, lrow, pg_u32(sh->R16)));
     pg_reg row = pgv_add(k, PG_U32, o->row0, lrow);
-    pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LO, PG_U32, j, pg_u32(sh->R)),
-                        pgv_setp(k, PG_CMP_LO, PG_U32, row, o->rows));
+    pg_reg in_rows = pgv_setp(k, PG_CMP_LO, PG_U32, row, o->rows);
+    pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LO, PG_U32, j, pg_u32(sh->R)), in_rows);
     pg_reg dst;
     if (o->part_major) {
         pg_reg p = pgv_div(k, PG_U32, j, pg_u32(o->rank));
