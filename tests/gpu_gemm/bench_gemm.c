@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GEMM throughput against cuBLAS in the same process, with CUDA events:
- * the median of timed batches after a warm-up, as TFLOP/s (2·M·N·K flops).
+ * the median of timed batches after a warm-up, ours and cuBLAS taking turns
+ * batch by batch, as TFLOP/s (2·M·N·K flops).
  *
  * Shapes: a linear layer's three products (pgk_gemm_layout: forward Y =
  * X·Wᵀ, dX = dY·W, dW = dYᵀ·X) at M = 2048 tokens for the Qwen2-1.5B
@@ -182,53 +183,104 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double time_job_(bench *B, job *j);
-
 /* Median milliseconds of one call; < 0 when it does not run. The views
  * are made outside the timing: a launch's host cost is what counts. */
-static double time_job(bench *B, job *j)
+static double time_job_(bench *B, job *j, job *j2, double *t2);
+
+static void views(bench *B, job *j)
 {
     size_t na, nb, nc;
     sizes(j->s, j->layout, &na, &nb, &nc);
     GPU_CHECK(pgrt_buf_view(B->a[j->type], 0, na, &j->va));
     GPU_CHECK(pgrt_buf_view(B->b[j->type], 0, nb, &j->vb));
     GPU_CHECK(pgrt_buf_view(j->out, 0, nc, &j->vc));
-    double t = time_job_(B, j);
+}
+
+static void views_free(job *j)
+{
     pgrt_buf_destroy(&j->va);
     pgrt_buf_destroy(&j->vb);
     pgrt_buf_destroy(&j->vc);
+}
+
+static double time_job(bench *B, job *j)
+{
+    views(B, j);
+    double t = time_job_(B, j, NULL, NULL);
+    views_free(j);
     return t;
 }
 
-static double time_job_(bench *B, job *j)
+/* Ours and cuBLAS on one shape, their timed batches taking turns, so
+ * that a change of clocks (the card slows after the tensor-core columns)
+ * falls on both alike. */
+static void time_pair(bench *B, job *ours, job *cub, double *to, double *tc)
+{
+    views(B, ours);
+    views(B, cub);
+    *to = time_job_(B, ours, cub, tc);
+    views_free(ours);
+    views_free(cub);
+}
+
+/* Runs a batch and how many runs make one of ~2 ms (launch gaps then do
+ * not count), after two warm-up runs; 0 on failure. */
+static int batch_of(bench *B, job *j)
 {
     for (int i = 0; i < 2; i++)
         if (run_job(B, j))
-            return -1;
+            return 0;
     GPU_CHECK(pgrt_event_record(B->e0, NULL));
     if (run_job(B, j))
-        return -1;
+        return 0;
     GPU_CHECK(pgrt_event_record(B->e1, NULL));
     GPU_CHECK(pgrt_event_sync(B->e1));
     float one = 0;
     GPU_CHECK(pgrt_event_elapsed_ms(B->e0, B->e1, &one));
-    /* batches of at least ~2 ms so that launch gaps do not count */
     int batch = one > 0 ? (int)(2.0f / one) + 1 : 50;
-    batch = batch < 1 ? 1 : batch > 200 ? 200 : batch;
-    float t[64];
+    return batch < 1 ? 1 : batch > 200 ? 200 : batch;
+}
+
+/* ms a run over one timed batch; negative on failure. */
+static float time_batch(bench *B, job *j, int batch)
+{
+    float t = 0;
+    GPU_CHECK(pgrt_event_record(B->e0, NULL));
+    for (int i = 0; i < batch; i++)
+        if (run_job(B, j))
+            return -1;
+    GPU_CHECK(pgrt_event_record(B->e1, NULL));
+    GPU_CHECK(pgrt_event_sync(B->e1));
+    GPU_CHECK(pgrt_event_elapsed_ms(B->e0, B->e1, &t));
+    return t / (float)batch;
+}
+
+static double median(float *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_float);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* The median ms of j (and, with j2, of j2 in alternate batches into *t2). */
+static double time_job_(bench *B, job *j, job *j2, double *t2)
+{
+    int batch = batch_of(B, j), batch2 = j2 ? batch_of(B, j2) : 1;
+    if (t2)
+        *t2 = -1;
+    if (!batch)
+        return -1;
+    float t[64], u[64];
     int reps = B->reps < 64 ? B->reps : 64;
+    bool second = j2 && batch2;
     for (int r = 0; r < reps; r++) {
-        GPU_CHECK(pgrt_event_record(B->e0, NULL));
-        for (int i = 0; i < batch; i++)
-            if (run_job(B, j))
-                return -1;
-        GPU_CHECK(pgrt_event_record(B->e1, NULL));
-        GPU_CHECK(pgrt_event_sync(B->e1));
-        GPU_CHECK(pgrt_event_elapsed_ms(B->e0, B->e1, &t[r]));
-        t[r] /= (float)batch;
+        if ((t[r] = time_batch(B, j, batch)) < 0)
+            return -1;
+        if (second && (u[r] = time_batch(B, j2, batch2)) < 0)
+            second = false;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_float);
-    return reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    if (second)
+        *t2 = median(u, reps);
+    return median(t, reps);
 }
 
 static double tflops(const shape *s, double ms)
@@ -370,8 +422,9 @@ int main(int argc, char **argv)
     free(h);
     free(h16);
 
-    printf("GEMM on %s (%s, %d SMs), TFLOP/s, median of %d timed batches\n", info.name,
-           pg_target_name(info.arch_target), info.sm_count, B.reps);
+    printf("GEMM on %s (%s, %d SMs), TFLOP/s, median of %d timed batches (ours and cuBLAS "
+           "taking turns)\n",
+           info.name, pg_target_name(info.arch_target), info.sm_count, B.reps);
     if (B.cb)
         printf("cuBLAS: %s (version %d); bf16/f16: cublasGemmEx, compute 32F, output of the "
                "input type; fp32: cublasSgemm_v2, CUBLAS_PEDANTIC_MATH\n",
@@ -401,13 +454,15 @@ int main(int argc, char **argv)
                     continue;
                 }
                 job ours = {.s = s, .layout = l, .type = t, .who = 0, .out = B.c[t]};
-                double to = time_job(&B, &ours), tc = -1;
-                if (t == T_F32)
-                    t32_used = ours.used;
                 job cub = {.s = s, .layout = l, .type = t, .who = 1,
                            .out = t == T_BF16 ? B.ref : B.c[t]};
+                double to, tc = -1;
                 if (B.cb)
-                    tc = time_job(&B, &cub);
+                    time_pair(&B, &ours, &cub, &to, &tc);
+                else
+                    to = time_job(&B, &ours);
+                if (t == T_F32)
+                    t32_used = ours.used;
                 printf(" %8.2f %8.2f", tflops(s, to), tflops(s, tc));
                 if (to > 0 && tc > 0) {
                     double ratio = tc / to;

@@ -102,15 +102,15 @@ int main(void)
         pg_type it, ot;
         uint32_t m, n, k;
         pg_target t;
-        int form; /* -1: not gemm_thin (mma.sync, split) */
+        int form; /* -1: not gemm_thin (mma.sync, split); 3, 4: its mma.sync forms */
         uint32_t j;
     } thin[] = {
         {PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16, 1536, PG_SM_90, -1, 0},
         {PGK_GEMM_FORWARD, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90A, 0, 16},
         {PGK_GEMM_BACKWARD_X, PG_F16, PG_F16, 2048, 16, 1536, PG_SM_90A, 0, 16},
-        {PGK_GEMM_BACKWARD_X, PG_F16, PG_F32, 2048, 1536, 16, PG_SM_80, -1, 0},
-        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 16, 1536, PG_SM_80, -1, 0},
-        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90, -1, 0},
+        {PGK_GEMM_BACKWARD_X, PG_F16, PG_F32, 2048, 1536, 16, PG_SM_80, 3, 16},
+        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 16, 1536, PG_SM_80, 4, 16},
+        {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90, 3, 16},
         {PGK_GEMM_BACKWARD_W, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_75, 1, 16},
         {PGK_GEMM_BACKWARD_W, PG_F32, PG_F32, 2048, 1536, 16, PG_SM_70, 1, 16},
         {PGK_GEMM_BACKWARD_W, PG_F32, PG_F32, 2048, 16, 1536, PG_SM_90A, 2, 16},
