@@ -20,7 +20,12 @@
  *    r's into J x rows accumulators (slice-K), then add their partials in
  *    shared memory in lane order. With G r-major (rows of r) a lane takes
  *    16-byte vectors along r for each of its rows; with G transposed (rows
- *    of i) a lane takes its rows' run of i at one r a step.
+ *    of i) a lane takes its rows' run of i at one r a step. f32 with G
+ *    r-major and S transposed (rows of j: backward_x's W) splits J too:
+ *    a lane's whole run of j at each r would be an uncoalesced read, so
+ *    JC/4 lanes share a group of r's, each taking four j's of S's rows
+ *    (together the rows whole); a block is 256 threads on 8 rows i (128/JC
+ *    above J = 16).
  *
  * J is baked (the knob j, rounded up to a power of two, 8 at least): the
  * accumulators are registers. The workspace parameter is the family's ABI
@@ -660,8 +665,8 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     if (js) {
         pg_comment(k, "slice-K: group g's partials to row g (lane q's at columns i·JC + 4q..), "
                       "summed in group order");
-        pg_reg g4 = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NQ)));
-        pg_reg mine = pgv_mul(k, PG_U32, g4, pg_u32(RS * 4));
+        pg_reg grp = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NQ)));
+        pg_reg mine = pgv_mul(k, PG_U32, grp, pg_u32(RS * 4));
         pg_add(k, PG_U32, mine, mine, rbase);
         pg_reg q16 = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, tid, pg_u32(NQ - 1)), pg_u32(4));
         pg_add(k, PG_U32, mine, mine, q16);
