@@ -921,8 +921,8 @@ static void build_narrow_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc
         pg_add(k, PG_U32, col, col, pgv_and(k, PG_B32, q, pg_u32(1)));
         pg_mad(k, PG_U32, col, nt, pg_u32(8), col);
         pg_reg j = pgv_add(k, PG_U32, jb, col);
-        pg_reg jin = pgv_setp(k, PG_CMP_LT, PG_U32, j, J);
-        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I), jin);
+        pg_reg jok = pgv_setp(k, PG_CMP_LT, PG_U32, j, J);
+        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I), jok);
         pg_reg orow = fq ? i : j, ocol = fq ? j : i;
         pg_add(k, PG_F32, sum, sum, bias_at(k, &o, ocol, Q));
         pg_reg addr = pgk_elem_addr2(k, o.c, orow, Q, ocol, out_size(o.ot));
