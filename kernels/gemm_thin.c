@@ -663,7 +663,7 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     pg_label_bind(k, end);
 
     if (js) {
-        pg_comment(k, "slice-K: group g's partials to row g (lane q's at columns i·JC + 4q..), "
+        pg_comment(k, "slice-K: group g's partials to row g (lane q's at columns i*JC + 4q..), "
                       "summed in group order");
         pg_reg grp = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NQ)));
         pg_reg mine = pgv_mul(k, PG_U32, grp, pg_u32(RS * 4));
