@@ -458,7 +458,6 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
      * rows padded so that a quarter-warp's 16-byte stores miss each other */
     const unsigned NQ = JC / 4, NG = T / NQ, AJ = js ? 4 : JC; /* accumulators a row */
     const unsigned RS = js ? SL + (NQ < 8 ? 4 * NQ : 4) : SL + 4; /* partials row stride */
-    const unsigned ROUNDS = js ? 1 : T / NR_ROWS;
     const unsigned PER = js ? NG : NR_ROWS / LI; /* rows a slot sums */
     const bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
     pg_reg P, Q, R;
@@ -682,7 +681,7 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
         pg_reg mine = pgv_mul(k, PG_U32, rowi, pg_u32(RS * 4));
         pg_add(k, PG_U32, mine, mine, rbase);
         pg_reg round = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NR_ROWS)));
-        for (unsigned rd0 = 0; rd0 < ROUNDS; rd0++) {
+        for (unsigned rd0 = 0; rd0 < T / NR_ROWS; rd0++) {
             pg_label not_mine = pg_label_new(k, "not_my_round");
             pg_reg me = pgv_setp(k, PG_CMP_EQ, PG_U32, round, pg_u32(rd0));
             pg_bra_if(k, me, true, not_mine);
