@@ -20,7 +20,12 @@
  *    r's into J x rows accumulators (slice-K), then add their partials in
  *    shared memory in lane order. With G r-major (rows of r) a lane takes
  *    16-byte vectors along r for each of its rows; with G transposed (rows
- *    of i) a lane takes its rows' run of i at one r a step.
+ *    of i) a lane takes its rows' run of i at one r a step. f32 with G
+ *    r-major and S transposed (rows of j: backward_x's W) splits J too:
+ *    a lane's whole run of j at each r would be an uncoalesced read, so
+ *    JC/4 lanes share a group of r's, each taking four j's of S's rows
+ *    (together the rows whole); a block is 256 threads on 8 rows i (128/JC
+ *    above J = 16).
  *
  * J is baked (the knob j, rounded up to a power of two, 8 at least): the
  * accumulators are registers. The workspace parameter is the family's ABI
@@ -406,11 +411,25 @@ static bool s_trans(unsigned layout, unsigned form)
     return form == TH_FORM_Q ? tb : ta;
 }
 
+/* Whether the lanes split J (f32, G r-major, S transposed): a lane that
+ * took S's whole run of J at each of its r's would read 16 bytes of every
+ * 64 (or more) a load, its neighbours' runs lying JC·4 bytes apart, and
+ * be bound by those uncoalesced reads. Lane (g, q) instead takes j's
+ * 4q..4q+3 (one 16-byte vector of an S row; the JC/4 lanes of g read the
+ * row whole) at the four r's of its G vectors, for NI rows. */
+static bool thin_jsplit(unsigned layout, unsigned form, pg_type it)
+{
+    return it == PG_F32 && !g_trans(layout, form) && s_trans(layout, form);
+}
+
 /* Rows of G a thread: jc x rows accumulators, at most NR_SLOTS; two when
  * a vector of r's of G meets S's runs of j (eight of them live at once:
- * four rows would spill). */
-static unsigned thin_rows(unsigned jc, unsigned layout, unsigned form)
+ * four rows would spill). Split over J: 4 x rows accumulators, the
+ * block's rows x JC partials one a thread of the first 128. */
+static unsigned thin_rows(unsigned jc, unsigned layout, unsigned form, pg_type it)
 {
+    if (thin_jsplit(layout, form, it))
+        return jc <= 16 ? 8 : NR_LANES / jc;
     unsigned most = !g_trans(layout, form) && s_trans(layout, form) ? 2 : 4;
     return NR_SLOTS / jc < most ? NR_SLOTS / jc : most;
 }
@@ -418,15 +437,28 @@ static unsigned thin_rows(unsigned jc, unsigned layout, unsigned form)
 /* Lanes along i: 2 for a transposed G (its runs of i), else 1. */
 static unsigned thin_li(unsigned layout, unsigned form) { return g_trans(layout, form) ? 2 : 1; }
 
+/* Threads a block: the r-lanes times the lanes along i; split over J, 256
+ * (JC/4 a group of r's). */
+static unsigned thin_threads(unsigned layout, unsigned form, pg_type it)
+{
+    return thin_jsplit(layout, form, it) ? 2 * NR_LANES : NR_LANES * thin_li(layout, form);
+}
+
 static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned jc, pg_type it,
                          const thin_out *o0, pg_reg a, pg_reg b, pg_reg m, pg_reg n, pg_reg kd)
 {
     thin_out o = *o0;
-    const unsigned JC = thin_jc(jc), NI = thin_rows(JC, layout, form), LI = thin_li(layout, form);
-    const unsigned T = NR_LANES * LI, SL = NI * JC, es = in_size(it);
+    const bool js = thin_jsplit(layout, form, it);
+    const unsigned JC = thin_jc(jc), NI = thin_rows(JC, layout, form, it);
+    const unsigned LI = thin_li(layout, form);
+    const unsigned T = thin_threads(layout, form, it), SL = NI * JC, es = in_size(it);
     pg_kernel_set_maxntid(k, T, 1, 1);
     pg_kernel_set_minnctapersm(k, 512 / T); /* 128 registers: 16 warps an SM */
-    const unsigned ROUNDS = T / NR_ROWS, PER = NR_ROWS / LI; /* rows a slot sums */
+    /* split over J: JC/4 lanes a group of r's, one row of partials a group,
+     * rows padded so that a quarter-warp's 16-byte stores miss each other */
+    const unsigned NQ = JC / 4, NG = T / NQ, AJ = js ? 4 : JC; /* accumulators a row */
+    const unsigned RS = js ? SL + (NQ < 8 ? 4 * NQ : 4) : SL + 4; /* partials row stride */
+    const unsigned PER = js ? NG : NR_ROWS / LI; /* rows a slot sums */
     const bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
     pg_reg P, Q, R;
     pqr(layout, m, n, kd, &P, &Q, &R);
@@ -436,7 +468,7 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     pg_reg g = fq ? a : b, s = fq ? b : a, ldg = fq ? lda : ldb, lds = fq ? ldb : lda;
     bool gt = fq ? ta : tb, st = fq ? tb : ta;
     pg_reg I = fq ? P : Q, J = fq ? Q : P;
-    pg_shared red = pg_shared_static(k, PG_F32, NR_ROWS * (SL + 4), 16, "partials");
+    pg_shared red = pg_shared_static(k, PG_F32, (js ? NG : NR_ROWS) * RS, 16, "partials");
     pg_reg rbase = pgv_mov(k, PG_U32, pg_shared_addr(red));
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
@@ -457,12 +489,60 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
                         : pgv_mul_wide(k, PG_U32, lds, pg_u32(JC * es));
     pg_label chunk = pg_label_new(k, "jchunk");
     pg_label_bind(k, chunk);
-    pg_reg acc[4][64];
+    pg_reg acc[8][64];
     for (unsigned i = 0; i < NI; i++)
-        for (unsigned j = 0; j < JC; j++)
+        for (unsigned j = 0; j < AJ; j++)
             acc[i][j] = pgk_zero_f32(k);
 
-    if (!gt) {
+    if (js) {
+        pg_comment(k, "split over J: lane (g, q) takes the vector of r's 4g.. of its rows and "
+                      "the j's 4q.. of S's rows at those r's");
+        pg_reg q = pgv_and(k, PG_B32, tid, pg_u32(NQ - 1));
+        pg_reg v = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NQ)));
+        pg_reg gvec = pgk_vectors_ok(k, g, ldg, 4, es);
+        pg_reg nv = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(3)), pg_u32(2));
+        pg_reg r0 = pgv_shl(k, PG_B32, v, pg_u32(2));
+        pg_reg q4 = pgv_shl(k, PG_B32, q, pg_u32(2));
+        pg_reg j0 = pgv_add(k, PG_U32, jb, q4);
+        pg_reg gp[8], gin[8];
+        for (unsigned i = 0; i < NI; i++) {
+            pg_reg row = pgv_add(k, PG_U32, ib, pg_u32(i));
+            gin[i] = pgv_setp(k, PG_CMP_LT, PG_U32, row, I);
+            gp[i] = pgk_elem_addr2(k, g, row, ldg, r0, es);
+        }
+        pg_reg sp = pgk_elem_addr2(k, sjb, r0, lds, q4, es);
+        pg_reg sstep = pgv_mul_wide(k, PG_U32, lds, pg_u32(NG * 4 * es));
+        pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
+        pg_bra_if(k, go, true, end);
+        pg_label_bind(k, top);
+        pg_comment(k, "every load of the step first: they are in flight together");
+        pg_reg gv[8][4], sv[4][4];
+        for (unsigned i = 0; i < NI; i++) {
+            for (unsigned e = 0; e < 4; e++)
+                gv[i][e] = pg_reg_new(k, PG_F32);
+            ld_run(k, it, gp[i], 4, gvec, r0, R, gin[i], gv[i]);
+        }
+        pg_reg sa = pgv_mov(k, PG_U64, sp);
+        for (unsigned e = 0; e < 4; e++) {
+            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, r0, pg_u32(e)), R);
+            for (unsigned x = 0; x < 4; x++)
+                sv[e][x] = pg_reg_new(k, PG_F32);
+            ld_run(k, it, sa, 4, svec, j0, J, rin, sv[e]);
+            if (e + 1 < 4)
+                pg_add(k, PG_U64, sa, sa, sjstep);
+        }
+        for (unsigned e = 0; e < 4; e++)
+            for (unsigned i = 0; i < NI; i++)
+                for (unsigned x = 0; x < 4; x++)
+                    pg_fma(k, PG_F32, acc[i][x], gv[i][e], sv[e][x], acc[i][x]);
+        for (unsigned i = 0; i < NI; i++)
+            pg_add(k, PG_U64, gp[i], gp[i], pg_u64(NG * 4 * es));
+        pg_add(k, PG_U64, sp, sp, sstep);
+        pg_add(k, PG_U32, r0, r0, pg_u32(NG * 4));
+        pg_add(k, PG_U32, v, v, pg_u32(NG));
+        pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
+        pg_bra_if(k, more, false, top);
+    } else if (!gt) {
         pg_comment(k, "G r-major: for each of the thread's rows a vector of r's a step");
         const unsigned VR = 16 / es;
         pg_reg gvec = pgk_vectors_ok(k, g, ldg, VR, es);
@@ -581,45 +661,60 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     }
     pg_label_bind(k, end);
 
-    pg_comment(k, "slice-K: the partials to shared memory (lanes r and r + 64 of a transposed "
-                  "G add theirs into one row), summed in lane order");
-    pg_reg rowi = pgv_and(k, PG_B32, tid, pg_u32(NR_ROWS - 1));
-    pg_reg mine = pgv_mul(k, PG_U32, rowi, pg_u32((SL + 4) * 4));
-    pg_add(k, PG_U32, mine, mine, rbase);
-    pg_reg round = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NR_ROWS)));
-    for (unsigned rd0 = 0; rd0 < ROUNDS; rd0++) {
-        pg_label not_mine = pg_label_new(k, "not_my_round");
-        pg_reg me = pgv_setp(k, PG_CMP_EQ, PG_U32, round, pg_u32(rd0));
-        pg_bra_if(k, me, true, not_mine);
-        for (unsigned e = 0; e < SL; e += 4) {
-            pg_val w[4];
-            if (rd0 == 0) {
-                for (unsigned x = 0; x < 4; x++)
-                    w[x] = acc[(e + x) / JC][(e + x) % JC];
-            } else {
-                pg_reg old[4];
-                for (unsigned x = 0; x < 4; x++)
-                    old[x] = pg_reg_new(k, PG_F32);
-                pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, old);
-                for (unsigned x = 0; x < 4; x++)
-                    w[x] = pgv_add(k, PG_F32, old[x], acc[(e + x) / JC][(e + x) % JC]);
-            }
-            pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, w);
+    if (js) {
+        pg_comment(k, "slice-K: group g's partials to row g (lane q's at columns i*JC + 4q..), "
+                      "summed in group order");
+        pg_reg grp = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NQ)));
+        pg_reg mine = pgv_mul(k, PG_U32, grp, pg_u32(RS * 4));
+        pg_add(k, PG_U32, mine, mine, rbase);
+        pg_reg q16 = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, tid, pg_u32(NQ - 1)), pg_u32(4));
+        pg_add(k, PG_U32, mine, mine, q16);
+        for (unsigned i = 0; i < NI; i++) {
+            pg_val w[4] = {acc[i][0], acc[i][1], acc[i][2], acc[i][3]};
+            pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, i * JC * 4, w);
         }
-        pg_label_bind(k, not_mine);
         pg_bar_sync(k, 0);
+    } else {
+        pg_comment(k, "slice-K: the partials to shared memory (lanes r and r + 64 of a transposed "
+                      "G add theirs into one row), summed in lane order");
+        pg_reg rowi = pgv_and(k, PG_B32, tid, pg_u32(NR_ROWS - 1));
+        pg_reg mine = pgv_mul(k, PG_U32, rowi, pg_u32(RS * 4));
+        pg_add(k, PG_U32, mine, mine, rbase);
+        pg_reg round = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NR_ROWS)));
+        for (unsigned rd0 = 0; rd0 < T / NR_ROWS; rd0++) {
+            pg_label not_mine = pg_label_new(k, "not_my_round");
+            pg_reg me = pgv_setp(k, PG_CMP_EQ, PG_U32, round, pg_u32(rd0));
+            pg_bra_if(k, me, true, not_mine);
+            for (unsigned e = 0; e < SL; e += 4) {
+                pg_val w[4];
+                if (rd0 == 0) {
+                    for (unsigned x = 0; x < 4; x++)
+                        w[x] = acc[(e + x) / JC][(e + x) % JC];
+                } else {
+                    pg_reg old[4];
+                    for (unsigned x = 0; x < 4; x++)
+                        old[x] = pg_reg_new(k, PG_F32);
+                    pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, old);
+                    for (unsigned x = 0; x < 4; x++)
+                        w[x] = pgv_add(k, PG_F32, old[x], acc[(e + x) / JC][(e + x) % JC]);
+                }
+                pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, w);
+            }
+            pg_label_bind(k, not_mine);
+            pg_bar_sync(k, 0);
+        }
     }
     pg_label skip = pg_label_new(k, "no_slot");
     pg_reg slot = pgv_setp(k, PG_CMP_LT, PG_U32, tid, pg_u32(LI * SL));
     pg_bra_if(k, slot, true, skip);
     pg_reg sl = pgv_and(k, PG_B32, tid, pg_u32(SL - 1)); /* the slot: row i, column j */
     pg_reg sli = pgv_shr(k, PG_U32, tid, pg_u32(log2u(SL)));
-    pg_reg rd = pgv_mad(k, PG_U32, sli, pg_u32(SL + 4), sl);
+    pg_reg rd = pgv_mad(k, PG_U32, sli, pg_u32(RS), sl);
     pg_shl(k, PG_B32, rd, rd, pg_u32(2));
     pg_add(k, PG_U32, rd, rd, rbase);
     pg_reg sum = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, 0);
     for (unsigned u = 1; u < PER; u++) {
-        pg_reg x = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, (int64_t)u * LI * (SL + 4) * 4);
+        pg_reg x = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, (int64_t)u * LI * RS * 4);
         pg_add(k, PG_F32, sum, sum, x);
     }
     pg_reg i = pgv_mad(k, PG_U32, sli, pg_u32(NI), ib);
@@ -825,8 +920,8 @@ static void build_narrow_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc
         pg_add(k, PG_U32, col, col, pgv_and(k, PG_B32, q, pg_u32(1)));
         pg_mad(k, PG_U32, col, nt, pg_u32(8), col);
         pg_reg j = pgv_add(k, PG_U32, jb, col);
-        pg_reg jin = pgv_setp(k, PG_CMP_LT, PG_U32, j, J);
-        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I), jin);
+        pg_reg jok = pgv_setp(k, PG_CMP_LT, PG_U32, j, J);
+        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I), jok);
         pg_reg orow = fq ? i : j, ocol = fq ? j : i;
         pg_add(k, PG_F32, sum, sum, bias_at(k, &o, ocol, Q));
         pg_reg addr = pgk_elem_addr2(k, o.c, orow, Q, ocol, out_size(o.ot));
@@ -903,8 +998,9 @@ static int launch_thin(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
     form = thin_simt_form(form);
     uint32_t I = form == TH_FORM_Q ? P : Q;
     unsigned li = thin_li(layout, form);
-    *out = (pgk_launch){{pgk_ceil_div(I, li * thin_rows(jc, layout, form)), 1, 1}, {NR_LANES * li, 1, 1}, 0,
-                        {0, 0, 0}};
+    pg_type it = thin_in_type(kn[TH_IN]);
+    *out = (pgk_launch){{pgk_ceil_div(I, li * thin_rows(jc, layout, form, it)), 1, 1},
+                        {thin_threads(layout, form, it), 1, 1}, 0, {0, 0, 0}};
     return PG_OK;
 }
 

@@ -13,7 +13,8 @@
  *  - the outer form on shapes whose thin side is P or Q (it takes any);
  *  - the narrow forms on mma.sync (3: Q thin, 4: P thin; sm_80+) on the
  *    same shapes, types and flags;
- *  - a thin side above the baked bound (chunks of it), every narrow form;
+ *  - a thin side above the baked bound (chunks of it), every narrow form
+ *    (f32 backward_x, whose lanes split J, at bounds 8, 16 and 32);
  *  - pgrt_gemm (the chooser) on the LoRA rank-16 shapes of every layout
  *    and type: gemm_thin where it wins (f32; R thin; below sm_80), the
  *    mma.sync family elsewhere, and right.
@@ -417,6 +418,12 @@ int main(void)
                        FORM_MMA_P, 8, FLAG_ACC | FLAG_BIAS, 0);
         }
     }
+    /* f32 backward_x splits J over lanes (S's rows of j): chunks of each
+     * baked bound's lane split, ragged rows, r's and j's, one unaligned */
+    static const int js_bounds[] = {8, 16, 32};
+    for (unsigned b = 0; b < 3; b++)
+        run_case_j(ctx, &r, PGK_GEMM_BACKWARD_X, PG_F32, outs[b], 150, 33, 261, FORM_Q,
+                   js_bounds[b], b == 1 ? FLAG_ACC : FLAG_BIAS, b == 2);
     fprintf(stderr, "chunks of j: done\n");
     /* the chooser on the LoRA rank-16 shapes: (2048, 16, 1536), (2048, 1536, 16) */
     static const uint32_t lora[2][3] = {{2048, 16, 1536}, {2048, 1536, 16}};
