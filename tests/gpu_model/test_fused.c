@@ -32,6 +32,7 @@ static size_t differ(const void *a, const void *b, size_t words)
 static float *get(const pgrt_buf *b, size_t n, bool bf16)
 {
     float *x = xmalloc(n * 4);
+    memset(x, 0, n * 4); /* written by the download; gcc -O3 cannot see it */
     act_download(b, x, n, bf16);
     return x;
 }
