@@ -182,6 +182,7 @@ int pg_kernel_create(pg_kernel **out, const char *name, pg_target target)
         return PG_ENOMEM;
     memset(k, 0, sizeof *k);
     k->target = target;
+    k->sm = pg_target_sm(target);
     k->isa = pg_target_min_isa(target);
     k->tag = next_tag();
     k->name = arena_strdup(&k->mem, name);
@@ -224,8 +225,7 @@ void pg_kernel_set_maxntid(pg_kernel *k, uint32_t x, uint32_t y, uint32_t z)
 
 bool pg_require(pg_kernel *k, unsigned sm, unsigned isa, const char *what)
 {
-    unsigned have = pg_target_sm(k->target);
-    if (have < sm) {
+    if (k->sm < sm) {
         pg_fail(k, PG_ETARGET, "%s needs sm_%u or newer; the target is %s", what, sm,
                 pg_target_name(k->target));
         return false;
@@ -245,14 +245,15 @@ pg_reg pg_reg_new(pg_kernel *k, pg_type t)
         pg_fail(k, PG_EINVAL, "pg_reg_new: invalid type %d", (int)t);
         return pg_none();
     }
-    if (pg_type_bits(t) == 8) {
+    const pg_type_info *ti = pg_type_row(t);
+    if (ti->bits == 8) {
         pg_fail(k, PG_ETYPE, "pg_reg_new: .%s is not a register type in PTX; "
                               "use a 16- or 32-bit register for bytes", pg_type_name(t));
         return pg_none();
     }
     if (GROW(k, k->regs, k->cap_regs, k->nregs + 1))
         return pg_none();
-    reg_class c = pg_type_class(t);
+    reg_class c = (reg_class)ti->cls;
     reg_info *r = &k->regs[k->nregs];
     r->type = (uint8_t)t;
     r->cls = (uint8_t)c;
@@ -261,11 +262,18 @@ pg_reg pg_reg_new(pg_kernel *k, pg_type t)
     return v;
 }
 
-pg_type pg_reg_type(const pg_kernel *k, pg_val r)
+/* pg_reg_type for a kernel that exists: the builder's checks ask it of
+ * every register operand. */
+static inline pg_type reg_type(const pg_kernel *k, pg_val r)
 {
-    if (!k || r.kind != PG_VAL_REG || r.bits != k->tag || r.id == 0 || r.id >= k->nregs)
+    if (r.kind != PG_VAL_REG || r.bits != k->tag || r.id == 0 || r.id >= k->nregs)
         return PG_TYPE_COUNT;
     return (pg_type)k->regs[r.id].type;
+}
+
+pg_type pg_reg_type(const pg_kernel *k, pg_val r)
+{
+    return k ? reg_type(k, r) : PG_TYPE_COUNT;
 }
 
 /* ---------------------------------------------------------------- type rules */
@@ -284,16 +292,16 @@ static pg_type reg_type_for(pg_type t)
  * of integers; floats must match (or be a b-type). */
 static bool reg_fits(pg_type it, pg_type rt)
 {
-    if (it == PG_PRED || rt == PG_PRED)
-        return it == rt;
-    unsigned ib = pg_type_bits(it), rb = pg_type_bits(rt);
-    if (ib != rb)
-        return false;
-    bool ibit = it == PG_B16 || it == PG_B32 || it == PG_B64;
-    bool rbit = rt == PG_B16 || rt == PG_B32 || rt == PG_B64;
-    if (ibit || rbit)
+    if (it == rt)
         return true;
-    if (pg_type_is_float(it) || pg_type_is_float(rt)) {
+    if (it == PG_PRED || rt == PG_PRED)
+        return false;
+    const pg_type_info *i = pg_type_row(it), *r = pg_type_row(rt);
+    if (i->bits != r->bits)
+        return false;
+    if (i->is_bits || r->is_bits)
+        return true;
+    if (i->is_float || r->is_float) {
         if (it == rt)
             return true;
         /* f16 and bf16 values both live in .b16 registers */
@@ -304,15 +312,16 @@ static bool reg_fits(pg_type it, pg_type rt)
 
 static bool imm_fits(pg_type t, pg_val v)
 {
-    unsigned bits = pg_type_bits(t);
-    if (pg_type_is_float(t))
+    const pg_type_info *ti = pg_type_row(t);
+    unsigned bits = ti->bits;
+    if (ti->is_float)
         return (t == PG_F32 && v.kind == PG_VAL_IMM_F32) || (t == PG_F64 && v.kind == PG_VAL_IMM_F64);
     if (t == PG_PRED || v.kind != PG_VAL_IMM_INT)
         return false;
     if (bits >= 64)
         return true;
     int64_t s = (int64_t)v.bits;
-    if (pg_type_is_signed(t))
+    if (ti->is_signed)
         return s >= -(INT64_C(1) << (bits - 1)) && s < (INT64_C(1) << (bits - 1));
     /* unsigned / bit types: the value, or a negative number of that width */
     return v.bits < (UINT64_C(1) << bits) || (s < 0 && s >= -(INT64_C(1) << (bits - 1)));
@@ -325,9 +334,13 @@ static bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const cha
 {
     if (k->err)
         return false;
+    if ((unsigned)t >= PG_TYPE_COUNT) {
+        pg_fail(k, PG_EINVAL, "%s: invalid type %d", opname(op), (int)t);
+        return false;
+    }
     switch (v.kind) {
     case PG_VAL_REG: {
-        pg_type rt = pg_reg_type(k, v);
+        pg_type rt = reg_type(k, v);
         if (rt == PG_TYPE_COUNT) {
             pg_fail(k, PG_EINVAL, "%s: %s is not a register of this kernel", opname(op), what);
             return false;
@@ -394,7 +407,7 @@ static bool check_type(pg_kernel *k, pg_opcode op, pg_type t)
         pg_fail(k, PG_EINVAL, "%s: invalid type %d", opname(op), (int)t);
         return false;
     }
-    if (!(pg_type_tc(t) & allowed)) {
+    if (!(pg_type_row(t)->tc & allowed)) {
         pg_fail(k, PG_ETYPE, "%s has no .%s form", opname(op), pg_type_name(t));
         return false;
     }

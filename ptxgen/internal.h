@@ -43,6 +43,28 @@ enum {
 /* The class of one type (TC_8BIT for b8/u8/s8); 0 for an invalid type. */
 unsigned pg_type_tc(pg_type t);
 
+/* Register classes: one `.reg` line and one name prefix each. */
+typedef enum reg_class {
+    RC_PRED, RC_B16, RC_H, RC_B32, RC_F32, RC_B64, RC_F64, RC_COUNT
+} reg_class;
+
+/* Everything asked of a type, in one row (tables.c): the public
+ * pg_type_name, pg_type_bits, ... read it, and the builder's checks and
+ * the formatter, which ask several times per operand, read it inline. */
+typedef struct pg_type_info {
+    const char *name;
+    uint8_t name_len;
+    uint8_t bits;      /* 1 for pred */
+    uint16_t tc;       /* TC_* */
+    uint8_t cls;       /* reg_class the registers of this type take */
+    bool is_float, is_signed;
+    bool is_bits;      /* b16, b32, b64: any type of that width */
+} pg_type_info;
+extern const pg_type_info pg_type_table[PG_TYPE_COUNT];
+
+/* t must be valid (< PG_TYPE_COUNT): every recorded type is. */
+static inline const pg_type_info *pg_type_row(pg_type t) { return &pg_type_table[t]; }
+
 /* How an instruction is written (format.c). Every form but CUSTOM is
  * "stem<suffixes> d, a[, b[, c]]" with every operand of the instruction
  * type, or the bare stem for NONE. */
@@ -179,11 +201,6 @@ static inline unsigned pg_op_flags(pg_opcode op) { return pg_op_table[op].flags;
 
 /* ---------------------------------------------------------------- records */
 
-/* Register classes: one `.reg` line and one name prefix each. */
-typedef enum reg_class {
-    RC_PRED, RC_B16, RC_H, RC_B32, RC_F32, RC_B64, RC_F64, RC_COUNT
-} reg_class;
-
 typedef struct reg_info {
     uint8_t type;  /* pg_type */
     uint8_t cls;   /* reg_class */
@@ -243,6 +260,7 @@ struct pg_kernel {
     uint32_t tag; /* in every handle this kernel gives out */
     char *name;
     pg_target target;
+    unsigned sm;  /* the target's, asked of every instruction */
     unsigned isa;
     int err;
     char msg[PG_MSG_MAX];
