@@ -95,6 +95,32 @@ static void sb_stem(pg_sbuf *b, const char *stem, const char *suffix)
     pg_sb_str(b, suffix);
 }
 
+/* A piece whose length the tables know: an op's stem, a type's name. */
+static inline void sb_known(pg_sbuf *b, const char *s, size_t n)
+{
+    if (!sb_reserve(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+/* "stem.type" from the op and type tables. */
+static inline void sb_op_type(pg_sbuf *b, const pg_op_info *oi, pg_type t)
+{
+    const pg_type_info *ti = pg_type_row(t);
+    if (!sb_reserve(b, (size_t)oi->stem_len + 1 + ti->name_len))
+        return;
+    char *d = b->p + b->len;
+    memcpy(d, oi->stem, oi->stem_len);
+    d += oi->stem_len;
+    *d++ = '.';
+    memcpy(d, ti->name, ti->name_len);
+    d += ti->name_len;
+    *d = '\0';
+    b->len = (size_t)(d - b->p);
+}
+
 /* Numbers are written by hand: they are most of an instruction's text, and
  * printf's general machinery was a quarter of the time to emit a kernel. */
 static void sb_dec(pg_sbuf *b, uint64_t v, bool neg)
@@ -246,52 +272,88 @@ const char *pg_atom_name(pg_atom_op op)
     return (unsigned)op < PG_ATOM_COUNT ? atom_names[op] : "?";
 }
 
-/* The suffix PTX wants for bitwise ops and moves of a given type. */
-static const char *bit_type(pg_type t)
+/* The type PTX wants for bitwise ops and moves of a given type. */
+static pg_type bit_type_of(pg_type t)
 {
     switch (pg_type_bits(t)) {
-    case 1: return "pred";
-    case 8: return "b8";
-    case 16: return "b16";
-    case 32: return "b32";
-    default: return "b64";
+    case 1: return PG_PRED;
+    case 8: return PG_B8;
+    case 16: return PG_B16;
+    case 32: return PG_B32;
+    default: return PG_B64;
     }
 }
 
-const char *pg_data_type_name(pg_type t)
-{
-    return (t == PG_F16 || t == PG_BF16) ? "b16" : pg_type_name(t);
-}
+static const char *bit_type(pg_type t) { return pg_type_name(bit_type_of(t)); }
+
+/* ld/st/mov of f16/bf16 move bits */
+static pg_type data_type_of(pg_type t) { return (t == PG_F16 || t == PG_BF16) ? PG_B16 : t; }
+
+const char *pg_data_type_name(pg_type t) { return pg_type_name(data_type_of(t)); }
 
 /* ---------------------------------------------------------------- operands */
 
-/* A register's name ("%rd12"), the most common piece of a line, in one
- * reservation: a prefix of a few bytes, then a 32-bit number. */
-static void sb_reg(pg_sbuf *b, const char *prefix, uint32_t num)
+/* A register's name ("%rd12") at d, unterminated: a prefix of a few bytes,
+ * then a 32-bit number; at most 14 bytes. Returns its length. */
+static unsigned reg_name(char *d, const char *prefix, uint32_t num)
 {
-    if (!sb_reserve(b, 32))
-        return;
-    char *d = b->p + b->len;
-    for (unsigned i = 0; prefix[i] && i < 8; i++) /* the prefixes are 2-4 bytes */
-        *d++ = prefix[i];
+    unsigned p = 0;
+    for (; prefix[p] && p < 4; p++) /* the prefixes are 2-3 bytes */
+        d[p] = prefix[p];
     unsigned n = 1;
     for (uint32_t t = num; t >= 10; t /= 10)
         n++;
-    char *e = d + n;
-    *e = '\0';
+    char *e = d + p + n;
     do
         *--e = (char)('0' + num % 10);
     while (num /= 10);
-    b->len = (size_t)(d + n - b->p);
+    return p + n;
 }
 
-static void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
+/* Each register's name, written once (a register is named about four
+ * times in a kernel's text): "%rd12" NUL-padded, its length in byte 15.
+ * The longest, a prefix of three and ten digits, leaves the padding. */
+int pg_reg_text_make(pg_kernel *k)
+{
+    char (*t)[16] = arena_alloc(&k->mem, sizeof *t * k->nregs);
+    if (!t)
+        return pg_fail(k, PG_ENOMEM, "out of memory while writing PTX");
+    for (uint32_t id = 1; id < k->nregs; id++) {
+        const reg_info *r = &k->regs[id];
+        memset(t[id], 0, sizeof t[id]);
+        t[id][15] = (char)reg_name(t[id], pg_reg_prefix((reg_class)r->cls), r->num);
+    }
+    k->reg_text = (const char (*)[16])t;
+    return PG_OK;
+}
+
+static void sb_val_slow(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t);
+
+/* A register, the most common operand by far, is one 16-byte copy once
+ * the names are written (pg_reg_text_make); the rest go the long way. */
+static inline void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
+{
+    if (v.kind == PG_VAL_REG && k->reg_text && v.id && v.id < k->nregs) {
+        if (!sb_reserve(b, 16))
+            return;
+        const char *name = k->reg_text[v.id];
+        memcpy(b->p + b->len, name, 16); /* the NUL comes with it */
+        b->len += (unsigned char)name[15];
+        return;
+    }
+    sb_val_slow(b, k, v, t);
+}
+
+static void sb_val_slow(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
 {
     switch (v.kind) {
     case PG_VAL_REG:
         if (v.id && v.id < k->nregs) {
             const reg_info *r = &k->regs[v.id];
-            sb_reg(b, pg_reg_prefix((reg_class)r->cls), r->num);
+            if (sb_reserve(b, 16)) {
+                b->len += reg_name(b->p + b->len, pg_reg_prefix((reg_class)r->cls), r->num);
+                b->p[b->len] = '\0';
+            }
         } else {
             pg_sb_str(b, "%invalid");
             sb_u64(b, v.id);
@@ -569,7 +631,7 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
 void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
 {
     pg_type t = (pg_type)in->type;
-    bool f = pg_type_is_float(t);
+    bool f = pg_type_row(t)->is_float;
     const pg_op_info *oi = &pg_op_table[in->op];
     switch ((pg_opcode)in->op) {
     case OP_LABEL:
@@ -591,25 +653,25 @@ void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
     }
     switch ((pg_text_form)oi->form) {
     case TX_PLAIN:
-        sb_stem(b, oi->stem, pg_type_name(t));
+        sb_op_type(b, oi, t);
         operands(b, k, in, t, t);
         break;
     case TX_FROUND:
     case TX_FROUND_LO:
-        pg_sb_str(b, oi->stem);
+        sb_known(b, oi->stem, oi->stem_len);
         sb_stem(b, f ? ".rn" : (oi->form == TX_FROUND_LO ? ".lo" : ""), pg_type_name(t));
         operands(b, k, in, t, t);
         break;
     case TX_BITS:
-        sb_stem(b, oi->stem, bit_type(t));
+        sb_op_type(b, oi, bit_type_of(t));
         operands(b, k, in, t, t);
         break;
     case TX_DATA:
-        sb_stem(b, oi->stem, pg_data_type_name(t));
+        sb_op_type(b, oi, data_type_of(t));
         operands(b, k, in, t, t);
         break;
     case TX_NONE:
-        pg_sb_str(b, oi->stem);
+        sb_known(b, oi->stem, oi->stem_len);
         break;
     case TX_CUSTOM:
         custom(b, k, in);

@@ -189,6 +189,7 @@ typedef enum pg_opcode {
 
 typedef struct pg_op_info {
     const char *stem;
+    uint8_t stem_len;
     unsigned classes; /* TC_* */
     uint8_t form;     /* pg_text_form */
     uint8_t flags;    /* OPF_* */
@@ -284,6 +285,10 @@ struct pg_kernel {
     shared_info *shared; /* index 0 unused */
     uint32_t nshared, cap_shared;
 
+    /* While the text is written (pg_emit_text): each register's name, NUL
+     * padded, its length in the last byte. NULL otherwise. */
+    const char (*reg_text)[16];
+
     instr *ins;
     uint32_t nins, cap_ins;
     uint32_t nclear; /* ins[nins..nclear) are cleared, ready to fill */
@@ -340,6 +345,8 @@ void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)
 #endif
     ;
 
+/* Fill k->reg_text for the emitter (in the arena). */
+int pg_reg_text_make(pg_kernel *k);
 /* One instruction as its PTX line, tab-indented, with ";\n". */
 void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in);
 /* The text of the Hopper rows (PG_OP_MAP_SM90), in hopper.c: false for any
