@@ -105,6 +105,19 @@ static inline void sb_known(pg_sbuf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
+/* ".type" from the type table. */
+static inline void sb_dot_type(pg_sbuf *b, pg_type t)
+{
+    const pg_type_info *ti = pg_type_row(t);
+    if (!sb_reserve(b, (size_t)ti->name_len + 1))
+        return;
+    char *d = b->p + b->len;
+    *d++ = '.';
+    memcpy(d, ti->name, ti->name_len);
+    b->len += (size_t)ti->name_len + 1;
+    b->p[b->len] = '\0';
+}
+
 /* "stem.type" from the op and type tables. */
 static inline void sb_op_type(pg_sbuf *b, const pg_op_info *oi, pg_type t)
 {
@@ -459,7 +472,8 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
 {
     pg_type t = (pg_type)in->type;
     const char *tn = pg_type_name(t);
-    const char *stem = pg_op_table[in->op].stem;
+    const pg_op_info *oi = &pg_op_table[in->op];
+    const char *stem = oi->stem;
     switch ((pg_opcode)in->op) {
     case OP_SREG:
         pg_sb_fmt(b, "%s ", stem);
@@ -481,8 +495,8 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     case OP_SHL:
     case OP_SHR:
         /* shl and the bit types shift bits; shr of a number keeps its sign */
-        if (in->op == OP_SHL || pg_type_tc(t) == TC_BIT) {
-            sb_stem(b, stem, bit_type(t));
+        if (in->op == OP_SHL || pg_type_row(t)->tc == TC_BIT) {
+            sb_op_type(b, oi, bit_type_of(t));
             sb_lit(b, " ", 1);
         } else {
             pg_sb_fmt(b, "%s.%c%u ", stem, pg_type_is_signed(t) ? 's' : 'u', pg_type_bits(t));
@@ -493,11 +507,11 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         break;
     case OP_SETP:
         sb_stem(b, stem, cmp_names[in->mod]);
-        sb_stem(b, "", tn);
+        sb_dot_type(b, t);
         operands(b, k, in, PG_PRED, t);
         break;
     case OP_SELP:
-        sb_stem(b, stem, tn);
+        sb_op_type(b, oi, t);
         sb_lit(b, " ", 1);
         sb_val(b, k, in->dst[0], t);
         next(b, k, in->src[0], t);
@@ -505,9 +519,10 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         next(b, k, in->src[2], PG_PRED);
         break;
     case OP_CVT:
-        pg_sb_str(b, stem);
-        sb_stem(b, rnd_names[in->mod], tn);
-        sb_stem(b, "", pg_type_name((pg_type)in->type2));
+        sb_known(b, stem, oi->stem_len);
+        pg_sb_str(b, rnd_names[in->mod]);
+        sb_dot_type(b, t);
+        sb_dot_type(b, (pg_type)in->type2);
         operands(b, k, in, t, (pg_type)in->type2);
         break;
     case OP_LD:
@@ -521,7 +536,7 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         if (in->mod2)
             sb_lit(b, ".nc", 3);
         sb_width(b, in->width);
-        sb_stem(b, "", pg_data_type_name(t));
+        sb_dot_type(b, data_type_of(t));
         sb_lit(b, " ", 1);
         vec(b, k, in->dst, in->width, t);
         sb_lit(b, ", ", 2);
@@ -530,7 +545,7 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     case OP_ST:
         sb_stem(b, stem, space_names[in->mod]);
         sb_width(b, in->width);
-        sb_stem(b, "", pg_data_type_name(t));
+        sb_dot_type(b, data_type_of(t));
         sb_lit(b, " ", 1);
         address(b, k, in->src[0], in->offset);
         sb_lit(b, ", ", 2);
@@ -647,7 +662,7 @@ void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
     sb_lit(b, "\t", 1);
     if (in->guard) {
         pg_val g = {PG_VAL_REG, in->guard, 0};
-        pg_sb_str(b, in->guard_neg ? "@!" : "@");
+        sb_lit(b, "@!", in->guard_neg ? 2 : 1);
         sb_val(b, k, g, PG_PRED);
         sb_lit(b, " ", 1);
     }
@@ -659,7 +674,9 @@ void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
     case TX_FROUND:
     case TX_FROUND_LO:
         sb_known(b, oi->stem, oi->stem_len);
-        sb_stem(b, f ? ".rn" : (oi->form == TX_FROUND_LO ? ".lo" : ""), pg_type_name(t));
+        if (f || oi->form == TX_FROUND_LO)
+            sb_lit(b, f ? ".rn" : ".lo", 3);
+        sb_dot_type(b, t);
         operands(b, k, in, t, t);
         break;
     case TX_BITS:
