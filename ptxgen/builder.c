@@ -251,7 +251,7 @@ pg_reg pg_reg_new(pg_kernel *k, pg_type t)
                               "use a 16- or 32-bit register for bytes", pg_type_name(t));
         return pg_none();
     }
-    if (GROW(k, k->regs, k->cap_regs, k->nregs + 1))
+    if (k->nregs == k->cap_regs && GROW(k, k->regs, k->cap_regs, k->nregs + 1))
         return pg_none();
     reg_class c = (reg_class)ti->cls;
     reg_info *r = &k->regs[k->nregs];
@@ -330,7 +330,7 @@ static bool imm_fits(pg_type t, pg_val v)
 static const char *opname(pg_opcode op) { return pg_op_table[op].stem; }
 
 /* Check one source operand; `what` names it in messages. */
-static bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const char *what)
+static bool check_src_slow(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const char *what)
 {
     if (k->err)
         return false;
@@ -384,6 +384,19 @@ static bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const cha
         pg_fail(k, PG_EINVAL, "%s: %s is missing", opname(op), what);
         return false;
     }
+}
+
+/* The common case inline, a register of this kernel that fits: the
+ * builder checks every operand of every instruction. Anything else, and
+ * every message, is check_src_slow's. */
+static inline bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const char *what)
+{
+    if (!k->err && (unsigned)t < PG_TYPE_COUNT && v.kind == PG_VAL_REG) {
+        pg_type rt = reg_type(k, v);
+        if (rt == t || (rt != PG_TYPE_COUNT && reg_fits(t, rt)))
+            return true;
+    }
+    return check_src_slow(k, op, t, v, what);
 }
 
 static bool check_dst(pg_kernel *k, pg_opcode op, pg_type t, pg_val d)
