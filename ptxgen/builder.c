@@ -476,12 +476,10 @@ static bool op_begin(pg_kernel *k, pg_opcode op)
     return pg_require(k, oi->min_sm, oi->min_isa, oi->stem);
 }
 
-/* Common shape: d = op(a[, b[, c]]). */
-static void arith(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d,
-                  const pg_val *src, unsigned nsrc)
+/* Common shape: d = op(a[, b[, c]]), the type and d already checked. */
+static void arith_record(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d,
+                         const pg_val *src, unsigned nsrc)
 {
-    if (!live(k) || !check_type(k, op, t) || !check_dst(k, op, t, d))
-        return;
     static const char *const names[] = {"operand a", "operand b", "operand c"};
     for (unsigned i = 0; i < nsrc; i++)
         if (!check_src(k, op, t, src[i], names[i]))
@@ -494,6 +492,13 @@ static void arith(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d,
     in->nsrc = (uint8_t)nsrc;
     for (unsigned i = 0; i < nsrc; i++)
         in->src[i] = src[i];
+}
+
+static void arith(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d,
+                  const pg_val *src, unsigned nsrc)
+{
+    if (live(k) && check_type(k, op, t) && check_dst(k, op, t, d))
+        arith_record(k, op, t, d, src, nsrc);
 }
 
 /* A value form makes its own destination of type dt, after checking the
@@ -514,43 +519,52 @@ static pg_reg value_dst(pg_kernel *k, pg_opcode op, pg_type t, bool typed, pg_ty
 
 static pg_reg value_of(const pg_kernel *k, pg_reg d) { return k && !k->err ? d : pg_none(); }
 
+/* The value form of arith: the same checks in the same order as
+ * value_dst then arith, each made once (a register just made of type t
+ * fits an instruction of type t). */
+static pg_reg arith_value(pg_kernel *k, pg_opcode op, pg_type t, const pg_val *src,
+                          unsigned nsrc)
+{
+    pg_reg d = value_dst(k, op, t, true, t);
+    if (d.kind == PG_VAL_REG)
+        arith_record(k, op, t, d, src, nsrc);
+    return value_of(k, d);
+}
+
 /* Each row below defines both forms of one instruction: the in-place
  * pg_NAME(k, t, d, ...) and the value form pgv_NAME(k, t, ...) -> d. */
-#define ARITH1(name, op)                                              \
+#define ARITH1(name, op)                                                       \
     void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a)                \
     {                                                                          \
         pg_val s[1] = {a};                                                     \
-        arith(k, op, t, d, s, 1);                                     \
+        arith(k, op, t, d, s, 1);                                              \
     }                                                                          \
     pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a)                       \
     {                                                                          \
-        pg_reg d = value_dst(k, op, t, true, t);                               \
-        pg_##name(k, t, d, a);                                                 \
-        return value_of(k, d);                                                 \
+        pg_val s[1] = {a};                                                     \
+        return arith_value(k, op, t, s, 1);                                    \
     }
-#define ARITH2(name, op)                                              \
+#define ARITH2(name, op)                                                       \
     void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b)      \
     {                                                                          \
         pg_val s[2] = {a, b};                                                  \
-        arith(k, op, t, d, s, 2);                                     \
+        arith(k, op, t, d, s, 2);                                              \
     }                                                                          \
     pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a, pg_val b)             \
     {                                                                          \
-        pg_reg d = value_dst(k, op, t, true, t);                               \
-        pg_##name(k, t, d, a, b);                                              \
-        return value_of(k, d);                                                 \
+        pg_val s[2] = {a, b};                                                  \
+        return arith_value(k, op, t, s, 2);                                    \
     }
-#define ARITH3(name, op)                                              \
+#define ARITH3(name, op)                                                       \
     void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_val c) \
     {                                                                          \
         pg_val s[3] = {a, b, c};                                               \
-        arith(k, op, t, d, s, 3);                                     \
+        arith(k, op, t, d, s, 3);                                              \
     }                                                                          \
     pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_val c)   \
     {                                                                          \
-        pg_reg d = value_dst(k, op, t, true, t);                               \
-        pg_##name(k, t, d, a, b, c);                                           \
-        return value_of(k, d);                                                 \
+        pg_val s[3] = {a, b, c};                                               \
+        return arith_value(k, op, t, s, 3);                                    \
     }
 
 ARITH2(add, OP_ADD)
