@@ -135,24 +135,66 @@ static inline void sb_op_type(pg_sbuf *b, const pg_op_info *oi, pg_type t)
 }
 
 /* Numbers are written by hand: they are most of an instruction's text, and
- * printf's general machinery was a quarter of the time to emit a kernel. */
-static void sb_dec(pg_sbuf *b, uint64_t v, bool neg)
+ * printf's general machinery was a quarter of the time to emit a kernel.
+ * The put_ writers write at d, unterminated, into room the caller has
+ * reserved, and return the end. */
+static char *put_dec(char *d, uint64_t v, bool neg)
 {
-    /* straight into the buffer, last digit first: no scratch copy */
-    if (!sb_reserve(b, 21))
-        return;
+    /* last digit first: no scratch copy */
     unsigned n = 1;
     for (uint64_t t = v; t >= 10; t /= 10)
         n++;
-    char *d = b->p + b->len;
     if (neg)
         *d++ = '-';
     char *e = d + n;
-    *e = '\0';
     do
         *--e = (char)('0' + v % 10);
     while (v /= 10);
-    b->len = (size_t)(d + n - b->p);
+    return d + n;
+}
+
+/* `digits` uppercase hex digits, zero-padded ("%08X"). */
+static char *put_hex(char *d, uint64_t v, unsigned digits)
+{
+    for (unsigned i = digits; i-- > 0; v >>= 4)
+        d[i] = "0123456789ABCDEF"[v & 15];
+    return d + digits;
+}
+
+/* An immediate as the instruction type t reads it: at most 21 bytes
+ * ("-9223372036854775808", "0d3FF0000000000000"). */
+static char *put_imm(char *d, pg_val v, pg_type t)
+{
+    switch (v.kind) {
+    case PG_VAL_IMM_F32: /* the bits, exact: 0f3F800000 */
+        *d++ = '0';
+        *d++ = 'f';
+        return put_hex(d, v.bits & 0xffffffffu, 8);
+    case PG_VAL_IMM_F64:
+        *d++ = '0';
+        *d++ = 'd';
+        return put_hex(d, v.bits, 16);
+    default: {
+        unsigned bits = pg_type_bits(t);
+        if (bits == 0 || bits == 1)
+            bits = 64;
+        if (pg_type_is_signed(t)) {
+            int64_t x = (int64_t)v.bits;
+            /* the magnitude of INT64_MIN only fits unsigned */
+            return put_dec(d, x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x, x < 0);
+        }
+        return put_dec(d, bits >= 64 ? v.bits : (v.bits & ((UINT64_C(1) << bits) - 1)), false);
+    }
+    }
+}
+
+static void sb_dec(pg_sbuf *b, uint64_t v, bool neg)
+{
+    if (!sb_reserve(b, 21))
+        return;
+    char *e = put_dec(b->p + b->len, v, neg);
+    *e = '\0';
+    b->len = (size_t)(e - b->p);
 }
 
 static void sb_u64(pg_sbuf *b, uint64_t v) { sb_dec(b, v, false); }
@@ -170,18 +212,6 @@ static void sb_i64(pg_sbuf *b, int64_t v)
 {
     /* the magnitude of INT64_MIN only fits unsigned */
     sb_dec(b, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, v < 0);
-}
-
-/* `digits` uppercase hex digits, zero-padded ("%08X"). */
-static void sb_hex(pg_sbuf *b, uint64_t v, unsigned digits)
-{
-    if (!sb_reserve(b, digits))
-        return;
-    char *d = b->p + b->len;
-    for (unsigned i = digits; i-- > 0; v >>= 4)
-        d[i] = "0123456789ABCDEF"[v & 15];
-    b->len += digits;
-    b->p[b->len] = '\0';
 }
 
 /* The conversions the text uses: %s %c %u %d %llu %lld %%, no flags, width
@@ -325,19 +355,56 @@ static unsigned reg_name(char *d, const char *prefix, uint32_t num)
 
 /* Each register's name, written once (a register is named about four
  * times in a kernel's text): "%rd12" NUL-padded, its length in byte 15.
- * The longest, a prefix of three and ten digits, leaves the padding. */
-int pg_reg_text_make(pg_kernel *k)
+ * The longest, a prefix of three and ten digits, leaves the padding. The
+ * heads of the plain lines are written as lines first need them. */
+int pg_text_begin(pg_kernel *k)
 {
     char (*t)[16] = arena_alloc(&k->mem, sizeof *t * k->nregs);
-    if (!t)
+    char (*h)[24] = arena_alloc(&k->mem, sizeof *h * OP_COUNT * PG_TYPE_COUNT);
+    if (!t || !h)
         return pg_fail(k, PG_ENOMEM, "out of memory while writing PTX");
+    /* A class's registers are numbered 1, 2, ... in the order they were
+     * made, so each name is the class's last one counted up by one, in
+     * decimal: cheaper than writing each number anew. */
+    char next[RC_COUNT][16];
+    uint32_t next_num[RC_COUNT];
+    for (int c = 0; c < RC_COUNT; c++) {
+        memset(next[c], 0, sizeof next[c]);
+        next[c][15] = (char)reg_name(next[c], pg_reg_prefix((reg_class)c), 1);
+        next_num[c] = 1;
+    }
     for (uint32_t id = 1; id < k->nregs; id++) {
         const reg_info *r = &k->regs[id];
-        memset(t[id], 0, sizeof t[id]);
-        t[id][15] = (char)reg_name(t[id], pg_reg_prefix((reg_class)r->cls), r->num);
+        char *n = next[r->cls];
+        if (r->num != next_num[r->cls]) { /* not in order: write it out */
+            memset(t[id], 0, sizeof t[id]);
+            t[id][15] = (char)reg_name(t[id], pg_reg_prefix((reg_class)r->cls), r->num);
+            continue;
+        }
+        memcpy(t[id], n, 16);
+        next_num[r->cls]++;
+        int len = n[15], i = len - 1;
+        while (n[i] == '9') /* the prefix ("%rd") holds no digit */
+            n[i--] = '0';
+        if (n[i] >= '0' && n[i] <= '8') {
+            n[i]++;
+        } else { /* 99 -> 100 */
+            n[i + 1] = '1';
+            n[len] = '0';
+            n[15] = (char)(len + 1);
+        }
     }
+    memset(h, 0, sizeof *h * OP_COUNT * PG_TYPE_COUNT);
     k->reg_text = (const char (*)[16])t;
+    k->head_text = h;
     return PG_OK;
+}
+
+void pg_text_end(pg_kernel *k)
+{
+    /* arena memory, freed with the kernel */
+    k->reg_text = NULL;
+    k->head_text = NULL;
 }
 
 static void sb_val_slow(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t);
@@ -372,23 +439,14 @@ static void sb_val_slow(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
             sb_u64(b, v.id);
         }
         return;
-    case PG_VAL_IMM_INT: {
-        unsigned bits = pg_type_bits(t);
-        if (bits == 0 || bits == 1)
-            bits = 64;
-        if (pg_type_is_signed(t))
-            sb_i64(b, (int64_t)v.bits);
-        else
-            sb_u64(b, bits >= 64 ? v.bits : (v.bits & ((UINT64_C(1) << bits) - 1)));
-        return;
-    }
-    case PG_VAL_IMM_F32: /* the bits, exact: 0f3F800000 */
-        sb_lit(b, "0f", 2);
-        sb_hex(b, v.bits & 0xffffffffu, 8);
-        return;
+    case PG_VAL_IMM_INT:
+    case PG_VAL_IMM_F32:
     case PG_VAL_IMM_F64:
-        sb_lit(b, "0d", 2);
-        sb_hex(b, v.bits, 16);
+        if (sb_reserve(b, 24)) {
+            char *e = put_imm(b->p + b->len, v, t);
+            *e = '\0';
+            b->len = (size_t)(e - b->p);
+        }
         return;
     case PG_VAL_SHARED:
         pg_sb_str(b, v.id && v.id < k->nshared ? k->shared[v.id].name : "?");
@@ -643,10 +701,131 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     }
 }
 
-void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
+/* The head of a line in one of the table's forms: "add.rn.f32",
+ * "and.pred", "mov.b16". */
+static void plain_head(pg_sbuf *b, const pg_op_info *oi, pg_type t)
+{
+    bool f = pg_type_row(t)->is_float;
+    switch ((pg_text_form)oi->form) {
+    case TX_PLAIN:
+        sb_op_type(b, oi, t);
+        break;
+    case TX_FROUND:
+    case TX_FROUND_LO:
+        sb_known(b, oi->stem, oi->stem_len);
+        if (f || oi->form == TX_FROUND_LO)
+            sb_lit(b, f ? ".rn" : ".lo", 3);
+        sb_dot_type(b, t);
+        break;
+    case TX_BITS:
+        sb_op_type(b, oi, bit_type_of(t));
+        break;
+    case TX_DATA:
+        sb_op_type(b, oi, data_type_of(t));
+        break;
+    default:
+        sb_known(b, oi->stem, oi->stem_len);
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- the common lines */
+
+/* Most lines are "\t[@p ]head d, a[, b[, c]];" in one of the table's
+ * forms, every operand a register or an immediate. While the module is
+ * written they go through a cursor into one reservation: the register
+ * names and the head are copies of text written once (pg_text_begin, and
+ * the head cache filled through plain_head). */
+static bool is_plain_form(const pg_op_info *oi)
+{
+    return oi->form == TX_PLAIN || oi->form == TX_FROUND || oi->form == TX_FROUND_LO ||
+           oi->form == TX_BITS || oi->form == TX_DATA;
+}
+
+static bool fast_operand(const pg_kernel *k, pg_val v)
+{
+    if (v.kind == PG_VAL_REG)
+        return v.id && v.id < k->nregs;
+    return v.kind == PG_VAL_IMM_INT || v.kind == PG_VAL_IMM_F32 || v.kind == PG_VAL_IMM_F64;
+}
+
+/* The 16-byte slot of a register name or a head: the text, NUL-padded,
+ * its length in the last byte. Copied whole. */
+static char *put_slot(char *d, const char *slot, size_t size)
+{
+    memcpy(d, slot, size);
+    return d + (unsigned char)slot[size - 1];
+}
+
+static char *put_val(char *d, const pg_kernel *k, pg_val v, pg_type t)
+{
+    if (v.kind == PG_VAL_REG)
+        return put_slot(d, k->reg_text[v.id], 16);
+    return put_imm(d, v, t);
+}
+
+/* The cached head of op and t, written on first use; NULL if it does not
+ * fit a slot. */
+static const char *head_slot(const pg_kernel *k, const pg_op_info *oi, pg_opcode op, pg_type t)
+{
+    char *slot = k->head_text[(size_t)op * PG_TYPE_COUNT + t];
+    if (!slot[23]) {
+        pg_sbuf h = {0};
+        plain_head(&h, oi, t);
+        bool fits = !h.oom && h.len > 0 && h.len < 23;
+        if (fits) {
+            memcpy(slot, h.p, h.len);
+            slot[23] = (char)h.len;
+        }
+        pg_mem_free(h.p);
+        if (!fits)
+            return NULL;
+    }
+    return slot;
+}
+
+static bool plain_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_op_info *oi)
 {
     pg_type t = (pg_type)in->type;
-    bool f = pg_type_row(t)->is_float;
+    if (!k->head_text || in->ndst != 1 || !fast_operand(k, in->dst[0]))
+        return false;
+    for (unsigned i = 0; i < in->nsrc; i++)
+        if (!fast_operand(k, in->src[i]))
+            return false;
+    if (in->guard && in->guard >= k->nregs)
+        return false;
+    const char *head = head_slot(k, oi, (pg_opcode)in->op, t);
+    if (!head)
+        return false;
+    /* tab, guard, head, a space, 24 per operand with its ", ", ";\n" */
+    if (!sb_reserve(b, 64 + (size_t)(1 + in->nsrc) * 24))
+        return true;
+    char *d = b->p + b->len;
+    *d++ = '\t';
+    if (in->guard) {
+        *d++ = '@';
+        if (in->guard_neg)
+            *d++ = '!';
+        d = put_slot(d, k->reg_text[in->guard], 16);
+        *d++ = ' ';
+    }
+    d = put_slot(d, head, 24);
+    *d++ = ' ';
+    d = put_val(d, k, in->dst[0], t);
+    for (unsigned i = 0; i < in->nsrc; i++) {
+        *d++ = ',';
+        *d++ = ' ';
+        d = put_val(d, k, in->src[i], t);
+    }
+    *d++ = ';';
+    *d++ = '\n';
+    *d = '\0';
+    b->len = (size_t)(d - b->p);
+    return true;
+}
+
+void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
+{
     const pg_op_info *oi = &pg_op_table[in->op];
     switch ((pg_opcode)in->op) {
     case OP_LABEL:
@@ -659,6 +838,8 @@ void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
     default:
         break;
     }
+    if (is_plain_form(oi) && plain_line(b, k, in, oi))
+        return;
     sb_lit(b, "\t", 1);
     if (in->guard) {
         pg_val g = {PG_VAL_REG, in->guard, 0};
@@ -666,33 +847,14 @@ void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
         sb_val(b, k, g, PG_PRED);
         sb_lit(b, " ", 1);
     }
-    switch ((pg_text_form)oi->form) {
-    case TX_PLAIN:
-        sb_op_type(b, oi, t);
+    pg_type t = (pg_type)in->type;
+    if (is_plain_form(oi)) {
+        plain_head(b, oi, t);
         operands(b, k, in, t, t);
-        break;
-    case TX_FROUND:
-    case TX_FROUND_LO:
+    } else if (oi->form == TX_NONE) {
         sb_known(b, oi->stem, oi->stem_len);
-        if (f || oi->form == TX_FROUND_LO)
-            sb_lit(b, f ? ".rn" : ".lo", 3);
-        sb_dot_type(b, t);
-        operands(b, k, in, t, t);
-        break;
-    case TX_BITS:
-        sb_op_type(b, oi, bit_type_of(t));
-        operands(b, k, in, t, t);
-        break;
-    case TX_DATA:
-        sb_op_type(b, oi, data_type_of(t));
-        operands(b, k, in, t, t);
-        break;
-    case TX_NONE:
-        sb_known(b, oi->stem, oi->stem_len);
-        break;
-    case TX_CUSTOM:
+    } else {
         custom(b, k, in);
-        break;
     }
     sb_lit(b, ";\n", 2);
 }

@@ -285,9 +285,12 @@ struct pg_kernel {
     shared_info *shared; /* index 0 unused */
     uint32_t nshared, cap_shared;
 
-    /* While the text is written (pg_emit_text): each register's name, NUL
-     * padded, its length in the last byte. NULL otherwise. */
+    /* While the text is written (pg_emit_text), NULL otherwise: each
+     * register's name, and the head ("add.u32") of each plain op and type
+     * once a line has needed it (pg_op * PG_TYPE_COUNT + type), each
+     * NUL-padded with its length in the last byte (0: not yet written). */
     const char (*reg_text)[16];
+    char (*head_text)[24];
 
     instr *ins;
     uint32_t nins, cap_ins;
@@ -345,8 +348,10 @@ void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)
 #endif
     ;
 
-/* Fill k->reg_text for the emitter (in the arena). */
-int pg_reg_text_make(pg_kernel *k);
+/* Set up k->reg_text and k->head_text for the emitter (in the arena);
+ * pg_text_end clears them. */
+int pg_text_begin(pg_kernel *k);
+void pg_text_end(pg_kernel *k);
 /* One instruction as its PTX line, tab-indented, with ";\n". */
 void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in);
 /* The text of the Hopper rows (PG_OP_MAP_SM90), in hopper.c: false for any
