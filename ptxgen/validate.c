@@ -89,6 +89,12 @@ typedef struct cfg {
     uint32_t *rpo;     /* blocks reachable from the entry, in reverse post-order */
     uint32_t nrpo;
     uint32_t *num;     /* block -> place in that order (NONE: unreachable) */
+    /* Found in the one pass that finds the blocks, so that no later pass
+     * walks every record only to ask: the barriers and .aligned
+     * instructions, in order, and how many registers the kernel writes
+     * (with repeats). */
+    uint32_t *sync, nsync;
+    uint32_t nwritten;
 } cfg;
 
 static bool is_term(const instr *in)
@@ -226,16 +232,22 @@ static int build_cfg(cfg *g)
     uint32_t n = k->nins;
     int err;
     g->blk_of = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    g->sync = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
     bool *leader = arena_alloc(&k->mem, n + 1);
-    if (!g->blk_of || !leader)
+    if (!g->blk_of || !g->sync || !leader)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(leader, 0, n + 1);
     leader[0] = true;
     for (uint32_t i = 0; i < n; i++) {
-        if (k->ins[i].op == OP_LABEL)
+        const instr *in = &k->ins[i];
+        unsigned fl = pg_op_flags((pg_opcode)in->op);
+        if (in->op == OP_LABEL)
             leader[i] = true;
-        if (is_term(&k->ins[i]))
+        if (fl & OPF_TERM)
             leader[i + 1] = true;
+        if (fl & (OPF_BARRIER | OPF_ALIGNED))
+            g->sync[g->nsync++] = i;
+        g->nwritten += in->ndst + in->nacc;
     }
     uint32_t nb = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -376,7 +388,11 @@ static int dominated_reads(cfg *g, use_list *hard)
     uint32_t *child = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * 2 * (nb + 1));
     uint32_t *count = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
-    if (!idom || !coff || !child || !stack || !count)
+    /* the registers the blocks on the walk's path wrote, and where each
+     * block's begin: leaving a block pops its writes, not re-reading them */
+    uint32_t *wstack = arena_alloc(&k->mem, sizeof(uint32_t) * (g->nwritten + 1));
+    uint32_t *wmark = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    if (!idom || !coff || !child || !stack || !count || !wstack || !wmark)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     if (!g->nrpo)
         return PG_OK;
@@ -390,20 +406,17 @@ static int dominated_reads(cfg *g, use_list *hard)
     for (uint32_t i = 1; i < g->nrpo; i++)
         child[coff[idom[g->rpo[i]] + 1]++] = g->rpo[i];
     /* now block v's children are child[coff[v] .. coff[v+1]) */
-    uint32_t sp = 0, u[PG_MAX_SRC + 1];
+    uint32_t sp = 0, wsp = 0, u[PG_MAX_SRC + 1];
     stack[sp++] = g->rpo[0] << 1;
     while (sp) {
         uint32_t x = stack[--sp], v = x >> 1;
         const block *b = &g->b[v];
         if (x & 1) {
-            for (uint32_t i = b->start; i < b->end; i++)
-                for (uint32_t d = 0; d < nwrites(&k->ins[i]); d++) {
-                    pg_val w = written(&k->ins[i], d);
-                    if (w.kind == PG_VAL_REG)
-                        count[w.id]--;
-                }
+            while (wsp > wmark[v])
+                count[wstack[--wsp]]--;
             continue;
         }
+        wmark[v] = wsp;
         for (uint32_t i = b->start; i < b->end; i++) {
             const instr *ins = &k->ins[i];
             unsigned nu = uses(ins, u);
@@ -417,8 +430,10 @@ static int dominated_reads(cfg *g, use_list *hard)
             }
             for (uint32_t d = 0; d < nwrites(ins); d++) {
                 pg_val w = written(ins, d);
-                if (w.kind == PG_VAL_REG)
+                if (w.kind == PG_VAL_REG) {
                     count[w.id]++;
+                    wstack[wsp++] = w.id;
+                }
             }
         }
         stack[sp++] = x | 1;
@@ -777,34 +792,26 @@ static int find_tid_x(cfg *g, bool *tidx)
 {
     pg_kernel *k = g->k;
     uint32_t nr = k->nregs, ne = 0;
-    uint32_t *off = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
+    /* the copies out of each register, as lists: head[r], then next[e] */
+    uint32_t *head = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
+    uint32_t *next = arena_alloc(&k->mem, sizeof(uint32_t) * (k->nins + 1));
+    uint32_t *to = arena_alloc(&k->mem, sizeof(uint32_t) * (k->nins + 1));
     uint32_t *work = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
-    if (!off || !work)
+    if (!head || !next || !to || !work)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    memset(off, 0, sizeof(uint32_t) * (nr + 1));
-    for (uint32_t i = 0; i < k->nins; i++) {
-        const instr *in = &k->ins[i];
-        if (in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG &&
-            in->dst[0].kind == PG_VAL_REG) {
-            off[in->src[0].id + 1]++;
-            ne++;
-        }
-    }
-    for (uint32_t r = 0; r < nr; r++)
-        off[r + 1] += off[r];
-    uint32_t *to = arena_alloc(&k->mem, sizeof(uint32_t) * (ne + 1));
-    uint32_t *fill = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
-    if (!to || !fill)
-        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    memcpy(fill, off, sizeof(uint32_t) * (nr + 1));
     uint32_t sp = 0;
-    for (uint32_t r = 0; r < nr; r++)
+    for (uint32_t r = 0; r < nr; r++) {
         tidx[r] = true;
+        head[r] = NONE;
+    }
     for (uint32_t i = 0; i < k->nins; i++) {
         const instr *in = &k->ins[i];
         bool copy = in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG;
-        if (copy && in->dst[0].kind == PG_VAL_REG)
-            to[fill[in->src[0].id]++] = in->dst[0].id;
+        if (copy && in->dst[0].kind == PG_VAL_REG) {
+            to[ne] = in->dst[0].id;
+            next[ne] = head[in->src[0].id];
+            head[in->src[0].id] = ne++;
+        }
         bool keeps = !in->guard && in->nacc == 0 &&
                      (copy || (in->op == OP_SREG && in->mod == PG_SREG_TID_X));
         for (uint32_t d = 0; d < nwrites(in); d++) {
@@ -817,7 +824,7 @@ static int find_tid_x(cfg *g, bool *tidx)
     }
     while (sp) {
         uint32_t r = work[--sp];
-        for (uint32_t e = off[r]; e < off[r + 1]; e++)
+        for (uint32_t e = head[r]; e != NONE; e = next[e])
             if (tidx[to[e]]) {
                 tidx[to[e]] = false;
                 work[sp++] = to[e];
@@ -903,10 +910,7 @@ static bool mark_region(cfg *g, uint32_t bi, uint8_t lv, uint32_t walk, const ui
 static int check_barriers(cfg *g)
 {
     pg_kernel *k = g->k;
-    bool any_bar = false;
-    for (uint32_t i = 0; i < k->nins; i++)
-        any_bar |= (pg_op_flags((pg_opcode)k->ins[i].op) & (OPF_BARRIER | OPF_ALIGNED)) != 0;
-    if (!any_bar)
+    if (!g->nsync)
         return PG_OK;
 
     uint32_t nb = g->nb;
@@ -1019,54 +1023,53 @@ static int check_barriers(cfg *g)
         }
     }
 
-    for (uint32_t bi = 0; bi < nb; bi++) {
-        const block *b = &g->b[bi];
+    for (uint32_t j = 0; j < g->nsync; j++) {
+        uint32_t i = g->sync[j];
+        const block *b = &g->b[g->blk_of[i]];
         if (!b->reachable)
             continue;
-        for (uint32_t i = b->start; i < b->end; i++) {
-            const instr *in = &k->ins[i];
-            unsigned fl = pg_op_flags((pg_opcode)in->op);
-            if (fl & OPF_ALIGNED) {
-                /* every thread of the warp (warpgroup) runs it together: a
-                 * split between warps is the caller's to get right, a split
-                 * inside one is always wrong */
-                bool lane_guard =
-                    in->guard && div[in->guard].kind && div[in->guard].level == LV_LANE;
-                if (lane_guard || (b->divergent && b->level == LV_LANE)) {
-                    char at[256], wt[160];
-                    describe(g, i, at, sizeof at);
-                    why_text(g, lane_guard ? div[in->guard] : div[k->ins[b->cause].guard], wt,
-                             sizeof wt);
-                    return pg_fail(k, PG_EDIVERGE, "divergence: %s is .aligned (every thread of "
-                                   "the warp runs it together) but runs under a %s that depends "
-                                   "on %s", at, lane_guard ? "guard" : "branch", wt);
-                }
+        const instr *in = &k->ins[i];
+        unsigned fl = pg_op_flags((pg_opcode)in->op);
+        if (fl & OPF_ALIGNED) {
+            /* every thread of the warp (warpgroup) runs it together: a
+             * split between warps is the caller's to get right, a split
+             * inside one is always wrong */
+            bool lane_guard =
+                in->guard && div[in->guard].kind && div[in->guard].level == LV_LANE;
+            if (lane_guard || (b->divergent && b->level == LV_LANE)) {
+                char at[256], wt[160];
+                describe(g, i, at, sizeof at);
+                why_text(g, lane_guard ? div[in->guard] : div[k->ins[b->cause].guard], wt,
+                         sizeof wt);
+                return pg_fail(k, PG_EDIVERGE, "divergence: %s is .aligned (every thread of "
+                               "the warp runs it together) but runs under a %s that depends "
+                               "on %s", at, lane_guard ? "guard" : "branch", wt);
             }
-            if (!(fl & OPF_BARRIER))
-                continue;
-            /* A counted barrier waits for whole warps: a split between
-             * warps is what it is for; a split inside one is not. */
-            uint8_t allowed = in->op == OP_BAR_N ? LV_WARP : LV_NONE;
-            char bar[256], br[256], wt[160];
-            if (in->guard && div[in->guard].kind && div[in->guard].level > allowed) {
-                char r[32];
-                describe(g, i, bar, sizeof bar);
-                pg_val v = {PG_VAL_REG, in->guard, 0};
-                pg_val_format(k, v, PG_PRED, r, sizeof r);
-                why_text(g, div[in->guard], wt, sizeof wt);
-                return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is guarded by %s, which "
-                               "depends on %s", bar, r, wt);
-            }
-            if (b->divergent && b->level > allowed) {
-                const instr *cb = &k->ins[b->cause];
-                describe(g, i, bar, sizeof bar);
-                describe(g, b->cause, br, sizeof br);
-                why_text(g, div[cb->guard], wt, sizeof wt);
-                return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is reached by only some "
-                               "threads of the %s: the %s at %s depends on %s", bar,
-                               in->op == OP_BAR_N ? "warps it counts" : "block",
-                               cb->op == OP_BRA ? "branch" : "early exit", br, wt);
-            }
+        }
+        if (!(fl & OPF_BARRIER))
+            continue;
+        /* A counted barrier waits for whole warps: a split between
+         * warps is what it is for; a split inside one is not. */
+        uint8_t allowed = in->op == OP_BAR_N ? LV_WARP : LV_NONE;
+        char bar[256], br[256], wt[160];
+        if (in->guard && div[in->guard].kind && div[in->guard].level > allowed) {
+            char r[32];
+            describe(g, i, bar, sizeof bar);
+            pg_val v = {PG_VAL_REG, in->guard, 0};
+            pg_val_format(k, v, PG_PRED, r, sizeof r);
+            why_text(g, div[in->guard], wt, sizeof wt);
+            return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is guarded by %s, which "
+                           "depends on %s", bar, r, wt);
+        }
+        if (b->divergent && b->level > allowed) {
+            const instr *cb = &k->ins[b->cause];
+            describe(g, i, bar, sizeof bar);
+            describe(g, b->cause, br, sizeof br);
+            why_text(g, div[cb->guard], wt, sizeof wt);
+            return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is reached by only some "
+                           "threads of the %s: the %s at %s depends on %s", bar,
+                           in->op == OP_BAR_N ? "warps it counts" : "block",
+                           cb->op == OP_BRA ? "branch" : "early exit", br, wt);
         }
     }
     return PG_OK;
