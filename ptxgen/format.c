@@ -353,6 +353,21 @@ static unsigned reg_name(char *d, const char *prefix, uint32_t num)
     return p + n;
 }
 
+/* The text of a line before its operands, kept for the next line of the
+ * same op and type: most heads repeat ("and.pred", "setp.lt.u32"). The
+ * key holds the other fields a head depends on. */
+struct pg_head {
+    uint32_t key; /* 0: empty */
+    uint8_t len;
+    char s[27];
+};
+typedef struct pg_head pg_head;
+
+struct pg_text_cache {
+    pg_head head[OP_COUNT * PG_TYPE_COUNT]; /* by op and type */
+    pg_sbuf scratch;                        /* where a missing head is written */
+};
+
 /* Each register's name, written once (a register is named about four
  * times in a kernel's text): "%rd12" NUL-padded, its length in byte 15.
  * The longest, a prefix of three and ten digits, leaves the padding. The
@@ -360,7 +375,7 @@ static unsigned reg_name(char *d, const char *prefix, uint32_t num)
 int pg_text_begin(pg_kernel *k)
 {
     char (*t)[16] = arena_alloc(&k->mem, sizeof *t * k->nregs);
-    char (*h)[24] = arena_alloc(&k->mem, sizeof *h * OP_COUNT * PG_TYPE_COUNT);
+    struct pg_text_cache *h = arena_alloc(&k->mem, sizeof *h);
     if (!t || !h)
         return pg_fail(k, PG_ENOMEM, "out of memory while writing PTX");
     /* A class's registers are numbered 1, 2, ... in the order they were
@@ -394,7 +409,7 @@ int pg_text_begin(pg_kernel *k)
             n[15] = (char)(len + 1);
         }
     }
-    memset(h, 0, sizeof *h * OP_COUNT * PG_TYPE_COUNT);
+    memset(h, 0, sizeof *h);
     k->reg_text = (const char (*)[16])t;
     k->head_text = h;
     return PG_OK;
@@ -402,7 +417,9 @@ int pg_text_begin(pg_kernel *k)
 
 void pg_text_end(pg_kernel *k)
 {
-    /* arena memory, freed with the kernel */
+    /* arena memory, freed with the kernel, but for the scratch text */
+    if (k->head_text)
+        pg_mem_free(k->head_text->scratch.p);
     k->reg_text = NULL;
     k->head_text = NULL;
 }
@@ -525,6 +542,102 @@ static void vec(pg_sbuf *b, const pg_kernel *k, const pg_val *v, unsigned n, pg_
 
 /* ---------------------------------------------------------------- instructions */
 
+static bool is_plain_form(const pg_op_info *oi)
+{
+    return oi->form == TX_PLAIN || oi->form == TX_FROUND || oi->form == TX_FROUND_LO ||
+           oi->form == TX_BITS || oi->form == TX_DATA;
+}
+
+/* The head of a line in one of the table's forms: "add.rn.f32",
+ * "and.pred", "mov.b16". */
+static void plain_head(pg_sbuf *b, const pg_op_info *oi, pg_type t)
+{
+    bool f = pg_type_row(t)->is_float;
+    switch ((pg_text_form)oi->form) {
+    case TX_PLAIN:
+        sb_op_type(b, oi, t);
+        break;
+    case TX_FROUND:
+    case TX_FROUND_LO:
+        sb_known(b, oi->stem, oi->stem_len);
+        if (f || oi->form == TX_FROUND_LO)
+            sb_lit(b, f ? ".rn" : ".lo", 3);
+        sb_dot_type(b, t);
+        break;
+    case TX_BITS:
+        sb_op_type(b, oi, bit_type_of(t));
+        break;
+    case TX_DATA:
+        sb_op_type(b, oi, data_type_of(t));
+        break;
+    default:
+        sb_known(b, oi->stem, oi->stem_len);
+        break;
+    }
+}
+
+/* The type of a mul.wide / mad.wide result: twice the width of t. */
+static pg_type wide_type(pg_type t)
+{
+    return pg_type_is_signed(t) ? (pg_type_bits(t) == 16 ? PG_S32 : PG_S64)
+                                : (pg_type_bits(t) == 16 ? PG_U32 : PG_U64);
+}
+
+/* The head of a line written as "head d, a, b" or, for ld and st, "head
+ * d, [a]": its text up to the first operand. False for the other ops. */
+static bool line_head(pg_sbuf *b, const instr *in, const pg_op_info *oi)
+{
+    pg_type t = (pg_type)in->type;
+    const char *stem = oi->stem;
+    if (is_plain_form(oi)) {
+        plain_head(b, oi, t);
+        return true;
+    }
+    switch ((pg_opcode)in->op) {
+    case OP_MUL_WIDE:
+    case OP_MAD_WIDE:
+        sb_op_type(b, oi, t);
+        return true;
+    case OP_SHL:
+    case OP_SHR:
+        /* shl and the bit types shift bits; shr of a number keeps its sign */
+        if (in->op == OP_SHL || pg_type_row(t)->tc == TC_BIT)
+            sb_op_type(b, oi, bit_type_of(t));
+        else
+            pg_sb_fmt(b, "%s.%c%u", stem, pg_type_is_signed(t) ? 's' : 'u', pg_type_bits(t));
+        return true;
+    case OP_SETP:
+        sb_stem(b, stem, cmp_names[in->mod]);
+        sb_dot_type(b, t);
+        return true;
+    case OP_SELP:
+        sb_op_type(b, oi, t);
+        return true;
+    case OP_CVT:
+        sb_known(b, stem, oi->stem_len);
+        pg_sb_str(b, rnd_names[in->mod]);
+        sb_dot_type(b, t);
+        sb_dot_type(b, (pg_type)in->type2);
+        return true;
+    case OP_LD:
+        if (in->mod == PG_SPACE_PARAM)
+            return false;
+        sb_stem(b, stem, space_names[in->mod]);
+        if (in->mod2)
+            sb_lit(b, ".nc", 3);
+        sb_width(b, in->width);
+        sb_dot_type(b, data_type_of(t));
+        return true;
+    case OP_ST:
+        sb_stem(b, stem, space_names[in->mod]);
+        sb_width(b, in->width);
+        sb_dot_type(b, data_type_of(t));
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* The instructions whose text the table's forms do not cover. */
 static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
 {
@@ -540,9 +653,9 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         break;
     case OP_MUL_WIDE:
     case OP_MAD_WIDE: {
-        pg_type w = pg_type_is_signed(t) ? (pg_type_bits(t) == 16 ? PG_S32 : PG_S64)
-                                         : (pg_type_bits(t) == 16 ? PG_U32 : PG_U64);
-        pg_sb_fmt(b, "%s.%s ", stem, tn);
+        pg_type w = wide_type(t);
+        line_head(b, in, oi);
+        sb_lit(b, " ", 1);
         sb_val(b, k, in->dst[0], w);
         next(b, k, in->src[0], t);
         next(b, k, in->src[1], t);
@@ -552,24 +665,18 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     }
     case OP_SHL:
     case OP_SHR:
-        /* shl and the bit types shift bits; shr of a number keeps its sign */
-        if (in->op == OP_SHL || pg_type_row(t)->tc == TC_BIT) {
-            sb_op_type(b, oi, bit_type_of(t));
-            sb_lit(b, " ", 1);
-        } else {
-            pg_sb_fmt(b, "%s.%c%u ", stem, pg_type_is_signed(t) ? 's' : 'u', pg_type_bits(t));
-        }
+        line_head(b, in, oi);
+        sb_lit(b, " ", 1);
         sb_val(b, k, in->dst[0], t);
         next(b, k, in->src[0], t);
         next(b, k, in->src[1], PG_U32);
         break;
     case OP_SETP:
-        sb_stem(b, stem, cmp_names[in->mod]);
-        sb_dot_type(b, t);
+        line_head(b, in, oi);
         operands(b, k, in, PG_PRED, t);
         break;
     case OP_SELP:
-        sb_op_type(b, oi, t);
+        line_head(b, in, oi);
         sb_lit(b, " ", 1);
         sb_val(b, k, in->dst[0], t);
         next(b, k, in->src[0], t);
@@ -577,10 +684,7 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         next(b, k, in->src[2], PG_PRED);
         break;
     case OP_CVT:
-        sb_known(b, stem, oi->stem_len);
-        pg_sb_str(b, rnd_names[in->mod]);
-        sb_dot_type(b, t);
-        sb_dot_type(b, (pg_type)in->type2);
+        line_head(b, in, oi);
         operands(b, k, in, t, (pg_type)in->type2);
         break;
     case OP_LD:
@@ -590,20 +694,14 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
             pg_sb_fmt(b, ", [%s]", k->params[in->imm - 1].name);
             break;
         }
-        sb_stem(b, stem, space_names[in->mod]);
-        if (in->mod2)
-            sb_lit(b, ".nc", 3);
-        sb_width(b, in->width);
-        sb_dot_type(b, data_type_of(t));
+        line_head(b, in, oi);
         sb_lit(b, " ", 1);
         vec(b, k, in->dst, in->width, t);
         sb_lit(b, ", ", 2);
         address(b, k, in->src[0], in->offset);
         break;
     case OP_ST:
-        sb_stem(b, stem, space_names[in->mod]);
-        sb_width(b, in->width);
-        sb_dot_type(b, data_type_of(t));
+        line_head(b, in, oi);
         sb_lit(b, " ", 1);
         address(b, k, in->src[0], in->offset);
         sb_lit(b, ", ", 2);
@@ -701,34 +799,6 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     }
 }
 
-/* The head of a line in one of the table's forms: "add.rn.f32",
- * "and.pred", "mov.b16". */
-static void plain_head(pg_sbuf *b, const pg_op_info *oi, pg_type t)
-{
-    bool f = pg_type_row(t)->is_float;
-    switch ((pg_text_form)oi->form) {
-    case TX_PLAIN:
-        sb_op_type(b, oi, t);
-        break;
-    case TX_FROUND:
-    case TX_FROUND_LO:
-        sb_known(b, oi->stem, oi->stem_len);
-        if (f || oi->form == TX_FROUND_LO)
-            sb_lit(b, f ? ".rn" : ".lo", 3);
-        sb_dot_type(b, t);
-        break;
-    case TX_BITS:
-        sb_op_type(b, oi, bit_type_of(t));
-        break;
-    case TX_DATA:
-        sb_op_type(b, oi, data_type_of(t));
-        break;
-    default:
-        sb_known(b, oi->stem, oi->stem_len);
-        break;
-    }
-}
-
 /* ---------------------------------------------------------------- the common lines */
 
 /* Most lines are "\t[@p ]head d, a[, b[, c]];" in one of the table's
@@ -736,12 +806,6 @@ static void plain_head(pg_sbuf *b, const pg_op_info *oi, pg_type t)
  * written they go through a cursor into one reservation: the register
  * names and the head are copies of text written once (pg_text_begin, and
  * the head cache filled through plain_head). */
-static bool is_plain_form(const pg_op_info *oi)
-{
-    return oi->form == TX_PLAIN || oi->form == TX_FROUND || oi->form == TX_FROUND_LO ||
-           oi->form == TX_BITS || oi->form == TX_DATA;
-}
-
 static bool fast_operand(const pg_kernel *k, pg_val v)
 {
     if (v.kind == PG_VAL_REG)
@@ -764,41 +828,123 @@ static char *put_val(char *d, const pg_kernel *k, pg_val v, pg_type t)
     return put_imm(d, v, t);
 }
 
-/* The cached head of op and t, written on first use; NULL if it does not
- * fit a slot. */
-static const char *head_slot(const pg_kernel *k, const pg_op_info *oi, pg_opcode op, pg_type t)
+/* The head of in's line from the cache, written on a miss; NULL if it
+ * does not fit a slot. */
+static const pg_head *head_of(const pg_kernel *k, const instr *in, const pg_op_info *oi)
 {
-    char *slot = k->head_text[(size_t)op * PG_TYPE_COUNT + t];
-    if (!slot[23]) {
-        pg_sbuf h = {0};
-        plain_head(&h, oi, t);
-        bool fits = !h.oom && h.len > 0 && h.len < 23;
-        if (fits) {
-            memcpy(slot, h.p, h.len);
-            slot[23] = (char)h.len;
-        }
-        pg_mem_free(h.p);
-        if (!fits)
+    pg_head *h = &k->head_text->head[(size_t)in->op * PG_TYPE_COUNT + in->type];
+    uint32_t key = 1u | (uint32_t)in->type2 << 1 | (uint32_t)in->mod << 6 |
+                   (uint32_t)in->mod2 << 14 | (uint32_t)in->width << 22;
+    if (h->key != key) {
+        pg_sbuf *t = &k->head_text->scratch;
+        t->len = 0;
+        if (!line_head(t, in, oi) || t->oom || t->len == 0 || t->len > sizeof h->s)
             return NULL;
+        memcpy(h->s, t->p, t->len);
+        h->len = (uint8_t)t->len;
+        h->key = key;
     }
-    return slot;
+    return h;
 }
 
-static bool plain_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_op_info *oi)
+/* "[base+offset]" */
+static char *put_addr(char *d, const pg_kernel *k, pg_val base, int64_t offset)
 {
-    pg_type t = (pg_type)in->type;
-    if (!k->head_text || in->ndst != 1 || !fast_operand(k, in->dst[0]))
+    *d++ = '[';
+    d = put_val(d, k, base, PG_U64);
+    if (offset) {
+        *d++ = '+';
+        d = put_dec(d, offset < 0 ? (uint64_t)0 - (uint64_t)offset : (uint64_t)offset, offset < 0);
+    }
+    *d++ = ']';
+    return d;
+}
+
+/* "{a, b}" for a vector, "a" for one */
+static char *put_vec(char *d, const pg_kernel *k, const pg_val *v, unsigned n, pg_type t)
+{
+    if (n == 1)
+        return put_val(d, k, v[0], t);
+    *d++ = '{';
+    for (unsigned i = 0; i < n; i++) {
+        if (i) {
+            *d++ = ',';
+            *d++ = ' ';
+        }
+        d = put_val(d, k, v[i], t);
+    }
+    *d++ = '}';
+    return d;
+}
+
+/* The operands of a line as the long way writes them: " d, a, b" with the
+ * types custom() gives them, or an ld's or st's vector and address. */
+static char *put_operands(char *d, const pg_kernel *k, const instr *in)
+{
+    pg_type t = (pg_type)in->type, dt = t, st[3] = {t, t, t};
+    *d++ = ' ';
+    switch ((pg_opcode)in->op) {
+    case OP_LD:
+        d = put_vec(d, k, in->dst, in->width, t);
+        *d++ = ',';
+        *d++ = ' ';
+        return put_addr(d, k, in->src[0], in->offset);
+    case OP_ST:
+        d = put_addr(d, k, in->src[0], in->offset);
+        *d++ = ',';
+        *d++ = ' ';
+        return put_vec(d, k, in->src + 1, in->width, pg_type_bits(t) == 8 ? PG_U16 : t);
+    case OP_MUL_WIDE:
+    case OP_MAD_WIDE:
+        dt = st[2] = wide_type(t);
+        break;
+    case OP_SHL:
+    case OP_SHR:
+        st[1] = PG_U32;
+        break;
+    case OP_SETP:
+        dt = PG_PRED;
+        break;
+    case OP_SELP:
+        st[2] = PG_PRED;
+        break;
+    case OP_CVT:
+        st[0] = (pg_type)in->type2;
+        break;
+    default:
+        break;
+    }
+    d = put_val(d, k, in->dst[0], dt);
+    for (unsigned i = 0; i < in->nsrc; i++) {
+        *d++ = ',';
+        *d++ = ' ';
+        d = put_val(d, k, in->src[i], i < 3 ? st[i] : t);
+    }
+    return d;
+}
+
+/* The line through the cursor, if the head has a slot and every operand
+ * is a register or an immediate; false to take the long way. */
+static bool fast_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_op_info *oi)
+{
+    if (!k->head_text || in->ndst > PG_MAX_DST || in->nsrc > PG_MAX_SRC)
         return false;
+    if (in->op == OP_ST ? in->ndst != 0 || in->nsrc != 1u + in->width
+                        : in->ndst != (in->op == OP_LD ? in->width : 1u))
+        return false;
+    for (unsigned i = 0; i < in->ndst; i++)
+        if (!fast_operand(k, in->dst[i]))
+            return false;
     for (unsigned i = 0; i < in->nsrc; i++)
         if (!fast_operand(k, in->src[i]))
             return false;
     if (in->guard && in->guard >= k->nregs)
         return false;
-    const char *head = head_slot(k, oi, (pg_opcode)in->op, t);
-    if (!head)
+    const pg_head *h = head_of(k, in, oi);
+    if (!h)
         return false;
-    /* tab, guard, head, a space, 24 per operand with its ", ", ";\n" */
-    if (!sb_reserve(b, 64 + (size_t)(1 + in->nsrc) * 24))
+    /* tab, guard, head, 24 per operand with its ", ", an address, ";\n" */
+    if (!sb_reserve(b, 96 + (size_t)(in->ndst + in->nsrc) * 24))
         return true;
     char *d = b->p + b->len;
     *d++ = '\t';
@@ -809,14 +955,9 @@ static bool plain_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg
         d = put_slot(d, k->reg_text[in->guard], 16);
         *d++ = ' ';
     }
-    d = put_slot(d, head, 24);
-    *d++ = ' ';
-    d = put_val(d, k, in->dst[0], t);
-    for (unsigned i = 0; i < in->nsrc; i++) {
-        *d++ = ',';
-        *d++ = ' ';
-        d = put_val(d, k, in->src[i], t);
-    }
+    memcpy(d, h->s, sizeof h->s);
+    d += h->len;
+    d = put_operands(d, k, in);
     *d++ = ';';
     *d++ = '\n';
     *d = '\0';
@@ -838,7 +979,7 @@ void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
     default:
         break;
     }
-    if (is_plain_form(oi) && plain_line(b, k, in, oi))
+    if (fast_line(b, k, in, oi))
         return;
     sb_lit(b, "\t", 1);
     if (in->guard) {

@@ -286,11 +286,11 @@ struct pg_kernel {
     uint32_t nshared, cap_shared;
 
     /* While the text is written (pg_emit_text), NULL otherwise: each
-     * register's name, and the head ("add.u32") of each plain op and type
-     * once a line has needed it (pg_op * PG_TYPE_COUNT + type), each
-     * NUL-padded with its length in the last byte (0: not yet written). */
+     * register's name, NUL-padded with its length in the last byte, and
+     * the last head ("add.u32", "setp.lt.s32") written for each op and
+     * type (format.c). */
     const char (*reg_text)[16];
-    char (*head_text)[24];
+    struct pg_text_cache *head_text;
 
     instr *ins;
     uint32_t nins, cap_ins;
