@@ -9,6 +9,7 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- errors */
@@ -448,14 +449,14 @@ instr *pg_push(pg_kernel *k, pg_opcode op, pg_type t)
     if (k->nins == k->cap_ins &&
         grow(k, (void **)&k->ins, &k->cap_ins, k->nins + 1, sizeof *k->ins, 256, false))
         return NULL;
-    /* Records are cleared ahead in batches: one memset call over many
-     * records is far cheaper than an inline clear of each */
-    if (k->nins == k->nclear) {
-        uint32_t n = k->cap_ins - k->nclear < 64 ? k->cap_ins - k->nclear : 64;
-        memset(&k->ins[k->nclear], 0, (size_t)n * sizeof *k->ins);
-        k->nclear += n;
-    }
+    /* Every field but the operand arrays is cleared: an operand slot is
+     * read only below ndst / nsrc, and the builders fill those. Clearing
+     * the whole record (288 bytes, mostly operand room) cost more than
+     * anything else pg_push does. */
     instr *in = &k->ins[k->nins++];
+    memset(in, 0, offsetof(instr, dst));
+    in->acc = NULL;
+    in->nacc = 0;
     in->op = (uint16_t)op;
     in->type = (uint8_t)t;
     if (k->has_guard) {

@@ -294,7 +294,6 @@ struct pg_kernel {
 
     instr *ins;
     uint32_t nins, cap_ins;
-    uint32_t nclear; /* ins[nins..nclear) are cleared, ready to fill */
 
     bool has_guard, guard_neg;
     uint32_t guard;
