@@ -353,19 +353,22 @@ static unsigned reg_name(char *d, const char *prefix, uint32_t num)
     return p + n;
 }
 
-/* The text of a line before its operands, kept for the next line of the
- * same op and type: most heads repeat ("and.pred", "setp.lt.u32"). The
- * key holds the other fields a head depends on. */
-struct pg_head {
-    uint32_t key; /* 0: empty */
+/* The text of a line before its operands, kept for the next lines of the
+ * same op: most heads repeat ("and.pred", "setp.lt.u32"). The key holds
+ * the fields a head depends on. */
+typedef struct pg_head {
+    uint64_t key; /* 0: empty */
     uint8_t len;
-    char s[27];
-};
-typedef struct pg_head pg_head;
+    char s[23];
+} pg_head;
+
+/* Each op keeps its last few heads, the latest first: an op's lines
+ * alternate between a few (st.global.f32 and st.global.v2.f32). */
+#define HEAD_WAYS 4
 
 struct pg_text_cache {
-    pg_head head[OP_COUNT * PG_TYPE_COUNT]; /* by op and type */
-    pg_sbuf scratch;                        /* where a missing head is written */
+    pg_head head[OP_COUNT][HEAD_WAYS];
+    pg_sbuf scratch; /* where a missing head is written */
 };
 
 /* Each register's name, written once (a register is named about four
@@ -832,18 +835,20 @@ static char *put_val(char *d, const pg_kernel *k, pg_val v, pg_type t)
  * does not fit a slot. */
 static const pg_head *head_of(const pg_kernel *k, const instr *in, const pg_op_info *oi)
 {
-    pg_head *h = &k->head_text->head[(size_t)in->op * PG_TYPE_COUNT + in->type];
-    uint32_t key = 1u | (uint32_t)in->type2 << 1 | (uint32_t)in->mod << 6 |
-                   (uint32_t)in->mod2 << 14 | (uint32_t)in->width << 22;
-    if (h->key != key) {
-        pg_sbuf *t = &k->head_text->scratch;
-        t->len = 0;
-        if (!line_head(t, in, oi) || t->oom || t->len == 0 || t->len > sizeof h->s)
-            return NULL;
-        memcpy(h->s, t->p, t->len);
-        h->len = (uint8_t)t->len;
-        h->key = key;
-    }
+    pg_head *h = k->head_text->head[in->op];
+    uint64_t key = 1u | (uint64_t)in->type << 8 | (uint64_t)in->type2 << 16 |
+                   (uint64_t)in->mod << 24 | (uint64_t)in->mod2 << 32 | (uint64_t)in->width << 40;
+    for (unsigned w = 0; w < HEAD_WAYS; w++)
+        if (h[w].key == key)
+            return &h[w];
+    pg_sbuf *t = &k->head_text->scratch;
+    t->len = 0;
+    if (!line_head(t, in, oi) || t->oom || t->len == 0 || t->len > sizeof h->s)
+        return NULL;
+    memmove(h + 1, h, sizeof *h * (HEAD_WAYS - 1)); /* the oldest goes */
+    memcpy(h->s, t->p, t->len);
+    h->len = (uint8_t)t->len;
+    h->key = key;
     return h;
 }
 
