@@ -392,10 +392,14 @@ static bool check_src_slow(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, cons
  * every message, is check_src_slow's. */
 static inline bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const char *what)
 {
-    if (!k->err && (unsigned)t < PG_TYPE_COUNT && v.kind == PG_VAL_REG) {
-        pg_type rt = reg_type(k, v);
-        if (rt == t || (rt != PG_TYPE_COUNT && reg_fits(t, rt)))
+    if (!k->err && (unsigned)t < PG_TYPE_COUNT) {
+        if (v.kind == PG_VAL_REG) {
+            pg_type rt = reg_type(k, v);
+            if (rt == t || (rt != PG_TYPE_COUNT && reg_fits(t, rt)))
+                return true;
+        } else if (v.kind == PG_VAL_IMM_INT && imm_fits(t, v)) {
             return true;
+        }
     }
     return check_src_slow(k, op, t, v, what);
 }
