@@ -95,6 +95,12 @@ typedef struct cfg {
      * (with repeats). */
     uint32_t *sync, nsync;
     uint32_t nwritten;
+    /* Registers that hold %tid.x at every write, as far as that pass saw
+     * (find_tid_x finishes it): tidx[r], and the copies (unguarded movs)
+     * out of each register as lists, copy_head[r] then copy_next[e] with
+     * the destination copy_to[e]. Registers it took out wait in tidx_work. */
+    bool *tidx;
+    uint32_t *copy_head, *copy_next, *copy_to, *tidx_work, ntidx_work;
 } cfg;
 
 static bool is_term(const instr *in)
@@ -226,18 +232,37 @@ static void dominators(const edges *in, const uint32_t *order, uint32_t count,
     }
 }
 
+/* The registers an instruction writes: its results, then a wgmma's
+ * accumulators. */
+static uint32_t nwrites(const instr *in) { return in->ndst + in->nacc; }
+static pg_val written(const instr *in, uint32_t d)
+{
+    return d < in->ndst ? in->dst[d] : in->acc[d - in->ndst];
+}
+
 static int build_cfg(cfg *g)
 {
     pg_kernel *k = g->k;
     uint32_t n = k->nins;
     int err;
+    uint32_t nr = k->nregs, ncopy = 0;
     g->blk_of = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
     g->sync = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    g->tidx = arena_alloc(&k->mem, nr + 1);
+    g->copy_head = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
+    g->copy_next = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    g->copy_to = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    g->tidx_work = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
     bool *leader = arena_alloc(&k->mem, n + 1);
-    if (!g->blk_of || !g->sync || !leader)
+    if (!g->blk_of || !g->sync || !g->tidx || !g->copy_head || !g->copy_next || !g->copy_to ||
+        !g->tidx_work || !leader)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(leader, 0, n + 1);
     leader[0] = true;
+    for (uint32_t r = 0; r < nr; r++) {
+        g->tidx[r] = true;
+        g->copy_head[r] = NONE;
+    }
     for (uint32_t i = 0; i < n; i++) {
         const instr *in = &k->ins[i];
         unsigned fl = pg_op_flags((pg_opcode)in->op);
@@ -248,6 +273,22 @@ static int build_cfg(cfg *g)
         if (fl & (OPF_BARRIER | OPF_ALIGNED))
             g->sync[g->nsync++] = i;
         g->nwritten += in->ndst + in->nacc;
+        /* for find_tid_x, while the record is at hand */
+        bool copy = in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG;
+        if (copy && in->dst[0].kind == PG_VAL_REG) {
+            g->copy_to[ncopy] = in->dst[0].id;
+            g->copy_next[ncopy] = g->copy_head[in->src[0].id];
+            g->copy_head[in->src[0].id] = ncopy++;
+        }
+        bool keeps = !in->guard && in->nacc == 0 &&
+                     (copy || (in->op == OP_SREG && in->mod == PG_SREG_TID_X));
+        for (uint32_t d = 0; d < nwrites(in); d++) {
+            pg_val v = written(in, d);
+            if (v.kind == PG_VAL_REG && g->tidx[v.id] && (!keeps || d >= in->ndst)) {
+                g->tidx[v.id] = false;
+                g->tidx_work[g->ntidx_work++] = v.id;
+            }
+        }
     }
     uint32_t nb = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -336,14 +377,6 @@ static uint32_t acc_reads(const instr *in)
                       in->src[in->nsrc - 1].bits == 0))
         return 0;
     return in->nacc;
-}
-
-/* The registers an instruction writes: its results, then a wgmma's
- * accumulators. */
-static uint32_t nwrites(const instr *in) { return in->ndst + in->nacc; }
-static pg_val written(const instr *in, uint32_t d)
-{
-    return d < in->ndst ? in->dst[d] : in->acc[d - in->ndst];
 }
 
 /* A read that the dominator tree could not settle: no write of its register
@@ -785,52 +818,23 @@ static uint8_t sreg_level(pg_sreg s)
 /* Registers that hold %tid.x at every write (an unguarded read of %tid.x,
  * or an unguarded mov from such a register): their warp index (>> 5 or
  * more, / a multiple of 32, & a mask clear in bits 0-4) is the same across
- * a warp. Any other write takes a register out, and the movs that copy it
- * pass that on: one worklist pass over the copy edges, not a fixed point
- * over the whole kernel. */
-static int find_tid_x(cfg *g, bool *tidx)
+ * a warp. build_cfg's pass over the records takes out every register with
+ * any other write and links the movs; here the movs pass that on: one
+ * worklist pass over the copy edges, not a fixed point over the kernel. */
+static void find_tid_x(cfg *g)
 {
-    pg_kernel *k = g->k;
-    uint32_t nr = k->nregs, ne = 0;
-    /* the copies out of each register, as lists: head[r], then next[e] */
-    uint32_t *head = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
-    uint32_t *next = arena_alloc(&k->mem, sizeof(uint32_t) * (k->nins + 1));
-    uint32_t *to = arena_alloc(&k->mem, sizeof(uint32_t) * (k->nins + 1));
-    uint32_t *work = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
-    if (!head || !next || !to || !work)
-        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    uint32_t sp = 0;
-    for (uint32_t r = 0; r < nr; r++) {
-        tidx[r] = true;
-        head[r] = NONE;
-    }
-    for (uint32_t i = 0; i < k->nins; i++) {
-        const instr *in = &k->ins[i];
-        bool copy = in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG;
-        if (copy && in->dst[0].kind == PG_VAL_REG) {
-            to[ne] = in->dst[0].id;
-            next[ne] = head[in->src[0].id];
-            head[in->src[0].id] = ne++;
-        }
-        bool keeps = !in->guard && in->nacc == 0 &&
-                     (copy || (in->op == OP_SREG && in->mod == PG_SREG_TID_X));
-        for (uint32_t d = 0; d < nwrites(in); d++) {
-            pg_val v = written(in, d);
-            if (v.kind == PG_VAL_REG && tidx[v.id] && (!keeps || d >= in->ndst)) {
-                tidx[v.id] = false;
-                work[sp++] = v.id;
-            }
-        }
-    }
+    uint32_t sp = g->ntidx_work, *work = g->tidx_work;
     while (sp) {
         uint32_t r = work[--sp];
-        for (uint32_t e = head[r]; e != NONE; e = next[e])
-            if (tidx[to[e]]) {
-                tidx[to[e]] = false;
-                work[sp++] = to[e];
+        for (uint32_t e = g->copy_head[r]; e != NONE; e = g->copy_next[e]) {
+            uint32_t t = g->copy_to[e];
+            if (g->tidx[t]) {
+                g->tidx[t] = false;
+                work[sp++] = t;
             }
+        }
     }
-    return PG_OK;
+    g->ntidx_work = 0;
 }
 
 /* Whether `in` takes the warp index of its first source (a %tid.x
@@ -915,13 +919,13 @@ static int check_barriers(cfg *g)
 
     uint32_t nb = g->nb;
     why *div = arena_alloc(&k->mem, sizeof(why) * k->nregs);
-    bool *tidx = arena_alloc(&k->mem, k->nregs ? k->nregs : 1);
+    const bool *tidx = g->tidx;
     uint32_t *ipdom = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *seen = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint8_t *done_branch = arena_alloc(&k->mem, nb + 1); /* the level walked at */
     uint32_t *read_in = arena_alloc(&k->mem, sizeof(uint32_t) * (k->nregs ? k->nregs : 1));
-    if (!div || !tidx || !ipdom || !stack || !seen || !done_branch || !read_in)
+    if (!div || !ipdom || !stack || !seen || !done_branch || !read_in)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(div, 0, sizeof(why) * k->nregs);
     memset(read_in, 0, sizeof(uint32_t) * k->nregs);
@@ -929,10 +933,9 @@ static int check_barriers(cfg *g)
     for (uint32_t v = 0; v <= nb; v++)
         seen[v] = NONE;
     int err = post_dominators(g, ipdom);
-    if (!err)
-        err = find_tid_x(g, tidx);
     if (err)
         return err;
+    find_tid_x(g);
 
     /* Passes in block order until nothing changes. A pass need not be
      * followed by one more only to see that: it must run again only if it
