@@ -9,6 +9,7 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- errors */
@@ -182,6 +183,7 @@ int pg_kernel_create(pg_kernel **out, const char *name, pg_target target)
         return PG_ENOMEM;
     memset(k, 0, sizeof *k);
     k->target = target;
+    k->sm = pg_target_sm(target);
     k->isa = pg_target_min_isa(target);
     k->tag = next_tag();
     k->name = arena_strdup(&k->mem, name);
@@ -224,8 +226,7 @@ void pg_kernel_set_maxntid(pg_kernel *k, uint32_t x, uint32_t y, uint32_t z)
 
 bool pg_require(pg_kernel *k, unsigned sm, unsigned isa, const char *what)
 {
-    unsigned have = pg_target_sm(k->target);
-    if (have < sm) {
+    if (k->sm < sm) {
         pg_fail(k, PG_ETARGET, "%s needs sm_%u or newer; the target is %s", what, sm,
                 pg_target_name(k->target));
         return false;
@@ -245,14 +246,15 @@ pg_reg pg_reg_new(pg_kernel *k, pg_type t)
         pg_fail(k, PG_EINVAL, "pg_reg_new: invalid type %d", (int)t);
         return pg_none();
     }
-    if (pg_type_bits(t) == 8) {
+    const pg_type_info *ti = pg_type_row(t);
+    if (ti->bits == 8) {
         pg_fail(k, PG_ETYPE, "pg_reg_new: .%s is not a register type in PTX; "
                               "use a 16- or 32-bit register for bytes", pg_type_name(t));
         return pg_none();
     }
-    if (GROW(k, k->regs, k->cap_regs, k->nregs + 1))
+    if (k->nregs == k->cap_regs && GROW(k, k->regs, k->cap_regs, k->nregs + 1))
         return pg_none();
-    reg_class c = pg_type_class(t);
+    reg_class c = (reg_class)ti->cls;
     reg_info *r = &k->regs[k->nregs];
     r->type = (uint8_t)t;
     r->cls = (uint8_t)c;
@@ -261,11 +263,18 @@ pg_reg pg_reg_new(pg_kernel *k, pg_type t)
     return v;
 }
 
-pg_type pg_reg_type(const pg_kernel *k, pg_val r)
+/* pg_reg_type for a kernel that exists: the builder's checks ask it of
+ * every register operand. */
+static inline pg_type reg_type(const pg_kernel *k, pg_val r)
 {
-    if (!k || r.kind != PG_VAL_REG || r.bits != k->tag || r.id == 0 || r.id >= k->nregs)
+    if (r.kind != PG_VAL_REG || r.bits != k->tag || r.id == 0 || r.id >= k->nregs)
         return PG_TYPE_COUNT;
     return (pg_type)k->regs[r.id].type;
+}
+
+pg_type pg_reg_type(const pg_kernel *k, pg_val r)
+{
+    return k ? reg_type(k, r) : PG_TYPE_COUNT;
 }
 
 /* ---------------------------------------------------------------- type rules */
@@ -284,16 +293,16 @@ static pg_type reg_type_for(pg_type t)
  * of integers; floats must match (or be a b-type). */
 static bool reg_fits(pg_type it, pg_type rt)
 {
-    if (it == PG_PRED || rt == PG_PRED)
-        return it == rt;
-    unsigned ib = pg_type_bits(it), rb = pg_type_bits(rt);
-    if (ib != rb)
-        return false;
-    bool ibit = it == PG_B16 || it == PG_B32 || it == PG_B64;
-    bool rbit = rt == PG_B16 || rt == PG_B32 || rt == PG_B64;
-    if (ibit || rbit)
+    if (it == rt)
         return true;
-    if (pg_type_is_float(it) || pg_type_is_float(rt)) {
+    if (it == PG_PRED || rt == PG_PRED)
+        return false;
+    const pg_type_info *i = pg_type_row(it), *r = pg_type_row(rt);
+    if (i->bits != r->bits)
+        return false;
+    if (i->is_bits || r->is_bits)
+        return true;
+    if (i->is_float || r->is_float) {
         if (it == rt)
             return true;
         /* f16 and bf16 values both live in .b16 registers */
@@ -304,15 +313,16 @@ static bool reg_fits(pg_type it, pg_type rt)
 
 static bool imm_fits(pg_type t, pg_val v)
 {
-    unsigned bits = pg_type_bits(t);
-    if (pg_type_is_float(t))
+    const pg_type_info *ti = pg_type_row(t);
+    unsigned bits = ti->bits;
+    if (ti->is_float)
         return (t == PG_F32 && v.kind == PG_VAL_IMM_F32) || (t == PG_F64 && v.kind == PG_VAL_IMM_F64);
     if (t == PG_PRED || v.kind != PG_VAL_IMM_INT)
         return false;
     if (bits >= 64)
         return true;
     int64_t s = (int64_t)v.bits;
-    if (pg_type_is_signed(t))
+    if (ti->is_signed)
         return s >= -(INT64_C(1) << (bits - 1)) && s < (INT64_C(1) << (bits - 1));
     /* unsigned / bit types: the value, or a negative number of that width */
     return v.bits < (UINT64_C(1) << bits) || (s < 0 && s >= -(INT64_C(1) << (bits - 1)));
@@ -321,13 +331,17 @@ static bool imm_fits(pg_type t, pg_val v)
 static const char *opname(pg_opcode op) { return pg_op_table[op].stem; }
 
 /* Check one source operand; `what` names it in messages. */
-static bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const char *what)
+static bool check_src_slow(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const char *what)
 {
     if (k->err)
         return false;
+    if ((unsigned)t >= PG_TYPE_COUNT) {
+        pg_fail(k, PG_EINVAL, "%s: invalid type %d", opname(op), (int)t);
+        return false;
+    }
     switch (v.kind) {
     case PG_VAL_REG: {
-        pg_type rt = pg_reg_type(k, v);
+        pg_type rt = reg_type(k, v);
         if (rt == PG_TYPE_COUNT) {
             pg_fail(k, PG_EINVAL, "%s: %s is not a register of this kernel", opname(op), what);
             return false;
@@ -373,6 +387,23 @@ static bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const cha
     }
 }
 
+/* The common case inline, a register of this kernel that fits: the
+ * builder checks every operand of every instruction. Anything else, and
+ * every message, is check_src_slow's. */
+static inline bool check_src(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, const char *what)
+{
+    if (!k->err && (unsigned)t < PG_TYPE_COUNT) {
+        if (v.kind == PG_VAL_REG) {
+            pg_type rt = reg_type(k, v);
+            if (rt == t || (rt != PG_TYPE_COUNT && reg_fits(t, rt)))
+                return true;
+        } else if (v.kind == PG_VAL_IMM_INT && imm_fits(t, v)) {
+            return true;
+        }
+    }
+    return check_src_slow(k, op, t, v, what);
+}
+
 static bool check_dst(pg_kernel *k, pg_opcode op, pg_type t, pg_val d)
 {
     if (k->err)
@@ -394,7 +425,7 @@ static bool check_type(pg_kernel *k, pg_opcode op, pg_type t)
         pg_fail(k, PG_EINVAL, "%s: invalid type %d", opname(op), (int)t);
         return false;
     }
-    if (!(pg_type_tc(t) & allowed)) {
+    if (!(pg_type_row(t)->tc & allowed)) {
         pg_fail(k, PG_ETYPE, "%s has no .%s form", opname(op), pg_type_name(t));
         return false;
     }
@@ -422,14 +453,14 @@ instr *pg_push(pg_kernel *k, pg_opcode op, pg_type t)
     if (k->nins == k->cap_ins &&
         grow(k, (void **)&k->ins, &k->cap_ins, k->nins + 1, sizeof *k->ins, 256, false))
         return NULL;
-    /* Records are cleared ahead in batches: one memset call over many
-     * records is far cheaper than an inline clear of each */
-    if (k->nins == k->nclear) {
-        uint32_t n = k->cap_ins - k->nclear < 64 ? k->cap_ins - k->nclear : 64;
-        memset(&k->ins[k->nclear], 0, (size_t)n * sizeof *k->ins);
-        k->nclear += n;
-    }
+    /* Every field but the operand arrays is cleared: an operand slot is
+     * read only below ndst / nsrc, and the builders fill those. Clearing
+     * the whole record (288 bytes, mostly operand room) cost more than
+     * anything else pg_push does. */
     instr *in = &k->ins[k->nins++];
+    memset(in, 0, offsetof(instr, dst));
+    in->acc = NULL;
+    in->nacc = 0;
     in->op = (uint16_t)op;
     in->type = (uint8_t)t;
     if (k->has_guard) {
@@ -450,12 +481,10 @@ static bool op_begin(pg_kernel *k, pg_opcode op)
     return pg_require(k, oi->min_sm, oi->min_isa, oi->stem);
 }
 
-/* Common shape: d = op(a[, b[, c]]). */
-static void arith(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d,
-                  const pg_val *src, unsigned nsrc)
+/* Common shape: d = op(a[, b[, c]]), the type and d already checked. */
+static void arith_record(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d,
+                         const pg_val *src, unsigned nsrc)
 {
-    if (!live(k) || !check_type(k, op, t) || !check_dst(k, op, t, d))
-        return;
     static const char *const names[] = {"operand a", "operand b", "operand c"};
     for (unsigned i = 0; i < nsrc; i++)
         if (!check_src(k, op, t, src[i], names[i]))
@@ -468,6 +497,13 @@ static void arith(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d,
     in->nsrc = (uint8_t)nsrc;
     for (unsigned i = 0; i < nsrc; i++)
         in->src[i] = src[i];
+}
+
+static void arith(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d,
+                  const pg_val *src, unsigned nsrc)
+{
+    if (live(k) && check_type(k, op, t) && check_dst(k, op, t, d))
+        arith_record(k, op, t, d, src, nsrc);
 }
 
 /* A value form makes its own destination of type dt, after checking the
@@ -488,43 +524,52 @@ static pg_reg value_dst(pg_kernel *k, pg_opcode op, pg_type t, bool typed, pg_ty
 
 static pg_reg value_of(const pg_kernel *k, pg_reg d) { return k && !k->err ? d : pg_none(); }
 
+/* The value form of arith: the same checks in the same order as
+ * value_dst then arith, each made once (a register just made of type t
+ * fits an instruction of type t). */
+static pg_reg arith_value(pg_kernel *k, pg_opcode op, pg_type t, const pg_val *src,
+                          unsigned nsrc)
+{
+    pg_reg d = value_dst(k, op, t, true, t);
+    if (d.kind == PG_VAL_REG)
+        arith_record(k, op, t, d, src, nsrc);
+    return value_of(k, d);
+}
+
 /* Each row below defines both forms of one instruction: the in-place
  * pg_NAME(k, t, d, ...) and the value form pgv_NAME(k, t, ...) -> d. */
-#define ARITH1(name, op)                                              \
+#define ARITH1(name, op)                                                       \
     void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a)                \
     {                                                                          \
         pg_val s[1] = {a};                                                     \
-        arith(k, op, t, d, s, 1);                                     \
+        arith(k, op, t, d, s, 1);                                              \
     }                                                                          \
     pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a)                       \
     {                                                                          \
-        pg_reg d = value_dst(k, op, t, true, t);                               \
-        pg_##name(k, t, d, a);                                                 \
-        return value_of(k, d);                                                 \
+        pg_val s[1] = {a};                                                     \
+        return arith_value(k, op, t, s, 1);                                    \
     }
-#define ARITH2(name, op)                                              \
+#define ARITH2(name, op)                                                       \
     void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b)      \
     {                                                                          \
         pg_val s[2] = {a, b};                                                  \
-        arith(k, op, t, d, s, 2);                                     \
+        arith(k, op, t, d, s, 2);                                              \
     }                                                                          \
     pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a, pg_val b)             \
     {                                                                          \
-        pg_reg d = value_dst(k, op, t, true, t);                               \
-        pg_##name(k, t, d, a, b);                                              \
-        return value_of(k, d);                                                 \
+        pg_val s[2] = {a, b};                                                  \
+        return arith_value(k, op, t, s, 2);                                    \
     }
-#define ARITH3(name, op)                                              \
+#define ARITH3(name, op)                                                       \
     void pg_##name(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b, pg_val c) \
     {                                                                          \
         pg_val s[3] = {a, b, c};                                               \
-        arith(k, op, t, d, s, 3);                                     \
+        arith(k, op, t, d, s, 3);                                              \
     }                                                                          \
     pg_reg pgv_##name(pg_kernel *k, pg_type t, pg_val a, pg_val b, pg_val c)   \
     {                                                                          \
-        pg_reg d = value_dst(k, op, t, true, t);                               \
-        pg_##name(k, t, d, a, b, c);                                           \
-        return value_of(k, d);                                                 \
+        pg_val s[3] = {a, b, c};                                               \
+        return arith_value(k, op, t, s, 3);                                    \
     }
 
 ARITH2(add, OP_ADD)

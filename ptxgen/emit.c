@@ -64,8 +64,14 @@ int pg_emit_text(pg_kernel *k)
             pg_sb_fmt(&b, "\t.reg %s %s<%u>;\n", pg_reg_decl_type((reg_class)c),
                    pg_reg_prefix((reg_class)c), k->class_count[c] + 1);
     pg_sb_str(&b, "\n");
+    int err = pg_text_begin(k);
+    if (err) {
+        pg_mem_free(b.p);
+        return err;
+    }
     for (uint32_t i = 0; i < k->nins; i++)
         pg_format_instr(&b, k, &k->ins[i]);
+    pg_text_end(k);
     if (falls_off_end(k))
         pg_sb_str(&b, "\tret;\n");
     pg_sb_str(&b, "}\n");

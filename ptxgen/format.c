@@ -95,25 +95,106 @@ static void sb_stem(pg_sbuf *b, const char *stem, const char *suffix)
     pg_sb_str(b, suffix);
 }
 
-/* Numbers are written by hand: they are most of an instruction's text, and
- * printf's general machinery was a quarter of the time to emit a kernel. */
-static void sb_dec(pg_sbuf *b, uint64_t v, bool neg)
+/* A piece whose length the tables know: an op's stem, a type's name. */
+static inline void sb_known(pg_sbuf *b, const char *s, size_t n)
 {
-    /* straight into the buffer, last digit first: no scratch copy */
-    if (!sb_reserve(b, 21))
+    if (!sb_reserve(b, n))
         return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+/* ".type" from the type table. */
+static inline void sb_dot_type(pg_sbuf *b, pg_type t)
+{
+    const pg_type_info *ti = pg_type_row(t);
+    if (!sb_reserve(b, (size_t)ti->name_len + 1))
+        return;
+    char *d = b->p + b->len;
+    *d++ = '.';
+    memcpy(d, ti->name, ti->name_len);
+    b->len += (size_t)ti->name_len + 1;
+    b->p[b->len] = '\0';
+}
+
+/* "stem.type" from the op and type tables. */
+static inline void sb_op_type(pg_sbuf *b, const pg_op_info *oi, pg_type t)
+{
+    const pg_type_info *ti = pg_type_row(t);
+    if (!sb_reserve(b, (size_t)oi->stem_len + 1 + ti->name_len))
+        return;
+    char *d = b->p + b->len;
+    memcpy(d, oi->stem, oi->stem_len);
+    d += oi->stem_len;
+    *d++ = '.';
+    memcpy(d, ti->name, ti->name_len);
+    d += ti->name_len;
+    *d = '\0';
+    b->len = (size_t)(d - b->p);
+}
+
+/* Numbers are written by hand: they are most of an instruction's text, and
+ * printf's general machinery was a quarter of the time to emit a kernel.
+ * The put_ writers write at d, unterminated, into room the caller has
+ * reserved, and return the end. */
+static char *put_dec(char *d, uint64_t v, bool neg)
+{
+    /* last digit first: no scratch copy */
     unsigned n = 1;
     for (uint64_t t = v; t >= 10; t /= 10)
         n++;
-    char *d = b->p + b->len;
     if (neg)
         *d++ = '-';
     char *e = d + n;
-    *e = '\0';
     do
         *--e = (char)('0' + v % 10);
     while (v /= 10);
-    b->len = (size_t)(d + n - b->p);
+    return d + n;
+}
+
+/* `digits` uppercase hex digits, zero-padded ("%08X"). */
+static char *put_hex(char *d, uint64_t v, unsigned digits)
+{
+    for (unsigned i = digits; i-- > 0; v >>= 4)
+        d[i] = "0123456789ABCDEF"[v & 15];
+    return d + digits;
+}
+
+/* An immediate as the instruction type t reads it: at most 21 bytes
+ * ("-9223372036854775808", "0d3FF0000000000000"). */
+static char *put_imm(char *d, pg_val v, pg_type t)
+{
+    switch (v.kind) {
+    case PG_VAL_IMM_F32: /* the bits, exact: 0f3F800000 */
+        *d++ = '0';
+        *d++ = 'f';
+        return put_hex(d, v.bits & 0xffffffffu, 8);
+    case PG_VAL_IMM_F64:
+        *d++ = '0';
+        *d++ = 'd';
+        return put_hex(d, v.bits, 16);
+    default: {
+        unsigned bits = pg_type_bits(t);
+        if (bits == 0 || bits == 1)
+            bits = 64;
+        if (pg_type_is_signed(t)) {
+            int64_t x = (int64_t)v.bits;
+            /* the magnitude of INT64_MIN only fits unsigned */
+            return put_dec(d, x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x, x < 0);
+        }
+        return put_dec(d, bits >= 64 ? v.bits : (v.bits & ((UINT64_C(1) << bits) - 1)), false);
+    }
+    }
+}
+
+static void sb_dec(pg_sbuf *b, uint64_t v, bool neg)
+{
+    if (!sb_reserve(b, 21))
+        return;
+    char *e = put_dec(b->p + b->len, v, neg);
+    *e = '\0';
+    b->len = (size_t)(e - b->p);
 }
 
 static void sb_u64(pg_sbuf *b, uint64_t v) { sb_dec(b, v, false); }
@@ -131,18 +212,6 @@ static void sb_i64(pg_sbuf *b, int64_t v)
 {
     /* the magnitude of INT64_MIN only fits unsigned */
     sb_dec(b, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, v < 0);
-}
-
-/* `digits` uppercase hex digits, zero-padded ("%08X"). */
-static void sb_hex(pg_sbuf *b, uint64_t v, unsigned digits)
-{
-    if (!sb_reserve(b, digits))
-        return;
-    char *d = b->p + b->len;
-    for (unsigned i = digits; i-- > 0; v >>= 4)
-        d[i] = "0123456789ABCDEF"[v & 15];
-    b->len += digits;
-    b->p[b->len] = '\0';
 }
 
 /* The conversions the text uses: %s %c %u %d %llu %lld %%, no flags, width
@@ -246,74 +315,158 @@ const char *pg_atom_name(pg_atom_op op)
     return (unsigned)op < PG_ATOM_COUNT ? atom_names[op] : "?";
 }
 
-/* The suffix PTX wants for bitwise ops and moves of a given type. */
-static const char *bit_type(pg_type t)
+/* The type PTX wants for bitwise ops and moves of a given type. */
+static pg_type bit_type_of(pg_type t)
 {
     switch (pg_type_bits(t)) {
-    case 1: return "pred";
-    case 8: return "b8";
-    case 16: return "b16";
-    case 32: return "b32";
-    default: return "b64";
+    case 1: return PG_PRED;
+    case 8: return PG_B8;
+    case 16: return PG_B16;
+    case 32: return PG_B32;
+    default: return PG_B64;
     }
 }
 
-const char *pg_data_type_name(pg_type t)
-{
-    return (t == PG_F16 || t == PG_BF16) ? "b16" : pg_type_name(t);
-}
+static const char *bit_type(pg_type t) { return pg_type_name(bit_type_of(t)); }
+
+/* ld/st/mov of f16/bf16 move bits */
+static pg_type data_type_of(pg_type t) { return (t == PG_F16 || t == PG_BF16) ? PG_B16 : t; }
+
+const char *pg_data_type_name(pg_type t) { return pg_type_name(data_type_of(t)); }
 
 /* ---------------------------------------------------------------- operands */
 
-/* A register's name ("%rd12"), the most common piece of a line, in one
- * reservation: a prefix of a few bytes, then a 32-bit number. */
-static void sb_reg(pg_sbuf *b, const char *prefix, uint32_t num)
+/* A register's name ("%rd12") at d, unterminated: a prefix of a few bytes,
+ * then a 32-bit number; at most 14 bytes. Returns its length. */
+static unsigned reg_name(char *d, const char *prefix, uint32_t num)
 {
-    if (!sb_reserve(b, 32))
-        return;
-    char *d = b->p + b->len;
-    for (unsigned i = 0; prefix[i] && i < 8; i++) /* the prefixes are 2-4 bytes */
-        *d++ = prefix[i];
+    unsigned p = 0;
+    for (; prefix[p] && p < 4; p++) /* the prefixes are 2-3 bytes */
+        d[p] = prefix[p];
     unsigned n = 1;
     for (uint32_t t = num; t >= 10; t /= 10)
         n++;
-    char *e = d + n;
-    *e = '\0';
+    char *e = d + p + n;
     do
         *--e = (char)('0' + num % 10);
     while (num /= 10);
-    b->len = (size_t)(d + n - b->p);
+    return p + n;
 }
 
-static void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
+/* The text of a line before its operands, kept for the next lines of the
+ * same op: most heads repeat ("and.pred", "setp.lt.u32"). The key holds
+ * the fields a head depends on. */
+typedef struct pg_head {
+    uint64_t key; /* 0: empty */
+    uint8_t len;
+    char s[23];
+} pg_head;
+
+/* Each op keeps its last few heads, the latest first: an op's lines
+ * alternate between a few (st.global.f32 and st.global.v2.f32). */
+#define HEAD_WAYS 4
+
+struct pg_text_cache {
+    pg_head head[OP_COUNT][HEAD_WAYS];
+    pg_sbuf scratch; /* where a missing head is written */
+};
+
+/* Each register's name, written once (a register is named about four
+ * times in a kernel's text): "%rd12" NUL-padded, its length in byte 15.
+ * The longest, a prefix of three and ten digits, leaves the padding. The
+ * heads of the plain lines are written as lines first need them. */
+int pg_text_begin(pg_kernel *k)
+{
+    char (*t)[16] = arena_alloc(&k->mem, sizeof *t * k->nregs);
+    struct pg_text_cache *h = arena_alloc(&k->mem, sizeof *h);
+    if (!t || !h)
+        return pg_fail(k, PG_ENOMEM, "out of memory while writing PTX");
+    /* A class's registers are numbered 1, 2, ... in the order they were
+     * made, so each name is the class's last one counted up by one, in
+     * decimal: cheaper than writing each number anew. */
+    char next[RC_COUNT][16];
+    uint32_t next_num[RC_COUNT];
+    for (int c = 0; c < RC_COUNT; c++) {
+        memset(next[c], 0, sizeof next[c]);
+        next[c][15] = (char)reg_name(next[c], pg_reg_prefix((reg_class)c), 1);
+        next_num[c] = 1;
+    }
+    for (uint32_t id = 1; id < k->nregs; id++) {
+        const reg_info *r = &k->regs[id];
+        char *n = next[r->cls];
+        if (r->num != next_num[r->cls]) { /* not in order: write it out */
+            memset(t[id], 0, sizeof t[id]);
+            t[id][15] = (char)reg_name(t[id], pg_reg_prefix((reg_class)r->cls), r->num);
+            continue;
+        }
+        memcpy(t[id], n, 16);
+        next_num[r->cls]++;
+        int len = n[15], i = len - 1;
+        while (n[i] == '9') /* the prefix ("%rd") holds no digit */
+            n[i--] = '0';
+        if (n[i] >= '0' && n[i] <= '8') {
+            n[i]++;
+        } else { /* 99 -> 100 */
+            n[i + 1] = '1';
+            n[len] = '0';
+            n[15] = (char)(len + 1);
+        }
+    }
+    memset(h, 0, sizeof *h);
+    k->reg_text = (const char (*)[16])t;
+    k->head_text = h;
+    return PG_OK;
+}
+
+void pg_text_end(pg_kernel *k)
+{
+    /* arena memory, freed with the kernel, but for the scratch text */
+    if (k->head_text)
+        pg_mem_free(k->head_text->scratch.p);
+    k->reg_text = NULL;
+    k->head_text = NULL;
+}
+
+static void sb_val_slow(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t);
+
+/* A register, the most common operand by far, is one 16-byte copy once
+ * the names are written (pg_reg_text_make); the rest go the long way. */
+static inline void sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
+{
+    if (v.kind == PG_VAL_REG && k->reg_text && v.id && v.id < k->nregs) {
+        if (!sb_reserve(b, 16))
+            return;
+        const char *name = k->reg_text[v.id];
+        memcpy(b->p + b->len, name, 16); /* the NUL comes with it */
+        b->len += (unsigned char)name[15];
+        return;
+    }
+    sb_val_slow(b, k, v, t);
+}
+
+static void sb_val_slow(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
 {
     switch (v.kind) {
     case PG_VAL_REG:
         if (v.id && v.id < k->nregs) {
             const reg_info *r = &k->regs[v.id];
-            sb_reg(b, pg_reg_prefix((reg_class)r->cls), r->num);
+            if (sb_reserve(b, 16)) {
+                b->len += reg_name(b->p + b->len, pg_reg_prefix((reg_class)r->cls), r->num);
+                b->p[b->len] = '\0';
+            }
         } else {
             pg_sb_str(b, "%invalid");
             sb_u64(b, v.id);
         }
         return;
-    case PG_VAL_IMM_INT: {
-        unsigned bits = pg_type_bits(t);
-        if (bits == 0 || bits == 1)
-            bits = 64;
-        if (pg_type_is_signed(t))
-            sb_i64(b, (int64_t)v.bits);
-        else
-            sb_u64(b, bits >= 64 ? v.bits : (v.bits & ((UINT64_C(1) << bits) - 1)));
-        return;
-    }
-    case PG_VAL_IMM_F32: /* the bits, exact: 0f3F800000 */
-        sb_lit(b, "0f", 2);
-        sb_hex(b, v.bits & 0xffffffffu, 8);
-        return;
+    case PG_VAL_IMM_INT:
+    case PG_VAL_IMM_F32:
     case PG_VAL_IMM_F64:
-        sb_lit(b, "0d", 2);
-        sb_hex(b, v.bits, 16);
+        if (sb_reserve(b, 24)) {
+            char *e = put_imm(b->p + b->len, v, t);
+            *e = '\0';
+            b->len = (size_t)(e - b->p);
+        }
         return;
     case PG_VAL_SHARED:
         pg_sb_str(b, v.id && v.id < k->nshared ? k->shared[v.id].name : "?");
@@ -392,12 +545,109 @@ static void vec(pg_sbuf *b, const pg_kernel *k, const pg_val *v, unsigned n, pg_
 
 /* ---------------------------------------------------------------- instructions */
 
+static bool is_plain_form(const pg_op_info *oi)
+{
+    return oi->form == TX_PLAIN || oi->form == TX_FROUND || oi->form == TX_FROUND_LO ||
+           oi->form == TX_BITS || oi->form == TX_DATA;
+}
+
+/* The head of a line in one of the table's forms: "add.rn.f32",
+ * "and.pred", "mov.b16". */
+static void plain_head(pg_sbuf *b, const pg_op_info *oi, pg_type t)
+{
+    bool f = pg_type_row(t)->is_float;
+    switch ((pg_text_form)oi->form) {
+    case TX_PLAIN:
+        sb_op_type(b, oi, t);
+        break;
+    case TX_FROUND:
+    case TX_FROUND_LO:
+        sb_known(b, oi->stem, oi->stem_len);
+        if (f || oi->form == TX_FROUND_LO)
+            sb_lit(b, f ? ".rn" : ".lo", 3);
+        sb_dot_type(b, t);
+        break;
+    case TX_BITS:
+        sb_op_type(b, oi, bit_type_of(t));
+        break;
+    case TX_DATA:
+        sb_op_type(b, oi, data_type_of(t));
+        break;
+    default:
+        sb_known(b, oi->stem, oi->stem_len);
+        break;
+    }
+}
+
+/* The type of a mul.wide / mad.wide result: twice the width of t. */
+static pg_type wide_type(pg_type t)
+{
+    return pg_type_is_signed(t) ? (pg_type_bits(t) == 16 ? PG_S32 : PG_S64)
+                                : (pg_type_bits(t) == 16 ? PG_U32 : PG_U64);
+}
+
+/* The head of a line written as "head d, a, b" or, for ld and st, "head
+ * d, [a]": its text up to the first operand. False for the other ops. */
+static bool line_head(pg_sbuf *b, const instr *in, const pg_op_info *oi)
+{
+    pg_type t = (pg_type)in->type;
+    const char *stem = oi->stem;
+    if (is_plain_form(oi)) {
+        plain_head(b, oi, t);
+        return true;
+    }
+    switch ((pg_opcode)in->op) {
+    case OP_MUL_WIDE:
+    case OP_MAD_WIDE:
+        sb_op_type(b, oi, t);
+        return true;
+    case OP_SHL:
+    case OP_SHR:
+        /* shl and the bit types shift bits; shr of a number keeps its sign */
+        if (in->op == OP_SHL || pg_type_row(t)->tc == TC_BIT)
+            sb_op_type(b, oi, bit_type_of(t));
+        else
+            pg_sb_fmt(b, "%s.%c%u", stem, pg_type_is_signed(t) ? 's' : 'u', pg_type_bits(t));
+        return true;
+    case OP_SETP:
+        sb_stem(b, stem, cmp_names[in->mod]);
+        sb_dot_type(b, t);
+        return true;
+    case OP_SELP:
+        sb_op_type(b, oi, t);
+        return true;
+    case OP_CVT:
+        sb_known(b, stem, oi->stem_len);
+        pg_sb_str(b, rnd_names[in->mod]);
+        sb_dot_type(b, t);
+        sb_dot_type(b, (pg_type)in->type2);
+        return true;
+    case OP_LD:
+        if (in->mod == PG_SPACE_PARAM)
+            return false;
+        sb_stem(b, stem, space_names[in->mod]);
+        if (in->mod2)
+            sb_lit(b, ".nc", 3);
+        sb_width(b, in->width);
+        sb_dot_type(b, data_type_of(t));
+        return true;
+    case OP_ST:
+        sb_stem(b, stem, space_names[in->mod]);
+        sb_width(b, in->width);
+        sb_dot_type(b, data_type_of(t));
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* The instructions whose text the table's forms do not cover. */
 static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
 {
     pg_type t = (pg_type)in->type;
     const char *tn = pg_type_name(t);
-    const char *stem = pg_op_table[in->op].stem;
+    const pg_op_info *oi = &pg_op_table[in->op];
+    const char *stem = oi->stem;
     switch ((pg_opcode)in->op) {
     case OP_SREG:
         pg_sb_fmt(b, "%s ", stem);
@@ -406,9 +656,9 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         break;
     case OP_MUL_WIDE:
     case OP_MAD_WIDE: {
-        pg_type w = pg_type_is_signed(t) ? (pg_type_bits(t) == 16 ? PG_S32 : PG_S64)
-                                         : (pg_type_bits(t) == 16 ? PG_U32 : PG_U64);
-        pg_sb_fmt(b, "%s.%s ", stem, tn);
+        pg_type w = wide_type(t);
+        line_head(b, in, oi);
+        sb_lit(b, " ", 1);
         sb_val(b, k, in->dst[0], w);
         next(b, k, in->src[0], t);
         next(b, k, in->src[1], t);
@@ -418,24 +668,18 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     }
     case OP_SHL:
     case OP_SHR:
-        /* shl and the bit types shift bits; shr of a number keeps its sign */
-        if (in->op == OP_SHL || pg_type_tc(t) == TC_BIT) {
-            sb_stem(b, stem, bit_type(t));
-            sb_lit(b, " ", 1);
-        } else {
-            pg_sb_fmt(b, "%s.%c%u ", stem, pg_type_is_signed(t) ? 's' : 'u', pg_type_bits(t));
-        }
+        line_head(b, in, oi);
+        sb_lit(b, " ", 1);
         sb_val(b, k, in->dst[0], t);
         next(b, k, in->src[0], t);
         next(b, k, in->src[1], PG_U32);
         break;
     case OP_SETP:
-        sb_stem(b, stem, cmp_names[in->mod]);
-        sb_stem(b, "", tn);
+        line_head(b, in, oi);
         operands(b, k, in, PG_PRED, t);
         break;
     case OP_SELP:
-        sb_stem(b, stem, tn);
+        line_head(b, in, oi);
         sb_lit(b, " ", 1);
         sb_val(b, k, in->dst[0], t);
         next(b, k, in->src[0], t);
@@ -443,9 +687,7 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         next(b, k, in->src[2], PG_PRED);
         break;
     case OP_CVT:
-        pg_sb_str(b, stem);
-        sb_stem(b, rnd_names[in->mod], tn);
-        sb_stem(b, "", pg_type_name((pg_type)in->type2));
+        line_head(b, in, oi);
         operands(b, k, in, t, (pg_type)in->type2);
         break;
     case OP_LD:
@@ -455,20 +697,14 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
             pg_sb_fmt(b, ", [%s]", k->params[in->imm - 1].name);
             break;
         }
-        sb_stem(b, stem, space_names[in->mod]);
-        if (in->mod2)
-            sb_lit(b, ".nc", 3);
-        sb_width(b, in->width);
-        sb_stem(b, "", pg_data_type_name(t));
+        line_head(b, in, oi);
         sb_lit(b, " ", 1);
         vec(b, k, in->dst, in->width, t);
         sb_lit(b, ", ", 2);
         address(b, k, in->src[0], in->offset);
         break;
     case OP_ST:
-        sb_stem(b, stem, space_names[in->mod]);
-        sb_width(b, in->width);
-        sb_stem(b, "", pg_data_type_name(t));
+        line_head(b, in, oi);
         sb_lit(b, " ", 1);
         address(b, k, in->src[0], in->offset);
         sb_lit(b, ", ", 2);
@@ -566,10 +802,176 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     }
 }
 
+/* ---------------------------------------------------------------- the common lines */
+
+/* Most lines are "\t[@p ]head d, a[, b[, c]];" in one of the table's
+ * forms, every operand a register or an immediate. While the module is
+ * written they go through a cursor into one reservation: the register
+ * names and the head are copies of text written once (pg_text_begin, and
+ * the head cache filled through plain_head). */
+static bool fast_operand(const pg_kernel *k, pg_val v)
+{
+    if (v.kind == PG_VAL_REG)
+        return v.id && v.id < k->nregs;
+    return v.kind == PG_VAL_IMM_INT || v.kind == PG_VAL_IMM_F32 || v.kind == PG_VAL_IMM_F64;
+}
+
+/* The 16-byte slot of a register name or a head: the text, NUL-padded,
+ * its length in the last byte. Copied whole. */
+static char *put_slot(char *d, const char *slot, size_t size)
+{
+    memcpy(d, slot, size);
+    return d + (unsigned char)slot[size - 1];
+}
+
+static char *put_val(char *d, const pg_kernel *k, pg_val v, pg_type t)
+{
+    if (v.kind == PG_VAL_REG)
+        return put_slot(d, k->reg_text[v.id], 16);
+    return put_imm(d, v, t);
+}
+
+/* The head of in's line from the cache, written on a miss; NULL if it
+ * does not fit a slot. */
+static const pg_head *head_of(const pg_kernel *k, const instr *in, const pg_op_info *oi)
+{
+    pg_head *h = k->head_text->head[in->op];
+    uint64_t key = 1u | (uint64_t)in->type << 8 | (uint64_t)in->type2 << 16 |
+                   (uint64_t)in->mod << 24 | (uint64_t)in->mod2 << 32 | (uint64_t)in->width << 40;
+    for (unsigned w = 0; w < HEAD_WAYS; w++)
+        if (h[w].key == key)
+            return &h[w];
+    pg_sbuf *t = &k->head_text->scratch;
+    t->len = 0;
+    if (!line_head(t, in, oi) || t->oom || t->len == 0 || t->len > sizeof h->s)
+        return NULL;
+    memmove(h + 1, h, sizeof *h * (HEAD_WAYS - 1)); /* the oldest goes */
+    memcpy(h->s, t->p, t->len);
+    h->len = (uint8_t)t->len;
+    h->key = key;
+    return h;
+}
+
+/* "[base+offset]" */
+static char *put_addr(char *d, const pg_kernel *k, pg_val base, int64_t offset)
+{
+    *d++ = '[';
+    d = put_val(d, k, base, PG_U64);
+    if (offset) {
+        *d++ = '+';
+        d = put_dec(d, offset < 0 ? (uint64_t)0 - (uint64_t)offset : (uint64_t)offset, offset < 0);
+    }
+    *d++ = ']';
+    return d;
+}
+
+/* "{a, b}" for a vector, "a" for one */
+static char *put_vec(char *d, const pg_kernel *k, const pg_val *v, unsigned n, pg_type t)
+{
+    if (n == 1)
+        return put_val(d, k, v[0], t);
+    *d++ = '{';
+    for (unsigned i = 0; i < n; i++) {
+        if (i) {
+            *d++ = ',';
+            *d++ = ' ';
+        }
+        d = put_val(d, k, v[i], t);
+    }
+    *d++ = '}';
+    return d;
+}
+
+/* The operands of a line as the long way writes them: " d, a, b" with the
+ * types custom() gives them, or an ld's or st's vector and address. */
+static char *put_operands(char *d, const pg_kernel *k, const instr *in)
+{
+    pg_type t = (pg_type)in->type, dt = t, st[3] = {t, t, t};
+    *d++ = ' ';
+    switch ((pg_opcode)in->op) {
+    case OP_LD:
+        d = put_vec(d, k, in->dst, in->width, t);
+        *d++ = ',';
+        *d++ = ' ';
+        return put_addr(d, k, in->src[0], in->offset);
+    case OP_ST:
+        d = put_addr(d, k, in->src[0], in->offset);
+        *d++ = ',';
+        *d++ = ' ';
+        return put_vec(d, k, in->src + 1, in->width, pg_type_bits(t) == 8 ? PG_U16 : t);
+    case OP_MUL_WIDE:
+    case OP_MAD_WIDE:
+        dt = st[2] = wide_type(t);
+        break;
+    case OP_SHL:
+    case OP_SHR:
+        st[1] = PG_U32;
+        break;
+    case OP_SETP:
+        dt = PG_PRED;
+        break;
+    case OP_SELP:
+        st[2] = PG_PRED;
+        break;
+    case OP_CVT:
+        st[0] = (pg_type)in->type2;
+        break;
+    default:
+        break;
+    }
+    d = put_val(d, k, in->dst[0], dt);
+    for (unsigned i = 0; i < in->nsrc; i++) {
+        *d++ = ',';
+        *d++ = ' ';
+        d = put_val(d, k, in->src[i], i < 3 ? st[i] : t);
+    }
+    return d;
+}
+
+/* The line through the cursor, if the head has a slot and every operand
+ * is a register or an immediate; false to take the long way. */
+static bool fast_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_op_info *oi)
+{
+    if (!k->head_text || in->ndst > PG_MAX_DST || in->nsrc > PG_MAX_SRC)
+        return false;
+    if (in->op == OP_ST ? in->ndst != 0 || in->nsrc != 1u + in->width
+                        : in->ndst != (in->op == OP_LD ? in->width : 1u))
+        return false;
+    for (unsigned i = 0; i < in->ndst; i++)
+        if (!fast_operand(k, in->dst[i]))
+            return false;
+    for (unsigned i = 0; i < in->nsrc; i++)
+        if (!fast_operand(k, in->src[i]))
+            return false;
+    if (in->guard && in->guard >= k->nregs)
+        return false;
+    const pg_head *h = head_of(k, in, oi);
+    if (!h)
+        return false;
+    /* tab, guard, head, 24 per operand with its ", ", an address, ";\n" */
+    if (!sb_reserve(b, 96 + (size_t)(in->ndst + in->nsrc) * 24))
+        return true;
+    char *d = b->p + b->len;
+    *d++ = '\t';
+    if (in->guard) {
+        *d++ = '@';
+        if (in->guard_neg)
+            *d++ = '!';
+        d = put_slot(d, k->reg_text[in->guard], 16);
+        *d++ = ' ';
+    }
+    memcpy(d, h->s, sizeof h->s);
+    d += h->len;
+    d = put_operands(d, k, in);
+    *d++ = ';';
+    *d++ = '\n';
+    *d = '\0';
+    b->len = (size_t)(d - b->p);
+    return true;
+}
+
 void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
 {
-    pg_type t = (pg_type)in->type;
-    bool f = pg_type_is_float(t);
     const pg_op_info *oi = &pg_op_table[in->op];
     switch ((pg_opcode)in->op) {
     case OP_LABEL:
@@ -582,38 +984,23 @@ void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
     default:
         break;
     }
+    if (fast_line(b, k, in, oi))
+        return;
     sb_lit(b, "\t", 1);
     if (in->guard) {
         pg_val g = {PG_VAL_REG, in->guard, 0};
-        pg_sb_str(b, in->guard_neg ? "@!" : "@");
+        sb_lit(b, "@!", in->guard_neg ? 2 : 1);
         sb_val(b, k, g, PG_PRED);
         sb_lit(b, " ", 1);
     }
-    switch ((pg_text_form)oi->form) {
-    case TX_PLAIN:
-        sb_stem(b, oi->stem, pg_type_name(t));
+    pg_type t = (pg_type)in->type;
+    if (is_plain_form(oi)) {
+        plain_head(b, oi, t);
         operands(b, k, in, t, t);
-        break;
-    case TX_FROUND:
-    case TX_FROUND_LO:
-        pg_sb_str(b, oi->stem);
-        sb_stem(b, f ? ".rn" : (oi->form == TX_FROUND_LO ? ".lo" : ""), pg_type_name(t));
-        operands(b, k, in, t, t);
-        break;
-    case TX_BITS:
-        sb_stem(b, oi->stem, bit_type(t));
-        operands(b, k, in, t, t);
-        break;
-    case TX_DATA:
-        sb_stem(b, oi->stem, pg_data_type_name(t));
-        operands(b, k, in, t, t);
-        break;
-    case TX_NONE:
-        pg_sb_str(b, oi->stem);
-        break;
-    case TX_CUSTOM:
+    } else if (oi->form == TX_NONE) {
+        sb_known(b, oi->stem, oi->stem_len);
+    } else {
         custom(b, k, in);
-        break;
     }
     sb_lit(b, ";\n", 2);
 }

@@ -43,6 +43,28 @@ enum {
 /* The class of one type (TC_8BIT for b8/u8/s8); 0 for an invalid type. */
 unsigned pg_type_tc(pg_type t);
 
+/* Register classes: one `.reg` line and one name prefix each. */
+typedef enum reg_class {
+    RC_PRED, RC_B16, RC_H, RC_B32, RC_F32, RC_B64, RC_F64, RC_COUNT
+} reg_class;
+
+/* Everything asked of a type, in one row (tables.c): the public
+ * pg_type_name, pg_type_bits, ... read it, and the builder's checks and
+ * the formatter, which ask several times per operand, read it inline. */
+typedef struct pg_type_info {
+    const char *name;
+    uint8_t name_len;
+    uint8_t bits;      /* 1 for pred */
+    uint16_t tc;       /* TC_* */
+    uint8_t cls;       /* reg_class the registers of this type take */
+    bool is_float, is_signed;
+    bool is_bits;      /* b16, b32, b64: any type of that width */
+} pg_type_info;
+extern const pg_type_info pg_type_table[PG_TYPE_COUNT];
+
+/* t must be valid (< PG_TYPE_COUNT): every recorded type is. */
+static inline const pg_type_info *pg_type_row(pg_type t) { return &pg_type_table[t]; }
+
 /* How an instruction is written (format.c). Every form but CUSTOM is
  * "stem<suffixes> d, a[, b[, c]]" with every operand of the instruction
  * type, or the bare stem for NONE. */
@@ -167,6 +189,7 @@ typedef enum pg_opcode {
 
 typedef struct pg_op_info {
     const char *stem;
+    uint8_t stem_len;
     unsigned classes; /* TC_* */
     uint8_t form;     /* pg_text_form */
     uint8_t flags;    /* OPF_* */
@@ -178,11 +201,6 @@ extern const pg_op_info pg_op_table[OP_COUNT];
 static inline unsigned pg_op_flags(pg_opcode op) { return pg_op_table[op].flags; }
 
 /* ---------------------------------------------------------------- records */
-
-/* Register classes: one `.reg` line and one name prefix each. */
-typedef enum reg_class {
-    RC_PRED, RC_B16, RC_H, RC_B32, RC_F32, RC_B64, RC_F64, RC_COUNT
-} reg_class;
 
 typedef struct reg_info {
     uint8_t type;  /* pg_type */
@@ -243,6 +261,7 @@ struct pg_kernel {
     uint32_t tag; /* in every handle this kernel gives out */
     char *name;
     pg_target target;
+    unsigned sm;  /* the target's, asked of every instruction */
     unsigned isa;
     int err;
     char msg[PG_MSG_MAX];
@@ -266,9 +285,15 @@ struct pg_kernel {
     shared_info *shared; /* index 0 unused */
     uint32_t nshared, cap_shared;
 
+    /* While the text is written (pg_emit_text), NULL otherwise: each
+     * register's name, NUL-padded with its length in the last byte, and
+     * the last head ("add.u32", "setp.lt.s32") written for each op and
+     * type (format.c). */
+    const char (*reg_text)[16];
+    struct pg_text_cache *head_text;
+
     instr *ins;
     uint32_t nins, cap_ins;
-    uint32_t nclear; /* ins[nins..nclear) are cleared, ready to fill */
 
     bool has_guard, guard_neg;
     uint32_t guard;
@@ -322,6 +347,10 @@ void pg_sb_fmt(pg_sbuf *b, const char *fmt, ...)
 #endif
     ;
 
+/* Set up k->reg_text and k->head_text for the emitter (in the arena);
+ * pg_text_end clears them. */
+int pg_text_begin(pg_kernel *k);
+void pg_text_end(pg_kernel *k);
 /* One instruction as its PTX line, tab-indented, with ";\n". */
 void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in);
 /* The text of the Hopper rows (PG_OP_MAP_SM90), in hopper.c: false for any

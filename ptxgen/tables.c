@@ -64,35 +64,45 @@ unsigned pg_isa_min_driver(unsigned isa)
     return 0;
 }
 
-typedef struct type_info {
-    const char *name;
-    unsigned bits;
-} type_info;
-
-static const type_info types[PG_TYPE_COUNT] = {
-#define PG_X_(e, name, bits) {name, bits},
-    PG_TYPE_MAP(PG_X_)
-#undef PG_X_
+const pg_type_info pg_type_table[PG_TYPE_COUNT] = {
+    /*          name    len bits tc        class    float  signed bits */
+    [PG_PRED] = {"pred", 4, 1, TC_PRED, RC_PRED, false, false, false},
+    [PG_B8] = {"b8", 2, 8, TC_8BIT, RC_COUNT, false, false, false},
+    [PG_B16] = {"b16", 3, 16, TC_BIT, RC_B16, false, false, true},
+    [PG_B32] = {"b32", 3, 32, TC_BIT, RC_B32, false, false, true},
+    [PG_B64] = {"b64", 3, 64, TC_BIT, RC_B64, false, false, true},
+    [PG_U8] = {"u8", 2, 8, TC_8BIT, RC_COUNT, false, false, false},
+    [PG_U16] = {"u16", 3, 16, TC_UINT, RC_B16, false, false, false},
+    [PG_U32] = {"u32", 3, 32, TC_UINT, RC_B32, false, false, false},
+    [PG_U64] = {"u64", 3, 64, TC_UINT, RC_B64, false, false, false},
+    [PG_S8] = {"s8", 2, 8, TC_8BIT, RC_COUNT, false, true, false},
+    [PG_S16] = {"s16", 3, 16, TC_SINT, RC_B16, false, true, false},
+    [PG_S32] = {"s32", 3, 32, TC_SINT, RC_B32, false, true, false},
+    [PG_S64] = {"s64", 3, 64, TC_SINT, RC_B64, false, true, false},
+    [PG_F16] = {"f16", 3, 16, TC_F16, RC_H, true, false, false},
+    [PG_BF16] = {"bf16", 4, 16, TC_BF16, RC_H, true, false, false},
+    [PG_F32] = {"f32", 3, 32, TC_F32, RC_F32, true, false, false},
+    [PG_F64] = {"f64", 3, 64, TC_F64, RC_F64, true, false, false},
 };
 
 const char *pg_type_name(pg_type t)
 {
-    return (unsigned)t < PG_TYPE_COUNT ? types[t].name : NULL;
+    return (unsigned)t < PG_TYPE_COUNT ? pg_type_table[t].name : NULL;
 }
 
 unsigned pg_type_bits(pg_type t)
 {
-    return (unsigned)t < PG_TYPE_COUNT ? types[t].bits : 0;
+    return (unsigned)t < PG_TYPE_COUNT ? pg_type_table[t].bits : 0;
 }
 
 bool pg_type_is_float(pg_type t)
 {
-    return t == PG_F16 || t == PG_BF16 || t == PG_F32 || t == PG_F64;
+    return (unsigned)t < PG_TYPE_COUNT && pg_type_table[t].is_float;
 }
 
 bool pg_type_is_signed(pg_type t)
 {
-    return t == PG_S8 || t == PG_S16 || t == PG_S32 || t == PG_S64;
+    return (unsigned)t < PG_TYPE_COUNT && pg_type_table[t].is_signed;
 }
 
 int pg_type_parse(const char *name, pg_type *out)
@@ -100,7 +110,7 @@ int pg_type_parse(const char *name, pg_type *out)
     if (!name || !out)
         return PG_EINVAL;
     for (unsigned i = 0; i < PG_TYPE_COUNT; i++) {
-        if (strcmp(name, types[i].name) == 0) {
+        if (strcmp(name, pg_type_table[i].name) == 0) {
             *out = (pg_type)i;
             return PG_OK;
         }
@@ -109,25 +119,14 @@ int pg_type_parse(const char *name, pg_type *out)
 }
 
 const pg_op_info pg_op_table[OP_COUNT] = {
-#define PG_X_(e, stem, tc, form, flags, sm, isa) {stem, tc, form, flags, sm, isa},
+#define PG_X_(e, stem, tc, form, flags, sm, isa) {stem, sizeof(stem) - 1, tc, form, flags, sm, isa},
     PG_OP_MAP(PG_X_)
 #undef PG_X_
 };
 
 unsigned pg_type_tc(pg_type t)
 {
-    switch (t) {
-    case PG_PRED: return TC_PRED;
-    case PG_B8: case PG_U8: case PG_S8: return TC_8BIT;
-    case PG_B16: case PG_B32: case PG_B64: return TC_BIT;
-    case PG_U16: case PG_U32: case PG_U64: return TC_UINT;
-    case PG_S16: case PG_S32: case PG_S64: return TC_SINT;
-    case PG_F16: return TC_F16;
-    case PG_BF16: return TC_BF16;
-    case PG_F32: return TC_F32;
-    case PG_F64: return TC_F64;
-    default: return 0;
-    }
+    return (unsigned)t < PG_TYPE_COUNT ? pg_type_table[t].tc : 0;
 }
 
 static const char *const sreg_names[PG_SREG_COUNT] = {
@@ -143,16 +142,7 @@ const char *pg_sreg_name(pg_sreg s)
 
 reg_class pg_type_class(pg_type t)
 {
-    switch (t) {
-    case PG_PRED: return RC_PRED;
-    case PG_B16: case PG_U16: case PG_S16: return RC_B16;
-    case PG_F16: case PG_BF16: return RC_H;
-    case PG_B32: case PG_U32: case PG_S32: return RC_B32;
-    case PG_F32: return RC_F32;
-    case PG_B64: case PG_U64: case PG_S64: return RC_B64;
-    case PG_F64: return RC_F64;
-    default: return RC_COUNT;
-    }
+    return (unsigned)t < PG_TYPE_COUNT ? (reg_class)pg_type_table[t].cls : RC_COUNT;
 }
 
 const char *pg_reg_prefix(reg_class c)

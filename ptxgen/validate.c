@@ -89,6 +89,18 @@ typedef struct cfg {
     uint32_t *rpo;     /* blocks reachable from the entry, in reverse post-order */
     uint32_t nrpo;
     uint32_t *num;     /* block -> place in that order (NONE: unreachable) */
+    /* Found in the one pass that finds the blocks, so that no later pass
+     * walks every record only to ask: the barriers and .aligned
+     * instructions, in order, and how many registers the kernel writes
+     * (with repeats). */
+    uint32_t *sync, nsync;
+    uint32_t nwritten;
+    /* Registers that hold %tid.x at every write, as far as that pass saw
+     * (find_tid_x finishes it): tidx[r], and the copies (unguarded movs)
+     * out of each register as lists, copy_head[r] then copy_next[e] with
+     * the destination copy_to[e]. Registers it took out wait in tidx_work. */
+    bool *tidx;
+    uint32_t *copy_head, *copy_next, *copy_to, *tidx_work, ntidx_work;
 } cfg;
 
 static bool is_term(const instr *in)
@@ -220,22 +232,63 @@ static void dominators(const edges *in, const uint32_t *order, uint32_t count,
     }
 }
 
+/* The registers an instruction writes: its results, then a wgmma's
+ * accumulators. */
+static uint32_t nwrites(const instr *in) { return in->ndst + in->nacc; }
+static pg_val written(const instr *in, uint32_t d)
+{
+    return d < in->ndst ? in->dst[d] : in->acc[d - in->ndst];
+}
+
 static int build_cfg(cfg *g)
 {
     pg_kernel *k = g->k;
     uint32_t n = k->nins;
     int err;
+    uint32_t nr = k->nregs, ncopy = 0;
     g->blk_of = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    g->sync = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    g->tidx = arena_alloc(&k->mem, nr + 1);
+    g->copy_head = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
+    g->copy_next = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    g->copy_to = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    g->tidx_work = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
     bool *leader = arena_alloc(&k->mem, n + 1);
-    if (!g->blk_of || !leader)
+    if (!g->blk_of || !g->sync || !g->tidx || !g->copy_head || !g->copy_next || !g->copy_to ||
+        !g->tidx_work || !leader)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(leader, 0, n + 1);
     leader[0] = true;
+    for (uint32_t r = 0; r < nr; r++) {
+        g->tidx[r] = true;
+        g->copy_head[r] = NONE;
+    }
     for (uint32_t i = 0; i < n; i++) {
-        if (k->ins[i].op == OP_LABEL)
+        const instr *in = &k->ins[i];
+        unsigned fl = pg_op_flags((pg_opcode)in->op);
+        if (in->op == OP_LABEL)
             leader[i] = true;
-        if (is_term(&k->ins[i]))
+        if (fl & OPF_TERM)
             leader[i + 1] = true;
+        if (fl & (OPF_BARRIER | OPF_ALIGNED))
+            g->sync[g->nsync++] = i;
+        g->nwritten += in->ndst + in->nacc;
+        /* for find_tid_x, while the record is at hand */
+        bool copy = in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG;
+        if (copy && in->dst[0].kind == PG_VAL_REG) {
+            g->copy_to[ncopy] = in->dst[0].id;
+            g->copy_next[ncopy] = g->copy_head[in->src[0].id];
+            g->copy_head[in->src[0].id] = ncopy++;
+        }
+        bool keeps = !in->guard && in->nacc == 0 &&
+                     (copy || (in->op == OP_SREG && in->mod == PG_SREG_TID_X));
+        for (uint32_t d = 0; d < nwrites(in); d++) {
+            pg_val v = written(in, d);
+            if (v.kind == PG_VAL_REG && g->tidx[v.id] && (!keeps || d >= in->ndst)) {
+                g->tidx[v.id] = false;
+                g->tidx_work[g->ntidx_work++] = v.id;
+            }
+        }
     }
     uint32_t nb = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -326,14 +379,6 @@ static uint32_t acc_reads(const instr *in)
     return in->nacc;
 }
 
-/* The registers an instruction writes: its results, then a wgmma's
- * accumulators. */
-static uint32_t nwrites(const instr *in) { return in->ndst + in->nacc; }
-static pg_val written(const instr *in, uint32_t d)
-{
-    return d < in->ndst ? in->dst[d] : in->acc[d - in->ndst];
-}
-
 /* A read that the dominator tree could not settle: no write of its register
  * dominates it. */
 typedef struct hard_use {
@@ -376,7 +421,11 @@ static int dominated_reads(cfg *g, use_list *hard)
     uint32_t *child = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * 2 * (nb + 1));
     uint32_t *count = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
-    if (!idom || !coff || !child || !stack || !count)
+    /* the registers the blocks on the walk's path wrote, and where each
+     * block's begin: leaving a block pops its writes, not re-reading them */
+    uint32_t *wstack = arena_alloc(&k->mem, sizeof(uint32_t) * (g->nwritten + 1));
+    uint32_t *wmark = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    if (!idom || !coff || !child || !stack || !count || !wstack || !wmark)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     if (!g->nrpo)
         return PG_OK;
@@ -390,20 +439,17 @@ static int dominated_reads(cfg *g, use_list *hard)
     for (uint32_t i = 1; i < g->nrpo; i++)
         child[coff[idom[g->rpo[i]] + 1]++] = g->rpo[i];
     /* now block v's children are child[coff[v] .. coff[v+1]) */
-    uint32_t sp = 0, u[PG_MAX_SRC + 1];
+    uint32_t sp = 0, wsp = 0, u[PG_MAX_SRC + 1];
     stack[sp++] = g->rpo[0] << 1;
     while (sp) {
         uint32_t x = stack[--sp], v = x >> 1;
         const block *b = &g->b[v];
         if (x & 1) {
-            for (uint32_t i = b->start; i < b->end; i++)
-                for (uint32_t d = 0; d < nwrites(&k->ins[i]); d++) {
-                    pg_val w = written(&k->ins[i], d);
-                    if (w.kind == PG_VAL_REG)
-                        count[w.id]--;
-                }
+            while (wsp > wmark[v])
+                count[wstack[--wsp]]--;
             continue;
         }
+        wmark[v] = wsp;
         for (uint32_t i = b->start; i < b->end; i++) {
             const instr *ins = &k->ins[i];
             unsigned nu = uses(ins, u);
@@ -417,8 +463,10 @@ static int dominated_reads(cfg *g, use_list *hard)
             }
             for (uint32_t d = 0; d < nwrites(ins); d++) {
                 pg_val w = written(ins, d);
-                if (w.kind == PG_VAL_REG)
+                if (w.kind == PG_VAL_REG) {
                     count[w.id]++;
+                    wstack[wsp++] = w.id;
+                }
             }
         }
         stack[sp++] = x | 1;
@@ -770,60 +818,23 @@ static uint8_t sreg_level(pg_sreg s)
 /* Registers that hold %tid.x at every write (an unguarded read of %tid.x,
  * or an unguarded mov from such a register): their warp index (>> 5 or
  * more, / a multiple of 32, & a mask clear in bits 0-4) is the same across
- * a warp. Any other write takes a register out, and the movs that copy it
- * pass that on: one worklist pass over the copy edges, not a fixed point
- * over the whole kernel. */
-static int find_tid_x(cfg *g, bool *tidx)
+ * a warp. build_cfg's pass over the records takes out every register with
+ * any other write and links the movs; here the movs pass that on: one
+ * worklist pass over the copy edges, not a fixed point over the kernel. */
+static void find_tid_x(cfg *g)
 {
-    pg_kernel *k = g->k;
-    uint32_t nr = k->nregs, ne = 0;
-    uint32_t *off = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
-    uint32_t *work = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
-    if (!off || !work)
-        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    memset(off, 0, sizeof(uint32_t) * (nr + 1));
-    for (uint32_t i = 0; i < k->nins; i++) {
-        const instr *in = &k->ins[i];
-        if (in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG &&
-            in->dst[0].kind == PG_VAL_REG) {
-            off[in->src[0].id + 1]++;
-            ne++;
-        }
-    }
-    for (uint32_t r = 0; r < nr; r++)
-        off[r + 1] += off[r];
-    uint32_t *to = arena_alloc(&k->mem, sizeof(uint32_t) * (ne + 1));
-    uint32_t *fill = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
-    if (!to || !fill)
-        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    memcpy(fill, off, sizeof(uint32_t) * (nr + 1));
-    uint32_t sp = 0;
-    for (uint32_t r = 0; r < nr; r++)
-        tidx[r] = true;
-    for (uint32_t i = 0; i < k->nins; i++) {
-        const instr *in = &k->ins[i];
-        bool copy = in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG;
-        if (copy && in->dst[0].kind == PG_VAL_REG)
-            to[fill[in->src[0].id]++] = in->dst[0].id;
-        bool keeps = !in->guard && in->nacc == 0 &&
-                     (copy || (in->op == OP_SREG && in->mod == PG_SREG_TID_X));
-        for (uint32_t d = 0; d < nwrites(in); d++) {
-            pg_val v = written(in, d);
-            if (v.kind == PG_VAL_REG && tidx[v.id] && (!keeps || d >= in->ndst)) {
-                tidx[v.id] = false;
-                work[sp++] = v.id;
-            }
-        }
-    }
+    uint32_t sp = g->ntidx_work, *work = g->tidx_work;
     while (sp) {
         uint32_t r = work[--sp];
-        for (uint32_t e = off[r]; e < off[r + 1]; e++)
-            if (tidx[to[e]]) {
-                tidx[to[e]] = false;
-                work[sp++] = to[e];
+        for (uint32_t e = g->copy_head[r]; e != NONE; e = g->copy_next[e]) {
+            uint32_t t = g->copy_to[e];
+            if (g->tidx[t]) {
+                g->tidx[t] = false;
+                work[sp++] = t;
             }
+        }
     }
-    return PG_OK;
+    g->ntidx_work = 0;
 }
 
 /* Whether `in` takes the warp index of its first source (a %tid.x
@@ -903,21 +914,18 @@ static bool mark_region(cfg *g, uint32_t bi, uint8_t lv, uint32_t walk, const ui
 static int check_barriers(cfg *g)
 {
     pg_kernel *k = g->k;
-    bool any_bar = false;
-    for (uint32_t i = 0; i < k->nins; i++)
-        any_bar |= (pg_op_flags((pg_opcode)k->ins[i].op) & (OPF_BARRIER | OPF_ALIGNED)) != 0;
-    if (!any_bar)
+    if (!g->nsync)
         return PG_OK;
 
     uint32_t nb = g->nb;
     why *div = arena_alloc(&k->mem, sizeof(why) * k->nregs);
-    bool *tidx = arena_alloc(&k->mem, k->nregs ? k->nregs : 1);
+    const bool *tidx = g->tidx;
     uint32_t *ipdom = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *seen = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint8_t *done_branch = arena_alloc(&k->mem, nb + 1); /* the level walked at */
     uint32_t *read_in = arena_alloc(&k->mem, sizeof(uint32_t) * (k->nregs ? k->nregs : 1));
-    if (!div || !tidx || !ipdom || !stack || !seen || !done_branch || !read_in)
+    if (!div || !ipdom || !stack || !seen || !done_branch || !read_in)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(div, 0, sizeof(why) * k->nregs);
     memset(read_in, 0, sizeof(uint32_t) * k->nregs);
@@ -925,10 +933,9 @@ static int check_barriers(cfg *g)
     for (uint32_t v = 0; v <= nb; v++)
         seen[v] = NONE;
     int err = post_dominators(g, ipdom);
-    if (!err)
-        err = find_tid_x(g, tidx);
     if (err)
         return err;
+    find_tid_x(g);
 
     /* Passes in block order until nothing changes. A pass need not be
      * followed by one more only to see that: it must run again only if it
@@ -1019,54 +1026,53 @@ static int check_barriers(cfg *g)
         }
     }
 
-    for (uint32_t bi = 0; bi < nb; bi++) {
-        const block *b = &g->b[bi];
+    for (uint32_t j = 0; j < g->nsync; j++) {
+        uint32_t i = g->sync[j];
+        const block *b = &g->b[g->blk_of[i]];
         if (!b->reachable)
             continue;
-        for (uint32_t i = b->start; i < b->end; i++) {
-            const instr *in = &k->ins[i];
-            unsigned fl = pg_op_flags((pg_opcode)in->op);
-            if (fl & OPF_ALIGNED) {
-                /* every thread of the warp (warpgroup) runs it together: a
-                 * split between warps is the caller's to get right, a split
-                 * inside one is always wrong */
-                bool lane_guard =
-                    in->guard && div[in->guard].kind && div[in->guard].level == LV_LANE;
-                if (lane_guard || (b->divergent && b->level == LV_LANE)) {
-                    char at[256], wt[160];
-                    describe(g, i, at, sizeof at);
-                    why_text(g, lane_guard ? div[in->guard] : div[k->ins[b->cause].guard], wt,
-                             sizeof wt);
-                    return pg_fail(k, PG_EDIVERGE, "divergence: %s is .aligned (every thread of "
-                                   "the warp runs it together) but runs under a %s that depends "
-                                   "on %s", at, lane_guard ? "guard" : "branch", wt);
-                }
+        const instr *in = &k->ins[i];
+        unsigned fl = pg_op_flags((pg_opcode)in->op);
+        if (fl & OPF_ALIGNED) {
+            /* every thread of the warp (warpgroup) runs it together: a
+             * split between warps is the caller's to get right, a split
+             * inside one is always wrong */
+            bool lane_guard =
+                in->guard && div[in->guard].kind && div[in->guard].level == LV_LANE;
+            if (lane_guard || (b->divergent && b->level == LV_LANE)) {
+                char at[256], wt[160];
+                describe(g, i, at, sizeof at);
+                why_text(g, lane_guard ? div[in->guard] : div[k->ins[b->cause].guard], wt,
+                         sizeof wt);
+                return pg_fail(k, PG_EDIVERGE, "divergence: %s is .aligned (every thread of "
+                               "the warp runs it together) but runs under a %s that depends "
+                               "on %s", at, lane_guard ? "guard" : "branch", wt);
             }
-            if (!(fl & OPF_BARRIER))
-                continue;
-            /* A counted barrier waits for whole warps: a split between
-             * warps is what it is for; a split inside one is not. */
-            uint8_t allowed = in->op == OP_BAR_N ? LV_WARP : LV_NONE;
-            char bar[256], br[256], wt[160];
-            if (in->guard && div[in->guard].kind && div[in->guard].level > allowed) {
-                char r[32];
-                describe(g, i, bar, sizeof bar);
-                pg_val v = {PG_VAL_REG, in->guard, 0};
-                pg_val_format(k, v, PG_PRED, r, sizeof r);
-                why_text(g, div[in->guard], wt, sizeof wt);
-                return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is guarded by %s, which "
-                               "depends on %s", bar, r, wt);
-            }
-            if (b->divergent && b->level > allowed) {
-                const instr *cb = &k->ins[b->cause];
-                describe(g, i, bar, sizeof bar);
-                describe(g, b->cause, br, sizeof br);
-                why_text(g, div[cb->guard], wt, sizeof wt);
-                return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is reached by only some "
-                               "threads of the %s: the %s at %s depends on %s", bar,
-                               in->op == OP_BAR_N ? "warps it counts" : "block",
-                               cb->op == OP_BRA ? "branch" : "early exit", br, wt);
-            }
+        }
+        if (!(fl & OPF_BARRIER))
+            continue;
+        /* A counted barrier waits for whole warps: a split between
+         * warps is what it is for; a split inside one is not. */
+        uint8_t allowed = in->op == OP_BAR_N ? LV_WARP : LV_NONE;
+        char bar[256], br[256], wt[160];
+        if (in->guard && div[in->guard].kind && div[in->guard].level > allowed) {
+            char r[32];
+            describe(g, i, bar, sizeof bar);
+            pg_val v = {PG_VAL_REG, in->guard, 0};
+            pg_val_format(k, v, PG_PRED, r, sizeof r);
+            why_text(g, div[in->guard], wt, sizeof wt);
+            return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is guarded by %s, which "
+                           "depends on %s", bar, r, wt);
+        }
+        if (b->divergent && b->level > allowed) {
+            const instr *cb = &k->ins[b->cause];
+            describe(g, i, bar, sizeof bar);
+            describe(g, b->cause, br, sizeof br);
+            why_text(g, div[cb->guard], wt, sizeof wt);
+            return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is reached by only some "
+                           "threads of the %s: the %s at %s depends on %s", bar,
+                           in->op == OP_BAR_N ? "warps it counts" : "block",
+                           cb->op == OP_BRA ? "branch" : "early exit", br, wt);
         }
     }
     return PG_OK;

@@ -31,8 +31,32 @@ static void op_table(void)
     REQUIRE_INT_EQ(pg_type_tc(PG_TYPE_COUNT), 0);
 }
 
+/* The type table's rows against the public type list, and the columns
+ * the builder and the formatter read from it inline. */
+static void type_table(void)
+{
+    static const struct { const char *name; unsigned bits; } want[PG_TYPE_COUNT] = {
+#define PG_X_(e, name, bits) {name, bits},
+        PG_TYPE_MAP(PG_X_)
+#undef PG_X_
+    };
+    for (unsigned t = 0; t < PG_TYPE_COUNT; t++) {
+        const pg_type_info *ti = pg_type_row((pg_type)t);
+        REQUIRE_STR_EQ(ti->name, want[t].name);
+        REQUIRE_INT_EQ(ti->name_len, strlen(want[t].name));
+        REQUIRE_INT_EQ(ti->bits, want[t].bits);
+        char c = want[t].name[0];
+        REQUIRE_INT_EQ(ti->is_float, c == 'f' || t == PG_BF16);
+        REQUIRE_INT_EQ(ti->is_signed, c == 's');
+        REQUIRE_INT_EQ(ti->is_bits, c == 'b' && t != PG_B8 && t != PG_BF16);
+        /* a register class for every type a register can have */
+        REQUIRE_INT_EQ(ti->cls == RC_COUNT, want[t].bits == 8);
+    }
+}
+
 int main(void)
 {
+    type_table();
     static const struct { const char *name; unsigned sm, isa; } want[] = {
         {"sm_70", 70, 60},   {"sm_75", 75, 63},   {"sm_80", 80, 70},  {"sm_86", 86, 71},
         {"sm_87", 87, 74},   {"sm_89", 89, 78},   {"sm_90", 90, 78},  {"sm_90a", 90, 80},
