@@ -177,6 +177,13 @@ static int run_job(bench *B, job *j)
     return rc;
 }
 
+/* gemm_thin's forms (its knob "form") as the choice column names them. */
+static const char *form_name(uint32_t form)
+{
+    static const char *const names[] = {"outer", "narrow-q", "narrow-p", "mma-q", "mma-p"};
+    return form < sizeof names / sizeof names[0] ? names[form] : "?";
+}
+
 static int cmp_float(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
@@ -482,9 +489,7 @@ int main(int argc, char **argv)
                         snprintf(choice, sizeof choice, "sm90 bn%u", ours.used.knobs.v[bn]);
                     else if (fo >= 0) /* gemm_thin: its form, the thin side's bound */
                         snprintf(choice, sizeof choice, "thin %s j%u",
-                                 ours.used.knobs.v[fo] == 0   ? "outer"
-                                 : ours.used.knobs.v[fo] == 1 ? "narrow-q"
-                                                              : "narrow-p",
+                                 form_name(ours.used.knobs.v[fo]),
                                  ours.used.knobs.v[pgk_knob_index(ud, "j")]);
                     else
                         snprintf(choice, sizeof choice, "%s t%u s%u",

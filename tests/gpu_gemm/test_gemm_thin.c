@@ -307,13 +307,14 @@ static void run_case(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, 
 }
 
 /* pgrt_gemm: it must choose gemm_thin where that wins (f32 inputs; R the
- * thin side; below sm_80 every thin shape), the mma.sync family
- * elsewhere, and be right either way. */
+ * thin side; 16-bit narrow products but forward, on its mma.sync forms;
+ * below sm_80 every thin shape), the mma.sync family elsewhere (16-bit
+ * forward with P or Q thin), and be right either way. */
 static void run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
                    uint32_t P, uint32_t Q, uint32_t R, unsigned flags, bool mma)
 {
     uint32_t t = P < Q ? P : Q;
-    bool want = it == PG_F32 || R <= t || !mma;
+    bool want = it == PG_F32 || R <= t || !mma || layout != PGK_GEMM_FORWARD;
     prob p;
     prob_init(&p, r, layout, it, ot, P, Q, R);
     dev d = {.ctx = ctx};
