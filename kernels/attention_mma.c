@@ -43,45 +43,17 @@
  * run to run. A launch whose q_heads is not a multiple of kv_heads, or
  * whose head_dim is 0 or passes the variant's dp, writes nothing.
  */
-#include "gemm_tile.h"
-#include "model.h"
+#include "attention_mma.h"
 
 #include <math.h>
-
-#define FA_ROWS 64u     /* query rows a forward / dq block */
-#define FA_KEYS 64u     /* keys a forward / dq tile */
-#define FA_WARPS 4u     /* warps a forward / dq block */
-#define DKV_WARPS 2u    /* warps a dkv group: 16 keys each */
-#define DKV_GROUPS 4u   /* dkv groups a block */
-#define DKV_KEYS (16u * DKV_WARPS) /* keys a dkv block */
-#define DKV_QROWS 32u   /* query rows a dkv step (a multiple of DKV_KEYS) */
-#define FA_MAX_D 128u
-#define FA_MAX_KS (FA_MAX_D / 16u)
-#define FA_MAX_NT (FA_MAX_D / 8u)
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 
 /* The padded head dim of a head_dim knob. */
 static unsigned dp_of(uint32_t d) { return d <= 64 ? 64u : 128u; }
 
-typedef struct fa {
-    unsigned dp, rb;              /* padded head dim; bytes a tile row */
-    pg_reg batch, seq, hq, hkv, dim, scale, group;
-    pg_reg c;                     /* scale log2 e */
-    pg_reg tid, warp, lane, g, t4; /* g = lane / 4, t4 = lane % 4 */
-    /* ldmatrix lane offsets inside a tile, k-step (or column pair) s:
-     * offa: row lane%8 + 8 bit3, chunk 2s + bit4: A fragments, and B
-     *       fragments through .trans (memory rows along k);
-     * offb: row lane%8 + 8 bit4, chunk 2s + bit3: B fragments of an
-     *       r-major operand (two 8-column tiles). */
-    pg_reg offa[FA_MAX_KS], offb[FA_MAX_KS];
-    pg_reg vec; /* uniform: 16-byte loads allowed (D % 4 == 0, bases aligned) */
-} fa;
-
 /* Loads the shape params from p[first] and leaves through `out` when they
  * are unusable: Hkv = 0, Hq not a multiple of it, D = 0 or D > dp. */
-static void fa_init(pg_kernel *k, fa *f, const pg_param *p, unsigned first, unsigned dp,
-                    pg_label out)
+void pgk_fa_init(pg_kernel *k, fa *f, const pg_param *p, unsigned first, unsigned dp,
+                 pg_label out)
 {
     f->dp = dp;
     f->rb = dp * 2;
@@ -111,7 +83,8 @@ static void fa_init(pg_kernel *k, fa *f, const pg_param *p, unsigned first, unsi
     pg_reg rowa = pgv_mad(k, PG_U32, b3, pg_u32(8), r8);
     pg_reg rowb = pgv_mad(k, PG_U32, b4, pg_u32(8), r8);
     pg_reg xa = pgv_xor(k, PG_B32, b4, r8), xb = pgv_xor(k, PG_B32, b3, r8);
-    pg_reg ra = pgv_mul(k, PG_U32, rowa, pg_u32(f->rb)), rbb = pgv_mul(k, PG_U32, rowb, pg_u32(f->rb));
+    pg_reg ra = pgv_mul(k, PG_U32, rowa, pg_u32(f->rb)),
+           rbb = pgv_mul(k, PG_U32, rowb, pg_u32(f->rb));
     for (unsigned s = 0; s < dp / 16; s++) {
         pg_reg ca = pgv_xor(k, PG_B32, xa, pg_u32(2 * s));
         f->offa[s] = pgv_mad(k, PG_U32, ca, pg_u32(16), ra);
@@ -121,7 +94,7 @@ static void fa_init(pg_kernel *k, fa *f, const pg_param *p, unsigned first, unsi
 }
 
 /* vec = D % 4 == 0 and every base 16-byte aligned. */
-static void fa_vec(pg_kernel *k, fa *f, const pg_reg *bases, unsigned n)
+void pgk_fa_vec(pg_kernel *k, fa *f, const pg_reg *bases, unsigned n)
 {
     pg_reg any = pgv_mov(k, PG_B64, bases[0]);
     for (unsigned i = 1; i < n; i++)
@@ -134,7 +107,7 @@ static void fa_vec(pg_kernel *k, fa *f, const pg_reg *bases, unsigned n)
 
 /* The address of element (token t, head h, 0) of a [B, S, H, D] f32
  * tensor for batch b: ((b S + t) H + h) D floats from base. */
-static pg_reg head_row(pg_kernel *k, const fa *f, pg_reg base, pg_reg b, pg_val t, pg_reg heads,
+pg_reg pgk_fa_head_row(pg_kernel *k, const fa *f, pg_reg base, pg_reg b, pg_val t, pg_reg heads,
                        pg_reg h)
 {
     pg_reg row = pgv_mad(k, PG_U32, b, f->seq, t);
@@ -143,7 +116,7 @@ static pg_reg head_row(pg_kernel *k, const fa *f, pg_reg base, pg_reg b, pg_val 
 }
 
 /* Bytes from one token's row of a head to the next's: H D 4. */
-static pg_reg token_stride(pg_kernel *k, const fa *f, pg_reg heads)
+pg_reg pgk_fa_token_stride(pg_kernel *k, const fa *f, pg_reg heads)
 {
     return pgv_mul_wide(k, PG_U32, pgv_mul(k, PG_U32, heads, f->dim), pg_u32(4));
 }
@@ -169,7 +142,7 @@ static pg_reg pack_bf16(pg_kernel *k, pg_reg lo, pg_reg hi)
  * chunks have one swizzle, or two alternating (a step of 4 rows flips bit
  * 2 of r % 8). */
 #define FA_MAX_CH 8u
-static void stage(pg_kernel *k, const fa *f, pg_reg dst, pg_reg src, pg_reg stride, pg_val nvalid,
+void pgk_fa_stage(pg_kernel *k, const fa *f, pg_reg dst, pg_reg src, pg_reg stride, pg_val nvalid,
                   unsigned rows, unsigned nthr, pg_reg tix)
 {
     const unsigned cpr = f->dp / 8, rstep = nthr / cpr, nch = rows * cpr / nthr;
@@ -234,7 +207,7 @@ static void stage(pg_kernel *k, const fa *f, pg_reg dst, pg_reg src, pg_reg stri
     }
 }
 
-static void zero_acc(pg_kernel *k, pg_reg (*acc)[4], unsigned n)
+void pgk_fa_zero_acc(pg_kernel *k, pg_reg (*acc)[4], unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
         for (unsigned e = 0; e < 4; e++)
@@ -244,7 +217,7 @@ static void zero_acc(pg_kernel *k, pg_reg (*acc)[4], unsigned n)
 /* acc[nt] (16 x 8 tiles, nt < 2 npairs) += A (16 x dp, rows at `a`, an
  * r-major tile address of this warp's rows) times B^T, B the r-major tile
  * at `b` (8-column tiles = its rows n0 ..): S = Q K^T and its kin. */
-static void mma_abt(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg a, pg_reg b,
+void pgk_fa_mma_abt(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg a, pg_reg b,
                     unsigned npairs)
 {
     for (unsigned s = 0; s < f->dp / 16; s++) {
@@ -266,7 +239,7 @@ static void mma_abt(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg a, pg_re
 /* acc[nt] (nt < dp / 8) += P B, P (16 x 16 ksteps) given by the f32
  * accumulator tiles p[2 j], p[2 j + 1] of k-step j, rounded to bf16; B the
  * tile at b whose rows run along k (ldmatrix.trans). */
-static void mma_pb(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg (*p)[4], unsigned ksteps,
+void pgk_fa_mma_pb(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg (*p)[4], unsigned ksteps,
                    pg_reg b)
 {
     for (unsigned j = 0; j < ksteps; j++) {
@@ -304,7 +277,7 @@ static pg_reg quad_reduce(pg_kernel *k, pg_reduce_op op, pg_reg v)
 /* Masks (to -inf) the elements of the accumulator tiles s[nt] whose column
  * col0 + 8 nt + 2 t4 + e passes row row0 + g + 8 h (col > row: a key after
  * the query), or, with `transposed`, whose row passes its column. */
-static void causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntiles, pg_val row0,
+void pgk_fa_causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntiles, pg_val row0,
                         pg_val col0, bool transposed)
 {
     pg_reg rbase = pgv_add(k, PG_U32, row0, f->g);
@@ -324,7 +297,7 @@ static void causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntil
 /* Store the warp's 16 x dp f32 accumulators (scaled by mul unless none) to
  * rows row0 + g (+ 8) of a head at base (element (token row0, head, 0)),
  * `stride` bytes a token, rows below nvalid, columns below D. */
-static void store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
+void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
                        pg_reg stride, pg_reg row0, pg_reg nvalid)
 {
     pg_reg d2 = pgv_and(k, PG_B32, f->dim, pg_u32(1));
@@ -336,7 +309,9 @@ static void store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, 
     for (unsigned h = 0; h < 2; h++) {
         pg_reg r = pgv_add(k, PG_U32, row0, pgv_add(k, PG_U32, f->g, pg_u32(8 * h)));
         pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, r, nvalid);
-        pg_reg rowp = pgv_add(k, PG_U64, base, pgv_mul(k, PG_U64, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, r), stride));
+        pg_reg rowp =
+            pgv_add(k, PG_U64, base,
+                    pgv_mul(k, PG_U64, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, r), stride));
         for (unsigned nt = 0; nt < f->dp / 8; nt++) {
             pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(8 * nt));
             pg_reg in[2] = {pgv_setp(k, PG_CMP_LT, PG_U32, col, f->dim),
@@ -354,7 +329,6 @@ static void store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, 
         }
     }
 }
-
 /* ---------------------------------------------------------------- forward */
 
 static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
@@ -365,9 +339,9 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg Q = pg_param_load(k, p[0]), K = pg_param_load(k, p[1]), V = pg_param_load(k, p[2]);
     pg_reg O = pg_param_load(k, p[3]), LSE = pg_param_load(k, p[4]);
     fa f;
-    fa_init(k, &f, p, 5, dp, done);
+    pgk_fa_init(k, &f, p, 5, dp, done);
     pg_reg bases[] = {Q, K, V};
-    fa_vec(k, &f, bases, 3);
+    pgk_fa_vec(k, &f, bases, 3);
     const unsigned tile = FA_ROWS * f.rb;
     pg_reg sq = pgv_mov(k, PG_U32, pg_shared_addr(smem));
     pg_reg sk = pgv_add(k, PG_U32, sq, pg_u32(tile)), sv = pgv_add(k, PG_U32, sq, pg_u32(2 * tile));
@@ -379,18 +353,18 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg h = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
     pg_reg q0 = pgv_shl(k, PG_B32, qt, pg_u32(6));
     pg_reg kvh = pgv_div(k, PG_U32, h, f.group);
-    pg_reg qstride = token_stride(k, &f, f.hq), kstride = token_stride(k, &f, f.hkv);
+    pg_reg qstride = pgk_fa_token_stride(k, &f, f.hq), kstride = pgk_fa_token_stride(k, &f, f.hkv);
     pg_reg qrows = pgv_sub(k, PG_U32, f.seq, q0);
-    stage(k, &f, sq, head_row(k, &f, Q, b, q0, f.hq, h), qstride, qrows, FA_ROWS, 32 * FA_WARPS,
-          f.tid);
-    pg_reg kp = head_row(k, &f, K, b, pg_u32(0), f.hkv, kvh);
-    pg_reg vp = head_row(k, &f, V, b, pg_u32(0), f.hkv, kvh);
+    pgk_fa_stage(k, &f, sq, pgk_fa_head_row(k, &f, Q, b, q0, f.hq, h), qstride, qrows, FA_ROWS,
+                 32 * FA_WARPS, f.tid);
+    pg_reg kp = pgk_fa_head_row(k, &f, K, b, pg_u32(0), f.hkv, kvh);
+    pg_reg vp = pgk_fa_head_row(k, &f, V, b, pg_u32(0), f.hkv, kvh);
     pg_reg kstep = pgv_mul(k, PG_U64, kstride, pg_u64(FA_KEYS));
     pg_reg wrow = pgv_mul(k, PG_U32, f.warp, pg_u32(16));
     pg_reg sqw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sq);
 
     pg_reg o[FA_MAX_NT][4], m[2], l[2];
-    zero_acc(k, o, dp / 8);
+    pgk_fa_zero_acc(k, o, dp / 8);
     for (unsigned i = 0; i < 2; i++) {
         m[i] = pgk_f32_const(k, -INFINITY);
         l[i] = pgk_zero_f32(k);
@@ -400,18 +374,18 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg kt = pgk_loop_begin(k, &L, pg_u32(0), pgv_add(k, PG_U32, qt, pg_u32(1)), pg_u32(1));
     pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
     pg_reg krows = pgv_sub(k, PG_U32, f.seq, k0);
-    stage(k, &f, sk, kp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
-    stage(k, &f, sv, vp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
+    pgk_fa_stage(k, &f, sk, kp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
+    pgk_fa_stage(k, &f, sv, vp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
     pg_add(k, PG_U64, kp, kp, kstep);
     pg_add(k, PG_U64, vp, vp, kstep);
     pg_bar_sync(k, 0);
 
     pg_reg s[FA_KEYS / 8][4];
-    zero_acc(k, s, FA_KEYS / 8);
-    mma_abt(k, &f, s, sqw, sk, FA_KEYS / 16);
+    pgk_fa_zero_acc(k, s, FA_KEYS / 8);
+    pgk_fa_mma_abt(k, &f, s, sqw, sk, FA_KEYS / 16);
     pg_label nomask = pg_label_new(k, "off_diagonal");
     pg_bra_if(k, pgv_setp(k, PG_CMP_LT, PG_U32, kt, qt), false, nomask);
-    causal_mask(k, &f, s, FA_KEYS / 8, wrow, pg_u32(0), false);
+    pgk_fa_causal_mask(k, &f, s, FA_KEYS / 8, wrow, pg_u32(0), false);
     pg_label_bind(k, nomask);
 
     pg_comment(k, "online softmax, base 2: p = 2^(s c - m c)");
@@ -439,7 +413,7 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
                 pg_mul(k, PG_F32, o[nt][2 * hh + e], o[nt][2 * hh + e], corr);
         pg_mov(k, PG_F32, m[hh], mn);
     }
-    mma_pb(k, &f, o, s, FA_KEYS / 16, sv);
+    pgk_fa_mma_pb(k, &f, o, s, FA_KEYS / 16, sv);
     pg_bar_sync(k, 0);
     pgk_loop_end(k, &L);
 
@@ -453,7 +427,8 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
                 pg_mul(k, PG_F32, o[nt][2 * hh + e], o[nt][2 * hh + e], inv[hh]);
     }
     pg_reg rowq = pgv_add(k, PG_U32, q0, wrow);
-    store_rows(k, &f, o, pg_none(), head_row(k, &f, O, b, q0, f.hq, h), qstride, wrow, qrows);
+    pgk_fa_store_rows(k, &f, o, pg_none(), pgk_fa_head_row(k, &f, O, b, q0, f.hq, h), qstride, wrow,
+                      qrows);
     pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, f.t4, pg_u32(0));
     for (unsigned hh = 0; hh < 2; hh++) {
         pg_reg r = pgv_add(k, PG_U32, rowq, pgv_add(k, PG_U32, f.g, pg_u32(8 * hh)));
@@ -465,294 +440,6 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
         pg_guard(k, ok, false);
         pg_st(k, PG_SPACE_GLOBAL, PG_F32, at, 0, lse);
     }
-    return pgk_finish(k, done);
-}
-
-/* ---------------------------------------------------------------- backward: dQ and delta */
-
-static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
-{
-    pg_kernel_set_maxntid(k, 32 * FA_WARPS, 1, 1);
-    pg_shared smem = pg_shared_dynamic(k, 128);
-    pg_label done = pg_label_new(k, "exit");
-    pg_reg Q = pg_param_load(k, p[0]), K = pg_param_load(k, p[1]), V = pg_param_load(k, p[2]);
-    pg_reg O = pg_param_load(k, p[3]), dO = pg_param_load(k, p[4]), LSE = pg_param_load(k, p[5]);
-    pg_reg dQ = pg_param_load(k, p[6]), DELTA = pg_param_load(k, p[7]);
-    fa f;
-    fa_init(k, &f, p, 8, dp, done);
-    pg_reg bases[] = {Q, K, V, dO};
-    fa_vec(k, &f, bases, 4);
-    const unsigned tile = FA_ROWS * f.rb;
-    pg_reg sq = pgv_mov(k, PG_U32, pg_shared_addr(smem));
-    pg_reg sdo = pgv_add(k, PG_U32, sq, pg_u32(tile));
-    pg_reg sk = pgv_add(k, PG_U32, sq, pg_u32(2 * tile));
-    pg_reg sv = pgv_add(k, PG_U32, sq, pg_u32(3 * tile));
-    pg_reg sdel = pgv_add(k, PG_U32, sq, pg_u32(4 * tile));
-
-    pg_comment(k, "block (x, h, b): query tile qt = tiles - 1 - x (the longest first)");
-    pg_reg ntiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(FA_ROWS - 1)), pg_u32(6));
-    pg_reg cx = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg qt = pgv_sub(k, PG_U32, pgv_sub(k, PG_U32, ntiles, pg_u32(1)), cx);
-    pg_reg h = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
-    pg_reg q0 = pgv_shl(k, PG_B32, qt, pg_u32(6));
-    pg_reg kvh = pgv_div(k, PG_U32, h, f.group);
-    pg_reg qstride = token_stride(k, &f, f.hq), kstride = token_stride(k, &f, f.hkv);
-    pg_reg qrows = pgv_sub(k, PG_U32, f.seq, q0);
-    pg_reg qp = head_row(k, &f, Q, b, q0, f.hq, h), dop = head_row(k, &f, dO, b, q0, f.hq, h);
-    stage(k, &f, sq, qp, qstride, qrows, FA_ROWS, 32 * FA_WARPS, f.tid);
-    stage(k, &f, sdo, dop, qstride, qrows, FA_ROWS, 32 * FA_WARPS, f.tid);
-    pg_reg wrow = pgv_mul(k, PG_U32, f.warp, pg_u32(16));
-
-    pg_comment(k, "delta = rowsum(dO * O) in f32, a warp reduction a row (lanes along D)");
-    pg_reg op = head_row(k, &f, O, b, q0, f.hq, h);
-    pg_reg lanecol[FA_MAX_D / 32], lanein[FA_MAX_D / 32];
-    for (unsigned i = 0; i < dp / 32; i++) {
-        pg_reg c = pgv_add(k, PG_U32, f.lane, pg_u32(32 * i));
-        lanein[i] = pgv_setp(k, PG_CMP_LT, PG_U32, c, f.dim);
-        lanecol[i] = pgv_mul_wide(k, PG_U32, c, pg_u32(4));
-    }
-    pg_reg lane0 = pgv_setp(k, PG_CMP_EQ, PG_U32, f.lane, pg_u32(0));
-    for (unsigned r = 0; r < 16; r++) {
-        pg_reg lr = pgv_add(k, PG_U32, wrow, pg_u32(r));
-        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, lr, qrows);
-        pg_reg roff = pgv_mul(k, PG_U64, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, lr), qstride);
-        pg_reg sum = pgk_zero_f32(k);
-        for (unsigned i = 0; i < dp / 32; i++) {
-            pg_reg off = pgv_add(k, PG_U64, roff, lanecol[i]);
-            pg_reg ok = pgv_and(k, PG_PRED, rin, lanein[i]);
-            pg_reg a = pgk_zero_f32(k), c = pgk_zero_f32(k);
-            pg_reg pa = pgv_add(k, PG_U64, op, off), pc = pgv_add(k, PG_U64, dop, off);
-            pg_guard(k, ok, false);
-            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, pa, 0, a);
-            pg_guard(k, ok, false);
-            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, pc, 0, c);
-            pg_fma(k, PG_F32, sum, a, c, sum);
-        }
-        pg_reg delta = pg_warp_reduce(k, PG_REDUCE_SUM, PG_F32, sum);
-        pg_reg sat = pgv_mad(k, PG_U32, lr, pg_u32(4), sdel);
-        pg_guard(k, lane0, false);
-        pg_st(k, PG_SPACE_SHARED, PG_F32, sat, 0, delta);
-        pg_reg row = pgv_add(k, PG_U32, q0, lr);
-        pg_reg idx = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, b, f.seq, row), f.hq, h);
-        pg_reg at = pgk_elem_addr(k, DELTA, idx, 4);
-        pg_guard(k, pgv_and(k, PG_PRED, lane0, rin), false);
-        pg_st(k, PG_SPACE_GLOBAL, PG_F32, at, 0, delta);
-    }
-    pg_bar_sync(k, 0);
-    pg_comment(k, "the lane's rows g, g + 8: -LSE log2 e and delta");
-    pg_reg nl[2], dl[2];
-    for (unsigned hh = 0; hh < 2; hh++) {
-        pg_reg lr = pgv_add(k, PG_U32, wrow, pgv_add(k, PG_U32, f.g, pg_u32(8 * hh)));
-        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, lr, qrows);
-        pg_reg row = pgv_add(k, PG_U32, q0, lr);
-        pg_reg idx = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, b, f.seq, row), f.hq, h);
-        pg_reg at = pgk_elem_addr(k, LSE, idx, 4);
-        pg_reg lse = pgk_zero_f32(k);
-        pg_guard(k, rin, false);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, at, 0, lse);
-        nl[hh] = pgv_mul(k, PG_F32, lse, pg_f32(-LOG2E));
-        dl[hh] = pgv_ld(k, PG_SPACE_SHARED, PG_F32, pgv_mad(k, PG_U32, lr, pg_u32(4), sdel), 0);
-    }
-
-    pg_reg kp = head_row(k, &f, K, b, pg_u32(0), f.hkv, kvh);
-    pg_reg vp = head_row(k, &f, V, b, pg_u32(0), f.hkv, kvh);
-    pg_reg kstep = pgv_mul(k, PG_U64, kstride, pg_u64(FA_KEYS));
-    pg_reg sqw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sq);
-    pg_reg sdow = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sdo);
-    pg_reg dq[FA_MAX_NT][4];
-    zero_acc(k, dq, dp / 8);
-    pg_comment(k, "key tiles 0 .. qt: P, dP = dO V^T, dS = P (dP - delta), dQ += dS K");
-    pgk_loop L;
-    pg_reg kt = pgk_loop_begin(k, &L, pg_u32(0), pgv_add(k, PG_U32, qt, pg_u32(1)), pg_u32(1));
-    pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
-    pg_reg krows = pgv_sub(k, PG_U32, f.seq, k0);
-    stage(k, &f, sk, kp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
-    stage(k, &f, sv, vp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
-    pg_add(k, PG_U64, kp, kp, kstep);
-    pg_add(k, PG_U64, vp, vp, kstep);
-    pg_bar_sync(k, 0);
-
-    pg_reg s[FA_KEYS / 8][4], dpv[FA_KEYS / 8][4];
-    zero_acc(k, s, FA_KEYS / 8);
-    mma_abt(k, &f, s, sqw, sk, FA_KEYS / 16);
-    pg_label nomask = pg_label_new(k, "off_diagonal");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_LT, PG_U32, kt, qt), false, nomask);
-    causal_mask(k, &f, s, FA_KEYS / 8, wrow, pg_u32(0), false);
-    pg_label_bind(k, nomask);
-    for (unsigned nt = 0; nt < FA_KEYS / 8; nt++)
-        for (unsigned e = 0; e < 4; e++)
-            pg_ex2(k, PG_F32, s[nt][e], pgv_fma(k, PG_F32, s[nt][e], f.c, nl[e / 2]));
-    zero_acc(k, dpv, FA_KEYS / 8);
-    mma_abt(k, &f, dpv, sdow, sv, FA_KEYS / 16);
-    for (unsigned nt = 0; nt < FA_KEYS / 8; nt++)
-        for (unsigned e = 0; e < 4; e++) {
-            pg_sub(k, PG_F32, dpv[nt][e], dpv[nt][e], dl[e / 2]);
-            pg_mul(k, PG_F32, s[nt][e], s[nt][e], dpv[nt][e]);
-        }
-    mma_pb(k, &f, dq, s, FA_KEYS / 16, sk);
-    pg_bar_sync(k, 0);
-    pgk_loop_end(k, &L);
-
-    store_rows(k, &f, dq, f.scale, head_row(k, &f, dQ, b, q0, f.hq, h), qstride, wrow, qrows);
-    return pgk_finish(k, done);
-}
-
-/* ---------------------------------------------------------------- backward: dK and dV */
-
-static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
-{
-    const unsigned T = 32 * DKV_WARPS * DKV_GROUPS, GT = 32 * DKV_WARPS;
-    pg_kernel_set_maxntid(k, T, 1, 1);
-    pg_shared smem = pg_shared_dynamic(k, 128);
-    pg_label done = pg_label_new(k, "exit");
-    pg_reg Q = pg_param_load(k, p[0]), K = pg_param_load(k, p[1]), V = pg_param_load(k, p[2]);
-    pg_reg dO = pg_param_load(k, p[3]), LSE = pg_param_load(k, p[4]);
-    pg_reg DELTA = pg_param_load(k, p[5]), dK = pg_param_load(k, p[6]);
-    pg_reg dV = pg_param_load(k, p[7]);
-    fa f;
-    fa_init(k, &f, p, 8, dp, done);
-    pg_reg bases[] = {Q, K, V, dO};
-    fa_vec(k, &f, bases, 4);
-    const unsigned ktile = DKV_KEYS * f.rb, qtile = DKV_QROWS * f.rb;
-    const unsigned gbytes = 2 * qtile, stats = 2 * ktile + DKV_GROUPS * gbytes;
-    pg_reg sk = pgv_mov(k, PG_U32, pg_shared_addr(smem));
-    pg_reg sv = pgv_add(k, PG_U32, sk, pg_u32(ktile));
-
-    pg_comment(k, "block (kt, kvh, b): keys k0 = 32 kt ..; group gi = warp / 2");
-    pg_reg kt = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg kvh = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
-    pg_reg k0 = pgv_mul(k, PG_U32, kt, pg_u32(DKV_KEYS));
-    pg_reg krows = pgv_sub(k, PG_U32, f.seq, k0);
-    pg_reg gi = pgv_shr(k, PG_U32, f.warp, pg_u32(log2u(DKV_WARPS)));
-    pg_reg gtid = pgv_and(k, PG_B32, f.tid, pg_u32(GT - 1));
-    pg_reg wrow = pgv_mul(k, PG_U32, pgv_and(k, PG_B32, f.warp, pg_u32(DKV_WARPS - 1)),
-                          pg_u32(16));
-    pg_reg qstride = token_stride(k, &f, f.hq), kstride = token_stride(k, &f, f.hkv);
-    pg_reg kp = head_row(k, &f, K, b, k0, f.hkv, kvh), vp = head_row(k, &f, V, b, k0, f.hkv, kvh);
-    stage(k, &f, sk, kp, kstride, krows, DKV_KEYS, T, f.tid);
-    stage(k, &f, sv, vp, kstride, krows, DKV_KEYS, T, f.tid);
-    pg_reg sqg = pgv_mad(k, PG_U32, gi, pg_u32(gbytes), pgv_add(k, PG_U32, sk, pg_u32(2 * ktile)));
-    pg_reg sdog = pgv_add(k, PG_U32, sqg, pg_u32(qtile));
-    pg_reg slg = pgv_mad(k, PG_U32, gi, pg_u32(2 * DKV_QROWS * 4),
-                         pgv_add(k, PG_U32, sk, pg_u32(stats)));
-    pg_reg sdg = pgv_add(k, PG_U32, slg, pg_u32(DKV_QROWS * 4));
-    pg_reg skw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sk);
-    pg_reg svw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sv);
-
-    pg_comment(k, "pairs idx = g nqs + (qs - qs0), query tiles of 32 from the diagonal; "
-                  "group gi takes idx = 4 it + gi");
-    pg_reg nqs = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(DKV_QROWS - 1)),
-                         pg_u32(log2u(DKV_QROWS)));
-    pg_reg qs0 = pgv_shr(k, PG_U32, k0, pg_u32(log2u(DKV_QROWS)));
-    pg_sub(k, PG_U32, nqs, nqs, qs0);
-    pg_reg pairs = pgv_mul(k, PG_U32, nqs, f.group);
-    pg_reg iters = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, pairs, pg_u32(DKV_GROUPS - 1)),
-                           pg_u32(log2u(DKV_GROUPS)));
-    pg_reg h0 = pgv_mul(k, PG_U32, kvh, f.group);
-
-    pg_reg dk[FA_MAX_NT][4], dv[FA_MAX_NT][4];
-    zero_acc(k, dk, dp / 8);
-    zero_acc(k, dv, dp / 8);
-    pgk_loop L;
-    pg_reg it = pgk_loop_begin(k, &L, pg_u32(0), iters, pg_u32(1));
-    pg_reg idx = pgv_mad(k, PG_U32, it, pg_u32(DKV_GROUPS), gi);
-    pg_reg idle = pgv_setp(k, PG_CMP_GE, PG_U32, idx, pairs);
-    pg_reg hg = pgv_div(k, PG_U32, idx, nqs);
-    pg_reg qs = pgv_add(k, PG_U32, qs0, pgv_rem(k, PG_U32, idx, nqs));
-    pg_reg h = pgv_add(k, PG_U32, h0, hg);
-    pg_reg q0 = pgv_shl(k, PG_B32, qs, pg_u32(log2u(DKV_QROWS)));
-    pg_bar_sync(k, 0);
-    pg_label skip1 = pg_label_new(k, "idle_stage"), skip2 = pg_label_new(k, "idle_step");
-    pg_bra_if(k, idle, false, skip1);
-    pg_reg qrows = pgv_sub(k, PG_U32, f.seq, q0);
-    stage(k, &f, sqg, head_row(k, &f, Q, b, q0, f.hq, h), qstride, qrows, DKV_QROWS, GT, gtid);
-    stage(k, &f, sdog, head_row(k, &f, dO, b, q0, f.hq, h), qstride, qrows, DKV_QROWS, GT, gtid);
-    {
-        pg_comment(k, "threads 0..31 of the group: -LSE log2 e (-inf past S) and delta (0)");
-        pg_label past = pg_label_new(k, "stats_done");
-        pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, gtid, pg_u32(DKV_QROWS)), false, past);
-        pg_reg row = pgv_add(k, PG_U32, q0, gtid);
-        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, f.seq);
-        pg_reg ri = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, b, f.seq, row), f.hq, h);
-        pg_reg lse = pgk_f32_const(k, INFINITY), del = pgk_zero_f32(k);
-        pg_reg la = pgk_elem_addr(k, LSE, ri, 4), da = pgk_elem_addr(k, DELTA, ri, 4);
-        pg_guard(k, rin, false);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, la, 0, lse);
-        pg_guard(k, rin, false);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, da, 0, del);
-        pg_reg so = pgv_shl(k, PG_B32, gtid, pg_u32(2));
-        pg_reg nl = pgv_mul(k, PG_F32, lse, pg_f32(-LOG2E));
-        pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, slg, so), 0, nl);
-        pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, sdg, so), 0, del);
-        pg_label_bind(k, past);
-    }
-    pg_label_bind(k, skip1);
-    pg_bar_sync(k, 0);
-    pg_bra_if(k, idle, false, skip2);
-
-    pg_comment(k, "S^T = K Q^T (16 keys x 32 queries a warp), P^T = 2^(s c - LSE log2 e)");
-    const unsigned NTQ = DKV_QROWS / 8;
-    pg_reg s[DKV_QROWS / 8][4], dpt[DKV_QROWS / 8][4];
-    zero_acc(k, s, NTQ);
-    mma_abt(k, &f, s, skw, sqg, NTQ / 2);
-    pg_label nomask = pg_label_new(k, "below_diagonal");
-    pg_reg kend = pgv_add(k, PG_U32, k0, pg_u32(DKV_KEYS));
-    pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, q0, kend), false, nomask);
-    causal_mask(k, &f, s, NTQ, pgv_add(k, PG_U32, k0, wrow), q0, true);
-    pg_label_bind(k, nomask);
-    pg_reg cl[DKV_QROWS / 8][2], cd[DKV_QROWS / 8][2];
-    pg_reg t8 = pgv_shl(k, PG_B32, f.t4, pg_u32(3));
-    pg_reg la = pgv_add(k, PG_U32, slg, t8), da = pgv_add(k, PG_U32, sdg, t8);
-    for (unsigned nt = 0; nt < NTQ; nt++) {
-        for (unsigned e = 0; e < 2; e++) {
-            cl[nt][e] = pg_reg_new(k, PG_F32);
-            cd[nt][e] = pg_reg_new(k, PG_F32);
-        }
-        pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 2, la, nt * 32, cl[nt]);
-        pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 2, da, nt * 32, cd[nt]);
-    }
-    for (unsigned nt = 0; nt < NTQ; nt++)
-        for (unsigned e = 0; e < 4; e++)
-            pg_ex2(k, PG_F32, s[nt][e], pgv_fma(k, PG_F32, s[nt][e], f.c, cl[nt][e % 2]));
-    pg_comment(k, "dV += P^T dO; dP^T = V dO^T; dS^T = P^T (dP^T - delta); dK += dS^T Q");
-    mma_pb(k, &f, dv, s, NTQ / 2, sdog);
-    zero_acc(k, dpt, NTQ);
-    mma_abt(k, &f, dpt, svw, sdog, NTQ / 2);
-    for (unsigned nt = 0; nt < NTQ; nt++)
-        for (unsigned e = 0; e < 4; e++) {
-            pg_sub(k, PG_F32, dpt[nt][e], dpt[nt][e], cd[nt][e % 2]);
-            pg_mul(k, PG_F32, s[nt][e], s[nt][e], dpt[nt][e]);
-        }
-    mma_pb(k, &f, dk, s, NTQ / 2, sqg);
-    pg_label_bind(k, skip2);
-    pgk_loop_end(k, &L);
-
-    pg_comment(k, "groups 1, 2, 3 in turn hand their dK, dV to group 0 through shared memory");
-    const unsigned nacc = dp / 8 * 4;
-    pg_reg slot = pgv_mad(k, PG_U32, gtid, pg_u32(4), sk);
-    pg_reg lead = pgv_setp(k, PG_CMP_EQ, PG_U32, gi, pg_u32(0));
-    for (unsigned src = 1; src < DKV_GROUPS; src++) {
-        pg_bar_sync(k, 0);
-        pg_reg mine = pgv_setp(k, PG_CMP_EQ, PG_U32, gi, pg_u32(src));
-        for (unsigned i = 0; i < 2 * nacc; i++) {
-            pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
-            pg_guard(k, mine, false);
-            pg_st(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4, x);
-        }
-        pg_bar_sync(k, 0);
-        pg_label skip = pg_label_new(k, "not_lead");
-        pg_bra_if(k, lead, true, skip);
-        for (unsigned i = 0; i < 2 * nacc; i++) {
-            pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
-            pg_reg y = pgv_ld(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4);
-            pg_add(k, PG_F32, x, x, y);
-        }
-        pg_label_bind(k, skip);
-    }
-    pg_bra_if(k, lead, true, done);
-    store_rows(k, &f, dk, f.scale, head_row(k, &f, dK, b, k0, f.hkv, kvh), kstride, wrow, krows);
-    store_rows(k, &f, dv, pg_none(), head_row(k, &f, dV, b, k0, f.hkv, kvh), kstride, wrow,
-               krows);
     return pgk_finish(k, done);
 }
 
@@ -803,12 +490,12 @@ static int fwd_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
 static int dq_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
     (void)d;
-    return build_dq(k, p, dp_of(kn[KN_DIM]));
+    return pgk_fa_build_dq(k, p, dp_of(kn[KN_DIM]));
 }
 static int dkv_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
     (void)d;
-    return build_dkv(k, p, dp_of(kn[KN_DIM]));
+    return pgk_fa_build_dkv(k, p, dp_of(kn[KN_DIM]));
 }
 
 #define SHAPE_PARAMS                                                                       \

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tile helpers the tensor-core attention kernels share
+ * (attention_mma.c: the scheme, the helpers, the forward kernel and the
+ * descriptors; attention_mma_bwd.c: dQ and dK/dV).
+ */
+#ifndef PTXGEN_KERNELS_ATTENTION_MMA_H
+#define PTXGEN_KERNELS_ATTENTION_MMA_H
+
+#include "gemm_tile.h"
+#include "model.h"
+
+#define FA_ROWS 64u     /* query rows a forward / dq block */
+#define FA_KEYS 64u     /* keys a forward / dq tile */
+#define FA_WARPS 4u     /* warps a forward / dq block */
+#define DKV_WARPS 2u    /* warps a dkv group: 16 keys each */
+#define DKV_GROUPS 4u   /* dkv groups a block */
+#define DKV_KEYS (16u * DKV_WARPS) /* keys a dkv block */
+#define DKV_QROWS 32u   /* query rows a dkv step (a multiple of DKV_KEYS) */
+#define FA_MAX_D 128u
+#define FA_MAX_KS (FA_MAX_D / 16u)
+#define FA_MAX_NT (FA_MAX_D / 8u)
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+typedef struct fa {
+    unsigned dp, rb;              /* padded head dim; bytes a tile row */
+    pg_reg batch, seq, hq, hkv, dim, scale, group;
+    pg_reg c;                     /* scale log2 e */
+    pg_reg tid, warp, lane, g, t4; /* g = lane / 4, t4 = lane % 4 */
+    /* ldmatrix lane offsets inside a tile, k-step (or column pair) s:
+     * offa: row lane%8 + 8 bit3, chunk 2s + bit4: A fragments, and B
+     *       fragments through .trans (memory rows along k);
+     * offb: row lane%8 + 8 bit4, chunk 2s + bit3: B fragments of an
+     *       r-major operand (two 8-column tiles). */
+    pg_reg offa[FA_MAX_KS], offb[FA_MAX_KS];
+    pg_reg vec; /* uniform: 16-byte loads allowed (D % 4 == 0, bases aligned) */
+} fa;
+
+void pgk_fa_init(pg_kernel *k, fa *f, const pg_param *p, unsigned first, unsigned dp,
+                 pg_label out);
+void pgk_fa_vec(pg_kernel *k, fa *f, const pg_reg *bases, unsigned n);
+pg_reg pgk_fa_head_row(pg_kernel *k, const fa *f, pg_reg base, pg_reg b, pg_val t, pg_reg heads,
+                       pg_reg h);
+pg_reg pgk_fa_token_stride(pg_kernel *k, const fa *f, pg_reg heads);
+void pgk_fa_stage(pg_kernel *k, const fa *f, pg_reg dst, pg_reg src, pg_reg stride, pg_val nvalid,
+                  unsigned rows, unsigned nthr, pg_reg tix);
+void pgk_fa_zero_acc(pg_kernel *k, pg_reg (*acc)[4], unsigned n);
+void pgk_fa_mma_abt(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg a, pg_reg b,
+                    unsigned npairs);
+void pgk_fa_mma_pb(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg (*p)[4], unsigned ksteps,
+                   pg_reg b);
+void pgk_fa_causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntiles, pg_val row0,
+                        pg_val col0, bool transposed);
+void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
+                       pg_reg stride, pg_reg row0, pg_reg nvalid);
+
+int pgk_fa_build_dq(pg_kernel *k, const pg_param *p, unsigned dp);
+int pgk_fa_build_dkv(pg_kernel *k, const pg_param *p, unsigned dp);
+
+#endif
