@@ -64,12 +64,7 @@ static const tile_model tile_models[PGK_GEMM_TILES] = {
  * --sweep on an H200 (bf16 in and out), used on sm_90 devices for shapes
  * within a factor 1.5 of one of them in each of P, Q and R; the model
  * above covers the rest. */
-typedef struct measured {
-    uint8_t layout, tile, split;
-    uint32_t P, Q, R;
-} measured;
-
-static const measured measured_best[] = {
+static const pgk_gemm_measured measured_best[] = {
     /* Qwen2-1.5B at 2048 tokens: q/o, k/v, gate/up, down, LM head */
     {0, 5, 1, 2048, 1536, 1536},  {1, 5, 1, 2048, 1536, 1536},  {2, 11, 1, 1536, 1536, 2048},
     {0, 11, 2, 2048, 256, 1536},  {1, 6, 1, 2048, 1536, 256},   {2, 11, 2, 256, 1536, 2048},
@@ -88,14 +83,13 @@ static const measured measured_best[] = {
 /* |log2(a / b)| */
 static double log_ratio(uint32_t a, uint32_t b) { return fabs(log2((double)a / b)); }
 
-/* The nearest measured shape of the layout within a factor 1.5 in each
- * size, or NULL. */
-static const measured *nearest_measured(unsigned layout, uint32_t P, uint32_t Q, uint32_t R)
+const pgk_gemm_measured *pgk_gemm_nearest(const pgk_gemm_measured *table, size_t n,
+                                          unsigned layout, uint32_t P, uint32_t Q, uint32_t R)
 {
-    const measured *best = NULL;
+    const pgk_gemm_measured *best = NULL;
     double bd = 0;
-    for (size_t i = 0; i < sizeof measured_best / sizeof measured_best[0]; i++) {
-        const measured *e = &measured_best[i];
+    for (size_t i = 0; i < n; i++) {
+        const pgk_gemm_measured *e = &table[i];
         double dp = log_ratio(P, e->P), dq = log_ratio(Q, e->Q), dr = log_ratio(R, e->R);
         const double lim = 0.585; /* log2(1.5) */
         if (e->layout != layout || dp > lim || dq > lim || dr > lim)
@@ -325,7 +319,11 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
             }
         }
     }
-    const measured *me = pg_target_sm(target) == 90 ? nearest_measured(layout, P, Q, R) : NULL;
+    const pgk_gemm_measured *me =
+        pg_target_sm(target) == 90
+            ? pgk_gemm_nearest(measured_best, sizeof measured_best / sizeof measured_best[0],
+                               layout, P, Q, R)
+            : NULL;
     if (me && (me->split == 1 || ((uint64_t)pgk_ceil_div(R, 32) >= 4u * me->split &&
                                   (uint64_t)P * Q * 4u * me->split <= (1ull << 30)))) {
         bt = me->tile;

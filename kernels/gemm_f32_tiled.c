@@ -447,12 +447,7 @@ static double f32_cost(unsigned tile, uint32_t P, uint32_t Q, uint32_t R, uint32
 /* Measured bests (tile, split) of bench_gemm --sweep-f32 on an H200 at
  * the benchmark's shapes, used on sm_90 within a factor 1.5 of one in
  * each of P, Q, R (the layout's). */
-typedef struct f32_measured {
-    uint8_t layout, tile, split;
-    uint32_t P, Q, R;
-} f32_measured;
-
-static const f32_measured measured_f32[] = {
+static const pgk_gemm_measured measured_f32[] = {
     /* Qwen2-1.5B at 2048 tokens: q/o, k/v, gate/up, down (P, Q, R) */
     {0, 0, 4, 2048, 1536, 1536},  {1, 3, 1, 2048, 1536, 1536}, {2, 2, 3, 1536, 1536, 2048},
     {0, 0, 4, 2048, 256, 1536},   {1, 3, 1, 2048, 1536, 256},  {2, 4, 4, 256, 1536, 2048},
@@ -461,27 +456,6 @@ static const f32_measured measured_f32[] = {
     /* 4096^3 */
     {0, 0, 1, 4096, 4096, 4096},  {1, 0, 1, 4096, 4096, 4096}, {2, 0, 1, 4096, 4096, 4096},
 };
-
-static const f32_measured *f32_nearest(unsigned layout, uint32_t P, uint32_t Q, uint32_t R)
-{
-    const f32_measured *best = NULL;
-    double bd = 0;
-    for (size_t i = 0; i < sizeof measured_f32 / sizeof measured_f32[0]; i++) {
-        const f32_measured *e = &measured_f32[i];
-        if (e->layout != layout)
-            continue;
-        double dp = fabs(log2((double)P / e->P)), dq = fabs(log2((double)Q / e->Q));
-        double dr = fabs(log2((double)R / e->R));
-        const double lim = 0.585; /* log2(1.5) */
-        if (dp > lim || dq > lim || dr > lim)
-            continue;
-        if (!best || dp + dq + dr < bd) {
-            best = e;
-            bd = dp + dq + dr;
-        }
-    }
-    return best;
-}
 
 /* Whether a split of s slices is worth its partials: 4 r-tiles of 8 a
  * slice at least, partials within 1 GiB. */
@@ -523,7 +497,11 @@ int pgk_gemm_f32_choose(pgk_gemm_layout layout, uint32_t m, uint32_t n, uint32_t
                 bs = splits[i];
             }
         }
-    const f32_measured *me = pg_target_sm(target) == 90 ? f32_nearest(layout, P, Q, R) : NULL;
+    const pgk_gemm_measured *me =
+        pg_target_sm(target) == 90
+            ? pgk_gemm_nearest(measured_f32, sizeof measured_f32 / sizeof measured_f32[0], layout,
+                               P, Q, R)
+            : NULL;
     if (me && split_ok(P, Q, R, me->split)) {
         bt = me->tile;
         bs = me->split;

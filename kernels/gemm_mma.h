@@ -142,4 +142,16 @@ static const mma_cfg mma_cfgs[PGK_GEMM_TILES] = {
 static inline unsigned cfg_threads(const mma_cfg *c) { return c->wm * c->wn * 32u; }
 static inline uint32_t cfg_stage_bytes(const mma_cfg *c) { return (c->bm + c->bn) * c->bk * 2u; }
 
+/* A row of a chooser's table: the best (tile, split) bench_gemm's sweep
+ * measured for a layout at (P, Q, R). */
+typedef struct pgk_gemm_measured {
+    uint8_t layout, tile, split;
+    uint32_t P, Q, R;
+} pgk_gemm_measured;
+
+/* The row of table[0, n) of the layout nearest (P, Q, R) within a factor
+ * 1.5 in each (the smallest sum of |log2| ratios), or NULL. */
+const pgk_gemm_measured *pgk_gemm_nearest(const pgk_gemm_measured *table, size_t n,
+                                          unsigned layout, uint32_t P, uint32_t Q, uint32_t R);
+
 #endif /* PTXGEN_GEMM_MMA_H */
