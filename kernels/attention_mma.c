@@ -329,6 +329,20 @@ void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, 
         }
     }
 }
+pg_reg pgk_fa_key_tiles(pg_kernel *k, const fa *f, pgk_loop *L, pg_reg qt, pg_reg sk, pg_reg sv,
+                        pg_reg kp, pg_reg vp, pg_reg kstride, pg_reg kstep)
+{
+    pg_reg kt = pgk_loop_begin(k, L, pg_u32(0), pgv_add(k, PG_U32, qt, pg_u32(1)), pg_u32(1));
+    pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
+    pg_reg krows = pgv_sub(k, PG_U32, f->seq, k0);
+    pgk_fa_stage(k, f, sk, kp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f->tid);
+    pgk_fa_stage(k, f, sv, vp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f->tid);
+    pg_add(k, PG_U64, kp, kp, kstep);
+    pg_add(k, PG_U64, vp, vp, kstep);
+    pg_bar_sync(k, 0);
+    return kt;
+}
+
 /* ---------------------------------------------------------------- forward */
 
 static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
@@ -371,14 +385,7 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
     }
     pg_comment(k, "key tiles 0 .. qt");
     pgk_loop L;
-    pg_reg kt = pgk_loop_begin(k, &L, pg_u32(0), pgv_add(k, PG_U32, qt, pg_u32(1)), pg_u32(1));
-    pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
-    pg_reg krows = pgv_sub(k, PG_U32, f.seq, k0);
-    pgk_fa_stage(k, &f, sk, kp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
-    pgk_fa_stage(k, &f, sv, vp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
-    pg_add(k, PG_U64, kp, kp, kstep);
-    pg_add(k, PG_U64, vp, vp, kstep);
-    pg_bar_sync(k, 0);
+    pg_reg kt = pgk_fa_key_tiles(k, &f, &L, qt, sk, sv, kp, vp, kstride, kstep);
 
     pg_reg s[FA_KEYS / 8][4];
     pgk_fa_zero_acc(k, s, FA_KEYS / 8);

@@ -54,6 +54,12 @@ void pgk_fa_causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntil
                         pg_val col0, bool transposed);
 void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
                        pg_reg stride, pg_reg row0, pg_reg nvalid);
+/* Opens the loop L over the key tiles 0 .. qt of a forward or dq block
+ * (FA_KEYS keys, 32 FA_WARPS threads) and stages tile kt's K and V rows
+ * (from kp, vp) into sk, sv, then moves kp and vp on a tile (kstep bytes)
+ * and waits for the block; returns kt. */
+pg_reg pgk_fa_key_tiles(pg_kernel *k, const fa *f, pgk_loop *L, pg_reg qt, pg_reg sk, pg_reg sv,
+                        pg_reg kp, pg_reg vp, pg_reg kstride, pg_reg kstep);
 
 int pgk_fa_build_dq(pg_kernel *k, const pg_param *p, unsigned dp);
 int pgk_fa_build_dkv(pg_kernel *k, const pg_param *p, unsigned dp);

@@ -104,14 +104,7 @@ int pgk_fa_build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
     pgk_fa_zero_acc(k, dq, dp / 8);
     pg_comment(k, "key tiles 0 .. qt: P, dP = dO V^T, dS = P (dP - delta), dQ += dS K");
     pgk_loop L;
-    pg_reg kt = pgk_loop_begin(k, &L, pg_u32(0), pgv_add(k, PG_U32, qt, pg_u32(1)), pg_u32(1));
-    pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
-    pg_reg krows = pgv_sub(k, PG_U32, f.seq, k0);
-    pgk_fa_stage(k, &f, sk, kp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
-    pgk_fa_stage(k, &f, sv, vp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f.tid);
-    pg_add(k, PG_U64, kp, kp, kstep);
-    pg_add(k, PG_U64, vp, vp, kstep);
-    pg_bar_sync(k, 0);
+    pg_reg kt = pgk_fa_key_tiles(k, &f, &L, qt, sk, sv, kp, vp, kstride, kstep);
 
     pg_reg s[FA_KEYS / 8][4], dpv[FA_KEYS / 8][4];
     pgk_fa_zero_acc(k, s, FA_KEYS / 8);
