@@ -214,9 +214,8 @@ static bool thin_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_typ
     return true;
 }
 
-int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t m,
-                    uint32_t n, uint32_t k, pg_target target, unsigned sm_count,
-                    pgk_gemm_choice *out)
+int pgk_gemm_choice_init(pgk_gemm_layout layout, uint32_t m, uint32_t n, uint32_t k,
+                         pg_target target, pgk_gemm_choice *out)
 {
     if (!out)
         return PG_EINVAL;
@@ -225,6 +224,16 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
         return PG_EINVAL;
     if (!m || !n || !k || m > MM_MAX_DIM || n > MM_MAX_DIM || k > MM_MAX_DIM)
         return PG_ERANGE;
+    return PG_OK;
+}
+
+int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t m,
+                    uint32_t n, uint32_t k, pg_target target, unsigned sm_count,
+                    pgk_gemm_choice *out)
+{
+    int rc = pgk_gemm_choice_init(layout, m, n, k, target, out);
+    if (rc)
+        return rc;
     bool f32 = in_type == PG_F32;
     if (f32 ? out_type != PG_F32
             : (in_type != PG_F16 && in_type != PG_BF16) ||
@@ -269,7 +278,7 @@ int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, u
             &pgk_desc_gemm_mma_backward_w};
         out->desc = mma_desc[layout];
     }
-    int rc = pgk_knobs_default(out->desc, &out->knobs);
+    rc = pgk_knobs_default(out->desc, &out->knobs);
     if (rc)
         return rc;
     if (out->desc == &pgk_desc_gemm_lp_simt) {

@@ -471,13 +471,9 @@ static const pgk_desc *const f32_descs[PGK_GEMM_LAYOUTS] = {
 int pgk_gemm_f32_choose(pgk_gemm_layout layout, uint32_t m, uint32_t n, uint32_t k,
                         pg_target target, unsigned sms, pgk_gemm_choice *out)
 {
-    if (!out)
-        return PG_EINVAL;
-    memset(out, 0, sizeof *out);
-    if ((unsigned)layout >= PGK_GEMM_LAYOUTS || !pg_target_name(target))
-        return PG_EINVAL;
-    if (!m || !n || !k || m > MM_MAX_DIM || n > MM_MAX_DIM || k > MM_MAX_DIM)
-        return PG_ERANGE;
+    int rc = pgk_gemm_choice_init(layout, m, n, k, target, out);
+    if (rc)
+        return rc;
     uint32_t P, Q, R;
     pqr_host(layout, m, n, k, &P, &Q, &R);
     if (!sms)
@@ -509,7 +505,7 @@ int pgk_gemm_f32_choose(pgk_gemm_layout layout, uint32_t m, uint32_t n, uint32_t
     if (!can_split)
         bs = 1; /* gemm_mma_reduce is sm_80 and up */
     out->desc = f32_descs[layout];
-    int rc = pgk_knobs_default(out->desc, &out->knobs);
+    rc = pgk_knobs_default(out->desc, &out->knobs);
     if (rc)
         return rc;
     out->knobs.v[FT_M] = out->m = m;

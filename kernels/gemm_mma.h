@@ -142,6 +142,12 @@ static const mma_cfg mma_cfgs[PGK_GEMM_TILES] = {
 static inline unsigned cfg_threads(const mma_cfg *c) { return c->wm * c->wn * 32u; }
 static inline uint32_t cfg_stage_bytes(const mma_cfg *c) { return (c->bm + c->bn) * c->bk * 2u; }
 
+/* The checks every chooser starts with: out zeroed; PG_EINVAL for a null
+ * out, an unknown layout or target, PG_ERANGE for a size outside [1,
+ * MM_MAX_DIM]; else PG_OK. */
+int pgk_gemm_choice_init(pgk_gemm_layout layout, uint32_t m, uint32_t n, uint32_t k,
+                         pg_target target, pgk_gemm_choice *out);
+
 /* A row of a chooser's table: the best (tile, split) bench_gemm's sweep
  * measured for a layout at (P, Q, R). */
 typedef struct pgk_gemm_measured {
