@@ -749,9 +749,14 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
  * elements one by one (G(i, r) and S(j, r) at any layout and alignment:
  * zeros outside), packs pairs along r and multiplies into 16 x J f32
  * accumulators; then the warps' partials go to shared memory and each
- * output adds them in warp order. Rows g, g+8 of a fragment are i0 + g,
- * i0 + g + 8; its k columns 2t, 2t+1, 2t+8, 2t+9 the r's of the k-step at
- * those offsets; column n of n-tile nt is j = jb + 8 nt + n. */
+ * output adds them in warp order. An r-major operand whose rows keep
+ * 4-byte alignment (base and leading dimension), R even, loads each pair
+ * r, r + 1 whole instead: the u32 is already the packed register, about
+ * a third of the instructions (one uniform choice: the k-loop exists in
+ * both versions, with the same fragments and mma's). Rows g, g+8 of a
+ * fragment are i0 + g, i0 + g + 8; its k columns 2t, 2t+1, 2t+8, 2t+9
+ * the r's of the k-step at those offsets; column n of n-tile nt is
+ * j = jb + 8 nt + n. */
 
 static unsigned tc_warps(unsigned jc) { return jc <= 16 ? 16 : jc == 32 ? 8 : 4; }
 static unsigned tc_unroll(unsigned jc) { return jc <= 16 ? 4 : jc == 32 ? 2 : 1; }
