@@ -749,9 +749,14 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
  * elements one by one (G(i, r) and S(j, r) at any layout and alignment:
  * zeros outside), packs pairs along r and multiplies into 16 x J f32
  * accumulators; then the warps' partials go to shared memory and each
- * output adds them in warp order. Rows g, g+8 of a fragment are i0 + g,
- * i0 + g + 8; its k columns 2t, 2t+1, 2t+8, 2t+9 the r's of the k-step at
- * those offsets; column n of n-tile nt is j = jb + 8 nt + n. */
+ * output adds them in warp order. An r-major operand whose rows keep
+ * 4-byte alignment (base and leading dimension), R even, loads each pair
+ * r, r + 1 whole instead: the u32 is already the packed register, about
+ * a third of the instructions (one uniform choice: the k-loop exists in
+ * both versions, with the same fragments and mma's). Rows g, g+8 of a
+ * fragment are i0 + g, i0 + g + 8; its k columns 2t, 2t+1, 2t+8, 2t+9
+ * the r's of the k-step at those offsets; column n of n-tile nt is
+ * j = jb + 8 nt + n. */
 
 static unsigned tc_warps(unsigned jc) { return jc <= 16 ? 16 : jc == 32 ? 8 : 4; }
 static unsigned tc_unroll(unsigned jc) { return jc <= 16 ? 4 : jc == 32 ? 2 : 1; }
@@ -775,6 +780,113 @@ static pg_reg ld_half(pg_kernel *k, pg_reg addr, pg_val off, int64_t imm, pg_reg
     pg_guard(k, in, false);
     pg_ld(k, PG_SPACE_GLOBAL, PG_U16, a, pg_is_reg(off) ? 0 : imm, h);
     return h;
+}
+
+/* The u32 of the pair r, r + 1 of an r-major operand at addr + imm
+ * (4-byte aligned) where `in`, else 0: little-endian, its lo half is the
+ * lower r, the fragment register as mma.sync takes it. */
+static pg_reg ld_pair(pg_kernel *k, pg_reg addr, int64_t imm, pg_reg in)
+{
+    pg_reg w = pgv_mov(k, PG_B32, pg_u32(0));
+    pg_guard(k, in, false);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_B32, addr, imm, w);
+    return w;
+}
+
+/* The k-loop's state, read and advanced by either version of it. */
+typedef struct tc_loop {
+    pg_type it;
+    unsigned NT, W, U;
+    bool gv, sv; /* G, S: pairs along r load as one u32 (r-major, aligned, R even) */
+    pg_reg R, ina, inb, jin[8];
+    pg_val goff[4], soff[4];
+    pg_reg sj8, gks, sks;
+    pg_reg gpa, gpb, sp, r0, ks, nks;
+    pg_reg (*acc)[4];
+} tc_loop;
+
+/* The loop over a warp's k-steps, U of them a pass. Both versions load
+ * the same values into the same fragments and issue the same mma's: a
+ * pair loaded whole (R even: r and r + 1 are both inside or both not) is
+ * the packed pair of its elements. */
+static void tc_ksteps(pg_kernel *k, const tc_loop *L)
+{
+    static const unsigned roff[4] = {0, 1, 8, 9};
+    const unsigned NT = L->NT, W = L->W, U = L->U;
+    pg_label top = pg_label_new(k, "kstep");
+    pg_label_bind(k, top);
+    pg_reg ha[4][4], hb[4][4], hs[4][8][4], fa[4][4], fs[4][8][2];
+    pg_reg ga = pgv_mov(k, PG_U64, L->gpa), gb = pgv_mov(k, PG_U64, L->gpb);
+    pg_reg sa = pgv_mov(k, PG_U64, L->sp), ru = pgv_mov(k, PG_U32, L->r0);
+    pg_comment(k, "every load of the step's k-steps first: they are in flight together");
+    for (unsigned u = 0; u < U; u++) {
+        for (unsigned e = 0; e < 4; e++) {
+            bool odd = e & 1;
+            if (odd && L->gv && L->sv)
+                continue; /* loaded with r - 1 */
+            pg_reg re = pgv_add(k, PG_U32, ru, pg_u32(roff[e]));
+            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, re, L->R);
+            int64_t imm = 2 * roff[e];
+            if (!L->gv) {
+                ha[u][e] = ld_half(k, ga, L->goff[e], imm, pgv_and(k, PG_PRED, rin, L->ina));
+                hb[u][e] = ld_half(k, gb, L->goff[e], imm, pgv_and(k, PG_PRED, rin, L->inb));
+            } else if (!odd) {
+                fa[u][e] = ld_pair(k, ga, imm, pgv_and(k, PG_PRED, rin, L->ina));
+                fa[u][e + 1] = ld_pair(k, gb, imm, pgv_and(k, PG_PRED, rin, L->inb));
+            }
+            if (odd && L->sv)
+                continue;
+            pg_reg sn = pgv_mov(k, PG_U64, sa);
+            for (unsigned nt = 0; nt < NT; nt++) {
+                pg_reg in = pgv_and(k, PG_PRED, rin, L->jin[nt]);
+                if (L->sv)
+                    fs[u][nt][e / 2] = ld_pair(k, sn, imm, in);
+                else
+                    hs[u][nt][e] = ld_half(k, sn, L->soff[e], imm, in);
+                if (nt + 1 < NT)
+                    pg_add(k, PG_U64, sn, sn, L->sj8);
+            }
+        }
+        if (u + 1 < U) {
+            pg_add(k, PG_U64, ga, ga, L->gks);
+            pg_add(k, PG_U64, gb, gb, L->gks);
+            pg_add(k, PG_U64, sa, sa, L->sks);
+            pg_add(k, PG_U32, ru, ru, pg_u32(16 * W));
+        }
+    }
+    for (unsigned u = 0; u < U; u++) {
+        /* fa: row a at r, row b at r, row a at r + 8, row b at r + 8 */
+        pg_reg af[4];
+        if (L->gv) {
+            for (unsigned q = 0; q < 4; q++)
+                af[q] = fa[u][q];
+        } else {
+            af[0] = pack_pair(k, ha[u][0], ha[u][1]);
+            af[1] = pack_pair(k, hb[u][0], hb[u][1]);
+            af[2] = pack_pair(k, ha[u][2], ha[u][3]);
+            af[3] = pack_pair(k, hb[u][2], hb[u][3]);
+        }
+        for (unsigned nt = 0; nt < NT; nt++) {
+            pg_reg bf[2];
+            if (L->sv) {
+                bf[0] = fs[u][nt][0];
+                bf[1] = fs[u][nt][1];
+            } else {
+                bf[0] = pack_pair(k, hs[u][nt][0], hs[u][nt][1]);
+                bf[1] = pack_pair(k, hs[u][nt][2], hs[u][nt][3]);
+            }
+            pg_mma_m16n8k16_f32(k, L->it, L->acc[nt], af, bf, L->acc[nt]);
+        }
+    }
+    pg_reg gstep = pgv_mul(k, PG_U64, L->gks, pg_u64(U));
+    pg_reg sstep = pgv_mul(k, PG_U64, L->sks, pg_u64(U));
+    pg_add(k, PG_U64, L->gpa, L->gpa, gstep);
+    pg_add(k, PG_U64, L->gpb, L->gpb, gstep);
+    pg_add(k, PG_U64, L->sp, L->sp, sstep);
+    pg_add(k, PG_U32, L->r0, L->r0, pg_u32(16 * W * U));
+    pg_add(k, PG_U32, L->ks, L->ks, pg_u32(W * U));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, L->ks, L->nks);
+    pg_bra_if(k, more, false, top);
 }
 
 static void build_narrow_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc, pg_type it,
@@ -840,53 +952,34 @@ static void build_narrow_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc
     pg_reg sp = st ? pgk_elem_addr2(k, s, r0, lds, jr, 2) : pgk_elem_addr2(k, s, jr, lds, r0, 2);
     pg_reg gks = pgv_mul(k, PG_U64, grs, pg_u64(16 * W)); /* a warp's next k-step */
     pg_reg sks = pgv_mul(k, PG_U64, srs, pg_u64(16 * W));
+    tc_loop L = {.it = it, .NT = NT, .W = W, .U = U, .R = R, .ina = ina, .inb = inb,
+                 .sj8 = sj8, .gks = gks, .sks = sks, .gpa = gpa, .gpb = gpb, .sp = sp,
+                 .r0 = r0, .ks = ks, .nks = nks, .acc = acc};
+    for (unsigned nt = 0; nt < NT; nt++)
+        L.jin[nt] = jin[nt];
+    for (unsigned e = 0; e < 4; e++) {
+        L.goff[e] = goff[e];
+        L.soff[e] = soff[e];
+    }
     pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, ks, nks);
     pg_bra_if(k, go, true, kdone);
-    pg_label top = pg_label_new(k, "kstep");
-    pg_label_bind(k, top);
-    pg_reg ha[4][4], hb[4][4], hs[4][8][4];
-    pg_reg ga = pgv_mov(k, PG_U64, gpa), gb = pgv_mov(k, PG_U64, gpb);
-    pg_reg sa = pgv_mov(k, PG_U64, sp), ru = pgv_mov(k, PG_U32, r0);
-    pg_comment(k, "every load of the step's k-steps first: they are in flight together");
-    for (unsigned u = 0; u < U; u++) {
-        for (unsigned e = 0; e < 4; e++) {
-            pg_reg re = pgv_add(k, PG_U32, ru, pg_u32(roff[e]));
-            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, re, R);
-            int64_t imm = 2 * roff[e];
-            ha[u][e] = ld_half(k, ga, goff[e], imm, pgv_and(k, PG_PRED, rin, ina));
-            hb[u][e] = ld_half(k, gb, goff[e], imm, pgv_and(k, PG_PRED, rin, inb));
-            pg_reg sn = pgv_mov(k, PG_U64, sa);
-            for (unsigned nt = 0; nt < NT; nt++) {
-                hs[u][nt][e] =
-                    ld_half(k, sn, soff[e], imm, pgv_and(k, PG_PRED, rin, jin[nt]));
-                if (nt + 1 < NT)
-                    pg_add(k, PG_U64, sn, sn, sj8);
-            }
-        }
-        if (u + 1 < U) {
-            pg_add(k, PG_U64, ga, ga, gks);
-            pg_add(k, PG_U64, gb, gb, gks);
-            pg_add(k, PG_U64, sa, sa, sks);
-            pg_add(k, PG_U32, ru, ru, pg_u32(16 * W));
-        }
+    if (!gt || !st) {
+        pg_comment(k, "r-major operands at 4-byte rows, R even: their pairs load whole");
+        pg_reg fast = pgv_setp(k, PG_CMP_EQ, PG_U32, pgv_and(k, PG_B32, R, pg_u32(1)), pg_u32(0));
+        if (!gt)
+            fast = pgv_and(k, PG_PRED, fast, pgk_vectors_ok(k, g, ldg, 2, 2));
+        if (!st)
+            fast = pgv_and(k, PG_PRED, fast, pgk_vectors_ok(k, s, lds, 2, 2));
+        pg_label slow = pg_label_new(k, "kslow");
+        pg_bra_if(k, fast, true, slow);
+        L.gv = !gt;
+        L.sv = !st;
+        tc_ksteps(k, &L);
+        pg_bra(k, kdone);
+        pg_label_bind(k, slow);
+        L.gv = L.sv = false;
     }
-    for (unsigned u = 0; u < U; u++) {
-        pg_reg af[4] = {pack_pair(k, ha[u][0], ha[u][1]), pack_pair(k, hb[u][0], hb[u][1]),
-                        pack_pair(k, ha[u][2], ha[u][3]), pack_pair(k, hb[u][2], hb[u][3])};
-        for (unsigned nt = 0; nt < NT; nt++) {
-            pg_reg bf[2] = {pack_pair(k, hs[u][nt][0], hs[u][nt][1]),
-                            pack_pair(k, hs[u][nt][2], hs[u][nt][3])};
-            pg_mma_m16n8k16_f32(k, it, acc[nt], af, bf, acc[nt]);
-        }
-    }
-    pg_reg gstep = pgv_mul(k, PG_U64, gks, pg_u64(U)), sstep = pgv_mul(k, PG_U64, sks, pg_u64(U));
-    pg_add(k, PG_U64, gpa, gpa, gstep);
-    pg_add(k, PG_U64, gpb, gpb, gstep);
-    pg_add(k, PG_U64, sp, sp, sstep);
-    pg_add(k, PG_U32, r0, r0, pg_u32(16 * W * U));
-    pg_add(k, PG_U32, ks, ks, pg_u32(W * U));
-    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, ks, nks);
-    pg_bra_if(k, more, false, top);
+    tc_ksteps(k, &L);
     pg_label_bind(k, kdone);
 
     pg_comment(k, "the warps' partials to shared memory, each output summed in warp order");

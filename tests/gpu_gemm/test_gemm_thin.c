@@ -12,7 +12,9 @@
  *    each case run twice, the same bits;
  *  - the outer form on shapes whose thin side is P or Q (it takes any);
  *  - the narrow forms on mma.sync (3: Q thin, 4: P thin; sm_80+) on the
- *    same shapes, types and flags;
+ *    same shapes, types and flags; and forward and backward_x with their
+ *    operands aligned and one element off, the same bits (r-major ones
+ *    load their fragments' pairs whole when aligned, else element-wise);
  *  - a thin side above the baked bound (chunks of it), every narrow form
  *    (f32 backward_x, whose lanes split J, at bounds 8, 16 and 32);
  *  - pgrt_gemm (the chooser) on the LoRA rank-16 shapes of every layout
@@ -345,6 +347,45 @@ static void run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg
     prob_free(&p);
 }
 
+/* One problem in an mma form twice, its operands 16-byte aligned and one
+ * element off: r-major operands at 4-byte rows with R even load their
+ * fragments' pairs whole, the unaligned ones element by element; the two
+ * must give the same bits (same fragments, same mma's, same sums), and
+ * be right. */
+static void run_paths(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
+                      uint32_t P, uint32_t Q, uint32_t R, int form, unsigned flags)
+{
+    prob p;
+    prob_init(&p, r, layout, it, ot, P, Q, R);
+    char what[256];
+    snprintf(what, sizeof what, "gemm_thin %s %s->%s P=%u Q=%u R=%u form %d%s%s, both paths",
+             layout_name[layout], pg_type_name(it), pg_type_name(ot), P, Q, R, form,
+             flags & FLAG_ACC ? " acc" : "", flags & FLAG_BIAS ? " bias" : "");
+    size_t bytes = (p.pq + GUARD) * esize(ot);
+    void *first = malloc(bytes);
+    for (unsigned off = 0; off < 2 && first; off++) {
+        dev d = {.ctx = ctx};
+        dev_upload(&d, &p, off);
+        dev_reset_c(&d, &p, flags);
+        if (launch_thin(&d, &p, form, -1, flags) || dev_download(&d, &p)) {
+            TEST_FAIL_("%s: launch failed", what);
+            dev_free(&d);
+            break;
+        }
+        if (off == 0) {
+            check_out(&p, d.host_c, flags, r, what);
+            memcpy(first, d.host_c, bytes);
+        } else {
+            test_checks_++;
+            if (memcmp(first, d.host_c, bytes) != 0)
+                TEST_FAIL_("%s: the element-wise loads give other bits", what);
+        }
+        dev_free(&d);
+    }
+    free(first);
+    prob_free(&p);
+}
+
 typedef struct pqr3 {
     uint32_t P, Q, R;
 } pqr3;
@@ -405,6 +446,26 @@ int main(void)
                                  x->P, x->Q, x->R, form, flags, off);
                     }
     fprintf(stderr, "mma forms: done\n");
+    /* the mma forms' two ways to load an r-major operand (forward: both;
+     * backward_x: dY), the same bits: LoRA-like and ragged shapes, the
+     * thin bounds 8 to 64, R even but not a multiple of 16, R = 2 */
+    static const pqr3 paths[] = {{100, 16, 1536}, {37, 33, 250}, {130, 30, 98},
+                                 {17, 8, 2},      {300, 64, 16}, {16, 16, 1534}};
+    if (pg_target_sm(info.target) >= 80)
+        for (unsigned l = 0; l < 2; l++)
+            for (unsigned f = 0; f < 2; f++)
+                for (size_t s = 0; s < (quick ? 2u : 6u); s++) {
+                    const pqr3 *x = &paths[s];
+                    pg_type it = ins[(s + l + f) % 2], ot = outs[(s + f) % 3];
+                    unsigned flags = (unsigned)(s + l + 2 * f) % 4;
+                    if (f == 0)
+                        run_paths(ctx, &r, (pgk_gemm_layout)l, it, ot, x->P, x->Q, x->R,
+                                  FORM_MMA_Q, flags);
+                    else
+                        run_paths(ctx, &r, (pgk_gemm_layout)l, it, ot, x->Q, x->P, x->R,
+                                  FORM_MMA_P, flags);
+                }
+    fprintf(stderr, "mma forms, pairs whole and element-wise: done\n");
     /* a thin side above the baked bound j = 8: chunks of 8 (33 = 4 x 8 + 1) */
     for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
         int mma = pg_target_sm(info.target) >= 80;
