@@ -169,10 +169,10 @@ static int out_knob(pg_type t) { return t == PG_F32 ? OUT_F32 : t == PG_F16 ? OU
  *   16-bit inputs, the outer form (R thin: lora_a dX, lora_b fwd): 1.05
  *     and 1.03, against 0.82 and 0.74 for mma.sync with split-K;
  *   16-bit inputs, the narrow forms on f32 FMA: 0.38-0.66, below
- *     mma.sync's split-K (0.82-0.93); on mma.sync (forms 3 and 4), in
- *     TFLOP/s against split-K's: lora_a dW 14.6 / 8.3, lora_b dX 13.1 /
- *     11.0, lora_b dW 15.1 / 11.6, lora_a fwd 10.0 / 10.7 (a second run,
- *     cuBLAS ~10.4): forms 3 and 4 but forward.
+ *     mma.sync's split-K (0.82-0.93); on mma.sync (forms 3 and 4, the
+ *     r-major operands loaded a pair a register), in TFLOP/s against
+ *     split-K's: lora_a fwd 12.8 / 12.5, lora_a dW 14.4 / 8.3, lora_b dX
+ *     16.0 / 11.0, lora_b dW 14.7 / 11.6 (cuBLAS 12.3-14.1): forms 3 and 4.
  *
  * False where it is not the choice. */
 static bool thin_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t m,
@@ -188,14 +188,8 @@ static bool thin_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_typ
         return false;
     uint32_t form, j;
     pgk_gemm_thin_form(layout, m, n, k, &form, &j);
-    if (in_type != PG_F32 && form != TH_FORM_OUTER && pg_target_sm(target) >= 80) {
-        /* 16-bit narrow products on the tensor cores (forms 3 and 4), but
-         * for the forward layout, where mma.sync's split-K measured ahead
-         * (10.7 against 10.0 TFLOP/s) */
-        if (layout == PGK_GEMM_FORWARD)
-            return false;
-        form = form == TH_FORM_Q ? TH_FORM_MMA_Q : TH_FORM_MMA_P;
-    }
+    if (in_type != PG_F32 && form != TH_FORM_OUTER && pg_target_sm(target) >= 80)
+        form = form == TH_FORM_Q ? TH_FORM_MMA_Q : TH_FORM_MMA_P; /* on the tensor cores */
     out->desc = &pgk_desc_gemm_thin;
     out->tile = 0;
     out->split = 1;

@@ -280,10 +280,15 @@ for k in $kernels; do
     fi
 done
 
-# The GEMM chooser's pick for a GEMM kernel's sizes and types.
-info_check gemm_mma_forward --set m=2048 --set n=16 --set k=1536 -- \
-    "o['gemm_choice']['layout'] == 'forward' and o['gemm_choice']['in'] == 'bf16' and o['gemm_choice']['split'] > 1 and o['gemm_choice']['reduce'] == 'gemm_mma_reduce' and o['gemm_choice']['workspace_bytes'] == 2048 * 16 * 4 * o['gemm_choice']['split']" \
+# The GEMM chooser's pick for a GEMM kernel's sizes and types: a thin
+# output past gemm_thin's bound runs split-K, a LoRA-sized one gemm_thin's
+# mma.sync form, a thin reduction its outer form.
+info_check gemm_mma_forward --set m=8192 --set n=16 --set k=8192 -- \
+    "o['gemm_choice']['layout'] == 'forward' and o['gemm_choice']['in'] == 'bf16' and o['gemm_choice']['split'] > 1 and o['gemm_choice']['reduce'] == 'gemm_mma_reduce' and o['gemm_choice']['workspace_bytes'] == 8192 * 16 * 4 * o['gemm_choice']['split']" \
     '"gemm_choice": {"layout": "forward"'
+info_check gemm_mma_forward --set m=2048 --set n=16 --set k=1536 -- \
+    "o['gemm_choice']['kernel'] == 'gemm_thin' and o['gemm_choice']['split'] == 1 and o['gemm_choice']['workspace_bytes'] == 0 and o['gemm_choice']['knobs']['form'] == 3" \
+    '"kernel": "gemm_thin"'
 info_check gemm_mma_forward --set m=2048 --set n=1536 --set k=16 -- \
     "o['gemm_choice']['kernel'] == 'gemm_thin' and o['gemm_choice']['split'] == 1 and o['gemm_choice']['reduce'] is None and o['gemm_choice']['workspace_bytes'] == 0 and o['gemm_choice']['knobs']['form'] == 0" \
     '"kernel": "gemm_thin"'

@@ -105,7 +105,7 @@ int main(void)
         int form; /* -1: not gemm_thin (mma.sync, split); 3, 4: its mma.sync forms */
         uint32_t j;
     } thin[] = {
-        {PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16, 1536, PG_SM_90, -1, 0},
+        {PGK_GEMM_FORWARD, PG_BF16, PG_BF16, 2048, 16, 1536, PG_SM_90, 3, 16},
         {PGK_GEMM_FORWARD, PG_BF16, PG_F32, 2048, 1536, 16, PG_SM_90A, 0, 16},
         {PGK_GEMM_BACKWARD_X, PG_F16, PG_F16, 2048, 16, 1536, PG_SM_90A, 0, 16},
         {PGK_GEMM_BACKWARD_X, PG_F16, PG_F32, 2048, 1536, 16, PG_SM_80, 3, 16},
