@@ -617,7 +617,8 @@ static int launch_thin(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
     unsigned jc = pgk_thin_jc(kn[TH_J]);
     if (form >= TH_FORM_MMA_Q && kn[TH_IN] != TH_IN_F32) {
         uint32_t I = form == TH_FORM_MMA_Q ? P : Q;
-        *out = (pgk_launch){{pgk_ceil_div(I, 16), 1, 1}, {32 * pgk_thin_tc_warps(jc), 1, 1}, 0, {0, 0, 0}};
+        *out = (pgk_launch){
+            {pgk_ceil_div(I, 16), 1, 1}, {32 * pgk_thin_tc_warps(jc), 1, 1}, 0, {0, 0, 0}};
         return PG_OK;
     }
     form = thin_simt_form(form);
