@@ -592,18 +592,11 @@ static const pgk_knob bw_knobs[] = FT_KNOBS("rows of dY and X (tokens)",
                                             "columns of dY, rows of dW (outputs)",
                                             "columns of X and dW (inputs)");
 
-static const pgk_param f32_params[] = {
-    [PA_A] = {"a", PG_U64, true},          [PA_B] = {"b", PG_U64, true},
-    [PA_C] = {"c", PG_U64, true},          [PA_BIAS] = {"bias", PG_U64, true},
-    [PA_WS] = {"workspace", PG_U64, true}, [PA_M] = {"m", PG_U32, false},
-    [PA_N] = {"n", PG_U32, false},         [PA_K] = {"k", PG_U32, false},
-    [PA_FLAGS] = {"flags", PG_U32, false},
-};
 
 const pgk_desc pgk_desc_gemm_f32_forward = {
     .name = "gemm_f32_forward",
     .summary = "Y[M,N] (+)= X[M,K] * W[N,K]^T (+ bias[N]), f32 (SIMT, warp-tiled, split-K)",
-    PGK_PARAMS(f32_params),
+    PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(fwd_knobs),
     .min_target = PG_SM_70,
     .build = build_fwd,
@@ -614,7 +607,7 @@ const pgk_desc pgk_desc_gemm_f32_forward = {
 const pgk_desc pgk_desc_gemm_f32_backward_x = {
     .name = "gemm_f32_backward_x",
     .summary = "dX[M,K] (+)= dY[M,N] * W[N,K] (+ bias[K]), f32 (SIMT, warp-tiled, split-K)",
-    PGK_PARAMS(f32_params),
+    PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(bx_knobs),
     .min_target = PG_SM_70,
     .build = build_bx,
@@ -625,7 +618,7 @@ const pgk_desc pgk_desc_gemm_f32_backward_x = {
 const pgk_desc pgk_desc_gemm_f32_backward_w = {
     .name = "gemm_f32_backward_w",
     .summary = "dW[N,K] (+)= dY[M,N]^T * X[M,K] (+ bias[K]), f32 (SIMT, warp-tiled, split-K)",
-    PGK_PARAMS(f32_params),
+    PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(bw_knobs),
     .min_target = PG_SM_70,
     .build = build_bw,

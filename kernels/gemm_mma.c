@@ -612,11 +612,13 @@ static const pgk_knob mma_w_knobs[] = MM_KNOBS("rows of dY and X (tokens)",
                                                "columns of dY, rows of dW (outputs)",
                                                "columns of X and dW (inputs)");
 
-static const pgk_param mma_params[] = {
-    [PA_A] = {"a", PG_U64, true},      [PA_B] = {"b", PG_U64, true},
-    [PA_C] = {"c", PG_U64, true},      [PA_BIAS] = {"bias", PG_U64, true},
+/* The family's ABI (gemm_mma_*, gemm_f32_*, gemm_thin): every kernel of it
+ * takes these, whether or not it reads the workspace. */
+const pgk_param pgk_gemm_params[PA_COUNT] = {
+    [PA_A] = {"a", PG_U64, true},          [PA_B] = {"b", PG_U64, true},
+    [PA_C] = {"c", PG_U64, true},          [PA_BIAS] = {"bias", PG_U64, true},
     [PA_WS] = {"workspace", PG_U64, true}, [PA_M] = {"m", PG_U32, false},
-    [PA_N] = {"n", PG_U32, false},     [PA_K] = {"k", PG_U32, false},
+    [PA_N] = {"n", PG_U32, false},         [PA_K] = {"k", PG_U32, false},
     [PA_FLAGS] = {"flags", PG_U32, false},
 };
 
@@ -624,7 +626,7 @@ const pgk_desc pgk_desc_gemm_mma_forward = {
     .name = "gemm_mma_forward",
     .summary = "Y[M,N] (+)= X[M,K] * W[N,K]^T (+ bias[N]), f16/bf16 in, f32 accumulate "
                "(mma.sync, cp.async)",
-    PGK_PARAMS(mma_params),
+    PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(mma_f_knobs),
     .min_target = PG_SM_80,
     .build = build_mma_f,
@@ -636,7 +638,7 @@ const pgk_desc pgk_desc_gemm_mma_backward_x = {
     .name = "gemm_mma_backward_x",
     .summary = "dX[M,K] (+)= dY[M,N] * W[N,K] (+ bias[K]), f16/bf16 in, f32 accumulate "
                "(mma.sync, cp.async)",
-    PGK_PARAMS(mma_params),
+    PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(mma_x_knobs),
     .min_target = PG_SM_80,
     .build = build_mma_x,
@@ -648,7 +650,7 @@ const pgk_desc pgk_desc_gemm_mma_backward_w = {
     .name = "gemm_mma_backward_w",
     .summary = "dW[N,K] (+)= dY[M,N]^T * X[M,K] (+ bias[K]), f16/bf16 in, f32 accumulate "
                "(mma.sync, cp.async)",
-    PGK_PARAMS(mma_params),
+    PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(mma_w_knobs),
     .min_target = PG_SM_80,
     .build = build_mma_w,

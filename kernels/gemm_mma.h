@@ -58,7 +58,8 @@ static inline pg_type out_type_of(uint32_t v)
 }
 
 /* The params of gemm_mma_* and gemm_lp_simt. */
-enum { PA_A, PA_B, PA_C, PA_BIAS, PA_WS, PA_M, PA_N, PA_K, PA_FLAGS };
+enum { PA_A, PA_B, PA_C, PA_BIAS, PA_WS, PA_M, PA_N, PA_K, PA_FLAGS, PA_COUNT };
+extern const pgk_param pgk_gemm_params[PA_COUNT];
 
 /* The largest split: partial sums of 64 slices at most. */
 #define MMA_MAX_SPLIT 64u

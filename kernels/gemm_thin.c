@@ -672,19 +672,12 @@ static const pgk_knob thin_knobs[] = {
               "narrow: the thin side's bound (rounded up to a power of two, 8 at least)", true},
 };
 
-static const pgk_param thin_params[] = {
-    [PA_A] = {"a", PG_U64, true},      [PA_B] = {"b", PG_U64, true},
-    [PA_C] = {"c", PG_U64, true},      [PA_BIAS] = {"bias", PG_U64, true},
-    [PA_WS] = {"workspace", PG_U64, true}, [PA_M] = {"m", PG_U32, false},
-    [PA_N] = {"n", PG_U32, false},     [PA_K] = {"k", PG_U32, false},
-    [PA_FLAGS] = {"flags", PG_U32, false},
-};
 
 const pgk_desc pgk_desc_gemm_thin = {
     .name = "gemm_thin",
     .summary = "the GEMM layouts with a side of at most 64 (LoRA ranks): f16/bf16/f32 in, f32 "
                "FMA, one launch, slice-K summed in a fixed order",
-    PGK_PARAMS(thin_params),
+    PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(thin_knobs),
     .min_target = PG_SM_70,
     .build = build_thin,
