@@ -95,15 +95,6 @@ typedef struct cfg {
      * (with repeats). */
     uint32_t *sync, nsync;
     uint32_t nwritten;
-    /* Each instruction's register reads and writes, gathered in that pass
-     * too: the dominator walk and the search for definitions read these
-     * short arrays, not the records (a record is hundreds of bytes, and a
-     * big kernel's records outgrow the cache). Instruction i reads
-     * reg[at[i] .. mid[i]) (its guard, sources, then the accumulators it
-     * reads: the order of a hard_use's j) and writes reg[mid[i] .. at[i+1]).
-     * reg is on the heap, grown geometrically; pg_validate frees it. */
-    uint32_t *reg, *at, *mid;
-    size_t nreg, cap_reg;
     /* Registers that hold %tid.x at every write, as far as that pass saw
      * (find_tid_x finishes it): tidx[r], and the copies (unguarded movs)
      * out of each register as lists, copy_head[r] then copy_next[e] with
@@ -249,58 +240,6 @@ static pg_val written(const instr *in, uint32_t d)
     return d < in->ndst ? in->dst[d] : in->acc[d - in->ndst];
 }
 
-/* Registers an instruction reads (including its guard), less a wgmma's
- * accumulators (acc_reads). */
-static unsigned uses(const instr *in, uint32_t *out)
-{
-    unsigned n = 0;
-    if (in->guard)
-        out[n++] = in->guard;
-    for (unsigned i = 0; i < in->nsrc; i++)
-        if (in->src[i].kind == PG_VAL_REG)
-            out[n++] = in->src[i].id;
-    return n;
-}
-
-/* How many accumulators a wgmma reads: all of them, unless its last source
- * (scale-d) is an immediate 0, which starts the sums afresh. */
-static uint32_t acc_reads(const instr *in)
-{
-    if (!in->nacc || (in->src[in->nsrc - 1].kind == PG_VAL_IMM_INT &&
-                      in->src[in->nsrc - 1].bits == 0))
-        return 0;
-    return in->nacc;
-}
-
-/* Appends instruction i's reads and writes to g->reg (see cfg). */
-static int note_access(cfg *g, uint32_t i, const instr *in)
-{
-    size_t need = 1u + in->nsrc + in->ndst + 2u * (size_t)in->nacc;
-    if (g->cap_reg - g->nreg < need) {
-        size_t cap = g->cap_reg ? 2 * g->cap_reg : 4 * (size_t)g->k->nins + 64;
-        while (cap - g->nreg < need)
-            cap *= 2;
-        uint32_t *r = cap <= UINT32_MAX ? pg_mem_realloc(g->reg, sizeof(uint32_t) * cap) : NULL;
-        if (!r)
-            return pg_fail(g->k, PG_ENOMEM, "out of memory in validation");
-        g->reg = r;
-        g->cap_reg = cap;
-    }
-    uint32_t *d = g->reg + g->nreg;
-    g->at[i] = (uint32_t)g->nreg;
-    d += uses(in, d);
-    for (uint32_t j = 0, na = acc_reads(in); j < na; j++)
-        *d++ = in->acc[j].id;
-    g->mid[i] = (uint32_t)(d - g->reg);
-    for (uint32_t w = 0; w < nwrites(in); w++) {
-        pg_val v = written(in, w);
-        if (v.kind == PG_VAL_REG)
-            *d++ = v.id;
-    }
-    g->nreg = (size_t)(d - g->reg);
-    return PG_OK;
-}
-
 static int build_cfg(cfg *g)
 {
     pg_kernel *k = g->k;
@@ -315,10 +254,8 @@ static int build_cfg(cfg *g)
     g->copy_to = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
     g->tidx_work = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
     bool *leader = arena_alloc(&k->mem, n + 1);
-    g->at = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
-    g->mid = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
     if (!g->blk_of || !g->sync || !g->tidx || !g->copy_head || !g->copy_next || !g->copy_to ||
-        !g->tidx_work || !leader || !g->at || !g->mid)
+        !g->tidx_work || !leader)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(leader, 0, n + 1);
     leader[0] = true;
@@ -352,11 +289,7 @@ static int build_cfg(cfg *g)
                 g->tidx_work[g->ntidx_work++] = v.id;
             }
         }
-        err = note_access(g, i, in);
-        if (err)
-            return err;
     }
-    g->at[n] = (uint32_t)g->nreg;
     uint32_t nb = 0;
     for (uint32_t i = 0; i < n; i++)
         nb += leader[i];
@@ -423,6 +356,29 @@ static int build_cfg(cfg *g)
     return PG_OK;
 }
 
+/* Registers an instruction reads (including its guard), less a wgmma's
+ * accumulators (acc_reads). */
+static unsigned uses(const instr *in, uint32_t *out)
+{
+    unsigned n = 0;
+    if (in->guard)
+        out[n++] = in->guard;
+    for (unsigned i = 0; i < in->nsrc; i++)
+        if (in->src[i].kind == PG_VAL_REG)
+            out[n++] = in->src[i].id;
+    return n;
+}
+
+/* How many accumulators a wgmma reads: all of them, unless its last source
+ * (scale-d) is an immediate 0, which starts the sums afresh. */
+static uint32_t acc_reads(const instr *in)
+{
+    if (!in->nacc || (in->src[in->nsrc - 1].kind == PG_VAL_IMM_INT &&
+                      in->src[in->nsrc - 1].bits == 0))
+        return 0;
+    return in->nacc;
+}
+
 /* A read that the dominator tree could not settle: no write of its register
  * dominates it. */
 typedef struct hard_use {
@@ -483,7 +439,7 @@ static int dominated_reads(cfg *g, use_list *hard)
     for (uint32_t i = 1; i < g->nrpo; i++)
         child[coff[idom[g->rpo[i]] + 1]++] = g->rpo[i];
     /* now block v's children are child[coff[v] .. coff[v+1]) */
-    uint32_t sp = 0, wsp = 0;
+    uint32_t sp = 0, wsp = 0, u[PG_MAX_SRC + 1];
     stack[sp++] = g->rpo[0] << 1;
     while (sp) {
         uint32_t x = stack[--sp], v = x >> 1;
@@ -495,13 +451,22 @@ static int dominated_reads(cfg *g, use_list *hard)
         }
         wmark[v] = wsp;
         for (uint32_t i = b->start; i < b->end; i++) {
-            const uint32_t *reads = g->reg + g->at[i];
-            for (uint32_t j = 0, nu = g->mid[i] - g->at[i]; j < nu; j++)
-                if (!count[reads[j]] && !push_use(hard, (hard_use){reads[j], v, i, j}))
+            const instr *ins = &k->ins[i];
+            unsigned nu = uses(ins, u);
+            for (unsigned j = 0; j < nu; j++)
+                if (!count[u[j]] && !push_use(hard, (hard_use){u[j], v, i, j}))
                     return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-            for (uint32_t w = g->mid[i]; w < g->at[i + 1]; w++) {
-                count[g->reg[w]]++;
-                wstack[wsp++] = g->reg[w];
+            for (uint32_t j = 0, na = acc_reads(ins); j < na; j++) {
+                uint32_t r = ins->acc[j].id;
+                if (!count[r] && !push_use(hard, (hard_use){r, v, i, nu + j}))
+                    return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+            }
+            for (uint32_t d = 0; d < nwrites(ins); d++) {
+                pg_val w = written(ins, d);
+                if (w.kind == PG_VAL_REG) {
+                    count[w.id]++;
+                    wstack[wsp++] = w.id;
+                }
             }
         }
         stack[sp++] = x | 1;
@@ -693,15 +658,15 @@ static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
             last[r] = NONE;
         for (uint32_t b = 0; b < nb; b++)
             for (uint32_t i = g->b[b].start; i < g->b[b].end; i++)
-                for (uint32_t w = g->mid[i]; w < g->at[i + 1]; w++) {
-                    uint32_t x = g->reg[w];
-                    if (uoff[x] == uoff[x + 1] || last[x] == b)
+                for (uint32_t d = 0; d < nwrites(&k->ins[i]); d++) {
+                    pg_val x = written(&k->ins[i], d);
+                    if (x.kind != PG_VAL_REG || uoff[x.id] == uoff[x.id + 1] || last[x.id] == b)
                         continue;
-                    last[x] = b;
+                    last[x.id] = b;
                     if (pass)
-                        defs.to[defs.off[x]++] = b;
+                        defs.to[defs.off[x.id]++] = b;
                     else
-                        defs.off[x + 1]++;
+                        defs.off[x.id + 1]++;
                 }
         if (!pass) {
             for (uint32_t r = 0; r < nr; r++)
@@ -1121,6 +1086,5 @@ int pg_validate(pg_kernel *k)
         err = check_defined(&g);
     if (!err)
         err = check_barriers(&g);
-    pg_mem_free(g.reg);
     return err;
 }
