@@ -928,29 +928,25 @@ static char *put_operands(char *d, const pg_kernel *k, const instr *in)
     return d;
 }
 
-/* The line through the cursor, if the head has a slot and every operand
- * is a register or an immediate; false to take the long way. */
-static bool fast_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_op_info *oi)
+/* Whether every operand of in and its guard can go through the cursor. */
+static inline bool fast_operands(const pg_kernel *k, const instr *in)
 {
-    if (!k->head_text || in->ndst > PG_MAX_DST || in->nsrc > PG_MAX_SRC)
-        return false;
-    if (in->op == OP_ST ? in->ndst != 0 || in->nsrc != 1u + in->width
-                        : in->ndst != (in->op == OP_LD ? in->width : 1u))
-        return false;
     for (unsigned i = 0; i < in->ndst; i++)
         if (!fast_operand(k, in->dst[i]))
             return false;
     for (unsigned i = 0; i < in->nsrc; i++)
         if (!fast_operand(k, in->src[i]))
             return false;
-    if (in->guard && in->guard >= k->nregs)
-        return false;
-    const pg_head *h = head_of(k, in, oi);
-    if (!h)
-        return false;
-    /* tab, guard, head, 24 per operand with its ", ", an address, ";\n" */
-    if (!sb_reserve(b, 96 + (size_t)(in->ndst + in->nsrc) * 24))
-        return true;
+    return !in->guard || in->guard < k->nregs;
+}
+
+/* The cursor for a line of in: room reserved for the tab, the guard, a
+ * head of head_len bytes, 24 per operand with its ", ", an address and
+ * ";\n", and the tab and guard written. NULL when out of memory. */
+static inline char *line_start(pg_sbuf *b, const pg_kernel *k, const instr *in, size_t head_len)
+{
+    if (!sb_reserve(b, 96 + head_len + (size_t)(in->ndst + in->nsrc) * 24))
+        return NULL;
     char *d = b->p + b->len;
     *d++ = '\t';
     if (in->guard) {
@@ -960,13 +956,108 @@ static bool fast_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_
         d = put_slot(d, k->reg_text[in->guard], 16);
         *d++ = ' ';
     }
-    memcpy(d, h->s, sizeof h->s);
-    d += h->len;
-    d = put_operands(d, k, in);
+    return d;
+}
+
+static inline void line_end(pg_sbuf *b, char *d)
+{
     *d++ = ';';
     *d++ = '\n';
     *d = '\0';
     b->len = (size_t)(d - b->p);
+}
+
+/* The warp-wide lines whose heads are too long for a slot (mma's stem is
+ * 53 bytes) and whose operands are vectors: mma, ldmatrix and shfl, the
+ * bulk of a tensor-core kernel's text after the plain lines. The same
+ * text as custom() writes; false to take the long way. */
+static bool fast_warp_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_op_info *oi)
+{
+    bool mma = in->op == OP_MMA || in->op == OP_MMA_BF16;
+    if (mma ? in->ndst != 4 || in->nsrc != 10
+            : in->op == OP_LDMATRIX ? in->ndst != in->width || in->nsrc != 1
+                                    : (in->ndst != 1 && in->ndst != 2) || in->nsrc != 4)
+        return false;
+    if (!fast_operands(k, in))
+        return false;
+    char *d = line_start(b, k, in, oi->stem_len + 32u);
+    if (!d)
+        return true;
+    memcpy(d, oi->stem, oi->stem_len);
+    d += oi->stem_len;
+    if (mma) {
+        *d++ = ' ';
+        d = put_vec(d, k, in->dst, 4, PG_F32);
+        memcpy(d, ", ", 2);
+        d = put_vec(d + 2, k, in->src, 4, PG_B32);
+        memcpy(d, ", ", 2);
+        d = put_vec(d + 2, k, in->src + 4, 2, PG_B32);
+        memcpy(d, ", ", 2);
+        d = put_vec(d + 2, k, in->src + 6, 4, PG_F32);
+    } else if (in->op == OP_LDMATRIX) {
+        /* a vector even of one: ptxas wants {d} for .x1 */
+        *d++ = '.';
+        *d++ = 'x';
+        d = put_dec(d, in->width, false);
+        if (in->mod2) {
+            memcpy(d, ".trans", 6);
+            d += 6;
+        }
+        memcpy(d, ".shared.b16 {", 13);
+        d += 13;
+        for (unsigned i = 0; i < in->width; i++) {
+            if (i) {
+                *d++ = ',';
+                *d++ = ' ';
+            }
+            d = put_val(d, k, in->dst[i], PG_B32);
+        }
+        memcpy(d, "}, ", 3);
+        d = put_addr(d + 3, k, in->src[0], in->offset);
+    } else {
+        const char *mode = shfl_names[in->mod];
+        size_t n = strlen(mode);
+        *d++ = '.';
+        memcpy(d, mode, n);
+        memcpy(d + n, ".b32 ", 5);
+        d = put_val(d + n + 5, k, in->dst[0], PG_B32);
+        if (in->ndst == 2) {
+            *d++ = '|';
+            d = put_val(d, k, in->dst[1], PG_PRED);
+        }
+        for (unsigned i = 0; i < 4; i++) {
+            *d++ = ',';
+            *d++ = ' ';
+            d = put_val(d, k, in->src[i], PG_B32);
+        }
+    }
+    line_end(b, d);
+    return true;
+}
+
+/* The line through the cursor, if the head has a slot and every operand
+ * is a register or an immediate; false to take the long way. */
+static bool fast_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_op_info *oi)
+{
+    if (!k->head_text || in->ndst > PG_MAX_DST || in->nsrc > PG_MAX_SRC)
+        return false;
+    if (in->op == OP_MMA || in->op == OP_MMA_BF16 || in->op == OP_LDMATRIX || in->op == OP_SHFL)
+        return fast_warp_line(b, k, in, oi);
+    if (in->op == OP_ST ? in->ndst != 0 || in->nsrc != 1u + in->width
+                        : in->ndst != (in->op == OP_LD ? in->width : 1u))
+        return false;
+    if (!fast_operands(k, in))
+        return false;
+    const pg_head *h = head_of(k, in, oi);
+    if (!h)
+        return false;
+    char *d = line_start(b, k, in, 0);
+    if (!d)
+        return true;
+    memcpy(d, h->s, sizeof h->s);
+    d += h->len;
+    d = put_operands(d, k, in);
+    line_end(b, d);
     return true;
 }
 
