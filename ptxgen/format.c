@@ -175,10 +175,12 @@ static char *put_imm(char *d, pg_val v, pg_type t)
         *d++ = 'd';
         return put_hex(d, v.bits, 16);
     default: {
-        unsigned bits = pg_type_bits(t);
+        /* the row inline: a line's immediates ask it once each */
+        const pg_type_info *ti = (unsigned)t < PG_TYPE_COUNT ? pg_type_row(t) : NULL;
+        unsigned bits = ti ? ti->bits : 0;
         if (bits == 0 || bits == 1)
             bits = 64;
-        if (pg_type_is_signed(t)) {
+        if (ti && ti->is_signed) {
             int64_t x = (int64_t)v.bits;
             /* the magnitude of INT64_MIN only fits unsigned */
             return put_dec(d, x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x, x < 0);
