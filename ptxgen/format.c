@@ -8,6 +8,7 @@
  */
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -357,9 +358,9 @@ static unsigned reg_name(char *d, const char *prefix, uint32_t num)
 
 /* The text of a line before its operands, kept for the next lines of the
  * same op: most heads repeat ("and.pred", "setp.lt.u32"). The key holds
- * the fields a head depends on. */
+ * the fields a head depends on (head_key). */
 typedef struct pg_head {
-    uint64_t key; /* 0: empty */
+    uint64_t key; /* HEAD_EMPTY: no head yet */
     uint8_t len;
     char s[23];
 } pg_head;
@@ -367,6 +368,7 @@ typedef struct pg_head {
 /* Each op keeps its last few heads, the latest first: an op's lines
  * alternate between a few (st.global.f32 and st.global.v2.f32). */
 #define HEAD_WAYS 4
+#define HEAD_EMPTY UINT64_MAX
 
 struct pg_text_cache {
     pg_head head[OP_COUNT][HEAD_WAYS];
@@ -415,6 +417,9 @@ int pg_text_begin(pg_kernel *k)
         }
     }
     memset(h, 0, sizeof *h);
+    for (int op = 0; op < OP_COUNT; op++)
+        for (unsigned w = 0; w < HEAD_WAYS; w++)
+            h->head[op][w].key = HEAD_EMPTY;
     k->reg_text = (const char (*)[16])t;
     k->head_text = h;
     return PG_OK;
@@ -833,13 +838,27 @@ static char *put_val(char *d, const pg_kernel *k, pg_val v, pg_type t)
     return put_imm(d, v, t);
 }
 
+/* The fields a line's head depends on, type, type2, mod, mod2 and width,
+ * sit side by side in the record: the key is those five bytes, read at
+ * once. Five bytes never fill the eight of HEAD_EMPTY. */
+_Static_assert(offsetof(instr, type2) == offsetof(instr, type) + 1 &&
+                   offsetof(instr, mod) == offsetof(instr, type) + 2 &&
+                   offsetof(instr, mod2) == offsetof(instr, type) + 3 &&
+                   offsetof(instr, width) == offsetof(instr, type) + 4,
+               "head_key reads type .. width as one run of bytes");
+static inline uint64_t head_key(const instr *in)
+{
+    uint64_t key = 0;
+    memcpy(&key, &in->type, 5);
+    return key;
+}
+
 /* The head of in's line from the cache, written on a miss; NULL if it
  * does not fit a slot. */
 static const pg_head *head_of(const pg_kernel *k, const instr *in, const pg_op_info *oi)
 {
     pg_head *h = k->head_text->head[in->op];
-    uint64_t key = 1u | (uint64_t)in->type << 8 | (uint64_t)in->type2 << 16 |
-                   (uint64_t)in->mod << 24 | (uint64_t)in->mod2 << 32 | (uint64_t)in->width << 40;
+    uint64_t key = head_key(in);
     for (unsigned w = 0; w < HEAD_WAYS; w++)
         if (h[w].key == key)
             return &h[w];
