@@ -315,22 +315,16 @@ int pgk_emit_ptx(const pgk_desc *d, pg_target t, const pgk_knobs *kn, pgk_ptx *o
         pg_kernel_set_maxntid(k, d->threads, 1, 1);
     if (!pg_kernel_error(k))
         d->build(k, d, p, kn->v);
-    const char *text = NULL;
+    /* the kernel's own buffer, not a copy: the kernel goes next */
+    char *text = NULL;
     size_t n = 0;
-    rc = pg_kernel_emit(k, &text, &n);
+    rc = pg_kernel_take_ptx(k, &text, &n);
     if (rc) {
         say(err, errlen, "%s", pg_kernel_message(k));
         pg_kernel_destroy(&k);
         return rc;
     }
-    char *copy = pg_mem_alloc(n + 1);
-    if (!copy) {
-        say(err, errlen, "%s: out of memory", d->name);
-        pg_kernel_destroy(&k);
-        return PG_ENOMEM;
-    }
-    memcpy(copy, text, n + 1);
-    *out = (pgk_ptx){copy, n, pg_kernel_isa(k)};
+    *out = (pgk_ptx){text, n, pg_kernel_isa(k)};
     pg_kernel_destroy(&k);
     return PG_OK;
 }

@@ -114,3 +114,18 @@ int pg_kernel_emit(pg_kernel *k, const char **ptx, size_t *len)
         *len = k->text_len;
     return PG_OK;
 }
+
+int pg_kernel_take_ptx(pg_kernel *k, char **ptx, size_t *len)
+{
+    if (!ptx)
+        return PG_EINVAL;
+    *ptx = NULL;
+    const char *text = NULL;
+    int err = pg_kernel_emit(k, &text, len);
+    if (err)
+        return err;
+    *ptx = k->text;
+    k->text = NULL;
+    k->text_len = 0;
+    return PG_OK;
+}

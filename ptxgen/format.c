@@ -8,6 +8,7 @@
  */
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -175,10 +176,12 @@ static char *put_imm(char *d, pg_val v, pg_type t)
         *d++ = 'd';
         return put_hex(d, v.bits, 16);
     default: {
-        unsigned bits = pg_type_bits(t);
+        /* the row inline: a line's immediates ask it once each */
+        const pg_type_info *ti = (unsigned)t < PG_TYPE_COUNT ? pg_type_row(t) : NULL;
+        unsigned bits = ti ? ti->bits : 0;
         if (bits == 0 || bits == 1)
             bits = 64;
-        if (pg_type_is_signed(t)) {
+        if (ti && ti->is_signed) {
             int64_t x = (int64_t)v.bits;
             /* the magnitude of INT64_MIN only fits unsigned */
             return put_dec(d, x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x, x < 0);
@@ -355,9 +358,9 @@ static unsigned reg_name(char *d, const char *prefix, uint32_t num)
 
 /* The text of a line before its operands, kept for the next lines of the
  * same op: most heads repeat ("and.pred", "setp.lt.u32"). The key holds
- * the fields a head depends on. */
+ * the fields a head depends on (head_key). */
 typedef struct pg_head {
-    uint64_t key; /* 0: empty */
+    uint64_t key; /* HEAD_EMPTY: no head yet */
     uint8_t len;
     char s[23];
 } pg_head;
@@ -365,6 +368,7 @@ typedef struct pg_head {
 /* Each op keeps its last few heads, the latest first: an op's lines
  * alternate between a few (st.global.f32 and st.global.v2.f32). */
 #define HEAD_WAYS 4
+#define HEAD_EMPTY UINT64_MAX
 
 struct pg_text_cache {
     pg_head head[OP_COUNT][HEAD_WAYS];
@@ -413,6 +417,9 @@ int pg_text_begin(pg_kernel *k)
         }
     }
     memset(h, 0, sizeof *h);
+    for (int op = 0; op < OP_COUNT; op++)
+        for (unsigned w = 0; w < HEAD_WAYS; w++)
+            h->head[op][w].key = HEAD_EMPTY;
     k->reg_text = (const char (*)[16])t;
     k->head_text = h;
     return PG_OK;
@@ -831,13 +838,27 @@ static char *put_val(char *d, const pg_kernel *k, pg_val v, pg_type t)
     return put_imm(d, v, t);
 }
 
+/* The fields a line's head depends on, type, type2, mod, mod2 and width,
+ * sit side by side in the record: the key is those five bytes, read at
+ * once. Five bytes never fill the eight of HEAD_EMPTY. */
+_Static_assert(offsetof(instr, type2) == offsetof(instr, type) + 1 &&
+                   offsetof(instr, mod) == offsetof(instr, type) + 2 &&
+                   offsetof(instr, mod2) == offsetof(instr, type) + 3 &&
+                   offsetof(instr, width) == offsetof(instr, type) + 4,
+               "head_key reads type .. width as one run of bytes");
+static inline uint64_t head_key(const instr *in)
+{
+    uint64_t key = 0;
+    memcpy(&key, &in->type, 5);
+    return key;
+}
+
 /* The head of in's line from the cache, written on a miss; NULL if it
  * does not fit a slot. */
 static const pg_head *head_of(const pg_kernel *k, const instr *in, const pg_op_info *oi)
 {
     pg_head *h = k->head_text->head[in->op];
-    uint64_t key = 1u | (uint64_t)in->type << 8 | (uint64_t)in->type2 << 16 |
-                   (uint64_t)in->mod << 24 | (uint64_t)in->mod2 << 32 | (uint64_t)in->width << 40;
+    uint64_t key = head_key(in);
     for (unsigned w = 0; w < HEAD_WAYS; w++)
         if (h[w].key == key)
             return &h[w];
@@ -928,29 +949,25 @@ static char *put_operands(char *d, const pg_kernel *k, const instr *in)
     return d;
 }
 
-/* The line through the cursor, if the head has a slot and every operand
- * is a register or an immediate; false to take the long way. */
-static bool fast_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_op_info *oi)
+/* Whether every operand of in and its guard can go through the cursor. */
+static inline bool fast_operands(const pg_kernel *k, const instr *in)
 {
-    if (!k->head_text || in->ndst > PG_MAX_DST || in->nsrc > PG_MAX_SRC)
-        return false;
-    if (in->op == OP_ST ? in->ndst != 0 || in->nsrc != 1u + in->width
-                        : in->ndst != (in->op == OP_LD ? in->width : 1u))
-        return false;
     for (unsigned i = 0; i < in->ndst; i++)
         if (!fast_operand(k, in->dst[i]))
             return false;
     for (unsigned i = 0; i < in->nsrc; i++)
         if (!fast_operand(k, in->src[i]))
             return false;
-    if (in->guard && in->guard >= k->nregs)
-        return false;
-    const pg_head *h = head_of(k, in, oi);
-    if (!h)
-        return false;
-    /* tab, guard, head, 24 per operand with its ", ", an address, ";\n" */
-    if (!sb_reserve(b, 96 + (size_t)(in->ndst + in->nsrc) * 24))
-        return true;
+    return !in->guard || in->guard < k->nregs;
+}
+
+/* The cursor for a line of in: room reserved for the tab, the guard, a
+ * head of head_len bytes, 24 per operand with its ", ", an address and
+ * ";\n", and the tab and guard written. NULL when out of memory. */
+static inline char *line_start(pg_sbuf *b, const pg_kernel *k, const instr *in, size_t head_len)
+{
+    if (!sb_reserve(b, 96 + head_len + (size_t)(in->ndst + in->nsrc) * 24))
+        return NULL;
     char *d = b->p + b->len;
     *d++ = '\t';
     if (in->guard) {
@@ -960,13 +977,108 @@ static bool fast_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_
         d = put_slot(d, k->reg_text[in->guard], 16);
         *d++ = ' ';
     }
-    memcpy(d, h->s, sizeof h->s);
-    d += h->len;
-    d = put_operands(d, k, in);
+    return d;
+}
+
+static inline void line_end(pg_sbuf *b, char *d)
+{
     *d++ = ';';
     *d++ = '\n';
     *d = '\0';
     b->len = (size_t)(d - b->p);
+}
+
+/* The warp-wide lines whose heads are too long for a slot (mma's stem is
+ * 53 bytes) and whose operands are vectors: mma, ldmatrix and shfl, the
+ * bulk of a tensor-core kernel's text after the plain lines. The same
+ * text as custom() writes; false to take the long way. */
+static bool fast_warp_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_op_info *oi)
+{
+    bool mma = in->op == OP_MMA || in->op == OP_MMA_BF16;
+    if (mma ? in->ndst != 4 || in->nsrc != 10
+            : in->op == OP_LDMATRIX ? in->ndst != in->width || in->nsrc != 1
+                                    : (in->ndst != 1 && in->ndst != 2) || in->nsrc != 4)
+        return false;
+    if (!fast_operands(k, in))
+        return false;
+    char *d = line_start(b, k, in, oi->stem_len + 32u);
+    if (!d)
+        return true;
+    memcpy(d, oi->stem, oi->stem_len);
+    d += oi->stem_len;
+    if (mma) {
+        *d++ = ' ';
+        d = put_vec(d, k, in->dst, 4, PG_F32);
+        memcpy(d, ", ", 2);
+        d = put_vec(d + 2, k, in->src, 4, PG_B32);
+        memcpy(d, ", ", 2);
+        d = put_vec(d + 2, k, in->src + 4, 2, PG_B32);
+        memcpy(d, ", ", 2);
+        d = put_vec(d + 2, k, in->src + 6, 4, PG_F32);
+    } else if (in->op == OP_LDMATRIX) {
+        /* a vector even of one: ptxas wants {d} for .x1 */
+        *d++ = '.';
+        *d++ = 'x';
+        d = put_dec(d, in->width, false);
+        if (in->mod2) {
+            memcpy(d, ".trans", 6);
+            d += 6;
+        }
+        memcpy(d, ".shared.b16 {", 13);
+        d += 13;
+        for (unsigned i = 0; i < in->width; i++) {
+            if (i) {
+                *d++ = ',';
+                *d++ = ' ';
+            }
+            d = put_val(d, k, in->dst[i], PG_B32);
+        }
+        memcpy(d, "}, ", 3);
+        d = put_addr(d + 3, k, in->src[0], in->offset);
+    } else {
+        const char *mode = shfl_names[in->mod];
+        size_t n = strlen(mode);
+        *d++ = '.';
+        memcpy(d, mode, n);
+        memcpy(d + n, ".b32 ", 5);
+        d = put_val(d + n + 5, k, in->dst[0], PG_B32);
+        if (in->ndst == 2) {
+            *d++ = '|';
+            d = put_val(d, k, in->dst[1], PG_PRED);
+        }
+        for (unsigned i = 0; i < 4; i++) {
+            *d++ = ',';
+            *d++ = ' ';
+            d = put_val(d, k, in->src[i], PG_B32);
+        }
+    }
+    line_end(b, d);
+    return true;
+}
+
+/* The line through the cursor, if the head has a slot and every operand
+ * is a register or an immediate; false to take the long way. */
+static bool fast_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_op_info *oi)
+{
+    if (!k->head_text || in->ndst > PG_MAX_DST || in->nsrc > PG_MAX_SRC)
+        return false;
+    if (in->op == OP_MMA || in->op == OP_MMA_BF16 || in->op == OP_LDMATRIX || in->op == OP_SHFL)
+        return fast_warp_line(b, k, in, oi);
+    if (in->op == OP_ST ? in->ndst != 0 || in->nsrc != 1u + in->width
+                        : in->ndst != (in->op == OP_LD ? in->width : 1u))
+        return false;
+    if (!fast_operands(k, in))
+        return false;
+    const pg_head *h = head_of(k, in, oi);
+    if (!h)
+        return false;
+    char *d = line_start(b, k, in, 0);
+    if (!d)
+        return true;
+    memcpy(d, h->s, sizeof h->s);
+    d += h->len;
+    d = put_operands(d, k, in);
+    line_end(b, d);
     return true;
 }
 

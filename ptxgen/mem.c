@@ -34,6 +34,8 @@ void pg_mem_free(void *p)
         free(p);
 }
 
+void pg_free(void *p) { pg_mem_free(p); }
+
 /* ---------------------------------------------------------------- arena */
 
 struct arena_chunk {

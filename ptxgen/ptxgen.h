@@ -223,6 +223,14 @@ PG_API void pg_kernel_set_maxntid(pg_kernel *k, uint32_t x, uint32_t y, uint32_t
  * pg_kernel_error()), and pg_kernel_emit() still gives the text built. */
 PG_API int pg_kernel_emit(pg_kernel *k, const char **ptx, size_t *len);
 
+/* pg_kernel_emit(), handing the text over instead of lending it: on success
+ * *ptx is the caller's, to free with pg_free(), and the kernel keeps none (a
+ * later emit writes the same bytes anew). Spares a copy of a module that
+ * runs to hundreds of kilobytes when the kernel is destroyed next. */
+PG_API int pg_kernel_take_ptx(pg_kernel *k, char **ptx, size_t *len);
+/* Frees text from pg_kernel_take_ptx() (through pg_set_allocator's free). */
+PG_API void pg_free(void *p);
+
 /* The PTX ISA (major*10+minor) the kernel needs: the target's minimum,
  * raised by any instruction that needs more. */
 PG_API unsigned pg_kernel_isa(const pg_kernel *k);

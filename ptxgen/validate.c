@@ -240,6 +240,15 @@ static pg_val written(const instr *in, uint32_t d)
     return d < in->ndst ? in->dst[d] : in->acc[d - in->ndst];
 }
 
+/* A write of v other than a copy of %tid.x: v is not a %tid.x register. */
+static inline void not_tid_x(cfg *g, pg_val v)
+{
+    if (v.kind == PG_VAL_REG && g->tidx[v.id]) {
+        g->tidx[v.id] = false;
+        g->tidx_work[g->ntidx_work++] = v.id;
+    }
+}
+
 static int build_cfg(cfg *g)
 {
     pg_kernel *k = g->k;
@@ -282,13 +291,13 @@ static int build_cfg(cfg *g)
         }
         bool keeps = !in->guard && in->nacc == 0 &&
                      (copy || (in->op == OP_SREG && in->mod == PG_SREG_TID_X));
-        for (uint32_t d = 0; d < nwrites(in); d++) {
-            pg_val v = written(in, d);
-            if (v.kind == PG_VAL_REG && g->tidx[v.id] && (!keeps || d >= in->ndst)) {
-                g->tidx[v.id] = false;
-                g->tidx_work[g->ntidx_work++] = v.id;
-            }
-        }
+        /* the results, then the accumulators (none where keeps): two
+         * short loops cost less than one asking which array each time */
+        if (!keeps)
+            for (uint32_t d = 0; d < in->ndst; d++)
+                not_tid_x(g, in->dst[d]);
+        for (uint32_t d = 0; d < in->nacc; d++)
+            not_tid_x(g, in->acc[d]);
     }
     uint32_t nb = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -461,13 +470,16 @@ static int dominated_reads(cfg *g, use_list *hard)
                 if (!count[r] && !push_use(hard, (hard_use){r, v, i, nu + j}))
                     return pg_fail(k, PG_ENOMEM, "out of memory in validation");
             }
-            for (uint32_t d = 0; d < nwrites(ins); d++) {
-                pg_val w = written(ins, d);
-                if (w.kind == PG_VAL_REG) {
-                    count[w.id]++;
-                    wstack[wsp++] = w.id;
+            for (uint32_t d = 0; d < ins->ndst; d++)
+                if (ins->dst[d].kind == PG_VAL_REG) {
+                    count[ins->dst[d].id]++;
+                    wstack[wsp++] = ins->dst[d].id;
                 }
-            }
+            for (uint32_t d = 0; d < ins->nacc; d++)
+                if (ins->acc[d].kind == PG_VAL_REG) {
+                    count[ins->acc[d].id]++;
+                    wstack[wsp++] = ins->acc[d].id;
+                }
         }
         stack[sp++] = x | 1;
         for (uint32_t c = coff[v]; c < coff[v + 1]; c++)
@@ -911,6 +923,16 @@ static bool mark_region(cfg *g, uint32_t bi, uint8_t lv, uint32_t walk, const ui
     return changed;
 }
 
+/* A write of v under w: raise v to w's level. Returns whether the pass
+ * must run again (this pass read v before). */
+static inline bool raise(why *div, pg_val v, why w, const uint32_t *read_in, uint32_t pass)
+{
+    if (v.kind != PG_VAL_REG || (div[v.id].kind && div[v.id].level >= w.level))
+        return false;
+    div[v.id] = w;
+    return read_in[v.id] == pass;
+}
+
 static int check_barriers(cfg *g)
 {
     pg_kernel *k = g->k;
@@ -995,14 +1017,10 @@ static int check_barriers(cfg *g)
                 if (b->divergent && b->level > w.level)
                     w = (why){WHY_CONTROL, b->level, b->cause};
                 if (w.kind) {
-                    for (uint32_t d = 0; d < nwrites(in); d++) {
-                        pg_val v = written(in, d);
-                        if (v.kind == PG_VAL_REG &&
-                            (!div[v.id].kind || div[v.id].level < w.level)) {
-                            div[v.id] = w;
-                            changed |= read_in[v.id] == pass;
-                        }
-                    }
+                    for (uint32_t d = 0; d < in->ndst; d++)
+                        changed |= raise(div, in->dst[d], w, read_in, pass);
+                    for (uint32_t d = 0; d < in->nacc; d++)
+                        changed |= raise(div, in->acc[d], w, read_in, pass);
                 }
                 /* after the writes: the instruction's own read does not count */
                 for (unsigned s = 0; s < reads; s++)

@@ -5,6 +5,7 @@
 #include "util.h"
 
 #include <limits.h>
+#include <stdlib.h>
 
 static void writer(void)
 {
@@ -121,9 +122,102 @@ static void operands(void)
     pg_kernel_destroy(&k);
 }
 
+/* A fresh register of type t holding 0, so that reading it validates. */
+static pg_reg zero(pg_kernel *k, pg_type t)
+{
+    pg_reg r = pg_reg_new(k, t);
+    pg_mov(k, t, r, t == PG_F32 ? pg_f32(0.0f) : pg_u32(0));
+    return r;
+}
+
+/* The emitter writes most lines through a cursor of its own; every line
+ * must be what the long way (the message text) gives, guard and all. The
+ * warp-wide lines (mma, ldmatrix, shfl) with each shape and operand kind. */
+static void two_writers(void)
+{
+    pg_kernel *k = mk("two_writers", PG_SM_90);
+    REQUIRE(k != NULL);
+    if (!k)
+        return;
+    pg_reg d[4], a[4], b[2], c[4];
+    for (unsigned i = 0; i < 4; i++) {
+        d[i] = pg_reg_new(k, PG_F32);
+        a[i] = zero(k, PG_B32);
+        c[i] = zero(k, PG_F32);
+    }
+    b[0] = zero(k, PG_B32);
+    b[1] = zero(k, PG_B32);
+    pg_reg p = pg_reg_new(k, PG_PRED), addr = zero(k, PG_U32), x = zero(k, PG_B32);
+    pg_setp(k, PG_CMP_LT, PG_U32, p, addr, pg_u32(7));
+    pg_mma_m16n8k16_f32(k, PG_F16, d, a, b, c);
+    pg_guard(k, p, true);
+    pg_mma_m16n8k16_f32(k, PG_BF16, d, a, b, d);
+    pg_ldmatrix(k, 1, false, a, addr, 0);
+    pg_ldmatrix(k, 2, true, a, addr, -16);
+    pg_guard(k, p, false);
+    pg_ldmatrix(k, 4, false, a, addr, 4096);
+    pg_shared s = pg_shared_static(k, PG_B32, 64, 16, "tile");
+    pg_ldmatrix(k, 4, true, a, pg_shared_addr(s), 16);
+    pg_shfl(k, PG_SHFL_BFLY, x, pg_none(), x, pg_u32(16), pg_u32(31), pg_u32(0xffffffffu));
+    pg_shfl(k, PG_SHFL_IDX, x, p, x, a[1], pg_u32(31), pg_s32(-1));
+    pg_guard(k, p, false);
+    pg_shfl(k, PG_SHFL_UP, x, pg_none(), x, pg_u32(1), pg_u32(0), pg_u32(0xffffffffu));
+    if (pg_kernel_error(k))
+        TEST_FAIL_("%s", pg_kernel_message(k));
+    const char *text = NULL;
+    REQUIRE_INT_EQ(emit(k, &text), 0);
+    for (uint32_t i = 0; text && i < k->nins; i++) {
+        char line[1024], want[1100];
+        pg_instr_text(k, &k->ins[i], line, sizeof line);
+        snprintf(want, sizeof want, "\n\t%s;\n", line);
+        if (!strstr(text, want))
+            TEST_FAIL_("emitted text lacks `%s`", line);
+        test_checks_++;
+    }
+    pg_kernel_destroy(&k);
+}
+
+/* pg_kernel_take_ptx hands over the same bytes pg_kernel_emit lends, and
+ * the kernel writes them anew when asked again. */
+static void take(void)
+{
+    pg_kernel *k = mk("take", PG_SM_80);
+    REQUIRE(k != NULL);
+    if (!k)
+        return;
+    pg_reg r = zero(k, PG_U32);
+    pg_add(k, PG_U32, r, r, pg_u32(3));
+    char *none = (char *)"x";
+    REQUIRE_INT_EQ(pg_kernel_take_ptx(k, NULL, NULL), PG_EINVAL);
+    REQUIRE_INT_EQ(pg_kernel_take_ptx(NULL, &none, NULL), PG_EINVAL);
+    REQUIRE(none == NULL);
+    const char *lent = NULL;
+    size_t lent_len = 0, taken_len = 0, again_len = 0;
+    REQUIRE_INT_EQ(pg_kernel_emit(k, &lent, &lent_len), 0);
+    char *copy = lent ? strdup(lent) : NULL;
+    char *taken = NULL;
+    REQUIRE_INT_EQ(pg_kernel_take_ptx(k, &taken, &taken_len), 0);
+    REQUIRE(taken != NULL && copy != NULL);
+    if (taken && copy) {
+        REQUIRE_STR_EQ(taken, copy);
+        REQUIRE_INT_EQ(taken_len, lent_len);
+    }
+    const char *again = NULL;
+    REQUIRE_INT_EQ(pg_kernel_emit(k, &again, &again_len), 0);
+    REQUIRE(again != NULL && again != taken);
+    if (again && copy)
+        REQUIRE_STR_EQ(again, copy);
+    REQUIRE_INT_EQ(again_len, lent_len);
+    pg_kernel_destroy(&k);
+    pg_free(taken); /* outlives its kernel */
+    free(copy);
+}
+
 int main(void)
 {
     writer();
     operands();
+    two_writers();
+    take();
     TEST_DONE();
 }
