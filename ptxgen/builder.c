@@ -888,6 +888,96 @@ pg_reg pgv_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_val a)
     return value_of(k, d);
 }
 
+/* Two halves into one register: the record holds the sources in the order
+ * the text has them (pack: lo, hi; cvt_pack: hi, lo, as PTX writes it). */
+static void pack_record(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val first,
+                        pg_val second)
+{
+    instr *in = pg_push(k, op, t);
+    if (!in)
+        return;
+    in->ndst = 1;
+    in->dst[0] = d;
+    in->nsrc = 2;
+    in->src[0] = first;
+    in->src[1] = second;
+}
+
+/* One operand of a pack, named against the whole form ("mov.b32: low half
+ * %f1 is .f32, not .b16"); the other faults as check_src words them. */
+static bool pack_operand(pg_kernel *k, pg_opcode op, const char *form, pg_type want, pg_val v,
+                         const char *what)
+{
+    pg_type rt = reg_type(k, v);
+    if (v.kind == PG_VAL_REG && rt != PG_TYPE_COUNT && !reg_fits(want, rt)) {
+        char b[32];
+        pg_val_format(k, v, rt, b, sizeof b);
+        pg_fail(k, PG_ETYPE, "%s: %s %s is .%s, not .%s", form, what, b, pg_type_name(rt),
+                pg_type_name(want));
+        return false;
+    }
+    if (v.kind == PG_VAL_NONE && !strcmp(what, "destination")) {
+        pg_fail(k, PG_EINVAL, "%s: the destination must be a register", form);
+        return false;
+    }
+    return check_src(k, op, want, v, what);
+}
+
+void pg_pack(pg_kernel *k, pg_type t, pg_reg d, pg_val lo, pg_val hi)
+{
+    if (!live(k))
+        return;
+    if (t != PG_B32 && t != PG_B64) {
+        pg_fail(k, PG_ETYPE, "mov (pack): the packed type is .b32 (two 16-bit halves) or .b64 "
+                "(two 32-bit halves), not %s%s", (unsigned)t < PG_TYPE_COUNT ? "." : "type ",
+                (unsigned)t < PG_TYPE_COUNT ? pg_type_name(t) : "out of range");
+        return;
+    }
+    pg_type half = t == PG_B32 ? PG_B16 : PG_B32;
+    const char *form = t == PG_B32 ? "mov.b32" : "mov.b64";
+    if (pack_operand(k, OP_PACK, form, t, d, "destination") &&
+        pack_operand(k, OP_PACK, form, half, lo, "low half") &&
+        pack_operand(k, OP_PACK, form, half, hi, "high half"))
+        pack_record(k, OP_PACK, t, d, lo, hi);
+}
+
+pg_reg pgv_pack(pg_kernel *k, pg_type t, pg_val lo, pg_val hi)
+{
+    pg_reg d = pg_none(); /* left so on a bad type, which pg_pack then names */
+    if (live(k) && (t == PG_B32 || t == PG_B64))
+        d = pg_reg_new(k, t);
+    pg_pack(k, t, d, lo, hi);
+    return value_of(k, d);
+}
+
+void pg_cvt_pack(pg_kernel *k, pg_type t, pg_reg d, pg_val lo, pg_val hi)
+{
+    if (!live(k))
+        return;
+    if (t != PG_BF16 && t != PG_F16) {
+        pg_fail(k, PG_ETYPE, "cvt (pack): two f32 values pack as .bf16x2 or .f16x2, not %s%s",
+                (unsigned)t < PG_TYPE_COUNT ? "." : "type ",
+                (unsigned)t < PG_TYPE_COUNT ? pg_type_name(t) : "out of range");
+        return;
+    }
+    const char *form = t == PG_BF16 ? "cvt.rn.bf16x2.f32" : "cvt.rn.f16x2.f32";
+    if (!pg_require(k, 80, 70, form))
+        return;
+    if (pack_operand(k, OP_CVT_PACK, form, PG_B32, d, "destination") &&
+        pack_operand(k, OP_CVT_PACK, form, PG_F32, lo, "low half") &&
+        pack_operand(k, OP_CVT_PACK, form, PG_F32, hi, "high half"))
+        pack_record(k, OP_CVT_PACK, t, d, hi, lo);
+}
+
+pg_reg pgv_cvt_pack(pg_kernel *k, pg_type t, pg_val lo, pg_val hi)
+{
+    pg_reg d = pg_none(); /* left so on a bad type or target, which pg_cvt_pack names */
+    if (live(k) && (t == PG_BF16 || t == PG_F16) && k->sm >= 80)
+        d = pg_reg_new(k, PG_B32);
+    pg_cvt_pack(k, t, d, lo, hi);
+    return value_of(k, d);
+}
+
 /* ---------------------------------------------------------------- params */
 
 pg_param pg_param_add(pg_kernel *k, pg_type t, const char *name)

@@ -629,6 +629,14 @@ static bool line_head(pg_sbuf *b, const instr *in, const pg_op_info *oi)
         sb_dot_type(b, t);
         sb_dot_type(b, (pg_type)in->type2);
         return true;
+    case OP_PACK:
+        sb_op_type(b, oi, t);
+        return true;
+    case OP_CVT_PACK:
+        sb_known(b, stem, oi->stem_len);
+        sb_dot_type(b, t);
+        sb_lit(b, "x2.f32", 6);
+        return true;
     case OP_LD:
         if (in->mod == PG_SPACE_PARAM)
             return false;
@@ -696,6 +704,19 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
     case OP_CVT:
         line_head(b, in, oi);
         operands(b, k, in, t, (pg_type)in->type2);
+        break;
+    case OP_PACK: {
+        pg_type half = t == PG_B64 ? PG_B32 : PG_B16;
+        line_head(b, in, oi);
+        sb_lit(b, " ", 1);
+        sb_val(b, k, in->dst[0], t);
+        sb_lit(b, ", ", 2);
+        vec(b, k, in->src, 2, half);
+        break;
+    }
+    case OP_CVT_PACK:
+        line_head(b, in, oi);
+        operands(b, k, in, PG_B32, PG_F32);
         break;
     case OP_LD:
         if (in->mod == PG_SPACE_PARAM) {
@@ -936,6 +957,15 @@ static char *put_operands(char *d, const pg_kernel *k, const instr *in)
         break;
     case OP_CVT:
         st[0] = (pg_type)in->type2;
+        break;
+    case OP_PACK:
+        d = put_val(d, k, in->dst[0], t);
+        *d++ = ',';
+        *d++ = ' ';
+        return put_vec(d, k, in->src, 2, t == PG_B64 ? PG_B32 : PG_B16);
+    case OP_CVT_PACK:
+        dt = PG_B32;
+        st[0] = st[1] = PG_F32;
         break;
     default:
         break;

@@ -127,6 +127,8 @@ enum {
     X(SETP, "setp", TC_BIT | TC_INT | TC_FLOAT, TX_CUSTOM, 0, 70, 60)                         \
     X(SELP, "selp", TC_BIT | TC_INT | TC_F32 | TC_F64, TX_CUSTOM, 0, 70, 60)                   \
     X(CVT, "cvt", TC_INT | TC_FLOAT | TC_8BIT, TX_CUSTOM, 0, 70, 60)                          \
+    X(PACK, "mov", TC_BIT, TX_CUSTOM, 0, 70, 60)                                              \
+    X(CVT_PACK, "cvt.rn", TC_FLOAT, TX_CUSTOM, 0, 80, 70)                                     \
     X(LD, "ld", TC_MEM, TX_CUSTOM, 0, 70, 60)                                                 \
     X(ST, "st", TC_MEM, TX_CUSTOM, 0, 70, 60)                                                 \
     X(ATOM, "atom", TC_BIT | TC_INT | TC_F32 | TC_F64, TX_CUSTOM, OPF_LANE_VARYING, 70, 60)    \

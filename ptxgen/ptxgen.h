@@ -402,6 +402,17 @@ PG_API void pg_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_reg d, pg_
 /* Value form: a new register of type dt (u16/s16 for an 8-bit dt). */
 PG_API pg_reg pgv_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_val a);
 
+/* Two halves into one register. pg_pack: mov.bN d, {lo, hi}, t PG_B32 (two
+ * 16-bit halves) or PG_B64 (two 32-bit halves); lo lands in the low bits.
+ * pg_cvt_pack: two f32 values rounded to nearest into one b32 register of
+ * two halves, t PG_BF16 (cvt.rn.bf16x2.f32) or PG_F16 (cvt.rn.f16x2.f32),
+ * sm_80 and PTX 7.0 or newer; the operands are written hi first, as PTX
+ * has them, and lo again lands in the low bits. */
+PG_API void pg_pack(pg_kernel *k, pg_type t, pg_reg d, pg_val lo, pg_val hi);
+PG_API pg_reg pgv_pack(pg_kernel *k, pg_type t, pg_val lo, pg_val hi);
+PG_API void pg_cvt_pack(pg_kernel *k, pg_type t, pg_reg d, pg_val lo, pg_val hi);
+PG_API pg_reg pgv_cvt_pack(pg_kernel *k, pg_type t, pg_val lo, pg_val hi);
+
 /* ---------------------------------------------------------------- memory */
 
 typedef enum pg_space { PG_SPACE_GLOBAL, PG_SPACE_SHARED, PG_SPACE_PARAM } pg_space;

@@ -11,7 +11,8 @@
  *
  * The enumeration walks the public API: every arithmetic op x every type
  * (register and immediate operands), setp x comparison x type, cvt x
- * destination x source x rounding, ld/st x space x type x width, atom x
+ * destination x source x rounding, pack and cvt-pack x type x operand
+ * type, ld/st x space x type x width, atom x
  * space x operation x type, and the warp, barrier, tensor-core and async
  * forms with each of their modes.
  */
@@ -203,6 +204,17 @@ static void c_cvt(pg_kernel *k, const env *e, const int *a)
     pgv_cvt(k, (pg_type)a[0], (pg_type)a[1], (pg_rnd)a[2], e->src[a[1]]);
 }
 
+/* arg: pack type, operand type, immediate halves? (0 pack, 1 cvt_pack) */
+static void c_pack(pg_kernel *k, const env *e, const int *a)
+{
+    pg_type t = (pg_type)a[1], st = (pg_type)a[2];
+    pg_val h = a[3] ? imm_of(st) : e->src[st];
+    if (a[0])
+        pgv_cvt_pack(k, t, e->src[st], h);
+    else
+        pgv_pack(k, t, e->src[st], h);
+}
+
 /* arg: space, type, width, nc, shared-symbol address? */
 static void c_ld(pg_kernel *k, const env *e, const int *a)
 {
@@ -344,6 +356,11 @@ static void enumerate(matrix *m)
         for (int st = 0; st < PG_TYPE_COUNT; st++)
             for (int r = 0; r < PG_RND_COUNT; r++)
                 TRY(m, c_cvt, dt, st, r);
+    for (int cvt = 0; cvt < 2; cvt++)
+        for (int t = 0; t < PG_TYPE_COUNT; t++)
+            for (int st = 0; st < PG_TYPE_COUNT; st++)
+                for (int imm = 0; imm < 2; imm++)
+                    TRY(m, c_pack, cvt, t, st, imm);
     for (int s = PG_SPACE_GLOBAL; s <= PG_SPACE_SHARED; s++)
         for (int t = 0; t < PG_TYPE_COUNT; t++)
             for (int w = 1; w <= 4; w *= 2)

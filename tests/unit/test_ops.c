@@ -2,8 +2,74 @@
 /* Every builder operation against the exact line it emits. */
 #include "util.h"
 
+/* Two halves into one register: the slow path's line (last_line), the
+ * emitted module's (the cursor's), and the refusals. */
+static void pack_forms(void)
+{
+    pg_kernel *k = mk("pack", PG_SM_80);
+    REQUIRE(k != NULL);
+    if (!k)
+        return;
+    pg_reg f1 = pg_reg_new(k, PG_F32), f2 = pg_reg_new(k, PG_F32);
+    pg_reg h1 = pg_reg_new(k, PG_BF16), s1 = pg_reg_new(k, PG_U16);
+    pg_reg r1 = pg_reg_new(k, PG_U32), d1 = pg_reg_new(k, PG_U64);
+    pg_mov(k, PG_F32, f1, pg_f32(1.0f));
+    pg_mov(k, PG_F32, f2, pg_f32(2.0f));
+    pg_cvt(k, PG_BF16, PG_F32, PG_RND_RN, h1, f1);
+    pg_mov(k, PG_U16, s1, pg_u32(3));
+    pg_pack(k, PG_B32, r1, h1, s1);
+    EXPECT_LINE(k, "mov.b32 %r1, {%h1, %rs1}");
+    pg_reg w = pgv_pack(k, PG_B64, r1, pg_u32(5));
+    EXPECT_LINE(k, "mov.b64 %rd2, {%r1, 5}");
+    pg_cvt_pack(k, PG_BF16, r1, f1, f2);
+    EXPECT_LINE(k, "cvt.rn.bf16x2.f32 %r1, %f2, %f1"); /* PTX writes the high half first */
+    pg_reg c = pgv_cvt_pack(k, PG_F16, f1, pg_f32(0.5f));
+    EXPECT_LINE(k, "cvt.rn.f16x2.f32 %r2, 0f3F000000, %f1");
+    pg_mov(k, PG_B64, d1, w);
+    pg_mov(k, PG_U32, r1, c);
+    const char *ptx = NULL;
+    REQUIRE_INT_EQ(emit(k, &ptx), 0);
+    REQUIRE(ptx && strstr(ptx, "\tmov.b32 %r1, {%h1, %rs1};\n"
+                              "\tmov.b64 %rd2, {%r1, 5};\n"
+                              "\tcvt.rn.bf16x2.f32 %r1, %f2, %f1;\n"
+                              "\tcvt.rn.f16x2.f32 %r2, 0f3F000000, %f1;\n"));
+    REQUIRE(ptx && strstr(ptx, ".version 7.0\n"));
+    pg_kernel_destroy(&k);
+
+    /* the refusals name the operation and the operand */
+    static const struct { int form; pg_target t; const char *want; } bad[] = {
+        {0, PG_SM_80, "pack_bad: mov (pack): the packed type is .b32 (two 16-bit halves) or .b64 "
+                      "(two 32-bit halves), not .u16"},
+        {1, PG_SM_80, "pack_bad: mov.b32: low half %f1 is .f32, not .b16"},
+        {2, PG_SM_80, "pack_bad: cvt (pack): two f32 values pack as .bf16x2 or .f16x2, not .f32"},
+        {3, PG_SM_75, "pack_bad: cvt.rn.bf16x2.f32 needs sm_80 or newer; the target is sm_75"},
+        {4, PG_SM_80, "pack_bad: cvt.rn.bf16x2.f32: destination %rd1 is .u64, not .b32"},
+        {5, PG_SM_80, "pack_bad: cvt.rn.bf16x2.f32: high half %r1 is .u32, not .f32"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        k = mk("pack_bad", bad[i].t);
+        REQUIRE(k != NULL);
+        if (!k)
+            return;
+        pg_reg f = pg_reg_new(k, PG_F32), r = pg_reg_new(k, PG_U32), d = pg_reg_new(k, PG_U64);
+        pg_reg h = pg_reg_new(k, PG_B16);
+        switch (bad[i].form) {
+        case 0: (void)pgv_pack(k, PG_U16, h, h); break;
+        case 1: pg_pack(k, PG_B32, r, f, h); break;
+        case 2: (void)pgv_cvt_pack(k, PG_F32, f, f); break;
+        case 3: (void)pgv_cvt_pack(k, PG_BF16, f, f); break;
+        case 4: pg_cvt_pack(k, PG_BF16, d, f, f); break;
+        default: pg_cvt_pack(k, PG_BF16, r, f, r); break;
+        }
+        REQUIRE_INT_EQ(pg_kernel_error(k) != 0, 1);
+        REQUIRE_STR_EQ(pg_kernel_message(k), bad[i].want);
+        pg_kernel_destroy(&k);
+    }
+}
+
 int main(void)
 {
+    pack_forms();
     pg_kernel *k = mk("ops", PG_SM_90);
     REQUIRE(k != NULL);
     if (!k)
