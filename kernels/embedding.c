@@ -12,8 +12,10 @@
 
 #define EMB_BAD_ID 1u
 
-static int build_gather(pg_kernel *k, const pg_param *p, pgk_dtype dt)
+static int build_gather(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    const pgk_dtype dt = (pgk_dtype)d->variant;
+    (void)knobs;
     pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
     unsigned size = pgk_dtype_size(dt);
     pg_type bits = dt == PGK_BF16 ? PG_U16 : PG_U32;
@@ -71,20 +73,6 @@ static int build_gather(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     return pg_kernel_error(k);
 }
 
-static int build_gather_f32(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
-{
-    (void)d;
-    (void)knobs;
-    return build_gather(k, p, PGK_F32);
-}
-
-static int build_gather_bf16(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
-{
-    (void)d;
-    (void)knobs;
-    return build_gather(k, p, PGK_BF16);
-}
-
 static const pgk_param gather_params[] = {
     {"table", PG_U64, true},      {"ids", PG_U64, true},         {"output", PG_U64, true},
     {"error_word", PG_U64, true}, {"num_tokens", PG_U32, false}, {"hidden_dim", PG_U32, false},
@@ -108,8 +96,9 @@ const pgk_desc pgk_desc_embedding_gather_f32 = {
     PGK_KNOBS(gather_knobs),
     .min_target = PG_SM_70,
     .threads = PGK_THREADS,
-    .build = build_gather_f32,
+    .build = build_gather,
     .launch = pgk_launch_rows,
+    .variant = PGK_F32,
 };
 
 const pgk_desc pgk_desc_embedding_gather_bf16 = {
@@ -119,6 +108,7 @@ const pgk_desc pgk_desc_embedding_gather_bf16 = {
     PGK_KNOBS(gather_knobs),
     .min_target = PG_SM_70,
     .threads = PGK_THREADS,
-    .build = build_gather_bf16,
+    .build = build_gather,
     .launch = pgk_launch_rows,
+    .variant = PGK_BF16,
 };

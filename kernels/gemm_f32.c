@@ -347,34 +347,16 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
     pg_ret(k);
 }
 
-static int build_gemm(pg_kernel *k, const pg_param *p, const uint32_t *knobs, gemm_form f)
+static int build_gemm(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
     gemm_io io;
-    gemm_io_load(k, p, f, &io);
+    gemm_io_load(k, p, (gemm_form)d->variant, &io);
     uint32_t v = knobs[GEMM_VARIANT];
     if (v == 0)
         build_seed(k, &io);
     else
         build_regblock(k, &io, &rb_cfgs[v]);
     return pg_kernel_error(k);
-}
-
-static int build_a(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return build_gemm(k, p, kn, FORM_A);
-}
-
-static int build_a_acc(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return build_gemm(k, p, kn, FORM_A_ACC);
-}
-
-static int build_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return build_gemm(k, p, kn, FORM_B);
 }
 
 /* Output P×Q (rows on grid y, columns on grid x), tiles by variant. Grid y
@@ -475,9 +457,10 @@ const pgk_desc pgk_desc_gemm_backward_a = {
     PGK_PARAMS(gemm_a_params),
     PGK_KNOBS(gemm_a_knobs),
     .min_target = PG_SM_70,
-    .build = build_a,
+    .build = build_gemm,
     .launch = launch_a,
     .pick = pick_a,
+    .variant = FORM_A,
 };
 
 const pgk_desc pgk_desc_gemm_backward_a_accumulate = {
@@ -486,9 +469,10 @@ const pgk_desc pgk_desc_gemm_backward_a_accumulate = {
     PGK_PARAMS(gemm_a_params),
     PGK_KNOBS(gemm_a_knobs),
     .min_target = PG_SM_70,
-    .build = build_a_acc,
+    .build = build_gemm,
     .launch = launch_a,
     .pick = pick_a,
+    .variant = FORM_A_ACC,
 };
 
 const pgk_desc pgk_desc_gemm_backward_b = {
@@ -497,9 +481,10 @@ const pgk_desc pgk_desc_gemm_backward_b = {
     PGK_PARAMS(gemm_b_params),
     PGK_KNOBS(gemm_b_knobs),
     .min_target = PG_SM_70,
-    .build = build_b,
+    .build = build_gemm,
     .launch = launch_b,
     .pick = pick_b,
+    .variant = FORM_B,
 };
 
 /* ---------------------------------------------------------------- gemm_forward(_accumulate) */

@@ -183,8 +183,9 @@ static void load_frags(pg_kernel *k, const f32_cfg *c, pg_reg ax, pg_reg ay, uns
         pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, ay, (int64_t)(kk * sb + q * cs) * 4, &b[4 * q]);
 }
 
-static int build_f32(pg_kernel *k, unsigned layout, const pg_param *p, const uint32_t *knobs)
+static int build_f32(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    const unsigned layout = d->variant;
     const f32_cfg *c = &f32_cfgs[knobs[FT_TILE]];
     const pgk_rb_cfg rb = {c->bm, c->bn, c->bk, c->tm, c->tn};
     const unsigned lq = 32 / c->lp, WP = c->tm * c->lp, WQ = c->tn * lq;
@@ -350,26 +351,10 @@ static int build_f32(pg_kernel *k, unsigned layout, const pg_param *p, const uin
     return pg_kernel_error(k);
 }
 
-static int build_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return build_f32(k, PGK_GEMM_FORWARD, p, kn);
-}
-static int build_bx(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return build_f32(k, PGK_GEMM_BACKWARD_X, p, kn);
-}
-static int build_bw(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return build_f32(k, PGK_GEMM_BACKWARD_W, p, kn);
-}
-
-static int launch_f32(unsigned layout, const uint32_t *kn, pgk_launch *out)
+static int launch_f32(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
     uint32_t P, Q, R;
-    pqr_host(layout, kn[FT_M], kn[FT_N], kn[FT_K], &P, &Q, &R);
+    pqr_host(d->variant, kn[FT_M], kn[FT_N], kn[FT_K], &P, &Q, &R);
     uint32_t tile = kn[FT_TILE], split = kn[FT_SPLIT];
     if (!P || !Q || !R || tile >= F32_TILES || split < 1 || split > MMA_MAX_SPLIT)
         return PG_ERANGE;
@@ -379,22 +364,6 @@ static int launch_f32(unsigned layout, const uint32_t *kn, pgk_launch *out)
         return PG_ERANGE;
     *out = (pgk_launch){{(uint32_t)blocks, 1, split}, {f32_threads(c), 1, 1}, 0, {0, 0, 0}};
     return PG_OK;
-}
-
-static int launch_fwd(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
-{
-    (void)d;
-    return launch_f32(PGK_GEMM_FORWARD, kn, out);
-}
-static int launch_bx(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
-{
-    (void)d;
-    return launch_f32(PGK_GEMM_BACKWARD_X, kn, out);
-}
-static int launch_bw(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
-{
-    (void)d;
-    return launch_f32(PGK_GEMM_BACKWARD_W, kn, out);
 }
 
 /* ---------------------------------------------------------------- the choice per shape */
@@ -541,29 +510,13 @@ bool pgk_gemm_f32_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layo
 
 /* The tile the choice makes for the sizes on sm_90 (the pick hook knows
  * no target); only the tile: a split needs a workspace and the reduce. */
-static void pick_f32(unsigned layout, uint32_t *kn)
+static void pick_f32(const pgk_desc *d, uint32_t *kn)
 {
     pgk_gemm_choice ch;
-    if (pgk_gemm_f32_choose((pgk_gemm_layout)layout, kn[FT_M], kn[FT_N], kn[FT_K], PG_SM_90, 0,
+    if (pgk_gemm_f32_choose((pgk_gemm_layout)d->variant, kn[FT_M], kn[FT_N], kn[FT_K], PG_SM_90, 0,
                             &ch) == PG_OK)
         kn[FT_TILE] = ch.tile;
 }
-static void pick_fwd(const pgk_desc *d, uint32_t *kn)
-{
-    (void)d;
-    pick_f32(PGK_GEMM_FORWARD, kn);
-}
-static void pick_bx(const pgk_desc *d, uint32_t *kn)
-{
-    (void)d;
-    pick_f32(PGK_GEMM_BACKWARD_X, kn);
-}
-static void pick_bw(const pgk_desc *d, uint32_t *kn)
-{
-    (void)d;
-    pick_f32(PGK_GEMM_BACKWARD_W, kn);
-}
-
 /* ---------------------------------------------------------------- descriptors */
 
 #define FT_KNOBS(mhelp, nhelp, khelp)                                                         \
@@ -599,9 +552,10 @@ const pgk_desc pgk_desc_gemm_f32_forward = {
     PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(fwd_knobs),
     .min_target = PG_SM_70,
-    .build = build_fwd,
-    .launch = launch_fwd,
-    .pick = pick_fwd,
+    .build = build_f32,
+    .launch = launch_f32,
+    .pick = pick_f32,
+    .variant = PGK_GEMM_FORWARD,
 };
 
 const pgk_desc pgk_desc_gemm_f32_backward_x = {
@@ -610,9 +564,10 @@ const pgk_desc pgk_desc_gemm_f32_backward_x = {
     PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(bx_knobs),
     .min_target = PG_SM_70,
-    .build = build_bx,
-    .launch = launch_bx,
-    .pick = pick_bx,
+    .build = build_f32,
+    .launch = launch_f32,
+    .pick = pick_f32,
+    .variant = PGK_GEMM_BACKWARD_X,
 };
 
 const pgk_desc pgk_desc_gemm_f32_backward_w = {
@@ -621,7 +576,8 @@ const pgk_desc pgk_desc_gemm_f32_backward_w = {
     PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(bw_knobs),
     .min_target = PG_SM_70,
-    .build = build_bw,
-    .launch = launch_bw,
-    .pick = pick_bw,
+    .build = build_f32,
+    .launch = launch_f32,
+    .pick = pick_f32,
+    .variant = PGK_GEMM_BACKWARD_W,
 };

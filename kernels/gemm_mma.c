@@ -283,8 +283,9 @@ static void load_frags(pg_kernel *k, const frag_src *f, pg_reg rstage, unsigned 
     }
 }
 
-static int build_mma(pg_kernel *k, unsigned layout, const pg_param *p, const uint32_t *knobs)
+static int build_mma(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
+    unsigned layout = d->variant;
     const mma_cfg *cfg = &mma_cfgs[knobs[MM_TILE]];
     const pg_type it = in_type_of(knobs[MM_IN]);
     const unsigned T = cfg_threads(cfg), S = cfg->stages, SB = cfg_stage_bytes(cfg);
@@ -516,26 +517,10 @@ static int build_mma(pg_kernel *k, unsigned layout, const pg_param *p, const uin
     return pg_kernel_error(k);
 }
 
-static int build_mma_f(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return build_mma(k, PGK_GEMM_FORWARD, p, kn);
-}
-static int build_mma_x(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return build_mma(k, PGK_GEMM_BACKWARD_X, p, kn);
-}
-static int build_mma_w(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return build_mma(k, PGK_GEMM_BACKWARD_W, p, kn);
-}
-
-static int launch_mma(unsigned layout, const uint32_t *kn, pgk_launch *out)
+static int launch_mma(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
     uint32_t P, Q, R;
-    pqr_host(layout, kn[MM_M], kn[MM_N], kn[MM_K], &P, &Q, &R);
+    pqr_host(d->variant, kn[MM_M], kn[MM_N], kn[MM_K], &P, &Q, &R);
     uint32_t tile = kn[MM_TILE], split = kn[MM_SPLIT];
     if (!P || !Q || !R || tile >= PGK_GEMM_TILES || split < 1 || split > MMA_MAX_SPLIT ||
         kn[MM_IN] > IN_BF16 || kn[MM_OUT] > OUT_BF16)
@@ -549,37 +534,18 @@ static int launch_mma(unsigned layout, const uint32_t *kn, pgk_launch *out)
     return PG_OK;
 }
 
-static int launch_mma_f(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
-{
-    (void)d;
-    return launch_mma(PGK_GEMM_FORWARD, kn, out);
-}
-static int launch_mma_x(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
-{
-    (void)d;
-    return launch_mma(PGK_GEMM_BACKWARD_X, kn, out);
-}
-static int launch_mma_w(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
-{
-    (void)d;
-    return launch_mma(PGK_GEMM_BACKWARD_W, kn, out);
-}
-
 /* The tile pgk_gemm_choose() picks for the sizes (on sm_80: the pick hook
  * knows no target). Only the tile: a split needs a workspace and the
  * reduce, which a plain launch of the knobs does not have. */
-static void pick_mma(unsigned layout, const pgk_desc *d, uint32_t *kn)
+static void pick_mma(const pgk_desc *d, uint32_t *kn)
 {
     pgk_gemm_choice ch;
-    if (pgk_gemm_choose((pgk_gemm_layout)layout, in_type_of(kn[MM_IN]),
+    if (pgk_gemm_choose((pgk_gemm_layout)d->variant, in_type_of(kn[MM_IN]),
                         out_type_of(kn[MM_OUT]), kn[MM_M], kn[MM_N], kn[MM_K], PG_SM_80, 0,
                         &ch) == PG_OK &&
         ch.desc == d)
         kn[MM_TILE] = ch.tile;
 }
-static void pick_mma_f(const pgk_desc *d, uint32_t *kn) { pick_mma(PGK_GEMM_FORWARD, d, kn); }
-static void pick_mma_x(const pgk_desc *d, uint32_t *kn) { pick_mma(PGK_GEMM_BACKWARD_X, d, kn); }
-static void pick_mma_w(const pgk_desc *d, uint32_t *kn) { pick_mma(PGK_GEMM_BACKWARD_W, d, kn); }
 
 #define MM_KNOBS(mhelp, nhelp, khelp)                                                        \
     {                                                                                        \
@@ -629,9 +595,10 @@ const pgk_desc pgk_desc_gemm_mma_forward = {
     PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(mma_f_knobs),
     .min_target = PG_SM_80,
-    .build = build_mma_f,
-    .launch = launch_mma_f,
-    .pick = pick_mma_f,
+    .build = build_mma,
+    .launch = launch_mma,
+    .pick = pick_mma,
+    .variant = PGK_GEMM_FORWARD,
 };
 
 const pgk_desc pgk_desc_gemm_mma_backward_x = {
@@ -641,9 +608,10 @@ const pgk_desc pgk_desc_gemm_mma_backward_x = {
     PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(mma_x_knobs),
     .min_target = PG_SM_80,
-    .build = build_mma_x,
-    .launch = launch_mma_x,
-    .pick = pick_mma_x,
+    .build = build_mma,
+    .launch = launch_mma,
+    .pick = pick_mma,
+    .variant = PGK_GEMM_BACKWARD_X,
 };
 
 const pgk_desc pgk_desc_gemm_mma_backward_w = {
@@ -653,7 +621,8 @@ const pgk_desc pgk_desc_gemm_mma_backward_w = {
     PGK_PARAMS(pgk_gemm_params),
     PGK_KNOBS(mma_w_knobs),
     .min_target = PG_SM_80,
-    .build = build_mma_w,
-    .launch = launch_mma_w,
-    .pick = pick_mma_w,
+    .build = build_mma,
+    .launch = launch_mma,
+    .pick = pick_mma,
+    .variant = PGK_GEMM_BACKWARD_W,
 };

@@ -75,6 +75,11 @@ struct pgk_desc {
     /* Optional: set the baked knobs to what the kernel prefers for the
      * sizes in knobs (the GEMMs' tile variant for the output's shape). */
     void (*pick)(const pgk_desc *d, uint32_t *knobs);
+    /* Which member of a family this is, for build, launch and pick to read
+     * (the GEMMs' layout, gemm_forward's form, the gather's element type):
+     * one function serves the family, each descriptor names its member. 0
+     * where the kernel has no family. */
+    unsigned variant;
 };
 
 /* The catalog, in a fixed order (the --list order). */
