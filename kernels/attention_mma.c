@@ -121,19 +121,6 @@ pg_reg pgk_fa_token_stride(pg_kernel *k, const fa *f, pg_reg heads)
     return pgv_mul_wide(k, PG_U32, pgv_mul(k, PG_U32, heads, f->dim), pg_u32(4));
 }
 
-/* f32 pair -> bf16x2 (round to nearest even), lo in the low half. */
-static pg_reg pack_bf16(pg_kernel *k, pg_reg lo, pg_reg hi)
-{
-    pg_reg hl = pg_reg_new(k, PG_B16), hh = pg_reg_new(k, PG_B16);
-    pg_cvt(k, PG_BF16, PG_F32, PG_RND_RN, hl, lo);
-    pg_cvt(k, PG_BF16, PG_F32, PG_RND_RN, hh, hi);
-    pg_reg l32 = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hl);
-    pg_reg h32 = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hh);
-    pg_reg w = pg_reg_new(k, PG_B32);
-    pg_mad(k, PG_U32, w, h32, pg_u32(65536), l32);
-    return w;
-}
-
 /* Stage `rows` token rows of one head into the tile at dst (u32 shared):
  * tile row i is the row at src + i stride (src u64, stride u64 bytes),
  * zero where i >= nvalid or past D. Thread tix of nthr moves chunks of 8
@@ -188,18 +175,20 @@ void pgk_fa_stage(pg_kernel *k, const fa *f, pg_reg dst, pg_reg src, pg_reg stri
     }
     pg_bra(k, done);
     pg_label_bind(k, scalar);
+    /* a column's test is the same on every row: made once */
+    pg_reg cin[8];
+    for (unsigned e = 0; e < 8; e++)
+        cin[e] = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, col, pg_u32(e)), f->dim);
     for (unsigned j = 0; j < nch; j++)
         for (unsigned e = 0; e < 8; e++) {
-            pg_reg ce = pgv_add(k, PG_U32, col, pg_u32(e));
-            pg_reg ok = pgv_and(k, PG_PRED, rin[j], pgv_setp(k, PG_CMP_LT, PG_U32, ce, f->dim));
-            pg_guard(k, ok, false);
+            pg_guard(k, pgv_and(k, PG_PRED, rin[j], cin[e]), false);
             pg_ld(k, PG_SPACE_GLOBAL, PG_F32, sp[j], 4 * e, x[j][e]);
         }
     pg_label_bind(k, done);
     for (unsigned j = 0; j < nch; j++) {
         pg_val w[4];
         for (unsigned e = 0; e < 4; e++)
-            w[e] = pack_bf16(k, x[j][2 * e], x[j][2 * e + 1]);
+            w[e] = pgv_cvt_pack(k, PG_BF16, x[j][2 * e], x[j][2 * e + 1]);
         if (rstep % 8 && j % 2)
             pg_st_v(k, PG_SPACE_SHARED, PG_B32, 4, d4, (int64_t)((j - 1) * rstep * f->rb), w);
         else
@@ -243,10 +232,10 @@ void pgk_fa_mma_pb(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg (*p)[4], 
                    pg_reg b)
 {
     for (unsigned j = 0; j < ksteps; j++) {
-        pg_reg af[4] = {pack_bf16(k, p[2 * j][0], p[2 * j][1]),
-                        pack_bf16(k, p[2 * j][2], p[2 * j][3]),
-                        pack_bf16(k, p[2 * j + 1][0], p[2 * j + 1][1]),
-                        pack_bf16(k, p[2 * j + 1][2], p[2 * j + 1][3])};
+        pg_reg af[4];
+        for (unsigned q = 0; q < 4; q++) /* row g, then g + 8, of tile 2j, then of 2j + 1 */
+            af[q] = pgv_cvt_pack(k, PG_BF16, p[2 * j + q / 2][2 * (q % 2)],
+                                 p[2 * j + q / 2][2 * (q % 2) + 1]);
         for (unsigned pr = 0; pr < f->dp / 16; pr++) {
             pg_reg bf[4];
             for (unsigned e = 0; e < 4; e++)
@@ -306,26 +295,40 @@ void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, 
     pg_reg even = pgv_setp(k, PG_CMP_EQ, PG_U32, d2, pg_u32(0));
     pg_reg vec = pgv_and(k, PG_PRED, even, aligned);
     pg_reg colbase = pgv_shl(k, PG_B32, f->t4, pg_u32(1));
+    /* A column's tests and offset are the same on both rows: made once.
+     * The pair goes in one store where both columns are inside and
+     * aligned, else each inside column on its own (cpart). */
+    const unsigned ntiles = f->dp / 8;
+    pg_reg cin[FA_MAX_NT][2], cfull[FA_MAX_NT], cpart[FA_MAX_NT][2], coff[FA_MAX_NT];
+    for (unsigned nt = 0; nt < ntiles; nt++) {
+        pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(8 * nt));
+        cin[nt][0] = pgv_setp(k, PG_CMP_LT, PG_U32, col, f->dim);
+        cin[nt][1] = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, col, pg_u32(1)), f->dim);
+        cfull[nt] = pgv_and(k, PG_PRED, cin[nt][1], vec);
+        pg_reg single = pgv_not(k, PG_PRED, cfull[nt]);
+        for (unsigned e = 0; e < 2; e++)
+            cpart[nt][e] = pgv_and(k, PG_PRED, single, cin[nt][e]);
+        coff[nt] = pgv_mul_wide(k, PG_U32, col, pg_u32(4));
+    }
     for (unsigned h = 0; h < 2; h++) {
         pg_reg r = pgv_add(k, PG_U32, row0, pgv_add(k, PG_U32, f->g, pg_u32(8 * h)));
         pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, r, nvalid);
         pg_reg rowp =
             pgv_add(k, PG_U64, base,
                     pgv_mul(k, PG_U64, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, r), stride));
-        for (unsigned nt = 0; nt < f->dp / 8; nt++) {
-            pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(8 * nt));
-            pg_reg in[2] = {pgv_setp(k, PG_CMP_LT, PG_U32, col, f->dim),
-                            pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, col, pg_u32(1)),
-                                     f->dim)};
-            pg_reg full = pgv_and(k, PG_PRED, pgv_and(k, PG_PRED, rin, in[1]), vec);
-            pg_reg partial = pgv_and(k, PG_PRED, pgv_not(k, PG_PRED, full), rin);
-            pg_reg addr = pgv_add(k, PG_U64, rowp, pgv_mul_wide(k, PG_U32, col, pg_u32(4)));
+        for (unsigned nt = 0; nt < ntiles; nt++) {
+            pg_reg addr = pgv_add(k, PG_U64, rowp, coff[nt]);
             pg_val v[2];
             for (unsigned e = 0; e < 2; e++) {
                 pg_reg x = acc[nt][2 * h + e];
                 v[e] = mul.kind == PG_VAL_NONE ? x : pgv_mul(k, PG_F32, x, mul);
             }
-            pgk_st_f32_pair(k, addr, v, full, partial, in);
+            pg_guard(k, pgv_and(k, PG_PRED, rin, cfull[nt]), false);
+            pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 2, addr, 0, v);
+            for (unsigned e = 0; e < 2; e++) {
+                pg_guard(k, pgv_and(k, PG_PRED, rin, cpart[nt][e]), false);
+                pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, e * 4, v[e]);
+            }
         }
     }
 }

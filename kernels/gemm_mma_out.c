@@ -48,28 +48,34 @@ pg_reg pgk_f32_to_h(pg_kernel *k, pg_type t, pg_reg f, bool native)
     return u;
 }
 
+/* v plus the old value at addr + off (type ot) where rd, else v. */
+static pg_reg add_old(pg_kernel *k, pg_type ot, pg_reg v, pg_reg addr, int64_t off, pg_reg rd)
+{
+    pg_reg old;
+    if (ot == PG_F32) {
+        old = pg_reg_new(k, PG_F32);
+        pg_mov(k, PG_F32, old, pg_f32(0.0f));
+        pg_guard(k, rd, false);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, off, old);
+    } else {
+        pg_reg h = pg_reg_new(k, PG_B16);
+        pg_mov(k, PG_B16, h, pg_u32(0));
+        pg_guard(k, rd, false);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_B16, addr, off, h);
+        old = pgk_h_to_f32(k, ot, h);
+    }
+    pg_reg s = pg_reg_new(k, PG_F32);
+    pg_add(k, PG_F32, s, old, v);
+    return s;
+}
+
 /* One output element's final value: v (+ bias) then (old +) when the
  * flags say so; old is read at addr in type ot under `ok`. */
 pg_reg pgk_gemm_finish_value(pg_kernel *k, pg_type ot, pg_reg v, pg_reg addr, pg_reg ok,
                              pg_reg do_acc)
 {
     pg_reg rd = pgv_and(k, PG_PRED, ok, do_acc);
-    pg_reg old;
-    if (ot == PG_F32) {
-        old = pg_reg_new(k, PG_F32);
-        pg_mov(k, PG_F32, old, pg_f32(0.0f));
-        pg_guard(k, rd, false);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, old);
-    } else {
-        pg_reg h = pg_reg_new(k, PG_B16);
-        pg_mov(k, PG_B16, h, pg_u32(0));
-        pg_guard(k, rd, false);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_B16, addr, 0, h);
-        old = pgk_h_to_f32(k, ot, h);
-    }
-    pg_reg s = pg_reg_new(k, PG_F32);
-    pg_add(k, PG_F32, s, old, v);
-    return s;
+    return add_old(k, ot, v, addr, 0, rd);
 }
 
 /* Store an f32 value as type ot at addr under `ok`. */
@@ -90,19 +96,27 @@ void pgk_gemm_store_value(pg_kernel *k, pg_type ot, pg_reg addr, pg_reg ok, pg_r
 
 /* Store the accumulators: rows rowbase + mt*16 + half*8, columns
  * colbase + nt*8 + {0, 1}; a pair in one store where both columns are
- * inside and aligned, else element by element. */
+ * inside and aligned, else element by element. What a column's tests
+ * decide (inside, inside but not the pair's store, read for accumulation)
+ * is made once a column, so that a row adds only its own test to each. */
 void pgk_mma_epilogue(pg_kernel *k, const mma_epi *e, pg_reg rowbase, pg_reg colbase,
                       unsigned MT, unsigned NT, pg_reg (*acc)[MMA_MAX_NT][4])
 {
     unsigned es = out_size(e->ot);
     pg_reg cvec = pgk_vectors_ok(k, e->c, e->ldc, 2, es);
     pg_reg full[MMA_MAX_NT], cin[MMA_MAX_NT][2], coff[MMA_MAX_NT], bv[MMA_MAX_NT][2];
+    pg_reg cpart[MMA_MAX_NT][2], cacc[MMA_MAX_NT][2];
     for (unsigned nt = 0; nt < NT; nt++) {
         pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(nt * 8));
         pg_reg end = pgv_add(k, PG_U32, col, pg_u32(2));
         full[nt] = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, e->ldc), cvec);
         cin[nt][0] = pgv_setp(k, PG_CMP_LT, PG_U32, col, e->ldc);
         cin[nt][1] = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, col, pg_u32(1)), e->ldc);
+        pg_reg single = pgv_not(k, PG_PRED, full[nt]);
+        for (unsigned h = 0; h < 2; h++) {
+            cpart[nt][h] = pgv_and(k, PG_PRED, single, cin[nt][h]);
+            cacc[nt][h] = e->partial ? pg_none() : pgv_and(k, PG_PRED, cin[nt][h], e->do_acc);
+        }
         coff[nt] = pg_reg_new(k, PG_U64);
         pg_mul_wide(k, PG_U32, coff[nt], col, pg_u32(es));
         if (!e->partial) {
@@ -128,21 +142,20 @@ void pgk_mma_epilogue(pg_kernel *k, const mma_epi *e, pg_reg rowbase, pg_reg col
                 for (unsigned h = 0; h < 2; h++) {
                     v[h] = acc[mt][nt][2 * half + h];
                     if (!e->partial) {
-                        pg_reg a1 = pg_reg_new(k, PG_U64);
-                        pg_add(k, PG_U64, a1, addr, pg_u64(h * es));
                         pg_reg s = pg_reg_new(k, PG_F32);
                         pg_add(k, PG_F32, s, v[h], bv[nt][h]);
-                        pg_reg ok = pgv_and(k, PG_PRED, rin, cin[nt][h]);
-                        v[h] = pgk_gemm_finish_value(k, e->ot, s, a1, ok, e->do_acc);
+                        pg_reg rd = pgv_and(k, PG_PRED, rin, cacc[nt][h]);
+                        v[h] = add_old(k, e->ot, s, addr, (int64_t)(h * es), rd);
                     }
                 }
                 pg_reg f = pgv_and(k, PG_PRED, rin, full[nt]);
-                pg_reg part = pg_reg_new(k, PG_PRED);
-                pg_not(k, PG_PRED, part, f);
-                pg_and(k, PG_PRED, part, part, rin);
                 if (e->ot == PG_F32) {
-                    pg_val pv[2] = {v[0], v[1]};
-                    pgk_st_f32_pair(k, addr, pv, f, part, cin[nt]);
+                    pg_guard(k, f, false);
+                    pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 2, addr, 0, (pg_val[2]){v[0], v[1]});
+                    for (unsigned h = 0; h < 2; h++) {
+                        pg_guard(k, pgv_and(k, PG_PRED, rin, cpart[nt][h]), false);
+                        pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, h * 4, v[h]);
+                    }
                 } else {
                     pg_reg lo = pgk_f32_to_h(k, e->ot, v[0], e->native);
                     pg_reg hi = pgk_f32_to_h(k, e->ot, v[1], e->native);
@@ -152,7 +165,7 @@ void pgk_mma_epilogue(pg_kernel *k, const mma_epi *e, pg_reg rowbase, pg_reg col
                     pg_st(k, PG_SPACE_GLOBAL, PG_B32, addr, 0, w);
                     pg_reg hv[2] = {lo, hi};
                     for (unsigned h = 0; h < 2; h++) {
-                        pg_reg ok = pgv_and(k, PG_PRED, part, cin[nt][h]);
+                        pg_reg ok = pgv_and(k, PG_PRED, rin, cpart[nt][h]);
                         pg_reg h16 = pg_reg_new(k, PG_U16);
                         pg_cvt(k, PG_U16, PG_U32, PG_RND_NONE, h16, hv[h]);
                         pg_guard(k, ok, false);

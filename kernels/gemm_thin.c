@@ -40,11 +40,12 @@ unsigned pgk_thin_in_size(pg_type it) { return it == PG_F32 ? 4 : 2; }
 /* The f32 value of the 16-bit element in the low or high half of w. */
 static pg_reg half_f32(pg_kernel *k, pg_type it, pg_reg w, bool hi)
 {
-    if (it == PG_BF16) {
-        pg_reg u = hi ? pgv_and(k, PG_B32, w, pg_u32(0xffff0000u))
-                      : pgv_shl(k, PG_B32, w, pg_u32(16));
+    if (it == PG_BF16) { /* the top half of an f32, made in the f32 register */
         pg_reg f = pg_reg_new(k, PG_F32);
-        pg_mov(k, PG_B32, f, u);
+        if (hi)
+            pg_and(k, PG_B32, f, w, pg_u32(0xffff0000u));
+        else
+            pg_shl(k, PG_B32, f, w, pg_u32(16));
         return f;
     }
     pg_reg h = pg_reg_new(k, PG_U16);

@@ -25,16 +25,6 @@
 unsigned pgk_thin_tc_warps(unsigned jc) { return jc <= 16 ? 16 : jc == 32 ? 8 : 4; }
 static unsigned tc_unroll(unsigned jc) { return jc <= 16 ? 4 : jc == 32 ? 2 : 1; }
 
-/* The u32 of two 16-bit halves (lo at the lower r). */
-static pg_reg pack_pair(pg_kernel *k, pg_reg lo, pg_reg hi)
-{
-    pg_reg l = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, lo);
-    pg_reg h = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hi);
-    pg_reg w = pg_reg_new(k, PG_B32);
-    pg_or(k, PG_B32, w, l, pgv_shl(k, PG_B32, h, pg_u32(16)));
-    return w;
-}
-
 /* The 16-bit element at addr + off (a u64 register, or pg_none() and the
  * immediate imm: r-major operands step r by 2 bytes) where `in`, else 0. */
 static pg_reg ld_half(pg_kernel *k, pg_reg addr, pg_val off, int64_t imm, pg_reg in)
@@ -125,10 +115,10 @@ static void tc_ksteps(pg_kernel *k, const tc_loop *L)
             for (unsigned q = 0; q < 4; q++)
                 af[q] = fa[u][q];
         } else {
-            af[0] = pack_pair(k, ha[u][0], ha[u][1]);
-            af[1] = pack_pair(k, hb[u][0], hb[u][1]);
-            af[2] = pack_pair(k, ha[u][2], ha[u][3]);
-            af[3] = pack_pair(k, hb[u][2], hb[u][3]);
+            af[0] = pgv_pack(k, PG_B32, ha[u][0], ha[u][1]);
+            af[1] = pgv_pack(k, PG_B32, hb[u][0], hb[u][1]);
+            af[2] = pgv_pack(k, PG_B32, ha[u][2], ha[u][3]);
+            af[3] = pgv_pack(k, PG_B32, hb[u][2], hb[u][3]);
         }
         for (unsigned nt = 0; nt < NT; nt++) {
             pg_reg bf[2];
@@ -136,8 +126,8 @@ static void tc_ksteps(pg_kernel *k, const tc_loop *L)
                 bf[0] = fs[u][nt][0];
                 bf[1] = fs[u][nt][1];
             } else {
-                bf[0] = pack_pair(k, hs[u][nt][0], hs[u][nt][1]);
-                bf[1] = pack_pair(k, hs[u][nt][2], hs[u][nt][3]);
+                bf[0] = pgv_pack(k, PG_B32, hs[u][nt][0], hs[u][nt][1]);
+                bf[1] = pgv_pack(k, PG_B32, hs[u][nt][2], hs[u][nt][3]);
             }
             pg_mma_m16n8k16_f32(k, L->it, L->acc[nt], af, bf, L->acc[nt]);
         }

@@ -212,21 +212,19 @@ void pgk_rb_store(pg_kernel *k, const pgk_rb_cfg *c, const pgk_rb_out *o,
 void pgk_ld_u16x8_packed(pg_kernel *k, pg_reg ptr, pg_reg col, pg_reg n, pg_reg row_ok,
                          const pg_reg *into, pg_reg w[4])
 {
+    /* the elements left in the row from col: 0 where the row is out or
+     * col is past n, so one compare an element and no sum can wrap */
+    pg_reg lim = pgv_selp(k, PG_U32, n, pg_u32(0), row_ok);
+    pg_reg left = pgv_sub(k, PG_U32, pgv_max(k, PG_U32, lim, col), col);
     pg_reg h[8];
     for (unsigned e = 0; e < 8; e++) {
         h[e] = pgv_mov(k, PG_U16, pg_u32(0));
-        pg_reg idx = pgv_add(k, PG_U32, col, pg_u32(e));
-        pg_reg in = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, idx, n), row_ok);
-        pg_guard(k, in, false);
+        pg_guard(k, pgv_setp(k, PG_CMP_GT, PG_U32, left, pg_u32(e)), false);
         pg_ld(k, PG_SPACE_GLOBAL, PG_U16, ptr, e * 2, h[e]);
     }
     for (unsigned i = 0; i < 4; i++) {
-        pg_reg lo = pg_reg_new(k, PG_U32), hi = pg_reg_new(k, PG_U32);
         w[i] = into ? into[i] : pg_reg_new(k, PG_B32);
-        pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, lo, h[2 * i]);
-        pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, hi, h[2 * i + 1]);
-        pg_shl(k, PG_B32, hi, hi, pg_u32(16));
-        pg_or(k, PG_B32, w[i], lo, hi);
+        pg_pack(k, PG_B32, w[i], h[2 * i], h[2 * i + 1]);
     }
 }
 
