@@ -515,20 +515,20 @@ ATT_BUILD(dq_bf16, build_dq, PGK_BF16)
 ATT_BUILD(dkv_f32, build_dkv, PGK_F32)
 ATT_BUILD(dkv_bf16, build_dkv, PGK_BF16)
 
-#define SHAPE_PARAMS                                                           \
-    {"batch", PG_U32, false}, {"seq_len", PG_U32, false}, {"q_heads", PG_U32, false}, \
-    {"kv_heads", PG_U32, false}, {"head_dim", PG_U32, false}, {"scale", PG_F32, false}
+#define SHAPE_PARAMS                                                                       \
+    {"batch", PG_U32, false}, {"seq_len", PG_U32, false}, {"q_heads", PG_U32, false},         \
+        {"kv_heads", PG_U32, false}, {"head_dim", PG_U32, false}, {"scale", PG_F32, false}
 
-static const pgk_param fwd_params[] = {
-    {"q", PG_U64, true}, {"k", PG_U64, true}, {"v", PG_U64, true},
+const pgk_param pgk_attention_fwd_params[PGK_ATT_FWD_NPARAMS] = {
+    {"q", PG_U64, true}, {"k", PG_U64, true},   {"v", PG_U64, true},
     {"o", PG_U64, true}, {"lse", PG_U64, true}, SHAPE_PARAMS,
 };
-static const pgk_param dq_params[] = {
-    {"q", PG_U64, true},      {"k", PG_U64, true},   {"v", PG_U64, true},
+const pgk_param pgk_attention_dq_params[PGK_ATT_GRAD_NPARAMS] = {
+    {"q", PG_U64, true},      {"k", PG_U64, true},      {"v", PG_U64, true},
     {"o", PG_U64, true},      {"grad_o", PG_U64, true}, {"lse", PG_U64, true},
-    {"grad_q", PG_U64, true}, {"delta", PG_U64, true}, SHAPE_PARAMS,
+    {"grad_q", PG_U64, true}, {"delta", PG_U64, true},  SHAPE_PARAMS,
 };
-static const pgk_param dkv_params[] = {
+const pgk_param pgk_attention_dkv_params[PGK_ATT_GRAD_NPARAMS] = {
     {"q", PG_U64, true},      {"k", PG_U64, true},      {"v", PG_U64, true},
     {"grad_o", PG_U64, true}, {"lse", PG_U64, true},    {"delta", PG_U64, true},
     {"grad_k", PG_U64, true}, {"grad_v", PG_U64, true}, SHAPE_PARAMS,
@@ -547,27 +547,27 @@ static const pgk_knob kv_knobs[] = {
     {"head_dim", 128, 1, ATT_MAX_D, "elements a head, at most 128"},
 };
 
-#define ATT_DESC(var, nm, what, prm, npr, kn, fn, tgt, lfn)                    \
+#define ATT_DESC(var, nm, what, prm, kn, fn, tgt, lfn)                         \
     const pgk_desc var = {                                                     \
-        .name = nm, .summary = what, .params = prm, .nparams = npr,           \
+        .name = nm, .summary = what, PGK_PARAMS(prm),                          \
         .knobs = kn, .nknobs = 4, .min_target = tgt, .build = fn,             \
         .launch = lfn,                                                         \
     };
 ATT_DESC(pgk_desc_attention_forward_f32, "attention_forward_f32",
-         "causal GQA attention O and row logsumexp, one warp a query row (f32)", fwd_params, 11,
-         q_knobs, fwd_f32, PG_SM_70, launch_att)
+         "causal GQA attention O and row logsumexp, one warp a query row (f32)",
+         pgk_attention_fwd_params, q_knobs, fwd_f32, PG_SM_70, launch_att)
 ATT_DESC(pgk_desc_attention_forward_bf16, "attention_forward_bf16",
-         "causal GQA attention O and row logsumexp, one warp a query row (bf16)", fwd_params, 11,
-         q_knobs, fwd_bf16, PG_SM_80, launch_att)
+         "causal GQA attention O and row logsumexp, one warp a query row (bf16)",
+         pgk_attention_fwd_params, q_knobs, fwd_bf16, PG_SM_80, launch_att)
 ATT_DESC(pgk_desc_attention_backward_dq_f32, "attention_backward_dq_f32",
-         "causal GQA attention dQ and delta = rowsum(dO * O) (f32)", dq_params, 14, q_knobs,
-         dq_f32, PG_SM_70, launch_att)
+         "causal GQA attention dQ and delta = rowsum(dO * O) (f32)", pgk_attention_dq_params,
+         q_knobs, dq_f32, PG_SM_70, launch_att)
 ATT_DESC(pgk_desc_attention_backward_dq_bf16, "attention_backward_dq_bf16",
-         "causal GQA attention dQ and delta = rowsum(dO * O) (bf16)", dq_params, 14, q_knobs,
-         dq_bf16, PG_SM_80, launch_att)
+         "causal GQA attention dQ and delta = rowsum(dO * O) (bf16)", pgk_attention_dq_params,
+         q_knobs, dq_bf16, PG_SM_80, launch_att)
 ATT_DESC(pgk_desc_attention_backward_dkv_f32, "attention_backward_dkv_f32",
-         "causal GQA attention dK, dV summed over each group's heads in order (f32)", dkv_params,
-         14, kv_knobs, dkv_f32, PG_SM_70, launch_dkv)
+         "causal GQA attention dK, dV summed over each group's heads in order (f32)",
+         pgk_attention_dkv_params, kv_knobs, dkv_f32, PG_SM_70, launch_dkv)
 ATT_DESC(pgk_desc_attention_backward_dkv_bf16, "attention_backward_dkv_bf16",
          "causal GQA attention dK, dV summed over each group's heads in order (bf16)",
-         dkv_params, 14, kv_knobs, dkv_bf16, PG_SM_80, launch_dkv)
+         pgk_attention_dkv_params, kv_knobs, dkv_bf16, PG_SM_80, launch_dkv)

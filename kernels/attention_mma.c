@@ -508,25 +508,6 @@ static int dkv_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
     return pgk_fa_build_dkv(k, p, dp_of(kn[KN_DIM]));
 }
 
-#define SHAPE_PARAMS                                                                       \
-    {"batch", PG_U32, false}, {"seq_len", PG_U32, false}, {"q_heads", PG_U32, false},         \
-        {"kv_heads", PG_U32, false}, {"head_dim", PG_U32, false}, {"scale", PG_F32, false}
-
-static const pgk_param fwd_params[] = {
-    {"q", PG_U64, true}, {"k", PG_U64, true},   {"v", PG_U64, true},
-    {"o", PG_U64, true}, {"lse", PG_U64, true}, SHAPE_PARAMS,
-};
-static const pgk_param dq_params[] = {
-    {"q", PG_U64, true},      {"k", PG_U64, true},      {"v", PG_U64, true},
-    {"o", PG_U64, true},      {"grad_o", PG_U64, true}, {"lse", PG_U64, true},
-    {"grad_q", PG_U64, true}, {"delta", PG_U64, true},  SHAPE_PARAMS,
-};
-static const pgk_param dkv_params[] = {
-    {"q", PG_U64, true},      {"k", PG_U64, true},      {"v", PG_U64, true},
-    {"grad_o", PG_U64, true}, {"lse", PG_U64, true},    {"delta", PG_U64, true},
-    {"grad_k", PG_U64, true}, {"grad_v", PG_U64, true}, SHAPE_PARAMS,
-};
-
 /* head_dim is baked: it picks the padded width (64 for 1..64, 128 above). */
 static const pgk_knob q_knobs[] = {
     {"batch", 4, 1, 1000, "sequences", false},
@@ -544,7 +525,7 @@ static const pgk_knob kv_knobs[] = {
 const pgk_desc pgk_desc_attention_mma_forward = {
     .name = "attention_mma_forward",
     .summary = "causal GQA attention O and row logsumexp on mma.sync (f32 in/out, bf16 operands)",
-    PGK_PARAMS(fwd_params),
+    PGK_PARAMS(pgk_attention_fwd_params),
     PGK_KNOBS(q_knobs),
     .min_target = PG_SM_80,
     .build = fwd_b,
@@ -553,7 +534,7 @@ const pgk_desc pgk_desc_attention_mma_forward = {
 const pgk_desc pgk_desc_attention_mma_backward_dq = {
     .name = "attention_mma_backward_dq",
     .summary = "causal GQA attention dQ and delta = rowsum(dO * O) on mma.sync (f32 in/out)",
-    PGK_PARAMS(dq_params),
+    PGK_PARAMS(pgk_attention_dq_params),
     PGK_KNOBS(q_knobs),
     .min_target = PG_SM_80,
     .build = dq_b,
@@ -562,7 +543,7 @@ const pgk_desc pgk_desc_attention_mma_backward_dq = {
 const pgk_desc pgk_desc_attention_mma_backward_dkv = {
     .name = "attention_mma_backward_dkv",
     .summary = "causal GQA attention dK, dV on mma.sync, each group's heads in a fixed order",
-    PGK_PARAMS(dkv_params),
+    PGK_PARAMS(pgk_attention_dkv_params),
     PGK_KNOBS(kv_knobs),
     .min_target = PG_SM_80,
     .build = dkv_b,

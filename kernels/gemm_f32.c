@@ -298,20 +298,8 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
     pg_shl(k, PG_B32, rd_x, ty, pg_u32(4));
     pg_mad(k, PG_U32, rd_y, tx, pg_u32(16), pg_u32(b_off));
 
-    pg_label top = pg_label_new(k, "tile");
-    pg_label compute = pg_label_new(k, "compute");
-    pg_label epilogue = pg_label_new(k, "epilogue");
-    pg_label_bind(k, top);
-    pg_reg t1 = pgv_add(k, PG_U32, t, pg_u32(1));
-    pg_reg has_next = pgv_setp(k, PG_CMP_LT, PG_U32, t1, ntiles);
-    pg_bra_if(k, has_next, true, compute);
-    pg_comment(k, "prefetch r-tile t+1 into registers");
-    pgk_rb_operand_advance(k, &X);
-    pgk_rb_operand_advance(k, &Y);
-    pgk_rb_operand_load(k, &X);
-    pgk_rb_operand_load(k, &Y);
-
-    pg_label_bind(k, compute);
+    pgk_rb_loop L = {.x = &X, .y = &Y, .sbase = sbase, .cur = cur, .t = t, .stage = stage};
+    pgk_rb_loop_head(k, &L, ntiles);
     pg_comment(k, "multiply r-tile t out of stage cur");
     pg_reg rs = pgv_add(k, PG_U32, sbase, cur);
     pg_reg ax = pgv_add(k, PG_U32, rs, rd_x), ay = pgv_add(k, PG_U32, rs, rd_y);
@@ -331,18 +319,7 @@ static void build_regblock(pg_kernel *k, const gemm_io *io, const pgk_rb_cfg *c)
             for (unsigned j = 0; j < c->tn; j++)
                 pg_fma(k, PG_F32, acc[i][j], a[i], b[j], acc[i][j]);
     }
-    pg_bra_if(k, has_next, true, epilogue);
-    pg_comment(k, "registers into the other stage; one barrier a tile");
-    pg_reg other = pgv_sub(k, PG_U32, pg_u32(stage), cur);
-    pg_reg ws = pgv_add(k, PG_U32, sbase, other);
-    pgk_rb_operand_store(k, &X, ws);
-    pgk_rb_operand_store(k, &Y, ws);
-    pg_bar_sync(k, 0);
-    pg_mov(k, PG_U32, cur, other);
-    pg_mov(k, PG_U32, t, t1);
-    pg_bra(k, top);
-
-    pg_label_bind(k, epilogue);
+    pgk_rb_loop_tail(k, &L);
     pgk_rb_store(k, c, &(pgk_rb_out){io->c, io->P, io->Q, tx, ty, p0, q0, io->accumulate}, acc);
     pg_ret(k);
 }

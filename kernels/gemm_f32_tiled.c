@@ -282,20 +282,8 @@ static int build_f32(pg_kernel *k, const pgk_desc *d, const pg_param *p, const u
     pg_reg rd_b = pgv_shl(k, PG_B32, qcol, pg_u32(2));
     pg_add(k, PG_U32, rd_b, rd_b, pg_u32(b_off));
 
-    pg_label top = pg_label_new(k, "tile");
-    pg_label compute = pg_label_new(k, "compute");
-    pg_label epilogue = pg_label_new(k, "epilogue");
-    pg_label_bind(k, top);
-    pg_reg t1 = pgv_add(k, PG_U32, t, pg_u32(1));
-    pg_reg has_next = pgv_setp(k, PG_CMP_LT, PG_U32, t1, ntiles);
-    pg_bra_if(k, has_next, true, compute);
-    pg_comment(k, "prefetch r-tile t+1 into registers");
-    pgk_rb_operand_advance(k, &A);
-    pgk_rb_operand_advance(k, &B);
-    pgk_rb_operand_load(k, &A);
-    pgk_rb_operand_load(k, &B);
-
-    pg_label_bind(k, compute);
+    pgk_rb_loop L = {.x = &A, .y = &B, .sbase = sbase, .cur = cur, .t = t, .stage = stage};
+    pgk_rb_loop_head(k, &L, ntiles);
     pg_comment(k, "multiply r-tile t out of stage cur; step kk+1's fragments load first");
     pg_reg st = pgv_add(k, PG_U32, sbase, cur);
     pg_reg ax = pgv_add(k, PG_U32, st, rd_a), ay = pgv_add(k, PG_U32, st, rd_b);
@@ -315,18 +303,7 @@ static int build_f32(pg_kernel *k, const pgk_desc *d, const pg_param *p, const u
             for (unsigned j = 0; j < c->tn; j++)
                 pg_fma(k, PG_F32, acc[i][j], fa[s][i], fb[s][j], acc[i][j]);
     }
-    pg_bra_if(k, has_next, true, epilogue);
-    pg_comment(k, "registers into the other stage; one barrier a tile");
-    pg_reg other = pgv_sub(k, PG_U32, pg_u32(stage), cur);
-    pg_reg wst = pgv_add(k, PG_U32, sbase, other);
-    pgk_rb_operand_store(k, &A, wst);
-    pgk_rb_operand_store(k, &B, wst);
-    pg_bar_sync(k, 0);
-    pg_mov(k, PG_U32, cur, other);
-    pg_mov(k, PG_U32, t, t1);
-    pg_bra(k, top);
-
-    pg_label_bind(k, epilogue);
+    pgk_rb_loop_tail(k, &L);
     pg_reg rowbase = pgv_add(k, PG_U32, p0, prow), colbase = pgv_add(k, PG_U32, q0, qcol);
     pg_label partial = pg_label_new(k, "partial");
     pg_reg split = pgv_setp(k, PG_CMP_GT, PG_U32, nz, pg_u32(1));

@@ -148,6 +148,38 @@ void pgk_rb_operand_store(pg_kernel *k, const pgk_rb_operand *op, pg_reg stage)
     }
 }
 
+void pgk_rb_loop_head(pg_kernel *k, pgk_rb_loop *L, pg_reg ntiles)
+{
+    L->top = pg_label_new(k, "tile");
+    pg_label compute = pg_label_new(k, "compute");
+    L->epilogue = pg_label_new(k, "epilogue");
+    pg_label_bind(k, L->top);
+    L->t1 = pgv_add(k, PG_U32, L->t, pg_u32(1));
+    L->has_next = pgv_setp(k, PG_CMP_LT, PG_U32, L->t1, ntiles);
+    pg_bra_if(k, L->has_next, true, compute);
+    pg_comment(k, "prefetch r-tile t+1 into registers");
+    pgk_rb_operand_advance(k, L->x);
+    pgk_rb_operand_advance(k, L->y);
+    pgk_rb_operand_load(k, L->x);
+    pgk_rb_operand_load(k, L->y);
+    pg_label_bind(k, compute);
+}
+
+void pgk_rb_loop_tail(pg_kernel *k, const pgk_rb_loop *L)
+{
+    pg_bra_if(k, L->has_next, true, L->epilogue);
+    pg_comment(k, "registers into the other stage; one barrier a tile");
+    pg_reg other = pgv_sub(k, PG_U32, pg_u32(L->stage), L->cur);
+    pg_reg ws = pgv_add(k, PG_U32, L->sbase, other);
+    pgk_rb_operand_store(k, L->x, ws);
+    pgk_rb_operand_store(k, L->y, ws);
+    pg_bar_sync(k, 0);
+    pg_mov(k, PG_U32, L->cur, other);
+    pg_mov(k, PG_U32, L->t, L->t1);
+    pg_bra(k, L->top);
+    pg_label_bind(k, L->epilogue);
+}
+
 void pgk_rb_store(pg_kernel *k, const pgk_rb_cfg *c, const pgk_rb_out *o,
                   pg_reg (*acc)[RB_MAX_T])
 {

@@ -100,6 +100,23 @@ void pgk_rb_operand_advance(pg_kernel *k, const pgk_rb_operand *op);
 /* Registers -> the stage at `stage` (a u32 shared address). */
 void pgk_rb_operand_store(pg_kernel *k, const pgk_rb_operand *op, pg_reg stage);
 
+/* The r-tile loop of the register-blocked GEMMs, around the caller's
+ * multiply of tile t out of the stage at sbase + cur (two stages of
+ * `stage` bytes; cur and t u32 registers, both 0 on entry):
+ *   pgk_rb_loop_head: where a tile t + 1 exists, x and y step on to it
+ *     and load it into their registers (the loads overlap the multiply);
+ *   pgk_rb_loop_tail: after the last tile, on to L->epilogue (bound
+ *     there); else the loaded registers go into the other stage, one
+ *     barrier, and round again with t + 1. */
+typedef struct pgk_rb_loop {
+    const pgk_rb_operand *x, *y;
+    pg_reg sbase, cur, t, t1, has_next;
+    unsigned stage;
+    pg_label top, epilogue;
+} pgk_rb_loop;
+void pgk_rb_loop_head(pg_kernel *k, pgk_rb_loop *L, pg_reg ntiles);
+void pgk_rb_loop_tail(pg_kernel *k, const pgk_rb_loop *L);
+
 /* Where a register-blocked tile's outputs go: C[P, Q] row-major; the
  * thread (tx, ty) of the block whose tile starts at row p0, column q0;
  * accumulate adds to C instead of writing it. */

@@ -32,6 +32,15 @@ pg_reg pgk_addr_add(pg_kernel *k, pg_reg a, pg_val b, unsigned size);
 /* A new f32 register holding x. */
 pg_reg pgk_f32_const(pg_kernel *k, float x);
 
+/* The attention ABI, one definition for the SIMT kernels (attention.c) and
+ * the tensor-core ones (attention_mma.c): forward q, k, v, o, lse; dQ adds
+ * grad_o, grad_q and delta, dK/dV grad_k and grad_v; each ends with the
+ * shape (batch, seq_len, q_heads, kv_heads, head_dim, scale). */
+enum { PGK_ATT_FWD_NPARAMS = 11, PGK_ATT_GRAD_NPARAMS = 14 };
+extern const pgk_param pgk_attention_fwd_params[PGK_ATT_FWD_NPARAMS];
+extern const pgk_param pgk_attention_dq_params[PGK_ATT_GRAD_NPARAMS];
+extern const pgk_param pgk_attention_dkv_params[PGK_ATT_GRAD_NPARAMS];
+
 /* A loop i = start, start + step, ... while i < n (u32; n + step must not
  * pass 2^32, which every knob range here keeps):
  *     pgk_loop L; pg_reg i = pgk_loop_begin(k, &L, start, n, step);
