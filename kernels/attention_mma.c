@@ -283,6 +283,23 @@ void pgk_fa_causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntil
     }
 }
 
+fa_qblock pgk_fa_query_block(pg_kernel *k, const fa *f)
+{
+    fa_qblock q;
+    pg_comment(k, "block (x, h, b): query tile qt = tiles - 1 - x (the longest first)");
+    pg_reg ntiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f->seq, pg_u32(FA_ROWS - 1)), pg_u32(6));
+    pg_reg cx = pg_sreg_read(k, PG_SREG_CTAID_X);
+    q.qt = pgv_sub(k, PG_U32, pgv_sub(k, PG_U32, ntiles, pg_u32(1)), cx);
+    q.h = pg_sreg_read(k, PG_SREG_CTAID_Y);
+    q.b = pg_sreg_read(k, PG_SREG_CTAID_Z);
+    q.q0 = pgv_shl(k, PG_B32, q.qt, pg_u32(6));
+    q.kvh = pgv_div(k, PG_U32, q.h, f->group);
+    q.qstride = pgk_fa_token_stride(k, f, f->hq);
+    q.kstride = pgk_fa_token_stride(k, f, f->hkv);
+    q.qrows = pgv_sub(k, PG_U32, f->seq, q.q0);
+    return q;
+}
+
 /* Store the warp's 16 x dp f32 accumulators (scaled by mul unless none) to
  * rows row0 + g (+ 8) of a head at base (element (token row0, head, 0)),
  * `stride` bytes a token, rows below nvalid, columns below D. */
@@ -363,15 +380,9 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg sq = pgv_mov(k, PG_U32, pg_shared_addr(smem));
     pg_reg sk = pgv_add(k, PG_U32, sq, pg_u32(tile)), sv = pgv_add(k, PG_U32, sq, pg_u32(2 * tile));
 
-    pg_comment(k, "block (x, h, b): query tile qt = tiles - 1 - x (the longest first)");
-    pg_reg ntiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(FA_ROWS - 1)), pg_u32(6));
-    pg_reg cx = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg qt = pgv_sub(k, PG_U32, pgv_sub(k, PG_U32, ntiles, pg_u32(1)), cx);
-    pg_reg h = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
-    pg_reg q0 = pgv_shl(k, PG_B32, qt, pg_u32(6));
-    pg_reg kvh = pgv_div(k, PG_U32, h, f.group);
-    pg_reg qstride = pgk_fa_token_stride(k, &f, f.hq), kstride = pgk_fa_token_stride(k, &f, f.hkv);
-    pg_reg qrows = pgv_sub(k, PG_U32, f.seq, q0);
+    const fa_qblock blk = pgk_fa_query_block(k, &f);
+    pg_reg qt = blk.qt, q0 = blk.q0, qrows = blk.qrows, h = blk.h, kvh = blk.kvh, b = blk.b;
+    pg_reg qstride = blk.qstride, kstride = blk.kstride;
     pgk_fa_stage(k, &f, sq, pgk_fa_head_row(k, &f, Q, b, q0, f.hq, h), qstride, qrows, FA_ROWS,
                  32 * FA_WARPS, f.tid);
     pg_reg kp = pgk_fa_head_row(k, &f, K, b, pg_u32(0), f.hkv, kvh);

@@ -52,6 +52,14 @@ void pgk_fa_mma_pb(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg (*p)[4], 
                    pg_reg b);
 void pgk_fa_causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntiles, pg_val row0,
                         pg_val col0, bool transposed);
+/* The query tile of block (x, h, b): qt = tiles - 1 - x (the longest
+ * first), its first row q0 and the rows left from it (qrows), the head h,
+ * its key/value head kvh, the batch b, and the bytes a token of q and of
+ * k (qstride, kstride). */
+typedef struct fa_qblock {
+    pg_reg qt, q0, qrows, h, kvh, b, qstride, kstride;
+} fa_qblock;
+fa_qblock pgk_fa_query_block(pg_kernel *k, const fa *f);
 void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
                        pg_reg stride, pg_reg row0, pg_reg nvalid);
 /* Opens the loop L over the key tiles 0 .. qt of a forward or dq block

@@ -29,15 +29,9 @@ int pgk_fa_build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg sv = pgv_add(k, PG_U32, sq, pg_u32(3 * tile));
     pg_reg sdel = pgv_add(k, PG_U32, sq, pg_u32(4 * tile));
 
-    pg_comment(k, "block (x, h, b): query tile qt = tiles - 1 - x (the longest first)");
-    pg_reg ntiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(FA_ROWS - 1)), pg_u32(6));
-    pg_reg cx = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg qt = pgv_sub(k, PG_U32, pgv_sub(k, PG_U32, ntiles, pg_u32(1)), cx);
-    pg_reg h = pg_sreg_read(k, PG_SREG_CTAID_Y), b = pg_sreg_read(k, PG_SREG_CTAID_Z);
-    pg_reg q0 = pgv_shl(k, PG_B32, qt, pg_u32(6));
-    pg_reg kvh = pgv_div(k, PG_U32, h, f.group);
-    pg_reg qstride = pgk_fa_token_stride(k, &f, f.hq), kstride = pgk_fa_token_stride(k, &f, f.hkv);
-    pg_reg qrows = pgv_sub(k, PG_U32, f.seq, q0);
+    const fa_qblock blk = pgk_fa_query_block(k, &f);
+    pg_reg qt = blk.qt, q0 = blk.q0, qrows = blk.qrows, h = blk.h, kvh = blk.kvh, b = blk.b;
+    pg_reg qstride = blk.qstride, kstride = blk.kstride;
     pg_reg qp = pgk_fa_head_row(k, &f, Q, b, q0, f.hq, h),
            dop = pgk_fa_head_row(k, &f, dO, b, q0, f.hq, h);
     pgk_fa_stage(k, &f, sq, qp, qstride, qrows, FA_ROWS, 32 * FA_WARPS, f.tid);

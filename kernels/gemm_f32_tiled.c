@@ -111,13 +111,7 @@ static void f32_epilogue(pg_kernel *k, const f32_cfg *c, const f32_out *o,
     pg_reg bv[RB_MAX_T / 4][4];
     for (unsigned q = 0; q < c->tn / 4; q++) {
         pg_reg col = pgv_add(k, PG_U32, o->colbase, pg_u32(q * o->cs));
-        pg_reg end = pgv_add(k, PG_U32, col, pg_u32(4));
-        colfull[q] = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, o->Q), cvec);
-        for (unsigned e = 0; e < 4; e++) {
-            pg_reg ce = pgv_add(k, PG_U32, col, pg_u32(e));
-            colin[q][e] = pgv_setp(k, PG_CMP_LT, PG_U32, ce, o->Q);
-        }
-        coff[q] = pgv_mul_wide(k, PG_U32, col, pg_u32(4));
+        pgk_col4_tests(k, col, o->Q, cvec, &colfull[q], colin[q], &coff[q]);
         if (o->partial)
             continue;
         pg_reg ba = pgv_add(k, PG_U64, o->bias, coff[q]);
@@ -134,14 +128,10 @@ static void f32_epilogue(pg_kernel *k, const f32_cfg *c, const f32_out *o,
         pg_reg rowptr = pgk_elem_addr2(k, o->c, row, o->Q, pg_u32(0), 4);
         for (unsigned q = 0; q < c->tn / 4; q++) {
             pg_reg addr = pgv_add(k, PG_U64, rowptr, coff[q]);
-            pg_reg full = pgv_and(k, PG_PRED, rin, colfull[q]);
-            pg_reg part = pgv_not(k, PG_PRED, full);
-            pg_and(k, PG_PRED, part, part, rin);
-            pg_reg ok[4], v[4];
-            for (unsigned e = 0; e < 4; e++) {
-                ok[e] = pgv_and(k, PG_PRED, part, colin[q][e]);
+            pg_reg full, ok[4], v[4];
+            pgk_row4_preds(k, rin, colfull[q], colin[q], &full, ok);
+            for (unsigned e = 0; e < 4; e++)
                 v[e] = acc[i][q * 4 + e];
-            }
             if (!o->partial) {
                 pg_reg old[4];
                 for (unsigned e = 0; e < 4; e++)
@@ -159,13 +149,7 @@ static void f32_epilogue(pg_kernel *k, const f32_cfg *c, const f32_out *o,
                     v[e] = pgv_add(k, PG_F32, old[e], s);
                 }
             }
-            pg_val sv[4] = {v[0], v[1], v[2], v[3]};
-            pg_guard(k, full, false);
-            pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, sv);
-            for (unsigned e = 0; e < 4; e++) {
-                pg_guard(k, ok[e], false);
-                pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, e * 4, v[e]);
-            }
+            pgk_st_f32x4_edge(k, addr, v, full, ok);
         }
     }
 }

@@ -180,6 +180,40 @@ void pgk_rb_loop_tail(pg_kernel *k, const pgk_rb_loop *L)
     pg_label_bind(k, L->epilogue);
 }
 
+void pgk_col4_tests(pg_kernel *k, pg_reg col, pg_reg Q, pg_reg cvec, pg_reg *full, pg_reg in[4],
+                    pg_reg *off)
+{
+    pg_reg end = pgv_add(k, PG_U32, col, pg_u32(4));
+    *full = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, Q), cvec);
+    for (unsigned e = 0; e < 4; e++) {
+        pg_reg ce = pgv_add(k, PG_U32, col, pg_u32(e));
+        in[e] = pgv_setp(k, PG_CMP_LT, PG_U32, ce, Q);
+    }
+    *off = pgv_mul_wide(k, PG_U32, col, pg_u32(4));
+}
+
+void pgk_row4_preds(pg_kernel *k, pg_reg rin, pg_reg colfull, const pg_reg colin[4],
+                    pg_reg *full, pg_reg ok[4])
+{
+    *full = pgv_and(k, PG_PRED, rin, colfull);
+    pg_reg partial = pgv_not(k, PG_PRED, *full);
+    pg_and(k, PG_PRED, partial, partial, rin);
+    for (unsigned e = 0; e < 4; e++)
+        ok[e] = pgv_and(k, PG_PRED, partial, colin[e]);
+}
+
+void pgk_st_f32x4_edge(pg_kernel *k, pg_reg addr, const pg_reg v[4], pg_reg full,
+                       const pg_reg ok[4])
+{
+    pg_val sv[4] = {v[0], v[1], v[2], v[3]};
+    pg_guard(k, full, false);
+    pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, sv);
+    for (unsigned e = 0; e < 4; e++) {
+        pg_guard(k, ok[e], false);
+        pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, e * 4, v[e]);
+    }
+}
+
 void pgk_rb_store(pg_kernel *k, const pgk_rb_cfg *c, const pgk_rb_out *o,
                   pg_reg (*acc)[RB_MAX_T])
 {
@@ -190,13 +224,7 @@ void pgk_rb_store(pg_kernel *k, const pgk_rb_cfg *c, const pgk_rb_out *o,
     pg_reg colfull[RB_MAX_T / 4], colin[RB_MAX_T / 4][4], coff[RB_MAX_T / 4];
     for (unsigned q = 0; q < c->tn / 4; q++) {
         pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(q * thx * 4));
-        pg_reg end = pgv_add(k, PG_U32, col, pg_u32(4));
-        colfull[q] = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, o->Q), cvec);
-        for (unsigned e = 0; e < 4; e++) {
-            pg_reg ce = pgv_add(k, PG_U32, col, pg_u32(e));
-            colin[q][e] = pgv_setp(k, PG_CMP_LT, PG_U32, ce, o->Q);
-        }
-        coff[q] = pgv_mul_wide(k, PG_U32, col, pg_u32(4));
+        pgk_col4_tests(k, col, o->Q, cvec, &colfull[q], colin[q], &coff[q]);
     }
     pg_reg rowbase = pgv_mad(k, PG_U32, o->ty, pg_u32(4), o->p0);
     for (unsigned qi = 0; qi < c->tm / 4; qi++)
@@ -207,14 +235,10 @@ void pgk_rb_store(pg_kernel *k, const pgk_rb_cfg *c, const pgk_rb_out *o,
             pg_reg rowptr = pgk_elem_addr2(k, o->c, row, o->Q, pg_u32(0), 4);
             for (unsigned q = 0; q < c->tn / 4; q++) {
                 pg_reg addr = pgv_add(k, PG_U64, rowptr, coff[q]);
-                pg_reg full = pgv_and(k, PG_PRED, rin, colfull[q]);
-                pg_reg partial = pgv_not(k, PG_PRED, full);
-                pg_and(k, PG_PRED, partial, partial, rin);
-                pg_reg ok[4], v[4];
-                for (unsigned j = 0; j < 4; j++) {
-                    ok[j] = pgv_and(k, PG_PRED, partial, colin[q][j]);
+                pg_reg full, ok[4], v[4];
+                pgk_row4_preds(k, rin, colfull[q], colin[q], &full, ok);
+                for (unsigned j = 0; j < 4; j++)
                     v[j] = acc[i][q * 4 + j];
-                }
                 if (o->accumulate) {
                     pg_reg old[4];
                     for (unsigned j = 0; j < 4; j++)
@@ -228,13 +252,7 @@ void pgk_rb_store(pg_kernel *k, const pgk_rb_cfg *c, const pgk_rb_out *o,
                     for (unsigned j = 0; j < 4; j++)
                         v[j] = pgv_add(k, PG_F32, old[j], v[j]);
                 }
-                pg_val sv[4] = {v[0], v[1], v[2], v[3]};
-                pg_guard(k, full, false);
-                pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, sv);
-                for (unsigned j = 0; j < 4; j++) {
-                    pg_guard(k, ok[j], false);
-                    pg_st(k, PG_SPACE_GLOBAL, PG_F32, addr, j * 4, v[j]);
-                }
+                pgk_st_f32x4_edge(k, addr, v, full, ok);
             }
         }
 }

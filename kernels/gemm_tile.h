@@ -124,6 +124,18 @@ typedef struct pgk_rb_out {
     pg_reg c, P, Q, tx, ty, p0, q0;
     bool accumulate;
 } pgk_rb_out;
+/* A float4 store's column group at col: *full (all four columns below Q
+ * and vectors allowed, cvec), in[e] (col + e < Q) and *off (col * 4
+ * bytes). Then one row's predicates at that group: *full (the row inside,
+ * rin, and the group's full) and ok[e] (row and column e inside, the
+ * float4 not stored). pgk_st_f32x4_edge stores v at addr: the float4
+ * where full, else each element where ok[e]. */
+void pgk_col4_tests(pg_kernel *k, pg_reg col, pg_reg Q, pg_reg cvec, pg_reg *full, pg_reg in[4],
+                    pg_reg *off);
+void pgk_row4_preds(pg_kernel *k, pg_reg rin, pg_reg colfull, const pg_reg colin[4],
+                    pg_reg *full, pg_reg ok[4]);
+void pgk_st_f32x4_edge(pg_kernel *k, pg_reg addr, const pg_reg v[4], pg_reg full,
+                       const pg_reg ok[4]);
 /* Store the thread's tm x tn accumulators acc[i][j]: rows p0 + i*4*thy +
  * 4ty + e, columns q0 + j*4*thx + 4tx + e; a float4 where four columns are
  * inside and C allows vectors, guarded floats at the edges. */
