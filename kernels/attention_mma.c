@@ -283,6 +283,17 @@ void pgk_fa_causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntil
     }
 }
 
+void pgk_fa_scores(pg_kernel *k, const fa *f, pg_reg (*s)[4], pg_reg sqw, pg_reg sk, pg_reg kt,
+                   pg_reg qt, pg_reg wrow)
+{
+    pgk_fa_zero_acc(k, s, FA_KEYS / 8);
+    pgk_fa_mma_abt(k, f, s, sqw, sk, FA_KEYS / 16);
+    pg_label nomask = pg_label_new(k, "off_diagonal");
+    pg_bra_if(k, pgv_setp(k, PG_CMP_LT, PG_U32, kt, qt), false, nomask);
+    pgk_fa_causal_mask(k, f, s, FA_KEYS / 8, wrow, pg_u32(0), false);
+    pg_label_bind(k, nomask);
+}
+
 fa_qblock pgk_fa_query_block(pg_kernel *k, const fa *f)
 {
     fa_qblock q;
@@ -402,12 +413,7 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg kt = pgk_fa_key_tiles(k, &f, &L, qt, sk, sv, kp, vp, kstride, kstep);
 
     pg_reg s[FA_KEYS / 8][4];
-    pgk_fa_zero_acc(k, s, FA_KEYS / 8);
-    pgk_fa_mma_abt(k, &f, s, sqw, sk, FA_KEYS / 16);
-    pg_label nomask = pg_label_new(k, "off_diagonal");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_LT, PG_U32, kt, qt), false, nomask);
-    pgk_fa_causal_mask(k, &f, s, FA_KEYS / 8, wrow, pg_u32(0), false);
-    pg_label_bind(k, nomask);
+    pgk_fa_scores(k, &f, s, sqw, sk, kt, qt, wrow);
 
     pg_comment(k, "online softmax, base 2: p = 2^(s c - m c)");
     for (unsigned hh = 0; hh < 2; hh++) {

@@ -52,6 +52,10 @@ void pgk_fa_mma_pb(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg (*p)[4], 
                    pg_reg b);
 void pgk_fa_causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntiles, pg_val row0,
                         pg_val col0, bool transposed);
+/* S = Q K^T for the warp's 16 query rows (Q at sqw) against key tile kt
+ * (at sk), masked on the diagonal tile (kt == qt) for the rows from wrow. */
+void pgk_fa_scores(pg_kernel *k, const fa *f, pg_reg (*s)[4], pg_reg sqw, pg_reg sk, pg_reg kt,
+                   pg_reg qt, pg_reg wrow);
 /* The query tile of block (x, h, b): qt = tiles - 1 - x (the longest
  * first), its first row q0 and the rows left from it (qrows), the head h,
  * its key/value head kvh, the batch b, and the bytes a token of q and of

@@ -101,12 +101,7 @@ int pgk_fa_build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg kt = pgk_fa_key_tiles(k, &f, &L, qt, sk, sv, kp, vp, kstride, kstep);
 
     pg_reg s[FA_KEYS / 8][4], dpv[FA_KEYS / 8][4];
-    pgk_fa_zero_acc(k, s, FA_KEYS / 8);
-    pgk_fa_mma_abt(k, &f, s, sqw, sk, FA_KEYS / 16);
-    pg_label nomask = pg_label_new(k, "off_diagonal");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_LT, PG_U32, kt, qt), false, nomask);
-    pgk_fa_causal_mask(k, &f, s, FA_KEYS / 8, wrow, pg_u32(0), false);
-    pg_label_bind(k, nomask);
+    pgk_fa_scores(k, &f, s, sqw, sk, kt, qt, wrow);
     for (unsigned nt = 0; nt < FA_KEYS / 8; nt++)
         for (unsigned e = 0; e < 4; e++)
             pg_ex2(k, PG_F32, s[nt][e], pgv_fma(k, PG_F32, s[nt][e], f.c, nl[e / 2]));

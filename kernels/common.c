@@ -31,6 +31,16 @@ pg_reg pgk_zero_f32(pg_kernel *k)
     return pgv_mov(k, PG_F32, pg_f32(0.0f));
 }
 
+pg_reg pgk_bf16_to_f32(pg_kernel *k, pg_reg h)
+{
+    pg_reg f = pg_reg_new(k, PG_F32);
+    pg_reg u = pg_reg_new(k, PG_U32);
+    pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, u, h);
+    pg_shl(k, PG_B32, u, u, pg_u32(16));
+    pg_mov(k, PG_B32, f, u);
+    return f;
+}
+
 pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size)
 {
     return pgv_add(k, PG_U64, base, pgv_mul_wide(k, PG_U32, i, pg_u32(size)));

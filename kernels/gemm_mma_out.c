@@ -10,15 +10,10 @@
  * top half of an f32 (exact, and free of cvt.f32.bf16's sm_90). */
 pg_reg pgk_h_to_f32(pg_kernel *k, pg_type t, pg_reg h)
 {
+    if (t != PG_F16)
+        return pgk_bf16_to_f32(k, h);
     pg_reg f = pg_reg_new(k, PG_F32);
-    if (t == PG_F16) {
-        pg_cvt(k, PG_F32, PG_F16, PG_RND_NONE, f, h);
-    } else {
-        pg_reg u = pg_reg_new(k, PG_U32);
-        pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, u, h);
-        pg_shl(k, PG_B32, u, u, pg_u32(16));
-        pg_mov(k, PG_B32, f, u);
-    }
+    pg_cvt(k, PG_F32, PG_F16, PG_RND_NONE, f, h);
     return f;
 }
 

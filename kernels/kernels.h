@@ -153,6 +153,9 @@ extern const pgk_knob pgk_knobs_table[2];
 int pgk_launch_table(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out);
 /* A new f32 register holding 0. */
 pg_reg pgk_zero_f32(pg_kernel *k);
+/* A new f32 register holding the bf16 value in the 16-bit register h: its
+ * bits moved to the top half (exact, and free of cvt.f32.bf16's sm_90). */
+pg_reg pgk_bf16_to_f32(pg_kernel *k, pg_reg h);
 /* base + i * size (i a u32, widened). */
 pg_reg pgk_elem_addr(pg_kernel *k, pg_reg base, pg_val i, uint32_t size);
 /* &base[row * width] for f32 rows, computed in 64 bits. */

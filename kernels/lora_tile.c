@@ -371,6 +371,36 @@ static void slice_of(pg_kernel *k, pg_reg n, pg_reg splits, pg_reg *lo, pg_reg *
     pgk_split_range(k, n, splits, KC, lo, hi);
 }
 
+/* What both tile kernels open with: their nine params loaded in order (two
+ * operands a and b, out, the split sums' workspace and counter, two sizes
+ * n[0] and n[1], splits, scale), the tile, the first of the block's 64
+ * rows of n[0] (proj) or n[1] (grad) in row0, the slice [lo, hi) of
+ * n[along] that this split sums, and the tile's two shared addresses. */
+typedef struct tile_args {
+    pg_reg a, b, out, ws, cnt, n[2], splits, scale;
+    pg_reg row0, lo, hi, s1, s2;
+} tile_args;
+
+static void tile_begin(pg_kernel *k, const pg_param *p, shape sh, unsigned along, tile *t,
+                       tile_args *g)
+{
+    pg_kernel_set_maxntid(k, sh.nt, 1, 1);
+    g->a = pg_param_load(k, p[0]);
+    g->b = pg_param_load(k, p[1]);
+    g->out = pg_param_load(k, p[2]);
+    g->ws = pg_param_load(k, p[3]);
+    g->cnt = pg_param_load(k, p[4]);
+    g->n[0] = pg_param_load(k, p[5]);
+    g->n[1] = pg_param_load(k, p[6]);
+    g->splits = pg_param_load(k, p[7]);
+    g->scale = pg_param_load(k, p[8]);
+    tile_init(k, t, sh);
+    g->row0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(TILE_ROWS));
+    slice_of(k, g->n[along], g->splits, &g->lo, &g->hi);
+    g->s1 = pgv_mov(k, PG_U32, pg_shared_addr(t->s1));
+    g->s2 = pgv_mov(k, PG_U32, pg_shared_addr(t->s2));
+}
+
 /* ---------------------------------------------------------------- lora_proj */
 
 enum { PJ_ROWS, PJ_K, PJ_COLS, PJ_RANK, PJ_WT, PJ_VEC, PJ_SPLITS };
@@ -382,19 +412,13 @@ static int build_proj(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
     uint32_t r = kn[PJ_RANK];
     bool wt = kn[PJ_WT] != 0, vec = kn[PJ_VEC] != 0;
     shape sh = shape_of(kn[PJ_COLS]);
-    pg_kernel_set_maxntid(k, sh.nt, 1, 1);
-    pg_reg x = pg_param_load(k, p[0]), w = pg_param_load(k, p[1]), out = pg_param_load(k, p[2]);
-    pg_reg ws = pg_param_load(k, p[3]), cnt = pg_param_load(k, p[4]);
-    pg_reg rows = pg_param_load(k, p[5]), kd = pg_param_load(k, p[6]);
-    pg_reg splits = pg_param_load(k, p[7]), scale = pg_param_load(k, p[8]);
     tile t;
-    tile_init(k, &t, sh);
-    pg_reg row0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(TILE_ROWS));
-    pg_reg k0, k1;
-    slice_of(k, kd, splits, &k0, &k1);
+    tile_args g;
+    tile_begin(k, p, sh, 1, &t, &g); /* split along K */
+    pg_reg x = g.a, w = g.b, out = g.out, ws = g.ws, cnt = g.cnt, rows = g.n[0], kd = g.n[1];
+    pg_reg splits = g.splits, scale = g.scale, row0 = g.row0, k0 = g.lo, k1 = g.hi;
     unsigned esz = bf16 ? 2u : 4u;
-    pg_reg s1 = pgv_mov(k, PG_U32, pg_shared_addr(t.s1)),
-           s2 = pgv_mov(k, PG_U32, pg_shared_addr(t.s2));
+    pg_reg s1 = g.s1, s2 = g.s2;
 
     /* x [rows, K]: a piece is `width` k of one row, stored down the k
      * column of the transposed tile [KC][64]; a warp's pieces are 32
@@ -527,19 +551,13 @@ static int build_grad(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
     uint32_t r = kn[GR_RANK];
     bool trans = kn[GR_TRANS] != 0, vec = kn[GR_VEC] != 0;
     shape sh = shape_of(kn[GR_COLS]);
-    pg_kernel_set_maxntid(k, sh.nt, 1, 1);
-    pg_reg dd = pg_param_load(k, p[0]), xa = pg_param_load(k, p[1]), out = pg_param_load(k, p[2]);
-    pg_reg ws = pg_param_load(k, p[3]), cnt = pg_param_load(k, p[4]);
-    pg_reg rows = pg_param_load(k, p[5]), n = pg_param_load(k, p[6]);
-    pg_reg splits = pg_param_load(k, p[7]), scale = pg_param_load(k, p[8]);
     tile t;
-    tile_init(k, &t, sh);
-    pg_reg n0 = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(TILE_ROWS));
-    pg_reg t0, t1;
-    slice_of(k, rows, splits, &t0, &t1);
+    tile_args g;
+    tile_begin(k, p, sh, 0, &t, &g); /* split along the rows */
+    pg_reg dd = g.a, xa = g.b, out = g.out, ws = g.ws, cnt = g.cnt, rows = g.n[0], n = g.n[1];
+    pg_reg splits = g.splits, scale = g.scale, n0 = g.row0, t0 = g.lo, t1 = g.hi;
     unsigned esz = bf16 ? 2u : 4u;
-    pg_reg s1 = pgv_mov(k, PG_U32, pg_shared_addr(t.s1)),
-           s2 = pgv_mov(k, PG_U32, pg_shared_addr(t.s2));
+    pg_reg s1 = g.s1, s2 = g.s2;
 
     /* d [T, N]: a piece is `width` columns of one row t, stored as is */
     stager a, b;

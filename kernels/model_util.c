@@ -9,24 +9,13 @@ pg_target pgk_dtype_min_target(pgk_dtype dt) { return dt == PGK_BF16 ? PG_SM_80 
 
 pg_reg pgk_ld_act(pg_kernel *k, pgk_dtype dt, pg_reg addr, bool nc)
 {
-    pg_reg v = pg_reg_new(k, PG_F32);
-    if (dt == PGK_F32) {
-        if (nc)
-            pg_ld_nc(k, PG_F32, addr, 0, v);
-        else
-            pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, 0, v);
-        return v;
-    }
-    pg_reg h = pg_reg_new(k, PG_U16);
+    pg_type t = dt == PGK_F32 ? PG_F32 : PG_U16;
+    pg_reg v = pg_reg_new(k, t);
     if (nc)
-        pg_ld_nc(k, PG_U16, addr, 0, h);
+        pg_ld_nc(k, t, addr, 0, v);
     else
-        pg_ld(k, PG_SPACE_GLOBAL, PG_U16, addr, 0, h);
-    pg_reg w = pg_reg_new(k, PG_U32);
-    pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, w, h);
-    pg_shl(k, PG_B32, w, w, pg_u32(16));
-    pg_mov(k, PG_B32, v, w);
-    return v;
+        pg_ld(k, PG_SPACE_GLOBAL, t, addr, 0, v);
+    return dt == PGK_F32 ? v : pgk_bf16_to_f32(k, v);
 }
 
 void pgk_st_act(pg_kernel *k, pgk_dtype dt, pg_reg addr, pg_reg v)
