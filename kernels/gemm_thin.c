@@ -192,6 +192,17 @@ void pgk_thin_store_run4(pg_kernel *k, const thin_out *o, pg_reg addr, pg_reg *v
     pg_label_bind(k, done);
 }
 
+pg_label pgk_thin_chunk_end(pg_kernel *k, pg_reg jb, unsigned JC, pg_reg J)
+{
+    pg_add(k, PG_U32, jb, jb, pg_u32(JC));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, jb, J);
+    pg_label done = pg_label_new(k, "jdone");
+    pg_bra_if(k, more, true, done);
+    pg_comment(k, "the next chunk: every thread done with the partials first");
+    pg_bar_sync(k, 0);
+    return done;
+}
+
 /* bias[col] where the flags ask for it and col < ncols, else 0. */
 pg_reg pgk_thin_bias_at(pg_kernel *k, const thin_out *o, pg_reg col, pg_reg ncols)
 {
@@ -395,37 +406,24 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
                 gv[i][e] = pg_reg_new(k, PG_F32);
             ld_run(k, it, gp[i], VR, gvec, r0, R, gin[i], gv[i]);
         }
-        if (!st) {
-            /* S r-major: row j's vector of the same r's */
-            pg_reg sa = pgv_mov(k, PG_U64, sp);
-            for (unsigned j = 0; j < JC; j++) {
-                pg_reg jin = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, jb, pg_u32(j)), J);
-                pg_reg sv[8];
-                for (unsigned e = 0; e < VR; e++)
-                    sv[e] = pg_reg_new(k, PG_F32);
-                ld_run(k, it, sa, VR, svec, r0, R, jin, sv);
-                for (unsigned i = 0; i < NI; i++)
-                    for (unsigned e = 0; e < VR; e++)
-                        pg_fma(k, PG_F32, acc[i][j], gv[i][e], sv[e], acc[i][j]);
-                if (j + 1 < JC)
-                    pg_add(k, PG_U64, sa, sa, sjstep);
-            }
-        } else {
-            /* S transposed: the run of J at each r */
-            pg_reg sa = pgv_mov(k, PG_U64, sp);
-            for (unsigned e = 0; e < VR; e++) {
-                pg_reg re = pgv_add(k, PG_U32, r0, pg_u32(e));
-                pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, re, R);
-                pg_reg sv[64];
-                for (unsigned j = 0; j < JC; j++)
-                    sv[j] = pg_reg_new(k, PG_F32);
-                ld_run(k, it, sa, JC, svec, jb, J, rin, sv);
-                for (unsigned i = 0; i < NI; i++)
-                    for (unsigned j = 0; j < JC; j++)
-                        pg_fma(k, PG_F32, acc[i][j], gv[i][e], sv[j], acc[i][j]);
-                if (e + 1 < VR)
-                    pg_add(k, PG_U64, sa, sa, sjstep);
-            }
+        /* S r-major: row j's vector of the same r's, a j a step; S
+         * transposed: the run of J at each r, an r a step */
+        const unsigned nstep = st ? VR : JC, nrun = st ? JC : VR;
+        pg_reg sa = pgv_mov(k, PG_U64, sp);
+        for (unsigned q = 0; q < nstep; q++) {
+            pg_reg idx = pgv_add(k, PG_U32, st ? r0 : jb, pg_u32(q));
+            pg_reg in = pgv_setp(k, PG_CMP_LT, PG_U32, idx, st ? R : J);
+            pg_reg sv[64];
+            for (unsigned x = 0; x < nrun; x++)
+                sv[x] = pg_reg_new(k, PG_F32);
+            ld_run(k, it, sa, nrun, svec, st ? jb : r0, st ? J : R, in, sv);
+            for (unsigned i = 0; i < NI; i++)
+                for (unsigned x = 0; x < nrun; x++) {
+                    unsigned j = st ? x : q, e = st ? q : x;
+                    pg_fma(k, PG_F32, acc[i][j], gv[i][e], sv[x], acc[i][j]);
+                }
+            if (q + 1 < nstep)
+                pg_add(k, PG_U64, sa, sa, sjstep);
         }
         for (unsigned i = 0; i < NI; i++)
             pg_add(k, PG_U64, gp[i], gp[i], pg_u64(NR_LANES * VR * es));
@@ -557,12 +555,7 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     pg_reg v = pgk_gemm_finish_value(k, o.ot, sum, addr, ok, o.do_acc);
     pgk_gemm_store_value(k, o.ot, addr, ok, v, o.native);
     pg_label_bind(k, skip);
-    pg_add(k, PG_U32, jb, jb, pg_u32(JC));
-    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, jb, J);
-    pg_label done = pg_label_new(k, "jdone");
-    pg_bra_if(k, more, true, done);
-    pg_comment(k, "the next chunk: every thread done with the partials first");
-    pg_bar_sync(k, 0);
+    pg_label done = pgk_thin_chunk_end(k, jb, JC, J);
     pg_add(k, PG_U64, sjb, sjb, sjchunk);
     pg_bra(k, chunk);
     pg_label_bind(k, done);

@@ -45,6 +45,12 @@ pg_reg pgk_thin_run_inside(pg_kernel *k, pg_reg idx, pg_reg n, unsigned count, p
 void pgk_thin_store_run4(pg_kernel *k, const thin_out *o, pg_reg addr, pg_reg *v, pg_reg full,
                          const pg_reg *ins);
 
+/* The end of a chunk of JC columns of J: jb steps on; after the last
+ * chunk to the returned label (the caller binds it after its branch back
+ * to the next chunk); else one barrier, so that every thread is done with
+ * this chunk's partials first. */
+pg_label pgk_thin_chunk_end(pg_kernel *k, pg_reg jb, unsigned JC, pg_reg J);
+
 /* bias[col] where the flags ask for it and col < ncols, else 0. */
 pg_reg pgk_thin_bias_at(pg_kernel *k, const thin_out *o, pg_reg col, pg_reg ncols);
 

@@ -279,12 +279,7 @@ void pgk_thin_build_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc, pg_
     pg_reg again = pgv_setp(k, PG_CMP_LT, PG_U32, sl, pg_u32(32 * NT * 4));
     pg_bra_if(k, again, false, stop);
     pg_label_bind(k, sdone);
-    pg_add(k, PG_U32, jb, jb, pg_u32(JC));
-    pg_reg jmore = pgv_setp(k, PG_CMP_LT, PG_U32, jb, J);
-    pg_label done = pg_label_new(k, "jdone");
-    pg_bra_if(k, jmore, true, done);
-    pg_comment(k, "the next chunk: every thread done with the partials first");
-    pg_bar_sync(k, 0);
+    pg_label done = pgk_thin_chunk_end(k, jb, JC, J);
     pg_bra(k, chunk);
     pg_label_bind(k, done);
 }
