@@ -251,7 +251,8 @@ typedef struct instr {
     pg_val dst[PG_MAX_DST];
     pg_val src[PG_MAX_SRC]; /* ld/st/atom: src[0] is the address */
     /* wgmma: the accumulators, each read (unless scale-d is 0) and written;
-     * too many for dst[] (up to 128). Arena-owned; NULL elsewhere. */
+     * too many for dst[] (up to 128). Arena-owned; NULL elsewhere: only an
+     * OP_WGMMA record has them, and the validator reads nacc of those alone. */
     pg_val *acc;
     uint32_t nacc;
 } instr;

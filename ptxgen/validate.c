@@ -26,12 +26,19 @@
  * Everything here is linear or near-linear in the kernel's size, in time and
  * in memory: generated kernels run to a hundred thousand blocks and
  * registers, where a blocks x registers or blocks x blocks bitset would not
- * fit. Dominators and post-dominators come from Cooper, Harvey and Kennedy's
- * iterative algorithm on reverse post-order numbers; the "may be defined"
- * check settles almost every read through the dominator tree, then a short
- * backward search, and leaves only the rest to one ancestor walk per
- * reading block or to bitset data-flow over just those registers, in
- * chunks of bounded size. A divergent branch marks its region as soon as
+ * fit. One pass reads the instruction records (288 bytes each, most of it
+ * operand slots) and keeps, in a few bytes an instruction, the registers
+ * each reads and writes, in program order, with each write of a register
+ * linked to the one before; the later passes read only those. Dominators
+ * and post-dominators come from Cooper, Harvey and Kennedy's iterative
+ * algorithm on reverse post-order numbers; the "may be defined" check
+ * settles almost every read by a write before it in its own block, most of
+ * the rest through the dominator tree, then a short backward search, and
+ * leaves only what remains to one ancestor walk per reading block or to
+ * bitset data-flow over just those registers, in chunks of bounded size.
+ * The uniformity analysis goes through only the instructions that can
+ * decide a branch, an early exit or a barrier (uniform_slice): in a big
+ * kernel a few in a hundred. A divergent branch marks its region as soon as
  * the uniformity pass reaches it, so a chain of branches each decided by a
  * value assigned under the one before settles in one pass, not one each.
  * The two levels keep it so: a value's or a block's level only rises, from
@@ -60,18 +67,33 @@ typedef struct block {
     bool divergent;       /* only some threads of a block can be here */
     uint8_t level;        /* LV_WARP: whole warps only; LV_LANE: parts of warps */
     uint32_t cause;       /* instruction index of the divergent branch */
+    uint32_t guard;       /* the guard of the branch or exit that ends it (0: none) */
+    /* Where its part of cfg.reads begins; the next block's part begins
+     * where it ends. */
+    uint32_t reads;
 } block;
 
 typedef enum why_kind { WHY_NONE, WHY_SREG, WHY_LOAD, WHY_ATOM, WHY_SHFL, WHY_VOTE, WHY_CONTROL } why_kind;
-typedef struct why {
-    uint8_t kind;
-    uint8_t level;   /* LV_WARP or LV_LANE once kind is set */
-    uint32_t detail; /* sreg, or instruction index */
-} why;
 
 /* How far a value or a block's threads differ: not at all, between warps
  * only, or within a warp. */
 enum { LV_NONE = 0, LV_WARP = 1, LV_LANE = 2 };
+
+/* Why a value differs between threads, in one word so that the uniformity
+ * pass takes the higher of two with a compare, not a branch: the level in
+ * bits 56-63, the kind (why_kind) in 48-55, the detail (a special register,
+ * or an instruction index) in 0-31. The level is LV_NONE exactly when the
+ * kind is WHY_NONE: the word 0. */
+typedef uint64_t why;
+static why why_make(unsigned kind, unsigned level, uint32_t detail)
+{
+    return (why)level << 56 | (why)kind << 48 | detail;
+}
+static unsigned why_level(why w) { return (unsigned)(w >> 56); }
+static unsigned why_kind_of(why w) { return (unsigned)(w >> 48) & 0xffu; }
+static uint32_t why_detail(why w) { return (uint32_t)w; }
+/* The one of a and b at the higher level; a where they tie. */
+static why why_max(why a, why b) { return why_level(b) > why_level(a) ? b : a; }
 
 #define NONE UINT32_MAX
 
@@ -79,6 +101,46 @@ enum { LV_NONE = 0, LV_WARP = 1, LV_LANE = 2 };
 typedef struct edges {
     uint32_t *off, *to;
 } edges;
+
+/* A read that no write before it in its block settles (local_reads keeps
+ * the first of each register in each block), or one that no write in a
+ * dominating block settles either (dominated_reads). */
+typedef struct hard_use {
+    uint32_t reg, blk, ins;
+    uint32_t j; /* place among the instruction's reads: the first error is the first read */
+} hard_use;
+
+typedef struct use_list {
+    hard_use *v;
+    size_t n, cap;
+} use_list;
+
+/* A register that instruction ins reads or writes. */
+typedef struct ref {
+    uint32_t reg, ins;
+} ref;
+
+/* Where one instruction's reads and writes begin in cfg.rd and cfg.wr;
+ * the next instruction's begin where they end. Its reads are the guard if
+ * any, the sources that are registers in order, and a wgmma's accumulators
+ * where it reads them; its writes, the results that are registers, then a
+ * wgmma's accumulators. */
+typedef struct span {
+    uint32_t rd, wr;
+} span;
+
+/* How the uniformity pass takes an instruction with results (uniform_slice
+ * fills one in for each instruction the pass goes through). */
+typedef struct ufact {
+    uint8_t guard; /* guarded: its first read is the guard */
+    uint8_t load;  /* a load from a register address, its one source used */
+    uint8_t warp;  /* the shape of its first source's warp index (warp_shape) */
+    uint8_t nuse;  /* the sources the pass reads: the first nuse */
+    /* The results' reason whatever the sources (a special register's, an
+     * atomic's, a shuffle's, a vote's): why_make(why, level, the special
+     * register or the instruction); why 0 where the sources decide. */
+    uint8_t why, level, sreg;
+} ufact;
 
 typedef struct cfg {
     pg_kernel *k;
@@ -89,18 +151,26 @@ typedef struct cfg {
     uint32_t *rpo;     /* blocks reachable from the entry, in reverse post-order */
     uint32_t nrpo;
     uint32_t *num;     /* block -> place in that order (NONE: unreachable) */
-    /* Found in the one pass that finds the blocks, so that no later pass
-     * walks every record only to ask: the barriers and .aligned
-     * instructions, in order, and how many registers the kernel writes
-     * (with repeats). */
+    /* Kept by the one pass that reads the records (build_cfg), so that no
+     * later pass reads them again: the reads and writes of every
+     * instruction in order, where each instruction's begin (at, and one
+     * more to end the last one's), and the barriers and .aligned
+     * instructions, in order. */
+    span *at;
+    ref *rd, *wr;
     uint32_t *sync, nsync;
-    uint32_t nwritten;
-    /* Registers that hold %tid.x at every write, as far as that pass saw
-     * (find_tid_x finishes it): tidx[r], and the copies (unguarded movs)
-     * out of each register as lists, copy_head[r] then copy_next[e] with
-     * the destination copy_to[e]. Registers it took out wait in tidx_work. */
-    bool *tidx;
-    uint32_t *copy_head, *copy_next, *copy_to, *tidx_work, ntidx_work;
+    /* The writes of each register, last first: wr[last[r]], then
+     * wr[prev[w]] after wr[w], to NONE. */
+    uint32_t *last, *prev;
+    /* Found by local_reads, block by block (see block): the reads no
+     * write before them in their block settles, the first of each
+     * register in each block. */
+    use_list reads;
+    /* For find_tid_x: notx[r] once a write of r other than an unguarded
+     * read of %tid.x or an unguarded mov from a register was seen; those
+     * movs (copies) as pairs copy_from[e] -> copy_to[e]. */
+    uint8_t *notx;
+    uint32_t *copy_from, *copy_to, ncopy;
 } cfg;
 
 static bool is_term(const instr *in)
@@ -232,112 +302,234 @@ static void dominators(const edges *in, const uint32_t *order, uint32_t count,
     }
 }
 
-/* The registers an instruction writes: its results, then a wgmma's
- * accumulators. */
-static uint32_t nwrites(const instr *in) { return in->ndst + in->nacc; }
-static pg_val written(const instr *in, uint32_t d)
+static bool push_use(use_list *l, hard_use u)
 {
-    return d < in->ndst ? in->dst[d] : in->acc[d - in->ndst];
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 256;
+        hard_use *v = pg_mem_realloc(l->v, sizeof(hard_use) * cap);
+        if (!v)
+            return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = u;
+    return true;
 }
 
-/* A write of v other than a copy of %tid.x: v is not a %tid.x register. */
-static inline void not_tid_x(cfg *g, pg_val v)
+static bool use_before(const hard_use *a, const hard_use *b)
 {
-    if (v.kind == PG_VAL_REG && g->tidx[v.id]) {
-        g->tidx[v.id] = false;
-        g->tidx_work[g->ntidx_work++] = v.id;
+    return a->ins < b->ins || (a->ins == b->ins && a->j < b->j);
+}
+
+/* How many accumulators a wgmma reads: all of them, unless its last source
+ * (scale-d) is an immediate 0, which starts the sums afresh. */
+static uint32_t acc_reads(const instr *in)
+{
+    if (!in->nacc || (in->src[in->nsrc - 1].kind == PG_VAL_IMM_INT &&
+                      in->src[in->nsrc - 1].bits == 0))
+        return 0;
+    return in->nacc;
+}
+
+/* How much a special register differs between the threads of a block. */
+static uint8_t sreg_level(pg_sreg s)
+{
+    if (s == PG_SREG_TID_X || s == PG_SREG_TID_Y || s == PG_SREG_TID_Z || s == PG_SREG_LANEID)
+        return LV_LANE;
+    return s == PG_SREG_WARPID ? LV_WARP : LV_NONE;
+}
+
+/* Whether `in` takes the warp index of its first source (>> 5 or more,
+ * / a multiple of 32, & a mask clear in bits 0-4): where that source is a
+ * %tid.x register (find_tid_x), the result is the same across each warp. */
+static bool warp_shape(const instr *in)
+{
+    if (in->nsrc != 2 || in->src[0].kind != PG_VAL_REG || in->src[1].kind != PG_VAL_IMM_INT)
+        return false;
+    uint64_t c = in->src[1].bits;
+    switch (in->op) {
+    case OP_SHR: return c >= 5 && c < 64;
+    case OP_DIV: return c && c % 32 == 0;
+    case OP_AND: return (c & 31) == 0;
+    default: return false;
     }
 }
 
+/* How the uniformity pass takes instruction in, which has nsrc register
+ * sources (see ufact). */
+static ufact take_fact(const instr *in, uint32_t nsrc)
+{
+    ufact u = {.guard = in->guard != 0};
+    if (in->op == OP_SREG) {
+        u.level = sreg_level((pg_sreg)in->mod);
+        u.why = u.level ? WHY_SREG : WHY_NONE;
+        u.sreg = in->mod;
+    } else if (in->op == OP_LD) {
+        /* a parameter is the same for every thread, and so is data at an
+         * address that is */
+        if (in->mod != PG_SPACE_PARAM && in->src[0].kind == PG_VAL_REG)
+            u.load = u.nuse = 1;
+    } else if (pg_op_flags((pg_opcode)in->op) & OPF_LANE_VARYING) {
+        /* The op table says which results differ per lane; the kind only
+         * picks the words of the message. */
+        u.why = in->op == OP_ATOM ? WHY_ATOM : in->op == OP_VOTE ? WHY_VOTE : WHY_SHFL;
+        u.level = LV_LANE;
+    } else {
+        u.nuse = (uint8_t)nsrc;
+        u.warp = warp_shape(in);
+    }
+    return u;
+}
+
+/* Room in g->rd, g->wr and g->prev for the most one more instruction
+ * adds (one with nacc accumulators): twice as much. */
+static bool grow_lists(cfg *g, size_t *rcap, size_t *wcap, uint32_t nacc)
+{
+    *rcap = 2 * *rcap + 1 + PG_MAX_SRC + nacc;
+    *wcap = 2 * *wcap + PG_MAX_DST + nacc;
+    ref *r = pg_mem_realloc(g->rd, sizeof(ref) * *rcap);
+    if (r)
+        g->rd = r;
+    ref *w = pg_mem_realloc(g->wr, sizeof(ref) * *wcap);
+    if (w)
+        g->wr = w;
+    uint32_t *p = pg_mem_realloc(g->prev, sizeof(uint32_t) * *wcap);
+    if (p)
+        g->prev = p;
+    return r && w && p;
+}
+
+/* The one pass over the records: the blocks (an instruction after a
+ * terminator or at a label starts one), the reads and writes, the links
+ * between each register's writes, the barriers, and what find_tid_x starts
+ * from; then the edges and the blocks reachable from the entry. The
+ * records are read once, in order, with as few branches on what they hold
+ * as may be (a branch that waits on a record just read costs most here):
+ * every operand slot below nsrc and ndst is written out and the count
+ * moved only for a register, and how the uniformity pass takes an
+ * instruction is left to the few it needs (uniform_slice). */
 static int build_cfg(cfg *g)
 {
     pg_kernel *k = g->k;
     uint32_t n = k->nins;
     int err;
-    uint32_t nr = k->nregs, ncopy = 0;
+    uint32_t nr = k->nregs, nb = 0, nrd = 0, nwr = 0;
     g->blk_of = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
     g->sync = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
-    g->tidx = arena_alloc(&k->mem, nr + 1);
-    g->copy_head = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
-    g->copy_next = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    uint32_t *starts = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    g->at = arena_alloc(&k->mem, sizeof(span) * (n + 1));
+    /* room for two reads and two writes an instruction, grown as needed */
+    size_t rcap = 2 * (size_t)n + 64, wcap = 2 * (size_t)n + 64;
+    g->rd = pg_mem_alloc(sizeof(ref) * rcap);
+    g->wr = pg_mem_alloc(sizeof(ref) * wcap);
+    g->prev = pg_mem_alloc(sizeof(uint32_t) * wcap);
+    g->last = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
+    g->notx = arena_alloc(&k->mem, nr);
+    g->copy_from = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
     g->copy_to = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
-    g->tidx_work = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
-    bool *leader = arena_alloc(&k->mem, n + 1);
-    if (!g->blk_of || !g->sync || !g->tidx || !g->copy_head || !g->copy_next || !g->copy_to ||
-        !g->tidx_work || !leader)
+    if (!g->blk_of || !g->sync || !starts || !g->at || !g->rd || !g->wr || !g->prev ||
+        !g->last || !g->notx || !g->copy_from || !g->copy_to)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    memset(leader, 0, n + 1);
-    leader[0] = true;
-    for (uint32_t r = 0; r < nr; r++) {
-        g->tidx[r] = true;
-        g->copy_head[r] = NONE;
-    }
+    memset(g->last, 0xff, sizeof(uint32_t) * nr); /* NONE */
+    memset(g->notx, 0, nr);
+    bool lead = true; /* the next instruction starts a block */
+    /* the lists in locals: a byte stored through notx could otherwise be
+     * any of g's pointers, to be read again */
+    ref *rd = g->rd, *wr = g->wr;
+    span *at = g->at;
+    uint32_t *prev = g->prev, *lastw = g->last, *blk_of = g->blk_of, nc = 0;
+    uint8_t *notx = g->notx;
     for (uint32_t i = 0; i < n; i++) {
         const instr *in = &k->ins[i];
         unsigned fl = pg_op_flags((pg_opcode)in->op);
-        if (in->op == OP_LABEL)
-            leader[i] = true;
-        if (fl & OPF_TERM)
-            leader[i + 1] = true;
+        if (lead || in->op == OP_LABEL)
+            starts[nb++] = i;
+        lead = fl & OPF_TERM;
+        blk_of[i] = nb - 1;
         if (fl & (OPF_BARRIER | OPF_ALIGNED))
             g->sync[g->nsync++] = i;
-        g->nwritten += in->ndst + in->nacc;
+        /* only a wgmma has accumulators: no other record's last bytes are read */
+        uint32_t nacc = in->op == OP_WGMMA ? in->nacc : 0;
+        if (rcap - nrd < 1 + PG_MAX_SRC + nacc || wcap - nwr < PG_MAX_DST + nacc) {
+            if (!grow_lists(g, &rcap, &wcap, nacc))
+                return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+            rd = g->rd;
+            wr = g->wr;
+            prev = g->prev;
+        }
+        ref *r = rd + nrd;
+        uint32_t m = in->guard != 0;
+        at[i] = (span){nrd, nwr};
+        r[0] = (ref){in->guard, i};
+        for (unsigned s = 0; s < in->nsrc; s++) {
+            r[m] = (ref){in->src[s].id, i};
+            m += in->src[s].kind == PG_VAL_REG;
+        }
+        for (uint32_t j = 0, na = nacc ? acc_reads(in) : 0; j < na; j++)
+            r[m++] = (ref){in->acc[j].id, i};
+        nrd += m;
         /* for find_tid_x, while the record is at hand */
         bool copy = in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG;
         if (copy && in->dst[0].kind == PG_VAL_REG) {
-            g->copy_to[ncopy] = in->dst[0].id;
-            g->copy_next[ncopy] = g->copy_head[in->src[0].id];
-            g->copy_head[in->src[0].id] = ncopy++;
+            g->copy_from[nc] = in->src[0].id;
+            g->copy_to[nc++] = in->dst[0].id;
         }
-        bool keeps = !in->guard && in->nacc == 0 &&
-                     (copy || (in->op == OP_SREG && in->mod == PG_SREG_TID_X));
-        /* the results, then the accumulators (none where keeps): two
-         * short loops cost less than one asking which array each time */
-        if (!keeps)
-            for (uint32_t d = 0; d < in->ndst; d++)
-                not_tid_x(g, in->dst[d]);
-        for (uint32_t d = 0; d < in->nacc; d++)
-            not_tid_x(g, in->acc[d]);
+        uint8_t other = in->guard || nacc ||
+                        !(copy || (in->op == OP_SREG && in->mod == PG_SREG_TID_X));
+        ref *w = wr + nwr;
+        m = 0;
+        for (unsigned d = 0; d < in->ndst; d++) {
+            /* register 0 (no register, never read) takes what is no register */
+            uint32_t x = in->dst[d].kind == PG_VAL_REG ? in->dst[d].id : 0;
+            w[m] = (ref){x, i};
+            prev[nwr + m] = lastw[x];
+            lastw[x] = nwr + m;
+            m += x != 0;
+            notx[x] |= other;
+        }
+        for (uint32_t d = 0; d < nacc; d++)
+            if (in->acc[d].kind == PG_VAL_REG) {
+                uint32_t x = in->acc[d].id;
+                w[m] = (ref){x, i};
+                prev[nwr + m] = lastw[x];
+                lastw[x] = nwr + m++;
+                notx[x] = 1;
+            }
+        nwr += m;
     }
-    uint32_t nb = 0;
-    for (uint32_t i = 0; i < n; i++)
-        nb += leader[i];
+    g->ncopy = nc;
+    at[n] = (span){nrd, nwr};
     if (n == 0)
-        nb = 1;
+        starts[nb++] = 0;
     g->b = arena_alloc(&k->mem, sizeof(block) * (nb + 1));
     if (!g->b)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(g->b, 0, sizeof(block) * (nb + 1));
     g->nb = nb;
-    uint32_t cur = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (leader[i] && i > 0) {
-            g->b[cur].end = i;
-            cur++;
-            g->b[cur].start = i;
-        }
-        g->blk_of[i] = cur;
+    for (uint32_t bi = 0; bi < nb; bi++) {
+        g->b[bi].start = starts[bi];
+        g->b[bi].end = bi + 1 < nb ? starts[bi + 1] : n;
     }
-    g->b[cur].end = n;
     for (uint32_t bi = 0; bi < nb; bi++) {
         block *b = &g->b[bi];
         uint32_t next = bi + 1; /* == nb: the exit */
         const instr *last = b->end > b->start ? &k->ins[b->end - 1] : NULL;
         if (last && is_term(last)) {
             if (last->op == OP_BRA) {
-                int64_t at = k->labels[last->label].bound_at;
-                if (at < 0) {
+                int64_t bound = k->labels[last->label].bound_at;
+                if (bound < 0) {
                     const label_info *l = &k->labels[last->label];
                     return pg_fail(k, PG_ELABEL, "label %u%s%s is a branch target (instruction %u) "
                                    "but is never bound", last->label, l->hint ? " " : "",
                                    l->hint ? l->hint : "", b->end - 1);
                 }
-                b->succ[b->nsucc++] = g->blk_of[at];
+                b->succ[b->nsucc++] = g->blk_of[bound];
             } else {
                 b->succ[b->nsucc++] = nb;
             }
             if (last->guard && (b->nsucc == 0 || b->succ[0] != next))
                 b->succ[b->nsucc++] = next;
+            b->guard = last->guard;
         } else {
             b->succ[b->nsucc++] = next;
         }
@@ -365,82 +557,102 @@ static int build_cfg(cfg *g)
     return PG_OK;
 }
 
-/* Registers an instruction reads (including its guard), less a wgmma's
- * accumulators (acc_reads). */
-static unsigned uses(const instr *in, uint32_t *out)
+/* The reads of the reachable blocks that no write before them in their
+ * own block settles, the first of each register in each block (any later
+ * one has the same answer from dominated_reads and settle_reads, and comes
+ * after it). A block's writes go first, noting each register's first write
+ * there (first[r]: its instruction + 1; at most the block's start: none
+ * there); then its reads, each settled where that instruction comes
+ * before it. seen[r]: the last block (numbered from 1) that kept a read of
+ * r. Flat loops over the block's reads and writes, with branches that go
+ * the same way almost always. */
+static int local_reads(cfg *g)
 {
-    unsigned n = 0;
-    if (in->guard)
-        out[n++] = in->guard;
-    for (unsigned i = 0; i < in->nsrc; i++)
-        if (in->src[i].kind == PG_VAL_REG)
-            out[n++] = in->src[i].id;
-    return n;
-}
-
-/* How many accumulators a wgmma reads: all of them, unless its last source
- * (scale-d) is an immediate 0, which starts the sums afresh. */
-static uint32_t acc_reads(const instr *in)
-{
-    if (!in->nacc || (in->src[in->nsrc - 1].kind == PG_VAL_IMM_INT &&
-                      in->src[in->nsrc - 1].bits == 0))
-        return 0;
-    return in->nacc;
-}
-
-/* A read that the dominator tree could not settle: no write of its register
- * dominates it. */
-typedef struct hard_use {
-    uint32_t reg, blk, ins;
-    uint32_t j; /* place among the instruction's reads: the first error is the first read */
-} hard_use;
-
-typedef struct use_list {
-    hard_use *v;
-    size_t n, cap;
-} use_list;
-
-static bool push_use(use_list *l, hard_use u)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 256;
-        hard_use *v = pg_mem_realloc(l->v, sizeof(hard_use) * cap);
-        if (!v)
-            return false;
-        l->v = v;
-        l->cap = cap;
+    pg_kernel *k = g->k;
+    uint32_t nr = k->nregs;
+    uint32_t *first = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
+    uint32_t *seen = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
+    if (!first || !seen)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    memset(first, 0, sizeof(uint32_t) * nr);
+    memset(seen, 0, sizeof(uint32_t) * nr);
+    for (uint32_t bi = 0; bi <= g->nb; bi++) {
+        block *b = &g->b[bi];
+        b->reads = (uint32_t)g->reads.n;
+        if (bi == g->nb || !b->reachable)
+            continue;
+        uint32_t start = b->start;
+        for (uint32_t w = g->at[start].wr; w < g->at[b->end].wr; w++)
+            if (first[g->wr[w].reg] <= start)
+                first[g->wr[w].reg] = g->wr[w].ins + 1;
+        for (uint32_t r = g->at[start].rd; r < g->at[b->end].rd; r++) {
+            uint32_t x = g->rd[r].reg, i = g->rd[r].ins;
+            if ((first[x] > start && first[x] <= i) || seen[x] == bi + 1)
+                continue;
+            seen[x] = bi + 1;
+            if (!push_use(&g->reads, (hard_use){x, bi, i, r - g->at[i].rd}))
+                return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+        }
     }
-    l->v[l->n++] = u;
-    return true;
+    return PG_OK;
 }
 
-static bool use_before(const hard_use *a, const hard_use *b)
-{
-    return a->ins < b->ins || (a->ins == b->ins && a->j < b->j);
-}
-
-/* Walk the dominator tree keeping, for each register, how many writes of it
- * dominate the current instruction. A read with none goes to `hard`. */
+/* Walk the dominator tree keeping, for each register local_reads kept a
+ * read of, how many writes of it the blocks on the path from the root hold.
+ * A read local_reads kept whose register none of the blocks above its own
+ * writes goes to `hard`. The writes are those registers' only, found
+ * through build_cfg's links: block v's are wrote[woff[v] .. woff[v+1]). */
 static int dominated_reads(cfg *g, use_list *hard)
 {
     pg_kernel *k = g->k;
     uint32_t nb = g->nb;
+    if (!g->reads.n)
+        return PG_OK;
     uint32_t *idom = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *coff = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 2));
     uint32_t *child = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * 2 * (nb + 1));
     uint32_t *count = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
-    /* the registers the blocks on the walk's path wrote, and where each
-     * block's begin: leaving a block pops its writes, not re-reading them */
-    uint32_t *wstack = arena_alloc(&k->mem, sizeof(uint32_t) * (g->nwritten + 1));
-    uint32_t *wmark = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
-    if (!idom || !coff || !child || !stack || !count || !wstack || !wmark)
+    uint32_t *woff = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 2));
+    if (!idom || !coff || !child || !stack || !count || !woff)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    if (!g->nrpo)
-        return PG_OK;
+    /* each register's writes once (count[r] marks it), a block's in a row
+     * once, as (block, register) pairs; then by block */
+    uint32_t nw = g->at[k->nins].wr, np = 0;
+    uint32_t *pblk = arena_alloc(&k->mem, sizeof(uint32_t) * (nw + 1));
+    uint32_t *preg = arena_alloc(&k->mem, sizeof(uint32_t) * (nw + 1));
+    uint32_t *wrote = arena_alloc(&k->mem, sizeof(uint32_t) * (nw + 1));
+    if (!pblk || !preg || !wrote)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    memset(count, 0, sizeof(uint32_t) * k->nregs);
+    memset(woff, 0, sizeof(uint32_t) * (nb + 2));
+    for (size_t u = 0; u < g->reads.n; u++) {
+        uint32_t x = g->reads.v[u].reg, prev_b = NONE;
+        if (count[x])
+            continue;
+        count[x] = 1;
+        for (uint32_t w = g->last[x]; w != NONE; w = g->prev[w]) {
+            uint32_t b = g->blk_of[g->wr[w].ins];
+            if (b != prev_b && g->b[b].reachable) {
+                pblk[np] = b;
+                preg[np++] = x;
+                woff[b + 1]++;
+            }
+            prev_b = b;
+        }
+    }
+    for (uint32_t v = 0; v <= nb; v++)
+        woff[v + 1] += woff[v];
+    for (uint32_t p = 0; p < np; p++)
+        wrote[woff[pblk[p]]++] = preg[p];
+    /* the placing moved each block's start to the next one's */
+    for (uint32_t v = nb + 1; v > 0; v--)
+        woff[v] = woff[v - 1];
+    woff[0] = 0;
     dominators(&g->pred, g->rpo, g->nrpo, g->num, nb + 1, idom);
     memset(coff, 0, sizeof(uint32_t) * (nb + 2));
-    memset(count, 0, sizeof(uint32_t) * k->nregs);
+    for (size_t u = 0; u < g->reads.n; u++)
+        count[g->reads.v[u].reg] = 0;
     for (uint32_t i = 1; i < g->nrpo; i++)
         coff[idom[g->rpo[i]] + 2]++;
     for (uint32_t v = 0; v <= nb; v++)
@@ -448,39 +660,20 @@ static int dominated_reads(cfg *g, use_list *hard)
     for (uint32_t i = 1; i < g->nrpo; i++)
         child[coff[idom[g->rpo[i]] + 1]++] = g->rpo[i];
     /* now block v's children are child[coff[v] .. coff[v+1]) */
-    uint32_t sp = 0, wsp = 0, u[PG_MAX_SRC + 1];
+    uint32_t sp = 0;
     stack[sp++] = g->rpo[0] << 1;
     while (sp) {
         uint32_t x = stack[--sp], v = x >> 1;
-        const block *b = &g->b[v];
         if (x & 1) {
-            while (wsp > wmark[v])
-                count[wstack[--wsp]]--;
+            for (uint32_t w = woff[v]; w < woff[v + 1]; w++)
+                count[wrote[w]]--;
             continue;
         }
-        wmark[v] = wsp;
-        for (uint32_t i = b->start; i < b->end; i++) {
-            const instr *ins = &k->ins[i];
-            unsigned nu = uses(ins, u);
-            for (unsigned j = 0; j < nu; j++)
-                if (!count[u[j]] && !push_use(hard, (hard_use){u[j], v, i, j}))
-                    return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-            for (uint32_t j = 0, na = acc_reads(ins); j < na; j++) {
-                uint32_t r = ins->acc[j].id;
-                if (!count[r] && !push_use(hard, (hard_use){r, v, i, nu + j}))
-                    return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-            }
-            for (uint32_t d = 0; d < ins->ndst; d++)
-                if (ins->dst[d].kind == PG_VAL_REG) {
-                    count[ins->dst[d].id]++;
-                    wstack[wsp++] = ins->dst[d].id;
-                }
-            for (uint32_t d = 0; d < ins->nacc; d++)
-                if (ins->acc[d].kind == PG_VAL_REG) {
-                    count[ins->acc[d].id]++;
-                    wstack[wsp++] = ins->acc[d].id;
-                }
-        }
+        for (uint32_t u = g->b[v].reads; u < g->b[v + 1].reads; u++)
+            if (!count[g->reads.v[u].reg] && !push_use(hard, g->reads.v[u]))
+                return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+        for (uint32_t w = woff[v]; w < woff[v + 1]; w++)
+            count[wrote[w]]++;
         stack[sp++] = x | 1;
         for (uint32_t c = coff[v]; c < coff[v + 1]; c++)
             stack[sp++] = child[c] << 1;
@@ -669,17 +862,16 @@ static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
         for (uint32_t r = 0; r < nr; r++)
             last[r] = NONE;
         for (uint32_t b = 0; b < nb; b++)
-            for (uint32_t i = g->b[b].start; i < g->b[b].end; i++)
-                for (uint32_t d = 0; d < nwrites(&k->ins[i]); d++) {
-                    pg_val x = written(&k->ins[i], d);
-                    if (x.kind != PG_VAL_REG || uoff[x.id] == uoff[x.id + 1] || last[x.id] == b)
-                        continue;
-                    last[x.id] = b;
-                    if (pass)
-                        defs.to[defs.off[x.id]++] = b;
-                    else
-                        defs.off[x.id + 1]++;
-                }
+            for (uint32_t w = g->at[g->b[b].start].wr; w < g->at[g->b[b].end].wr; w++) {
+                uint32_t x = g->wr[w].reg;
+                if (uoff[x] == uoff[x + 1] || last[x] == b)
+                    continue;
+                last[x] = b;
+                if (pass)
+                    defs.to[defs.off[x]++] = b;
+                else
+                    defs.off[x + 1]++;
+            }
         if (!pass) {
             for (uint32_t r = 0; r < nr; r++)
                 defs.off[r + 1] += defs.off[r];
@@ -756,7 +948,9 @@ static int check_defined(cfg *g)
     pg_kernel *k = g->k;
     use_list hard = {NULL, 0, 0};
     hard_use bad = {0, 0, NONE, 0};
-    int err = dominated_reads(g, &hard);
+    int err = local_reads(g);
+    if (!err)
+        err = dominated_reads(g, &hard);
     if (!err && hard.n)
         err = settle_reads(g, &hard, &bad);
     pg_mem_free(hard.v);
@@ -773,24 +967,26 @@ static int check_defined(cfg *g)
 
 static void why_text(const cfg *g, why w, char *buf, size_t n)
 {
-    switch (w.kind) {
+    switch (why_kind_of(w)) {
     case WHY_SREG:
-        snprintf(buf, n, "%s", pg_sreg_name((pg_sreg)w.detail));
+        snprintf(buf, n, "%s", pg_sreg_name((pg_sreg)why_detail(w)));
         return;
     case WHY_LOAD:
-        snprintf(buf, n, "data loaded from a per-thread address at instruction %u", w.detail);
+        snprintf(buf, n, "data loaded from a per-thread address at instruction %u", why_detail(w));
         return;
     case WHY_ATOM:
-        snprintf(buf, n, "the result of an atomic at instruction %u", w.detail);
+        snprintf(buf, n, "the result of an atomic at instruction %u", why_detail(w));
         return;
     case WHY_SHFL:
-        snprintf(buf, n, "a per-lane warp result (shfl, ldmatrix) at instruction %u", w.detail);
+        snprintf(buf, n, "a per-lane warp result (shfl, ldmatrix) at instruction %u",
+                 why_detail(w));
         return;
     case WHY_VOTE:
-        snprintf(buf, n, "a warp vote at instruction %u", w.detail);
+        snprintf(buf, n, "a warp vote at instruction %u", why_detail(w));
         return;
     case WHY_CONTROL:
-        snprintf(buf, n, "a value assigned under the divergent branch at instruction %u", w.detail);
+        snprintf(buf, n, "a value assigned under the divergent branch at instruction %u",
+                 why_detail(w));
         return;
     default:
         snprintf(buf, n, "per-thread data");
@@ -819,50 +1015,48 @@ static int post_dominators(cfg *g, uint32_t *ipdom)
     return PG_OK;
 }
 
-/* How much a special register differs between the threads of a block. */
-static uint8_t sreg_level(pg_sreg s)
-{
-    if (s == PG_SREG_TID_X || s == PG_SREG_TID_Y || s == PG_SREG_TID_Z || s == PG_SREG_LANEID)
-        return LV_LANE;
-    return s == PG_SREG_WARPID ? LV_WARP : LV_NONE;
-}
-
 /* Registers that hold %tid.x at every write (an unguarded read of %tid.x,
- * or an unguarded mov from such a register): their warp index (>> 5 or
- * more, / a multiple of 32, & a mask clear in bits 0-4) is the same across
- * a warp. build_cfg's pass over the records takes out every register with
- * any other write and links the movs; here the movs pass that on: one
- * worklist pass over the copy edges, not a fixed point over the kernel. */
-static void find_tid_x(cfg *g)
+ * or an unguarded mov from such a register): their warp index (see
+ * warp_shape) is the same across a warp. build_cfg's pass over the records
+ * marked (notx) every register with any other write and kept the movs;
+ * here the movs pass that on, from each marked register a mov copies to
+ * what it copies to: one worklist pass over the copy edges, not a fixed
+ * point over the kernel. After it notx[r] is clear exactly for the %tid.x
+ * registers. */
+static int find_tid_x(cfg *g)
 {
-    uint32_t sp = g->ntidx_work, *work = g->tidx_work;
-    while (sp) {
-        uint32_t r = work[--sp];
-        for (uint32_t e = g->copy_head[r]; e != NONE; e = g->copy_next[e]) {
-            uint32_t t = g->copy_to[e];
-            if (g->tidx[t]) {
-                g->tidx[t] = false;
-                work[sp++] = t;
-            }
+    pg_kernel *k = g->k;
+    uint32_t nc = g->ncopy, *from = g->copy_from, *to = g->copy_to;
+    uint8_t *notx = g->notx;
+    /* the copies out of each register as lists: head[r], then next[e] */
+    uint32_t *head = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
+    uint32_t *next = arena_alloc(&k->mem, sizeof(uint32_t) * (nc + 1));
+    uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nc + 1));
+    if (!head || !next || !stack)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    memset(head, 0xff, sizeof(uint32_t) * k->nregs); /* NONE */
+    for (uint32_t e = 0; e < nc; e++) {
+        next[e] = head[from[e]];
+        head[from[e]] = e;
+    }
+    /* from each marked register once (at the edge that heads its list);
+     * the stack holds only registers newly marked, each a copy's
+     * destination */
+    for (uint32_t e = 0; e < nc; e++) {
+        if (head[from[e]] != e || !notx[from[e]])
+            continue;
+        uint32_t sp = 0;
+        stack[sp++] = from[e];
+        while (sp) {
+            uint32_t r = stack[--sp];
+            for (uint32_t x = head[r]; x != NONE; x = next[x])
+                if (!notx[to[x]]) {
+                    notx[to[x]] = 1;
+                    stack[sp++] = to[x];
+                }
         }
     }
-    g->ntidx_work = 0;
-}
-
-/* Whether `in` takes the warp index of its first source (a %tid.x
- * register): the result is then the same across each warp. */
-static bool warp_index_of_tid(const instr *in, const bool *tidx)
-{
-    if (in->nsrc != 2 || in->src[0].kind != PG_VAL_REG || !tidx[in->src[0].id] ||
-        in->src[1].kind != PG_VAL_IMM_INT)
-        return false;
-    uint64_t c = in->src[1].bits;
-    switch (in->op) {
-    case OP_SHR: return c >= 5 && c < 64;
-    case OP_DIV: return c && c % 32 == 0;
-    case OP_AND: return (c & 31) == 0;
-    default: return false;
-    }
+    return PG_OK;
 }
 
 /* A branch divergent at level lv ends block bi: mark every block reachable
@@ -923,14 +1117,90 @@ static bool mark_region(cfg *g, uint32_t bi, uint8_t lv, uint32_t walk, const ui
     return changed;
 }
 
-/* A write of v under w: raise v to w's level. Returns whether the pass
- * must run again (this pass read v before). */
-static inline bool raise(why *div, pg_val v, why w, const uint32_t *read_in, uint32_t pass)
+static int by_index(const void *a, const void *b)
 {
-    if (v.kind != PG_VAL_REG || (div[v.id].kind && div[v.id].level >= w.level))
-        return false;
-    div[v.id] = w;
-    return read_in[v.id] == pass;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The instructions the uniformity pass needs, in order (list, count), and
+ * how it takes each (uf, by instruction): those in reachable blocks that
+ * write a register which can decide whether a barrier or .aligned
+ * instruction is reached by all threads. Such a register is the guard of a
+ * branch or early exit, or of a barrier or .aligned instruction, or, again,
+ * a source the pass reads or the guard of an instruction that writes one:
+ * nothing else changes their levels, nor (the pass going through these
+ * instructions in the same order as through all) the reasons it keeps for
+ * them, nor the blocks a divergent branch marks. In a big kernel that is a
+ * few instructions in a hundred: the registers the rest write (addresses,
+ * data, sums) decide nothing. A register's writes come from build_cfg's
+ * links, each register once (want[r]), each instruction once (in[i]). */
+static int uniform_slice(cfg *g, uint32_t **list, uint32_t *count, ufact *uf)
+{
+    pg_kernel *k = g->k;
+    uint32_t n = k->nins, nr = k->nregs, c = 0, sp = 0;
+    uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
+    uint8_t *want = arena_alloc(&k->mem, nr);
+    uint8_t *in = arena_alloc(&k->mem, n + 1);
+    *list = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    if (!stack || !want || !in || !*list)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    memset(want, 0, nr);
+    memset(in, 0, n + 1);
+#define WANT(r)                                                                                \
+    do {                                                                                       \
+        uint32_t r_ = (r);                                                                     \
+        if (r_ && !want[r_]) {                                                                 \
+            want[r_] = 1;                                                                      \
+            stack[sp++] = r_;                                                                  \
+        }                                                                                      \
+    } while (0)
+    for (uint32_t bi = 0; bi < g->nb; bi++)
+        if (g->b[bi].reachable)
+            WANT(g->b[bi].guard);
+    for (uint32_t j = 0; j < g->nsync; j++)
+        if (g->b[g->blk_of[g->sync[j]]].reachable)
+            WANT(k->ins[g->sync[j]].guard);
+    while (sp) {
+        uint32_t r = stack[--sp];
+        for (uint32_t w = g->last[r]; w != NONE; w = g->prev[w]) {
+            uint32_t i = g->wr[w].ins;
+            if (in[i] || !g->b[g->blk_of[i]].reachable)
+                continue;
+            in[i] = 1;
+            (*list)[c++] = i;
+            const instr *rec = &k->ins[i];
+            ufact *f = &uf[i];
+            /* only a wgmma reads more than its guard and sources, and it
+             * uses none of them */
+            *f = take_fact(rec, g->at[i + 1].rd - g->at[i].rd - (rec->guard != 0));
+            const ref *u = &g->rd[g->at[i].rd];
+            for (unsigned s = 0, m = f->guard + f->nuse; s < m; s++)
+                WANT(u[s].reg);
+        }
+    }
+#undef WANT
+    /* in order: a few sorted, many read off in[] */
+    if (c < n / 32) {
+        qsort(*list, c, sizeof(uint32_t), by_index);
+    } else {
+        c = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (in[i])
+                (*list)[c++] = i;
+    }
+    *count = c;
+    return PG_OK;
+}
+
+/* A write of register r under w: raise r to w's level (nothing where w is
+ * 0), without a branch. Returns whether the pass must run again (this pass
+ * read r before). */
+static inline bool raise(why *div, uint32_t r, why w, const uint32_t *read_in, uint32_t pass)
+{
+    bool up = why_level(div[r]) < why_level(w);
+    div[r] = up ? w : div[r];
+    return up & (read_in[r] == pass);
 }
 
 static int check_barriers(cfg *g)
@@ -939,15 +1209,17 @@ static int check_barriers(cfg *g)
     if (!g->nsync)
         return PG_OK;
 
-    uint32_t nb = g->nb;
+    uint32_t nb = g->nb, *list = NULL, count = 0;
+    ufact *uf = arena_alloc(&k->mem, sizeof(ufact) * (k->nins + 1)); /* filled in where used */
+    /* div[0] stays 0: register 0 is "no register" (no guard) and is never written */
     why *div = arena_alloc(&k->mem, sizeof(why) * k->nregs);
-    const bool *tidx = g->tidx;
+    const uint8_t *notx = g->notx;
     uint32_t *ipdom = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *seen = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint8_t *done_branch = arena_alloc(&k->mem, nb + 1); /* the level walked at */
-    uint32_t *read_in = arena_alloc(&k->mem, sizeof(uint32_t) * (k->nregs ? k->nregs : 1));
-    if (!div || !ipdom || !stack || !seen || !done_branch || !read_in)
+    uint32_t *read_in = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
+    if (!div || !uf || !ipdom || !stack || !seen || !done_branch || !read_in)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(div, 0, sizeof(why) * k->nregs);
     memset(read_in, 0, sizeof(uint32_t) * k->nregs);
@@ -955,88 +1227,63 @@ static int check_barriers(cfg *g)
     for (uint32_t v = 0; v <= nb; v++)
         seen[v] = NONE;
     int err = post_dominators(g, ipdom);
+    if (!err && g->ncopy)
+        err = find_tid_x(g);
+    if (!err)
+        err = uniform_slice(g, &list, &count, uf);
     if (err)
         return err;
-    find_tid_x(g);
 
-    /* Passes in block order until nothing changes. A pass need not be
-     * followed by one more only to see that: it must run again only if it
-     * raised a register after reading it (read_in[r], the pass that last
-     * read it; a read by the writing instruction itself gives the same
-     * answer again) or marked a block it had already walked. On the big
-     * straight-line kernels that saves a whole pass. */
+    /* Passes in block order over those instructions until nothing changes.
+     * A pass need not be followed by one more only to see that: it must
+     * run again only if it raised a register after reading it (read_in[r],
+     * the pass that last read it; a read by the writing instruction itself
+     * gives the same answer again) or marked a block it had already
+     * walked. On the big straight-line kernels that saves a whole pass.
+     * The guard and sources of each instruction are its first reads. */
     uint32_t walks = 0, pass = 0;
     bool changed = true;
     while (changed) {
         changed = false;
         pass++;
+        uint32_t li = 0; /* in list */
         for (uint32_t bi = 0; bi < nb; bi++) {
             block *b = &g->b[bi];
             if (!b->reachable)
                 continue;
-            for (uint32_t i = b->start; i < b->end; i++) {
-                const instr *in = &k->ins[i];
-                if (!in->ndst && !in->nacc)
-                    continue;
-                why w = {WHY_NONE, LV_NONE, 0};
-                unsigned reads = 0; /* src[0..reads) were read */
-                switch (in->op) {
-                case OP_SREG:
-                    if (sreg_level((pg_sreg)in->mod))
-                        w = (why){WHY_SREG, sreg_level((pg_sreg)in->mod), in->mod};
-                    break;
-                case OP_LD:
-                    if (in->mod != PG_SPACE_PARAM && in->src[0].kind == PG_VAL_REG &&
-                        div[in->src[0].id].kind)
-                        w = (why){WHY_LOAD, div[in->src[0].id].level, i};
-                    reads = in->mod != PG_SPACE_PARAM ? 1 : 0;
-                    break;
-                default:
-                    /* The op table says which results differ per lane; the
-                     * kind only picks the words of the message. */
-                    if (pg_op_flags((pg_opcode)in->op) & OPF_LANE_VARYING) {
-                        w = (why){in->op == OP_ATOM ? WHY_ATOM : in->op == OP_VOTE ? WHY_VOTE
-                                                                                   : WHY_SHFL,
-                                  LV_LANE, i};
-                        break;
-                    }
-                    reads = in->nsrc;
-                    for (unsigned s = 0; s < in->nsrc; s++) {
-                        if (in->src[s].kind != PG_VAL_REG || !div[in->src[s].id].kind)
-                            continue;
-                        why ws = div[in->src[s].id];
-                        if (s == 0 && warp_index_of_tid(in, tidx))
-                            ws.level = LV_WARP;
-                        if (ws.level > w.level)
-                            w = ws;
-                    }
-                    break;
+            why bw = b->divergent ? why_make(WHY_CONTROL, b->level, b->cause) : 0;
+            for (; li < count && list[li] < b->end; li++) {
+                uint32_t i = list[li];
+                const ufact *f = &uf[i];
+                const ref *r = &g->rd[g->at[i].rd], *s = r + f->guard;
+                uint32_t guard = f->guard ? r[0].reg : 0;
+                why w = f->why ? why_make(f->why, f->level, f->why == WHY_SREG ? f->sreg : i) : 0;
+                if (f->load) {
+                    if (div[s[0].reg])
+                        w = why_make(WHY_LOAD, why_level(div[s[0].reg]), i);
+                } else if (f->nuse) {
+                    /* the warp index of %tid.x differs between warps only */
+                    why c = div[s[0].reg];
+                    if (c && f->warp && !notx[s[0].reg])
+                        c = (c & ~((why)0xff << 56)) | (why)LV_WARP << 56;
+                    w = c;
+                    for (unsigned u = 1; u < f->nuse; u++)
+                        w = why_max(w, div[s[u].reg]);
                 }
-                if (in->guard && div[in->guard].kind && div[in->guard].level > w.level)
-                    w = div[in->guard];
-                if (b->divergent && b->level > w.level)
-                    w = (why){WHY_CONTROL, b->level, b->cause};
-                if (w.kind) {
-                    for (uint32_t d = 0; d < in->ndst; d++)
-                        changed |= raise(div, in->dst[d], w, read_in, pass);
-                    for (uint32_t d = 0; d < in->nacc; d++)
-                        changed |= raise(div, in->acc[d], w, read_in, pass);
-                }
+                w = why_max(w, div[guard]);
+                w = why_max(w, bw);
+                for (uint32_t d = g->at[i].wr; d < g->at[i + 1].wr; d++)
+                    changed |= raise(div, g->wr[d].reg, w, read_in, pass);
                 /* after the writes: the instruction's own read does not count */
-                for (unsigned s = 0; s < reads; s++)
-                    if (in->src[s].kind == PG_VAL_REG && in->src[s].id < k->nregs)
-                        read_in[in->src[s].id] = pass;
-                if (in->guard)
-                    read_in[in->guard] = pass;
+                for (unsigned u = 0; u < f->nuse; u++)
+                    read_in[s[u].reg] = pass;
+                read_in[guard] = pass;
             }
             /* at once, so that what it makes divergent is seen in this pass */
-            if (b->end > b->start) {
-                const instr *last = &k->ins[b->end - 1];
-                if (is_term(last) && last->guard)
-                    read_in[last->guard] = pass;
-                if (is_term(last) && last->guard && div[last->guard].kind &&
-                    done_branch[bi] < div[last->guard].level) {
-                    uint8_t lv = div[last->guard].level;
+            if (b->guard) {
+                read_in[b->guard] = pass;
+                uint8_t lv = (uint8_t)why_level(div[b->guard]);
+                if (done_branch[bi] < lv) {
                     done_branch[bi] = lv;
                     changed |= mark_region(g, bi, lv, walks++, ipdom, done_branch, stack, seen);
                 }
@@ -1055,8 +1302,7 @@ static int check_barriers(cfg *g)
             /* every thread of the warp (warpgroup) runs it together: a
              * split between warps is the caller's to get right, a split
              * inside one is always wrong */
-            bool lane_guard =
-                in->guard && div[in->guard].kind && div[in->guard].level == LV_LANE;
+            bool lane_guard = in->guard && why_level(div[in->guard]) == LV_LANE;
             if (lane_guard || (b->divergent && b->level == LV_LANE)) {
                 char at[256], wt[160];
                 describe(g, i, at, sizeof at);
@@ -1073,7 +1319,7 @@ static int check_barriers(cfg *g)
          * warps is what it is for; a split inside one is not. */
         uint8_t allowed = in->op == OP_BAR_N ? LV_WARP : LV_NONE;
         char bar[256], br[256], wt[160];
-        if (in->guard && div[in->guard].kind && div[in->guard].level > allowed) {
+        if (in->guard && why_level(div[in->guard]) > allowed) {
             char r[32];
             describe(g, i, bar, sizeof bar);
             pg_val v = {PG_VAL_REG, in->guard, 0};
@@ -1104,5 +1350,9 @@ int pg_validate(pg_kernel *k)
         err = check_defined(&g);
     if (!err)
         err = check_barriers(&g);
+    pg_mem_free(g.rd);
+    pg_mem_free(g.wr);
+    pg_mem_free(g.prev);
+    pg_mem_free(g.reads.v);
     return err;
 }
