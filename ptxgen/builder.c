@@ -632,11 +632,11 @@ pg_reg pgv_mov(pg_kernel *k, pg_type t, pg_val a)
     return value_of(k, d);
 }
 
-static void shift(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val a, pg_val b)
+/* d = op(a, b), every check made: the record of a shift, and of a pack
+ * (whose sources are in the order the text has them: pack lo, hi;
+ * cvt_pack hi, lo, as PTX writes it). */
+static void record2(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val a, pg_val b)
 {
-    if (!live(k) || !check_type(k, op, t) || !check_dst(k, op, t, d) ||
-        !check_src(k, op, t, a, "operand a") || !check_src(k, op, PG_U32, b, "shift amount"))
-        return;
     instr *in = pg_push(k, op, t);
     if (!in)
         return;
@@ -645,6 +645,14 @@ static void shift(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val a, pg_
     in->nsrc = 2;
     in->src[0] = a;
     in->src[1] = b;
+}
+
+static void shift(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val a, pg_val b)
+{
+    if (!live(k) || !check_type(k, op, t) || !check_dst(k, op, t, d) ||
+        !check_src(k, op, t, a, "operand a") || !check_src(k, op, PG_U32, b, "shift amount"))
+        return;
+    record2(k, op, t, d, a, b);
 }
 
 void pg_shl(pg_kernel *k, pg_type t, pg_reg d, pg_val a, pg_val b) { shift(k, OP_SHL, t, d, a, b); }
@@ -888,21 +896,6 @@ pg_reg pgv_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_val a)
     return value_of(k, d);
 }
 
-/* Two halves into one register: the record holds the sources in the order
- * the text has them (pack: lo, hi; cvt_pack: hi, lo, as PTX writes it). */
-static void pack_record(pg_kernel *k, pg_opcode op, pg_type t, pg_reg d, pg_val first,
-                        pg_val second)
-{
-    instr *in = pg_push(k, op, t);
-    if (!in)
-        return;
-    in->ndst = 1;
-    in->dst[0] = d;
-    in->nsrc = 2;
-    in->src[0] = first;
-    in->src[1] = second;
-}
-
 /* One operand of a pack, named against the whole form ("mov.b32: low half
  * %f1 is .f32, not .b16"); the other faults as check_src words them. */
 static bool pack_operand(pg_kernel *k, pg_opcode op, const char *form, pg_type want, pg_val v,
@@ -938,7 +931,7 @@ void pg_pack(pg_kernel *k, pg_type t, pg_reg d, pg_val lo, pg_val hi)
     if (pack_operand(k, OP_PACK, form, t, d, "destination") &&
         pack_operand(k, OP_PACK, form, half, lo, "low half") &&
         pack_operand(k, OP_PACK, form, half, hi, "high half"))
-        pack_record(k, OP_PACK, t, d, lo, hi);
+        record2(k, OP_PACK, t, d, lo, hi);
 }
 
 pg_reg pgv_pack(pg_kernel *k, pg_type t, pg_val lo, pg_val hi)
@@ -966,7 +959,7 @@ void pg_cvt_pack(pg_kernel *k, pg_type t, pg_reg d, pg_val lo, pg_val hi)
     if (pack_operand(k, OP_CVT_PACK, form, PG_B32, d, "destination") &&
         pack_operand(k, OP_CVT_PACK, form, PG_F32, lo, "low half") &&
         pack_operand(k, OP_CVT_PACK, form, PG_F32, hi, "high half"))
-        pack_record(k, OP_CVT_PACK, t, d, hi, lo);
+        record2(k, OP_CVT_PACK, t, d, hi, lo);
 }
 
 pg_reg pgv_cvt_pack(pg_kernel *k, pg_type t, pg_val lo, pg_val hi)
