@@ -20,19 +20,7 @@ set -u
 target=${1:?usage: ptxas_check.sh TARGET PTXGEN_DUMP}
 dump=${2:?usage: ptxas_check.sh TARGET PTXGEN_DUMP}
 
-ptxas=
-for cand in "${PTXAS:-}" "$(command -v ptxas 2>/dev/null)" \
-        "${CUDA_HOME:+$CUDA_HOME/bin/ptxas}" "${CUDA_PATH:+$CUDA_PATH/bin/ptxas}" \
-        /usr/local/cuda/bin/ptxas; do
-    if [ -n "$cand" ] && [ -x "$cand" ]; then
-        ptxas=$cand
-        break
-    fi
-done
-if [ -z "$ptxas" ]; then
-    echo "SKIP: no ptxas found (set PTXAS or CUDA_HOME, or put ptxas on PATH)"
-    exit 77
-fi
+. "$(dirname "$0")/../find_ptxas.sh"
 
 version=$("$ptxas" --version 2>&1 | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -n 1)
 echo "using $ptxas (CUDA ${version:-version unknown})"

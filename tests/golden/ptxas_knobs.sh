@@ -17,19 +17,7 @@ last=${4:?last value}
 shift 4
 [ $# -gt 0 ] || { echo "FAIL: no kernel named"; exit 1; }
 
-ptxas=
-for cand in "${PTXAS:-}" "$(command -v ptxas 2>/dev/null)" \
-        "${CUDA_HOME:+$CUDA_HOME/bin/ptxas}" "${CUDA_PATH:+$CUDA_PATH/bin/ptxas}" \
-        /usr/local/cuda/bin/ptxas; do
-    if [ -n "$cand" ] && [ -x "$cand" ]; then
-        ptxas=$cand
-        break
-    fi
-done
-if [ -z "$ptxas" ]; then
-    echo "SKIP: no ptxas found (set PTXAS or CUDA_HOME, or put ptxas on PATH)"
-    exit 77
-fi
+. "$(dirname "$0")/../find_ptxas.sh"
 help=$("$ptxas" --help 2>&1)
 known=$(printf '%s\n' "$help" | grep -o "'sm_[0-9a-z]*'" | tr -d "'")
 

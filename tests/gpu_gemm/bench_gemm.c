@@ -115,15 +115,8 @@ static int run_job(bench *B, job *j)
     pgrt_buf *va = j->va, *vb = j->vb, *vc = j->vc;
     if (j->who == 3) {
         const pgk_desc *d = pgk_find("gemm_thin");
-        pgk_knobs kn;
-        pgk_knobs_default(d, &kn);
-        kn.v[pgk_knob_index(d, "m")] = s->m;
-        kn.v[pgk_knob_index(d, "n")] = s->n;
-        kn.v[pgk_knob_index(d, "k")] = s->k;
-        kn.v[pgk_knob_index(d, "layout")] = j->layout;
-        kn.v[pgk_knob_index(d, "in")] = j->type == T_F32 ? 2 : j->type == T_BF16 ? 1 : 0;
-        kn.v[pgk_knob_index(d, "out")] = j->type == T_F32 ? 0 : j->type == T_BF16 ? 2 : 1;
-        pgk_pick(d, &kn);
+        pgk_knobs kn = gemm_thin_knobs((pgk_gemm_layout)j->layout, ptype(j->type),
+                                       ptype(j->type), s->m, s->n, s->k);
         kn.v[pgk_knob_index(d, "form")] = j->tile;
         pgrt_arg args[9] = {pgrt_arg_buf(va),    pgrt_arg_buf(vb),    pgrt_arg_buf(vc),
                             pgrt_arg_buf(vc),    pgrt_arg_buf(vc),    pgrt_arg_u32(s->m),
@@ -325,6 +318,43 @@ static double diff(pgrt_ctx *ctx, pgrt_buf *x, pgrt_buf *y, int t, size_t n)
     free(hx);
     free(hy);
     return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* One line of a sweep: TFLOP/s of every tile x split of the family `who`
+ * (2: gemm_mma_*, 4: gemm_f32_*) on shape s in layout l, the chooser's
+ * pick (ch) starred, the best last. A split runs only where each slice
+ * keeps 4 r-tiles of `grain` and its partials fit the workspace (and, for
+ * the mma family, P·Q stays within 2^24). */
+static void sweep_row(bench *B, const shape *s, unsigned l, const char *tag, int type, int who,
+                      uint32_t ntiles, const uint32_t *splits, unsigned nsplits, uint32_t grain,
+                      const pgk_gemm_choice *ch)
+{
+    uint32_t P = l == PGK_GEMM_BACKWARD_W ? s->n : s->m;
+    uint32_t Q = l == PGK_GEMM_FORWARD ? s->n : s->k;
+    uint32_t R = l == PGK_GEMM_FORWARD ? s->k : l == PGK_GEMM_BACKWARD_X ? s->n : s->m;
+    printf("%s %s %s P=%u Q=%u R=%u:", tag, s->name, lname[l], P, Q, R);
+    double best = 0;
+    uint32_t bt = 0, bs = 0;
+    for (uint32_t tile = 0; tile < ntiles; tile++)
+        for (unsigned si = 0; si < nsplits; si++) {
+            uint32_t sp = splits[si];
+            if (sp > 1 && ((R + grain - 1) / grain < 4 * sp ||
+                           (uint64_t)P * Q * 4 * sp > pgrt_buf_count(B->ws)))
+                continue;
+            if (sp > 1 && who == 2 && (uint64_t)P * Q > (1u << 24))
+                continue;
+            job j = {.s = s, .layout = l, .type = type, .who = who, .tile = tile, .split = sp,
+                     .out = B->c[type]};
+            double tf = tflops(s, time_job(B, &j));
+            printf(" t%us%u=%.1f%s", tile, sp, tf, tile == ch->tile && sp == ch->split ? "*" : "");
+            if (tf > best) {
+                best = tf;
+                bt = tile;
+                bs = sp;
+            }
+        }
+    printf(" | best t%us%u %.1f\n", bt, bs, best);
+    fflush(stdout);
 }
 
 int main(int argc, char **argv)
@@ -551,34 +581,8 @@ int main(int argc, char **argv)
                 pgk_gemm_choice ch;
                 pgk_gemm_choose((pgk_gemm_layout)l, PG_BF16, PG_BF16, s->m, s->n, s->k,
                                 info.target, (unsigned)info.sm_count, &ch);
-                uint32_t P = l == PGK_GEMM_BACKWARD_W ? s->n : s->m;
-                uint32_t Q = l == PGK_GEMM_FORWARD ? s->n : s->k;
-                uint32_t R = l == PGK_GEMM_FORWARD ? s->k : l == PGK_GEMM_BACKWARD_X ? s->n : s->m;
-                printf("SWEEP %s %s P=%u Q=%u R=%u:", s->name, lname[l], P, Q, R);
                 static const uint32_t splits[] = {1, 2, 4, 8, 16};
-                double best = 0;
-                uint32_t bt = 0, bs = 0;
-                for (uint32_t tile = 0; tile < PGK_GEMM_TILES; tile++)
-                    for (unsigned si = 0; si < 5; si++) {
-                        uint32_t sp = splits[si];
-                        if (sp > 1 && ((R + 31) / 32 < 4 * sp ||
-                                       (uint64_t)P * Q * 4 * sp > pgrt_buf_count(B.ws)))
-                            continue;
-                        if (sp > 1 && (uint64_t)P * Q > (1u << 24))
-                            continue;
-                        job j = {.s = s, .layout = l, .type = T_BF16, .who = 2, .tile = tile,
-                                 .split = sp, .out = B.c[T_BF16]};
-                        double tf = tflops(s, time_job(&B, &j));
-                        printf(" t%us%u=%.1f%s", tile, sp, tf,
-                               tile == ch.tile && sp == ch.split ? "*" : "");
-                        if (tf > best) {
-                            best = tf;
-                            bt = tile;
-                            bs = sp;
-                        }
-                    }
-                printf(" | best t%us%u %.1f\n", bt, bs, best);
-                fflush(stdout);
+                sweep_row(&B, s, l, "SWEEP", T_BF16, 2, PGK_GEMM_TILES, splits, 5, 32, &ch);
             }
         }
     }
@@ -595,34 +599,10 @@ int main(int argc, char **argv)
                 pgk_gemm_choice ch;
                 pgk_gemm_f32_choose((pgk_gemm_layout)l, s->m, s->n, s->k, info.arch_target,
                                     (unsigned)info.sm_count, &ch);
-                uint32_t P = l == PGK_GEMM_BACKWARD_W ? s->n : s->m;
-                uint32_t Q = l == PGK_GEMM_FORWARD ? s->n : s->k;
-                uint32_t R = l == PGK_GEMM_FORWARD ? s->k : l == PGK_GEMM_BACKWARD_X ? s->n : s->m;
-                printf("SWEEP32 %s %s P=%u Q=%u R=%u:", s->name, lname[l], P, Q, R);
                 static const uint32_t splits[] = {1, 2, 3, 4, 6, 8};
-                double best = 0;
-                uint32_t bt = 0, bs = 0;
                 const pgk_desc *fd = pgk_find("gemm_f32_forward");
-                int ntiles = (int)fd->knobs[pgk_knob_index(fd, "tile")].max + 1;
-                for (uint32_t tile = 0; tile < (uint32_t)ntiles; tile++)
-                    for (unsigned si = 0; si < 6; si++) {
-                        uint32_t sp = splits[si];
-                        if (sp > 1 && ((R + 7) / 8 < 4 * sp ||
-                                       (uint64_t)P * Q * 4 * sp > pgrt_buf_count(B.ws)))
-                            continue;
-                        job j = {.s = s, .layout = l, .type = T_F32, .who = 4, .tile = tile,
-                                 .split = sp, .out = B.c[T_F32]};
-                        double tf = tflops(s, time_job(&B, &j));
-                        printf(" t%us%u=%.1f%s", tile, sp, tf,
-                               tile == ch.tile && sp == ch.split ? "*" : "");
-                        if (tf > best) {
-                            best = tf;
-                            bt = tile;
-                            bs = sp;
-                        }
-                    }
-                printf(" | best t%us%u %.1f\n", bt, bs, best);
-                fflush(stdout);
+                uint32_t ntiles = fd->knobs[pgk_knob_index(fd, "tile")].max + 1;
+                sweep_row(&B, s, l, "SWEEP32", T_F32, 4, ntiles, splits, 6, 8, &ch);
             }
         }
     }

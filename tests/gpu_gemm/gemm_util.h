@@ -88,6 +88,20 @@ static inline pgk_knobs gemm_knobs(const pgk_desc *d, uint32_t m, uint32_t n, ui
     return kn;
 }
 
+/* gemm_thin's knobs for a layout, input and output types and a shape, as
+ * its pick hook sets the baked ones (form, j) for that shape. */
+static inline pgk_knobs gemm_thin_knobs(pgk_gemm_layout layout, pg_type it, pg_type ot,
+                                        uint32_t m, uint32_t n, uint32_t k)
+{
+    const pgk_desc *d = pgk_find("gemm_thin");
+    pgk_knobs kn = gemm_knobs(d, m, n, k, -1);
+    kn.v[pgk_knob_index(d, "layout")] = layout;
+    kn.v[pgk_knob_index(d, "in")] = it == PG_F32 ? 2 : it == PG_BF16 ? 1 : 0;
+    kn.v[pgk_knob_index(d, "out")] = ot == PG_F32 ? 0 : ot == PG_F16 ? 1 : 2;
+    pgk_pick(d, &kn);
+    return kn;
+}
+
 /* One launch of `kernel` (b0, b1, out, m, n, k) on stream s. */
 static inline int gemm_launch(pgrt_ctx *ctx, pgrt_stream *s, const char *kernel, int variant,
                               uint32_t m, uint32_t n, uint32_t k, const pgrt_buf *b0,

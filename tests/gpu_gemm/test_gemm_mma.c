@@ -25,21 +25,12 @@
  *
  * PGRT_GPU_QUICK=1 (under compute-sanitizer): fewer tiles and shapes.
  */
-#include "gemm_util.h"
-#include "test.h"
+#include "gemm_check.h"
 
-#define GUARD 64u
-#define FLAG_ACC 1u
-#define FLAG_BIAS 2u
 
 static bool quick;
 
 /* ---------------------------------------------------------------- 16-bit values */
-
-static uint16_t to_h(pg_type t, float f) { return t == PG_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
-static float from_h(pg_type t, uint16_t h) { return t == PG_BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
-
-static size_t esize(pg_type t) { return t == PG_F32 ? 4 : 2; }
 
 /* ---------------------------------------------------------------- one problem */
 
@@ -47,7 +38,7 @@ typedef struct prob {
     pgk_gemm_layout layout;
     pg_type it, ot;
     uint32_t m, n, k, P, Q, R;
-    size_t na, nb;
+    size_t na, nb, pq; /* pq: P·Q outputs */
     uint16_t *a, *b;  /* the inputs' bits */
     float *af, *bf;   /* the same values */
     float *bias;      /* Q */
@@ -78,12 +69,13 @@ static void prob_init(prob *p, rng *r, pgk_gemm_layout layout, pg_type it, pg_ty
     pqr(p, &p->P, &p->Q, &p->R);
     p->na = layout == PGK_GEMM_FORWARD ? (size_t)m * k : (size_t)m * n;
     p->nb = layout == PGK_GEMM_BACKWARD_W ? (size_t)m * k : (size_t)n * k;
+    p->pq = (size_t)p->P * p->Q;
     p->a = malloc(p->na * 2);
     p->b = malloc(p->nb * 2);
     p->af = malloc(p->na * 4);
     p->bf = malloc(p->nb * 4);
     p->bias = malloc((size_t)p->Q * 4);
-    p->old = malloc((size_t)p->P * p->Q * esize(ot));
+    p->old = malloc(p->pq * esize(ot));
     if (!p->a || !p->b || !p->af || !p->bf || !p->bias || !p->old) {
         fprintf(stderr, "out of host memory\n");
         exit(1);
@@ -98,7 +90,7 @@ static void prob_init(prob *p, rng *r, pgk_gemm_layout layout, pg_type it, pg_ty
     }
     for (uint32_t i = 0; i < p->Q; i++)
         p->bias[i] = rng_unit(r);
-    size_t pq = (size_t)p->P * p->Q;
+    size_t pq = p->pq;
     for (size_t i = 0; i < pq; i++) {
         float v = rng_unit(r) * 4.0f;
         if (ot == PG_F32)
@@ -118,202 +110,46 @@ static void prob_free(prob *p)
     free(p->old);
 }
 
-static double a_at(const prob *p, uint32_t pp, uint32_t r)
+/* p's double reference (gemm_check_out): the inputs' values, widened. */
+static gemm_ref ref_of(const prob *p)
 {
-    switch (p->layout) {
-    case PGK_GEMM_FORWARD: return p->af[(size_t)pp * p->k + r];
-    case PGK_GEMM_BACKWARD_X: return p->af[(size_t)pp * p->n + r];
-    default: return p->af[(size_t)r * p->n + pp];
-    }
-}
-
-static double b_at(const prob *p, uint32_t q, uint32_t r)
-{
-    if (p->layout == PGK_GEMM_FORWARD)
-        return p->bf[(size_t)q * p->k + r];
-    return p->bf[(size_t)r * p->k + q];
-}
-
-static double old_at(const prob *p, size_t i)
-{
-    if (p->ot == PG_F32)
-        return ((const float *)p->old)[i];
-    return from_h(p->ot, ((const uint16_t *)p->old)[i]);
-}
-
-static double got_at(const prob *p, const void *c, size_t i)
-{
-    if (p->ot == PG_F32)
-        return ((const float *)c)[i];
-    return from_h(p->ot, ((const uint16_t *)c)[i]);
-}
-
-/* Check the output c (P·Q values + the guard) against the reference; every
- * element of small outputs, else `samples` random ones and the corners. */
-static int check_out(const prob *p, const void *c, unsigned flags, rng *r, const char *what)
-{
-    size_t pq = (size_t)p->P * p->Q;
-    size_t count = pq <= 65536 ? pq : 4096 + 4;
-    int bad = 0;
-    double worst = 0;
-    for (size_t s = 0; s < count; s++) {
-        size_t i;
-        if (count == pq)
-            i = s;
-        else if (s < 4)
-            i = (s & 1 ? p->Q - 1 : 0) + (s & 2 ? (size_t)(p->P - 1) * p->Q : 0);
-        else
-            i = (size_t)(rng_next(r) % pq);
-        uint32_t pp = (uint32_t)(i / p->Q), q = (uint32_t)(i % p->Q);
-        double sum = 0, mag = 0;
-        for (uint32_t rr = 0; rr < p->R; rr++) {
-            double t = a_at(p, pp, rr) * b_at(p, q, rr);
-            sum += t;
-            mag += fabs(t);
-        }
-        if (flags & FLAG_BIAS) {
-            sum += p->bias[q];
-            mag += fabs(p->bias[q]);
-        }
-        if (flags & FLAG_ACC) {
-            sum += old_at(p, i);
-            mag += fabs(old_at(p, i));
-        }
-        double ulp = p->ot == PG_F32 ? 0 : p->ot == PG_F16 ? ldexp(fabs(sum), -10) + 1e-7
-                                                           : ldexp(fabs(sum), -7) + 1e-38;
-        double tol = ldexp(mag, -14) + ulp + 1e-30;
-        double got = got_at(p, c, i), err = fabs(got - sum);
-        if (!(err <= tol)) {
-            if (bad < 5)
-                fprintf(stderr, "  %s: [%u,%u] got %.9g want %.9g (tol %.3g)\n", what, pp, q,
-                        got, sum, tol);
-            bad++;
-        } else if (err / tol > worst) {
-            worst = err / tol;
-        }
-    }
-    const uint8_t *g = (const uint8_t *)c + pq * esize(p->ot);
-    for (size_t i = 0; i < GUARD * esize(p->ot); i++)
-        if (g[i] != 0xff) {
-            if (bad < 5)
-                fprintf(stderr, "  %s: guard byte %zu past the end written\n", what, i);
-            bad++;
-            break;
-        }
-    if (bad)
-        TEST_FAIL_("%s: %d of %zu elements wrong", what, bad, count);
-    test_checks_++;
-    return bad;
+    return (gemm_ref){p->layout, p->n, p->k, p->P, p->Q, p->R, PG_F32, p->ot,
+                      p->af,     p->bf, p->old, p->bias, gemm_tol_16};
 }
 
 /* ---------------------------------------------------------------- device side */
 
-typedef struct dev {
-    pgrt_ctx *ctx;
-    pgrt_buf *a, *b, *c, *bias, *ws;
-    pgrt_buf *va, *vb, *vc; /* the operands as launched (views when unaligned) */
-    void *host_c;
-} dev;
+typedef gemm_dev dev;
 
 /* Upload p; offset > 0 places every operand `offset` elements into its
  * buffer (no longer 16-byte aligned). */
 static void dev_upload(dev *d, const prob *p, unsigned offset, uint64_t ws_bytes)
 {
-    size_t pq = (size_t)p->P * p->Q;
-    pg_type bt = p->it == PG_BF16 ? PG_BF16 : PG_F16;
-    GPU_CHECK(pgrt_buf_alloc(d->ctx, bt, p->na + offset, &d->a));
-    GPU_CHECK(pgrt_buf_alloc(d->ctx, bt, p->nb + offset, &d->b));
-    GPU_CHECK(pgrt_buf_alloc(d->ctx, p->ot, pq + GUARD + offset, &d->c));
-    GPU_CHECK(pgrt_buf_alloc(d->ctx, PG_F32, p->Q, &d->bias));
-    GPU_CHECK(pgrt_buf_alloc(d->ctx, PG_F32, ws_bytes ? ws_bytes / 4 : 1, &d->ws));
-    GPU_CHECK(pgrt_buf_view(d->a, offset, p->na, &d->va));
-    GPU_CHECK(pgrt_buf_view(d->b, offset, p->nb, &d->vb));
-    GPU_CHECK(pgrt_buf_view(d->c, offset, pq + GUARD, &d->vc));
-    GPU_CHECK(pgrt_buf_upload(d->va, 0, p->a, p->na));
-    GPU_CHECK(pgrt_buf_upload(d->vb, 0, p->b, p->nb));
-    GPU_CHECK(pgrt_buf_upload(d->bias, 0, p->bias, p->Q));
-    d->host_c = malloc((pq + GUARD) * esize(p->ot));
-    if (!d->host_c) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-}
-
-static void dev_free(dev *d)
-{
-    pgrt_buf_destroy(&d->va);
-    pgrt_buf_destroy(&d->vb);
-    pgrt_buf_destroy(&d->vc);
-    pgrt_buf_destroy(&d->a);
-    pgrt_buf_destroy(&d->b);
-    pgrt_buf_destroy(&d->c);
-    pgrt_buf_destroy(&d->bias);
-    pgrt_buf_destroy(&d->ws);
-    free(d->host_c);
-    d->host_c = NULL;
-}
-
-/* Poison c (and its guard), then set the accumulate start values. */
-static void dev_reset_c(dev *d, const prob *p, unsigned flags)
-{
-    GPU_CHECK(pgrt_buf_memset(d->c, 0xff));
-    if (flags & FLAG_ACC)
-        GPU_CHECK(pgrt_buf_upload(d->vc, 0, p->old, (size_t)p->P * p->Q));
-}
-
-static int dev_download(dev *d, const prob *p)
-{
-    int rc = pgrt_ctx_sync(d->ctx);
-    if (rc) {
-        fprintf(stderr, "sync: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
-        return rc;
-    }
-    GPU_CHECK(pgrt_buf_download(d->vc, 0, d->host_c, (size_t)p->P * p->Q + GUARD));
-    return 0;
+    gemm_data g = {p->it, p->ot, p->a, p->b, p->na, p->nb, p->pq, p->bias, p->Q};
+    gemm_dev_upload(d, &g, offset, ws_bytes);
 }
 
 /* The mma kernel with this tile and split (then the reduce when split > 1),
- * or gemm_lp_simt when tile < 0. */
-static int launch_direct(dev *d, const prob *p, int tile, uint32_t split, unsigned flags)
+ * or gemm_lp_simt when tile < 0: a gemm_launch_fn of a gemm_direct. */
+static int launch_direct(gemm_dev *d, void *arg)
 {
-    const char *name = tile < 0 ? "gemm_lp_simt" : mma_name[p->layout];
+    const gemm_direct *a = arg;
+    const prob *p = a->p;
+    const char *name = a->tile < 0 ? "gemm_lp_simt" : mma_name[p->layout];
     const pgk_desc *desc = pgk_find(name);
-    pgk_knobs kn;
-    pgk_knobs_default(desc, &kn);
-    kn.v[pgk_knob_index(desc, "m")] = p->m;
-    kn.v[pgk_knob_index(desc, "n")] = p->n;
-    kn.v[pgk_knob_index(desc, "k")] = p->k;
+    pgk_knobs kn = gemm_knobs(desc, p->m, p->n, p->k, -1);
     kn.v[pgk_knob_index(desc, "in")] = p->it == PG_BF16 ? 1 : 0;
-    kn.v[pgk_knob_index(desc, "out")] = p->ot == PG_F32 ? 0 : p->ot == PG_F16 ? 1 : 2;
-    if (tile < 0) {
+    uint32_t out = p->ot == PG_F32 ? 0 : p->ot == PG_F16 ? 1 : 2;
+    kn.v[pgk_knob_index(desc, "out")] = out;
+    if (a->tile < 0) {
         kn.v[pgk_knob_index(desc, "layout")] = p->layout;
     } else {
-        kn.v[pgk_knob_index(desc, "tile")] = (uint32_t)tile;
-        kn.v[pgk_knob_index(desc, "split")] = split;
+        kn.v[pgk_knob_index(desc, "tile")] = (uint32_t)a->tile;
+        kn.v[pgk_knob_index(desc, "split")] = a->split;
     }
-    pgrt_arg args[9] = {pgrt_arg_buf(d->va), pgrt_arg_buf(d->vb), pgrt_arg_buf(d->vc),
-                        pgrt_arg_buf(d->bias), pgrt_arg_buf(d->ws), pgrt_arg_u32(p->m),
-                        pgrt_arg_u32(p->n), pgrt_arg_u32(p->k), pgrt_arg_u32(flags)};
-    int rc = pgrt_launch(d->ctx, NULL, name, &kn, args, 9);
-    if (rc == 0 && split > 1) {
-        const pgk_desc *rd = pgk_find("gemm_mma_reduce");
-        pgk_knobs rk;
-        pgk_knobs_default(rd, &rk);
-        rk.v[pgk_knob_index(rd, "n")] = p->P * p->Q;
-        rk.v[pgk_knob_index(rd, "cols")] = p->Q;
-        rk.v[pgk_knob_index(rd, "split")] = split;
-        rk.v[pgk_knob_index(rd, "out")] = kn.v[pgk_knob_index(desc, "out")];
-        pgrt_arg ra[7] = {pgrt_arg_buf(d->ws),    pgrt_arg_buf(d->vc),   pgrt_arg_buf(d->bias),
-                          pgrt_arg_u32(p->P * p->Q), pgrt_arg_u32(p->Q),    pgrt_arg_u32(split),
-                          pgrt_arg_u32(flags)};
-        rc = pgrt_launch(d->ctx, NULL, "gemm_mma_reduce", &rk, ra, 7);
-    }
-    if (rc)
-        fprintf(stderr, "%s: %s: %s\n", name, pgrt_err_name(rc), pgrt_last_message());
-    return rc;
+    return gemm_launch_split(d, name, &kn, p->m, p->n, p->k, p->P, p->Q, a->split, out,
+                             a->flags);
 }
-
-static const char *tname(pg_type t) { return pg_type_name(t); }
 
 /* One problem through one kernel configuration, checked; with split > 1
  * also run twice and compared bit for bit. */
@@ -327,28 +163,11 @@ static void run_case(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, 
     dev_upload(&d, &p, offset, (uint64_t)p.P * p.Q * 4 * split);
     char what[256];
     snprintf(what, sizeof what, "%s %s->%s m=%u n=%u k=%u tile=%d split=%u%s%s%s",
-             tile < 0 ? "gemm_lp_simt" : mma_name[layout], tname(it), tname(ot), m, n, k, tile,
-             split, flags & FLAG_ACC ? " acc" : "", flags & FLAG_BIAS ? " bias" : "",
+             tile < 0 ? "gemm_lp_simt" : mma_name[layout], pg_type_name(it), pg_type_name(ot), m,
+             n, k, tile, split, flags & FLAG_ACC ? " acc" : "", flags & FLAG_BIAS ? " bias" : "",
              offset ? " unaligned" : "");
-    dev_reset_c(&d, &p, flags);
-    if (launch_direct(&d, &p, tile, split, flags) || dev_download(&d, &p)) {
-        TEST_FAIL_("%s: launch failed", what);
-    } else {
-        check_out(&p, d.host_c, flags, r, what);
-        if (split > 1) {
-            size_t bytes = ((size_t)p.P * p.Q + GUARD) * esize(ot);
-            void *first = malloc(bytes);
-            memcpy(first, d.host_c, bytes);
-            dev_reset_c(&d, &p, flags);
-            if (launch_direct(&d, &p, tile, split, flags) || dev_download(&d, &p))
-                TEST_FAIL_("%s: second launch failed", what);
-            else if (memcmp(first, d.host_c, bytes) != 0)
-                TEST_FAIL_("%s: a second run gives other bits", what);
-            test_checks_++;
-            free(first);
-        }
-    }
-    dev_free(&d);
+    gemm_run_direct(&d, ref_of(&p), &p, (int)tile, split, flags, r, launch_direct, what);
+    gemm_dev_free(&d);
     prob_free(&p);
 }
 
@@ -358,7 +177,6 @@ static const char *run_rt_at(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_t
                              pg_type ot, uint32_t m, uint32_t n, uint32_t k, unsigned flags,
                              unsigned off)
 {
-    const char *chosen = "";
     prob p;
     prob_init(&p, r, layout, it, ot, m, n, k);
     uint64_t ws = pgrt_gemm_workspace_bytes(ctx, layout, it, ot, m, n, k);
@@ -367,50 +185,26 @@ static const char *run_rt_at(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_t
         /* the f32 kernels read f32 operands: widen the rounded values */
         GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, p.na, &d.a));
         GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, p.nb, &d.b));
-        GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, (size_t)p.P * p.Q + GUARD, &d.c));
+        GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, p.pq + GEMM_GUARD, &d.c));
         GPU_CHECK(pgrt_buf_upload(d.a, 0, p.af, p.na));
         GPU_CHECK(pgrt_buf_upload(d.b, 0, p.bf, p.nb));
         GPU_CHECK(pgrt_buf_view(d.a, 0, p.na, &d.va));
         GPU_CHECK(pgrt_buf_view(d.b, 0, p.nb, &d.vb));
-        GPU_CHECK(pgrt_buf_view(d.c, 0, (size_t)p.P * p.Q + GUARD, &d.vc));
-        d.host_c = malloc(((size_t)p.P * p.Q + GUARD) * 4);
+        GPU_CHECK(pgrt_buf_view(d.c, 0, p.pq + GEMM_GUARD, &d.vc));
+        d.host_c = malloc((p.pq + GEMM_GUARD) * 4);
     } else {
         dev_upload(&d, &p, off, ws);
     }
     char what[256];
-    snprintf(what, sizeof what, "pgrt_gemm %s %s->%s m=%u n=%u k=%u%s%s", layout_name[layout],
-             tname(it), tname(ot), m, n, k, flags & FLAG_ACC ? " acc" : "",
-             flags & FLAG_BIAS ? " bias" : "");
-    size_t bytes = ((size_t)p.P * p.Q + GUARD) * esize(ot);
-    void *first = malloc(bytes);
-    for (int run = 0; run < 2; run++) {
-        dev_reset_c(&d, &p, flags);
-        pgk_gemm_choice ch;
-        pgrt_buf *c = NULL;
-        GPU_CHECK(pgrt_buf_view(d.vc, 0, (size_t)p.P * p.Q, &c));
-        int rc = pgrt_gemm(ctx, NULL, layout, d.va, d.vb, c, flags & FLAG_BIAS ? d.bias : NULL,
-                           m, n, k, flags & FLAG_ACC, ws ? d.ws : NULL, &ch);
-        pgrt_buf_destroy(&c);
-        if (rc || dev_download(&d, &p)) {
-            TEST_FAIL_("%s: %s: %s", what, pgrt_err_name(rc), pgrt_last_message());
-            break;
-        }
-        if (run == 0) {
-            fprintf(stderr, "%s%s: %s tile %u split %u\n", what, off ? " unaligned" : "",
-                    ch.desc->name, ch.tile, ch.split);
-            chosen = ch.desc->name;
-            check_out(&p, d.host_c, flags, r, what);
-            memcpy(first, d.host_c, bytes);
-        } else {
-            test_checks_++;
-            if (memcmp(first, d.host_c, bytes) != 0)
-                TEST_FAIL_("%s: a second run gives other bits", what);
-        }
-    }
-    free(first);
-    dev_free(&d);
+    snprintf(what, sizeof what, "pgrt_gemm %s %s->%s m=%u n=%u k=%u%s%s%s", layout_name[layout],
+             pg_type_name(it), pg_type_name(ot), m, n, k, flags & FLAG_ACC ? " acc" : "",
+             flags & FLAG_BIAS ? " bias" : "", off ? " unaligned" : "");
+    gemm_ref g = ref_of(&p);
+    gemm_rt t = {layout, m, n, k, flags, ws, what, {0}, 0};
+    gemm_run_check(&d, &g, flags, r, 2, gemm_rt_launch, &t, what);
+    gemm_dev_free(&d);
     prob_free(&p);
-    return chosen;
+    return t.launches ? t.ch.desc->name : "";
 }
 
 static const char *run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg_type ot,
@@ -419,16 +213,11 @@ static const char *run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type
     return run_rt_at(ctx, r, layout, it, ot, m, n, k, flags, 0);
 }
 
-typedef struct shape3 {
-    uint32_t m, n, k;
-} shape3;
-
 int main(void)
 {
     quick = gpu_quick();
-    pgrt_ctx *ctx = gpu_open();
     pgrt_device_info info;
-    pgrt_ctx_device_info(ctx, &info);
+    pgrt_ctx *ctx = gemm_test_open(&info);
     rng r = {test_seed("test_gemm_mma")};
     bool mma = pg_target_sm(info.target) >= 80;
     static const pg_type ins[] = {PG_F16, PG_BF16};
@@ -472,19 +261,13 @@ int main(void)
                     }
         fprintf(stderr, "tiles: done\n");
         /* split-K, with every flag, aligned and not */
-        static const shape3 sk[] = {{40, 24, 700}, {130, 70, 333}, {9, 200, 1024}};
-        static const uint32_t splits[] = {2, 5, 7};
         for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
             for (size_t s = 0; s < (quick ? 1u : 3u); s++)
                 for (unsigned j = 0; j < (quick ? 1u : 3u); j++) {
-                    shape3 sh = sk[s];
-                    if (l == PGK_GEMM_BACKWARD_X) /* R is N */
-                        sh = (shape3){sk[s].m, sk[s].k, sk[s].n};
-                    else if (l == PGK_GEMM_BACKWARD_W) /* R is M */
-                        sh = (shape3){sk[s].k, sk[s].m, sk[s].n};
+                    shape3 sh = gemm_split_case(l, s);
                     run_case(ctx, &r, (pgk_gemm_layout)l, ins[(s + j) % 2], outs[(l + j) % 3],
-                             sh.m, sh.n, sh.k, (int)((s * 3 + j) % PGK_GEMM_TILES), splits[j],
-                             (unsigned)(s + j + l) % 4, (unsigned)(j == 1));
+                             sh.m, sh.n, sh.k, (int)((s * 3 + j) % PGK_GEMM_TILES),
+                             gemm_split_count(j), (unsigned)(s + j + l) % 4, (unsigned)(j == 1));
                 }
         fprintf(stderr, "split-K: done\n");
     }

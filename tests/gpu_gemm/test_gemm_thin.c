@@ -29,19 +29,10 @@
  *
  * PGRT_GPU_QUICK=1 (under compute-sanitizer): fewer shapes.
  */
-#include "gemm_util.h"
-#include "test.h"
+#include "gemm_check.h"
 
-#define GUARD 64u
-#define FLAG_ACC 1u
-#define FLAG_BIAS 2u
 
 enum { FORM_OUTER, FORM_Q, FORM_P, FORM_MMA_Q, FORM_MMA_P };
-
-static size_t esize(pg_type t) { return t == PG_F32 ? 4 : 2; }
-
-static uint16_t to_h(pg_type t, float f) { return t == PG_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
-static float from_h(pg_type t, uint16_t h) { return t == PG_BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
 
 /* The bits of value f in type t at dst[i]. */
 static void put(pg_type t, void *dst, size_t i, float f)
@@ -50,11 +41,6 @@ static void put(pg_type t, void *dst, size_t i, float f)
         ((float *)dst)[i] = f;
     else
         ((uint16_t *)dst)[i] = to_h(t, f);
-}
-
-static double get(pg_type t, const void *src, size_t i)
-{
-    return t == PG_F32 ? ((const float *)src)[i] : from_h(t, ((const uint16_t *)src)[i]);
 }
 
 typedef struct prob {
@@ -112,130 +98,21 @@ static void prob_free(prob *p)
     free(p->old);
 }
 
-/* A(p, r) and B(q, r) of the layout (gemm_mma.c). */
-static double a_at(const prob *p, uint32_t pp, uint32_t r)
+/* p's double reference (gemm_check_out). */
+static gemm_ref ref_of(const prob *p)
 {
-    size_t i = p->layout == PGK_GEMM_FORWARD      ? (size_t)pp * p->k + r
-               : p->layout == PGK_GEMM_BACKWARD_X ? (size_t)pp * p->n + r
-                                                  : (size_t)r * p->n + pp;
-    return get(p->it, p->a, i);
+    return (gemm_ref){p->layout, p->n, p->k, p->P, p->Q, p->R, p->it, p->ot,
+                      p->a,      p->b, p->old, p->bias, gemm_tol_16};
 }
 
-static double b_at(const prob *p, uint32_t q, uint32_t r)
-{
-    size_t i = p->layout == PGK_GEMM_FORWARD ? (size_t)q * p->k + r : (size_t)r * p->k + q;
-    return get(p->it, p->b, i);
-}
+typedef gemm_dev dev;
 
-/* Check c (P·Q values + the guard): every element of small outputs, else
- * 4096 random ones and the corners. */
-static void check_out(const prob *p, const void *c, unsigned flags, rng *r, const char *what)
-{
-    size_t count = p->pq <= 65536 ? p->pq : 4096 + 4;
-    int bad = 0;
-    for (size_t s = 0; s < count; s++) {
-        size_t i;
-        if (count == p->pq)
-            i = s;
-        else if (s < 4)
-            i = (s & 1 ? p->Q - 1 : 0) + (s & 2 ? (size_t)(p->P - 1) * p->Q : 0);
-        else
-            i = (size_t)(rng_next(r) % p->pq);
-        uint32_t pp = (uint32_t)(i / p->Q), q = (uint32_t)(i % p->Q);
-        double sum = 0, mag = 0;
-        for (uint32_t rr = 0; rr < p->R; rr++) {
-            double t = a_at(p, pp, rr) * b_at(p, q, rr);
-            sum += t;
-            mag += fabs(t);
-        }
-        if (flags & FLAG_BIAS) {
-            sum += p->bias[q];
-            mag += fabs(p->bias[q]);
-        }
-        if (flags & FLAG_ACC) {
-            double o = get(p->ot, p->old, i);
-            sum += o;
-            mag += fabs(o);
-        }
-        double ulp = p->ot == PG_F32 ? 0 : p->ot == PG_F16 ? ldexp(fabs(sum), -10) + 1e-7
-                                                           : ldexp(fabs(sum), -7) + 1e-38;
-        double tol = ldexp(mag, -14) + ulp + 1e-30;
-        double got = get(p->ot, c, i);
-        if (!(fabs(got - sum) <= tol)) {
-            if (bad < 5)
-                fprintf(stderr, "  %s: [%u,%u] got %.9g want %.9g (tol %.3g)\n", what, pp, q,
-                        got, sum, tol);
-            bad++;
-        }
-    }
-    const uint8_t *g = (const uint8_t *)c + p->pq * esize(p->ot);
-    for (size_t i = 0; i < GUARD * esize(p->ot); i++)
-        if (g[i] != 0xff) {
-            if (bad < 5)
-                fprintf(stderr, "  %s: guard byte %zu past the end written\n", what, i);
-            bad++;
-            break;
-        }
-    if (bad)
-        TEST_FAIL_("%s: %d of %zu elements wrong", what, bad, count);
-    test_checks_++;
-}
-
-typedef struct dev {
-    pgrt_ctx *ctx;
-    pgrt_buf *a, *b, *c, *bias;
-    pgrt_buf *va, *vb, *vc; /* the operands as launched (views when unaligned) */
-    void *host_c;
-} dev;
-
+/* Upload p; offset > 0 places every operand `offset` elements into its
+ * buffer (no longer 16-byte aligned). */
 static void dev_upload(dev *d, const prob *p, unsigned offset)
 {
-    GPU_CHECK(pgrt_buf_alloc(d->ctx, p->it, p->na + offset, &d->a));
-    GPU_CHECK(pgrt_buf_alloc(d->ctx, p->it, p->nb + offset, &d->b));
-    GPU_CHECK(pgrt_buf_alloc(d->ctx, p->ot, p->pq + GUARD + offset, &d->c));
-    GPU_CHECK(pgrt_buf_alloc(d->ctx, PG_F32, p->Q, &d->bias));
-    GPU_CHECK(pgrt_buf_view(d->a, offset, p->na, &d->va));
-    GPU_CHECK(pgrt_buf_view(d->b, offset, p->nb, &d->vb));
-    GPU_CHECK(pgrt_buf_view(d->c, offset, p->pq + GUARD, &d->vc));
-    GPU_CHECK(pgrt_buf_upload(d->va, 0, p->a, p->na));
-    GPU_CHECK(pgrt_buf_upload(d->vb, 0, p->b, p->nb));
-    GPU_CHECK(pgrt_buf_upload(d->bias, 0, p->bias, p->Q));
-    d->host_c = malloc((p->pq + GUARD) * esize(p->ot));
-    if (!d->host_c) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-}
-
-static void dev_free(dev *d)
-{
-    pgrt_buf_destroy(&d->va);
-    pgrt_buf_destroy(&d->vb);
-    pgrt_buf_destroy(&d->vc);
-    pgrt_buf_destroy(&d->a);
-    pgrt_buf_destroy(&d->b);
-    pgrt_buf_destroy(&d->c);
-    pgrt_buf_destroy(&d->bias);
-    free(d->host_c);
-    d->host_c = NULL;
-}
-
-static void dev_reset_c(dev *d, const prob *p, unsigned flags)
-{
-    GPU_CHECK(pgrt_buf_memset(d->c, 0xff));
-    if (flags & FLAG_ACC)
-        GPU_CHECK(pgrt_buf_upload(d->vc, 0, p->old, p->pq));
-}
-
-static int dev_download(dev *d, const prob *p)
-{
-    int rc = pgrt_ctx_sync(d->ctx);
-    if (rc) {
-        fprintf(stderr, "sync: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
-        return rc;
-    }
-    GPU_CHECK(pgrt_buf_download(d->vc, 0, d->host_c, p->pq + GUARD));
-    return 0;
+    gemm_data g = {p->it, p->ot, p->a, p->b, p->na, p->nb, p->pq, p->bias, p->Q};
+    gemm_dev_upload(d, &g, offset, 0);
 }
 
 /* gemm_thin in `form` (< 0: the pick for the shape), the thin side's
@@ -243,15 +120,7 @@ static int dev_download(dev *d, const prob *p)
 static int launch_thin(dev *d, const prob *p, int form, int j, unsigned flags)
 {
     const pgk_desc *desc = pgk_find("gemm_thin");
-    pgk_knobs kn;
-    pgk_knobs_default(desc, &kn);
-    kn.v[pgk_knob_index(desc, "m")] = p->m;
-    kn.v[pgk_knob_index(desc, "n")] = p->n;
-    kn.v[pgk_knob_index(desc, "k")] = p->k;
-    kn.v[pgk_knob_index(desc, "layout")] = p->layout;
-    kn.v[pgk_knob_index(desc, "in")] = p->it == PG_F32 ? 2 : p->it == PG_BF16 ? 1 : 0;
-    kn.v[pgk_knob_index(desc, "out")] = p->ot == PG_F32 ? 0 : p->ot == PG_F16 ? 1 : 2;
-    pgk_pick(desc, &kn);
+    pgk_knobs kn = gemm_thin_knobs(p->layout, p->it, p->ot, p->m, p->n, p->k);
     if (form >= 0)
         kn.v[pgk_knob_index(desc, "form")] = (uint32_t)form;
     if (j > 0)
@@ -263,6 +132,19 @@ static int launch_thin(dev *d, const prob *p, int form, int j, unsigned flags)
     if (rc)
         fprintf(stderr, "gemm_thin: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
     return rc;
+}
+
+/* launch_thin as a gemm_launch_fn */
+typedef struct thin_launch {
+    const prob *p;
+    int form, j;
+    unsigned flags;
+} thin_launch;
+
+static int thin_launch_fn(gemm_dev *d, void *arg)
+{
+    const thin_launch *a = arg;
+    return launch_thin(d, a->p, a->form, a->j, a->flags);
 }
 
 /* One problem, checked, then run again: the same bits. */
@@ -279,25 +161,10 @@ static void run_case_j(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it
              layout_name[layout], pg_type_name(it), pg_type_name(ot), P, Q, R, form, j,
              flags & FLAG_ACC ? " acc" : "", flags & FLAG_BIAS ? " bias" : "",
              offset ? " unaligned" : "");
-    size_t bytes = (p.pq + GUARD) * esize(ot);
-    void *first = malloc(bytes);
-    for (int run = 0; run < 2 && first; run++) {
-        dev_reset_c(&d, &p, flags);
-        if (launch_thin(&d, &p, form, j, flags) || dev_download(&d, &p)) {
-            TEST_FAIL_("%s: launch failed", what);
-            break;
-        }
-        if (run == 0) {
-            check_out(&p, d.host_c, flags, r, what);
-            memcpy(first, d.host_c, bytes);
-        } else {
-            test_checks_++;
-            if (memcmp(first, d.host_c, bytes) != 0)
-                TEST_FAIL_("%s: a second run gives other bits", what);
-        }
-    }
-    free(first);
-    dev_free(&d);
+    gemm_ref g = ref_of(&p);
+    thin_launch a = {&p, form, j, flags};
+    gemm_run_check(&d, &g, flags, r, 2, thin_launch_fn, &a, what);
+    gemm_dev_free(&d);
     prob_free(&p);
 }
 
@@ -322,24 +189,15 @@ static void run_rt(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it, pg
     snprintf(what, sizeof what, "pgrt_gemm %s %s->%s m=%u n=%u k=%u%s%s", layout_name[layout],
              pg_type_name(it), pg_type_name(ot), p.m, p.n, p.k, flags & FLAG_ACC ? " acc" : "",
              flags & FLAG_BIAS ? " bias" : "");
-    dev_reset_c(&d, &p, flags);
-    pgk_gemm_choice ch;
-    pgrt_buf *c = NULL;
-    GPU_CHECK(pgrt_buf_view(d.vc, 0, p.pq, &c));
     if (pgrt_gemm_workspace_bytes(ctx, layout, it, ot, p.m, p.n, p.k) != 0)
         TEST_FAIL_("%s: a workspace asked for", what);
-    int rc = pgrt_gemm(ctx, NULL, layout, d.va, d.vb, c, flags & FLAG_BIAS ? d.bias : NULL, p.m,
-                       p.n, p.k, flags & FLAG_ACC, NULL, &ch);
-    pgrt_buf_destroy(&c);
-    if (rc || dev_download(&d, &p)) {
-        TEST_FAIL_("%s: %s: %s", what, pgrt_err_name(rc), pgrt_last_message());
-    } else {
-        if (strcmp(ch.desc->name, "gemm_thin") != 0)
-            TEST_FAIL_("%s: chose %s, not gemm_thin", what, ch.desc->name);
-        test_checks_++;
-        check_out(&p, d.host_c, flags, r, what);
-    }
-    dev_free(&d);
+    gemm_ref g = ref_of(&p);
+    gemm_rt t = {layout, p.m, p.n, p.k, flags, 0, what, {0}, 0};
+    gemm_run_check(&d, &g, flags, r, 1, gemm_rt_launch, &t, what);
+    test_checks_++;
+    if (t.launches && strcmp(t.ch.desc->name, "gemm_thin") != 0)
+        TEST_FAIL_("%s: chose %s, not gemm_thin", what, t.ch.desc->name);
+    gemm_dev_free(&d);
     prob_free(&p);
 }
 
@@ -357,26 +215,27 @@ static void run_paths(pgrt_ctx *ctx, rng *r, pgk_gemm_layout layout, pg_type it,
     snprintf(what, sizeof what, "gemm_thin %s %s->%s P=%u Q=%u R=%u form %d%s%s, both paths",
              layout_name[layout], pg_type_name(it), pg_type_name(ot), P, Q, R, form,
              flags & FLAG_ACC ? " acc" : "", flags & FLAG_BIAS ? " bias" : "");
-    size_t bytes = (p.pq + GUARD) * esize(ot);
+    size_t bytes = (p.pq + GEMM_GUARD) * esize(ot);
     void *first = malloc(bytes);
     for (unsigned off = 0; off < 2 && first; off++) {
         dev d = {.ctx = ctx};
         dev_upload(&d, &p, off);
-        dev_reset_c(&d, &p, flags);
-        if (launch_thin(&d, &p, form, -1, flags) || dev_download(&d, &p)) {
+        gemm_dev_reset_c(&d, p.old, p.pq, flags & FLAG_ACC);
+        if (launch_thin(&d, &p, form, -1, flags) || gemm_dev_download(&d, p.pq)) {
             TEST_FAIL_("%s: launch failed", what);
-            dev_free(&d);
+            gemm_dev_free(&d);
             break;
         }
         if (off == 0) {
-            check_out(&p, d.host_c, flags, r, what);
+            gemm_ref g = ref_of(&p);
+            gemm_check_out(&g, d.host_c, flags, r, what);
             memcpy(first, d.host_c, bytes);
         } else {
             test_checks_++;
             if (memcmp(first, d.host_c, bytes) != 0)
                 TEST_FAIL_("%s: the element-wise loads give other bits", what);
         }
-        dev_free(&d);
+        gemm_dev_free(&d);
     }
     free(first);
     prob_free(&p);
@@ -389,9 +248,8 @@ typedef struct pqr3 {
 int main(void)
 {
     bool quick = gpu_quick();
-    pgrt_ctx *ctx = gpu_open();
     pgrt_device_info info;
-    pgrt_ctx_device_info(ctx, &info);
+    pgrt_ctx *ctx = gemm_test_open(&info);
     if (pg_target_sm(info.target) < 70) {
         fprintf(stderr, "skip: gemm_thin needs sm_70 (this is %s)\n",
                 pg_target_name(info.target));

@@ -46,6 +46,61 @@ static void row_checks(row *r, const float *f32, const float *f32_ref_bits, cons
     compare(r, copy_row ? b16 : f32, ref, n);
 }
 
+static void cast_into(pgrt_buf *src, pgrt_buf *dst, uint32_t n)
+{
+    pgk_knobs kc = knobs_of("cast_f32_to_bf16", "n", n, NULL);
+    pgrt_arg ca[] = {pgrt_arg_buf(src), pgrt_arg_buf(dst), pgrt_arg_u32(n)};
+    launch("cast_f32_to_bf16", &kc, ca, 3);
+}
+
+static void residual_into(pgrt_buf *a, pgrt_buf *b, pgrt_buf *out, size_t n)
+{
+    pgk_knobs kn = knobs_of("residual_add", "n", (uint32_t)n, NULL);
+    pgrt_arg args[] = {pgrt_arg_buf(a), pgrt_arg_buf(b), pgrt_arg_buf(out),
+                       pgrt_arg_u32((uint32_t)n)};
+    launch("residual_add", &kn, args, 4);
+}
+
+/* A fused kernel with one f32 output y and its bf16 copy yb: launched
+ * twice (y, yb and `also`, when not NULL, poisoned first), then each
+ * output against the unfused chain's (y2, yb2: the same bits) and the
+ * reference, rows r (f32) and rb (the copy), and the second run's bits
+ * against the first's. */
+static void fused_pair(const char *name, const pgk_knobs *kn, const pgrt_arg *args,
+                       size_t nargs, pgrt_buf *y, pgrt_buf *yb, pgrt_buf *also,
+                       const pgrt_buf *y2, const pgrt_buf *yb2, const double *ref, size_t n,
+                       row *r, row *rb)
+{
+    float *out[2], *outb[2];
+    for (int run = 0; run < 2; run++) {
+        if (also)
+            act_poison(also, false);
+        act_poison(y, false);
+        act_poison(yb, true);
+        if (!launch(name, kn, args, nargs))
+            r->bad++;
+        out[run] = get(y, n, false);
+        outb[run] = get(yb, n, true);
+    }
+    float *o2 = get(y2, n, false), *ob2 = get(yb2, n, true);
+    row_checks(r, out[0], o2, outb[0], ob2, ref, n, false);
+    row_checks(rb, out[0], o2, outb[0], ob2, ref, n, true);
+    same_bits(r, out[0], out[1], n * 4);
+    same_bits(rb, outb[0], outb[1], n * 4);
+    free(o2), free(ob2);
+    for (int i = 0; i < 2; i++)
+        free(out[i]), free(outb[i]);
+}
+
+/* f32 outputs within 1e-5, the bf16 copies within 5e-3. */
+static void finish_pair(row *r, row *rb)
+{
+    cur_tol = 1e-5;
+    finish(r);
+    cur_tol = 5e-3;
+    finish(rb);
+}
+
 static void test_rms_fwd(uint32_t rows, uint32_t hid, bool res)
 {
     size_t n = (size_t)rows * hid;
@@ -69,19 +124,13 @@ static void test_rms_fwd(uint32_t rows, uint32_t hid, bool res)
     }
     /* the unfused chain */
     pgrt_buf *xin = res ? sum2 : ba;
-    if (res) {
-        pgk_knobs kn = knobs_of("residual_add", "n", (uint32_t)n, NULL);
-        pgrt_arg args[] = {pgrt_arg_buf(ba), pgrt_arg_buf(bb), pgrt_arg_buf(sum2),
-                           pgrt_arg_u32((uint32_t)n)};
-        launch("residual_add", &kn, args, 4);
-    }
+    if (res)
+        residual_into(ba, bb, sum2, n);
     pgk_knobs kr = knobs_of("rms_norm_forward", "num_rows", rows, "hidden_dim", hid, NULL);
     pgrt_arg ra[] = {pgrt_arg_buf(xin), pgrt_arg_buf(bg), pgrt_arg_buf(y2), pgrt_arg_u32(rows),
                      pgrt_arg_u32(hid), pgrt_arg_f32(EPS)};
     launch("rms_norm_forward", &kr, ra, 6);
-    pgk_knobs kc = knobs_of("cast_f32_to_bf16", "n", (uint32_t)n, NULL);
-    pgrt_arg ca[] = {pgrt_arg_buf(y2), pgrt_arg_buf(yb2), pgrt_arg_u32((uint32_t)n)};
-    launch("cast_f32_to_bf16", &kc, ca, 3);
+    cast_into(y2, yb2, (uint32_t)n);
 
     const char *name = "rms_norm_forward_add_bf16";
     row *r = add_row(name, "%ux%u residual %d", rows, hid, res);
@@ -91,36 +140,17 @@ static void test_rms_fwd(uint32_t rows, uint32_t hid, bool res)
     pgrt_arg args[] = {pgrt_arg_buf(ba), pgrt_arg_buf(bb),  pgrt_arg_buf(sum),
                        pgrt_arg_buf(bg), pgrt_arg_buf(y),   pgrt_arg_buf(yb),
                        pgrt_arg_u32(rows), pgrt_arg_u32(hid), pgrt_arg_f32(EPS)};
-    float *out[2] = {NULL, NULL}, *outb[2] = {NULL, NULL};
-    for (int run = 0; run < 2; run++) {
-        act_poison(sum, false);
-        act_poison(y, false);
-        act_poison(yb, true);
-        if (!launch(name, &kn, args, 9))
-            r->bad++;
-        out[run] = get(y, n, false);
-        outb[run] = get(yb, n, true);
-    }
-    float *o2 = get(y2, n, false), *ob2 = get(yb2, n, true);
-    row_checks(r, out[0], o2, outb[0], ob2, ref, n, false);
-    row_checks(rb, out[0], o2, outb[0], ob2, ref, n, true);
-    if (res) {
+    fused_pair(name, &kn, args, 9, y, yb, sum, y2, yb2, ref, n, r, rb);
+    if (res) { /* the sum it stored: the residual_add's, and a + b in f32 */
         float *s1 = get(sum, n, false), *s2 = get(sum2, n, false);
         r->bad += differ(s1, s2, n) + differ(s1, xs, n);
         free(s1), free(s2);
     }
-    same_bits(r, out[0], out[1], n * 4);
-    same_bits(rb, outb[0], outb[1], n * 4);
-    cur_tol = 1e-5;
-    finish(r);
-    cur_tol = 5e-3;
-    finish(rb);
+    finish_pair(r, rb);
     pgrt_buf *bufs[] = {ba, bb, bg, sum, y, yb, sum2, y2, yb2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         pgrt_buf_destroy(&bufs[i]);
-    free(a), free(b), free(gam), free(ref), free(xs), free(o2), free(ob2);
-    for (int i = 0; i < 2; i++)
-        free(out[i]), free(outb[i]);
+    free(a), free(b), free(gam), free(ref), free(xs);
 }
 
 static void test_rms_bwd(uint32_t rows, uint32_t hid, bool res)
@@ -151,15 +181,9 @@ static void test_rms_bwd(uint32_t rows, uint32_t hid, bool res)
                      pgrt_arg_buf(dx2), pgrt_arg_buf(part), pgrt_arg_u32(rows),
                      pgrt_arg_u32(hid), pgrt_arg_f32(EPS)};
     launch("batched_rms_norm_backward", &kr, ra, 8);
-    if (res) {
-        pgk_knobs kn = knobs_of("residual_add", "n", (uint32_t)n, NULL);
-        pgrt_arg args[] = {pgrt_arg_buf(brs), pgrt_arg_buf(dx2), pgrt_arg_buf(dx2),
-                           pgrt_arg_u32((uint32_t)n)};
-        launch("residual_add", &kn, args, 4);
-    }
-    pgk_knobs kc = knobs_of("cast_f32_to_bf16", "n", (uint32_t)n, NULL);
-    pgrt_arg ca[] = {pgrt_arg_buf(dx2), pgrt_arg_buf(dxb2), pgrt_arg_u32((uint32_t)n)};
-    launch("cast_f32_to_bf16", &kc, ca, 3);
+    if (res)
+        residual_into(brs, dx2, dx2, n);
+    cast_into(dx2, dxb2, (uint32_t)n);
 
     const char *name = "rms_norm_backward_add_bf16";
     row *r = add_row(name, "%ux%u residual %d", rows, hid, res);
@@ -169,30 +193,12 @@ static void test_rms_bwd(uint32_t rows, uint32_t hid, bool res)
     pgrt_arg args[] = {pgrt_arg_buf(bx),  pgrt_arg_buf(bg),   pgrt_arg_buf(bdy),
                        pgrt_arg_buf(brs), pgrt_arg_buf(dx),   pgrt_arg_buf(dxb),
                        pgrt_arg_u32(rows), pgrt_arg_u32(hid), pgrt_arg_f32(EPS)};
-    float *out[2] = {NULL, NULL}, *outb[2] = {NULL, NULL};
-    for (int run = 0; run < 2; run++) {
-        act_poison(dx, false);
-        act_poison(dxb, true);
-        if (!launch(name, &kn, args, 9))
-            r->bad++;
-        out[run] = get(dx, n, false);
-        outb[run] = get(dxb, n, true);
-    }
-    float *o2 = get(dx2, n, false), *ob2 = get(dxb2, n, true);
-    row_checks(r, out[0], o2, outb[0], ob2, ref, n, false);
-    row_checks(rb, out[0], o2, outb[0], ob2, ref, n, true);
-    same_bits(r, out[0], out[1], n * 4);
-    same_bits(rb, outb[0], outb[1], n * 4);
-    cur_tol = 1e-5;
-    finish(r);
-    cur_tol = 5e-3;
-    finish(rb);
+    fused_pair(name, &kn, args, 9, dx, dxb, NULL, dx2, dxb2, ref, n, r, rb);
+    finish_pair(r, rb);
     pgrt_buf *bufs[] = {bx, bdy, brs, bg, dx, dxb, dx2, dxb2, part};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         pgrt_buf_destroy(&bufs[i]);
-    free(x), free(dy), free(rs), free(gam), free(ref), free(o2), free(ob2);
-    for (int i = 0; i < 2; i++)
-        free(out[i]), free(outb[i]);
+    free(x), free(dy), free(rs), free(gam), free(ref);
 }
 
 static float *gates(uint32_t n)
@@ -203,12 +209,6 @@ static float *gates(uint32_t n)
     return g;
 }
 
-static void cast_into(pgrt_buf *src, pgrt_buf *dst, uint32_t n)
-{
-    pgk_knobs kc = knobs_of("cast_f32_to_bf16", "n", n, NULL);
-    pgrt_arg ca[] = {pgrt_arg_buf(src), pgrt_arg_buf(dst), pgrt_arg_u32(n)};
-    launch("cast_f32_to_bf16", &kc, ca, 3);
-}
 
 static void test_swiglu_fwd(uint32_t n)
 {
@@ -229,30 +229,12 @@ static void test_swiglu_fwd(uint32_t n)
     pgk_knobs kn = knobs_of(name, "n", n, NULL);
     pgrt_arg args[] = {pgrt_arg_buf(bg), pgrt_arg_buf(bu), pgrt_arg_buf(h), pgrt_arg_buf(hb),
                        pgrt_arg_u32(n)};
-    float *out[2] = {NULL, NULL}, *outb[2] = {NULL, NULL};
-    for (int run = 0; run < 2; run++) {
-        act_poison(h, false);
-        act_poison(hb, true);
-        if (!launch(name, &kn, args, 5))
-            r->bad++;
-        out[run] = get(h, n, false);
-        outb[run] = get(hb, n, true);
-    }
-    float *o2 = get(h2, n, false), *ob2 = get(hb2, n, true);
-    row_checks(r, out[0], o2, outb[0], ob2, ref, n, false);
-    row_checks(rb, out[0], o2, outb[0], ob2, ref, n, true);
-    same_bits(r, out[0], out[1], (size_t)n * 4);
-    same_bits(rb, outb[0], outb[1], (size_t)n * 4);
-    cur_tol = 1e-5;
-    finish(r);
-    cur_tol = 5e-3;
-    finish(rb);
+    fused_pair(name, &kn, args, 5, h, hb, NULL, h2, hb2, ref, n, r, rb);
+    finish_pair(r, rb);
     pgrt_buf *bufs[] = {bg, bu, h, hb, h2, hb2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         pgrt_buf_destroy(&bufs[i]);
-    free(g), free(u), free(ref), free(o2), free(ob2);
-    for (int i = 0; i < 2; i++)
-        free(out[i]), free(outb[i]);
+    free(g), free(u), free(ref);
 }
 
 static void test_swiglu_bwd(uint32_t n)
@@ -300,10 +282,7 @@ static void test_swiglu_bwd(uint32_t n)
         same_bits(rb, out[0][j + 2], out[1][j + 2], (size_t)n * 4);
         free(f), free(fb);
     }
-    cur_tol = 1e-5;
-    finish(r);
-    cur_tol = 5e-3;
-    finish(rb);
+    finish_pair(r, rb);
     pgrt_buf_destroy(&bg);
     pgrt_buf_destroy(&bu);
     pgrt_buf_destroy(&bd);

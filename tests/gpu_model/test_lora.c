@@ -129,6 +129,23 @@ static pgk_knobs kn_tile(const char *kernel, uint32_t T, uint32_t len, uint32_t 
 #define U(x) pgrt_arg_u32((uint32_t)(x))
 #define F(x) pgrt_arg_f32((float)(x))
 
+/* ref[m N + n] = old[m N + n] (when old) + scale * sum over k of
+ * a[m am + k ak] b[n bn + k bk], in double, k in order: every product of
+ * a LoRA pair, by its strides. */
+static void ref_product(double *ref, uint32_t M, uint32_t N, uint32_t K, const float *a,
+                        size_t am, size_t ak, const float *b, size_t bn, size_t bk,
+                        double scale, const float *old)
+{
+    for (uint32_t m = 0; m < M; m++)
+        for (uint32_t n = 0; n < N; n++) {
+            double d = 0;
+            for (uint32_t k = 0; k < K; k++)
+                d += (double)a[m * am + k * ak] * b[n * bn + k * bk];
+            size_t i = (size_t)m * N + n;
+            ref[i] = old ? old[i] + scale * d : scale * d;
+        }
+}
+
 static void test_shape(const shape *s)
 {
     uint32_t T = s->T, in = s->in, out = s->out, r = s->r, sp = s->splits;
@@ -155,13 +172,7 @@ static void test_shape(const shape *s)
     for (size_t i = 0; i < 4; i++)
         nref = sizes[i] > nref ? sizes[i] : nref;
     double *ref = xmalloc(nref * sizeof(double));
-    for (uint32_t t = 0; t < T; t++)
-        for (uint32_t j = 0; j < r; j++) {
-            double a = 0;
-            for (uint32_t k = 0; k < in; k++)
-                a += (double)x[(size_t)t * in + k] * A[(size_t)j * in + k];
-            ref[(size_t)t * r + j] = sc * a;
-        }
+    ref_product(ref, T, r, in, x, in, 1, A, in, 1, sc, NULL);
     step down_x[] = {
         {"lora_down_f32", kn_down(T, in, r, sp), {P(bx), P(bA), P(ws), U(T), U(in), U(sp)}, 6},
         {"lora_reduce_f32", kn_reduce((uint32_t)nxa, 0),
@@ -171,14 +182,7 @@ static void test_shape(const shape *s)
 
     /* y (+)= xa B^T, from the device's xa */
     for (uint32_t acc = 0; acc < 2; acc++) {
-        for (uint32_t t = 0; t < T; t++)
-            for (uint32_t o = 0; o < out; o++) {
-                double a = acc ? y0[(size_t)t * out + o] : 0.0;
-                double d = 0;
-                for (uint32_t j = 0; j < r; j++)
-                    d += (double)xa[(size_t)t * r + j] * B[(size_t)o * r + j];
-                ref[(size_t)t * out + o] = a + d;
-            }
+        ref_product(ref, T, out, r, xa, r, 1, B, r, 1, 1.0, acc ? y0 : NULL);
         step up_y[] = {{"lora_up_f32", kn_up(T, out, r, 0, acc),
                         {P(bxa), P(bB), P(by), U(T), U(out), F(1.0f)}, 6}};
         check(acc ? "lora_up y+=xa B^T" : "lora_up y=xa B^T", s, up_y, 1, NULL, by,
@@ -200,13 +204,7 @@ static void test_shape(const shape *s)
         }
 
     /* dB = dy^T xa */
-    for (uint32_t o = 0; o < out; o++)
-        for (uint32_t j = 0; j < r; j++) {
-            double a = 0;
-            for (uint32_t t = 0; t < T; t++)
-                a += (double)dy[(size_t)t * out + o] * xa[(size_t)t * r + j];
-            ref[(size_t)o * r + j] = a;
-        }
+    ref_product(ref, out, r, T, dy, 1, out, xa, 1, r, 1.0, NULL);
     step wg_b[] = {
         {"lora_wgrad_f32", kn_wgrad(T, out, r, sp), {P(bdy), P(bxa), P(ws), U(T), U(out), U(sp)},
          6},
@@ -216,13 +214,7 @@ static void test_shape(const shape *s)
     check("lora_wgrad+reduce dB", s, wg_b, 2, ws, bdB, NULL, ref, nb, NULL);
 
     /* dxa = s dy B, through B^T */
-    for (uint32_t t = 0; t < T; t++)
-        for (uint32_t j = 0; j < r; j++) {
-            double a = 0;
-            for (uint32_t o = 0; o < out; o++)
-                a += (double)dy[(size_t)t * out + o] * B[(size_t)o * r + j];
-            ref[(size_t)t * r + j] = sc * a;
-        }
+    ref_product(ref, T, r, out, dy, out, 1, B, 1, r, sc, NULL);
     step down_dy[] = {
         {"lora_down_f32", kn_down(T, out, r, sp), {P(bdy), P(bBt), P(ws), U(T), U(out), U(sp)}, 6},
         {"lora_reduce_f32", kn_reduce((uint32_t)nxa, 0),
@@ -231,13 +223,7 @@ static void test_shape(const shape *s)
     check("lora_down+reduce dxa", s, down_dy, 2, ws, bdxa, NULL, ref, nxa, dxa);
 
     /* dA = dxa^T x, stored [r, in] */
-    for (uint32_t j = 0; j < r; j++)
-        for (uint32_t k = 0; k < in; k++) {
-            double a = 0;
-            for (uint32_t t = 0; t < T; t++)
-                a += (double)dxa[(size_t)t * r + j] * x[(size_t)t * in + k];
-            ref[(size_t)j * in + k] = a;
-        }
+    ref_product(ref, r, in, T, dxa, 1, r, x, 1, in, 1.0, NULL);
     step wg_a[] = {
         {"lora_wgrad_f32", kn_wgrad(T, in, r, sp), {P(bx), P(bdxa), P(ws), U(T), U(in), U(sp)}, 6},
         {"lora_reduce_f32", kn_reduce((uint32_t)na, 1), {P(ws), P(bdA), U(na), U(r), U(sp), F(1.0f)},
@@ -247,14 +233,7 @@ static void test_shape(const shape *s)
 
     /* dx (+)= dxa A */
     for (uint32_t acc = 0; acc < 2; acc++) {
-        for (uint32_t t = 0; t < T; t++)
-            for (uint32_t k = 0; k < in; k++) {
-                double a = acc ? dx0[(size_t)t * in + k] : 0.0;
-                double d = 0;
-                for (uint32_t j = 0; j < r; j++)
-                    d += (double)dxa[(size_t)t * r + j] * A[(size_t)j * in + k];
-                ref[(size_t)t * in + k] = a + d;
-            }
+        ref_product(ref, T, in, r, dxa, r, 1, A, 1, in, 1.0, acc ? dx0 : NULL);
         step up_dx[] = {{"lora_up_f32", kn_up(T, in, r, 1, acc),
                          {P(bdxa), P(bA), P(bdx), U(T), U(in), F(1.0f)}, 6}};
         check(acc ? "lora_up dx+=dxa A" : "lora_up dx=dxa A", s, up_dx, 1, NULL, bdx,
@@ -350,13 +329,7 @@ static void test_tiled(const tshape *s)
                      9}};
     check_as("lora_grad dB", label, st_db, 1, ws, bdB, NULL, ref, nb, NULL);
 
-    for (uint32_t t = 0; t < T; t++)
-        for (uint32_t j = 0; j < r; j++) {
-            double a = 0;
-            for (uint32_t o = 0; o < out; o++)
-                a += (double)dy[(size_t)t * out + o] * B[(size_t)o * r + j];
-            ref[(size_t)t * r + j] = sc * a;
-        }
+    ref_product(ref, T, r, out, dy, out, 1, B, 1, r, sc, NULL);
     step st_dxa[] = {{proj, kn_tile(proj, T, out, r, 1, 1, sp),
                       {P(bdy), P(bB), P(bdxa), P(ws), P(cnt), U(T), U(out), U(sp), F(sc)}, 9}};
     check_as("lora_proj dxa (wt)", label, st_dxa, 1, ws, bdxa, NULL, ref, npart, NULL);
