@@ -94,6 +94,51 @@ static int query_device(pgrt_ctx *ctx)
         optin < (int)RT_DEFAULT_SHARED_LIMIT)
         optin = (int)RT_DEFAULT_SHARED_LIMIT;
     info->shared_optin_bytes = optin;
+    info->native_target = info->target;
+    info->native_arch_target = info->arch_target;
+    info->target_override = false;
+    return 0;
+}
+
+/* Build for an older target than the device's: want from the caller, else
+ * $PTXGEN_TARGET. The device must run the target's PTX: a plain target of
+ * the device's capability or below (PTX JIT-compiles forward, across
+ * majors too), or the device's own "a" target. target and arch_target both
+ * become the chosen one, so the catalog takes that target's code path
+ * (sm_90 on a 9.0 device: mma.sync, not wgmma). */
+static int override_target(pgrt_ctx *ctx, const char *want)
+{
+    const char *from = "pgrt_ctx_params.target";
+    if (!want) {
+        want = getenv("PTXGEN_TARGET");
+        from = "PTXGEN_TARGET";
+        if (!want || !*want)
+            return 0;
+    }
+    pgrt_device_info *info = &ctx->info;
+    unsigned cc = (unsigned)(info->cc_major * 10 + info->cc_minor);
+    pg_target t;
+    if (pg_target_parse(want, &t) != 0)
+        return rt_fail(PGRT_ETARGET, "%s=%.32s%s is not a ptxgen target (ptxgen-dump --targets "
+                       "lists them)", from, want, strlen(want) > 32 ? "..." : "");
+    bool runs = pg_target_is_arch_specific(t) ? t == info->native_arch_target
+                                              : pg_target_sm(t) <= cc;
+    if (!runs)
+        return rt_fail(PGRT_ETARGET, "%s=%s: device %d (%s, compute capability %d.%d) cannot "
+                       "run %s PTX; a target override must be %s or older%s%s", from, want,
+                       ctx->ordinal, info->name, info->cc_major, info->cc_minor, want,
+                       pg_target_name(info->native_target),
+                       info->native_arch_target != info->native_target ? ", or " : "",
+                       info->native_arch_target != info->native_target
+                           ? pg_target_name(info->native_arch_target) : "");
+    if (t == info->native_arch_target || (t == info->native_target && t == info->arch_target))
+        return 0; /* what the device gets anyway */
+    info->target = info->arch_target = t;
+    info->target_override = true;
+    rt_log("%s=%s: building for %s on device %d (%s, compute capability %d.%d, whose own "
+           "target is %s); F-PTX-001 now holds against %s", from, want, pg_target_name(t),
+           ctx->ordinal, info->name, info->cc_major, info->cc_minor,
+           pg_target_name(info->native_arch_target), pg_target_name(t));
     return 0;
 }
 
@@ -122,7 +167,7 @@ int pgrt_ctx_create(pgrt_ctx **out, const pgrt_ctx_params *params)
     if (!out)
         return rt_fail(PGRT_EINVAL, "pgrt_ctx_create: out is NULL");
     *out = NULL;
-    pgrt_ctx_params def = {NULL, 0};
+    pgrt_ctx_params def = {NULL, 0, NULL};
     if (!params)
         params = &def;
     if (params->device < 0)
@@ -163,7 +208,7 @@ int pgrt_ctx_create(pgrt_ctx **out, const pgrt_ctx_params *params)
     ctx->ordinal = params->device;
     if ((err = RT_CU(d, DeviceGet, (&ctx->dev, params->device))))
         goto fail;
-    if ((err = query_device(ctx)))
+    if ((err = query_device(ctx)) || (err = override_target(ctx, params->target)))
         goto fail;
     if ((err = RT_CU(d, DevicePrimaryCtxRetain, (&ctx->cu, ctx->dev))))
         goto fail;

@@ -245,6 +245,16 @@ typedef struct pgrt_ctx_params {
     const char *libcuda;
     /* Device ordinal. */
     int device;
+    /* Build for this target instead of the device's own ("sm_80" on a 9.0
+     * device): PTX JIT-compiles forward, so an older family's kernels run
+     * on a newer card, which is how every code path is tested on one GPU.
+     * NULL: $PTXGEN_TARGET when set and not empty, else the device's target
+     * (the default, contract F-PTX-001). Accepted: a plain target no newer
+     * than the device's compute capability, or the device's own "a"
+     * target; anything else fails pgrt_ctx_create with PGRT_ETARGET naming
+     * the value and where it came from. An override is logged once on
+     * stderr, and F-PTX-001 then holds against the chosen target. */
+    const char *target;
 } pgrt_ctx_params;
 
 typedef struct pgrt_device_info {
@@ -265,6 +275,12 @@ typedef struct pgrt_device_info {
      * the driver does not say): the most a launch's dynamic shared memory
      * and the kernel's static shared memory may add up to. */
     int shared_optin_bytes;
+    /* The device's own target and arch-specific target; target and
+     * arch_target above differ from them only under a target override
+     * (pgrt_ctx_params.target, $PTXGEN_TARGET), which sets both to the
+     * chosen target. */
+    pg_target native_target, native_arch_target;
+    bool target_override;
 } pgrt_device_info;
 
 /* Load the driver, initialise it, retain the device's primary context and

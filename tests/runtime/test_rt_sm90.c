@@ -4,8 +4,9 @@
  * encoded through cuTensorMapEncodeTiled and passed by value, dynamic shared
  * memory past 48 KiB set once on the function, cluster launches through
  * cuLaunchKernelEx (and their graph capture), and arch-specific PTX
- * ("sm_90a") loading on its own compute capability only. The refusals are
- * in tests/bad_input/test_bad_sm90.c.
+ * ("sm_90a") loading on its own compute capability only, and the target
+ * override (PTXGEN_TARGET, pgrt_ctx_params.target) that builds for an older
+ * family. The refusals are in tests/bad_input/test_bad_sm90.c.
  *
  * Usage: test_rt_sm90 FAKE_LIBCUDA
  */
@@ -34,15 +35,22 @@ static fakecuda_attr_at_fn fk_attr_at;
     } while (0)
 
 /* A context on a fake device of compute capability cc (major*10+minor). */
-static pgrt_ctx *open_cc(int cc)
+static int try_open(int cc, const char *target, pgrt_ctx **ctx)
 {
     char v[16];
     snprintf(v, sizeof v, "%d", cc);
     setenv("FAKECUDA_CC", v, 1);
-    pgrt_ctx_params p = {fake, 0};
-    pgrt_ctx *ctx = NULL;
-    int rc = pgrt_ctx_create(&ctx, &p);
+    pgrt_ctx_params p = {fake, 0, target};
+    *ctx = NULL;
+    int rc = pgrt_ctx_create(ctx, &p);
     unsetenv("FAKECUDA_CC");
+    return rc;
+}
+
+static pgrt_ctx *open_cc(int cc)
+{
+    pgrt_ctx *ctx;
+    int rc = try_open(cc, NULL, &ctx);
     if (rc) {
         fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
         exit(1);
@@ -138,6 +146,110 @@ static void test_arch_specific(void)
     /* Plain PTX is checked as before. */
     pgrt_ptx_info p90 = {78, "sm_90", 64};
     REQUIRE_INT_EQ(pgrt_ptx_check_device(&p90, &dev, err, sizeof err), 0);
+}
+
+/* The target override: an older family's PTX on a newer device, chosen
+ * by the caller or $PTXGEN_TARGET; F-PTX-001 then holds against it. */
+static void test_target_override(void)
+{
+    static const struct {
+        int cc;
+        const char *want;
+        pg_target target; /* and arch_target: an override sets both */
+        bool overridden;
+    } ok[] = {
+        {90, "sm_80", PG_SM_80, true},    {90, "sm_70", PG_SM_70, true},
+        {90, "sm_89", PG_SM_89, true},    {90, "sm_90", PG_SM_90, true},
+        {90, "sm_90a", PG_SM_90A, false}, {120, "sm_75", PG_SM_75, true},
+        {86, "sm_86", PG_SM_86, false},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        for (int by_env = 0; by_env < 2; by_env++) {
+            pgrt_ctx *ctx;
+            if (by_env)
+                setenv("PTXGEN_TARGET", ok[i].want, 1);
+            int rc = try_open(ok[i].cc, by_env ? NULL : ok[i].want, &ctx);
+            unsetenv("PTXGEN_TARGET");
+            REQUIRE_INT_EQ(rc, 0);
+            pgrt_device_info info;
+            REQUIRE_INT_EQ(pgrt_ctx_device_info(ctx, &info), 0);
+            pg_target native;
+            REQUIRE_INT_EQ(pgrt_target_for_cc(ok[i].cc / 10, ok[i].cc % 10, &native), 0);
+            REQUIRE_INT_EQ(info.native_target, native);
+            REQUIRE_INT_EQ(info.target_override, ok[i].overridden);
+            if (ok[i].overridden) {
+                REQUIRE_INT_EQ(info.target, ok[i].target);
+                REQUIRE_INT_EQ(info.arch_target, ok[i].target);
+                REQUIRE_INT_EQ(pgrt_ctx_target(ctx), ok[i].target);
+            } else {
+                REQUIRE_INT_EQ(info.arch_target, ok[i].target);
+            }
+            pgrt_ctx_destroy(&ctx);
+        }
+    }
+
+    /* Under sm_80 on a 9.0 device: sm_80 PTX loads, the device's own
+     * targets no longer do, and a catalog kernel is built for sm_80. */
+    pgrt_ctx *ctx;
+    REQUIRE_INT_EQ(try_open(90, "sm_80", &ctx), 0);
+    pgrt_module *m = probe_module(ctx, "sm_80", "7.0");
+    pgrt_module_destroy(&m);
+    char ptx[1024];
+    probe_ptx(ptx, sizeof ptx, "sm_90", "7.8");
+    REQUIRE_INT_EQ(pgrt_module_load(ctx, ptx, &m), PGRT_ETARGET);
+    REQUIRE_CONTAINS(pgrt_last_message(), "F-PTX-001 violated: PTX target sm_90 != device "
+                                          "target sm_80");
+    probe_ptx(ptx, sizeof ptx, "sm_90a", "8.0");
+    REQUIRE_INT_EQ(pgrt_module_load(ctx, ptx, &m), PGRT_ETARGET);
+    pgrt_kernel *k = NULL;
+    REQUIRE_INT_EQ(pgrt_kernel_get(ctx, pgk_find("gradient_clip"), NULL, &k), 0);
+    /* The wgmma GEMM needs sm_90a, which the override took away. */
+    REQUIRE(pgrt_kernel_get(ctx, pgk_find("gemm_sm90"), NULL, &k) != 0);
+    REQUIRE_CONTAINS(pgrt_last_message(), "sm_80");
+    pgrt_ctx_destroy(&ctx);
+
+    /* The caller's choice wins over the environment's; an empty variable
+     * is no override. */
+    setenv("PTXGEN_TARGET", "sm_80", 1);
+    REQUIRE_INT_EQ(try_open(90, "sm_75", &ctx), 0);
+    REQUIRE_INT_EQ(pgrt_ctx_target(ctx), PG_SM_75);
+    pgrt_ctx_destroy(&ctx);
+    setenv("PTXGEN_TARGET", "", 1);
+    REQUIRE_INT_EQ(try_open(90, NULL, &ctx), 0);
+    pgrt_device_info info;
+    REQUIRE_INT_EQ(pgrt_ctx_device_info(ctx, &info), 0);
+    REQUIRE_INT_EQ(info.arch_target, PG_SM_90A);
+    REQUIRE(!info.target_override);
+    pgrt_ctx_destroy(&ctx);
+    unsetenv("PTXGEN_TARGET");
+
+    /* Refused, naming the value, where it came from and what would do. */
+    static const struct {
+        int cc;
+        const char *want, *env, *msg;
+    } bad[] = {
+        {90, "sm_100", NULL, "pgrt_ctx_params.target=sm_100: device 0 (Fake GPU, compute "
+                             "capability 9.0) cannot run sm_100 PTX; a target override must be "
+                             "sm_90 or older, or sm_90a"},
+        {89, NULL, "sm_90a", "PTXGEN_TARGET=sm_90a: device 0 (Fake GPU, compute capability 8.9) "
+                             "cannot run sm_90a PTX; a target override must be sm_89 or older"},
+        {80, NULL, "sm_86", "cannot run sm_86 PTX; a target override must be sm_80 or older"},
+        {100, NULL, "sm_90a", "cannot run sm_90a PTX; a target override must be sm_100 or "
+                              "older, or sm_100a"},
+        {90, NULL, "sm80", "PTXGEN_TARGET=sm80 is not a ptxgen target (ptxgen-dump --targets "
+                           "lists them)"},
+        {90, "native", NULL, "pgrt_ctx_params.target=native is not a ptxgen target"},
+        {90, NULL, "sm_8000000000000000000000000000000000000000",
+         "PTXGEN_TARGET=sm_80000000000000000000000000000... is not a ptxgen target"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (bad[i].env)
+            setenv("PTXGEN_TARGET", bad[i].env, 1);
+        REQUIRE_INT_EQ(try_open(bad[i].cc, bad[i].want, &ctx), PGRT_ETARGET);
+        REQUIRE(ctx == NULL);
+        REQUIRE_CONTAINS(pgrt_last_message(), bad[i].msg);
+        unsetenv("PTXGEN_TARGET");
+    }
 }
 
 static void test_tensor_map(pgrt_ctx *ctx)
@@ -428,6 +540,7 @@ int main(int argc, char **argv)
     unsetenv("FAKECUDA_VERSION");
     unsetenv("FAKECUDA_HIDE");
     unsetenv("FAKECUDA_CC");
+    unsetenv("PTXGEN_TARGET");
     unsetenv("FAKECUDA_SMEM_OPTIN");
     unsetenv("FAKECUDA_STATIC_SMEM");
     void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
@@ -445,6 +558,7 @@ int main(int argc, char **argv)
 
     test_device();
     test_arch_specific();
+    test_target_override();
     pgrt_ctx *ctx = open_cc(90);
     test_tensor_map(ctx);
     test_shared(ctx);
