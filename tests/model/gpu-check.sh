@@ -5,18 +5,22 @@
 # compute-sanitizer run of a tiny step, and the Qwen2-1.5B-shape benchmark
 # against PyTorch. Usage: tests/model/gpu-check.sh BUILD_DIR OUT_DIR [parts]
 # parts: any of ref sanitize bench bench05 (default: the first three).
+# REF_DIR: a directory reference.py all already made (tests/target-check.sh
+# runs the reference once for several targets); default OUT_DIR/small, made.
 set -u
 B=$1
 O=$2
 PARTS=${3:-"ref sanitize bench"}
 T=$B/tools/ptxgen-train
 R=tests/model/reference.py
-D=$O/small
+D=${REF_DIR:-$O/small}
 mkdir -p "$O"
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 if has ref; then
-    python3 $R all --dir "$D" > "$O/reference.log" 2>&1 || echo "reference failed: see reference.log"
-    tail -4 "$O/reference.log"
+    if [ -z "${REF_DIR:-}" ]; then
+        python3 $R all --dir "$D" > "$O/reference.log" 2>&1 || echo "reference failed: see reference.log"
+        tail -4 "$O/reference.log"
+    fi
     for dt in f32 bf16; do
         $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \
             --steps 5 --lr 0.001 --max-norm 1.0 --weight-decay 0.01 --dtype $dt \
