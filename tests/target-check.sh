@@ -31,6 +31,12 @@ if has ref; then
         echo "reference.py failed: see reference.log" >&2
 fi
 
+# A count from meson test's summary ("Ok:  27"); 0 when the line is absent.
+count() {
+    n=$(sed -n "s/^$1: *\([0-9]*\).*/\1/p" "$2")
+    echo "${n:-0}"
+}
+
 # "pass", "FAIL" or "-" from a compare log's exit line in gpu-check.sh's output.
 verdict() {
     line=$(grep -m1 "^$1: exit" "$2" 2>/dev/null) || {
@@ -52,10 +58,9 @@ for t in "$@"; do
         log="$O/suite-$t.log"
         meson test -C "$B" --suite gpu --no-rebuild --print-errorlogs >"$log" 2>&1
         cp "$B/meson-logs/testlog.txt" "$O/testlog-$t.txt" 2>/dev/null
-        ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$log")
-        sk=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$log")
-        fl=$(($(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$log") + \
-            $(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$log")))
+        ok=$(count Ok "$log")
+        sk=$(count Skipped "$log")
+        fl=$(($(count Fail "$log") + $(count Timeout "$log")))
         suite="$ok ok / $sk skipped / $fl failed"
         [ "$fl" = 0 ] && [ -n "$ok" ] || failed=1
     fi
