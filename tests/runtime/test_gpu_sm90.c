@@ -338,9 +338,11 @@ int main(void)
     pgrt_ctx *ctx = gpu_open();
     pgrt_device_info info;
     GPU_CHECK(pgrt_ctx_device_info(ctx, &info));
-    if (info.cc_major < 9) {
-        fprintf(stderr, "skip: compute capability %d.%d has no tensor maps or clusters\n",
-                info.cc_major, info.cc_minor);
+    /* The target, not only the card: under a target override (sm_80 on an
+     * H100) the PTX cannot use what the card has. */
+    if (info.cc_major < 9 || pg_target_sm(info.target) < 90) {
+        fprintf(stderr, "skip: compute capability %d.%d, target %s: no tensor maps or clusters\n",
+                info.cc_major, info.cc_minor, pg_target_name(info.target));
         pgrt_ctx_destroy(&ctx);
         return GPU_SKIP;
     }
