@@ -1209,6 +1209,13 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     int rc = check_params(p);
     if (rc)
         return rc;
+    pgrt_device_info di;
+    if ((rc = pgrt_ctx_device_info(ctx, &di)))
+        return rc;
+    if (p->dtype == PGRT_LM_BF16 && pg_target_sm(di.target) < 80)
+        return rt_fail(PGRT_ETARGET, "pgrt_lm_create: bf16 needs target sm_80 or newer (bf16 "
+                       "conversions and tensor cores); this context builds for %s%s: use f32",
+                       pg_target_name(di.target), di.target_override ? " (a target override)" : "");
     const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
     const pgrt_adapter *ad = p->adapter;
     plan pl;
@@ -1237,11 +1244,6 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->chunk = pl.chunk;
     m->profile = p->profile && !p->graph;
     m->lowp = m->bf16;
-    pgrt_device_info di;
-    if ((rc = pgrt_ctx_device_info(ctx, &di))) {
-        pgrt_lm_destroy(&m);
-        return rc;
-    }
     m->target = di.target;
     m->arch_target = di.arch_target;
     m->desc_wg = pgk_find("gemm_sm90");

@@ -192,8 +192,13 @@ int main(void)
             }
         }
     fprintf(stderr, "tiles: done\n");
-    /* split-K, with every flag, aligned and not */
-    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+    /* split-K, with every flag, aligned and not; its reduction kernel is
+     * sm_80 and up (the chooser splits nothing below) */
+    bool can_split = pgk_supports(pgk_find("gemm_mma_reduce"), pgrt_ctx_target(ctx));
+    if (!can_split)
+        fprintf(stderr, "split-K: skipped, gemm_mma_reduce needs sm_80 (target %s)\n",
+                pg_target_name(pgrt_ctx_target(ctx)));
+    for (unsigned l = 0; can_split && l < PGK_GEMM_LAYOUTS; l++)
         for (size_t s = 0; s < (quick ? 1u : 3u); s++)
             for (unsigned j = 0; j < (quick ? 1u : 3u); j++) {
                 shape3 sh = gemm_split_case(l, s);

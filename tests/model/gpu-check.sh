@@ -22,15 +22,22 @@ if has ref; then
         tail -4 "$O/reference.log"
     fi
     for dt in f32 bf16; do
+        rm -rf "$D/ours-$dt.jsonl" "$D/ours-$dt-grads" "$D/ours-$dt-adapter"
         $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \
             --steps 5 --lr 0.001 --max-norm 1.0 --weight-decay 0.01 --dtype $dt \
             --log-json "$D/ours-$dt.jsonl" --save-grads "$D/ours-$dt-grads" \
             --save-adapter "$D/ours-$dt-adapter" > "$O/train-$dt.log" 2>&1
-        echo "ptxgen-train $dt: exit $?"; tail -3 "$O/train-$dt.log"
+        rc=$?
+        echo "ptxgen-train $dt: exit $rc"; tail -3 "$O/train-$dt.log"
+        if [ $rc != 0 ]; then
+            echo "compare $dt: exit skipped: ptxgen-train failed"
+            continue
+        fi
         python3 $R compare --ref "$D/ref-$dt" --log-json "$D/ours-$dt.jsonl" \
             --grads "$D/ours-$dt-grads" > "$O/compare-$dt.log" 2>&1
         echo "compare $dt: exit $?"; cat "$O/compare-$dt.log" | tail -40
     done
+    rm -rf "$D/ours-graph.jsonl" "$D/ours-graph-grads"
     $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \
         --steps 5 --dtype f32 --mode both --log-json "$D/ours-graph.jsonl" \
         --save-grads "$D/ours-graph-grads" > "$O/train-graph.log" 2>&1

@@ -312,6 +312,16 @@ static void run_case(pgrt_ctx *ctx, bool llama)
 
     for (int dt = 0; dt < 2; dt++) {
         bool bf16 = dt == 1;
+        if (bf16 && pg_target_sm(pgrt_ctx_target(ctx)) < 80) {
+            /* the refusal is the check: one line naming the target */
+            pgrt_lm_params p = {.model = mf, .adapter = ad, .batch = B, .seq = S,
+                                .dtype = PGRT_LM_BF16};
+            pgrt_lm *lm = NULL;
+            REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), PGRT_ETARGET);
+            REQUIRE_CONTAINS(pgrt_last_message(), "bf16 needs target sm_80 or newer");
+            fprintf(stderr, "bf16: skipped, target %s\n", pg_target_name(pgrt_ctx_target(ctx)));
+            continue;
+        }
         pgrt_lm_params p = {.model = mf, .adapter = ad, .batch = B, .seq = S,
                             .dtype = bf16 ? PGRT_LM_BF16 : PGRT_LM_F32, .lr = 0,
                             .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 0,
