@@ -48,12 +48,15 @@ __attribute__((format(printf, 1, 2)))
 #endif
 static int bad(const char *fmt, ...)
 {
+    /* the line echoes arguments: escaped whole, as the model layer's
+     * messages are (pgrt_text_escape) */
+    char raw[8192], safe[8192];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "ptxgen-train: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    pgrt_text_escape(safe, sizeof safe, raw);
+    fprintf(stderr, "ptxgen-train: %s\n", safe);
     return EXIT_USAGE;
 }
 

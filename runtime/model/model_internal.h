@@ -6,6 +6,14 @@
 #include "pgrt_model.h"
 #include "rt_internal.h"
 
+/* The model layer's rt_fail: the message is formatted, then escaped whole
+ * with pgrt_text_escape, so that a tensor name, a config string or a path
+ * echoed in it reaches a terminal as text, never as a control sequence.
+ * Our own format strings hold no backslash or control character: escaping
+ * leaves them as written. Every message of runtime/model/ goes through it. */
+#define MODEL_MSG_MAX 4096
+int model_fail(int code, const char *fmt, ...) RT_PRINTF(2, 3);
+
 /* A read-only mapping of a whole file (len may be 0: data is then NULL). */
 typedef struct model_map {
     void *data;

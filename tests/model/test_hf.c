@@ -536,6 +536,65 @@ static void test_tokens(void)
     remove_tree(dir);
 }
 
+/* Strings from config.json, adapter_config.json, tensor names and paths
+ * reach a message escaped: "\x1b]0;pwned\x07" would retitle the terminal,
+ * "\x1b[2J" clear it. */
+#define ESCAPED(call, want)                                                    \
+    do {                                                                       \
+        REQUIRE((call) < 0);                                                   \
+        REQUIRE_CONTAINS(pgrt_last_message(), (want));                         \
+        REQUIRE(printable_line(pgrt_last_message()));                          \
+    } while (0)
+
+static void test_escapes(void)
+{
+    pgrt_hf_config c;
+    ESCAPED(cfg_parse("{\"model_type\":\"\\u001b]0;pwned\\u0007\"}", &c),
+            "model_type: '\\x1b]0;pwned\\x07' is not supported");
+    ESCAPED(cfg_with("\"hidden_act\":\"\\u001b[2J\",", &c), "hidden_act: '\\x1b[2J'");
+    ESCAPED(cfg_with("\"rope_scaling\":{\"rope_type\":\"x\\u001b[2J\"},", &c),
+            "unsupported rope type 'x\\x1b[2J'");
+    pgrt_adapter_config ac;
+    ESCAPED(acfg("{\"r\":8,\"target_modules\":[\"\\u001b]0;pwned\\u0007\"]}", &ac),
+            "target_modules: '\\x1b]0;pwned\\x07' is not a module");
+    ESCAPED(acfg("{\"r\":8,\"target_modules\":\"q_proj\",\"bias\":\"\\u0007\"}", &ac),
+            "bias: '\\x07' is not supported");
+
+    /* a model directory with a tensor the model lacks */
+    char dir[4096], p[4096];
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    REQUIRE_INT_EQ(write_model(dir, EXTRA, "model.\x1b]0;pwned\x07"), 0);
+    pgrt_model_files *m = NULL;
+    ESCAPED(pgrt_model_open(dir, &m), "tensor 'model.\\x1b]0;pwned\\x07' is not used");
+    /* an adapter with one */
+    pgrt_hf_config mc = small_qwen();
+    pgrt_adapter_config one = {.r = 2, .alpha = 4, .targets = 1u << PGRT_LINEAR_Q};
+    pgrt_adapter *a = NULL, *b = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &one, 1, &a), 0);
+    char sub[4096];
+    path_in(sub, sizeof sub, dir, "adapter");
+    REQUIRE_INT_EQ(pgrt_adapter_save(a, sub), 0);
+    float z[2 * 64] = {0};
+    pgrt_st_out t = {.name = "base_model.\x1b[2J", .dtype = PGRT_ST_F32, .ndim = 2,
+                     .shape = {2, 64}, .data = z};
+    path_in(p, sizeof p, sub, "adapter_model.safetensors");
+    REQUIRE_INT_EQ(pgrt_st_write(p, &t, 1, NULL, NULL, 0), 0);
+    ESCAPED(pgrt_adapter_load(sub, &mc, &b), "tensor 'base_model.\\x1b[2J' names a module");
+    REQUIRE(b == NULL);
+    pgrt_adapter_destroy(&a);
+    /* paths */
+    pgrt_tokens *tok = NULL;
+    path_in(p, sizeof p, dir, "tokens\x1b]0;pwned\x07.bin");
+    ESCAPED(pgrt_tokens_open(p, 256, &tok), "tokens\\x1b]0;pwned\\x07.bin: No such file");
+    write_bytes(p, "abc", 3);
+    ESCAPED(pgrt_tokens_open(p, 256, &tok), "tokens\\x1b]0;pwned\\x07.bin: 3 bytes");
+    path_in(p, sizeof p, dir, "\x1b[2J");
+    ESCAPED(pgrt_model_open(p, &m), "/\\x1b[2J/config.json: No such file");
+    ESCAPED(pgrt_adapter_load(p, &mc, &b), "/\\x1b[2J/adapter_config.json: No such file");
+    remove_tree(sub);
+    remove_tree(dir);
+}
+
 int main(void)
 {
     test_config();
@@ -544,5 +603,6 @@ int main(void)
     test_adapter_config();
     test_adapter();
     test_tokens();
+    test_escapes();
     TEST_DONE();
 }

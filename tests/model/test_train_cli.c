@@ -84,6 +84,9 @@ static int run(char *line, size_t len, const char *const *args)
     if (f)
         fclose(f);
     REQUIRE_INT_EQ(lines, 1);
+    line[strcspn(line, "\n")] = '\0';
+    /* the line echoes paths and file contents: nothing a terminal acts on */
+    REQUIRE(printable_line(line));
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -162,6 +165,17 @@ int main(int argc, char **argv)
     CASE("--dtype takes bf16 or f32", "--model", mp, "--tokens", tp, "--dtype", "f64");
     CASE("--targets: 'qq'", "--model", mp, "--tokens", tp, "--targets", "q,qq");
     CASE("--lr: 'x' is not a finite number", "--model", mp, "--tokens", tp, "--lr", "x");
+
+    /* text from the model's files and from the command line is escaped */
+    make_model("esc", "{\"model_type\":\"\\u001b]0;pwned\\u0007\"}", NULL);
+    path_in(p, sizeof p, dir, "esc");
+    CASE("model_type: '\\x1b]0;pwned\\x07' is not supported", "--model", p, "--tokens", tp);
+    CASE("unknown option '--\\x1b[2J'", "--model", mp, "--tokens", tp, "--\x1b[2J");
+    CASE("--dtype takes bf16 or f32", "--model", mp, "--tokens", tp, "--dtype", "\x1b[2J");
+    CASE("--targets: '\\x1b]0;pwned\\x07' is not one of", "--model", mp, "--tokens", tp,
+         "--targets", "q,\x1b]0;pwned\x07");
+    path_in(p, sizeof p, dir, "tokens\x1b]0;pwned\x07.bin");
+    CASE("tokens\\x1b]0;pwned\\x07.bin: No such file", "--model", mp, "--tokens", p);
     remove_tree(dir);
     TEST_DONE();
 }

@@ -29,6 +29,9 @@ usage_error() {
     [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "ptxgen-train $*: stderr is not one line: $(cat "$tmp/err")"
     [ -s "$tmp/out" ] && fail "ptxgen-train $*: wrote to stdout"
     grep -q -- "$what" "$tmp/err" || fail "ptxgen-train $*: '$(cat "$tmp/err")' does not name $what"
+    if LC_ALL=C grep -q "$(printf '[\001-\010\013-\037\177]')" "$tmp/err"; then
+        fail "ptxgen-train $*: a control character reached stderr"
+    fi
 }
 
 usage_error "--bogus" --bogus
@@ -41,6 +44,11 @@ usage_error "--mode" --mode fast
 usage_error "--lr" --lr 0
 usage_error "--lr" --lr abc
 usage_error "rank" --hidden 8 --rank 16
+# arguments echoed in a message are escaped: no ESC or BEL reaches the terminal
+esc=$(printf '\033')
+bel=$(printf '\007')
+usage_error "--mode: 'x\\\\x1b]0;pwned\\\\x07' is not" --mode "x${esc}]0;pwned${bel}"
+usage_error "unknown option '--\\\\x1b\[2J'" "--${esc}[2J"
 
 "$tool" --help >"$tmp/out" 2>&1 || fail "--help exits $?"
 grep -q "usage: ptxgen-train" "$tmp/out" || fail "--help prints no usage"
