@@ -16,6 +16,7 @@
  *
  * Usage: ptxgen-train [--layers N] [--hidden N] [--seq N] [--batch N] [--rank N]
  *                     [--steps N] [--seed N] [--lr X] [--mode eager|graph|both]
+ * --lr is 1e-12 to 1 (a normal float: smaller values flush the update to 0).
  * Exit: 0 when the run works (and, with both modes, -001, -002 and the
  * falling loss hold); 1 on a failure, no GPU included (one line says so);
  * 2 on a bad option (one line on stderr).
@@ -39,7 +40,7 @@ enum { MODE_EAGER = 1, MODE_GRAPH = 2, MODE_BOTH = 3 };
 
 static const char usage[] =
     "usage: ptxgen-train [--layers N] [--hidden N] [--seq N] [--batch N] [--rank N] "
-    "[--steps N] [--seed N] [--lr X] [--mode eager|graph|both]\n";
+    "[--steps N] [--seed N] [--lr X (1e-12 to 1)] [--mode eager|graph|both]\n";
 
 static double now_ms(void)
 {
@@ -195,8 +196,10 @@ int main(int argc, char **argv)
             char *end;
             errno = 0;
             double lr = strtod(v, &end);
-            if (end == v || *end || errno || !(lr > 0) || lr > 1)
-                return bad("--lr: '%s' is not a learning rate in (0, 1]", v);
+            /* c.lr is a float: the bound keeps it a normal one (1e-50
+             * passed "> 0" and trained with 0) */
+            if (end == v || *end || (errno && errno != ERANGE) || !(lr >= 1e-12 && lr <= 1))
+                return bad("--lr: '%s' is not a learning rate in [1e-12, 1]", v);
             c.lr = (float)lr;
             i++;
             continue;

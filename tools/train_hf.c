@@ -25,13 +25,32 @@
 #define EXIT_USAGE 2
 #define EXIT_FAIL 1
 
+/* The ranges of the float options (docs/model.md). 0 is allowed for lr
+ * (nothing moves: loss and gradients only), max-norm (no clipping) and
+ * weight decay. Above: lr 1 and weight decay 1 (lr x wd <= 1 keeps the
+ * decay from flipping a weight's sign); below: 1e-12, under which an AdamW
+ * step is lost to f32 rounding of any weight above 1e-4 and which keeps
+ * lr x wd >= 1e-24, a normal float. alpha: the LoRA scale alpha / rank
+ * (rank 1 to 4096) is then between 2.4e-10 and 1e6. */
+#define LR_MIN 1e-12
+#define LR_MAX 1.0
+#define MAX_NORM_MIN 1e-12
+#define MAX_NORM_MAX 1e12
+#define WD_MIN 1e-12
+#define WD_MAX 1.0
+#define ALPHA_MIN 1e-6
+#define ALPHA_MAX 1e6
+
 static const char usage[] =
     "usage: ptxgen-train --model DIR [--adapter DIR] --tokens FILE --batch B --seq S --steps N\n"
     "                    [--lr X] [--max-norm X] [--weight-decay X] [--dtype bf16|f32]\n"
     "                    [--mode eager|graph|both] [--save-adapter DIR] [--save-grads DIR]\n"
     "                    [--log-json FILE] [--seed N] [--rank R] [--alpha A]\n"
     "                    [--targets q,k,v,o,gate,up,down] [--head-chunk ROWS]\n"
-    "                    [--profile]\n";
+    "                    [--profile]\n"
+    "ranges: --lr and --weight-decay 0 or 1e-12 to 1; --max-norm 0 (no clipping) or 1e-12\n"
+    "        to 1e12; --alpha 1e-6 to 1e6; --rank 1 to 4096; --batch 1 to 1000; --seq 2 to\n"
+    "        16384; --steps 1 to 1e8\n";
 
 typedef struct opts {
     const char *model, *adapter, *tokens, *save_adapter, *save_grads, *log_json;
@@ -82,17 +101,31 @@ static int int_opt(const char *o, const char *v, long long lo, long long hi, lon
     return 0;
 }
 
-static int num_opt(const char *o, const char *v, double lo, double *out)
+/* A value the run uses as a float (pgrt_lm_params, the LoRA scale): 0 where
+ * zero is allowed, else within [lo, hi]. Both bounds are normal floats far
+ * from the ends of the f32 range, so that a value in range is finite as a
+ * float and neither it nor the products the step forms with it (lr x
+ * weight decay, alpha / rank) flush to zero or go subnormal: --lr 1e-50
+ * would silently train with 0, --lr 1e300 fail after the model is on the
+ * device, --alpha 1e300 give an infinite scale. */
+static int float_opt(const char *o, const char *v, bool zero_ok, double lo, double hi,
+                     double *out)
 {
     if (!v || !*v)
         return bad("%s needs a value", o);
     char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (*end || errno || !isfinite(x))
+    /* ERANGE with a finite x is an underflow: a value written non-zero that
+     * rounds to 0 or a subnormal double, refused by the range below */
+    bool tiny = errno == ERANGE && isfinite(x);
+    if (*end || (errno && !tiny) || !isfinite(x))
         return bad("%s: '%s' is not a finite number", o, v);
-    if (x < lo)
-        return bad("%s %s is below %g", o, v, lo);
+    if (!(zero_ok && x == 0 && !tiny) && !(x >= lo && x <= hi)) {
+        if (zero_ok)
+            return bad("%s %s is out of range (0, or %g to %g)", o, v, lo, hi);
+        return bad("%s %s is out of range (%g to %g)", o, v, lo, hi);
+    }
     *out = x;
     return 0;
 }
@@ -171,13 +204,13 @@ static int parse(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--head-chunk"))
             rc = int_opt(a, v, 1, 1 << 20, &o->head_chunk);
         else if (!strcmp(a, "--lr"))
-            rc = num_opt(a, v, 0, &o->lr);
+            rc = float_opt(a, v, true, LR_MIN, LR_MAX, &o->lr);
         else if (!strcmp(a, "--max-norm"))
-            rc = num_opt(a, v, 0, &o->max_norm);
+            rc = float_opt(a, v, true, MAX_NORM_MIN, MAX_NORM_MAX, &o->max_norm);
         else if (!strcmp(a, "--weight-decay"))
-            rc = num_opt(a, v, 0, &o->weight_decay);
+            rc = float_opt(a, v, true, WD_MIN, WD_MAX, &o->weight_decay);
         else if (!strcmp(a, "--alpha"))
-            rc = num_opt(a, v, 0, &o->alpha);
+            rc = float_opt(a, v, false, ALPHA_MIN, ALPHA_MAX, &o->alpha);
         else if (!strcmp(a, "--targets"))
             rc = targets_opt(v, &o->targets);
         else if (!strcmp(a, "--profile")) {

@@ -8,6 +8,7 @@
 #include "model_internal.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +32,25 @@ static int target_name(const char *s, unsigned *targets)
     if (m < 0)
         return model_fail(PGRT_EINVAL,
                           ACFG ": target_modules: '%.64s' is not a module of qwen2/llama layers "
-                            "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)",
+                               "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)",
                           s);
     *targets |= 1u << m;
     return 0;
+}
+
+/* lora_alpha as the model uses it: the scale alpha / r, a float (lm.c). A
+ * scale of 0 or a subnormal one trains nothing, an infinite one makes every
+ * output NaN: alpha > 0 with alpha / r a normal float. One rule for what
+ * is read, initialised and written, so that a saved adapter loads. */
+static int check_alpha(const char *what, double alpha, int r)
+{
+    double scale = r > 0 ? alpha / r : 0;
+    if (alpha > 0 && scale >= FLT_MIN && scale <= FLT_MAX)
+        return 0;
+    return model_fail(PGRT_ERANGE,
+                      "%s: %g must be > 0, with lora_alpha / r (r %d) a normal float "
+                      "(%g to %g)",
+                      what, alpha, r, (double)FLT_MIN, (double)FLT_MAX);
 }
 
 /* absent, null, or an empty list/object */
@@ -89,10 +105,8 @@ int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config 
     out->alpha = 8; /* PEFT's default */
     if ((rc = model_double_opt(root, ACFG, "lora_alpha", &out->alpha)) < 0)
         goto done;
-    if (!(out->alpha > 0 && isfinite(out->alpha))) {
-        rc = model_fail(PGRT_ERANGE, ACFG ": lora_alpha: %g must be > 0", out->alpha);
+    if ((rc = check_alpha(ACFG ": lora_alpha", out->alpha, out->r)))
         goto done;
-    }
     const pgrt_jval *tm = pgrt_jval_member(root, "target_modules");
     if ((s = pgrt_jval_string(tm, NULL))) {
         if (!strcmp(s, "all-linear"))
@@ -169,6 +183,9 @@ static int alloc_adapter(const pgrt_hf_config *mc, const pgrt_adapter_config *cf
     if (!mc || !cfg || cfg->r <= 0 || !cfg->targets ||
         cfg->targets >= (1u << PGRT_LINEAR_COUNT) || mc->layers <= 0)
         return model_fail(PGRT_EINVAL, "adapter: bad configuration");
+    int rc = check_alpha("adapter: lora_alpha", cfg->alpha, cfg->r);
+    if (rc)
+        return rc;
     pgrt_adapter *a = calloc(1, sizeof *a);
     if (!a)
         return model_fail(PGRT_ENOMEM, "out of memory");
@@ -366,6 +383,10 @@ int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
 {
     if (!a || !dir)
         return model_fail(PGRT_EINVAL, "pgrt_adapter_save: NULL argument");
+    /* never write what pgrt_adapter_load would refuse */
+    int arc = check_alpha("adapter: lora_alpha", a->cfg.alpha, a->cfg.r);
+    if (arc)
+        return arc;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return model_fail(PGRT_EINVAL, "%s: %s", dir, strerror(errno));
     struct stat st;

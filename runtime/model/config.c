@@ -120,7 +120,7 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
         if (hidden % heads)
             return model_fail(PGRT_EINVAL,
                               CFG ": num_attention_heads: %lld does not divide hidden_size %lld "
-                               "(and no head_dim)",
+                                  "(and no head_dim)",
                               (long long)heads, (long long)hidden);
         hd = hidden / heads;
     }
@@ -373,7 +373,7 @@ int pgrt_model_open(const char *dir, pgrt_model_files **out)
                 break;
             }
             rc = model_fail(PGRT_EINVAL, "%s: tensor '%s' is not used by a %s model with this "
-                                      "config",
+                                         "config",
                             dir, t->name, m->cfg.arch == PGRT_ARCH_QWEN2 ? "qwen2" : "llama");
         }
     }

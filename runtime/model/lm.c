@@ -938,6 +938,8 @@ static uint64_t plan_bytes(const plan *p, bool keep)
            (64ull << 20) /* kernels, clip state, ids */;
 }
 
+static bool zero_or_normal(float x) { return x == 0 || isnormal(x); }
+
 static int check_params(const pgrt_lm_params *p)
 {
     if (!p || !p->model || !p->adapter)
@@ -971,14 +973,21 @@ static int check_params(const pgrt_lm_params *p)
         if (a->w[i].in != in || a->w[i].out != out || a->w[i].layer < 0 ||
             a->w[i].layer >= c->layers)
             return model_fail(PGRT_EINVAL, "pgrt_lm: adapter module %s of layer %d has shape "
-                                        "[%d, %d], the model's is [%d, %d]",
+                                           "[%d, %d], the model's is [%d, %d]",
                               pgrt_linear_name(a->w[i].module), a->w[i].layer, a->w[i].out,
                               a->w[i].in, out, in);
     }
-    if (!(p->max_norm >= 0) || !isfinite(p->max_norm) || !(p->lr >= 0) || !isfinite(p->lr) ||
-        !isfinite(p->weight_decay))
-        return model_fail(PGRT_EINVAL, "pgrt_lm: lr, max_norm and weight_decay must be finite, "
-                                    "lr and max_norm >= 0");
+    /* a subnormal lr trains with 0 on a device that flushes denormals */
+    if (!zero_or_normal(p->lr) || !zero_or_normal(p->max_norm) ||
+        !zero_or_normal(p->weight_decay) || !(p->lr >= 0) || !(p->max_norm >= 0))
+        return model_fail(PGRT_EINVAL, "pgrt_lm: lr, max_norm and weight_decay must each be 0 "
+                                       "or a normal float, lr and max_norm >= 0");
+    float scale = a->cfg.r > 0 ? (float)(a->cfg.alpha / a->cfg.r) : 0.0f;
+    if (!(scale > 0) || !isnormal(scale))
+        return model_fail(PGRT_ERANGE,
+                          "pgrt_lm: the LoRA scale lora_alpha / r = %g / %d is not a normal "
+                          "float",
+                          a->cfg.alpha, a->cfg.r);
     return 0;
 }
 

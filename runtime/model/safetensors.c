@@ -574,7 +574,7 @@ int pgrt_st_set_open(const char *dir, pgrt_st_set **out)
         }
     } else {
         rc = model_fail(PGRT_EINVAL, "%s: neither model.safetensors nor "
-                                  "model.safetensors.index.json", dir);
+                                     "model.safetensors.index.json", dir);
     }
     if (rc) {
         pgrt_st_set_close(&s);

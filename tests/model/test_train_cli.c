@@ -165,6 +165,26 @@ int main(int argc, char **argv)
     CASE("--dtype takes bf16 or f32", "--model", mp, "--tokens", tp, "--dtype", "f64");
     CASE("--targets: 'qq'", "--model", mp, "--tokens", tp, "--targets", "q,qq");
     CASE("--lr: 'x' is not a finite number", "--model", mp, "--tokens", tp, "--lr", "x");
+    /* float options are checked as the floats the run uses, with their ranges */
+    CASE("--alpha 0 is out of range (1e-06 to 1e+06)", "--model", mp, "--tokens", tp,
+         "--alpha", "0");
+    CASE("--alpha 1e300 is out of range (1e-06 to 1e+06)", "--model", mp, "--tokens", tp,
+         "--alpha", "1e300");
+    CASE("--alpha: 'nan' is not a finite number", "--model", mp, "--tokens", tp, "--alpha",
+         "nan");
+    CASE("--lr 1e300 is out of range (0, or 1e-12 to 1)", "--model", mp, "--tokens", tp, "--lr",
+         "1e300");
+    CASE("--lr 1e-50 is out of range (0, or 1e-12 to 1)", "--model", mp, "--tokens", tp, "--lr",
+         "1e-50");
+    CASE("--lr 1e-400 is out of range", "--model", mp, "--tokens", tp, "--lr", "1e-400");
+    CASE("--lr -0.001 is out of range", "--model", mp, "--tokens", tp, "--lr", "-0.001");
+    CASE("--max-norm 1e-50 is out of range (0, or 1e-12 to 1e+12)", "--model", mp, "--tokens",
+         tp, "--max-norm", "1e-50");
+    CASE("--max-norm 1e39 is out of range", "--model", mp, "--tokens", tp, "--max-norm", "1e39");
+    CASE("--weight-decay 1e39 is out of range (0, or 1e-12 to 1)", "--model", mp, "--tokens", tp,
+         "--weight-decay", "1e39");
+    CASE("--weight-decay 1e-40 is out of range", "--model", mp, "--tokens", tp,
+         "--weight-decay", "1e-40");
 
     /* text from the model's files and from the command line is escaped */
     make_model("esc", "{\"model_type\":\"\\u001b]0;pwned\\u0007\"}", NULL);

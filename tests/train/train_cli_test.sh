@@ -43,6 +43,8 @@ usage_error "--steps" --steps 99999999999999999999999
 usage_error "--mode" --mode fast
 usage_error "--lr" --lr 0
 usage_error "--lr" --lr abc
+usage_error "--lr: '1e-50' is not a learning rate in \[1e-12, 1\]" --lr 1e-50
+usage_error "--lr" --lr 1e300
 usage_error "rank" --hidden 8 --rank 16
 # arguments echoed in a message are escaped: no ESC or BEL reaches the terminal
 esc=$(printf '\033')
