@@ -4,10 +4,12 @@
  * checkpoint (pgrt_lm.h), a thin command line over the model layer.
  *
  * Every input is read and checked (config, weights, adapter, tokens, the
- * device memory the run needs) before the first launch; a problem is one
- * line on stderr and exit 2, with no output file written. Outputs are
- * written whole: the log when the run ends, adapters and gradients
- * atomically.
+ * device memory the run needs), every option in the type and range it is
+ * used in, and every destination for writability, before the first
+ * launch; a problem is one line on stderr and exit 2, with no output file
+ * written. Outputs are written whole when the run ends, each on its own:
+ * adapters and gradients as atomic pairs (pgrt_adapter_save), the log by
+ * a rename.
  */
 #include "train_hf.h"
 
@@ -373,12 +375,42 @@ out:
     return rc;
 }
 
+/* A failed library call on an output: its message names the path
+ * (escaped by the model layer), this line the option. */
+static void output_failed(const char *opt)
+{
+    fprintf(stderr, "ptxgen-train: %s: %s\n", opt, pgrt_last_message());
+}
+
+/* Every destination can be written, checked before the first launch: a
+ * typo in an output path must not cost the run. pgrt_adapter_save_check
+ * and pgrt_file_write_check make and remove a temporary where the output
+ * will go, so permissions and read-only mounts show too. */
+static int check_outputs(const opts *o)
+{
+    if (o->save_adapter && pgrt_adapter_save_check(o->save_adapter)) {
+        output_failed("--save-adapter");
+        return EXIT_USAGE;
+    }
+    if (o->save_grads && pgrt_adapter_save_check(o->save_grads)) {
+        output_failed("--save-grads");
+        return EXIT_USAGE;
+    }
+    if (o->log_json && pgrt_file_write_check(o->log_json)) {
+        output_failed("--log-json");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 static int write_log(const char *path, const opts *o, const run_log *lg)
 {
     size_t cap = (size_t)o->steps * 160 + 64, len = 0;
     char *buf = malloc(cap);
-    if (!buf)
+    if (!buf) {
+        fprintf(stderr, "ptxgen-train: --log-json: out of host memory for the log\n");
         return PGRT_ENOMEM;
+    }
     double tokens = (double)o->batch * (double)o->seq;
     for (long long i = 0; i < o->steps; i++)
         len += (size_t)snprintf(buf + len, cap - len,
@@ -417,6 +449,9 @@ int train_hf_main(int argc, char **argv)
     }
     if ((rc = pgrt_tokens_open(o.tokens, mc->vocab, &tok)))
         goto fail;
+    if ((code = check_outputs(&o)))
+        goto fail;
+    code = EXIT_USAGE;
     if ((rc = clone_shape(mc, ad, &final)) || (o.save_grads && (rc = clone_shape(mc, ad, &grads))))
         goto fail;
     for (int i = 0; i < 2; i++) {
@@ -457,14 +492,25 @@ int train_hf_main(int argc, char **argv)
     long long counted = o.steps > 1 ? o.steps - 1 : 1;
     fprintf(stderr, "%.2f ms/step, %.0f tokens/s (steps after the first)\n", tot / counted,
             (double)o.batch * o.seq * counted / tot * 1e3);
-    code = EXIT_FAIL;
-    if (o.log_json && (rc = write_log(o.log_json, &o, &logs[last])))
-        goto fail;
-    if (o.save_adapter && (rc = pgrt_adapter_save(final, o.save_adapter)))
-        goto fail;
-    if (o.save_grads && (rc = pgrt_adapter_save(grads, o.save_grads)))
-        goto fail;
+    /* Each output on its own, the trained adapter first: one that fails
+     * (a full disk) is reported and leaves the others written, each whole
+     * (pgrt_adapter_save writes its pair atomically, the log is replaced
+     * by a rename). */
     code = verdict;
+    if (o.save_adapter && pgrt_adapter_save(final, o.save_adapter)) {
+        output_failed("--save-adapter");
+        code = EXIT_FAIL;
+    }
+    if (o.save_grads && pgrt_adapter_save(grads, o.save_grads)) {
+        output_failed("--save-grads");
+        code = EXIT_FAIL;
+    }
+    if (o.log_json && (rc = write_log(o.log_json, &o, &logs[last]))) {
+        if (rc != PGRT_ENOMEM)
+            output_failed("--log-json");
+        rc = 0;
+        code = EXIT_FAIL;
+    }
 fail:
     if (rc)
         fprintf(stderr, "ptxgen-train: %s\n", pgrt_last_message()[0] ? pgrt_last_message()

@@ -387,15 +387,11 @@ int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
     int arc = check_alpha("adapter: lora_alpha", a->cfg.alpha, a->cfg.r);
     if (arc)
         return arc;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return model_fail(PGRT_EINVAL, "%s: %s", dir, strerror(errno));
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return model_fail(PGRT_EINVAL, "%s: not a directory", dir);
     size_t nt = 2 * a->count;
     pgrt_st_out *t = calloc(nt ? nt : 1, sizeof *t);
     char (*names)[160] = calloc(nt ? nt : 1, sizeof *names);
     model_buf cj = {0};
+    model_st_image img = {0};
     int rc = 0;
     if (!t || !names) {
         rc = model_fail(PGRT_ENOMEM, "out of memory");
@@ -419,7 +415,7 @@ int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
     char path[4096];
     const char *mk[] = {"format"}, *mv[] = {"pt"};
     if ((rc = model_path_join(path, sizeof path, dir, AST)) ||
-        (rc = pgrt_st_write(path, t, nt, mk, mv, 1)))
+        (rc = model_st_image_build(path, t, nt, mk, mv, 1, &img)))
         goto done;
     /* the fields PEFT reads to rebuild the LoraConfig, in its key order */
     model_buf_put(&cj, "{\n  \"alpha_pattern\": {},\n  \"base_model_name_or_path\": ", 53);
@@ -449,14 +445,46 @@ int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
         rc = model_fail(cj.err, "%s: building " ACFG " failed", dir);
         goto done;
     }
-    if ((rc = model_path_join(path, sizeof path, dir, ACFG)))
-        goto done;
-    rc = pgrt_file_write_atomic(path, cj.p, cj.len);
+    /* The weights and the config change together: adapter_config.json is
+     * the commit (pgrt_pair_replace): a new directory appears whole; in
+     * place, an unchanged config means one rename of the weights; else the
+     * old config goes aside first, so that new weights never sit beside
+     * an old config, and a failure puts the old pair back. */
+    pgrt_span cspan = {cj.p, cj.len};
+    pgrt_dir_file wf = {AST, img.parts, img.nparts}, cf = {ACFG, &cspan, 1};
+    int e = pgrt_pair_replace(dir, &wf, &cf, true);
+    if (e)
+        rc = model_fail(e == ENOMEM ? PGRT_ENOMEM : PGRT_EINVAL, "%s: %s", dir,
+                        e == ENOTDIR ? "not a directory" : strerror(e));
 done:
+    model_st_image_free(&img);
     free(t);
     free(names);
     free(cj.p);
     return rc;
+}
+
+int pgrt_adapter_save_check(const char *dir)
+{
+    if (!dir)
+        return model_fail(PGRT_EINVAL, "pgrt_adapter_save_check: NULL argument");
+    int e = pgrt_pair_replace_check(dir, AST, ACFG);
+    if (!e)
+        return 0;
+    struct stat st;
+    bool there = stat(dir, &st) == 0, link = !there && lstat(dir, &st) == 0;
+    if (e == ENOTDIR && there)
+        return model_fail(PGRT_EINVAL, "%s: not a directory", dir);
+    if (e == EISDIR)
+        return model_fail(PGRT_EINVAL, "%s: " AST " or " ACFG " in it is a directory", dir);
+    if (e == ENOENT && link)
+        return model_fail(PGRT_EINVAL, "%s: a symbolic link to nothing", dir);
+    if (e == ENOENT && !there)
+        return model_fail(PGRT_EINVAL, "%s: cannot create it: the directory it would go in "
+                                       "does not exist",
+                          dir);
+    return model_fail(e == ENOMEM ? PGRT_ENOMEM : PGRT_EINVAL, "%s: cannot write there: %s", dir,
+                      strerror(e));
 }
 
 void pgrt_adapter_destroy(pgrt_adapter **a)

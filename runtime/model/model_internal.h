@@ -5,6 +5,7 @@
 
 #include "pgrt_model.h"
 #include "rt_internal.h"
+#include "safe_write.h"
 
 /* The model layer's rt_fail: the message is formatted, then escaped whole
  * with pgrt_text_escape, so that a tensor name, a config string or a path
@@ -50,6 +51,21 @@ void model_buf_put(model_buf *b, const char *s, size_t n);
 void model_buf_printf(model_buf *b, const char *fmt, ...) RT_PRINTF(2, 3);
 /* A JSON string literal, escaped. */
 void model_buf_json_string(model_buf *b, const char *s);
+
+/* A safetensors file in memory as pgrt_st_write lays it out: parts[0] the
+ * size (in len8), parts[1] the header, then the tensors' data (borrowed
+ * from the pgrt_st_out, which must outlive the image). `path` names it in
+ * messages. The image must not move while parts are used. */
+typedef struct model_st_image {
+    pgrt_span *parts;
+    size_t nparts;
+    char *header;
+    uint8_t len8[8];
+} model_st_image;
+int model_st_image_build(const char *path, const pgrt_st_out *tensors, size_t n,
+                         const char *const *meta_keys, const char *const *meta_values,
+                         size_t n_meta, model_st_image *img);
+void model_st_image_free(model_st_image *img);
 
 /* "self_attn" or "mlp": the block a linear module sits in. */
 const char *model_linear_block(pgrt_linear m);

@@ -190,6 +190,11 @@ PGRT_API int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t 
 
 /* Atomically replace path with len bytes (same guarantees as above). */
 PGRT_API int pgrt_file_write_atomic(const char *path, const void *data, size_t len);
+/* Would pgrt_file_write_atomic(path) find its way? path is not a
+ * directory and its directory exists and takes a new file (one is made and
+ * removed there). For a check before long work whose result goes there;
+ * the write may still fail later (a full disk). */
+PGRT_API int pgrt_file_write_check(const char *path);
 
 /* A set of safetensors files seen as one: a model directory holding
  * model.safetensors, or model.safetensors.index.json whose "weight_map"
@@ -328,8 +333,22 @@ PGRT_API int pgrt_adapter_init(const pgrt_hf_config *mc, const pgrt_adapter_conf
  * model lacks is refused, naming it. */
 PGRT_API int pgrt_adapter_load(const char *dir, const pgrt_hf_config *mc, pgrt_adapter **out);
 /* Write dir (created if missing) in PEFT format: adapter_model.safetensors
- * (F32) then adapter_config.json, each atomically. */
+ * (F32) and adapter_config.json, as a pair: a reader never finds new
+ * weights beside an old config or the other way round. A missing dir is
+ * built as a fresh sibling directory renamed into place; in an existing
+ * one, an unchanged config (an adapter saved over the one it was loaded
+ * from) means one atomic rename of the weights, and otherwise the old
+ * config is moved aside before the weights change and the new one renamed
+ * in last; a failure puts the old pair back, a crash leaves the old pair,
+ * the new one, or no config (docs/model.md). Other files in dir are left
+ * alone. An alpha that pgrt_adapter_load would refuse is refused. */
 PGRT_API int pgrt_adapter_save(const pgrt_adapter *a, const char *dir);
+/* Would pgrt_adapter_save(dir) find its way? dir is a directory that takes
+ * new files (one is made and removed there) and holds no directory at the
+ * two names, or dir does not exist and its parent takes a new directory.
+ * Nothing is left behind. For a check before a run whose result goes
+ * there. */
+PGRT_API int pgrt_adapter_save_check(const char *dir);
 PGRT_API void pgrt_adapter_destroy(pgrt_adapter **a);
 
 /* --------------------------------------------------------------- tokens */

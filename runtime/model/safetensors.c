@@ -316,6 +316,19 @@ static int write_atomic(const char *path, const piece *pieces, size_t np)
     return e ? model_fail(e == ENOMEM ? PGRT_ENOMEM : PGRT_EINVAL, "%s: %s", path, strerror(e)) : 0;
 }
 
+int pgrt_file_write_check(const char *path)
+{
+    if (!path)
+        return model_fail(PGRT_EINVAL, "pgrt_file_write_check: NULL argument");
+    int e = pgrt_file_replace_check(path);
+    if (!e)
+        return 0;
+    if (e == EISDIR)
+        return model_fail(PGRT_EINVAL, "%s: is a directory, not a file", path);
+    return model_fail(e == ENOMEM ? PGRT_ENOMEM : PGRT_EINVAL, "%s: cannot write there: %s",
+                      path, strerror(e));
+}
+
 int pgrt_file_write_atomic(const char *path, const void *data, size_t len)
 {
     if (!path || (!data && len))
@@ -336,9 +349,11 @@ static int cmp_named(const void *a, const void *b)
     return strcmp(((const named *)a)->name, ((const named *)b)->name);
 }
 
-int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t n,
-                  const char *const *meta_keys, const char *const *meta_values, size_t n_meta)
+int model_st_image_build(const char *path, const pgrt_st_out *tensors, size_t n,
+                         const char *const *meta_keys, const char *const *meta_values,
+                         size_t n_meta, model_st_image *img)
 {
+    memset(img, 0, sizeof *img);
     if (!path || (!tensors && n) || (n_meta && (!meta_keys || !meta_values)))
         return model_fail(PGRT_EINVAL, "pgrt_st_write: NULL argument");
     named *ord = malloc((n ? n : 1) * sizeof *ord);
@@ -422,12 +437,15 @@ int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t n,
         rc = model_fail(PGRT_ERANGE, "%s: header of %zu bytes over the limit", path, h.len);
         goto done;
     }
-    uint8_t len8[8];
     for (int i = 0; i < 8; i++)
-        len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
-    pieces[0] = (piece){len8, 8};
+        img->len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
+    pieces[0] = (piece){img->len8, 8};
     pieces[1] = (piece){h.p, h.len};
-    rc = write_atomic(path, pieces, n + 2);
+    img->parts = pieces;
+    img->nparts = n + 2;
+    img->header = h.p;
+    pieces = NULL;
+    h.p = NULL;
 done:
     free(ord);
     free(sizes);
@@ -435,6 +453,26 @@ done:
     free(h.p);
     return rc;
 }
+
+void model_st_image_free(model_st_image *img)
+{
+    free(img->parts);
+    free(img->header);
+    memset(img, 0, sizeof *img);
+}
+
+int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t n,
+                  const char *const *meta_keys, const char *const *meta_values, size_t n_meta)
+{
+    model_st_image img;
+    int rc = model_st_image_build(path, tensors, n, meta_keys, meta_values, n_meta, &img);
+    if (!rc)
+        rc = write_atomic(path, img.parts, img.nparts);
+    model_st_image_free(&img);
+    return rc;
+}
+
+
 
 /* -------------------------------------------------------------- sharded set */
 

@@ -3,7 +3,10 @@
  * ptxgen-train --model on bad input: each case is one line on stderr
  * naming the problem, exit 2, and no output file (log, adapter, gradients)
  * written. Every case here is refused before a GPU is needed, so the test
- * runs anywhere. Usage: test_train_cli PTXGEN_TRAIN
+ * runs anywhere (with no driver: a case that got as far as the GPU would
+ * fail). With the fake driver of tests/runtime, tiny runs check that the
+ * outputs are written whole. Usage: test_train_cli PTXGEN_TRAIN
+ * [FAKE_LIBCUDA]
  */
 #include "model_util.h"
 #include "pgrt_model.h"
@@ -52,16 +55,22 @@ static void make_model(const char *sub, const char *cfg, const char *victim)
     write_weights(sub, victim);
 }
 
-/* Run ptxgen-train with args (a NULL-terminated list after --model DIR);
- * returns the exit status, the first stderr line in line. */
-static int run(char *line, size_t len, const char *const *args)
+/* Run ptxgen-train with args (a NULL-terminated list) against driver (the
+ * fake one, or NULL: none, so that a case not refused before the first
+ * launch fails here even on a machine with a GPU); returns the exit
+ * status, the first stderr line in line, the number of lines in *nlines. */
+static int run_with(const char *driver, char *line, size_t len, const char *const *args,
+                    int *nlines)
 {
     char errp[4096];
     path_in(errp, sizeof errp, dir, "stderr.txt");
+    fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         FILE *f = freopen(errp, "w", stderr);
         (void)f;
+        f = freopen("/dev/null", "w", stdout);
+        setenv("PGRT_LIBCUDA", driver ? driver : "/nonexistent/libcuda.so.1", 1);
         const char *argv[40] = {exe};
         int i = 1;
         for (; args[i - 1] && i < 39; i++)
@@ -83,11 +92,20 @@ static int run(char *line, size_t len, const char *const *args)
     }
     if (f)
         fclose(f);
-    REQUIRE_INT_EQ(lines, 1);
     line[strcspn(line, "\n")] = '\0';
     /* the line echoes paths and file contents: nothing a terminal acts on */
     REQUIRE(printable_line(line));
+    *nlines = lines;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A run refused before a GPU is needed: one line. */
+static int run(char *line, size_t len, const char *const *args)
+{
+    int lines = 0;
+    int rc = run_with(NULL, line, len, args, &lines);
+    REQUIRE_INT_EQ(lines, 1);
+    return rc;
 }
 
 static char mp[4096], tp[4096], tbad[4096], logp[4096], outa[4096], outg[4096], adp[4096];
@@ -104,10 +122,98 @@ static char mp[4096], tp[4096], tbad[4096], logp[4096], outa[4096], outg[4096], 
                 access(outg, F_OK) != 0);                                      \
     } while (0)
 
+/* Exactly the args (and a tiny run's sizes): exit 2, one line naming want. */
+#define REFUSED(want, ...)                                                     \
+    do {                                                                       \
+        const char *const args_[] = {__VA_ARGS__, "--batch", "1", "--seq", "4", "--steps", "1", \
+                                     NULL};                                    \
+        char line_[1024];                                                      \
+        REQUIRE_INT_EQ(run(line_, sizeof line_, args_), 2);                    \
+        REQUIRE_CONTAINS(line_, want);                                         \
+    } while (0)
+
+/* Every destination is checked before the first launch: a typo in an
+ * output path is refused at once, not after the run. */
+static void test_destinations(void)
+{
+    char p[4096], q[4096];
+    REFUSED("--save-adapter: /nonexistent/dir: cannot create it: the directory it would go in "
+            "does not exist",
+            "--model", mp, "--tokens", tp, "--save-adapter", "/nonexistent/dir");
+    REFUSED("--save-grads: /nonexistent/dir: cannot create it", "--model", mp, "--tokens", tp,
+            "--save-grads", "/nonexistent/dir");
+    REFUSED("--log-json: /nonexistent/log.jsonl: cannot write there: No such file", "--model",
+            mp, "--tokens", tp, "--log-json", "/nonexistent/log.jsonl");
+    /* a file where a directory goes, a directory where a file goes */
+    REQUIRE(write_text(dir, "plain", "keep") == 0);
+    path_in(p, sizeof p, dir, "plain");
+    REFUSED("--save-adapter: ", "--model", mp, "--tokens", tp, "--save-adapter", p);
+    REFUSED("plain: not a directory", "--model", mp, "--tokens", tp, "--save-grads", p);
+    path_in(q, sizeof q, p, "log.jsonl");
+    REFUSED("--log-json: ", "--model", mp, "--tokens", tp, "--log-json", q);
+    REFUSED("--log-json: ", "--model", mp, "--tokens", tp, "--log-json", dir);
+    REFUSED("is a directory, not a file", "--model", mp, "--tokens", tp, "--log-json", mp);
+    /* the first bad one is named; nothing is created for the good ones */
+    path_in(q, sizeof q, dir, "fresh-out");
+    REFUSED("--log-json: /nonexistent", "--model", mp, "--tokens", tp, "--save-adapter", q,
+            "--log-json", "/nonexistent/log.jsonl");
+    REQUIRE(access(q, F_OK) != 0);
+    /* a directory that takes no new file (root ignores permissions) */
+    if (geteuid() != 0) {
+        path_in(p, sizeof p, dir, "ro");
+        REQUIRE(mkdir(p, 0555) == 0);
+        path_in(q, sizeof q, p, "out");
+        REFUSED("--save-adapter: ", "--model", mp, "--tokens", tp, "--save-adapter", q);
+        REFUSED("Permission denied", "--model", mp, "--tokens", tp, "--save-adapter", p);
+        path_in(q, sizeof q, p, "log.jsonl");
+        REFUSED("Permission denied", "--model", mp, "--tokens", tp, "--log-json", q);
+        rmdir(p);
+    }
+    path_in(p, sizeof p, dir, "plain");
+    unlink(p);
+}
+
+/* Runs against the fake driver (kernels recorded, not run): the outputs
+ * are written whole, a refused destination costs no step. */
+static void test_fake_runs(const char *fake)
+{
+    char line[1024], a1[4096], g1[4096], l1[4096];
+    int lines = 0;
+    path_in(a1, sizeof a1, dir, "run-adapter");
+    path_in(g1, sizeof g1, dir, "run-grads");
+    path_in(l1, sizeof l1, dir, "run.jsonl");
+    int before = dir_entries(dir);
+    const char *const all[] = {"--model", mp, "--tokens", tp, "--batch", "1", "--seq", "4",
+                               "--steps", "2", "--save-adapter", a1, "--save-grads", g1,
+                               "--log-json", l1, NULL};
+    REQUIRE_INT_EQ(run_with(fake, line, sizeof line, all, &lines), 0);
+    REQUIRE(lines > 2);
+    REQUIRE_INT_EQ(dir_entries(a1), 2);
+    REQUIRE_INT_EQ(dir_entries(g1), 2);
+    REQUIRE(access(l1, F_OK) == 0);
+    REQUIRE_INT_EQ(dir_entries(dir), before + 3); /* and no temporary */
+    pgrt_model_files *m = NULL;
+    pgrt_adapter *ad = NULL;
+    REQUIRE_INT_EQ(pgrt_model_open(mp, &m), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_load(a1, pgrt_model_hf_config(m), &ad), 0);
+    pgrt_adapter_destroy(&ad);
+
+    /* a typo in a destination: refused before the first step */
+    const char *const typo[] = {"--model", mp, "--tokens", tp, "--batch", "1", "--seq", "4",
+                                "--steps", "2", "--save-adapter", "/nonexistent/dir", NULL};
+    REQUIRE_INT_EQ(run_with(fake, line, sizeof line, typo, &lines), 2);
+    REQUIRE_INT_EQ(lines, 1);
+    REQUIRE_CONTAINS(line, "--save-adapter: /nonexistent/dir: cannot create it");
+    pgrt_model_close(&m);
+    remove_tree(a1);
+    remove_tree(g1);
+    unlink(l1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s PTXGEN_TRAIN\n", argv[0]);
+        fprintf(stderr, "usage: %s PTXGEN_TRAIN [FAKE_LIBCUDA]\n", argv[0]);
         return 2;
     }
     exe = argv[1];
@@ -196,6 +302,9 @@ int main(int argc, char **argv)
          "--targets", "q,\x1b]0;pwned\x07");
     path_in(p, sizeof p, dir, "tokens\x1b]0;pwned\x07.bin");
     CASE("tokens\\x1b]0;pwned\\x07.bin: No such file", "--model", mp, "--tokens", p);
+    test_destinations();
+    if (argc > 2)
+        test_fake_runs(argv[2]);
     remove_tree(dir);
     TEST_DONE();
 }
