@@ -12,6 +12,7 @@
  * a rename.
  */
 #include "train_hf.h"
+#include "train_paths.h"
 
 #include "pgrt_lm.h"
 
@@ -52,7 +53,10 @@ static const char usage[] =
     "                    [--profile]\n"
     "ranges: --lr and --weight-decay 0 or 1e-12 to 1; --max-norm 0 (no clipping) or 1e-12\n"
     "        to 1e12; --alpha 1e-6 to 1e6; --rank 1 to 4096; --batch 1 to 1000; --seq 2 to\n"
-    "        16384; --steps 1 to 1e8\n";
+    "        16384; --steps 1 to 1e8\n"
+    "outputs: checked writable before the first step; none may name another output or an\n"
+    "        input (the model's files, the adapter's, the tokens), except --save-adapter\n"
+    "        naming the --adapter directory: replaced in place, as one atomic pair\n";
 
 typedef struct opts {
     const char *model, *adapter, *tokens, *save_adapter, *save_grads, *log_json;
@@ -382,6 +386,44 @@ static void output_failed(const char *opt)
     fprintf(stderr, "ptxgen-train: %s: %s\n", opt, pgrt_last_message());
 }
 
+/* No output may replace another output or an input. The one exception is
+ * --save-adapter naming the --adapter directory: continuing a fine-tune in
+ * place is common, the adapter is read whole before the run, and
+ * pgrt_adapter_save replaces the pair atomically (with the config
+ * unchanged, by one rename of the weights), so the old adapter is there
+ * until the new one is. */
+static int check_aliases(const opts *o, const pgrt_model_files *mf)
+{
+    size_t nm = pgrt_model_file_count(mf);
+    const char **mfiles = calloc(nm ? nm : 1, sizeof *mfiles);
+    if (!mfiles)
+        return bad("out of host memory");
+    for (size_t i = 0; i < nm; i++)
+        mfiles[i] = pgrt_model_file_path(mf, i);
+    char af[2][4200];
+    const char *afiles[2] = {af[0], af[1]};
+    if (o->adapter) {
+        snprintf(af[0], sizeof af[0], "%s/adapter_config.json", o->adapter);
+        snprintf(af[1], sizeof af[1], "%s/adapter_model.safetensors", o->adapter);
+    }
+    static const char *const written[] = {"adapter_model.safetensors", "adapter_config.json"};
+    const train_path outs[] = {
+        {"--save-adapter", o->save_adapter, written, 2, 1},
+        {"--save-grads", o->save_grads, written, 2, 1},
+        {"--log-json", o->log_json, NULL, 0, 0},
+    };
+    const train_path ins[] = {
+        {"--model", o->model, mfiles, nm, 1},
+        {"--adapter", o->adapter, afiles, 2, 1},
+        {"--tokens", o->tokens, NULL, 0, 0},
+    };
+    char msg[16384];
+    int clash = train_paths_clash(outs, 3, ins, 3, "--save-adapter", "--adapter", msg,
+                                  sizeof msg);
+    free(mfiles);
+    return clash ? bad("%s", msg) : 0;
+}
+
 /* Every destination can be written, checked before the first launch: a
  * typo in an output path must not cost the run. pgrt_adapter_save_check
  * and pgrt_file_write_check make and remove a temporary where the output
@@ -449,7 +491,7 @@ int train_hf_main(int argc, char **argv)
     }
     if ((rc = pgrt_tokens_open(o.tokens, mc->vocab, &tok)))
         goto fail;
-    if ((code = check_outputs(&o)))
+    if ((code = check_aliases(&o, mf)) || (code = check_outputs(&o)))
         goto fail;
     code = EXIT_USAGE;
     if ((rc = clone_shape(mc, ad, &final)) || (o.save_grads && (rc = clone_shape(mc, ad, &grads))))

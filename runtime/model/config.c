@@ -280,6 +280,7 @@ int pgrt_model_weight_specs(const pgrt_hf_config *c, pgrt_weight_spec **specs, s
 struct pgrt_model_files {
     pgrt_hf_config cfg;
     pgrt_st_set *set;
+    char *config_path;
 };
 
 static void shape_str(char *buf, size_t len, int ndim, const int64_t *shape)
@@ -341,6 +342,8 @@ int pgrt_model_open(const char *dir, pgrt_model_files **out)
     pgrt_weight_spec *specs = NULL;
     size_t ns = 0;
     int rc = model_path_join(path, sizeof path, dir, CFG);
+    if (!rc && !(m->config_path = strdup(path)))
+        rc = model_fail(PGRT_ENOMEM, "out of memory");
     if (!rc)
         rc = pgrt_hf_config_load(path, &m->cfg);
     if (!rc)
@@ -391,8 +394,21 @@ void pgrt_model_close(pgrt_model_files **m)
     if (!m || !*m)
         return;
     pgrt_st_set_close(&(*m)->set);
+    free((*m)->config_path);
     free(*m);
     *m = NULL;
+}
+
+size_t pgrt_model_file_count(const pgrt_model_files *m)
+{
+    return m ? 1 + model_st_set_path_count(m->set) : 0;
+}
+
+const char *pgrt_model_file_path(const pgrt_model_files *m, size_t i)
+{
+    if (!m || i >= pgrt_model_file_count(m))
+        return NULL;
+    return i == 0 ? m->config_path : model_st_set_path(m->set, i - 1);
 }
 
 const pgrt_hf_config *pgrt_model_hf_config(const pgrt_model_files *m)

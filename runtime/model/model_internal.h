@@ -67,6 +67,10 @@ int model_st_image_build(const char *path, const pgrt_st_out *tensors, size_t n,
                          size_t n_meta, model_st_image *img);
 void model_st_image_free(model_st_image *img);
 
+/* The files a set was read from: the index (if any), then the shards. */
+size_t model_st_set_path_count(const pgrt_st_set *s);
+const char *model_st_set_path(const pgrt_st_set *s, size_t i);
+
 /* "self_attn" or "mlp": the block a linear module sits in. */
 const char *model_linear_block(pgrt_linear m);
 

@@ -285,6 +285,13 @@ PGRT_API void pgrt_model_close(pgrt_model_files **m);
 PGRT_API const pgrt_hf_config *pgrt_model_hf_config(const pgrt_model_files *m);
 /* A checked tensor by its Hugging Face name, or NULL. */
 PGRT_API const pgrt_st_tensor *pgrt_model_tensor(const pgrt_model_files *m, const char *name);
+/* The files pgrt_model_open read, each as the directory given joined with
+ * its name: config.json, then model.safetensors, or
+ * model.safetensors.index.json and every shard it names; i < count (else
+ * NULL). The strings live as long as m. For a caller that must never
+ * write over an input (ptxgen-train's outputs). */
+PGRT_API size_t pgrt_model_file_count(const pgrt_model_files *m);
+PGRT_API const char *pgrt_model_file_path(const pgrt_model_files *m, size_t i);
 
 /* ------------------------------------------------------------- adapters */
 

@@ -481,7 +481,29 @@ struct pgrt_st_set {
     size_t nfiles;
     const pgrt_st_tensor **all; /* sorted by name */
     size_t n;
+    char **paths; /* every file read: the index (if any), then the shards */
+    size_t npaths;
 };
+
+/* Remember a file the set was read from. */
+static int set_note_path(pgrt_st_set *s, const char *path)
+{
+    char **p = realloc(s->paths, (s->npaths + 1) * sizeof *p);
+    if (!p)
+        return model_fail(PGRT_ENOMEM, "out of memory");
+    s->paths = p;
+    if (!(p[s->npaths] = strdup(path)))
+        return model_fail(PGRT_ENOMEM, "out of memory");
+    s->npaths++;
+    return 0;
+}
+
+size_t model_st_set_path_count(const pgrt_st_set *s) { return s ? s->npaths : 0; }
+
+const char *model_st_set_path(const pgrt_st_set *s, size_t i)
+{
+    return s && i < s->npaths ? s->paths[i] : NULL;
+}
 
 static int cmp_tptr(const void *a, const void *b)
 {
@@ -552,7 +574,7 @@ static int set_open_index(pgrt_st_set *s, const char *dir, const char *index)
             char path[4096];
             if ((rc = model_path_join(path, sizeof path, dir, shard)))
                 break;
-            if ((rc = pgrt_st_open(path, &s->files[f])))
+            if ((rc = pgrt_st_open(path, &s->files[f])) || (rc = set_note_path(s, path)))
                 break;
             shard_names[f] = strdup(shard);
             s->nfiles++;
@@ -601,14 +623,16 @@ int pgrt_st_set_open(const char *dir, pgrt_st_set **out)
     struct stat st;
     if (rc) {
     } else if (stat(index, &st) == 0) {
-        rc = set_open_index(s, dir, index);
+        if (!(rc = set_note_path(s, index)))
+            rc = set_open_index(s, dir, index);
     } else if (stat(single, &st) == 0) {
         s->files = calloc(1, sizeof *s->files);
         if (!s->files)
             rc = model_fail(PGRT_ENOMEM, "out of memory");
         else if (!(rc = pgrt_st_open(single, &s->files[0]))) {
             s->nfiles = 1;
-            rc = set_collect(s, single);
+            if (!(rc = set_note_path(s, single)))
+                rc = set_collect(s, single);
         }
     } else {
         rc = model_fail(PGRT_EINVAL, "%s: neither model.safetensors nor "
@@ -630,6 +654,9 @@ void pgrt_st_set_close(pgrt_st_set **s)
         pgrt_st_close(&(*s)->files[i]);
     free((*s)->files);
     free((*s)->all);
+    for (size_t i = 0; i < (*s)->npaths; i++)
+        free((*s)->paths[i]);
+    free((*s)->paths);
     free(*s);
     *s = NULL;
 }

@@ -247,6 +247,14 @@ static void test_model_dir(void)
     REQUIRE(m && pgrt_model_hf_config(m)->kv_heads == 2);
     const pgrt_st_tensor *t = pgrt_model_tensor(m, "model.layers.1.mlp.up_proj.weight");
     REQUIRE(t && t->dtype == PGRT_ST_BF16 && t->shape[0] == 128);
+    /* the files read, for a caller that must not write over them */
+    char want[4200];
+    REQUIRE_INT_EQ(pgrt_model_file_count(m), 2);
+    snprintf(want, sizeof want, "%s/config.json", dir);
+    REQUIRE_STR_EQ(pgrt_model_file_path(m, 0), want);
+    snprintf(want, sizeof want, "%s/model.safetensors", dir);
+    REQUIRE_STR_EQ(pgrt_model_file_path(m, 1), want);
+    REQUIRE(pgrt_model_file_path(m, 2) == NULL);
     pgrt_model_close(&m);
     remove_tree(dir);
     REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
@@ -254,6 +262,11 @@ static void test_model_dir(void)
     REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
     REQUIRE(pgrt_model_tensor(m, "model.norm.weight") != NULL);
     REQUIRE(pgrt_model_tensor(m, "model.embed_tokens.weight") != NULL);
+    REQUIRE_INT_EQ(pgrt_model_file_count(m), 4);
+    snprintf(want, sizeof want, "%s/model.safetensors.index.json", dir);
+    REQUIRE_STR_EQ(pgrt_model_file_path(m, 1), want);
+    snprintf(want, sizeof want, "%s/model-00002-of-00002.safetensors", dir);
+    REQUIRE_STR_EQ(pgrt_model_file_path(m, 3), want);
     pgrt_model_close(&m);
     remove_tree(dir);
     /* a tied model may carry its head anyway, and old checkpoints a rope buffer */
