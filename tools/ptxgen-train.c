@@ -103,7 +103,7 @@ static void log_line(void *user, const char *line)
 
 static int fail_rt(const char *what, int rc)
 {
-    fprintf(stderr, "ptxgen-train: %s: %s: %s\n", what, pgrt_err_name(rc), pgrt_last_message());
+    fprintf(stderr, "ptxgen-train: %s: %s: %s\n", what, pgrt_err_name(rc), train_last_message());
     return 1;
 }
 
@@ -238,9 +238,9 @@ int main(int argc, char **argv)
     int rc = pgrt_ctx_create(&ctx, NULL);
     if (rc) {
         if (pgrt_err_unavailable(rc))
-            fprintf(stderr, "ptxgen-train: no GPU: %s\n", pgrt_last_message());
+            fprintf(stderr, "ptxgen-train: no GPU: %s\n", train_last_message());
         else
-            fprintf(stderr, "ptxgen-train: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
+            fprintf(stderr, "ptxgen-train: %s: %s\n", pgrt_err_name(rc), train_last_message());
         return 1;
     }
     pgrt_device_info dev;

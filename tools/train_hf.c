@@ -379,11 +379,29 @@ out:
     return rc;
 }
 
+const char *train_last_message(void)
+{
+    static _Thread_local char buf[8192];
+    const char *m = pgrt_last_message();
+    pgrt_text_escape(buf, sizeof buf, m);
+    /* escaped already when escaping would only double its backslashes */
+    const char *a = m, *b = buf;
+    while (*a && *b) {
+        if (*a == '\\' && b[0] == '\\' && b[1] == '\\')
+            b++;
+        else if (*a != *b)
+            break;
+        a++;
+        b++;
+    }
+    return !*a && !*b ? m : buf;
+}
+
 /* A failed library call on an output: its message names the path
  * (escaped by the model layer), this line the option. */
 static void output_failed(const char *opt)
 {
-    fprintf(stderr, "ptxgen-train: %s: %s\n", opt, pgrt_last_message());
+    fprintf(stderr, "ptxgen-train: %s: %s\n", opt, train_last_message());
 }
 
 /* No output may replace another output or an input. The one exception is
@@ -555,7 +573,7 @@ int train_hf_main(int argc, char **argv)
     }
 fail:
     if (rc)
-        fprintf(stderr, "ptxgen-train: %s\n", pgrt_last_message()[0] ? pgrt_last_message()
+        fprintf(stderr, "ptxgen-train: %s\n", pgrt_last_message()[0] ? train_last_message()
                                                                        : pgrt_strerror(rc));
     for (int i = 0; i < 2; i++) {
         free(logs[i].loss);

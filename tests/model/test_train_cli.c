@@ -241,6 +241,13 @@ static void test_aliases(const char *good)
     char line[1024];
     REQUIRE_INT_EQ(run(line, sizeof line, inplace), 1);
     REQUIRE_CONTAINS(line, "no CUDA driver");
+    /* a runtime message that quotes a path from the environment: escaped */
+    int lines = 0;
+    REQUIRE_INT_EQ(run_with("/nonexistent/\x1b]0;pwned\x07/libcuda.so", line, sizeof line,
+                            inplace, &lines),
+                   1);
+    REQUIRE_INT_EQ(lines, 1);
+    REQUIRE_CONTAINS(line, "/nonexistent/\\x1b]0;pwned\\x07/libcuda.so");
     /* nothing was touched */
     int32_t ids[16];
     FILE *f = fopen(tp, "rb");

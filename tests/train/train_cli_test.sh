@@ -61,6 +61,11 @@ rc=$?
 [ "$rc" -eq 1 ] || fail "without a driver: exit $rc, not 1"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "without a driver: stderr is not one line"
 grep -q "^ptxgen-train: no GPU: " "$tmp/err" || fail "without a driver: no 'no GPU' line: $(cat "$tmp/err")"
+# the driver's message quotes the path: escaped, still one line
+PGRT_LIBCUDA="/nonexistent/${esc}]0;pwned${bel}/libcuda.so.1" "$tool" --steps 2 >"$tmp/out" 2>"$tmp/err"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "a driver path with escapes: stderr is not one line"
+grep -q 'nonexistent/\\x1b]0;pwned\\x07/libcuda' "$tmp/err" ||
+    fail "a driver path with escapes: not escaped: $(cat "$tmp/err")"
 
 # The fake driver: both modes, one capture, the contracts' lines (the fake
 # runs no kernel, so losses are zero and do not fall: exit 1 is expected).
