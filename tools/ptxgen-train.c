@@ -16,10 +16,12 @@
  *
  * Usage: ptxgen-train [--layers N] [--hidden N] [--seq N] [--batch N] [--rank N]
  *                     [--steps N] [--seed N] [--lr X] [--mode eager|graph|both]
+ * --lr is 1e-12 to 1 (a normal float: smaller values flush the update to 0).
  * Exit: 0 when the run works (and, with both modes, -001, -002 and the
  * falling loss hold); 1 on a failure, no GPU included (one line says so);
  * 2 on a bad option (one line on stderr).
  */
+#include "pgrt_model.h"
 #include "train_hf.h"
 #include "train_model.h"
 
@@ -38,7 +40,7 @@ enum { MODE_EAGER = 1, MODE_GRAPH = 2, MODE_BOTH = 3 };
 
 static const char usage[] =
     "usage: ptxgen-train [--layers N] [--hidden N] [--seq N] [--batch N] [--rank N] "
-    "[--steps N] [--seed N] [--lr X] [--mode eager|graph|both]\n";
+    "[--steps N] [--seed N] [--lr X (1e-12 to 1)] [--mode eager|graph|both]\n";
 
 static double now_ms(void)
 {
@@ -52,12 +54,15 @@ __attribute__((format(printf, 1, 2)))
 #endif
 static int bad(const char *fmt, ...)
 {
+    /* the line echoes arguments: escaped whole, as the model layer's
+     * messages are (pgrt_text_escape) */
+    char raw[8192], safe[8192];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "ptxgen-train: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    pgrt_text_escape(safe, sizeof safe, raw);
+    fprintf(stderr, "ptxgen-train: %s\n", safe);
     return EXIT_USAGE;
 }
 
@@ -98,7 +103,7 @@ static void log_line(void *user, const char *line)
 
 static int fail_rt(const char *what, int rc)
 {
-    fprintf(stderr, "ptxgen-train: %s: %s: %s\n", what, pgrt_err_name(rc), pgrt_last_message());
+    fprintf(stderr, "ptxgen-train: %s: %s: %s\n", what, pgrt_err_name(rc), train_last_message());
     return 1;
 }
 
@@ -191,8 +196,10 @@ int main(int argc, char **argv)
             char *end;
             errno = 0;
             double lr = strtod(v, &end);
-            if (end == v || *end || errno || !(lr > 0) || lr > 1)
-                return bad("--lr: '%s' is not a learning rate in (0, 1]", v);
+            /* c.lr is a float: the bound keeps it a normal one (1e-50
+             * passed "> 0" and trained with 0) */
+            if (end == v || *end || (errno && errno != ERANGE) || !(lr >= 1e-12 && lr <= 1))
+                return bad("--lr: '%s' is not a learning rate in [1e-12, 1]", v);
             c.lr = (float)lr;
             i++;
             continue;
@@ -231,9 +238,9 @@ int main(int argc, char **argv)
     int rc = pgrt_ctx_create(&ctx, NULL);
     if (rc) {
         if (pgrt_err_unavailable(rc))
-            fprintf(stderr, "ptxgen-train: no GPU: %s\n", pgrt_last_message());
+            fprintf(stderr, "ptxgen-train: no GPU: %s\n", train_last_message());
         else
-            fprintf(stderr, "ptxgen-train: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
+            fprintf(stderr, "ptxgen-train: %s: %s\n", pgrt_err_name(rc), train_last_message());
         return 1;
     }
     pgrt_device_info dev;

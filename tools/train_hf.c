@@ -4,12 +4,15 @@
  * checkpoint (pgrt_lm.h), a thin command line over the model layer.
  *
  * Every input is read and checked (config, weights, adapter, tokens, the
- * device memory the run needs) before the first launch; a problem is one
- * line on stderr and exit 2, with no output file written. Outputs are
- * written whole: the log when the run ends, adapters and gradients
- * atomically.
+ * device memory the run needs), every option in the type and range it is
+ * used in, and every destination for writability, before the first
+ * launch; a problem is one line on stderr and exit 2, with no output file
+ * written. Outputs are written whole when the run ends, each on its own:
+ * adapters and gradients as atomic pairs (pgrt_adapter_save), the log by
+ * a rename.
  */
 #include "train_hf.h"
+#include "train_paths.h"
 
 #include "pgrt_lm.h"
 
@@ -25,13 +28,35 @@
 #define EXIT_USAGE 2
 #define EXIT_FAIL 1
 
+/* The ranges of the float options (docs/model.md). 0 is allowed for lr
+ * (nothing moves: loss and gradients only), max-norm (no clipping) and
+ * weight decay. Above: lr 1 and weight decay 1 (lr x wd <= 1 keeps the
+ * decay from flipping a weight's sign); below: 1e-12, under which an AdamW
+ * step is lost to f32 rounding of any weight above 1e-4 and which keeps
+ * lr x wd >= 1e-24, a normal float. alpha: the LoRA scale alpha / rank
+ * (rank 1 to 4096) is then between 2.4e-10 and 1e6. */
+#define LR_MIN 1e-12
+#define LR_MAX 1.0
+#define MAX_NORM_MIN 1e-12
+#define MAX_NORM_MAX 1e12
+#define WD_MIN 1e-12
+#define WD_MAX 1.0
+#define ALPHA_MIN 1e-6
+#define ALPHA_MAX 1e6
+
 static const char usage[] =
     "usage: ptxgen-train --model DIR [--adapter DIR] --tokens FILE --batch B --seq S --steps N\n"
     "                    [--lr X] [--max-norm X] [--weight-decay X] [--dtype bf16|f32]\n"
     "                    [--mode eager|graph|both] [--save-adapter DIR] [--save-grads DIR]\n"
     "                    [--log-json FILE] [--seed N] [--rank R] [--alpha A]\n"
     "                    [--targets q,k,v,o,gate,up,down] [--head-chunk ROWS]\n"
-    "                    [--profile]\n";
+    "                    [--profile]\n"
+    "ranges: --lr and --weight-decay 0 or 1e-12 to 1; --max-norm 0 (no clipping) or 1e-12\n"
+    "        to 1e12; --alpha 1e-6 to 1e6; --rank 1 to 4096; --batch 1 to 1000; --seq 2 to\n"
+    "        16384; --steps 1 to 1e8\n"
+    "outputs: checked writable before the first step; none may name another output or an\n"
+    "        input (the model's files, the adapter's, the tokens), except --save-adapter\n"
+    "        naming the --adapter directory: replaced in place, as one atomic pair\n";
 
 typedef struct opts {
     const char *model, *adapter, *tokens, *save_adapter, *save_grads, *log_json;
@@ -48,12 +73,15 @@ __attribute__((format(printf, 1, 2)))
 #endif
 static int bad(const char *fmt, ...)
 {
+    /* the line echoes arguments: escaped whole, as the model layer's
+     * messages are (pgrt_text_escape) */
+    char raw[8192], safe[8192];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "ptxgen-train: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    pgrt_text_escape(safe, sizeof safe, raw);
+    fprintf(stderr, "ptxgen-train: %s\n", safe);
     return EXIT_USAGE;
 }
 
@@ -79,17 +107,31 @@ static int int_opt(const char *o, const char *v, long long lo, long long hi, lon
     return 0;
 }
 
-static int num_opt(const char *o, const char *v, double lo, double *out)
+/* A value the run uses as a float (pgrt_lm_params, the LoRA scale): 0 where
+ * zero is allowed, else within [lo, hi]. Both bounds are normal floats far
+ * from the ends of the f32 range, so that a value in range is finite as a
+ * float and neither it nor the products the step forms with it (lr x
+ * weight decay, alpha / rank) flush to zero or go subnormal: --lr 1e-50
+ * would silently train with 0, --lr 1e300 fail after the model is on the
+ * device, --alpha 1e300 give an infinite scale. */
+static int float_opt(const char *o, const char *v, bool zero_ok, double lo, double hi,
+                     double *out)
 {
     if (!v || !*v)
         return bad("%s needs a value", o);
     char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (*end || errno || !isfinite(x))
+    /* ERANGE with a finite x is an underflow: a value written non-zero that
+     * rounds to 0 or a subnormal double, refused by the range below */
+    bool tiny = errno == ERANGE && isfinite(x);
+    if (*end || (errno && !tiny) || !isfinite(x))
         return bad("%s: '%s' is not a finite number", o, v);
-    if (x < lo)
-        return bad("%s %s is below %g", o, v, lo);
+    if (!(zero_ok && x == 0 && !tiny) && !(x >= lo && x <= hi)) {
+        if (zero_ok)
+            return bad("%s %s is out of range (0, or %g to %g)", o, v, lo, hi);
+        return bad("%s %s is out of range (%g to %g)", o, v, lo, hi);
+    }
     *out = x;
     return 0;
 }
@@ -168,13 +210,13 @@ static int parse(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--head-chunk"))
             rc = int_opt(a, v, 1, 1 << 20, &o->head_chunk);
         else if (!strcmp(a, "--lr"))
-            rc = num_opt(a, v, 0, &o->lr);
+            rc = float_opt(a, v, true, LR_MIN, LR_MAX, &o->lr);
         else if (!strcmp(a, "--max-norm"))
-            rc = num_opt(a, v, 0, &o->max_norm);
+            rc = float_opt(a, v, true, MAX_NORM_MIN, MAX_NORM_MAX, &o->max_norm);
         else if (!strcmp(a, "--weight-decay"))
-            rc = num_opt(a, v, 0, &o->weight_decay);
+            rc = float_opt(a, v, true, WD_MIN, WD_MAX, &o->weight_decay);
         else if (!strcmp(a, "--alpha"))
-            rc = num_opt(a, v, 0, &o->alpha);
+            rc = float_opt(a, v, false, ALPHA_MIN, ALPHA_MAX, &o->alpha);
         else if (!strcmp(a, "--targets"))
             rc = targets_opt(v, &o->targets);
         else if (!strcmp(a, "--profile")) {
@@ -337,12 +379,98 @@ out:
     return rc;
 }
 
+const char *train_last_message(void)
+{
+    static _Thread_local char buf[8192];
+    const char *m = pgrt_last_message();
+    pgrt_text_escape(buf, sizeof buf, m);
+    /* escaped already when escaping would only double its backslashes */
+    const char *a = m, *b = buf;
+    while (*a && *b) {
+        if (*a == '\\' && b[0] == '\\' && b[1] == '\\')
+            b++;
+        else if (*a != *b)
+            break;
+        a++;
+        b++;
+    }
+    return !*a && !*b ? m : buf;
+}
+
+/* A failed library call on an output: its message names the path
+ * (escaped by the model layer), this line the option. */
+static void output_failed(const char *opt)
+{
+    fprintf(stderr, "ptxgen-train: %s: %s\n", opt, train_last_message());
+}
+
+/* No output may replace another output or an input. The one exception is
+ * --save-adapter naming the --adapter directory: continuing a fine-tune in
+ * place is common, the adapter is read whole before the run, and
+ * pgrt_adapter_save replaces the pair atomically (with the config
+ * unchanged, by one rename of the weights), so the old adapter is there
+ * until the new one is. */
+static int check_aliases(const opts *o, const pgrt_model_files *mf)
+{
+    size_t nm = pgrt_model_file_count(mf);
+    const char **mfiles = calloc(nm ? nm : 1, sizeof *mfiles);
+    if (!mfiles)
+        return bad("out of host memory");
+    for (size_t i = 0; i < nm; i++)
+        mfiles[i] = pgrt_model_file_path(mf, i);
+    char af[2][4200];
+    const char *afiles[2] = {af[0], af[1]};
+    if (o->adapter) {
+        snprintf(af[0], sizeof af[0], "%s/adapter_config.json", o->adapter);
+        snprintf(af[1], sizeof af[1], "%s/adapter_model.safetensors", o->adapter);
+    }
+    static const char *const written[] = {"adapter_model.safetensors", "adapter_config.json"};
+    const train_path outs[] = {
+        {"--save-adapter", o->save_adapter, written, 2, 1},
+        {"--save-grads", o->save_grads, written, 2, 1},
+        {"--log-json", o->log_json, NULL, 0, 0},
+    };
+    const train_path ins[] = {
+        {"--model", o->model, mfiles, nm, 1},
+        {"--adapter", o->adapter, afiles, 2, 1},
+        {"--tokens", o->tokens, NULL, 0, 0},
+    };
+    char msg[16384];
+    int clash = train_paths_clash(outs, 3, ins, 3, "--save-adapter", "--adapter", msg,
+                                  sizeof msg);
+    free(mfiles);
+    return clash ? bad("%s", msg) : 0;
+}
+
+/* Every destination can be written, checked before the first launch: a
+ * typo in an output path must not cost the run. pgrt_adapter_save_check
+ * and pgrt_file_write_check make and remove a temporary where the output
+ * will go, so permissions and read-only mounts show too. */
+static int check_outputs(const opts *o)
+{
+    if (o->save_adapter && pgrt_adapter_save_check(o->save_adapter)) {
+        output_failed("--save-adapter");
+        return EXIT_USAGE;
+    }
+    if (o->save_grads && pgrt_adapter_save_check(o->save_grads)) {
+        output_failed("--save-grads");
+        return EXIT_USAGE;
+    }
+    if (o->log_json && pgrt_file_write_check(o->log_json)) {
+        output_failed("--log-json");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 static int write_log(const char *path, const opts *o, const run_log *lg)
 {
     size_t cap = (size_t)o->steps * 160 + 64, len = 0;
     char *buf = malloc(cap);
-    if (!buf)
+    if (!buf) {
+        fprintf(stderr, "ptxgen-train: --log-json: out of host memory for the log\n");
         return PGRT_ENOMEM;
+    }
     double tokens = (double)o->batch * (double)o->seq;
     for (long long i = 0; i < o->steps; i++)
         len += (size_t)snprintf(buf + len, cap - len,
@@ -381,6 +509,9 @@ int train_hf_main(int argc, char **argv)
     }
     if ((rc = pgrt_tokens_open(o.tokens, mc->vocab, &tok)))
         goto fail;
+    if ((code = check_aliases(&o, mf)) || (code = check_outputs(&o)))
+        goto fail;
+    code = EXIT_USAGE;
     if ((rc = clone_shape(mc, ad, &final)) || (o.save_grads && (rc = clone_shape(mc, ad, &grads))))
         goto fail;
     for (int i = 0; i < 2; i++) {
@@ -421,17 +552,28 @@ int train_hf_main(int argc, char **argv)
     long long counted = o.steps > 1 ? o.steps - 1 : 1;
     fprintf(stderr, "%.2f ms/step, %.0f tokens/s (steps after the first)\n", tot / counted,
             (double)o.batch * o.seq * counted / tot * 1e3);
-    code = EXIT_FAIL;
-    if (o.log_json && (rc = write_log(o.log_json, &o, &logs[last])))
-        goto fail;
-    if (o.save_adapter && (rc = pgrt_adapter_save(final, o.save_adapter)))
-        goto fail;
-    if (o.save_grads && (rc = pgrt_adapter_save(grads, o.save_grads)))
-        goto fail;
+    /* Each output on its own, the trained adapter first: one that fails
+     * (a full disk) is reported and leaves the others written, each whole
+     * (pgrt_adapter_save writes its pair atomically, the log is replaced
+     * by a rename). */
     code = verdict;
+    if (o.save_adapter && pgrt_adapter_save(final, o.save_adapter)) {
+        output_failed("--save-adapter");
+        code = EXIT_FAIL;
+    }
+    if (o.save_grads && pgrt_adapter_save(grads, o.save_grads)) {
+        output_failed("--save-grads");
+        code = EXIT_FAIL;
+    }
+    if (o.log_json && (rc = write_log(o.log_json, &o, &logs[last]))) {
+        if (rc != PGRT_ENOMEM)
+            output_failed("--log-json");
+        rc = 0;
+        code = EXIT_FAIL;
+    }
 fail:
     if (rc)
-        fprintf(stderr, "ptxgen-train: %s\n", pgrt_last_message()[0] ? pgrt_last_message()
+        fprintf(stderr, "ptxgen-train: %s\n", pgrt_last_message()[0] ? train_last_message()
                                                                        : pgrt_strerror(rc));
     for (int i = 0; i < 2; i++) {
         free(logs[i].loss);

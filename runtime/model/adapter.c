@@ -8,6 +8,7 @@
 #include "model_internal.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +30,27 @@ static int target_name(const char *s, unsigned *targets)
 {
     int m = module_index(s);
     if (m < 0)
-        return rt_fail(PGRT_EINVAL,
-                       ACFG ": target_modules: '%.64s' is not a module of qwen2/llama layers "
-                            "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)",
-                       s);
+        return model_fail(PGRT_EINVAL,
+                          ACFG ": target_modules: '%.64s' is not a module of qwen2/llama layers "
+                               "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)",
+                          s);
     *targets |= 1u << m;
     return 0;
+}
+
+/* lora_alpha as the model uses it: the scale alpha / r, a float (lm.c). A
+ * scale of 0 or a subnormal one trains nothing, an infinite one makes every
+ * output NaN: alpha > 0 with alpha / r a normal float. One rule for what
+ * is read, initialised and written, so that a saved adapter loads. */
+static int check_alpha(const char *what, double alpha, int r)
+{
+    double scale = r > 0 ? alpha / r : 0;
+    if (alpha > 0 && scale >= FLT_MIN && scale <= FLT_MAX)
+        return 0;
+    return model_fail(PGRT_ERANGE,
+                      "%s: %g must be > 0, with lora_alpha / r (r %d) a normal float "
+                      "(%g to %g)",
+                      what, alpha, r, (double)FLT_MIN, (double)FLT_MAX);
 }
 
 /* absent, null, or an empty list/object */
@@ -46,7 +62,7 @@ static int must_be_empty(const pgrt_jval *root, const char *field)
     pgrt_json_type t = pgrt_jval_type(v);
     if ((t == PGRT_JSON_ARRAY || t == PGRT_JSON_OBJECT) && pgrt_jval_count(v) == 0)
         return 0;
-    return rt_fail(PGRT_EINVAL, ACFG ": %s: not supported (must be empty)", field);
+    return model_fail(PGRT_EINVAL, ACFG ": %s: not supported (must be empty)", field);
 }
 
 static int must_be_false(const pgrt_jval *root, const char *field)
@@ -56,14 +72,14 @@ static int must_be_false(const pgrt_jval *root, const char *field)
     if (rc < 0)
         return rc;
     if (b)
-        return rt_fail(PGRT_EINVAL, ACFG ": %s: true is not supported", field);
+        return model_fail(PGRT_EINVAL, ACFG ": %s: true is not supported", field);
     return 0;
 }
 
 int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config *out)
 {
     if (!out)
-        return rt_fail(PGRT_EINVAL, "pgrt_adapter_config_parse: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_adapter_config_parse: NULL argument");
     memset(out, 0, sizeof *out);
     pgrt_json_limits lim = {.max_size = 1u << 24};
     pgrt_json *doc;
@@ -74,13 +90,13 @@ int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config 
     const char *s;
     int64_t r;
     if (pgrt_jval_type(root) != PGRT_JSON_OBJECT) {
-        rc = rt_fail(PGRT_EINVAL, ACFG ": not a JSON object");
+        rc = model_fail(PGRT_EINVAL, ACFG ": not a JSON object");
         goto done;
     }
     if ((rc = model_string_opt(root, ACFG, "peft_type", &s)) < 0)
         goto done;
     if (s && strcmp(s, "LORA")) {
-        rc = rt_fail(PGRT_EINVAL, ACFG ": peft_type: '%.32s' is not supported (LORA)", s);
+        rc = model_fail(PGRT_EINVAL, ACFG ": peft_type: '%.32s' is not supported (LORA)", s);
         goto done;
     }
     if ((rc = model_int_req(root, ACFG, "r", 1, 65536, &r)))
@@ -89,10 +105,8 @@ int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config 
     out->alpha = 8; /* PEFT's default */
     if ((rc = model_double_opt(root, ACFG, "lora_alpha", &out->alpha)) < 0)
         goto done;
-    if (!(out->alpha > 0 && isfinite(out->alpha))) {
-        rc = rt_fail(PGRT_ERANGE, ACFG ": lora_alpha: %g must be > 0", out->alpha);
+    if ((rc = check_alpha(ACFG ": lora_alpha", out->alpha, out->r)))
         goto done;
-    }
     const pgrt_jval *tm = pgrt_jval_member(root, "target_modules");
     if ((s = pgrt_jval_string(tm, NULL))) {
         if (!strcmp(s, "all-linear"))
@@ -103,7 +117,7 @@ int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config 
         for (size_t i = 0; i < pgrt_jval_count(tm); i++) {
             const char *n = pgrt_jval_string(pgrt_jval_item(tm, i), NULL);
             if (!n) {
-                rc = rt_fail(PGRT_EINVAL, ACFG ": target_modules[%zu]: not a string", i);
+                rc = model_fail(PGRT_EINVAL, ACFG ": target_modules[%zu]: not a string", i);
                 goto done;
             }
             if ((rc = target_name(n, &out->targets)))
@@ -111,20 +125,20 @@ int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config 
         }
     }
     if (!out->targets) {
-        rc = rt_fail(PGRT_EINVAL, ACFG ": target_modules: missing or empty");
+        rc = model_fail(PGRT_EINVAL, ACFG ": target_modules: missing or empty");
         goto done;
     }
     double dropout = 0;
     if ((rc = model_double_opt(root, ACFG, "lora_dropout", &dropout)) < 0)
         goto done;
     if (dropout != 0) {
-        rc = rt_fail(PGRT_EINVAL, ACFG ": lora_dropout: %g is not supported (0)", dropout);
+        rc = model_fail(PGRT_EINVAL, ACFG ": lora_dropout: %g is not supported (0)", dropout);
         goto done;
     }
     if ((rc = model_string_opt(root, ACFG, "bias", &s)) < 0)
         goto done;
     if (s && strcmp(s, "none")) {
-        rc = rt_fail(PGRT_EINVAL, ACFG ": bias: '%.32s' is not supported (none)", s);
+        rc = model_fail(PGRT_EINVAL, ACFG ": bias: '%.32s' is not supported (none)", s);
         goto done;
     }
     if ((rc = must_be_false(root, "use_dora")) || (rc = must_be_false(root, "use_rslora")) ||
@@ -141,7 +155,7 @@ int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config 
     rc = 0;
     if (s) {
         if (strlen(s) >= sizeof out->base_model) {
-            rc = rt_fail(PGRT_ERANGE, ACFG ": base_model_name_or_path: too long");
+            rc = model_fail(PGRT_ERANGE, ACFG ": base_model_name_or_path: too long");
             goto done;
         }
         strcpy(out->base_model, s);
@@ -154,11 +168,11 @@ done:
 int pgrt_lora_name(int layer, pgrt_linear m, bool b, char *buf, size_t len)
 {
     if ((unsigned)m >= PGRT_LINEAR_COUNT || layer < 0 || !buf)
-        return rt_fail(PGRT_EINVAL, "pgrt_lora_name: bad argument");
+        return model_fail(PGRT_EINVAL, "pgrt_lora_name: bad argument");
     int n = snprintf(buf, len, "base_model.model.model.layers.%d.%s.%s.lora_%c.weight", layer,
                      model_linear_block(m), pgrt_linear_name(m), b ? 'B' : 'A');
     if (n < 0 || (size_t)n >= len)
-        return rt_fail(PGRT_ERANGE, "pgrt_lora_name: buffer too small");
+        return model_fail(PGRT_ERANGE, "pgrt_lora_name: buffer too small");
     return 0;
 }
 
@@ -168,10 +182,13 @@ static int alloc_adapter(const pgrt_hf_config *mc, const pgrt_adapter_config *cf
     *out = NULL;
     if (!mc || !cfg || cfg->r <= 0 || !cfg->targets ||
         cfg->targets >= (1u << PGRT_LINEAR_COUNT) || mc->layers <= 0)
-        return rt_fail(PGRT_EINVAL, "adapter: bad configuration");
+        return model_fail(PGRT_EINVAL, "adapter: bad configuration");
+    int rc = check_alpha("adapter: lora_alpha", cfg->alpha, cfg->r);
+    if (rc)
+        return rc;
     pgrt_adapter *a = calloc(1, sizeof *a);
     if (!a)
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     a->cfg = *cfg;
     int nt = 0;
     for (int m = 0; m < PGRT_LINEAR_COUNT; m++)
@@ -179,7 +196,7 @@ static int alloc_adapter(const pgrt_hf_config *mc, const pgrt_adapter_config *cf
     a->w = calloc((size_t)mc->layers * (size_t)nt, sizeof *a->w);
     if (!a->w) {
         free(a);
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     }
     for (int l = 0; l < mc->layers; l++)
         for (int m = 0; m < PGRT_LINEAR_COUNT; m++) {
@@ -193,7 +210,7 @@ static int alloc_adapter(const pgrt_hf_config *mc, const pgrt_adapter_config *cf
             w->b = calloc((size_t)w->out * (size_t)cfg->r, sizeof *w->b);
             if (!w->a || !w->b) {
                 pgrt_adapter_destroy(&a);
-                return rt_fail(PGRT_ENOMEM, "out of memory for the adapter");
+                return model_fail(PGRT_ENOMEM, "out of memory for the adapter");
             }
         }
     *out = a;
@@ -212,7 +229,7 @@ int pgrt_adapter_init(const pgrt_hf_config *mc, const pgrt_adapter_config *cfg,
                       uint64_t seed, pgrt_adapter **out)
 {
     if (!out)
-        return rt_fail(PGRT_EINVAL, "pgrt_adapter_init: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_adapter_init: NULL argument");
     int rc = alloc_adapter(mc, cfg, out);
     if (rc)
         return rc;
@@ -275,13 +292,14 @@ static int load_matrix(const pgrt_st_file *f, const char *dir, int layer, pgrt_l
         return rc;
     const pgrt_st_tensor *t = pgrt_st_find(f, name);
     if (!t)
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s' missing", dir, name);
+        return model_fail(PGRT_EINVAL, "%s: tensor '%s' missing", dir, name);
     if (t->ndim != 2 || t->shape[0] != d0 || t->shape[1] != d1)
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': shape is not [%lld, %lld]", dir, name,
-                       (long long)d0, (long long)d1);
+        return model_fail(PGRT_EINVAL, "%s: tensor '%s': shape is not [%lld, %lld]", dir, name,
+                          (long long)d0, (long long)d1);
     if (t->dtype != PGRT_ST_F32 && t->dtype != PGRT_ST_BF16 && t->dtype != PGRT_ST_F16)
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': dtype %s is not supported (F32, BF16, F16)",
-                       dir, name, pgrt_st_dtype_name(t->dtype));
+        return model_fail(PGRT_EINVAL,
+                          "%s: tensor '%s': dtype %s is not supported (F32, BF16, F16)", dir,
+                          name, pgrt_st_dtype_name(t->dtype));
     to_f32(t, dst);
     return 0;
 }
@@ -292,13 +310,13 @@ static int check_extra(const char *dir, const char *name, const pgrt_hf_config *
 {
     const char *pre = "base_model.model.model.layers.";
     if (strncmp(name, pre, strlen(pre)))
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s' names a module the model lacks", dir, name);
+        return model_fail(PGRT_EINVAL, "%s: tensor '%s' names a module the model lacks", dir, name);
     char *end;
     errno = 0;
     long l = strtol(name + strlen(pre), &end, 10);
     if (errno || l < 0 || l >= mc->layers || *end != '.')
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s' names a layer the model lacks (%d layers)",
-                       dir, name, mc->layers);
+        return model_fail(PGRT_EINVAL, "%s: tensor '%s' names a layer the model lacks (%d layers)",
+                          dir, name, mc->layers);
     for (int m = 0; m < PGRT_LINEAR_COUNT; m++)
         for (int b = 0; b < 2; b++) {
             char want[160];
@@ -306,17 +324,17 @@ static int check_extra(const char *dir, const char *name, const pgrt_hf_config *
                 !strcmp(want, name))
                 return (targets >> m) & 1
                            ? 0
-                           : rt_fail(PGRT_EINVAL,
-                                     "%s: tensor '%s': %s is not in target_modules", dir,
-                                     name, pgrt_linear_name((pgrt_linear)m));
+                           : model_fail(PGRT_EINVAL,
+                                        "%s: tensor '%s': %s is not in target_modules", dir,
+                                        name, pgrt_linear_name((pgrt_linear)m));
         }
-    return rt_fail(PGRT_EINVAL, "%s: tensor '%s' names a module the model lacks", dir, name);
+    return model_fail(PGRT_EINVAL, "%s: tensor '%s' names a module the model lacks", dir, name);
 }
 
 int pgrt_adapter_load(const char *dir, const pgrt_hf_config *mc, pgrt_adapter **out)
 {
     if (!dir || !mc || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_adapter_load: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_adapter_load: NULL argument");
     *out = NULL;
     char path[4096];
     char *text = NULL;
@@ -364,19 +382,19 @@ static void put_number(model_buf *b, double x)
 int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
 {
     if (!a || !dir)
-        return rt_fail(PGRT_EINVAL, "pgrt_adapter_save: NULL argument");
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return rt_fail(PGRT_EINVAL, "%s: %s", dir, strerror(errno));
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return rt_fail(PGRT_EINVAL, "%s: not a directory", dir);
+        return model_fail(PGRT_EINVAL, "pgrt_adapter_save: NULL argument");
+    /* never write what pgrt_adapter_load would refuse */
+    int arc = check_alpha("adapter: lora_alpha", a->cfg.alpha, a->cfg.r);
+    if (arc)
+        return arc;
     size_t nt = 2 * a->count;
     pgrt_st_out *t = calloc(nt ? nt : 1, sizeof *t);
     char (*names)[160] = calloc(nt ? nt : 1, sizeof *names);
     model_buf cj = {0};
+    model_st_image img = {0};
     int rc = 0;
     if (!t || !names) {
-        rc = rt_fail(PGRT_ENOMEM, "out of memory");
+        rc = model_fail(PGRT_ENOMEM, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < a->count && !rc; i++) {
@@ -397,7 +415,7 @@ int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
     char path[4096];
     const char *mk[] = {"format"}, *mv[] = {"pt"};
     if ((rc = model_path_join(path, sizeof path, dir, AST)) ||
-        (rc = pgrt_st_write(path, t, nt, mk, mv, 1)))
+        (rc = model_st_image_build(path, t, nt, mk, mv, 1, &img)))
         goto done;
     /* the fields PEFT reads to rebuild the LoraConfig, in its key order */
     model_buf_put(&cj, "{\n  \"alpha_pattern\": {},\n  \"base_model_name_or_path\": ", 53);
@@ -424,17 +442,49 @@ int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
     model_buf_printf(&cj, "\n  ],\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_dora\": false,\n"
                           "  \"use_rslora\": false\n}\n");
     if (cj.err) {
-        rc = rt_fail(cj.err, "%s: building " ACFG " failed", dir);
+        rc = model_fail(cj.err, "%s: building " ACFG " failed", dir);
         goto done;
     }
-    if ((rc = model_path_join(path, sizeof path, dir, ACFG)))
-        goto done;
-    rc = pgrt_file_write_atomic(path, cj.p, cj.len);
+    /* The weights and the config change together: adapter_config.json is
+     * the commit (pgrt_pair_replace): a new directory appears whole; in
+     * place, an unchanged config means one rename of the weights; else the
+     * old config goes aside first, so that new weights never sit beside
+     * an old config, and a failure puts the old pair back. */
+    pgrt_span cspan = {cj.p, cj.len};
+    pgrt_dir_file wf = {AST, img.parts, img.nparts}, cf = {ACFG, &cspan, 1};
+    int e = pgrt_pair_replace(dir, &wf, &cf, true);
+    if (e)
+        rc = model_fail(e == ENOMEM ? PGRT_ENOMEM : PGRT_EINVAL, "%s: %s", dir,
+                        e == ENOTDIR ? "not a directory" : strerror(e));
 done:
+    model_st_image_free(&img);
     free(t);
     free(names);
     free(cj.p);
     return rc;
+}
+
+int pgrt_adapter_save_check(const char *dir)
+{
+    if (!dir)
+        return model_fail(PGRT_EINVAL, "pgrt_adapter_save_check: NULL argument");
+    int e = pgrt_pair_replace_check(dir, AST, ACFG);
+    if (!e)
+        return 0;
+    struct stat st;
+    bool there = stat(dir, &st) == 0, link = !there && lstat(dir, &st) == 0;
+    if (e == ENOTDIR && there)
+        return model_fail(PGRT_EINVAL, "%s: not a directory", dir);
+    if (e == EISDIR)
+        return model_fail(PGRT_EINVAL, "%s: " AST " or " ACFG " in it is a directory", dir);
+    if (e == ENOENT && link)
+        return model_fail(PGRT_EINVAL, "%s: a symbolic link to nothing", dir);
+    if (e == ENOENT && !there)
+        return model_fail(PGRT_EINVAL, "%s: cannot create it: the directory it would go in "
+                                       "does not exist",
+                          dir);
+    return model_fail(e == ENOMEM ? PGRT_ENOMEM : PGRT_EINVAL, "%s: cannot write there: %s", dir,
+                      strerror(e));
 }
 
 void pgrt_adapter_destroy(pgrt_adapter **a)

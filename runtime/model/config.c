@@ -61,7 +61,7 @@ static int check_rope(const pgrt_jval *root, const char *field, double *theta)
     if (!v || pgrt_jval_is_null(v))
         return 0;
     if (pgrt_jval_type(v) != PGRT_JSON_OBJECT)
-        return rt_fail(PGRT_EINVAL, CFG ": %s: unsupported (only the default rope)", field);
+        return model_fail(PGRT_EINVAL, CFG ": %s: unsupported (only the default rope)", field);
     const char *type = NULL;
     for (size_t i = 0; i < pgrt_jval_count(v); i++) {
         const char *k = pgrt_jval_key_at(v, i);
@@ -70,13 +70,13 @@ static int check_rope(const pgrt_jval *root, const char *field, double *theta)
             type = pgrt_jval_string(x, NULL);
         else if (!strcmp(k, "rope_theta")) {
             if (pgrt_jval_double(x, theta) != 0)
-                return rt_fail(PGRT_EINVAL, CFG ": %s.rope_theta: expected a number", field);
+                return model_fail(PGRT_EINVAL, CFG ": %s.rope_theta: expected a number", field);
         } else
-            return rt_fail(PGRT_EINVAL, CFG ": %s: unsupported setting '%s'", field, k);
+            return model_fail(PGRT_EINVAL, CFG ": %s: unsupported setting '%s'", field, k);
     }
     if (!type || strcmp(type, "default"))
-        return rt_fail(PGRT_EINVAL, CFG ": %s: unsupported rope type '%s' (only the default)",
-                       field, type ? type : "(none)");
+        return model_fail(PGRT_EINVAL, CFG ": %s: unsupported rope type '%s' (only the default)",
+                          field, type ? type : "(none)");
     return 0;
 }
 
@@ -84,20 +84,20 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
 {
     memset(c, 0, sizeof *c);
     if (pgrt_jval_type(root) != PGRT_JSON_OBJECT)
-        return rt_fail(PGRT_EINVAL, CFG ": not a JSON object");
+        return model_fail(PGRT_EINVAL, CFG ": not a JSON object");
     const char *mt;
     int rc = model_string_opt(root, CFG, "model_type", &mt);
     if (rc < 0)
         return rc;
     if (!mt)
-        return rt_fail(PGRT_EINVAL, CFG ": model_type: missing");
+        return model_fail(PGRT_EINVAL, CFG ": model_type: missing");
     if (!strcmp(mt, "qwen2"))
         c->arch = PGRT_ARCH_QWEN2;
     else if (!strcmp(mt, "llama"))
         c->arch = PGRT_ARCH_LLAMA;
     else
-        return rt_fail(PGRT_EINVAL, CFG ": model_type: '%.64s' is not supported (qwen2, llama)",
-                       mt);
+        return model_fail(PGRT_EINVAL, CFG ": model_type: '%.64s' is not supported (qwen2, llama)",
+                          mt);
     const int64_t big = 1 << 24;
     int64_t hidden, inter, layers, heads, vocab, kv, hd;
     if ((rc = model_int_req(root, CFG, "hidden_size", 1, big, &hidden)) ||
@@ -110,24 +110,25 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
     if ((rc = model_int_opt(root, CFG, "num_key_value_heads", 1, 4096, &kv)) < 0)
         return rc;
     if (heads % kv)
-        return rt_fail(PGRT_EINVAL,
-                       CFG ": num_key_value_heads: %lld does not divide num_attention_heads %lld",
-                       (long long)kv, (long long)heads);
+        return model_fail(PGRT_EINVAL,
+                          CFG ": num_key_value_heads: %lld does not divide "
+                              "num_attention_heads %lld",
+                          (long long)kv, (long long)heads);
     if ((rc = model_int_opt(root, CFG, "head_dim", 1, 4096, &hd)) < 0)
         return rc;
     if (rc == 1) {
         if (hidden % heads)
-            return rt_fail(PGRT_EINVAL,
-                           CFG ": num_attention_heads: %lld does not divide hidden_size %lld "
-                               "(and no head_dim)",
-                           (long long)heads, (long long)hidden);
+            return model_fail(PGRT_EINVAL,
+                              CFG ": num_attention_heads: %lld does not divide hidden_size %lld "
+                                  "(and no head_dim)",
+                              (long long)heads, (long long)hidden);
         hd = hidden / heads;
     }
     if (hd % 2)
-        return rt_fail(PGRT_EINVAL, CFG ": head_dim: %lld is odd (rope needs pairs)",
-                       (long long)hd);
+        return model_fail(PGRT_EINVAL, CFG ": head_dim: %lld is odd (rope needs pairs)",
+                          (long long)hd);
     if (heads * hd > big)
-        return rt_fail(PGRT_ERANGE, CFG ": num_attention_heads x head_dim too large");
+        return model_fail(PGRT_ERANGE, CFG ": num_attention_heads x head_dim too large");
     c->hidden = (int)hidden;
     c->intermediate = (int)inter;
     c->layers = (int)layers;
@@ -139,9 +140,9 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
     if ((rc = model_double_opt(root, CFG, "rms_norm_eps", &c->rms_norm_eps)) < 0)
         return rc;
     if (rc == 1)
-        return rt_fail(PGRT_EINVAL, CFG ": rms_norm_eps: missing");
+        return model_fail(PGRT_EINVAL, CFG ": rms_norm_eps: missing");
     if (!(c->rms_norm_eps > 0 && c->rms_norm_eps < 1))
-        return rt_fail(PGRT_ERANGE, CFG ": rms_norm_eps: %g not in (0, 1)", c->rms_norm_eps);
+        return model_fail(PGRT_ERANGE, CFG ": rms_norm_eps: %g not in (0, 1)", c->rms_norm_eps);
     c->rope_theta = 10000.0;
     if ((rc = model_double_opt(root, CFG, "rope_theta", &c->rope_theta)) < 0)
         return rc;
@@ -149,7 +150,7 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
         (rc = check_rope(root, "rope_parameters", &c->rope_theta)))
         return rc;
     if (!(c->rope_theta > 1 && isfinite(c->rope_theta)))
-        return rt_fail(PGRT_ERANGE, CFG ": rope_theta: %g must be > 1", c->rope_theta);
+        return model_fail(PGRT_ERANGE, CFG ": rope_theta: %g must be > 1", c->rope_theta);
     if ((rc = model_bool_opt(root, CFG, "tie_word_embeddings", &c->tie_embeddings)) < 0)
         return rc;
 
@@ -157,21 +158,21 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
     if ((rc = model_string_opt(root, CFG, "hidden_act", &act)) < 0)
         return rc;
     if (act && strcmp(act, "silu"))
-        return rt_fail(PGRT_EINVAL, CFG ": hidden_act: '%.32s' is not supported (silu)", act);
+        return model_fail(PGRT_EINVAL, CFG ": hidden_act: '%.32s' is not supported (silu)", act);
     bool b = false;
     if ((rc = model_bool_opt(root, CFG, "use_sliding_window", &b)) < 0)
         return rc;
     if (b)
-        return rt_fail(PGRT_EINVAL, CFG ": use_sliding_window: true is not supported");
+        return model_fail(PGRT_EINVAL, CFG ": use_sliding_window: true is not supported");
     const pgrt_jval *lt = pgrt_jval_member(root, "layer_types");
     if (lt && !pgrt_jval_is_null(lt)) {
         if (pgrt_jval_type(lt) != PGRT_JSON_ARRAY)
-            return rt_fail(PGRT_EINVAL, CFG ": layer_types: expected an array");
+            return model_fail(PGRT_EINVAL, CFG ": layer_types: expected an array");
         for (size_t i = 0; i < pgrt_jval_count(lt); i++) {
             const char *s = pgrt_jval_string(pgrt_jval_item(lt, i), NULL);
             if (!s || strcmp(s, "full_attention"))
-                return rt_fail(PGRT_EINVAL,
-                               CFG ": layer_types[%zu]: only full_attention is supported", i);
+                return model_fail(PGRT_EINVAL,
+                                  CFG ": layer_types[%zu]: only full_attention is supported", i);
         }
     }
     if (c->arch == PGRT_ARCH_QWEN2) {
@@ -188,12 +189,12 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
         if ((rc = model_bool_opt(root, CFG, "mlp_bias", &b)) < 0)
             return rc;
         if (b)
-            return rt_fail(PGRT_EINVAL, CFG ": mlp_bias: true is not supported");
+            return model_fail(PGRT_EINVAL, CFG ": mlp_bias: true is not supported");
         double pt = 1;
         if ((rc = model_double_opt(root, CFG, "pretraining_tp", &pt)) < 0)
             return rc;
         if (pt != 1)
-            return rt_fail(PGRT_EINVAL, CFG ": pretraining_tp: %g is not supported (1)", pt);
+            return model_fail(PGRT_EINVAL, CFG ": pretraining_tp: %g is not supported (1)", pt);
     }
     return 0;
 }
@@ -201,7 +202,7 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
 int pgrt_hf_config_parse(const char *json, size_t len, pgrt_hf_config *out)
 {
     if (!out)
-        return rt_fail(PGRT_EINVAL, "pgrt_hf_config_parse: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_hf_config_parse: NULL argument");
     pgrt_json_limits lim = {.max_size = 1u << 24};
     pgrt_json *doc;
     int rc = pgrt_json_parse(json, len, &lim, CFG, &doc);
@@ -244,12 +245,12 @@ static void spec(pgrt_weight_spec *s, int layer, int64_t d0, int64_t d1, const c
 int pgrt_model_weight_specs(const pgrt_hf_config *c, pgrt_weight_spec **specs, size_t *n)
 {
     if (!c || !specs || !n || c->layers <= 0)
-        return rt_fail(PGRT_EINVAL, "pgrt_model_weight_specs: bad argument");
+        return model_fail(PGRT_EINVAL, "pgrt_model_weight_specs: bad argument");
     size_t per = 2 + PGRT_LINEAR_COUNT + (c->qkv_bias ? 3 : 0) + (c->o_bias ? 1 : 0);
     size_t cap = 3 + (size_t)c->layers * per;
     pgrt_weight_spec *s = calloc(cap, sizeof *s);
     if (!s)
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     size_t k = 0;
     spec(&s[k++], -1, c->vocab, c->hidden, "model.embed_tokens.weight");
     for (int l = 0; l < c->layers; l++) {
@@ -279,6 +280,7 @@ int pgrt_model_weight_specs(const pgrt_hf_config *c, pgrt_weight_spec **specs, s
 struct pgrt_model_files {
     pgrt_hf_config cfg;
     pgrt_st_set *set;
+    char *config_path;
 };
 
 static void shape_str(char *buf, size_t len, int ndim, const int64_t *shape)
@@ -307,12 +309,13 @@ static int check_tensor(const pgrt_st_tensor *t, const pgrt_weight_spec *s, cons
         char got[128], want[64];
         shape_str(got, sizeof got, t->ndim, t->shape);
         shape_str(want, sizeof want, s->ndim, s->shape);
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': shape %s, expected %s", dir, s->name, got,
-                       want);
+        return model_fail(PGRT_EINVAL, "%s: tensor '%s': shape %s, expected %s", dir, s->name, got,
+                          want);
     }
     if (t->dtype != PGRT_ST_BF16 && t->dtype != PGRT_ST_F16 && t->dtype != PGRT_ST_F32)
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': dtype %s is not supported (BF16, F16, F32)",
-                       dir, s->name, pgrt_st_dtype_name(t->dtype));
+        return model_fail(PGRT_EINVAL,
+                          "%s: tensor '%s': dtype %s is not supported (BF16, F16, F32)", dir,
+                          s->name, pgrt_st_dtype_name(t->dtype));
     return 0;
 }
 
@@ -330,15 +333,17 @@ static bool ends_with(const char *s, const char *suffix)
 int pgrt_model_open(const char *dir, pgrt_model_files **out)
 {
     if (!dir || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_model_open: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_model_open: NULL argument");
     *out = NULL;
     pgrt_model_files *m = calloc(1, sizeof *m);
     if (!m)
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     char path[4096];
     pgrt_weight_spec *specs = NULL;
     size_t ns = 0;
     int rc = model_path_join(path, sizeof path, dir, CFG);
+    if (!rc && !(m->config_path = strdup(path)))
+        rc = model_fail(PGRT_ENOMEM, "out of memory");
     if (!rc)
         rc = pgrt_hf_config_load(path, &m->cfg);
     if (!rc)
@@ -348,7 +353,7 @@ int pgrt_model_open(const char *dir, pgrt_model_files **out)
     for (size_t i = 0; i < ns && !rc; i++) {
         const pgrt_st_tensor *t = pgrt_st_set_find(m->set, specs[i].name);
         if (!t)
-            rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s' missing", dir, specs[i].name);
+            rc = model_fail(PGRT_EINVAL, "%s: tensor '%s' missing", dir, specs[i].name);
         else
             rc = check_tensor(t, &specs[i], dir);
     }
@@ -370,9 +375,9 @@ int pgrt_model_open(const char *dir, pgrt_model_files **out)
                     continue;
                 break;
             }
-            rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s' is not used by a %s model with this "
-                                      "config",
-                         dir, t->name, m->cfg.arch == PGRT_ARCH_QWEN2 ? "qwen2" : "llama");
+            rc = model_fail(PGRT_EINVAL, "%s: tensor '%s' is not used by a %s model with this "
+                                         "config",
+                            dir, t->name, m->cfg.arch == PGRT_ARCH_QWEN2 ? "qwen2" : "llama");
         }
     }
     free(specs);
@@ -389,8 +394,21 @@ void pgrt_model_close(pgrt_model_files **m)
     if (!m || !*m)
         return;
     pgrt_st_set_close(&(*m)->set);
+    free((*m)->config_path);
     free(*m);
     *m = NULL;
+}
+
+size_t pgrt_model_file_count(const pgrt_model_files *m)
+{
+    return m ? 1 + model_st_set_path_count(m->set) : 0;
+}
+
+const char *pgrt_model_file_path(const pgrt_model_files *m, size_t i)
+{
+    if (!m || i >= pgrt_model_file_count(m))
+        return NULL;
+    return i == 0 ? m->config_path : model_st_set_path(m->set, i - 1);
 }
 
 const pgrt_hf_config *pgrt_model_hf_config(const pgrt_model_files *m)

@@ -79,11 +79,11 @@ static int fail(parser *ps, const unsigned char *at, int code, const char *msg, 
     ps->err = code;
     size_t off = (size_t)(at - ps->start);
     if (arg)
-        rt_fail(code, "%s%sbyte %zu: %s \"%.64s\"", ps->what ? ps->what : "",
-                ps->what ? ": " : "", off, msg, arg);
+        model_fail(code, "%s%sbyte %zu: %s \"%.64s\"", ps->what ? ps->what : "",
+                   ps->what ? ": " : "", off, msg, arg);
     else
-        rt_fail(code, "%s%sbyte %zu: %s", ps->what ? ps->what : "", ps->what ? ": " : "", off,
-                msg);
+        model_fail(code, "%s%sbyte %zu: %s", ps->what ? ps->what : "", ps->what ? ": " : "", off,
+                   msg);
     return code;
 }
 
@@ -239,7 +239,7 @@ static const char *parse_string(parser *ps, size_t *len_out)
             case 'u': {
                 unsigned cp;
                 if (ps->end - ps->p < 6 || hex4(ps->p + 2, &cp) != 0) {
-                    fail(ps, ps->p, PGRT_EINVAL, "bad \\u escape", NULL);
+                    fail(ps, ps->p, PGRT_EINVAL, "bad unicode escape (not four hex digits)", NULL);
                     return NULL;
                 }
                 const unsigned char *esc = ps->p;
@@ -601,7 +601,7 @@ int pgrt_json_parse(const char *text, size_t len, const pgrt_json_limits *limits
                     const char *what, pgrt_json **out)
 {
     if (!out || (!text && len))
-        return rt_fail(PGRT_EINVAL, "pgrt_json_parse: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_json_parse: NULL argument");
     *out = NULL;
     parser ps = {0};
     ps.lim.max_size = limits && limits->max_size ? limits->max_size : 100u * 1000 * 1000;
@@ -617,11 +617,11 @@ int pgrt_json_parse(const char *text, size_t len, const pgrt_json_limits *limits
     ps.start = ps.p = (const unsigned char *)(text ? text : "");
     ps.end = ps.p + len;
     if (len > ps.lim.max_size)
-        return rt_fail(PGRT_ERANGE, "%s%s%zu bytes of JSON, over the limit of %zu",
-                       what ? what : "", what ? ": " : "", len, ps.lim.max_size);
+        return model_fail(PGRT_ERANGE, "%s%s%zu bytes of JSON, over the limit of %zu",
+                          what ? what : "", what ? ": " : "", len, ps.lim.max_size);
     pgrt_json *doc = calloc(1, sizeof *doc);
     if (!doc)
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     ps.doc = doc;
     const pgrt_jval *root = parse_value(&ps);
     if (root) {

@@ -176,7 +176,8 @@ static int kn_of(const pgk_desc *d, const knv *kv, size_t n, pgk_knobs *kn)
     for (size_t i = 0; i < n; i++) {
         int j = pgk_knob_index(d, kv[i].name);
         if (j < 0)
-            return rt_fail(PGRT_EINVAL, "pgrt_lm: kernel %s has no knob %s", d->name, kv[i].name);
+            return model_fail(PGRT_EINVAL, "pgrt_lm: kernel %s has no knob %s", d->name,
+                              kv[i].name);
         kn->v[j] = kv[i].v;
     }
     pgk_pick(d, kn);
@@ -346,7 +347,7 @@ static int wg_maps_get(pgrt_lm *m, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devp
             /* 64-byte aligned, as a tensor map must be */
             wg_maps *w = aligned_alloc(64, cap * sizeof *w);
             if (!w)
-                return rt_fail(PGRT_ENOMEM, "pgrt_lm: out of host memory");
+                return model_fail(PGRT_ENOMEM, "pgrt_lm: out of host memory");
             if (m->wg_n)
                 memcpy(w, m->wg, m->wg_n * sizeof *w);
             free(m->wg);
@@ -383,8 +384,8 @@ static int gemm_wg(pgrt_lm *m, pgrt_stream *s, const pgk_gemm_choice *ch, pgk_ge
     pgk_knobs kn = ch->knobs;
     int ei = pgk_knob_index(ch->desc, "epilogue"), bi = pgk_knob_index(ch->desc, "bn");
     if (ei < 0 || bi < 0)
-        return rt_fail(PGRT_EKERNEL, "pgrt_lm: gemm_sm90 has no knob %s",
-                       ei < 0 ? "epilogue" : "bn");
+        return model_fail(PGRT_EKERNEL, "pgrt_lm: gemm_sm90 has no knob %s",
+                          ei < 0 ? "epilogue" : "bn");
     kn.v[ei] = (acc ? 1u : 0u) | (bias ? 2u : 0u);
     const wg_maps *e = NULL;
     int rc = wg_maps_get(m, lay, a, b, rows, in, out, kn.v[bi], &e);
@@ -412,11 +413,11 @@ static int gemm_lp(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pg
         rc = pgk_gemm_choose(lay, PG_BF16, PG_F32, rows, out, in, m->target, m->sms, &ch);
     }
     if (rc)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm: no bf16 GEMM for %u x %u x %u", rows, out, in);
+        return model_fail(PGRT_EINVAL, "pgrt_lm: no bf16 GEMM for %u x %u x %u", rows, out, in);
     if (ch.split > 1 && m->warming && ch.workspace_bytes > m->ws_need)
         m->ws_need = ch.workspace_bytes;
     if (ch.split > 1 && !m->warming && (!m->ws || pgrt_buf_bytes(m->ws) < ch.workspace_bytes))
-        return rt_fail(PGRT_ESTATE, "pgrt_lm: GEMM workspace smaller than at create");
+        return model_fail(PGRT_ESTATE, "pgrt_lm: GEMM workspace smaller than at create");
     uint32_t flags = (acc ? 1u : 0u) | (bias ? 2u : 0u);
     pgrt_devptr ws = ch.split > 1 && m->ws ? pgrt_buf_ptr(m->ws) : c, bp = bias ? bias : c;
     if ((rc = launch_kn(m, s, K_LP_GEMM, ch.desc, &ch.knobs,
@@ -482,7 +483,7 @@ static int lora_ws(pgrt_lm *m, uint32_t tiles, uint32_t sp, uint32_t cols, pgrt_
         return 0;
     }
     if (!m->ws || pgrt_buf_bytes(m->ws) < bytes || !m->lcnt || pgrt_buf_bytes(m->lcnt) < tiles * 4u)
-        return rt_fail(PGRT_ESTATE, "pgrt_lm: LoRA workspace smaller than at create");
+        return model_fail(PGRT_ESTATE, "pgrt_lm: LoRA workspace smaller than at create");
     *ws = pgrt_buf_ptr(m->ws);
     *cnt = pgrt_buf_ptr(m->lcnt);
     return 0;
@@ -937,45 +938,56 @@ static uint64_t plan_bytes(const plan *p, bool keep)
            (64ull << 20) /* kernels, clip state, ids */;
 }
 
+static bool zero_or_normal(float x) { return x == 0 || isnormal(x); }
+
 static int check_params(const pgrt_lm_params *p)
 {
     if (!p || !p->model || !p->adapter)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm: params, model and adapter are required");
+        return model_fail(PGRT_EINVAL, "pgrt_lm: params, model and adapter are required");
     const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
     if (p->batch < 1 || p->seq < 2)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm: batch %d must be >= 1 and seq %d >= 2", p->batch,
-                       p->seq);
+        return model_fail(PGRT_EINVAL, "pgrt_lm: batch %d must be >= 1 and seq %d >= 2", p->batch,
+                          p->seq);
     uint64_t T = (uint64_t)p->batch * p->seq;
     if (p->seq > 16384 || p->batch > 1000)
-        return rt_fail(PGRT_ERANGE, "pgrt_lm: batch %d x seq %d: at most 1000 rows of 16384",
-                       p->batch, p->seq);
+        return model_fail(PGRT_ERANGE, "pgrt_lm: batch %d x seq %d: at most 1000 rows of 16384",
+                          p->batch, p->seq);
     uint64_t widest = u64max((uint64_t)c->intermediate, (uint64_t)c->vocab);
     if (T * widest >= (1ull << 32) || T * c->heads * c->head_dim >= (1ull << 32))
-        return rt_fail(PGRT_ERANGE,
-                       "pgrt_lm: batch x seq = %llu tokens is too many for 32-bit element counts",
-                       (unsigned long long)T);
+        return model_fail(PGRT_ERANGE,
+                          "pgrt_lm: batch x seq = %llu tokens is too many for 32-bit element "
+                          "counts",
+                          (unsigned long long)T);
     if (c->head_dim > 128)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm: head_dim %d: the attention kernels take at most 128",
-                       c->head_dim);
+        return model_fail(PGRT_EINVAL,
+                          "pgrt_lm: head_dim %d: the attention kernels take at most 128",
+                          c->head_dim);
     if (c->heads > 128 || c->kv_heads > 128)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm: at most 128 attention heads");
+        return model_fail(PGRT_EINVAL, "pgrt_lm: at most 128 attention heads");
     const pgrt_adapter *a = p->adapter;
     if (a->count != (size_t)c->layers * (size_t)__builtin_popcount(a->cfg.targets))
-        return rt_fail(PGRT_EINVAL, "pgrt_lm: the adapter does not match the model's layers");
+        return model_fail(PGRT_EINVAL, "pgrt_lm: the adapter does not match the model's layers");
     for (size_t i = 0; i < a->count; i++) {
         int in, out;
         pgrt_linear_dims(c, a->w[i].module, &in, &out);
         if (a->w[i].in != in || a->w[i].out != out || a->w[i].layer < 0 ||
             a->w[i].layer >= c->layers)
-            return rt_fail(PGRT_EINVAL, "pgrt_lm: adapter module %s of layer %d has shape "
-                                        "[%d, %d], the model's is [%d, %d]",
-                           pgrt_linear_name(a->w[i].module), a->w[i].layer, a->w[i].out,
-                           a->w[i].in, out, in);
+            return model_fail(PGRT_EINVAL, "pgrt_lm: adapter module %s of layer %d has shape "
+                                           "[%d, %d], the model's is [%d, %d]",
+                              pgrt_linear_name(a->w[i].module), a->w[i].layer, a->w[i].out,
+                              a->w[i].in, out, in);
     }
-    if (!(p->max_norm >= 0) || !isfinite(p->max_norm) || !(p->lr >= 0) || !isfinite(p->lr) ||
-        !isfinite(p->weight_decay))
-        return rt_fail(PGRT_EINVAL, "pgrt_lm: lr, max_norm and weight_decay must be finite, "
-                                    "lr and max_norm >= 0");
+    /* a subnormal lr trains with 0 on a device that flushes denormals */
+    if (!zero_or_normal(p->lr) || !zero_or_normal(p->max_norm) ||
+        !zero_or_normal(p->weight_decay) || !(p->lr >= 0) || !(p->max_norm >= 0))
+        return model_fail(PGRT_EINVAL, "pgrt_lm: lr, max_norm and weight_decay must each be 0 "
+                                       "or a normal float, lr and max_norm >= 0");
+    float scale = a->cfg.r > 0 ? (float)(a->cfg.alpha / a->cfg.r) : 0.0f;
+    if (!(scale > 0) || !isnormal(scale))
+        return model_fail(PGRT_ERANGE,
+                          "pgrt_lm: the LoRA scale lora_alpha / r = %g / %d is not a normal "
+                          "float",
+                          a->cfg.alpha, a->cfg.r);
     return 0;
 }
 
@@ -1059,7 +1071,7 @@ static int upload_tensor(pgrt_ctx *ctx, const pgrt_st_tensor *t, bool bf16, pgrt
     size_t piece = (size_t)1 << 22;
     void *stage = malloc(piece * 4);
     if (!stage)
-        return rt_fail(PGRT_ENOMEM, "pgrt_lm: out of host memory");
+        return model_fail(PGRT_ENOMEM, "pgrt_lm: out of host memory");
     for (size_t o = 0; o < n && !rc; o += piece) {
         size_t k = n - o < piece ? n - o : piece;
         for (size_t i = 0; i < k; i++) {
@@ -1080,7 +1092,7 @@ static int upload_named(pgrt_lm *m, const pgrt_model_files *mf, const char *name
 {
     const pgrt_st_tensor *t = pgrt_model_tensor(mf, name);
     if (!t)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm: the model has no tensor %s", name);
+        return model_fail(PGRT_EINVAL, "pgrt_lm: the model has no tensor %s", name);
     return upload_tensor(m->ctx, t, bf16, out, &m->weight_bytes);
 }
 
@@ -1196,15 +1208,15 @@ static int layout(pgrt_lm *m, const plan *pl)
         m->logits_b = take(base, &off, ((uint64_t)m->chunk * V + 1) / 2);
     }
     if (off > elems)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm: arena plan too small (%llu > %llu elements)",
-                       (unsigned long long)off, (unsigned long long)elems);
+        return model_fail(PGRT_EINVAL, "pgrt_lm: arena plan too small (%llu > %llu elements)",
+                          (unsigned long long)off, (unsigned long long)elems);
     return 0;
 }
 
 int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
 {
     if (!ctx || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm_create: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_lm_create: NULL argument");
     *out = NULL;
     int rc = check_params(p);
     if (rc)
@@ -1225,13 +1237,13 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     if ((rc = pgrt_ctx_mem_info(ctx, &free_b, &total_b)))
         return rc;
     if (need > free_b)
-        return rt_fail(PGRT_ENOMEM,
-                       "batch %d x seq %d needs %.2f GiB of device memory; %.2f GiB are free",
-                       p->batch, p->seq, need / 1073741824.0, free_b / 1073741824.0);
+        return model_fail(PGRT_ENOMEM,
+                          "batch %d x seq %d needs %.2f GiB of device memory; %.2f GiB are free",
+                          p->batch, p->seq, need / 1073741824.0, free_b / 1073741824.0);
 
     pgrt_lm *m = calloc(1, sizeof *m);
     if (!m)
-        return rt_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
+        return model_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
     m->ctx = ctx;
     m->c = *c;
     m->B = p->batch;
@@ -1255,15 +1267,15 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->hloss = malloc(sizeof(float) * (size_t)m->T);
     if (!m->lw || !m->la || !m->lora || !m->hid || !m->hloss) {
         pgrt_lm_destroy(&m);
-        return rt_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
+        return model_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
     }
     m->hlab = m->hid + m->T;
     for (int i = 0; i < K_COUNT; i++) {
         m->desc[i] = pgk_find(kernel_names[i]);
         if (!m->desc[i]) {
             pgrt_lm_destroy(&m);
-            return rt_fail(PGRT_ENOTFOUND, "pgrt_lm: kernel %s is not in the catalog",
-                           kernel_names[i]);
+            return model_fail(PGRT_ENOTFOUND, "pgrt_lm: kernel %s is not in the catalog",
+                              kernel_names[i]);
         }
     }
     /* bf16 on sm_80+: attention on the tensor cores (attention_mma_*, the
@@ -1422,7 +1434,7 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
 int pgrt_lm_step(pgrt_lm *m, pgrt_stream *s, const int32_t *ids, double *loss, float *grad_norm)
 {
     if (!m || !ids)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm_step: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_lm_step: NULL argument");
     for (int b = 0; b < m->B; b++)
         for (int t = 0; t < m->S; t++) {
             int i = b * m->S + t;
@@ -1455,11 +1467,11 @@ int pgrt_lm_step(pgrt_lm *m, pgrt_stream *s, const int32_t *ids, double *loss, f
 static int download_into(pgrt_lm *m, pgrt_buf *src, pgrt_adapter *a)
 {
     if (!src)
-        return rt_fail(PGRT_ESTATE, "pgrt_lm: gradients were not kept (keep_grads)");
+        return model_fail(PGRT_ESTATE, "pgrt_lm: gradients were not kept (keep_grads)");
     for (size_t i = 0; i < a->count; i++) {
         const lora_d *d = &m->lora[a->w[i].layer * PGRT_LINEAR_COUNT + a->w[i].module];
         if (d->a < 0 || a->cfg.r != m->r)
-            return rt_fail(PGRT_EINVAL, "pgrt_lm: the adapter does not match the model's LoRA");
+            return model_fail(PGRT_EINVAL, "pgrt_lm: the adapter does not match the model's LoRA");
         int rc = pgrt_buf_download(src, (size_t)d->a, a->w[i].a, (size_t)m->r * a->w[i].in);
         if (!rc)
             rc = pgrt_buf_download(src, (size_t)d->b, a->w[i].b, (size_t)a->w[i].out * m->r);
@@ -1472,21 +1484,21 @@ static int download_into(pgrt_lm *m, pgrt_buf *src, pgrt_adapter *a)
 int pgrt_lm_adapter_get(pgrt_lm *m, pgrt_adapter *a)
 {
     if (!m || !a)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm_adapter_get: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_lm_adapter_get: NULL argument");
     return download_into(m, m->p, a);
 }
 
 int pgrt_lm_grads_get(pgrt_lm *m, pgrt_adapter *a)
 {
     if (!m || !a)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm_grads_get: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_lm_grads_get: NULL argument");
     return download_into(m, m->gkeep, a);
 }
 
 int pgrt_lm_stats_get(const pgrt_lm *m, pgrt_lm_stats *out)
 {
     if (!m || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_lm_stats_get: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_lm_stats_get: NULL argument");
     memset(out, 0, sizeof *out);
     pgrt_train_stats ts;
     int rc = pgrt_train_stats_get(m->train, &ts);

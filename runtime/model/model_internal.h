@@ -5,6 +5,15 @@
 
 #include "pgrt_model.h"
 #include "rt_internal.h"
+#include "safe_write.h"
+
+/* The model layer's rt_fail: the message is formatted, then escaped whole
+ * with pgrt_text_escape, so that a tensor name, a config string or a path
+ * echoed in it reaches a terminal as text, never as a control sequence.
+ * Our own format strings hold no backslash or control character: escaping
+ * leaves them as written. Every message of runtime/model/ goes through it. */
+#define MODEL_MSG_MAX 4096
+int model_fail(int code, const char *fmt, ...) RT_PRINTF(2, 3);
 
 /* A read-only mapping of a whole file (len may be 0: data is then NULL). */
 typedef struct model_map {
@@ -42,6 +51,25 @@ void model_buf_put(model_buf *b, const char *s, size_t n);
 void model_buf_printf(model_buf *b, const char *fmt, ...) RT_PRINTF(2, 3);
 /* A JSON string literal, escaped. */
 void model_buf_json_string(model_buf *b, const char *s);
+
+/* A safetensors file in memory as pgrt_st_write lays it out: parts[0] the
+ * size (in len8), parts[1] the header, then the tensors' data (borrowed
+ * from the pgrt_st_out, which must outlive the image). `path` names it in
+ * messages. The image must not move while parts are used. */
+typedef struct model_st_image {
+    pgrt_span *parts;
+    size_t nparts;
+    char *header;
+    uint8_t len8[8];
+} model_st_image;
+int model_st_image_build(const char *path, const pgrt_st_out *tensors, size_t n,
+                         const char *const *meta_keys, const char *const *meta_values,
+                         size_t n_meta, model_st_image *img);
+void model_st_image_free(model_st_image *img);
+
+/* The files a set was read from: the index (if any), then the shards. */
+size_t model_st_set_path_count(const pgrt_st_set *s);
+const char *model_st_set_path(const pgrt_st_set *s, size_t i);
 
 /* "self_attn" or "mlp": the block a linear module sits in. */
 const char *model_linear_block(pgrt_linear m);

@@ -19,7 +19,9 @@
  * crash. PGRT_EINVAL: malformed or unsupported content; PGRT_ERANGE: a
  * value or size over a limit, a token id outside the vocabulary;
  * PGRT_ENOMEM. File-system failures are PGRT_EINVAL with the path and
- * strerror in the message.
+ * strerror in the message. Text from the files or paths that a message
+ * echoes is escaped (pgrt_text_escape): the messages of this layer are one
+ * line of printable text.
  *
  * Ownership: objects come from a *_parse/_open/_load/_init function taking
  * `T **out` and go with the matching *_destroy/_close(&p), which sets p to
@@ -39,6 +41,20 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* -------------------------------------------------------------- messages */
+
+/* text made safe for a one-line message, as ptxgen-dump writes arguments:
+ * C0 and C1 control characters, DEL and bytes that are not UTF-8 become
+ * escapes (\n, \r, \t, \x1b), a backslash becomes \\ so that an escape is
+ * never ambiguous; well-formed UTF-8 passes. At most cap - 1 bytes and a
+ * NUL go to dst (cap < 4: "" or nothing), never a sequence cut in half: the
+ * result ends in "..." when the text did not fit. Returns the bytes
+ * written. Every message of this layer is escaped so (a tensor name, a
+ * config string or a path from a downloaded checkpoint cannot retitle or
+ * clear the terminal it is printed on); callers escape their own messages
+ * that echo such text with it. Thread-safe. */
+PGRT_API size_t pgrt_text_escape(char *dst, size_t cap, const char *text);
 
 /* ------------------------------------------------------------------ JSON */
 
@@ -174,6 +190,11 @@ PGRT_API int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t 
 
 /* Atomically replace path with len bytes (same guarantees as above). */
 PGRT_API int pgrt_file_write_atomic(const char *path, const void *data, size_t len);
+/* Would pgrt_file_write_atomic(path) find its way? path is not a
+ * directory and its directory exists and takes a new file (one is made and
+ * removed there). For a check before long work whose result goes there;
+ * the write may still fail later (a full disk). */
+PGRT_API int pgrt_file_write_check(const char *path);
 
 /* A set of safetensors files seen as one: a model directory holding
  * model.safetensors, or model.safetensors.index.json whose "weight_map"
@@ -264,6 +285,13 @@ PGRT_API void pgrt_model_close(pgrt_model_files **m);
 PGRT_API const pgrt_hf_config *pgrt_model_hf_config(const pgrt_model_files *m);
 /* A checked tensor by its Hugging Face name, or NULL. */
 PGRT_API const pgrt_st_tensor *pgrt_model_tensor(const pgrt_model_files *m, const char *name);
+/* The files pgrt_model_open read, each as the directory given joined with
+ * its name: config.json, then model.safetensors, or
+ * model.safetensors.index.json and every shard it names; i < count (else
+ * NULL). The strings live as long as m. For a caller that must never
+ * write over an input (ptxgen-train's outputs). */
+PGRT_API size_t pgrt_model_file_count(const pgrt_model_files *m);
+PGRT_API const char *pgrt_model_file_path(const pgrt_model_files *m, size_t i);
 
 /* ------------------------------------------------------------- adapters */
 
@@ -312,8 +340,22 @@ PGRT_API int pgrt_adapter_init(const pgrt_hf_config *mc, const pgrt_adapter_conf
  * model lacks is refused, naming it. */
 PGRT_API int pgrt_adapter_load(const char *dir, const pgrt_hf_config *mc, pgrt_adapter **out);
 /* Write dir (created if missing) in PEFT format: adapter_model.safetensors
- * (F32) then adapter_config.json, each atomically. */
+ * (F32) and adapter_config.json, as a pair: a reader never finds new
+ * weights beside an old config or the other way round. A missing dir is
+ * built as a fresh sibling directory renamed into place; in an existing
+ * one, an unchanged config (an adapter saved over the one it was loaded
+ * from) means one atomic rename of the weights, and otherwise the old
+ * config is moved aside before the weights change and the new one renamed
+ * in last; a failure puts the old pair back, a crash leaves the old pair,
+ * the new one, or no config (docs/model.md). Other files in dir are left
+ * alone. An alpha that pgrt_adapter_load would refuse is refused. */
 PGRT_API int pgrt_adapter_save(const pgrt_adapter *a, const char *dir);
+/* Would pgrt_adapter_save(dir) find its way? dir is a directory that takes
+ * new files (one is made and removed there) and holds no directory at the
+ * two names, or dir does not exist and its parent takes a new directory.
+ * Nothing is left behind. For a check before a run whose result goes
+ * there. */
+PGRT_API int pgrt_adapter_save_check(const char *dir);
 PGRT_API void pgrt_adapter_destroy(pgrt_adapter **a);
 
 /* --------------------------------------------------------------- tokens */

@@ -70,70 +70,70 @@ static int parse_tensor(const pgrt_jval *v, const char *what, const char *name,
                         uint64_t data_len, const uint8_t *data, pgrt_st_tensor *t, span *sp)
 {
     if (pgrt_jval_type(v) != PGRT_JSON_OBJECT)
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': not an object", what, name);
+        return model_fail(PGRT_EINVAL, "%s: tensor '%s': not an object", what, name);
     for (size_t i = 0; i < pgrt_jval_count(v); i++) {
         const char *k = pgrt_jval_key_at(v, i);
         if (strcmp(k, "dtype") && strcmp(k, "shape") && strcmp(k, "data_offsets"))
-            return rt_fail(PGRT_EINVAL, "%s: tensor '%s': unknown field '%s'", what, name, k);
+            return model_fail(PGRT_EINVAL, "%s: tensor '%s': unknown field '%s'", what, name, k);
     }
     const char *dt = pgrt_jval_string(pgrt_jval_member(v, "dtype"), NULL);
     if (!dt)
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': dtype: missing or not a string", what,
-                       name);
+        return model_fail(PGRT_EINVAL, "%s: tensor '%s': dtype: missing or not a string", what,
+                          name);
     int d = -1;
     for (int i = 0; i < PGRT_ST_DTYPE_COUNT; i++)
         if (!strcmp(dt, dtype_names[i]))
             d = i;
     if (d < 0)
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': unknown dtype '%.32s'", what, name, dt);
+        return model_fail(PGRT_EINVAL, "%s: tensor '%s': unknown dtype '%.32s'", what, name, dt);
     t->name = name;
     t->dtype = (pgrt_st_dtype)d;
     const pgrt_jval *shape = pgrt_jval_member(v, "shape");
     if (pgrt_jval_type(shape) != PGRT_JSON_ARRAY)
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': shape: missing or not an array", what,
-                       name);
+        return model_fail(PGRT_EINVAL, "%s: tensor '%s': shape: missing or not an array", what,
+                          name);
     size_t nd = pgrt_jval_count(shape);
     if (nd > PGRT_ST_MAX_DIMS)
-        return rt_fail(PGRT_ERANGE, "%s: tensor '%s': %zu dimensions, over the limit of %d",
-                       what, name, nd, PGRT_ST_MAX_DIMS);
+        return model_fail(PGRT_ERANGE, "%s: tensor '%s': %zu dimensions, over the limit of %d",
+                          what, name, nd, PGRT_ST_MAX_DIMS);
     t->ndim = (int)nd;
     uint64_t count = 1;
     const uint64_t cap = (uint64_t)1 << 62;
     for (size_t i = 0; i < nd; i++) {
         int64_t dim;
         if (pgrt_jval_int64(pgrt_jval_item(shape, i), 0, INT64_MAX, &dim) != 0)
-            return rt_fail(PGRT_EINVAL, "%s: tensor '%s': shape[%zu]: not an integer >= 0", what,
-                           name, i);
+            return model_fail(PGRT_EINVAL, "%s: tensor '%s': shape[%zu]: not an integer >= 0", what,
+                              name, i);
         t->shape[i] = dim;
         if (dim && count > cap / (uint64_t)dim)
-            return rt_fail(PGRT_ERANGE, "%s: tensor '%s': element count overflows", what, name);
+            return model_fail(PGRT_ERANGE, "%s: tensor '%s': element count overflows", what, name);
         count *= (uint64_t)dim;
     }
     if (count > cap / 8)
-        return rt_fail(PGRT_ERANGE, "%s: tensor '%s': element count overflows", what, name);
+        return model_fail(PGRT_ERANGE, "%s: tensor '%s': element count overflows", what, name);
     t->count = (int64_t)count;
     const pgrt_jval *off = pgrt_jval_member(v, "data_offsets");
     int64_t b, e;
     if (pgrt_jval_count(off) != 2 || pgrt_jval_type(off) != PGRT_JSON_ARRAY ||
         pgrt_jval_int64(pgrt_jval_item(off, 0), 0, INT64_MAX, &b) != 0 ||
         pgrt_jval_int64(pgrt_jval_item(off, 1), 0, INT64_MAX, &e) != 0)
-        return rt_fail(PGRT_EINVAL,
-                       "%s: tensor '%s': data_offsets: expected [begin, end] of integers >= 0",
-                       what, name);
+        return model_fail(PGRT_EINVAL,
+                          "%s: tensor '%s': data_offsets: expected [begin, end] of integers >= 0",
+                          what, name);
     if (e < b)
-        return rt_fail(PGRT_EINVAL, "%s: tensor '%s': data_offsets end %lld before begin %lld",
-                       what, name, (long long)e, (long long)b);
+        return model_fail(PGRT_EINVAL, "%s: tensor '%s': data_offsets end %lld before begin %lld",
+                          what, name, (long long)e, (long long)b);
     if ((uint64_t)e > data_len)
-        return rt_fail(PGRT_EINVAL,
-                       "%s: tensor '%s': data_offsets end %lld beyond the data (%llu bytes)",
-                       what, name, (long long)e, (unsigned long long)data_len);
+        return model_fail(PGRT_EINVAL,
+                          "%s: tensor '%s': data_offsets end %lld beyond the data (%llu bytes)",
+                          what, name, (long long)e, (unsigned long long)data_len);
     uint64_t want = count * dtype_sizes[d];
     if ((uint64_t)(e - b) != want)
-        return rt_fail(PGRT_EINVAL,
-                       "%s: tensor '%s': %lld bytes in data_offsets, but %s x %llu elements "
-                       "take %llu",
-                       what, name, (long long)(e - b), dt, (unsigned long long)count,
-                       (unsigned long long)want);
+        return model_fail(PGRT_EINVAL,
+                          "%s: tensor '%s': %lld bytes in data_offsets, but %s x %llu elements "
+                          "take %llu",
+                          what, name, (long long)(e - b), dt, (unsigned long long)count,
+                          (unsigned long long)want);
     t->data = data + b;
     t->nbytes = (size_t)want;
     *sp = (span){(uint64_t)b, (uint64_t)e, name};
@@ -143,23 +143,23 @@ static int parse_tensor(const pgrt_jval *v, const char *what, const char *name,
 static int st_parse(pgrt_st_file *f, const uint8_t *buf, size_t len, const char *what)
 {
     if (len < 8)
-        return rt_fail(PGRT_EINVAL, "%s: %zu bytes, too short for the header size", what, len);
+        return model_fail(PGRT_EINVAL, "%s: %zu bytes, too short for the header size", what, len);
     uint64_t hn = 0;
     for (int i = 7; i >= 0; i--)
         hn = hn << 8 | buf[i];
     if (hn > PGRT_ST_MAX_HEADER)
-        return rt_fail(PGRT_ERANGE, "%s: header size %llu over the limit of %llu bytes", what,
-                       (unsigned long long)hn, (unsigned long long)PGRT_ST_MAX_HEADER);
+        return model_fail(PGRT_ERANGE, "%s: header size %llu over the limit of %llu bytes", what,
+                          (unsigned long long)hn, (unsigned long long)PGRT_ST_MAX_HEADER);
     if (hn > len - 8)
-        return rt_fail(PGRT_EINVAL, "%s: header size %llu beyond the file (%zu bytes)", what,
-                       (unsigned long long)hn, len);
+        return model_fail(PGRT_EINVAL, "%s: header size %llu beyond the file (%zu bytes)", what,
+                          (unsigned long long)hn, len);
     pgrt_json_limits lim = {.max_size = PGRT_ST_MAX_HEADER, .max_depth = 8};
     int rc = pgrt_json_parse((const char *)buf + 8, (size_t)hn, &lim, what, &f->doc);
     if (rc)
         return rc;
     const pgrt_jval *root = pgrt_json_root(f->doc);
     if (pgrt_jval_type(root) != PGRT_JSON_OBJECT)
-        return rt_fail(PGRT_EINVAL, "%s: header is not a JSON object", what);
+        return model_fail(PGRT_EINVAL, "%s: header is not a JSON object", what);
     const uint8_t *data = buf + 8 + hn;
     uint64_t data_len = len - 8 - hn;
     size_t nm = pgrt_jval_count(root);
@@ -167,7 +167,7 @@ static int st_parse(pgrt_st_file *f, const uint8_t *buf, size_t len, const char 
     span *sp = calloc(nm ? nm : 1, sizeof *sp);
     if (!f->t || !sp) {
         free(sp);
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < nm; i++) {
         const char *k = pgrt_jval_key_at(root, i);
@@ -177,13 +177,13 @@ static int st_parse(pgrt_st_file *f, const uint8_t *buf, size_t len, const char 
                 continue;
             if (pgrt_jval_type(v) != PGRT_JSON_OBJECT) {
                 free(sp);
-                return rt_fail(PGRT_EINVAL, "%s: __metadata__: not an object", what);
+                return model_fail(PGRT_EINVAL, "%s: __metadata__: not an object", what);
             }
             for (size_t j = 0; j < pgrt_jval_count(v); j++)
                 if (!pgrt_jval_string(pgrt_jval_value_at(v, j), NULL)) {
                     free(sp);
-                    return rt_fail(PGRT_EINVAL, "%s: __metadata__: '%s' is not a string", what,
-                                   pgrt_jval_key_at(v, j));
+                    return model_fail(PGRT_EINVAL, "%s: __metadata__: '%s' is not a string", what,
+                                      pgrt_jval_key_at(v, j));
                 }
             f->meta = v;
             continue;
@@ -200,14 +200,14 @@ static int st_parse(pgrt_st_file *f, const uint8_t *buf, size_t len, const char 
     uint64_t at = 0;
     for (size_t i = 0; i < f->n; i++) {
         if (sp[i].begin < at) {
-            rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s' overlaps the one before it (bytes %llu < %llu)",
-                         what, sp[i].name, (unsigned long long)sp[i].begin,
-                         (unsigned long long)at);
+            rc = model_fail(PGRT_EINVAL, "%s: tensor '%s' overlaps the one before it (bytes %llu < %llu)",
+                            what, sp[i].name, (unsigned long long)sp[i].begin,
+                            (unsigned long long)at);
             break;
         }
         if (sp[i].begin > at) {
-            rc = rt_fail(PGRT_EINVAL, "%s: gap of %llu bytes before tensor '%s'", what,
-                         (unsigned long long)(sp[i].begin - at), sp[i].name);
+            rc = model_fail(PGRT_EINVAL, "%s: gap of %llu bytes before tensor '%s'", what,
+                            (unsigned long long)(sp[i].begin - at), sp[i].name);
             break;
         }
         at = sp[i].end;
@@ -216,8 +216,8 @@ static int st_parse(pgrt_st_file *f, const uint8_t *buf, size_t len, const char 
     if (rc)
         return rc;
     if (at != data_len)
-        return rt_fail(PGRT_EINVAL, "%s: %llu bytes of data after the last tensor", what,
-                       (unsigned long long)(data_len - at));
+        return model_fail(PGRT_EINVAL, "%s: %llu bytes of data after the last tensor", what,
+                          (unsigned long long)(data_len - at));
     qsort(f->t, f->n, sizeof *f->t, cmp_name);
     return 0;
 }
@@ -225,11 +225,11 @@ static int st_parse(pgrt_st_file *f, const uint8_t *buf, size_t len, const char 
 int pgrt_st_parse(const void *buf, size_t len, const char *what, pgrt_st_file **out)
 {
     if (!out || (!buf && len))
-        return rt_fail(PGRT_EINVAL, "pgrt_st_parse: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_st_parse: NULL argument");
     *out = NULL;
     pgrt_st_file *f = calloc(1, sizeof *f);
     if (!f)
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     int rc = st_parse(f, buf, len, what ? what : "safetensors");
     if (rc) {
         pgrt_st_close(&f);
@@ -242,11 +242,11 @@ int pgrt_st_parse(const void *buf, size_t len, const char *what, pgrt_st_file **
 int pgrt_st_open(const char *path, pgrt_st_file **out)
 {
     if (!path || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_st_open: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_st_open: NULL argument");
     *out = NULL;
     pgrt_st_file *f = calloc(1, sizeof *f);
     if (!f)
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     int rc = model_map_open(path, &f->map);
     if (!rc)
         rc = st_parse(f, f->map.data, f->map.len, path);
@@ -313,13 +313,26 @@ typedef pgrt_span piece;
 static int write_atomic(const char *path, const piece *pieces, size_t np)
 {
     int e = pgrt_file_replace(path, pieces, np, true);
-    return e ? rt_fail(e == ENOMEM ? PGRT_ENOMEM : PGRT_EINVAL, "%s: %s", path, strerror(e)) : 0;
+    return e ? model_fail(e == ENOMEM ? PGRT_ENOMEM : PGRT_EINVAL, "%s: %s", path, strerror(e)) : 0;
+}
+
+int pgrt_file_write_check(const char *path)
+{
+    if (!path)
+        return model_fail(PGRT_EINVAL, "pgrt_file_write_check: NULL argument");
+    int e = pgrt_file_replace_check(path);
+    if (!e)
+        return 0;
+    if (e == EISDIR)
+        return model_fail(PGRT_EINVAL, "%s: is a directory, not a file", path);
+    return model_fail(e == ENOMEM ? PGRT_ENOMEM : PGRT_EINVAL, "%s: cannot write there: %s",
+                      path, strerror(e));
 }
 
 int pgrt_file_write_atomic(const char *path, const void *data, size_t len)
 {
     if (!path || (!data && len))
-        return rt_fail(PGRT_EINVAL, "pgrt_file_write_atomic: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_file_write_atomic: NULL argument");
     piece p = {data, len};
     return write_atomic(path, &p, 1);
 }
@@ -336,42 +349,44 @@ static int cmp_named(const void *a, const void *b)
     return strcmp(((const named *)a)->name, ((const named *)b)->name);
 }
 
-int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t n,
-                  const char *const *meta_keys, const char *const *meta_values, size_t n_meta)
+int model_st_image_build(const char *path, const pgrt_st_out *tensors, size_t n,
+                         const char *const *meta_keys, const char *const *meta_values,
+                         size_t n_meta, model_st_image *img)
 {
+    memset(img, 0, sizeof *img);
     if (!path || (!tensors && n) || (n_meta && (!meta_keys || !meta_values)))
-        return rt_fail(PGRT_EINVAL, "pgrt_st_write: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_st_write: NULL argument");
     named *ord = malloc((n ? n : 1) * sizeof *ord);
     uint64_t *sizes = malloc((n ? n : 1) * sizeof *sizes);
     piece *pieces = malloc((n + 2) * sizeof *pieces);
     model_buf h = {0};
     int rc = 0;
     if (!ord || !sizes || !pieces) {
-        rc = rt_fail(PGRT_ENOMEM, "out of memory");
+        rc = model_fail(PGRT_ENOMEM, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         const pgrt_st_out *t = &tensors[i];
         if (!t->name || !*t->name || !strcmp(t->name, "__metadata__")) {
-            rc = rt_fail(PGRT_EINVAL, "%s: tensor %zu: empty or reserved name", path, i);
+            rc = model_fail(PGRT_EINVAL, "%s: tensor %zu: empty or reserved name", path, i);
             goto done;
         }
         if ((unsigned)t->dtype >= PGRT_ST_DTYPE_COUNT || t->ndim < 0 ||
             t->ndim > PGRT_ST_MAX_DIMS) {
-            rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s': bad dtype or rank", path, t->name);
+            rc = model_fail(PGRT_EINVAL, "%s: tensor '%s': bad dtype or rank", path, t->name);
             goto done;
         }
         uint64_t c = 1;
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] < 0 || (t->shape[d] && c > ((uint64_t)1 << 56) / (uint64_t)t->shape[d])) {
-                rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s': bad shape", path, t->name);
+                rc = model_fail(PGRT_EINVAL, "%s: tensor '%s': bad shape", path, t->name);
                 goto done;
             }
             c *= (uint64_t)t->shape[d];
         }
         sizes[i] = c * dtype_sizes[t->dtype];
         if (sizes[i] && !t->data) {
-            rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s': no data", path, t->name);
+            rc = model_fail(PGRT_EINVAL, "%s: tensor '%s': no data", path, t->name);
             goto done;
         }
         ord[i] = (named){t->name, i};
@@ -379,7 +394,7 @@ int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t n,
     qsort(ord, n, sizeof *ord, cmp_named);
     for (size_t i = 1; i < n; i++)
         if (!strcmp(ord[i - 1].name, ord[i].name)) {
-            rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s' given twice", path, ord[i].name);
+            rc = model_fail(PGRT_EINVAL, "%s: tensor '%s' given twice", path, ord[i].name);
             goto done;
         }
     model_buf_put(&h, "{", 1);
@@ -415,19 +430,22 @@ int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t n,
     while (!h.err && h.len % 8)
         model_buf_put(&h, " ", 1);
     if (h.err) {
-        rc = rt_fail(h.err, "%s: out of memory building the header", path);
+        rc = model_fail(h.err, "%s: out of memory building the header", path);
         goto done;
     }
     if (h.len > PGRT_ST_MAX_HEADER) {
-        rc = rt_fail(PGRT_ERANGE, "%s: header of %zu bytes over the limit", path, h.len);
+        rc = model_fail(PGRT_ERANGE, "%s: header of %zu bytes over the limit", path, h.len);
         goto done;
     }
-    uint8_t len8[8];
     for (int i = 0; i < 8; i++)
-        len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
-    pieces[0] = (piece){len8, 8};
+        img->len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
+    pieces[0] = (piece){img->len8, 8};
     pieces[1] = (piece){h.p, h.len};
-    rc = write_atomic(path, pieces, n + 2);
+    img->parts = pieces;
+    img->nparts = n + 2;
+    img->header = h.p;
+    pieces = NULL;
+    h.p = NULL;
 done:
     free(ord);
     free(sizes);
@@ -436,6 +454,26 @@ done:
     return rc;
 }
 
+void model_st_image_free(model_st_image *img)
+{
+    free(img->parts);
+    free(img->header);
+    memset(img, 0, sizeof *img);
+}
+
+int pgrt_st_write(const char *path, const pgrt_st_out *tensors, size_t n,
+                  const char *const *meta_keys, const char *const *meta_values, size_t n_meta)
+{
+    model_st_image img;
+    int rc = model_st_image_build(path, tensors, n, meta_keys, meta_values, n_meta, &img);
+    if (!rc)
+        rc = write_atomic(path, img.parts, img.nparts);
+    model_st_image_free(&img);
+    return rc;
+}
+
+
+
 /* -------------------------------------------------------------- sharded set */
 
 struct pgrt_st_set {
@@ -443,7 +481,29 @@ struct pgrt_st_set {
     size_t nfiles;
     const pgrt_st_tensor **all; /* sorted by name */
     size_t n;
+    char **paths; /* every file read: the index (if any), then the shards */
+    size_t npaths;
 };
+
+/* Remember a file the set was read from. */
+static int set_note_path(pgrt_st_set *s, const char *path)
+{
+    char **p = realloc(s->paths, (s->npaths + 1) * sizeof *p);
+    if (!p)
+        return model_fail(PGRT_ENOMEM, "out of memory");
+    s->paths = p;
+    if (!(p[s->npaths] = strdup(path)))
+        return model_fail(PGRT_ENOMEM, "out of memory");
+    s->npaths++;
+    return 0;
+}
+
+size_t model_st_set_path_count(const pgrt_st_set *s) { return s ? s->npaths : 0; }
+
+const char *model_st_set_path(const pgrt_st_set *s, size_t i)
+{
+    return s && i < s->npaths ? s->paths[i] : NULL;
+}
 
 static int cmp_tptr(const void *a, const void *b)
 {
@@ -463,14 +523,14 @@ static int set_collect(pgrt_st_set *s, const char *what)
         total += pgrt_st_count(s->files[i]);
     s->all = malloc((total ? total : 1) * sizeof *s->all);
     if (!s->all)
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nfiles; i++)
         for (size_t j = 0; j < pgrt_st_count(s->files[i]); j++)
             s->all[s->n++] = pgrt_st_at(s->files[i], j);
     qsort(s->all, s->n, sizeof *s->all, cmp_tptr);
     for (size_t i = 1; i < s->n; i++)
         if (!strcmp(s->all[i - 1]->name, s->all[i]->name))
-            return rt_fail(PGRT_EINVAL, "%s: tensor '%s' in two shards", what, s->all[i]->name);
+            return model_fail(PGRT_EINVAL, "%s: tensor '%s' in two shards", what, s->all[i]->name);
     return 0;
 }
 
@@ -489,22 +549,22 @@ static int set_open_index(pgrt_st_set *s, const char *dir, const char *index)
     const pgrt_jval *wm = pgrt_jval_member(pgrt_json_root(doc), "weight_map");
     char **shard_names = NULL;
     if (pgrt_jval_type(wm) != PGRT_JSON_OBJECT) {
-        rc = rt_fail(PGRT_EINVAL, "%s: weight_map: missing or not an object", index);
+        rc = model_fail(PGRT_EINVAL, "%s: weight_map: missing or not an object", index);
         goto done;
     }
     size_t nw = pgrt_jval_count(wm);
     shard_names = calloc(nw ? nw : 1, sizeof *shard_names);
     s->files = calloc(nw ? nw : 1, sizeof *s->files);
     if (!shard_names || !s->files) {
-        rc = rt_fail(PGRT_ENOMEM, "out of memory");
+        rc = model_fail(PGRT_ENOMEM, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < nw && !rc; i++) {
         const char *tn = pgrt_jval_key_at(wm, i);
         const char *shard = pgrt_jval_string(pgrt_jval_value_at(wm, i), NULL);
         if (!shard || !plain_name(shard)) {
-            rc = rt_fail(PGRT_EINVAL, "%s: weight_map: '%s': not a file name in the directory",
-                         index, tn);
+            rc = model_fail(PGRT_EINVAL, "%s: weight_map: '%s': not a file name in the directory",
+                            index, tn);
             break;
         }
         size_t f = 0;
@@ -514,18 +574,18 @@ static int set_open_index(pgrt_st_set *s, const char *dir, const char *index)
             char path[4096];
             if ((rc = model_path_join(path, sizeof path, dir, shard)))
                 break;
-            if ((rc = pgrt_st_open(path, &s->files[f])))
+            if ((rc = pgrt_st_open(path, &s->files[f])) || (rc = set_note_path(s, path)))
                 break;
             shard_names[f] = strdup(shard);
             s->nfiles++;
             if (!shard_names[f]) {
-                rc = rt_fail(PGRT_ENOMEM, "out of memory");
+                rc = model_fail(PGRT_ENOMEM, "out of memory");
                 break;
             }
         }
         if (!pgrt_st_find(s->files[f], tn))
-            rc = rt_fail(PGRT_EINVAL, "%s: weight_map puts '%s' in %s, which lacks it", index,
-                         tn, shard);
+            rc = model_fail(PGRT_EINVAL, "%s: weight_map puts '%s' in %s, which lacks it", index,
+                            tn, shard);
     }
     /* every tensor of a shard must be in the map: a stray one is a sign of
      * a mismatched index */
@@ -534,8 +594,8 @@ static int set_open_index(pgrt_st_set *s, const char *dir, const char *index)
             const char *tn = pgrt_st_at(s->files[f], j)->name;
             const char *m = pgrt_jval_string(pgrt_jval_member(wm, tn), NULL);
             if (!m || strcmp(m, shard_names[f]))
-                rc = rt_fail(PGRT_EINVAL, "%s: tensor '%s' of %s is not mapped to it", index, tn,
-                             shard_names[f]);
+                rc = model_fail(PGRT_EINVAL, "%s: tensor '%s' of %s is not mapped to it", index, tn,
+                                shard_names[f]);
         }
     if (!rc)
         rc = set_collect(s, index);
@@ -551,11 +611,11 @@ done:
 int pgrt_st_set_open(const char *dir, pgrt_st_set **out)
 {
     if (!dir || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_st_set_open: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_st_set_open: NULL argument");
     *out = NULL;
     pgrt_st_set *s = calloc(1, sizeof *s);
     if (!s)
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     char index[4096], single[4096];
     int rc = model_path_join(index, sizeof index, dir, "model.safetensors.index.json");
     if (!rc)
@@ -563,18 +623,20 @@ int pgrt_st_set_open(const char *dir, pgrt_st_set **out)
     struct stat st;
     if (rc) {
     } else if (stat(index, &st) == 0) {
-        rc = set_open_index(s, dir, index);
+        if (!(rc = set_note_path(s, index)))
+            rc = set_open_index(s, dir, index);
     } else if (stat(single, &st) == 0) {
         s->files = calloc(1, sizeof *s->files);
         if (!s->files)
-            rc = rt_fail(PGRT_ENOMEM, "out of memory");
+            rc = model_fail(PGRT_ENOMEM, "out of memory");
         else if (!(rc = pgrt_st_open(single, &s->files[0]))) {
             s->nfiles = 1;
-            rc = set_collect(s, single);
+            if (!(rc = set_note_path(s, single)))
+                rc = set_collect(s, single);
         }
     } else {
-        rc = rt_fail(PGRT_EINVAL, "%s: neither model.safetensors nor "
-                                  "model.safetensors.index.json", dir);
+        rc = model_fail(PGRT_EINVAL, "%s: neither model.safetensors nor "
+                                     "model.safetensors.index.json", dir);
     }
     if (rc) {
         pgrt_st_set_close(&s);
@@ -592,6 +654,9 @@ void pgrt_st_set_close(pgrt_st_set **s)
         pgrt_st_close(&(*s)->files[i]);
     free((*s)->files);
     free((*s)->all);
+    for (size_t i = 0; i < (*s)->npaths; i++)
+        free((*s)->paths[i]);
+    free((*s)->paths);
     free(*s);
     *s = NULL;
 }

@@ -19,24 +19,24 @@ static int32_t id_at(const pgrt_tokens *t, size_t i)
 int pgrt_tokens_open(const char *path, int64_t vocab, pgrt_tokens **out)
 {
     if (!path || !out || vocab <= 0)
-        return rt_fail(PGRT_EINVAL, "pgrt_tokens_open: bad argument");
+        return model_fail(PGRT_EINVAL, "pgrt_tokens_open: bad argument");
     *out = NULL;
     pgrt_tokens *t = calloc(1, sizeof *t);
     if (!t)
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     int rc = model_map_open(path, &t->map);
     if (!rc && t->map.len == 0)
-        rc = rt_fail(PGRT_EINVAL, "%s: empty token file", path);
+        rc = model_fail(PGRT_EINVAL, "%s: empty token file", path);
     if (!rc && t->map.len % 4)
-        rc = rt_fail(PGRT_EINVAL, "%s: %zu bytes, not a whole number of int32 ids", path,
-                     t->map.len);
+        rc = model_fail(PGRT_EINVAL, "%s: %zu bytes, not a whole number of int32 ids", path,
+                        t->map.len);
     if (!rc) {
         t->n = t->map.len / 4;
         for (size_t i = 0; i < t->n; i++) {
             int32_t id = id_at(t, i);
             if (id < 0 || id >= vocab) {
-                rc = rt_fail(PGRT_ERANGE, "%s: token id %ld at byte %zu is outside [0, %lld)",
-                             path, (long)id, 4 * i, (long long)vocab);
+                rc = model_fail(PGRT_ERANGE, "%s: token id %ld at byte %zu is outside [0, %lld)",
+                                path, (long)id, 4 * i, (long long)vocab);
                 break;
             }
         }

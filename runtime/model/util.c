@@ -18,15 +18,15 @@ int model_map_open(const char *path, model_map *m)
     /* O_NONBLOCK: a FIFO given as a model file must not hang the open */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return rt_fail(PGRT_EINVAL, "%s: %s", path, strerror(errno));
+        return model_fail(PGRT_EINVAL, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return rt_fail(PGRT_EINVAL, "%s: not a regular file", path);
+        return model_fail(PGRT_EINVAL, "%s: not a regular file", path);
     }
     if ((uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
-        return rt_fail(PGRT_ERANGE, "%s: too large to map", path);
+        return model_fail(PGRT_ERANGE, "%s: too large to map", path);
     }
     m->len = (size_t)st.st_size;
     if (m->len) {
@@ -35,7 +35,7 @@ int model_map_open(const char *path, model_map *m)
             int e = errno;
             close(fd);
             m->len = 0;
-            return rt_fail(PGRT_EINVAL, "%s: mmap: %s", path, strerror(e));
+            return model_fail(PGRT_EINVAL, "%s: mmap: %s", path, strerror(e));
         }
         m->data = p;
     }
@@ -61,12 +61,12 @@ int model_read_file(const char *path, size_t max, char **data, size_t *len)
         return rc;
     if (m.len > max) {
         model_map_close(&m);
-        return rt_fail(PGRT_ERANGE, "%s: %zu bytes, over the limit of %zu", path, m.len, max);
+        return model_fail(PGRT_ERANGE, "%s: %zu bytes, over the limit of %zu", path, m.len, max);
     }
     char *p = malloc(m.len + 1);
     if (!p) {
         model_map_close(&m);
-        return rt_fail(PGRT_ENOMEM, "out of memory");
+        return model_fail(PGRT_ENOMEM, "out of memory");
     }
     if (m.len)
         memcpy(p, m.data, m.len);
@@ -81,7 +81,7 @@ int model_path_join(char *buf, size_t len, const char *dir, const char *name)
 {
     int n = snprintf(buf, len, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= len)
-        return rt_fail(PGRT_ERANGE, "path too long: %s/%s", dir, name);
+        return model_fail(PGRT_ERANGE, "path too long: %s/%s", dir, name);
     return 0;
 }
 
@@ -96,10 +96,10 @@ static int int_field(const pgrt_jval *v, const char *what, const char *field, in
 {
     int rc = pgrt_jval_int64(v, min, max, out);
     if (rc == PGRT_EINVAL)
-        return rt_fail(rc, "%s: %s: expected an integer", what, field);
+        return model_fail(rc, "%s: %s: expected an integer", what, field);
     if (rc == PGRT_ERANGE)
-        return rt_fail(rc, "%s: %s: out of range [%lld, %lld]", what, field, (long long)min,
-                       (long long)max);
+        return model_fail(rc, "%s: %s: out of range [%lld, %lld]", what, field, (long long)min,
+                          (long long)max);
     return rc;
 }
 
@@ -108,7 +108,7 @@ int model_int_req(const pgrt_jval *obj, const char *what, const char *field, int
 {
     const pgrt_jval *v;
     if (!member(obj, field, &v))
-        return rt_fail(PGRT_EINVAL, "%s: %s: missing", what, field);
+        return model_fail(PGRT_EINVAL, "%s: %s: missing", what, field);
     return int_field(v, what, field, min, max, out);
 }
 
@@ -127,7 +127,7 @@ int model_double_opt(const pgrt_jval *obj, const char *what, const char *field, 
     if (!member(obj, field, &v))
         return 1;
     if (pgrt_jval_double(v, out) != 0)
-        return rt_fail(PGRT_EINVAL, "%s: %s: expected a number", what, field);
+        return model_fail(PGRT_EINVAL, "%s: %s: expected a number", what, field);
     return 0;
 }
 
@@ -137,7 +137,7 @@ int model_bool_opt(const pgrt_jval *obj, const char *what, const char *field, bo
     if (!member(obj, field, &v))
         return 1;
     if (pgrt_jval_bool(v, out) != 0)
-        return rt_fail(PGRT_EINVAL, "%s: %s: expected true or false", what, field);
+        return model_fail(PGRT_EINVAL, "%s: %s: expected true or false", what, field);
     return 0;
 }
 
@@ -150,7 +150,7 @@ int model_string_opt(const pgrt_jval *obj, const char *what, const char *field,
         return 1;
     *out = pgrt_jval_string(v, NULL);
     if (!*out)
-        return rt_fail(PGRT_EINVAL, "%s: %s: expected a string", what, field);
+        return model_fail(PGRT_EINVAL, "%s: %s: expected a string", what, field);
     return 0;
 }
 
@@ -203,4 +203,75 @@ void model_buf_json_string(model_buf *b, const char *s)
         }
     }
     model_buf_put(b, "\"", 1);
+}
+
+size_t pgrt_text_escape(char *dst, size_t cap, const char *text)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!dst || cap < 4) {
+        if (dst && cap)
+            dst[0] = '\0';
+        return 0;
+    }
+    const unsigned char *s = (const unsigned char *)(text ? text : "");
+    const size_t room = cap - 4; /* keep "..." and the NUL */
+    size_t o = 0;
+    while (*s) {
+        char piece[4];
+        size_t n = 0, used = 1;
+        unsigned char c = s[0];
+        if (c == '\\' || c == '\n' || c == '\r' || c == '\t') {
+            piece[n++] = '\\';
+            piece[n++] = c == '\\' ? '\\' : c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else if (c >= 0x20 && c < 0x7f) {
+            piece[n++] = (char)c;
+        } else {
+            /* A well-formed UTF-8 sequence that is not a C1 control (U+0080
+             * to U+009F: CSI, OSC...) passes; anything else is escaped byte
+             * by byte. */
+            size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                         : c >= 0xe0 && c <= 0xef ? 3
+                         : c >= 0xf0 && c <= 0xf4 ? 4
+                                                  : 0;
+            bool ok = len > 0;
+            for (size_t k = 1; ok && k < len; k++)
+                ok = (s[k] & 0xc0) == 0x80;
+            if (ok && len == 2)
+                ok = !(c == 0xc2 && s[1] < 0xa0);
+            if (ok && len == 3)
+                ok = !(c == 0xe0 && s[1] < 0xa0) && !(c == 0xed && s[1] >= 0xa0);
+            if (ok && len == 4)
+                ok = !(c == 0xf0 && s[1] < 0x90) && !(c == 0xf4 && s[1] >= 0x90);
+            if (ok) {
+                memcpy(piece, s, len);
+                n = used = len;
+            } else {
+                piece[n++] = '\\';
+                piece[n++] = 'x';
+                piece[n++] = hex[c >> 4];
+                piece[n++] = hex[c & 15];
+            }
+        }
+        if (o + n > room) {
+            memcpy(dst + o, "...", 3);
+            o += 3;
+            break;
+        }
+        memcpy(dst + o, piece, n);
+        o += n;
+        s += used;
+    }
+    dst[o] = '\0';
+    return o;
+}
+
+int model_fail(int code, const char *fmt, ...)
+{
+    char raw[MODEL_MSG_MAX], safe[MODEL_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    va_end(ap);
+    pgrt_text_escape(safe, sizeof safe, raw);
+    return rt_fail(code, "%s", safe);
 }

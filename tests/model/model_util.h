@@ -40,6 +40,17 @@ static inline int write_text(const char *dir, const char *name, const char *text
     return write_bytes(p, text, strlen(text));
 }
 
+/* No byte a terminal acts on: C0 controls (the line end included), DEL, a
+ * C1 control in UTF-8 (U+0080 to U+009F) or a raw C1 byte. */
+static inline int printable_line(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (*p >= 0x80 && *p <= 0x9f) ||
+            (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            return 0;
+    return 1;
+}
+
 /* Number of entries in dir (without . and ..). */
 static inline int dir_entries(const char *dir)
 {

@@ -2,6 +2,7 @@
 /* config.json, the weight map and model directories, PEFT adapters and
  * token files, each with the refusals a user would meet. */
 #include "model_util.h"
+#include "pgrt_lm.h"
 #include "pgrt_model.h"
 #include "test.h"
 
@@ -246,6 +247,14 @@ static void test_model_dir(void)
     REQUIRE(m && pgrt_model_hf_config(m)->kv_heads == 2);
     const pgrt_st_tensor *t = pgrt_model_tensor(m, "model.layers.1.mlp.up_proj.weight");
     REQUIRE(t && t->dtype == PGRT_ST_BF16 && t->shape[0] == 128);
+    /* the files read, for a caller that must not write over them */
+    char want[4200];
+    REQUIRE_INT_EQ(pgrt_model_file_count(m), 2);
+    snprintf(want, sizeof want, "%s/config.json", dir);
+    REQUIRE_STR_EQ(pgrt_model_file_path(m, 0), want);
+    snprintf(want, sizeof want, "%s/model.safetensors", dir);
+    REQUIRE_STR_EQ(pgrt_model_file_path(m, 1), want);
+    REQUIRE(pgrt_model_file_path(m, 2) == NULL);
     pgrt_model_close(&m);
     remove_tree(dir);
     REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
@@ -253,6 +262,11 @@ static void test_model_dir(void)
     REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
     REQUIRE(pgrt_model_tensor(m, "model.norm.weight") != NULL);
     REQUIRE(pgrt_model_tensor(m, "model.embed_tokens.weight") != NULL);
+    REQUIRE_INT_EQ(pgrt_model_file_count(m), 4);
+    snprintf(want, sizeof want, "%s/model.safetensors.index.json", dir);
+    REQUIRE_STR_EQ(pgrt_model_file_path(m, 1), want);
+    snprintf(want, sizeof want, "%s/model-00002-of-00002.safetensors", dir);
+    REQUIRE_STR_EQ(pgrt_model_file_path(m, 3), want);
     pgrt_model_close(&m);
     remove_tree(dir);
     /* a tied model may carry its head anyway, and old checkpoints a rope buffer */
@@ -334,6 +348,12 @@ static void test_adapter_config(void)
     ADAPTER_REFUSED("\"layers_to_transform\":[0],", "layers_to_transform: not supported");
     ADAPTER_REFUSED("\"rank_pattern\":{\"q_proj\":4},", "rank_pattern: not supported");
     ADAPTER_REFUSED("\"lora_alpha\":0,", "lora_alpha: 0 must be > 0");
+    /* the scale alpha / r is a float in the model: it must be a normal one */
+    ADAPTER_REFUSED("\"lora_alpha\":1e300,", "lora_alpha: 1e+300 must be > 0, with lora_alpha / r "
+                                              "(r 8) a normal float");
+    ADAPTER_REFUSED("\"lora_alpha\":1e-40,", "lora_alpha: 1e-40 must be > 0");
+    ADAPTER_REFUSED("\"lora_alpha\":-16,", "lora_alpha: -16 must be > 0");
+    REQUIRE_INT_EQ(acfg("{\"r\":8,\"lora_alpha\":1e-30,\"target_modules\":\"q_proj\"}", &c), 0);
     REQUIRE(acfg("{\"r\":8,\"target_modules\":[\"q_proj\",\"lm_head\"]}", &c) == PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "target_modules: 'lm_head' is not a module");
     REQUIRE(acfg("{\"r\":8,\"target_modules\":\".*proj\"}", &c) == PGRT_EINVAL);
@@ -385,6 +405,20 @@ static void test_adapter(void)
     REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &ac, 43, &b), 0);
     REQUIRE(memcmp(a->w[3].a, b->w[3].a, sizeof(float) * 8 * 64) != 0);
     pgrt_adapter_destroy(&b);
+
+    /* an alpha the model cannot use is refused at init and at save, so
+     * that nothing is written that pgrt_adapter_load would refuse */
+    pgrt_adapter_config bad = ac;
+    bad.alpha = 0;
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &bad, 42, &b), PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "lora_alpha: 0 must be > 0");
+    REQUIRE(b == NULL);
+    bad.alpha = 1e300;
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &bad, 42, &b), PGRT_ERANGE);
+    bad.alpha = 1e-300;
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &bad, 42, &b), PGRT_ERANGE);
+    bad.alpha = NAN;
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &bad, 42, &b), PGRT_ERANGE);
 
     /* save, load: the same numbers; the config reads back */
     for (size_t i = 0; i < a->count; i++)
@@ -476,6 +510,14 @@ static void test_adapter(void)
         REQUIRE(b->w[1].b[0] == 1.5f);
         pgrt_adapter_destroy(&b);
     }
+    /* an adapter whose alpha was changed to one load refuses is not saved */
+    a->cfg.alpha = 0;
+    char sub2[4096];
+    path_in(sub2, sizeof sub2, dir, "alpha0");
+    REQUIRE_INT_EQ(pgrt_adapter_save(a, sub2), PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "lora_alpha: 0 must be > 0");
+    REQUIRE(access(sub2, F_OK) != 0);
+    a->cfg.alpha = 16;
     /* saving into a path that is a file fails and leaves it alone */
     REQUIRE_INT_EQ(pgrt_adapter_save(a, p), PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "not a directory");
@@ -536,6 +578,106 @@ static void test_tokens(void)
     remove_tree(dir);
 }
 
+/* pgrt_lm checks its float params as floats (no device needed for
+ * pgrt_lm_bytes): 0 or normal, and the LoRA scale normal. */
+static void test_lm_params(void)
+{
+    char dir[4096];
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    REQUIRE_INT_EQ(write_model(dir, ALL, ""), 0);
+    pgrt_model_files *m = NULL;
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
+    pgrt_adapter_config ac = {.r = 4, .alpha = 8, .targets = 1u << PGRT_LINEAR_Q};
+    pgrt_adapter *a = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_hf_config(m), &ac, 1, &a), 0);
+    if (!m || !a) {
+        remove_tree(dir);
+        return;
+    }
+    pgrt_lm_params p = {.model = m, .adapter = a, .batch = 1, .seq = 4, .lr = 1e-3f,
+                        .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f,
+                        .max_norm = 1};
+    uint64_t bytes = 0;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), 0);
+    REQUIRE(bytes > 0);
+    p.lr = 1e-40f; /* subnormal: trains with 0 where denormals flush */
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "must each be 0 or a normal float");
+    p.lr = 0;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), 0);
+    p.weight_decay = INFINITY;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), PGRT_EINVAL);
+    p.weight_decay = 0.01f;
+    p.max_norm = 1e-45f;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), PGRT_EINVAL);
+    p.max_norm = 1;
+    a->cfg.alpha = 1e300; /* alpha / r overflows a float */
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "the LoRA scale lora_alpha / r = 1e+300 / 4");
+    pgrt_adapter_destroy(&a);
+    pgrt_model_close(&m);
+    remove_tree(dir);
+}
+
+/* Strings from config.json, adapter_config.json, tensor names and paths
+ * reach a message escaped: "\x1b]0;pwned\x07" would retitle the terminal,
+ * "\x1b[2J" clear it. */
+#define ESCAPED(call, want)                                                    \
+    do {                                                                       \
+        REQUIRE((call) < 0);                                                   \
+        REQUIRE_CONTAINS(pgrt_last_message(), (want));                         \
+        REQUIRE(printable_line(pgrt_last_message()));                          \
+    } while (0)
+
+static void test_escapes(void)
+{
+    pgrt_hf_config c;
+    ESCAPED(cfg_parse("{\"model_type\":\"\\u001b]0;pwned\\u0007\"}", &c),
+            "model_type: '\\x1b]0;pwned\\x07' is not supported");
+    ESCAPED(cfg_with("\"hidden_act\":\"\\u001b[2J\",", &c), "hidden_act: '\\x1b[2J'");
+    ESCAPED(cfg_with("\"rope_scaling\":{\"rope_type\":\"x\\u001b[2J\"},", &c),
+            "unsupported rope type 'x\\x1b[2J'");
+    pgrt_adapter_config ac;
+    ESCAPED(acfg("{\"r\":8,\"target_modules\":[\"\\u001b]0;pwned\\u0007\"]}", &ac),
+            "target_modules: '\\x1b]0;pwned\\x07' is not a module");
+    ESCAPED(acfg("{\"r\":8,\"target_modules\":\"q_proj\",\"bias\":\"\\u0007\"}", &ac),
+            "bias: '\\x07' is not supported");
+
+    /* a model directory with a tensor the model lacks */
+    char dir[4096], p[4096];
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    REQUIRE_INT_EQ(write_model(dir, EXTRA, "model.\x1b]0;pwned\x07"), 0);
+    pgrt_model_files *m = NULL;
+    ESCAPED(pgrt_model_open(dir, &m), "tensor 'model.\\x1b]0;pwned\\x07' is not used");
+    /* an adapter with one */
+    pgrt_hf_config mc = small_qwen();
+    pgrt_adapter_config one = {.r = 2, .alpha = 4, .targets = 1u << PGRT_LINEAR_Q};
+    pgrt_adapter *a = NULL, *b = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &one, 1, &a), 0);
+    char sub[4096];
+    path_in(sub, sizeof sub, dir, "adapter");
+    REQUIRE_INT_EQ(pgrt_adapter_save(a, sub), 0);
+    float z[2 * 64] = {0};
+    pgrt_st_out t = {.name = "base_model.\x1b[2J", .dtype = PGRT_ST_F32, .ndim = 2,
+                     .shape = {2, 64}, .data = z};
+    path_in(p, sizeof p, sub, "adapter_model.safetensors");
+    REQUIRE_INT_EQ(pgrt_st_write(p, &t, 1, NULL, NULL, 0), 0);
+    ESCAPED(pgrt_adapter_load(sub, &mc, &b), "tensor 'base_model.\\x1b[2J' names a module");
+    REQUIRE(b == NULL);
+    pgrt_adapter_destroy(&a);
+    /* paths */
+    pgrt_tokens *tok = NULL;
+    path_in(p, sizeof p, dir, "tokens\x1b]0;pwned\x07.bin");
+    ESCAPED(pgrt_tokens_open(p, 256, &tok), "tokens\\x1b]0;pwned\\x07.bin: No such file");
+    write_bytes(p, "abc", 3);
+    ESCAPED(pgrt_tokens_open(p, 256, &tok), "tokens\\x1b]0;pwned\\x07.bin: 3 bytes");
+    path_in(p, sizeof p, dir, "\x1b[2J");
+    ESCAPED(pgrt_model_open(p, &m), "/\\x1b[2J/config.json: No such file");
+    ESCAPED(pgrt_adapter_load(p, &mc, &b), "/\\x1b[2J/adapter_config.json: No such file");
+    remove_tree(sub);
+    remove_tree(dir);
+}
+
 int main(void)
 {
     test_config();
@@ -544,5 +686,7 @@ int main(void)
     test_adapter_config();
     test_adapter();
     test_tokens();
+    test_lm_params();
+    test_escapes();
     TEST_DONE();
 }

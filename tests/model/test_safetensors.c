@@ -267,6 +267,39 @@ static void test_set(const char *dir)
     REQUIRE(s == NULL);
 }
 
+/* Text from a file or a path reaches a message escaped, as ptxgen-dump
+ * writes it: a tensor name that would retitle the terminal (OSC 0 ... BEL)
+ * or clear it comes out as printable text, backslashes doubled. */
+static void test_escapes(const char *dir)
+{
+    BAD("{\"\\u001b]0;pwned\\u0007\":1}", 0, PGRT_EINVAL,
+        "tensor '\\x1b]0;pwned\\x07': not an object");
+    REQUIRE(printable_line(pgrt_last_message()));
+    BAD("{\"a\\u009b2J\":{\"dtype\":\"F\\u001b[2J\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+        4, PGRT_EINVAL, "tensor 'a\\xc2\\x9b2J': unknown dtype 'F\\x1b[2J'");
+    REQUIRE(printable_line(pgrt_last_message()));
+    BAD("{\"back\\\\slash\\ttab\":1}", 0, PGRT_EINVAL, "tensor 'back\\\\slash\\ttab'");
+    BAD("{\"caf\xc3\xa9\":1}", 0, PGRT_EINVAL, "tensor 'caf\xc3\xa9': not an object");
+    /* a path: the message names it escaped */
+    char path[4096];
+    path_in(path, sizeof path, dir, "\x1b]0;pwned\x07\n.safetensors");
+    pgrt_st_file *f = NULL;
+    REQUIRE_INT_EQ(pgrt_st_open(path, &f), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "/\\x1b]0;pwned\\x07\\n.safetensors: No such file");
+    REQUIRE(printable_line(pgrt_last_message()));
+
+    /* the escaper itself: invalid UTF-8 byte by byte, long text cut whole */
+    char out[16], wide[32];
+    REQUIRE_INT_EQ(pgrt_text_escape(wide, sizeof wide, "a\xff\xc0\xaf" "b"), 14);
+    REQUIRE_STR_EQ(wide, "a\\xff\\xc0\\xafb");
+    REQUIRE_INT_EQ(pgrt_text_escape(out, sizeof out, "0123456789abcdefgh"), 15);
+    REQUIRE_STR_EQ(out, "0123456789ab...");
+    REQUIRE_INT_EQ(pgrt_text_escape(out, sizeof out, "0123456789a\x1b"), 14);
+    REQUIRE_STR_EQ(out, "0123456789a...");
+    REQUIRE_INT_EQ(pgrt_text_escape(out, 3, "abc"), 0);
+    REQUIRE_STR_EQ(out, "");
+}
+
 static bool same_bytes(const char *path, const char *want)
 {
     char buf[64] = {0};
@@ -394,6 +427,7 @@ int main(void)
     test_write(dir);
     test_set(sdir);
     test_safe_write(wdir);
+    test_escapes(wdir);
     REQUIRE_INT_EQ(pgrt_st_dtype_size(PGRT_ST_BF16), 2);
     REQUIRE_STR_EQ(pgrt_st_dtype_name(PGRT_ST_F8_E4M3), "F8_E4M3");
     remove_tree(dir);

@@ -29,6 +29,9 @@ usage_error() {
     [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "ptxgen-train $*: stderr is not one line: $(cat "$tmp/err")"
     [ -s "$tmp/out" ] && fail "ptxgen-train $*: wrote to stdout"
     grep -q -- "$what" "$tmp/err" || fail "ptxgen-train $*: '$(cat "$tmp/err")' does not name $what"
+    if LC_ALL=C grep -q "$(printf '[\001-\010\013-\037\177]')" "$tmp/err"; then
+        fail "ptxgen-train $*: a control character reached stderr"
+    fi
 }
 
 usage_error "--bogus" --bogus
@@ -40,7 +43,14 @@ usage_error "--steps" --steps 99999999999999999999999
 usage_error "--mode" --mode fast
 usage_error "--lr" --lr 0
 usage_error "--lr" --lr abc
+usage_error "--lr: '1e-50' is not a learning rate in \[1e-12, 1\]" --lr 1e-50
+usage_error "--lr" --lr 1e300
 usage_error "rank" --hidden 8 --rank 16
+# arguments echoed in a message are escaped: no ESC or BEL reaches the terminal
+esc=$(printf '\033')
+bel=$(printf '\007')
+usage_error "--mode: 'x\\\\x1b]0;pwned\\\\x07' is not" --mode "x${esc}]0;pwned${bel}"
+usage_error "unknown option '--\\\\x1b\[2J'" "--${esc}[2J"
 
 "$tool" --help >"$tmp/out" 2>&1 || fail "--help exits $?"
 grep -q "usage: ptxgen-train" "$tmp/out" || fail "--help prints no usage"
@@ -51,6 +61,11 @@ rc=$?
 [ "$rc" -eq 1 ] || fail "without a driver: exit $rc, not 1"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "without a driver: stderr is not one line"
 grep -q "^ptxgen-train: no GPU: " "$tmp/err" || fail "without a driver: no 'no GPU' line: $(cat "$tmp/err")"
+# the driver's message quotes the path: escaped, still one line
+PGRT_LIBCUDA="/nonexistent/${esc}]0;pwned${bel}/libcuda.so.1" "$tool" --steps 2 >"$tmp/out" 2>"$tmp/err"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "a driver path with escapes: stderr is not one line"
+grep -q 'nonexistent/\\x1b]0;pwned\\x07/libcuda' "$tmp/err" ||
+    fail "a driver path with escapes: not escaped: $(cat "$tmp/err")"
 
 # The fake driver: both modes, one capture, the contracts' lines (the fake
 # runs no kernel, so losses are zero and do not fall: exit 1 is expected).
