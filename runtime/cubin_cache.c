@@ -40,6 +40,17 @@
 #define CACHE_DEFAULT_MB 256
 #define TMP_STALE_S 3600        /* temporaries older than this were left by a crash */
 
+/* The only names the cache creates, '#' standing for a lowercase hex
+ * digit: an entry (the key's SHA-256) and a writer's temporary (the
+ * entry's first 16 digits and 10 random ones). Eviction deletes files of
+ * these names and no others: the directory may be $HOME or ".". */
+#define HEX16 "################"
+#define ENTRY_PATTERN HEX16 HEX16 HEX16 HEX16 ".cubin"
+#define TMP_PREFIX ".ptxgen-cubin-"
+#define TMP_PATTERN TMP_PREFIX HEX16 ".##########.tmp"
+#define ENTRY_NAME_MAX sizeof ENTRY_PATTERN
+#define TMP_NAME_MAX sizeof TMP_PATTERN
+
 /* ---------------------------------------------------------------- SHA-256 (FIPS 180-4) */
 
 typedef struct sha256 {
@@ -398,7 +409,7 @@ static int mkdir_p(const char *dir)
 }
 
 typedef struct dir_entry {
-    char name[80];
+    char name[ENTRY_NAME_MAX];
     time_t mtime;
     long nsec;
     uint64_t bytes;
@@ -412,9 +423,16 @@ static int older(const void *a, const void *b)
     return x->nsec < y->nsec ? -1 : x->nsec > y->nsec;
 }
 
-static bool is_entry_name(const char *n, size_t len)
+/* Whether name is one the pattern describes, exactly. */
+static bool name_is(const char *name, const char *pattern)
 {
-    return len == 70 && strcmp(n + 64, ".cubin") == 0 && strspn(n, "0123456789abcdef") == 64;
+    for (; *pattern; name++, pattern++) {
+        bool ok = *pattern == '#' ? (*name >= '0' && *name <= '9') || (*name >= 'a' && *name <= 'f')
+                                  : *name == *pattern;
+        if (!ok)
+            return false;
+    }
+    return *name == '\0';
 }
 
 /* Sum the entries, drop stale temporaries and, past the cap, the least
@@ -434,8 +452,8 @@ static void evict(rt_cubin_cache *c)
     while ((de = readdir(dir)) != NULL) {
         size_t len = strlen(de->d_name);
         struct stat sb;
-        bool tmp = de->d_name[0] == '.' && len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
-        if (!tmp && !is_entry_name(de->d_name, len))
+        bool tmp = name_is(de->d_name, TMP_PATTERN);
+        if (!tmp && !name_is(de->d_name, ENTRY_PATTERN))
             continue;
         if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
             continue;
@@ -471,11 +489,42 @@ static void evict(rt_cubin_cache *c)
     c->sized = true;
 }
 
+/* A new temporary for the entry named entry, in dir, its path in tmp:
+ * TMP_PATTERN, the random digits drawn again should the name be taken. Not
+ * a secret: O_EXCL and O_NOFOLLOW make a guessed name harmless; the digits
+ * keep writers of the same entry (threads, processes) apart. Returns the
+ * descriptor, or -1 with errno set. */
+static int tmp_create(const char *dir, const char *entry, char *tmp, size_t len)
+{
+    static atomic_uint serial;
+    for (int attempt = 0; attempt < 16; attempt++) {
+        struct {
+            long pid;
+            unsigned serial;
+            struct timespec ts;
+            const void *where;
+        } seed;
+        memset(&seed, 0, sizeof seed);
+        seed.pid = (long)getpid();
+        seed.serial = atomic_fetch_add(&serial, 1);
+        clock_gettime(CLOCK_REALTIME, &seed.ts);
+        seed.where = &seed;
+        unsigned char r[32];
+        sha256_of(&seed, sizeof seed, r);
+        snprintf(tmp, len, "%s/" TMP_PREFIX "%.16s.%02x%02x%02x%02x%02x.tmp", dir, entry, r[0],
+                 r[1], r[2], r[3], r[4]);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 /* Store the cubin under key: temporary file, then rename. */
 static void entry_write(rt_cubin_cache *c, const char *path, const unsigned char key[32],
                         const void *cubin, size_t len)
 {
-    static atomic_uint serial;
     pthread_mutex_lock(&c->lock);
     bool go = c->writable;
     if (go && !c->dir_made) {
@@ -499,11 +548,9 @@ static void entry_write(rt_cubin_cache *c, const char *path, const unsigned char
     put_u64(head + 48, len);
     sha256_of(cubin, len, head + 56);
 
-    char tmp[PATH_MAX + 64];
+    char tmp[PATH_MAX + TMP_NAME_MAX];
     const char *base = strrchr(path, '/') + 1;
-    snprintf(tmp, sizeof tmp, "%s/.%.16s.%ld.%u.tmp", c->dir, base, (long)getpid(),
-             atomic_fetch_add(&serial, 1));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = tmp_create(c->dir, base, tmp, sizeof tmp);
     int err = 0;
     const char *what = "cannot write to";
     if (fd < 0) {

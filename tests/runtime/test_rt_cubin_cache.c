@@ -10,7 +10,8 @@
  *    handed to the driver but recompiled and replaced; concurrent writers
  *    (threads of two contexts, and processes) leave only whole entries and
  *    no temporaries; the size cap evicts the least recently used (a hit
- *    counts as a use); a directory that cannot be created or written, or a
+ *    counts as a use); the sweep deletes stale temporaries and entries of
+ *    exactly the cache's names, no user file beside them; a directory that cannot be created or written, or a
  *    write cut short by a file size limit, gives one line on stderr and no
  *    error; PTXGEN_CACHE=0 and a driver without the linker use the old path;
  *  - the parallel pre-warm: N modules of FAKECUDA_JIT_US each on T threads
@@ -403,17 +404,101 @@ static void test_eviction(void)
     REQUIRE(file_size(e[2]) < 0);
     REQUIRE(file_size(e[3]) == sd);
     REQUIRE(file_size(e[4]) == se);
+}
 
-    /* A stale temporary from a crashed writer is swept; a fresh one stays. */
-    char stale[600], fresh[600];
-    snprintf(stale, sizeof stale, "%s/.deadbeef.1.0.tmp", dir);
-    snprintf(fresh, sizeof fresh, "%s/.deadbeef.2.0.tmp", dir);
-    fclose(fopen(stale, "w"));
-    fclose(fopen(fresh, "w"));
-    set_age(stale, 7200);
-    REQUIRE_INT_EQ(warm(&kernels[5], 1, NULL), 0);
-    REQUIRE(file_size(stale) < 0);
-    REQUIRE(file_size(fresh) == 0);
+/* A file of the given name in dir holding "data\n", its mtime seconds_ago
+ * in the past (0: now). */
+static void plant(const char *dir, const char *name, int seconds_ago)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    if (!f)
+        return;
+    fputs("data\n", f);
+    fclose(f);
+    if (seconds_ago)
+        set_age(path, seconds_ago);
+}
+
+static bool present(const char *dir, const char *name)
+{
+    char path[700];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, &sb) == 0;
+}
+
+/* The sweep deletes the cache's own files and nothing else, wherever the
+ * directory is ($HOME, "."): stale temporaries of exactly the name a writer
+ * gives them (".ptxgen-cubin-" + the entry's first 16 hex digits + "." + 10
+ * hex digits + ".tmp", docs/runtime.md) and, past the cap, entries of
+ * exactly "<64 hex digits>.cubin". A user's dot-files ending in .tmp, the
+ * temporaries of pgrt_file_replace (".ptxgen-XXXXXXXXXX.tmp") and names
+ * that only resemble the cache's stay, however old. */
+static void test_sweep_names(void)
+{
+    static const char *user[] = {
+        ".notes.tmp", ".bashrc.tmp", "..tmp", ".x.tmp", "notes.tmp",
+        ".deadbeef.1.0.tmp",                                /* the cache's names before */
+        ".ptxgen-AbCdEfGhIj.tmp",                           /* pgrt_file_replace's */
+        ".ptxgen-cubin-0123456789abcdef.0123456789.tmp.bak",
+        ".ptxgen-cubin-0123456789ABCDEF.0123456789.tmp",    /* upper case */
+        ".ptxgen-cubin-0123456789abcdef.012345678.tmp",     /* a digit short */
+        ".ptxgen-cubin-0123456789abcdef.0123456789a.tmp",   /* a digit long */
+        ".ptxgen-cubin-0123456789abcdef-0123456789.tmp",
+        "ptxgen-cubin-0123456789abcdef.0123456789.tmp",
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde.cubin",   /* 63 */
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0.cubin", /* 65 */
+        "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF.cubin",
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.cubin.bak",
+        ".0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.cubin",
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdeg.cubin",
+        "notes.cubin",
+    };
+    static const char *stale[] = {
+        ".ptxgen-cubin-0123456789abcdef.0123456789.tmp",
+        ".ptxgen-cubin-ffffffffffffffff.abcdef0123.tmp",
+    };
+    const char *fresh = ".ptxgen-cubin-0123456789abcdef.9876543210.tmp";
+    const char *link = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210.cubin";
+    char dir[512], names[16][128], entry[128];
+    use_dir("sweep", dir, sizeof dir);
+    add_one(dir, 0, entry);
+    set_age(entry, 7200);
+    for (size_t i = 0; i < sizeof user / sizeof user[0]; i++)
+        plant(dir, user[i], 7200);
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++)
+        plant(dir, stale[i], 7200);
+    plant(dir, fresh, 0);
+    /* A link with an entry's name is not an entry: neither it nor its
+     * target goes. */
+    char target[600], at[700];
+    snprintf(target, sizeof target, "%s/notes.cubin", dir);
+    snprintf(at, sizeof at, "%s/%s", dir, link);
+    REQUIRE_INT_EQ(symlink(target, at), 0);
+
+    /* A cap of nothing: every entry goes, the new one with them. */
+    setenv("PTXGEN_CACHE_MAX_MB", "0", 1);
+    REQUIRE_INT_EQ(warm(&kernels[1], 1, NULL), 0);
+    unsetenv("PTXGEN_CACHE_MAX_MB");
+
+    REQUIRE(file_size(entry) < 0);
+    for (size_t i = 0; i < sizeof user / sizeof user[0]; i++) {
+        if (!present(dir, user[i]))
+            fprintf(stderr, "the sweep deleted %s\n", user[i]);
+        REQUIRE(present(dir, user[i]));
+    }
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++) {
+        if (present(dir, stale[i]))
+            fprintf(stderr, "the sweep left %s\n", stale[i]);
+        REQUIRE(!present(dir, stale[i]));
+    }
+    REQUIRE(present(dir, fresh));
+    REQUIRE(present(dir, link));
+    /* Of the names ending in .cubin, only the planted six and the link. */
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 7);
 }
 
 /* ---------------------------------------------------------------- unwritable */
@@ -706,6 +791,7 @@ int main(int argc, char **argv)
     test_concurrent_threads();
     test_concurrent_processes();
     test_eviction();
+    test_sweep_names();
     test_unwritable();
     test_off();
     test_parallel();
