@@ -15,6 +15,11 @@
  * never hands it to the driver. A hit touches the file's mtime; when the
  * directory grows past its cap the oldest entries go first.
  *
+ * A cubin from disk runs as this process, and the key and the checksum
+ * are no secret: the directory and every entry loaded must be the
+ * effective user's alone (unsafe_why). A directory that is not turns the
+ * cache off; an entry that is not is compiled and replaced.
+ *
  * Nothing here fails a load: the cache is an optimisation, and a directory
  * that cannot be written (read-only, full) turns writing off with one line
  * on stderr.
@@ -39,6 +44,17 @@
 #define CUBIN_MAX (256u << 20)  /* larger files are not ours */
 #define CACHE_DEFAULT_MB 256
 #define TMP_STALE_S 3600        /* temporaries older than this were left by a crash */
+
+/* The only names the cache creates, '#' standing for a lowercase hex
+ * digit: an entry (the key's SHA-256) and a writer's temporary (the
+ * entry's first 16 digits and 10 random ones). Eviction deletes files of
+ * these names and no others: the directory may be $HOME or ".". */
+#define HEX16 "################"
+#define ENTRY_PATTERN HEX16 HEX16 HEX16 HEX16 ".cubin"
+#define TMP_PREFIX ".ptxgen-cubin-"
+#define TMP_PATTERN TMP_PREFIX HEX16 ".##########.tmp"
+#define ENTRY_NAME_MAX sizeof ENTRY_PATTERN
+#define TMP_NAME_MAX sizeof TMP_PATTERN
 
 /* ---------------------------------------------------------------- SHA-256 (FIPS 180-4) */
 
@@ -158,10 +174,13 @@ struct rt_cubin_cache {
     uint64_t max_bytes;
     /* The JIT options that shape the code, as they enter the key. */
     const char *jit_opts;
+    uid_t uid; /* who must own the directory and every entry loaded */
 
     pthread_mutex_t lock; /* everything below */
+    int dfd;              /* the directory, checked (dir_fd); -1 until it exists */
+    bool refused;         /* the directory failed the check: no reads, no writes */
     bool writable;        /* cleared, with one logged line, when a write fails */
-    bool dir_made;
+    bool foreign_told;    /* an entry not ours was skipped, and said so */
     bool sized;           /* bytes is an estimate from a scan plus our writes */
     uint64_t bytes;
     uint64_t hits, misses, rejected, writes;
@@ -187,6 +206,130 @@ static bool cache_dir(char *out, size_t len)
     else
         return false;
     return n > 0 && (size_t)n < len;
+}
+
+/* ---------------------------------------------------------------- whose files */
+
+/* A cubin from the directory runs on the GPU as this process, and its key
+ * and checksum are no secret: an entry another local user could have
+ * written passes every other check. So the directory and each entry
+ * loaded must be owned by the effective user and writable by no one else
+ * (a sticky, world-writable directory such as /tmp included: anyone may
+ * create names in it). why is left empty when sb passes, else says why
+ * not, for the log. */
+static void unsafe_why(const struct stat *sb, uid_t uid, char *why, size_t len)
+{
+    why[0] = '\0';
+    if (sb->st_uid != uid)
+        snprintf(why, len, "owned by uid %lu, not by uid %lu", (unsigned long)sb->st_uid,
+                 (unsigned long)uid);
+    else if (sb->st_mode & (S_IWGRP | S_IWOTH))
+        snprintf(why, len, "writable by group or others (mode %04o)",
+                 (unsigned)(sb->st_mode & 07777));
+}
+
+/* The directory at path, opened and checked (unsafe_why): the descriptor,
+ * else -1 with errno set and, when the directory is there but not safe,
+ * why saying so. A link as the last component is followed only if it is
+ * ours too: another user's link in a sticky /tmp could point the cache at
+ * any directory of ours. */
+static int dir_open(const char *path, uid_t uid, char *why, size_t len)
+{
+    why[0] = '\0';
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+        int err = errno;
+        if (lstat(path, &sb) != 0 || !S_ISLNK(sb.st_mode)) {
+            errno = err;
+            return -1;
+        }
+        if (sb.st_uid != uid) {
+            snprintf(why, len, "a link owned by uid %lu, not by uid %lu",
+                     (unsigned long)sb.st_uid, (unsigned long)uid);
+            errno = EPERM;
+            return -1;
+        }
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &sb) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    unsafe_why(&sb, uid, why, len);
+    if (why[0]) {
+        close(fd);
+        errno = EPERM;
+        return -1;
+    }
+    return fd;
+}
+
+/* Called with c->lock held: the first failure to write logs one line and
+ * turns writing off for the rest of the context's life. */
+static void write_failed(rt_cubin_cache *c, const char *what, int err)
+{
+    if (!c->writable)
+        return;
+    c->writable = false;
+    rt_log("cubin cache: %s %s: %s; continuing without writing the cache", what, c->dir,
+           strerror(err));
+}
+
+/* Missing components are made private: the last one must pass dir_open's
+ * check, and the umask can only take bits away. */
+static int mkdir_p(const char *dir)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* The directory's descriptor, opened and checked once and kept, so that
+ * every later open, rename and unlink is relative to the directory that
+ * was checked, whatever happens to its path. With create, a missing
+ * directory is made (mkdir_p), a failure logged as a failed write. -1
+ * while it does not exist, and for good once it failed the check, which
+ * logs one line. Called with c->lock held. */
+static int dir_fd(rt_cubin_cache *c, bool create)
+{
+    if (c->dfd >= 0 || c->refused)
+        return c->dfd;
+    char why[128];
+    int fd = dir_open(c->dir, c->uid, why, sizeof why);
+    if (fd < 0 && !why[0] && create) {
+        if (mkdir_p(c->dir) != 0) {
+            write_failed(c, "cannot create", errno);
+            return -1;
+        }
+        fd = dir_open(c->dir, c->uid, why, sizeof why);
+        if (fd < 0 && !why[0]) {
+            write_failed(c, "cannot open", errno);
+            return -1;
+        }
+    }
+    if (fd < 0 && why[0]) {
+        c->refused = true;
+        rt_log("cubin cache: %s is %s; not using it (the cache must be a directory of "
+               "yours that no one else can write)",
+               c->dir, why);
+    }
+    c->dfd = fd;
+    return fd;
 }
 
 void rt_cubin_cache_open(pgrt_ctx *ctx)
@@ -217,7 +360,18 @@ void rt_cubin_cache_open(pgrt_ctx *ctx)
     /* Direct-load devices take no JIT options (context.c says why); the
      * log buffers of the others do not shape the code. */
     c->jit_opts = ctx->info.direct_load ? "link;no-options" : "link;logs;O-default";
+    c->uid = geteuid();
+    c->dfd = -1;
     c->writable = true;
+    /* A directory that fails the check turns the cache off (said once); a
+     * missing one is made by the first write. No other thread knows c yet:
+     * no lock. */
+    (void)dir_fd(c, false);
+    if (c->refused) {
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return;
+    }
     ctx->disk = c;
 }
 
@@ -226,6 +380,8 @@ void rt_cubin_cache_close(pgrt_ctx *ctx)
     rt_cubin_cache *c = ctx->disk;
     if (!c)
         return;
+    if (c->dfd >= 0)
+        close(c->dfd);
     pthread_mutex_destroy(&c->lock);
     free(c);
     ctx->disk = NULL;
@@ -286,13 +442,11 @@ static void make_key(const pgrt_ctx *ctx, const char *ptx, unsigned char key[32]
     sha256_end(&s, key);
 }
 
-static void entry_path(const rt_cubin_cache *c, const unsigned char key[32], char *out,
-                       size_t len)
+static void entry_name(const unsigned char key[32], char name[ENTRY_NAME_MAX])
 {
-    char hex[65];
     for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", key[i]);
-    snprintf(out, len, "%s/%s.cubin", c->dir, hex);
+        snprintf(name + 2 * i, 3, "%02x", key[i]);
+    memcpy(name + 64, ".cubin", sizeof ".cubin");
 }
 
 static bool read_all(int fd, unsigned char *p, size_t n)
@@ -326,21 +480,32 @@ static bool write_all(int fd, const unsigned char *p, size_t n)
     return true;
 }
 
-typedef enum { ENTRY_NONE, ENTRY_OK, ENTRY_BAD } entry_state;
+typedef enum { ENTRY_NONE, ENTRY_OK, ENTRY_BAD, ENTRY_FOREIGN } entry_state;
 
-/* Read and check the entry. ENTRY_OK: *data (malloc'd, the caller's) and
- * *len hold the cubin. */
-static entry_state entry_read(const char *path, const unsigned char key[32], unsigned char **data,
-                              size_t *len)
+/* Read and check the entry name of directory dfd. ENTRY_OK: *data
+ * (malloc'd, the caller's) and *len hold the cubin. ENTRY_FOREIGN: the
+ * file is not ours alone (unsafe_why, in why), whatever it holds. The
+ * checks are made on the descriptor read, never on the name (a file
+ * swapped in between is what they are for); a link is not followed, and a
+ * FIFO does not block the open. */
+static entry_state entry_read(const rt_cubin_cache *c, int dfd, const char *name,
+                              const unsigned char key[32], unsigned char **data, size_t *len,
+                              char *why, size_t whylen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return errno == ENOENT ? ENTRY_NONE : ENTRY_BAD;
     entry_state st = ENTRY_BAD;
     unsigned char *buf = NULL;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)CUBIN_HEADER ||
-        sb.st_size > (off_t)CUBIN_HEADER + CUBIN_MAX)
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        goto out;
+    unsafe_why(&sb, c->uid, why, whylen);
+    if (why[0]) {
+        st = ENTRY_FOREIGN;
+        goto out;
+    }
+    if (sb.st_size < (off_t)CUBIN_HEADER || sb.st_size > (off_t)CUBIN_HEADER + CUBIN_MAX)
         goto out;
     size_t size = (size_t)sb.st_size;
     buf = malloc(size);
@@ -369,36 +534,8 @@ out:
     return st;
 }
 
-/* Called with c->lock held: the first failure to write logs one line and
- * turns writing off for the rest of the context's life. */
-static void write_failed(rt_cubin_cache *c, const char *what, int err)
-{
-    if (!c->writable)
-        return;
-    c->writable = false;
-    rt_log("cubin cache: %s %s: %s; continuing without writing the cache", what, c->dir,
-           strerror(err));
-}
-
-static int mkdir_p(const char *dir)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 typedef struct dir_entry {
-    char name[80];
+    char name[ENTRY_NAME_MAX];
     time_t mtime;
     long nsec;
     uint64_t bytes;
@@ -412,9 +549,16 @@ static int older(const void *a, const void *b)
     return x->nsec < y->nsec ? -1 : x->nsec > y->nsec;
 }
 
-static bool is_entry_name(const char *n, size_t len)
+/* Whether name is one the pattern describes, exactly. */
+static bool name_is(const char *name, const char *pattern)
 {
-    return len == 70 && strcmp(n + 64, ".cubin") == 0 && strspn(n, "0123456789abcdef") == 64;
+    for (; *pattern; name++, pattern++) {
+        bool ok = *pattern == '#' ? (*name >= '0' && *name <= '9') || (*name >= 'a' && *name <= 'f')
+                                  : *name == *pattern;
+        if (!ok)
+            return false;
+    }
+    return *name == '\0';
 }
 
 /* Sum the entries, drop stale temporaries and, past the cap, the least
@@ -422,9 +566,14 @@ static bool is_entry_name(const char *n, size_t len)
  * doing the same: an entry that vanished under us is simply gone. */
 static void evict(rt_cubin_cache *c)
 {
-    DIR *dir = opendir(c->dir);
-    if (!dir)
+    /* A descriptor of its own: a dup would share the read position. */
+    int fd = openat(c->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir) {
+        if (fd >= 0)
+            close(fd);
         return;
+    }
     size_t n = 0, cap = 0;
     dir_entry *list = NULL;
     uint64_t total = 0;
@@ -434,8 +583,8 @@ static void evict(rt_cubin_cache *c)
     while ((de = readdir(dir)) != NULL) {
         size_t len = strlen(de->d_name);
         struct stat sb;
-        bool tmp = de->d_name[0] == '.' && len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
-        if (!tmp && !is_entry_name(de->d_name, len))
+        bool tmp = name_is(de->d_name, TMP_PATTERN);
+        if (!tmp && !name_is(de->d_name, ENTRY_PATTERN))
             continue;
         if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
             continue;
@@ -471,23 +620,47 @@ static void evict(rt_cubin_cache *c)
     c->sized = true;
 }
 
-/* Store the cubin under key: temporary file, then rename. */
-static void entry_write(rt_cubin_cache *c, const char *path, const unsigned char key[32],
-                        const void *cubin, size_t len)
+/* A new temporary for the entry named entry, in directory dfd, its name in
+ * tmp: TMP_PATTERN, the random digits drawn again should the name be
+ * taken. Not a secret: O_EXCL and O_NOFOLLOW make a guessed name harmless;
+ * the digits keep writers of the same entry (threads, processes) apart.
+ * Private (0600), as the entry it becomes. Returns the descriptor, or -1
+ * with errno set. */
+static int tmp_create(int dfd, const char *entry, char tmp[TMP_NAME_MAX])
 {
     static atomic_uint serial;
-    pthread_mutex_lock(&c->lock);
-    bool go = c->writable;
-    if (go && !c->dir_made) {
-        if (mkdir_p(c->dir) != 0) {
-            write_failed(c, "cannot create", errno);
-            go = false;
-        } else {
-            c->dir_made = true;
-        }
+    for (int attempt = 0; attempt < 16; attempt++) {
+        struct {
+            long pid;
+            unsigned serial;
+            struct timespec ts;
+            const void *where;
+        } seed;
+        memset(&seed, 0, sizeof seed);
+        seed.pid = (long)getpid();
+        seed.serial = atomic_fetch_add(&serial, 1);
+        clock_gettime(CLOCK_REALTIME, &seed.ts);
+        seed.where = &seed;
+        unsigned char r[32];
+        sha256_of(&seed, sizeof seed, r);
+        snprintf(tmp, TMP_NAME_MAX, TMP_PREFIX "%.16s.%02x%02x%02x%02x%02x.tmp", entry, r[0], r[1],
+                 r[2], r[3], r[4]);
+        int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
     }
+    errno = EEXIST;
+    return -1;
+}
+
+/* Store the cubin as entry name: temporary file, then rename. */
+static void entry_write(rt_cubin_cache *c, const char *name, const unsigned char key[32],
+                        const void *cubin, size_t len)
+{
+    pthread_mutex_lock(&c->lock);
+    int dfd = c->writable ? dir_fd(c, true) : -1;
     pthread_mutex_unlock(&c->lock);
-    if (!go)
+    if (dfd < 0)
         return;
 
     unsigned char head[CUBIN_HEADER];
@@ -499,11 +672,8 @@ static void entry_write(rt_cubin_cache *c, const char *path, const unsigned char
     put_u64(head + 48, len);
     sha256_of(cubin, len, head + 56);
 
-    char tmp[PATH_MAX + 64];
-    const char *base = strrchr(path, '/') + 1;
-    snprintf(tmp, sizeof tmp, "%s/.%.16s.%ld.%u.tmp", c->dir, base, (long)getpid(),
-             atomic_fetch_add(&serial, 1));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    char tmp[TMP_NAME_MAX];
+    int fd = tmp_create(dfd, name, tmp);
     int err = 0;
     const char *what = "cannot write to";
     if (fd < 0) {
@@ -513,12 +683,12 @@ static void entry_write(rt_cubin_cache *c, const char *path, const unsigned char
             err = errno;
         if (close(fd) != 0 && !err)
             err = errno;
-        if (!err && rename(tmp, path) != 0) {
+        if (!err && renameat(dfd, tmp, dfd, name) != 0) {
             err = errno;
             what = "cannot rename into";
         }
         if (err)
-            (void)unlink(tmp);
+            (void)unlinkat(dfd, tmp, 0);
     }
     pthread_mutex_lock(&c->lock);
     if (err) {
@@ -540,7 +710,7 @@ static void entry_write(rt_cubin_cache *c, const char *path, const unsigned char
 /* ---------------------------------------------------------------- loading */
 
 struct rt_cubin_pending {
-    char path[PATH_MAX + 80];
+    char name[ENTRY_NAME_MAX];
     unsigned char key[32];
     size_t len;
     unsigned char cubin[]; /* len bytes */
@@ -551,7 +721,7 @@ void rt_cubin_write(pgrt_ctx *ctx, rt_cubin_pending *p)
     if (!p)
         return;
     if (ctx->disk)
-        entry_write(ctx->disk, p->path, p->key, p->cubin, p->len);
+        entry_write(ctx->disk, p->name, p->key, p->cubin, p->len);
     free(p);
 }
 
@@ -564,13 +734,18 @@ int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *ou
         return rc;
     unsigned char key[32];
     make_key(ctx, ptx, key);
-    char path[PATH_MAX + 80];
-    entry_path(c, key, path, sizeof path);
+    char name[ENTRY_NAME_MAX];
+    entry_name(key, name);
 
     double t0 = rt_now_ms();
     unsigned char *data = NULL;
     size_t len = 0;
-    entry_state st = entry_read(path, key, &data, &len);
+    char why[128] = "";
+    pthread_mutex_lock(&c->lock);
+    int dfd = dir_fd(c, false);
+    pthread_mutex_unlock(&c->lock);
+    entry_state st =
+        dfd < 0 ? ENTRY_NONE : entry_read(c, dfd, name, key, &data, &len, why, sizeof why);
     if (st == ENTRY_OK) {
         rc = rt_module_load_cubin(ctx, data, what, out);
         free(data);
@@ -590,7 +765,15 @@ int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *ou
     }
     pthread_mutex_lock(&c->lock);
     c->misses++;
-    c->rejected += st == ENTRY_BAD;
+    c->rejected += st != ENTRY_NONE;
+    if (st == ENTRY_FOREIGN && !c->foreign_told) {
+        /* Once: a directory full of such entries must not flood the
+         * log. The entry is compiled and replaced like a damaged one. */
+        c->foreign_told = true;
+        rt_log("cubin cache: %s/%s is %s; not loading it (nor, silently, any other entry "
+               "not ours)",
+               c->dir, name, why);
+    }
     pthread_mutex_unlock(&c->lock);
 
     void *cubin = NULL;
@@ -608,7 +791,7 @@ int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *ou
          * critical path; without memory for the copy it is written now. */
         rt_cubin_pending *p = malloc(sizeof *p + len);
         if (p) {
-            memcpy(p->path, path, sizeof p->path);
+            memcpy(p->name, name, sizeof p->name);
             memcpy(p->key, key, sizeof key);
             p->len = len;
             memcpy(p->cubin, cubin, len);
@@ -618,7 +801,7 @@ int rt_cubin_load(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *ou
         }
     }
     if (rc == 0)
-        entry_write(c, path, key, cubin, len);
+        entry_write(c, name, key, cubin, len);
     free(cubin);
     return rc;
 }

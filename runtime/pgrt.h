@@ -507,7 +507,7 @@ typedef struct pgrt_cache_stats {
     /* The on-disk cubin cache (docs/runtime.md); all 0 while it is off. */
     uint64_t disk_hits;    /* misses served by a cubin from disk, without a JIT */
     uint64_t disk_misses;  /* misses that found no usable entry and JIT-compiled */
-    uint64_t disk_rejected; /* entries found truncated or corrupt (recompiled) */
+    uint64_t disk_rejected; /* entries found truncated, corrupt or not ours alone (recompiled) */
     uint64_t disk_writes;  /* entries written */
     double load_ms;        /* reading cubins and cuModuleLoadData of them */
     uint64_t cubin_bytes;  /* bytes of the cubins loaded */

@@ -56,7 +56,8 @@ static const char usage_text[] =
     "  --targets           supported targets with their PTX ISA (\"sm_90 7.8\")\n"
     "  KERNEL              the kernel's PTX on standard output\n"
     "  --target T          target to emit for (default sm_90)\n"
-    "  --set KNOB=VALUE    set a knob (decimal or 0x hex); may be repeated\n"
+    "  --set KNOB=VALUE    set a knob (decimal or 0x hex); repeated for other\n"
+    "                      knobs, each knob at most once\n"
     "  --info              one JSON object: entry, ISA, params, knobs, launch\n"
     "  -o FILE             write to FILE instead of standard output (\"-\":\n"
     "                      standard output); FILE is replaced whole\n"
@@ -754,6 +755,10 @@ static int do_kernel(const opts *o, FILE *out, FILE *err)
 
     pgk_knobs kn;
     pgk_knobs_default(d, &kn);
+    /* A knob given twice is refused, as a repeated --target is: a script
+     * whose later --set silently won would run with a value it did not
+     * mean. */
+    bool given[PGK_MAX_KNOBS] = {false};
     for (size_t i = 0; i < o->nsets; i++) {
         char msg[256] = "";
         int e = pgk_knob_assign(d, &kn, o->sets[i], msg, sizeof msg);
@@ -762,6 +767,17 @@ static int do_kernel(const opts *o, FILE *out, FILE *err)
         if (e)
             return fail(err, DUMP_EXIT_USAGE, "--set %s: %s", quote(o->sets[i]).s,
                         msg[0] ? one_line(msg) : pg_strerror(e));
+        /* Assigned, so "NAME=" names a knob of d, NAME shorter than 64. */
+        char name[64];
+        size_t n = (size_t)(strchr(o->sets[i], '=') - o->sets[i]);
+        memcpy(name, o->sets[i], n);
+        name[n] = '\0';
+        int k = pgk_knob_index(d, name);
+        if (k >= 0 && given[k])
+            return fail(err, DUMP_EXIT_USAGE, "--set %s: knob '%s' given more than once",
+                        quote(o->sets[i]).s, d->knobs[k].name);
+        if (k >= 0)
+            given[k] = true;
     }
 
     rc = check_support(d, t, err);

@@ -170,6 +170,12 @@ static const cli_case cases[] = {
     {A("gradient_clip", "--list"), "KERNEL cannot be combined with --list"},
     {A("gradient_clip", "--target", "sm_90", "--target", "sm_80"),
      "option '--target' given more than once"},
+    /* a knob given twice, as a target is: refused, not last-wins */
+    {A("gradient_clip", "--set", "n=4", "--set", "n=5"),
+     "--set 'n=5': knob 'n' given more than once"},
+    {A("gradient_clip", "--set", "n=4", "--set=n=4"), "--set 'n=4': knob 'n' given more than once"},
+    {A("gemm_backward_a", "--set", "m=64", "--set", "k=64", "--info", "--set", "m=0x40"),
+     "--set 'm=0x40': knob 'm' given more than once"},
     {A("--all", "--target", "sm_90"), "'--all' needs '--outdir DIR'"},
     {A("--list", "--set", "n=1"), "'--set' needs a KERNEL, not --list"},
     {A("--targets", "--info"), "'--info' needs a KERNEL, not --targets"},

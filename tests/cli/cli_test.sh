@@ -372,6 +372,9 @@ expect_bad "--target" --list --target sm_90
 expect_bad "--set" --all --outdir "$tmp/bad" --set n=1
 expect_bad "--info" --list --info
 expect_bad "--target" "$k" --target sm_90 --target sm_80
+expect_bad "knob 'n' given more than once" "$k" --set n=1 --set n=2
+expect_bad "knob 'n' given more than once" "$k" --set n=1 --info --set=n=1
+expect_bad "knob 'm' given more than once" gemm_thin --set m=64 --set n=64 --set m=128
 expect_bad "/nonexistent-dir/x.ptx" "$k" -o /nonexistent-dir/x.ptx
 expect_bad "/nonexistent-dir/x.json" "$k" --info -o /nonexistent-dir/x.json
 expect_bad "$tmp" "$k" -o "$tmp"

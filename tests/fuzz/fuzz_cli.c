@@ -4,15 +4,48 @@
  * at NUL bytes into argv. Options that write files (-o, --outdir, --all)
  * are dropped so a run touches nothing; output goes to /dev/null. Every
  * run must end with status 0, 1 or 2, and a status 2 must come with
- * exactly one line on stderr.
+ * exactly one line on stderr; a run that succeeds (and is no --help) set
+ * no knob twice: a repeated knob is refused like a repeated --target.
  */
 #include "fuzz.h"
 
 #include "../../tools/dump_cli.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Whether argv, read as dump_main reads it, sets some knob twice (the same
+ * NAME before '=' in two --set values) without asking for --help, which
+ * ignores everything else. */
+static bool knob_repeated(int argc, char **argv)
+{
+    const char *sets[64];
+    int nsets = 0;
+    bool help = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--"))
+            break;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            help = true;
+        else if (!strcmp(a, "--set") && i + 1 < argc)
+            sets[nsets++] = argv[++i];
+        else if (!strncmp(a, "--set=", 6))
+            sets[nsets++] = a + 6;
+        else if ((!strcmp(a, "--target") || !strcmp(a, "-o") || !strcmp(a, "--outdir")) &&
+                 i + 1 < argc)
+            i++;
+    }
+    for (int i = 0; i < nsets && !help; i++)
+        for (int j = 0; j < i; j++) {
+            size_t n = strcspn(sets[i], "=");
+            if (strcspn(sets[j], "=") == n && !strncmp(sets[i], sets[j], n))
+                return true;
+        }
+    return false;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -45,6 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fclose(out);
     fclose(err);
     if (rc != 0 && rc != 1 && rc != 2)
+        abort();
+    if (rc == 0 && knob_repeated(argc, argv))
         abort();
     if (rc == 2) {
         /* one line, naming the problem */

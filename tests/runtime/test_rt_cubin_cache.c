@@ -10,15 +10,22 @@
  *    handed to the driver but recompiled and replaced; concurrent writers
  *    (threads of two contexts, and processes) leave only whole entries and
  *    no temporaries; the size cap evicts the least recently used (a hit
- *    counts as a use); a directory that cannot be created or written, or a
+ *    counts as a use); the sweep deletes stale temporaries and entries of
+ *    exactly the cache's names, no user file beside them; a directory that cannot be created or written, or a
  *    write cut short by a file size limit, gives one line on stderr and no
  *    error; PTXGEN_CACHE=0 and a driver without the linker use the old path;
+ *  - whose files: a directory the runtime makes is 0700; a directory others
+ *    may write (sticky or not) is not used and an entry others may write, a
+ *    link or a FIFO is not loaded, with one line; with --owner, the same
+ *    for a directory, a link to it and entries of another user's (given
+ *    away with chown as root; 77 after the part that runs without);
  *  - the parallel pre-warm: N modules of FAKECUDA_JIT_US each on T threads
  *    take about N/T of the serial time; an unknown entry fails alone, the
  *    others load, and pgrt_prewarm_each gives each outcome;
  *  - pgrt_prewarm_model's report: disk hits, cubin bytes, threads.
  *
  * Usage: test_rt_cubin_cache FAKE_LIBCUDA
+ *        test_rt_cubin_cache FAKE_LIBCUDA --owner
  *        test_rt_cubin_cache FAKE_LIBCUDA --child MODE   (run by the test itself)
  */
 #include "fake_util.h"
@@ -403,20 +410,107 @@ static void test_eviction(void)
     REQUIRE(file_size(e[2]) < 0);
     REQUIRE(file_size(e[3]) == sd);
     REQUIRE(file_size(e[4]) == se);
+}
 
-    /* A stale temporary from a crashed writer is swept; a fresh one stays. */
-    char stale[600], fresh[600];
-    snprintf(stale, sizeof stale, "%s/.deadbeef.1.0.tmp", dir);
-    snprintf(fresh, sizeof fresh, "%s/.deadbeef.2.0.tmp", dir);
-    fclose(fopen(stale, "w"));
-    fclose(fopen(fresh, "w"));
-    set_age(stale, 7200);
-    REQUIRE_INT_EQ(warm(&kernels[5], 1, NULL), 0);
-    REQUIRE(file_size(stale) < 0);
-    REQUIRE(file_size(fresh) == 0);
+/* A file of the given name in dir holding "data\n", its mtime seconds_ago
+ * in the past (0: now). */
+static void plant(const char *dir, const char *name, int seconds_ago)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    if (!f)
+        return;
+    fputs("data\n", f);
+    fclose(f);
+    if (seconds_ago)
+        set_age(path, seconds_ago);
+}
+
+static bool present(const char *dir, const char *name)
+{
+    char path[700];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, &sb) == 0;
+}
+
+/* The sweep deletes the cache's own files and nothing else, wherever the
+ * directory is ($HOME, "."): stale temporaries of exactly the name a writer
+ * gives them (".ptxgen-cubin-" + the entry's first 16 hex digits + "." + 10
+ * hex digits + ".tmp", docs/runtime.md) and, past the cap, entries of
+ * exactly "<64 hex digits>.cubin". A user's dot-files ending in .tmp, the
+ * temporaries of pgrt_file_replace (".ptxgen-XXXXXXXXXX.tmp") and names
+ * that only resemble the cache's stay, however old. */
+static void test_sweep_names(void)
+{
+    static const char *user[] = {
+        ".notes.tmp", ".bashrc.tmp", "..tmp", ".x.tmp", "notes.tmp",
+        ".deadbeef.1.0.tmp",                                /* the cache's names before */
+        ".ptxgen-AbCdEfGhIj.tmp",                           /* pgrt_file_replace's */
+        ".ptxgen-cubin-0123456789abcdef.0123456789.tmp.bak",
+        ".ptxgen-cubin-0123456789ABCDEF.0123456789.tmp",    /* upper case */
+        ".ptxgen-cubin-0123456789abcdef.012345678.tmp",     /* a digit short */
+        ".ptxgen-cubin-0123456789abcdef.0123456789a.tmp",   /* a digit long */
+        ".ptxgen-cubin-0123456789abcdef-0123456789.tmp",
+        "ptxgen-cubin-0123456789abcdef.0123456789.tmp",
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde.cubin",   /* 63 */
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0.cubin", /* 65 */
+        "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF.cubin",
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.cubin.bak",
+        ".0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.cubin",
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdeg.cubin",
+        "notes.cubin",
+    };
+    static const char *stale[] = {
+        ".ptxgen-cubin-0123456789abcdef.0123456789.tmp",
+        ".ptxgen-cubin-ffffffffffffffff.abcdef0123.tmp",
+    };
+    const char *fresh = ".ptxgen-cubin-0123456789abcdef.9876543210.tmp";
+    const char *link = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210.cubin";
+    char dir[512], names[16][128], entry[128];
+    use_dir("sweep", dir, sizeof dir);
+    add_one(dir, 0, entry);
+    set_age(entry, 7200);
+    for (size_t i = 0; i < sizeof user / sizeof user[0]; i++)
+        plant(dir, user[i], 7200);
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++)
+        plant(dir, stale[i], 7200);
+    plant(dir, fresh, 0);
+    /* A link with an entry's name is not an entry: neither it nor its
+     * target goes. */
+    char target[600], at[700];
+    snprintf(target, sizeof target, "%s/notes.cubin", dir);
+    snprintf(at, sizeof at, "%s/%s", dir, link);
+    REQUIRE_INT_EQ(symlink(target, at), 0);
+
+    /* A cap of nothing: every entry goes, the new one with them. */
+    setenv("PTXGEN_CACHE_MAX_MB", "0", 1);
+    REQUIRE_INT_EQ(warm(&kernels[1], 1, NULL), 0);
+    unsetenv("PTXGEN_CACHE_MAX_MB");
+
+    REQUIRE(file_size(entry) < 0);
+    for (size_t i = 0; i < sizeof user / sizeof user[0]; i++) {
+        if (!present(dir, user[i]))
+            fprintf(stderr, "the sweep deleted %s\n", user[i]);
+        REQUIRE(present(dir, user[i]));
+    }
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++) {
+        if (present(dir, stale[i]))
+            fprintf(stderr, "the sweep left %s\n", stale[i]);
+        REQUIRE(!present(dir, stale[i]));
+    }
+    REQUIRE(present(dir, fresh));
+    REQUIRE(present(dir, link));
+    /* Of the names ending in .cubin, only the planted six and the link. */
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 7);
 }
 
 /* ---------------------------------------------------------------- unwritable */
+
+/* The last line cache_lines counted. */
+static char logged_line[2048];
 
 /* Run fn with stderr going to a file; the lines that mention the cache. */
 static int cache_lines(void (*fn)(void))
@@ -434,10 +528,12 @@ static int cache_lines(void (*fn)(void))
     FILE *f = fopen(path, "r");
     char line[2048];
     int n = 0;
+    logged_line[0] = '\0';
     while (f && fgets(line, sizeof line, f)) {
         if (strstr(line, "cubin cache")) {
             n++;
             fprintf(stderr, "logged: %s", line);
+            snprintf(logged_line, sizeof logged_line, "%s", line);
         }
     }
     if (f)
@@ -530,6 +626,232 @@ static void test_off(void)
     REQUIRE_INT_EQ(fk_links(), 0);
     REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 0);
     unsetenv("FAKECUDA_HIDE");
+}
+
+/* ---------------------------------------------------------------- whose files */
+
+/* What the last warm_all saw. */
+static pgrt_cache_stats seen;
+static int seen_links;
+
+static void warm_all(void)
+{
+    fk_reset();
+    memset(&seen, 0, sizeof seen);
+    REQUIRE_INT_EQ(warm(kernels, NK, &seen), 0);
+    seen_links = fk_links();
+}
+
+static int mode_of(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0 ? (int)(sb.st_mode & 07777) : -1;
+}
+
+/* A directory the runtime makes is private (0700, whatever the umask
+ * lets through), its missing parents too, and so are the entries. */
+static void test_private_dir(void)
+{
+    char dir[512], parent[512], names[16][128];
+    snprintf(parent, sizeof parent, "%s/private", root);
+    use_dir("private/cache", dir, sizeof dir);
+    mode_t old = umask(0);
+    warm_all();
+    umask(old);
+    REQUIRE_INT_EQ(seen.disk_writes, NK);
+    REQUIRE_INT_EQ(mode_of(parent), 0700);
+    REQUIRE_INT_EQ(mode_of(dir), 0700);
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK);
+    REQUIRE_INT_EQ(mode_of(names[0]), 0600);
+}
+
+/* A directory others may write (a sticky one such as /tmp among them:
+ * anyone may plant names there) is not used, with one line: the entries
+ * in it, valid as they are, are not loaded and nothing is written. The
+ * same directory made private again serves them all. */
+static void test_shared_dir(void)
+{
+    static const int modes[] = {0777, 01777, 0770, 0730, 0702, 01733};
+    char dir[512], names[16][128];
+    use_dir("shared", dir, sizeof dir);
+    warm_all();
+    REQUIRE_INT_EQ(seen.disk_writes, NK);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        REQUIRE_INT_EQ(chmod(dir, (mode_t)modes[i]), 0);
+        REQUIRE_INT_EQ(cache_lines(warm_all), 1);
+        char mode[32];
+        snprintf(mode, sizeof mode, "(mode %04o)", modes[i]);
+        REQUIRE_CONTAINS(logged_line, "writable by group or others");
+        REQUIRE_CONTAINS(logged_line, mode);
+        REQUIRE_CONTAINS(logged_line, dir);
+        REQUIRE_INT_EQ(seen_links, NK);
+        REQUIRE_INT_EQ(seen.disk_hits, 0);
+        REQUIRE_INT_EQ(seen.disk_writes, 0);
+        int tmps = -1;
+        REQUIRE_INT_EQ(list_dir(dir, names, 16, &tmps), NK);
+        REQUIRE_INT_EQ(tmps, 0);
+    }
+    REQUIRE_INT_EQ(chmod(dir, 0700), 0);
+    REQUIRE_INT_EQ(cache_lines(warm_all), 0);
+    REQUIRE_INT_EQ(seen.disk_hits, NK);
+}
+
+/* In a private directory, an entry others may write, a link to a valid
+ * entry and a FIFO are never loaded (nor waited on): compiled and
+ * replaced, as a damaged entry is, with one line for all of them. */
+static void test_shared_entries(void)
+{
+    char dir[512], names[16][128], other[512], onames[16][128];
+    use_dir("entries", dir, sizeof dir);
+    warm_all();
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK);
+    /* Valid entries elsewhere for the links to point at. */
+    use_dir("entries-elsewhere", other, sizeof other);
+    warm_all();
+    REQUIRE_INT_EQ(list_dir(other, onames, 16, NULL), NK);
+    setenv("PTXGEN_CACHE_DIR", dir, 1);
+
+    REQUIRE_INT_EQ(chmod(names[0], 0666), 0);
+    REQUIRE_INT_EQ(chmod(names[1], 0620), 0);
+    int n = cache_lines(warm_all);
+    REQUIRE_INT_EQ(n, 1);
+    REQUIRE_CONTAINS(logged_line, "writable by group or others");
+    REQUIRE_CONTAINS(logged_line, "not loading it");
+    REQUIRE_INT_EQ(seen_links, 2);
+    REQUIRE_INT_EQ(seen.disk_hits, NK - 2);
+    REQUIRE_INT_EQ(seen.disk_rejected, 2);
+    REQUIRE_INT_EQ(seen.disk_writes, 2);
+    REQUIRE_INT_EQ(mode_of(names[0]), 0600);
+    REQUIRE_INT_EQ(mode_of(names[1]), 0600);
+
+    /* A link to a valid entry of the same name, and a FIFO. */
+    const char *base = strrchr(names[2], '/') + 1;
+    char target[700];
+    snprintf(target, sizeof target, "%s/%s", other, base);
+    REQUIRE(file_size(target) > 0);
+    REQUIRE_INT_EQ(unlink(names[2]), 0);
+    REQUIRE_INT_EQ(symlink(target, names[2]), 0);
+    REQUIRE_INT_EQ(unlink(names[3]), 0);
+    REQUIRE_INT_EQ(mkfifo(names[3], 0600), 0);
+    warm_all();
+    REQUIRE_INT_EQ(seen_links, 2);
+    REQUIRE_INT_EQ(seen.disk_rejected, 2);
+    REQUIRE_INT_EQ(seen.disk_writes, 2);
+    struct stat sb;
+    REQUIRE(lstat(names[2], &sb) == 0 && S_ISREG(sb.st_mode));
+    REQUIRE(lstat(names[3], &sb) == 0 && S_ISREG(sb.st_mode));
+    require_all_valid("entries others may write");
+}
+
+/* ---------------------------------------------------------------- another user's files */
+
+/* A uid not ours that files can be given (root can; in a user namespace
+ * only mapped ones), or -1. */
+static long other_uid(void)
+{
+    static const long uids[] = {4242, 65534, 1};
+    char probe[512];
+    snprintf(probe, sizeof probe, "%s/chown-probe", root);
+    fclose(fopen(probe, "w"));
+    long found = -1;
+    for (size_t i = 0; i < sizeof uids / sizeof uids[0] && found < 0; i++)
+        if ((uid_t)uids[i] != geteuid() && chown(probe, (uid_t)uids[i], (gid_t)-1) == 0)
+            found = uids[i];
+    unlink(probe);
+    return found;
+}
+
+/* A directory of another user's: not used, its valid entries not loaded.
+ * Without the right to give files away, a directory that is not ours
+ * already ("/", as a rule) stands in for it. */
+static void test_foreign_dir(long other)
+{
+    char dir[512], names[16][128], owner[64];
+    if (other < 0) {
+        struct stat sb;
+        if (stat("/", &sb) != 0 || sb.st_uid == geteuid())
+            return;
+        setenv("PTXGEN_CACHE_DIR", "/", 1);
+        REQUIRE_INT_EQ(cache_lines(warm_all), 1);
+        snprintf(owner, sizeof owner, "owned by uid %lu, not by uid %lu",
+                 (unsigned long)sb.st_uid, (unsigned long)geteuid());
+        REQUIRE_CONTAINS(logged_line, owner);
+        REQUIRE_INT_EQ(seen_links, NK);
+        REQUIRE_INT_EQ(seen.disk_hits + seen.disk_misses + seen.disk_writes, 0);
+        return;
+    }
+    use_dir("foreign-dir", dir, sizeof dir);
+    warm_all();
+    REQUIRE_INT_EQ(seen.disk_writes, NK);
+    REQUIRE_INT_EQ(chown(dir, (uid_t)other, (gid_t)-1), 0);
+    REQUIRE_INT_EQ(cache_lines(warm_all), 1);
+    snprintf(owner, sizeof owner, "owned by uid %ld, not by uid %lu", other,
+             (unsigned long)geteuid());
+    REQUIRE_CONTAINS(logged_line, owner);
+    REQUIRE_INT_EQ(seen_links, NK);
+    REQUIRE_INT_EQ(seen.disk_hits, 0);
+    REQUIRE_INT_EQ(seen.disk_writes, 0);
+    int tmps = -1;
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, &tmps), NK);
+    REQUIRE_INT_EQ(tmps, 0);
+
+    /* Reached through a link of another user's (planted in a sticky
+     * /tmp, say) to a directory of ours: not used either; through a link
+     * of ours, used. */
+    REQUIRE_INT_EQ(chown(dir, geteuid(), (gid_t)-1), 0);
+    char link[600];
+    snprintf(link, sizeof link, "%s/foreign-link", root);
+    REQUIRE_INT_EQ(symlink(dir, link), 0);
+    setenv("PTXGEN_CACHE_DIR", link, 1);
+    REQUIRE_INT_EQ(cache_lines(warm_all), 0);
+    REQUIRE_INT_EQ(seen.disk_hits, NK);
+    REQUIRE_INT_EQ(lchown(link, (uid_t)other, (gid_t)-1), 0);
+    REQUIRE_INT_EQ(cache_lines(warm_all), 1);
+    snprintf(owner, sizeof owner, "a link owned by uid %ld", other);
+    REQUIRE_CONTAINS(logged_line, owner);
+    REQUIRE_INT_EQ(seen_links, NK);
+    REQUIRE_INT_EQ(seen.disk_hits, 0);
+}
+
+/* In a directory of ours, an entry of another user's (its key and
+ * checksum recomputed: neither is secret) is not loaded: compiled and
+ * replaced, one line for any number of them. */
+static void test_foreign_entries(long other)
+{
+    char dir[512], names[16][128], owner[64];
+    use_dir("foreign-entries", dir, sizeof dir);
+    warm_all();
+    REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK);
+    REQUIRE_INT_EQ(chown(names[0], (uid_t)other, (gid_t)-1), 0);
+    REQUIRE_INT_EQ(chown(names[1], (uid_t)other, (gid_t)-1), 0);
+    REQUIRE_INT_EQ(cache_lines(warm_all), 1);
+    snprintf(owner, sizeof owner, "is owned by uid %ld, not by uid %lu", other,
+             (unsigned long)geteuid());
+    REQUIRE_CONTAINS(logged_line, owner);
+    REQUIRE_CONTAINS(logged_line, "not loading it");
+    REQUIRE_INT_EQ(seen_links, 2);
+    REQUIRE_INT_EQ(seen.disk_hits, NK - 2);
+    REQUIRE_INT_EQ(seen.disk_rejected, 2);
+    REQUIRE_INT_EQ(seen.disk_writes, 2);
+    struct stat sb;
+    REQUIRE(stat(names[0], &sb) == 0 && sb.st_uid == geteuid());
+    REQUIRE(stat(names[1], &sb) == 0 && sb.st_uid == geteuid());
+    require_all_valid("entries of another user's");
+}
+
+/* --owner: the checks that need files of another user's. Exit 77 when no
+ * file can be given away (not root), after the part that runs anyway. */
+static int owner_tests(void)
+{
+    long other = other_uid();
+    test_foreign_dir(other);
+    if (other < 0) {
+        fprintf(stderr, "cannot give a file to another uid (not root): the entries of "
+                        "another user's are not tested\n");
+        return test_failures_ ? 1 : 77;
+    }
+    test_foreign_entries(other);
+    return test_failures_ ? 1 : 0;
 }
 
 /* ---------------------------------------------------------------- the parallel pre-warm */
@@ -700,14 +1022,24 @@ int main(int argc, char **argv)
     setenv("PTXGEN_CACHE", "1", 1);
     unsetenv("PTXGEN_CACHE_MAX_MB");
     unsetenv("PTXGEN_JIT_THREADS");
+    if (argc == 3 && !strcmp(argv[2], "--owner")) {
+        int rc = owner_tests();
+        fprintf(stderr, "%d checks, %d failures\n", test_checks_, test_failures_);
+        rm_rf(root);
+        return rc;
+    }
     test_hit_miss();
     test_jit_error();
     test_damaged();
     test_concurrent_threads();
     test_concurrent_processes();
     test_eviction();
+    test_sweep_names();
     test_unwritable();
     test_off();
+    test_private_dir();
+    test_shared_dir();
+    test_shared_entries();
     test_parallel();
     test_model_report();
     rm_rf(root);
