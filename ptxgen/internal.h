@@ -371,5 +371,10 @@ void pg_label_format(pg_sbuf *b, const pg_kernel *k, uint32_t id);
 const char *pg_data_type_name(pg_type t);
 /* "add", "cas", ...; "?" if invalid. */
 const char *pg_atom_name(pg_atom_op op);
+/* "bfly", "ballot", "global": the modifiers of shfl, vote, ld/st; "?" if
+ * invalid. */
+const char *pg_shfl_name(pg_shfl_mode m);
+const char *pg_vote_name(pg_vote_mode m);
+const char *pg_space_name(pg_space s);
 
 #endif /* PTXGEN_INTERNAL_H */
