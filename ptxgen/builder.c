@@ -222,6 +222,7 @@ void pg_kernel_set_maxntid(pg_kernel *k, uint32_t x, uint32_t y, uint32_t z)
     k->maxntid[0] = x;
     k->maxntid[1] = y;
     k->maxntid[2] = z;
+    (void)pg_maxnreg_entry_ok(k, "pg_kernel_set_maxntid");
 }
 
 bool pg_require(pg_kernel *k, unsigned sm, unsigned isa, const char *what)
