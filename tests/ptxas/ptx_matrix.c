@@ -395,23 +395,24 @@ static void c_cp_group(pg_kernel *k, const env *e, const int *a)
  * The cases above give each register operand a register of the
  * instruction's own type. The cases below give each operand of a form, one
  * at a time, every other class: a register of each type (pred; b, u and s
- * of 16, 32 and 64 bits; f16, bf16, f32, f64) and each kind of immediate
- * (integer, f32, f64). The form is the call with every operand of its own
+ * of 16, 32 and 64 bits; f16, bf16, f32, f64), each kind of immediate
+ * (integer, f32, f64) and a shared-memory symbol. The form is the call with every operand of its own
  * class (the "canonical" call); a form the builder refuses even so is left
  * to the cases above. A class the builder accepts goes into the kernel
  * ptxas assembles, like every other case. A class it refuses is written,
  * as text, into a second file: the canonical call's line with that one
  * operand replaced by a register of that class (declared as the builder
- * declares it) or the immediate, so that matrix_check.sh can count the
+ * declares it), the immediate or the symbol, so that matrix_check.sh can count the
  * forms ptxas takes that the builder refuses. The operand is found in the
  * text by emitting the canonical call twice, the second time with another
  * register of the same type in that slot: the tokens that differ are the
  * operand's.
  */
 
-enum { CL_IMM_INT = PG_TYPE_COUNT, CL_IMM_F32, CL_IMM_F64, CL_COUNT, CL_ALT = 64 };
-/* NKINDS: the declared classes (6) and immediates (3) decl_kind tells apart */
-enum { MAX_SLOTS = 16, NKINDS = 9 };
+enum { CL_IMM_INT = PG_TYPE_COUNT, CL_IMM_F32, CL_IMM_F64, CL_SHARED, CL_COUNT, CL_ALT = 64 };
+/* NKINDS: the declared classes (6), immediates (3) and the shared address
+ * decl_kind tells apart */
+enum { MAX_SLOTS = 16, NKINDS = 10 };
 
 typedef void (*form_fn)(pg_kernel *k, const env *e, const int *arg, const pg_val *v);
 
@@ -425,12 +426,14 @@ static pg_val class_operand(const env *e, int c)
     case CL_IMM_INT: return pg_u32(3);
     case CL_IMM_F32: return pg_f32(1.5f);
     case CL_IMM_F64: return pg_f64(2.5);
+    case CL_SHARED: return pg_shared_addr(e->smem);
     default: return c >= CL_ALT ? e->alt[c - CL_ALT] : e->src[c];
     }
 }
 
 /* The class as ptxas sees it: a register by the type it is declared with
- * (.pred .b16 .b32 .f32 .b64 .f64), or the kind of immediate. */
+ * (.pred .b16 .b32 .f32 .b64 .f64), the kind of immediate, or the shared
+ * symbol. */
 static int decl_kind(int c)
 {
     if (c >= CL_IMM_INT)
@@ -454,6 +457,7 @@ static const char *class_text(int c, char *buf, size_t n)
     case CL_IMM_INT: return "3";
     case CL_IMM_F32: return "0f3FC00000";
     case CL_IMM_F64: return "0d4004000000000000";
+    case CL_SHARED: return "matrix_buf1"; /* setup's array: "<kernel>_<hint><id>" */
     default: snprintf(buf, n, "%%q_%s", pg_type_name((pg_type)c)); return buf;
     }
 }
@@ -527,7 +531,7 @@ static bool delim(char c) { return c == ' ' || c == ',' || c == '{' || c == '}' 
 /* Line a with every token that differs from line b replaced by repl (a
  * guard's '@' or '!' kept); the number replaced, -1 if the two lines are
  * not the same shape, -2 if the result is not PTX syntax at all (an
- * immediate as a guard, a negated predicate, either half of "d|p", or the
+ * immediate or a symbol as a guard, a negated predicate, either half of "d|p", or the
  * tensor map of "[tmap, {c...}]"): such a form is left out, as ptxas
  * would stop at it. */
 static int substitute(const char *a, const char *b, const char *repl, sbuf *out)
