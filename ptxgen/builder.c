@@ -431,13 +431,24 @@ typedef enum operand_class {
     OC_PACKED, /* a b32/u32/s32 register: two 16-bit halves */
 } operand_class;
 
-/* `form` is the instruction as PTX writes it ("shfl.sync.bfly.b32"), `what`
- * the operand ("membermask", "A fragment 2"); `halves` the packed type. */
-static bool check_class(pg_kernel *k, const char *form, operand_class oc, pg_val v,
-                        const char *what, const char *halves)
+/* Whether v is of class oc: the builder's fast path, which names nothing. */
+static inline bool class_ok(const pg_kernel *k, operand_class oc, pg_val v)
+{
+    if (v.kind == PG_VAL_REG) {
+        pg_type rt = reg_type(k, v);
+        return rt == PG_B32 || rt == PG_U32 || rt == PG_S32;
+    }
+    return oc == OC_MASK && v.kind == PG_VAL_IMM_INT && imm_fits(PG_B32, v);
+}
+
+/* Refuse v, not of class oc. `form` is the instruction as PTX writes it
+ * ("shfl.sync.bfly.b32"), `what` the operand ("membermask", "A fragment
+ * 2"); `halves` the packed type. */
+static void class_fail(pg_kernel *k, const char *form, operand_class oc, pg_val v,
+                       const char *what, const char *halves)
 {
     if (k->err)
-        return false;
+        return;
     char want[96];
     if (oc == OC_MASK)
         snprintf(want, sizeof want, "a 32-bit integer (.b32, .u32 or .s32)");
@@ -448,31 +459,27 @@ static bool check_class(pg_kernel *k, const char *form, operand_class oc, pg_val
         pg_type rt = reg_type(k, v);
         if (rt == PG_TYPE_COUNT) {
             pg_fail(k, PG_EINVAL, "%s: %s is not a register of this kernel", form, what);
-            return false;
+            return;
         }
-        if (rt == PG_B32 || rt == PG_U32 || rt == PG_S32)
-            return true;
         char b[32];
         pg_val_format(k, v, rt, b, sizeof b);
         pg_fail(k, PG_ETYPE, "%s: %s %s is .%s, not %s", form, what, b, pg_type_name(rt), want);
-        return false;
+        return;
     }
     case PG_VAL_IMM_INT:
-        if (oc == OC_MASK && imm_fits(PG_B32, v))
-            return true;
         pg_fail(k, PG_ETYPE, "%s: %s is %s, not %s", form, what,
                 oc == OC_MASK ? "an immediate wider than 32 bits" : "an immediate", want);
-        return false;
+        return;
     case PG_VAL_IMM_F32:
     case PG_VAL_IMM_F64:
         pg_fail(k, PG_ETYPE, "%s: %s is a float immediate, not %s", form, what, want);
-        return false;
+        return;
     case PG_VAL_SHARED:
         pg_fail(k, PG_ETYPE, "%s: %s is a shared-memory address, not %s", form, what, want);
-        return false;
+        return;
     default:
         pg_fail(k, PG_EINVAL, "%s: %s is missing", form, what);
-        return false;
+        return;
     }
 }
 
@@ -1017,9 +1024,13 @@ void pg_cvt_pack(pg_kernel *k, pg_type t, pg_reg d, pg_val lo, pg_val hi)
     const char *form = t == PG_BF16 ? "cvt.rn.bf16x2.f32" : "cvt.rn.f16x2.f32";
     if (!pg_require(k, 80, 70, form))
         return;
-    if (pack_operand(k, OP_CVT_PACK, form, PG_B32, d, "destination") &&
-        check_class(k, form, OC_PACKED, d, "destination", t == PG_BF16 ? "bf16" : "f16") &&
-        pack_operand(k, OP_CVT_PACK, form, PG_F32, lo, "low half") &&
+    if (!pack_operand(k, OP_CVT_PACK, form, PG_B32, d, "destination"))
+        return;
+    if (!class_ok(k, OC_PACKED, d)) {
+        class_fail(k, form, OC_PACKED, d, "destination", t == PG_BF16 ? "bf16" : "f16");
+        return;
+    }
+    if (pack_operand(k, OP_CVT_PACK, form, PG_F32, lo, "low half") &&
         pack_operand(k, OP_CVT_PACK, form, PG_F32, hi, "high half"))
         record2(k, OP_CVT_PACK, t, d, hi, lo);
 }
@@ -1694,13 +1705,16 @@ void pg_shfl(pg_kernel *k, pg_shfl_mode m, pg_reg d, pg_reg p, pg_val a, pg_val 
         pg_fail(k, PG_EINVAL, "shfl: invalid mode %d", (int)m);
         return;
     }
-    char form[32];
-    snprintf(form, sizeof form, "shfl.sync.%s.b32", pg_shfl_name(m));
     if (!check_dst(k, OP_SHFL, PG_B32, d) || !check_src(k, OP_SHFL, PG_B32, a, "value") ||
         !check_src(k, OP_SHFL, PG_B32, b, "lane/offset") ||
-        !check_src(k, OP_SHFL, PG_B32, c, "clamp") ||
-        !check_class(k, form, OC_MASK, mask, "membermask", NULL))
+        !check_src(k, OP_SHFL, PG_B32, c, "clamp"))
         return;
+    if (!class_ok(k, OC_MASK, mask)) {
+        char form[32];
+        snprintf(form, sizeof form, "shfl.sync.%s.b32", pg_shfl_name(m));
+        class_fail(k, form, OC_MASK, mask, "membermask", NULL);
+        return;
+    }
     if (p.kind != PG_VAL_NONE && !check_dst(k, OP_SHFL, PG_PRED, p))
         return;
     instr *in = pg_push(k, OP_SHFL, PG_B32);
@@ -1726,11 +1740,14 @@ void pg_vote(pg_kernel *k, pg_vote_mode m, pg_reg d, pg_reg p, bool negate, pg_v
         return;
     }
     pg_type dt = m == PG_VOTE_BALLOT ? PG_B32 : PG_PRED;
-    char form[32];
-    snprintf(form, sizeof form, "vote.sync.%s.%s", pg_vote_name(m), pg_type_name(dt));
-    if (!check_dst(k, OP_VOTE, dt, d) || !check_src(k, OP_VOTE, PG_PRED, p, "predicate") ||
-        !check_class(k, form, OC_MASK, mask, "membermask", NULL))
+    if (!check_dst(k, OP_VOTE, dt, d) || !check_src(k, OP_VOTE, PG_PRED, p, "predicate"))
         return;
+    if (!class_ok(k, OC_MASK, mask)) {
+        char form[32];
+        snprintf(form, sizeof form, "vote.sync.%s.%s", pg_vote_name(m), pg_type_name(dt));
+        class_fail(k, form, OC_MASK, mask, "membermask", NULL);
+        return;
+    }
     instr *in = pg_push(k, OP_VOTE, dt);
     if (!in)
         return;
@@ -1741,6 +1758,17 @@ void pg_vote(pg_kernel *k, pg_vote_mode m, pg_reg d, pg_reg p, bool negate, pg_v
     in->nsrc = 2;
     in->src[0] = p;
     in->src[1] = mask;
+}
+
+/* An A or B fragment of mma.sync: a .b32 register of two packed halves. */
+static bool fragment_ok(pg_kernel *k, pg_opcode op, pg_type in_type, pg_val v, char which, int i)
+{
+    if (class_ok(k, OC_PACKED, v))
+        return true;
+    char what[24];
+    snprintf(what, sizeof what, "%c fragment %d", which, i);
+    class_fail(k, pg_op_table[op].stem, OC_PACKED, v, what, in_type == PG_BF16 ? "bf16" : "f16");
+    return false;
 }
 
 void pg_mma_m16n8k16_f32(pg_kernel *k, pg_type in_type, const pg_reg *d, const pg_reg *a,
@@ -1760,20 +1788,13 @@ void pg_mma_m16n8k16_f32(pg_kernel *k, pg_type in_type, const pg_reg *d, const p
         pg_fail(k, PG_EINVAL, "mma: NULL operand array");
         return;
     }
-    const char *form = pg_op_table[op].stem, *halves = in_type == PG_BF16 ? "bf16" : "f16";
-    char what[24];
-    for (int i = 0; i < 4; i++) {
-        snprintf(what, sizeof what, "A fragment %d", i);
-        if (!check_dst(k, op, PG_F32, d[i]) ||
-            !check_class(k, form, OC_PACKED, a[i], what, halves) ||
+    for (int i = 0; i < 4; i++)
+        if (!check_dst(k, op, PG_F32, d[i]) || !fragment_ok(k, op, in_type, a[i], 'A', i) ||
             !check_src(k, op, PG_F32, c[i], "c fragment"))
             return;
-    }
-    for (int i = 0; i < 2; i++) {
-        snprintf(what, sizeof what, "B fragment %d", i);
-        if (!check_class(k, form, OC_PACKED, b[i], what, halves))
+    for (int i = 0; i < 2; i++)
+        if (!fragment_ok(k, op, in_type, b[i], 'B', i))
             return;
-    }
     instr *in = pg_push(k, op, PG_F32);
     if (!in)
         return;
