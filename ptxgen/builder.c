@@ -222,6 +222,7 @@ void pg_kernel_set_maxntid(pg_kernel *k, uint32_t x, uint32_t y, uint32_t z)
     k->maxntid[0] = x;
     k->maxntid[1] = y;
     k->maxntid[2] = z;
+    (void)pg_maxnreg_entry_ok(k, "pg_kernel_set_maxntid");
 }
 
 bool pg_require(pg_kernel *k, unsigned sm, unsigned isa, const char *what)
@@ -413,6 +414,73 @@ static bool check_dst(pg_kernel *k, pg_opcode op, pg_type t, pg_val d)
         return false;
     }
     return check_src(k, op, t, d, "destination");
+}
+
+/* ---------------------------------------------------------------- operand classes */
+
+/* Some operands have a class of their own, narrower than the instruction
+ * type. PTX lets any register of an operand's width stand for a .bN
+ * operand, but a membermask is a 32-bit integer (shfl.sync, vote.sync),
+ * and an mma.sync A or B fragment, like the destination of
+ * cvt.rn.{f16x2,bf16x2}.f32, is a .b32 register holding two packed
+ * halves: ptxas refuses an .f32 register in either place ("Arguments
+ * mismatch"). Registers of the builder's b32, u32 and s32 types are the
+ * ones it declares .b32. */
+typedef enum operand_class {
+    OC_MASK,   /* a b32/u32/s32 register, or an integer immediate of 32 bits */
+    OC_PACKED, /* a b32/u32/s32 register: two 16-bit halves */
+} operand_class;
+
+/* Whether v is of class oc: the builder's fast path, which names nothing. */
+static inline bool class_ok(const pg_kernel *k, operand_class oc, pg_val v)
+{
+    if (v.kind == PG_VAL_REG) {
+        pg_type rt = reg_type(k, v);
+        return rt == PG_B32 || rt == PG_U32 || rt == PG_S32;
+    }
+    return oc == OC_MASK && v.kind == PG_VAL_IMM_INT && imm_fits(PG_B32, v);
+}
+
+/* Refuse v, not of class oc. `form` is the instruction as PTX writes it
+ * ("shfl.sync.bfly.b32"), `what` the operand ("membermask", "A fragment
+ * 2"); `halves` the packed type. */
+static void class_fail(pg_kernel *k, const char *form, operand_class oc, pg_val v,
+                       const char *what, const char *halves)
+{
+    if (k->err)
+        return;
+    char want[96];
+    if (oc == OC_MASK)
+        snprintf(want, sizeof want, "a 32-bit integer (.b32, .u32 or .s32)");
+    else
+        snprintf(want, sizeof want, "a .b32 register of two %s (.b32, .u32 or .s32)", halves);
+    switch (v.kind) {
+    case PG_VAL_REG: {
+        pg_type rt = reg_type(k, v);
+        if (rt == PG_TYPE_COUNT) {
+            pg_fail(k, PG_EINVAL, "%s: %s is not a register of this kernel", form, what);
+            return;
+        }
+        char b[32];
+        pg_val_format(k, v, rt, b, sizeof b);
+        pg_fail(k, PG_ETYPE, "%s: %s %s is .%s, not %s", form, what, b, pg_type_name(rt), want);
+        return;
+    }
+    case PG_VAL_IMM_INT:
+        pg_fail(k, PG_ETYPE, "%s: %s is %s, not %s", form, what,
+                oc == OC_MASK ? "an immediate wider than 32 bits" : "an immediate", want);
+        return;
+    case PG_VAL_IMM_F32:
+    case PG_VAL_IMM_F64:
+        pg_fail(k, PG_ETYPE, "%s: %s is a float immediate, not %s", form, what, want);
+        return;
+    case PG_VAL_SHARED:
+        pg_fail(k, PG_ETYPE, "%s: %s is a shared-memory address, not %s", form, what, want);
+        return;
+    default:
+        pg_fail(k, PG_EINVAL, "%s: %s is missing", form, what);
+        return;
+    }
 }
 
 /* The instruction type against the op table's classes and the target. */
@@ -909,7 +977,7 @@ static bool pack_operand(pg_kernel *k, pg_opcode op, const char *form, pg_type w
                 pg_type_name(want));
         return false;
     }
-    if (v.kind == PG_VAL_NONE && !strcmp(what, "destination")) {
+    if (v.kind != PG_VAL_REG && !strcmp(what, "destination")) {
         pg_fail(k, PG_EINVAL, "%s: the destination must be a register", form);
         return false;
     }
@@ -956,8 +1024,13 @@ void pg_cvt_pack(pg_kernel *k, pg_type t, pg_reg d, pg_val lo, pg_val hi)
     const char *form = t == PG_BF16 ? "cvt.rn.bf16x2.f32" : "cvt.rn.f16x2.f32";
     if (!pg_require(k, 80, 70, form))
         return;
-    if (pack_operand(k, OP_CVT_PACK, form, PG_B32, d, "destination") &&
-        pack_operand(k, OP_CVT_PACK, form, PG_F32, lo, "low half") &&
+    if (!pack_operand(k, OP_CVT_PACK, form, PG_B32, d, "destination"))
+        return;
+    if (!class_ok(k, OC_PACKED, d)) {
+        class_fail(k, form, OC_PACKED, d, "destination", t == PG_BF16 ? "bf16" : "f16");
+        return;
+    }
+    if (pack_operand(k, OP_CVT_PACK, form, PG_F32, lo, "low half") &&
         pack_operand(k, OP_CVT_PACK, form, PG_F32, hi, "high half"))
         record2(k, OP_CVT_PACK, t, d, hi, lo);
 }
@@ -1298,6 +1371,36 @@ static bool mem_reg_fits(pg_type t, pg_type rt)
     return reg_fits(t, rt);
 }
 
+/* The registers of a vector are of one width. Only an 8-bit vector can
+ * break that (its elements may be 16- or 32-bit registers, which ld and st
+ * take for bytes), and ptxas refuses {%rs1, %r1} ("Incompatible elements
+ * of vector expression"). Immediates of a st take any width. */
+static bool check_vec_width(pg_kernel *k, pg_opcode op, pg_space s, pg_type t, unsigned width,
+                            const pg_val *v)
+{
+    int first = -1;
+    for (unsigned i = 0; i < width; i++) {
+        if (v[i].kind != PG_VAL_REG)
+            continue;
+        if (first < 0) {
+            first = (int)i;
+            continue;
+        }
+        pg_type ft = reg_type(k, v[first]), rt = reg_type(k, v[i]);
+        if (pg_type_bits(rt) != pg_type_bits(ft)) {
+            char bf[32], bi[32];
+            pg_val_format(k, v[first], ft, bf, sizeof bf);
+            pg_val_format(k, v[i], rt, bi, sizeof bi);
+            pg_fail(k, PG_ETYPE, "%s.%s.v%u.%s: element %u %s is .%s and element %d %s is .%s: "
+                    "the registers of a vector are all of one width", opname(op),
+                    pg_space_name(s), width, pg_type_name(t), i, bi, pg_type_name(rt), first, bf,
+                    pg_type_name(ft));
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool check_mem_val(pg_kernel *k, pg_opcode op, pg_type t, pg_val v, bool is_dst)
 {
     if (k->err)
@@ -1373,6 +1476,8 @@ void pg_ld_v(pg_kernel *k, pg_space s, pg_type t, unsigned width, pg_val addr, i
     for (unsigned i = 0; i < width; i++)
         if (!check_mem_val(k, OP_LD, t, d[i], true))
             return;
+    if (!check_vec_width(k, OP_LD, s, t, width, d))
+        return;
     instr *in = pg_push(k, OP_LD, t);
     if (!in)
         return;
@@ -1434,6 +1539,8 @@ void pg_st_v(pg_kernel *k, pg_space s, pg_type t, unsigned width, pg_val addr, i
     for (unsigned i = 0; i < width; i++)
         if (!check_mem_val(k, OP_ST, t, v[i], false))
             return;
+    if (!check_vec_width(k, OP_ST, s, t, width, v))
+        return;
     instr *in = pg_push(k, OP_ST, t);
     if (!in)
         return;
@@ -1600,8 +1707,14 @@ void pg_shfl(pg_kernel *k, pg_shfl_mode m, pg_reg d, pg_reg p, pg_val a, pg_val 
     }
     if (!check_dst(k, OP_SHFL, PG_B32, d) || !check_src(k, OP_SHFL, PG_B32, a, "value") ||
         !check_src(k, OP_SHFL, PG_B32, b, "lane/offset") ||
-        !check_src(k, OP_SHFL, PG_B32, c, "clamp") || !check_src(k, OP_SHFL, PG_B32, mask, "mask"))
+        !check_src(k, OP_SHFL, PG_B32, c, "clamp"))
         return;
+    if (!class_ok(k, OC_MASK, mask)) {
+        char form[32];
+        snprintf(form, sizeof form, "shfl.sync.%s.b32", pg_shfl_name(m));
+        class_fail(k, form, OC_MASK, mask, "membermask", NULL);
+        return;
+    }
     if (p.kind != PG_VAL_NONE && !check_dst(k, OP_SHFL, PG_PRED, p))
         return;
     instr *in = pg_push(k, OP_SHFL, PG_B32);
@@ -1627,9 +1740,14 @@ void pg_vote(pg_kernel *k, pg_vote_mode m, pg_reg d, pg_reg p, bool negate, pg_v
         return;
     }
     pg_type dt = m == PG_VOTE_BALLOT ? PG_B32 : PG_PRED;
-    if (!check_dst(k, OP_VOTE, dt, d) || !check_src(k, OP_VOTE, PG_PRED, p, "predicate") ||
-        !check_src(k, OP_VOTE, PG_B32, mask, "mask"))
+    if (!check_dst(k, OP_VOTE, dt, d) || !check_src(k, OP_VOTE, PG_PRED, p, "predicate"))
         return;
+    if (!class_ok(k, OC_MASK, mask)) {
+        char form[32];
+        snprintf(form, sizeof form, "vote.sync.%s.%s", pg_vote_name(m), pg_type_name(dt));
+        class_fail(k, form, OC_MASK, mask, "membermask", NULL);
+        return;
+    }
     instr *in = pg_push(k, OP_VOTE, dt);
     if (!in)
         return;
@@ -1640,6 +1758,17 @@ void pg_vote(pg_kernel *k, pg_vote_mode m, pg_reg d, pg_reg p, bool negate, pg_v
     in->nsrc = 2;
     in->src[0] = p;
     in->src[1] = mask;
+}
+
+/* An A or B fragment of mma.sync: a .b32 register of two packed halves. */
+static bool fragment_ok(pg_kernel *k, pg_opcode op, pg_type in_type, pg_val v, char which, int i)
+{
+    if (class_ok(k, OC_PACKED, v))
+        return true;
+    char what[24];
+    snprintf(what, sizeof what, "%c fragment %d", which, i);
+    class_fail(k, pg_op_table[op].stem, OC_PACKED, v, what, in_type == PG_BF16 ? "bf16" : "f16");
+    return false;
 }
 
 void pg_mma_m16n8k16_f32(pg_kernel *k, pg_type in_type, const pg_reg *d, const pg_reg *a,
@@ -1660,11 +1789,11 @@ void pg_mma_m16n8k16_f32(pg_kernel *k, pg_type in_type, const pg_reg *d, const p
         return;
     }
     for (int i = 0; i < 4; i++)
-        if (!check_dst(k, op, PG_F32, d[i]) || !check_src(k, op, PG_B32, a[i], "a fragment") ||
+        if (!check_dst(k, op, PG_F32, d[i]) || !fragment_ok(k, op, in_type, a[i], 'A', i) ||
             !check_src(k, op, PG_F32, c[i], "c fragment"))
             return;
     for (int i = 0; i < 2; i++)
-        if (!check_src(k, op, PG_B32, b[i], "b fragment"))
+        if (!fragment_ok(k, op, in_type, b[i], 'B', i))
             return;
     instr *in = pg_push(k, op, PG_F32);
     if (!in)

@@ -318,6 +318,21 @@ const char *pg_atom_name(pg_atom_op op)
     return (unsigned)op < PG_ATOM_COUNT ? atom_names[op] : "?";
 }
 
+const char *pg_shfl_name(pg_shfl_mode m)
+{
+    return (unsigned)m <= PG_SHFL_IDX ? shfl_names[m] : "?";
+}
+
+const char *pg_vote_name(pg_vote_mode m)
+{
+    return (unsigned)m <= PG_VOTE_BALLOT ? vote_names[m] : "?";
+}
+
+const char *pg_space_name(pg_space s)
+{
+    return (unsigned)s <= PG_SPACE_PARAM ? space_names[s] : "?";
+}
+
 /* The type PTX wants for bitwise ops and moves of a given type. */
 static pg_type bit_type_of(pg_type t)
 {

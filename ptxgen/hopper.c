@@ -123,6 +123,7 @@ void pg_kernel_set_minnctapersm(pg_kernel *k, uint32_t n)
         return;
     }
     k->minnctapersm = n;
+    (void)pg_maxnreg_entry_ok(k, "pg_kernel_set_minnctapersm");
 }
 
 pg_param pg_param_tensor_map(pg_kernel *k, const char *name)
@@ -321,6 +322,57 @@ void pg_cp_async_bulk_wait(pg_kernel *k, uint32_t n)
 
 /* ---------------------------------------------------------------- registers, stmatrix, elect */
 
+/*
+ * ptxas holds every setmaxnreg.dec of a kernel to "the largest temporal
+ * register count in the program" (C7406, fatal): the largest count any
+ * setmaxnreg.inc asks for, wherever it is (before or after the .dec, on
+ * another path); with no .inc, the count a thread has at entry when
+ * .maxntid and .minnctapersm let ptxas know it; else nothing (setmaxnreg
+ * is then ignored, C7508). A .dec above it is refused whichever of the
+ * calls that decide it comes last: the .dec, an .inc (the first one can
+ * lower the limit below the entry count), .maxntid or .minnctapersm.
+ */
+
+/* The registers a thread has at entry, as ptxas 13.0 counts them for
+ * setmaxnreg on sm_90a, sm_100a and sm_120a: the block's warps times
+ * .minnctapersm share the SM's four partitions of 16,384 registers,
+ * rounded down to a multiple of 8 and at most 256. A .minnctapersm the SM
+ * cannot hold (more than 64 warps or 32 blocks, on sm_120a 48 and 24)
+ * counts as 1, as ptxas takes it (with a warning). 0 when ptxas cannot
+ * tell: no .maxntid or no .minnctapersm. */
+static unsigned entry_regs(const pg_kernel *k)
+{
+    if (!k->maxntid[0] || !k->minnctapersm)
+        return 0;
+    uint64_t threads = (uint64_t)k->maxntid[0] * k->maxntid[1] * k->maxntid[2];
+    uint64_t warps = (threads + 31) / 32, ctas = k->minnctapersm;
+    unsigned max_warps = k->sm >= 120 ? 48 : 64, max_ctas = k->sm >= 120 ? 24 : 32;
+    if (ctas > max_ctas || warps * ctas > max_warps)
+        ctas = 1;
+    warps *= ctas;
+    uint64_t regs = 16384 / ((warps + 3) / 4 * 32) / 8 * 8;
+    return regs > 256 ? 256 : (unsigned)regs;
+}
+
+/* The most a setmaxnreg.dec may ask for; 0 for no limit. */
+static unsigned maxnreg_limit(const pg_kernel *k)
+{
+    return k->maxnreg_inc ? k->maxnreg_inc : entry_regs(k);
+}
+
+bool pg_maxnreg_entry_ok(pg_kernel *k, const char *what)
+{
+    unsigned e = entry_regs(k);
+    if (k->err || k->maxnreg_inc || !k->maxnreg_dec || !e || k->maxnreg_dec <= e)
+        return !k->err;
+    pg_fail(k, PG_ERANGE, "%s: .maxntid %u, %u, %u and .minnctapersm %u leave a thread %u "
+            "registers at entry, fewer than setmaxnreg.dec.sync.aligned.u32 %u (instruction %u) "
+            "asks for; ptxas refuses a .dec above the registers a thread can have (C7406)", what,
+            k->maxntid[0], k->maxntid[1], k->maxntid[2], k->minnctapersm, e, k->maxnreg_dec,
+            k->maxnreg_dec_at);
+    return false;
+}
+
 void pg_setmaxnreg(pg_kernel *k, bool inc, uint32_t n)
 {
     if (!begin(k, OP_SETMAXNREG))
@@ -330,11 +382,38 @@ void pg_setmaxnreg(pg_kernel *k, bool inc, uint32_t n)
                 inc ? "inc" : "dec", n);
         return;
     }
+    unsigned limit = maxnreg_limit(k);
+    if (!inc && limit && n > limit) {
+        if (k->maxnreg_inc)
+            pg_fail(k, PG_ERANGE, "setmaxnreg.dec.sync.aligned.u32 %u: more than the %u registers "
+                    "of the kernel's largest setmaxnreg.inc; ptxas refuses a .dec above the "
+                    "registers a thread can have (C7406)", n, limit);
+        else
+            pg_fail(k, PG_ERANGE, "setmaxnreg.dec.sync.aligned.u32 %u: more than the %u registers "
+                    "a thread has at entry (.maxntid %u, %u, %u and .minnctapersm %u); ptxas "
+                    "refuses a .dec above the registers a thread can have (C7406)", n, limit,
+                    k->maxntid[0], k->maxntid[1], k->maxntid[2], k->minnctapersm);
+        return;
+    }
+    unsigned top = k->maxnreg_inc > n ? k->maxnreg_inc : n;
+    if (inc && k->maxnreg_dec > top) {
+        pg_fail(k, PG_ERANGE, "setmaxnreg.inc.sync.aligned.u32 %u: the kernel's "
+                "setmaxnreg.dec.sync.aligned.u32 %u (instruction %u) asks for more, and with an "
+                ".inc ptxas holds every .dec to the largest count an .inc asks for (C7406)", n,
+                k->maxnreg_dec, k->maxnreg_dec_at);
+        return;
+    }
     instr *in = push(k, OP_SETMAXNREG, PG_U32);
     if (!in)
         return;
     in->imm = n;
     in->mod2 = inc;
+    if (inc) {
+        k->maxnreg_inc = top;
+    } else if (n > k->maxnreg_dec) {
+        k->maxnreg_dec = n;
+        k->maxnreg_dec_at = k->nins - 1;
+    }
 }
 
 void pg_stmatrix(pg_kernel *k, unsigned num, bool trans, pg_val saddr, int64_t off,

@@ -273,6 +273,9 @@ struct pg_kernel {
     size_t text_len;
     uint32_t maxntid[3];
     uint32_t minnctapersm; /* 0: no directive */
+    /* setmaxnreg (hopper.c): the largest count an .inc asks for and the
+     * largest a .dec does (0: none), and that .dec's instruction */
+    uint32_t maxnreg_inc, maxnreg_dec, maxnreg_dec_at;
 
     reg_info *regs; /* index 0 unused */
     uint32_t nregs, cap_regs;
@@ -308,6 +311,11 @@ int pg_fail(pg_kernel *k, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* After .maxntid or .minnctapersm changed: false (and the kernel failed,
+ * `what` naming the call) when a setmaxnreg.dec now asks for more
+ * registers than ptxas lets it (hopper.c). */
+bool pg_maxnreg_entry_ok(pg_kernel *k, const char *what);
 
 /* Whether a label / shared address is one of this kernel's. */
 bool pg_label_ok(const pg_kernel *k, pg_label l);
@@ -371,5 +379,10 @@ void pg_label_format(pg_sbuf *b, const pg_kernel *k, uint32_t id);
 const char *pg_data_type_name(pg_type t);
 /* "add", "cas", ...; "?" if invalid. */
 const char *pg_atom_name(pg_atom_op op);
+/* "bfly", "ballot", "global": the modifiers of shfl, vote, ld/st; "?" if
+ * invalid. */
+const char *pg_shfl_name(pg_shfl_mode m);
+const char *pg_vote_name(pg_vote_mode m);
+const char *pg_space_name(pg_space s);
 
 #endif /* PTXGEN_INTERNAL_H */

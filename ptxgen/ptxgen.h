@@ -407,7 +407,9 @@ PG_API pg_reg pgv_cvt(pg_kernel *k, pg_type dt, pg_type st, pg_rnd r, pg_val a);
  * pg_cvt_pack: two f32 values rounded to nearest into one b32 register of
  * two halves, t PG_BF16 (cvt.rn.bf16x2.f32) or PG_F16 (cvt.rn.f16x2.f32),
  * sm_80 and PTX 7.0 or newer; the operands are written hi first, as PTX
- * has them, and lo again lands in the low bits. */
+ * has them, and lo again lands in the low bits. Its destination is a b32,
+ * u32 or s32 register (not f32). Both take a register as the destination,
+ * never an immediate. */
 PG_API void pg_pack(pg_kernel *k, pg_type t, pg_reg d, pg_val lo, pg_val hi);
 PG_API pg_reg pgv_pack(pg_kernel *k, pg_type t, pg_val lo, pg_val hi);
 PG_API void pg_cvt_pack(pg_kernel *k, pg_type t, pg_reg d, pg_val lo, pg_val hi);
@@ -420,7 +422,8 @@ typedef enum pg_space { PG_SPACE_GLOBAL, PG_SPACE_SHARED, PG_SPACE_PARAM } pg_sp
 /* ld.space[.vN].t {d...}, [addr+offset]. `addr` is a u64/b64 register
  * (global), a u32/b32 or 64-bit register or a shared symbol (shared).
  * `width` is 1, 2 or 4; d points to `width` registers. 8-bit loads go to
- * 16- or 32-bit registers. */
+ * 16- or 32-bit registers, all of one width in a vector (so do the
+ * registers an 8-bit pg_st_v stores). */
 PG_API void pg_ld(pg_kernel *k, pg_space s, pg_type t, pg_val addr, int64_t offset, pg_reg d);
 PG_API void pg_ld_v(pg_kernel *k, pg_space s, pg_type t, unsigned width, pg_val addr,
                     int64_t offset, const pg_reg *d);
@@ -459,18 +462,22 @@ PG_API void pg_atom(pg_kernel *k, pg_space s, pg_atom_op op, pg_type t, pg_reg d
 
 typedef enum pg_shfl_mode { PG_SHFL_UP, PG_SHFL_DOWN, PG_SHFL_BFLY, PG_SHFL_IDX } pg_shfl_mode;
 /* shfl.sync.mode.b32 d[|p], a, b, c, mask. `p` may be pg_none(). `a`/`d` are
- * 32-bit registers (any 32-bit type). */
+ * 32-bit registers (any 32-bit type); `mask` (the membermask) is a 32-bit
+ * integer: a b32/u32/s32 register or an immediate, never an f32 register. */
 PG_API void pg_shfl(pg_kernel *k, pg_shfl_mode m, pg_reg d, pg_reg p, pg_val a, pg_val b,
                     pg_val c, pg_val mask);
 
 typedef enum pg_vote_mode { PG_VOTE_ALL, PG_VOTE_ANY, PG_VOTE_UNI, PG_VOTE_BALLOT } pg_vote_mode;
-/* vote.sync.mode.{pred,b32} d, {!}p, mask. Ballot writes a b32/u32 register. */
+/* vote.sync.mode.{pred,b32} d, {!}p, mask. Ballot writes a b32/u32 register.
+ * `mask` as for pg_shfl. */
 PG_API void pg_vote(pg_kernel *k, pg_vote_mode m, pg_reg d, pg_reg p, bool negate, pg_val mask);
 
 /* ---------------------------------------------------------------- tensor cores */
 
 /* mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (sm_80+):
- * d[4] f32, a[4] b32 (f16x2), b[2] b32 (f16x2), c[4] f32. */
+ * d[4] f32, a[4] b32 (f16x2), b[2] b32 (f16x2), c[4] f32. The fragments of
+ * a and b are registers of type b32, u32 or s32 (two packed halves): not
+ * f32, not immediates. */
 PG_API void pg_mma_m16n8k16_f16_f32(pg_kernel *k, const pg_reg *d, const pg_reg *a,
                                     const pg_reg *b, const pg_reg *c);
 /* The same for inputs of type in_type: PG_F16, or PG_BF16

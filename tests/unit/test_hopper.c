@@ -235,6 +235,108 @@ static void bad_operands(void)
     }
 }
 
+/* setmaxnreg.dec against the largest count a thread can have, as ptxas
+ * holds it (C7406): the largest .inc, or with none the count at entry. */
+static pg_kernel *maxnreg_kernel_for(pg_target t, uint32_t threads, uint32_t ctas)
+{
+    pg_kernel *k = mk("smr", t);
+    if (k && threads)
+        pg_kernel_set_maxntid(k, threads, 1, 1);
+    if (k && ctas)
+        pg_kernel_set_minnctapersm(k, ctas);
+    return k;
+}
+
+static pg_kernel *maxnreg_kernel(uint32_t threads, uint32_t ctas)
+{
+    return maxnreg_kernel_for(PG_SM_90A, threads, ctas);
+}
+
+static void maxnreg_counts(void)
+{
+    static const struct { int form; const char *want; } bad[] = {
+        {0, "smr: setmaxnreg.dec.sync.aligned.u32 96: more than the 72 registers of the "
+            "kernel's largest setmaxnreg.inc; ptxas refuses a .dec above the registers a thread "
+            "can have (C7406)"},
+        {1, "smr: setmaxnreg.inc.sync.aligned.u32 72: the kernel's setmaxnreg.dec.sync.aligned."
+            "u32 96 (instruction 0) asks for more, and with an .inc ptxas holds every .dec to "
+            "the largest count an .inc asks for (C7406)"},
+        {2, "smr: setmaxnreg.dec.sync.aligned.u32 176: more than the 168 registers a thread has "
+            "at entry (.maxntid 384, 1, 1 and .minnctapersm 1); ptxas refuses a .dec above the "
+            "registers a thread can have (C7406)"},
+        {3, "smr: pg_kernel_set_minnctapersm: .maxntid 384, 1, 1 and .minnctapersm 1 leave a "
+            "thread 168 registers at entry, fewer than setmaxnreg.dec.sync.aligned.u32 232 "
+            "(instruction 0) asks for; ptxas refuses a .dec above the registers a thread can "
+            "have (C7406)"},
+        {4, "smr: pg_kernel_set_maxntid: .maxntid 96, 1, 1 and .minnctapersm 3 leave a thread "
+            "168 registers at entry, fewer than setmaxnreg.dec.sync.aligned.u32 224 (instruction "
+            "1) asks for; ptxas refuses a .dec above the registers a thread can have (C7406)"},
+        {5, "smr: setmaxnreg.dec.sync.aligned.u32 40: more than the 32 registers a thread has at "
+            "entry (.maxntid 100, 1, 1 and .minnctapersm 16); ptxas refuses a .dec above the "
+            "registers a thread can have (C7406)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pg_kernel *k = NULL;
+        switch (bad[i].form) {
+        case 0:
+            k = maxnreg_kernel(0, 0);
+            pg_setmaxnreg(k, true, 72);
+            pg_setmaxnreg(k, false, 96);
+            break;
+        case 1:
+            k = maxnreg_kernel(0, 0);
+            pg_setmaxnreg(k, false, 96);
+            pg_setmaxnreg(k, true, 72);
+            break;
+        case 2:
+            k = maxnreg_kernel(384, 1);
+            pg_setmaxnreg(k, false, 176);
+            break;
+        case 3:
+            k = maxnreg_kernel(0, 0);
+            pg_setmaxnreg(k, false, 232);
+            pg_kernel_set_maxntid(k, 384, 1, 1);
+            pg_kernel_set_minnctapersm(k, 1);
+            break;
+        case 4:
+            k = maxnreg_kernel(0, 3);
+            pg_setmaxnreg(k, false, 96);
+            pg_setmaxnreg(k, false, 224);
+            pg_kernel_set_maxntid(k, 96, 1, 1);
+            break;
+        default:
+            k = maxnreg_kernel(100, 16);
+            pg_setmaxnreg(k, false, 40);
+            break;
+        }
+        REQUIRE(k != NULL);
+        REQUIRE_INT_EQ(pg_kernel_error(k), PG_ERANGE);
+        REQUIRE_STR_EQ(pg_kernel_message(k), bad[i].want);
+        pg_kernel_destroy(&k);
+    }
+    /* accepted: up to the entry count; below the largest .inc, before or
+     * after it; any count where ptxas cannot tell (no .minnctapersm, or
+     * more warps or blocks than an SM holds: it ignores .minnctapersm) */
+    static const struct { uint32_t threads, ctas, inc, dec; } ok[] = {
+        {384, 1, 0, 168}, {384, 1, 232, 40}, {384, 1, 240, 232}, {96, 3, 0, 168},
+        {32, 5, 0, 256},  {1024, 2, 0, 32},  {0, 0, 0, 256},     {256, 0, 0, 256},
+        {128, 17, 0, 256}, {32, 33, 0, 256}, {128, 1, 72, 72},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        pg_kernel *k = maxnreg_kernel(ok[i].threads, ok[i].ctas);
+        if (i % 2)
+            pg_setmaxnreg(k, false, ok[i].dec);
+        if (ok[i].inc)
+            pg_setmaxnreg(k, true, ok[i].inc);
+        if (i % 2 == 0)
+            pg_setmaxnreg(k, false, ok[i].dec);
+        if (pg_kernel_error(k))
+            fprintf(stderr, "case %zu: %s\n", i, pg_kernel_message(k));
+        REQUIRE_INT_EQ(pg_kernel_error(k), 0);
+        pg_kernel_destroy(&k);
+    }
+}
+
 /*
  * A warp-specialized skeleton: warpgroup 0 (tid.x >> 7 == 0) produces, one
  * elected thread of it issuing the copy; the others consume and meet at a
@@ -442,8 +544,92 @@ static char *showcase(pg_target t)
     return copy;
 }
 
+/* Write text to DIR/NAME and assemble it for arch (warnings as errors if
+ * `werror`): the ptxas command's status. `quiet`: what ptxas says goes
+ * nowhere. */
+static int assemble(const char *ptxas, const char *dir, const char *name, const char *text,
+                    const char *arch, bool werror, bool quiet)
+{
+    char path[4096], cmd[8400];
+    snprintf(path, sizeof path, "%s/%s.ptx", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) == EOF || fclose(f) != 0) {
+        fprintf(stderr, "cannot write %s\n", path);
+        return -1;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' -arch=%s%s -o /dev/null '%s'%s", ptxas, arch,
+             werror ? " --warning-as-error" : "", path, quiet ? " >/dev/null 2>&1" : "");
+    return system(cmd);
+}
+
+/* The setmaxnreg.dec counts the builder takes, against ptxas: for each
+ * target that has setmaxnreg and each block shape, the largest .dec it
+ * takes must assemble and (below 256) the next one must not. */
+static int maxnreg_ptxas(const char *ptxas, const char *dir)
+{
+    /* the last three are more than any SM holds, the three before them
+     * more than an sm_120a one: ptxas takes .minnctapersm as 1 and warns */
+    static const uint32_t shape[][2] = {{384, 1},  {96, 3},   {32, 5},   {640, 1}, {1000, 1},
+                                        {256, 2},  {32, 24},  {128, 12}, {128, 16}, {1024, 2},
+                                        {100, 16}, {32, 32},  {128, 17}, {1024, 3}, {32, 33}};
+    static const pg_target ts[] = {PG_SM_90A, PG_SM_100A, PG_SM_120A};
+    int bad = 0;
+    for (size_t j = 0; j < sizeof ts * sizeof shape / sizeof ts[0] / sizeof shape[0]; j++) {
+        pg_target t = ts[j / (sizeof shape / sizeof shape[0])];
+        size_t i = j % (sizeof shape / sizeof shape[0]);
+        const char *arch = pg_target_name(t);
+        uint32_t top = 0;
+        char *text = NULL;
+        for (uint32_t n = 256; n >= 24 && !top; n -= 8) {
+            pg_kernel *k = maxnreg_kernel_for(t, shape[i][0], shape[i][1]);
+            pg_setmaxnreg(k, false, n);
+            const char *ptx = NULL;
+            if (emit(k, &ptx) == 0) {
+                top = n;
+                text = strdup(ptx);
+            }
+            pg_kernel_destroy(&k);
+        }
+        char name[64], *at = text ? strstr(text, "setmaxnreg.dec.sync.aligned.u32 ") : NULL;
+        if (!at) {
+            fprintf(stderr, "%s, maxntid %u, minnctapersm %u: no setmaxnreg.dec taken\n", arch,
+                    shape[i][0], shape[i][1]);
+            free(text);
+            bad++;
+            continue;
+        }
+        snprintf(name, sizeof name, "maxnreg_%s_%u_%u", arch, shape[i][0], shape[i][1]);
+        /* a block shape the SM cannot hold draws ptxas's warning */
+        bool b120 = t == PG_SM_120A;
+        bool holds = (shape[i][0] + 31) / 32 * shape[i][1] <= (b120 ? 48u : 64u) &&
+                     shape[i][1] <= (b120 ? 24u : 32u);
+        int took = assemble(ptxas, dir, name, text, arch, holds, false);
+        int refused = 0;
+        if (top < 256) { /* the same text asking for 8 more */
+            const char *rest = at + strcspn(at, ";");
+            size_t len = strlen(text) + 8;
+            char *more = malloc(len);
+            if (more) {
+                snprintf(more, len, "%.*ssetmaxnreg.dec.sync.aligned.u32 %u%s",
+                         (int)(at - text), text, top + 8, rest);
+                strcat(name, "_more");
+                refused = assemble(ptxas, dir, name, more, arch, holds, true) != 0;
+                free(more);
+            }
+        }
+        fprintf(stderr, "%s, maxntid %u, minnctapersm %u: the builder takes setmaxnreg.dec up to "
+                "%u; ptxas %s it%s\n", arch, shape[i][0], shape[i][1], top,
+                took ? "REFUSES" : "takes",
+                top == 256 ? "" : refused == 1 ? " and refuses 8 more" : " but also takes 8 more");
+        bad += took != 0 || (top < 256 && refused != 1);
+        free(text);
+    }
+    return bad;
+}
+
 /* test_hopper --ptxas PTXAS DIR: assemble the showcase for sm_80, sm_90
- * and sm_90a, warnings as errors. */
+ * and sm_90a, warnings as errors, and hold the builder's setmaxnreg.dec
+ * limits to ptxas's. */
 static int ptxas_check(const char *ptxas, const char *dir)
 {
     static const pg_target ts[] = {PG_SM_80, PG_SM_90, PG_SM_90A};
@@ -465,6 +651,7 @@ static int ptxas_check(const char *ptxas, const char *dir)
         bad += rc != 0;
         free(ptx);
     }
+    bad += maxnreg_ptxas(ptxas, dir);
     return bad ? 1 : 0;
 }
 
@@ -476,6 +663,7 @@ int main(int argc, char **argv)
     param_and_header();
     target_rules();
     bad_operands();
+    maxnreg_counts();
     validator();
     TEST_DONE();
 }

@@ -67,9 +67,119 @@ static void pack_forms(void)
     }
 }
 
+/* Operands whose class PTX fixes beyond the instruction type: a
+ * membermask is a 32-bit integer, an mma.sync fragment and a two-half cvt's
+ * destination a .b32 register of packed halves, an 8-bit vector's
+ * registers of one width. ptxas refuses each refused form below; each
+ * accepted one assembles (tests/ptxas: ptxas-matrix). */
+static void operand_classes(void)
+{
+    static const struct { int form; pg_target t; const char *want; } bad[] = {
+        {0, PG_SM_90, "cls: shfl.sync.bfly.b32: membermask %f1 is .f32, not a 32-bit integer "
+                      "(.b32, .u32 or .s32)"},
+        {1, PG_SM_90, "cls: vote.sync.ballot.b32: membermask %f1 is .f32, not a 32-bit integer "
+                      "(.b32, .u32 or .s32)"},
+        {2, PG_SM_90, "cls: vote.sync.any.pred: membermask %rd1 is .u64, not a 32-bit integer "
+                      "(.b32, .u32 or .s32)"},
+        {3, PG_SM_90, "cls: shfl.sync.idx.b32: membermask is a float immediate, not a 32-bit "
+                      "integer (.b32, .u32 or .s32)"},
+        {4, PG_SM_80, "cls: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32: A fragment 0 %f1 "
+                      "is .f32, not a .b32 register of two f16 (.b32, .u32 or .s32)"},
+        {5, PG_SM_80, "cls: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: B fragment 1 "
+                      "%f1 is .f32, not a .b32 register of two bf16 (.b32, .u32 or .s32)"},
+        {6, PG_SM_80, "cls: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32: A fragment 0 is "
+                      "an immediate, not a .b32 register of two f16 (.b32, .u32 or .s32)"},
+        {7, PG_SM_90, "cls: ld.global.v4.u8: element 1 %r1 is .u32 and element 0 %rs1 is .u16: "
+                      "the registers of a vector are all of one width"},
+        {8, PG_SM_90, "cls: st.shared.v2.s8: element 1 %rs1 is .u16 and element 0 %r1 is .u32: "
+                      "the registers of a vector are all of one width"},
+        {9, PG_SM_90, "cls: mov.b32: the destination must be a register"},
+        {10, PG_SM_80, "cls: cvt.rn.bf16x2.f32: destination %f1 is .f32, not a .b32 register of "
+                       "two bf16 (.b32, .u32 or .s32)"},
+        {11, PG_SM_80, "cls: cvt.rn.f16x2.f32: the destination must be a register"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pg_kernel *k = mk("cls", bad[i].t);
+        REQUIRE(k != NULL);
+        if (!k)
+            return;
+        pg_reg f = pg_reg_new(k, PG_F32), r = pg_reg_new(k, PG_U32), rd = pg_reg_new(k, PG_U64);
+        pg_reg h = pg_reg_new(k, PG_U16), p = pg_reg_new(k, PG_PRED);
+        pg_reg ff[4] = {f, f, f, f}, rr[4] = {r, r, r, r}, v8[4] = {h, r, h, r};
+        pg_val imm[4] = {pg_u32(1), pg_u32(1), pg_u32(1), pg_u32(1)};
+        switch (bad[i].form) {
+        case 0: pg_shfl(k, PG_SHFL_BFLY, r, pg_none(), r, pg_u32(1), pg_u32(31), f); break;
+        case 1: pg_vote(k, PG_VOTE_BALLOT, r, p, false, f); break;
+        case 2: pg_vote(k, PG_VOTE_ANY, p, p, true, rd); break;
+        case 3: pg_shfl(k, PG_SHFL_IDX, r, pg_none(), r, pg_u32(1), pg_u32(31), pg_f32(1)); break;
+        case 4: pg_mma_m16n8k16_f16_f32(k, ff, ff, rr, ff); break;
+        case 5: {
+            pg_reg b[2] = {r, f};
+            pg_mma_m16n8k16_bf16_f32(k, ff, rr, b, ff);
+            break;
+        }
+        case 6: pg_mma_m16n8k16_f16_f32(k, ff, imm, rr, ff); break;
+        case 7: pg_ld_v(k, PG_SPACE_GLOBAL, PG_U8, 4, rd, 0, v8); break;
+        case 8: {
+            pg_val v[2] = {r, h};
+            pg_st_v(k, PG_SPACE_SHARED, PG_S8, 2, r, 0, v);
+            break;
+        }
+        case 9: pg_pack(k, PG_B32, pg_u32(3), h, h); break;
+        case 10: pg_cvt_pack(k, PG_BF16, f, f, f); break;
+        default: pg_cvt_pack(k, PG_F16, pg_u32(3), f, f); break;
+        }
+        REQUIRE_INT_EQ(pg_kernel_error(k) != 0, 1);
+        REQUIRE_STR_EQ(pg_kernel_message(k), bad[i].want);
+        pg_kernel_destroy(&k);
+    }
+
+    /* what stays accepted: any 32-bit integer register or an immediate as
+     * the mask, u32/s32/b32 fragments, one width a vector */
+    pg_kernel *k = mk("cls_ok", PG_SM_90);
+    REQUIRE(k != NULL);
+    if (!k)
+        return;
+    pg_param pp = pg_param_add(k, PG_U64, "p");
+    pg_reg ptr = pg_param_load(k, pp);
+    pg_reg u = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, ptr, 0);
+    pg_reg sreg = pgv_ld(k, PG_SPACE_GLOBAL, PG_S32, ptr, 0);
+    pg_reg b = pgv_ld(k, PG_SPACE_GLOBAL, PG_B32, ptr, 0);
+    pg_reg f = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, ptr, 0);
+    pg_reg p = pgv_setp(k, PG_CMP_EQ, PG_U32, u, pg_u32(0));
+    pg_reg d = pg_reg_new(k, PG_F32);
+    pg_shfl(k, PG_SHFL_BFLY, d, pg_none(), f, pg_u32(1), pg_u32(31), u);
+    EXPECT_LINE(k, "shfl.sync.bfly.b32 %f2, %f1, 1, 31, %r1");
+    pg_shfl(k, PG_SHFL_DOWN, d, pg_none(), f, pg_u32(1), pg_u32(31), sreg);
+    pg_shfl(k, PG_SHFL_UP, d, pg_none(), f, pg_u32(1), pg_u32(31), pg_s32(-1));
+    EXPECT_LINE(k, "shfl.sync.up.b32 %f2, %f1, 1, 31, 4294967295");
+    pg_reg bal = pg_reg_new(k, PG_U32);
+    pg_vote(k, PG_VOTE_BALLOT, bal, p, false, b);
+    EXPECT_LINE(k, "vote.sync.ballot.b32 %r4, %p1, %r3");
+    pg_reg acc[4] = {d, d, d, d}, fa[4] = {u, sreg, b, u}, fb[2] = {sreg, b};
+    pg_mma_m16n8k16_bf16_f32(k, acc, fa, fb, acc);
+    EXPECT_LINE(k, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f2, %f2, %f2, %f2}, "
+                   "{%r1, %r2, %r3, %r1}, {%r2, %r3}, {%f2, %f2, %f2, %f2}");
+    pg_reg w[4] = {u, sreg, b, bal};
+    pg_ld_v(k, PG_SPACE_GLOBAL, PG_U8, 4, ptr, 0, w);
+    EXPECT_LINE(k, "ld.global.v4.u8 {%r1, %r2, %r3, %r4}, [%rd1]");
+    pg_val sv[2] = {pg_u32(7), u};
+    pg_st_v(k, PG_SPACE_GLOBAL, PG_S8, 2, ptr, 2, sv);
+    EXPECT_LINE(k, "st.global.v2.s8 [%rd1+2], {7, %r1}");
+    pg_cvt_pack(k, PG_F16, sreg, f, d);
+    EXPECT_LINE(k, "cvt.rn.f16x2.f32 %r2, %f2, %f1");
+    pg_st(k, PG_SPACE_GLOBAL, PG_U32, ptr, 0, bal);
+    pg_st_v(k, PG_SPACE_GLOBAL, PG_U8, 4, ptr, 4, w);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, ptr, 8, d);
+    const char *ptx = NULL;
+    REQUIRE_INT_EQ(emit(k, &ptx), 0);
+    pg_kernel_destroy(&k);
+}
+
 int main(void)
 {
     pack_forms();
+    operand_classes();
     pg_kernel *k = mk("ops", PG_SM_90);
     REQUIRE(k != NULL);
     if (!k)
