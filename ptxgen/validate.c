@@ -3,7 +3,11 @@
  * Whole-kernel checks before emission:
  *   - every branch target is bound;
  *   - no register is read where no write can have reached it (a "may be
- *     defined" forward data-flow over the control-flow graph);
+ *     defined" forward data-flow over the control-flow graph: a write on
+ *     one path of two will do). Only code that a path from the entry
+ *     reaches counts: a write elsewhere defines nothing, though its block
+ *     may fall or jump into reachable code, and a read there is not
+ *     checked;
  *   - barrier uniformity: a bar.sync must be reached by all threads of the
  *     block or by none. A uniformity analysis marks values that can differ
  *     between threads of one block (from %tid, %laneid, %warpid, loads from
@@ -687,9 +691,11 @@ static int dominated_reads(cfg *g, use_list *hard)
 #define SEARCH_BUDGET 64u
 
 /* "May be defined" data-flow over the registers of the `n` reads in `v`
- * only, a chunk of registers at a time so that memory stays bounded. Every
- * block takes part, reachable or not, as writes in unreachable code have
- * always counted. Records the first read no write reaches in *bad. */
+ * only, a chunk of registers at a time so that memory stays bounded. Only
+ * the blocks reachable from the entry take part: a write no path from the
+ * entry reaches defines nothing (defs holds none), and nothing flows out of
+ * such code into the rest. Records the first read no write reaches in
+ * *bad. */
 static int dataflow_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard_use *bad)
 {
     pg_kernel *k = g->k;
@@ -727,14 +733,14 @@ static int dataflow_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard
         for (uint32_t r = c0; r < c1; r++)
             for (uint32_t e = defs->off[regs[r]]; e < defs->off[regs[r] + 1]; e++)
                 bit_set(def + defs->to[e] * wc, r - c0);
-        /* a queue seeded in reverse post-order, then the unreachable blocks */
+        /* a queue seeded in reverse post-order; a block's successors are
+         * reachable if it is */
         uint32_t head = 0, len = 0;
-        for (uint32_t i = 0; i < g->nrpo; i++)
+        memset(queued, 0, nb);
+        for (uint32_t i = 0; i < g->nrpo; i++) {
             queue[len++] = g->rpo[i];
-        for (uint32_t b = 0; b < nb; b++)
-            if (g->num[b] == NONE)
-                queue[len++] = b;
-        memset(queued, 1, nb);
+            queued[g->rpo[i]] = true;
+        }
         while (len) {
             uint32_t b = queue[head];
             head = head + 1 == nb ? 0 : head + 1;
@@ -780,10 +786,11 @@ static int by_block(const void *a, const void *b)
     return (x->blk > y->blk) - (x->blk < y->blk);
 }
 
-/* The same question block by block: mark every block with a path to the
- * reading block, then ask whether any writer of the register is marked.
- * One walk of the graph per reading block, so this is the cheaper way when
- * the reads sit in few blocks (the usual case: values summed at the end). */
+/* The same question block by block: mark every reachable block with a
+ * path to the reading block, then ask whether any writer of the register
+ * (all reachable) is marked. One walk of the graph per reading block, so
+ * this is the cheaper way when the reads sit in few blocks (the usual case:
+ * values summed at the end). */
 static int ancestor_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard_use *bad)
 {
     pg_kernel *k = g->k;
@@ -801,18 +808,16 @@ static int ancestor_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard
     qsort(v, n, sizeof *v, by_block);
     for (size_t i = 0; i < n;) {
         uint32_t u = v[i].blk, sp = 0;
-        for (uint32_t e = g->pred.off[u]; e < g->pred.off[u + 1]; e++)
-            if (mark[g->pred.to[e]] != u) {
-                mark[g->pred.to[e]] = u;
-                stack[sp++] = g->pred.to[e];
-            }
+        stack[sp++] = u;
         while (sp) {
             uint32_t x = stack[--sp];
-            for (uint32_t e = g->pred.off[x]; e < g->pred.off[x + 1]; e++)
-                if (mark[g->pred.to[e]] != u) {
-                    mark[g->pred.to[e]] = u;
-                    stack[sp++] = g->pred.to[e];
+            for (uint32_t e = g->pred.off[x]; e < g->pred.off[x + 1]; e++) {
+                uint32_t p = g->pred.to[e];
+                if (mark[p] != u && g->b[p].reachable) {
+                    mark[p] = u;
+                    stack[sp++] = p;
                 }
+            }
         }
         for (; i < n && v[i].blk == u; i++) {
             uint32_t r = v[i].reg;
@@ -830,7 +835,12 @@ static int ancestor_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard
 }
 
 /* Settle the undominated reads: a short backward search for a block that
- * writes the register, else the data-flow. */
+ * writes the register, else the data-flow. Writes count only in blocks
+ * reachable from the entry, like everywhere in check_defined: a block no
+ * path reaches can still fall or jump into one that is reached (`bra L;
+ * mov r, 1; L: st r`), but none of its writes happens. defs holds only
+ * those, so the search may step into such a block (rare, and cheaper than
+ * asking at every step) but finds nothing there. */
 static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
 {
     pg_kernel *k = g->k;
@@ -856,12 +866,14 @@ static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
     for (uint32_t r = nr; r > 0; r--)
         uoff[r] = uoff[r - 1];
     uoff[0] = 0;
-    /* the blocks that write each of those registers, once each */
+    /* the reachable blocks that write each of those registers, once each */
     memset(defs.off, 0, sizeof(uint32_t) * (nr + 1));
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t r = 0; r < nr; r++)
             last[r] = NONE;
-        for (uint32_t b = 0; b < nb; b++)
+        for (uint32_t b = 0; b < nb; b++) {
+            if (!g->b[b].reachable)
+                continue;
             for (uint32_t w = g->at[g->b[b].start].wr; w < g->at[g->b[b].end].wr; w++) {
                 uint32_t x = g->wr[w].reg;
                 if (uoff[x] == uoff[x + 1] || last[x] == b)
@@ -872,6 +884,7 @@ static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
                 else
                     defs.off[x + 1]++;
             }
+        }
         if (!pass) {
             for (uint32_t r = 0; r < nr; r++)
                 defs.off[r + 1] += defs.off[r];

@@ -7,6 +7,7 @@
 #include "pgk.h"
 #include "util.h"
 
+#include <stdlib.h>
 #include <time.h>
 
 typedef struct ctx {
@@ -14,12 +15,14 @@ typedef struct ctx {
     pg_reg n;    /* a param: uniform */
     pg_reg data; /* a param pointer */
     pg_reg tid;  /* %tid.x: per thread */
+    const char *name;
 } ctx;
 
 static ctx begin(const char *name)
 {
     ctx c;
     c.k = mk(name, PG_SM_90);
+    c.name = name;
     pg_param pd = pg_param_add(c.k, PG_U64, "data");
     pg_param pn = pg_param_add(c.k, PG_U32, "n");
     c.data = pg_param_load(c.k, pd);
@@ -43,6 +46,28 @@ static void expect_diverge(ctx c, const char *branch, const char *cause)
     pg_kernel_destroy(&c.k);
 }
 
+/* With --ptxas: where expect_ok writes each kernel it accepts, and the
+ * ptxas that must assemble it. */
+static const char *ptxas_path, *ptx_dir;
+
+static void assemble(const char *name, const char *ptx)
+{
+    char path[4096], cmd[8400];
+    snprintf(path, sizeof path, "%s/validate_%s.ptx", ptx_dir, name);
+    FILE *f = fopen(path, "w");
+    bool written = f && fputs(ptx, f) != EOF;
+    if (f && fclose(f) != 0)
+        written = false;
+    REQUIRE(written);
+    if (!written)
+        return;
+    snprintf(cmd, sizeof cmd, "'%s' -arch=sm_90 --warning-as-error -o /dev/null '%s'", ptxas_path,
+             path);
+    int rc = system(cmd);
+    fprintf(stderr, "  %s: %s\n", cmd, rc == 0 ? "ok" : "FAILED");
+    REQUIRE_INT_EQ(rc, 0);
+}
+
 static void expect_ok(ctx c)
 {
     const char *ptx = NULL;
@@ -51,6 +76,8 @@ static void expect_ok(ctx c)
     if (rc)
         fprintf(stderr, "  unexpected: %s\n", pg_kernel_message(c.k));
     REQUIRE(ptx != NULL);
+    if (ptx && ptxas_path)
+        assemble(c.name, ptx);
     pg_kernel_destroy(&c.k);
 }
 
@@ -154,8 +181,124 @@ static void expect_undef(ctx c, const char *reg)
     pg_kernel_destroy(&c.k);
 }
 
-int main(void)
+/* A write that no path from the entry reaches defines nothing: each read
+ * below is refused whichever way check_defined settles it (the backward
+ * search, the data-flow, the ancestor walk, a loop's back edge). Reads in
+ * such code are not checked, and a write on one path of two still counts. */
+static void unreachable_writes(void)
 {
+    /* bra L; mov r, 1; L: st [p], r */
+    {
+        ctx c = begin("unreachable_write");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32);
+        pg_label over = pg_label_new(k, "over");
+        pg_bra(k, over);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_label_bind(k, over);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        expect_undef(c, "register %r3 is read before any write reaches it, at instruction 6 "
+                        "(`st.global.u32 [%rd1], %r3`)");
+    }
+    /* the same read 200 branches below: past the backward search, to the
+     * data-flow */
+    {
+        ctx c = begin("unreachable_write_far");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32);
+        pg_label over = pg_label_new(k, "over");
+        pg_bra(k, over);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_label_bind(k, over);
+        uniform_branches(c, 200);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        expect_undef(c, "register %r3 is read");
+    }
+    /* 70 such registers read in one block: the ancestor walk */
+    {
+        ctx c = begin("unreachable_writes_many");
+        pg_kernel *k = c.k;
+        pg_reg v[70];
+        for (int i = 0; i < 70; i++)
+            v[i] = pg_reg_new(k, PG_U32);
+        pg_label over = pg_label_new(k, "over");
+        pg_bra(k, over);
+        for (int i = 0; i < 70; i++)
+            pg_mov(k, PG_U32, v[i], pg_u32((uint32_t)i));
+        pg_label_bind(k, over);
+        uniform_branches(c, 200);
+        for (int i = 0; i < 70; i++)
+            pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 4 * i, v[i]);
+        expect_undef(c, "register %r3 is read");
+    }
+    /* dead code after the loop's exit that writes the register and jumps
+     * back into the loop */
+    {
+        ctx c = begin("dead_back_edge");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32), q = pg_reg_new(k, PG_PRED);
+        pg_label top = pg_label_new(k, "top");
+        pg_setp(k, PG_CMP_EQ, PG_U32, q, c.n, pg_u32(0));
+        pg_label_bind(k, top);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        pg_bra_if(k, q, false, top);
+        pg_ret(k);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_bra(k, top);
+        expect_undef(c, "register %r3 is read");
+    }
+    /* ---- unchanged: accepted ---- */
+    /* a read in unreachable code is not checked */
+    {
+        ctx c = begin("unreachable_read");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32);
+        pg_label over = pg_label_new(k, "over");
+        pg_bra(k, over);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        pg_label_bind(k, over);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, c.n);
+        expect_ok(c);
+    }
+    /* if (c) r = 1; st r: a write on one path of two ("may be defined") */
+    {
+        ctx c = begin("one_arm_write");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_label skip = pg_label_new(k, "skip");
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, c.n, pg_u32(0));
+        pg_bra_if(k, p, false, skip);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_label_bind(k, skip);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        expect_ok(c);
+    }
+    /* a reachable write counts beside an unreachable one */
+    {
+        ctx c = begin("reachable_and_dead_write");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32);
+        pg_label over = pg_label_new(k, "over");
+        pg_mov(k, PG_U32, v, pg_u32(2));
+        pg_bra(k, over);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_label_bind(k, over);
+        uniform_branches(c, 200);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        expect_ok(c);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--ptxas") == 0) {
+        /* test_validate --ptxas PTXAS DIR: the small cases only, every
+         * kernel they accept assembled by ptxas, warnings as errors */
+        ptxas_path = argv[2];
+        ptx_dir = argv[3];
+        unreachable_writes();
+        TEST_DONE();
+    }
     /* 1. early return before a barrier */
     {
         ctx c = begin("early_return");
@@ -578,6 +721,7 @@ int main(void)
         pg_label_bind(k, out);
         expect_undef(c, "register %r3 is read");
     }
+    unreachable_writes();
     /* every catalog kernel passes validation on every target it supports */
     for (size_t i = 0; i < pgk_count(); i++) {
         const pgk_desc *d = pgk_at(i);
