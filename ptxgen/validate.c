@@ -3,7 +3,11 @@
  * Whole-kernel checks before emission:
  *   - every branch target is bound;
  *   - no register is read where no write can have reached it (a "may be
- *     defined" forward data-flow over the control-flow graph);
+ *     defined" forward data-flow over the control-flow graph: a write on
+ *     one path of two will do). Only code that a path from the entry
+ *     reaches counts: a write elsewhere defines nothing, though its block
+ *     may fall or jump into reachable code, and a read there is not
+ *     checked;
  *   - barrier uniformity: a bar.sync must be reached by all threads of the
  *     block or by none. A uniformity analysis marks values that can differ
  *     between threads of one block (from %tid, %laneid, %warpid, loads from
@@ -11,7 +15,11 @@
  *     from them or assigned under a divergent branch); a branch or early exit
  *     on such a value makes every block it controls (reachable from it
  *     before its immediate post-dominator) divergent. A barrier there is an
- *     error naming the barrier and the branch.
+ *     error naming the barrier and the branch. A read is judged by the
+ *     writes that reach it, not by every write of its register: a register
+ *     that held %tid.x and is then set to a constant is uniform where only
+ *     the constant reaches (and per-thread where, on some path or round a
+ *     loop, the old value still does).
  *     Divergence has two levels: values that differ only between warps (a
  *     warp or warpgroup index, %tid.x >> 5 or more, with blockDim.x a
  *     multiple of 32) and values that differ within a warp. A counted named
@@ -38,11 +46,17 @@
  * bitset data-flow over just those registers, in chunks of bounded size.
  * The uniformity analysis goes through only the instructions that can
  * decide a branch, an early exit or a barrier (uniform_slice): in a big
- * kernel a few in a hundred. A divergent branch marks its region as soon as
- * the uniformity pass reaches it, so a chain of branches each decided by a
- * value assigned under the one before settles in one pass, not one each.
- * The two levels keep it so: a value's or a block's level only rises, from
- * warp to lane at most once, so a branch walks its region at most twice.
+ * kernel a few in a hundred. It first keeps one value per register, every
+ * write raising it (a bound on what the writes that reach a read give);
+ * only where that finds a barrier at fault are the reaching writes worked
+ * out (reaching_values: most reads by a write before them in their block,
+ * the rest through merges placed as in Braun et al.'s SSA construction)
+ * and the analysis run again on those. A divergent branch marks its
+ * region as soon as the uniformity pass reaches it, so a chain of branches
+ * each decided by a value assigned under the one before settles in one
+ * pass, not one each. The two levels keep it so: a value's or a block's
+ * level only rises, from warp to lane at most once, so a branch walks its
+ * region at most twice.
  */
 #include "internal.h"
 
@@ -131,11 +145,17 @@ typedef struct span {
 
 /* How the uniformity pass takes an instruction with results (uniform_slice
  * fills one in for each instruction the pass goes through). */
+enum { TID_READ = 1, TID_COPY = 2 };
+
 typedef struct ufact {
     uint8_t guard; /* guarded: its first read is the guard */
     uint8_t load;  /* a load from a register address, its one source used */
     uint8_t warp;  /* the shape of its first source's warp index (warp_shape) */
     uint8_t nuse;  /* the sources the pass reads: the first nuse */
+    /* Its result is %tid.x: TID_READ, an unguarded read of it, or
+     * TID_COPY, an unguarded mov from a register, where that register's
+     * value is (find_tid_x); 0 otherwise. */
+    uint8_t tid;
     /* The results' reason whatever the sources (a special register's, an
      * atomic's, a shuffle's, a vote's): why_make(why, level, the special
      * register or the instruction); why 0 where the sources decide. */
@@ -166,11 +186,6 @@ typedef struct cfg {
      * write before them in their block settles, the first of each
      * register in each block. */
     use_list reads;
-    /* For find_tid_x: notx[r] once a write of r other than an unguarded
-     * read of %tid.x or an unguarded mov from a register was seen; those
-     * movs (copies) as pairs copy_from[e] -> copy_to[e]. */
-    uint8_t *notx;
-    uint32_t *copy_from, *copy_to, ncopy;
 } cfg;
 
 static bool is_term(const instr *in)
@@ -364,6 +379,7 @@ static ufact take_fact(const instr *in, uint32_t nsrc)
         u.level = sreg_level((pg_sreg)in->mod);
         u.why = u.level ? WHY_SREG : WHY_NONE;
         u.sreg = in->mod;
+        u.tid = in->mod == PG_SREG_TID_X && !in->guard ? TID_READ : 0;
     } else if (in->op == OP_LD) {
         /* a parameter is the same for every thread, and so is data at an
          * address that is */
@@ -377,6 +393,7 @@ static ufact take_fact(const instr *in, uint32_t nsrc)
     } else {
         u.nuse = (uint8_t)nsrc;
         u.warp = warp_shape(in);
+        u.tid = in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG ? TID_COPY : 0;
     }
     return u;
 }
@@ -401,13 +418,13 @@ static bool grow_lists(cfg *g, size_t *rcap, size_t *wcap, uint32_t nacc)
 
 /* The one pass over the records: the blocks (an instruction after a
  * terminator or at a label starts one), the reads and writes, the links
- * between each register's writes, the barriers, and what find_tid_x starts
- * from; then the edges and the blocks reachable from the entry. The
- * records are read once, in order, with as few branches on what they hold
- * as may be (a branch that waits on a record just read costs most here):
- * every operand slot below nsrc and ndst is written out and the count
- * moved only for a register, and how the uniformity pass takes an
- * instruction is left to the few it needs (uniform_slice). */
+ * between each register's writes, and the barriers; then the edges and
+ * the blocks reachable from the entry. The records are read once, in
+ * order, with as few branches on what they hold as may be (a branch that
+ * waits on a record just read costs most here): every operand slot below
+ * nsrc and ndst is written out and the count moved only for a register,
+ * and how the uniformity pass takes an instruction is left to the few it
+ * needs (uniform_slice). */
 static int build_cfg(cfg *g)
 {
     pg_kernel *k = g->k;
@@ -424,21 +441,15 @@ static int build_cfg(cfg *g)
     g->wr = pg_mem_alloc(sizeof(ref) * wcap);
     g->prev = pg_mem_alloc(sizeof(uint32_t) * wcap);
     g->last = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
-    g->notx = arena_alloc(&k->mem, nr);
-    g->copy_from = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
-    g->copy_to = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
     if (!g->blk_of || !g->sync || !starts || !g->at || !g->rd || !g->wr || !g->prev ||
-        !g->last || !g->notx || !g->copy_from || !g->copy_to)
+        !g->last)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(g->last, 0xff, sizeof(uint32_t) * nr); /* NONE */
-    memset(g->notx, 0, nr);
     bool lead = true; /* the next instruction starts a block */
-    /* the lists in locals: a byte stored through notx could otherwise be
-     * any of g's pointers, to be read again */
+    /* the lists in locals, not read again through g after each store */
     ref *rd = g->rd, *wr = g->wr;
     span *at = g->at;
-    uint32_t *prev = g->prev, *lastw = g->last, *blk_of = g->blk_of, nc = 0;
-    uint8_t *notx = g->notx;
+    uint32_t *prev = g->prev, *lastw = g->last, *blk_of = g->blk_of;
     for (uint32_t i = 0; i < n; i++) {
         const instr *in = &k->ins[i];
         unsigned fl = pg_op_flags((pg_opcode)in->op);
@@ -468,14 +479,6 @@ static int build_cfg(cfg *g)
         for (uint32_t j = 0, na = nacc ? acc_reads(in) : 0; j < na; j++)
             r[m++] = (ref){in->acc[j].id, i};
         nrd += m;
-        /* for find_tid_x, while the record is at hand */
-        bool copy = in->op == OP_MOV && !in->guard && in->src[0].kind == PG_VAL_REG;
-        if (copy && in->dst[0].kind == PG_VAL_REG) {
-            g->copy_from[nc] = in->src[0].id;
-            g->copy_to[nc++] = in->dst[0].id;
-        }
-        uint8_t other = in->guard || nacc ||
-                        !(copy || (in->op == OP_SREG && in->mod == PG_SREG_TID_X));
         ref *w = wr + nwr;
         m = 0;
         for (unsigned d = 0; d < in->ndst; d++) {
@@ -485,7 +488,6 @@ static int build_cfg(cfg *g)
             prev[nwr + m] = lastw[x];
             lastw[x] = nwr + m;
             m += x != 0;
-            notx[x] |= other;
         }
         for (uint32_t d = 0; d < nacc; d++)
             if (in->acc[d].kind == PG_VAL_REG) {
@@ -493,11 +495,9 @@ static int build_cfg(cfg *g)
                 w[m] = (ref){x, i};
                 prev[nwr + m] = lastw[x];
                 lastw[x] = nwr + m++;
-                notx[x] = 1;
             }
         nwr += m;
     }
-    g->ncopy = nc;
     at[n] = (span){nrd, nwr};
     if (n == 0)
         starts[nb++] = 0;
@@ -687,9 +687,11 @@ static int dominated_reads(cfg *g, use_list *hard)
 #define SEARCH_BUDGET 64u
 
 /* "May be defined" data-flow over the registers of the `n` reads in `v`
- * only, a chunk of registers at a time so that memory stays bounded. Every
- * block takes part, reachable or not, as writes in unreachable code have
- * always counted. Records the first read no write reaches in *bad. */
+ * only, a chunk of registers at a time so that memory stays bounded. Only
+ * the blocks reachable from the entry take part: a write no path from the
+ * entry reaches defines nothing (defs holds none), and nothing flows out of
+ * such code into the rest. Records the first read no write reaches in
+ * *bad. */
 static int dataflow_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard_use *bad)
 {
     pg_kernel *k = g->k;
@@ -727,14 +729,14 @@ static int dataflow_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard
         for (uint32_t r = c0; r < c1; r++)
             for (uint32_t e = defs->off[regs[r]]; e < defs->off[regs[r] + 1]; e++)
                 bit_set(def + defs->to[e] * wc, r - c0);
-        /* a queue seeded in reverse post-order, then the unreachable blocks */
+        /* a queue seeded in reverse post-order; a block's successors are
+         * reachable if it is */
         uint32_t head = 0, len = 0;
-        for (uint32_t i = 0; i < g->nrpo; i++)
+        memset(queued, 0, nb);
+        for (uint32_t i = 0; i < g->nrpo; i++) {
             queue[len++] = g->rpo[i];
-        for (uint32_t b = 0; b < nb; b++)
-            if (g->num[b] == NONE)
-                queue[len++] = b;
-        memset(queued, 1, nb);
+            queued[g->rpo[i]] = true;
+        }
         while (len) {
             uint32_t b = queue[head];
             head = head + 1 == nb ? 0 : head + 1;
@@ -780,10 +782,11 @@ static int by_block(const void *a, const void *b)
     return (x->blk > y->blk) - (x->blk < y->blk);
 }
 
-/* The same question block by block: mark every block with a path to the
- * reading block, then ask whether any writer of the register is marked.
- * One walk of the graph per reading block, so this is the cheaper way when
- * the reads sit in few blocks (the usual case: values summed at the end). */
+/* The same question block by block: mark every reachable block with a
+ * path to the reading block, then ask whether any writer of the register
+ * (all reachable) is marked. One walk of the graph per reading block, so
+ * this is the cheaper way when the reads sit in few blocks (the usual case:
+ * values summed at the end). */
 static int ancestor_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard_use *bad)
 {
     pg_kernel *k = g->k;
@@ -801,18 +804,16 @@ static int ancestor_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard
     qsort(v, n, sizeof *v, by_block);
     for (size_t i = 0; i < n;) {
         uint32_t u = v[i].blk, sp = 0;
-        for (uint32_t e = g->pred.off[u]; e < g->pred.off[u + 1]; e++)
-            if (mark[g->pred.to[e]] != u) {
-                mark[g->pred.to[e]] = u;
-                stack[sp++] = g->pred.to[e];
-            }
+        stack[sp++] = u;
         while (sp) {
             uint32_t x = stack[--sp];
-            for (uint32_t e = g->pred.off[x]; e < g->pred.off[x + 1]; e++)
-                if (mark[g->pred.to[e]] != u) {
-                    mark[g->pred.to[e]] = u;
-                    stack[sp++] = g->pred.to[e];
+            for (uint32_t e = g->pred.off[x]; e < g->pred.off[x + 1]; e++) {
+                uint32_t p = g->pred.to[e];
+                if (mark[p] != u && g->b[p].reachable) {
+                    mark[p] = u;
+                    stack[sp++] = p;
                 }
+            }
         }
         for (; i < n && v[i].blk == u; i++) {
             uint32_t r = v[i].reg;
@@ -830,7 +831,12 @@ static int ancestor_reads(cfg *g, const edges *defs, hard_use *v, size_t n, hard
 }
 
 /* Settle the undominated reads: a short backward search for a block that
- * writes the register, else the data-flow. */
+ * writes the register, else the data-flow. Writes count only in blocks
+ * reachable from the entry, like everywhere in check_defined: a block no
+ * path reaches can still fall or jump into one that is reached (`bra L;
+ * mov r, 1; L: st r`), but none of its writes happens. defs holds only
+ * those, so the search may step into such a block (rare, and cheaper than
+ * asking at every step) but finds nothing there. */
 static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
 {
     pg_kernel *k = g->k;
@@ -856,12 +862,14 @@ static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
     for (uint32_t r = nr; r > 0; r--)
         uoff[r] = uoff[r - 1];
     uoff[0] = 0;
-    /* the blocks that write each of those registers, once each */
+    /* the reachable blocks that write each of those registers, once each */
     memset(defs.off, 0, sizeof(uint32_t) * (nr + 1));
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t r = 0; r < nr; r++)
             last[r] = NONE;
-        for (uint32_t b = 0; b < nb; b++)
+        for (uint32_t b = 0; b < nb; b++) {
+            if (!g->b[b].reachable)
+                continue;
             for (uint32_t w = g->at[g->b[b].start].wr; w < g->at[g->b[b].end].wr; w++) {
                 uint32_t x = g->wr[w].reg;
                 if (uoff[x] == uoff[x + 1] || last[x] == b)
@@ -872,6 +880,7 @@ static int settle_reads(cfg *g, use_list *hard, hard_use *bad)
                 else
                     defs.off[x + 1]++;
             }
+        }
         if (!pass) {
             for (uint32_t r = 0; r < nr; r++)
                 defs.off[r + 1] += defs.off[r];
@@ -1015,41 +1024,38 @@ static int post_dominators(cfg *g, uint32_t *ipdom)
     return PG_OK;
 }
 
-/* Registers that hold %tid.x at every write (an unguarded read of %tid.x,
- * or an unguarded mov from such a register): their warp index (see
- * warp_shape) is the same across a warp. build_cfg's pass over the records
- * marked (notx) every register with any other write and kept the movs;
- * here the movs pass that on, from each marked register a mov copies to
- * what it copies to: one worklist pass over the copy edges, not a fixed
- * point over the kernel. After it notx[r] is clear exactly for the %tid.x
- * registers. */
-static int find_tid_x(cfg *g)
+/* Values that hold %tid.x (an unguarded read of it, an unguarded mov from
+ * such a value, a merge of only such values): their warp index (see
+ * warp_shape) is the same across a warp. notx[v] comes set for every value
+ * that is none of those kinds; the edges from[e] -> to[e] (a mov's source
+ * to the mov, a merge's operand to the merge) pass that on, from each
+ * marked value to what it flows into: one worklist pass over the edges,
+ * not a fixed point over the kernel. After it notx[v] is clear exactly for
+ * the %tid.x values. */
+static int find_tid_x(pg_kernel *k, uint32_t nv, uint8_t *notx, const uint32_t *from,
+                      const uint32_t *to, uint32_t nc)
 {
-    pg_kernel *k = g->k;
-    uint32_t nc = g->ncopy, *from = g->copy_from, *to = g->copy_to;
-    uint8_t *notx = g->notx;
-    /* the copies out of each register as lists: head[r], then next[e] */
-    uint32_t *head = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
+    /* the edges out of each value as lists: head[v], then next[e] */
+    uint32_t *head = arena_alloc(&k->mem, sizeof(uint32_t) * nv);
     uint32_t *next = arena_alloc(&k->mem, sizeof(uint32_t) * (nc + 1));
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nc + 1));
     if (!head || !next || !stack)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    memset(head, 0xff, sizeof(uint32_t) * k->nregs); /* NONE */
+    memset(head, 0xff, sizeof(uint32_t) * nv); /* NONE */
     for (uint32_t e = 0; e < nc; e++) {
         next[e] = head[from[e]];
         head[from[e]] = e;
     }
-    /* from each marked register once (at the edge that heads its list);
-     * the stack holds only registers newly marked, each a copy's
-     * destination */
+    /* from each marked value once (at the edge that heads its list); the
+     * stack holds only values newly marked, each an edge's end */
     for (uint32_t e = 0; e < nc; e++) {
         if (head[from[e]] != e || !notx[from[e]])
             continue;
         uint32_t sp = 0;
         stack[sp++] = from[e];
         while (sp) {
-            uint32_t r = stack[--sp];
-            for (uint32_t x = head[r]; x != NONE; x = next[x])
+            uint32_t v = stack[--sp];
+            for (uint32_t x = head[v]; x != NONE; x = next[x])
                 if (!notx[to[x]]) {
                     notx[to[x]] = 1;
                     stack[sp++] = to[x];
@@ -1123,6 +1129,53 @@ static int by_index(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A merge (a phi): where writes of one register in different blocks meet,
+ * its value on entry to block blk is one of ops[op .. op + nop), one for
+ * each of blk's reachable predecessors. */
+typedef struct merge {
+    uint32_t blk, op, nop;
+} merge;
+
+/* How reaching_values finds the value of a register at a read: the pass
+ * reads it but nothing reachable writes it (so no value: check_defined
+ * made sure no such read is reached), one write does, the writes lie in one
+ * block, or in more than one. */
+enum { RK_NONE = 1, RK_ONE, RK_BLOCK, RK_MULTI };
+
+/* What the uniformity pass goes through (uniform_slice, then
+ * register_values or reaching_values). It keeps a reason per value. With
+ * reaching_values a value is a write, not a register: a register that held
+ * %tid.x and then a constant holds a uniform value after, and a read sees
+ * only the values that reach it. Those values: 0 is none (no guard, or no
+ * write on any path), then the writes of the slice's instructions in order
+ * (1 .. nw), then the merges (nw + 1 .., merge m[j] is value nw + 1 + j).
+ * With register_values a value is a register (nw and nm 0). */
+typedef struct uslice {
+    uint32_t *list, count; /* the slice's instructions, in order */
+    ufact *uf;             /* by instruction, for those in the slice */
+    /* The registers the pass reads: want[r], and a list of them (wl,
+     * nwl). reaching_values turns want[r] into how its reads find their
+     * values (RK_*). */
+    uint8_t *want;
+    uint32_t *wl, nwl;
+    bool warp;    /* some instruction takes a warp index (ufact.warp) */
+    size_t nuse;  /* the length of use */
+    uint32_t nsw; /* the writes of the slice's instructions */
+    uint32_t nw, nv; /* the writes that are values (nsw or 0); values */
+    uint32_t *val;   /* the value of each slice write, in order */
+    /* The value each read the pass makes holds: for each slice
+     * instruction in order, its guard and the sources it reads, then, if
+     * it is guarded, the values its writes replace (a guarded write may
+     * leave them in place); the guard of the branch or exit that ends each
+     * block (by block); the guards of the barriers and .aligned
+     * instructions (by place in cfg.sync). */
+    uint32_t *use, *bguard, *sguard;
+    merge *m;
+    uint32_t nm, *ops;
+    uint32_t *moff, *mby; /* block b's merges: m[mby[moff[b] .. moff[b+1])] */
+    uint8_t *notx;        /* by value, where warp: not %tid.x (find_tid_x) */
+} uslice;
+
 /* The instructions the uniformity pass needs, in order (list, count), and
  * how it takes each (uf, by instruction): those in reachable blocks that
  * write a register which can decide whether a barrier or .aligned
@@ -1134,16 +1187,17 @@ static int by_index(const void *a, const void *b)
  * them, nor the blocks a divergent branch marks. In a big kernel that is a
  * few instructions in a hundred: the registers the rest write (addresses,
  * data, sums) decide nothing. A register's writes come from build_cfg's
- * links, each register once (want[r]), each instruction once (in[i]). */
-static int uniform_slice(cfg *g, uint32_t **list, uint32_t *count, ufact *uf)
+ * links, each register once (want[r], in the list wl), each instruction
+ * once (in[i]). */
+static int uniform_slice(cfg *g, uslice *u)
 {
     pg_kernel *k = g->k;
-    uint32_t n = k->nins, nr = k->nregs, c = 0, sp = 0;
-    uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
+    uint32_t n = k->nins, nr = k->nregs, c = 0, nwl = 0;
+    uint32_t *wl = arena_alloc(&k->mem, sizeof(uint32_t) * (nr + 1));
     uint8_t *want = arena_alloc(&k->mem, nr);
     uint8_t *in = arena_alloc(&k->mem, n + 1);
-    *list = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
-    if (!stack || !want || !in || !*list)
+    uint32_t *list = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
+    if (!wl || !want || !in || !list)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     memset(want, 0, nr);
     memset(in, 0, n + 1);
@@ -1152,7 +1206,7 @@ static int uniform_slice(cfg *g, uint32_t **list, uint32_t *count, ufact *uf)
         uint32_t r_ = (r);                                                                     \
         if (r_ && !want[r_]) {                                                                 \
             want[r_] = 1;                                                                      \
-            stack[sp++] = r_;                                                                  \
+            wl[nwl++] = r_;                                                                    \
         }                                                                                      \
     } while (0)
     for (uint32_t bi = 0; bi < g->nb; bi++)
@@ -1161,128 +1215,570 @@ static int uniform_slice(cfg *g, uint32_t **list, uint32_t *count, ufact *uf)
     for (uint32_t j = 0; j < g->nsync; j++)
         if (g->b[g->blk_of[g->sync[j]]].reachable)
             WANT(k->ins[g->sync[j]].guard);
-    while (sp) {
-        uint32_t r = stack[--sp];
-        for (uint32_t w = g->last[r]; w != NONE; w = g->prev[w]) {
+    for (uint32_t q = 0; q < nwl; q++) {
+        for (uint32_t w = g->last[wl[q]]; w != NONE; w = g->prev[w]) {
             uint32_t i = g->wr[w].ins;
             if (in[i] || !g->b[g->blk_of[i]].reachable)
                 continue;
             in[i] = 1;
-            (*list)[c++] = i;
+            list[c++] = i;
             const instr *rec = &k->ins[i];
-            ufact *f = &uf[i];
+            ufact *f = &u->uf[i];
             /* only a wgmma reads more than its guard and sources, and it
              * uses none of them */
             *f = take_fact(rec, g->at[i + 1].rd - g->at[i].rd - (rec->guard != 0));
-            const ref *u = &g->rd[g->at[i].rd];
+            uint32_t nwr = g->at[i + 1].wr - g->at[i].wr;
+            u->warp |= f->warp;
+            u->nuse += f->guard + f->nuse + (f->guard ? nwr : 0);
+            u->nsw += nwr;
+            const ref *rr = &g->rd[g->at[i].rd];
             for (unsigned s = 0, m = f->guard + f->nuse; s < m; s++)
-                WANT(u[s].reg);
+                WANT(rr[s].reg);
         }
     }
 #undef WANT
     /* in order: a few sorted, many read off in[] */
     if (c < n / 32) {
-        qsort(*list, c, sizeof(uint32_t), by_index);
+        qsort(list, c, sizeof(uint32_t), by_index);
     } else {
         c = 0;
         for (uint32_t i = 0; i < n; i++)
             if (in[i])
-                (*list)[c++] = i;
+                list[c++] = i;
     }
-    *count = c;
+    u->list = list;
+    u->count = c;
+    u->want = want;
+    u->wl = wl;
+    u->nwl = nwl;
     return PG_OK;
 }
 
-/* A write of register r under w: raise r to w's level (nothing where w is
- * 0), without a branch. Returns whether the pass must run again (this pass
- * read r before). */
-static inline bool raise(why *div, uint32_t r, why w, const uint32_t *read_in, uint32_t pass)
-{
-    bool up = why_level(div[r]) < why_level(w);
-    div[r] = up ? w : div[r];
-    return up & (read_in[r] == pass);
-}
-
-static int check_barriers(cfg *g)
+/* The values of register_values (see uslice): a register is its own
+ * value, at every read and write; a guarded write's "value it may leave in
+ * place" is the register again. Where some instruction takes a warp index,
+ * which registers hold %tid.x at every write in the slice (all of their
+ * reachable writes). */
+static int register_values(cfg *g, uslice *u)
 {
     pg_kernel *k = g->k;
-    if (!g->nsync)
-        return PG_OK;
+    uint32_t nr = k->nregs, nb = g->nb, *list = u->list, count = u->count, nc = 0;
+    u->val = arena_alloc(&k->mem, sizeof(uint32_t) * (u->nsw + 1));
+    u->use = arena_alloc(&k->mem, sizeof(uint32_t) * (u->nuse + 1));
+    u->bguard = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    u->sguard = arena_alloc(&k->mem, sizeof(uint32_t) * (g->nsync + 1));
+    u->moff = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 2));
+    uint8_t *notx = u->warp ? arena_alloc(&k->mem, nr) : NULL;
+    uint32_t *from = u->warp ? arena_alloc(&k->mem, sizeof(uint32_t) * (count + 1)) : NULL;
+    uint32_t *to = u->warp ? arena_alloc(&k->mem, sizeof(uint32_t) * (count + 1)) : NULL;
+    if (!u->val || !u->use || !u->bguard || !u->sguard || !u->moff ||
+        (u->warp && (!notx || !from || !to)))
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    memset(u->moff, 0, sizeof(uint32_t) * (nb + 2));
+    if (notx)
+        memset(notx, 0, nr);
+    u->nw = u->nm = 0;
+    u->nv = nr;
+    uint32_t *use = u->use, *val = u->val;
+    for (uint32_t li = 0; li < count; li++) {
+        uint32_t i = list[li], w0 = g->at[i].wr, w1 = g->at[i + 1].wr;
+        const ufact *f = &u->uf[i];
+        const ref *r = &g->rd[g->at[i].rd];
+        if (notx && f->tid == TID_COPY && w1 > w0) {
+            from[nc] = r[0].reg; /* unguarded: its one source */
+            to[nc++] = g->wr[w0].reg;
+        }
+        for (unsigned x = 0, m = f->guard + f->nuse; x < m; x++)
+            *use++ = r[x].reg;
+        for (uint32_t d = w0; d < w1; d++) {
+            uint32_t x = g->wr[d].reg;
+            if (f->guard)
+                *use++ = x;
+            *val++ = x;
+            if (notx)
+                notx[x] |= !f->tid;
+        }
+    }
+    for (uint32_t bi = 0; bi < nb; bi++)
+        u->bguard[bi] = g->b[bi].guard;
+    for (uint32_t j = 0; j < g->nsync; j++)
+        u->sguard[j] = k->ins[g->sync[j]].guard;
+    u->notx = notx;
+    return notx ? find_tid_x(k, nr, notx, from, to, nc) : PG_OK;
+}
 
-    uint32_t nb = g->nb, *list = NULL, count = 0;
-    ufact *uf = arena_alloc(&k->mem, sizeof(ufact) * (k->nins + 1)); /* filled in where used */
-    /* div[0] stays 0: register 0 is "no register" (no guard) and is never written */
-    why *div = arena_alloc(&k->mem, sizeof(why) * k->nregs);
-    const uint8_t *notx = g->notx;
-    uint32_t *ipdom = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+/* A read that reaching_values marks PENDING | ask index until it knows it:
+ * register reg on entry to block blk, for a register written in more than
+ * one block. */
+#define PENDING 0x80000000u
+
+typedef struct ask {
+    uint32_t reg, blk;
+} ask;
+
+/* Twice the room (at least 64) for what p holds; NULL where there is no
+ * memory (p is then still valid). */
+static void *grow_array(void *p, size_t *cap, size_t size)
+{
+    size_t c = *cap ? 2 * *cap : 64;
+    void *q = pg_mem_realloc(p, size * c);
+    if (q)
+        *cap = c;
+    return q;
+}
+
+/* The value of one register (stamp) on entry to blocks, after Braun et al.,
+ * "Simple and Efficient Construction of Static Single Assignment Form": a
+ * block with one reachable predecessor takes what that one ends with (its
+ * last write of the register, lw[p] where lwst[p] == stamp, or else what
+ * it took on entry), a block with more gets a merge of what each ends
+ * with. memo[b] (where mst[b] == stamp) keeps each block's answer, the
+ * merge made before its operands are looked up, so that a loop finds it
+ * and each block is visited once a register. */
+typedef struct resolver {
+    const cfg *g;
+    uint32_t stamp, base; /* base: the value of merge 0 */
+    uint32_t *memo, *mst, *lw, *lwst, *path;
+    merge *m;
+    size_t nm, mcap;
+    uint32_t *ops;
+    size_t nops, opcap;
+    bool oom;
+} resolver;
+
+static uint32_t entry_value(resolver *s, uint32_t b)
+{
+    const cfg *g = s->g;
+    uint32_t x = b, n = 0, v;
+    for (;;) {
+        if (s->mst[x] == s->stamp) {
+            v = s->memo[x];
+            break;
+        }
+        /* the entry has the kernel's start as one more predecessor, where
+         * nothing is written */
+        uint32_t np = x == 0, only = NONE;
+        for (uint32_t e = g->pred.off[x]; e < g->pred.off[x + 1]; e++)
+            if (g->b[g->pred.to[e]].reachable) {
+                np++;
+                only = g->pred.to[e];
+            }
+        if (np >= 2) {
+            if (s->nm == s->mcap) {
+                merge *q = grow_array(s->m, &s->mcap, sizeof *q);
+                if (!q) {
+                    s->oom = true;
+                    return 0;
+                }
+                s->m = q;
+            }
+            s->m[s->nm] = (merge){x, 0, 0};
+            v = s->base + (uint32_t)s->nm++;
+            s->mst[x] = s->stamp;
+            s->memo[x] = v;
+            break;
+        }
+        if (only == NONE) { /* the entry, with no other predecessor */
+            v = 0;
+            break;
+        }
+        /* One predecessor, reachable from the entry without x: a chain of
+         * such blocks ends at the entry or a block with more. */
+        s->path[n++] = x;
+        if (s->lwst[only] == s->stamp) {
+            v = s->lw[only];
+            break;
+        }
+        x = only;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        s->mst[s->path[i]] = s->stamp;
+        s->memo[s->path[i]] = v;
+    }
+    return v;
+}
+
+/* The values of the merges from first on: one operand for each reachable
+ * predecessor of the merge's block, merges found on the way looked up in
+ * turn. */
+static void merge_operands(resolver *s, size_t first)
+{
+    const cfg *g = s->g;
+    for (size_t j = first; j < s->nm && !s->oom; j++) {
+        uint32_t b = s->m[j].blk, op = (uint32_t)s->nops;
+        for (uint32_t e = g->pred.off[b]; e < g->pred.off[b + 1]; e++) {
+            uint32_t p = g->pred.to[e];
+            if (!g->b[p].reachable)
+                continue;
+            uint32_t v = s->lwst[p] == s->stamp ? s->lw[p] : entry_value(s, p);
+            if (s->nops == s->opcap) {
+                uint32_t *q = grow_array(s->ops, &s->opcap, sizeof *q);
+                if (!q) {
+                    s->oom = true;
+                    return;
+                }
+                s->ops = q;
+            }
+            s->ops[s->nops++] = v;
+        }
+        s->m[j].op = op;
+        s->m[j].nop = (uint32_t)s->nops - op;
+    }
+}
+
+/* The scan's state, by register: how its reads find their values (kind,
+ * RK_*: 0 for one the pass never reads), its last write in reachable code
+ * (rlast, an index into cfg.wr), and cur[r], its value at this point of
+ * block curb[r] - 1 (for one written more than once); val[w], the value of
+ * slice write w (an index into cfg.wr). */
+typedef struct scan {
+    const uint8_t *kind;
+    uint32_t *rlast, *cur, *curb, *val;
+    ask *asks;
+    size_t nask, cap;
+    bool oom;
+} scan;
+
+/* The value of register r where block bi reads it now. */
+static inline uint32_t value_read(scan *s, uint32_t r, uint32_t bi)
+{
+    uint8_t kind = s->kind[r];
+    /* one write: it is all that reaches any read */
+    if (kind <= RK_ONE)
+        return kind == RK_ONE ? s->val[s->rlast[r]] : 0;
+    if (s->curb[r] == bi + 1)
+        return s->cur[r];
+    /* all its writes in one block: the last of them is what leaves that
+     * block, and all that any other block (or a loop back to it) sees */
+    if (kind == RK_BLOCK)
+        return s->val[s->rlast[r]];
+    if (s->nask == s->cap) {
+        ask *q = grow_array(s->asks, &s->cap, sizeof *q);
+        if (!q) {
+            s->oom = true;
+            return 0;
+        }
+        s->asks = q;
+    }
+    uint32_t id = (uint32_t)s->nask;
+    s->asks[s->nask++] = (ask){r, bi};
+    s->cur[r] = PENDING | id;
+    s->curb[r] = bi + 1;
+    return PENDING | id;
+}
+
+/* The values the pass reads (see uslice): one scan over the slice, the
+ * barriers and the block-ending guards of the reachable blocks in order
+ * settles every read by a write before it in its block, and every read of
+ * a register written in one block only; the rest (a loop counter, a value
+ * written on both arms of an if) go to the resolver, register by
+ * register, and meet their writes through merges. Then, where some
+ * instruction takes a warp index, which values are %tid.x. */
+static int reaching_values(cfg *g, uslice *u)
+{
+    pg_kernel *k = g->k;
+    uint32_t nr = k->nregs, nb = g->nb, *list = u->list, count = u->count;
+    scan s = {.kind = u->want};
+    s.val = arena_alloc(&k->mem, sizeof(uint32_t) * (g->at[k->nins].wr + 1));
+    s.rlast = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
+    s.cur = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
+    s.curb = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
+    u->val = arena_alloc(&k->mem, sizeof(uint32_t) * (u->nsw + 1));
+    u->use = arena_alloc(&k->mem, sizeof(uint32_t) * (u->nuse + 1));
+    u->bguard = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    u->sguard = arena_alloc(&k->mem, sizeof(uint32_t) * (g->nsync + 1));
+    u->moff = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 2));
+    if (!s.val || !s.rlast || !s.cur || !s.curb || !u->val || !u->use || !u->bguard ||
+        !u->sguard || !u->moff)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    uint32_t v = 1;
+    for (uint32_t li = 0; li < count; li++)
+        for (uint32_t d = g->at[list[li]].wr; d < g->at[list[li] + 1].wr; d++) {
+            s.val[d] = v;
+            u->val[v - 1] = v;
+            v++;
+        }
+    u->nw = v - 1;
+    /* each register the pass reads: how its writes in reachable code lie
+     * (want[r] becomes the kind), the last of them */
+    for (uint32_t q = 0; q < u->nwl; q++) {
+        uint32_t r = u->wl[q], lastw = NONE, b0 = NONE, nw = 0;
+        bool multi = false;
+        for (uint32_t w = g->last[r]; w != NONE; w = g->prev[w]) {
+            uint32_t b = g->blk_of[g->wr[w].ins];
+            if (!g->b[b].reachable)
+                continue;
+            if (lastw == NONE) {
+                lastw = w;
+                b0 = b;
+            }
+            multi |= b != b0;
+            nw++;
+        }
+        u->want[r] = !nw ? RK_NONE : nw == 1 ? RK_ONE : multi ? RK_MULTI : RK_BLOCK;
+        s.rlast[r] = lastw;
+        s.curb[r] = 0;
+    }
+
+    uint32_t li = 0, sj = 0;
+    size_t uc = 0;
+    for (uint32_t bi = 0; bi < nb; bi++) {
+        const block *b = &g->b[bi];
+        if (!b->reachable) {
+            while (sj < g->nsync && g->sync[sj] < b->end)
+                sj++;
+            continue;
+        }
+        for (;;) {
+            uint32_t i = li < count && list[li] < b->end ? list[li] : NONE;
+            uint32_t j = sj < g->nsync && g->sync[sj] < b->end ? g->sync[sj] : NONE;
+            if (i == NONE && j == NONE)
+                break;
+            if (j <= i) {
+                uint32_t gr = k->ins[j].guard;
+                u->sguard[sj++] = gr ? value_read(&s, gr, bi) : 0;
+                if (j < i)
+                    continue;
+            }
+            const ufact *f = &u->uf[i];
+            const ref *r = &g->rd[g->at[i].rd];
+            uint32_t w0 = g->at[i].wr, w1 = g->at[i + 1].wr, *use = u->use;
+            for (unsigned x = 0, m = f->guard + f->nuse; x < m; x++)
+                use[uc++] = value_read(&s, r[x].reg, bi);
+            if (f->guard)
+                for (uint32_t d = w0; d < w1; d++)
+                    use[uc++] = value_read(&s, g->wr[d].reg, bi);
+            /* any register: only those written more than once are read
+             * back, the others' are never looked at */
+            for (uint32_t d = w0; d < w1; d++) {
+                s.cur[g->wr[d].reg] = s.val[d];
+                s.curb[g->wr[d].reg] = bi + 1;
+            }
+            li++;
+        }
+        if (b->guard)
+            u->bguard[bi] = value_read(&s, b->guard, bi);
+    }
+
+    int err = PG_OK;
+    resolver rs = {.g = g, .base = u->nw + 1};
+    uint32_t *res = NULL;
+    if (s.oom)
+        goto oom;
+    if (s.nask) {
+        rs.memo = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+        rs.mst = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+        rs.lw = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+        rs.lwst = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+        rs.path = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+        res = arena_alloc(&k->mem, sizeof(uint32_t) * s.nask);
+        uint32_t *next = arena_alloc(&k->mem, sizeof(uint32_t) * s.nask);
+        if (!rs.memo || !rs.mst || !rs.lw || !rs.lwst || !rs.path || !res || !next)
+            goto oom;
+        memset(rs.mst, 0, sizeof(uint32_t) * (nb + 1));
+        memset(rs.lwst, 0, sizeof(uint32_t) * (nb + 1));
+        /* the asks of each register in a list, in order: cur[r] (done with
+         * the scan) heads it, NONE once the register is done */
+        for (size_t a = 0; a < s.nask; a++)
+            s.cur[s.asks[a].reg] = NONE;
+        for (size_t a = s.nask; a-- > 0;) {
+            next[a] = s.cur[s.asks[a].reg];
+            s.cur[s.asks[a].reg] = (uint32_t)a;
+        }
+        for (size_t a0 = 0; a0 < s.nask && !rs.oom; a0++) {
+            uint32_t r = s.asks[a0].reg;
+            if (s.cur[r] == NONE)
+                continue;
+            rs.stamp = r + 1;
+            /* each block's last write of r: the first in the chain */
+            for (uint32_t w = g->last[r]; w != NONE; w = g->prev[w]) {
+                uint32_t wb = g->blk_of[g->wr[w].ins];
+                if (g->b[wb].reachable && rs.lwst[wb] != rs.stamp) {
+                    rs.lwst[wb] = rs.stamp;
+                    rs.lw[wb] = s.val[w];
+                }
+            }
+            size_t first = rs.nm;
+            for (uint32_t a = s.cur[r]; a != NONE; a = next[a])
+                res[a] = entry_value(&rs, s.asks[a].blk);
+            s.cur[r] = NONE;
+            merge_operands(&rs, first);
+        }
+        if (rs.oom)
+            goto oom;
+        for (size_t x = 0; x < u->nuse; x++)
+            if (u->use[x] & PENDING)
+                u->use[x] = res[u->use[x] & ~PENDING];
+        for (uint32_t bi = 0; bi < nb; bi++)
+            if (g->b[bi].reachable && g->b[bi].guard && (u->bguard[bi] & PENDING))
+                u->bguard[bi] = res[u->bguard[bi] & ~PENDING];
+        for (uint32_t j = 0; j < g->nsync; j++)
+            if (g->b[g->blk_of[g->sync[j]]].reachable && (u->sguard[j] & PENDING))
+                u->sguard[j] = res[u->sguard[j] & ~PENDING];
+    }
+    /* the merges by block */
+    uint32_t nm = (uint32_t)rs.nm;
+    u->nm = nm;
+    u->nv = 1 + u->nw + nm;
+    u->mby = arena_alloc(&k->mem, sizeof(uint32_t) * (nm + 1));
+    u->ops = arena_alloc(&k->mem, sizeof(uint32_t) * (rs.nops + 1));
+    u->m = arena_alloc(&k->mem, sizeof(merge) * (nm + 1));
+    if (!u->mby || !u->ops || !u->m)
+        goto oom;
+    if (nm) {
+        memcpy(u->m, rs.m, sizeof(merge) * nm);
+        memcpy(u->ops, rs.ops, sizeof(uint32_t) * rs.nops);
+    }
+    memset(u->moff, 0, sizeof(uint32_t) * (nb + 2));
+    for (uint32_t j = 0; j < nm; j++)
+        u->moff[u->m[j].blk + 2]++;
+    for (uint32_t bi = 0; bi <= nb; bi++)
+        u->moff[bi + 1] += u->moff[bi];
+    for (uint32_t j = 0; j < nm; j++)
+        u->mby[u->moff[u->m[j].blk + 1]++] = j;
+
+    if (u->warp) {
+        /* which values are %tid.x: marked (notx) unless a read of it, a
+         * copy or a merge; the copies and merges pass the mark on. A path
+         * on which nothing is written (value 0, a merge's operand) counts
+         * for nothing here, as for the levels: check_defined has settled
+         * that some write reaches. */
+        uint32_t nv = 1 + u->nw + nm, nc = 0;
+        size_t ne = rs.nops + count + 1;
+        uint8_t *notx = arena_alloc(&k->mem, nv);
+        uint32_t *from = arena_alloc(&k->mem, sizeof(uint32_t) * ne);
+        uint32_t *to = arena_alloc(&k->mem, sizeof(uint32_t) * ne);
+        if (!notx || !from || !to)
+            goto oom;
+        notx[0] = 0;
+        v = 1;
+        uc = 0;
+        for (li = 0; li < count; li++) {
+            uint32_t i = list[li], nwr = g->at[i + 1].wr - g->at[i].wr;
+            const ufact *f = &u->uf[i];
+            for (uint32_t d = 0; d < nwr; d++)
+                notx[v + d] = !f->tid;
+            if (f->tid == TID_COPY && nwr) {
+                from[nc] = u->use[uc]; /* unguarded: its one source */
+                to[nc++] = v;
+            }
+            uc += f->guard + f->nuse + (f->guard ? nwr : 0);
+            v += nwr;
+        }
+        for (uint32_t j = 0; j < nm; j++) {
+            notx[u->nw + 1 + j] = 0;
+            for (uint32_t o = 0; o < u->m[j].nop; o++) {
+                from[nc] = u->ops[u->m[j].op + o];
+                to[nc++] = u->nw + 1 + j;
+            }
+        }
+        u->notx = notx;
+        err = find_tid_x(k, nv, notx, from, to, nc);
+    }
+    goto done;
+oom:
+    err = pg_fail(k, PG_ENOMEM, "out of memory in validation");
+done:
+    pg_mem_free(s.asks);
+    pg_mem_free(rs.m);
+    pg_mem_free(rs.ops);
+    return err;
+}
+
+/* A write of value v under w: raise v to w's level (nothing where w is 0),
+ * without a branch. Returns whether the pass must run again (this pass read
+ * v before). */
+static inline bool raise(why *div, uint32_t v, why w, const uint32_t *read_in, uint32_t pass)
+{
+    bool up = why_level(div[v]) < why_level(w);
+    div[v] = up ? w : div[v];
+    return up & (read_in[v] == pass);
+}
+
+/* Passes in block order over the slice until nothing changes, with the
+ * values u holds (registers or reaching writes), their reasons in div. A
+ * pass need not be followed by one more only to see that: it must run
+ * again only if it raised a value after reading it (read_in[v], the pass
+ * that last read it; a read by the writing instruction itself gives the
+ * same answer again) or marked a block it had already walked. On the big
+ * straight-line kernels that saves a whole pass. A block's merges go
+ * first, then its instructions, each taking its guard and sources from
+ * use; a guarded write keeps the reason of the value it may leave in place
+ * too. The blocks come in with no divergence marked. */
+static int settle_uniformity(cfg *g, const uslice *u, const uint32_t *ipdom, why **out)
+{
+    pg_kernel *k = g->k;
+    uint32_t nb = g->nb, nv = u->nv, *list = u->list, count = u->count;
+    /* div[0] stays 0: value 0 is no guard (register 0), or nothing written */
+    why *div = arena_alloc(&k->mem, sizeof(why) * nv);
+    uint32_t *read_in = arena_alloc(&k->mem, sizeof(uint32_t) * nv);
     uint32_t *stack = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint32_t *seen = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     uint8_t *done_branch = arena_alloc(&k->mem, nb + 1); /* the level walked at */
-    uint32_t *read_in = arena_alloc(&k->mem, sizeof(uint32_t) * k->nregs);
-    if (!div || !uf || !ipdom || !stack || !seen || !done_branch || !read_in)
+    if (!div || !read_in || !stack || !seen || !done_branch)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
-    memset(div, 0, sizeof(why) * k->nregs);
-    memset(read_in, 0, sizeof(uint32_t) * k->nregs);
+    memset(div, 0, sizeof(why) * nv);
+    memset(read_in, 0, sizeof(uint32_t) * nv);
     memset(done_branch, 0, nb + 1);
     for (uint32_t v = 0; v <= nb; v++)
         seen[v] = NONE;
-    int err = post_dominators(g, ipdom);
-    if (!err && g->ncopy)
-        err = find_tid_x(g);
-    if (!err)
-        err = uniform_slice(g, &list, &count, uf);
-    if (err)
-        return err;
-
-    /* Passes in block order over those instructions until nothing changes.
-     * A pass need not be followed by one more only to see that: it must
-     * run again only if it raised a register after reading it (read_in[r],
-     * the pass that last read it; a read by the writing instruction itself
-     * gives the same answer again) or marked a block it had already
-     * walked. On the big straight-line kernels that saves a whole pass.
-     * The guard and sources of each instruction are its first reads. */
     uint32_t walks = 0, pass = 0;
     bool changed = true;
     while (changed) {
         changed = false;
         pass++;
         uint32_t li = 0; /* in list */
+        const uint32_t *use = u->use, *val = u->val;
         for (uint32_t bi = 0; bi < nb; bi++) {
             block *b = &g->b[bi];
             if (!b->reachable)
                 continue;
             why bw = b->divergent ? why_make(WHY_CONTROL, b->level, b->cause) : 0;
+            for (uint32_t x = u->moff[bi]; x < u->moff[bi + 1]; x++) {
+                const merge *m = &u->m[u->mby[x]];
+                const uint32_t *op = u->ops + m->op;
+                why w = 0;
+                for (uint32_t o = 0; o < m->nop; o++)
+                    w = why_max(w, div[op[o]]);
+                changed |= raise(div, u->nw + 1 + u->mby[x], w, read_in, pass);
+                for (uint32_t o = 0; o < m->nop; o++)
+                    read_in[op[o]] = pass;
+            }
             for (; li < count && list[li] < b->end; li++) {
-                uint32_t i = list[li];
-                const ufact *f = &uf[i];
-                const ref *r = &g->rd[g->at[i].rd], *s = r + f->guard;
-                uint32_t guard = f->guard ? r[0].reg : 0;
+                uint32_t i = list[li], nwr = g->at[i + 1].wr - g->at[i].wr;
+                const ufact *f = &u->uf[i];
+                const uint32_t *s = use + f->guard;
+                uint32_t guard = f->guard ? use[0] : 0;
                 why w = f->why ? why_make(f->why, f->level, f->why == WHY_SREG ? f->sreg : i) : 0;
                 if (f->load) {
-                    if (div[s[0].reg])
-                        w = why_make(WHY_LOAD, why_level(div[s[0].reg]), i);
+                    if (div[s[0]])
+                        w = why_make(WHY_LOAD, why_level(div[s[0]]), i);
                 } else if (f->nuse) {
                     /* the warp index of %tid.x differs between warps only */
-                    why c = div[s[0].reg];
-                    if (c && f->warp && !notx[s[0].reg])
+                    why c = div[s[0]];
+                    if (c && f->warp && !u->notx[s[0]])
                         c = (c & ~((why)0xff << 56)) | (why)LV_WARP << 56;
                     w = c;
-                    for (unsigned u = 1; u < f->nuse; u++)
-                        w = why_max(w, div[s[u].reg]);
+                    for (unsigned x = 1; x < f->nuse; x++)
+                        w = why_max(w, div[s[x]]);
                 }
                 w = why_max(w, div[guard]);
                 w = why_max(w, bw);
-                for (uint32_t d = g->at[i].wr; d < g->at[i + 1].wr; d++)
-                    changed |= raise(div, g->wr[d].reg, w, read_in, pass);
+                for (uint32_t d = 0; d < nwr; d++)
+                    changed |= raise(div, val[d], f->guard ? why_max(w, div[s[f->nuse + d]]) : w,
+                                     read_in, pass);
                 /* after the writes: the instruction's own read does not count */
-                for (unsigned u = 0; u < f->nuse; u++)
-                    read_in[s[u].reg] = pass;
-                read_in[guard] = pass;
+                uint32_t nu = f->guard + f->nuse + (f->guard ? nwr : 0);
+                for (uint32_t x = 0; x < nu; x++)
+                    read_in[use[x]] = pass;
+                use += nu;
+                val += nwr;
             }
             /* at once, so that what it makes divergent is seen in this pass */
             if (b->guard) {
-                read_in[b->guard] = pass;
-                uint8_t lv = (uint8_t)why_level(div[b->guard]);
+                uint32_t gv = u->bguard[bi];
+                read_in[gv] = pass;
+                uint8_t lv = (uint8_t)why_level(div[gv]);
                 if (done_branch[bi] < lv) {
                     done_branch[bi] = lv;
                     changed |= mark_region(g, bi, lv, walks++, ipdom, done_branch, stack, seen);
@@ -1290,7 +1786,17 @@ static int check_barriers(cfg *g)
             }
         }
     }
+    *out = div;
+    return PG_OK;
+}
 
+/* The first barrier or .aligned instruction that only some threads of the
+ * block (or warp) reach, by the values in u and their reasons in div:
+ * PG_EDIVERGE, with the message where `report` (the cheaper pass only
+ * asks); PG_OK where there is none. */
+static int check_syncs(cfg *g, const uslice *u, const why *div, bool report)
+{
+    pg_kernel *k = g->k;
     for (uint32_t j = 0; j < g->nsync; j++) {
         uint32_t i = g->sync[j];
         const block *b = &g->b[g->blk_of[i]];
@@ -1302,12 +1808,14 @@ static int check_barriers(cfg *g)
             /* every thread of the warp (warpgroup) runs it together: a
              * split between warps is the caller's to get right, a split
              * inside one is always wrong */
-            bool lane_guard = in->guard && why_level(div[in->guard]) == LV_LANE;
+            bool lane_guard = in->guard && why_level(div[u->sguard[j]]) == LV_LANE;
             if (lane_guard || (b->divergent && b->level == LV_LANE)) {
+                if (!report)
+                    return PG_EDIVERGE;
                 char at[256], wt[160];
                 describe(g, i, at, sizeof at);
-                why_text(g, lane_guard ? div[in->guard] : div[k->ins[b->cause].guard], wt,
-                         sizeof wt);
+                why_text(g, lane_guard ? div[u->sguard[j]] : div[u->bguard[g->blk_of[b->cause]]],
+                         wt, sizeof wt);
                 return pg_fail(k, PG_EDIVERGE, "divergence: %s is .aligned (every thread of "
                                "the warp runs it together) but runs under a %s that depends "
                                "on %s", at, lane_guard ? "guard" : "branch", wt);
@@ -1319,20 +1827,24 @@ static int check_barriers(cfg *g)
          * warps is what it is for; a split inside one is not. */
         uint8_t allowed = in->op == OP_BAR_N ? LV_WARP : LV_NONE;
         char bar[256], br[256], wt[160];
-        if (in->guard && why_level(div[in->guard]) > allowed) {
+        if (in->guard && why_level(div[u->sguard[j]]) > allowed) {
+            if (!report)
+                return PG_EDIVERGE;
             char r[32];
             describe(g, i, bar, sizeof bar);
             pg_val v = {PG_VAL_REG, in->guard, 0};
             pg_val_format(k, v, PG_PRED, r, sizeof r);
-            why_text(g, div[in->guard], wt, sizeof wt);
+            why_text(g, div[u->sguard[j]], wt, sizeof wt);
             return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is guarded by %s, which "
                            "depends on %s", bar, r, wt);
         }
         if (b->divergent && b->level > allowed) {
+            if (!report)
+                return PG_EDIVERGE;
             const instr *cb = &k->ins[b->cause];
             describe(g, i, bar, sizeof bar);
             describe(g, b->cause, br, sizeof br);
-            why_text(g, div[cb->guard], wt, sizeof wt);
+            why_text(g, div[u->bguard[g->blk_of[b->cause]]], wt, sizeof wt);
             return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is reached by only some "
                            "threads of the %s: the %s at %s depends on %s", bar,
                            in->op == OP_BAR_N ? "warps it counts" : "block",
@@ -1340,6 +1852,49 @@ static int check_barriers(cfg *g)
         }
     }
     return PG_OK;
+}
+
+/* Two answers, the cheaper first. With a value per register (every write
+ * of it raising it: register_values), what a read sees is at least what
+ * the writes that reach it give, so where that finds every barrier and
+ * .aligned instruction reached by all threads, so would the reaching
+ * writes, and that is all: the catalog's kernels stop there. Only where it
+ * finds one that is not are the reaching writes worked out
+ * (reaching_values) and the passes run again from unmarked blocks, and
+ * their answer is the one given. */
+static int check_barriers(cfg *g)
+{
+    pg_kernel *k = g->k;
+    if (!g->nsync)
+        return PG_OK;
+
+    uint32_t nb = g->nb;
+    /* uf filled in where used */
+    uslice u = {.uf = arena_alloc(&k->mem, sizeof(ufact) * (k->nins + 1))};
+    uint32_t *ipdom = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    if (!u.uf || !ipdom)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    why *div = NULL;
+    int err = post_dominators(g, ipdom);
+    if (!err)
+        err = uniform_slice(g, &u);
+    if (!err)
+        err = register_values(g, &u);
+    if (!err)
+        err = settle_uniformity(g, &u, ipdom, &div);
+    if (err || check_syncs(g, &u, div, false) == PG_OK)
+        return err;
+    for (uint32_t bi = 0; bi < nb; bi++) {
+        g->b[bi].divergent = false;
+        g->b[bi].level = LV_NONE;
+        g->b[bi].cause = 0;
+    }
+    err = reaching_values(g, &u);
+    if (!err)
+        err = settle_uniformity(g, &u, ipdom, &div);
+    if (!err)
+        err = check_syncs(g, &u, div, true);
+    return err;
 }
 
 int pg_validate(pg_kernel *k)

@@ -7,6 +7,7 @@
 #include "pgk.h"
 #include "util.h"
 
+#include <stdlib.h>
 #include <time.h>
 
 typedef struct ctx {
@@ -14,12 +15,14 @@ typedef struct ctx {
     pg_reg n;    /* a param: uniform */
     pg_reg data; /* a param pointer */
     pg_reg tid;  /* %tid.x: per thread */
+    const char *name;
 } ctx;
 
 static ctx begin(const char *name)
 {
     ctx c;
     c.k = mk(name, PG_SM_90);
+    c.name = name;
     pg_param pd = pg_param_add(c.k, PG_U64, "data");
     pg_param pn = pg_param_add(c.k, PG_U32, "n");
     c.data = pg_param_load(c.k, pd);
@@ -43,6 +46,28 @@ static void expect_diverge(ctx c, const char *branch, const char *cause)
     pg_kernel_destroy(&c.k);
 }
 
+/* With --ptxas: where expect_ok writes each kernel it accepts, and the
+ * ptxas that must assemble it. */
+static const char *ptxas_path, *ptx_dir;
+
+static void assemble(const char *name, const char *ptx)
+{
+    char path[4096], cmd[8400];
+    snprintf(path, sizeof path, "%s/validate_%s.ptx", ptx_dir, name);
+    FILE *f = fopen(path, "w");
+    bool written = f && fputs(ptx, f) != EOF;
+    if (f && fclose(f) != 0)
+        written = false;
+    REQUIRE(written);
+    if (!written)
+        return;
+    snprintf(cmd, sizeof cmd, "'%s' -arch=sm_90 --warning-as-error -o /dev/null '%s'", ptxas_path,
+             path);
+    int rc = system(cmd);
+    fprintf(stderr, "  %s: %s\n", cmd, rc == 0 ? "ok" : "FAILED");
+    REQUIRE_INT_EQ(rc, 0);
+}
+
 static void expect_ok(ctx c)
 {
     const char *ptx = NULL;
@@ -51,6 +76,8 @@ static void expect_ok(ctx c)
     if (rc)
         fprintf(stderr, "  unexpected: %s\n", pg_kernel_message(c.k));
     REQUIRE(ptx != NULL);
+    if (ptx && ptxas_path)
+        assemble(c.name, ptx);
     pg_kernel_destroy(&c.k);
 }
 
@@ -154,8 +181,351 @@ static void expect_undef(ctx c, const char *reg)
     pg_kernel_destroy(&c.k);
 }
 
-int main(void)
+/* A write that no path from the entry reaches defines nothing: each read
+ * below is refused whichever way check_defined settles it (the backward
+ * search, the data-flow, the ancestor walk, a loop's back edge). Reads in
+ * such code are not checked, and a write on one path of two still counts. */
+static void unreachable_writes(void)
 {
+    /* bra L; mov r, 1; L: st [p], r */
+    {
+        ctx c = begin("unreachable_write");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32);
+        pg_label over = pg_label_new(k, "over");
+        pg_bra(k, over);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_label_bind(k, over);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        expect_undef(c, "register %r3 is read before any write reaches it, at instruction 6 "
+                        "(`st.global.u32 [%rd1], %r3`)");
+    }
+    /* the same read 200 branches below: past the backward search, to the
+     * data-flow */
+    {
+        ctx c = begin("unreachable_write_far");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32);
+        pg_label over = pg_label_new(k, "over");
+        pg_bra(k, over);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_label_bind(k, over);
+        uniform_branches(c, 200);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        expect_undef(c, "register %r3 is read");
+    }
+    /* 70 such registers read in one block: the ancestor walk */
+    {
+        ctx c = begin("unreachable_writes_many");
+        pg_kernel *k = c.k;
+        pg_reg v[70];
+        for (int i = 0; i < 70; i++)
+            v[i] = pg_reg_new(k, PG_U32);
+        pg_label over = pg_label_new(k, "over");
+        pg_bra(k, over);
+        for (int i = 0; i < 70; i++)
+            pg_mov(k, PG_U32, v[i], pg_u32((uint32_t)i));
+        pg_label_bind(k, over);
+        uniform_branches(c, 200);
+        for (int i = 0; i < 70; i++)
+            pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 4 * i, v[i]);
+        expect_undef(c, "register %r3 is read");
+    }
+    /* dead code after the loop's exit that writes the register and jumps
+     * back into the loop */
+    {
+        ctx c = begin("dead_back_edge");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32), q = pg_reg_new(k, PG_PRED);
+        pg_label top = pg_label_new(k, "top");
+        pg_setp(k, PG_CMP_EQ, PG_U32, q, c.n, pg_u32(0));
+        pg_label_bind(k, top);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        pg_bra_if(k, q, false, top);
+        pg_ret(k);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_bra(k, top);
+        expect_undef(c, "register %r3 is read");
+    }
+    /* ---- unchanged: accepted ---- */
+    /* a read in unreachable code is not checked */
+    {
+        ctx c = begin("unreachable_read");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32);
+        pg_label over = pg_label_new(k, "over");
+        pg_bra(k, over);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        pg_label_bind(k, over);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, c.n);
+        expect_ok(c);
+    }
+    /* if (c) r = 1; st r: a write on one path of two ("may be defined") */
+    {
+        ctx c = begin("one_arm_write");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_label skip = pg_label_new(k, "skip");
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, c.n, pg_u32(0));
+        pg_bra_if(k, p, false, skip);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_label_bind(k, skip);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        expect_ok(c);
+    }
+    /* a reachable write counts beside an unreachable one */
+    {
+        ctx c = begin("reachable_and_dead_write");
+        pg_kernel *k = c.k;
+        pg_reg v = pg_reg_new(k, PG_U32);
+        pg_label over = pg_label_new(k, "over");
+        pg_mov(k, PG_U32, v, pg_u32(2));
+        pg_bra(k, over);
+        pg_mov(k, PG_U32, v, pg_u32(1));
+        pg_label_bind(k, over);
+        uniform_branches(c, 200);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, v);
+        expect_ok(c);
+    }
+}
+
+/* Uniformity follows the writes that reach a read, not every write of its
+ * register: a register that held %tid.x and is then overwritten with a
+ * uniform value is uniform where only that value reaches. Where the
+ * per-thread value still reaches on some path (one arm of a branch, a
+ * guarded overwrite, round a loop's back edge), it is not. */
+static void reaching_writes(void)
+{
+    /* r = %tid.x; st r; r = 0: the barrier's loop counts with r */
+    {
+        ctx c = begin("tid_reused_counter");
+        pg_kernel *k = c.k;
+        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_mov(k, PG_U32, r, c.tid);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
+        pg_mov(k, PG_U32, r, pg_u32(0));
+        pg_label top = pg_label_new(k, "top"), done = pg_label_new(k, "done");
+        pg_label_bind(k, top);
+        pg_setp(k, PG_CMP_GE, PG_U32, p, r, c.n);
+        pg_bra_if(k, p, false, done);
+        pg_bar_sync(k, 0);
+        pg_add(k, PG_U32, r, r, pg_u32(1));
+        pg_bra(k, top);
+        pg_label_bind(k, done);
+        expect_ok(c);
+    }
+    /* r = %tid.x; st r; r = 0 in one block, a uniform branch on r and a
+     * barrier below */
+    {
+        ctx c = begin("tid_reused_const");
+        pg_kernel *k = c.k;
+        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_label skip = pg_label_new(k, "skip");
+        pg_mov(k, PG_U32, r, c.tid);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
+        pg_mov(k, PG_U32, r, pg_u32(0));
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, c.n);
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        expect_ok(c);
+    }
+    /* the overwrite on a uniform branch's arm, then written again on both
+     * arms of another: neither arm carries %tid.x to the branch on r */
+    {
+        ctx c = begin("tid_overwritten_both_arms");
+        pg_kernel *k = c.k;
+        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg u = pgv_setp(k, PG_CMP_LT, PG_U32, c.n, pg_u32(9));
+        pg_label other = pg_label_new(k, "other"), join = pg_label_new(k, "join");
+        pg_label skip = pg_label_new(k, "skip");
+        pg_mov(k, PG_U32, r, c.tid);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
+        pg_bra_if(k, u, false, other);
+        pg_mov(k, PG_U32, r, pg_u32(1));
+        pg_bra(k, join);
+        pg_label_bind(k, other);
+        pg_mov(k, PG_U32, r, c.n);
+        pg_label_bind(k, join);
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, pg_u32(1));
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        expect_ok(c);
+    }
+    /* %tid.x written at a loop's top and overwritten below it: what goes
+     * round the back edge is uniform */
+    {
+        ctx c = begin("tid_killed_in_loop");
+        pg_kernel *k = c.k;
+        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg q = pgv_setp(k, PG_CMP_LT, PG_U32, c.n, pg_u32(8));
+        pg_label top = pg_label_new(k, "top"), skip = pg_label_new(k, "skip");
+        pg_label_bind(k, top);
+        pg_mov(k, PG_U32, r, c.tid);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
+        pg_bra_if(k, q, false, skip);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 4, r);
+        pg_label_bind(k, skip);
+        pg_mov(k, PG_U32, r, c.n);
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, pg_u32(3));
+        pg_label s2 = pg_label_new(k, "s2");
+        pg_bra_if(k, p, false, s2);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, s2);
+        pg_bra_if(k, q, false, top);
+        expect_ok(c);
+    }
+    /* a warp index taken from a register while it holds %tid.x, the
+     * register reused after: the index differs between warps only */
+    {
+        ctx c = begin("warp_index_reused");
+        pg_kernel *k = c.k;
+        pg_reg x = pg_reg_new(k, PG_U32);
+        pg_label skip = pg_label_new(k, "skip");
+        pg_mov(k, PG_U32, x, c.tid);
+        pg_reg w = pgv_shr(k, PG_U32, x, pg_u32(5));
+        pg_mov(k, PG_U32, x, pg_u32(7));
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, x);
+        pg_reg p = pgv_setp(k, PG_CMP_EQ, PG_U32, w, pg_u32(0));
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync_count(k, 1, 64);
+        pg_label_bind(k, skip);
+        expect_ok(c);
+    }
+    /* ---- still refused ---- */
+    /* the overwrite on one arm of a uniform branch only: the other arm
+     * carries %tid.x to the branch on r */
+    {
+        ctx c = begin("tid_one_arm");
+        pg_kernel *k = c.k;
+        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg u = pgv_setp(k, PG_CMP_LT, PG_U32, c.n, pg_u32(9));
+        pg_label join = pg_label_new(k, "join"), skip = pg_label_new(k, "skip");
+        pg_mov(k, PG_U32, r, c.tid);
+        pg_bra_if(k, u, false, join);
+        pg_mov(k, PG_U32, r, pg_u32(0));
+        pg_label_bind(k, join);
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, pg_u32(1));
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        expect_diverge(c, "`@%p1 bra $L2_skip`", "depends on %tid.x");
+    }
+    /* a guarded overwrite may leave %tid.x in place */
+    {
+        ctx c = begin("tid_guarded_overwrite");
+        pg_kernel *k = c.k;
+        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg u = pgv_setp(k, PG_CMP_LT, PG_U32, c.n, pg_u32(9));
+        pg_label skip = pg_label_new(k, "skip");
+        pg_mov(k, PG_U32, r, c.tid);
+        pg_guard(k, u, false);
+        pg_mov(k, PG_U32, r, pg_u32(0));
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, pg_u32(1));
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        expect_diverge(c, "`@%p1 bra $L1_skip`", "depends on %tid.x");
+    }
+    /* %tid.x written below the barrier reaches the loop's top round the
+     * back edge on the path that skips the overwrite */
+    {
+        ctx c = begin("tid_round_back_edge");
+        pg_kernel *k = c.k;
+        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg q = pgv_setp(k, PG_CMP_LT, PG_U32, c.n, pg_u32(8));
+        pg_reg u = pgv_setp(k, PG_CMP_GT, PG_U32, c.n, pg_u32(2));
+        pg_label top = pg_label_new(k, "top"), skip = pg_label_new(k, "skip");
+        pg_label keep = pg_label_new(k, "keep");
+        pg_mov(k, PG_U32, r, pg_u32(0));
+        pg_label_bind(k, top);
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, pg_u32(3));
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        pg_mov(k, PG_U32, r, c.tid);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
+        pg_bra_if(k, u, false, keep);
+        pg_mov(k, PG_U32, r, pg_u32(5));
+        pg_label_bind(k, keep);
+        pg_bra_if(k, q, false, top);
+        expect_diverge(c, "`@%p1 bra $L2_skip`", "depends on %tid.x");
+    }
+    /* the loop counter of tid_reused_counter, bumped by %tid.x */
+    {
+        ctx c = begin("counter_per_thread");
+        pg_kernel *k = c.k;
+        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_mov(k, PG_U32, r, c.tid);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
+        pg_mov(k, PG_U32, r, pg_u32(0));
+        pg_label top = pg_label_new(k, "top"), done = pg_label_new(k, "done");
+        pg_label_bind(k, top);
+        pg_setp(k, PG_CMP_GE, PG_U32, p, r, c.n);
+        pg_bra_if(k, p, false, done);
+        pg_bar_sync(k, 0);
+        pg_add(k, PG_U32, r, r, c.tid);
+        pg_bra(k, top);
+        pg_label_bind(k, done);
+        expect_diverge(c, "`@%p1 bra $L2_done`", "depends on %tid.x");
+    }
+    /* tid_reused_const's barrier is fine, a later one under a branch on
+     * %tid.x itself is not: the message names the later one and its
+     * branch, not the first (whose branch only the per-register answer
+     * took for per-thread) */
+    {
+        ctx c = begin("tid_reused_then_split");
+        pg_kernel *k = c.k;
+        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_label skip = pg_label_new(k, "skip"), out = pg_label_new(k, "out");
+        pg_mov(k, PG_U32, r, c.tid);
+        pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
+        pg_mov(k, PG_U32, r, pg_u32(0));
+        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, c.n);
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync(k, 0);
+        pg_label_bind(k, skip);
+        pg_reg q = pgv_setp(k, PG_CMP_LT, PG_U32, c.tid, pg_u32(64));
+        pg_bra_if(k, q, false, out);
+        pg_bar_sync(k, 1);
+        pg_label_bind(k, out);
+        const char *ptx = NULL;
+        REQUIRE_INT_EQ(pg_kernel_emit(k, &ptx, NULL), PG_EDIVERGE);
+        const char *m = pg_kernel_message(k);
+        REQUIRE_CONTAINS(m, "instruction 12 (`bar.sync 1`) is reached by only some threads");
+        REQUIRE_CONTAINS(m, "the branch at instruction 11 (`@%p2 bra $L2_out`) depends on %tid.x");
+        fprintf(stderr, "  rejected as expected: %s\n", m);
+        pg_kernel_destroy(&c.k);
+    }
+    /* the warp index of %tid.x + 1 differs within a warp */
+    {
+        ctx c = begin("warp_index_of_other");
+        pg_kernel *k = c.k;
+        pg_reg x = pg_reg_new(k, PG_U32);
+        pg_label skip = pg_label_new(k, "skip");
+        pg_mov(k, PG_U32, x, c.tid);
+        pg_add(k, PG_U32, x, x, pg_u32(1));
+        pg_reg w = pgv_shr(k, PG_U32, x, pg_u32(5));
+        pg_reg p = pgv_setp(k, PG_CMP_EQ, PG_U32, w, pg_u32(0));
+        pg_bra_if(k, p, false, skip);
+        pg_bar_sync_count(k, 1, 64);
+        pg_label_bind(k, skip);
+        expect_counted_diverge(c, "bar.sync 1, 64`", "depends on %tid.x");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--ptxas") == 0) {
+        /* test_validate --ptxas PTXAS DIR: the small cases only, every
+         * kernel they accept assembled by ptxas, warnings as errors */
+        ptxas_path = argv[2];
+        ptx_dir = argv[3];
+        unreachable_writes();
+        reaching_writes();
+        TEST_DONE();
+    }
     /* 1. early return before a barrier */
     {
         ctx c = begin("early_return");
@@ -578,6 +948,8 @@ int main(void)
         pg_label_bind(k, out);
         expect_undef(c, "register %r3 is read");
     }
+    unreachable_writes();
+    reaching_writes();
     /* every catalog kernel passes validation on every target it supports */
     for (size_t i = 0; i < pgk_count(); i++) {
         const pgk_desc *d = pgk_at(i);
