@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Error codes as words, from the one table in ptxgen.h. */
+/* Error codes as words, from the one table in ptxgen.h, and text made safe
+ * for a message line. */
 #include "internal.h"
+
+#include <stdbool.h>
+#include <string.h>
 
 const char *pg_strerror(int err)
 {
@@ -28,4 +32,64 @@ const char *pg_err_name(int err)
 #undef PG_X_
     }
     return "PG_UNKNOWN";
+}
+
+size_t pg_text_escape(char *dst, size_t cap, const char *text)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!dst || cap < 4) {
+        if (dst && cap)
+            dst[0] = '\0';
+        return 0;
+    }
+    const unsigned char *s = (const unsigned char *)(text ? text : "");
+    const size_t room = cap - 4; /* keep "..." and the NUL */
+    size_t o = 0;
+    while (*s) {
+        char piece[4];
+        size_t n = 0, used = 1;
+        unsigned char c = s[0];
+        if (c == '\\' || c == '\n' || c == '\r' || c == '\t') {
+            piece[n++] = '\\';
+            piece[n++] = c == '\\' ? '\\' : c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else if (c >= 0x20 && c < 0x7f) {
+            piece[n++] = (char)c;
+        } else {
+            /* A well-formed UTF-8 sequence that is not a C1 control (U+0080
+             * to U+009F: CSI, OSC...) passes; anything else is escaped byte
+             * by byte. */
+            size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                         : c >= 0xe0 && c <= 0xef ? 3
+                         : c >= 0xf0 && c <= 0xf4 ? 4
+                                                  : 0;
+            bool ok = len > 0;
+            for (size_t k = 1; ok && k < len; k++)
+                ok = (s[k] & 0xc0) == 0x80;
+            if (ok && len == 2)
+                ok = !(c == 0xc2 && s[1] < 0xa0);
+            if (ok && len == 3)
+                ok = !(c == 0xe0 && s[1] < 0xa0) && !(c == 0xed && s[1] >= 0xa0);
+            if (ok && len == 4)
+                ok = !(c == 0xf0 && s[1] < 0x90) && !(c == 0xf4 && s[1] >= 0x90);
+            if (ok) {
+                memcpy(piece, s, len);
+                n = used = len;
+            } else {
+                piece[n++] = '\\';
+                piece[n++] = 'x';
+                piece[n++] = hex[c >> 4];
+                piece[n++] = hex[c & 15];
+            }
+        }
+        if (o + n > room) {
+            memcpy(dst + o, "...", 3);
+            o += 3;
+            break;
+        }
+        memcpy(dst + o, piece, n);
+        o += n;
+        s += used;
+    }
+    dst[o] = '\0';
+    return o;
 }

@@ -58,6 +58,16 @@ typedef enum pg_errno {
 PG_API const char *pg_strerror(int err);
 /* Symbolic name ("PG_EDIVERGE"); never NULL. */
 PG_API const char *pg_err_name(int err);
+/* text made safe for a one-line message: C0 and C1 control characters, DEL
+ * and bytes that are not UTF-8 become escapes (\n, \r, \t, \x1b), a
+ * backslash becomes \\ so that an escape is never ambiguous; well-formed
+ * UTF-8 passes. At most cap - 1 bytes and a NUL go to dst (cap < 4: "" or
+ * nothing), never a sequence cut in half: the result ends in "..." when the
+ * text did not fit. Returns the bytes written. ptxgen-dump quotes its
+ * arguments with it, and the model layer escapes every message with it (a
+ * tensor name, a config string or a path from a downloaded checkpoint
+ * cannot retitle or clear the terminal). Pure and thread-safe. */
+PG_API size_t pg_text_escape(char *dst, size_t cap, const char *text);
 
 /* Replace malloc/realloc/free for everything ptxgen allocates. Pass NULLs to
  * restore libc. Not thread-safe: call before building anything. Tests use it

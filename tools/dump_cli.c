@@ -88,74 +88,6 @@ static int fail(FILE *err, int status, const char *fmt, ...)
     return status;
 }
 
-/* Text from outside (arguments, and library messages that echo them) made
- * safe for the one diagnostic line: C0 and C1 control characters, DEL and
- * bytes that are not UTF-8 would split the line, move the cursor or talk to
- * the terminal, so they are written as escapes (\n, \t, \x1b), and a
- * backslash as \\ so that an escape is never ambiguous. Well-formed UTF-8
- * passes through. At most `cap` - 1 bytes are written and nothing is cut in
- * the middle: the result ends with "..." when the text did not fit.
- * Returns the bytes written. */
-static size_t escape_text(char *dst, size_t cap, const char *text)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *s = (const unsigned char *)text;
-    size_t o = 0;
-    if (cap < 4) {
-        if (cap)
-            dst[0] = '\0';
-        return 0;
-    }
-    const size_t room = cap - 4; /* keep "..." and the NUL */
-    while (*s) {
-        char piece[16];
-        size_t n = 0, used = 1;
-        unsigned char c = s[0];
-        if (c == '\\') {
-            piece[n++] = '\\';
-            piece[n++] = '\\';
-        } else if (c == '\n' || c == '\r' || c == '\t') {
-            piece[n++] = '\\';
-            piece[n++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
-        } else if (c >= 0x20 && c < 0x7f) {
-            piece[n++] = (char)c;
-        } else {
-            /* A well-formed UTF-8 sequence that is not a C1 control (U+0080
-             * to U+009F) is kept; anything else is escaped byte by byte. */
-            size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                         : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-            bool ok = len > 0;
-            for (size_t k = 1; ok && k < len; k++)
-                ok = (s[k] & 0xc0) == 0x80;
-            if (ok && len == 3)
-                ok = !(c == 0xe0 && s[1] < 0xa0) && !(c == 0xed && s[1] >= 0xa0);
-            if (ok && len == 4)
-                ok = !(c == 0xf0 && s[1] < 0x90) && !(c == 0xf4 && s[1] >= 0x90);
-            if (ok && len == 2)
-                ok = !(c == 0xc2 && s[1] < 0xa0);
-            if (ok) {
-                memcpy(piece, s, len);
-                n = used = len;
-            } else {
-                piece[n++] = '\\';
-                piece[n++] = 'x';
-                piece[n++] = hex[c >> 4];
-                piece[n++] = hex[c & 15];
-            }
-        }
-        if (o + n > room) {
-            memcpy(dst + o, "...", 3);
-            o += 3;
-            break;
-        }
-        memcpy(dst + o, piece, n);
-        o += n;
-        s += used;
-    }
-    dst[o] = '\0';
-    return o;
-}
-
 /* User text quoted for a message; an argument may be arbitrarily long. */
 typedef struct quoted {
     char s[128];
@@ -165,7 +97,7 @@ static quoted quote(const char *text)
 {
     quoted q;
     q.s[0] = '\'';
-    size_t o = 1 + escape_text(q.s + 1, sizeof q.s - 2, text);
+    size_t o = 1 + pg_text_escape(q.s + 1, sizeof q.s - 2, text);
     q.s[o++] = '\'';
     q.s[o] = '\0';
     return q;
@@ -176,7 +108,7 @@ static quoted quote(const char *text)
 static const char *one_line(const char *msg)
 {
     static _Thread_local char buf[1024];
-    escape_text(buf, sizeof buf, msg);
+    pg_text_escape(buf, sizeof buf, msg);
     return buf;
 }
 

@@ -55,13 +55,13 @@ __attribute__((format(printf, 1, 2)))
 static int bad(const char *fmt, ...)
 {
     /* the line echoes arguments: escaped whole, as the model layer's
-     * messages are (pgrt_text_escape) */
+     * messages are (pg_text_escape) */
     char raw[8192], safe[8192];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    pgrt_text_escape(safe, sizeof safe, raw);
+    pg_text_escape(safe, sizeof safe, raw);
     fprintf(stderr, "ptxgen-train: %s\n", safe);
     return EXIT_USAGE;
 }

@@ -74,13 +74,13 @@ __attribute__((format(printf, 1, 2)))
 static int bad(const char *fmt, ...)
 {
     /* the line echoes arguments: escaped whole, as the model layer's
-     * messages are (pgrt_text_escape) */
+     * messages are (pg_text_escape) */
     char raw[8192], safe[8192];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    pgrt_text_escape(safe, sizeof safe, raw);
+    pg_text_escape(safe, sizeof safe, raw);
     fprintf(stderr, "ptxgen-train: %s\n", safe);
     return EXIT_USAGE;
 }
@@ -383,7 +383,7 @@ const char *train_last_message(void)
 {
     static _Thread_local char buf[8192];
     const char *m = pgrt_last_message();
-    pgrt_text_escape(buf, sizeof buf, m);
+    pg_text_escape(buf, sizeof buf, m);
     /* escaped already when escaping would only double its backslashes */
     const char *a = m, *b = buf;
     while (*a && *b) {

@@ -10,7 +10,7 @@ int train_hf_main(int argc, char **argv);
 /* pgrt_last_message() as one printable line: the model layer's messages
  * are escaped already and pass as they are; another (a driver's, which
  * may quote $PGRT_LIBCUDA or hold a JIT log's line ends) is escaped with
- * pgrt_text_escape. The text lives until the next call on the thread. */
+ * pg_text_escape. The text lives until the next call on the thread. */
 const char *train_last_message(void);
 
 #endif

@@ -8,7 +8,7 @@
 #include "safe_write.h"
 
 /* The model layer's rt_fail: the message is formatted, then escaped whole
- * with pgrt_text_escape, so that a tensor name, a config string or a path
+ * with pg_text_escape, so that a tensor name, a config string or a path
  * echoed in it reaches a terminal as text, never as a control sequence.
  * Our own format strings hold no backslash or control character: escaping
  * leaves them as written. Every message of runtime/model/ goes through it. */

@@ -20,8 +20,8 @@
  * value or size over a limit, a token id outside the vocabulary;
  * PGRT_ENOMEM. File-system failures are PGRT_EINVAL with the path and
  * strerror in the message. Text from the files or paths that a message
- * echoes is escaped (pgrt_text_escape): the messages of this layer are one
- * line of printable text.
+ * echoes is escaped (pg_text_escape, ptxgen.h): the messages of this layer
+ * are one line of printable text.
  *
  * Ownership: objects come from a *_parse/_open/_load/_init function taking
  * `T **out` and go with the matching *_destroy/_close(&p), which sets p to
@@ -41,20 +41,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* -------------------------------------------------------------- messages */
-
-/* text made safe for a one-line message, as ptxgen-dump writes arguments:
- * C0 and C1 control characters, DEL and bytes that are not UTF-8 become
- * escapes (\n, \r, \t, \x1b), a backslash becomes \\ so that an escape is
- * never ambiguous; well-formed UTF-8 passes. At most cap - 1 bytes and a
- * NUL go to dst (cap < 4: "" or nothing), never a sequence cut in half: the
- * result ends in "..." when the text did not fit. Returns the bytes
- * written. Every message of this layer is escaped so (a tensor name, a
- * config string or a path from a downloaded checkpoint cannot retitle or
- * clear the terminal it is printed on); callers escape their own messages
- * that echo such text with it. Thread-safe. */
-PGRT_API size_t pgrt_text_escape(char *dst, size_t cap, const char *text);
 
 /* ------------------------------------------------------------------ JSON */
 

@@ -290,13 +290,13 @@ static void test_escapes(const char *dir)
 
     /* the escaper itself: invalid UTF-8 byte by byte, long text cut whole */
     char out[16], wide[32];
-    REQUIRE_INT_EQ(pgrt_text_escape(wide, sizeof wide, "a\xff\xc0\xaf" "b"), 14);
+    REQUIRE_INT_EQ(pg_text_escape(wide, sizeof wide, "a\xff\xc0\xaf" "b"), 14);
     REQUIRE_STR_EQ(wide, "a\\xff\\xc0\\xafb");
-    REQUIRE_INT_EQ(pgrt_text_escape(out, sizeof out, "0123456789abcdefgh"), 15);
+    REQUIRE_INT_EQ(pg_text_escape(out, sizeof out, "0123456789abcdefgh"), 15);
     REQUIRE_STR_EQ(out, "0123456789ab...");
-    REQUIRE_INT_EQ(pgrt_text_escape(out, sizeof out, "0123456789a\x1b"), 14);
+    REQUIRE_INT_EQ(pg_text_escape(out, sizeof out, "0123456789a\x1b"), 14);
     REQUIRE_STR_EQ(out, "0123456789a...");
-    REQUIRE_INT_EQ(pgrt_text_escape(out, 3, "abc"), 0);
+    REQUIRE_INT_EQ(pg_text_escape(out, 3, "abc"), 0);
     REQUIRE_STR_EQ(out, "");
 }
 
