@@ -31,6 +31,18 @@ static ctx begin(const char *name)
     return c;
 }
 
+/* The ending most cases share: bar.sync 0 where a cmp b holds, skipped by
+ * a branch elsewhere. Whether that branch can split a warp is the question
+ * each case asks of the validator. */
+static void barrier_if(pg_kernel *k, pg_cmp cmp, pg_val a, pg_val b)
+{
+    pg_reg p = pgv_setp(k, cmp, PG_U32, a, b);
+    pg_label skip = pg_label_new(k, "skip");
+    pg_bra_if(k, p, false, skip);
+    pg_bar_sync(k, 0);
+    pg_label_bind(k, skip);
+}
+
 static void expect_diverge(ctx c, const char *branch, const char *cause)
 {
     const char *ptx = (const char *)1;
@@ -319,15 +331,11 @@ static void reaching_writes(void)
     {
         ctx c = begin("tid_reused_const");
         pg_kernel *k = c.k;
-        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
-        pg_label skip = pg_label_new(k, "skip");
+        pg_reg r = pg_reg_new(k, PG_U32);
         pg_mov(k, PG_U32, r, c.tid);
         pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
         pg_mov(k, PG_U32, r, pg_u32(0));
-        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, c.n);
-        pg_bra_if(k, p, false, skip);
-        pg_bar_sync(k, 0);
-        pg_label_bind(k, skip);
+        barrier_if(k, PG_CMP_EQ, r, c.n);
         expect_ok(c);
     }
     /* the overwrite on a uniform branch's arm, then written again on both
@@ -335,10 +343,9 @@ static void reaching_writes(void)
     {
         ctx c = begin("tid_overwritten_both_arms");
         pg_kernel *k = c.k;
-        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg r = pg_reg_new(k, PG_U32);
         pg_reg u = pgv_setp(k, PG_CMP_LT, PG_U32, c.n, pg_u32(9));
         pg_label other = pg_label_new(k, "other"), join = pg_label_new(k, "join");
-        pg_label skip = pg_label_new(k, "skip");
         pg_mov(k, PG_U32, r, c.tid);
         pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
         pg_bra_if(k, u, false, other);
@@ -347,10 +354,7 @@ static void reaching_writes(void)
         pg_label_bind(k, other);
         pg_mov(k, PG_U32, r, c.n);
         pg_label_bind(k, join);
-        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, pg_u32(1));
-        pg_bra_if(k, p, false, skip);
-        pg_bar_sync(k, 0);
-        pg_label_bind(k, skip);
+        barrier_if(k, PG_CMP_EQ, r, pg_u32(1));
         expect_ok(c);
     }
     /* %tid.x written at a loop's top and overwritten below it: what goes
@@ -399,58 +403,48 @@ static void reaching_writes(void)
     {
         ctx c = begin("tid_one_arm");
         pg_kernel *k = c.k;
-        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg r = pg_reg_new(k, PG_U32);
         pg_reg u = pgv_setp(k, PG_CMP_LT, PG_U32, c.n, pg_u32(9));
-        pg_label join = pg_label_new(k, "join"), skip = pg_label_new(k, "skip");
+        pg_label join = pg_label_new(k, "join");
         pg_mov(k, PG_U32, r, c.tid);
         pg_bra_if(k, u, false, join);
         pg_mov(k, PG_U32, r, pg_u32(0));
         pg_label_bind(k, join);
-        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, pg_u32(1));
-        pg_bra_if(k, p, false, skip);
-        pg_bar_sync(k, 0);
-        pg_label_bind(k, skip);
-        expect_diverge(c, "`@%p1 bra $L2_skip`", "depends on %tid.x");
+        barrier_if(k, PG_CMP_EQ, r, pg_u32(1));
+        expect_diverge(c, "`@%p2 bra $L2_skip`", "depends on %tid.x");
     }
     /* a guarded overwrite may leave %tid.x in place */
     {
         ctx c = begin("tid_guarded_overwrite");
         pg_kernel *k = c.k;
-        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg r = pg_reg_new(k, PG_U32);
         pg_reg u = pgv_setp(k, PG_CMP_LT, PG_U32, c.n, pg_u32(9));
-        pg_label skip = pg_label_new(k, "skip");
         pg_mov(k, PG_U32, r, c.tid);
         pg_guard(k, u, false);
         pg_mov(k, PG_U32, r, pg_u32(0));
-        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, pg_u32(1));
-        pg_bra_if(k, p, false, skip);
-        pg_bar_sync(k, 0);
-        pg_label_bind(k, skip);
-        expect_diverge(c, "`@%p1 bra $L1_skip`", "depends on %tid.x");
+        barrier_if(k, PG_CMP_EQ, r, pg_u32(1));
+        expect_diverge(c, "`@%p2 bra $L1_skip`", "depends on %tid.x");
     }
     /* %tid.x written below the barrier reaches the loop's top round the
      * back edge on the path that skips the overwrite */
     {
         ctx c = begin("tid_round_back_edge");
         pg_kernel *k = c.k;
-        pg_reg r = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg r = pg_reg_new(k, PG_U32);
         pg_reg q = pgv_setp(k, PG_CMP_LT, PG_U32, c.n, pg_u32(8));
         pg_reg u = pgv_setp(k, PG_CMP_GT, PG_U32, c.n, pg_u32(2));
-        pg_label top = pg_label_new(k, "top"), skip = pg_label_new(k, "skip");
+        pg_label top = pg_label_new(k, "top");
         pg_label keep = pg_label_new(k, "keep");
         pg_mov(k, PG_U32, r, pg_u32(0));
         pg_label_bind(k, top);
-        pg_setp(k, PG_CMP_EQ, PG_U32, p, r, pg_u32(3));
-        pg_bra_if(k, p, false, skip);
-        pg_bar_sync(k, 0);
-        pg_label_bind(k, skip);
+        barrier_if(k, PG_CMP_EQ, r, pg_u32(3));
         pg_mov(k, PG_U32, r, c.tid);
         pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
         pg_bra_if(k, u, false, keep);
         pg_mov(k, PG_U32, r, pg_u32(5));
         pg_label_bind(k, keep);
         pg_bra_if(k, q, false, top);
-        expect_diverge(c, "`@%p1 bra $L2_skip`", "depends on %tid.x");
+        expect_diverge(c, "`@%p3 bra $L2_skip`", "depends on %tid.x");
     }
     /* the loop counter of tid_reused_counter, bumped by %tid.x */
     {
@@ -551,13 +545,8 @@ int main(int argc, char **argv)
     {
         ctx c = begin("if_tid");
         pg_kernel *k = c.k;
-        pg_label skip = pg_label_new(k, "skip");
         pg_reg lane = pg_sreg_read(k, PG_SREG_LANEID);
-        pg_reg p = pg_reg_new(k, PG_PRED);
-        pg_setp(k, PG_CMP_NE, PG_U32, p, lane, pg_u32(0));
-        pg_bra_if(k, p, false, skip);
-        pg_bar_sync(k, 0);
-        pg_label_bind(k, skip);
+        barrier_if(k, PG_CMP_NE, lane, pg_u32(0));
         pg_bar_sync(k, 1); /* after the join: fine, but the first one is not */
         expect_diverge(c, "branch at instruction", "depends on %laneid");
     }
@@ -583,19 +572,16 @@ int main(int argc, char **argv)
     {
         ctx c = begin("loop_late");
         pg_kernel *k = c.k;
-        pg_reg v = pg_reg_new(k, PG_U32), p = pg_reg_new(k, PG_PRED);
+        pg_reg v = pg_reg_new(k, PG_U32);
         pg_reg q = pg_reg_new(k, PG_PRED);
         pg_mov(k, PG_U32, v, pg_u32(0));
-        pg_label top = pg_label_new(k, "top"), skip = pg_label_new(k, "skip");
+        pg_label top = pg_label_new(k, "top");
         pg_label_bind(k, top);
-        pg_setp(k, PG_CMP_NE, PG_U32, p, v, pg_u32(0));
-        pg_bra_if(k, p, false, skip);
-        pg_bar_sync(k, 0);
-        pg_label_bind(k, skip);
+        barrier_if(k, PG_CMP_NE, v, pg_u32(0));
         pg_mov(k, PG_U32, v, c.tid);
         pg_setp(k, PG_CMP_LT, PG_U32, q, c.n, pg_u32(8));
         pg_bra_if(k, q, false, top);
-        expect_diverge(c, "`@%p1 bra $L2_skip`", "%tid.x");
+        expect_diverge(c, "`@%p2 bra $L2_skip`", "%tid.x");
     }
     /* 4. per-thread loaded data decides the branch */
     {
