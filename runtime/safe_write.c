@@ -399,6 +399,24 @@ static bool exists_at(int dirfd, const char *name)
     return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* name, when it exists, renamed to a fresh name of its own (bk): *reserved
+ * once bk is taken, *moved once the rename is done, for the undo to know
+ * how far it got. 0 or an errno. */
+static int move_aside(int dirfd, const char *name, char bk[PGRT_TEMP_NAME_MAX], bool *reserved,
+                      bool *moved)
+{
+    if (!exists_at(dirfd, name))
+        return 0;
+    int e = reserve(dirfd, bk);
+    if (e)
+        return e;
+    *reserved = true;
+    if (renameat(dirfd, name, dirfd, bk) != 0)
+        return errno ? errno : EIO;
+    *moved = true;
+    return 0;
+}
+
 /* dir exists. Both new files are written (and synced) to temporaries
  * first: a failure there leaves the old pair as it was. If the marker's
  * content does not change (an adapter trained in place keeps its config),
@@ -434,28 +452,12 @@ static int pair_into_dir(const char *dir, const pgrt_dir_file *data,
     if (e)
         goto out;
     /* uncommit: the old marker aside */
-    if (exists_at(dfd, marker->name)) {
-        if ((e = reserve(dfd, bm)))
-            goto out;
-        have_bm = true;
-        if (renameat(dfd, marker->name, dfd, bm) != 0) {
-            e = errno ? errno : EIO;
-            goto out;
-        }
-        moved_bm = true;
-        if (sync)
-            (void)fsync(dfd);
-    }
-    if (exists_at(dfd, data->name)) {
-        if ((e = reserve(dfd, bd)))
-            goto out;
-        have_bd = true;
-        if (renameat(dfd, data->name, dfd, bd) != 0) {
-            e = errno ? errno : EIO;
-            goto out;
-        }
-        moved_bd = true;
-    }
+    if ((e = move_aside(dfd, marker->name, bm, &have_bm, &moved_bm)))
+        goto out;
+    if (moved_bm && sync)
+        (void)fsync(dfd);
+    if ((e = move_aside(dfd, data->name, bd, &have_bd, &moved_bd)))
+        goto out;
     if (renameat(dfd, td, dfd, data->name) != 0) {
         e = errno ? errno : EIO;
         goto out;
