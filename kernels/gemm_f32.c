@@ -53,6 +53,7 @@
  * runtime's dispatch uses for a shape (pgk_pick).
  */
 #include "gemm_tile.h"
+#include <string.h>
 
 /* ---------------------------------------------------------------- the problem */
 
@@ -637,3 +638,39 @@ const pgk_desc pgk_desc_gemm_forward_accumulate = {
     .launch = launch_gemm_fwd,
 };
 
+
+/* ---------------------------------------------------------------- choice */
+
+int pgk_gemm_seed_choice(pgk_gemm_layout layout, bool accumulate, uint32_t m, uint32_t n,
+                         uint32_t k, pgk_gemm_choice *out)
+{
+    /* the layer's forward is the seed's grad_A = dC·Bᵀ (B = W), its dX
+     * the seed's C = A·B (B = W), its dW the seed's grad_B = Aᵀ·dC (A =
+     * dY): all three take (m, n, k) = (M, K, N) */
+    static const pgk_desc *const plain[PGK_GEMM_LAYOUTS] = {
+        &pgk_desc_gemm_backward_a, &pgk_desc_gemm_forward, &pgk_desc_gemm_backward_b};
+    static const pgk_desc *const acc[PGK_GEMM_LAYOUTS] = {
+        &pgk_desc_gemm_backward_a_accumulate, &pgk_desc_gemm_forward_accumulate, NULL};
+    if (!out || (unsigned)layout >= PGK_GEMM_LAYOUTS)
+        return PG_EINVAL;
+    memset(out, 0, sizeof *out);
+    const pgk_desc *d = accumulate ? acc[layout] : plain[layout];
+    if (!d)
+        return PG_EINVAL; /* the seed has no accumulating dW */
+    out->desc = d;
+    out->split = 1;
+    out->m = m;
+    out->n = k;
+    out->k = n;
+    int rc = pgk_knobs_default(d, &out->knobs);
+    if (rc)
+        return rc;
+    const uint32_t v[3] = {out->m, out->n, out->k};
+    for (int i = GEMM_M; i <= GEMM_K; i++) {
+        if (v[i] == 0 || v[i] > d->knobs[i].max)
+            return PG_ERANGE;
+        out->knobs.v[i] = v[i];
+    }
+    pgk_pick(d, &out->knobs);
+    return PG_OK;
+}

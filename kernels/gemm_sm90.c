@@ -35,6 +35,14 @@
  * takes tiles b, b + gridDim.x, ... (P-tiles fastest, so the blocks in
  * flight share B tiles in L2).
  *
+ * A second operand pair extends the reduction: C (+)= A·B + A2·B2, with A2
+ * and B2 stored and mapped like A and B (the same layout, boxes and
+ * swizzle) and their r running over k2 more. This is how a LoRA adapter
+ * rides in its base product: forward, A2 = s·x·Aᵀ [M, r] and B2 = the
+ * adapter's B [N, r]; dX, A2 = s·dY·B [M, r] and B2 = the adapter's A
+ * [r, K]. The k2 part takes ceil(k2 / 64) more k-blocks, after A·B's, out
+ * of the same ring; k2 = 0 reads neither map.
+ *
  * Each output element is one chain of f32 wgmma accumulations over r in
  * order: no split, no atomics, bitwise reproducible run to run.
  *
@@ -78,6 +86,9 @@ static const pgk_param params[] = {
     {"n", PG_U32, false},
     {"k", PG_U32, false},
     {"ldc", PG_U32, false}, /* elements between rows of C */
+    {"tmap_a2", PG_B8, .tensor_map = true}, /* the extension pair: read when k2 > 0 */
+    {"tmap_b2", PG_B8, .tensor_map = true},
+    {"k2", PG_U32, false}, /* the extension's reduction length; 0: none */
 };
 
 static uint32_t stage_bytes(uint32_t bn) { return (BM + bn) * BK * 2u; }
@@ -95,7 +106,6 @@ typedef struct gemm90 {
     bool a_mn, b_mn;
 } gemm90;
 
-/* The producer: one thread issues every copy. */
 /* The next stage of the ring: s + 1, back to 0 after the last stage, and
  * then the mbarrier parity ph flips. */
 static void ring_next(pg_kernel *k, pg_reg s, pg_reg ph, uint32_t stages)
@@ -108,8 +118,38 @@ static void ring_next(pg_kernel *k, pg_reg s, pg_reg ph, uint32_t stages)
     pg_xor(k, PG_U32, ph, ph, pg_u32(1));
 }
 
-static void producer(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_reg ring,
-                     pg_reg full, pg_reg empty, pg_reg tiles_p, pg_reg ntiles, pg_reg nk)
+/* The TMA copies of one k-block (r from r0) of A (128 rows from p0) and
+ * B (bn from q0) into the stage at sa, completing barrier fb. */
+static void load_stage(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_reg sa, pg_reg r0,
+                       pg_reg p0, pg_reg q0, pg_reg fb)
+{
+    pg_reg sbb = pgv_add(k, PG_U32, sa, pg_u32(BM * BK * 2));
+    if (!g->a_mn) {
+        pg_val c[2] = {r0, p0};
+        pg_cp_async_bulk_tensor(k, 2, sa, ta, c, fb);
+    } else {
+        for (uint32_t j = 0; j < BM / 64; j++) {
+            pg_val c[2] = {j ? pgv_add(k, PG_U32, p0, pg_u32(64 * j)) : p0, r0};
+            pg_cp_async_bulk_tensor(k, 2, j ? pgv_add(k, PG_U32, sa, pg_u32(8192 * j)) : sa,
+                                    ta, c, fb);
+        }
+    }
+    if (!g->b_mn) {
+        pg_val c[2] = {r0, q0};
+        pg_cp_async_bulk_tensor(k, 2, sbb, tb, c, fb);
+    } else {
+        for (uint32_t j = 0; j < g->bn / 64; j++) {
+            pg_val c[2] = {j ? pgv_add(k, PG_U32, q0, pg_u32(64 * j)) : q0, r0};
+            pg_cp_async_bulk_tensor(k, 2, j ? pgv_add(k, PG_U32, sbb, pg_u32(8192 * j)) : sbb,
+                                    tb, c, fb);
+        }
+    }
+}
+
+/* The producer: one thread issues every copy, the k-blocks of A·B
+ * (kb < nk) and then those of the extension A2·B2 (up to nkt). */
+static void producer(pg_kernel *k, const gemm90 *g, const pg_reg *maps, pg_reg ring, pg_reg full,
+                     pg_reg empty, pg_reg tiles_p, pg_reg ntiles, pg_reg nk, pg_reg nkt)
 {
     pg_setmaxnreg(k, false, 40);
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
@@ -129,9 +169,8 @@ static void producer(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_reg
     pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles, stride);
     pg_reg p0 = pgv_mul(k, PG_U32, pgv_rem(k, PG_U32, t, tiles_p), pg_u32(BM));
     pg_reg q0 = pgv_mul(k, PG_U32, pgv_div(k, PG_U32, t, tiles_p), pg_u32(g->bn));
-    pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nk, pg_u32(1));
+    pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nkt, pg_u32(1));
     {
-        pg_reg r0 = pgv_shl(k, PG_U32, kb, pg_u32(6));
         pg_reg eb = pgv_mad(k, PG_U32, s, pg_u32(8), empty);
         pg_reg fb = pgv_mad(k, PG_U32, s, pg_u32(8), full);
         /* a fresh barrier counts as having completed the phase before its
@@ -139,27 +178,14 @@ static void producer(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_reg
         pg_mbarrier_wait_parity(k, eb, 0, ph);
         pg_mbarrier_arrive_expect_tx(k, fb, 0, pg_u32(sb));
         pg_reg sa = pgv_mad(k, PG_U32, s, pg_u32(sb), ring);
-        pg_reg sbb = pgv_add(k, PG_U32, sa, pg_u32(BM * BK * 2));
-        if (!g->a_mn) {
-            pg_val c[2] = {r0, p0};
-            pg_cp_async_bulk_tensor(k, 2, sa, ta, c, fb);
-        } else {
-            for (uint32_t j = 0; j < BM / 64; j++) {
-                pg_val c[2] = {j ? pgv_add(k, PG_U32, p0, pg_u32(64 * j)) : p0, r0};
-                pg_cp_async_bulk_tensor(k, 2, j ? pgv_add(k, PG_U32, sa, pg_u32(8192 * j)) : sa,
-                                        ta, c, fb);
-            }
-        }
-        if (!g->b_mn) {
-            pg_val c[2] = {r0, q0};
-            pg_cp_async_bulk_tensor(k, 2, sbb, tb, c, fb);
-        } else {
-            for (uint32_t j = 0; j < g->bn / 64; j++) {
-                pg_val c[2] = {j ? pgv_add(k, PG_U32, q0, pg_u32(64 * j)) : q0, r0};
-                pg_cp_async_bulk_tensor(k, 2, j ? pgv_add(k, PG_U32, sbb, pg_u32(8192 * j)) : sbb,
-                                        tb, c, fb);
-            }
-        }
+        pg_label ext = pg_label_new(k, "ext_block"), loaded = pg_label_new(k, "loaded");
+        pg_bra_if(k, pgv_setp(k, PG_CMP_LT, PG_U32, kb, nk), true, ext);
+        load_stage(k, g, maps[0], maps[1], sa, pgv_shl(k, PG_U32, kb, pg_u32(6)), p0, q0, fb);
+        pg_bra(k, loaded);
+        pg_label_bind(k, ext);
+        load_stage(k, g, maps[2], maps[3], sa,
+                   pgv_shl(k, PG_U32, pgv_sub(k, PG_U32, kb, nk), pg_u32(6)), p0, q0, fb);
+        pg_label_bind(k, loaded);
         ring_next(k, s, ph, g->stages);
     }
     pg_for_end(k, &kl);
@@ -299,7 +325,7 @@ static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c,
 }
 
 static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg_reg empty,
-                     pg_reg tiles_p, pg_reg ntiles, pg_reg nk, pg_reg c, pg_reg bias, pg_reg m,
+                     pg_reg tiles_p, pg_reg ntiles, pg_reg nkt, pg_reg c, pg_reg bias, pg_reg m,
                      pg_reg n, pg_reg ldc)
 {
     pg_setmaxnreg(k, true, 232);
@@ -334,7 +360,7 @@ static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg
     pg_loop tl, kl;
     pg_reg stride = pg_sreg_read(k, PG_SREG_NCTAID_X);
     pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles, stride);
-    pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nk, pg_u32(1));
+    pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nkt, pg_u32(1));
     {
         pg_reg fb = pgv_mad(k, PG_U32, s, pg_u32(8), full);
         pg_mbarrier_wait_parity(k, fb, 0, ph);
@@ -392,10 +418,12 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
 
     pg_shared dyn = pg_shared_dynamic(k, 128);
     pg_shared bars = pg_shared_static(k, PG_B64, 2 * g.stages, 8, "bars");
-    pg_reg ta = pg_param_addr(k, p[0]), tb = pg_param_addr(k, p[1]);
+    pg_reg maps[4] = {pg_param_addr(k, p[0]), pg_param_addr(k, p[1]), pg_param_addr(k, p[8]),
+                      pg_param_addr(k, p[9])};
     pg_reg c = pg_param_load(k, p[2]), bias = pg_param_load(k, p[3]);
     pg_reg m = pg_param_load(k, p[4]), n = pg_param_load(k, p[5]);
     pg_reg kk = pg_param_load(k, p[6]), ldc = pg_param_load(k, p[7]);
+    pg_reg k2 = pg_param_load(k, p[10]);
 
     /* the ring, aligned up to the swizzle's 1024-byte period */
     pg_reg ring = pgv_mov(k, PG_U32, pg_shared_addr(dyn));
@@ -408,6 +436,8 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
     pg_reg tiles_q = pgv_div(k, PG_U32, pgv_add(k, PG_U32, n, pg_u32(g.bn - 1)), pg_u32(g.bn));
     pg_reg ntiles = pgv_mul(k, PG_U32, tiles_p, tiles_q);
     pg_reg nk = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, kk, pg_u32(BK - 1)), pg_u32(6));
+    pg_reg nkt = pgv_add(k, PG_U32, nk, pgv_shr(k, PG_U32, pgv_add(k, PG_U32, k2, pg_u32(BK - 1)),
+                                                pg_u32(6)));
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, tid, pg_u32(0));
@@ -426,10 +456,10 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
     pg_reg is_prod = pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(0));
     pg_label prod = pg_label_new(k, "producer");
     pg_bra_if(k, is_prod, false, prod);
-    consumer(k, &g, ring, full, empty, tiles_p, ntiles, nk, c, bias, m, n, ldc);
+    consumer(k, &g, ring, full, empty, tiles_p, ntiles, nkt, c, bias, m, n, ldc);
     pg_exit(k);
     pg_label_bind(k, prod);
-    producer(k, &g, ta, tb, ring, full, empty, tiles_p, ntiles, nk);
+    producer(k, &g, maps, ring, full, empty, tiles_p, ntiles, nk, nkt);
     return pg_kernel_error(k);
 }
 
@@ -449,7 +479,8 @@ static int launch(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 
 const pgk_desc pgk_desc_gemm_sm90 = {
     .name = "gemm_sm90",
-    .summary = "C[P,Q] (+)= A*B (+ bias), bf16/f16 in, f32 accumulate, wgmma + TMA (sm_90a)",
+    .summary = "C[P,Q] (+)= A*B (+ A2*B2) (+ bias), bf16/f16 in, f32 accumulate, wgmma + TMA "
+               "(sm_90a)",
     PGK_PARAMS(params),
     PGK_KNOBS(knobs),
     .min_target = PG_SM_90A,

@@ -177,11 +177,6 @@ pg_reg pgk_warp_row(pg_kernel *k, pg_val rows, pg_label out, pg_reg *lane);
 
 /* ---- gemm_sm90.c: its side of pgk_gemm_choose() and pgk_gemm_describe() ---- */
 
-/* gemm_sm90 for C[P,Q] (+)= A·B over R in the layout, on sms SMs: knobs
- * (epilogue 0: the caller's accumulate and bias), bn by pgk_gemm_sm90_bn,
- * no split; out->m, n, k are P, Q, R. */
-int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t P,
-                         uint32_t Q, uint32_t R, unsigned sms, pgk_gemm_choice *out);
 bool pgk_gemm_sm90_describe(const pgk_knobs *kn, pgk_gemm_layout *layout, pg_type *in_type,
                             pg_type *out_type, uint32_t *m, uint32_t *n, uint32_t *k);
 

@@ -333,6 +333,15 @@ PG_API int pgk_gemm_choose(pgk_gemm_layout layout, pg_type in_type, pg_type out_
 PG_API int pgk_gemm_f32_choose(pgk_gemm_layout layout, uint32_t m, uint32_t n, uint32_t k,
                                pg_target target, unsigned sm_count, pgk_gemm_choice *out);
 
+/* The seed's f32 kernels for one product of a linear layer (m, n, k the
+ * layer's, as pgk_gemm_choose takes them): gemm_backward_a for the
+ * forward, gemm_forward for dX, gemm_backward_b for dW, their
+ * _accumulate forms with accumulate (none for dW: PG_EINVAL). 16 x 16
+ * tiles, one chain of fma per output element in order: the exact f32
+ * reference path. out->m, n, k are the kernel's (M, K, N). Pure. */
+PG_API int pgk_gemm_seed_choice(pgk_gemm_layout layout, bool accumulate, uint32_t m, uint32_t n,
+                                uint32_t k, pgk_gemm_choice *out);
+
 /* gemm_sm90 stays off shapes with a side below this: a LoRA adapter's rank
  * side (8 to 64) leaves most SMs idle on an unsplit 128-row tile, where the
  * mma.sync family splits the reduction. */
@@ -342,6 +351,16 @@ PG_API int pgk_gemm_f32_choose(pgk_gemm_layout layout, uint32_t m, uint32_t n, u
  * (measured on an H200: bn, except 90 for bn = 64); ties go to the wider.
  * Pure. */
 PG_API uint32_t pgk_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count);
+
+/* gemm_sm90 for C[P,Q] (+)= A·B over R in the layout (the kernel's P, Q,
+ * R: forward (M, N, K), dX (M, K, N), dW (N, K, M)) on sms SMs, whatever
+ * the shape: knobs (epilogue 0: the caller's accumulate and bias), bn by
+ * pgk_gemm_sm90_bn, no split; out->m, n, k are P, Q, R. What
+ * pgk_gemm_choose() returns for the large 16-bit shapes on PG_SM_90A, and
+ * what a LoRA product asks for by name of family. Pure. */
+PG_API int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type,
+                                uint32_t P, uint32_t Q, uint32_t R, unsigned sms,
+                                pgk_gemm_choice *out);
 
 /* Whether d is one of the GEMMs pgk_gemm_choose() can return, and then
  * its layout and types from its knobs (for --info). */

@@ -249,6 +249,8 @@ void pgrt_ctx_destroy(pgrt_ctx **pctx)
      * the driver lets us. */
     if (rt_ctx_bind(ctx) == 0)
         rt_cache_clear(ctx);
+    for (unsigned i = 0; i < RT_GEMM_PLANS; i++)
+        pgrt_gemm_plan_destroy(&ctx->gemm_plans[i]);
     rt_blas_destroy(ctx);
     rt_cubin_cache_close(ctx);
     (void)RT_CU(&ctx->drv, DevicePrimaryCtxRelease, (ctx->dev));

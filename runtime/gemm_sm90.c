@@ -53,9 +53,9 @@ int rt_gemm90_maps(pgrt_ctx *ctx, unsigned layout, pg_type in, pgrt_devptr a, pg
 {
     /* K-major A in 128 x 64 boxes, K-major B in bn x 64, the others in
      * 64 x 64 */
-    uint32_t a_rows = m, a_cols = layout == PGRT_GEMM90_FWD ? k : n;
-    uint32_t b_rows = layout == PGRT_GEMM90_DW ? m : n, b_cols = k;
-    bool a_mn = layout == PGRT_GEMM90_DW, b_mn = layout != PGRT_GEMM90_FWD;
+    uint32_t a_rows = m, a_cols = layout == PGK_GEMM_FORWARD ? k : n;
+    uint32_t b_rows = layout == PGK_GEMM_BACKWARD_W ? m : n, b_cols = k;
+    bool a_mn = layout == PGK_GEMM_BACKWARD_W, b_mn = layout != PGK_GEMM_FORWARD;
     int rc = pgrt_tensor_map_encode_2d(ctx, ma, in, a, a_rows, a_cols, (uint64_t)lda * 2,
                                        a_mn ? 64 : BM, 64, 128);
     if (rc == 0)
@@ -78,11 +78,8 @@ int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g)
     if (ctx->info.arch_target != PG_SM_90A)
         return rt_fail(PGRT_ETARGET, "%s: wgmma needs sm_90a, a compute capability 9.0 device; "
                        "this one is %d.%d", fn, ctx->info.cc_major, ctx->info.cc_minor);
-    if ((unsigned)g->layout > PGRT_GEMM90_DW)
+    if ((unsigned)g->layout >= PGK_GEMM_LAYOUTS)
         return rt_fail(PGRT_EINVAL, "%s: layout %d is not FWD, DX or DW", fn, (int)g->layout);
-    const pgk_desc *d = pgk_find("gemm_sm90");
-    if (!d)
-        return rt_fail(PGRT_ENOTFOUND, "%s: the catalog has no gemm_sm90", fn);
     uint32_t m = g->m, n = g->n, k = g->k;
     if (!m || !n || !k || m > (1u << 24) || n > (1u << 24) || k > (1u << 24))
         return rt_fail(PGRT_ERANGE, "%s: m=%u n=%u k=%u: each must be in [1, 2^24]", fn, m, n, k);
@@ -96,11 +93,10 @@ int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g)
                        pg_type_name(in));
 
     /* the stored shapes of a, b, c and the GEMM's P, Q, R */
-    uint32_t a_rows = m, a_cols = g->layout == PGRT_GEMM90_FWD ? k : n;
-    uint32_t b_rows = g->layout == PGRT_GEMM90_DW ? m : n, b_cols = k;
-    uint32_t P = g->layout == PGRT_GEMM90_DW ? n : m;
-    uint32_t Q = g->layout == PGRT_GEMM90_FWD ? n : k;
-    uint32_t R = g->layout == PGRT_GEMM90_FWD ? k : g->layout == PGRT_GEMM90_DX ? n : m;
+    uint32_t a_rows = m, a_cols = g->layout == PGK_GEMM_FORWARD ? k : n;
+    uint32_t b_rows = g->layout == PGK_GEMM_BACKWARD_W ? m : n, b_cols = k;
+    uint32_t P = g->layout == PGK_GEMM_BACKWARD_W ? n : m;
+    uint32_t Q = g->layout == PGK_GEMM_FORWARD ? n : k;
     uint32_t lda = g->lda ? g->lda : a_cols, ldb = g->ldb ? g->ldb : b_cols;
     uint32_t ldc = g->ldc ? g->ldc : Q;
     int rc;
@@ -118,35 +114,14 @@ int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g)
     if (overlap(g->c, g->a) || overlap(g->c, g->b) || (g->bias && overlap(g->c, g->bias)))
         return rt_fail(PGRT_EINVAL, "%s: the output c overlaps an input", fn);
 
-    uint32_t bn = g->bn ? g->bn : pgrt_gemm_sm90_bn(P, Q, (uint32_t)ctx->info.sm_count);
-    if (bn < 64 || bn > 256 || bn % 64)
-        return rt_fail(PGRT_ERANGE, "%s: bn=%u is not 64, 128, 192 or 256", fn, bn);
-
-    pgrt_tensor_map ma, mb;
-    if ((rc = rt_gemm90_maps(ctx, (unsigned)g->layout, in, g->a->ptr, g->b->ptr, m, n, k, lda,
-                             ldb, bn, &ma, &mb)))
+    if (g->bn && (g->bn < 64 || g->bn > 256 || g->bn % 64))
+        return rt_fail(PGRT_ERANGE, "%s: bn=%u is not 64, 128, 192 or 256", fn, g->bn);
+    pgrt_gemm_spec spec = {.layout = g->layout, .kind = PGRT_GEMM_WGMMA, .in_type = in,
+                           .out_type = out, .m = m, .n = n, .k = k, .a = g->a->ptr,
+                           .b = g->b->ptr, .lda = lda, .ldb = ldb, .ldc = ldc,
+                           .accumulate = g->accumulate, .bias = g->bias != NULL, .bn = g->bn};
+    _Alignas(64) pgrt_gemm_plan plan;
+    if ((rc = rt_gemm_plan_find(ctx, s, &spec, &plan)))
         return rc;
-
-    pgk_knobs kn;
-    pgk_knobs_default(d, &kn);
-    static const char *const names[] = {"m", "n", "k", "sms", "layout", "types", "epilogue", "bn"};
-    uint32_t types = (in == PG_F16 ? 2u : 0u) + (out == PG_F32 ? 0u : 1u);
-    const uint32_t vals[] = {P, Q, R, (uint32_t)(ctx->info.sm_count > 0 ? ctx->info.sm_count : 1),
-                             (uint32_t)g->layout, types,
-                             (g->accumulate ? 1u : 0u) | (g->bias ? 2u : 0u), bn};
-    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
-        int ki = pgk_knob_index(d, names[i]);
-        if (ki < 0)
-            return rt_fail(PGRT_EKERNEL, "%s: gemm_sm90 has no knob %s", fn, names[i]);
-        kn.v[ki] = vals[i] > d->knobs[ki].max ? d->knobs[ki].max : vals[i];
-    }
-    pgrt_kernel *kern;
-    if ((rc = rt_kernel_get(ctx, d, &kn, rt_stream_cu(s), &kern)))
-        return rc;
-    pgrt_arg args[8] = {
-        pgrt_arg_tensor_map(&ma), pgrt_arg_tensor_map(&mb), pgrt_arg_buf(g->c),
-        pgrt_arg_u64(g->bias ? g->bias->ptr : 0), pgrt_arg_u32(P), pgrt_arg_u32(Q),
-        pgrt_arg_u32(R), pgrt_arg_u32(ldc),
-    };
-    return pgrt_kernel_launch(kern, s, &kn, args, 8);
+    return pgrt_gemm_plan_launch(&plan, s, g->c->ptr, g->bias ? g->bias->ptr : 0, 0);
 }

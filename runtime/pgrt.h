@@ -684,6 +684,71 @@ PGRT_API uint64_t pgrt_gemm_workspace_bytes(pgrt_ctx *ctx, pgk_gemm_layout layou
                                             pg_type in_type, pg_type out_type, uint32_t m,
                                             uint32_t n, uint32_t k);
 
+/* ---------------------------------------------------------------- prepared GEMMs */
+
+/*
+ * A prepared GEMM: one product of a linear layer, chosen, loaded and (on
+ * gemm_sm90) tensor-mapped once, then launched on device addresses with
+ * nothing but the driver call: no choice, no catalog or cache lookup, no
+ * allocation, so a launch is as cheap as a kernel launch and safe inside a
+ * graph capture. pgrt_gemm, pgrt_gemm_sm90, the seed's pgrt_gemm_backward_*
+ * and the model (pgrt_lm) all run their GEMMs through it.
+ *
+ * The layouts and operands, in the layer's words (y = x·Wᵀ, m rows):
+ *
+ *   PGK_GEMM_FORWARD     c[m,n] (+)= a[m,k]·b[n,k]ᵀ   a = x,  b = W   (+ bias[n])
+ *   PGK_GEMM_BACKWARD_X  c[m,k] (+)= a[m,n]·b[n,k]    a = dy, b = W
+ *   PGK_GEMM_BACKWARD_W  c[n,k] (+)= a[m,n]ᵀ·b[m,k]   a = dy, b = x
+ *
+ * The LoRA term rides in the product (16-bit inputs on gemm_sm90): with k2
+ * > 0, c also gets a2·b2 over k2 more, a2 and b2 stored the way the layout
+ * stores a and b: forward a2 = s·x·Aᵀ [m, k2], b2 = B [n, k2]; dX a2 =
+ * s·dy·B [m, k2], b2 = A [k2, k]. Not for dW.
+ */
+typedef enum pgrt_gemm_kind {
+    PGRT_GEMM_CHOSEN = 0, /* pgk_gemm_choose's pick for the device */
+    PGRT_GEMM_SEED = 1,   /* f32: the seed's kernels (pgk_gemm_seed_choice), the exact path */
+    PGRT_GEMM_WGMMA = 2,  /* 16-bit: gemm_sm90 whatever the shape (a LoRA rank side too) */
+} pgrt_gemm_kind;
+
+typedef struct pgrt_gemm_spec {
+    pgk_gemm_layout layout;
+    pgrt_gemm_kind kind;
+    pg_type in_type, out_type; /* a and b (and a2, b2); c */
+    uint32_t m, n, k;          /* the layer's, as above; each in [1, 2^21] */
+    pgrt_devptr a, b;          /* the operands the plan is bound to */
+    uint32_t lda, ldb, ldc;    /* row pitches in elements; 0: dense (only gemm_sm90 takes others) */
+    bool accumulate;           /* c += (read in its own type) */
+    bool bias;                 /* + an f32 bias, one value a column of c, given at launch */
+    pgrt_devptr a2, b2;        /* the LoRA extension, k2 > 0 */
+    uint32_t k2, lda2, ldb2;
+    uint32_t bn; /* gemm_sm90's tile width; 0: chosen */
+} pgrt_gemm_spec;
+
+typedef struct pgrt_gemm_plan pgrt_gemm_plan;
+
+/* Prepare spec on ctx's device: choose, load (refused, PGRT_ECAPTURE,
+ * while a stream of ctx captures and the kernel is not loaded yet) and
+ * encode. On gemm_sm90, a, b, a2 and b2 must be 16-byte aligned with
+ * pitches that are multiples of 8; a choice of gemm_sm90 whose operands
+ * are not falls back to the mma.sync family. *out is the caller's, freed
+ * by pgrt_gemm_plan_destroy. Errors: PGRT_EINVAL (NULLs, types, layout, an
+ * extension the choice cannot take), PGRT_ERANGE (sizes, pitches), the
+ * loads' and encodes' codes. Thread-safe. */
+PGRT_API int pgrt_gemm_plan_create(pgrt_ctx *ctx, const pgrt_gemm_spec *spec,
+                                   pgrt_gemm_plan **out);
+/* Run the plan on s into c, with bias (spec.bias) and a workspace of
+ * pgrt_gemm_plan_workspace() bytes (0: a split product runs unsplit, the
+ * same bits). Asynchronous; the plan may be launched from several threads
+ * at once. */
+PGRT_API int pgrt_gemm_plan_launch(const pgrt_gemm_plan *p, pgrt_stream *s, pgrt_devptr c,
+                                   pgrt_devptr bias, pgrt_devptr workspace);
+/* The workspace a launch wants for its split-K (0: none). */
+PGRT_API uint64_t pgrt_gemm_plan_workspace(const pgrt_gemm_plan *p);
+/* The kernel, knobs and split the plan runs. */
+PGRT_API const pgk_gemm_choice *pgrt_gemm_plan_choice(const pgrt_gemm_plan *p);
+PGRT_API void pgrt_gemm_plan_destroy(pgrt_gemm_plan **p);
+
 /* Turn the cuBLAS path on or off for the GEMMs of ctx that follow. Turning
  * it on loads nothing yet and is no error when cuBLAS is missing: see
  * pgrt_cublas_info_get. */
@@ -794,9 +859,9 @@ PGRT_API int pgrt_prewarm_list(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, i
  * accumulate, on the catalog's gemm_sm90 (wgmma + TMA, persistent,
  * warp-specialized). All matrices row-major; m, n, k are the layer's:
  *
- *   PGRT_GEMM90_FWD  c = Y[m,n]  = a·bᵀ,  a = X[m,k],  b = W[n,k]
- *   PGRT_GEMM90_DX   c = dX[m,k] = a·b,   a = dY[m,n], b = W[n,k]
- *   PGRT_GEMM90_DW   c = dW[n,k] = aᵀ·b,  a = dY[m,n], b = X[m,k]
+ *   PGK_GEMM_FORWARD     c = Y[m,n]  = a·bᵀ,  a = X[m,k],  b = W[n,k]
+ *   PGK_GEMM_BACKWARD_X  c = dX[m,k] = a·b,   a = dY[m,n], b = W[n,k]
+ *   PGK_GEMM_BACKWARD_W  c = dW[n,k] = aᵀ·b,  a = dY[m,n], b = X[m,k]
  *
  * a and b hold bf16 (or both f16); c f32, or the inputs' type. bias (may
  * be NULL) is f32 with one value a column of c, added to every row.
@@ -810,18 +875,12 @@ PGRT_API int pgrt_prewarm_list(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, i
  * The device must load sm_90a (compute capability 9.0): PGRT_ETARGET
  * elsewhere. Asynchronous on s; captures into a graph once the kernel is
  * loaded (the tensor maps are encoded on the host at each call and passed
- * by value). Results are bitwise reproducible run to run. Errors:
+ * by value; a prepared GEMM, pgrt_gemm_plan, encodes them once). Results are bitwise reproducible run to run. Errors:
  * PGRT_EINVAL (NULLs, types, contexts, an output overlapping an input),
  * PGRT_ERANGE (sizes, pitches), the encode's and the launch's codes.
  */
-typedef enum pgrt_gemm90_layout {
-    PGRT_GEMM90_FWD = 0,
-    PGRT_GEMM90_DX = 1,
-    PGRT_GEMM90_DW = 2,
-} pgrt_gemm90_layout;
-
 typedef struct pgrt_gemm90 {
-    pgrt_gemm90_layout layout;
+    pgk_gemm_layout layout;
     const pgrt_buf *a, *b;
     pgrt_buf *c;
     const pgrt_buf *bias; /* NULL: none */

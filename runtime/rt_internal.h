@@ -328,23 +328,33 @@ struct cache_entry {
     pgrt_kernel kern;
 };
 
-/* One pgrt_gemm plan (gemm.c): a shape's choice and its loaded kernels. */
-typedef struct rt_gemm_plan {
-    bool used;
-    bool f32_accumulate; /* the f32 forward's accumulate kernel */
-    bool wg;             /* gemm_sm90: epi is baked into kern, and the maps below */
-    uint8_t layout;
-    uint8_t epi;         /* wg: bit 0 accumulate, bit 1 bias; else 0 */
-    pg_target target;    /* what the choice was made for */
-    pg_type it, ot;
-    uint32_t m, n, k;
+/* The three parameter lists of the GEMM families (gemm_plan.c). */
+typedef enum rt_gemm_abi { RT_GEMM_ABI_PLAIN, RT_GEMM_ABI_FLAGS, RT_GEMM_ABI_MAPS } rt_gemm_abi;
+
+/* A prepared GEMM (pgrt.h): the choice, its loaded kernels and launch
+ * shapes, and on gemm_sm90 the maps of a, b, a2, b2 (64-byte aligned:
+ * allocate with aligned_alloc). */
+struct pgrt_gemm_plan {
+    pgrt_tensor_map maps[4];
+    pgrt_ctx *ctx;
+    pgrt_gemm_spec spec;
     pgk_gemm_choice ch;
-    pgrt_kernel *kern, *red; /* red: NULL unless ch.split > 1 */
-    /* wg: the last call's tensor maps of a and b (host bytes of two
-     * pgrt_tensor_map, kept unaligned here) and the addresses they map */
-    pgrt_devptr map_a, map_b;
-    unsigned char maps[2][sizeof(pgrt_tensor_map)];
-} rt_gemm_plan;
+    rt_gemm_abi abi;
+    pgrt_kernel *kern, *red; /* red: the split's reduce, NULL unless ch.split > 1 */
+    pgk_launch cfg, cfg_unsplit, cfg_red;
+    pgk_knobs unsplit; /* ch.knobs with split 1: a launch without a workspace */
+    uint32_t out_rows, out_cols;
+};
+
+/* Fill *p for spec (gemm_plan.c); check: a stream whose capture refuses a
+ * load (may be NULL). */
+int rt_gemm_plan_init(pgrt_ctx *ctx, const pgrt_gemm_spec *spec, CUstream check,
+                      pgrt_gemm_plan *p);
+/* The context's plan for spec, copied into *out (64-byte aligned): one of
+ * the RT_GEMM_PLANS recent ones, else prepared (refusing a load while s
+ * captures) and kept in place of the oldest (gemm.c). */
+int rt_gemm_plan_find(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm_spec *spec,
+                      pgrt_gemm_plan *out);
 #define RT_GEMM_PLANS 32
 
 /* gemm_sm90's two maps for pgrt_gemm90 layout `layout` (P, Q, R as the
@@ -379,7 +389,7 @@ struct pgrt_ctx {
 
     /* pgrt_gemm's recent plans, under `lock`: the chooser and the module
      * cache lookups cost more than a thin GEMM's launch. */
-    rt_gemm_plan gemm_plans[RT_GEMM_PLANS];
+    pgrt_gemm_plan *gemm_plans[RT_GEMM_PLANS]; /* owned */
     unsigned gemm_plan_next;
 };
 

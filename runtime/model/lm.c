@@ -393,7 +393,8 @@ static int gemm_wg(pgrt_lm *m, pgrt_stream *s, const pgk_gemm_choice *ch, pgk_ge
         return rc;
     return launch_kn(m, s, K_LP_GEMM, ch->desc, &kn,
                      ARGS(pgrt_arg_tensor_map(&e->a), pgrt_arg_tensor_map(&e->b), P(c),
-                          pgrt_arg_u64(bias), U(ch->m), U(ch->n), U(ch->k), U(ch->n)));
+                          pgrt_arg_u64(bias), U(ch->m), U(ch->n), U(ch->k), U(ch->n),
+                          pgrt_arg_tensor_map(&e->a), pgrt_arg_tensor_map(&e->b), U(0)));
 }
 
 /* A base-weight product on the bf16 tensor-core family: a and b bf16, c

@@ -145,7 +145,7 @@ int main(int argc, char **argv)
             pgrt_buf *o1, *o2;
             GPU_CHECK(pgrt_buf_alloc(ctx, ot, oc, &o1));
             GPU_CHECK(pgrt_buf_alloc(ctx, ot, oc, &o2));
-            j.g = (pgrt_gemm90){(pgrt_gemm90_layout)l, l == 0 ? x : dy, l == 2 ? x : w, o1, NULL,
+            j.g = (pgrt_gemm90){(pgk_gemm_layout)l, l == 0 ? x : dy, l == 2 ? x : w, o1, NULL,
                                 M, N, K, 0, 0, 0, false, 0};
             j.ctype = ot == PG_F32 ? CUBLAS_DL_R_32F : CUBLAS_DL_R_16BF;
             j.cc = pgrt_buf_ptr(o2);

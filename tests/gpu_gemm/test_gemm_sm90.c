@@ -18,7 +18,7 @@ static float to_f32(pg_type t, uint16_t h) { return t == PG_BF16 ? bf16_to_f32(h
 static uint16_t from_f32(pg_type t, float f) { return t == PG_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
 
 typedef struct gcase {
-    pgrt_gemm90_layout layout;
+    pgk_gemm_layout layout;
     uint32_t m, n, k;
     pg_type in, out;
     bool acc, bias;
@@ -34,9 +34,9 @@ static uint32_t round8(uint32_t x) { return (x + 7u) & ~7u; }
 static int run_case(pgrt_ctx *ctx, const gcase *c, rng *r)
 {
     uint32_t m = c->m, n = c->n, k = c->k;
-    uint32_t a_rows = m, a_cols = c->layout == PGRT_GEMM90_FWD ? k : n;
-    uint32_t b_rows = c->layout == PGRT_GEMM90_DW ? m : n, b_cols = k;
-    uint32_t P = c->layout == PGRT_GEMM90_DW ? n : m, Q = c->layout == PGRT_GEMM90_FWD ? n : k;
+    uint32_t a_rows = m, a_cols = c->layout == PGK_GEMM_FORWARD ? k : n;
+    uint32_t b_rows = c->layout == PGK_GEMM_BACKWARD_W ? m : n, b_cols = k;
+    uint32_t P = c->layout == PGK_GEMM_BACKWARD_W ? n : m, Q = c->layout == PGK_GEMM_FORWARD ? n : k;
     uint32_t lda = round8(a_cols) + c->pad, ldb = round8(b_cols) + c->pad, ldc = Q + c->pad;
     size_t na = (size_t)a_rows * lda, nb = (size_t)b_rows * ldb, nc = (size_t)P * ldc;
     size_t osz = c->out == PG_F32 ? 4 : 2;
@@ -93,7 +93,7 @@ static int run_case(pgrt_ctx *ctx, const gcase *c, rng *r)
         bad++;
     }
     /* the reference: A(p,r), B(q,r) as the layout reads them */
-    uint32_t R = c->layout == PGRT_GEMM90_FWD ? k : c->layout == PGRT_GEMM90_DX ? n : m;
+    uint32_t R = c->layout == PGK_GEMM_FORWARD ? k : c->layout == PGK_GEMM_BACKWARD_X ? n : m;
     double worst = 0;
     for (uint32_t p = 0; p < P; p++) {
         for (uint32_t q = 0; q < ldc; q++) {
@@ -109,8 +109,8 @@ static int run_case(pgrt_ctx *ctx, const gcase *c, rng *r)
             for (uint32_t x = 0; x < R; x++) {
                 size_t ai, bi;
                 switch (c->layout) {
-                case PGRT_GEMM90_FWD: ai = (size_t)p * lda + x; bi = (size_t)q * ldb + x; break;
-                case PGRT_GEMM90_DX: ai = (size_t)p * lda + x; bi = (size_t)x * ldb + q; break;
+                case PGK_GEMM_FORWARD: ai = (size_t)p * lda + x; bi = (size_t)q * ldb + x; break;
+                case PGK_GEMM_BACKWARD_X: ai = (size_t)p * lda + x; bi = (size_t)x * ldb + q; break;
                 default: ai = (size_t)x * lda + p; bi = (size_t)x * ldb + q; break;
                 }
                 double t = (double)to_f32(c->in, a[ai]) * to_f32(c->in, b[bi]);
@@ -174,7 +174,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             if (quick && i % 3)
                 continue;
-            gcase c = {(pgrt_gemm90_layout)l, shapes[i][0], shapes[i][1], shapes[i][2],
+            gcase c = {(pgk_gemm_layout)l, shapes[i][0], shapes[i][1], shapes[i][2],
                        PG_BF16, PG_F32, false, false, bns[i % 5], 0};
             fails += run_case(ctx, &c, &r) != 0;
             cases++;

@@ -89,11 +89,11 @@ static void launches(void)
         uint32_t P, Q, R, a_box, b_box;
         uint64_t a_rows, a_cols, a_pitch, b_rows, b_cols;
     } cases[] = {
-        {{PGRT_GEMM90_FWD, x, w, y, bias, m, n, k, 104, 104, 0, true, 0}, 300, 200, 100, 128, 64,
+        {{PGK_GEMM_FORWARD, x, w, y, bias, m, n, k, 104, 104, 0, true, 0}, 300, 200, 100, 128, 64,
          300, 100, 208, 200, 100},
-        {{PGRT_GEMM90_DX, dy, w, dx, NULL, m, n, k, 0, 104, 0, false, 128}, 300, 100, 200, 128, 64,
+        {{PGK_GEMM_BACKWARD_X, dy, w, dx, NULL, m, n, k, 0, 104, 0, false, 128}, 300, 100, 200, 128, 64,
          300, 200, 400, 200, 100},
-        {{PGRT_GEMM90_DW, dy, x, dw, NULL, m, n, k, 0, 104, 0, true, 0}, 200, 100, 300, 64, 64,
+        {{PGK_GEMM_BACKWARD_W, dy, x, dw, NULL, m, n, k, 0, 104, 0, true, 0}, 200, 100, 300, 64, 64,
          300, 200, 400, 300, 100},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -114,11 +114,14 @@ static void launches(void)
         REQUIRE_INT_EQ(l->grid[0], tiles < 4 ? tiles : 4); /* the fake has 4 SMs */
         uint32_t stage = (128 + bn) * 128, stages = 230400 / stage > 8 ? 8 : 230400 / stage;
         REQUIRE_INT_EQ(l->shared, stages * stage + 1024);
-        REQUIRE_INT_EQ(l->nparams, 8);
-        REQUIRE_INT_EQ(l->nbig, 2);
+        /* the LoRA extension's two maps (copies of a's and b's: k2 = 0
+         * reads neither) and k2 */
+        REQUIRE_INT_EQ(l->nparams, 11);
+        REQUIRE_INT_EQ(l->nbig, 4);
+        REQUIRE(l->params[10] == 0);
         check_map(l->big[0], pgrt_buf_ptr(cases[i].g.a), cases[i].a_rows, cases[i].a_cols,
                   cases[i].a_pitch, cases[i].a_box);
-        uint32_t b_box = cases[i].g.layout == PGRT_GEMM90_FWD ? bn : 64;
+        uint32_t b_box = cases[i].g.layout == PGK_GEMM_FORWARD ? bn : 64;
         uint64_t b_pitch = (cases[i].g.ldb ? cases[i].g.ldb : cases[i].b_cols) * 2;
         check_map(l->big[1], pgrt_buf_ptr(cases[i].g.b), cases[i].b_rows, cases[i].b_cols,
                   b_pitch, b_box);
@@ -134,16 +137,16 @@ static void launches(void)
         int want;
         const char *says;
     } bad[] = {
-        {{PGRT_GEMM90_FWD, NULL, w, y, NULL, m, n, k, 104, 104, 0, false, 0}, PGRT_EINVAL, "a is NULL"},
-        {{PGRT_GEMM90_FWD, x, w, y, NULL, 0, n, k, 104, 104, 0, false, 0}, PGRT_ERANGE, "m=0"},
-        {{PGRT_GEMM90_FWD, x, w, y, NULL, m, n, k, 0, 104, 0, false, 0}, PGRT_EINVAL, "multiple of 16"},
-        {{PGRT_GEMM90_FWD, x, w, y, NULL, m, n, k, 90, 104, 0, false, 0}, PGRT_ERANGE, "row pitch 90"},
-        {{PGRT_GEMM90_FWD, x, y, y, NULL, m, n, k, 104, 104, 0, false, 0}, PGRT_EINVAL, "not bf16"},
-        {{PGRT_GEMM90_FWD, x, w, dw, NULL, m, n, 100, 104, 104, 0, false, 0}, PGRT_ERANGE, "c holds"},
-        {{PGRT_GEMM90_DX, dy, w, y, NULL, m, n, k, 0, 104, 0, false, 0}, PGRT_EINVAL, "overlaps"},
-        {{PGRT_GEMM90_DX, dy, w, dx, NULL, m, n, k, 0, 104, 0, false, 100}, PGRT_ERANGE, "bn=100"},
-        {{(pgrt_gemm90_layout)3, dy, w, dx, NULL, m, n, k, 0, 104, 0, false, 0}, PGRT_EINVAL, "layout 3"},
-        {{PGRT_GEMM90_FWD, x, w, y, x, m, n, k, 104, 104, 0, false, 0}, PGRT_EINVAL, "bias holds bf16"},
+        {{PGK_GEMM_FORWARD, NULL, w, y, NULL, m, n, k, 104, 104, 0, false, 0}, PGRT_EINVAL, "a is NULL"},
+        {{PGK_GEMM_FORWARD, x, w, y, NULL, 0, n, k, 104, 104, 0, false, 0}, PGRT_ERANGE, "m=0"},
+        {{PGK_GEMM_FORWARD, x, w, y, NULL, m, n, k, 0, 104, 0, false, 0}, PGRT_EINVAL, "multiple of 16"},
+        {{PGK_GEMM_FORWARD, x, w, y, NULL, m, n, k, 90, 104, 0, false, 0}, PGRT_ERANGE, "row pitch 90"},
+        {{PGK_GEMM_FORWARD, x, y, y, NULL, m, n, k, 104, 104, 0, false, 0}, PGRT_EINVAL, "not bf16"},
+        {{PGK_GEMM_FORWARD, x, w, dw, NULL, m, n, 100, 104, 104, 0, false, 0}, PGRT_ERANGE, "c holds"},
+        {{PGK_GEMM_BACKWARD_X, dy, w, y, NULL, m, n, k, 0, 104, 0, false, 0}, PGRT_EINVAL, "overlaps"},
+        {{PGK_GEMM_BACKWARD_X, dy, w, dx, NULL, m, n, k, 0, 104, 0, false, 100}, PGRT_ERANGE, "bn=100"},
+        {{(pgk_gemm_layout)3, dy, w, dx, NULL, m, n, k, 0, 104, 0, false, 0}, PGRT_EINVAL, "layout 3"},
+        {{PGK_GEMM_FORWARD, x, w, y, x, m, n, k, 104, 104, 0, false, 0}, PGRT_EINVAL, "bias holds bf16"},
     };
     /* a y that aliases the inputs: take a view of dy for the DX output */
     pgrt_buf *alias = NULL;
@@ -159,7 +162,7 @@ static void launches(void)
         REQUIRE(strstr(pgrt_last_message(), bad[i].says) != NULL);
         REQUIRE_INT_EQ(fk_count(), 0);
     }
-    pgrt_gemm90 mixed = {PGRT_GEMM90_FWD, x, w, f16out, NULL, m, n, k, 104, 104, 0, false, 0};
+    pgrt_gemm90 mixed = {PGK_GEMM_FORWARD, x, w, f16out, NULL, m, n, k, 104, 104, 0, false, 0};
     REQUIRE_INT_EQ(pgrt_gemm_sm90(ctx, NULL, &mixed), PGRT_EINVAL);
     REQUIRE(strstr(pgrt_last_message(), "f32 or bf16") != NULL);
     REQUIRE_INT_EQ(pgrt_gemm_sm90(ctx, NULL, NULL), PGRT_EINVAL);
@@ -174,7 +177,7 @@ static void launches(void)
     for (size_t i = 0; i < 2; i++) {
         ctx = open_cc(ccs[i]);
         pgrt_buf *a = buf(ctx, PG_BF16, 64), *b = buf(ctx, PG_BF16, 64), *c = buf(ctx, PG_F32, 64);
-        pgrt_gemm90 g = {PGRT_GEMM90_FWD, a, b, c, NULL, 8, 8, 8, 0, 0, 0, false, 0};
+        pgrt_gemm90 g = {PGK_GEMM_FORWARD, a, b, c, NULL, 8, 8, 8, 0, 0, 0, false, 0};
         REQUIRE_INT_EQ(pgrt_gemm_sm90(ctx, NULL, &g), PGRT_ETARGET);
         REQUIRE(strstr(pgrt_last_message(), "sm_90a") != NULL);
         pgrt_buf_destroy(&a);
