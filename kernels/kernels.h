@@ -53,6 +53,7 @@
     X(bias_add_f32)                                                                        \
     X(bias_add_bf16)                                                                       \
     X(cast_f32_to_bf16)                                                                    \
+    X(cast_f32_to_bf16_scaled2)                                                            \
     X(cast_bf16_to_f32)                                                                    \
     X(cross_entropy_fwd_bwd_f32)                                                           \
     X(cross_entropy_fwd_bwd_bf16)                                                          \

@@ -47,7 +47,9 @@
     X(LORA_PROJ_BF16, "lora_proj_bf16")                                        \
     X(LORA_GRAD, "lora_grad_f32")                                              \
     X(LORA_GRAD_BF16, "lora_grad_bf16")                                        \
-    X(LORA_UP, "lora_up_f32")
+    X(LORA_UP, "lora_up_f32")                                                  \
+    X(LORA_CAST, "cast_f32_to_bf16_scaled2")                                   \
+    X(LORA_NARROW, "cast_f32_to_bf16")
 
 enum {
 #define X_(id, name) K_##id,
@@ -70,17 +72,6 @@ typedef struct knv {
 } knv;
 
 /* ---------------------------------------------------------------- state */
-
-/* gemm_sm90's two tensor maps for one base-weight product of the step (a
- * layout, operands and shape): encoding is host work that would cost more
- * than the launch, so each is encoded once, while the kernels are warmed
- * at create, and copied into every launch's parameters. The buffers never
- * move after create, so a captured graph's copies stay valid too. */
-typedef struct wg_maps {
-    pgrt_tensor_map a, b;
-    pgrt_devptr pa, pb;
-    uint32_t layout, rows, in, out;
-} wg_maps;
 
 /* One base weight on the device: f32, or bf16 (PG_U16 storage) widened
  * into the scratch buffer before a GEMM reads it. */
@@ -141,10 +132,13 @@ struct pgrt_lm {
     bool lowp;
     pg_target target, arch_target; /* arch_target sm_90a: gemm_sm90 (wgmma + TMA) */
     unsigned sms;
-    wg_maps *wg;                   /* gemm_sm90's maps, in the step's order */
-    size_t wg_n, wg_cap, wg_next;
+    struct lm_gemm *gemms;         /* the step's GEMMs, in its order (gemm()) */
+    size_t ngemm, gemm_cap, gemm_next;
     pgrt_devptr xb, dyb, logits_b;
-    const pgk_desc *desc_wg; /* gemm_sm90, as pgk_gemm_choose returns it */
+    /* bf16 on sm_90a: LoRA inside the base GEMMs (linear_fwd_fused), on
+     * bf16 copies of the LoRA weights: pbf holds A and B, then s A, s B */
+    bool fused;
+    pgrt_buf *pbf;
     pgrt_buf *ws;        /* split-K workspace */
     uint64_t ws_need;    /* the largest workspace a GEMM of the step wants */
     pgrt_buf *lcnt;      /* u32 arrival counters of the LoRA kernels, zero between launches */
@@ -199,6 +193,8 @@ static int bucket(bool lowp, int k)
     case K_LORA_GRAD:
     case K_LORA_GRAD_BF16:
     case K_LORA_UP:
+    case K_LORA_CAST:
+    case K_LORA_NARROW:
         return lowp ? PGRT_LM_TIME_LORA_GEMM : PGRT_LM_TIME_GEMM;
     case K_WIDEN:
     case K_LP_GEMM:
@@ -295,143 +291,89 @@ static int weight_f32(pgrt_lm *m, pgrt_stream *s, const dweight *w, pgrt_devptr 
                   ARGS(P(pgrt_buf_ptr(w->buf)), P(dst), U(w->count)));
 }
 
-/* The three products of a linear layer y = x W^T, W [out, in], x [rows, in]
- * (the one place a GEMM is chosen, so that a tensor-core family replaces
- * the f32 kernels here):
- *   LIN_Y   y[rows, out]  (+)= x[rows, in] W[out, in]^T
- *   LIN_DX  dx[rows, in]  (+)= dy[rows, out] W[out, in]
- *   LIN_DW  dW[out, in]    = dy[rows, out]^T x[rows, in]
- * w is a device address of f32 data. */
-typedef enum lin_op { LIN_Y, LIN_DX, LIN_DW } lin_op;
+/* ---------------------------------------------------------------- GEMMs */
 
-static int model_gemm(pgrt_lm *m, pgrt_stream *s, lin_op op, bool acc, pgrt_devptr x,
-                      pgrt_devptr w, pgrt_devptr y, uint32_t rows, uint32_t in, uint32_t out)
+/* Every GEMM of the step is a prepared GEMM (pgrt_gemm_plan: chosen,
+ * loaded and tensor-mapped once). The step runs its products in the same
+ * order every time, so the dry run at create prepares them in that order
+ * and each step takes them in turn: a launch is the driver call alone. */
+typedef struct lm_gemm {
+    pgrt_gemm_plan *plan;
+    pgrt_devptr c; /* where it writes: a step that strays from create's order is caught */
+    int bucket;
+} lm_gemm;
+
+/* A linear layer's product in its words (y = x·Wᵀ over T rows): x [T, in],
+ * W [out, in]; forward a = x, b = W; dX a = dy, b = W; dW a = dy, b = x.
+ * bf16 operands with an f32 result on the chosen family, f32 on the
+ * seed's exact kernels. */
+static pgrt_gemm_spec lin(const pgrt_lm *m, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devptr b,
+                          uint32_t in, uint32_t out, bool acc)
 {
-    switch (op) {
-    case LIN_Y: /* grad_A[M,K] = dC[M,N] B[K,N]^T with M rows, N in, K out */
-        return launch(m, s, acc ? K_GEMM_NT_ACC : K_GEMM_NT,
-                      KN({"m", rows}, {"n", in}, {"k", out}),
-                      ARGS(P(x), P(w), P(y), U(rows), U(in), U(out)));
-    case LIN_DX: /* C[M,N] = A[M,K] B[K,N] with M rows, N in, K out */
-        return launch(m, s, acc ? K_GEMM_NN_ACC : K_GEMM_NN,
-                      KN({"m", rows}, {"n", in}, {"k", out}),
-                      ARGS(P(x), P(w), P(y), U(rows), U(in), U(out)));
-    case LIN_DW: /* grad_B[K,N] = A[M,K]^T dC[M,N]: A = dy (x here), dC = the input (w) */
-        return launch(m, s, K_GEMM_TN, KN({"m", rows}, {"n", in}, {"k", out}),
-                      ARGS(P(x), P(w), P(y), U(rows), U(in), U(out)));
-    }
-    return PGRT_EINVAL;
+    return (pgrt_gemm_spec){.layout = lay, .kind = m->lowp ? PGRT_GEMM_CHOSEN : PGRT_GEMM_SEED,
+                            .in_type = m->lowp ? PG_BF16 : PG_F32, .out_type = PG_F32,
+                            .m = (uint32_t)m->T, .n = out, .k = in, .a = a, .b = b,
+                            .accumulate = acc};
 }
 
-static bool wg_is(const wg_maps *e, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devptr b,
-                  uint32_t rows, uint32_t in, uint32_t out)
+/* Run the step's next product, spec into c (+ bias); while warming,
+ * prepare it. */
+static int gemm(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr c,
+                pgrt_devptr bias, int bucket)
 {
-    return e->layout == (uint32_t)lay && e->pa == a && e->pb == b && e->rows == rows &&
-           e->in == in && e->out == out;
-}
-
-/* The maps of a gemm_sm90 product: the entry after the last one used
- * when it matches (the step runs its products in the same order every
- * time), else any that matches, else a new one encoded. */
-static int wg_maps_get(pgrt_lm *m, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devptr b,
-                       uint32_t rows, uint32_t in, uint32_t out, uint32_t bn,
-                       const wg_maps **found)
-{
-    size_t i = m->wg_next;
-    if (i >= m->wg_n || !wg_is(&m->wg[i], lay, a, b, rows, in, out))
-        for (i = 0; i < m->wg_n && !wg_is(&m->wg[i], lay, a, b, rows, in, out); i++)
-            ;
-    if (i == m->wg_n) {
-        if (m->wg_n == m->wg_cap) {
-            size_t cap = m->wg_cap ? 2 * m->wg_cap : 64;
-            /* 64-byte aligned, as a tensor map must be */
-            wg_maps *w = aligned_alloc(64, cap * sizeof *w);
-            if (!w)
+    if (m->warming) {
+        if (m->ngemm == m->gemm_cap) {
+            size_t cap = m->gemm_cap ? 2 * m->gemm_cap : 256;
+            lm_gemm *g = realloc(m->gemms, cap * sizeof *g);
+            if (!g)
                 return model_fail(PGRT_ENOMEM, "pgrt_lm: out of host memory");
-            if (m->wg_n)
-                memcpy(w, m->wg, m->wg_n * sizeof *w);
-            free(m->wg);
-            m->wg = w;
-            m->wg_cap = cap;
+            m->gemms = g;
+            m->gemm_cap = cap;
         }
-        wg_maps *e = &m->wg[i];
-        memset(e, 0, sizeof *e);
-        /* the layer's (M, N, K) = (rows, out, in); A's rows are K long
-         * forward, N long otherwise; B's (W, or X for dW) K long */
-        int rc = rt_gemm90_maps(m->ctx, (unsigned)lay, PG_BF16, a, b, rows, out, in,
-                                lay == PGK_GEMM_FORWARD ? in : out, in, bn, &e->a, &e->b);
+        pgrt_gemm_spec sp = *spec;
+        sp.bias = bias != 0;
+        lm_gemm *g = &m->gemms[m->ngemm];
+        int rc = pgrt_gemm_plan_create(m->ctx, &sp, &g->plan);
         if (rc)
             return rc;
-        e->pa = a;
-        e->pb = b;
-        e->layout = (uint32_t)lay;
-        e->rows = rows;
-        e->in = in;
-        e->out = out;
-        m->wg_n++;
-    }
-    m->wg_next = i + 1;
-    *found = &m->wg[i];
-    return 0;
-}
-
-/* A product on gemm_sm90: c[P, Q] (+)= the layout's A·B over R (+ bias),
- * the accumulate and the bias baked into the kernel (its epilogue knob). */
-static int gemm_wg(pgrt_lm *m, pgrt_stream *s, const pgk_gemm_choice *ch, pgk_gemm_layout lay,
-                   bool acc, pgrt_devptr a, pgrt_devptr b, pgrt_devptr bias, pgrt_devptr c,
-                   uint32_t rows, uint32_t in, uint32_t out)
-{
-    pgk_knobs kn = ch->knobs;
-    int ei = pgk_knob_index(ch->desc, "epilogue"), bi = pgk_knob_index(ch->desc, "bn");
-    if (ei < 0 || bi < 0)
-        return model_fail(PGRT_EKERNEL, "pgrt_lm: gemm_sm90 has no knob %s",
-                          ei < 0 ? "epilogue" : "bn");
-    kn.v[ei] = (acc ? 1u : 0u) | (bias ? 2u : 0u);
-    const wg_maps *e = NULL;
-    int rc = wg_maps_get(m, lay, a, b, rows, in, out, kn.v[bi], &e);
-    if (rc)
-        return rc;
-    return launch_kn(m, s, K_LP_GEMM, ch->desc, &kn,
-                     ARGS(pgrt_arg_tensor_map(&e->a), pgrt_arg_tensor_map(&e->b), P(c),
-                          pgrt_arg_u64(bias), U(ch->m), U(ch->n), U(ch->k), U(ch->n),
-                          pgrt_arg_tensor_map(&e->a), pgrt_arg_tensor_map(&e->b), U(0)));
-}
-
-/* A base-weight product on the bf16 tensor-core family: a and b bf16, c
- * f32, in the layer's (M, N, K) = (rows, out, in), plus the f32 bias [out]
- * when bias is not 0 (forward only). On a compute capability 9.0 device
- * the choice for sm_90a, gemm_sm90, where it takes the shape and the
- * operands are 16-byte aligned (TMA); the mma.sync family otherwise. */
-static int gemm_lp(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pgrt_devptr a,
-                   pgrt_devptr b, pgrt_devptr c, uint32_t rows, uint32_t in, uint32_t out,
-                   pgrt_devptr bias)
-{
-    pgk_gemm_choice ch;
-    int rc = pgk_gemm_choose(lay, PG_BF16, PG_F32, rows, out, in, m->arch_target, m->sms, &ch);
-    if (!rc && ch.desc == m->desc_wg) {
-        if (((a | b) & 15u) == 0)
-            return gemm_wg(m, s, &ch, lay, acc, a, b, bias, c, rows, in, out);
-        rc = pgk_gemm_choose(lay, PG_BF16, PG_F32, rows, out, in, m->target, m->sms, &ch);
-    }
-    if (rc)
-        return model_fail(PGRT_EINVAL, "pgrt_lm: no bf16 GEMM for %u x %u x %u", rows, out, in);
-    if (ch.split > 1 && m->warming && ch.workspace_bytes > m->ws_need)
-        m->ws_need = ch.workspace_bytes;
-    if (ch.split > 1 && !m->warming && (!m->ws || pgrt_buf_bytes(m->ws) < ch.workspace_bytes))
-        return model_fail(PGRT_ESTATE, "pgrt_lm: GEMM workspace smaller than at create");
-    uint32_t flags = (acc ? 1u : 0u) | (bias ? 2u : 0u);
-    pgrt_devptr ws = ch.split > 1 && m->ws ? pgrt_buf_ptr(m->ws) : c, bp = bias ? bias : c;
-    if ((rc = launch_kn(m, s, K_LP_GEMM, ch.desc, &ch.knobs,
-                        ARGS(P(a), P(b), P(c), P(bp), P(ws), U(rows), U(out), U(in), U(flags)))))
-        return rc;
-    if (ch.split <= 1)
+        m->ngemm++;
+        g->c = c;
+        g->bucket = bucket;
+        uint64_t ws = pgrt_gemm_plan_workspace(g->plan);
+        m->ws_need = ws > m->ws_need ? ws : m->ws_need;
         return 0;
-    uint64_t cols = lay == PGK_GEMM_FORWARD ? out : in;
-    uint64_t total = lay == PGK_GEMM_FORWARD    ? (uint64_t)rows * out
-                     : lay == PGK_GEMM_BACKWARD_X ? (uint64_t)rows * in
-                                                  : (uint64_t)out * in;
-    return launch_kn(m, s, K_LP_GEMM, ch.reduce, &ch.reduce_knobs,
-                     ARGS(P(ws), P(c), P(bp), U(total), U(cols), U(ch.split), U(flags)));
+    }
+    if (m->gemm_next >= m->ngemm || m->gemms[m->gemm_next].c != c)
+        return model_fail(PGRT_ESTATE, "pgrt_lm: GEMM %zu of the step is not the one prepared "
+                          "at create", m->gemm_next);
+    const lm_gemm *g = &m->gemms[m->gemm_next++];
+    pgrt_devptr ws = pgrt_gemm_plan_workspace(g->plan) ? pgrt_buf_ptr(m->ws) : 0;
+    m->launches++;
+    if (!m->profile)
+        return pgrt_gemm_plan_launch(g->plan, s, c, bias, ws);
+    double t0 = clock_ms();
+    int rc = pgrt_gemm_plan_launch(g->plan, s, c, bias, ws);
+    if (!rc && !(rc = pgrt_stream_sync(s)))
+        profile_add(m, pgrt_gemm_plan_choice(g->plan)->desc->name, g->bucket, clock_ms() - t0);
+    return rc;
+}
+
+/* A product of the base weights, or in f32 of any: the GEMM bucket. */
+static int base_gemm(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pgrt_devptr a,
+                     pgrt_devptr b, pgrt_devptr c, uint32_t in, uint32_t out, pgrt_devptr bias)
+{
+    pgrt_gemm_spec sp = lin(m, lay, a, b, in, out, acc);
+    return gemm(m, s, &sp, c, bias, PGRT_LM_TIME_GEMM);
+}
+
+/* The f32 LoRA products of ranks past the thin kernels. */
+static int lora_gemm(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pgrt_devptr a,
+                     pgrt_devptr b, pgrt_devptr c, uint32_t in, uint32_t out)
+{
+    pgrt_gemm_spec sp = lin(m, lay, a, b, in, out, acc);
+    sp.kind = PGRT_GEMM_SEED;
+    sp.in_type = PG_F32;
+    return gemm(m, s, &sp, c, 0, bucket(m->lowp, K_LORA_GRAD));
 }
 
 /* dst (bf16) = src (f32), n elements. */
@@ -539,6 +481,114 @@ static int lora_up(pgrt_lm *m, pgrt_stream *s, pgrt_devptr xa, pgrt_devptr w, pg
                   ARGS(P(xa), P(w), P(y), U(m->T), U(n), F(1.0f)));
 }
 
+/* ---------------------------------------------------------------- LoRA inside the base GEMMs */
+
+/* On sm_90a in bf16 (m->fused) a LoRA pair rides in its module's GEMMs
+ * (gemm_sm90's second operand pair, kernels/gemm_sm90.c). With xa = s·x·Aᵀ
+ * and dxa = s·dy·B in bf16, a group's pairs side by side ([T, parts·r]):
+ *
+ *   xa  = x·(sA_group)ᵀ           one GEMM a group: x read once for q, k, v
+ *   y   = x·Wᵀ + xa·Bᵀ            one GEMM, its reduction in + r
+ *   dxa = dy·(sB)ᵀ, dB = dyᵀ·xa   two thin GEMMs a pair
+ *   dx  = Σ dy·W + dxa·A_group    the group's last dX GEMM takes the term:
+ *                                 its reduction out + parts·r
+ *   dA_group = dxaᵀ·x             one GEMM a group, x narrowed again
+ *
+ * bf16 on the tensor cores with f32 accumulation, f32 master weights, as
+ * PEFT under autocast computes it. The master weights' bf16 copies (A and
+ * B as they are, and times s) are made once a step (lora_weights). */
+
+static pgrt_devptr pbf(const pgrt_lm *m, int64_t elems, bool scaled)
+{
+    return pgrt_buf_ptr(m->pbf) + ((scaled ? (uint64_t)m->nlora : 0) + (uint64_t)elems) * 2u;
+}
+
+/* A LoRA product on gemm_sm90, in the layer words of lin(). */
+static int lora_wg(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, pg_type out_type,
+                   pgrt_devptr a, pgrt_devptr b, uint32_t in, uint32_t out, uint32_t ldb,
+                   uint32_t ldc, pgrt_devptr c)
+{
+    pgrt_gemm_spec sp = lin(m, lay, a, b, in, out, false);
+    sp.kind = PGRT_GEMM_WGMMA;
+    sp.out_type = out_type;
+    sp.ldb = ldb;
+    sp.ldc = ldc;
+    return gemm(m, s, &sp, c, 0, PGRT_LM_TIME_LORA_GEMM);
+}
+
+/* pb = bf16(p), psb = bf16(s p): at the start of every step, after the
+ * optimizer of the step before. */
+static int lora_weights(pgrt_lm *m, pgrt_stream *s)
+{
+    uint32_t n = (uint32_t)m->nlora;
+    return launch(m, s, K_LORA_CAST, KN({"n", n}),
+                  ARGS(P(pgrt_buf_ptr(m->p)), P(pbf(m, 0, false)), P(pbf(m, 0, true)), U(n),
+                       F(m->lora_scale)));
+}
+
+static int linear_fwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr y)
+{
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    pgrt_devptr W = pgrt_buf_ptr(m->lw[l].lin[mod].buf);
+    pgrt_devptr bias = m->lw[l].bias[mod] ? pgrt_buf_ptr(m->lw[l].bias[mod]) : 0;
+    pgrt_gemm_spec sp = lin(m, PGK_GEMM_FORWARD, m->xb, W, (uint32_t)in, (uint32_t)out, false);
+    if (ld->a >= 0) {
+        const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
+        uint32_t R = (uint32_t)(ld->parts * m->r);
+        pgrt_devptr xa = m->la[l].xa[ld->lead];
+        int rc = ld->part == 0 ? lora_wg(m, s, PGK_GEMM_FORWARD, PG_BF16, m->xb,
+                                         pbf(m, lead->a, true), (uint32_t)in, R, 0, 0, xa)
+                               : 0;
+        if (rc)
+            return rc;
+        sp.kind = PGRT_GEMM_WGMMA;
+        sp.a2 = xa + (uint64_t)ld->part * m->r * 2u;
+        sp.lda2 = R;
+        sp.b2 = pbf(m, ld->b, false);
+        sp.k2 = (uint32_t)m->r;
+    }
+    return gemm(m, s, &sp, y, bias, PGRT_LM_TIME_GEMM);
+}
+
+static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                            pgrt_devptr dyb, pgrt_devptr dx, bool acc)
+{
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
+    pgrt_devptr W = pgrt_buf_ptr(m->lw[l].lin[mod].buf);
+    pgrt_gemm_spec sp = lin(m, PGK_GEMM_BACKWARD_X, dyb, W, (uint32_t)in, (uint32_t)out, acc);
+    uint32_t R = (uint32_t)(ld->parts * m->r), r = (uint32_t)m->r;
+    bool last = ld->a >= 0 && ld->part + 1 == ld->parts;
+    int rc;
+    if (ld->a >= 0) {
+        pgrt_devptr xa = m->la[l].xa[ld->lead] + (uint64_t)ld->part * r * 2u;
+        if ((rc = lora_wg(m, s, PGK_GEMM_BACKWARD_X, PG_BF16, dyb, pbf(m, ld->b, true), r,
+                          (uint32_t)out, 0, R, m->dxa + (uint64_t)ld->part * r * 2u)) ||
+            (rc = lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, dyb, xa, r, (uint32_t)out, R, 0,
+                          pofs(m->g, ld->b))))
+            return rc;
+    }
+    if (last) {
+        sp.kind = PGRT_GEMM_WGMMA;
+        sp.a2 = m->dxa;
+        sp.lda2 = R;
+        sp.b2 = pbf(m, lead->a, false);
+        sp.k2 = R;
+    }
+    if ((rc = gemm(m, s, &sp, dx, 0, PGRT_LM_TIME_GEMM)) || !last)
+        return rc;
+    /* dA: x's bf16 copy into dtmp, free in the backward */
+    uint64_t n = (uint64_t)m->T * in;
+    if ((rc = launch(m, s, K_LORA_NARROW, KN({"n", (uint32_t)n}), ARGS(P(x), P(m->dtmp), U(n)))))
+        return rc;
+    return lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, m->dxa, m->dtmp, (uint32_t)in, R, 0, 0,
+                   pofs(m->g, lead->a));
+}
+
 /* y = x W^T (+ bias) (+ lora) for module mod of layer l; x [T, in] f32
  * and, in bf16, its copy m->xb that the caller made. The pairs of one
  * input are projected together at the group's first module: its callers
@@ -548,6 +598,8 @@ static int lora_up(pgrt_lm *m, pgrt_stream *s, pgrt_devptr xa, pgrt_devptr w, pg
 static int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
                       pgrt_devptr y)
 {
+    if (m->fused)
+        return linear_fwd_fused(m, s, l, mod, y);
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
@@ -560,23 +612,25 @@ static int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_d
                                   (uint32_t)in, (uint32_t)ld->parts, false, m->lora_scale))) ||
                  (rc = lora_up(m, s, xa, pofs(m->p, ld->b), y, (uint32_t)out, false, 1, false))))
         return rc;
+    pgrt_devptr bias = m->lw[l].bias[mod] ? pgrt_buf_ptr(m->lw[l].bias[mod]) : 0;
     if (m->lowp) /* the bias in the GEMM's epilogue */
-        rc = gemm_lp(m, s, PGK_GEMM_FORWARD, thin, m->xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf), y,
-                     m->T, in, out,
-                     m->lw[l].bias[mod] ? pgrt_buf_ptr(m->lw[l].bias[mod]) : 0);
+        rc = base_gemm(m, s, PGK_GEMM_FORWARD, thin, m->xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf),
+                       y, (uint32_t)in, (uint32_t)out, bias);
     else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
-        rc = model_gemm(m, s, LIN_Y, thin, x, w, y, m->T, in, out);
-    if (!rc && !m->lowp && m->lw[l].bias[mod])
+        rc = base_gemm(m, s, PGK_GEMM_FORWARD, thin, x, w, y, (uint32_t)in, (uint32_t)out, 0);
+    if (!rc && !m->lowp && bias)
         rc = launch(m, s, K_BIAS, KN({"rows", m->T}, {"cols", out}),
-                    ARGS(P(y), P(pgrt_buf_ptr(m->lw[l].bias[mod])), U(m->T), U(out)));
+                    ARGS(P(y), P(bias), U(m->T), U(out)));
     if (rc || ld->a < 0 || thin)
         return rc;
     /* ranks past the thin kernels: xa = s x A^T, y += xa B^T on the f32 GEMMs */
     uint32_t n = (uint32_t)m->T * m->r;
-    if ((rc = model_gemm(m, s, LIN_Y, false, x, pofs(m->p, ld->a), xa, m->T, in, m->r)) ||
+    if ((rc = lora_gemm(m, s, PGK_GEMM_FORWARD, false, x, pofs(m->p, ld->a), xa, (uint32_t)in,
+                        (uint32_t)m->r)) ||
         (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
         return rc;
-    return model_gemm(m, s, LIN_Y, true, xa, pofs(m->p, ld->b), y, m->T, m->r, out);
+    return lora_gemm(m, s, PGK_GEMM_FORWARD, true, xa, pofs(m->p, ld->b), y, (uint32_t)m->r,
+                     (uint32_t)out);
 }
 
 /* The thin LoRA backward of module mod: dB = dy^T xa (xa holds the
@@ -624,27 +678,33 @@ static int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_d
             return rc;
         dyb = m->dyb;
     }
+    if (m->fused)
+        return linear_bwd_fused(m, s, l, mod, x, dyb, dx, acc);
     pgrt_devptr d = m->lowp ? dyb : dy;
     if (first && (rc = lora_bwd(m, s, l, mod, x, d, dx, false)))
         return rc;
     if (m->lowp)
-        rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, acc || first, dyb,
-                     pgrt_buf_ptr(m->lw[l].lin[mod].buf), dx, m->T, in, out, 0);
+        rc = base_gemm(m, s, PGK_GEMM_BACKWARD_X, acc || first, dyb,
+                       pgrt_buf_ptr(m->lw[l].lin[mod].buf), dx, (uint32_t)in, (uint32_t)out, 0);
     else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
-        rc = model_gemm(m, s, LIN_DX, acc || first, dy, w, dx, m->T, in, out);
+        rc = base_gemm(m, s, PGK_GEMM_BACKWARD_X, acc || first, dy, w, dx, (uint32_t)in,
+                       (uint32_t)out, 0);
     if (rc || ld->a < 0 || first)
         return rc;
     if (thin)
         return lora_bwd(m, s, l, mod, x, d, dx, true);
     /* dB = dy^T (s xa); dxa = s dy B; dA = dxa^T x; dx += dxa A */
-    uint32_t n = (uint32_t)m->T * m->r;
-    if ((rc = model_gemm(m, s, LIN_DW, false, dy, m->la[l].xa[mod], pofs(m->g, ld->b), m->T,
-                         m->r, out)) ||
-        (rc = model_gemm(m, s, LIN_DX, false, dy, pofs(m->p, ld->b), m->dxa, m->T, m->r, out)) ||
+    uint32_t n = (uint32_t)m->T * m->r, r = (uint32_t)m->r;
+    if ((rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_W, false, dy, m->la[l].xa[mod],
+                        pofs(m->g, ld->b), r, (uint32_t)out)) ||
+        (rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_X, false, dy, pofs(m->p, ld->b), m->dxa, r,
+                        (uint32_t)out)) ||
         (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))) ||
-        (rc = model_gemm(m, s, LIN_DW, false, m->dxa, x, pofs(m->g, ld->a), m->T, in, m->r)))
+        (rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_W, false, m->dxa, x, pofs(m->g, ld->a),
+                        (uint32_t)in, r)))
         return rc;
-    return model_gemm(m, s, LIN_DX, true, m->dxa, pofs(m->p, ld->a), dx, m->T, in, m->r);
+    return lora_gemm(m, s, PGK_GEMM_BACKWARD_X, true, m->dxa, pofs(m->p, ld->a), dx,
+                     (uint32_t)in, r);
 }
 
 static int rms_fwd(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_buf *gamma, pgrt_devptr y)
@@ -761,7 +821,9 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
     pgrt_lm *m = user;
     uint32_t H = (uint32_t)m->c.hidden, V = (uint32_t)m->c.vocab;
     int rc;
-    m->wg_next = 0; /* the step's first product */
+    m->gemm_next = 0; /* the step's first product */
+    if (m->fused && (rc = lora_weights(m, s)))
+        return rc;
     if (m->lowp) {
         /* bf16 rows, widened in place into the f32 residual stream's first slot */
         if ((rc = launch(m, s, K_GATHER_BF16, KN({"num_tokens", m->T}, {"hidden_dim", H}),
@@ -792,19 +854,17 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
         uint32_t rows = (uint32_t)(m->T - r0 < m->chunk ? m->T - r0 : m->chunk);
         pgrt_devptr hc = m->hf + (uint64_t)r0 * H * 4u, dc = m->dh + (uint64_t)r0 * H * 4u;
         pgrt_devptr hcb = m->xb + (uint64_t)r0 * H * 2u;
-        if ((rc = m->lowp ? gemm_lp(m, s, PGK_GEMM_FORWARD, false, hcb, hw, m->logits, rows, H, V,
-                                    0)
-                          : model_gemm(m, s, LIN_Y, false, hc, hw, m->logits, rows, H, V)) ||
+        pgrt_gemm_spec fwd = lin(m, PGK_GEMM_FORWARD, m->lowp ? hcb : hc, hw, H, V, false);
+        pgrt_gemm_spec dxs = lin(m, PGK_GEMM_BACKWARD_X, m->lowp ? m->logits_b : m->logits, hw, H,
+                                 V, false);
+        fwd.m = dxs.m = rows;
+        if ((rc = gemm(m, s, &fwd, m->logits, 0, PGRT_LM_TIME_GEMM)) ||
             (rc = launch(m, s, K_CE, KN({"rows", rows}, {"vocab", V}),
                          ARGS(P(m->logits), P(m->labels + (uint64_t)r0 * 4u),
                               P(m->loss + (uint64_t)r0 * 4u), U(rows), U(V), F(scale)))))
             return rc;
-        if (m->lowp) {
-            if ((rc = narrow(m, s, m->logits, m->logits_b, (uint64_t)rows * V)) ||
-                (rc = gemm_lp(m, s, PGK_GEMM_BACKWARD_X, false, m->logits_b, hw, dc, rows, H, V,
-                              0)))
-                return rc;
-        } else if ((rc = model_gemm(m, s, LIN_DX, false, m->logits, hw, dc, rows, H, V)))
+        if ((m->lowp && (rc = narrow(m, s, m->logits, m->logits_b, (uint64_t)rows * V))) ||
+            (rc = gemm(m, s, &dxs, dc, 0, PGRT_LM_TIME_GEMM)))
             return rc;
     }
     /* d(x_final) (bf16: and its copy in dyb, for the last layer's down GEMM) */
@@ -1259,7 +1319,6 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->lowp = m->bf16;
     m->target = di.target;
     m->arch_target = di.arch_target;
-    m->desc_wg = pgk_find("gemm_sm90");
     m->sms = di.sm_count > 0 ? (unsigned)di.sm_count : 0;
     m->lw = calloc((size_t)c->layers, sizeof *m->lw);
     m->la = calloc((size_t)c->layers, sizeof *m->la);
@@ -1327,6 +1386,11 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
                 }
         }
     m->nlora = (size_t)off;
+    /* LoRA inside gemm_sm90: its operands 16-byte aligned at 16-byte
+     * pitches (r and every width a multiple of 8) */
+    int qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
+    m->fused = m->lowp && m->arch_target == PG_SM_90A && m->nlora && m->r % 8 == 0 &&
+               (c->hidden | c->intermediate | qd | kvd) % 8 == 0;
 
     if ((rc = upload_weights(m, p->model)) || (rc = layout(m, &pl)))
         goto fail;
@@ -1350,6 +1414,11 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
                           (rc = pgrt_buf_memset(m->gkeep, 0))))
         goto fail;
     m->lora_bytes = (uint64_t)m->nlora * 4 * (p->keep_grads ? 5 : 4);
+    if (m->fused) {
+        if ((rc = pgrt_buf_alloc(ctx, PG_U16, 2 * m->nlora, &m->pbf)))
+            goto fail;
+        m->lora_bytes += (uint64_t)m->nlora * 4;
+    }
     for (size_t i = 0; i < ad->count; i++) {
         const lora_d *d = &m->lora[ad->w[i].layer * PGRT_LINEAR_COUNT + ad->w[i].module];
         if ((rc = pgrt_buf_upload(m->p, (size_t)d->a, ad->w[i].a, (size_t)m->r * ad->w[i].in)) ||
@@ -1412,6 +1481,10 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
             }
         }
     pgrt_buf_destroy(&m->wscratch);
+    for (size_t i = 0; i < m->ngemm; i++)
+        pgrt_gemm_plan_destroy(&m->gemms[i].plan);
+    free(m->gemms);
+    pgrt_buf_destroy(&m->pbf);
     pgrt_buf_destroy(&m->ws);
     pgrt_buf_destroy(&m->lcnt);
     pgrt_buf_destroy(&m->lossview);
@@ -1420,7 +1493,6 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     pgrt_buf_destroy(&m->p);
     pgrt_buf_destroy(&m->g);
     pgrt_buf_destroy(&m->gkeep);
-    free(m->wg);
     free(m->lw);
     free(m->la);
     free(m->lora);

@@ -4,7 +4,9 @@
  * match a host round-to-nearest-even conversion bit for bit (ties, values
  * that round up to inf, subnormals, +-0 and infinities included; a NaN
  * must stay a NaN); the widening cast must be exact for every bf16 bit
- * pattern. Outputs NaN-poisoned; every launch twice (same bits).
+ * pattern. cast_f32_to_bf16_scaled2 must give both copies, bf16(x) and
+ * bf16(s x) with s x rounded to f32 first, bit for bit. Outputs
+ * NaN-poisoned; every launch twice (same bits).
  *
  * Usage: test_cast [--small] [--seed N]; exit 77 without a GPU.
  */
@@ -103,6 +105,44 @@ static void test_widen(void)
     free(h), free(out[0]), free(out[1]);
 }
 
+static void test_scaled2(uint32_t n, float s)
+{
+    const char *name = "cast_f32_to_bf16_scaled2";
+    cur_tol = 4e-3;
+    row *r = add_row(name, "n=%u s=%g", n, (double)s);
+    float *x = fill_normal(n, 1.0, 0.0);
+    pgrt_buf *bx = dev_upload(x, n), *b0 = act_alloc(n, true), *b1 = act_alloc(n, true);
+    float *out[2][2] = {{xmalloc(n * 4), xmalloc(n * 4)}, {xmalloc(n * 4), xmalloc(n * 4)}};
+    pgk_knobs kn = knobs_of(name, "n", n, NULL);
+    pgrt_arg args[] = {pgrt_arg_buf(bx), pgrt_arg_buf(b0), pgrt_arg_buf(b1), pgrt_arg_u32(n),
+                       pgrt_arg_f32(s)};
+    for (int run = 0; run < 2; run++) {
+        act_poison(b0, true);
+        act_poison(b1, true);
+        if (!launch(name, &kn, args, 5))
+            r->bad++;
+        act_download(b0, out[run][0], n, true);
+        act_download(b1, out[run][1], n, true);
+    }
+    double *ref = ref_alloc(n);
+    for (uint32_t i = 0; i < n; i++) {
+        float w0 = f32_of_bf16(bf16_of(x[i])), w1 = f32_of_bf16(bf16_of(s * x[i]));
+        if (memcmp(&w0, &out[0][0][i], 4) != 0 || memcmp(&w1, &out[0][1][i], 4) != 0)
+            r->bad++;
+        ref[i] = (double)s * x[i];
+    }
+    compare(r, out[0][1], ref, n);
+    same_bits(r, out[0][0], out[1][0], n * 4);
+    same_bits(r, out[0][1], out[1][1], n * 4);
+    finish(r);
+    pgrt_buf_destroy(&bx);
+    pgrt_buf_destroy(&b0);
+    pgrt_buf_destroy(&b1);
+    free(x), free(ref);
+    for (int i = 0; i < 4; i++)
+        free(out[i / 2][i % 2]);
+}
+
 int main(int argc, char **argv)
 {
     bool small = check_start(argc, argv, "test_cast");
@@ -110,6 +150,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < 7; i++)
         test_narrow(small && sizes[i] > 65539 ? 65539 : sizes[i]);
     test_widen();
+    test_scaled2(1, 2.0f);
+    test_scaled2(65539, 2.0f);
+    test_scaled2(small ? 65539 : (1u << 20) + 3, 0.3f);
     print_table("bad counts results that differ from the host's conversion (bit for bit)");
     TEST_DONE();
 }
