@@ -43,8 +43,16 @@
  * [r, K]. The k2 part takes ceil(k2 / 64) more k-blocks, after A·B's, out
  * of the same ring; k2 = 0 reads neither map.
  *
+ * Split-K (knob split > 1) for grids too short to fill the device: a
+ * tile's k-blocks are cut into up to `split` slices, each a work unit of
+ * its own. A slice stores its f32 accumulators to the workspace and
+ * counts itself in on the tile's counter (u32, zero between launches);
+ * the slice that arrives last sums all the slices' partials in slice
+ * order, from the workspace, resets the counter and runs the epilogue.
+ *
  * Each output element is one chain of f32 wgmma accumulations over r in
- * order: no split, no atomics, bitwise reproducible run to run.
+ * order (split: a fixed-order sum of such chains): no float atomics,
+ * bitwise reproducible run to run.
  *
  * Shapes are parameters (one module a layout, dtype, epilogue and BN);
  * knob `sms` (the device's SM count) only caps the grid.
@@ -63,7 +71,8 @@
  * more of TMA's latency: 4 at bn = 256, 5 at 192, 7 at 128, 8 at 64. */
 #define RING_BYTES (225u * 1024u)
 
-enum { KN_M, KN_N, KN_K, KN_SMS, KN_LAYOUT, KN_TYPES, KN_EPI, KN_BN, KN_COUNT };
+enum { KN_M, KN_N, KN_K, KN_SMS, KN_LAYOUT, KN_TYPES, KN_EPI, KN_BN, KN_SPLIT, KN_COUNT };
+#define MAX_SPLIT 16u
 
 static const pgk_knob knobs[KN_COUNT] = {
     [KN_M] = {"m", 2048, 1, GEMM90_MAX_DIM, "P: rows of C", false},
@@ -75,6 +84,8 @@ static const pgk_knob knobs[KN_COUNT] = {
                   "inputs -> output: 0 bf16->f32, 1 bf16->bf16, 2 f16->f32, 3 f16->f16", true},
     [KN_EPI] = {"epilogue", 0, 0, 3, "bit 0: accumulate (C +=), bit 1: add bias[n] (f32)", true},
     [KN_BN] = {"bn", 256, 64, 256, "block tile columns (64, 128, 192 or 256)", true},
+    [KN_SPLIT] = {"split", 1, 1, MAX_SPLIT, "slices of the reduction a tile (workspace, counters)",
+                  true},
 };
 
 static const pgk_param params[] = {
@@ -89,6 +100,8 @@ static const pgk_param params[] = {
     {"tmap_a2", PG_B8, .tensor_map = true}, /* the extension pair: read when k2 > 0 */
     {"tmap_b2", PG_B8, .tensor_map = true},
     {"k2", PG_U32, false}, /* the extension's reduction length; 0: none */
+    {"ws", PG_U64, false},       /* split > 1: f32 partials, pgk_gemm_sm90_workspace bytes */
+    {"counters", PG_U64, false}, /* split > 1: a u32 a tile, zero between launches */
 };
 
 static uint32_t stage_bytes(uint32_t bn) { return (BM + bn) * BK * 2u; }
@@ -101,7 +114,7 @@ static uint32_t stages_for(uint32_t bn)
 /* ---------------------------------------------------------------- build */
 
 typedef struct gemm90 {
-    uint32_t layout, bn, stages, epi;
+    uint32_t layout, bn, stages, epi, split;
     pg_type ab, out;
     bool a_mn, b_mn;
 } gemm90;
@@ -116,6 +129,36 @@ static void ring_next(pg_kernel *k, pg_reg s, pg_reg ph, uint32_t stages)
     pg_mov(k, PG_U32, s, pg_u32(0));
     pg_guard(k, wrap, false);
     pg_xor(k, PG_U32, ph, ph, pg_u32(1));
+}
+
+/* The work units: tile t = u % ntiles, slice u / ntiles, each slice kps
+ * k-blocks of the nkt (the last may be short); units past the slices that
+ * exist (nslices) are skipped. Without a split a unit is a tile. */
+typedef struct units {
+    pg_reg ntiles, nunits, kps, nslices;
+} units;
+
+typedef struct unit {
+    pg_reg t, slice, k0, k1;
+} unit;
+
+static unit unit_of(pg_kernel *k, const gemm90 *g, const units *us, pg_reg u, pg_reg nkt)
+{
+    if (g->split == 1)
+        return (unit){u, pg_none(), pg_u32(0), nkt};
+    pg_reg sl = pgv_div(k, PG_U32, u, us->ntiles);
+    pg_reg t = pgv_sub(k, PG_U32, u, pgv_mul(k, PG_U32, sl, us->ntiles));
+    pg_reg k0 = pgv_mul(k, PG_U32, sl, us->kps);
+    pg_reg k1 = pgv_min(k, PG_U32, pgv_add(k, PG_U32, k0, us->kps), nkt);
+    return (unit){t, sl, k0, k1};
+}
+
+/* Jump to `next` for a unit past the slices that exist. */
+static void skip_empty(pg_kernel *k, const gemm90 *g, const units *us, const unit *w,
+                       pg_label next)
+{
+    if (g->split > 1)
+        pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, w->slice, us->nslices), false, next);
 }
 
 /* The TMA copies of one k-block (r from r0) of A (128 rows from p0) and
@@ -149,7 +192,7 @@ static void load_stage(pg_kernel *k, const gemm90 *g, pg_reg ta, pg_reg tb, pg_r
 /* The producer: one thread issues every copy, the k-blocks of A·B
  * (kb < nk) and then those of the extension A2·B2 (up to nkt). */
 static void producer(pg_kernel *k, const gemm90 *g, const pg_reg *maps, pg_reg ring, pg_reg full,
-                     pg_reg empty, pg_reg tiles_p, pg_reg ntiles, pg_reg nk, pg_reg nkt)
+                     pg_reg empty, pg_reg tiles_p, const units *us, pg_reg nk, pg_reg nkt)
 {
     pg_setmaxnreg(k, false, 40);
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
@@ -166,10 +209,13 @@ static void producer(pg_kernel *k, const gemm90 *g, const pg_reg *maps, pg_reg r
     pg_reg s = pgv_mov(k, PG_U32, pg_u32(0)), ph = pgv_mov(k, PG_U32, pg_u32(1));
     pg_loop tl, kl;
     pg_reg stride = pg_sreg_read(k, PG_SREG_NCTAID_X);
-    pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles, stride);
-    pg_reg p0 = pgv_mul(k, PG_U32, pgv_rem(k, PG_U32, t, tiles_p), pg_u32(BM));
-    pg_reg q0 = pgv_mul(k, PG_U32, pgv_div(k, PG_U32, t, tiles_p), pg_u32(g->bn));
-    pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nkt, pg_u32(1));
+    pg_reg u = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), us->nunits, stride);
+    unit w = unit_of(k, g, us, u, nkt);
+    pg_label next = pg_label_new(k, "prod_next");
+    skip_empty(k, g, us, &w, next);
+    pg_reg p0 = pgv_mul(k, PG_U32, pgv_rem(k, PG_U32, w.t, tiles_p), pg_u32(BM));
+    pg_reg q0 = pgv_mul(k, PG_U32, pgv_div(k, PG_U32, w.t, tiles_p), pg_u32(g->bn));
+    pg_reg kb = pg_for_begin(k, &kl, w.k0, w.k1, pg_u32(1));
     {
         pg_reg eb = pgv_mad(k, PG_U32, s, pg_u32(8), empty);
         pg_reg fb = pgv_mad(k, PG_U32, s, pg_u32(8), full);
@@ -189,6 +235,7 @@ static void producer(pg_kernel *k, const gemm90 *g, const pg_reg *maps, pg_reg r
         ring_next(k, s, ph, g->stages);
     }
     pg_for_end(k, &kl);
+    pg_label_bind(k, next);
     pg_for_end(k, &tl);
     pg_exit(k);
 }
@@ -324,9 +371,64 @@ static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c,
     pg_label_bind(k, done);
 }
 
+/* Split-K, after a slice's k-blocks: its partials to the workspace and
+ * its count on the tile's counter; the slice that comes last (its CTA
+ * jumps past `skip` otherwise) sums every slice's partials into acc, in
+ * slice order. ct: the consumer thread, 0..255. */
+static void split_reduce(pg_kernel *k, const gemm90 *g, const units *us, const unit *w,
+                         pg_reg *acc, pg_reg ws, pg_reg counters, pg_reg ct, pg_reg flag,
+                         pg_label skip)
+{
+    uint32_t nacc = g->bn / 2, tb = 256u * nacc * 4u; /* a unit's partials, bytes */
+    /* [tile][slice][thread][nacc]: each thread's own, contiguous */
+    pg_reg tile_slot = pgv_mul(k, PG_U32, w->t, pg_u32(g->split));
+    pg_reg mine = pgv_mad_wide(k, PG_U32, ct, pg_u32(nacc * 4u), ws);
+    pg_reg a0 = pgv_add(k, PG_U64, mine, pgv_mul_wide(k, PG_U32, tile_slot, pg_u32(tb)));
+    pg_reg own = pgv_add(k, PG_U64, a0, pgv_mul_wide(k, PG_U32, w->slice, pg_u32(tb)));
+    for (uint32_t i = 0; i < nacc; i += 4)
+        pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 4, own, (int64_t)i * 4, acc + i);
+    /* publish, count this slice in: the fences on both sides of the count
+     * release the block's partials with it and acquire the others' */
+    pg_fence(k, PG_SCOPE_GPU, false);
+    pg_bar_sync_count(k, 1, 256);
+    pg_label counted = pg_label_new(k, "split_counted");
+    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, ct, pg_u32(0)), true, counted);
+    pg_reg ca = pgk_elem_addr(k, counters, w->t, 4);
+    pg_reg old = pg_reg_new(k, PG_U32);
+    pg_fence(k, PG_SCOPE_GPU, false);
+    pg_atom(k, PG_SPACE_GLOBAL, PG_ATOM_ADD, PG_U32, old, ca, 0, pg_u32(1), pg_none());
+    pg_fence(k, PG_SCOPE_GPU, false);
+    pg_reg last = pgv_setp(k, PG_CMP_EQ, PG_U32, pgv_add(k, PG_U32, old, pg_u32(1)), us->nslices);
+    /* every slice is in: the counter is free for the next launch */
+    pg_guard(k, last, false);
+    pg_st(k, PG_SPACE_GLOBAL, PG_U32, ca, 0, pg_u32(0));
+    pg_st(k, PG_SPACE_SHARED, PG_U32, flag, 0, pgv_selp(k, PG_U32, pg_u32(1), pg_u32(0), last));
+    pg_label_bind(k, counted);
+    pg_bar_sync_count(k, 1, 256);
+    pg_reg f = pgv_ld(k, PG_SPACE_SHARED, PG_U32, flag, 0);
+    /* the flag is read before the next unit's count can change it */
+    pg_bar_sync_count(k, 1, 256);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, f, pg_u32(0)), false, skip);
+    pg_fence(k, PG_SCOPE_GPU, false);
+    /* the sum in slice order from the first slice's partials */
+    for (uint32_t i = 0; i < nacc; i += 4)
+        pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, a0, (int64_t)i * 4, acc + i);
+    pg_loop sl;
+    pg_reg j = pg_for_begin(k, &sl, pg_u32(1), us->nslices, pg_u32(1));
+    pg_reg aj = pgv_add(k, PG_U64, a0, pgv_mul_wide(k, PG_U32, j, pg_u32(tb)));
+    for (uint32_t i = 0; i < nacc; i += 4) {
+        pg_reg v[4] = {pg_reg_new(k, PG_F32), pg_reg_new(k, PG_F32), pg_reg_new(k, PG_F32),
+                       pg_reg_new(k, PG_F32)};
+        pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, aj, (int64_t)i * 4, v);
+        for (int e = 0; e < 4; e++)
+            pg_add(k, PG_F32, acc[i + e], acc[i + e], v[e]);
+    }
+    pg_for_end(k, &sl);
+}
+
 static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg_reg empty,
-                     pg_reg tiles_p, pg_reg ntiles, pg_reg nkt, pg_reg c, pg_reg bias, pg_reg m,
-                     pg_reg n, pg_reg ldc)
+                     pg_reg tiles_p, const units *us, pg_reg nkt, pg_reg c, pg_reg bias, pg_reg m,
+                     pg_reg n, pg_reg ldc, pg_reg ws, pg_reg counters, pg_reg flag)
 {
     pg_setmaxnreg(k, true, 232);
     uint32_t nacc = g->bn / 2;
@@ -359,14 +461,18 @@ static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg
     pg_reg prev = pgv_mov(k, PG_U32, pg_u32(0));
     pg_loop tl, kl;
     pg_reg stride = pg_sreg_read(k, PG_SREG_NCTAID_X);
-    pg_reg t = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), ntiles, stride);
-    pg_reg kb = pg_for_begin(k, &kl, pg_u32(0), nkt, pg_u32(1));
+    pg_reg u = pg_for_begin(k, &tl, pg_sreg_read(k, PG_SREG_CTAID_X), us->nunits, stride);
+    unit wu = unit_of(k, g, us, u, nkt);
+    pg_label next = pg_label_new(k, "cons_next");
+    skip_empty(k, g, us, &wu, next);
+    pg_reg t = wu.t;
+    pg_reg kb = pg_for_begin(k, &kl, wu.k0, wu.k1, pg_u32(1));
     {
         pg_reg fb = pgv_mad(k, PG_U32, s, pg_u32(8), full);
         pg_mbarrier_wait_parity(k, fb, 0, ph);
         pg_reg so = pgv_mul_wide(k, PG_U32, s, pg_u32(sb / 16));
         pg_reg da = pgv_add(k, PG_U64, da0, so), db = pgv_add(k, PG_U64, db0, so);
-        pg_reg more = pgv_setp(k, PG_CMP_NE, PG_U32, kb, pg_u32(0));
+        pg_reg more = pgv_setp(k, PG_CMP_NE, PG_U32, kb, wu.k0);
         pg_wgmma_fence(k);
         for (uint32_t kk = 0; kk < BK / 16; kk++) {
             pg_wgmma wg = {
@@ -390,6 +496,9 @@ static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg
     pg_for_end(k, &kl);
     pg_wgmma_wait(k, 0);
     pg_mbarrier_arrive(k, pgv_mad(k, PG_U32, prev, pg_u32(8), empty), 0);
+    if (g->split > 1)
+        split_reduce(k, g, us, &wu, acc, ws, counters, pgv_sub(k, PG_U32, tid, pg_u32(128)), flag,
+                     next);
 
     pg_reg p_end = pgv_mad(k, PG_U32, pgv_rem(k, PG_U32, t, tiles_p), pg_u32(BM), pg_u32(BM));
     pg_reg q_end = pgv_mad(k, PG_U32, pgv_div(k, PG_U32, t, tiles_p), pg_u32(g->bn), pg_u32(g->bn));
@@ -399,6 +508,7 @@ static void consumer(pg_kernel *k, const gemm90 *g, pg_reg ring, pg_reg full, pg
     pg_reg q_in = pgv_setp(k, PG_CMP_LE, PG_U32, q_end, n);
     pg_reg inside = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, p_end, m), q_in);
     epilogue(k, g, acc, c, bias, m, n, ldc, row0, col0, inside);
+    pg_label_bind(k, next);
     pg_for_end(k, &tl);
 }
 
@@ -409,7 +519,7 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
         .layout = kn[KN_LAYOUT], .bn = kn[KN_BN], .epi = kn[KN_EPI],
         .ab = kn[KN_TYPES] >= 2 ? PG_F16 : PG_BF16,
         .out = kn[KN_TYPES] == 1 ? PG_BF16 : kn[KN_TYPES] == 3 ? PG_F16 : PG_F32,
-        .a_mn = kn[KN_LAYOUT] == 2, .b_mn = kn[KN_LAYOUT] != 0,
+        .a_mn = kn[KN_LAYOUT] == 2, .b_mn = kn[KN_LAYOUT] != 0, .split = kn[KN_SPLIT],
     };
     if (g.bn % 64)
         return pg_fail(k, PG_ERANGE, "gemm_sm90: bn=%u is not a multiple of 64", g.bn);
@@ -424,6 +534,7 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
     pg_reg m = pg_param_load(k, p[4]), n = pg_param_load(k, p[5]);
     pg_reg kk = pg_param_load(k, p[6]), ldc = pg_param_load(k, p[7]);
     pg_reg k2 = pg_param_load(k, p[10]);
+    pg_reg ws = pg_param_load(k, p[11]), counters = pg_param_load(k, p[12]);
 
     /* the ring, aligned up to the swizzle's 1024-byte period */
     pg_reg ring = pgv_mov(k, PG_U32, pg_shared_addr(dyn));
@@ -434,10 +545,21 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
 
     pg_reg tiles_p = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, m, pg_u32(BM - 1)), pg_u32(7));
     pg_reg tiles_q = pgv_div(k, PG_U32, pgv_add(k, PG_U32, n, pg_u32(g.bn - 1)), pg_u32(g.bn));
-    pg_reg ntiles = pgv_mul(k, PG_U32, tiles_p, tiles_q);
+    units us = {.ntiles = pgv_mul(k, PG_U32, tiles_p, tiles_q)};
     pg_reg nk = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, kk, pg_u32(BK - 1)), pg_u32(6));
     pg_reg nkt = pgv_add(k, PG_U32, nk, pgv_shr(k, PG_U32, pgv_add(k, PG_U32, k2, pg_u32(BK - 1)),
                                                 pg_u32(6)));
+    us.nunits = us.ntiles;
+    pg_reg flag = pg_none();
+    if (g.split > 1) {
+        /* slices of ceil(nkt / split) k-blocks; the units of a slice past
+         * the last one that has any are skipped */
+        us.kps = pgv_div(k, PG_U32, pgv_add(k, PG_U32, nkt, pg_u32(g.split - 1)), pg_u32(g.split));
+        us.nslices = pgv_div(k, PG_U32, pgv_add(k, PG_U32, nkt, pgv_sub(k, PG_U32, us.kps, pg_u32(1))),
+                             us.kps);
+        us.nunits = pgv_mul(k, PG_U32, us.ntiles, pg_u32(g.split));
+        flag = pgv_mov(k, PG_U32, pg_shared_addr(pg_shared_static(k, PG_U32, 1, 4, "last")));
+    }
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, tid, pg_u32(0));
@@ -456,10 +578,10 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
     pg_reg is_prod = pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(0));
     pg_label prod = pg_label_new(k, "producer");
     pg_bra_if(k, is_prod, false, prod);
-    consumer(k, &g, ring, full, empty, tiles_p, ntiles, nkt, c, bias, m, n, ldc);
+    consumer(k, &g, ring, full, empty, tiles_p, &us, nkt, c, bias, m, n, ldc, ws, counters, flag);
     pg_exit(k);
     pg_label_bind(k, prod);
-    producer(k, &g, maps, ring, full, empty, tiles_p, ntiles, nk, nkt);
+    producer(k, &g, maps, ring, full, empty, tiles_p, &us, nk, nkt);
     return pg_kernel_error(k);
 }
 
@@ -471,7 +593,8 @@ static int launch(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
     if (bn % 64)
         return PG_ERANGE;
     uint64_t tiles = (uint64_t)((kn[KN_M] + BM - 1) / BM) * ((kn[KN_N] + bn - 1) / bn);
-    uint64_t grid = tiles < kn[KN_SMS] ? tiles : kn[KN_SMS];
+    uint64_t work = tiles * kn[KN_SPLIT];
+    uint64_t grid = work < kn[KN_SMS] ? work : kn[KN_SMS];
     *out = (pgk_launch){{(uint32_t)grid, 1, 1}, {d->threads, 1, 1},
                         stages_for(bn) * stage_bytes(bn) + 1024, {0, 0, 0}};
     return PG_OK;
@@ -490,6 +613,14 @@ const pgk_desc pgk_desc_gemm_sm90 = {
 };
 
 /* ---------------------------------------------------------------- choice */
+
+uint64_t pgk_gemm_sm90_workspace(uint32_t P, uint32_t Q, uint32_t bn, uint32_t split)
+{
+    if (!bn || split <= 1)
+        return 0;
+    uint64_t tiles = ((uint64_t)P + BM - 1) / BM * (((uint64_t)Q + bn - 1) / bn);
+    return tiles * split * BM * bn * 4u;
+}
 
 uint32_t pgk_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
 {
@@ -533,8 +664,20 @@ int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_ty
     v[KN_TYPES] = (in_type == PG_F16 ? 2u : 0u) + (out_type == PG_F32 ? 0u : 1u);
     v[KN_EPI] = 0; /* the caller's accumulate and bias */
     v[KN_BN] = pgk_gemm_sm90_bn(P, Q, v[KN_SMS]);
+    /* a grid short of the SMs: slices of at least 4 k-blocks, as many as
+     * fill the SMs once */
+    uint64_t tiles = ((uint64_t)P + BM - 1) / BM * (((uint64_t)Q + v[KN_BN] - 1) / v[KN_BN]);
+    uint64_t nk = ((uint64_t)R + BK - 1) / BK, split = 1;
+    if (tiles < v[KN_SMS]) {
+        split = v[KN_SMS] / tiles;
+        split = split < nk / 4 ? split : nk / 4;
+        split = split < MAX_SPLIT ? split : MAX_SPLIT;
+        split = split > 1 ? split : 1;
+    }
+    v[KN_SPLIT] = (uint32_t)split;
+    out->workspace_bytes = split > 1 ? pgk_gemm_sm90_workspace(P, Q, v[KN_BN], (uint32_t)split) : 0;
     out->tile = 0;
-    out->split = 1;
+    out->split = (uint32_t)split;
     out->m = P;
     out->n = Q;
     out->k = R;

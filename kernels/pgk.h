@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define PGK_MAX_KNOBS 8
+#define PGK_MAX_KNOBS 12
 #define PGK_MAX_PARAMS 16
 
 typedef struct pgk_param {
@@ -357,10 +357,18 @@ PG_API uint32_t pgk_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count
  * the shape: knobs (epilogue 0: the caller's accumulate and bias), bn by
  * pgk_gemm_sm90_bn, no split; out->m, n, k are P, Q, R. What
  * pgk_gemm_choose() returns for the large 16-bit shapes on PG_SM_90A, and
- * what a LoRA product asks for by name of family. Pure. */
+ * what a LoRA product asks for by name of family. A grid short of the
+ * SMs is split along R (knob split, out->split, out->workspace_bytes;
+ * out->reduce stays NULL: the kernel sums the slices itself). Pure. */
 PG_API int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type,
                                 uint32_t P, uint32_t Q, uint32_t R, unsigned sms,
                                 pgk_gemm_choice *out);
+
+/* gemm_sm90's split-K workspace for an output of P x Q in tiles of 128 x
+ * bn cut into `split` slices: f32 partials, tiles x split x 128 x bn x 4
+ * bytes (0 for split 1). Its counters are one u32 a tile, zero at launch
+ * (the kernel leaves them zero). Pure. */
+PG_API uint64_t pgk_gemm_sm90_workspace(uint32_t P, uint32_t Q, uint32_t bn, uint32_t split);
 
 /* Whether d is one of the GEMMs pgk_gemm_choose() can return, and then
  * its layout and types from its knobs (for --info). */

@@ -251,6 +251,11 @@ void pgrt_ctx_destroy(pgrt_ctx **pctx)
         rt_cache_clear(ctx);
     for (unsigned i = 0; i < RT_GEMM_PLANS; i++)
         pgrt_gemm_plan_destroy(&ctx->gemm_plans[i]);
+    while (ctx->gemm_retired) {
+        pgrt_gemm_plan *p = ctx->gemm_retired;
+        ctx->gemm_retired = p->retired;
+        pgrt_gemm_plan_destroy(&p);
+    }
     rt_blas_destroy(ctx);
     rt_cubin_cache_close(ctx);
     (void)RT_CU(&ctx->drv, DevicePrimaryCtxRelease, (ctx->dev));

@@ -185,7 +185,7 @@ static bool spec_is(const pgrt_gemm_spec *x, const pgrt_gemm_spec *y)
            x->a == y->a && x->b == y->b && x->lda == y->lda && x->ldb == y->ldb &&
            x->ldc == y->ldc && x->accumulate == y->accumulate && x->bias == y->bias &&
            x->a2 == y->a2 && x->b2 == y->b2 && x->k2 == y->k2 && x->lda2 == y->lda2 &&
-           x->ldb2 == y->ldb2 && x->bn == y->bn;
+           x->ldb2 == y->ldb2 && x->bn == y->bn && x->no_split == y->no_split;
 }
 
 int rt_gemm_plan_find(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm_spec *spec,
@@ -201,20 +201,26 @@ int rt_gemm_plan_find(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm_spec *spec,
         }
     }
     pthread_mutex_unlock(&ctx->lock);
-    int rc = rt_gemm_plan_init(ctx, spec, rt_stream_cu(s), out);
-    if (rc)
-        return rc;
     pgrt_gemm_plan *keep = aligned_alloc(64, (sizeof *keep + 63) & ~(size_t)63);
     if (!keep)
-        return 0; /* the plan runs; it is just not kept */
-    memcpy(keep, out, sizeof *keep);
+        return rt_fail(PGRT_ENOMEM, "pgrt_gemm: out of host memory");
+    int rc = rt_gemm_plan_init(ctx, spec, rt_stream_cu(s), keep);
+    if (rc) {
+        rt_gemm_plan_release(keep);
+        free(keep);
+        return rc;
+    }
+    memcpy(out, keep, sizeof *out);
     pthread_mutex_lock(&ctx->lock);
     unsigned slot = ctx->gemm_plan_next;
     ctx->gemm_plan_next = (slot + 1) % RT_GEMM_PLANS;
     pgrt_gemm_plan *old = ctx->gemm_plans[slot];
     ctx->gemm_plans[slot] = keep;
+    if (old) {
+        old->retired = ctx->gemm_retired;
+        ctx->gemm_retired = old;
+    }
     pthread_mutex_unlock(&ctx->lock);
-    free(old);
     return 0;
 }
 
@@ -269,9 +275,13 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
             return rt_fail(PGRT_EINVAL, "%s: the output c overlaps the input %s", fn, names[i]);
     if (overlaps(c, cbytes, bias, cols * 4))
         return rt_fail(PGRT_EINVAL, "%s: the output c overlaps the bias", fn);
+    /* gemm_sm90 splits only into a workspace that is there and fits */
+    uint64_t want = pgrt_gemm_workspace_bytes(ctx, layout, a->type, c->type, m, n, k);
+    bool room = workspace && workspace->ctx == ctx && pgrt_buf_bytes(workspace) >= want;
     pgrt_gemm_spec spec = {.layout = layout, .kind = PGRT_GEMM_CHOSEN, .in_type = a->type,
                            .out_type = c->type, .m = m, .n = n, .k = k, .a = a->ptr,
-                           .b = b->ptr, .accumulate = accumulate, .bias = bias != NULL};
+                           .b = b->ptr, .accumulate = accumulate, .bias = bias != NULL,
+                           .no_split = !room};
     _Alignas(64) pgrt_gemm_plan p;
     int rc = rt_gemm_plan_find(ctx, s, &spec, &p);
     if (rc)

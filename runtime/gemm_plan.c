@@ -214,20 +214,44 @@ static int encode_maps(pgrt_ctx *ctx, pgrt_gemm_plan *p)
                           &p->maps[3]);
 }
 
+/* gemm_sm90's split: off when the spec says so, else its workspace for
+ * the tile width that runs and its zeroed counters. */
+static int wg_split(pgrt_ctx *ctx, pgrt_gemm_plan *p)
+{
+    int si = pgk_knob_index(p->ch.desc, "split"), bi = pgk_knob_index(p->ch.desc, "bn");
+    if (si < 0 || bi < 0)
+        return rt_fail(PGRT_EKERNEL, "pgrt_gemm_plan_create: %s has no knob split or bn",
+                       p->ch.desc->name);
+    if (p->spec.no_split || p->ch.knobs.v[si] <= 1) {
+        p->ch.knobs.v[si] = 1;
+        p->ch.split = 1;
+        p->ch.workspace_bytes = 0;
+        return 0;
+    }
+    uint32_t P = p->ch.m, Q = p->ch.n, bn = p->ch.knobs.v[bi];
+    p->ch.split = p->ch.knobs.v[si];
+    p->ch.workspace_bytes = pgk_gemm_sm90_workspace(P, Q, bn, p->ch.split);
+    size_t tiles = (size_t)((P + 127u) / 128u) * ((Q + bn - 1) / bn);
+    int rc = pgrt_buf_alloc(ctx, PG_U32, tiles, &p->counters);
+    if (!rc && (rc = pgrt_buf_memset(p->counters, 0)))
+        pgrt_buf_destroy(&p->counters);
+    return rc;
+}
+
 int rt_gemm_plan_init(pgrt_ctx *ctx, const pgrt_gemm_spec *spec, CUstream check,
                       pgrt_gemm_plan *p)
 {
+    memset(p, 0, sizeof *p);
     int rc = check_spec(spec);
     if (rc)
         return rc;
-    memset(p, 0, sizeof *p);
     p->ctx = ctx;
     p->spec = *spec;
     if ((rc = choose(ctx, spec, &p->ch)))
         return rc;
     p->abi = abi_of(p->ch.desc);
     if (p->abi == RT_GEMM_ABI_MAPS && ((rc = set_wg_knobs(spec, &p->ch)) ||
-                                       (rc = encode_maps(ctx, p))))
+                                       (rc = encode_maps(ctx, p)) || (rc = wg_split(ctx, p))))
         return rc;
     uint32_t ca, cb, cc;
     stored_cols(spec, &ca, &cb, &cc);
@@ -239,7 +263,7 @@ int rt_gemm_plan_init(pgrt_ctx *ctx, const pgrt_gemm_spec *spec, CUstream check,
     if ((rc = pgk_launch_for(p->ch.desc, &p->ch.knobs, &p->cfg, err, sizeof err)))
         return rt_fail(PGRT_EARGS, "pgrt_gemm_plan_create: %s: no launch for these knobs: %s",
                        p->ch.desc->name, err[0] ? err : pg_strerror(rc));
-    if (p->ch.split > 1) {
+    if (p->ch.split > 1 && p->abi != RT_GEMM_ABI_MAPS) {
         /* the same tile unsplit, for a launch without a workspace */
         int si = pgk_knob_index(p->ch.desc, "split");
         if (si < 0 || !p->ch.reduce)
@@ -271,6 +295,7 @@ int pgrt_gemm_plan_create(pgrt_ctx *ctx, const pgrt_gemm_spec *spec, pgrt_gemm_p
         return rt_fail(PGRT_ENOMEM, "pgrt_gemm_plan_create: out of host memory");
     int rc = rt_gemm_plan_init(ctx, spec, NULL, p);
     if (rc) {
+        rt_gemm_plan_release(p);
         free(p);
         return rc;
     }
@@ -292,14 +317,19 @@ int pgrt_gemm_plan_launch(const pgrt_gemm_plan *p, pgrt_stream *s, pgrt_devptr c
     const pgk_gemm_choice *ch = &p->ch;
     switch (p->abi) {
     case RT_GEMM_ABI_MAPS: {
-        pgrt_arg a[11] = {
+        if (ch->split > 1 && !ws)
+            return rt_fail(PGRT_EINVAL, "pgrt_gemm_plan_launch: gemm_sm90 split %u ways needs its "
+                           "workspace of %llu bytes", ch->split,
+                           (unsigned long long)ch->workspace_bytes);
+        pgrt_arg a[13] = {
             pgrt_arg_tensor_map(&p->maps[0]), pgrt_arg_tensor_map(&p->maps[1]),
             pgrt_arg_ptr(c), pgrt_arg_u64(bias), pgrt_arg_u32(ch->m), pgrt_arg_u32(ch->n),
             pgrt_arg_u32(ch->k), pgrt_arg_u32(pitch(g->ldc, p->out_cols)),
             pgrt_arg_tensor_map(&p->maps[2]), pgrt_arg_tensor_map(&p->maps[3]),
-            pgrt_arg_u32(g->k2),
+            pgrt_arg_u32(g->k2), pgrt_arg_u64(ch->split > 1 ? ws : 0),
+            pgrt_arg_u64(p->counters ? pgrt_buf_ptr(p->counters) : 0),
         };
-        return rt_kernel_launch_cfg(p->kern, s, &p->cfg, NULL, a, 11);
+        return rt_kernel_launch_cfg(p->kern, s, &p->cfg, NULL, a, 13);
     }
     case RT_GEMM_ABI_PLAIN: {
         pgrt_arg a[6] = {pgrt_arg_ptr(g->a),  pgrt_arg_ptr(g->b),  pgrt_arg_ptr(c),
@@ -336,10 +366,16 @@ uint64_t pgrt_gemm_plan_workspace(const pgrt_gemm_plan *p)
 
 const pgk_gemm_choice *pgrt_gemm_plan_choice(const pgrt_gemm_plan *p) { return p ? &p->ch : NULL; }
 
+void rt_gemm_plan_release(pgrt_gemm_plan *p)
+{
+    pgrt_buf_destroy(&p->counters); /* the kernels belong to the context's cache */
+}
+
 void pgrt_gemm_plan_destroy(pgrt_gemm_plan **p)
 {
     if (!p || !*p)
         return;
-    free(*p); /* the kernels belong to the context's cache */
+    rt_gemm_plan_release(*p);
+    free(*p);
     *p = NULL;
 }

@@ -119,7 +119,8 @@ int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g)
     pgrt_gemm_spec spec = {.layout = g->layout, .kind = PGRT_GEMM_WGMMA, .in_type = in,
                            .out_type = out, .m = m, .n = n, .k = k, .a = g->a->ptr,
                            .b = g->b->ptr, .lda = lda, .ldb = ldb, .ldc = ldc,
-                           .accumulate = g->accumulate, .bias = g->bias != NULL, .bn = g->bn};
+                           .accumulate = g->accumulate, .bias = g->bias != NULL, .bn = g->bn,
+                           .no_split = true};
     _Alignas(64) pgrt_gemm_plan plan;
     if ((rc = rt_gemm_plan_find(ctx, s, &spec, &plan)))
         return rc;

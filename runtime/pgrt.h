@@ -722,7 +722,8 @@ typedef struct pgrt_gemm_spec {
     bool bias;                 /* + an f32 bias, one value a column of c, given at launch */
     pgrt_devptr a2, b2;        /* the LoRA extension, k2 > 0 */
     uint32_t k2, lda2, ldb2;
-    uint32_t bn; /* gemm_sm90's tile width; 0: chosen */
+    uint32_t bn;   /* gemm_sm90's tile width; 0: chosen */
+    bool no_split; /* never split the reduction: no workspace at launch */
 } pgrt_gemm_spec;
 
 typedef struct pgrt_gemm_plan pgrt_gemm_plan;
@@ -738,9 +739,11 @@ typedef struct pgrt_gemm_plan pgrt_gemm_plan;
 PGRT_API int pgrt_gemm_plan_create(pgrt_ctx *ctx, const pgrt_gemm_spec *spec,
                                    pgrt_gemm_plan **out);
 /* Run the plan on s into c, with bias (spec.bias) and a workspace of
- * pgrt_gemm_plan_workspace() bytes (0: a split product runs unsplit, the
- * same bits). Asynchronous; the plan may be launched from several threads
- * at once. */
+ * pgrt_gemm_plan_workspace() bytes. Without one (0), a product split on
+ * the mma.sync family runs unsplit (the same bits); one split on gemm_sm90
+ * is refused (PGRT_EINVAL: make it with no_split). Asynchronous. A split
+ * gemm_sm90 plan counts its slices on counters of its own: its launches
+ * must be ordered (one stream), as they share the workspace anyway. */
 PGRT_API int pgrt_gemm_plan_launch(const pgrt_gemm_plan *p, pgrt_stream *s, pgrt_devptr c,
                                    pgrt_devptr bias, pgrt_devptr workspace);
 /* The workspace a launch wants for its split-K (0: none). */

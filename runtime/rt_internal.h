@@ -344,12 +344,16 @@ struct pgrt_gemm_plan {
     pgk_launch cfg, cfg_unsplit, cfg_red;
     pgk_knobs unsplit; /* ch.knobs with split 1: a launch without a workspace */
     uint32_t out_rows, out_cols;
+    pgrt_buf *counters; /* a split gemm_sm90's: a u32 a tile, zero between launches */
+    struct pgrt_gemm_plan *retired; /* the context's list of replaced plans */
 };
 
 /* Fill *p for spec (gemm_plan.c); check: a stream whose capture refuses a
  * load (may be NULL). */
 int rt_gemm_plan_init(pgrt_ctx *ctx, const pgrt_gemm_spec *spec, CUstream check,
                       pgrt_gemm_plan *p);
+/* Free what a plan owns (its counters), not the plan. */
+void rt_gemm_plan_release(pgrt_gemm_plan *p);
 /* The context's plan for spec, copied into *out (64-byte aligned): one of
  * the RT_GEMM_PLANS recent ones, else prepared (refusing a load while s
  * captures) and kept in place of the oldest (gemm.c). */
@@ -390,6 +394,9 @@ struct pgrt_ctx {
     /* pgrt_gemm's recent plans, under `lock`: the chooser and the module
      * cache lookups cost more than a thin GEMM's launch. */
     pgrt_gemm_plan *gemm_plans[RT_GEMM_PLANS]; /* owned */
+    /* replaced plans: a copy may still run (and its counters with it)
+     * until the context goes */
+    pgrt_gemm_plan *gemm_retired;
     unsigned gemm_plan_next;
 };
 

@@ -723,6 +723,8 @@ static void test_custom_descriptors(void)
         {"k0", 1, 0, 9, "", false}, {"k1", 1, 0, 9, "", false}, {"k2", 1, 0, 9, "", false},
         {"k3", 1, 0, 9, "", false}, {"k4", 1, 0, 9, "", false}, {"k5", 1, 0, 9, "", false},
         {"k6", 1, 0, 9, "", false}, {"k7", 1, 0, 9, "", false}, {"k8", 1, 0, 9, "", false},
+        {"k9", 1, 0, 9, "", false}, {"k10", 1, 0, 9, "", false}, {"k11", 1, 0, 9, "", false},
+        {"k12", 1, 0, 9, "", false},
     };
     static const pgk_param params[PGK_MAX_PARAMS + 1] = {
         {"p0", PG_U32, false},  {"p1", PG_U32, false},  {"p2", PG_U32, false},
@@ -759,7 +761,7 @@ static void test_custom_descriptors(void)
         pgk_desc d;
         const char *words;
     } bad[] = {
-        {good, "custom has 9 knobs; at most 8 are supported"},
+        {good, "custom has 13 knobs; at most 12 are supported"},
         {good, "custom has 17 params; at most 16 are supported"},
         {good, "custom has no launch function"},
         {good, "custom has nparams > 0 but params is NULL"},

@@ -273,7 +273,7 @@ static void test_cache(pgrt_ctx *ctx)
     wrong.name = "wrong_test";
     wrong.nknobs = PGK_MAX_KNOBS + 1;
     REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &wrong, NULL, &k1), PGRT_EINVAL);
-    REQUIRE_CONTAINS(pgrt_last_message(), "wrong_test has 9 knobs; at most 8");
+    REQUIRE_CONTAINS(pgrt_last_message(), "wrong_test has 13 knobs; at most 12");
     wrong = baked;
     wrong.name = "wrong_test";
     wrong.build = NULL;

@@ -116,9 +116,10 @@ static void launches(void)
         REQUIRE_INT_EQ(l->shared, stages * stage + 1024);
         /* the LoRA extension's two maps (copies of a's and b's: k2 = 0
          * reads neither) and k2 */
-        REQUIRE_INT_EQ(l->nparams, 11);
+        REQUIRE_INT_EQ(l->nparams, 13);
         REQUIRE_INT_EQ(l->nbig, 4);
-        REQUIRE(l->params[10] == 0);
+        /* k2, and no split: no workspace, no counters */
+        REQUIRE(l->params[10] == 0 && l->params[11] == 0 && l->params[12] == 0);
         check_map(l->big[0], pgrt_buf_ptr(cases[i].g.a), cases[i].a_rows, cases[i].a_cols,
                   cases[i].a_pitch, cases[i].a_box);
         uint32_t b_box = cases[i].g.layout == PGK_GEMM_FORWARD ? bn : 64;

@@ -141,8 +141,10 @@ int main(void)
     REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_X, PG_BF16, PG_F32, 2048, 151936, 64,
                                    PG_SM_90, 132, &ch), 0);
     REQUIRE_STR_EQ(ch.desc->name, "gemm_mma_backward_x");
-    /* sm_90a: gemm_sm90 for the large 16-bit shapes, unsplit, its (m, n, k)
-     * the kernel's (P, Q, R) and the tile width in its knob bn */
+    /* sm_90a: gemm_sm90 for the large 16-bit shapes, its (m, n, k) the
+     * kernel's (P, Q, R), the tile width in its knob bn, and a split along
+     * R (slices of at least 4 k-blocks, the kernel's own sum: no reduce)
+     * only where the tiles leave SMs idle */
     static const uint32_t wg[][3] = {{2048, 1536, 1536}, {2048, 256, 1536}, {2048, 8960, 1536},
                                      {2048, 1536, 8960}, {4096, 4096, 4096}, {128, 128, 128}};
     for (size_t i = 0; i < sizeof wg / sizeof wg[0]; i++)
@@ -153,9 +155,14 @@ int main(void)
                 REQUIRE_INT_EQ(pgk_gemm_choose((pgk_gemm_layout)l, it, ot, m, n, k, PG_SM_90A,
                                                132, &ch), 0);
                 REQUIRE_STR_EQ(ch.desc->name, "gemm_sm90");
-                REQUIRE(ch.split == 1 && ch.reduce == NULL && ch.workspace_bytes == 0);
                 uint32_t P = l == PGK_GEMM_BACKWARD_W ? n : m, Q = l == PGK_GEMM_FORWARD ? n : k;
                 uint32_t R = l == PGK_GEMM_FORWARD ? k : l == PGK_GEMM_BACKWARD_X ? n : m;
+                uint32_t bn = pgk_gemm_sm90_bn(P, Q, 132);
+                uint64_t tiles = (P + 127u) / 128u * ((Q + bn - 1) / bn);
+                REQUIRE(ch.reduce == NULL && ch.split >= 1);
+                REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "split")], ch.split);
+                REQUIRE(ch.split == 1 || (tiles * ch.split <= 132 && ch.split * 4 <= (R + 63) / 64));
+                REQUIRE(ch.workspace_bytes == pgk_gemm_sm90_workspace(P, Q, bn, ch.split));
                 REQUIRE(ch.m == P && ch.n == Q && ch.k == R);
                 REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "layout")], l);
                 REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "types")], ty);
