@@ -109,6 +109,17 @@ static bool tma_ok(const pgrt_gemm_spec *g)
     return ((g->a | g->b | g->a2 | g->b2) & 15u) == 0 && (bits & 7u) == 0;
 }
 
+/* Only gemm_sm90 takes pitches other than the row lengths. */
+static int dense_only(const pgrt_gemm_spec *g, const pgk_gemm_choice *ch)
+{
+    uint32_t ca, cb, cc;
+    stored_cols(g, &ca, &cb, &cc);
+    if (pitch(g->lda, ca) != ca || pitch(g->ldb, cb) != cb || pitch(g->ldc, cc) != cc)
+        return rt_fail(PGRT_EINVAL, "pgrt_gemm_plan_create: %s takes dense operands only; "
+                       "pitches need gemm_sm90", ch->desc->name);
+    return 0;
+}
+
 static int choose(pgrt_ctx *ctx, const pgrt_gemm_spec *g, pgk_gemm_choice *ch)
 {
     static const char fn[] = "pgrt_gemm_plan_create";
@@ -122,7 +133,10 @@ static int choose(pgrt_ctx *ctx, const pgrt_gemm_spec *g, pgk_gemm_choice *ch)
                            "%s: the seed's f32 kernels have no %s for m=%u n=%u k=%u", fn,
                            g->accumulate ? "accumulating product of this layout" : "such shape",
                            g->m, g->n, g->k);
-        return 0;
+        /* their plain parameter list has no bias and no pitches */
+        if (g->bias)
+            return rt_fail(PGRT_EINVAL, "%s: the seed's f32 kernels take no bias", fn);
+        return dense_only(g, ch);
     }
     /* asked for by kind, gemm_sm90 takes any operands and the maps'
      * encoding refuses misaligned ones by name */
@@ -165,14 +179,7 @@ static int choose(pgrt_ctx *ctx, const pgrt_gemm_spec *g, pgk_gemm_choice *ch)
     if (g->k2 && abi != RT_GEMM_ABI_MAPS)
         return rt_fail(PGRT_EINVAL, "%s: a LoRA extension needs gemm_sm90 (an sm_90a device, "
                        "TMA-aligned operands); this product runs %s", fn, ch->desc->name);
-    if ((g->lda || g->ldb || g->ldc) && abi != RT_GEMM_ABI_MAPS) {
-        uint32_t ca, cb, cc;
-        stored_cols(g, &ca, &cb, &cc);
-        if (pitch(g->lda, ca) != ca || pitch(g->ldb, cb) != cb || pitch(g->ldc, cc) != cc)
-            return rt_fail(PGRT_EINVAL, "%s: %s takes dense operands only; pitches need "
-                           "gemm_sm90", fn, ch->desc->name);
-    }
-    return 0;
+    return abi == RT_GEMM_ABI_MAPS ? 0 : dense_only(g, ch);
 }
 
 /* gemm_sm90's knobs from the spec: the epilogue (accumulate, bias) is
