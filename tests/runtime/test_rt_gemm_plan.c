@@ -299,7 +299,7 @@ static void lora_launches(void)
             first = *l;
             REQUIRE_STR_EQ(l->name, "gemm_sm90");
             REQUIRE_INT_EQ(l->block[0], 384);
-            REQUIRE_INT_EQ(l->nparams, 11);
+            REQUIRE_INT_EQ(l->nparams, 13);
             REQUIRE_INT_EQ(l->nbig, 4);
             for (int i = 0; i < 4; i++)
                 REQUIRE_INT_EQ(l->big_index[i], i < 2 ? i : i + 6);
@@ -345,7 +345,7 @@ static void lora_launches(void)
         const fakecuda_launch *l = launch_once(p, pgrt_buf_ptr(o.dx), 0);
         if (l) {
             REQUIRE_STR_EQ(l->name, "gemm_sm90");
-            REQUIRE_INT_EQ(l->nparams, 11);
+            REQUIRE_INT_EQ(l->nparams, 13);
             REQUIRE_INT_EQ(l->nbig, 4);
             REQUIRE(l->params[2] == pgrt_buf_ptr(o.dx));
             REQUIRE(l->params[3] == 0);
