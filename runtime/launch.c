@@ -96,22 +96,25 @@ static int cluster_check(const pgrt_kernel *k, const pgk_launch *cfg)
     return 0;
 }
 
-int rt_kernel_launch_cfg(pgrt_kernel *k, pgrt_stream *s, const pgk_launch *cfg,
-                         const pgk_knobs *kn, const pgrt_arg *args, size_t nargs)
+/* The launch shape's own rules: no zero dimension, and a cluster's. */
+static int shape_check(const pgrt_kernel *k, const pgk_launch *cfg)
 {
-    const pgk_desc *d = k->desc;
-    char err[512];
-    int rc = pgrt_args_check(d, kn, args, nargs, err, sizeof err);
-    if (rc)
-        return rt_fail(rc, "%s", err);
     for (int i = 0; i < 3; i++)
         if (cfg->grid[i] == 0 || cfg->block[i] == 0)
             return rt_fail(PGRT_EARGS, "%s: launch grid (%u,%u,%u) block (%u,%u,%u) has a zero "
-                           "dimension", d->name, cfg->grid[0], cfg->grid[1], cfg->grid[2],
+                           "dimension", k->desc->name, cfg->grid[0], cfg->grid[1], cfg->grid[2],
                            cfg->block[0], cfg->block[1], cfg->block[2]);
     bool cluster = cfg->cluster[0] || cfg->cluster[1] || cfg->cluster[2];
-    if (cluster && (rc = cluster_check(k, cfg)))
-        return rc;
+    return cluster ? cluster_check(k, cfg) : 0;
+}
+
+/* The launch itself, arguments and shape checked. */
+static int launch_checked(pgrt_kernel *k, pgrt_stream *s, const pgk_launch *cfg,
+                          const pgrt_arg *args, size_t nargs)
+{
+    const pgk_desc *d = k->desc;
+    bool cluster = cfg->cluster[0] || cfg->cluster[1] || cfg->cluster[2];
+    int rc;
     if (s && s->ctx != k->ctx)
         return rt_fail(PGRT_EINVAL, "%s: stream belongs to another context", d->name);
     if ((rc = rt_ctx_bind(k->ctx)))
@@ -175,6 +178,95 @@ int rt_kernel_launch_cfg(pgrt_kernel *k, pgrt_stream *s, const pgk_launch *cfg,
     return 0;
 }
 
+int rt_kernel_launch_cfg(pgrt_kernel *k, pgrt_stream *s, const pgk_launch *cfg,
+                         const pgk_knobs *kn, const pgrt_arg *args, size_t nargs)
+{
+    char err[512];
+    int rc = pgrt_args_check(k->desc, kn, args, nargs, err, sizeof err);
+    if (rc)
+        return rt_fail(rc, "%s", err);
+    if ((rc = shape_check(k, cfg)))
+        return rc;
+    return launch_checked(k, s, cfg, args, nargs);
+}
+
+/* The baked knobs of k against kn, and kn's launch shape. */
+static int launch_for_knobs(const pgrt_kernel *k, const pgk_knobs *kn, pgk_launch *cfg)
+{
+    const pgk_desc *d = k->desc;
+    for (size_t i = 0; i < d->nknobs && i < PGK_MAX_KNOBS; i++)
+        if ((k->baked_mask & (1u << i)) && kn->v[i] != k->baked.v[i])
+            return rt_fail(PGRT_EARGS, "%s was built for %s = %u (a baked knob) but is launched "
+                           "with %s = %u; get the kernel for these knobs",
+                           d->name, d->knobs[i].name, k->baked.v[i], d->knobs[i].name, kn->v[i]);
+    char err[512] = "";
+    int rc = pgk_launch_for(d, kn, cfg, err, sizeof err);
+    if (rc)
+        return rt_fail(rc == PG_ERANGE ? PGRT_ERANGE : PGRT_EARGS, "%s: no launch for these knobs: %s",
+                       d->name, err[0] ? err : pg_strerror(rc));
+    return 0;
+}
+
+int rt_launch_resolve(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, rt_launch *out)
+{
+    memset(out, 0, sizeof *out);
+    if (d->nparams > PGK_MAX_PARAMS)
+        return rt_fail(PGRT_EKERNEL, "%s: %zu parameters, at most %d", d->name, d->nparams,
+                       PGK_MAX_PARAMS);
+    int rc = pgrt_kernel_get(ctx, d, kn, &out->k);
+    if (rc || (rc = launch_for_knobs(out->k, kn, &out->cfg)) || (rc = shape_check(out->k, &out->cfg)))
+        return rc;
+    out->kn = *kn;
+    for (size_t i = 0; i < d->nparams; i++) {
+        const pgk_param *p = &d->params[i];
+        int j = p->tensor_map || p->pointer || (p->type != PG_U32 && p->type != PG_S32)
+                    ? -1
+                    : pgk_knob_index(d, p->name);
+        out->knob_of[i] = (int8_t)(j >= 0 && j < PGK_MAX_KNOBS ? j : -1);
+    }
+    return 0;
+}
+
+/* pgrt_args_check's rules with the knob of each size parameter known:
+ * no name is looked up. False sends the launch the checked way, which
+ * says what is wrong. */
+static bool args_fit(const rt_launch *l, const pgrt_arg *args, size_t nargs)
+{
+    const pgk_desc *d = l->k->desc;
+    if (nargs != d->nparams || (nargs && !args))
+        return false;
+    for (size_t i = 0; i < nargs; i++) {
+        const pgk_param *p = &d->params[i];
+        const pgrt_arg *a = &args[i];
+        if (p->tensor_map) {
+            if (a->type != PGRT_ARG_TENSOR_MAP || !a->v.tmap ||
+                (uintptr_t)(const void *)a->v.tmap % 64 ||
+                a->v.tmap->encoded != PGRT_TENSOR_MAP_ENCODED)
+                return false;
+            continue;
+        }
+        if (a->type == PGRT_ARG_TENSOR_MAP)
+            return false;
+        if (p->pointer) {
+            if (!a->pointer || a->v.u64 == 0)
+                return false;
+            continue;
+        }
+        if (a->pointer || a->type != (uint32_t)p->type)
+            return false;
+        if (l->knob_of[i] >= 0 && l->kn.v[l->knob_of[i]] != a->v.u32)
+            return false;
+    }
+    return true;
+}
+
+int rt_launch_run(const rt_launch *l, pgrt_stream *s, const pgrt_arg *args, size_t nargs)
+{
+    if (!args_fit(l, args, nargs))
+        return rt_kernel_launch_cfg(l->k, s, &l->cfg, &l->kn, args, nargs);
+    return launch_checked(l->k, s, &l->cfg, args, nargs);
+}
+
 int pgrt_kernel_launch(pgrt_kernel *k, pgrt_stream *s, const pgk_knobs *kn, const pgrt_arg *args,
                        size_t nargs)
 {
@@ -186,18 +278,9 @@ int pgrt_kernel_launch(pgrt_kernel *k, pgrt_stream *s, const pgk_knobs *kn, cons
         pgk_knobs_default(d, &defaults);
         kn = &defaults;
     }
-    for (size_t i = 0; i < d->nknobs && i < PGK_MAX_KNOBS; i++)
-        if ((k->baked_mask & (1u << i)) && kn->v[i] != k->baked.v[i])
-            return rt_fail(PGRT_EARGS, "%s was built for %s = %u (a baked knob) but is launched "
-                           "with %s = %u; get the kernel for these knobs",
-                           d->name, d->knobs[i].name, k->baked.v[i], d->knobs[i].name, kn->v[i]);
     pgk_launch cfg;
-    char err[512] = "";
-    int rc = pgk_launch_for(d, kn, &cfg, err, sizeof err);
-    if (rc)
-        return rt_fail(rc == PG_ERANGE ? PGRT_ERANGE : PGRT_EARGS, "%s: no launch for these knobs: %s",
-                       d->name, err[0] ? err : pg_strerror(rc));
-    return rt_kernel_launch_cfg(k, s, &cfg, kn, args, nargs);
+    int rc = launch_for_knobs(k, kn, &cfg);
+    return rc ? rc : rt_kernel_launch_cfg(k, s, &cfg, kn, args, nargs);
 }
 
 int pgrt_launch(pgrt_ctx *ctx, pgrt_stream *s, const char *kernel, const pgk_knobs *kn,

@@ -453,6 +453,21 @@ int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodul
  * against the descriptor (with knob cross-checks when kn is not NULL). */
 int rt_kernel_launch_cfg(pgrt_kernel *k, pgrt_stream *s, const pgk_launch *cfg,
                          const pgk_knobs *kn, const pgrt_arg *args, size_t nargs);
+/* A kernel resolved once for one set of knobs: loaded (pgrt_kernel_get),
+ * its baked knobs and launch shape checked, and for each size parameter
+ * the knob it must equal (-1: none). rt_launch_run then launches with the
+ * checks of pgrt_kernel_launch and no name looked up or formatted; a
+ * failing check takes the checked path, whose message names the problem.
+ * For a caller that launches one kernel and knob set many times (a
+ * training step); the kernel lives as long as the context. */
+typedef struct rt_launch {
+    pgrt_kernel *k;
+    pgk_knobs kn;
+    pgk_launch cfg;
+    int8_t knob_of[PGK_MAX_PARAMS];
+} rt_launch;
+int rt_launch_resolve(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, rt_launch *out);
+int rt_launch_run(const rt_launch *l, pgrt_stream *s, const pgrt_arg *args, size_t nargs);
 /* pgrt_kernel_get, refusing a miss while `check` (if not NULL) captures. */
 /* The target a catalog kernel is built for on this device: its own "a"
  * target for a kernel that needs one (wgmma: sm_90a on 9.0), else the

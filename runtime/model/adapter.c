@@ -248,41 +248,6 @@ int pgrt_adapter_init(const pgrt_hf_config *mc, const pgrt_adapter_config *cfg,
     return 0;
 }
 
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1F, m = h & 0x3FF;
-    float f;
-    if (e == 0)
-        f = ldexpf((float)m, -24);
-    else if (e == 31)
-        f = m ? NAN : INFINITY;
-    else
-        f = ldexpf((float)(m | 0x400), (int)e - 25);
-    return sign ? -f : f;
-}
-
-static void to_f32(const pgrt_st_tensor *t, float *dst)
-{
-    const uint8_t *p = t->data;
-    for (int64_t i = 0; i < t->count; i++) {
-        uint32_t u;
-        switch (t->dtype) {
-        case PGRT_ST_F32:
-            u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
-                (uint32_t)p[4 * i + 3] << 24;
-            memcpy(&dst[i], &u, 4);
-            break;
-        case PGRT_ST_BF16:
-            u = ((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8) << 16;
-            memcpy(&dst[i], &u, 4);
-            break;
-        default:
-            dst[i] = half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
-            break;
-        }
-    }
-}
-
 static int load_matrix(const pgrt_st_file *f, const char *dir, int layer, pgrt_linear m, bool b,
                        int64_t d0, int64_t d1, float *dst)
 {
@@ -300,8 +265,7 @@ static int load_matrix(const pgrt_st_file *f, const char *dir, int layer, pgrt_l
         return model_fail(PGRT_EINVAL,
                           "%s: tensor '%s': dtype %s is not supported (F32, BF16, F16)", dir,
                           name, pgrt_st_dtype_name(t->dtype));
-    to_f32(t, dst);
-    return 0;
+    return pgrt_st_tensor_to_f32(t, 0, (size_t)t->count, dst);
 }
 
 /* Is name one of ours? Then nothing to report. Otherwise say why not. */

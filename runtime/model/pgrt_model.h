@@ -151,6 +151,11 @@ PGRT_API const pgrt_st_tensor *pgrt_st_at(const pgrt_st_file *f, size_t i);
 PGRT_API const pgrt_st_tensor *pgrt_st_find(const pgrt_st_file *f, const char *name);
 /* The "__metadata__" object, or NULL. */
 PGRT_API const pgrt_jval *pgrt_st_metadata(const pgrt_st_file *f);
+/* Elements [first, first + n) of an F32, BF16 or F16 tensor as f32 into
+ * dst (n floats, the caller's): BF16 and F16 widen exactly, F16 subnormals,
+ * infinities and NaNs included. PGRT_EINVAL for another dtype, PGRT_ERANGE
+ * for a range past the tensor. Thread-safe. */
+PGRT_API int pgrt_st_tensor_to_f32(const pgrt_st_tensor *t, size_t first, size_t n, float *dst);
 
 /* One tensor to write; data holds count x dtype size bytes, little-endian. */
 typedef struct pgrt_st_out {

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,53 @@ const char *pgrt_st_dtype_name(pgrt_st_dtype t)
 size_t pgrt_st_dtype_size(pgrt_st_dtype t)
 {
     return (unsigned)t < PGRT_ST_DTYPE_COUNT ? dtype_sizes[t] : 0;
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31u, mant = h & 1023u;
+    float f;
+    if (e == 0)
+        f = ldexpf((float)mant, -24);
+    else if (e == 31)
+        f = mant ? NAN : INFINITY;
+    else
+        f = ldexpf((float)(mant | 1024u), (int)e - 25);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= sign;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+int pgrt_st_tensor_to_f32(const pgrt_st_tensor *t, size_t first, size_t n, float *dst)
+{
+    if (!t || (n && !dst))
+        return model_fail(PGRT_EINVAL, "pgrt_st_tensor_to_f32: NULL argument");
+    if (t->dtype != PGRT_ST_F32 && t->dtype != PGRT_ST_BF16 && t->dtype != PGRT_ST_F16)
+        return model_fail(PGRT_EINVAL, "pgrt_st_tensor_to_f32: tensor '%s': dtype %s is not "
+                          "F32, BF16 or F16", t->name ? t->name : "", pgrt_st_dtype_name(t->dtype));
+    if (t->count < 0 || first > (uint64_t)t->count || n > (uint64_t)t->count - first)
+        return model_fail(PGRT_ERANGE, "pgrt_st_tensor_to_f32: tensor '%s': elements %zu + %zu "
+                          "of %lld", t->name ? t->name : "", first, n, (long long)t->count);
+    /* the data is little-endian and unaligned: assembled byte by byte */
+    const uint8_t *p = t->data;
+    for (size_t i = first; i < first + n; i++) {
+        uint32_t u;
+        if (t->dtype == PGRT_ST_F32) {
+            u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+                (uint32_t)p[4 * i + 3] << 24;
+        } else {
+            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            if (t->dtype == PGRT_ST_F16) {
+                *dst++ = f16_to_f32(h);
+                continue;
+            }
+            u = (uint32_t)h << 16;
+        }
+        memcpy(dst++, &u, 4);
+    }
+    return 0;
 }
 
 struct pgrt_st_file {

@@ -8,6 +8,7 @@
 #include "safe_write.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -415,6 +416,31 @@ static void test_safe_write(const char *dir)
     unlink(path);
 }
 
+/* pgrt_st_tensor_to_f32: each 16-bit format widened bit for bit, a range
+ * of the tensor, and the refusals. */
+static void test_to_f32(void)
+{
+    /* bf16: 1.0, -2.0, +inf; f16: 1.0, -0.0, the smallest subnormal, -inf, NaN */
+    const uint8_t bf[] = {0x80, 0x3f, 0x00, 0xc0, 0x80, 0x7f};
+    const uint8_t hf[] = {0x00, 0x3c, 0x00, 0x80, 0x01, 0x00, 0x00, 0xfc, 0x01, 0x7e};
+    const uint8_t f4[] = {0x00, 0x00, 0x40, 0x40, 0x00, 0x00, 0x80, 0xbf}; /* 3.0, -1.0 */
+    pgrt_st_tensor t = {.name = "t", .dtype = PGRT_ST_BF16, .ndim = 1, .count = 3, .data = bf};
+    float f[5];
+    REQUIRE_INT_EQ(pgrt_st_tensor_to_f32(&t, 0, 3, f), 0);
+    REQUIRE(f[0] == 1.0f && f[1] == -2.0f && isinf(f[2]) && f[2] > 0);
+    t = (pgrt_st_tensor){.name = "t", .dtype = PGRT_ST_F16, .ndim = 1, .count = 5, .data = hf};
+    REQUIRE_INT_EQ(pgrt_st_tensor_to_f32(&t, 0, 5, f), 0);
+    REQUIRE(f[0] == 1.0f && f[1] == 0.0f && signbit(f[1]) && f[2] == ldexpf(1.0f, -24));
+    REQUIRE(isinf(f[3]) && f[3] < 0 && isnan(f[4]));
+    t = (pgrt_st_tensor){.name = "t", .dtype = PGRT_ST_F32, .ndim = 1, .count = 2, .data = f4};
+    REQUIRE_INT_EQ(pgrt_st_tensor_to_f32(&t, 1, 1, f), 0);
+    REQUIRE(f[0] == -1.0f);
+    REQUIRE_INT_EQ(pgrt_st_tensor_to_f32(&t, 1, 2, f), PGRT_ERANGE);
+    t.dtype = PGRT_ST_I32;
+    REQUIRE_INT_EQ(pgrt_st_tensor_to_f32(&t, 0, 1, f), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "dtype I32 is not F32, BF16 or F16");
+}
+
 int main(void)
 {
     char dir[4096], sdir[4096], wdir[4096];
@@ -428,6 +454,7 @@ int main(void)
     test_set(sdir);
     test_safe_write(wdir);
     test_escapes(wdir);
+    test_to_f32();
     REQUIRE_INT_EQ(pgrt_st_dtype_size(PGRT_ST_BF16), 2);
     REQUIRE_STR_EQ(pgrt_st_dtype_name(PGRT_ST_F8_E4M3), "F8_E4M3");
     remove_tree(dir);

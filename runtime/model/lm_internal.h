@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+/* Private to the pgrt_lm sources: lm.c (the step and the object), lm_plan.c
+ * (sizes and the arena), lm_weights.c (the upload), lm_launch.c (launches,
+ * the kernels resolved at create, profiling) and lm_linear.c (the linear
+ * layers: GEMM dispatch and LoRA products). */
+#ifndef PTXGEN_LM_INTERNAL_H
+#define PTXGEN_LM_INTERNAL_H
+
+#include "pgrt_lm.h"
+
+#include "model_internal.h"
+#include "pgrt_train.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------- kernels */
+
+/* The catalog kernels of the step, by name (m->desc, looked up at create). */
+#define LM_KERNELS(X)                                                          \
+    X(GEMM_NN, "gemm_forward")                                                 \
+    X(GEMM_NN_ACC, "gemm_forward_accumulate")                                  \
+    X(GEMM_NT, "gemm_backward_a")                                              \
+    X(GEMM_NT_ACC, "gemm_backward_a_accumulate")                               \
+    X(GEMM_TN, "gemm_backward_b")                                              \
+    X(RMS_FWD, "rms_norm_forward")                                             \
+    X(RMS_BWD, "batched_rms_norm_backward")                                    \
+    X(RMS_FWD_ADD, "rms_norm_forward_add_bf16")                                \
+    X(RMS_BWD_ADD, "rms_norm_backward_add_bf16")                               \
+    X(ADD, "residual_add")                                                     \
+    X(GATHER, "embedding_gather_f32")                                          \
+    X(GATHER_BF16, "embedding_gather_bf16")                                    \
+    X(ROPE_FWD, "rope_forward_f32")                                            \
+    X(ROPE_BWD, "rope_backward_f32")                                           \
+    X(SWIGLU_FWD, "swiglu_forward_f32")                                        \
+    X(SWIGLU_BWD, "swiglu_backward_f32")                                       \
+    X(SWIGLU_FWD_BF16, "swiglu_forward_f32_bf16")                              \
+    X(SWIGLU_BWD_BF16, "swiglu_backward_f32_bf16")                             \
+    X(SCALE, "gradient_clip")                                                  \
+    X(BIAS, "bias_add_f32")                                                    \
+    X(CE, "cross_entropy_fwd_bwd_f32")                                         \
+    X(ATT_FWD, "attention_forward_f32")                                        \
+    X(ATT_DQ, "attention_backward_dq_f32")                                     \
+    X(ATT_DKV, "attention_backward_dkv_f32")                                   \
+    X(WIDEN, "cast_bf16_to_f32")                                               \
+    X(NARROW, "cast_f32_to_bf16")                                              \
+    X(LORA_PROJ, "lora_proj_f32")                                              \
+    X(LORA_PROJ_BF16, "lora_proj_bf16")                                        \
+    X(LORA_GRAD, "lora_grad_f32")                                              \
+    X(LORA_GRAD_BF16, "lora_grad_bf16")                                        \
+    X(LORA_UP, "lora_up_f32")                                                  \
+    X(LORA_CAST, "cast_f32_to_bf16_scaled2")                                   \
+    X(LORA_NARROW, "cast_f32_to_bf16")
+
+enum {
+#define X_(id, name) K_##id,
+    LM_KERNELS(X_)
+#undef X_
+        K_COUNT,
+    K_LP_GEMM = K_COUNT /* the bf16 family: bucket only */
+};
+
+/* A knob value by name, for lm_kn_of. */
+typedef struct knv {
+    const char *name;
+    uint32_t v;
+} knv;
+
+/* One non-GEMM kernel of the step resolved at create (lm_kernels_resolve):
+ * loaded, its knobs and launch shape fixed, its profile bucket known. A
+ * kernel the dtype does not use stays zero (l.k NULL). */
+typedef struct lm_kernel {
+    rt_launch l;
+    int bucket; /* PGRT_LM_TIME_* */
+} lm_kernel;
+
+/* The step's kernels other than the linear layers', in layer words (dav1d's
+ * DSP context: chosen once, then called). Their knobs depend only on the
+ * model's sizes, B, S, T and the head chunk's rows. */
+typedef struct lm_kernels {
+    lm_kernel rms_fwd, rms_bwd, add;          /* f32 */
+    lm_kernel rms_fwd_add[2], rms_bwd_add[2]; /* bf16; [1]: with a residual */
+    lm_kernel gather, widen_x;                /* the embedding; widen_x: bf16, T x H */
+    lm_kernel rope_fwd, rope_bwd;
+    lm_kernel att_fwd, att_dq, att_dkv;
+    lm_kernel narrow_att;                     /* bf16: att's copy, T x q heads x head_dim */
+    lm_kernel swiglu_fwd, swiglu_bwd;         /* the dtype's */
+    /* the head over row chunks: [0] a whole chunk, [1] the last, shorter one */
+    lm_kernel ce[2], narrow_logits[2];        /* narrow_logits: bf16 */
+} lm_kernels;
+
+/* ---------------------------------------------------------------- state */
+
+/* One base weight on the device: f32, or bf16 (PG_U16 storage). A bf16
+ * weight is read by the bf16 tensor-core GEMMs as it is: bf16 is set
+ * exactly when m->lowp is (see pgrt_lm). */
+typedef struct dweight {
+    pgrt_buf *buf;
+    bool bf16;
+    uint64_t count;
+} dweight;
+
+typedef struct layer_w {
+    dweight lin[PGRT_LINEAR_COUNT];
+    pgrt_buf *norm_in, *norm_post; /* f32 */
+    pgrt_buf *bias[PGRT_LINEAR_COUNT]; /* f32 or NULL */
+} layer_w;
+
+/* Device addresses (arena offsets resolved) of one layer's saved
+ * activations. */
+typedef struct layer_a {
+    pgrt_devptr x, h1, q, k, v, att, lse, xm, h2, g, u, act;
+    pgrt_devptr xa[PGRT_LINEAR_COUNT]; /* (alpha/r) x A^T, [T, r] */
+} layer_a;
+
+/* A LoRA pair on the device: offsets (elements) into the parameter
+ * buffer; -1 for a module without LoRA. The pairs of a layer that read
+ * one input (q, k, v; gate, up) form a group: their A's lie one after
+ * another (a [parts x r, in] matrix at the first one's a), their xa (and
+ * dxa) part after part, so one pass over the input serves all of them. */
+typedef struct lora_d {
+    int64_t a, b;
+    int lead;  /* the module of the group's first pair */
+    int part;  /* this pair's place in the group */
+    int parts; /* pairs in the group */
+} lora_d;
+
+/* Ranks up to this run the LoRA products on the thin kernels (lm_linear.c);
+ * a group stacks its pairs while they fit in as many columns. */
+#define LORA_THIN_RANK 64
+
+/* Which group a module's pair belongs to: the modules reading one input. */
+static const int lora_group_of[PGRT_LINEAR_COUNT] = {0, 0, 0, 1, 2, 2, 3};
+
+struct pgrt_lm {
+    pgrt_ctx *ctx;
+    pgrt_hf_config c;
+    int B, S, T, r;
+    float lora_scale;
+    unsigned targets;
+    /* bf16 and lowp are one flag (params.dtype == PGRT_LM_BF16) under two
+     * names: bf16 for the weights' storage, lowp for the step's bf16
+     * tensor-core GEMMs and bf16 activation copies (xb, dyb, logits_b). */
+    bool bf16;
+    int chunk; /* head rows a chunk */
+    bool profile;
+    double prof_ms[PGRT_LM_TIME_COUNT];
+    size_t prof_nk;
+    pgrt_lm_kernel_time prof_k[PGRT_LM_PROFILE_KERNELS];
+
+    const pgk_desc *desc[K_COUNT];
+    lm_kernels k;  /* the non-GEMM kernels, resolved at create */
+    bool warming;  /* get kernels, launch nothing (create's dry run) */
+    size_t launches;
+
+    dweight embed, head; /* head.buf NULL when tied */
+    pgrt_buf *norm_final;
+    layer_w *lw;
+    pgrt_buf *wscratch; /* f32, the largest bf16 weight widened (unused: see lowp) */
+    bool lowp;
+    pg_target target, arch_target; /* arch_target sm_90a: gemm_sm90 (wgmma + TMA) */
+    unsigned sms;
+    struct lm_product *gemms;        /* the step's GEMMs, in its order (lm_gemm) */
+    size_t ngemm, gemm_cap, gemm_next;
+    pgrt_devptr xb, dyb, logits_b;
+    /* bf16 on sm_90a: LoRA inside the base GEMMs (lm_linear.c), on bf16
+     * copies of the LoRA weights: pbf holds A and B, then s A, s B */
+    bool fused;
+    pgrt_buf *pbf;
+    pgrt_buf *ws;        /* split-K workspace */
+    uint64_t ws_need;    /* the largest workspace a GEMM of the step wants */
+    pgrt_buf *lcnt;      /* u32 arrival counters of the LoRA kernels, zero between launches */
+    uint32_t lcnt_need;
+
+    pgrt_buf *arena; /* f32 activations */
+    layer_a *la;
+    pgrt_devptr xf, hf, dx, dxm, dh, dq, dk, dv, datt, dg, du, dact, dxa, delta, part, dtmp, logits,
+        loss;
+    pgrt_buf *ints; /* ids, labels, error word */
+    pgrt_devptr ids, labels, errw;
+    pgrt_buf *lossview; /* the per-row losses, for the download */
+
+    pgrt_buf *p, *g, *gkeep; /* LoRA params, gradients, kept gradients (f32) */
+    size_t nlora;
+    lora_d *lora; /* layers x PGRT_LINEAR_COUNT */
+    pgrt_train *train;
+
+    int32_t *hid, *hlab;
+    float *hloss;
+    uint64_t arena_bytes, weight_bytes, lora_bytes;
+};
+
+/* ---------------------------------------------------------------- sizes (lm_plan.c) */
+
+typedef struct lm_plan {
+    uint64_t arena;   /* f32 elements */
+    uint64_t weights; /* bytes */
+    uint64_t scratch; /* f32 elements of the widened-weight scratch (0: see lowp) */
+    uint64_t lora;    /* f32 elements of the LoRA matrices */
+    int chunk;
+} lm_plan;
+
+int lm_check_params(const pgrt_lm_params *p);
+void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
+                  int head_chunk, lm_plan *p);
+uint64_t lm_plan_bytes(const lm_plan *p, bool keep);
+/* m->lora and m->nlora from the adapter: layer by layer, group by group. */
+void lm_lora_layout(pgrt_lm *m, const pgrt_adapter *ad);
+/* m->arena and every activation address in it. */
+int lm_arena_layout(pgrt_lm *m, const lm_plan *pl);
+
+/* ---------------------------------------------------------------- weights (lm_weights.c) */
+
+int lm_upload_weights(pgrt_lm *m, const pgrt_model_files *mf);
+
+/* ---------------------------------------------------------------- launches (lm_launch.c) */
+
+/* kn: the descriptor's defaults with kv set by name, then picked. */
+int lm_kn_of(const pgk_desc *d, const knv *kv, size_t n, pgk_knobs *kn);
+/* Launch kernel d (m->desc[k] or a GEMM choice; k its bucket) with knobs
+ * kn: the kernel is looked up each time. While warming, only looked up. */
+int lm_launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d, const pgk_knobs *kn,
+                 const pgrt_arg *a, size_t na);
+/* A kernel resolved at create, launched (counted, profiled); nothing
+ * while warming. */
+int lm_run(pgrt_lm *m, pgrt_stream *s, const lm_kernel *k, const pgrt_arg *a, size_t na);
+/* m->k for the model's sizes and dtype (after m->desc). */
+int lm_kernels_resolve(pgrt_lm *m);
+/* The profile: a kernel's bucket, a clock, one waited-for launch's time. */
+int lm_bucket(bool lowp, int k);
+double lm_clock_ms(void);
+void lm_profile_add(pgrt_lm *m, const char *name, int kind, double ms);
+
+/* The lookup-per-launch helpers of the linear layers (lm_linear.c). */
+static inline int kn_of(const pgk_desc *d, const knv *kv, size_t n, pgk_knobs *kn)
+{
+    return lm_kn_of(d, kv, n, kn);
+}
+static inline int launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d,
+                            const pgk_knobs *kn, const pgrt_arg *a, size_t na)
+{
+    return lm_launch_kn(m, s, k, d, kn, a, na);
+}
+static inline int launch(pgrt_lm *m, pgrt_stream *s, int k, const knv *kv, size_t nkv,
+                         const pgrt_arg *a, size_t na)
+{
+    pgk_knobs kn;
+    int rc = lm_kn_of(m->desc[k], kv, nkv, &kn);
+    return rc ? rc : lm_launch_kn(m, s, k, m->desc[k], &kn, a, na);
+}
+
+#define KN(...) ((const knv[]){__VA_ARGS__}), (sizeof((const knv[]){__VA_ARGS__}) / sizeof(knv))
+#define ARGS(...)                                                              \
+    ((const pgrt_arg[]){__VA_ARGS__}),                                         \
+        (sizeof((const pgrt_arg[]){__VA_ARGS__}) / sizeof(pgrt_arg))
+#define P(x) pgrt_arg_ptr(x)
+#define U(x) pgrt_arg_u32((uint32_t)(x))
+#define F(x) pgrt_arg_f32((float)(x))
+
+/* ---------------------------------------------------------------- linear layers (lm_linear.c) */
+
+/* A product of a linear layer in its words (y = x·Wᵀ over T rows; x [T,
+ * in], W [out, in]): forward a = x, b = W; dX a = dy, b = W; dW a = dy,
+ * b = x. bf16 operands with an f32 result on the chosen family, f32 on
+ * the seed's exact kernels. */
+pgrt_gemm_spec lm_lin(const pgrt_lm *m, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devptr b,
+                      uint32_t in, uint32_t out, bool acc);
+/* The step's next GEMM, spec into c (+ bias), timed to `bucket` when
+ * profiling; while warming (create's dry run) it is prepared instead:
+ * every GEMM of the step is a pgrt_gemm_plan made once, in step order. */
+int lm_gemm(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr c,
+            pgrt_devptr bias, int bucket);
+void lm_gemms_destroy(pgrt_lm *m);
+/* The LoRA weights' bf16 copies for the fused path: at each step's start. */
+int lm_lora_weights(pgrt_lm *m, pgrt_stream *s);
+/* Whether the LoRA pairs ride in gemm_sm90 (m->fused): bf16 on sm_90a,
+ * every width and the rank multiples of 8 (TMA's 16-byte pitches). */
+bool lm_fusable(const pgrt_lm *m);
+
+int weight_f32(pgrt_lm *m, pgrt_stream *s, const dweight *w, pgrt_devptr *out);
+int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x, pgrt_devptr y);
+int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+               pgrt_devptr dy, pgrt_devptr dyb, pgrt_devptr dx, bool acc);
+
+#endif

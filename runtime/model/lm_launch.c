@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/* pgrt_lm's launches: the kernels of the step resolved once at create
+ * (lm_kernels_resolve), their launch (lm_run), the knob-by-name launch the
+ * linear layers still use (lm_launch_kn), and the profile's buckets. */
+#include "lm_internal.h"
+
+#include <time.h>
+
+int lm_kn_of(const pgk_desc *d, const knv *kv, size_t n, pgk_knobs *kn)
+{
+    pgk_knobs_default(d, kn);
+    for (size_t i = 0; i < n; i++) {
+        int j = pgk_knob_index(d, kv[i].name);
+        if (j < 0)
+            return model_fail(PGRT_EINVAL, "pgrt_lm: kernel %s has no knob %s", d->name,
+                              kv[i].name);
+        kn->v[j] = kv[i].v;
+    }
+    pgk_pick(d, kn);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- profile */
+
+/* The time-split bucket of a kernel. In bf16 the f32 GEMMs are the LoRA
+ * products only; the LoRA kernels count as GEMMs in f32, as those did. */
+int lm_bucket(bool lowp, int k)
+{
+    switch (k) {
+    case K_GEMM_NN:
+    case K_GEMM_NN_ACC:
+    case K_GEMM_NT:
+    case K_GEMM_NT_ACC:
+    case K_GEMM_TN:
+    case K_LORA_PROJ:
+    case K_LORA_PROJ_BF16:
+    case K_LORA_GRAD:
+    case K_LORA_GRAD_BF16:
+    case K_LORA_UP:
+    case K_LORA_CAST:
+    case K_LORA_NARROW:
+        return lowp ? PGRT_LM_TIME_LORA_GEMM : PGRT_LM_TIME_GEMM;
+    case K_WIDEN:
+    case K_LP_GEMM:
+        return PGRT_LM_TIME_GEMM;
+    case K_ATT_FWD:
+    case K_ATT_DQ:
+    case K_ATT_DKV:
+        return PGRT_LM_TIME_ATTENTION;
+    case K_CE:
+        return PGRT_LM_TIME_CE;
+    default:
+        return PGRT_LM_TIME_REST;
+    }
+}
+
+double lm_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ms of one waited-for launch of kernel `name` to its bucket and to its
+ * (name, bucket) entry. A name is its descriptor's: one pointer a kernel. */
+void lm_profile_add(pgrt_lm *m, const char *name, int kind, double ms)
+{
+    m->prof_ms[kind] += ms;
+    size_t i = 0;
+    while (i < m->prof_nk && !(m->prof_k[i].kind == kind && m->prof_k[i].name == name))
+        i++;
+    if (i == m->prof_nk) {
+        if (i == PGRT_LM_PROFILE_KERNELS) {
+            i--; /* the last entry sums the rest */
+            m->prof_k[i].name = "(others)";
+        } else {
+            m->prof_k[i] = (pgrt_lm_kernel_time){.name = name, .kind = kind};
+            m->prof_nk++;
+        }
+    }
+    m->prof_k[i].ms += ms;
+    m->prof_k[i].launches++;
+}
+
+/* ---------------------------------------------------------------- launches */
+
+int lm_launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d, const pgk_knobs *knp,
+                 const pgrt_arg *a, size_t na)
+{
+    pgk_knobs kn = *knp;
+    pgrt_kernel *h = NULL;
+    int rc = pgrt_kernel_get(m->ctx, d, &kn, &h);
+    if (rc)
+        return rc;
+    if (m->warming)
+        return 0;
+    m->launches++;
+    if (!m->profile)
+        return pgrt_kernel_launch(h, s, &kn, a, na);
+    /* profiling (eager only): each launch waited for, its time to its bucket */
+    double t0 = lm_clock_ms();
+    if (!(rc = pgrt_kernel_launch(h, s, &kn, a, na)) && !(rc = pgrt_stream_sync(s)))
+        lm_profile_add(m, d->name, lm_bucket(m->lowp, k), lm_clock_ms() - t0);
+    return rc;
+}
+
+int lm_run(pgrt_lm *m, pgrt_stream *s, const lm_kernel *k, const pgrt_arg *a, size_t na)
+{
+    if (m->warming)
+        return 0;
+    m->launches++;
+    if (!m->profile)
+        return rt_launch_run(&k->l, s, a, na);
+    double t0 = lm_clock_ms();
+    int rc = rt_launch_run(&k->l, s, a, na);
+    if (!rc && !(rc = pgrt_stream_sync(s)))
+        lm_profile_add(m, k->l.k->desc->name, k->bucket, lm_clock_ms() - t0);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- resolved at create */
+
+static int resolve(pgrt_lm *m, lm_kernel *out, int k, const knv *kv, size_t n)
+{
+    pgk_knobs kn;
+    int rc = lm_kn_of(m->desc[k], kv, n, &kn);
+    if (rc || (rc = rt_launch_resolve(m->ctx, m->desc[k], &kn, &out->l)))
+        return rc;
+    out->bucket = lm_bucket(m->lowp, k);
+    return 0;
+}
+
+int lm_kernels_resolve(pgrt_lm *m)
+{
+    lm_kernels *k = &m->k;
+    uint32_t T = (uint32_t)m->T, H = (uint32_t)m->c.hidden, V = (uint32_t)m->c.vocab;
+    uint32_t hd = (uint32_t)m->c.head_dim, TH = T * H, TI = T * (uint32_t)m->c.intermediate;
+    uint32_t rows[2] = {(uint32_t)m->chunk, T % (uint32_t)m->chunk};
+    int rc;
+    for (uint32_t r = 0; r < 2 && m->lowp; r++)
+        if ((rc = resolve(m, &k->rms_fwd_add[r], K_RMS_FWD_ADD,
+                          KN({"num_rows", T}, {"hidden_dim", H}, {"residual", r}))) ||
+            (rc = resolve(m, &k->rms_bwd_add[r], K_RMS_BWD_ADD,
+                          KN({"num_rows", T}, {"hidden_dim", H}, {"residual", r}))))
+            return rc;
+    if (!m->lowp &&
+        ((rc = resolve(m, &k->rms_fwd, K_RMS_FWD, KN({"num_rows", T}, {"hidden_dim", H}))) ||
+         (rc = resolve(m, &k->rms_bwd, K_RMS_BWD, KN({"num_rows", T}, {"hidden_dim", H}))) ||
+         (rc = resolve(m, &k->add, K_ADD, KN({"n", TH})))))
+        return rc;
+    if ((rc = resolve(m, &k->gather, m->lowp ? K_GATHER_BF16 : K_GATHER,
+                      KN({"num_tokens", T}, {"hidden_dim", H}))) ||
+        (m->lowp && (rc = resolve(m, &k->widen_x, K_WIDEN, KN({"n", TH})))) ||
+        (rc = resolve(m, &k->rope_fwd, K_ROPE_FWD, KN({"num_tokens", T}, {"head_dim", hd}))) ||
+        (rc = resolve(m, &k->rope_bwd, K_ROPE_BWD, KN({"num_tokens", T}, {"head_dim", hd}))) ||
+        (rc = resolve(m, &k->att_fwd, K_ATT_FWD,
+                      KN({"batch", m->B}, {"seq_len", m->S}, {"q_heads", m->c.heads},
+                         {"head_dim", hd}))) ||
+        (rc = resolve(m, &k->att_dq, K_ATT_DQ,
+                      KN({"batch", m->B}, {"seq_len", m->S}, {"q_heads", m->c.heads},
+                         {"head_dim", hd}))) ||
+        (rc = resolve(m, &k->att_dkv, K_ATT_DKV,
+                      KN({"batch", m->B}, {"seq_len", m->S}, {"kv_heads", m->c.kv_heads},
+                         {"head_dim", hd}))) ||
+        (m->lowp && (rc = resolve(m, &k->narrow_att, K_NARROW,
+                                  KN({"n", T * (uint32_t)m->c.heads * hd})))) ||
+        (rc = resolve(m, &k->swiglu_fwd, m->lowp ? K_SWIGLU_FWD_BF16 : K_SWIGLU_FWD,
+                      KN({"n", TI}))) ||
+        (rc = resolve(m, &k->swiglu_bwd, m->lowp ? K_SWIGLU_BWD_BF16 : K_SWIGLU_BWD,
+                      KN({"n", TI}))))
+        return rc;
+    /* the last chunk's kernels only where it is shorter */
+    for (int i = 0; i < 2 && rows[i]; i++)
+        if ((rc = resolve(m, &k->ce[i], K_CE, KN({"rows", rows[i]}, {"vocab", V}))) ||
+            (m->lowp && (rc = resolve(m, &k->narrow_logits[i], K_NARROW, KN({"n", rows[i] * V})))))
+            return rc;
+    return 0;
+}

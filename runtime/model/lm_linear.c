@@ -1,0 +1,452 @@
+/* SPDX-License-Identifier: MIT */
+/* The linear layers of pgrt_lm: every GEMM of the step as a prepared GEMM
+ * (pgrt_gemm_plan), taken in step order; the LoRA pairs inside the base
+ * GEMMs on sm_90a in bf16, on the thin kernels elsewhere. */
+#include "lm_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The device address of a weight as f32: bf16 weights are widened into
+ * the scratch first. */
+int weight_f32(pgrt_lm *m, pgrt_stream *s, const dweight *w, pgrt_devptr *out)
+{
+    if (!w->bf16) {
+        *out = pgrt_buf_ptr(w->buf);
+        return 0;
+    }
+    pgrt_devptr dst = pgrt_buf_ptr(m->wscratch);
+    *out = dst;
+    return launch(m, s, K_WIDEN, KN({"n", (uint32_t)w->count}),
+                  ARGS(P(pgrt_buf_ptr(w->buf)), P(dst), U(w->count)));
+}
+
+/* ---------------------------------------------------------------- GEMMs */
+
+/* Every GEMM of the step is a prepared GEMM (pgrt_gemm_plan: chosen,
+ * loaded and tensor-mapped once). The step runs its products in the same
+ * order every time, so the dry run at create prepares them in that order
+ * and each step takes them in turn: a launch is the driver call alone. */
+typedef struct lm_product {
+    pgrt_gemm_plan *plan;
+    pgrt_devptr c; /* where it writes: a step that strays from create's order is caught */
+    int bucket;
+} lm_product;
+
+/* A linear layer's product in its words (y = x·Wᵀ over T rows): x [T, in],
+ * W [out, in]; forward a = x, b = W; dX a = dy, b = W; dW a = dy, b = x.
+ * bf16 operands with an f32 result on the chosen family, f32 on the
+ * seed's exact kernels. */
+pgrt_gemm_spec lm_lin(const pgrt_lm *m, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devptr b,
+                          uint32_t in, uint32_t out, bool acc)
+{
+    return (pgrt_gemm_spec){.layout = lay, .kind = m->lowp ? PGRT_GEMM_CHOSEN : PGRT_GEMM_SEED,
+                            .in_type = m->lowp ? PG_BF16 : PG_F32, .out_type = PG_F32,
+                            .m = (uint32_t)m->T, .n = out, .k = in, .a = a, .b = b,
+                            .accumulate = acc};
+}
+
+/* Run the step's next product, spec into c (+ bias); while warming,
+ * prepare it. */
+int lm_gemm(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr c,
+            pgrt_devptr bias, int bucket)
+{
+    if (m->warming) {
+        if (m->ngemm == m->gemm_cap) {
+            size_t cap = m->gemm_cap ? 2 * m->gemm_cap : 256;
+            lm_product *g = realloc(m->gemms, cap * sizeof *g);
+            if (!g)
+                return model_fail(PGRT_ENOMEM, "pgrt_lm: out of host memory");
+            m->gemms = g;
+            m->gemm_cap = cap;
+        }
+        pgrt_gemm_spec sp = *spec;
+        sp.bias = bias != 0;
+        lm_product *g = &m->gemms[m->ngemm];
+        int rc = pgrt_gemm_plan_create(m->ctx, &sp, &g->plan);
+        if (rc)
+            return rc;
+        m->ngemm++;
+        g->c = c;
+        g->bucket = bucket;
+        uint64_t ws = pgrt_gemm_plan_workspace(g->plan);
+        m->ws_need = ws > m->ws_need ? ws : m->ws_need;
+        return 0;
+    }
+    if (m->gemm_next >= m->ngemm || m->gemms[m->gemm_next].c != c)
+        return model_fail(PGRT_ESTATE, "pgrt_lm: GEMM %zu of the step is not the one prepared "
+                          "at create", m->gemm_next);
+    const lm_product *g = &m->gemms[m->gemm_next++];
+    pgrt_devptr ws = pgrt_gemm_plan_workspace(g->plan) ? pgrt_buf_ptr(m->ws) : 0;
+    m->launches++;
+    if (!m->profile)
+        return pgrt_gemm_plan_launch(g->plan, s, c, bias, ws);
+    double t0 = lm_clock_ms();
+    int rc = pgrt_gemm_plan_launch(g->plan, s, c, bias, ws);
+    if (!rc && !(rc = pgrt_stream_sync(s)))
+        lm_profile_add(m, pgrt_gemm_plan_choice(g->plan)->desc->name, g->bucket, lm_clock_ms() - t0);
+    return rc;
+}
+
+/* A product of the base weights, or in f32 of any: the GEMM bucket. */
+static int base_gemm(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pgrt_devptr a,
+                     pgrt_devptr b, pgrt_devptr c, uint32_t in, uint32_t out, pgrt_devptr bias)
+{
+    pgrt_gemm_spec sp = lm_lin(m, lay, a, b, in, out, acc);
+    return lm_gemm(m, s, &sp, c, bias, PGRT_LM_TIME_GEMM);
+}
+
+/* The f32 LoRA products of ranks past the thin kernels. */
+static int lora_gemm(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pgrt_devptr a,
+                     pgrt_devptr b, pgrt_devptr c, uint32_t in, uint32_t out)
+{
+    pgrt_gemm_spec sp = lm_lin(m, lay, a, b, in, out, acc);
+    sp.kind = PGRT_GEMM_SEED;
+    sp.in_type = PG_F32;
+    return lm_gemm(m, s, &sp, c, 0, lm_bucket(m->lowp, K_LORA_GRAD));
+}
+
+/* dst (bf16) = src (f32), n elements. */
+static int narrow(pgrt_lm *m, pgrt_stream *s, pgrt_devptr src, pgrt_devptr dst, uint64_t n)
+{
+    return launch(m, s, K_NARROW, KN({"n", (uint32_t)n}), ARGS(P(src), P(dst), U(n)));
+}
+
+static pgrt_devptr pofs(pgrt_buf *b, int64_t elems) { return pgrt_buf_ptr(b) + (uint64_t)elems * 4u; }
+
+/* ---------------------------------------------------------------- LoRA products */
+
+/* The LoRA products run on the thin kernels (kernels/lora_tile.c and
+ * lora_up_f32; rank r one dimension), in f32 and bf16 alike. The sums
+ * over T, in or out are cut into slices added in a fixed order inside the
+ * kernel, so every step gives the same bits. In bf16 the long operand is
+ * the bf16 copy the base GEMM reads (m->xb forward, m->dyb backward):
+ * the values the reference's LoRA sees. Ranks past the kernels' register
+ * budget keep the f32 GEMMs. */
+#define LORA_TILE 64u /* rows of a lora_proj / lora_grad block */
+
+
+/* Slices of a length-`len` sum over `tiles` row tiles: about two blocks
+ * an SM, each slice at least two 32-long chunks, at most 64 slices. */
+static uint32_t lora_splits(const pgrt_lm *m, uint32_t tiles, uint32_t len)
+{
+    uint32_t target = 2u * (m->sms ? m->sms : 108u);
+    uint32_t sp = (target + tiles - 1) / tiles, most = (len + 63) / 64;
+    sp = sp > most ? most : sp;
+    sp = sp > 64 ? 64 : sp;
+    return sp ? sp : 1;
+}
+
+/* The workspace of the slices' sums (shared with the bf16 GEMMs'
+ * split-K: the stream orders them) and the arrival counters; while
+ * warming, only their sizes are noted. */
+static int lora_ws(pgrt_lm *m, uint32_t tiles, uint32_t sp, uint32_t cols, pgrt_devptr *ws,
+                   pgrt_devptr *cnt)
+{
+    uint64_t bytes = (uint64_t)sp * tiles * LORA_TILE * ((cols + 15u) & ~15u) * 4u;
+    *ws = *cnt = 0;
+    if (m->warming) {
+        if (bytes > m->ws_need)
+            m->ws_need = bytes;
+        if (tiles > m->lcnt_need)
+            m->lcnt_need = tiles;
+        return 0;
+    }
+    if (!m->ws || pgrt_buf_bytes(m->ws) < bytes || !m->lcnt || pgrt_buf_bytes(m->lcnt) < tiles * 4u)
+        return model_fail(PGRT_ESTATE, "pgrt_lm: LoRA workspace smaller than at create");
+    *ws = pgrt_buf_ptr(m->ws);
+    *cnt = pgrt_buf_ptr(m->lcnt);
+    return 0;
+}
+
+/* out = scale x[T, k] w^T for `parts` pairs at once (out part-major):
+ * w their stacked A [parts r, k], or (wt) one B [k, r]. x bf16 or f32. */
+static int lora_proj(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, bool bf16, pgrt_devptr w,
+                     pgrt_devptr out, uint32_t k, uint32_t parts, bool wt, float scale)
+{
+    int kid = bf16 ? K_LORA_PROJ_BF16 : K_LORA_PROJ;
+    uint32_t tiles = ((uint32_t)m->T + LORA_TILE - 1) / LORA_TILE, sp = lora_splits(m, tiles, k);
+    pgk_knobs kn;
+    pgrt_devptr ws, cnt;
+    int rc = kn_of(m->desc[kid],
+                   KN({"rows", m->T}, {"k", k}, {"cols", parts * m->r}, {"rank", m->r},
+                      {"wt", wt ? 1u : 0u}, {"splits", sp}),
+                   &kn);
+    if (rc || (rc = lora_ws(m, tiles, sp, parts * m->r, &ws, &cnt)))
+        return rc;
+    return launch_kn(m, s, kid, m->desc[kid], &kn,
+                     ARGS(P(x), P(w), P(out), P(ws), P(cnt), U(m->T), U(k), U(sp), F(scale)));
+}
+
+/* g = d[T, n]^T xa[T, R] for `parts` pairs: [n, r] (dB, one pair) or,
+ * trans, [parts r, n] (their stacked dA). d bf16 or f32. */
+static int lora_grad(pgrt_lm *m, pgrt_stream *s, pgrt_devptr d, bool bf16, pgrt_devptr xa,
+                     pgrt_devptr g, uint32_t n, uint32_t parts, bool trans)
+{
+    int kid = bf16 ? K_LORA_GRAD_BF16 : K_LORA_GRAD;
+    uint32_t tiles = (n + LORA_TILE - 1) / LORA_TILE, sp = lora_splits(m, tiles, (uint32_t)m->T);
+    pgk_knobs kn;
+    pgrt_devptr ws, cnt;
+    int rc = kn_of(m->desc[kid],
+                   KN({"rows", m->T}, {"n", n}, {"cols", parts * m->r}, {"rank", m->r},
+                      {"trans", trans ? 1u : 0u}, {"splits", sp}),
+                   &kn);
+    if (rc || (rc = lora_ws(m, tiles, sp, parts * m->r, &ws, &cnt)))
+        return rc;
+    return launch_kn(m, s, kid, m->desc[kid], &kn,
+                     ARGS(P(d), P(xa), P(g), P(ws), P(cnt), U(m->T), U(n), U(sp), F(1.0f)));
+}
+
+/* y[T, n] (+)= xa[T, R] w(n, R)^T, w = B [n, r] or (wt) the stacked A
+ * [parts r, n] of `parts` pairs (xa part-major). */
+static int lora_up(pgrt_lm *m, pgrt_stream *s, pgrt_devptr xa, pgrt_devptr w, pgrt_devptr y,
+                   uint32_t n, bool wt, uint32_t parts, bool acc)
+{
+    return launch(m, s, K_LORA_UP,
+                  KN({"rows", m->T}, {"n", n}, {"rank", parts * m->r}, {"wt", wt ? 1u : 0u},
+                     {"acc", acc ? 1u : 0u}, {"part", parts > 1 ? (uint32_t)m->r : 0u}),
+                  ARGS(P(xa), P(w), P(y), U(m->T), U(n), F(1.0f)));
+}
+
+/* ---------------------------------------------------------------- LoRA inside the base GEMMs */
+
+/* On sm_90a in bf16 (m->fused) a LoRA pair rides in its module's GEMMs
+ * (gemm_sm90's second operand pair, kernels/gemm_sm90.c). With xa = s·x·Aᵀ
+ * and dxa = s·dy·B in bf16, a group's pairs side by side ([T, parts·r]):
+ *
+ *   xa  = x·(sA_group)ᵀ           one GEMM a group: x read once for q, k, v
+ *   y   = x·Wᵀ + xa·Bᵀ            one GEMM, its reduction in + r
+ *   dxa = dy·(sB)ᵀ, dB = dyᵀ·xa   two thin GEMMs a pair
+ *   dx  = Σ dy·W + dxa·A_group    the group's last dX GEMM takes the term:
+ *                                 its reduction out + parts·r
+ *   dA_group = dxaᵀ·x             one GEMM a group, x narrowed again
+ *
+ * bf16 on the tensor cores with f32 accumulation, f32 master weights, as
+ * PEFT under autocast computes it. The master weights' bf16 copies (A and
+ * B as they are, and times s) are made once a step (lora_weights). */
+
+static pgrt_devptr pbf(const pgrt_lm *m, int64_t elems, bool scaled)
+{
+    return pgrt_buf_ptr(m->pbf) + ((scaled ? (uint64_t)m->nlora : 0) + (uint64_t)elems) * 2u;
+}
+
+/* A LoRA product on gemm_sm90, in the layer words of lin(). */
+static int lora_wg(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, pg_type out_type,
+                   pgrt_devptr a, pgrt_devptr b, uint32_t in, uint32_t out, uint32_t ldb,
+                   uint32_t ldc, pgrt_devptr c)
+{
+    pgrt_gemm_spec sp = lm_lin(m, lay, a, b, in, out, false);
+    sp.kind = PGRT_GEMM_WGMMA;
+    sp.out_type = out_type;
+    sp.ldb = ldb;
+    sp.ldc = ldc;
+    return lm_gemm(m, s, &sp, c, 0, PGRT_LM_TIME_LORA_GEMM);
+}
+
+/* pb = bf16(p), psb = bf16(s p): at the start of every step, after the
+ * optimizer of the step before. */
+int lm_lora_weights(pgrt_lm *m, pgrt_stream *s)
+{
+    uint32_t n = (uint32_t)m->nlora;
+    return launch(m, s, K_LORA_CAST, KN({"n", n}),
+                  ARGS(P(pgrt_buf_ptr(m->p)), P(pbf(m, 0, false)), P(pbf(m, 0, true)), U(n),
+                       F(m->lora_scale)));
+}
+
+static int linear_fwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr y)
+{
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    pgrt_devptr W = pgrt_buf_ptr(m->lw[l].lin[mod].buf);
+    pgrt_devptr bias = m->lw[l].bias[mod] ? pgrt_buf_ptr(m->lw[l].bias[mod]) : 0;
+    pgrt_gemm_spec sp = lm_lin(m, PGK_GEMM_FORWARD, m->xb, W, (uint32_t)in, (uint32_t)out, false);
+    if (ld->a >= 0) {
+        const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
+        uint32_t R = (uint32_t)(ld->parts * m->r);
+        pgrt_devptr xa = m->la[l].xa[ld->lead];
+        int rc = ld->part == 0 ? lora_wg(m, s, PGK_GEMM_FORWARD, PG_BF16, m->xb,
+                                         pbf(m, lead->a, true), (uint32_t)in, R, 0, 0, xa)
+                               : 0;
+        if (rc)
+            return rc;
+        sp.kind = PGRT_GEMM_WGMMA;
+        sp.a2 = xa + (uint64_t)ld->part * m->r * 2u;
+        sp.lda2 = R;
+        sp.b2 = pbf(m, ld->b, false);
+        sp.k2 = (uint32_t)m->r;
+    }
+    return lm_gemm(m, s, &sp, y, bias, PGRT_LM_TIME_GEMM);
+}
+
+static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                            pgrt_devptr dyb, pgrt_devptr dx, bool acc)
+{
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
+    pgrt_devptr W = pgrt_buf_ptr(m->lw[l].lin[mod].buf);
+    pgrt_gemm_spec sp = lm_lin(m, PGK_GEMM_BACKWARD_X, dyb, W, (uint32_t)in, (uint32_t)out, acc);
+    uint32_t R = (uint32_t)(ld->parts * m->r), r = (uint32_t)m->r;
+    bool last = ld->a >= 0 && ld->part + 1 == ld->parts;
+    int rc;
+    if (ld->a >= 0) {
+        pgrt_devptr xa = m->la[l].xa[ld->lead] + (uint64_t)ld->part * r * 2u;
+        if ((rc = lora_wg(m, s, PGK_GEMM_BACKWARD_X, PG_BF16, dyb, pbf(m, ld->b, true), r,
+                          (uint32_t)out, 0, R, m->dxa + (uint64_t)ld->part * r * 2u)) ||
+            (rc = lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, dyb, xa, r, (uint32_t)out, R, 0,
+                          pofs(m->g, ld->b))))
+            return rc;
+    }
+    if (last) {
+        sp.kind = PGRT_GEMM_WGMMA;
+        sp.a2 = m->dxa;
+        sp.lda2 = R;
+        sp.b2 = pbf(m, lead->a, false);
+        sp.k2 = R;
+    }
+    if ((rc = lm_gemm(m, s, &sp, dx, 0, PGRT_LM_TIME_GEMM)) || !last)
+        return rc;
+    /* dA: x's bf16 copy into dtmp, free in the backward */
+    uint64_t n = (uint64_t)m->T * in;
+    if ((rc = launch(m, s, K_LORA_NARROW, KN({"n", (uint32_t)n}), ARGS(P(x), P(m->dtmp), U(n)))))
+        return rc;
+    return lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, m->dxa, m->dtmp, (uint32_t)in, R, 0, 0,
+                   pofs(m->g, lead->a));
+}
+
+/* y = x W^T (+ bias) (+ lora) for module mod of layer l; x [T, in] f32
+ * and, in bf16, its copy m->xb that the caller made. The pairs of one
+ * input are projected together at the group's first module: its callers
+ * run a group's modules in order on one x (forward_layer). The LoRA term
+ * comes first (y = xa B^T) and the base product adds into it, so y is
+ * written once by each and read once, by the GEMM's epilogue. */
+int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                      pgrt_devptr y)
+{
+    if (m->fused)
+        return linear_fwd_fused(m, s, l, mod, y);
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK;
+    /* xa = s x A^T (kept for the backward) */
+    pgrt_devptr xa = m->la[l].xa[mod], w;
+    int rc = 0;
+    if (thin && ((ld->part == 0 &&
+                  (rc = lora_proj(m, s, m->lowp ? m->xb : x, m->lowp, pofs(m->p, ld->a), xa,
+                                  (uint32_t)in, (uint32_t)ld->parts, false, m->lora_scale))) ||
+                 (rc = lora_up(m, s, xa, pofs(m->p, ld->b), y, (uint32_t)out, false, 1, false))))
+        return rc;
+    pgrt_devptr bias = m->lw[l].bias[mod] ? pgrt_buf_ptr(m->lw[l].bias[mod]) : 0;
+    if (m->lowp) /* the bias in the GEMM's epilogue */
+        rc = base_gemm(m, s, PGK_GEMM_FORWARD, thin, m->xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf),
+                       y, (uint32_t)in, (uint32_t)out, bias);
+    else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
+        rc = base_gemm(m, s, PGK_GEMM_FORWARD, thin, x, w, y, (uint32_t)in, (uint32_t)out, 0);
+    if (!rc && !m->lowp && bias)
+        rc = launch(m, s, K_BIAS, KN({"rows", m->T}, {"cols", out}),
+                    ARGS(P(y), P(bias), U(m->T), U(out)));
+    if (rc || ld->a < 0 || thin)
+        return rc;
+    /* ranks past the thin kernels: xa = s x A^T, y += xa B^T on the f32 GEMMs */
+    uint32_t n = (uint32_t)m->T * m->r;
+    if ((rc = lora_gemm(m, s, PGK_GEMM_FORWARD, false, x, pofs(m->p, ld->a), xa, (uint32_t)in,
+                        (uint32_t)m->r)) ||
+        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
+        return rc;
+    return lora_gemm(m, s, PGK_GEMM_FORWARD, true, xa, pofs(m->p, ld->b), y, (uint32_t)m->r,
+                     (uint32_t)out);
+}
+
+/* The thin LoRA backward of module mod: dB = dy^T xa (xa holds the
+ * scale) and dxa = s dy B, this pair's part; at the group's last pair the
+ * stacked dA = dxa^T x and dx (+)= dxa A. d is dy, or its bf16 copy. */
+static int lora_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                    pgrt_devptr d, pgrt_devptr dx, bool acc)
+{
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    pgrt_devptr dxa = m->dxa + (uint64_t)ld->part * m->T * m->r * 4u;
+    int rc;
+    if ((rc = lora_grad(m, s, d, m->lowp, m->la[l].xa[mod], pofs(m->g, ld->b), (uint32_t)out, 1,
+                        false)) ||
+        (rc = lora_proj(m, s, d, m->lowp, pofs(m->p, ld->b), dxa, (uint32_t)out, 1, true,
+                        m->lora_scale)))
+        return rc;
+    if (ld->part + 1 < ld->parts)
+        return 0;
+    const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
+    uint32_t parts = (uint32_t)ld->parts;
+    if ((rc = lora_grad(m, s, x, false, m->dxa, pofs(m->g, lead->a), (uint32_t)in, parts, true)))
+        return rc;
+    return lora_up(m, s, m->dxa, pofs(m->p, lead->a), dx, (uint32_t)in, true, parts, acc);
+}
+
+/* Given dy [T, out] (and, in bf16, dyb: its bf16 copy where the kernel
+ * that wrote dy made one, else 0): dx (+)= dy W (+ the LoRA path), and the
+ * LoRA gradients of module mod of layer l. A group's dA and its dx term
+ * wait for its last module: the callers run a group's modules in order on
+ * one x and dx (backward_layer). A pair alone in its group whose dx is not
+ * accumulated goes first (dx = dxa A) and the base product adds into it. */
+int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                      pgrt_devptr dy, pgrt_devptr dyb, pgrt_devptr dx, bool acc)
+{
+    int in, out;
+    pgrt_linear_dims(&m->c, mod, &in, &out);
+    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK, first = thin && ld->parts == 1 && !acc;
+    pgrt_devptr w;
+    int rc = 0;
+    if (m->lowp && !dyb) {
+        if ((rc = narrow(m, s, dy, m->dyb, (uint64_t)m->T * out)))
+            return rc;
+        dyb = m->dyb;
+    }
+    if (m->fused)
+        return linear_bwd_fused(m, s, l, mod, x, dyb, dx, acc);
+    pgrt_devptr d = m->lowp ? dyb : dy;
+    if (first && (rc = lora_bwd(m, s, l, mod, x, d, dx, false)))
+        return rc;
+    if (m->lowp)
+        rc = base_gemm(m, s, PGK_GEMM_BACKWARD_X, acc || first, dyb,
+                       pgrt_buf_ptr(m->lw[l].lin[mod].buf), dx, (uint32_t)in, (uint32_t)out, 0);
+    else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
+        rc = base_gemm(m, s, PGK_GEMM_BACKWARD_X, acc || first, dy, w, dx, (uint32_t)in,
+                       (uint32_t)out, 0);
+    if (rc || ld->a < 0 || first)
+        return rc;
+    if (thin)
+        return lora_bwd(m, s, l, mod, x, d, dx, true);
+    /* dB = dy^T (s xa); dxa = s dy B; dA = dxa^T x; dx += dxa A */
+    uint32_t n = (uint32_t)m->T * m->r, r = (uint32_t)m->r;
+    if ((rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_W, false, dy, m->la[l].xa[mod],
+                        pofs(m->g, ld->b), r, (uint32_t)out)) ||
+        (rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_X, false, dy, pofs(m->p, ld->b), m->dxa, r,
+                        (uint32_t)out)) ||
+        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))) ||
+        (rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_W, false, m->dxa, x, pofs(m->g, ld->a),
+                        (uint32_t)in, r)))
+        return rc;
+    return lora_gemm(m, s, PGK_GEMM_BACKWARD_X, true, m->dxa, pofs(m->p, ld->a), dx,
+                     (uint32_t)in, r);
+}
+
+void lm_gemms_destroy(pgrt_lm *m)
+{
+    for (size_t i = 0; i < m->ngemm; i++)
+        pgrt_gemm_plan_destroy(&m->gemms[i].plan);
+    free(m->gemms);
+    m->gemms = NULL;
+    m->ngemm = m->gemm_cap = 0;
+}
+
+bool lm_fusable(const pgrt_lm *m)
+{
+    const pgrt_hf_config *c = &m->c;
+    int qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
+    return m->lowp && m->arch_target == PG_SM_90A && m->nlora && m->r % 8 == 0 &&
+           (c->hidden | c->intermediate | qd | kvd) % 8 == 0;
+}

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/* pgrt_lm's sizes: the parameters' checks, the device memory a model
+ * takes (lm_plan), the LoRA pairs' places in the parameter buffer and the
+ * activation arena's layout. */
+#include "lm_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint64_t u64max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
+                  int head_chunk, lm_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    uint64_t T = (uint64_t)B * S, H = c->hidden, I = c->intermediate, V = c->vocab;
+    uint64_t qd = (uint64_t)c->heads * c->head_dim, kvd = (uint64_t)c->kv_heads * c->head_dim;
+    uint64_t r = ad ? (uint64_t)ad->cfg.r : 0;
+    unsigned ntarget = 0;
+    for (int i = 0; i < PGRT_LINEAR_COUNT; i++)
+        ntarget += ad && (ad->cfg.targets >> i) & 1u;
+    uint64_t per_layer = T * (4 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) + T * r * ntarget;
+    /* the layer inputs of L layers and the final one, then the scratch */
+    uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
+    int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, (64ull << 20) / V); /* ~256 MB */
+    /* whole 128-row tiles of the head's GEMMs (gemm_sm90's, the mma.sync
+     * family's largest): 441 rows would leave a 57-row tile in each chunk */
+    if (head_chunk <= 0 && chunk >= 128)
+        chunk -= chunk % 128;
+    if ((uint64_t)chunk > T)
+        chunk = (int)T;
+    p->chunk = chunk;
+    p->arena = per_layer * c->layers + 2 * T * H /* xf, hf */ +
+               T * (5 * H + qd * 2 + kvd * 2 + 3 * I + widest) /* dx dxm dh part dtmp, dq datt,
+                                                                 dk dv, dg du dact */
+               + 3 * T * r + T * c->heads /* dxa (three parts), delta */ +
+               (uint64_t)chunk * V + T /* loss */ +
+               (bf16 ? T * widest /* xb, dyb: two bf16 halves */ + (uint64_t)chunk * V / 2 + 1
+                     : 0);
+    uint64_t wel = V * H * (c->tie_embeddings ? 1 : 2);
+    for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
+        int in, out;
+        pgrt_linear_dims(c, (pgrt_linear)i, &in, &out);
+        wel += (uint64_t)c->layers * in * out;
+    }
+    p->weights = wel * (bf16 ? 2 : 4) + (uint64_t)c->layers * (2 * H + qd + 2 * kvd + H) * 4 +
+                 H * 4;
+    uint64_t lora = 0;
+    if (ad)
+        for (size_t i = 0; i < ad->count; i++)
+            lora += (uint64_t)ad->cfg.r * (ad->w[i].in + ad->w[i].out);
+    p->lora = lora;
+}
+
+uint64_t lm_plan_bytes(const lm_plan *p, bool keep)
+{
+    return p->arena * 4 + p->weights + p->scratch * 4 + p->lora * 4 * (4 + (keep ? 1 : 0)) +
+           (64ull << 20) /* kernels, clip state, ids */;
+}
+
+static bool zero_or_normal(float x) { return x == 0 || isnormal(x); }
+
+int lm_check_params(const pgrt_lm_params *p)
+{
+    if (!p || !p->model || !p->adapter)
+        return model_fail(PGRT_EINVAL, "pgrt_lm: params, model and adapter are required");
+    const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
+    if (p->batch < 1 || p->seq < 2)
+        return model_fail(PGRT_EINVAL, "pgrt_lm: batch %d must be >= 1 and seq %d >= 2", p->batch,
+                          p->seq);
+    uint64_t T = (uint64_t)p->batch * p->seq;
+    if (p->seq > 16384 || p->batch > 1000)
+        return model_fail(PGRT_ERANGE, "pgrt_lm: batch %d x seq %d: at most 1000 rows of 16384",
+                          p->batch, p->seq);
+    uint64_t widest = u64max((uint64_t)c->intermediate, (uint64_t)c->vocab);
+    if (T * widest >= (1ull << 32) || T * c->heads * c->head_dim >= (1ull << 32))
+        return model_fail(PGRT_ERANGE,
+                          "pgrt_lm: batch x seq = %llu tokens is too many for 32-bit element "
+                          "counts",
+                          (unsigned long long)T);
+    if (c->head_dim > 128)
+        return model_fail(PGRT_EINVAL,
+                          "pgrt_lm: head_dim %d: the attention kernels take at most 128",
+                          c->head_dim);
+    if (c->heads > 128 || c->kv_heads > 128)
+        return model_fail(PGRT_EINVAL, "pgrt_lm: at most 128 attention heads");
+    const pgrt_adapter *a = p->adapter;
+    if (a->count != (size_t)c->layers * (size_t)__builtin_popcount(a->cfg.targets))
+        return model_fail(PGRT_EINVAL, "pgrt_lm: the adapter does not match the model's layers");
+    for (size_t i = 0; i < a->count; i++) {
+        int in, out;
+        pgrt_linear_dims(c, a->w[i].module, &in, &out);
+        if (a->w[i].in != in || a->w[i].out != out || a->w[i].layer < 0 ||
+            a->w[i].layer >= c->layers)
+            return model_fail(PGRT_EINVAL, "pgrt_lm: adapter module %s of layer %d has shape "
+                                           "[%d, %d], the model's is [%d, %d]",
+                              pgrt_linear_name(a->w[i].module), a->w[i].layer, a->w[i].out,
+                              a->w[i].in, out, in);
+    }
+    /* a subnormal lr trains with 0 on a device that flushes denormals */
+    if (!zero_or_normal(p->lr) || !zero_or_normal(p->max_norm) ||
+        !zero_or_normal(p->weight_decay) || !(p->lr >= 0) || !(p->max_norm >= 0))
+        return model_fail(PGRT_EINVAL, "pgrt_lm: lr, max_norm and weight_decay must each be 0 "
+                                       "or a normal float, lr and max_norm >= 0");
+    float scale = a->cfg.r > 0 ? (float)(a->cfg.alpha / a->cfg.r) : 0.0f;
+    if (!(scale > 0) || !isnormal(scale))
+        return model_fail(PGRT_ERANGE,
+                          "pgrt_lm: the LoRA scale lora_alpha / r = %g / %d is not a normal "
+                          "float",
+                          a->cfg.alpha, a->cfg.r);
+    return 0;
+}
+
+int pgrt_lm_bytes(const pgrt_lm_params *p, uint64_t *bytes)
+{
+    int rc = lm_check_params(p);
+    if (rc)
+        return rc;
+    lm_plan pl;
+    lm_plan_make(pgrt_model_hf_config(p->model), p->adapter, p->batch, p->seq,
+                 p->dtype == PGRT_LM_BF16, p->head_chunk, &pl);
+    *bytes = lm_plan_bytes(&pl, p->keep_grads);
+    return 0;
+}
+
+/* The LoRA layout: layer by layer, group by group (lora_d), the group's
+ * A's one after another, then its B's; a group stacks its pairs while they
+ * fit the thin kernels' LORA_THIN_RANK columns. */
+void lm_lora_layout(pgrt_lm *m, const pgrt_adapter *ad)
+{
+    for (size_t i = 0; i < (size_t)m->c.layers * PGRT_LINEAR_COUNT; i++)
+        m->lora[i] = (lora_d){-1, -1, 0, 0, 1};
+    for (size_t i = 0; i < ad->count; i++)
+        m->lora[ad->w[i].layer * PGRT_LINEAR_COUNT + ad->w[i].module].a = 0;
+    int64_t off = 0;
+    for (int l = 0; l < m->c.layers; l++)
+        for (int g0 = 0, g1; g0 < PGRT_LINEAR_COUNT; g0 = g1) {
+            lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT];
+            int n = 0, lead = -1, part = 0, in, nout;
+            for (g1 = g0; g1 < PGRT_LINEAR_COUNT && lora_group_of[g1] == lora_group_of[g0]; g1++)
+                n += ld[g1].a >= 0;
+            bool stack = n * m->r <= LORA_THIN_RANK;
+            for (int i = g0; i < g1; i++) {
+                if (ld[i].a < 0)
+                    continue;
+                if (!stack || lead < 0)
+                    lead = i, part = 0;
+                pgrt_linear_dims(&m->c, (pgrt_linear)i, &in, &nout);
+                ld[i] = (lora_d){off, -1, lead, part++, stack ? n : 1};
+                off += (int64_t)m->r * in;
+            }
+            for (int i = g0; i < g1; i++)
+                if (ld[i].a >= 0) {
+                    pgrt_linear_dims(&m->c, (pgrt_linear)i, &in, &nout);
+                    ld[i].b = off;
+                    off += (int64_t)nout * m->r;
+                }
+        }
+    m->nlora = (size_t)off;
+}
+
+static pgrt_devptr take(pgrt_devptr base, uint64_t *off, uint64_t elems)
+{
+    pgrt_devptr p = base + *off * 4u;
+    *off += (elems + 63u) & ~(uint64_t)63u; /* 256-byte aligned */
+    return p;
+}
+
+int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
+{
+    uint64_t T = (uint64_t)m->T, H = m->c.hidden, I = m->c.intermediate, V = m->c.vocab;
+    uint64_t qd = (uint64_t)m->c.heads * m->c.head_dim, kvd = (uint64_t)m->c.kv_heads * m->c.head_dim;
+    uint64_t elems = pl->arena + 64u * (40u + 20u * (uint64_t)m->c.layers);
+    int rc = pgrt_buf_alloc(m->ctx, PG_F32, elems, &m->arena);
+    if (rc)
+        return rc;
+    m->arena_bytes = elems * 4;
+    pgrt_devptr base = pgrt_buf_ptr(m->arena);
+    uint64_t off = 0;
+    for (int l = 0; l < m->c.layers; l++) {
+        layer_a *a = &m->la[l];
+        a->x = take(base, &off, T * H);
+        a->h1 = take(base, &off, T * H);
+        a->q = take(base, &off, T * qd);
+        a->k = take(base, &off, T * kvd);
+        a->v = take(base, &off, T * kvd);
+        a->att = take(base, &off, T * qd);
+        a->lse = take(base, &off, T * m->c.heads);
+        a->xm = take(base, &off, T * H);
+        a->h2 = take(base, &off, T * H);
+        a->g = take(base, &off, T * I);
+        a->u = take(base, &off, T * I);
+        a->act = take(base, &off, T * I);
+        /* a group's xa part after part (lora_d) */
+        pgrt_devptr grp = 0;
+        for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
+            const lora_d *d = &m->lora[l * PGRT_LINEAR_COUNT + i];
+            if (d->a >= 0 && d->part == 0)
+                grp = take(base, &off, (uint64_t)d->parts * T * m->r);
+            a->xa[i] = d->a >= 0 ? grp + (uint64_t)d->part * T * m->r * 4u : 0;
+        }
+    }
+    uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
+    m->xf = take(base, &off, T * H);
+    m->hf = take(base, &off, T * H);
+    m->dx = take(base, &off, T * H);
+    m->dxm = take(base, &off, T * H);
+    m->dh = take(base, &off, T * H);
+    m->part = take(base, &off, T * H);
+    m->dtmp = take(base, &off, T * widest);
+    m->dq = take(base, &off, T * qd);
+    m->datt = take(base, &off, T * qd);
+    m->dk = take(base, &off, T * kvd);
+    m->dv = take(base, &off, T * kvd);
+    m->dg = take(base, &off, T * I);
+    m->du = take(base, &off, T * I);
+    m->dact = take(base, &off, T * H > T * I ? T * H : T * I);
+    m->dxa = take(base, &off, 3 * T * (m->r ? m->r : 1)); /* a group's, part after part */
+    m->delta = take(base, &off, T * m->c.heads);
+    m->logits = take(base, &off, (uint64_t)m->chunk * V);
+    m->loss = take(base, &off, T);
+    if (m->lowp) {
+        m->xb = take(base, &off, (T * widest + 1) / 2);
+        m->dyb = take(base, &off, (T * widest + 1) / 2);
+        m->logits_b = take(base, &off, ((uint64_t)m->chunk * V + 1) / 2);
+    }
+    if (off > elems)
+        return model_fail(PGRT_EINVAL, "pgrt_lm: arena plan too small (%llu > %llu elements)",
+                          (unsigned long long)off, (unsigned long long)elems);
+    return 0;
+}

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pgrt_lm against the fake driver (kernels recorded, not run): a tiny
+ * qwen2 (tied, q/k/v biases) and llama (untied, o bias) model in f32 and
+ * bf16 is created and stepped. Two eager steps launch the same sequence,
+ * the count matches launches_per_step, a graphed step replays the eager
+ * sequence's kernels and shapes, and a profiled step buckets every
+ * launch by kernel. With --trace FILE every launch of each case's first
+ * step is written out (name, shape, parameters), to compare two builds.
+ *
+ * Usage: test_lm_fake FAKE_LIBCUDA [--trace FILE]
+ */
+#include "fakecuda.h"
+#include "model_util.h"
+#include "pgrt_lm.h"
+#include "test.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+
+static const char *fake;
+static fakecuda_reset_fn fk_reset;
+static fakecuda_count_fn fk_count;
+static fakecuda_launch_at_fn fk_at;
+static FILE *trace;
+
+enum { H = 64, I = 96, L = 2, NH = 4, NKV = 2, V = 80, B = 2, S = 8, R = 4 };
+
+static float weight(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((int)(*s >> 40 & 0xffff) - 32768) / 65536.0f;
+}
+
+static void put(pgrt_st_out *t, size_t *n, char **names, float **data, const char *name,
+                int rows, int cols, uint64_t *seed)
+{
+    size_t count = (size_t)rows * (cols ? cols : 1);
+    float *f = malloc(count * sizeof *f);
+    REQUIRE(f != NULL);
+    for (size_t i = 0; i < count; i++)
+        f[i] = weight(seed);
+    names[*n] = strdup(name);
+    t[*n] = (pgrt_st_out){.name = names[*n], .dtype = PGRT_ST_F32, .ndim = cols ? 2 : 1,
+                          .shape = {rows, cols}, .data = f};
+    data[(*n)++] = f;
+}
+
+static void write_model(const char *dir, bool llama)
+{
+    char cfg[1024], name[128], p[4096];
+    snprintf(cfg, sizeof cfg,
+             "{\"model_type\":\"%s\",\"hidden_size\":%d,\"intermediate_size\":%d,"
+             "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,"
+             "\"vocab_size\":%d,\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,"
+             "\"tie_word_embeddings\":%s%s}",
+             llama ? "llama" : "qwen2", H, I, L, NH, NKV, V, llama ? "false" : "true",
+             llama ? ",\"attention_bias\":true" : "");
+    REQUIRE(write_text(dir, "config.json", cfg) == 0);
+    pgrt_st_out t[64];
+    char *names[64];
+    float *data[64];
+    size_t n = 0;
+    uint64_t seed = 1;
+    const int hd = H / NH, dims[PGRT_LINEAR_COUNT][2] = {
+                               {H, NH * hd}, {H, NKV * hd}, {H, NKV * hd}, {NH * hd, H},
+                               {H, I},       {H, I},        {I, H}};
+    put(t, &n, names, data, "model.embed_tokens.weight", V, H, &seed);
+    put(t, &n, names, data, "model.norm.weight", H, 0, &seed);
+    if (llama)
+        put(t, &n, names, data, "lm_head.weight", V, H, &seed);
+    for (int l = 0; l < L; l++) {
+        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
+        put(t, &n, names, data, name, H, 0, &seed);
+        snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
+        put(t, &n, names, data, name, H, 0, &seed);
+        for (int k = 0; k < PGRT_LINEAR_COUNT; k++) {
+            const char *blk = k <= PGRT_LINEAR_O ? "self_attn" : "mlp";
+            const char *mn = pgrt_linear_name((pgrt_linear)k);
+            snprintf(name, sizeof name, "model.layers.%d.%s.%s.weight", l, blk, mn);
+            put(t, &n, names, data, name, dims[k][1], dims[k][0], &seed);
+            if ((!llama && k <= PGRT_LINEAR_V) || (llama && k <= PGRT_LINEAR_O)) {
+                snprintf(name, sizeof name, "model.layers.%d.%s.%s.bias", l, blk, mn);
+                put(t, &n, names, data, name, dims[k][1], 0, &seed);
+            }
+        }
+    }
+    path_in(p, sizeof p, dir, "model.safetensors");
+    REQUIRE_INT_EQ(pgrt_st_write(p, t, n, NULL, NULL, 0), 0);
+    for (size_t i = 0; i < n; i++) {
+        free(names[i]);
+        free(data[i]);
+    }
+}
+
+static bool same_launch(const fakecuda_launch *a, const fakecuda_launch *b, bool params)
+{
+    if (strcmp(a->name, b->name) || memcmp(a->grid, b->grid, sizeof a->grid) ||
+        memcmp(a->block, b->block, sizeof a->block) || a->shared != b->shared ||
+        a->nparams != b->nparams)
+        return false;
+    return !params || !memcmp(a->params, b->params, sizeof a->params);
+}
+
+static void trace_step(const char *what, int first, int n)
+{
+    if (!trace)
+        return;
+    fprintf(trace, "# %s: %d launches\n", what, n);
+    for (int i = 0; i < n; i++) {
+        const fakecuda_launch *l = fk_at(first + i);
+        fprintf(trace, "%s grid %u,%u,%u block %u,%u,%u shared %u:", l->name, l->grid[0],
+                l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->shared);
+        for (int j = 0; j < l->nparams; j++)
+            fprintf(trace, " %llx", (unsigned long long)l->params[j]);
+        fputc('\n', trace);
+    }
+}
+
+static pgrt_lm *make(pgrt_ctx *ctx, const pgrt_model_files *mf, const pgrt_adapter *ad,
+                     bool bf16, bool graph, bool profile)
+{
+    pgrt_lm_params p = {.model = mf, .adapter = ad, .batch = B, .seq = S,
+                        .dtype = bf16 ? PGRT_LM_BF16 : PGRT_LM_F32, .lr = 1e-3f,
+                        .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1.0f,
+                        .graph = graph, .profile = profile, .head_chunk = 7};
+    pgrt_lm *lm = NULL;
+    int rc = pgrt_lm_create(ctx, &p, &lm);
+    if (rc)
+        fprintf(stderr, "pgrt_lm_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
+    REQUIRE_INT_EQ(rc, 0);
+    return lm;
+}
+
+static void run_case(pgrt_ctx *ctx, pgrt_stream *s, bool llama, bool bf16)
+{
+    char dir[4096], what[64];
+    snprintf(what, sizeof what, "%s %s", llama ? "llama" : "qwen2", bf16 ? "bf16" : "f32");
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    write_model(dir, llama);
+    pgrt_model_files *mf = NULL;
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &mf), 0);
+    pgrt_adapter_config ac = {.r = R, .alpha = 2.0 * R, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
+    pgrt_adapter *ad = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_hf_config(mf), &ac, 7, &ad), 0);
+    int32_t ids[B * S];
+    for (int i = 0; i < B * S; i++)
+        ids[i] = (i * 7 + 3) % V;
+
+    /* eager: two steps, one sequence */
+    pgrt_lm *lm = make(ctx, mf, ad, bf16, false, false);
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    int n = fk_count();
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    REQUIRE_INT_EQ(fk_count(), 2 * n);
+    for (int i = 0; i < n; i++)
+        REQUIRE(same_launch(fk_at(i), fk_at(n + i), true));
+    pgrt_lm_stats st;
+    REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
+    REQUIRE_INT_EQ((int)st.launches_per_step, n);
+    REQUIRE_INT_EQ(st.eager_steps, 2);
+    trace_step(what, 0, n);
+    fprintf(stderr, "%s: %d launches a step\n", what, n);
+    fakecuda_launch *eager = malloc((size_t)n * sizeof *eager);
+    REQUIRE(eager != NULL);
+    for (int i = 0; i < n; i++)
+        eager[i] = *fk_at(i);
+    pgrt_lm_destroy(&lm);
+
+    /* graphed: the second step replays the eager sequence */
+    lm = make(ctx, mf, ad, bf16, true, false);
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
+    REQUIRE_INT_EQ(st.captures, 1);
+    REQUIRE_INT_EQ(fk_count(), n);
+    for (int i = 0; i < n && i < fk_count(); i++) {
+        REQUIRE(fk_at(i)->replayed);
+        REQUIRE(same_launch(fk_at(i), &eager[i], false));
+    }
+    pgrt_lm_destroy(&lm);
+
+    /* profiled: every model launch in one kernel's entry of its kind */
+    lm = make(ctx, mf, ad, bf16, false, true);
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    REQUIRE_INT_EQ(fk_count(), n);
+    REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
+    REQUIRE(st.kernel_count > 0 && st.kernel_count < PGRT_LM_PROFILE_KERNELS);
+    uint64_t model_launches = 0;
+    bool att = false, ce = false;
+    for (size_t k = 0; k < st.kernel_count; k++) {
+        const pgrt_lm_kernel_time *kt = &st.kernels[k];
+        model_launches += kt->launches;
+        for (size_t j = 0; j < k; j++)
+            REQUIRE(strcmp(st.kernels[j].name, kt->name) || st.kernels[j].kind != kt->kind);
+        if (strstr(kt->name, "attention")) {
+            att = true;
+            REQUIRE_INT_EQ(kt->kind, PGRT_LM_TIME_ATTENTION);
+        }
+        if (strstr(kt->name, "cross_entropy")) {
+            ce = true;
+            REQUIRE_INT_EQ(kt->kind, PGRT_LM_TIME_CE);
+        }
+        if (strstr(kt->name, "rms_norm") || strstr(kt->name, "rope") ||
+            strstr(kt->name, "swiglu") || strstr(kt->name, "embedding"))
+            REQUIRE_INT_EQ(kt->kind, PGRT_LM_TIME_REST);
+        if (trace)
+            fprintf(trace, "# profile %s: %s kind %d launches %llu\n", what, kt->name, kt->kind,
+                    (unsigned long long)kt->launches);
+    }
+    REQUIRE(att && ce);
+    REQUIRE(model_launches > 0 && model_launches < (uint64_t)n);
+    pgrt_lm_destroy(&lm);
+
+    free(eager);
+    pgrt_adapter_destroy(&ad);
+    pgrt_model_close(&mf);
+    remove_tree(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s FAKE_LIBCUDA [--trace FILE]\n", argv[0]);
+        return 2;
+    }
+    fake = argv[1];
+    if (argc >= 4 && !strcmp(argv[2], "--trace") && !(trace = fopen(argv[3], "w"))) {
+        perror(argv[3]);
+        return 1;
+    }
+    unsetenv("FAKECUDA");
+    unsetenv("FAKECUDA_VERSION");
+    unsetenv("FAKECUDA_HIDE");
+    unsetenv("FAKECUDA_CC");
+    unsetenv("PTXGEN_CUDA_GRAPH");
+    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
+        return 1;
+    }
+    void *p;
+    p = dlsym(lib, "fakecuda_reset");
+    memcpy(&fk_reset, &p, sizeof p);
+    p = dlsym(lib, "fakecuda_launch_count");
+    memcpy(&fk_count, &p, sizeof p);
+    p = dlsym(lib, "fakecuda_launch_at");
+    memcpy(&fk_at, &p, sizeof p);
+    if (!fk_reset || !fk_count || !fk_at) {
+        fprintf(stderr, "the fake driver lacks its recording API\n");
+        return 1;
+    }
+    pgrt_ctx *ctx = NULL;
+    pgrt_ctx_params cp = {fake, 0};
+    int rc = pgrt_ctx_create(&ctx, &cp);
+    if (rc) {
+        fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
+        return 1;
+    }
+    pgrt_stream *s = NULL;
+    REQUIRE_INT_EQ(pgrt_stream_create(ctx, &s), 0);
+    for (int llama = 0; llama < 2; llama++)
+        for (int bf16 = 0; bf16 < 2; bf16++)
+            run_case(ctx, s, llama, bf16);
+    pgrt_stream_destroy(&s);
+    pgrt_ctx_destroy(&ctx);
+    if (trace)
+        fclose(trace);
+    TEST_DONE();
+}
