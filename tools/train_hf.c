@@ -362,7 +362,7 @@ static int run(pgrt_ctx *ctx, const opts *o, const pgrt_model_files *mf, const p
         double *t = st.time_ms, all = t[0] + t[1] + t[2] + t[3] + t[4];
         double ns = (double)o->steps;
         fprintf(stderr,
-                "time split over %lld steps (each launch waited for): GEMMs %.1f ms (%.0f%%; "
+                "time split over %lld steps (GPU time of each launch): GEMMs %.1f ms (%.0f%%; "
                 "of them f32 LoRA products %.1f ms), attention %.1f ms (%.0f%%), cross-entropy "
                 "%.1f ms (%.0f%%), rest %.1f ms (%.0f%%) a step\n",
                 o->steps, (t[0] + t[4]) / ns, 100 * (t[0] + t[4]) / all, t[4] / ns, t[1] / ns,

@@ -434,6 +434,8 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     pgrt_buf_destroy(&m->wscratch);
     lm_gemms_destroy(m);
     pgrt_buf_destroy(&m->pbf);
+    pgrt_event_destroy(&m->ev[0]);
+    pgrt_event_destroy(&m->ev[1]);
     pgrt_buf_destroy(&m->ws);
     pgrt_buf_destroy(&m->lcnt);
     pgrt_buf_destroy(&m->lossview);

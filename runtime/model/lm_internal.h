@@ -144,6 +144,7 @@ struct pgrt_lm {
     bool bf16;
     int chunk; /* head rows a chunk */
     bool profile;
+    pgrt_event *ev[2]; /* profile: around each launch */
     double prof_ms[PGRT_LM_TIME_COUNT];
     size_t prof_nk;
     pgrt_lm_kernel_time prof_k[PGRT_LM_PROFILE_KERNELS];
@@ -228,8 +229,9 @@ int lm_run(pgrt_lm *m, pgrt_stream *s, const lm_kernel *k, const pgrt_arg *a, si
 int lm_kernels_resolve(pgrt_lm *m);
 /* The profile: a kernel's bucket, a clock, one waited-for launch's time. */
 int lm_bucket(bool lowp, int k);
-double lm_clock_ms(void);
 void lm_profile_add(pgrt_lm *m, const char *name, int kind, double ms);
+int lm_prof_start(pgrt_lm *m, pgrt_stream *s);
+int lm_prof_stop(pgrt_lm *m, pgrt_stream *s, const char *name, int bucket);
 
 /* The lookup-per-launch helpers of the linear layers (lm_linear.c). */
 static inline int kn_of(const pgk_desc *d, const knv *kv, size_t n, pgk_knobs *kn)

@@ -4,7 +4,6 @@
  * linear layers still use (lm_launch_kn), and the profile's buckets. */
 #include "lm_internal.h"
 
-#include <time.h>
 
 int lm_kn_of(const pgk_desc *d, const knv *kv, size_t n, pgk_knobs *kn)
 {
@@ -54,13 +53,6 @@ int lm_bucket(bool lowp, int k)
     }
 }
 
-double lm_clock_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ms of one waited-for launch of kernel `name` to its bucket and to its
  * (name, bucket) entry. A name is its descriptor's: one pointer a kernel. */
 void lm_profile_add(pgrt_lm *m, const char *name, int kind, double ms)
@@ -82,6 +74,27 @@ void lm_profile_add(pgrt_lm *m, const char *name, int kind, double ms)
     m->prof_k[i].launches++;
 }
 
+/* A profiled launch's GPU time: events on both sides, the second waited
+ * for (the events are made at the first use). */
+int lm_prof_start(pgrt_lm *m, pgrt_stream *s)
+{
+    int rc = 0;
+    for (int i = 0; i < 2 && !rc; i++)
+        if (!m->ev[i])
+            rc = pgrt_event_create(m->ctx, &m->ev[i]);
+    return rc ? rc : pgrt_event_record(m->ev[0], s);
+}
+
+int lm_prof_stop(pgrt_lm *m, pgrt_stream *s, const char *name, int bucket)
+{
+    float ms = 0;
+    int rc = pgrt_event_record(m->ev[1], s);
+    if (!rc && !(rc = pgrt_event_sync(m->ev[1])) &&
+        !(rc = pgrt_event_elapsed_ms(m->ev[0], m->ev[1], &ms)))
+        lm_profile_add(m, name, bucket, ms);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- launches */
 
 int lm_launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d, const pgk_knobs *knp,
@@ -97,11 +110,10 @@ int lm_launch_kn(pgrt_lm *m, pgrt_stream *s, int k, const pgk_desc *d, const pgk
     m->launches++;
     if (!m->profile)
         return pgrt_kernel_launch(h, s, &kn, a, na);
-    /* profiling (eager only): each launch waited for, its time to its bucket */
-    double t0 = lm_clock_ms();
-    if (!(rc = pgrt_kernel_launch(h, s, &kn, a, na)) && !(rc = pgrt_stream_sync(s)))
-        lm_profile_add(m, d->name, lm_bucket(m->lowp, k), lm_clock_ms() - t0);
-    return rc;
+    /* profiling (eager only): each launch between two events, waited for */
+    if ((rc = lm_prof_start(m, s)) || (rc = pgrt_kernel_launch(h, s, &kn, a, na)))
+        return rc;
+    return lm_prof_stop(m, s, d->name, lm_bucket(m->lowp, k));
 }
 
 int lm_run(pgrt_lm *m, pgrt_stream *s, const lm_kernel *k, const pgrt_arg *a, size_t na)
@@ -111,11 +123,10 @@ int lm_run(pgrt_lm *m, pgrt_stream *s, const lm_kernel *k, const pgrt_arg *a, si
     m->launches++;
     if (!m->profile)
         return rt_launch_run(&k->l, s, a, na);
-    double t0 = lm_clock_ms();
-    int rc = rt_launch_run(&k->l, s, a, na);
-    if (!rc && !(rc = pgrt_stream_sync(s)))
-        lm_profile_add(m, k->l.k->desc->name, k->bucket, lm_clock_ms() - t0);
-    return rc;
+    int rc;
+    if ((rc = lm_prof_start(m, s)) || (rc = rt_launch_run(&k->l, s, a, na)))
+        return rc;
+    return lm_prof_stop(m, s, k->l.k->desc->name, k->bucket);
 }
 
 /* ---------------------------------------------------------------- resolved at create */

@@ -81,11 +81,10 @@ int lm_gemm(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr 
     m->launches++;
     if (!m->profile)
         return pgrt_gemm_plan_launch(g->plan, s, c, bias, ws);
-    double t0 = lm_clock_ms();
-    int rc = pgrt_gemm_plan_launch(g->plan, s, c, bias, ws);
-    if (!rc && !(rc = pgrt_stream_sync(s)))
-        lm_profile_add(m, pgrt_gemm_plan_choice(g->plan)->desc->name, g->bucket, lm_clock_ms() - t0);
-    return rc;
+    int rc;
+    if ((rc = lm_prof_start(m, s)) || (rc = pgrt_gemm_plan_launch(g->plan, s, c, bias, ws)))
+        return rc;
+    return lm_prof_stop(m, s, pgrt_gemm_plan_choice(g->plan)->desc->name, g->bucket);
 }
 
 /* A product of the base weights, or in f32 of any: the GEMM bucket. */

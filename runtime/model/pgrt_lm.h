@@ -60,8 +60,10 @@ typedef struct pgrt_lm_params {
     bool keep_grads;
     /* Rows of the LM head's logits chunk; 0: chosen from the vocabulary. */
     int head_chunk;
-    /* Time the kernels by kind (pgrt_lm_stats.time_ms): every launch is
-     * waited for, so steps are slower. Eager steps only. */
+    /* Time the kernels by kind (pgrt_lm_stats.time_ms): the GPU time of
+     * every launch, between two events, each waited for (so steps are
+     * slower, but a kernel's time is its own, not the launch's). Eager
+     * steps only. */
     bool profile;
 } pgrt_lm_params;
 

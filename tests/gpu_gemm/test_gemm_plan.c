@@ -307,7 +307,8 @@ static result run_case(pgrt_ctx *ctx, const pcase *c, rng *r)
         res.bad++;
     }
     wsb = pgrt_gemm_plan_workspace(plan);
-    if (c->ws && wsb) {
+    /* a split gemm_sm90 (no reduce kernel) runs only with its workspace */
+    if (wsb && (c->ws || !pgrt_gemm_plan_choice(plan)->reduce)) {
         GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, (size_t)(wsb + 3) / 4, &bws));
         GPU_CHECK(pgrt_buf_memset(bws, 0xff)); /* NaN: partials are written first */
     }
