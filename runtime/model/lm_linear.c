@@ -229,13 +229,16 @@ static pgrt_devptr pbf(const pgrt_lm *m, int64_t elems, bool scaled)
     return pgrt_buf_ptr(m->pbf) + ((scaled ? (uint64_t)m->nlora : 0) + (uint64_t)elems) * 2u;
 }
 
-/* A LoRA product on gemm_sm90, in the layer words of lin(). */
+/* A LoRA product in the layer words of lm_lin(): on the chooser's family
+ * when its operands are dense, on gemm_sm90 when one is pitched. */
 static int lora_wg(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, pg_type out_type,
                    pgrt_devptr a, pgrt_devptr b, uint32_t in, uint32_t out, uint32_t ldb,
                    uint32_t ldc, pgrt_devptr c)
 {
     pgrt_gemm_spec sp = lm_lin(m, lay, a, b, in, out, false);
-    sp.kind = PGRT_GEMM_WGMMA;
+    /* dense operands: the chooser's family (gemm_thin for a rank side);
+     * pitched ones: gemm_sm90, whose tensor maps take any pitch */
+    sp.kind = ldb || ldc ? PGRT_GEMM_WGMMA : PGRT_GEMM_CHOSEN;
     sp.out_type = out_type;
     sp.ldb = ldb;
     sp.ldc = ldc;

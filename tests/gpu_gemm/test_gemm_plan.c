@@ -319,6 +319,7 @@ static result run_case(pgrt_ctx *ctx, const pcase *c, rng *r)
         pgrt_gemm_spec s0 = spec;
         s0.k2 = 0;
         s0.kind = PGRT_GEMM_WGMMA;
+        s0.no_split = true; /* launched without a workspace */
         if (!(rc = pgrt_gemm_plan_create(ctx, &s0, &plan0)))
             rc = launch_into(plan0, ctx, bc, c0, nc, biasp, 0, cz);
     }
