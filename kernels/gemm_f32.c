@@ -9,7 +9,7 @@
  *   gemm_backward_b             grad_B[K,N]  = A[M,K]ᵀ · dC[M,N]
  *   gemm_forward(_accumulate)   C[M,N] (+)= A[M,K] · B[K,N]  (last section)
  *
- * (gemm_f16_backward_a, the tensor-core form, is in gemm_f16.c.)
+ * (gemm_f16_backward_a, the tensor-core form, is in gemm_mma_f16.c.)
  *
  * All of them are one problem, C[p][q] (+)= Σ_r X(p,r)·Y(q,r) over a
  * P×Q output, read in one of two layouts:
@@ -52,7 +52,7 @@
  * baked knob `variant` picks the tiling; pick_a/pick_b say which one the
  * runtime's dispatch uses for a shape (pgk_pick).
  */
-#include "gemm_tile.h"
+#include "gemm_abi.h"
 
 /* ---------------------------------------------------------------- the problem */
 
@@ -637,3 +637,48 @@ const pgk_desc pgk_desc_gemm_forward_accumulate = {
     .launch = launch_gemm_fwd,
 };
 
+/* ---------------------------------------------------------------- their side of the chooser */
+
+/* Each layout as one of these kernels, all three in their own (M, K, N):
+ * forward is grad_A = dC·Bᵀ with B = W, backward_x is C = A·B with B = W,
+ * backward_w is grad_B = Aᵀ·dC with A = dY. */
+static const pgk_desc *const seed_desc[PGK_GEMM_LAYOUTS] = {
+    &pgk_desc_gemm_backward_a, &pgk_desc_gemm_forward, &pgk_desc_gemm_backward_b};
+
+int pgk_gemm_f32_seed_choice(pgk_gemm_layout layout, uint32_t m, uint32_t n, uint32_t k,
+                             pg_target target, pgk_gemm_choice *out)
+{
+    int rc = pgk_gemm_choice_init(layout, m, n, k, target, out);
+    if (rc)
+        return rc;
+    out->desc = seed_desc[layout];
+    out->split = 1;
+    out->m = m;
+    out->n = k;
+    out->k = n;
+    rc = pgk_knobs_default(out->desc, &out->knobs);
+    if (rc)
+        return rc;
+    out->knobs.v[GEMM_M] = out->m;
+    out->knobs.v[GEMM_N] = out->n;
+    out->knobs.v[GEMM_K] = out->k;
+    if (out->knobs.v[GEMM_M] > out->desc->knobs[GEMM_M].max ||
+        out->knobs.v[GEMM_K] > out->desc->knobs[GEMM_K].max)
+        return PG_ERANGE;
+    pgk_pick(out->desc, &out->knobs);
+    return PG_OK;
+}
+
+bool pgk_gemm_f32_seed_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *layout,
+                                uint32_t *m, uint32_t *n, uint32_t *k)
+{
+    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+        if (d == seed_desc[l]) {
+            *layout = (pgk_gemm_layout)l;
+            *m = kn->v[GEMM_M];
+            *n = kn->v[GEMM_K];
+            *k = kn->v[GEMM_N];
+            return true;
+        }
+    return false;
+}

@@ -40,7 +40,7 @@
  * Blocks: a 1-D grid over the P×Q tiles in groups of 8 P-tiles, so that
  * the blocks resident at once share their operand tiles in L2.
  */
-#include "gemm_mma.h"
+#include "gemm_abi.h"
 
 #include <math.h>
 #include <string.h>

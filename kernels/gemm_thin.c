@@ -641,6 +641,50 @@ void pgk_gemm_thin_form(unsigned layout, uint32_t m, uint32_t n, uint32_t k, uin
     }
 }
 
+bool pgk_gemm_thin_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t m,
+                          uint32_t n, uint32_t k, pg_target target, pgk_gemm_choice *out)
+{
+    if (!pgk_gemm_thin_shape(layout, in_type, m, n, k, target) ||
+        pgk_gemm_choice_init(layout, m, n, k, target, out) != PG_OK)
+        return false;
+    uint32_t form, j;
+    pgk_gemm_thin_form(layout, m, n, k, &form, &j);
+    if (in_type != PG_F32 && form != TH_FORM_OUTER && pg_target_sm(target) >= 80)
+        form = form == TH_FORM_Q ? TH_FORM_MMA_Q : TH_FORM_MMA_P; /* on the tensor cores */
+    out->desc = &pgk_desc_gemm_thin;
+    out->tile = 0;
+    out->split = 1;
+    out->m = m;
+    out->n = n;
+    out->k = k;
+    pgk_knobs_default(out->desc, &out->knobs);
+    out->knobs.v[TH_M] = m;
+    out->knobs.v[TH_N] = n;
+    out->knobs.v[TH_K] = k;
+    out->knobs.v[TH_LAYOUT] = layout;
+    out->knobs.v[TH_IN] = in_type == PG_F32 ? TH_IN_F32 : in_type == PG_BF16 ? IN_BF16 : IN_F16;
+    out->knobs.v[TH_OUT] = out_knob(out_type);
+    out->knobs.v[TH_FORM] = form;
+    out->knobs.v[TH_J] = j;
+    return true;
+}
+
+bool pgk_gemm_thin_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *layout,
+                            pg_type *in_type, pg_type *out_type, uint32_t *m, uint32_t *n,
+                            uint32_t *k)
+{
+    if (d != &pgk_desc_gemm_thin)
+        return false;
+    const uint32_t *v = kn->v;
+    *layout = (pgk_gemm_layout)(v[TH_LAYOUT] < PGK_GEMM_LAYOUTS ? v[TH_LAYOUT] : 0);
+    *in_type = thin_in_type(v[TH_IN]);
+    *out_type = out_type_of(v[TH_OUT]);
+    *m = v[TH_M];
+    *n = v[TH_N];
+    *k = v[TH_K];
+    return true;
+}
+
 static void pick_thin(const pgk_desc *d, uint32_t *kn)
 {
     (void)d;

@@ -7,7 +7,7 @@
 #ifndef PTXGEN_KERNELS_GEMM_THIN_H
 #define PTXGEN_KERNELS_GEMM_THIN_H
 
-#include "gemm_mma.h"
+#include "gemm_abi.h"
 
 /* Form 0's block: an output tile of OUT_TP x OUT_TQ, slabs of OUT_RC r's. */
 #define OUT_TP 64u  /* output rows (P) a block */
