@@ -14,6 +14,9 @@
 
 /* ---------------------------------------------------------------- errors */
 
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 0)))
+#endif
 static int vfail(pg_kernel *k, int err, const char *fmt, va_list ap)
 {
     if (!k || k->err)
