@@ -48,7 +48,6 @@
 #include <math.h>
 
 /* The padded head dim of a head_dim knob. */
-static unsigned dp_of(uint32_t d) { return d <= 64 ? 64u : 128u; }
 
 /* Loads the shape params from p[first] and leaves through `out` when they
  * are unusable: Hkv = 0, Hq not a multiple of it, D = 0 or D > dp. */
@@ -472,10 +471,8 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
 
 /* ---------------------------------------------------------------- descriptors */
 
-enum { KN_BATCH, KN_SEQ, KN_HEADS, KN_DIM };
-
-static int launch_common(const uint32_t *kn, uint32_t rows, uint32_t threads, uint32_t shared,
-                         pgk_launch *out)
+int pgk_fa_launch(const uint32_t *kn, uint32_t rows, uint32_t threads, uint32_t shared,
+                  pgk_launch *out)
 {
     if (kn[KN_BATCH] == 0 || kn[KN_SEQ] == 0 || kn[KN_HEADS] == 0 || kn[KN_DIM] == 0 ||
         kn[KN_DIM] > FA_MAX_D || kn[KN_BATCH] > 65535 || kn[KN_HEADS] > 65535)
@@ -491,22 +488,7 @@ static int launch_fwd(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
     (void)d;
     unsigned rb = 2 * dp_of(kn[KN_DIM]);
-    return launch_common(kn, FA_ROWS, 32 * FA_WARPS, 3 * FA_ROWS * rb, out);
-}
-
-static int launch_dq(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
-{
-    (void)d;
-    unsigned rb = 2 * dp_of(kn[KN_DIM]);
-    return launch_common(kn, FA_ROWS, 32 * FA_WARPS, 4 * FA_ROWS * rb + FA_ROWS * 4, out);
-}
-
-static int launch_dkv(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
-{
-    (void)d;
-    unsigned rb = 2 * dp_of(kn[KN_DIM]);
-    uint32_t bytes = 2 * DKV_KEYS * rb + DKV_GROUPS * (2 * DKV_QROWS * rb + 2 * DKV_QROWS * 4);
-    return launch_common(kn, DKV_KEYS, 32 * DKV_WARPS * DKV_GROUPS, bytes, out);
+    return pgk_fa_launch(kn, FA_ROWS, 32 * FA_WARPS, 3 * FA_ROWS * rb, out);
 }
 
 static int fwd_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
@@ -514,28 +496,12 @@ static int fwd_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
     (void)d;
     return build_fwd(k, p, dp_of(kn[KN_DIM]));
 }
-static int dq_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return pgk_fa_build_dq(k, p, dp_of(kn[KN_DIM]));
-}
-static int dkv_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    return pgk_fa_build_dkv(k, p, dp_of(kn[KN_DIM]));
-}
 
 /* head_dim is baked: it picks the padded width (64 for 1..64, 128 above). */
-static const pgk_knob q_knobs[] = {
+const pgk_knob pgk_fa_q_knobs[FA_NKNOBS] = {
     {"batch", 4, 1, 1000, "sequences", false},
     {"seq_len", 512, 1, 16384, "tokens a sequence", false},
     {"q_heads", 12, 1, 128, "query heads (a block a 64-row query tile and head)", false},
-    {"head_dim", 128, 1, FA_MAX_D, "elements a head (tiles padded to 64 or 128)", true},
-};
-static const pgk_knob kv_knobs[] = {
-    {"batch", 4, 1, 1000, "sequences", false},
-    {"seq_len", 512, 1, 16384, "tokens a sequence", false},
-    {"kv_heads", 2, 1, 128, "key/value heads (a block a 32-key tile and head)", false},
     {"head_dim", 128, 1, FA_MAX_D, "elements a head (tiles padded to 64 or 128)", true},
 };
 
@@ -543,26 +509,8 @@ const pgk_desc pgk_desc_attention_mma_forward = {
     .name = "attention_mma_forward",
     .summary = "causal GQA attention O and row logsumexp on mma.sync (f32 in/out, bf16 operands)",
     PGK_PARAMS(pgk_attention_fwd_params),
-    PGK_KNOBS(q_knobs),
+    PGK_KNOBS(pgk_fa_q_knobs),
     .min_target = PG_SM_80,
     .build = fwd_b,
     .launch = launch_fwd,
-};
-const pgk_desc pgk_desc_attention_mma_backward_dq = {
-    .name = "attention_mma_backward_dq",
-    .summary = "causal GQA attention dQ and delta = rowsum(dO * O) on mma.sync (f32 in/out)",
-    PGK_PARAMS(pgk_attention_dq_params),
-    PGK_KNOBS(q_knobs),
-    .min_target = PG_SM_80,
-    .build = dq_b,
-    .launch = launch_dq,
-};
-const pgk_desc pgk_desc_attention_mma_backward_dkv = {
-    .name = "attention_mma_backward_dkv",
-    .summary = "causal GQA attention dK, dV on mma.sync, each group's heads in a fixed order",
-    PGK_PARAMS(pgk_attention_dkv_params),
-    PGK_KNOBS(kv_knobs),
-    .min_target = PG_SM_80,
-    .build = dkv_b,
-    .launch = launch_dkv,
 };

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The tile helpers the tensor-core attention kernels share
- * (attention_mma.c: the scheme, the helpers, the forward kernel and the
- * descriptors; attention_mma_bwd.c: dQ and dK/dV).
+ * (attention_mma.c: the scheme, the helpers, the forward kernel and its
+ * descriptor; attention_mma_bwd.c: dQ and dK/dV and their descriptors).
  */
 #ifndef PTXGEN_KERNELS_ATTENTION_MMA_H
 #define PTXGEN_KERNELS_ATTENTION_MMA_H
@@ -73,7 +73,15 @@ void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, 
 pg_reg pgk_fa_key_tiles(pg_kernel *k, const fa *f, pgk_loop *L, pg_reg qt, pg_reg sk, pg_reg sv,
                         pg_reg kp, pg_reg vp, pg_reg kstride, pg_reg kstep);
 
-int pgk_fa_build_dq(pg_kernel *k, const pg_param *p, unsigned dp);
-int pgk_fa_build_dkv(pg_kernel *k, const pg_param *p, unsigned dp);
+/* The knobs of the three kernels, in this order; head_dim picks the
+ * padded width dp (64 for 1..64, 128 above). */
+enum { KN_BATCH, KN_SEQ, KN_HEADS, KN_DIM, FA_NKNOBS };
+static inline unsigned dp_of(uint32_t d) { return d <= 64 ? 64u : 128u; }
+/* The knobs of the forward and dq kernels (a block a query tile). */
+extern const pgk_knob pgk_fa_q_knobs[FA_NKNOBS];
+/* The launch of the knobs: grid (seq / rows, heads, batch), threads a
+ * block, shared bytes; PG_ERANGE for sizes the kernels cannot take. */
+int pgk_fa_launch(const uint32_t *kn, uint32_t rows, uint32_t threads, uint32_t shared,
+                  pgk_launch *out);
 
 #endif

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The backward kernels of the tensor-core attention (attention_mma.c has
- * the scheme, the shared tile helpers and the descriptors): dQ with
- * delta = rowsum(dO * O), then dK and dV.
+ * the scheme, the shared tile helpers and the forward kernel): dQ with
+ * delta = rowsum(dO * O), then dK and dV, and their descriptors.
  */
 #include "attention_mma.h"
 
@@ -10,7 +10,7 @@
 
 /* ---------------------------------------------------------------- backward: dQ and delta */
 
-int pgk_fa_build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
+static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
 {
     pg_kernel_set_maxntid(k, 32 * FA_WARPS, 1, 1);
     pg_shared smem = pg_shared_dynamic(k, 128);
@@ -123,7 +123,7 @@ int pgk_fa_build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
 
 /* ---------------------------------------------------------------- backward: dK and dV */
 
-int pgk_fa_build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
+static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
 {
     const unsigned T = 32 * DKV_WARPS * DKV_GROUPS, GT = 32 * DKV_WARPS;
     pg_kernel_set_maxntid(k, T, 1, 1);
@@ -283,3 +283,58 @@ int pgk_fa_build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
                       wrow, krows);
     return pgk_finish(k, done);
 }
+
+/* ---------------------------------------------------------------- descriptors */
+
+static int launch_dq(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    (void)d;
+    unsigned rb = 2 * dp_of(kn[KN_DIM]);
+    return pgk_fa_launch(kn, FA_ROWS, 32 * FA_WARPS, 4 * FA_ROWS * rb + FA_ROWS * 4, out);
+}
+
+static int launch_dkv(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    (void)d;
+    unsigned rb = 2 * dp_of(kn[KN_DIM]);
+    uint32_t bytes = 2 * DKV_KEYS * rb + DKV_GROUPS * (2 * DKV_QROWS * rb + 2 * DKV_QROWS * 4);
+    return pgk_fa_launch(kn, DKV_KEYS, 32 * DKV_WARPS * DKV_GROUPS, bytes, out);
+}
+
+static int dq_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    return build_dq(k, p, dp_of(kn[KN_DIM]));
+}
+static int dkv_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    return build_dkv(k, p, dp_of(kn[KN_DIM]));
+}
+
+/* A block a 32-key tile and key/value head. */
+static const pgk_knob kv_knobs[] = {
+    {"batch", 4, 1, 1000, "sequences", false},
+    {"seq_len", 512, 1, 16384, "tokens a sequence", false},
+    {"kv_heads", 2, 1, 128, "key/value heads (a block a 32-key tile and head)", false},
+    {"head_dim", 128, 1, FA_MAX_D, "elements a head (tiles padded to 64 or 128)", true},
+};
+
+const pgk_desc pgk_desc_attention_mma_backward_dq = {
+    .name = "attention_mma_backward_dq",
+    .summary = "causal GQA attention dQ and delta = rowsum(dO * O) on mma.sync (f32 in/out)",
+    PGK_PARAMS(pgk_attention_dq_params),
+    PGK_KNOBS(pgk_fa_q_knobs),
+    .min_target = PG_SM_80,
+    .build = dq_b,
+    .launch = launch_dq,
+};
+const pgk_desc pgk_desc_attention_mma_backward_dkv = {
+    .name = "attention_mma_backward_dkv",
+    .summary = "causal GQA attention dK, dV on mma.sync, each group's heads in a fixed order",
+    PGK_PARAMS(pgk_attention_dkv_params),
+    PGK_KNOBS(kv_knobs),
+    .min_target = PG_SM_80,
+    .build = dkv_b,
+    .launch = launch_dkv,
+};

@@ -3,9 +3,8 @@
  * point makes on a descriptor, knobs, cache keys, emission and launches. */
 #include "kernels.h"
 
-#include "../ptxgen/internal.h"
-
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,7 +235,7 @@ int pgk_cache_key(const pgk_desc *d, pg_target t, const pgk_knobs *kn, char *buf
     return n;
 }
 
-void pgk_free(void *p) { pg_mem_free(p); }
+void pgk_free(void *p) { pg_free(p); }
 
 /* pgk_knobs is a plain struct a caller may fill without pgk_knob_set: a
  * value outside the knob's range would index a build's tables or pass the

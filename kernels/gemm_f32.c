@@ -9,7 +9,7 @@
  *   gemm_backward_b             grad_B[K,N]  = A[M,K]ᵀ · dC[M,N]
  *   gemm_forward(_accumulate)   C[M,N] (+)= A[M,K] · B[K,N]  (last section)
  *
- * (gemm_f16_backward_a, the tensor-core form, is in gemm_f16.c.)
+ * (gemm_f16_backward_a, the tensor-core form, is in gemm_mma_f16.c.)
  *
  * All of them are one problem, C[p][q] (+)= Σ_r X(p,r)·Y(q,r) over a
  * P×Q output, read in one of two layouts:
@@ -52,7 +52,8 @@
  * baked knob `variant` picks the tiling; pick_a/pick_b say which one the
  * runtime's dispatch uses for a shape (pgk_pick).
  */
-#include "gemm_tile.h"
+#include "gemm_abi.h"
+
 #include <string.h>
 
 /* ---------------------------------------------------------------- the problem */
@@ -638,39 +639,70 @@ const pgk_desc pgk_desc_gemm_forward_accumulate = {
     .launch = launch_gemm_fwd,
 };
 
+/* ---------------------------------------------------------------- their side of the chooser */
 
-/* ---------------------------------------------------------------- choice */
+/* Each layout as one of these kernels, all three in their own (M, K, N):
+ * forward is grad_A = dC·Bᵀ with B = W, backward_x is C = A·B with B = W,
+ * backward_w is grad_B = Aᵀ·dC with A = dY. */
+static const pgk_desc *const seed_desc[PGK_GEMM_LAYOUTS] = {
+    &pgk_desc_gemm_backward_a, &pgk_desc_gemm_forward, &pgk_desc_gemm_backward_b};
+/* ...and their accumulating forms (none for dW) */
+static const pgk_desc *const seed_acc_desc[PGK_GEMM_LAYOUTS] = {
+    &pgk_desc_gemm_backward_a_accumulate, &pgk_desc_gemm_forward_accumulate, NULL};
 
-int pgk_gemm_seed_choice(pgk_gemm_layout layout, bool accumulate, uint32_t m, uint32_t n,
-                         uint32_t k, pgk_gemm_choice *out)
+/* d for the layer's (m, n, k): the kernel's own (M, K, N), picked. */
+static int seed_fill(const pgk_desc *d, uint32_t m, uint32_t n, uint32_t k, pgk_gemm_choice *out)
 {
-    /* the layer's forward is the seed's grad_A = dC·Bᵀ (B = W), its dX
-     * the seed's C = A·B (B = W), its dW the seed's grad_B = Aᵀ·dC (A =
-     * dY): all three take (m, n, k) = (M, K, N) */
-    static const pgk_desc *const plain[PGK_GEMM_LAYOUTS] = {
-        &pgk_desc_gemm_backward_a, &pgk_desc_gemm_forward, &pgk_desc_gemm_backward_b};
-    static const pgk_desc *const acc[PGK_GEMM_LAYOUTS] = {
-        &pgk_desc_gemm_backward_a_accumulate, &pgk_desc_gemm_forward_accumulate, NULL};
-    if (!out || (unsigned)layout >= PGK_GEMM_LAYOUTS)
-        return PG_EINVAL;
-    memset(out, 0, sizeof *out);
-    const pgk_desc *d = accumulate ? acc[layout] : plain[layout];
-    if (!d)
-        return PG_EINVAL; /* the seed has no accumulating dW */
     out->desc = d;
     out->split = 1;
     out->m = m;
     out->n = k;
     out->k = n;
-    int rc = pgk_knobs_default(d, &out->knobs);
+    int rc = pgk_knobs_default(out->desc, &out->knobs);
     if (rc)
         return rc;
-    const uint32_t v[3] = {out->m, out->n, out->k};
-    for (int i = GEMM_M; i <= GEMM_K; i++) {
-        if (v[i] == 0 || v[i] > d->knobs[i].max)
-            return PG_ERANGE;
-        out->knobs.v[i] = v[i];
-    }
-    pgk_pick(d, &out->knobs);
+    out->knobs.v[GEMM_M] = out->m;
+    out->knobs.v[GEMM_N] = out->n;
+    out->knobs.v[GEMM_K] = out->k;
+    if (out->knobs.v[GEMM_M] > out->desc->knobs[GEMM_M].max ||
+        out->knobs.v[GEMM_N] > out->desc->knobs[GEMM_N].max ||
+        out->knobs.v[GEMM_K] > out->desc->knobs[GEMM_K].max)
+        return PG_ERANGE;
+    pgk_pick(out->desc, &out->knobs);
     return PG_OK;
+}
+
+int pgk_gemm_f32_seed_choice(pgk_gemm_layout layout, uint32_t m, uint32_t n, uint32_t k,
+                             pg_target target, pgk_gemm_choice *out)
+{
+    int rc = pgk_gemm_choice_init(layout, m, n, k, target, out);
+    return rc ? rc : seed_fill(seed_desc[layout], m, n, k, out);
+}
+
+int pgk_gemm_seed_choice(pgk_gemm_layout layout, bool accumulate, uint32_t m, uint32_t n,
+                         uint32_t k, pgk_gemm_choice *out)
+{
+    if (!out || (unsigned)layout >= PGK_GEMM_LAYOUTS)
+        return PG_EINVAL;
+    memset(out, 0, sizeof *out);
+    const pgk_desc *d = accumulate ? seed_acc_desc[layout] : seed_desc[layout];
+    if (!d)
+        return PG_EINVAL; /* the seed has no accumulating dW */
+    if (!m || !n || !k)
+        return PG_ERANGE;
+    return seed_fill(d, m, n, k, out);
+}
+
+bool pgk_gemm_f32_seed_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *layout,
+                                uint32_t *m, uint32_t *n, uint32_t *k)
+{
+    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+        if (d == seed_desc[l]) {
+            *layout = (pgk_gemm_layout)l;
+            *m = kn->v[GEMM_M];
+            *n = kn->v[GEMM_K];
+            *k = kn->v[GEMM_N];
+            return true;
+        }
+    return false;
 }

@@ -2,8 +2,9 @@
 /*
  * The warp-tiled fp32 GEMM family (no TF32): gemm_f32_forward,
  * gemm_f32_backward_x, gemm_f32_backward_w, the three products of a linear
- * layer's training step (pgk_gemm_layout) with the params, flags and
- * split-K of the 16-bit family (gemm_mma.c):
+ * layer's training step (pgk_gemm_layout) with the params and flags of
+ * the GEMM ABI (gemm_abi.h) and the split-K reduce of the mma.sync family
+ * (gemm_mma_reduce):
  *
  *   forward      Y[M,N]  (+)= X[M,K] · W[N,K]ᵀ   (+ bias[N])
  *   backward_x   dX[M,K] (+)= dY[M,N] · W[N,K]   (+ bias[K])
@@ -40,7 +41,7 @@
  * Blocks: a 1-D grid over the P×Q tiles in groups of 8 P-tiles, so that
  * the blocks resident at once share their operand tiles in L2.
  */
-#include "gemm_mma.h"
+#include "gemm_abi.h"
 
 #include <math.h>
 #include <string.h>

@@ -17,10 +17,11 @@
  *
  * gemm_mma_<layout> (sm_80+, this file): mma.sync.m16n8k16 fed by ldmatrix
  * from a cp.async pipeline; its epilogue is in gemm_mma_out.c.
- * gemm_mma_reduce (gemm_reduce_simt.c) sums split-K partials in a fixed
- * order. gemm_lp_simt (gemm_reduce_simt.c, sm_70+): one thread an output,
- * for targets without the tensor-core instructions. pgk_gemm_choose()
- * (gemm_choose.c) picks kernel, tile and split for a shape.
+ * gemm_mma_reduce (gemm_mma_reduce.c) sums split-K partials in a fixed
+ * order. gemm_lp_simt (gemm_mma_reduce.c, sm_70+): one thread an output,
+ * for targets without the tensor-core instructions. gemm_mma_f16.c has
+ * the seed's gemm_f16_backward_a; gemm_mma_choose.c the family's choice
+ * of kernel, tile and split for a shape.
  */
 #include "gemm_mma.h"
 
@@ -534,15 +535,18 @@ static int launch_mma(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
     return PG_OK;
 }
 
-/* The tile pgk_gemm_choose() picks for the sizes (on sm_80: the pick hook
- * knows no target). Only the tile: a split needs a workspace and the
- * reduce, which a plain launch of the knobs does not have. */
+/* The tile the family's choice makes for the sizes (on sm_80: the pick
+ * hook knows no target), as pgk_gemm_choose() would; a shape it gives to
+ * gemm_thin keeps its tile. Only the tile: a split needs a workspace and
+ * the reduce, which a plain launch of the knobs does not have. */
 static void pick_mma(const pgk_desc *d, uint32_t *kn)
 {
+    pgk_gemm_layout layout = (pgk_gemm_layout)d->variant;
+    pg_type in = in_type_of(kn[MM_IN]), out = out_type_of(kn[MM_OUT]);
     pgk_gemm_choice ch;
-    if (pgk_gemm_choose((pgk_gemm_layout)d->variant, in_type_of(kn[MM_IN]),
-                        out_type_of(kn[MM_OUT]), kn[MM_M], kn[MM_N], kn[MM_K], PG_SM_80, 0,
-                        &ch) == PG_OK &&
+    if (!pgk_gemm_thin_shape(layout, in, kn[MM_M], kn[MM_N], kn[MM_K], PG_SM_80) &&
+        pgk_gemm_mma_choice(layout, in, out, kn[MM_M], kn[MM_N], kn[MM_K], PG_SM_80, 0, &ch) ==
+            PG_OK &&
         ch.desc == d)
         kn[MM_TILE] = ch.tile;
 }
@@ -577,16 +581,6 @@ static const pgk_knob mma_x_knobs[] = MM_KNOBS("rows of dY and dX (tokens)",
 static const pgk_knob mma_w_knobs[] = MM_KNOBS("rows of dY and X (tokens)",
                                                "columns of dY, rows of dW (outputs)",
                                                "columns of X and dW (inputs)");
-
-/* The family's ABI (gemm_mma_*, gemm_f32_*, gemm_thin): every kernel of it
- * takes these, whether or not it reads the workspace. */
-const pgk_param pgk_gemm_params[PA_COUNT] = {
-    [PA_A] = {"a", PG_U64, true},          [PA_B] = {"b", PG_U64, true},
-    [PA_C] = {"c", PG_U64, true},          [PA_BIAS] = {"bias", PG_U64, true},
-    [PA_WS] = {"workspace", PG_U64, true}, [PA_M] = {"m", PG_U32, false},
-    [PA_N] = {"n", PG_U32, false},         [PA_K] = {"k", PG_U32, false},
-    [PA_FLAGS] = {"flags", PG_U32, false},
-};
 
 const pgk_desc pgk_desc_gemm_mma_forward = {
     .name = "gemm_mma_forward",
@@ -626,3 +620,70 @@ const pgk_desc pgk_desc_gemm_mma_backward_w = {
     .pick = pick_mma,
     .variant = PGK_GEMM_BACKWARD_W,
 };
+
+static const pgk_desc *const mma_descs[PGK_GEMM_LAYOUTS] = {
+    &pgk_desc_gemm_mma_forward, &pgk_desc_gemm_mma_backward_x, &pgk_desc_gemm_mma_backward_w};
+
+/* ---------------------------------------------------------------- the family's choice */
+
+int pgk_gemm_mma_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t m,
+                        uint32_t n, uint32_t k, pg_target target, unsigned sms,
+                        pgk_gemm_choice *out)
+{
+    int rc = pgk_gemm_choice_init(layout, m, n, k, target, out);
+    if (rc)
+        return rc;
+    if ((in_type != PG_F16 && in_type != PG_BF16) ||
+        (out_type != PG_F32 && out_type != PG_F16 && out_type != PG_BF16))
+        return PG_EINVAL;
+    out->split = 1;
+    out->m = m;
+    out->n = n;
+    out->k = k;
+    if (pg_target_sm(target) < 80)
+        return pgk_gemm_lp_simt_choice(layout, in_type, out_type, out);
+    out->desc = mma_descs[layout];
+    rc = pgk_knobs_default(out->desc, &out->knobs);
+    if (rc)
+        return rc;
+    uint32_t P, Q, R, bt, bs;
+    pqr_host(layout, m, n, k, &P, &Q, &R);
+    pgk_gemm_mma_best(layout, P, Q, R, target, sms ? sms : pgk_gemm_default_sms(target),
+                      out_size(out_type), &bt, &bs);
+    uint32_t *v = out->knobs.v;
+    v[MM_M] = m;
+    v[MM_N] = n;
+    v[MM_K] = k;
+    v[MM_IN] = in_type == PG_BF16 ? IN_BF16 : IN_F16;
+    v[MM_OUT] = out_knob(out_type);
+    v[MM_TILE] = out->tile = bt;
+    v[MM_SPLIT] = out->split = bs;
+    if (bs > 1) {
+        out->reduce = &pgk_desc_gemm_mma_reduce;
+        pgk_knobs_default(out->reduce, &out->reduce_knobs);
+        out->reduce_knobs.v[RD_N] = P * Q; /* at most 2^28: the cost model's bound */
+        out->reduce_knobs.v[RD_COLS] = Q;
+        out->reduce_knobs.v[RD_SPLIT] = bs;
+        out->reduce_knobs.v[RD_OUT] = out_knob(out_type);
+        out->workspace_bytes = (uint64_t)P * Q * 4u * bs;
+    }
+    return PG_OK;
+}
+
+bool pgk_gemm_mma_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *layout,
+                           pg_type *in_type, pg_type *out_type, uint32_t *m, uint32_t *n,
+                           uint32_t *k)
+{
+    for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++)
+        if (d == mma_descs[l]) {
+            const uint32_t *v = kn->v;
+            *layout = (pgk_gemm_layout)l;
+            *in_type = in_type_of(v[MM_IN]);
+            *out_type = out_type_of(v[MM_OUT]);
+            *m = v[MM_M];
+            *n = v[MM_N];
+            *k = v[MM_K];
+            return true;
+        }
+    return pgk_gemm_lp_simt_describe(d, kn, layout, in_type, out_type, m, n, k);
+}

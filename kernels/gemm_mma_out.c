@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The output path of the 16-bit GEMM family: 16-bit <-> f32 conversions,
- * one element's finish (bias, accumulate) and store, and the mma.sync
- * epilogue of gemm_mma_* that writes outputs or split-K partials.
+ * The output path of the 16-bit GEMMs: 16-bit <-> f32 conversions, one
+ * element's finish (bias, accumulate) and store (gemm_abi.h: used by the
+ * mma.sync and thin families), and the mma.sync epilogue of gemm_mma_*
+ * that writes outputs or split-K partials.
  */
 #include "gemm_mma.h"
 

@@ -59,7 +59,6 @@
  */
 #include "kernels.h"
 
-#include "../ptxgen/internal.h" /* pg_fail: a bn the tiles cannot take */
 
 #define GEMM90_MAX_DIM (1u << 24)
 #define BM 128u
@@ -522,7 +521,7 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
         .a_mn = kn[KN_LAYOUT] == 2, .b_mn = kn[KN_LAYOUT] != 0, .split = kn[KN_SPLIT],
     };
     if (g.bn % 64)
-        return pg_fail(k, PG_ERANGE, "gemm_sm90: bn=%u is not a multiple of 64", g.bn);
+        return pg_kernel_fail(k, PG_ERANGE, "gemm_sm90: bn=%u is not a multiple of 64", g.bn);
     g.stages = stages_for(g.bn);
     pg_kernel_set_minnctapersm(k, 1); /* .maxntid: the descriptor's .threads */
 

@@ -28,45 +28,12 @@
  *    above J = 16).
  *
  * J is baked (the knob j, rounded up to a power of two, 8 at least): the
- * accumulators are registers. The workspace parameter is the family's ABI
- * (gemm_mma_*) and is not read.
+ * accumulators are registers. The workspace parameter is the GEMM ABI
+ * (gemm_abi.h) and is not read.
  */
 #include "gemm_thin.h"
 
-/* ---------------------------------------------------------------- elements */
-
-unsigned pgk_thin_in_size(pg_type it) { return it == PG_F32 ? 4 : 2; }
-
-/* The f32 value of the 16-bit element in the low or high half of w. */
-static pg_reg half_f32(pg_kernel *k, pg_type it, pg_reg w, bool hi)
-{
-    if (it == PG_BF16) { /* the top half of an f32, made in the f32 register */
-        pg_reg f = pg_reg_new(k, PG_F32);
-        if (hi)
-            pg_and(k, PG_B32, f, w, pg_u32(0xffff0000u));
-        else
-            pg_shl(k, PG_B32, f, w, pg_u32(16));
-        return f;
-    }
-    pg_reg h = pg_reg_new(k, PG_U16);
-    pg_cvt(k, PG_U16, PG_U32, PG_RND_NONE, h, hi ? pgv_shr(k, PG_U32, w, pg_u32(16)) : w);
-    return pgk_h_to_f32(k, PG_F16, pgv_mov(k, PG_B16, h));
-}
-
-/* The element at addr + off as f32 where `in`, else 0 (a new register). */
-pg_reg pgk_thin_ld_one(pg_kernel *k, pg_type it, pg_reg addr, int64_t off, pg_reg in)
-{
-    if (it == PG_F32) {
-        pg_reg f = pgk_zero_f32(k);
-        pg_guard(k, in, false);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, addr, off, f);
-        return f;
-    }
-    pg_reg h = pgv_mov(k, PG_B16, pg_u32(0));
-    pg_guard(k, in, false);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_B16, addr, off, h);
-    return pgk_h_to_f32(k, it, h);
-}
+/* ---------------------------------------------------------------- narrow: loads */
 
 /* out[0..n) = the n consecutive elements at addr, element e being index
  * idx + e of a line of lim, as f32: 16-byte (or smaller) vector loads when
@@ -100,8 +67,10 @@ static void ld_run(pg_kernel *k, pg_type it, pg_reg addr, unsigned n, pg_reg vec
                 if (it == PG_F32) {
                     pg_mov(k, PG_B32, out[wi], w[i]);
                 } else {
-                    pg_mov(k, PG_F32, out[2 * wi], half_f32(k, it, w[i], false));
-                    pg_mov(k, PG_F32, out[2 * wi + 1], half_f32(k, it, w[i], true));
+                    pg_reg lo = pgk_thin_half_f32(k, it, w[i], false);
+                    pg_mov(k, PG_F32, out[2 * wi], lo);
+                    pg_reg hi = pgk_thin_half_f32(k, it, w[i], true);
+                    pg_mov(k, PG_F32, out[2 * wi + 1], hi);
                 }
             }
         }
@@ -129,91 +98,6 @@ static void ld_strided(pg_kernel *k, pg_type it, pg_reg addr, pg_reg stride, uns
     }
 }
 
-/* Whether idx + e < n, for e = 0 .. count-1 (into ins), and all of them
- * with `also` (returned). */
-pg_reg pgk_thin_run_inside(pg_kernel *k, pg_reg idx, pg_reg n, unsigned count, pg_reg also,
-                           pg_reg *ins)
-{
-    for (unsigned e = 0; e < count; e++) {
-        pg_reg ie = pgv_add(k, PG_U32, idx, pg_u32(e));
-        ins[e] = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, ie, n), also);
-    }
-    pg_reg end = pgv_add(k, PG_U32, idx, pg_u32(count));
-    return pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LE, PG_U32, end, n), also);
-}
-
-/* ---------------------------------------------------------------- the output */
-
-/* Four consecutive outputs at addr from v[] (f32, bias already added):
- * one vector store (after one vector load when accumulating) where
- * `full`, else element by element where ins[e]. */
-void pgk_thin_store_run4(pg_kernel *k, const thin_out *o, pg_reg addr, pg_reg *v, pg_reg full,
-                         const pg_reg *ins)
-{
-    pg_label scalar = pg_label_new(k, "st_scalar"), done = pg_label_new(k, "st_done");
-    pg_bra_if(k, full, true, scalar);
-    if (o->ot == PG_F32) {
-        pg_reg old[4];
-        for (unsigned e = 0; e < 4; e++)
-            old[e] = pgv_mov(k, PG_F32, pg_f32(0.0f));
-        pg_guard(k, o->do_acc, false);
-        pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, old);
-        pg_val s[4];
-        for (unsigned e = 0; e < 4; e++)
-            s[e] = pgv_add(k, PG_F32, old[e], v[e]);
-        pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 4, addr, 0, s);
-    } else {
-        pg_reg w[2];
-        for (unsigned i = 0; i < 2; i++)
-            w[i] = pgv_mov(k, PG_B32, pg_u32(0));
-        pg_guard(k, o->do_acc, false);
-        pg_ld_v(k, PG_SPACE_GLOBAL, PG_B32, 2, addr, 0, w);
-        pg_val packed[2];
-        for (unsigned i = 0; i < 2; i++) {
-            pg_reg h[2];
-            for (unsigned e = 0; e < 2; e++) {
-                pg_reg s = pgv_add(k, PG_F32, half_f32(k, o->ot, w[i], e == 1), v[2 * i + e]);
-                h[e] = pgk_f32_to_h(k, o->ot, s, o->native);
-            }
-            pg_reg p = pgv_shl(k, PG_B32, h[1], pg_u32(16));
-            pg_or(k, PG_B32, p, p, h[0]);
-            packed[i] = p;
-        }
-        pg_st_v(k, PG_SPACE_GLOBAL, PG_B32, 2, addr, 0, packed);
-    }
-    pg_bra(k, done);
-    pg_label_bind(k, scalar);
-    unsigned es = out_size(o->ot);
-    for (unsigned e = 0; e < 4; e++) {
-        pg_reg a = pgv_add(k, PG_U64, addr, pg_u64(e * es));
-        pg_reg s = pgk_gemm_finish_value(k, o->ot, v[e], a, ins[e], o->do_acc);
-        pgk_gemm_store_value(k, o->ot, a, ins[e], s, o->native);
-    }
-    pg_label_bind(k, done);
-}
-
-pg_label pgk_thin_chunk_end(pg_kernel *k, pg_reg jb, unsigned JC, pg_reg J)
-{
-    pg_add(k, PG_U32, jb, jb, pg_u32(JC));
-    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, jb, J);
-    pg_label done = pg_label_new(k, "jdone");
-    pg_bra_if(k, more, true, done);
-    pg_comment(k, "the next chunk: every thread done with the partials first");
-    pg_bar_sync(k, 0);
-    return done;
-}
-
-/* bias[col] where the flags ask for it and col < ncols, else 0. */
-pg_reg pgk_thin_bias_at(pg_kernel *k, const thin_out *o, pg_reg col, pg_reg ncols)
-{
-    pg_reg b = pgk_zero_f32(k);
-    pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, col, ncols), o->do_bias);
-    pg_reg a = pgk_elem_addr(k, o->bias, col, 4);
-    pg_guard(k, ok, false);
-    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, b);
-    return b;
-}
-
 /* ---------------------------------------------------------------- narrow: Q or P thin */
 
 /* The SIMT form of a narrow form (f32 inputs run forms 3 and 4 as 1 and 2). */
@@ -226,15 +110,6 @@ static unsigned thin_simt_form(unsigned form)
 #define NR_ROWS 128u  /* partial rows in shared memory: 2 x 64 lanes of a transposed G share one */
 #define NR_UNROLL 4u  /* r's a step of a transposed G, their loads in flight together */
 #define NR_SLOTS 64u /* accumulators a thread: rows x J */
-
-/* J rounded up to a power of two, 8 at least, 64 at most. */
-unsigned pgk_thin_jc(uint32_t j)
-{
-    unsigned jc = 8;
-    while (jc < j && jc < 64)
-        jc *= 2;
-    return jc;
-}
 
 /* Whether the wide operand G (the thin one S) is transposed: memory rows
  * along r. */
@@ -639,6 +514,50 @@ void pgk_gemm_thin_form(unsigned layout, uint32_t m, uint32_t n, uint32_t k, uin
         *form = TH_FORM_OUTER;
         *j = 16;
     }
+}
+
+bool pgk_gemm_thin_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t m,
+                          uint32_t n, uint32_t k, pg_target target, pgk_gemm_choice *out)
+{
+    if (!pgk_gemm_thin_shape(layout, in_type, m, n, k, target) ||
+        pgk_gemm_choice_init(layout, m, n, k, target, out) != PG_OK)
+        return false;
+    uint32_t form, j;
+    pgk_gemm_thin_form(layout, m, n, k, &form, &j);
+    if (in_type != PG_F32 && form != TH_FORM_OUTER && pg_target_sm(target) >= 80)
+        form = form == TH_FORM_Q ? TH_FORM_MMA_Q : TH_FORM_MMA_P; /* on the tensor cores */
+    out->desc = &pgk_desc_gemm_thin;
+    out->tile = 0;
+    out->split = 1;
+    out->m = m;
+    out->n = n;
+    out->k = k;
+    pgk_knobs_default(out->desc, &out->knobs);
+    out->knobs.v[TH_M] = m;
+    out->knobs.v[TH_N] = n;
+    out->knobs.v[TH_K] = k;
+    out->knobs.v[TH_LAYOUT] = layout;
+    out->knobs.v[TH_IN] = in_type == PG_F32 ? TH_IN_F32 : in_type == PG_BF16 ? IN_BF16 : IN_F16;
+    out->knobs.v[TH_OUT] = out_knob(out_type);
+    out->knobs.v[TH_FORM] = form;
+    out->knobs.v[TH_J] = j;
+    return true;
+}
+
+bool pgk_gemm_thin_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *layout,
+                            pg_type *in_type, pg_type *out_type, uint32_t *m, uint32_t *n,
+                            uint32_t *k)
+{
+    if (d != &pgk_desc_gemm_thin)
+        return false;
+    const uint32_t *v = kn->v;
+    *layout = (pgk_gemm_layout)(v[TH_LAYOUT] < PGK_GEMM_LAYOUTS ? v[TH_LAYOUT] : 0);
+    *in_type = thin_in_type(v[TH_IN]);
+    *out_type = out_type_of(v[TH_OUT]);
+    *m = v[TH_M];
+    *n = v[TH_N];
+    *k = v[TH_K];
+    return true;
 }
 
 static void pick_thin(const pgk_desc *d, uint32_t *kn)

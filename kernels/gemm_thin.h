@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the gemm_thin family's files share: gemm_thin.c (the scheme, the
- * element and output helpers, the narrow SIMT forms, the descriptor),
- * gemm_thin_outer.c (form 0) and gemm_thin_mma.c (forms 3 and 4).
+ * narrow SIMT forms, the descriptor and the family's choice),
+ * gemm_thin_outer.c (form 0), gemm_thin_mma.c (forms 3 and 4) and
+ * gemm_thin_common.c (the element and output helpers they all call).
  */
 #ifndef PTXGEN_KERNELS_GEMM_THIN_H
 #define PTXGEN_KERNELS_GEMM_THIN_H
 
-#include "gemm_mma.h"
+#include "gemm_abi.h"
 
 /* Form 0's block: an output tile of OUT_TP x OUT_TQ, slabs of OUT_RC r's. */
 #define OUT_TP 64u  /* output rows (P) a block */
@@ -26,11 +27,17 @@ typedef struct thin_out {
     pg_reg bias;           /* u64 f32 bias base (on C's columns) */
 } thin_out;
 
+/* ---- gemm_thin_common.c ---- */
+
 /* J rounded up to a power of two, 8 at least, 64 at most. */
 unsigned pgk_thin_jc(uint32_t j);
 
 /* Bytes an input element of type it. */
 unsigned pgk_thin_in_size(pg_type it);
+
+/* The f32 value of the 16-bit element of type it in the low or high half
+ * of w. */
+pg_reg pgk_thin_half_f32(pg_kernel *k, pg_type it, pg_reg w, bool hi);
 
 /* The element at addr + off as f32 where `in`, else 0 (a new register). */
 pg_reg pgk_thin_ld_one(pg_kernel *k, pg_type it, pg_reg addr, int64_t off, pg_reg in);
@@ -53,6 +60,8 @@ pg_label pgk_thin_chunk_end(pg_kernel *k, pg_reg jb, unsigned JC, pg_reg J);
 
 /* bias[col] where the flags ask for it and col < ncols, else 0. */
 pg_reg pgk_thin_bias_at(pg_kernel *k, const thin_out *o, pg_reg col, pg_reg ncols);
+
+/* ---- gemm_thin_outer.c, gemm_thin_mma.c: the forms gemm_thin.c builds ---- */
 
 /* Form 0, outer (R thin). */
 void pgk_thin_build_outer(pg_kernel *k, unsigned layout, pg_type it, const thin_out *o0,

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to the GEMM kernels (gemm_f32.c, gemm_f16.c, gemm_mma*.c): the
- * pieces every GEMM form shares, from element addresses to the mma.sync
- * epilogue.
+ * Private to the GEMM kernels (gemm_f32*.c, gemm_mma*.c, gemm_thin*.c)
+ * and the tensor-core attention: the pieces every GEMM form shares, from
+ * element addresses to the mma.sync epilogue. Calls no GEMM family.
  */
 #ifndef PTXGEN_GEMM_TILE_H
 #define PTXGEN_GEMM_TILE_H

@@ -76,9 +76,6 @@
     X(gemm_lp_simt)                                                                        \
     X(gemm_thin)                                                                           \
     X(gemm_sm90)                                                                           \
-    X(lora_down_f32)                                                                       \
-    X(lora_wgrad_f32)                                                                      \
-    X(lora_reduce_f32)                                                                     \
     X(lora_up_f32)                                                                         \
     X(lora_proj_f32)                                                                       \
     X(lora_proj_bf16)                                                                      \

@@ -14,19 +14,42 @@
 
 /* ---------------------------------------------------------------- errors */
 
-int pg_fail(pg_kernel *k, int err, const char *fmt, ...)
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 0)))
+#endif
+static int vfail(pg_kernel *k, int err, const char *fmt, va_list ap)
 {
     if (!k || k->err)
         return k ? k->err : err;
     k->err = err;
-    va_list ap;
-    va_start(ap, fmt);
     int n = snprintf(k->msg, sizeof k->msg, "%s: ", k->name ? k->name : "?");
     if (n < 0 || (size_t)n >= sizeof k->msg)
         n = 0;
     vsnprintf(k->msg + n, sizeof k->msg - (size_t)n, fmt, ap);
-    va_end(ap);
     return err;
+}
+
+int pg_fail(pg_kernel *k, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vfail(k, err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* The public face of pg_fail, for kernel definitions outside the library:
+ * a code that is not an error (0 or positive) is refused as PG_EINVAL, so
+ * that a failed kernel always has an error to return. */
+int pg_kernel_fail(pg_kernel *k, int err, const char *fmt, ...)
+{
+    if (err >= 0)
+        err = PG_EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vfail(k, err, fmt ? fmt : "(no message)", ap);
+    va_end(ap);
+    return rc;
 }
 
 int pg_kernel_error(const pg_kernel *k) { return k ? k->err : PG_EINVAL; }

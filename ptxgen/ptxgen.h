@@ -221,6 +221,18 @@ PG_API void pg_kernel_destroy(pg_kernel **k);
  * long as the kernel; it is "" when there is no error. */
 PG_API int pg_kernel_error(const pg_kernel *k);
 PG_API const char *pg_kernel_message(const pg_kernel *k);
+/* Record err (a negative PG_E* code; anything else records PG_EINVAL) and
+ * a printf-formatted message, "<kernel name>: " first, as the kernel's
+ * error, for a kernel definition that finds its own arguments wrong. The
+ * error is sticky: when the kernel already has one, nothing changes and
+ * that one is returned; else the recorded code (with a NULL k nothing is
+ * recorded and the code is returned). Not thread-safe for one kernel,
+ * like every builder call. */
+PG_API int pg_kernel_fail(pg_kernel *k, int err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 PG_API pg_target pg_kernel_target(const pg_kernel *k);
 
 /* `.maxntid x, y, z`: the most threads a block of this kernel will have. */

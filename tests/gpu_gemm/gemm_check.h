@@ -32,7 +32,7 @@ static inline double gemm_get(pg_type t, const void *src, size_t i)
 }
 
 /* Where A(p, r) and B(q, r) of a layout stand in the operands as the
- * kernels take them (gemm_mma.c): forward X[m,k] W[n,k], backward_x
+ * kernels take them (gemm_abi.h): forward X[m,k] W[n,k], backward_x
  * dY[m,n] W[n,k], backward_w dY[m,n] X[m,k]. */
 static inline size_t gemm_a_index(pgk_gemm_layout l, uint32_t n, uint32_t k, uint32_t p,
                                   uint32_t r)

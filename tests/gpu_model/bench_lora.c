@@ -2,19 +2,15 @@
 /*
  * The LoRA products of a Qwen2-1.5B training step (28 layers, T = 4 x 512
  * = 2048 tokens, r 16 on q, k, v, o, gate, up and down) as pgrt_lm
- * launches them, two ways:
- *
- *   old  lora_down + lora_reduce, lora_wgrad + lora_reduce, lora_up, one
- *        pair at a time, f32 activations (what pgrt_lm ran before)
- *   new  lora_proj, lora_grad and lora_up with the pairs of one input
- *        stacked (q, k, v; gate, up): bf16 x and dy as in bf16 mode, and
- *        f32 as in f32 mode; the forward's y = xa B^T and o's and down's
- *        dx = dxa A written, not added (pgrt_lm's base GEMM adds into
- *        them: that read is the GEMM's, not counted here)
+ * launches them: lora_proj, lora_grad and lora_up with the pairs of one
+ * input stacked (q, k, v; gate, up), bf16 x and dy as in bf16 mode and
+ * f32 as in f32 mode; the forward's y = xa B^T and o's and down's
+ * dx = dxa A written, not added (pgrt_lm's base GEMM adds into them: that
+ * read is the GEMM's, not counted here).
  *
  * Each sequence is timed eagerly (host clock around the launches and a
  * sync) and as one replayed CUDA graph (events), in microseconds a step;
- * the new one also phase by phase (graphs of one phase of all 28 layers).
+ * the bf16 one also phase by phase (graphs of one phase of all 28 layers).
  * Data are random: timings only, test_lora checks the numbers.
  *
  * Usage: bench_lora [--seed N]; exit 77 without a GPU.
@@ -46,7 +42,7 @@ static const int bwd_order[7] = {6, 4, 5, 3, 0, 1, 2};
 
 static pgrt_stream *bs;
 static uint32_t sms;
-static pgrt_buf *x, *xb, *y, *dy, *dyb, *dx, *A, *B, *xa, *dxa, *g, *ws, *bt, *cnt;
+static pgrt_buf *x, *xb, *y, *dy, *dyb, *dx, *A, *B, *xa, *dxa, *g, *ws, *cnt;
 static size_t launches;
 
 static void go(const char *kernel, pgk_knobs kn, const pgrt_arg *a, size_t n)
@@ -57,71 +53,7 @@ static void go(const char *kernel, pgk_knobs kn, const pgrt_arg *a, size_t n)
     launches++;
 }
 
-/* ---------------------------------------------------------------- old */
-
-/* Slices as pgrt_lm picked them: about eight blocks an SM, at most 64. */
-static uint32_t old_splits(const char *kernel, pgk_knobs *kn, uint32_t len, uint32_t align)
-{
-    const pgk_desc *d = pgk_find(kernel);
-    pgk_launch lc;
-    char err[128];
-    kn->v[pgk_knob_index(d, "splits")] = 1;
-    if (pgk_launch_for(d, kn, &lc, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", kernel, err);
-        exit(1);
-    }
-    uint32_t sp = (8u * sms + lc.grid[0] - 1) / lc.grid[0], most = (len + align - 1) / align;
-    sp = sp > most ? most : sp;
-    sp = sp > 64 ? 64 : sp ? sp : 1;
-    kn->v[pgk_knob_index(d, "splits")] = sp;
-    return sp;
-}
-
-static pgk_knobs kn_reduce(uint32_t n, uint32_t trans)
-{
-    return knobs_of("lora_reduce_f32", "n", n, "trans", trans, NULL);
-}
-
-static void old_layer(void)
-{
-    const uint32_t T = T_, r = R_;
-    float sc = 2.0f;
-    for (int m = 0; m < 7; m++) {
-        uint32_t in = mods[m].in, out = mods[m].out, sp;
-        pgk_knobs kn = knobs_of("lora_down_f32", "rows", T, "k", in, "rank", r, NULL);
-        sp = old_splits("lora_down_f32", &kn, in, 32);
-        go("lora_down_f32", kn, (pgrt_arg[]){P(x), P(A), P(ws), U(T), U(in), U(sp)}, 6);
-        go("lora_reduce_f32", kn_reduce(T * r, 0),
-           (pgrt_arg[]){P(ws), P(xa), U(T * r), U(r), U(sp), F(sc)}, 6);
-        go("lora_up_f32", knobs_of("lora_up_f32", "rows", T, "n", out, "rank", r, "acc", 1, NULL),
-           (pgrt_arg[]){P(xa), P(B), P(y), U(T), U(out), F(1.0f)}, 6);
-    }
-    for (int m = 6; m >= 0; m--) {
-        uint32_t in = mods[m].in, out = mods[m].out, sp;
-        pgk_knobs kn = knobs_of("lora_wgrad_f32", "rows", T, "n", out, "rank", r, NULL);
-        sp = old_splits("lora_wgrad_f32", &kn, T, 8);
-        go("lora_wgrad_f32", kn, (pgrt_arg[]){P(dy), P(xa), P(ws), U(T), U(out), U(sp)}, 6);
-        go("lora_reduce_f32", kn_reduce(out * r, 0),
-           (pgrt_arg[]){P(ws), P(g), U(out * r), U(r), U(sp), F(1.0f)}, 6);
-        go("lora_reduce_f32", kn_reduce(out * r, 1),
-           (pgrt_arg[]){P(B), P(bt), U(out * r), U(r), U(1), F(1.0f)}, 6);
-        kn = knobs_of("lora_down_f32", "rows", T, "k", out, "rank", r, NULL);
-        sp = old_splits("lora_down_f32", &kn, out, 32);
-        go("lora_down_f32", kn, (pgrt_arg[]){P(dy), P(bt), P(ws), U(T), U(out), U(sp)}, 6);
-        go("lora_reduce_f32", kn_reduce(T * r, 0),
-           (pgrt_arg[]){P(ws), P(dxa), U(T * r), U(r), U(sp), F(sc)}, 6);
-        kn = knobs_of("lora_wgrad_f32", "rows", T, "n", in, "rank", r, NULL);
-        sp = old_splits("lora_wgrad_f32", &kn, T, 8);
-        go("lora_wgrad_f32", kn, (pgrt_arg[]){P(x), P(dxa), P(ws), U(T), U(in), U(sp)}, 6);
-        go("lora_reduce_f32", kn_reduce(in * r, 1),
-           (pgrt_arg[]){P(ws), P(g), U(in * r), U(r), U(sp), F(1.0f)}, 6);
-        go("lora_up_f32",
-           knobs_of("lora_up_f32", "rows", T, "n", in, "rank", r, "wt", 1, "acc", 1, NULL),
-           (pgrt_arg[]){P(dxa), P(A), P(dx), U(T), U(in), F(1.0f)}, 6);
-    }
-}
-
-/* ---------------------------------------------------------------- new */
+/* ---------------------------------------------------------------- a layer */
 
 enum { PH_FWD_PROJ = 1, PH_FWD_UP = 2, PH_DB = 4, PH_DXA = 8, PH_DA = 16, PH_DX = 32, PH_ALL = 63 };
 static const char *const phase_names[6] = {"fwd xa = s x A^T (proj)", "fwd y = xa B^T (up)",
@@ -129,7 +61,7 @@ static const char *const phase_names[6] = {"fwd xa = s x A^T (proj)", "fwd y = x
                                            "bwd dA = dxa^T x (grad)", "bwd dx (+)= dxa A (up)"};
 
 /* pgrt_lm's slices (lm.c lora_splits) */
-static uint32_t new_splits(uint32_t tiles, uint32_t len)
+static uint32_t lora_splits(uint32_t tiles, uint32_t len)
 {
     uint32_t sp = (2u * sms + tiles - 1) / tiles, most = (len + 63) / 64;
     sp = sp > most ? most : sp;
@@ -141,7 +73,7 @@ static void proj(bool bf, pgrt_devptr xp, pgrt_devptr w, pgrt_devptr out, uint32
                  uint32_t parts, uint32_t wt)
 {
     const char *kname = bf ? "lora_proj_bf16" : "lora_proj_f32";
-    uint32_t sp = new_splits((T_ + 63) / 64, k);
+    uint32_t sp = lora_splits((T_ + 63) / 64, k);
     go(kname,
        knobs_of(kname, "rows", T_, "k", k, "cols", R_ * parts, "rank", R_, "wt", wt, "vec", 1,
                 "splits", sp, NULL),
@@ -152,7 +84,7 @@ static void grad(bool bf, pgrt_devptr d, pgrt_devptr xap, pgrt_devptr out, uint3
                  uint32_t parts, uint32_t trans)
 {
     const char *kname = bf ? "lora_grad_bf16" : "lora_grad_f32";
-    uint32_t sp = new_splits((n + 63) / 64, T_);
+    uint32_t sp = lora_splits((n + 63) / 64, T_);
     go(kname,
        knobs_of(kname, "rows", T_, "n", n, "cols", R_ * parts, "rank", R_, "trans", trans,
                 "vec", 1, "splits", sp, NULL),
@@ -168,7 +100,7 @@ static void up(pgrt_devptr xap, pgrt_devptr w, pgrt_devptr out, uint32_t n, uint
        (pgrt_arg[]){D(xap), D(w), D(out), U(T_), U(n), F(1.0f)}, 6);
 }
 
-static void new_layer(bool bf, unsigned ph)
+static void layer(bool bf, unsigned ph)
 {
     pgrt_devptr px = pgrt_buf_ptr(bf ? xb : x), pdy = pgrt_buf_ptr(bf ? dyb : dy);
     uint64_t part = (uint64_t)T_ * R_ * 4u;
@@ -209,18 +141,14 @@ static double now_ms(void)
 }
 
 typedef struct seq {
-    int kind; /* 0 old, 1 new bf16, 2 new f32 */
+    bool bf16; /* x and dy bf16, else f32 */
     unsigned phases;
 } seq;
 
 static void run_seq(seq q)
 {
-    for (int l = 0; l < LAYERS; l++) {
-        if (q.kind == 0)
-            old_layer();
-        else
-            new_layer(q.kind == 1, q.phases);
-    }
+    for (int l = 0; l < LAYERS; l++)
+        layer(q.bf16, q.phases);
 }
 
 /* us a step: eager (*eager, host clock) and graphed (returned, events). */
@@ -270,7 +198,7 @@ int main(int argc, char **argv)
     x = dev_upload(h, big), y = dev_upload(h, big);
     dy = dev_upload(h, big), dx = dev_upload(h, big);
     xb = act_upload(h, big, true), dyb = act_upload(h, big, true);
-    A = dev_upload(h, w), B = dev_upload(h, w), g = dev_alloc(PG_F32, w), bt = dev_alloc(PG_F32, w);
+    A = dev_upload(h, w), B = dev_upload(h, w), g = dev_alloc(PG_F32, w);
     xa = dev_upload(h, (size_t)3 * T_ * R_), dxa = dev_upload(h, (size_t)3 * T_ * R_);
     ws = dev_alloc(PG_F32, (size_t)64 * 8960 * 64);
     cnt = dev_alloc(PG_U32, 1024);
@@ -280,25 +208,24 @@ int main(int argc, char **argv)
            "%s, %u SMs\n",
            LAYERS, T_, R_, info.name, sms);
     printf("%-44s %12s %12s %9s\n", "sequence", "eager us", "graph us", "launches");
-    static const char *const names[3] = {"old: down/wgrad/reduce/up, f32",
-                                         "new: proj/grad/up, stacked, bf16 x dy",
-                                         "new: proj/grad/up, stacked, f32"};
-    double graph[3];
-    for (int kind = 0; kind < 3; kind++) {
+    static const char *const names[2] = {"proj/grad/up, stacked, f32",
+                                         "proj/grad/up, stacked, bf16 x dy"};
+    double graph[2];
+    for (int bf = 0; bf < 2; bf++) {
         double eager;
         size_t nl;
-        graph[kind] = time_seq((seq){kind, PH_ALL}, &eager, &nl);
-        printf("%-44s %12.0f %12.0f %9zu\n", names[kind], eager, graph[kind], nl);
+        graph[bf] = time_seq((seq){bf == 1, PH_ALL}, &eager, &nl);
+        printf("%-44s %12.0f %12.0f %9zu\n", names[bf], eager, graph[bf], nl);
     }
-    printf("speed-up (graph, old f32 / new bf16): %.2fx\n", graph[0] / graph[1]);
-    printf("new bf16 by phase (graph of one phase, all layers):\n");
+    printf("speed-up (graph, f32 / bf16): %.2fx\n", graph[0] / graph[1]);
+    printf("bf16 by phase (graph of one phase, all layers):\n");
     for (int i = 0; i < 6; i++) {
         double eager;
         size_t nl;
-        double us = time_seq((seq){1, 1u << i}, &eager, &nl);
+        double us = time_seq((seq){true, 1u << i}, &eager, &nl);
         printf("  %-42s %12.0f us %9zu launches\n", phase_names[i], us, nl);
     }
-    pgrt_buf *bufs[] = {x, xb, y, dy, dyb, dx, A, B, xa, dxa, g, ws, bt, cnt};
+    pgrt_buf *bufs[] = {x, xb, y, dy, dyb, dx, A, B, xa, dxa, g, ws, cnt};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         pgrt_buf_destroy(&bufs[i]);
     pgrt_stream_destroy(&bs);

@@ -175,6 +175,11 @@ int main(void)
     });
     EXPECT_ERR(PG_SM_90, PG_EINVAL, "not a power of two", pg_shared_dynamic(k, 3));
 
+    /* a kernel definition's own error (pg_kernel_fail) */
+    EXPECT_ERR(PG_SM_90, PG_ERANGE, "bad: tile 3 is too wide",
+               pg_kernel_fail(k, PG_ERANGE, "tile %u is too wide", 3u));
+    EXPECT_ERR(PG_SM_90, PG_EINVAL, "bad: not an error", pg_kernel_fail(k, 0, "not an error"));
+
     /* sticky: the first error wins, later calls do nothing */
     pg_kernel *k = mk("sticky", PG_SM_90);
     pg_reg r = pg_reg_new(k, PG_U32);
@@ -190,6 +195,14 @@ int main(void)
     REQUIRE_INT_EQ(k->nins, nins);
     REQUIRE(pg_reg_new(k, PG_U32).kind == PG_VAL_NONE);
     pg_kernel_destroy(&k);
+
+    /* pg_kernel_fail is sticky too */
+    k = mk("fail", PG_SM_90);
+    REQUIRE_INT_EQ(pg_kernel_fail(k, PG_ERANGE, "first"), PG_ERANGE);
+    REQUIRE_INT_EQ(pg_kernel_fail(k, PG_ETYPE, "second"), PG_ERANGE);
+    REQUIRE_STR_EQ(pg_kernel_message(k), "fail: first");
+    pg_kernel_destroy(&k);
+    REQUIRE_INT_EQ(pg_kernel_fail(NULL, PG_ERANGE, "no kernel"), PG_ERANGE);
 
     /* no instructions after emission */
     k = mk("done", PG_SM_90);

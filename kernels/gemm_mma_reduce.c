@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The helpers of the 16-bit GEMM family (gemm_mma.c): gemm_mma_reduce sums
- * the split-K partials of gemm_mma_* in a fixed order; gemm_lp_simt (sm_70+)
- * is one thread an output, for targets without the tensor-core
- * instructions.
+ * The helpers of the mma.sync family (gemm_mma.c): gemm_mma_reduce sums
+ * the split-K partials of gemm_mma_* (and of gemm_f32_*) in a fixed
+ * order; gemm_lp_simt (sm_70+) is one thread an output, for targets
+ * without the tensor-core instructions, and its side of the family's
+ * choice.
  */
 #include "gemm_mma.h"
 
@@ -215,3 +216,37 @@ const pgk_desc pgk_desc_gemm_lp_simt = {
     .build = build_simt,
     .launch = launch_simt,
 };
+
+int pgk_gemm_lp_simt_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type,
+                            pgk_gemm_choice *out)
+{
+    out->desc = &pgk_desc_gemm_lp_simt;
+    int rc = pgk_knobs_default(out->desc, &out->knobs);
+    if (rc)
+        return rc;
+    out->knobs.v[LP_M] = out->m;
+    out->knobs.v[LP_N] = out->n;
+    out->knobs.v[LP_K] = out->k;
+    out->knobs.v[LP_LAYOUT] = layout;
+    out->knobs.v[LP_IN] = in_type == PG_BF16 ? IN_BF16 : IN_F16;
+    out->knobs.v[LP_OUT] = out_knob(out_type);
+    if (out->m > LP_MAX_PQ || out->n > LP_MAX_PQ)
+        return PG_ERANGE; /* the fallback's rows of blocks */
+    return PG_OK;
+}
+
+bool pgk_gemm_lp_simt_describe(const pgk_desc *d, const pgk_knobs *kn, pgk_gemm_layout *layout,
+                               pg_type *in_type, pg_type *out_type, uint32_t *m, uint32_t *n,
+                               uint32_t *k)
+{
+    if (d != &pgk_desc_gemm_lp_simt)
+        return false;
+    const uint32_t *v = kn->v;
+    *layout = (pgk_gemm_layout)(v[LP_LAYOUT] < PGK_GEMM_LAYOUTS ? v[LP_LAYOUT] : 0);
+    *in_type = in_type_of(v[LP_IN]);
+    *out_type = out_type_of(v[LP_OUT]);
+    *m = v[LP_M];
+    *n = v[LP_N];
+    *k = v[LP_K];
+    return true;
+}
