@@ -3,79 +3,19 @@
  * pgrt_gemm_plan against the fake driver: every refusal of create and
  * launch (its code, a word of its message, nothing launched, *out NULL),
  * and what a LoRA plan on a 9.0 device (sm_90a) hands the driver: gemm_sm90
- * with its 11 parameters, the four tensor maps (a2's and b2's base, dims,
+ * with its 13 parameters, the four tensor maps (a2's and b2's base, dims,
  * pitch and box), k2; encoded once at create and never again at launch;
  * destroy's NULLs.
  *
  * Usage: test_rt_gemm_plan FAKE_LIBCUDA
  */
-#include "fakecuda.h"
-#include "pgrt.h"
-#include "test.h"
+#include "fake_sm90.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *fake;
-static fakecuda_reset_fn fk_reset;
-static fakecuda_count_fn fk_count;
-static fakecuda_launch_at_fn fk_at;
 static fakecuda_count_fn fk_tmaps;
-
-static pgrt_ctx *open_cc(int cc)
-{
-    char v[16];
-    snprintf(v, sizeof v, "%d", cc);
-    setenv("FAKECUDA_CC", v, 1);
-    pgrt_ctx_params p = {fake, 0};
-    pgrt_ctx *ctx = NULL;
-    int rc = pgrt_ctx_create(&ctx, &p);
-    unsetenv("FAKECUDA_CC");
-    if (rc) {
-        fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
-        exit(1);
-    }
-    return ctx;
-}
-
-static pgrt_buf *buf(pgrt_ctx *ctx, pg_type t, size_t n)
-{
-    pgrt_buf *b = NULL;
-    if (pgrt_buf_alloc(ctx, t, n, &b)) {
-        fprintf(stderr, "pgrt_buf_alloc: %s\n", pgrt_last_message());
-        exit(1);
-    }
-    return b;
-}
-
-static uint64_t u64_at(const unsigned char *p, int off)
-{
-    uint64_t v;
-    memcpy(&v, p + off, 8);
-    return v;
-}
-static uint32_t u32_at(const unsigned char *p, int off)
-{
-    uint32_t v;
-    memcpy(&v, p + off, 4);
-    return v;
-}
-
-/* A recorded map: rows x cols (dims {cols, rows}), pitch bytes, box
- * box_rows x 64, 128-byte swizzle (the helper of test_rt_gemm90.c). */
-static void check_map(const unsigned char *m, uint64_t base, uint64_t rows, uint64_t cols,
-                      uint64_t pitch, uint32_t box_rows)
-{
-    REQUIRE_INT_EQ(u32_at(m, 124), FAKECUDA_TMAP_MAGIC);
-    REQUIRE(u64_at(m, 0) == base);
-    REQUIRE_INT_EQ(u32_at(m, 12), 2);
-    REQUIRE(u64_at(m, 16) == cols && u64_at(m, 24) == rows);
-    REQUIRE(u64_at(m, 56) == pitch);
-    REQUIRE_INT_EQ(u32_at(m, 88), 64);
-    REQUIRE_INT_EQ(u32_at(m, 92), box_rows);
-    REQUIRE_INT_EQ(u32_at(m, 112), 3); /* CU_TENSOR_MAP_SWIZZLE_128B */
-}
 
 /* create must fail with want and a message holding says, launch nothing
  * and leave *out NULL. */
