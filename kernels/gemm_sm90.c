@@ -663,11 +663,15 @@ int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_ty
     v[KN_TYPES] = (in_type == PG_F16 ? 2u : 0u) + (out_type == PG_F32 ? 0u : 1u);
     v[KN_EPI] = 0; /* the caller's accumulate and bias */
     v[KN_BN] = pgk_gemm_sm90_bn(P, Q, v[KN_SMS]);
-    /* a grid short of the SMs: slices of at least 4 k-blocks, as many as
-     * fill the SMs once */
+    /* a grid a quarter of the SMs or less over a long reduction (32
+     * k-blocks and up: a LoRA product's rank side against 1536 or 8960):
+     * slices of at least 4 k-blocks, as many as fill the SMs once. On an
+     * H200 a split of the k/v projections' 64 tiles over 24 k-blocks ran
+     * at 103 TFLOP/s against 182 unsplit: the partials' round trip costs
+     * more than the idle SMs where the tiles already fill half the device. */
     uint64_t tiles = ((uint64_t)P + BM - 1) / BM * (((uint64_t)Q + v[KN_BN] - 1) / v[KN_BN]);
     uint64_t nk = ((uint64_t)R + BK - 1) / BK, split = 1;
-    if (tiles < v[KN_SMS]) {
+    if (tiles * 4 <= v[KN_SMS] && nk >= 32) {
         split = v[KN_SMS] / tiles;
         split = split < nk / 4 ? split : nk / 4;
         split = split < MAX_SPLIT ? split : MAX_SPLIT;

@@ -357,8 +357,9 @@ PG_API uint32_t pgk_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count
  * the shape: knobs (epilogue 0: the caller's accumulate and bias), bn by
  * pgk_gemm_sm90_bn, no split; out->m, n, k are P, Q, R. What
  * pgk_gemm_choose() returns for the large 16-bit shapes on PG_SM_90A, and
- * what a LoRA product asks for by name of family. A grid short of the
- * SMs is split along R (knob split, out->split, out->workspace_bytes;
+ * what a LoRA product asks for by name of family. A grid of at most a
+ * quarter of the SMs over at least 32 k-blocks is split along R (knob
+ * split, out->split, out->workspace_bytes;
  * out->reduce stays NULL: the kernel sums the slices itself). Pure. */
 PG_API int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type,
                                 uint32_t P, uint32_t Q, uint32_t R, unsigned sms,

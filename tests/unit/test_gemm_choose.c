@@ -161,7 +161,8 @@ int main(void)
                 uint64_t tiles = (P + 127u) / 128u * ((Q + bn - 1) / bn);
                 REQUIRE(ch.reduce == NULL && ch.split >= 1);
                 REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "split")], ch.split);
-                REQUIRE(ch.split == 1 || (tiles * ch.split <= 132 && ch.split * 4 <= (R + 63) / 64));
+                REQUIRE(ch.split == 1 || (tiles * 4 <= 132 && (R + 63) / 64 >= 32 &&
+                                          tiles * ch.split <= 132 && ch.split * 4 <= (R + 63) / 64));
                 REQUIRE(ch.workspace_bytes == pgk_gemm_sm90_workspace(P, Q, bn, ch.split));
                 REQUIRE(ch.m == P && ch.n == Q && ch.k == R);
                 REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "layout")], l);
