@@ -72,6 +72,38 @@ static void test_narrow(uint32_t n)
     free(x), free(ref), free(gfin), free(out[0]), free(out[1]);
 }
 
+/* Views off the vector alignment (src 4 bytes past 16, dst 2 bytes past
+ * 8): the element-by-element path, the same bits. */
+static void test_narrow_misaligned(uint32_t n)
+{
+    const char *name = "cast_f32_to_bf16";
+    cur_tol = 4e-3;
+    row *r = add_row(name, "n=%u, misaligned views", n);
+    float *x = fill_normal(n + 1, 10.0, 0.0);
+    pgrt_buf *bx = dev_upload(x, n + 1), *bo = act_alloc(n + 2, true);
+    float *out = xmalloc((n + 2) * 4);
+    pgk_knobs kn = knobs_of(name, "n", n, NULL);
+    pgrt_arg args[] = {pgrt_arg_ptr(pgrt_buf_ptr(bx) + 4), pgrt_arg_ptr(pgrt_buf_ptr(bo) + 2),
+                       pgrt_arg_u32(n)};
+    act_poison(bo, true);
+    if (!launch(name, &kn, args, 3))
+        r->bad++;
+    act_download(bo, out, n + 2, true);
+    double *ref = ref_alloc(n);
+    for (uint32_t i = 0; i < n; i++) {
+        float want = f32_of_bf16(bf16_of(x[i + 1]));
+        if (memcmp(&want, &out[i + 1], 4) != 0)
+            r->bad++;
+        ref[i] = x[i + 1];
+    }
+    compare(r, out + 1, ref, n);
+    r->repeat = true;
+    finish(r);
+    pgrt_buf_destroy(&bx);
+    pgrt_buf_destroy(&bo);
+    free(x), free(ref), free(out);
+}
+
 static void test_widen(void)
 {
     const char *name = "cast_bf16_to_f32";
@@ -149,6 +181,8 @@ int main(int argc, char **argv)
     static const uint32_t sizes[] = {1, 17, 255, 257, 1025, 65539, (1u << 20) + 3};
     for (int i = 0; i < 7; i++)
         test_narrow(small && sizes[i] > 65539 ? 65539 : sizes[i]);
+    test_narrow_misaligned(1);
+    test_narrow_misaligned(1027);
     test_widen();
     test_scaled2(1, 2.0f);
     test_scaled2(65539, 2.0f);
