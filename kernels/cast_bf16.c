@@ -54,17 +54,21 @@ static int build_narrow(pg_kernel *k, const pg_param *p, bool two)
         da[o] = pgv_add(k, PG_U64, dst[o], pgv_shl(k, PG_U64, e0, pg_u32(1)));
         bits = pgv_or(k, PG_B64, bits, pgv_and(k, PG_B64, dst[o], pg_u64(7)));
     }
-    pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, whole),
-                        pgv_setp(k, PG_CMP_EQ, PG_U64, bits, pg_u64(0)));
+    /* one builder call an argument at most: C leaves their order open */
+    pg_reg inside = pgv_setp(k, PG_CMP_LT, PG_U32, i, whole);
+    pg_reg ok = pgv_and(k, PG_PRED, inside, pgv_setp(k, PG_CMP_EQ, PG_U64, bits, pg_u64(0)));
     pg_bra_if(k, ok, true, scalar);
-    pg_reg v[4] = {pg_reg_new(k, PG_F32), pg_reg_new(k, PG_F32), pg_reg_new(k, PG_F32),
-                   pg_reg_new(k, PG_F32)};
+    pg_reg v[4];
+    for (int e = 0; e < 4; e++)
+        v[e] = pg_reg_new(k, PG_F32);
     pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, sa, 0, v);
     for (int o = 0; o < nout; o++) {
         pg_reg x[4];
         for (int e = 0; e < 4; e++)
             x[e] = o ? pgv_mul(k, PG_F32, v[e], scale) : v[e];
-        pg_val pk[2] = {pgv_cvt_pack(k, PG_BF16, x[0], x[1]), pgv_cvt_pack(k, PG_BF16, x[2], x[3])};
+        pg_val pk[2];
+        pk[0] = pgv_cvt_pack(k, PG_BF16, x[0], x[1]);
+        pk[1] = pgv_cvt_pack(k, PG_BF16, x[2], x[3]);
         pg_st_v(k, PG_SPACE_GLOBAL, PG_B32, 2, da[o], 0, pk);
     }
     pg_bra(k, done);
@@ -75,9 +79,10 @@ static int build_narrow(pg_kernel *k, const pg_param *p, bool two)
         pg_bra_if(k, pgv_setp(k, PG_CMP_LT, PG_U64, ei, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, n)),
                   true, skip);
         pg_reg x = pgk_ld_act(k, PGK_F32, pgv_add(k, PG_U64, sa, pg_u64(4 * e)), true);
-        for (int o = 0; o < nout; o++)
-            pgk_st_act(k, PGK_BF16, pgv_add(k, PG_U64, da[o], pg_u64(2 * e)),
-                       o ? pgv_mul(k, PG_F32, x, scale) : x);
+        for (int o = 0; o < nout; o++) {
+            pg_reg y = o ? pgv_mul(k, PG_F32, x, scale) : x;
+            pgk_st_act(k, PGK_BF16, pgv_add(k, PG_U64, da[o], pg_u64(2 * e)), y);
+        }
         pg_label_bind(k, skip);
     }
     pg_label_bind(k, done);

@@ -416,8 +416,9 @@ static void split_reduce(pg_kernel *k, const gemm90 *g, const units *us, const u
     pg_reg j = pg_for_begin(k, &sl, pg_u32(1), us->nslices, pg_u32(1));
     pg_reg aj = pgv_add(k, PG_U64, a0, pgv_mul_wide(k, PG_U32, j, pg_u32(tb)));
     for (uint32_t i = 0; i < nacc; i += 4) {
-        pg_reg v[4] = {pg_reg_new(k, PG_F32), pg_reg_new(k, PG_F32), pg_reg_new(k, PG_F32),
-                       pg_reg_new(k, PG_F32)};
+        pg_reg v[4];
+        for (int e = 0; e < 4; e++)
+            v[e] = pg_reg_new(k, PG_F32);
         pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, aj, (int64_t)i * 4, v);
         for (int e = 0; e < 4; e++)
             pg_add(k, PG_F32, acc[i + e], acc[i + e], v[e]);
@@ -527,8 +528,10 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
 
     pg_shared dyn = pg_shared_dynamic(k, 128);
     pg_shared bars = pg_shared_static(k, PG_B64, 2 * g.stages, 8, "bars");
-    pg_reg maps[4] = {pg_param_addr(k, p[0]), pg_param_addr(k, p[1]), pg_param_addr(k, p[8]),
-                      pg_param_addr(k, p[9])};
+    pg_reg maps[4]; /* in turn: the order of an initializer's calls is open */
+    static const int map_param[4] = {0, 1, 8, 9};
+    for (int i = 0; i < 4; i++)
+        maps[i] = pg_param_addr(k, p[map_param[i]]);
     pg_reg c = pg_param_load(k, p[2]), bias = pg_param_load(k, p[3]);
     pg_reg m = pg_param_load(k, p[4]), n = pg_param_load(k, p[5]);
     pg_reg kk = pg_param_load(k, p[6]), ldc = pg_param_load(k, p[7]);
