@@ -232,27 +232,9 @@ int main(int argc, char **argv)
         perror(argv[3]);
         return 1;
     }
-    unsetenv("FAKECUDA");
-    unsetenv("FAKECUDA_VERSION");
-    unsetenv("FAKECUDA_HIDE");
-    unsetenv("FAKECUDA_CC");
-    unsetenv("PTXGEN_CUDA_GRAPH");
-    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
+    fakecuda_clear_env();
+    if (!fakecuda_open(fake, RTLD_NOW | RTLD_LOCAL, &fk_reset, &fk_count, &fk_at))
         return 1;
-    }
-    void *p;
-    p = dlsym(lib, "fakecuda_reset");
-    memcpy(&fk_reset, &p, sizeof p);
-    p = dlsym(lib, "fakecuda_launch_count");
-    memcpy(&fk_count, &p, sizeof p);
-    p = dlsym(lib, "fakecuda_launch_at");
-    memcpy(&fk_at, &p, sizeof p);
-    if (!fk_reset || !fk_count || !fk_at) {
-        fprintf(stderr, "the fake driver lacks its recording API\n");
-        return 1;
-    }
     pgrt_ctx *ctx = NULL;
     pgrt_ctx_params cp = {fake, 0};
     int rc = pgrt_ctx_create(&ctx, &cp);

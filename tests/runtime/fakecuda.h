@@ -25,7 +25,11 @@
 #ifndef PTXGEN_FAKECUDA_H
 #define PTXGEN_FAKECUDA_H
 
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define FAKECUDA_MAX_PARAMS 16
 #define FAKECUDA_MAX_BIG 4
@@ -65,6 +69,41 @@ typedef const fakecuda_attr_set *(*fakecuda_attr_at_fn)(int i);
 typedef void (*fakecuda_reset_fn)(void);
 typedef int (*fakecuda_count_fn)(void);
 typedef const fakecuda_launch *(*fakecuda_launch_at_fn)(int i);
+
+/* A test's handle on the fake at `path` (dlopen with `flags`): its
+ * recording entry points, looked up once. Returns the library, or NULL
+ * with a line on stderr when it cannot be opened or lacks them. The
+ * runtime opens the same file again, so the test sees the calls it made. */
+static inline void *fakecuda_open(const char *path, int flags, fakecuda_reset_fn *reset,
+                                  fakecuda_count_fn *count, fakecuda_launch_at_fn *at)
+{
+    void *lib = dlopen(path, flags);
+    if (!lib) {
+        fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+        return NULL;
+    }
+    void *p = dlsym(lib, "fakecuda_reset");
+    memcpy(reset, &p, sizeof p);
+    p = dlsym(lib, "fakecuda_launch_count");
+    memcpy(count, &p, sizeof p);
+    p = dlsym(lib, "fakecuda_launch_at");
+    memcpy(at, &p, sizeof p);
+    if (!*reset || !*count || !*at) {
+        fprintf(stderr, "the fake driver %s lacks its recording functions\n", path);
+        return NULL;
+    }
+    return lib;
+}
+
+/* The switches a test of the fake starts without: FAKECUDA_* and the
+ * graph switch of the training pipeline. */
+static inline void fakecuda_clear_env(void)
+{
+    static const char *const vars[] = {"FAKECUDA", "FAKECUDA_VERSION", "FAKECUDA_HIDE",
+                                       "FAKECUDA_CC", "PTXGEN_CUDA_GRAPH"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+}
 
 /* Exported by the fake:
  *   void fakecuda_reset(void);            forget launches and counters

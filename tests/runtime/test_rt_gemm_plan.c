@@ -341,22 +341,15 @@ int main(int argc, char **argv)
         return 2;
     }
     fake = argv[1];
-    void *lib = dlopen(fake, RTLD_NOW | RTLD_GLOBAL);
-    if (!lib) {
-        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
+    void *lib = fakecuda_open(fake, RTLD_NOW | RTLD_GLOBAL, &fk_reset, &fk_count, &fk_at);
+    if (!lib)
         return 1;
-    }
-    void *p;
-    p = dlsym(lib, "fakecuda_reset");
-    memcpy(&fk_reset, &p, sizeof p);
-    p = dlsym(lib, "fakecuda_launch_count");
-    memcpy(&fk_count, &p, sizeof p);
-    p = dlsym(lib, "fakecuda_launch_at");
-    memcpy(&fk_at, &p, sizeof p);
+    void *p = dlsym(lib, "fakecuda_tmap_count");
+    memcpy(&fk_tmaps, &p, sizeof p);
     p = dlsym(lib, "fakecuda_tmap_count");
     memcpy(&fk_tmaps, &p, sizeof p);
-    if (!fk_reset || !fk_count || !fk_at || !fk_tmaps) {
-        fprintf(stderr, "the fake driver lacks its recording functions\n");
+    if (!fk_tmaps) {
+        fprintf(stderr, "the fake driver lacks fakecuda_tmap_count\n");
         return 1;
     }
     refusals();
