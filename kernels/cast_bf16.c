@@ -45,8 +45,8 @@ static int build_narrow(pg_kernel *k, const pg_param *p, bool two)
     /* ceil(n / 4) quads, without wrapping */
     pg_reg whole = pgv_shr(k, PG_U32, n, pg_u32(2));
     pg_reg part = pgv_setp(k, PG_CMP_NE, PG_U32, pgv_and(k, PG_U32, n, pg_u32(3)), pg_u32(0));
-    pg_bounds_guard(k, i, pgv_add(k, PG_U32, whole, pgv_selp(k, PG_U32, pg_u32(1), pg_u32(0), part)),
-                    done);
+    pg_reg quads = pgv_add(k, PG_U32, whole, pgv_selp(k, PG_U32, pg_u32(1), pg_u32(0), part));
+    pg_bounds_guard(k, i, quads, done);
     pg_reg e0 = pgv_mul_wide(k, PG_U32, i, pg_u32(4));
     pg_reg sa = pgv_add(k, PG_U64, src, pgv_shl(k, PG_U64, e0, pg_u32(2)));
     pg_reg da[2], bits = pgv_and(k, PG_B64, src, pg_u64(15));

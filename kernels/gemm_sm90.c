@@ -557,8 +557,8 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
         /* slices of ceil(nkt / split) k-blocks; the units of a slice past
          * the last one that has any are skipped */
         us.kps = pgv_div(k, PG_U32, pgv_add(k, PG_U32, nkt, pg_u32(g.split - 1)), pg_u32(g.split));
-        us.nslices = pgv_div(k, PG_U32, pgv_add(k, PG_U32, nkt, pgv_sub(k, PG_U32, us.kps, pg_u32(1))),
-                             us.kps);
+        pg_reg kps1 = pgv_sub(k, PG_U32, us.kps, pg_u32(1));
+        us.nslices = pgv_div(k, PG_U32, pgv_add(k, PG_U32, nkt, kps1), us.kps);
         us.nunits = pgv_mul(k, PG_U32, us.ntiles, pg_u32(g.split));
         flag = pgv_mov(k, PG_U32, pg_shared_addr(pg_shared_static(k, PG_U32, 1, 4, "last")));
     }

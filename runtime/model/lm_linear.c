@@ -38,7 +38,7 @@ typedef struct lm_product {
  * bf16 operands with an f32 result on the chosen family, f32 on the
  * seed's exact kernels. */
 pgrt_gemm_spec lm_lin(const pgrt_lm *m, pgk_gemm_layout lay, pgrt_devptr a, pgrt_devptr b,
-                          uint32_t in, uint32_t out, bool acc)
+                      uint32_t in, uint32_t out, bool acc)
 {
     return (pgrt_gemm_spec){.layout = lay, .kind = m->lowp ? PGRT_GEMM_CHOSEN : PGRT_GEMM_SEED,
                             .in_type = m->lowp ? PG_BF16 : PG_F32, .out_type = PG_F32,
@@ -324,8 +324,7 @@ static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
  * run a group's modules in order on one x (forward_layer). The LoRA term
  * comes first (y = xa B^T) and the base product adds into it, so y is
  * written once by each and read once, by the GEMM's epilogue. */
-int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
-                      pgrt_devptr y)
+int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x, pgrt_devptr y)
 {
     if (m->fused)
         return linear_fwd_fused(m, s, l, mod, y);
@@ -394,7 +393,7 @@ static int lora_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_dev
  * one x and dx (backward_layer). A pair alone in its group whose dx is not
  * accumulated goes first (dx = dxa A) and the base product adds into it. */
 int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
-                      pgrt_devptr dy, pgrt_devptr dyb, pgrt_devptr dx, bool acc)
+               pgrt_devptr dy, pgrt_devptr dyb, pgrt_devptr dx, bool acc)
 {
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
