@@ -22,11 +22,7 @@ void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S,
     uint64_t per_layer = T * (4 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) + T * r * ntarget;
     /* the layer inputs of L layers and the final one, then the scratch */
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
-    /* about 40M logits a chunk (160 MB of f32, and in bf16 their 80 MB
-     * copy): the step's largest transient, so no bigger than the head's
-     * GEMMs need to fill the device (Qwen2's 151,936-word vocabulary: 256
-     * rows, 8 chunks at T = 2048) */
-    int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, (40ull << 20) / V);
+    int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, (64ull << 20) / V); /* ~256 MB */
     /* whole 128-row tiles of the head's GEMMs (gemm_sm90's, the mma.sync
      * family's largest): 441 rows would leave a 57-row tile in each chunk */
     if (head_chunk <= 0 && chunk >= 128)
