@@ -56,8 +56,7 @@ enum {
 #define X_(id, name) K_##id,
     LM_KERNELS(X_)
 #undef X_
-        K_COUNT,
-    K_LP_GEMM = K_COUNT /* the bf16 family: bucket only */
+        K_COUNT
 };
 
 /* A knob value by name, for lm_kn_of. */

@@ -40,7 +40,6 @@ int lm_bucket(bool lowp, int k)
     case K_LORA_NARROW:
         return lowp ? PGRT_LM_TIME_LORA_GEMM : PGRT_LM_TIME_GEMM;
     case K_WIDEN:
-    case K_LP_GEMM:
         return PGRT_LM_TIME_GEMM;
     case K_ATT_FWD:
     case K_ATT_DQ:
