@@ -3,6 +3,7 @@
 #ifndef PTXGEN_TESTS_MODEL_UTIL_H
 #define PTXGEN_TESTS_MODEL_UTIL_H
 
+#include <stdbool.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,22 @@ static inline int write_text(const char *dir, const char *name, const char *text
     char p[4096];
     path_in(p, sizeof p, dir, name);
     return write_bytes(p, text, strlen(text));
+}
+
+/* config.json of a small Qwen2 (tied embeddings) or LLaMA (untied, with
+ * attention biases) for the model tests; 0 or -1. */
+static inline int write_hf_config(const char *dir, bool llama, int hidden, int intermediate,
+                                  int layers, int heads, int kv_heads, int vocab)
+{
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"model_type\":\"%s\",\"hidden_size\":%d,\"intermediate_size\":%d,"
+             "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,"
+             "\"vocab_size\":%d,\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,"
+             "\"tie_word_embeddings\":%s%s}",
+             llama ? "llama" : "qwen2", hidden, intermediate, layers, heads, kv_heads, vocab,
+             llama ? "false" : "true", llama ? ",\"attention_bias\":true" : "");
+    return write_text(dir, "config.json", cfg);
 }
 
 /* No byte a terminal acts on: C0 controls (the line end included), DEL, a

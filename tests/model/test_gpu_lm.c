@@ -194,15 +194,8 @@ static double *add_w(wlist *w, rng *r, const char *name, int rows, int cols, dou
 
 static void write_model(const char *dir, bool llama, ref_model *m, rng *r)
 {
-    char cfg[1024], p[4096], name[128];
-    snprintf(cfg, sizeof cfg,
-             "{\"model_type\":\"%s\",\"hidden_size\":%d,\"intermediate_size\":%d,"
-             "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,"
-             "\"vocab_size\":%d,\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,"
-             "\"tie_word_embeddings\":%s%s}",
-             llama ? "llama" : "qwen2", H, I, L, NH, NKV, V, llama ? "false" : "true",
-             llama ? ",\"attention_bias\":true" : "");
-    REQUIRE(write_text(dir, "config.json", cfg) == 0);
+    char p[4096], name[128];
+    REQUIRE(write_hf_config(dir, llama, H, I, L, NH, NKV, V) == 0);
     memset(m, 0, sizeof *m);
     m->llama = llama;
     wlist w = {.n = 0};

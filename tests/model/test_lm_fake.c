@@ -48,15 +48,8 @@ static void put(pgrt_st_out *t, size_t *n, char **names, float **data, const cha
 
 static void write_model(const char *dir, bool llama)
 {
-    char cfg[1024], name[128], p[4096];
-    snprintf(cfg, sizeof cfg,
-             "{\"model_type\":\"%s\",\"hidden_size\":%d,\"intermediate_size\":%d,"
-             "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,"
-             "\"vocab_size\":%d,\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,"
-             "\"tie_word_embeddings\":%s%s}",
-             llama ? "llama" : "qwen2", H, I, L, NH, NKV, V, llama ? "false" : "true",
-             llama ? ",\"attention_bias\":true" : "");
-    REQUIRE(write_text(dir, "config.json", cfg) == 0);
+    char name[128], p[4096];
+    REQUIRE(write_hf_config(dir, llama, H, I, L, NH, NKV, V) == 0);
     pgrt_st_out t[64];
     char *names[64];
     float *data[64];

@@ -43,6 +43,21 @@ static void barrier_if(pg_kernel *k, pg_cmp cmp, pg_val a, pg_val b)
     pg_label_bind(k, skip);
 }
 
+/* A loop with a barrier in its body: bar.sync 0 and i += step while
+ * i < n. p (the caller's, so it keeps its number) is the exit test;
+ * whether that branch can split a warp is each case's question. */
+static void barrier_loop(pg_kernel *k, pg_reg p, pg_reg i, pg_val n, pg_val step)
+{
+    pg_label top = pg_label_new(k, "top"), done = pg_label_new(k, "done");
+    pg_label_bind(k, top);
+    pg_setp(k, PG_CMP_GE, PG_U32, p, i, n);
+    pg_bra_if(k, p, false, done);
+    pg_bar_sync(k, 0);
+    pg_add(k, PG_U32, i, i, step);
+    pg_bra(k, top);
+    pg_label_bind(k, done);
+}
+
 static void expect_diverge(ctx c, const char *branch, const char *cause)
 {
     const char *ptx = (const char *)1;
@@ -316,14 +331,7 @@ static void reaching_writes(void)
         pg_mov(k, PG_U32, r, c.tid);
         pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
         pg_mov(k, PG_U32, r, pg_u32(0));
-        pg_label top = pg_label_new(k, "top"), done = pg_label_new(k, "done");
-        pg_label_bind(k, top);
-        pg_setp(k, PG_CMP_GE, PG_U32, p, r, c.n);
-        pg_bra_if(k, p, false, done);
-        pg_bar_sync(k, 0);
-        pg_add(k, PG_U32, r, r, pg_u32(1));
-        pg_bra(k, top);
-        pg_label_bind(k, done);
+        barrier_loop(k, p, r, c.n, pg_u32(1));
         expect_ok(c);
     }
     /* r = %tid.x; st r; r = 0 in one block, a uniform branch on r and a
@@ -454,14 +462,7 @@ static void reaching_writes(void)
         pg_mov(k, PG_U32, r, c.tid);
         pg_st(k, PG_SPACE_GLOBAL, PG_U32, c.data, 0, r);
         pg_mov(k, PG_U32, r, pg_u32(0));
-        pg_label top = pg_label_new(k, "top"), done = pg_label_new(k, "done");
-        pg_label_bind(k, top);
-        pg_setp(k, PG_CMP_GE, PG_U32, p, r, c.n);
-        pg_bra_if(k, p, false, done);
-        pg_bar_sync(k, 0);
-        pg_add(k, PG_U32, r, r, c.tid);
-        pg_bra(k, top);
-        pg_label_bind(k, done);
+        barrier_loop(k, p, r, c.n, c.tid);
         expect_diverge(c, "`@%p1 bra $L2_done`", "depends on %tid.x");
     }
     /* tid_reused_const's barrier is fine, a later one under a branch on
@@ -556,15 +557,8 @@ int main(int argc, char **argv)
         pg_kernel *k = c.k;
         pg_reg i = pg_reg_new(k, PG_U32);
         pg_mov(k, PG_U32, i, pg_u32(0));
-        pg_label top = pg_label_new(k, "top"), done = pg_label_new(k, "done");
         pg_reg p = pg_reg_new(k, PG_PRED);
-        pg_label_bind(k, top);
-        pg_setp(k, PG_CMP_GE, PG_U32, p, i, c.tid);
-        pg_bra_if(k, p, false, done);
-        pg_bar_sync(k, 0);
-        pg_add(k, PG_U32, i, i, pg_u32(1));
-        pg_bra(k, top);
-        pg_label_bind(k, done);
+        barrier_loop(k, p, i, c.tid, pg_u32(1));
         expect_diverge(c, "`@%p1 bra $L2_done`", "%tid.x");
     }
     /* 3b. a value that turns per-thread only at the loop's bottom, read by
@@ -662,15 +656,8 @@ int main(int argc, char **argv)
         pg_reg i = pg_reg_new(k, PG_U32), cnt = pg_reg_new(k, PG_U32);
         pg_mov(k, PG_U32, i, pg_u32(0));
         pg_shr(k, PG_U32, cnt, c.n, pg_u32(4));
-        pg_label top = pg_label_new(k, "top"), done = pg_label_new(k, "done");
         pg_reg p = pg_reg_new(k, PG_PRED);
-        pg_label_bind(k, top);
-        pg_setp(k, PG_CMP_GE, PG_U32, p, i, cnt);
-        pg_bra_if(k, p, false, done);
-        pg_bar_sync(k, 0);
-        pg_add(k, PG_U32, i, i, pg_u32(1));
-        pg_bra(k, top);
-        pg_label_bind(k, done);
+        barrier_loop(k, p, i, cnt, pg_u32(1));
         expect_ok(c);
     }
     /* a uniform early exit (n == 0), then a barrier */
