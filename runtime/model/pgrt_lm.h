@@ -48,6 +48,26 @@ typedef enum pgrt_lm_dtype {
     PGRT_LM_F32,
 } pgrt_lm_dtype;
 
+typedef enum pgrt_lm_sched_kind {
+    PGRT_LM_SCHED_CONSTANT = 0,
+    PGRT_LM_SCHED_LINEAR,
+    PGRT_LM_SCHED_COSINE,
+} pgrt_lm_sched_kind;
+
+/* The learning rate of optimizer step s (0-based, s = the steps the
+ * optimizer has taken), as Hugging Face transformers' schedules give it:
+ * lr * s / warmup_steps while s < warmup_steps, then lr * (floor + (1 -
+ * floor) * g(p)) with p = (s - warmup) / max(1, total - warmup) clamped to
+ * [0, 1] and g = 1 (constant), 1 - p (linear), (1 + cos(pi p)) / 2
+ * (cosine). A kernel writes it into the optimizer's hyper buffer at the
+ * start of every step, so a graphed step follows it too. A step skipped
+ * for a non-finite gradient does not advance s. */
+typedef struct pgrt_lm_schedule {
+    pgrt_lm_sched_kind kind;
+    uint32_t warmup_steps, total_steps;
+    float floor; /* min_lr / lr, 0 to 1 */
+} pgrt_lm_schedule;
+
 typedef struct pgrt_lm_params {
     const pgrt_model_files *model; /* weights are copied to the device at create */
     const pgrt_adapter *adapter;   /* the initial LoRA matrices (copied) */
@@ -65,6 +85,19 @@ typedef struct pgrt_lm_params {
      * slower, but a kernel's time is its own, not the launch's). Eager
      * steps only. */
     bool profile;
+    /* Added after the fields above; zero keeps the earlier behaviour. */
+    /* Micro-batches an optimizer step: pgrt_lm_train calls 1 .. N-1 of a
+     * step add their gradients up, call N adds its own and updates (0 or
+     * 1: every call updates). */
+    int grad_accum;
+    /* Batches carry position ids and document starts (pgrt_lm_batch.pos,
+     * .doc_start): packed rows of several documents, RoPE restarting at
+     * each and no attention across a boundary. Off: every row is one
+     * document at positions 0 .. seq-1. */
+    bool packed;
+    /* The learning rate by optimizer step, computed on the device
+     * (pgrt_lm_schedule); all zero: lr for every step. */
+    pgrt_lm_schedule schedule;
 } pgrt_lm_params;
 
 typedef struct pgrt_lm pgrt_lm;
@@ -83,9 +116,74 @@ PGRT_API void pgrt_lm_destroy(pgrt_lm **lm);
 /* One training step on ids (batch x seq ids, each in [0, vocab): the
  * caller checks) on stream s; waits for it. loss: the mean cross-entropy
  * before the update; grad_norm: the global L2 norm of the LoRA gradients
- * before clipping. Either may be NULL. */
+ * before clipping. Either may be NULL. pgrt_lm_train with targets NULL;
+ * with grad_accum > 1 or packed use that. */
 PGRT_API int pgrt_lm_step(pgrt_lm *lm, pgrt_stream *s, const int32_t *ids, double *loss,
                           float *grad_norm);
+
+/* A batch of batch x seq tokens for pgrt_lm_train and pgrt_lm_eval (the
+ * arrays need only live for the call). */
+typedef struct pgrt_lm_batch {
+    const int32_t *ids; /* each in [0, vocab): the caller checks */
+    /* The id each position is trained to predict, -100 (any negative) for
+     * none: transformers' labels shifted left by one. NULL: the next id in
+     * the row, nothing after the row's last position. */
+    const int32_t *targets;
+    /* params.packed only (required then): the RoPE position of each token,
+     * and the index in its row where its document begins (0 <= doc_start[i]
+     * <= i within the row; key j is visible to query i iff doc_start[i] <=
+     * j <= i). */
+    const int32_t *pos, *doc_start;
+    /* The targets (>= 0) of the whole optimizer step, every micro-batch of
+     * it together: the loss gradient is scaled by 1 / step_targets, so the
+     * accumulated gradient is that of the mean loss over the step. 0: this
+     * batch's own count (right whenever grad_accum is 1). */
+    uint64_t step_targets;
+} pgrt_lm_batch;
+
+/* What a pgrt_lm_train or pgrt_lm_eval call measured. */
+typedef struct pgrt_lm_result {
+    double loss_sum;  /* the cross-entropy summed over this batch's targets */
+    uint64_t targets; /* this batch's targets; loss = loss_sum / targets */
+    bool updated;     /* the call ended an optimizer step */
+    bool skipped;     /* ... whose gradient norm was not finite: nothing moved */
+    float grad_norm;  /* updated: the global L2 norm before clipping */
+    float lr;         /* updated: the learning rate that step used */
+} pgrt_lm_result;
+
+/* One micro-batch on stream s, waited for: forward, loss and backward;
+ * with grad_accum N, every N-th call since create (or the last load of
+ * optimizer state) also clips and updates (r->updated). A batch with no
+ * targets is refused (PGRT_EINVAL). r may be NULL. */
+PGRT_API int pgrt_lm_train(pgrt_lm *lm, pgrt_stream *s, const pgrt_lm_batch *b,
+                           pgrt_lm_result *r);
+
+/* The forward and loss of one batch, no gradient and no update (a
+ * validation loss); refused between the micro-batches of a step. Eager.
+ * r->updated is false. */
+PGRT_API int pgrt_lm_eval(pgrt_lm *lm, pgrt_stream *s, const pgrt_lm_batch *b,
+                          pgrt_lm_result *r);
+
+/* The micro-batches of the current optimizer step already run (0 .. N-1):
+ * 0 at a step boundary, where state may be saved. */
+PGRT_API int pgrt_lm_pending(const pgrt_lm *lm);
+
+/* The base learning rate (params.lr; the schedule scales it) from the
+ * next step on, ordered on s. */
+PGRT_API int pgrt_lm_set_lr(pgrt_lm *lm, pgrt_stream *s, float lr);
+
+/* Optimizer steps taken so far (skipped ones not counted). Waits for s. */
+PGRT_API int pgrt_lm_steps(pgrt_lm *lm, pgrt_stream *s, uint64_t *steps);
+
+/* The optimizer state (AdamW's moments, its step count and hyper-
+ * parameters, the skip counter) to a safetensors file, atomically; and
+ * back, into an lm of the same model, targets, rank and dtype (checked:
+ * a mismatch is PGRT_EINVAL naming it). Together with the adapter
+ * (pgrt_lm_adapter_get, pgrt_adapter_save; loaded at create) they resume
+ * a run exactly: the next steps give the bits an uninterrupted run would.
+ * Only at a step boundary (pgrt_lm_pending 0), else PGRT_ESTATE. */
+PGRT_API int pgrt_lm_state_save(pgrt_lm *lm, pgrt_stream *s, const char *path);
+PGRT_API int pgrt_lm_state_load(pgrt_lm *lm, pgrt_stream *s, const char *path);
 
 /* The current LoRA matrices, into a (an adapter of the same model, targets
  * and rank: its A and B arrays are overwritten). */
