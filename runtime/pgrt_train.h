@@ -210,6 +210,17 @@ PGRT_API bool pgrt_train_folded(const pgrt_train *t);
 PGRT_API int pgrt_train_skipped(pgrt_train *t, pgrt_stream *s, uint32_t *skipped,
                                 bool *last_skipped);
 
+/* The optimizer state, borrowed for a checkpoint (download it to save,
+ * upload into it to restore; the buffers belong to the pipeline and live
+ * as long as it). tensor i (layer-major, as params.tensors): its AdamW
+ * moments m and v, f32 of the param's count. The hyper buffer is
+ * pgrt_train_hyper_buf. state: the folded optimizer's u32 words (skip
+ * flag, skip count, a clip coefficient and norm a group); NULL for the
+ * per-tensor optimizer. Only while no step is in flight on another
+ * stream. PGRT_EINVAL for i out of range. */
+PGRT_API int pgrt_train_moments(pgrt_train *t, size_t i, pgrt_buf **m, pgrt_buf **v);
+PGRT_API pgrt_buf *pgrt_train_state_buf(pgrt_train *t);
+
 typedef struct pgrt_train_stats {
     uint64_t steps;            /* pgrt_train_backward calls that succeeded */
     uint64_t eager_steps;      /* of them, run launch by launch */

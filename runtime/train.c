@@ -739,6 +739,22 @@ int pgrt_train_skipped(pgrt_train *t, pgrt_stream *s, uint32_t *skipped, bool *l
     return 0;
 }
 
+int pgrt_train_moments(pgrt_train *t, size_t i, pgrt_buf **m, pgrt_buf **v)
+{
+    if (!t)
+        return rt_fail(PGRT_EINVAL, "pgrt_train_moments: pipeline is NULL");
+    if (i >= t->layers * t->per_layer)
+        return rt_fail(PGRT_EINVAL, "pgrt_train_moments: tensor %zu of %zu", i,
+                       t->layers * t->per_layer);
+    if (m)
+        *m = t->slots[i].m;
+    if (v)
+        *v = t->slots[i].v;
+    return 0;
+}
+
+pgrt_buf *pgrt_train_state_buf(pgrt_train *t) { return t && t->folded ? t->state : NULL; }
+
 int pgrt_train_stats_get(const pgrt_train *t, pgrt_train_stats *out)
 {
     if (!t || !out)

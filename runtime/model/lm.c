@@ -7,6 +7,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,21 +78,30 @@ static int embed(pgrt_lm *m, pgrt_stream *s)
                                                 U(m->T), U(m->c.hidden), U(m->c.vocab)));
 }
 
-/* RoPE on q and k in place (forward), on dq and dk (backward). */
+/* RoPE on q and k in place (forward), on dq and dk (backward); packed: at
+ * the batch's positions, from the inverse frequencies made at create. */
 static int rope(pgrt_lm *m, pgrt_stream *s, const lm_kernel *k, pgrt_devptr q, pgrt_devptr kk)
 {
+    if (m->packed)
+        return lm_run(m, s, k, ARGS(P(q), P(kk), P(m->pos), P(pgrt_buf_ptr(m->inv_freq)),
+                                    U(m->T), U(m->c.heads), U(m->c.kv_heads),
+                                    U(m->c.head_dim)));
     return lm_run(m, s, k, ARGS(P(q), P(kk), U(m->T), U(m->S), U(m->c.heads), U(m->c.kv_heads),
                                 U(m->c.head_dim), F(m->c.rope_theta)));
 }
 
 /* Causal attention of layer a: att and the row statistics lse; in bf16
- * also att's copy in xb, the o projection's operand. */
+ * also att's copy in xb, the o projection's operand. Packed: the kernels
+ * bounded by documents, whose last argument is the document starts (the
+ * shared ones are built first, the starts appended). */
 static int att_fwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
 {
     float sc = 1.0f / sqrtf((float)m->c.head_dim);
-    int rc = lm_run(m, s, &m->k.att_fwd,
-                    ARGS(P(a->q), P(a->k), P(a->v), P(a->att), P(a->lse), U(m->B), U(m->S),
-                         U(m->c.heads), U(m->c.kv_heads), U(m->c.head_dim), F(sc)));
+    pgrt_arg av[] = {P(a->q),      P(a->k),         P(a->v),           P(a->att),
+                     P(a->lse),    U(m->B),         U(m->S),           U(m->c.heads),
+                     U(m->c.kv_heads), U(m->c.head_dim), F(sc),        P(m->docs)};
+    size_t na = sizeof av / sizeof av[0] - (m->packed ? 0 : 1);
+    int rc = lm_run(m, s, &m->k.att_fwd, av, na);
     uint32_t n = (uint32_t)m->T * (uint32_t)(m->c.heads * m->c.head_dim);
     return rc || !m->lowp ? rc : lm_run(m, s, &m->k.narrow_att, ARGS(P(a->att), P(m->xb), U(n)));
 }
@@ -100,15 +110,17 @@ static int att_fwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
 static int att_bwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
 {
     float sc = 1.0f / sqrtf((float)m->c.head_dim);
-    int rc = lm_run(m, s, &m->k.att_dq,
-                    ARGS(P(a->q), P(a->k), P(a->v), P(a->att), P(m->datt), P(a->lse), P(m->dq),
-                         P(m->delta), U(m->B), U(m->S), U(m->c.heads), U(m->c.kv_heads),
-                         U(m->c.head_dim), F(sc)));
-    return rc ? rc
-              : lm_run(m, s, &m->k.att_dkv,
-                       ARGS(P(a->q), P(a->k), P(a->v), P(m->datt), P(a->lse), P(m->delta),
-                            P(m->dk), P(m->dv), U(m->B), U(m->S), U(m->c.heads),
-                            U(m->c.kv_heads), U(m->c.head_dim), F(sc)));
+    size_t drop = m->packed ? 0 : 1;
+    pgrt_arg dq[] = {P(a->q),      P(a->k),         P(a->v),      P(a->att),
+                     P(m->datt),   P(a->lse),       P(m->dq),     P(m->delta),
+                     U(m->B),      U(m->S),         U(m->c.heads), U(m->c.kv_heads),
+                     U(m->c.head_dim), F(sc),       P(m->docs)};
+    pgrt_arg dkv[] = {P(a->q),     P(a->k),         P(a->v),      P(m->datt),
+                      P(a->lse),   P(m->delta),     P(m->dk),     P(m->dv),
+                      U(m->B),     U(m->S),         U(m->c.heads), U(m->c.kv_heads),
+                      U(m->c.head_dim), F(sc),      P(m->docs)};
+    int rc = lm_run(m, s, &m->k.att_dq, dq, sizeof dq / sizeof dq[0] - drop);
+    return rc ? rc : lm_run(m, s, &m->k.att_dkv, dkv, sizeof dkv / sizeof dkv[0] - drop);
 }
 
 /* act = silu(g) u; bf16: act's copy in xb for the down GEMM. */
@@ -136,12 +148,11 @@ static int swiglu_bwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
 static int ce(pgrt_lm *m, pgrt_stream *s, uint32_t rows, uint32_t r0)
 {
     int last = rows != (uint32_t)m->chunk;
-    float scale = 1.0f / (float)((uint64_t)m->B * (m->S - 1));
     uint32_t V = (uint32_t)m->c.vocab;
     int rc = lm_run(m, s, &m->k.ce[last],
                     ARGS(P(m->logits), P(m->labels + (uint64_t)r0 * 4u),
-                         P(m->loss + (uint64_t)r0 * 4u), U(rows), U(V), F(scale)));
-    return rc || !m->lowp ? rc
+                         P(m->loss + (uint64_t)r0 * 4u), U(rows), U(V), P(m->scale)));
+    return rc || !m->lowp || m->evaluating ? rc
                           : lm_run(m, s, &m->k.narrow_logits[last],
                                    ARGS(P(m->logits), P(m->logits_b), U((uint64_t)rows * V)));
 }
@@ -183,6 +194,13 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
     uint32_t H = (uint32_t)m->c.hidden, V = (uint32_t)m->c.vocab;
     int rc;
     m->gemm_next = 0; /* the step's first product */
+    /* the learning rate of the optimizer step this micro-batch belongs to,
+     * from the steps taken: on the device, so a replayed graph follows */
+    if (m->sched && !m->evaluating && !m->warming &&
+        (rc = lm_run(m, s, &m->k.lr_sched,
+                     ARGS(P(pgrt_buf_ptr(pgrt_train_hyper_buf(m->train))),
+                          P(pgrt_buf_ptr(m->sched))))))
+        return rc;
     if (m->fused && (rc = lm_lora_weights(m, s)))
         return rc;
     if ((rc = embed(m, s)))
@@ -204,10 +222,14 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
                                     hw, H, V, false);
         fwd.m = dxs.m = rows;
         if ((rc = lm_gemm(m, s, &fwd, m->logits, 0, PGRT_LM_TIME_GEMM)) ||
-            (rc = ce(m, s, rows, (uint32_t)r0)) ||
-            (rc = lm_gemm(m, s, &dxs, dc, 0, PGRT_LM_TIME_GEMM)))
+            (rc = ce(m, s, rows, (uint32_t)r0)))
+            return rc;
+        rc = m->evaluating ? lm_gemm_skip(m, dc) : lm_gemm(m, s, &dxs, dc, 0, PGRT_LM_TIME_GEMM);
+        if (rc)
             return rc;
     }
+    if (m->evaluating)
+        return 0;
     /* d(x_final) (bf16: and its copy in dyb, for the last layer's down GEMM) */
     return norm_bwd(m, s, m->xf, m->norm_final, m->dh, 0, m->dx);
 }
@@ -249,6 +271,20 @@ static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_le
     for (int l = m->c.layers; l-- > 0;)
         if ((rc = backward_layer(m, s, l)))
             return rc;
+    /* gradient accumulation: a micro-batch that does not update adds its
+     * gradients to gacc; the one that does adds gacc to its own (the
+     * optimizer reads g) and leaves gacc zero for the next step */
+    if (m->accum > 1) {
+        pgrt_devptr g = pgrt_buf_ptr(m->g), acc = pgrt_buf_ptr(m->gacc);
+        uint32_t n = (uint32_t)m->nlora;
+        if (m->micro)
+            rc = lm_run(m, s, &m->k.gacc_add, ARGS(P(acc), P(g), P(acc), U(n)));
+        else if (!(rc = lm_run(m, s, &m->k.gacc_add, ARGS(P(g), P(acc), P(g), U(n)))) &&
+                 !m->warming)
+            rc = pgrt_buf_memset_async(m->gacc, 0, s);
+        if (rc)
+            return rc;
+    }
     if (m->gkeep && !m->warming)
         return pgrt_buf_copy_async(m->gkeep, 0, m->g, 0, m->nlora, s);
     return 0;
@@ -275,7 +311,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     const pgrt_adapter *ad = p->adapter;
     lm_plan pl;
     lm_plan_make(c, ad, p->batch, p->seq, p->dtype == PGRT_LM_BF16, p->head_chunk, &pl);
-    uint64_t need = lm_plan_bytes(&pl, p->keep_grads);
+    uint64_t need = lm_plan_bytes(&pl, p);
     size_t free_b = 0, total_b = 0;
     if ((rc = pgrt_ctx_mem_info(ctx, &free_b, &total_b)))
         return rc;
@@ -293,7 +329,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->S = p->seq;
     m->T = p->batch * p->seq;
     m->r = ad->cfg.r;
-    m->lora_scale = (float)(ad->cfg.alpha / ad->cfg.r);
+    m->lora_scale = (float)pgrt_adapter_scale(&ad->cfg);
     m->targets = ad->cfg.targets;
     m->bf16 = p->dtype == PGRT_LM_BF16;
     m->chunk = pl.chunk;
@@ -302,10 +338,13 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->target = di.target;
     m->arch_target = di.arch_target;
     m->sms = di.sm_count > 0 ? (unsigned)di.sm_count : 0;
+    m->packed = p->packed;
+    m->accum = p->grad_accum > 1 ? p->grad_accum : 1;
+    m->graph = p->graph;
     m->lw = calloc((size_t)c->layers, sizeof *m->lw);
     m->la = calloc((size_t)c->layers, sizeof *m->la);
     m->lora = malloc(sizeof *m->lora * (size_t)c->layers * PGRT_LINEAR_COUNT);
-    m->hid = malloc(sizeof(int32_t) * (size_t)m->T * 2);
+    m->hid = malloc(sizeof(int32_t) * ((size_t)m->T * 4 + 1));
     m->hloss = malloc(sizeof(float) * (size_t)m->T);
     if (!m->lw || !m->la || !m->lora || !m->hid || !m->hloss) {
         pgrt_lm_destroy(&m);
@@ -336,8 +375,33 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
             m->desc[K_ATT_DKV] = d[2];
         }
     }
+    /* packed rows: RoPE at the batch's positions, attention bounded by
+     * documents (the same arguments with the document starts appended) */
+    if (m->packed) {
+        bool mma = m->desc[K_ATT_FWD] != pgk_find(kernel_names[K_ATT_FWD]);
+        static const char *const docs[2][3] = {
+            {"attention_forward_docs_f32", "attention_backward_dq_docs_f32",
+             "attention_backward_dkv_docs_f32"},
+            {"attention_mma_forward_docs", "attention_mma_backward_dq_docs",
+             "attention_mma_backward_dkv_docs"}};
+        static const char *const tab[2] = {"rope_forward_table_f32", "rope_backward_table_f32"};
+        const int slot[5] = {K_ATT_FWD, K_ATT_DQ, K_ATT_DKV, K_ROPE_FWD, K_ROPE_BWD};
+        for (int i = 0; i < 5; i++) {
+            const char *name = i < 3 ? docs[mma][i] : tab[i - 3];
+            if (!(m->desc[slot[i]] = pgk_find(name))) {
+                pgrt_lm_destroy(&m);
+                return model_fail(PGRT_ENOTFOUND, "pgrt_lm: kernel %s is not in the catalog",
+                                  name);
+            }
+        }
+    }
     lm_lora_layout(m, ad);
     m->fused = lm_fusable(m);
+    if (m->accum > 1 && m->nlora > UINT32_MAX) {
+        pgrt_lm_destroy(&m);
+        return model_fail(PGRT_ERANGE, "pgrt_lm: grad_accum: %zu LoRA parameters, at most 2^32 - 1",
+                          m->nlora);
+    }
 
     if ((rc = lm_upload_weights(m, p->model)) || (rc = lm_arena_layout(m, &pl)))
         goto fail;
@@ -346,13 +410,46 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     if ((rc = pgrt_buf_view(m->arena, (size_t)((m->loss - pgrt_buf_ptr(m->arena)) / 4u),
                             (size_t)m->T, &m->lossview)))
         goto fail;
-    if ((rc = pgrt_buf_alloc(ctx, PG_S32, (size_t)m->T * 2 + 64, &m->ints)))
+    /* ids [T], labels [T], the loss scale, positions [T], document starts
+     * [T], the error word: a micro-batch uploads the first 2T + 1 words,
+     * 4T + 1 packed */
+    if ((rc = pgrt_buf_alloc(ctx, PG_S32, (size_t)m->T * 4 + 1 + 64, &m->ints)))
         goto fail;
     m->ids = pgrt_buf_ptr(m->ints);
     m->labels = m->ids + (uint64_t)m->T * 4u;
-    m->errw = m->labels + (uint64_t)m->T * 4u;
+    m->scale = m->labels + (uint64_t)m->T * 4u;
+    m->pos = m->scale + 4u;
+    m->docs = m->pos + (uint64_t)m->T * 4u;
+    m->errw = m->docs + (uint64_t)m->T * 4u;
     if ((rc = pgrt_buf_memset(m->ints, 0)))
         goto fail;
+    if (m->packed) {
+        uint32_t half = (uint32_t)m->c.head_dim / 2;
+        float *f = malloc(sizeof *f * half);
+        rc = f ? pgk_rope_inv_freq((float)m->c.rope_theta, (uint32_t)m->c.head_dim, f) : PGRT_ENOMEM;
+        if (!rc && !(rc = pgrt_buf_alloc(ctx, PG_F32, half, &m->inv_freq)))
+            rc = pgrt_buf_upload(m->inv_freq, 0, f, half);
+        free(f);
+        if (rc) {
+            if (rc == PGRT_ENOMEM)
+                model_fail(rc, "pgrt_lm_create: out of host memory");
+            goto fail;
+        }
+    }
+    if (m->accum > 1 && ((rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->gacc)) ||
+                         (rc = pgrt_buf_memset(m->gacc, 0))))
+        goto fail;
+    const pgrt_lm_schedule *sc = &p->schedule;
+    if (sc->kind != PGRT_LM_SCHED_CONSTANT || sc->warmup_steps || sc->floor > 0) {
+        m->sched_host[0] = p->lr;
+        m->sched_host[1] = (float)sc->warmup_steps;
+        m->sched_host[2] = (float)sc->total_steps;
+        m->sched_host[3] = sc->floor;
+        m->sched_host[4] = (float)sc->kind;
+        if ((rc = pgrt_buf_alloc(ctx, PG_F32, 5, &m->sched)) ||
+            (rc = pgrt_buf_upload(m->sched, 0, m->sched_host, 5)))
+            goto fail;
+    }
     if ((rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->p)) ||
         (rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->g)) ||
         (rc = pgrt_buf_memset(m->g, 0)))
@@ -360,7 +457,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     if (p->keep_grads && ((rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->gkeep)) ||
                           (rc = pgrt_buf_memset(m->gkeep, 0))))
         goto fail;
-    m->lora_bytes = (uint64_t)m->nlora * 4 * (p->keep_grads ? 5 : 4);
+    m->lora_bytes = (uint64_t)m->nlora * 4 * (4 + (p->keep_grads ? 1 : 0) + (m->gacc ? 1 : 0));
     if (m->fused) {
         if ((rc = pgrt_buf_alloc(ctx, PG_U16, 2 * m->nlora, &m->pbf)))
             goto fail;
@@ -441,6 +538,10 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     pgrt_buf_destroy(&m->lossview);
     pgrt_buf_destroy(&m->arena);
     pgrt_buf_destroy(&m->ints);
+    pgrt_buf_destroy(&m->inv_freq);
+    pgrt_buf_destroy(&m->gacc);
+    pgrt_buf_destroy(&m->sched);
+    pgrt_graph_destroy(&m->micro_graph);
     pgrt_buf_destroy(&m->p);
     pgrt_buf_destroy(&m->g);
     pgrt_buf_destroy(&m->gkeep);
@@ -455,36 +556,213 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
 
 /* ---------------------------------------------------------------- step */
 
+/* The batch into the upload (ids, labels, scale, and packed the positions
+ * and document starts), checked; *count: its targets. */
+static int stage(pgrt_lm *m, const pgrt_lm_batch *b, const char *fn, uint64_t *count)
+{
+    if (!b || !b->ids)
+        return model_fail(PGRT_EINVAL, "%s: NULL batch or ids", fn);
+    if (m->packed && (!b->pos || !b->doc_start))
+        return model_fail(PGRT_EINVAL, "%s: a packed pgrt_lm needs the batch's pos and doc_start",
+                          fn);
+    int32_t *lab = m->hlab;
+    uint64_t n = 0;
+    for (int r = 0; r < m->B; r++)
+        for (int t = 0; t < m->S; t++) {
+            size_t i = (size_t)r * m->S + t;
+            int32_t y = b->targets ? b->targets[i] : t + 1 < m->S ? b->ids[i + 1] : -100;
+            if (y >= m->c.vocab)
+                return model_fail(PGRT_EINVAL, "%s: target %d at row %d position %d is not below "
+                                  "the vocabulary (%d)", fn, y, r, t, m->c.vocab);
+            lab[i] = y < 0 ? -100 : y;
+            n += y >= 0;
+        }
+    memcpy(m->hid, b->ids, sizeof(int32_t) * (size_t)m->T);
+    if (m->packed) {
+        int32_t *pos = m->hid + 2 * (size_t)m->T + 1, *doc = pos + m->T;
+        for (int r = 0; r < m->B; r++)
+            for (int t = 0; t < m->S; t++) {
+                size_t i = (size_t)r * m->S + t;
+                int32_t d = b->doc_start[i];
+                if (b->pos[i] < 0 || d < 0 || d > t || (t > 0 && d != t && d != doc[i - 1]))
+                    return model_fail(PGRT_EINVAL, "%s: row %d position %d: pos %d, doc_start %d "
+                                      "(a position is >= 0; a document starts at or before the "
+                                      "token, where the one before it started or at the token)",
+                                      fn, r, t, b->pos[i], d);
+                pos[i] = b->pos[i];
+                doc[i] = d;
+            }
+    }
+    *count = n;
+    return 0;
+}
+
+/* Upload the staged batch with the loss scale 1 / scale_targets. */
+static int upload(pgrt_lm *m, pgrt_stream *s, uint64_t scale_targets)
+{
+    float scale = 1.0f / (float)scale_targets;
+    memcpy(&m->hid[2 * (size_t)m->T], &scale, sizeof scale);
+    size_t words = (size_t)m->T * (m->packed ? 4 : 2) + 1;
+    m->launches = 0;
+    return pgrt_buf_upload_async(m->ints, 0, m->hid, words, s);
+}
+
+/* The loss summed over the batch (waits for s). */
+static int loss_sum(pgrt_lm *m, pgrt_stream *s, double *sum)
+{
+    int rc = pgrt_buf_download_async(m->lossview, 0, m->hloss, (size_t)m->T, s);
+    if (rc || (rc = pgrt_stream_sync(s)))
+        return rc;
+    double acc = 0;
+    for (int i = 0; i < m->T; i++)
+        acc += m->hloss[i];
+    *sum = acc;
+    return 0;
+}
+
+static int micro_callbacks(pgrt_lm *m, pgrt_stream *s)
+{
+    int rc = head_cb(m, s, (uint32_t)m->S);
+    return rc ? rc : backward_cb(m, s, 0, (uint32_t)m->S);
+}
+
+/* A micro-batch that does not update: the forward, loss and backward with
+ * its gradients added to gacc, as a graph of its own when graphs are on
+ * (captured at the first such call; a capture that fails runs eagerly from
+ * then on, as pgrt_train's do). */
+static int run_micro(pgrt_lm *m, pgrt_stream *s)
+{
+    m->micro = true;
+    int rc;
+    if (m->graph && s && !m->micro_graph && !m->micro_failed) {
+        if (!(rc = pgrt_capture_begin(s))) {
+            int cb = micro_callbacks(m, s);
+            rc = pgrt_capture_end(s, &m->micro_graph);
+            rc = cb ? cb : rc;
+        }
+        if (rc) {
+            pgrt_graph_destroy(&m->micro_graph);
+            m->micro_failed = true;
+            fprintf(stderr, "pgrt: micro-batch graph capture failed (%s): %s; micro-batches "
+                    "run eagerly\n", pgrt_err_name(rc), pgrt_last_message());
+        }
+    }
+    size_t launches = m->launches;
+    rc = m->micro_graph ? pgrt_graph_launch(m->micro_graph, s) : micro_callbacks(m, s);
+    if (m->micro_graph)
+        m->launches = launches;
+    m->micro = false;
+    return rc;
+}
+
+int pgrt_lm_train(pgrt_lm *m, pgrt_stream *s, const pgrt_lm_batch *b, pgrt_lm_result *r)
+{
+    if (!m)
+        return model_fail(PGRT_EINVAL, "pgrt_lm_train: NULL pgrt_lm");
+    uint64_t n;
+    int rc = stage(m, b, "pgrt_lm_train", &n);
+    if (rc)
+        return rc;
+    uint64_t st = b->step_targets ? b->step_targets : n;
+    if (n == 0 || st < n)
+        return model_fail(PGRT_EINVAL, "pgrt_lm_train: the batch has %llu targets and the step "
+                          "%llu: a batch needs one, a step at least the batch's",
+                          (unsigned long long)n, (unsigned long long)st);
+    if ((rc = upload(m, s, st)))
+        return rc;
+    bool last = m->pending + 1 == m->accum;
+    rc = last ? pgrt_train_backward(m->train, s, (uint32_t)m->S) : run_micro(m, s);
+    double sum = 0;
+    if (rc || (rc = loss_sum(m, s, &sum)))
+        return rc;
+    m->pending = last ? 0 : m->pending + 1;
+    if (!r)
+        return 0;
+    *r = (pgrt_lm_result){.loss_sum = sum, .targets = n, .updated = last};
+    if (last) {
+        float scale, hyper0;
+        uint32_t skipped;
+        if ((rc = pgrt_train_layer_norm(m->train, s, 0, &scale, &r->grad_norm)) ||
+            (rc = pgrt_train_skipped(m->train, s, &skipped, &r->skipped)) ||
+            (rc = pgrt_buf_download(pgrt_train_hyper_buf(m->train), 0, &hyper0, 1)))
+            return rc;
+        r->lr = hyper0;
+    }
+    return 0;
+}
+
+int pgrt_lm_eval(pgrt_lm *m, pgrt_stream *s, const pgrt_lm_batch *b, pgrt_lm_result *r)
+{
+    if (!m)
+        return model_fail(PGRT_EINVAL, "pgrt_lm_eval: NULL pgrt_lm");
+    if (m->pending)
+        return model_fail(PGRT_ESTATE, "pgrt_lm_eval: %d of the step's %d micro-batches have run; "
+                          "evaluate between optimizer steps", m->pending, m->accum);
+    uint64_t n;
+    int rc = stage(m, b, "pgrt_lm_eval", &n);
+    if (rc || (rc = upload(m, s, n ? n : 1)))
+        return rc;
+    m->evaluating = true;
+    rc = head_cb(m, s, (uint32_t)m->S);
+    m->evaluating = false;
+    double sum = 0;
+    if (rc || (rc = loss_sum(m, s, &sum)))
+        return rc;
+    if (r)
+        *r = (pgrt_lm_result){.loss_sum = sum, .targets = n};
+    return 0;
+}
+
 int pgrt_lm_step(pgrt_lm *m, pgrt_stream *s, const int32_t *ids, double *loss, float *grad_norm)
 {
     if (!m || !ids)
         return model_fail(PGRT_EINVAL, "pgrt_lm_step: NULL argument");
-    for (int b = 0; b < m->B; b++)
-        for (int t = 0; t < m->S; t++) {
-            int i = b * m->S + t;
-            m->hid[i] = ids[i];
-            m->hlab[i] = t + 1 < m->S ? ids[i + 1] : -100;
-        }
-    /* ids and labels are adjacent: one copy */
-    int rc = pgrt_buf_upload_async(m->ints, 0, m->hid, (size_t)m->T * 2, s);
-    if (rc)
+    if (m->packed || m->accum > 1)
+        return model_fail(PGRT_ESTATE, "pgrt_lm_step: a packed or accumulating pgrt_lm takes "
+                          "pgrt_lm_train");
+    pgrt_lm_batch b = {.ids = ids};
+    uint64_t n;
+    int rc = stage(m, &b, "pgrt_lm_step", &n);
+    if (rc || (rc = upload(m, s, n)) || (rc = pgrt_train_backward(m->train, s, (uint32_t)m->S)))
         return rc;
-    m->launches = 0;
-    if ((rc = pgrt_train_backward(m->train, s, (uint32_t)m->S)))
+    double sum;
+    if ((rc = loss_sum(m, s, &sum)))
         return rc;
-    rc = pgrt_buf_download_async(m->lossview, 0, m->hloss, (size_t)m->T, s);
-    if (rc || (rc = pgrt_stream_sync(s)))
-        return rc;
-    double sum = 0;
-    for (int i = 0; i < m->T; i++)
-        sum += m->hloss[i];
     if (loss)
-        *loss = sum / ((double)m->B * (m->S - 1));
+        *loss = sum / (double)n;
     if (grad_norm) {
         float scale;
         if ((rc = pgrt_train_layer_norm(m->train, s, 0, &scale, grad_norm)))
             return rc;
     }
+    return 0;
+}
+
+int pgrt_lm_pending(const pgrt_lm *m) { return m ? m->pending : 0; }
+
+int pgrt_lm_set_lr(pgrt_lm *m, pgrt_stream *s, float lr)
+{
+    if (!m)
+        return model_fail(PGRT_EINVAL, "pgrt_lm_set_lr: NULL pgrt_lm");
+    if (!(lr == 0 || (isnormal(lr) && lr > 0)))
+        return model_fail(PGRT_EINVAL, "pgrt_lm_set_lr: lr %g must be 0 or a positive normal "
+                          "float", (double)lr);
+    if (!m->sched)
+        return pgrt_train_set_lr(m->train, s, lr);
+    /* the schedule's base: the copy reads sched_host when it runs */
+    m->sched_host[0] = lr;
+    return pgrt_buf_upload_async(m->sched, 0, m->sched_host, 1, s);
+}
+
+int pgrt_lm_steps(pgrt_lm *m, pgrt_stream *s, uint64_t *steps)
+{
+    if (!m || !steps)
+        return model_fail(PGRT_EINVAL, "pgrt_lm_steps: NULL argument");
+    float h[10];
+    int rc = pgrt_stream_sync(s);
+    if (rc || (rc = pgrt_buf_download(pgrt_train_hyper_buf(m->train), 0, h, 10)))
+        return rc;
+    *steps = (uint64_t)h[9];
     return 0;
 }
 
@@ -541,4 +819,144 @@ int pgrt_lm_stats_get(const pgrt_lm *m, pgrt_lm_stats *out)
     out->kernel_count = m->prof_nk;
     memcpy(out->kernels, m->prof_k, m->prof_nk * sizeof *m->prof_k);
     return 0;
+}
+
+/* ---------------------------------------------------------------- optimizer state */
+
+/* What an optimizer state file must agree on with the pgrt_lm loading it:
+ * the metadata, as text. */
+static void state_identity(const pgrt_lm *m, char keys[][16], char vals[][32], size_t *n)
+{
+    static const char *const names[] = {"format", "layers", "hidden", "vocab",
+                                        "rank",   "targets", "dtype", "lora_params"};
+    unsigned long long v[] = {0, (unsigned long long)m->c.layers, (unsigned long long)m->c.hidden,
+                              (unsigned long long)m->c.vocab, (unsigned long long)m->r,
+                              m->targets, m->bf16, (unsigned long long)m->nlora};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(keys[i], 16, "%s", names[i]);
+        if (i == 0)
+            snprintf(vals[i], 32, "ptxgen-lm-optimizer-1");
+        else if (i == 6)
+            snprintf(vals[i], 32, "%s", v[i] ? "bf16" : "f32");
+        else
+            snprintf(vals[i], 32, "%llu", v[i]);
+    }
+    *n = sizeof names / sizeof names[0];
+}
+
+/* The state's tensors in the file: the LoRA parameters (the f32 masters,
+ * so a resume is exact whatever the adapter file's dtype), AdamW's moments,
+ * the hyper buffer and the optimizer's u32 words. */
+enum { ST_PARAMS, ST_M, ST_V, ST_HYPER, ST_WORDS, ST_COUNT };
+static const char *const state_names[ST_COUNT] = {"lora_params", "exp_avg", "exp_avg_sq",
+                                                  "hyper", "optimizer_words"};
+
+static int state_bufs(pgrt_lm *m, pgrt_buf *bufs[ST_COUNT])
+{
+    bufs[ST_PARAMS] = m->p;
+    int rc = pgrt_train_moments(m->train, 0, &bufs[ST_M], &bufs[ST_V]);
+    bufs[ST_HYPER] = pgrt_train_hyper_buf(m->train);
+    bufs[ST_WORDS] = pgrt_train_state_buf(m->train);
+    return rc;
+}
+
+static int state_check(pgrt_lm *m, const char *fn, const char *path)
+{
+    if (!m || !path)
+        return model_fail(PGRT_EINVAL, "%s: NULL argument", fn);
+    if (m->pending)
+        return model_fail(PGRT_ESTATE, "%s: %d of the step's %d micro-batches have run; the "
+                          "state is whole at a step boundary", fn, m->pending, m->accum);
+    return 0;
+}
+
+int pgrt_lm_state_save(pgrt_lm *m, pgrt_stream *s, const char *path)
+{
+    int rc = state_check(m, "pgrt_lm_state_save", path);
+    pgrt_buf *bufs[ST_COUNT];
+    if (rc || (rc = state_bufs(m, bufs)) || (rc = pgrt_stream_sync(s)))
+        return rc;
+    void *host[ST_COUNT] = {0};
+    pgrt_st_out out[ST_COUNT];
+    size_t nout = 0;
+    for (int i = 0; i < ST_COUNT && !rc; i++) {
+        if (!bufs[i])
+            continue;
+        size_t n = pgrt_buf_count(bufs[i]);
+        if (!(host[i] = malloc(n * 4)))
+            rc = model_fail(PGRT_ENOMEM, "pgrt_lm_state_save: out of host memory");
+        else if (!(rc = pgrt_buf_download(bufs[i], 0, host[i], n)))
+            out[nout++] = (pgrt_st_out){state_names[i], i == ST_WORDS ? PGRT_ST_U32 : PGRT_ST_F32,
+                                        1, {(int64_t)n}, host[i]};
+    }
+    char keys[8][16], vals[8][32];
+    const char *kp[8], *vp[8];
+    size_t nm;
+    state_identity(m, keys, vals, &nm);
+    for (size_t i = 0; i < nm; i++) {
+        kp[i] = keys[i];
+        vp[i] = vals[i];
+    }
+    if (!rc)
+        rc = pgrt_st_write(path, out, nout, kp, vp, nm);
+    for (int i = 0; i < ST_COUNT; i++)
+        free(host[i]);
+    return rc;
+}
+
+int pgrt_lm_state_load(pgrt_lm *m, pgrt_stream *s, const char *path)
+{
+    int rc = state_check(m, "pgrt_lm_state_load", path);
+    pgrt_buf *bufs[ST_COUNT];
+    if (rc || (rc = state_bufs(m, bufs)))
+        return rc;
+    pgrt_st_file *f = NULL;
+    if ((rc = pgrt_st_open(path, &f)))
+        return rc;
+    char keys[8][16], vals[8][32];
+    size_t nm;
+    state_identity(m, keys, vals, &nm);
+    const pgrt_jval *meta = pgrt_st_metadata(f);
+    for (size_t i = 0; i < nm && !rc; i++) {
+        const pgrt_jval *v = meta ? pgrt_jval_member(meta, keys[i]) : NULL;
+        const char *got = v ? pgrt_jval_string(v, NULL) : NULL;
+        if (!got || strcmp(got, vals[i]) != 0)
+            rc = model_fail(PGRT_EINVAL, "pgrt_lm_state_load: %s: %s is %s, this run's is %s",
+                            path, keys[i], got ? got : "missing", vals[i]);
+    }
+    for (int i = 0; i < ST_COUNT && !rc; i++) {
+        const pgrt_st_tensor *t = pgrt_st_find(f, state_names[i]);
+        size_t n = bufs[i] ? pgrt_buf_count(bufs[i]) : 0;
+        pgrt_st_dtype want = i == ST_WORDS ? PGRT_ST_U32 : PGRT_ST_F32;
+        if (!bufs[i] && !t)
+            continue;
+        if (!t || !bufs[i] || t->dtype != want || t->count != (int64_t)n)
+            rc = model_fail(PGRT_EINVAL, "pgrt_lm_state_load: %s: tensor %s %s", path,
+                            state_names[i], !t ? "is missing" : !bufs[i] ? "is not this "
+                            "optimizer's" : "has another dtype or size");
+    }
+    /* everything checked: now the device (ordered after the work on s) */
+    if (!rc)
+        rc = pgrt_stream_sync(s);
+    for (int i = 0; i < ST_COUNT && !rc; i++) {
+        const pgrt_st_tensor *t = bufs[i] ? pgrt_st_find(f, state_names[i]) : NULL;
+        if (!t)
+            continue;
+        void *h = malloc(t->nbytes ? t->nbytes : 1);
+        if (!h) {
+            rc = model_fail(PGRT_ENOMEM, "pgrt_lm_state_load: out of host memory");
+            break;
+        }
+        memcpy(h, t->data, t->nbytes); /* unaligned in the file */
+        rc = pgrt_buf_upload(bufs[i], 0, h, (size_t)t->count);
+        free(h);
+    }
+    pgrt_st_close(&f);
+    if (!rc && m->gacc)
+        rc = pgrt_buf_memset(m->gacc, 0);
+    if (!rc && m->sched) {
+        /* the base lr is the run's: the schedule's first word, kept */
+        rc = pgrt_buf_upload(m->sched, 0, m->sched_host, 5);
+    }
+    return rc;
 }

@@ -38,7 +38,7 @@
     X(SWIGLU_BWD_BF16, "swiglu_backward_f32_bf16")                             \
     X(SCALE, "gradient_clip")                                                  \
     X(BIAS, "bias_add_f32")                                                    \
-    X(CE, "cross_entropy_fwd_bwd_f32")                                         \
+    X(CE, "cross_entropy_fwd_bwd_dscale_f32")                                  \
     X(ATT_FWD, "attention_forward_f32")                                        \
     X(ATT_DQ, "attention_backward_dq_f32")                                     \
     X(ATT_DKV, "attention_backward_dkv_f32")                                   \
@@ -50,7 +50,8 @@
     X(LORA_GRAD_BF16, "lora_grad_bf16")                                        \
     X(LORA_UP, "lora_up_f32")                                                  \
     X(LORA_CAST, "cast_f32_to_bf16_scaled2")                                   \
-    X(LORA_NARROW, "cast_f32_to_bf16")
+    X(LORA_NARROW, "cast_f32_to_bf16")                                         \
+    X(LR_SCHED, "lr_schedule")
 
 enum {
 #define X_(id, name) K_##id,
@@ -86,6 +87,8 @@ typedef struct lm_kernels {
     lm_kernel swiglu_fwd, swiglu_bwd;         /* the dtype's */
     /* the head over row chunks: [0] a whole chunk, [1] the last, shorter one */
     lm_kernel ce[2], narrow_logits[2];        /* narrow_logits: bf16 */
+    lm_kernel gacc_add;                       /* grad_accum > 1: over the LoRA gradients */
+    lm_kernel lr_sched;                       /* a schedule: the step's learning rate */
 } lm_kernels;
 
 /* ---------------------------------------------------------------- state */
@@ -176,8 +179,26 @@ struct pgrt_lm {
     layer_a *la;
     pgrt_devptr xf, hf, dx, dxm, dh, dq, dk, dv, datt, dg, du, dact, dxa, delta, part, dtmp, logits,
         loss;
-    pgrt_buf *ints; /* ids, labels, error word */
-    pgrt_devptr ids, labels, errw;
+    /* ids, labels, the loss scale (an f32's bits), positions and document
+     * starts (packed), the error word: one upload a micro-batch */
+    pgrt_buf *ints;
+    pgrt_devptr ids, labels, scale, pos, docs, errw;
+    bool packed;
+    pgrt_buf *inv_freq; /* packed: RoPE's inverse frequencies, head_dim / 2 */
+
+    /* gradient accumulation: gacc holds the sum of the step's earlier
+     * micro-batches' gradients (zero at a step boundary); a micro-batch
+     * that does not end a step runs as its own graph (graph on) */
+    int accum, pending;
+    bool micro;      /* the callbacks run a micro-batch that does not update */
+    bool evaluating; /* the head runs the forward and loss only */
+    bool graph;
+    pgrt_buf *gacc;
+    pgrt_graph *micro_graph;
+    bool micro_failed;
+    /* a learning-rate schedule: base lr, warmup, total, floor, kind (f32) */
+    pgrt_buf *sched;
+    float sched_host[5];
     pgrt_buf *lossview; /* the per-row losses, for the download */
 
     pgrt_buf *p, *g, *gkeep; /* LoRA params, gradients, kept gradients (f32) */
@@ -185,7 +206,7 @@ struct pgrt_lm {
     lora_d *lora; /* layers x PGRT_LINEAR_COUNT */
     pgrt_train *train;
 
-    int32_t *hid, *hlab;
+    int32_t *hid, *hlab; /* the upload: ids, labels, scale, [pos, docs] */
     float *hloss;
     uint64_t arena_bytes, weight_bytes, lora_bytes;
 };
@@ -203,7 +224,7 @@ typedef struct lm_plan {
 int lm_check_params(const pgrt_lm_params *p);
 void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
                   int head_chunk, lm_plan *p);
-uint64_t lm_plan_bytes(const lm_plan *p, bool keep);
+uint64_t lm_plan_bytes(const lm_plan *p, const pgrt_lm_params *q);
 /* m->lora and m->nlora from the adapter: layer by layer, group by group. */
 void lm_lora_layout(pgrt_lm *m, const pgrt_adapter *ad);
 /* m->arena and every activation address in it. */
@@ -271,6 +292,8 @@ pgrt_gemm_spec lm_lin(const pgrt_lm *m, pgk_gemm_layout lay, pgrt_devptr a, pgrt
  * every GEMM of the step is a pgrt_gemm_plan made once, in step order. */
 int lm_gemm(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr c,
             pgrt_devptr bias, int bucket);
+/* The step's next GEMM passed over (an evaluation needs no gradient). */
+int lm_gemm_skip(pgrt_lm *m, pgrt_devptr c);
 void lm_gemms_destroy(pgrt_lm *m);
 /* The LoRA weights' bf16 copies for the fused path: at each step's start. */
 int lm_lora_weights(pgrt_lm *m, pgrt_stream *s);

@@ -179,6 +179,10 @@ int lm_kernels_resolve(pgrt_lm *m)
         (rc = resolve(m, &k->swiglu_bwd, m->lowp ? K_SWIGLU_BWD_BF16 : K_SWIGLU_BWD,
                       KN({"n", TI}))))
         return rc;
+    if (m->accum > 1 && (rc = resolve(m, &k->gacc_add, K_ADD, KN({"n", (uint32_t)m->nlora}))))
+        return rc;
+    if (m->sched && (rc = resolve(m, &k->lr_sched, K_LR_SCHED, NULL, 0)))
+        return rc;
     /* the last chunk's kernels only where it is shorter */
     for (int i = 0; i < 2 && rows[i]; i++)
         if ((rc = resolve(m, &k->ce[i], K_CE, KN({"rows", rows[i]}, {"vocab", V}))) ||

@@ -87,6 +87,15 @@ int lm_gemm(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr 
     return lm_prof_stop(m, s, pgrt_gemm_plan_choice(g->plan)->desc->name, g->bucket);
 }
 
+int lm_gemm_skip(pgrt_lm *m, pgrt_devptr c)
+{
+    if (m->gemm_next >= m->ngemm || m->gemms[m->gemm_next].c != c)
+        return model_fail(PGRT_ESTATE, "pgrt_lm: GEMM %zu of the step is not the one prepared "
+                          "at create", m->gemm_next);
+    m->gemm_next++;
+    return 0;
+}
+
 /* A product of the base weights, or in f32 of any: the GEMM bucket. */
 static int base_gemm(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, bool acc, pgrt_devptr a,
                      pgrt_devptr b, pgrt_devptr c, uint32_t in, uint32_t out, pgrt_devptr bias)

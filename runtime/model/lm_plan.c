@@ -52,9 +52,12 @@ void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S,
     p->lora = lora;
 }
 
-uint64_t lm_plan_bytes(const lm_plan *p, bool keep)
+uint64_t lm_plan_bytes(const lm_plan *p, const pgrt_lm_params *q)
 {
-    return p->arena * 4 + p->weights + p->scratch * 4 + p->lora * 4 * (4 + (keep ? 1 : 0)) +
+    /* the LoRA f32 arrays: params, gradients, AdamW's two moments, and the
+     * kept gradients and the accumulation sum where asked for */
+    uint64_t copies = 4 + (q->keep_grads ? 1 : 0) + (q->grad_accum > 1 ? 1 : 0);
+    return p->arena * 4 + p->weights + p->scratch * 4 + p->lora * 4 * copies +
            (64ull << 20) /* kernels, clip state, ids */;
 }
 
@@ -102,12 +105,29 @@ int lm_check_params(const pgrt_lm_params *p)
         !zero_or_normal(p->weight_decay) || !(p->lr >= 0) || !(p->max_norm >= 0))
         return model_fail(PGRT_EINVAL, "pgrt_lm: lr, max_norm and weight_decay must each be 0 "
                                        "or a normal float, lr and max_norm >= 0");
-    float scale = a->cfg.r > 0 ? (float)(a->cfg.alpha / a->cfg.r) : 0.0f;
+    float scale = (float)pgrt_adapter_scale(&a->cfg);
     if (!(scale > 0) || !isnormal(scale))
         return model_fail(PGRT_ERANGE,
-                          "pgrt_lm: the LoRA scale lora_alpha / r = %g / %d is not a normal "
+                          "pgrt_lm: the LoRA scale lora_alpha / %s = %g / %d is not a normal "
                           "float",
-                          a->cfg.alpha, a->cfg.r);
+                          a->cfg.rslora ? "sqrt(r)" : "r", a->cfg.alpha, a->cfg.r);
+    if (p->grad_accum < 0 || p->grad_accum > 65536)
+        return model_fail(PGRT_EINVAL, "pgrt_lm: grad_accum %d: 0 or 1 (every micro-batch "
+                          "updates) to 65536", p->grad_accum);
+    const pgrt_lm_schedule *sc = &p->schedule;
+    if ((unsigned)sc->kind > PGRT_LM_SCHED_COSINE)
+        return model_fail(PGRT_EINVAL, "pgrt_lm: schedule kind %d is not a pgrt_lm_sched_kind",
+                          (int)sc->kind);
+    if (!(sc->floor >= 0 && sc->floor <= 1))
+        return model_fail(PGRT_EINVAL, "pgrt_lm: schedule floor %g must be in [0, 1]",
+                          (double)sc->floor);
+    if (sc->kind != PGRT_LM_SCHED_CONSTANT && sc->total_steps == 0)
+        return model_fail(PGRT_EINVAL, "pgrt_lm: a %s schedule needs total_steps >= 1",
+                          sc->kind == PGRT_LM_SCHED_LINEAR ? "linear" : "cosine");
+    /* steps are counted in the optimizer's f32 word: exact to 2^24 */
+    if (sc->total_steps > (1u << 24) || sc->warmup_steps > (1u << 24))
+        return model_fail(PGRT_ERANGE, "pgrt_lm: schedule steps %u / %u: at most 2^24",
+                          sc->warmup_steps, sc->total_steps);
     return 0;
 }
 
@@ -119,7 +139,7 @@ int pgrt_lm_bytes(const pgrt_lm_params *p, uint64_t *bytes)
     lm_plan pl;
     lm_plan_make(pgrt_model_hf_config(p->model), p->adapter, p->batch, p->seq,
                  p->dtype == PGRT_LM_BF16, p->head_chunk, &pl);
-    *bytes = lm_plan_bytes(&pl, p->keep_grads);
+    *bytes = lm_plan_bytes(&pl, p);
     return 0;
 }
 

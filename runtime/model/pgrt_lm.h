@@ -9,7 +9,9 @@
  *   loss = mean next-token cross-entropy over the B x (S - 1) positions
  *          (labels = the ids shifted by one, as Hugging Face with
  *          labels = input_ids);
- *   the base weights are frozen; y = x W^T (+ b) + (alpha / r) (x A^T) B^T
+ *   the base weights are frozen; y = x W^T (+ b) + s (x A^T) B^T, s the
+ *          adapter's scale (pgrt_adapter_scale: alpha / r, rsLoRA alpha /
+ *          sqrt(r))
  *          on the adapter's target modules;
  *   the LoRA gradients are clipped by their global L2 norm (max_norm;
  *          0: not clipped) and AdamW (decoupled weight decay, bias

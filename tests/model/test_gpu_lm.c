@@ -73,12 +73,19 @@ static void linear(const ref_model *m, int l, pgrt_linear k, const double *x, do
     }
 }
 
-static void rope(double *x, int heads)
+/* The batch the reference reads: targets NULL (the next id in the row),
+ * pos and docs NULL (one document a row at positions 0 .. S-1). */
+typedef struct ref_batch {
+    const int32_t *ids, *targets, *pos, *docs;
+} ref_batch;
+
+static void rope(double *x, int heads, const ref_batch *bt)
 {
     for (int t = 0; t < T; t++)
         for (int h = 0; h < heads; h++)
             for (int i = 0; i < D / 2; i++) {
-                double ang = (t % S) / pow(THETA, 2.0 * i / D), c = cos(ang), s = sin(ang);
+                double at = bt->pos ? bt->pos[t] : t % S;
+                double ang = at / pow(THETA, 2.0 * i / D), c = cos(ang), s = sin(ang);
                 double *p = x + (t * heads + h) * D;
                 double x1 = p[i], x2 = p[i + D / 2];
                 p[i] = x1 * c - x2 * s;
@@ -86,8 +93,10 @@ static void rope(double *x, int heads)
             }
 }
 
-static double ref_loss(const ref_model *m, const int32_t *ids)
+/* The mean cross-entropy over the batch's targets (*count of them). */
+static double ref_loss_batch(const ref_model *m, const ref_batch *bt, int *count)
 {
+    const int32_t *ids = bt->ids;
     double *x = dnew(T * H), *h = dnew(T * H), *q = dnew(T * NH * D), *k = dnew(T * NKV * D),
            *v = dnew(T * NKV * D), *att = dnew(T * NH * D), *o = dnew(T * H), *g = dnew(T * I),
            *u = dnew(T * I);
@@ -98,15 +107,15 @@ static double ref_loss(const ref_model *m, const int32_t *ids)
         linear(m, l, PGRT_LINEAR_Q, h, q);
         linear(m, l, PGRT_LINEAR_K, h, k);
         linear(m, l, PGRT_LINEAR_V, h, v);
-        rope(q, NH);
-        rope(k, NKV);
+        rope(q, NH, bt);
+        rope(k, NKV, bt);
         for (int b = 0; b < B; b++)
             for (int hh = 0; hh < NH; hh++)
                 for (int s = 0; s < S; s++) {
-                    int kh = hh / (NH / NKV);
+                    int kh = hh / (NH / NKV), j0 = bt->docs ? bt->docs[b * S + s] : 0;
                     const double *qr = q + ((b * S + s) * NH + hh) * D;
                     double sc[S], mx = -INFINITY, sum = 0;
-                    for (int j = 0; j <= s; j++) {
+                    for (int j = j0; j <= s; j++) {
                         const double *kr = k + ((b * S + j) * NKV + kh) * D;
                         sc[j] = 0;
                         for (int e = 0; e < D; e++)
@@ -114,12 +123,12 @@ static double ref_loss(const ref_model *m, const int32_t *ids)
                         sc[j] /= sqrt((double)D);
                         mx = fmax(mx, sc[j]);
                     }
-                    for (int j = 0; j <= s; j++)
+                    for (int j = j0; j <= s; j++)
                         sum += (sc[j] = exp(sc[j] - mx));
                     double *orow = att + ((b * S + s) * NH + hh) * D;
                     for (int e = 0; e < D; e++) {
                         orow[e] = 0;
-                        for (int j = 0; j <= s; j++)
+                        for (int j = j0; j <= s; j++)
                             orow[e] += sc[j] / sum * v[((b * S + j) * NKV + kh) * D + e];
                     }
                 }
@@ -138,9 +147,12 @@ static double ref_loss(const ref_model *m, const int32_t *ids)
     rms(x, m->nfin, h);
     const double *hw = m->head ? m->head : m->emb;
     double loss = 0;
+    int n = 0;
     for (int t = 0; t < T; t++) {
-        if (t % S == S - 1)
+        int y = bt->targets ? bt->targets[t] : t % S == S - 1 ? -100 : ids[t + 1];
+        if (y < 0)
             continue;
+        n++;
         double lg[V], mx = -INFINITY, sum = 0;
         for (int c = 0; c < V; c++) {
             lg[c] = 0;
@@ -150,10 +162,18 @@ static double ref_loss(const ref_model *m, const int32_t *ids)
         }
         for (int c = 0; c < V; c++)
             sum += exp(lg[c] - mx);
-        loss += mx + log(sum) - lg[ids[t + 1]];
+        loss += mx + log(sum) - lg[y];
     }
     free(x), free(h), free(q), free(k), free(v), free(att), free(o), free(g), free(u);
-    return loss / (B * (S - 1));
+    if (count)
+        *count = n;
+    return loss / n;
+}
+
+static double ref_loss(const ref_model *m, const int32_t *ids)
+{
+    ref_batch bt = {.ids = ids};
+    return ref_loss_batch(m, &bt, NULL);
 }
 
 /* ---------------------------------------------------------------- the files */
@@ -248,6 +268,244 @@ static void free_ref(ref_model *m)
 }
 
 /* ---------------------------------------------------------------- the checks */
+
+/* ---------------------------------------------------------------- the trainer's API */
+
+/* lr of optimizer step t by pgrt_lm_schedule's formula, in double. */
+static double sched_lr(double base, const pgrt_lm_schedule *sc, double t)
+{
+    if (t < sc->warmup_steps)
+        return base * t / sc->warmup_steps;
+    double span = fmax(1.0, (double)sc->total_steps - sc->warmup_steps);
+    double p = fmin(1.0, fmax(0.0, (t - sc->warmup_steps) / span));
+    double g = sc->kind == PGRT_LM_SCHED_LINEAR   ? 1 - p
+               : sc->kind == PGRT_LM_SCHED_COSINE ? 0.5 * (1 + cos(3.141592653589793 * p))
+                                                  : 1;
+    return base * (sc->floor + (1 - sc->floor) * g);
+}
+
+/* The relative Frobenius distance of two adapters' arrays, each scaled. */
+static double adapter_dist(const pgrt_adapter *x, double sx, const pgrt_adapter *y, double sy,
+                           const pgrt_adapter *z, double sz)
+{
+    double dd = 0, nn = 0;
+    for (size_t i = 0; i < x->count; i++)
+        for (int which = 0; which < 2; which++) {
+            const pgrt_lora *w = &x->w[i];
+            size_t n = which ? (size_t)w->out * R : (size_t)R * w->in;
+            const float *a = which ? w->b : w->a, *b = which ? y->w[i].b : y->w[i].a;
+            const float *c = z ? (which ? z->w[i].b : z->w[i].a) : NULL;
+            for (size_t j = 0; j < n; j++) {
+                double want = sy * b[j] + (c ? sz * c[j] : 0), d = sx * a[j] - want;
+                dd += d * d;
+                nn += want * want;
+            }
+        }
+    return sqrt(dd / fmax(nn, 1e-300));
+}
+
+static bool adapters_equal(const pgrt_adapter *x, const pgrt_adapter *y)
+{
+    for (size_t i = 0; i < x->count; i++) {
+        const pgrt_lora *a = &x->w[i], *b = &y->w[i];
+        if (memcmp(a->a, b->a, sizeof(float) * R * a->in) ||
+            memcmp(a->b, b->b, sizeof(float) * R * a->out))
+            return false;
+    }
+    return true;
+}
+
+/* Packed rows and targets against the double reference; a packed row
+ * against its documents alone; evaluation; gradient accumulation against
+ * one big batch; the schedule; a resume from saved state, bit for bit. */
+static void train_api(pgrt_ctx *ctx, const ref_model *m, pgrt_model_files *mf,
+                      const pgrt_adapter *ad, bool bf16, const int32_t *ids, const char *dir)
+{
+    const pgrt_hf_config *c = pgrt_model_hf_config(mf);
+    pgrt_lm_dtype dt = bf16 ? PGRT_LM_BF16 : PGRT_LM_F32;
+    pgrt_stream *s = NULL;
+    GPU_CHECK(pgrt_stream_create(ctx, &s));
+    pgrt_adapter *ga = NULL, *gb = NULL, *gp = NULL;
+    pgrt_adapter_config ac = ad->cfg;
+    REQUIRE_INT_EQ(pgrt_adapter_init(c, &ac, 1, &ga), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_init(c, &ac, 1, &gb), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_init(c, &ac, 1, &gp), 0);
+
+    /* row 0: documents of 3 and 5 tokens; row 1: one document whose first
+     * three positions are a prompt (no targets) */
+    int32_t tg[T], pos[T], docs[T];
+    for (int t = 0; t < S; t++) {
+        int d = t < 3 ? 0 : 3, end = t < 3 ? 3 : S;
+        docs[t] = d;
+        pos[t] = t - d;
+        tg[t] = t + 1 < end ? ids[t + 1] : -100;
+        docs[S + t] = 0;
+        pos[S + t] = t;
+        tg[S + t] = t >= 2 && t + 1 < S ? ids[S + t + 1] : -100;
+    }
+    ref_batch rb = {ids, tg, pos, docs};
+    int nref;
+    double want = ref_loss_batch(m, &rb, &nref);
+    pgrt_lm_params p = {.model = mf, .adapter = ad, .batch = B, .seq = S, .dtype = dt,
+                        .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .keep_grads = true,
+                        .packed = true};
+    pgrt_lm *lm = NULL;
+    GPU_CHECK(pgrt_lm_create(ctx, &p, &lm));
+    pgrt_lm_batch b = {.ids = ids, .targets = tg, .pos = pos, .doc_start = docs};
+    pgrt_lm_result ev, tr;
+    GPU_CHECK(pgrt_lm_eval(lm, s, &b, &ev));
+    GPU_CHECK(pgrt_lm_train(lm, s, &b, &tr));
+    double got = tr.loss_sum / (double)tr.targets, e = fabs(got - want) / fabs(want);
+    fprintf(stderr, "  packed rows with prompt targets: loss %.9g, reference %.9g (%d targets), "
+            "relative error %.3g; evaluation %s\n", got, want, nref, e,
+            ev.loss_sum == tr.loss_sum ? "bitwise equal" : "DIFFERS");
+    REQUIRE(tr.targets == (uint64_t)nref && ev.targets == tr.targets && tr.updated);
+    REQUIRE(e <= (bf16 ? 1e-2 : 1e-5));
+    REQUIRE(ev.loss_sum == tr.loss_sum);
+    /* a malformed document start is refused before anything runs */
+    docs[5] = 4;
+    REQUIRE_INT_EQ(pgrt_lm_train(lm, s, &b, &tr), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "doc_start");
+    docs[5] = 3;
+    GPU_CHECK(pgrt_lm_grads_get(lm, gp));
+    pgrt_lm_destroy(&lm);
+
+    /* row 0's documents alone (lr 0: gradients only): the packed row's
+     * loss is the sum of theirs, its gradient their target-weighted sum */
+    if (!bf16) {
+        int32_t tg1[S], ps1[S], dc1[S];
+        for (int t = 0; t < S; t++) {
+            tg1[t] = tg[t];
+            ps1[t] = pos[t];
+            dc1[t] = docs[t];
+        }
+        pgrt_lm_params p1 = p;
+        p1.batch = 1;
+        pgrt_lm_batch b1 = {.ids = ids, .targets = tg1, .pos = ps1, .doc_start = dc1};
+        GPU_CHECK(pgrt_lm_create(ctx, &p1, &lm));
+        GPU_CHECK(pgrt_lm_train(lm, s, &b1, &tr));
+        GPU_CHECK(pgrt_lm_grads_get(lm, gp));
+        pgrt_lm_destroy(&lm);
+        double packed = tr.loss_sum, alone = 0;
+        uint64_t np = tr.targets;
+        const int len[2] = {3, 5}, at[2] = {0, 3};
+        pgrt_adapter *gd[2] = {ga, gb};
+        uint64_t nd[2];
+        for (int d = 0; d < 2; d++) {
+            pgrt_lm_params pd = {.model = mf, .adapter = ad, .batch = 1, .seq = len[d],
+                                 .dtype = dt, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                                 .keep_grads = true};
+            pgrt_lm_batch bd = {.ids = ids + at[d]};
+            GPU_CHECK(pgrt_lm_create(ctx, &pd, &lm));
+            GPU_CHECK(pgrt_lm_train(lm, s, &bd, &tr));
+            GPU_CHECK(pgrt_lm_grads_get(lm, gd[d]));
+            pgrt_lm_destroy(&lm);
+            alone += tr.loss_sum;
+            nd[d] = tr.targets;
+        }
+        double el = fabs(packed - alone) / fabs(alone);
+        double eg = adapter_dist(gp, (double)np, ga, (double)nd[0], gb, (double)nd[1]);
+        fprintf(stderr, "  a packed row against its documents alone: loss %.3g, gradients %.3g "
+                "relative\n", el, eg);
+        REQUIRE(el <= 1e-5 && eg <= 1e-4);
+    }
+
+    /* gradient accumulation: two micro-batches of one row against one
+     * batch of both rows, graphed (the micro-batch has its own graph) */
+    pgrt_lm_schedule sc = {PGRT_LM_SCHED_COSINE, 2, 6, 0.1f};
+    pgrt_lm_params pa = {.model = mf, .adapter = ad, .batch = 1, .seq = S, .dtype = dt,
+                         .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                         .weight_decay = 0.01f, .max_norm = 0.5f, .graph = true,
+                         .keep_grads = true, .grad_accum = 2, .schedule = sc};
+    pgrt_lm_params pw = pa;
+    pw.batch = 2;
+    pw.grad_accum = 1;
+    pgrt_lm *big = NULL;
+    GPU_CHECK(pgrt_lm_create(ctx, &pa, &lm));
+    GPU_CHECK(pgrt_lm_create(ctx, &pw, &big));
+    double worst = 0;
+    for (int k = 0; k < 3; k++) {
+        const int32_t *x = ids + k * T;
+        pgrt_lm_result r0, r1, rb2;
+        pgrt_lm_batch m0 = {.ids = x, .step_targets = 2 * (S - 1)};
+        pgrt_lm_batch m1 = {.ids = x + S, .step_targets = 2 * (S - 1)};
+        pgrt_lm_batch bw = {.ids = x};
+        GPU_CHECK(pgrt_lm_train(lm, s, &m0, &r0));
+        REQUIRE(!r0.updated && pgrt_lm_pending(lm) == 1);
+        if (k == 0) {
+            REQUIRE_INT_EQ(pgrt_lm_eval(lm, s, &bw, NULL), PGRT_ESTATE);
+            REQUIRE_INT_EQ(pgrt_lm_state_save(lm, s, "unused"), PGRT_ESTATE);
+        }
+        GPU_CHECK(pgrt_lm_train(lm, s, &m1, &r1));
+        GPU_CHECK(pgrt_lm_train(big, s, &bw, &rb2));
+        REQUIRE(r1.updated && rb2.updated && pgrt_lm_pending(lm) == 0);
+        double la = (r0.loss_sum + r1.loss_sum) / (double)(r0.targets + r1.targets);
+        double lw = rb2.loss_sum / (double)rb2.targets;
+        worst = fmax(worst, fabs(la - lw) / fabs(lw));
+        double lr = sched_lr(1e-2, &sc, k);
+        REQUIRE(fabs(r1.lr - lr) <= 1e-6 * 1e-2 && r1.lr == rb2.lr);
+        if (k == 0) {
+            GPU_CHECK(pgrt_lm_grads_get(lm, ga));
+            GPU_CHECK(pgrt_lm_grads_get(big, gb));
+            double eg = adapter_dist(ga, 1, gb, 1, NULL, 0);
+            fprintf(stderr, "  accumulated gradients against one batch: %.3g relative\n", eg);
+            REQUIRE(eg <= (bf16 ? 1e-2 : 1e-5));
+        }
+    }
+    fprintf(stderr, "  accumulation over 3 steps: losses within %.3g of one batch's\n", worst);
+    REQUIRE(worst <= (bf16 ? 1e-2 : 1e-5));
+    pgrt_lm_destroy(&big);
+
+    /* resume: the state and adapter after 3 steps, 3 more steps; a new
+     * pgrt_lm from them takes the same 3 steps to the same bits */
+    char st[4096];
+    path_in(st, sizeof st, dir, "optimizer.safetensors");
+    GPU_CHECK(pgrt_lm_state_save(lm, s, st));
+    pgrt_adapter *saved = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(c, &ac, 1, &saved), 0);
+    GPU_CHECK(pgrt_lm_adapter_get(lm, saved));
+    double first[6], again[6];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) {
+            pgrt_lm_params pr = pa;
+            pr.adapter = saved;
+            pgrt_lm_destroy(&lm);
+            GPU_CHECK(pgrt_lm_create(ctx, &pr, &lm));
+            GPU_CHECK(pgrt_lm_state_load(lm, s, st));
+        }
+        uint64_t steps;
+        GPU_CHECK(pgrt_lm_steps(lm, s, &steps));
+        REQUIRE(steps == 3);
+        for (int k = 0; k < 6; k++) {
+            pgrt_lm_batch mb = {.ids = ids + (k % 3) * T + (k & 1) * S,
+                                .step_targets = 2 * (S - 1)};
+            pgrt_lm_result r;
+            GPU_CHECK(pgrt_lm_train(lm, s, &mb, &r));
+            (pass ? again : first)[k] = r.loss_sum;
+        }
+        GPU_CHECK(pgrt_lm_adapter_get(lm, pass ? gb : ga));
+    }
+    REQUIRE(memcmp(first, again, sizeof first) == 0);
+    REQUIRE(adapters_equal(ga, gb));
+    fprintf(stderr, "  resumed from saved state: 6 micro-batches and the adapter bit for bit\n");
+    /* state of another dtype is refused, naming it */
+    pgrt_lm_params po = pa;
+    po.dtype = bf16 ? PGRT_LM_F32 : PGRT_LM_BF16;
+    pgrt_lm *other = NULL;
+    if (bf16 || pg_target_sm(pgrt_ctx_target(ctx)) >= 80) {
+        GPU_CHECK(pgrt_lm_create(ctx, &po, &other));
+        REQUIRE_INT_EQ(pgrt_lm_state_load(other, s, st), PGRT_EINVAL);
+        REQUIRE_CONTAINS(pgrt_last_message(), "dtype");
+        pgrt_lm_destroy(&other);
+    }
+    pgrt_lm_destroy(&lm);
+    pgrt_adapter_destroy(&saved);
+    pgrt_adapter_destroy(&ga);
+    pgrt_adapter_destroy(&gb);
+    pgrt_adapter_destroy(&gp);
+    pgrt_stream_destroy(&s);
+}
+
 
 static void run_case(pgrt_ctx *ctx, bool llama)
 {
@@ -384,6 +642,7 @@ static void run_case(pgrt_ctx *ctx, bool llama)
         }
         pgrt_stream_destroy(&s);
         pgrt_lm_destroy(&lm);
+        train_api(ctx, &m, mf, ad, bf16, ids, dir);
     }
     free(fdall);
     pgrt_adapter_destroy(&ad);
