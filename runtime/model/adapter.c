@@ -3,13 +3,15 @@
  * PEFT LoRA adapters: adapter_config.json + adapter_model.safetensors, read,
  * initialised and written as PEFT does, so that an adapter trained here
  * loads in PEFT and the other way round. Settings that change the math
- * (dropout, DoRA, rsLoRA, per-module ranks) are refused, not ignored.
+ * and are not implemented (dropout, DoRA, per-module ranks and alphas) are
+ * refused, not ignored.
  */
 #include "model_internal.h"
 
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,19 +40,100 @@ static int target_name(const char *s, unsigned *targets)
     return 0;
 }
 
+/* A target_modules string that is not a module name: a Python regular
+ * expression PEFT full-matches (re.fullmatch) against every module's path.
+ * It is compiled as a POSIX extended expression anchored at both ends,
+ * with Python's \d, \w and (?: spelled the POSIX way; the modules it
+ * selects must be the same in every layer (a pattern that picks layers
+ * would be layers_to_transform, not supported). */
+static int target_pattern(const char *pat, unsigned *targets)
+{
+    char ere[1024];
+    size_t o = 0;
+    ere[o++] = '^';
+    ere[o++] = '(';
+    for (const char *c = pat; *c && o < sizeof ere - 16; c++) {
+        const char *rep = NULL;
+        if (c[0] == '\\' && c[1] == 'd')
+            rep = "[0-9]";
+        else if (c[0] == '\\' && c[1] == 'w')
+            rep = "[A-Za-z0-9_]";
+        else if (c[0] == '(' && c[1] == '?' && c[2] == ':') {
+            ere[o++] = '(';
+            c += 2;
+            continue;
+        }
+        if (rep) {
+            size_t n = strlen(rep);
+            memcpy(ere + o, rep, n);
+            o += n;
+            c++;
+            continue;
+        }
+        if (c[0] == '\\' && c[1])
+            ere[o++] = *c++;
+        ere[o++] = *c;
+    }
+    if (o >= sizeof ere - 16)
+        return model_fail(PGRT_ERANGE, ACFG ": target_modules: the pattern is too long");
+    ere[o++] = ')';
+    ere[o++] = '$';
+    ere[o] = 0;
+    regex_t re;
+    if (regcomp(&re, ere, REG_EXTENDED | REG_NOSUB))
+        return model_fail(PGRT_EINVAL, ACFG ": target_modules: '%.64s' is neither a module name "
+                          "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj) nor a "
+                          "regular expression this reader takes",
+                          pat);
+    unsigned first = 0;
+    int rc = 0;
+    for (int l = 0; l < 256 && !rc; l++) {
+        unsigned got = 0;
+        for (int m = 0; m < PGRT_LINEAR_COUNT; m++) {
+            char path[96];
+            snprintf(path, sizeof path, "model.layers.%d.%s.%s", l,
+                     model_linear_block((pgrt_linear)m), pgrt_linear_name((pgrt_linear)m));
+            if (regexec(&re, path, 0, NULL, 0) == 0)
+                got |= 1u << m;
+        }
+        if (l == 0)
+            first = got;
+        else if (got != first)
+            rc = model_fail(PGRT_EINVAL, ACFG ": target_modules: '%.64s' selects other modules "
+                            "in layer %d than in layer 0: patterns that pick layers are not "
+                            "supported (every layer gets the same targets)", pat, l);
+    }
+    regfree(&re);
+    if (!rc && !first)
+        rc = model_fail(PGRT_EINVAL, ACFG ": target_modules: '%.64s' matches no module "
+                        "(paths look like model.layers.0.self_attn.q_proj)", pat);
+    if (!rc)
+        *targets |= first;
+    return rc;
+}
+
+double pgrt_adapter_scale(const pgrt_adapter_config *c)
+{
+    if (!c || c->r <= 0)
+        return 0;
+    return c->rslora ? c->alpha / sqrt((double)c->r) : c->alpha / c->r;
+}
+
 /* lora_alpha as the model uses it: the scale alpha / r, a float (lm.c). A
  * scale of 0 or a subnormal one trains nothing, an infinite one makes every
  * output NaN: alpha > 0 with alpha / r a normal float. One rule for what
  * is read, initialised and written, so that a saved adapter loads. */
-static int check_alpha(const char *what, double alpha, int r)
+static int check_alpha(const char *what, double alpha, int r, bool rslora)
 {
-    double scale = r > 0 ? alpha / r : 0;
+    pgrt_adapter_config c = {.r = r, .alpha = alpha, .rslora = rslora};
+    double scale = pgrt_adapter_scale(&c);
     if (alpha > 0 && scale >= FLT_MIN && scale <= FLT_MAX)
         return 0;
     return model_fail(PGRT_ERANGE,
-                      "%s: %g must be > 0, with lora_alpha / r (r %d) a normal float "
+                      "%s: %g must be > 0, with lora_alpha / %s (r %d) a normal float "
                       "(%g to %g)",
-                      what, alpha, r, (double)FLT_MIN, (double)FLT_MAX);
+                      what, alpha, rslora ? "sqrt(r)" : "r", r, (double)FLT_MIN,
+                      (double)FLT_MAX);
 }
 
 /* absent, null, or an empty list/object */
@@ -105,13 +188,16 @@ int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config 
     out->alpha = 8; /* PEFT's default */
     if ((rc = model_double_opt(root, ACFG, "lora_alpha", &out->alpha)) < 0)
         goto done;
-    if ((rc = check_alpha(ACFG ": lora_alpha", out->alpha, out->r)))
+    if ((rc = model_bool_opt(root, ACFG, "use_rslora", &out->rslora)) < 0)
+        goto done;
+    if ((rc = check_alpha(ACFG ": lora_alpha", out->alpha, out->r, out->rslora)))
         goto done;
     const pgrt_jval *tm = pgrt_jval_member(root, "target_modules");
     if ((s = pgrt_jval_string(tm, NULL))) {
         if (!strcmp(s, "all-linear"))
             out->targets = (1u << PGRT_LINEAR_COUNT) - 1;
-        else if ((rc = target_name(s, &out->targets)))
+        else if ((rc = module_index(s) >= 0 ? target_name(s, &out->targets)
+                                            : target_pattern(s, &out->targets)))
             goto done;
     } else if (pgrt_jval_type(tm) == PGRT_JSON_ARRAY && !pgrt_jval_is_null(tm)) {
         for (size_t i = 0; i < pgrt_jval_count(tm); i++) {
@@ -141,7 +227,7 @@ int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config 
         rc = model_fail(PGRT_EINVAL, ACFG ": bias: '%.32s' is not supported (none)", s);
         goto done;
     }
-    if ((rc = must_be_false(root, "use_dora")) || (rc = must_be_false(root, "use_rslora")) ||
+    if ((rc = must_be_false(root, "use_dora")) ||
         (rc = must_be_false(root, "fan_in_fan_out")) ||
         (rc = must_be_empty(root, "modules_to_save")) ||
         (rc = must_be_empty(root, "layers_to_transform")) ||
@@ -183,7 +269,7 @@ static int alloc_adapter(const pgrt_hf_config *mc, const pgrt_adapter_config *cf
     if (!mc || !cfg || cfg->r <= 0 || !cfg->targets ||
         cfg->targets >= (1u << PGRT_LINEAR_COUNT) || mc->layers <= 0)
         return model_fail(PGRT_EINVAL, "adapter: bad configuration");
-    int rc = check_alpha("adapter: lora_alpha", cfg->alpha, cfg->r);
+    int rc = check_alpha("adapter: lora_alpha", cfg->alpha, cfg->r, cfg->rslora);
     if (rc)
         return rc;
     pgrt_adapter *a = calloc(1, sizeof *a);
@@ -348,7 +434,7 @@ int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
     if (!a || !dir)
         return model_fail(PGRT_EINVAL, "pgrt_adapter_save: NULL argument");
     /* never write what pgrt_adapter_load would refuse */
-    int arc = check_alpha("adapter: lora_alpha", a->cfg.alpha, a->cfg.r);
+    int arc = check_alpha("adapter: lora_alpha", a->cfg.alpha, a->cfg.r, a->cfg.rslora);
     if (arc)
         return arc;
     size_t nt = 2 * a->count;
@@ -404,7 +490,7 @@ int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
             first = false;
         }
     model_buf_printf(&cj, "\n  ],\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_dora\": false,\n"
-                          "  \"use_rslora\": false\n}\n");
+                          "  \"use_rslora\": %s\n}\n", a->cfg.rslora ? "true" : "false");
     if (cj.err) {
         rc = model_fail(cj.err, "%s: building " ACFG " failed", dir);
         goto done;

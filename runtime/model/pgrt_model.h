@@ -291,15 +291,22 @@ typedef struct pgrt_adapter_config {
     double alpha;
     unsigned targets; /* bit (1u << pgrt_linear) per target module */
     char base_model[512]; /* base_model_name_or_path ("" if absent/null) */
+    bool rslora;          /* use_rslora: the scale is alpha / sqrt(r) */
 } pgrt_adapter_config;
 
+/* The LoRA scale the model applies: lora_alpha / r, or lora_alpha /
+ * sqrt(r) with use_rslora (PEFT's rank-stabilised LoRA). */
+PGRT_API double pgrt_adapter_scale(const pgrt_adapter_config *c);
+
 /* Parse PEFT's adapter_config.json: peft_type "LORA" (if present), r > 0,
- * lora_alpha, target_modules (a list of module names, one name, or
- * "all-linear"), lora_dropout 0 or absent, bias "none" or absent.
- * Refused, naming the field: a nonzero dropout, another bias, a module
- * the models here lack, use_dora / use_rslora true, modules_to_save,
- * layers_to_transform, rank_pattern or alpha_pattern non-empty,
- * fan_in_fan_out true. */
+ * lora_alpha, use_rslora, target_modules (a list of module names, one
+ * name, "all-linear", or a regular expression that PEFT full-matches
+ * against each module's path, "model.layers.<i>.self_attn.q_proj"),
+ * lora_dropout 0 or absent, bias "none" or absent. Refused, naming the
+ * field and what is supported: a nonzero dropout, another bias, a module
+ * the models here lack, a pattern that matches no module or some layers
+ * only, use_dora true, modules_to_save, layers_to_transform, rank_pattern
+ * or alpha_pattern non-empty, fan_in_fan_out true. */
 PGRT_API int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config *out);
 
 /* LoRA on one module of one layer: A [r, in], B [out, r], row-major f32. */

@@ -342,7 +342,6 @@ static void test_adapter_config(void)
     ADAPTER_REFUSED("\"bias\":\"all\",", "bias: 'all' is not supported (none)");
     ADAPTER_REFUSED("\"peft_type\":\"IA3\",", "peft_type: 'IA3' is not supported");
     ADAPTER_REFUSED("\"use_dora\":true,", "use_dora: true is not supported");
-    ADAPTER_REFUSED("\"use_rslora\":true,", "use_rslora: true is not supported");
     ADAPTER_REFUSED("\"fan_in_fan_out\":true,", "fan_in_fan_out: true is not supported");
     ADAPTER_REFUSED("\"modules_to_save\":[\"lm_head\"],", "modules_to_save: not supported");
     ADAPTER_REFUSED("\"layers_to_transform\":[0],", "layers_to_transform: not supported");
@@ -356,8 +355,27 @@ static void test_adapter_config(void)
     REQUIRE_INT_EQ(acfg("{\"r\":8,\"lora_alpha\":1e-30,\"target_modules\":\"q_proj\"}", &c), 0);
     REQUIRE(acfg("{\"r\":8,\"target_modules\":[\"q_proj\",\"lm_head\"]}", &c) == PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "target_modules: 'lm_head' is not a module");
-    REQUIRE(acfg("{\"r\":8,\"target_modules\":\".*proj\"}", &c) == PGRT_EINVAL);
-    REQUIRE_CONTAINS(pgrt_last_message(), "target_modules: '.*proj' is not a module");
+    /* rsLoRA: the scale alpha / sqrt(r) */
+    REQUIRE_INT_EQ(acfg("{\"r\":16,\"lora_alpha\":8,\"use_rslora\":true,"
+                        "\"target_modules\":\"q_proj\"}", &c), 0);
+    REQUIRE(c.rslora && pgrt_adapter_scale(&c) == 2.0);
+    c.rslora = false;
+    REQUIRE(pgrt_adapter_scale(&c) == 0.5);
+    /* a string that is not a module name: PEFT's full-match pattern */
+    REQUIRE_INT_EQ(acfg("{\"r\":8,\"target_modules\":\".*proj\"}", &c), 0);
+    REQUIRE_INT_EQ(c.targets, 0x7f);
+    REQUIRE_INT_EQ(acfg("{\"r\":8,\"target_modules\":"
+                        "\".*\\\\.(q_proj|v_proj)\"}", &c), 0);
+    REQUIRE_INT_EQ(c.targets, (1u << PGRT_LINEAR_Q) | (1u << PGRT_LINEAR_V));
+    REQUIRE_INT_EQ(acfg("{\"r\":8,\"target_modules\":"
+                        "\"model\\\\.layers\\\\.\\\\d+\\\\.mlp\\\\.(?:gate|up)_proj\"}", &c), 0);
+    REQUIRE_INT_EQ(c.targets, (1u << PGRT_LINEAR_GATE) | (1u << PGRT_LINEAR_UP));
+    REQUIRE(acfg("{\"r\":8,\"target_modules\":\".*\\\\.0\\\\..*q_proj\"}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "selects other modules in layer 1 than in layer 0");
+    REQUIRE(acfg("{\"r\":8,\"target_modules\":\"lm_head\"}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "target_modules: 'lm_head' matches no module");
+    REQUIRE(acfg("{\"r\":8,\"target_modules\":\"(q_proj\"}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "is neither a module name");
     REQUIRE(acfg("{\"r\":8,\"target_modules\":[]}", &c) == PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "target_modules: missing or empty");
     REQUIRE(acfg("{\"r\":8,\"target_modules\":[1]}", &c) == PGRT_EINVAL);
