@@ -33,7 +33,7 @@ static int target_name(const char *s, unsigned *targets)
     int m = module_index(s);
     if (m < 0)
         return model_fail(PGRT_EINVAL,
-                          ACFG ": target_modules: '%.64s' is not a module of qwen2/llama layers "
+                          ACFG ": target_modules: '%.64s' is not a module of a decoder layer "
                                "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)",
                           s);
     *targets |= 1u << m;

@@ -54,29 +54,165 @@ void pgrt_linear_dims(const pgrt_hf_config *c, pgrt_linear m, int *in, int *out)
     *out = o;
 }
 
-/* rope_scaling / rope_parameters: absent, null, or the default rope. */
-static int check_rope(const pgrt_jval *root, const char *field, double *theta)
+static const char *const arch_names[] = {"qwen2", "llama", "mistral", "qwen3"};
+
+const char *pgrt_arch_name(pgrt_arch a)
 {
+    return (unsigned)a < sizeof arch_names / sizeof *arch_names ? arch_names[a] : "?";
+}
+
+/* One spelling of the rope settings as read: given when the field holds an
+ * object (absent and null say nothing). */
+typedef struct rope_spec {
+    bool given;
+    pgrt_rope_scaling s;
+} rope_spec;
+
+/* A number of a rope object: field.key, required. */
+static int rope_number(const pgrt_jval *obj, const char *field, const char *key, double *out)
+{
+    const pgrt_jval *v = pgrt_jval_member(obj, key);
+    if (!v || pgrt_jval_is_null(v))
+        return model_fail(PGRT_EINVAL, CFG ": %s.%s: missing (llama3 needs it)", field, key);
+    if (pgrt_jval_double(v, out) != 0)
+        return model_fail(PGRT_EINVAL, CFG ": %s.%s: expected a number", field, key);
+    return 0;
+}
+
+/* llama3's four numbers, each checked where transformers would divide by
+ * zero, compare the wrong way round or index nothing. */
+static int rope_llama3(const pgrt_jval *v, const char *field, pgrt_rope_scaling *s)
+{
+    double orig;
+    int rc;
+    if ((rc = rope_number(v, field, "factor", &s->factor)) ||
+        (rc = rope_number(v, field, "low_freq_factor", &s->low_freq_factor)) ||
+        (rc = rope_number(v, field, "high_freq_factor", &s->high_freq_factor)) ||
+        (rc = rope_number(v, field, "original_max_position_embeddings", &orig)))
+        return rc;
+    if (!(s->factor > 0))
+        return model_fail(PGRT_ERANGE, CFG ": %s.factor: %g must be > 0", field, s->factor);
+    if (!(s->low_freq_factor > 0))
+        return model_fail(PGRT_ERANGE, CFG ": %s.low_freq_factor: %g must be > 0", field,
+                          s->low_freq_factor);
+    if (!(s->high_freq_factor > s->low_freq_factor))
+        return model_fail(PGRT_ERANGE,
+                          CFG ": %s.high_freq_factor: %g must be > low_freq_factor %g", field,
+                          s->high_freq_factor, s->low_freq_factor);
+    if (!(orig >= 1))
+        return model_fail(PGRT_ERANGE,
+                          CFG ": %s.original_max_position_embeddings: %g must be >= 1", field,
+                          orig);
+    if (orig != floor(orig) || orig > INT32_MAX)
+        return model_fail(PGRT_EINVAL,
+                          CFG ": %s.original_max_position_embeddings: %g is not an integer up "
+                              "to 2^31 - 1",
+                          field, orig);
+    s->original_max_positions = (int64_t)orig;
+    return 0;
+}
+
+/* rope_scaling / rope_parameters: absent, null, the default rope or
+ * llama3's; a rope_theta inside replaces *theta. The type is read first
+ * (rope_type, else the older spelling type, as transformers does), so
+ * that another rope is refused by its name rather than by a setting of
+ * its own. */
+static int parse_rope(const pgrt_jval *root, const char *field, double *theta, rope_spec *r)
+{
+    memset(r, 0, sizeof *r);
     const pgrt_jval *v = pgrt_jval_member(root, field);
     if (!v || pgrt_jval_is_null(v))
         return 0;
     if (pgrt_jval_type(v) != PGRT_JSON_OBJECT)
-        return model_fail(PGRT_EINVAL, CFG ": %s: unsupported (only the default rope)", field);
-    const char *type = NULL;
+        return model_fail(PGRT_EINVAL, CFG ": %s: unsupported value (an object or null)", field);
+    r->given = true;
+    const pgrt_jval *t = pgrt_jval_member(v, "rope_type");
+    const char *type = pgrt_jval_string(t ? t : pgrt_jval_member(v, "type"), NULL);
+    bool llama3 = type && !strcmp(type, "llama3");
+    if (!llama3 && (!type || strcmp(type, "default")))
+        return model_fail(PGRT_EINVAL,
+                          CFG ": %s: unsupported rope type '%.32s' (supported: default, llama3)",
+                          field, type ? type : "(none)");
     for (size_t i = 0; i < pgrt_jval_count(v); i++) {
         const char *k = pgrt_jval_key_at(v, i);
         const pgrt_jval *x = pgrt_jval_value_at(v, i);
+        double d;
         if (!strcmp(k, "rope_type") || !strcmp(k, "type"))
-            type = pgrt_jval_string(x, NULL);
-        else if (!strcmp(k, "rope_theta")) {
+            continue;
+        if (!strcmp(k, "rope_theta")) {
             if (pgrt_jval_double(x, theta) != 0)
                 return model_fail(PGRT_EINVAL, CFG ": %s.rope_theta: expected a number", field);
-        } else
-            return model_fail(PGRT_EINVAL, CFG ": %s: unsupported setting '%s'", field, k);
+        } else if (!strcmp(k, "partial_rotary_factor")) {
+            if (pgrt_jval_double(x, &d) != 0 || d != 1)
+                return model_fail(PGRT_EINVAL,
+                                  CFG ": %s.partial_rotary_factor: only 1 is supported", field);
+        } else if (!(llama3 && (!strcmp(k, "factor") || !strcmp(k, "low_freq_factor") ||
+                                !strcmp(k, "high_freq_factor") ||
+                                !strcmp(k, "original_max_position_embeddings"))))
+            return model_fail(PGRT_EINVAL, CFG ": %s: unsupported setting '%s' for the %s rope",
+                              field, k, llama3 ? "llama3" : "default");
     }
-    if (!type || strcmp(type, "default"))
-        return model_fail(PGRT_EINVAL, CFG ": %s: unsupported rope type '%s' (only the default)",
-                          field, type ? type : "(none)");
+    if (!llama3)
+        return 0;
+    r->s.kind = PGRT_ROPE_LLAMA3;
+    return rope_llama3(v, field, &r->s);
+}
+
+static bool same_rope(const pgrt_rope_scaling *a, const pgrt_rope_scaling *b)
+{
+    return a->kind == b->kind && a->factor == b->factor &&
+           a->low_freq_factor == b->low_freq_factor &&
+           a->high_freq_factor == b->high_freq_factor &&
+           a->original_max_positions == b->original_max_positions;
+}
+
+/* Both spellings may be there (a config converted by transformers 5 keeps
+ * its rope_scaling): they must say the same. */
+static int read_rope(const pgrt_jval *root, pgrt_hf_config *c)
+{
+    rope_spec rs, rp;
+    int rc;
+    if ((rc = parse_rope(root, "rope_scaling", &c->rope_theta, &rs)) ||
+        (rc = parse_rope(root, "rope_parameters", &c->rope_theta, &rp)))
+        return rc;
+    if (rs.given && rp.given && !same_rope(&rs.s, &rp.s))
+        return model_fail(PGRT_EINVAL, CFG ": rope_scaling and rope_parameters disagree");
+    c->rope = rp.given ? rp.s : rs.s;
+    double prf = 1;
+    if ((rc = model_double_opt(root, CFG, "partial_rotary_factor", &prf)) < 0)
+        return rc;
+    if (prf != 1)
+        return model_fail(PGRT_EINVAL, CFG ": partial_rotary_factor: %g is not supported (1)",
+                          prf);
+    return 0;
+}
+
+/* Mistral attends within sliding_window tokens; a window no shorter than
+ * max_position_embeddings never bites. */
+static int check_mistral_window(const pgrt_jval *root, const pgrt_hf_config *c)
+{
+    const pgrt_jval *v = pgrt_jval_member(root, "sliding_window");
+    if (v && pgrt_jval_is_null(v))
+        return 0;
+    if (!v) {
+        /* MistralConfig's default */
+        if (4096 >= c->max_positions)
+            return 0;
+        return model_fail(PGRT_EINVAL,
+                          CFG ": sliding_window: absent, which transformers takes as 4096, "
+                              "below max_position_embeddings %lld: windowed attention is not "
+                              "supported (null turns it off)",
+                          (long long)c->max_positions);
+    }
+    int64_t w;
+    int rc = model_int_req(root, CFG, "sliding_window", 1, INT64_MAX, &w);
+    if (rc)
+        return rc;
+    if (w < c->max_positions)
+        return model_fail(PGRT_EINVAL,
+                          CFG ": sliding_window: %lld is below max_position_embeddings %lld: "
+                              "windowed attention is not supported",
+                          (long long)w, (long long)c->max_positions);
     return 0;
 }
 
@@ -91,13 +227,15 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
         return rc;
     if (!mt)
         return model_fail(PGRT_EINVAL, CFG ": model_type: missing");
-    if (!strcmp(mt, "qwen2"))
-        c->arch = PGRT_ARCH_QWEN2;
-    else if (!strcmp(mt, "llama"))
-        c->arch = PGRT_ARCH_LLAMA;
-    else
-        return model_fail(PGRT_EINVAL, CFG ": model_type: '%.64s' is not supported (qwen2, llama)",
+    size_t na = sizeof arch_names / sizeof *arch_names, a = 0;
+    while (a < na && strcmp(mt, arch_names[a]))
+        a++;
+    if (a == na)
+        return model_fail(PGRT_EINVAL,
+                          CFG ": model_type: '%.64s' is not supported (qwen2, llama, mistral, "
+                              "qwen3)",
                           mt);
+    c->arch = (pgrt_arch)a;
     const int64_t big = 1 << 24;
     int64_t hidden, inter, layers, heads, vocab, kv, hd;
     if ((rc = model_int_req(root, CFG, "hidden_size", 1, big, &hidden)) ||
@@ -106,17 +244,21 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
         (rc = model_int_req(root, CFG, "num_attention_heads", 1, 4096, &heads)) ||
         (rc = model_int_req(root, CFG, "vocab_size", 1, big, &vocab)))
         return rc;
-    kv = heads;
+    /* transformers' defaults: MistralConfig's num_key_value_heads is 8,
+     * Qwen3Config's head_dim 128 */
+    kv = c->arch == PGRT_ARCH_MISTRAL ? 8 : heads;
     if ((rc = model_int_opt(root, CFG, "num_key_value_heads", 1, 4096, &kv)) < 0)
         return rc;
     if (heads % kv)
         return model_fail(PGRT_EINVAL,
-                          CFG ": num_key_value_heads: %lld does not divide "
+                          CFG ": num_key_value_heads: %lld%s does not divide "
                               "num_attention_heads %lld",
-                          (long long)kv, (long long)heads);
+                          (long long)kv, rc == 1 ? " (absent: Mistral's default)" : "",
+                          (long long)heads);
+    hd = 128;
     if ((rc = model_int_opt(root, CFG, "head_dim", 1, 4096, &hd)) < 0)
         return rc;
-    if (rc == 1) {
+    if (rc == 1 && c->arch != PGRT_ARCH_QWEN3) {
         if (hidden % heads)
             return model_fail(PGRT_EINVAL,
                               CFG ": num_attention_heads: %lld does not divide hidden_size %lld "
@@ -143,11 +285,15 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
         return model_fail(PGRT_EINVAL, CFG ": rms_norm_eps: missing");
     if (!(c->rms_norm_eps > 0 && c->rms_norm_eps < 1))
         return model_fail(PGRT_ERANGE, CFG ": rms_norm_eps: %g not in (0, 1)", c->rms_norm_eps);
+    static const int64_t max_pos[] = {32768, 2048, 4096 * 32, 32768};
+    c->max_positions = max_pos[c->arch];
+    if ((rc = model_int_opt(root, CFG, "max_position_embeddings", 1, INT64_MAX,
+                            &c->max_positions)) < 0)
+        return rc;
     c->rope_theta = 10000.0;
     if ((rc = model_double_opt(root, CFG, "rope_theta", &c->rope_theta)) < 0)
         return rc;
-    if ((rc = check_rope(root, "rope_scaling", &c->rope_theta)) ||
-        (rc = check_rope(root, "rope_parameters", &c->rope_theta)))
+    if ((rc = read_rope(root, c)))
         return rc;
     if (!(c->rope_theta > 1 && isfinite(c->rope_theta)))
         return model_fail(PGRT_ERANGE, CFG ": rope_theta: %g must be > 1", c->rope_theta);
@@ -175,12 +321,27 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
                                   CFG ": layer_types[%zu]: only full_attention is supported", i);
         }
     }
-    if (c->arch == PGRT_ARCH_QWEN2) {
+    switch (c->arch) {
+    case PGRT_ARCH_QWEN2:
         /* Qwen2's attention has q, k and v biases and no o bias, whatever
          * the config says */
         c->qkv_bias = true;
         c->o_bias = false;
-    } else {
+        return 0;
+    case PGRT_ARCH_MISTRAL:
+        /* no biases anywhere, whatever the config says; the window only
+         * where it never bites */
+        return check_mistral_window(root, c);
+    case PGRT_ARCH_QWEN3:
+        /* q_proj, k_proj, v_proj and o_proj all take attention_bias; the
+         * MLP has none */
+        c->qk_norm = true;
+        b = false;
+        if ((rc = model_bool_opt(root, CFG, "attention_bias", &b)) < 0)
+            return rc;
+        c->qkv_bias = c->o_bias = b;
+        return 0;
+    case PGRT_ARCH_LLAMA:
         b = false;
         if ((rc = model_bool_opt(root, CFG, "attention_bias", &b)) < 0)
             return rc;
@@ -195,6 +356,7 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
             return rc;
         if (pt != 1)
             return model_fail(PGRT_EINVAL, CFG ": pretraining_tp: %g is not supported (1)", pt);
+        return 0;
     }
     return 0;
 }
@@ -225,6 +387,79 @@ int pgrt_hf_config_load(const char *path, pgrt_hf_config *out)
     return rc;
 }
 
+/* transformers' _compute_llama3_parameters (modeling_rope_utils.py), its
+ * names shortened (old = old_context_len = original_max_position_embeddings,
+ * low/high = low_freq_factor/high_freq_factor, x = inv_freq):
+ *
+ *   low_wavelen = old / low;  high_wavelen = old / high
+ *   wavelen = 2 * math.pi / x
+ *   llama = torch.where(wavelen > low_wavelen, x / factor, x)
+ *   smooth = (old / wavelen - low) / (high - low)
+ *   smoothed = (1 - smooth) * llama / factor + smooth * llama
+ *   medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+ *   result = torch.where(medium, smoothed, llama)
+ *
+ * inv_freq is an f32 tensor; everything else is a Python number, a
+ * double (int / int is true division too). How torch (CPU) evaluates each
+ * tensor op with a Python number: the number becomes a 0-dim "wrapped"
+ * tensor that does not promote the f32 tensor, so it is rounded to f32
+ * first and the op runs in f32 (comparisons too: gt/lt promote their
+ * inputs to the common dtype). scalar / tensor is Tensor.__rtruediv__,
+ * which torch/_tensor.py writes as tensor.reciprocal() * scalar: two f32
+ * roundings, not one division. tensor / scalar is a true f32 division
+ * (CPU div_true_kernel: a / b). 1 - tensor is rsub, one rounding. No op
+ * fuses with another: each is its own kernel, its result stored as f32.
+ * So, with F(x) the rounding of x to f32: */
+int pgrt_hf_rope_scale(const pgrt_hf_config *c, float *inv_freq, int n)
+{
+    if (!c || n < 0 || (n > 0 && !inv_freq))
+        return model_fail(PGRT_EINVAL, "pgrt_hf_rope_scale: bad argument");
+    if (c->rope.kind == PGRT_ROPE_DEFAULT)
+        return 0;
+    if (c->rope.kind != PGRT_ROPE_LLAMA3)
+        return model_fail(PGRT_EINVAL, "pgrt_hf_rope_scale: unknown rope kind %d",
+                          (int)c->rope.kind);
+    const pgrt_rope_scaling *r = &c->rope;
+    /* Python: old_context_len / low_freq_factor etc. in f64, then F() where
+     * they meet the tensor */
+    const double old = (double)r->original_max_positions;
+    const float low_wavelen = (float)(old / r->low_freq_factor);
+    const float high_wavelen = (float)(old / r->high_freq_factor);
+    const float two_pi = (float)(2 * 0x1.921fb54442d18p+1); /* F(2 * math.pi) */
+    const float factor = (float)r->factor;
+    const float old_f = (float)old;
+    const float low = (float)r->low_freq_factor;
+    const float span = (float)(r->high_freq_factor - r->low_freq_factor); /* f64 difference */
+    for (int i = 0; i < n; i++) {
+        /* One rounding a statement, no fused multiply-add: with c_std=c11
+         * gcc contracts nothing (-ffp-contract=off); clang contracts only
+         * within an expression, and not under the pragma. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+        const float x = inv_freq[i];
+        float w = 1.0f / x;       /* wavelen = F(F(1 / x) * F(2 pi)) */
+        w = w * two_pi;
+        float llama = x;          /* F(x / F(factor)) where wavelen > F(low_freq_wavelen) */
+        if (w > low_wavelen)
+            llama = x / factor;
+        float s = 1.0f / w;       /* F(F(1 / wavelen) * F(old_context_len)) */
+        s = s * old_f;
+        s = s - low;              /* F(. - F(low_freq_factor)) */
+        s = s / span;             /* F(. / F(high_freq_factor - low_freq_factor)) */
+        float a = 1.0f - s;       /* F(1 - s) */
+        a = a * llama;            /* F(. * inv_freq_llama) */
+        a = a / factor;           /* F(. / F(factor)) */
+        const float b = s * llama; /* F(s * inv_freq_llama) */
+        const float smoothed = a + b;
+        if (!(w < high_wavelen) && !(w > low_wavelen))
+            inv_freq[i] = smoothed;
+        else
+            inv_freq[i] = llama;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- weights */
 
 static void spec(pgrt_weight_spec *s, int layer, int64_t d0, int64_t d1, const char *fmt, ...)
@@ -246,7 +481,8 @@ int pgrt_model_weight_specs(const pgrt_hf_config *c, pgrt_weight_spec **specs, s
 {
     if (!c || !specs || !n || c->layers <= 0)
         return model_fail(PGRT_EINVAL, "pgrt_model_weight_specs: bad argument");
-    size_t per = 2 + PGRT_LINEAR_COUNT + (c->qkv_bias ? 3 : 0) + (c->o_bias ? 1 : 0);
+    size_t per = 2 + PGRT_LINEAR_COUNT + (c->qkv_bias ? 3 : 0) + (c->o_bias ? 1 : 0) +
+                 (c->qk_norm ? 2 : 0);
     size_t cap = 3 + (size_t)c->layers * per;
     pgrt_weight_spec *s = calloc(cap, sizeof *s);
     if (!s)
@@ -264,6 +500,10 @@ int pgrt_model_weight_specs(const pgrt_hf_config *c, pgrt_weight_spec **specs, s
             if (bias)
                 spec(&s[k++], l, out, 0, "model.layers.%d.%s.%s.bias", l, linear_blocks[m],
                      linear_names[m]);
+            if (m == PGRT_LINEAR_O && c->qk_norm) {
+                spec(&s[k++], l, c->head_dim, 0, "model.layers.%d.self_attn.q_norm.weight", l);
+                spec(&s[k++], l, c->head_dim, 0, "model.layers.%d.self_attn.k_norm.weight", l);
+            }
             if (m == PGRT_LINEAR_O)
                 spec(&s[k++], l, c->hidden, 0, "model.layers.%d.post_attention_layernorm.weight",
                      l);
@@ -377,7 +617,7 @@ int pgrt_model_open(const char *dir, pgrt_model_files **out)
             }
             rc = model_fail(PGRT_EINVAL, "%s: tensor '%s' is not used by a %s model with this "
                                          "config",
-                            dir, t->name, m->cfg.arch == PGRT_ARCH_QWEN2 ? "qwen2" : "llama");
+                            dir, t->name, pgrt_arch_name(m->cfg.arch));
         }
     }
     free(specs);

@@ -8,8 +8,9 @@
  *   - safetensors: a memory-mapped reader that checks the header against
  *     the file, sharded models through model.safetensors.index.json, and an
  *     atomic writer of the canonical form;
- *   - config.json of Qwen2 and LLaMA models, the weight names and shapes
- *     they imply, and a check of a model directory against them;
+ *   - config.json of Qwen2, LLaMA (Llama 3.x rope scaling included),
+ *     Mistral and Qwen3 models, the weight names and shapes they imply,
+ *     and a check of a model directory against them;
  *   - PEFT LoRA adapters: read, initialised as PEFT does, written;
  *   - token files of little-endian int32 ids.
  *
@@ -200,10 +201,37 @@ PGRT_API const pgrt_st_tensor *pgrt_st_set_find(const pgrt_st_set *s, const char
 
 /* ------------------------------------------------------ model config.json */
 
+/* The model_type values read; each is the decoder transformers builds for
+ * it (Qwen2ForCausalLM, LlamaForCausalLM, ...): RMSNorm, rotate-half
+ * RoPE, causal GQA attention, SwiGLU, tied or untied head. */
 typedef enum pgrt_arch {
-    PGRT_ARCH_QWEN2,
-    PGRT_ARCH_LLAMA,
+    PGRT_ARCH_QWEN2,   /* q, k, v biases, never o's */
+    PGRT_ARCH_LLAMA,   /* all four biases or none (attention_bias) */
+    PGRT_ARCH_MISTRAL, /* LLaMA's layout without biases; full attention only */
+    PGRT_ARCH_QWEN3,   /* q_norm and k_norm; all four biases or none */
 } pgrt_arch;
+
+/* "qwen2", "llama", "mistral", "qwen3": the model_type; "?" otherwise. */
+PGRT_API const char *pgrt_arch_name(pgrt_arch a);
+
+/* How the inverse frequencies of RoPE are made. PGRT_ROPE_DEFAULT:
+ * inv_freq[i] = rope_theta^(-2i / head_dim). PGRT_ROPE_LLAMA3: the
+ * default table rescaled as Llama 3.x does (pgrt_hf_rope_scale). */
+typedef enum pgrt_rope_kind {
+    PGRT_ROPE_DEFAULT,
+    PGRT_ROPE_LLAMA3,
+} pgrt_rope_kind;
+
+/* rope_scaling (transformers 4) or rope_parameters (transformers 5). The
+ * numbers are set for PGRT_ROPE_LLAMA3 only (0 otherwise), as the JSON
+ * gave them (doubles, the Python floats transformers computes with). */
+typedef struct pgrt_rope_scaling {
+    pgrt_rope_kind kind;
+    double factor;          /* factor, > 0 (8 or 32 in Llama 3.x) */
+    double low_freq_factor; /* low_freq_factor, > 0 */
+    double high_freq_factor; /* high_freq_factor, > low_freq_factor */
+    int64_t original_max_positions; /* original_max_position_embeddings, >= 1 */
+} pgrt_rope_scaling;
 
 typedef struct pgrt_hf_config {
     pgrt_arch arch;
@@ -211,24 +239,61 @@ typedef struct pgrt_hf_config {
     int intermediate;  /* intermediate_size */
     int layers;        /* num_hidden_layers */
     int heads;         /* num_attention_heads */
-    int kv_heads;      /* num_key_value_heads (default: heads) */
-    int head_dim;      /* head_dim (default: hidden / heads) */
+    int kv_heads;      /* num_key_value_heads (default: heads; Mistral 8) */
+    int head_dim;      /* head_dim (default: hidden / heads; Qwen3 128) */
     int vocab;         /* vocab_size */
-    double rms_norm_eps;
+    double rms_norm_eps; /* the norms' epsilon, q_norm's and k_norm's too */
     double rope_theta; /* default 10000 */
     bool tie_embeddings; /* tie_word_embeddings (default false) */
-    bool qkv_bias;     /* Qwen2: always; LLaMA: attention_bias */
-    bool o_bias;       /* LLaMA: attention_bias */
+    bool qkv_bias;     /* Qwen2: always; LLaMA, Qwen3: attention_bias; Mistral: never */
+    bool o_bias;       /* LLaMA, Qwen3: attention_bias */
+    /* Qwen3: RMSNorm over each head's head_dim values of q and of k
+     * (weights self_attn.q_norm / k_norm, [head_dim], eps rms_norm_eps),
+     * after the projection (and its bias), before RoPE */
+    bool qk_norm;
+    /* max_position_embeddings; absent, transformers' default for the
+     * model type (Qwen2, Qwen3 32768, LLaMA 2048, Mistral 131072) */
+    int64_t max_positions;
+    pgrt_rope_scaling rope;
 } pgrt_hf_config;
 
-/* Parse a Hugging Face config.json. Refused, naming the field: another
- * model_type, a missing or ill-typed required field, rope_scaling (or
- * rope_parameters) other than the default rope, use_sliding_window true,
- * a sliding layer in layer_types, hidden_act other than "silu", LLaMA's
- * mlp_bias true, heads that do not divide (hidden by heads without
- * head_dim, heads by kv heads), an odd head_dim. */
+/* Parse a Hugging Face config.json: model_type qwen2, llama, mistral or
+ * qwen3, with transformers' defaults for what is absent. Refused, naming
+ * the field: another model_type; a missing or ill-typed required field;
+ * rope_scaling or rope_parameters other than the default rope or llama3's
+ * (linear, dynamic, yarn, longrope, ... named in the message), a llama3
+ * setting missing or out of range (factor <= 0, low_freq_factor <= 0,
+ * high_freq_factor <= low_freq_factor, original_max_position_embeddings
+ * < 1), the two spellings disagreeing; partial_rotary_factor other than
+ * 1; use_sliding_window true, a sliding layer in layer_types, Mistral's
+ * sliding_window below max_position_embeddings (absent, transformers takes
+ * 4096); hidden_act other than "silu"; LLaMA's mlp_bias true or
+ * pretraining_tp other than 1; heads that do not divide (hidden by heads
+ * without head_dim, heads by kv heads), an odd head_dim. Fields the
+ * model type's transformers class does not read are ignored, as there
+ * (Qwen2's and Mistral's attention_bias). */
 PGRT_API int pgrt_hf_config_parse(const char *json, size_t len, pgrt_hf_config *out);
 PGRT_API int pgrt_hf_config_load(const char *path, pgrt_hf_config *out);
+
+/* Rescale a table of the default inverse frequencies in place, as
+ * transformers does for c->rope (inv_freq[i] = rope_theta^(-2i/head_dim),
+ * i < n = head_dim / 2, made by the caller). A no-op for the default rope.
+ * For llama3 it is transformers' _compute_llama3_parameters, op for op
+ * in the precision torch runs it on the CPU, where transformers builds the
+ * table: the tensor ops in f32, each rounded once; the Python scalars
+ * (factor, low/high_freq_factor, original_max_position_embeddings and
+ * what is computed from them alone) in f64, rounded to f32 where an op
+ * meets the tensor (config.c names each rounding). Given the same input
+ * table the output is meant to be torch's bit for bit: that is reasoned
+ * from torch's and transformers' sources, with worked values in
+ * tests/model/test_hf.c that `reference.py rope-check` compares with
+ * transformers itself. torch on a CUDA device divides by a scalar as a
+ * multiplication by its f32 reciprocal, which can differ by an ulp in the
+ * smoothed band; transformers builds the table on the CPU. The input
+ * table is the caller's: torch makes it with an f32 pow that is not
+ * correctly rounded everywhere. PGRT_EINVAL for a NULL c, n < 0, or a
+ * NULL table with n > 0. */
+PGRT_API int pgrt_hf_rope_scale(const pgrt_hf_config *c, float *inv_freq, int n);
 
 /* -------------------------------------------------------------- weights */
 
@@ -257,9 +322,11 @@ typedef struct pgrt_weight_spec {
     int64_t shape[2];
 } pgrt_weight_spec;
 
-/* Every tensor the model needs, in a fixed order (embedding, then each
- * layer, then the final norm and the untied head). *specs is malloc'd;
- * the caller frees it. */
+/* Every tensor the model needs, in a fixed order: the embedding; each
+ * layer's input_layernorm, q/k/v/o_proj (each weight, then its bias where
+ * the config has one), with qk_norm self_attn.q_norm and k_norm
+ * ([head_dim]), post_attention_layernorm, gate/up/down_proj; the final
+ * norm and the untied head. *specs is malloc'd; the caller frees it. */
 PGRT_API int pgrt_model_weight_specs(const pgrt_hf_config *c, pgrt_weight_spec **specs,
                                      size_t *n);
 
@@ -269,8 +336,9 @@ typedef struct pgrt_model_files pgrt_model_files;
  * sharded) opened, every expected tensor present with its shape and a
  * dtype of BF16, F16 or F32; the first problem is reported naming the
  * tensor. A tensor the model would not use is refused (a Qwen2 o_proj
- * bias would be silently wrong), except rotary_emb.inv_freq buffers and a
- * tied model's redundant lm_head.weight of the right shape. */
+ * bias or a Mistral q_norm would be silently wrong), except
+ * rotary_emb.inv_freq buffers and a tied model's redundant lm_head.weight
+ * of the right shape. */
 PGRT_API int pgrt_model_open(const char *dir, pgrt_model_files **out);
 PGRT_API void pgrt_model_close(pgrt_model_files **m);
 PGRT_API const pgrt_hf_config *pgrt_model_hf_config(const pgrt_model_files *m);

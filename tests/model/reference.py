@@ -6,12 +6,18 @@ comparison of ptxgen-train's outputs with it.
 Needs PyTorch, transformers, peft and safetensors (a GPU machine's image);
 not part of CI.
 
-  reference.py make      --dir D [--wide]  small random Qwen2 model, PEFT adapter, tokens
+  reference.py make      --dir D [--wide] [--arch A]
+                                         small random model (A: qwen2, the default; llama,
+                                         llama3, mistral, qwen3), PEFT adapter, tokens
   reference.py reference --dir D --dtype f32|bf16 [--batch B --seq S ...]
                                          step-1 loss, first-step LoRA gradients, N steps
   reference.py compare   --ref D/ref-f32 --log-json FILE --grads DIR [--dtype f32]
-  reference.py all       --dir D        make + reference in f32 and bf16, and print the
+  reference.py all       --dir D [--arch A]
+                                         make + reference in f32 and bf16, and print the
                                          ptxgen-train command lines to compare with
+  reference.py rope-check                 transformers' llama3 inverse frequencies (CPU)
+                                         against pgrt_hf_rope_scale's f32 op sequence and
+                                         the worked values of tests/model/test_hf.c
 
 Layout of D: model/ (config.json, model.safetensors), adapter/ (PEFT:
 adapter_config.json, adapter_model.safetensors), tokens.bin (little-endian
@@ -46,6 +52,59 @@ SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
 # batch 2 x seq 64), so that they reach the Hopper (wgmma) GEMMs
 WIDE = dict(SMALL, hidden_size=128, intermediate_size=256, vocab_size=512)
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+ARCHS = ["qwen2", "llama", "llama3", "mistral", "qwen3"]
+# --arch llama3: Llama 3.x's rope scaling at a small original context, so
+# that at head_dim 16 (32 with --wide) and seq 64 the table has all three
+# bands: unchanged (wavelength < 64 / 4), smoothed, divided by 4 (> 64)
+LLAMA3_SCALING = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+
+
+def rope_kwargs(cls, theta, scaling=None):
+    """rope_theta / rope_scaling (transformers 4) or rope_parameters (5)."""
+    import inspect
+    fields = set(inspect.signature(cls.__init__).parameters)
+    fields |= set(getattr(cls, "__dataclass_fields__", {}))
+    if "rope_parameters" in fields:
+        rp = {"rope_type": "default", "rope_theta": theta}
+        rp.update(scaling or {})
+        return {"rope_parameters": rp}
+    kw = {"rope_theta": theta}
+    if scaling:
+        kw["rope_scaling"] = dict(scaling)
+    return kw
+
+
+def arch_config(arch, shape):
+    """transformers' own config class for the small model of that kind, and
+    the model class (qwen2: exactly the original Qwen2Config(**shape))."""
+    import transformers as tf
+    if arch == "qwen2":
+        return tf.Qwen2Config(**shape), tf.Qwen2ForCausalLM
+    common = {k: shape[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
+                                    "num_attention_heads", "num_key_value_heads", "vocab_size",
+                                    "rms_norm_eps", "max_position_embeddings", "hidden_act")}
+    theta = shape["rope_theta"]
+    if arch == "llama":  # untied, all four attention biases
+        cfg = tf.LlamaConfig(**common, tie_word_embeddings=False, attention_bias=True,
+                             **rope_kwargs(tf.LlamaConfig, theta))
+        return cfg, tf.LlamaForCausalLM
+    if arch == "llama3":  # Llama 3.2's layout: tied, no biases, llama3 rope
+        cfg = tf.LlamaConfig(**common, tie_word_embeddings=True, attention_bias=False,
+                             **rope_kwargs(tf.LlamaConfig, theta, LLAMA3_SCALING))
+        return cfg, tf.LlamaForCausalLM
+    # head_dim given and twice hidden / heads, so that q is wider than hidden
+    hd = 2 * shape["hidden_size"] // shape["num_attention_heads"]
+    if arch == "mistral":  # untied, no biases, no window
+        cfg = tf.MistralConfig(**common, head_dim=hd, tie_word_embeddings=False,
+                               sliding_window=None, **rope_kwargs(tf.MistralConfig, theta))
+        return cfg, tf.MistralForCausalLM
+    if arch == "qwen3":  # tied, q/k norms, no biases
+        cfg = tf.Qwen3Config(**common, head_dim=hd, tie_word_embeddings=True,
+                             attention_bias=False, use_sliding_window=False,
+                             **rope_kwargs(tf.Qwen3Config, theta))
+        return cfg, tf.Qwen3ForCausalLM
+    raise SystemExit(f"--arch {arch}: one of {', '.join(ARCHS)}")
 
 
 def torch_setup():
@@ -61,15 +120,15 @@ def make(args):
     torch = torch_setup()
     import numpy as np
     from peft import LoraConfig, get_peft_model
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     os.makedirs(args.dir, exist_ok=True)
     torch.manual_seed(args.seed)
     shape = WIDE if args.wide else SMALL
-    cfg = Qwen2Config(**shape)
-    model = Qwen2ForCausalLM(cfg).float()
+    cfg, model_cls = arch_config(args.arch, shape)
+    model = model_cls(cfg).float()
     # the default init leaves biases at 0 and norms at 1: perturb them so a
-    # wrong bias or norm path shows in the numbers
+    # wrong bias or norm path shows in the numbers (Qwen3's q_norm and
+    # k_norm included)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(".bias"):
@@ -93,7 +152,8 @@ def make(args):
     rng = np.random.default_rng(args.seed)
     ids = rng.integers(0, shape["vocab_size"], size=args.tokens, dtype=np.int64)
     ids.astype("<i4").tofile(os.path.join(args.dir, "tokens.bin"))
-    print(f"wrote {args.dir}/model, {args.dir}/adapter, {args.dir}/tokens.bin ({args.tokens} ids)")
+    print(f"wrote {args.dir}/model ({args.arch}), {args.dir}/adapter, {args.dir}/tokens.bin "
+          f"({args.tokens} ids)")
 
 
 def batch(tokens, step, b, s):
@@ -271,6 +331,83 @@ def compare(args):
     return 0 if ok else 1
 
 
+# The worked values of tests/model/test_hf.c (test_rope_scale): (name,
+# rope_theta, head_dim, factor, low_freq_factor, high_freq_factor,
+# original_max_position_embeddings, {index: (input, output)}), f32 as hex.
+ROPE_WORKED = [
+    ("Llama 3.2", 500000.0, 64, 32.0, 1.0, 4.0, 8192,
+     {14: ("0x1.a4ee4p-9", "0x1.a4ee4p-9"), 15: ("0x1.175482p-9", "0x1.524f36p-10"),
+      16: ("0x1.72ba44p-10", "0x1.c26c42p-12"), 17: ("0x1.ec07d4p-11", "0x1.9731eep-14"),
+      18: ("0x1.46831ap-11", "0x1.46831ap-16")}),
+    ("Llama 3.1", 500000.0, 128, 8.0, 1.0, 4.0, 8192,
+     {30: ("0x1.175482p-9", "0x1.67a23ap-10"), 32: ("0x1.72ba44p-10", "0x1.132ba6p-11")}),
+    ("--arch llama3", 10000.0, 16, 4.0, 1.0, 4.0, 64,
+     {1: ("0x1.43d136p-2", "0x1.04c26cp-2"), 2: ("0x1.99999ap-4", "0x1.a13712p-6")}),
+    ("uneven", 10000.0, 128, 6.5, 1.5, 3.7, 1000, {}),
+]
+
+
+def f32(x):
+    """x rounded to the nearest f32 (ties to even), as a Python float."""
+    import struct
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def llama3_f32(x, factor, low, high, old):
+    """pgrt_hf_rope_scale on one f32 entry: each tensor op an f64 op on f32
+    values rounded to f32 (exact for + - * /: 53 >= 2 x 24 + 2), the Python
+    scalars rounded to f32 where they meet the tensor, scalar / tensor as
+    reciprocal then multiply (torch's Tensor.__rtruediv__)."""
+    import math
+    low_wl, high_wl = f32(old / low), f32(old / high)
+    w = f32(f32(1.0 / x) * f32(2 * math.pi))
+    llama = f32(x / f32(factor)) if w > low_wl else x
+    s = f32(f32(f32(1.0 / w) * f32(old)) - f32(low))
+    s = f32(s / f32(high - low))
+    smoothed = f32(f32(f32(f32(1.0 - s) * llama) / f32(factor)) + f32(s * llama))
+    return smoothed if not (w < high_wl) and not (w > low_wl) else llama
+
+
+def rope_check(args):
+    """transformers' llama3 table on the CPU against llama3_f32 on torch's
+    own default table (every entry) and against test_hf.c's worked values
+    (their inputs are C's F(1 / pow(theta, 2i / d)); where torch's f32 pow
+    made another input, that entry is reported, not compared)."""
+    torch = torch_setup()
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    bad = 0
+    for name, theta, hd, factor, low, high, old, worked in ROPE_WORKED:
+        scaling = {"rope_type": "llama3", "factor": factor, "low_freq_factor": low,
+                   "high_freq_factor": high, "original_max_position_embeddings": old}
+        cfg = LlamaConfig(hidden_size=4 * hd, num_attention_heads=4, num_key_value_heads=4,
+                          head_dim=hd, max_position_embeddings=131072,
+                          **rope_kwargs(LlamaConfig, theta, scaling))
+        table = ROPE_INIT_FUNCTIONS["llama3"](cfg, torch.device("cpu"))[0].tolist()
+        default = (1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd)))
+        default = default.tolist()
+        diff = [i for i in range(hd // 2)
+                if llama3_f32(default[i], factor, low, high, old) != table[i]]
+        bad += len(diff)
+        print(f"{name}: {hd // 2 - len(diff)} of {hd // 2} entries as pgrt_hf_rope_scale"
+              + "".join(f"\n  entry {i}: in {default[i].hex()}, transformers {table[i].hex()}, "
+                        f"ours {llama3_f32(default[i], factor, low, high, old).hex()}"
+                        for i in diff))
+        for i, (x, y) in sorted(worked.items()):
+            x, y = float.fromhex(x), float.fromhex(y)
+            if default[i] != x:
+                print(f"  worked entry {i}: torch's default input is {default[i].hex()}, "
+                      f"test_hf.c's {x.hex()}: not compared")
+            elif table[i] != y:
+                bad += 1
+                print(f"  worked entry {i}: transformers {table[i].hex()}, test_hf.c {y.hex()}"
+                      "  FAIL")
+            else:
+                print(f"  worked entry {i}: {y.hex()} ok")
+    print("rope-check: " + ("ok" if not bad else f"{bad} mismatches -- FAIL"))
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -290,6 +427,7 @@ def main():
     p.add_argument("--tokens", type=int, default=4099)  # not a multiple of B*S: wraps
     p.add_argument("--init-std", type=float, default=0.05)
     p.add_argument("--wide", action="store_true", help="hidden 128, intermediate 256, vocab 512")
+    p.add_argument("--arch", default="qwen2", choices=ARCHS)
     p = sub.add_parser("reference")
     p.add_argument("--dir", required=True)
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
@@ -306,7 +444,9 @@ def main():
     p.add_argument("--tokens", type=int, default=4099)
     p.add_argument("--init-std", type=float, default=0.05)
     p.add_argument("--wide", action="store_true", help="hidden 128, intermediate 256, vocab 512")
+    p.add_argument("--arch", default="qwen2", choices=ARCHS)
     train_opts(p)
+    sub.add_parser("rope-check")
     args = ap.parse_args()
 
     if args.cmd == "make":
@@ -315,6 +455,8 @@ def main():
         reference(args)
     elif args.cmd == "compare":
         return compare(args)
+    elif args.cmd == "rope-check":
+        return rope_check(args)
     else:
         make(args)
         for dt in ("f32", "bf16"):

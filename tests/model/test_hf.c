@@ -28,24 +28,31 @@ static int cfg_parse(const char *s, pgrt_hf_config *c)
     return pgrt_hf_config_parse(s, strlen(s), c);
 }
 
-/* A config with one field replaced or added (after the brace). */
-static int cfg_with(const char *extra, pgrt_hf_config *c)
+/* A small config of model type mt with one field replaced or added
+ * (after the brace). */
+static int cfg_mt(const char *mt, const char *extra, pgrt_hf_config *c)
 {
     char buf[2048];
     snprintf(buf, sizeof buf,
-             "{%s\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
+             "{%s\"model_type\":\"%s\",\"hidden_size\":64,\"intermediate_size\":128,"
              "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":256,"
              "\"rms_norm_eps\":1e-5}",
-             extra);
+             extra, mt);
     return cfg_parse(buf, c);
 }
 
-#define CFG_REFUSED(extra, want)                                               \
+static int cfg_with(const char *extra, pgrt_hf_config *c)
+{
+    return cfg_mt("llama", extra, c);
+}
+
+#define CFG_MT_REFUSED(mt, extra, want)                                        \
     do {                                                                       \
         pgrt_hf_config c_;                                                     \
-        REQUIRE(cfg_with((extra), &c_) < 0);                                   \
+        REQUIRE(cfg_mt((mt), (extra), &c_) < 0);                               \
         REQUIRE_CONTAINS(pgrt_last_message(), (want));                         \
     } while (0)
+#define CFG_REFUSED(extra, want) CFG_MT_REFUSED("llama", extra, want)
 
 static void test_config(void)
 {
@@ -76,9 +83,9 @@ static void test_config(void)
     REQUIRE(c.rope_theta == 5e5);
 
     CFG_REFUSED("\"model_type\":\"mistral\",", "duplicate key \"model_type\"");
-    REQUIRE(cfg_parse("{\"model_type\":\"mistral\"}", &c) == PGRT_EINVAL);
-    REQUIRE_CONTAINS(pgrt_last_message(),
-                     "config.json: model_type: 'mistral' is not supported (qwen2, llama)");
+    REQUIRE(cfg_parse("{\"model_type\":\"gemma\"}", &c) == PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "config.json: model_type: 'gemma' is not supported "
+                                          "(qwen2, llama, mistral, qwen3)");
     REQUIRE(cfg_parse("{\"hidden_size\":8}", &c) == PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "config.json: model_type: missing");
     REQUIRE(cfg_parse("{\"model_type\":\"qwen2\",\"hidden_size\":8}", &c) == PGRT_EINVAL);
@@ -87,8 +94,6 @@ static void test_config(void)
     REQUIRE(cfg_parse("{", &c) == PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "config.json: byte 1:");
     CFG_REFUSED("\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0},", "rope_scaling: unsupported");
-    CFG_REFUSED("\"rope_scaling\":{\"rope_type\":\"llama3\"},",
-                "rope_scaling: unsupported rope type 'llama3'");
     CFG_REFUSED("\"rope_scaling\":4,", "rope_scaling: unsupported");
     CFG_REFUSED("\"use_sliding_window\":true,", "use_sliding_window: true is not supported");
     CFG_REFUSED("\"layer_types\":[\"full_attention\",\"sliding_attention\"],",
@@ -114,6 +119,410 @@ static void test_config(void)
                       "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":8}",
                       &c) == PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "rms_norm_eps: missing");
+}
+
+/* Llama-3.2-1B's config.json (transformers 4.45): Llama 3.x rope scaling,
+ * head_dim given, tied head. */
+static const char llama32_cfg[] =
+    "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n  \"bos_token_id\": 128000,\n  \"eos_token_id\": 128001,\n"
+    "  \"head_dim\": 64,\n  \"hidden_act\": \"silu\",\n  \"hidden_size\": 2048,\n"
+    "  \"initializer_range\": 0.02,\n  \"intermediate_size\": 8192,\n"
+    "  \"max_position_embeddings\": 131072,\n  \"mlp_bias\": false,\n"
+    "  \"model_type\": \"llama\",\n  \"num_attention_heads\": 32,\n"
+    "  \"num_hidden_layers\": 16,\n  \"num_key_value_heads\": 8,\n  \"pretraining_tp\": 1,\n"
+    "  \"rms_norm_eps\": 1e-05,\n  \"rope_scaling\": {\n    \"factor\": 32.0,\n"
+    "    \"high_freq_factor\": 4.0,\n    \"low_freq_factor\": 1.0,\n"
+    "    \"original_max_position_embeddings\": 8192,\n    \"rope_type\": \"llama3\"\n  },\n"
+    "  \"rope_theta\": 500000.0,\n  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n  \"transformers_version\": \"4.45.0.dev0\",\n"
+    "  \"use_cache\": true,\n  \"vocab_size\": 128256\n}\n";
+
+/* Mistral-7B-v0.3's: no sliding window (null), untied head. */
+static const char mistral_cfg[] =
+    "{\n  \"architectures\": [\"MistralForCausalLM\"],\n  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 4096,\n  \"initializer_range\": 0.02,\n  \"intermediate_size\": 14336,\n"
+    "  \"max_position_embeddings\": 32768,\n  \"model_type\": \"mistral\",\n"
+    "  \"num_attention_heads\": 32,\n  \"num_hidden_layers\": 32,\n"
+    "  \"num_key_value_heads\": 8,\n  \"rms_norm_eps\": 1e-05,\n  \"rope_theta\": 1000000.0,\n"
+    "  \"sliding_window\": null,\n  \"tie_word_embeddings\": false,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n  \"transformers_version\": \"4.42.0.dev0\",\n"
+    "  \"use_cache\": true,\n  \"vocab_size\": 32768\n}\n";
+
+/* Qwen3-0.6B's: q/k norms, head_dim 128 with heads x head_dim (2048) !=
+ * hidden (1024), no biases, tied head. */
+static const char qwen3_cfg[] =
+    "{\n  \"architectures\": [\"Qwen3ForCausalLM\"],\n  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n  \"bos_token_id\": 151643,\n  \"eos_token_id\": 151645,\n"
+    "  \"head_dim\": 128,\n  \"hidden_act\": \"silu\",\n  \"hidden_size\": 1024,\n"
+    "  \"initializer_range\": 0.02,\n  \"intermediate_size\": 3072,\n"
+    "  \"max_position_embeddings\": 40960,\n  \"max_window_layers\": 28,\n"
+    "  \"model_type\": \"qwen3\",\n  \"num_attention_heads\": 16,\n"
+    "  \"num_hidden_layers\": 28,\n  \"num_key_value_heads\": 8,\n  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_scaling\": null,\n  \"rope_theta\": 1000000,\n  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.51.0\",\n  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n  \"vocab_size\": 151936\n}\n";
+
+#define LLAMA3_ROPE(what, f, lo, hi, orig)                                     \
+    "\"" what "\":{\"rope_type\":\"llama3\",\"factor\":" f ",\"low_freq_factor\":" lo      \
+    ",\"high_freq_factor\":" hi ",\"original_max_position_embeddings\":" orig "},"
+
+static void test_config_llama3(void)
+{
+    pgrt_hf_config c;
+    REQUIRE_INT_EQ(cfg_parse(llama32_cfg, &c), 0);
+    REQUIRE(c.arch == PGRT_ARCH_LLAMA && !c.qk_norm && !c.qkv_bias && !c.o_bias);
+    REQUIRE(c.hidden == 2048 && c.intermediate == 8192 && c.layers == 16 && c.heads == 32);
+    REQUIRE(c.kv_heads == 8 && c.head_dim == 64 && c.vocab == 128256 && c.tie_embeddings);
+    REQUIRE(c.rms_norm_eps == 1e-5 && c.rope_theta == 5e5 && c.max_positions == 131072);
+    REQUIRE_INT_EQ(c.rope.kind, PGRT_ROPE_LLAMA3);
+    REQUIRE(c.rope.factor == 32 && c.rope.low_freq_factor == 1 && c.rope.high_freq_factor == 4);
+    REQUIRE_INT_EQ(c.rope.original_max_positions, 8192);
+
+    /* the default rope leaves the numbers 0; the older spelling "type";
+     * transformers 5's rope_parameters, with rope_theta inside; both
+     * spellings when they agree */
+    REQUIRE_INT_EQ(cfg_with("\"rope_scaling\":{\"rope_type\":\"default\"},", &c), 0);
+    REQUIRE(c.rope.kind == PGRT_ROPE_DEFAULT && c.rope.factor == 0 && c.max_positions == 2048);
+    REQUIRE_INT_EQ(cfg_with("\"rope_scaling\":{\"type\":\"llama3\",\"factor\":8,"
+                            "\"low_freq_factor\":1,\"high_freq_factor\":4,"
+                            "\"original_max_position_embeddings\":8192},",
+                            &c),
+                   0);
+    REQUIRE(c.rope.kind == PGRT_ROPE_LLAMA3 && c.rope.factor == 8);
+    REQUIRE_INT_EQ(cfg_with("\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":5e5,"
+                            "\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                            "\"original_max_position_embeddings\":8192.0},",
+                            &c),
+                   0);
+    REQUIRE(c.rope.kind == PGRT_ROPE_LLAMA3 && c.rope_theta == 5e5);
+    REQUIRE_INT_EQ(c.rope.original_max_positions, 8192);
+    REQUIRE_INT_EQ(cfg_with(LLAMA3_ROPE("rope_scaling", "8", "1", "4", "8192")
+                                LLAMA3_ROPE("rope_parameters", "8.0", "1.0", "4.0", "8192"),
+                            &c),
+                   0);
+    REQUIRE(c.rope.kind == PGRT_ROPE_LLAMA3);
+    REQUIRE_INT_EQ(cfg_with("\"partial_rotary_factor\":1.0,", &c), 0);
+
+    /* other ropes, by name, with what is supported */
+    CFG_REFUSED("\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2.0},",
+                "config.json: rope_scaling: unsupported rope type 'linear' (supported: default, "
+                "llama3)");
+    CFG_REFUSED("\"rope_scaling\":{\"type\":\"dynamic\",\"factor\":2.0},",
+                "rope_scaling: unsupported rope type 'dynamic'");
+    CFG_REFUSED("\"rope_parameters\":{\"rope_type\":\"yarn\",\"factor\":4.0,\"beta_fast\":32},",
+                "rope_parameters: unsupported rope type 'yarn'");
+    CFG_REFUSED("\"rope_scaling\":{\"rope_type\":\"longrope\",\"short_factor\":[1]},",
+                "rope_scaling: unsupported rope type 'longrope'");
+    CFG_REFUSED("\"rope_scaling\":{\"factor\":2.0},", "unsupported rope type '(none)'");
+    /* llama3's settings: each missing, ill-typed or out of range */
+    CFG_REFUSED("\"rope_scaling\":{\"rope_type\":\"llama3\"},",
+                "config.json: rope_scaling.factor: missing (llama3 needs it)");
+    CFG_REFUSED("\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,"
+                "\"high_freq_factor\":4},",
+                "rope_scaling.original_max_position_embeddings: missing");
+    CFG_REFUSED(LLAMA3_ROPE("rope_scaling", "\"8\"", "1", "4", "8192"),
+                "rope_scaling.factor: expected a number");
+    CFG_REFUSED(LLAMA3_ROPE("rope_scaling", "0", "1", "4", "8192"),
+                "rope_scaling.factor: 0 must be > 0");
+    CFG_REFUSED(LLAMA3_ROPE("rope_scaling", "-8", "1", "4", "8192"),
+                "rope_scaling.factor: -8 must be > 0");
+    CFG_REFUSED(LLAMA3_ROPE("rope_parameters", "8", "0", "4", "8192"),
+                "rope_parameters.low_freq_factor: 0 must be > 0");
+    CFG_REFUSED(LLAMA3_ROPE("rope_scaling", "8", "4", "4", "8192"),
+                "rope_scaling.high_freq_factor: 4 must be > low_freq_factor 4");
+    CFG_REFUSED(LLAMA3_ROPE("rope_scaling", "8", "4", "1", "8192"),
+                "rope_scaling.high_freq_factor: 1 must be > low_freq_factor 4");
+    CFG_REFUSED(LLAMA3_ROPE("rope_scaling", "8", "1", "4", "0"),
+                "rope_scaling.original_max_position_embeddings: 0 must be >= 1");
+    CFG_REFUSED(LLAMA3_ROPE("rope_scaling", "8", "1", "4", "8192.5"),
+                "rope_scaling.original_max_position_embeddings: 8192.5 is not an integer");
+    CFG_REFUSED("\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,"
+                "\"high_freq_factor\":4,\"original_max_position_embeddings\":8192,"
+                "\"attention_factor\":1},",
+                "rope_scaling: unsupported setting 'attention_factor' for the llama3 rope");
+    CFG_REFUSED("\"rope_scaling\":{\"rope_type\":\"default\",\"factor\":8},",
+                "rope_scaling: unsupported setting 'factor' for the default rope");
+    /* the two spellings must agree */
+    CFG_REFUSED(LLAMA3_ROPE("rope_scaling", "32", "1", "4", "8192")
+                    LLAMA3_ROPE("rope_parameters", "8", "1", "4", "8192"),
+                "config.json: rope_scaling and rope_parameters disagree");
+    CFG_REFUSED(LLAMA3_ROPE("rope_scaling", "8", "1", "4", "8192")
+                    "\"rope_parameters\":{\"rope_type\":\"default\"},",
+                "rope_scaling and rope_parameters disagree");
+    CFG_REFUSED("\"partial_rotary_factor\":0.5,", "partial_rotary_factor: 0.5 is not supported");
+    CFG_REFUSED("\"rope_parameters\":{\"rope_type\":\"default\",\"partial_rotary_factor\":0.5},",
+                "rope_parameters.partial_rotary_factor: only 1 is supported");
+}
+
+static void test_config_mistral(void)
+{
+    pgrt_hf_config c;
+    REQUIRE_INT_EQ(cfg_parse(mistral_cfg, &c), 0);
+    REQUIRE(c.arch == PGRT_ARCH_MISTRAL && !c.qk_norm && !c.qkv_bias && !c.o_bias);
+    REQUIRE(c.hidden == 4096 && c.intermediate == 14336 && c.layers == 32 && c.heads == 32);
+    REQUIRE(c.kv_heads == 8 && c.head_dim == 128 && c.vocab == 32768 && !c.tie_embeddings);
+    REQUIRE(c.rms_norm_eps == 1e-5 && c.rope_theta == 1e6 && c.max_positions == 32768);
+    REQUIRE(c.rope.kind == PGRT_ROPE_DEFAULT);
+    REQUIRE_STR_EQ(pgrt_arch_name(c.arch), "mistral");
+
+    /* Mistral-Nemo's shape: head_dim 128 given, not hidden / heads = 160;
+     * the projections follow head_dim */
+    REQUIRE_INT_EQ(cfg_parse("{\"model_type\":\"mistral\",\"hidden_size\":5120,"
+                             "\"intermediate_size\":14336,\"num_hidden_layers\":40,"
+                             "\"num_attention_heads\":32,\"num_key_value_heads\":8,"
+                             "\"head_dim\":128,\"vocab_size\":131072,\"rms_norm_eps\":1e-5,"
+                             "\"max_position_embeddings\":1024000,\"sliding_window\":null,"
+                             "\"rope_theta\":1000000.0}",
+                             &c),
+                   0);
+    REQUIRE(c.head_dim == 128 && c.max_positions == 1024000);
+    int in, out;
+    pgrt_linear_dims(&c, PGRT_LINEAR_Q, &in, &out);
+    REQUIRE(in == 5120 && out == 4096);
+    pgrt_linear_dims(&c, PGRT_LINEAR_K, &in, &out);
+    REQUIRE(in == 5120 && out == 1024);
+    pgrt_linear_dims(&c, PGRT_LINEAR_O, &in, &out);
+    REQUIRE(in == 4096 && out == 5120);
+
+    /* transformers' MistralConfig defaults: 8 kv heads, a 4096 window and
+     * 131072 positions; biases are never read */
+    REQUIRE_INT_EQ(cfg_parse("{\"model_type\":\"mistral\",\"hidden_size\":256,"
+                             "\"intermediate_size\":512,\"num_hidden_layers\":2,"
+                             "\"num_attention_heads\":16,\"vocab_size\":256,"
+                             "\"rms_norm_eps\":1e-5,\"sliding_window\":null,"
+                             "\"attention_bias\":true,\"mlp_bias\":true,\"pretraining_tp\":2}",
+                             &c),
+                   0);
+    REQUIRE(c.kv_heads == 8 && c.head_dim == 16 && c.max_positions == 131072);
+    REQUIRE(!c.qkv_bias && !c.o_bias);
+    REQUIRE_INT_EQ(cfg_mt("mistral", "\"sliding_window\":32768,\"max_position_embeddings\":32768,"
+                                     "\"num_key_value_heads\":2,",
+                          &c),
+                   0);
+    REQUIRE_INT_EQ(cfg_mt("mistral", "\"max_position_embeddings\":4096,\"num_key_value_heads\":2,",
+                          &c),
+                   0);
+
+    /* a window the training length can exceed */
+    CFG_MT_REFUSED("mistral", "\"sliding_window\":4096,\"max_position_embeddings\":32768,"
+                              "\"num_key_value_heads\":2,",
+                   "config.json: sliding_window: 4096 is below max_position_embeddings 32768: "
+                   "windowed attention is not supported");
+    CFG_MT_REFUSED("mistral", "\"num_key_value_heads\":2,",
+                   "sliding_window: absent, which transformers takes as 4096, below "
+                   "max_position_embeddings 131072: windowed attention is not supported");
+    CFG_MT_REFUSED("mistral", "\"sliding_window\":0,\"num_key_value_heads\":2,",
+                   "sliding_window: out of range");
+    CFG_MT_REFUSED("mistral", "\"sliding_window\":\"4k\",\"num_key_value_heads\":2,",
+                   "sliding_window: expected an integer");
+    CFG_MT_REFUSED("mistral", "\"sliding_window\":null,",
+                   "num_key_value_heads: 8 (absent: Mistral's default) does not divide "
+                   "num_attention_heads 4");
+    CFG_MT_REFUSED("mistral", "\"sliding_window\":null,\"num_key_value_heads\":2,"
+                              "\"max_position_embeddings\":0,",
+                   "max_position_embeddings: out of range");
+    CFG_MT_REFUSED("mistral", "\"sliding_window\":null,\"num_key_value_heads\":2,"
+                              "\"layer_types\":[\"sliding_attention\",\"full_attention\"],",
+                   "layer_types[0]: only full_attention is supported");
+}
+
+static void test_config_qwen3(void)
+{
+    pgrt_hf_config c;
+    REQUIRE_INT_EQ(cfg_parse(qwen3_cfg, &c), 0);
+    REQUIRE(c.arch == PGRT_ARCH_QWEN3 && c.qk_norm && !c.qkv_bias && !c.o_bias);
+    REQUIRE(c.hidden == 1024 && c.intermediate == 3072 && c.layers == 28 && c.heads == 16);
+    REQUIRE(c.kv_heads == 8 && c.head_dim == 128 && c.vocab == 151936 && c.tie_embeddings);
+    REQUIRE(c.rms_norm_eps == 1e-6 && c.rope_theta == 1e6 && c.max_positions == 40960);
+    REQUIRE(c.rope.kind == PGRT_ROPE_DEFAULT);
+    int in, out;
+    pgrt_linear_dims(&c, PGRT_LINEAR_Q, &in, &out);
+    REQUIRE(in == 1024 && out == 2048);
+    pgrt_linear_dims(&c, PGRT_LINEAR_O, &in, &out);
+    REQUIRE(in == 2048 && out == 1024);
+
+    /* head_dim absent: Qwen3Config's 128, not hidden / heads; biases on
+     * all four projections with attention_bias; mlp_bias never read */
+    REQUIRE_INT_EQ(cfg_mt("qwen3", "\"attention_bias\":true,\"mlp_bias\":true,", &c), 0);
+    REQUIRE(c.head_dim == 128 && c.qkv_bias && c.o_bias && c.qk_norm);
+    REQUIRE(c.max_positions == 32768 && c.kv_heads == 4);
+    REQUIRE_INT_EQ(cfg_mt("qwen3", "\"head_dim\":32,\"sliding_window\":4096,"
+                                   "\"layer_types\":[\"full_attention\",\"full_attention\"],",
+                          &c),
+                   0);
+    REQUIRE(c.head_dim == 32 && !c.qkv_bias);
+    CFG_MT_REFUSED("qwen3", "\"use_sliding_window\":true,",
+                   "use_sliding_window: true is not supported");
+    CFG_MT_REFUSED("qwen3", "\"layer_types\":[\"full_attention\",\"sliding_attention\"],",
+                   "layer_types[1]: only full_attention is supported");
+    CFG_MT_REFUSED("qwen3", "\"attention_bias\":1,", "attention_bias: expected true or false");
+    CFG_MT_REFUSED("qwen3", "\"head_dim\":127,", "head_dim: 127 is odd");
+    REQUIRE_STR_EQ(pgrt_arch_name(PGRT_ARCH_QWEN3), "qwen3");
+    REQUIRE_STR_EQ(pgrt_arch_name(PGRT_ARCH_QWEN2), "qwen2");
+    REQUIRE_STR_EQ(pgrt_arch_name(PGRT_ARCH_LLAMA), "llama");
+    REQUIRE_STR_EQ(pgrt_arch_name((pgrt_arch)99), "?");
+}
+
+/* transformers' llama3 rescaling in double, from the same f32 table */
+static double llama3_ref(double x, const pgrt_rope_scaling *r)
+{
+    double old = (double)r->original_max_positions;
+    double w = 2 * 0x1.921fb54442d18p+1 / x; /* 2 * math.pi */
+    if (w < old / r->high_freq_factor)
+        return x;
+    if (w > old / r->low_freq_factor)
+        return x / r->factor;
+    double s = (old / w - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
+    return (1 - s) * x / r->factor + s * x;
+}
+
+/* How far the f32 result may be from llama3_ref, relative, u = 2^-24 a
+ * rounding. Unchanged entries are exact and divided ones one rounding
+ * (0 here when the factor is a power of two). In the smoothed band:
+ * wavelen is 3 roundings off (1/x, F(2 pi), the product), old / wavelen 5
+ * (2 more), a value at most high; minus low and over (high - low) gives
+ * smooth within ds = u (5 high / span + 2), span = high - low. smoothed =
+ * x ((1 - s) / f + s) moves by x |1 - 1/f| ds with s, and takes 4 more
+ * roundings of at most x max(1, 1/f) u each, then its own: relative to
+ * smoothed >= x min(1, 1/f), that is the bound below. Entries near a band
+ * edge that f32 and f64 classify differently stay inside it: smoothed
+ * meets x / f at smooth 0 and x at smooth 1. For Llama 3.2 (f 32, low 1,
+ * high 4) it is 398 u = 2.4e-5; observed: under 3 u. */
+static double llama3_tol(const pgrt_rope_scaling *r)
+{
+    double u = 0x1p-24, f = r->factor;
+    double ds = u * (5 * r->high_freq_factor / (r->high_freq_factor - r->low_freq_factor) + 2);
+    return (fabs(1 - 1 / f) * ds + 4 * u * fmax(1, 1 / f)) / fmin(1, 1 / f) + u;
+}
+
+static void rope_table(float *t, int n, double theta)
+{
+    for (int i = 0; i < n; i++)
+        t[i] = (float)(1.0 / pow(theta, 2.0 * i / (2.0 * n)));
+}
+
+/* Every entry of a llama3 table against llama3_ref: unchanged above the
+ * high-frequency wavelength, x / factor (one rounding) below the low one,
+ * within llama3_tol between; returns the count in each band. */
+static void check_llama3_table(const pgrt_hf_config *c, const float *in, const float *out, int n,
+                               int bands[3])
+{
+    const pgrt_rope_scaling *r = &c->rope;
+    double tol = llama3_tol(r), old = (double)r->original_max_positions;
+    for (int i = 0; i < n; i++) {
+        double w = 2 * 0x1.921fb54442d18p+1 / in[i], want = llama3_ref(in[i], r);
+        if (w < old / r->high_freq_factor) {
+            bands[0]++;
+            REQUIRE(out[i] == in[i]);
+        } else if (w > old / r->low_freq_factor) {
+            bands[2]++;
+            REQUIRE(out[i] == (float)((double)in[i] / (float)r->factor));
+        } else {
+            bands[1]++;
+            double e = fabs(out[i] - want) / want;
+            if (!(e <= tol))
+                fprintf(stderr, "entry %d: %a, want %a: relative %g > %g\n", i, out[i], want, e,
+                        tol);
+            REQUIRE(e <= tol);
+        }
+    }
+}
+
+static void test_rope_scale(void)
+{
+    /* the default rope: nothing changes */
+    pgrt_hf_config c;
+    REQUIRE_INT_EQ(cfg_parse(qwen3_cfg, &c), 0);
+    float t[64], u[64];
+    rope_table(t, 64, c.rope_theta);
+    memcpy(u, t, sizeof t);
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 64), 0);
+    REQUIRE(!memcmp(t, u, sizeof t));
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, NULL, 0), 0);
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(NULL, u, 64), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, NULL, 4), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, -1), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "pgrt_hf_rope_scale: bad argument");
+
+    /* Llama 3.2-1B: head_dim 64, theta 5e5; wavelengths below 2048 stay,
+     * above 8192 are divided by 32, entries 15 to 17 are smoothed */
+    REQUIRE_INT_EQ(cfg_parse(llama32_cfg, &c), 0);
+    rope_table(t, 32, c.rope_theta);
+    memcpy(u, t, sizeof t);
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 32), 0);
+    int bands[3] = {0};
+    check_llama3_table(&c, t, u, 32, bands);
+    REQUIRE(bands[0] == 15 && bands[1] == 3 && bands[2] == 14);
+
+    /* The same entries, bit for bit, from the f32 op sequence config.c
+     * names (reciprocal-then-multiply for scalar / tensor, a true f32
+     * division for tensor / scalar, each op rounded once), worked out by
+     * hand in exact arithmetic and rounded to nearest-even at each step
+     * (an f64 op on f32 operands rounded to f32 is that: 53 >= 2 x 24 + 2).
+     * Not yet compared with torch itself: the lead's check with
+     * reference.py on a machine with torch confirms them. In[] holds
+     * F(1 / 500000^(i/32)) for i = 14 to 18 (the table above). Where
+     * another reading of the ops gives another float, it is named: 16's
+     * and 17's f64 result rounded once is 0x1.c26c46p-12 and 0x1.9731f0p-14;
+     * with 2 pi / x and old / wavelen as true divisions 16 is
+     * 0x1.c26c48p-12; with smooth x fused into the last add, 0x1.c26c40p-12;
+     * with torch-on-CUDA's scalar division (times the f32 reciprocal) 15
+     * is 0x1.524f38p-10. */
+    static const float in32[5] = {0x1.a4ee4p-9f, 0x1.175482p-9f, 0x1.72ba44p-10f,
+                                  0x1.ec07d4p-11f, 0x1.46831ap-11f};
+    static const float want32[5] = {0x1.a4ee4p-9f, 0x1.524f36p-10f, 0x1.c26c42p-12f,
+                                    0x1.9731eep-14f, 0x1.46831ap-16f};
+    for (int i = 0; i < 5; i++)
+        REQUIRE(t[14 + i] == in32[i]);
+    memcpy(u, in32, sizeof in32);
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 5), 0);
+    for (int i = 0; i < 5; i++) {
+        if (u[i] != want32[i])
+            fprintf(stderr, "llama 3.2 entry %d: %a, want %a\n", 14 + i, u[i], want32[i]);
+        REQUIRE(u[i] == want32[i]);
+    }
+
+    /* Llama 3.1-8B's factor 8 at head_dim 128: entries 30 and 32 (the same
+     * inputs as 3.2's 15 and 16); 32's f64 result rounded once is
+     * 0x1.132ba8p-11, CUDA's division gives 30 0x1.67a23cp-10 */
+    REQUIRE_INT_EQ(cfg_with(LLAMA3_ROPE("rope_scaling", "8.0", "1.0", "4.0", "8192")
+                                "\"rope_theta\":500000.0,\"head_dim\":128,",
+                            &c),
+                   0);
+    float in8[2] = {0x1.175482p-9f, 0x1.72ba44p-10f};
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, in8, 2), 0);
+    REQUIRE(in8[0] == 0x1.67a23ap-10f && in8[1] == 0x1.132ba6p-11f);
+    rope_table(t, 64, c.rope_theta);
+    memcpy(u, t, sizeof t);
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 64), 0);
+    memset(bands, 0, sizeof bands);
+    check_llama3_table(&c, t, u, 64, bands);
+    REQUIRE(bands[0] == 29 && bands[1] == 6 && bands[2] == 29);
+
+    /* reference.py's --arch llama3 model: head_dim 16, theta 1e4, factor
+     * 4, original 64: entry 0 stays, 1 and 2 are smoothed (2's f64
+     * result rounded once is 0x1.a13714p-6), 3 to 7 divided */
+    REQUIRE_INT_EQ(cfg_with(LLAMA3_ROPE("rope_scaling", "4.0", "1.0", "4.0", "64"), &c), 0);
+    rope_table(t, 8, c.rope_theta);
+    memcpy(u, t, 8 * sizeof *t);
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 8), 0);
+    REQUIRE(t[1] == 0x1.43d136p-2f && t[2] == 0x1.99999ap-4f);
+    REQUIRE(u[0] == 1.0f && u[1] == 0x1.04c26cp-2f && u[2] == 0x1.a13712p-6f);
+    memset(bands, 0, sizeof bands);
+    check_llama3_table(&c, t, u, 8, bands);
+    REQUIRE(bands[0] == 1 && bands[1] == 2 && bands[2] == 5);
+
+    /* factors that are not powers of two, a threshold that is not an f32 */
+    REQUIRE_INT_EQ(cfg_with(LLAMA3_ROPE("rope_scaling", "6.5", "1.5", "3.7", "1000"), &c), 0);
+    rope_table(t, 64, 10000.0);
+    memcpy(u, t, sizeof t);
+    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 64), 0);
+    memset(bands, 0, sizeof bands);
+    check_llama3_table(&c, t, u, 64, bands);
+    REQUIRE(bands[0] > 0 && bands[1] > 0 && bands[2] > 0);
 }
 
 static pgrt_hf_config small_qwen(void)
@@ -160,6 +569,49 @@ static void test_specs(void)
     pgrt_linear_dims(&c, PGRT_LINEAR_GATE, &in, &out);
     REQUIRE(in == 64 && out == 128);
     REQUIRE_STR_EQ(pgrt_linear_name(PGRT_LINEAR_DOWN), "down_proj");
+
+    /* Qwen3: q_norm and k_norm [head_dim] after o_proj, no bias; head_dim
+     * 32 with hidden 64 and 4 heads (q is 128 wide) */
+    REQUIRE_INT_EQ(cfg_mt("qwen3", "\"head_dim\":32,\"num_key_value_heads\":2,", &c), 0);
+    REQUIRE_INT_EQ(pgrt_model_weight_specs(&c, &s, &n), 0);
+    REQUIRE_INT_EQ(n, 1 + 2 * (2 + 7 + 2) + 2);
+    REQUIRE_STR_EQ(s[1].name, "model.layers.0.input_layernorm.weight");
+    REQUIRE_STR_EQ(s[2].name, "model.layers.0.self_attn.q_proj.weight");
+    REQUIRE(s[2].shape[0] == 128 && s[2].shape[1] == 64);
+    REQUIRE_STR_EQ(s[3].name, "model.layers.0.self_attn.k_proj.weight");
+    REQUIRE(s[3].shape[0] == 64 && s[3].shape[1] == 64);
+    REQUIRE_STR_EQ(s[5].name, "model.layers.0.self_attn.o_proj.weight");
+    REQUIRE(s[5].shape[0] == 64 && s[5].shape[1] == 128);
+    REQUIRE_STR_EQ(s[6].name, "model.layers.0.self_attn.q_norm.weight");
+    REQUIRE(s[6].ndim == 1 && s[6].shape[0] == 32 && s[6].layer == 0);
+    REQUIRE_STR_EQ(s[7].name, "model.layers.0.self_attn.k_norm.weight");
+    REQUIRE(s[7].ndim == 1 && s[7].shape[0] == 32);
+    REQUIRE_STR_EQ(s[8].name, "model.layers.0.post_attention_layernorm.weight");
+    REQUIRE_STR_EQ(s[17].name, "model.layers.1.self_attn.q_norm.weight");
+    REQUIRE(s[17].layer == 1);
+    for (size_t i = 0; i < n; i++)
+        REQUIRE(!strstr(s[i].name, ".bias"));
+    free(s);
+    /* with attention_bias: four biases, the norms after o's */
+    REQUIRE_INT_EQ(cfg_mt("qwen3", "\"head_dim\":32,\"attention_bias\":true,", &c), 0);
+    REQUIRE_INT_EQ(pgrt_model_weight_specs(&c, &s, &n), 0);
+    REQUIRE_INT_EQ(n, 1 + 2 * (2 + 7 + 4 + 2) + 2);
+    REQUIRE_STR_EQ(s[3].name, "model.layers.0.self_attn.q_proj.bias");
+    REQUIRE(s[3].shape[0] == 128);
+    REQUIRE_STR_EQ(s[9].name, "model.layers.0.self_attn.o_proj.bias");
+    REQUIRE_STR_EQ(s[10].name, "model.layers.0.self_attn.q_norm.weight");
+    REQUIRE_STR_EQ(s[11].name, "model.layers.0.self_attn.k_norm.weight");
+    REQUIRE_STR_EQ(s[12].name, "model.layers.0.post_attention_layernorm.weight");
+    free(s);
+    /* Mistral: no bias, no q/k norm, an untied head */
+    REQUIRE_INT_EQ(cfg_mt("mistral", "\"num_key_value_heads\":2,\"sliding_window\":null,", &c),
+                   0);
+    REQUIRE_INT_EQ(pgrt_model_weight_specs(&c, &s, &n), 0);
+    REQUIRE_INT_EQ(n, 1 + 2 * (2 + 7) + 2);
+    for (size_t i = 0; i < n; i++)
+        REQUIRE(!strstr(s[i].name, ".bias") && !strstr(s[i].name, "_norm."));
+    REQUIRE_STR_EQ(s[n - 1].name, "lm_head.weight");
+    free(s);
 }
 
 static const char small_cfg[] =
@@ -170,12 +622,12 @@ static const char small_cfg[] =
 /* Write the small model's weights into dir: all specs (bf16) with the
  * change the test asks for. */
 enum { ALL, DROP, BAD_SHAPE, BAD_DTYPE, EXTRA, SHARDED };
-static int write_model(const char *dir, int what, const char *victim)
+static int write_model_cfg(const char *dir, const char *cfg, int what, const char *victim)
 {
-    pgrt_hf_config c = small_qwen();
+    pgrt_hf_config c;
     pgrt_weight_spec *s;
     size_t n;
-    if (pgrt_model_weight_specs(&c, &s, &n))
+    if (cfg_parse(cfg, &c) || pgrt_model_weight_specs(&c, &s, &n))
         return -1;
     pgrt_st_out *t = calloc(n + 1, sizeof *t);
     static uint8_t zeros[256 * 128 * 4];
@@ -202,7 +654,7 @@ static int write_model(const char *dir, int what, const char *victim)
                                .data = zeros};
     char p[4096];
     int rc;
-    write_text(dir, "config.json", small_cfg);
+    write_text(dir, "config.json", cfg);
     if (what == SHARDED) {
         size_t half = k / 2;
         path_in(p, sizeof p, dir, "model-00001-of-00002.safetensors");
@@ -223,6 +675,11 @@ static int write_model(const char *dir, int what, const char *victim)
     free(t);
     free(s);
     return rc;
+}
+
+static int write_model(const char *dir, int what, const char *victim)
+{
+    return write_model_cfg(dir, small_cfg, what, victim);
 }
 
 #define MODEL_REFUSED(what, victim, want)                                      \
@@ -274,6 +731,49 @@ static void test_model_dir(void)
     REQUIRE_INT_EQ(write_model(dir, EXTRA, "model.layers.0.self_attn.rotary_emb.inv_freq"), 0);
     REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
     pgrt_model_close(&m);
+    remove_tree(dir);
+
+    /* Qwen3 and Mistral directories: the norms checked like any weight,
+     * and refused where the model has none */
+    static const char qwen3_small[] =
+        "{\"model_type\":\"qwen3\",\"hidden_size\":64,\"intermediate_size\":128,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+        "\"head_dim\":32,\"vocab_size\":256,\"rms_norm_eps\":1e-6,\"tie_word_embeddings\":true}";
+    static const char mistral_small[] =
+        "{\"model_type\":\"mistral\",\"hidden_size\":64,\"intermediate_size\":128,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+        "\"vocab_size\":256,\"rms_norm_eps\":1e-6,\"sliding_window\":null}";
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    REQUIRE_INT_EQ(write_model_cfg(dir, qwen3_small, ALL, ""), 0);
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
+    t = pgrt_model_tensor(m, "model.layers.1.self_attn.k_norm.weight");
+    REQUIRE(t && t->ndim == 1 && t->shape[0] == 32);
+    REQUIRE(m && pgrt_model_hf_config(m)->qk_norm);
+    pgrt_model_close(&m);
+    REQUIRE_INT_EQ(
+        write_model_cfg(dir, qwen3_small, DROP, "model.layers.1.self_attn.q_norm.weight"), 0);
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(),
+                     "tensor 'model.layers.1.self_attn.q_norm.weight' missing");
+    REQUIRE_INT_EQ(
+        write_model_cfg(dir, qwen3_small, BAD_SHAPE, "model.layers.0.self_attn.k_norm.weight"), 0);
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(),
+                     "tensor 'model.layers.0.self_attn.k_norm.weight': shape [33], expected [32]");
+    REQUIRE_INT_EQ(write_model_cfg(dir, qwen3_small, EXTRA, "model.layers.0.self_attn.q_proj.bias"),
+                   0);
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "tensor 'model.layers.0.self_attn.q_proj.bias' is not "
+                                          "used by a qwen3 model with this config");
+    REQUIRE_INT_EQ(write_model_cfg(dir, mistral_small, ALL, ""), 0);
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
+    REQUIRE(m && pgrt_model_hf_config(m)->arch == PGRT_ARCH_MISTRAL);
+    pgrt_model_close(&m);
+    REQUIRE_INT_EQ(
+        write_model_cfg(dir, mistral_small, EXTRA, "model.layers.0.self_attn.q_norm.weight"), 0);
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "tensor 'model.layers.0.self_attn.q_norm.weight' is not "
+                                          "used by a mistral model with this config");
     remove_tree(dir);
 
     MODEL_REFUSED(DROP, "model.layers.1.self_attn.v_proj.bias",
@@ -699,6 +1199,10 @@ static void test_escapes(void)
 int main(void)
 {
     test_config();
+    test_config_llama3();
+    test_config_mistral();
+    test_config_qwen3();
+    test_rope_scale();
     test_specs();
     test_model_dir();
     test_adapter_config();
