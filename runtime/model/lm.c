@@ -78,16 +78,43 @@ static int embed(pgrt_lm *m, pgrt_stream *s)
                                                 U(m->T), U(m->c.hidden), U(m->c.vocab)));
 }
 
-/* RoPE on q and k in place (forward), on dq and dk (backward); packed: at
- * the batch's positions, from the inverse frequencies made at create. */
+/* RoPE on q and k in place (forward), on dq and dk (backward); from a
+ * table (rope_table): at the positions in memory, with the inverse
+ * frequencies made at create. */
 static int rope(pgrt_lm *m, pgrt_stream *s, const lm_kernel *k, pgrt_devptr q, pgrt_devptr kk)
 {
-    if (m->packed)
+    if (m->rope_table)
         return lm_run(m, s, k, ARGS(P(q), P(kk), P(m->pos), P(pgrt_buf_ptr(m->inv_freq)),
                                     U(m->T), U(m->c.heads), U(m->c.kv_heads),
                                     U(m->c.head_dim)));
     return lm_run(m, s, k, ARGS(P(q), P(kk), U(m->T), U(m->S), U(m->c.heads), U(m->c.kv_heads),
                                 U(m->c.head_dim), F(m->c.rope_theta)));
+}
+
+/* Qwen3: q and k from their projections' outputs (qpre, kpre) through an
+ * RMSNorm over each head's head_dim values. */
+static int qk_norm_fwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a, const layer_w *w)
+{
+    float eps = (float)m->c.rms_norm_eps;
+    uint32_t T = (uint32_t)m->T, hd = (uint32_t)m->c.head_dim;
+    int rc = lm_run(m, s, &m->k.qk_fwd[0],
+                    ARGS(P(a->qpre), P(pgrt_buf_ptr(w->q_norm)), P(a->q),
+                         U(T * (uint32_t)m->c.heads), U(hd), F(eps)));
+    return rc ? rc
+              : lm_run(m, s, &m->k.qk_fwd[1],
+                       ARGS(P(a->kpre), P(pgrt_buf_ptr(w->k_norm)), P(a->k),
+                            U(T * (uint32_t)m->c.kv_heads), U(hd), F(eps)));
+}
+
+/* The backward of one of them (i 0: q, 1: k) from d(normed) dy into dx;
+ * the norm's partials go to dtmp (free here: wide enough for q). */
+static int qk_norm_bwd(pgrt_lm *m, pgrt_stream *s, int i, pgrt_devptr x, pgrt_buf *gamma,
+                       pgrt_devptr dy, pgrt_devptr dx)
+{
+    uint32_t rows = (uint32_t)m->T * (uint32_t)(i ? m->c.kv_heads : m->c.heads);
+    return lm_run(m, s, &m->k.qk_bwd[i],
+                  ARGS(P(x), P(pgrt_buf_ptr(gamma)), P(dy), P(dx), P(m->dtmp), U(rows),
+                       U(m->c.head_dim), F(m->c.rms_norm_eps)));
 }
 
 /* Causal attention of layer a: att and the row statistics lse; in bf16
@@ -171,9 +198,10 @@ static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l)
     pgrt_buf *gnext = last ? m->norm_final : m->lw[l + 1].norm_in;
     int rc;
     if ((l == 0 && (rc = norm_fwd(m, s, a->x, 0, 0, w->norm_in, a->h1))) ||
-        (rc = linear_fwd(m, s, l, PGRT_LINEAR_Q, a->h1, a->q)) ||
-        (rc = linear_fwd(m, s, l, PGRT_LINEAR_K, a->h1, a->k)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_Q, a->h1, m->c.qk_norm ? a->qpre : a->q)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_K, a->h1, m->c.qk_norm ? a->kpre : a->k)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_V, a->h1, a->v)) ||
+        (m->c.qk_norm && (rc = qk_norm_fwd(m, s, a, w))) ||
         (rc = rope(m, s, &m->k.rope_fwd, a->q, a->k)) || (rc = att_fwd(m, s, a)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_O, a->att, m->dtmp)) ||
         (rc = norm_fwd(m, s, a->x, m->dtmp, a->xm, w->norm_post, a->h2)) ||
@@ -254,9 +282,15 @@ static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
         return rc;
     /* m->dxm = d(x_mid) = d(attention out) */
     if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_O, a->att, m->dxm, m->dyb, m->datt, false)) ||
-        (rc = att_bwd(m, s, a)) || (rc = rope(m, s, &m->k.rope_bwd, m->dq, m->dk)) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_Q, a->h1, m->dq, 0, m->dh, false)) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_K, a->h1, m->dk, 0, m->dh, true)) ||
+        (rc = att_bwd(m, s, a)) || (rc = rope(m, s, &m->k.rope_bwd, m->dq, m->dk)))
+        return rc;
+    /* Qwen3: through the q and k norms first, each into datt (free after
+     * the attention backward), used by its projection's backward */
+    bool qn = m->c.qk_norm;
+    if ((qn && (rc = qk_norm_bwd(m, s, 0, a->qpre, w->q_norm, m->dq, m->datt))) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_Q, a->h1, qn ? m->datt : m->dq, 0, m->dh, false)) ||
+        (qn && (rc = qk_norm_bwd(m, s, 1, a->kpre, w->k_norm, m->dk, m->datt))) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_K, a->h1, qn ? m->datt : m->dk, 0, m->dh, true)) ||
         (rc = linear_bwd(m, s, l, PGRT_LINEAR_V, a->h1, m->dv, 0, m->dh, true)))
         return rc;
     return norm_bwd(m, s, a->x, w->norm_in, m->dh, m->dxm, m->dx);
@@ -339,6 +373,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->arch_target = di.arch_target;
     m->sms = di.sm_count > 0 ? (unsigned)di.sm_count : 0;
     m->packed = p->packed;
+    m->rope_table = p->packed || c->rope.kind != PGRT_ROPE_DEFAULT;
     m->accum = p->grad_accum > 1 ? p->grad_accum : 1;
     m->graph = p->graph;
     m->lw = calloc((size_t)c->layers, sizeof *m->lw);
@@ -377,7 +412,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     }
     /* packed rows: RoPE at the batch's positions, attention bounded by
      * documents (the same arguments with the document starts appended) */
-    if (m->packed) {
+    if (m->packed || m->rope_table) {
         bool mma = m->desc[K_ATT_FWD] != pgk_find(kernel_names[K_ATT_FWD]);
         static const char *const docs[2][3] = {
             {"attention_forward_docs_f32", "attention_backward_dq_docs_f32",
@@ -386,7 +421,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
              "attention_mma_backward_dkv_docs"}};
         static const char *const tab[2] = {"rope_forward_table_f32", "rope_backward_table_f32"};
         const int slot[5] = {K_ATT_FWD, K_ATT_DQ, K_ATT_DKV, K_ROPE_FWD, K_ROPE_BWD};
-        for (int i = 0; i < 5; i++) {
+        for (int i = m->packed ? 0 : 3; i < 5; i++) {
             const char *name = i < 3 ? docs[mma][i] : tab[i - 3];
             if (!(m->desc[slot[i]] = pgk_find(name))) {
                 pgrt_lm_destroy(&m);
@@ -423,12 +458,23 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->errw = m->docs + (uint64_t)m->T * 4u;
     if ((rc = pgrt_buf_memset(m->ints, 0)))
         goto fail;
-    if (m->packed) {
+    if (m->rope_table) {
+        /* the default table as rope_forward_f32 forms it, then the
+         * checkpoint's scaling (Llama 3) as transformers applies it; without
+         * packing the positions are t mod S, uploaded once */
         uint32_t half = (uint32_t)m->c.head_dim / 2;
-        float *f = malloc(sizeof *f * half);
+        float *f = malloc(sizeof *f * (half > (uint32_t)m->T ? half : (uint32_t)m->T));
         rc = f ? pgk_rope_inv_freq((float)m->c.rope_theta, (uint32_t)m->c.head_dim, f) : PGRT_ENOMEM;
+        if (!rc)
+            rc = pgrt_hf_rope_scale(&m->c, f, (int)half);
         if (!rc && !(rc = pgrt_buf_alloc(ctx, PG_F32, half, &m->inv_freq)))
             rc = pgrt_buf_upload(m->inv_freq, 0, f, half);
+        if (!rc && !m->packed) {
+            int32_t *pos = (int32_t *)f;
+            for (int t = 0; t < m->T; t++)
+                pos[t] = t % m->S;
+            rc = pgrt_buf_upload(m->ints, (size_t)m->T * 2 + 1, pos, (size_t)m->T);
+        }
         free(f);
         if (rc) {
             if (rc == PGRT_ENOMEM)
@@ -523,6 +569,8 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
         for (int l = 0; l < m->c.layers; l++) {
             pgrt_buf_destroy(&m->lw[l].norm_in);
             pgrt_buf_destroy(&m->lw[l].norm_post);
+            pgrt_buf_destroy(&m->lw[l].q_norm);
+            pgrt_buf_destroy(&m->lw[l].k_norm);
             for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
                 pgrt_buf_destroy(&m->lw[l].lin[i].buf);
                 pgrt_buf_destroy(&m->lw[l].bias[i]);

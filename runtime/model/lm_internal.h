@@ -88,6 +88,8 @@ typedef struct lm_kernels {
     /* the head over row chunks: [0] a whole chunk, [1] the last, shorter one */
     lm_kernel ce[2], narrow_logits[2];        /* narrow_logits: bf16 */
     lm_kernel gacc_add;                       /* grad_accum > 1: over the LoRA gradients */
+    /* Qwen3: RMSNorm over each head of q ([0]) and of k ([1]) */
+    lm_kernel qk_fwd[2], qk_bwd[2];
     lm_kernel lr_sched;                       /* a schedule: the step's learning rate */
 } lm_kernels;
 
@@ -105,6 +107,7 @@ typedef struct dweight {
 typedef struct layer_w {
     dweight lin[PGRT_LINEAR_COUNT];
     pgrt_buf *norm_in, *norm_post; /* f32 */
+    pgrt_buf *q_norm, *k_norm;     /* Qwen3: per-head RMSNorm of q and k (f32, head_dim) */
     pgrt_buf *bias[PGRT_LINEAR_COUNT]; /* f32 or NULL */
 } layer_w;
 
@@ -112,6 +115,7 @@ typedef struct layer_w {
  * activations. */
 typedef struct layer_a {
     pgrt_devptr x, h1, q, k, v, att, lse, xm, h2, g, u, act;
+    pgrt_devptr qpre, kpre; /* Qwen3: q and k before their norms */
     pgrt_devptr xa[PGRT_LINEAR_COUNT]; /* (alpha/r) x A^T, [T, r] */
 } layer_a;
 
@@ -184,7 +188,10 @@ struct pgrt_lm {
     pgrt_buf *ints;
     pgrt_devptr ids, labels, scale, pos, docs, errw;
     bool packed;
-    pgrt_buf *inv_freq; /* packed: RoPE's inverse frequencies, head_dim / 2 */
+    /* RoPE from a table at positions in memory: packed rows (the batch's
+     * positions) or a scaled rope (Llama 3: positions t mod S, set once) */
+    bool rope_table;
+    pgrt_buf *inv_freq; /* rope_table: the inverse frequencies, head_dim / 2 */
 
     /* gradient accumulation: gacc holds the sum of the step's earlier
      * micro-batches' gradients (zero at a step boundary); a micro-batch

@@ -19,7 +19,8 @@ void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S,
     unsigned ntarget = 0;
     for (int i = 0; i < PGRT_LINEAR_COUNT; i++)
         ntarget += ad && (ad->cfg.targets >> i) & 1u;
-    uint64_t per_layer = T * (4 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) + T * r * ntarget;
+    uint64_t per_layer = T * (4 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) + T * r * ntarget +
+                         (c->qk_norm ? T * (qd + kvd) : 0); /* Qwen3: q, k before their norms */
     /* the layer inputs of L layers and the final one, then the scratch */
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
     int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, (64ull << 20) / V); /* ~256 MB */
@@ -44,7 +45,7 @@ void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S,
         wel += (uint64_t)c->layers * in * out;
     }
     p->weights = wel * (bf16 ? 2 : 4) + (uint64_t)c->layers * (2 * H + qd + 2 * kvd + H) * 4 +
-                 H * 4;
+                 H * 4 + (c->qk_norm ? (uint64_t)c->layers * 2 * c->head_dim * 4 : 0);
     uint64_t lora = 0;
     if (ad)
         for (size_t i = 0; i < ad->count; i++)
@@ -211,6 +212,10 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
         a->g = take(base, &off, T * I);
         a->u = take(base, &off, T * I);
         a->act = take(base, &off, T * I);
+        if (m->c.qk_norm) {
+            a->qpre = take(base, &off, T * qd);
+            a->kpre = take(base, &off, T * kvd);
+        }
         /* a group's xa part after part (lora_d) */
         pgrt_devptr grp = 0;
         for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {

@@ -80,6 +80,14 @@ int lm_upload_weights(pgrt_lm *m, const pgrt_model_files *mf)
         snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
         if ((rc = upload_named(m, mf, name, false, &w->norm_post)))
             return rc;
+        if (m->c.qk_norm) {
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.q_norm.weight", l);
+            if ((rc = upload_named(m, mf, name, false, &w->q_norm)))
+                return rc;
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.k_norm.weight", l);
+            if ((rc = upload_named(m, mf, name, false, &w->k_norm)))
+                return rc;
+        }
         for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
             const char *blk = model_linear_block((pgrt_linear)i);
             const char *mn = pgrt_linear_name((pgrt_linear)i);

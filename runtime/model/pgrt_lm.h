@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pgrt_lm: LoRA fine-tuning of a decoder-only transformer (Qwen2 / LLaMA:
- * RMSNorm, rotate-half RoPE, causal GQA attention, SwiGLU, tied or untied
- * LM head) whose forward, loss and backward are all ptxgen kernels.
+ * pgrt_lm: LoRA fine-tuning of a decoder-only transformer (Qwen2, Qwen3,
+ * LLaMA with Llama 3's rope scaling, Mistral: RMSNorm, rotate-half RoPE,
+ * causal GQA attention, Qwen3's per-head q/k RMSNorm, SwiGLU, tied or
+ * untied LM head) whose forward, loss and backward are all ptxgen
+ * kernels.
  *
  * One training step (pgrt_lm_step) on a batch of B rows of S token ids:
  *

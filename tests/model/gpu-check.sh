@@ -7,6 +7,8 @@
 # parts: any of ref sanitize bench bench05 (default: the first three).
 # REF_DIR: a directory reference.py all already made (tests/target-check.sh
 # runs the reference once for several targets); default OUT_DIR/small, made.
+# ARCH: the kind of small model the reference makes (reference.py --arch:
+# qwen2, the default, llama, llama3, mistral, qwen3).
 set -u
 B=$1
 O=$2
@@ -18,7 +20,8 @@ mkdir -p "$O"
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 if has ref; then
     if [ -z "${REF_DIR:-}" ]; then
-        python3 $R all --dir "$D" > "$O/reference.log" 2>&1 || echo "reference failed: see reference.log"
+        python3 $R all --dir "$D" ${ARCH:+--arch "$ARCH"} > "$O/reference.log" 2>&1 ||
+            echo "reference failed: see reference.log"
         tail -4 "$O/reference.log"
     fi
     for dt in f32 bf16; do
