@@ -69,6 +69,9 @@
     X(attention_forward_docs_f32)                                                          \
     X(attention_backward_dq_docs_f32)                                                      \
     X(attention_backward_dkv_docs_f32)                                                     \
+    X(attention_mma_forward_docs)                                                          \
+    X(attention_mma_backward_dq_docs)                                                      \
+    X(attention_mma_backward_dkv_docs)                                                     \
     X(adamw_multi_norm)                                                                    \
     X(adamw_multi_finalize)                                                                \
     X(adamw_multi_step)                                                                    \
