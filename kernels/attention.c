@@ -25,6 +25,19 @@
  *
  * A launch whose q_heads is not a multiple of kv_heads, or whose head_dim
  * passes 128, writes nothing.
+ *
+ * Packed documents: attention_forward_docs_f32, attention_backward_dq_docs_f32
+ * and attention_backward_dkv_docs_f32 are the f32 kernels with one more
+ * param, last, doc_start (s32 [B, S]: where the document holding each
+ * position begins, see model.h). Query i sees keys doc_start[i]..i. The
+ * forward and dQ start their key loop at doc_start[i] instead of 0 (the keys
+ * before it are never read); dK/dV find the end e of key j's document (the
+ * first i > j with doc_start[i] > j, a binary search) and take the pairs of
+ * the queries j..e-1 only. Nothing is masked: the rows that are computed
+ * are exactly the ones visible, in the order the base kernel takes them. So
+ * with doc_start all zero the bits are the base kernel's, and a document's
+ * outputs are bit for bit those of the base kernel run on that document
+ * alone as a row of its own (S = its length).
  */
 #include "model.h"
 
@@ -188,13 +201,14 @@ static pg_reg token_stride(pg_kernel *k, pg_reg heads, pg_reg dim, unsigned size
  * `notes` puts those index formulas into the PTX as comments. */
 typedef struct query_row {
     pg_reg w, lane, s;
+    pg_reg ds; /* doc_start of the row (docs), else none */
     pg_reg ka, va, kstride;
     lanes l;
     vec q; /* the row's query, times the softmax scale */
 } query_row;
 
 static query_row query_row_of(pg_kernel *k, pgk_dtype dt, const shape *sh, pg_reg Q, pg_reg K,
-                              pg_reg V, pg_label done, bool notes)
+                              pg_reg V, pg_reg DS, pg_label done, bool notes)
 {
     unsigned size = pgk_dtype_size(dt);
     query_row r;
@@ -215,6 +229,13 @@ static query_row query_row_of(pg_kernel *k, pgk_dtype dt, const shape *sh, pg_re
         pg_comment(k, "first key row of the sequence: ((bs - s) Hkv + kvh) D");
     pg_reg krow = pg_reg_new(k, PG_U32);
     pg_sub(k, PG_U32, krow, bs, r.s);
+    r.ds = pg_none();
+    if (pg_is_reg(DS)) {
+        pg_comment(k, "docs: the keys start at the document's, doc_start[bs]");
+        pg_reg at = pgk_elem_addr(k, DS, bs, 4);
+        r.ds = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, at, 0);
+        pg_add(k, PG_U32, krow, krow, r.ds);
+    }
     pg_mad(k, PG_U32, krow, krow, sh->hkv, kvh);
     r.ka = pgk_addr2(k, K, krow, sh->dim, pg_u32(0), size);
     r.va = pgk_addr2(k, V, krow, sh->dim, pg_u32(0), size);
@@ -235,7 +256,8 @@ static pg_label query_rows_begin(pg_kernel *k)
 
 /* ---------------------------------------------------------------- forward */
 
-static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
+/* docs: doc_start is the last param, and the keys run doc_start[s]..s. */
+static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
 {
     pg_label done = query_rows_begin(k);
     pg_reg Q = pg_param_load(k, p[0]);
@@ -244,9 +266,10 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg O = pg_param_load(k, p[3]);
     pg_reg LSE = pg_param_load(k, p[4]);
     shape sh = shape_load(k, p, 5, done);
+    pg_reg DS = docs ? pg_param_load(k, p[PGK_ATT_DOC_START_FWD]) : pg_none();
     unsigned size = pgk_dtype_size(dt);
 
-    query_row r = query_row_of(k, dt, &sh, Q, K, V, done, true);
+    query_row r = query_row_of(k, dt, &sh, Q, K, V, DS, done, true);
     pg_reg w = r.w, lane = r.lane, s = r.s, ka = r.ka, va = r.va, kstride = r.kstride;
     lanes l = r.l;
     vec q = r.q;
@@ -256,9 +279,9 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg nkeys = pg_reg_new(k, PG_U32);
     pg_add(k, PG_U32, nkeys, s, pg_u32(1));
 
-    pg_comment(k, "online softmax over keys 0..s");
+    pg_comment(k, docs ? "online softmax over keys doc_start..s" : "online softmax over keys 0..s");
     pgk_loop L;
-    pgk_loop_begin(k, &L, pg_u32(0), nkeys, pg_u32(1));
+    pgk_loop_begin(k, &L, docs ? r.ds : pg_u32(0), nkeys, pg_u32(1));
     vec kv = vec_load(k, dt, &l, ka);
     pg_reg sc = vec_dot(k, &q, &kv);
     pg_reg mn = pg_reg_new(k, PG_F32);
@@ -299,7 +322,7 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt)
 
 /* ---------------------------------------------------------------- backward: dQ and delta */
 
-static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
+static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
 {
     pg_label done = query_rows_begin(k);
     pg_reg Q = pg_param_load(k, p[0]);
@@ -311,9 +334,10 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg dQ = pg_param_load(k, p[6]);
     pg_reg DELTA = pg_param_load(k, p[7]);
     shape sh = shape_load(k, p, 8, done);
+    pg_reg DS = docs ? pg_param_load(k, p[PGK_ATT_DOC_START_GRAD]) : pg_none();
     unsigned size = pgk_dtype_size(dt);
 
-    query_row r = query_row_of(k, dt, &sh, Q, K, V, done, false);
+    query_row r = query_row_of(k, dt, &sh, Q, K, V, DS, done, false);
     pg_reg w = r.w, lane = r.lane, s = r.s, ka = r.ka, va = r.va, kstride = r.kstride;
     lanes l = r.l;
     vec q = r.q;
@@ -333,7 +357,7 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_add(k, PG_U32, nkeys, s, pg_u32(1));
     pg_comment(k, "dq = scale sum_j P_j (dO.v_j - delta) k_j");
     pgk_loop L;
-    pgk_loop_begin(k, &L, pg_u32(0), nkeys, pg_u32(1));
+    pgk_loop_begin(k, &L, docs ? r.ds : pg_u32(0), nkeys, pg_u32(1));
     vec kv = vec_load(k, dt, &l, ka);
     pg_reg sc = vec_dot(k, &q, &kv);
     pg_sub(k, PG_F32, sc, sc, lse);
@@ -363,7 +387,7 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt)
  * are added in warp order. The split depends on the shape alone, so the
  * sum's order, and its bits, are fixed; a key row gets eight warps instead
  * of one, which matters because there are only B S Hkv key rows. */
-static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt)
+static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
 {
     pg_kernel_set_maxntid(k, 32 * ATT_WARPS, 1, 1);
     unsigned size = pgk_dtype_size(dt);
@@ -378,6 +402,7 @@ static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_reg dK = pg_param_load(k, p[6]);
     pg_reg dV = pg_param_load(k, p[7]);
     shape sh = shape_load(k, p, 8, done);
+    pg_reg DS = docs ? pg_param_load(k, p[PGK_ATT_DOC_START_GRAD]) : pg_none();
 
     pg_reg rows = pg_reg_new(k, PG_U32);
     pg_mul(k, PG_U32, rows, sh.batch, sh.seq);
@@ -402,7 +427,15 @@ static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     vec vv = vec_load(k, dt, &l, pgk_addr2(k, V, w, sh.dim, pg_u32(0), size));
     vec dk = vec_zero(k), dv = vec_zero(k);
     pg_reg nq = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, nq, sh.seq, j);
+    if (docs) {
+        pg_comment(k, "docs: the queries j .. e - 1, e the end of key j's document");
+        pg_reg row = pgk_elem_addr(k, DS, pgv_sub(k, PG_U32, bj, j), 4);
+        pg_reg lo = pgv_add(k, PG_U32, j, pg_u32(1));
+        pg_reg e = pgk_doc_search(k, row, lo, sh.seq, 0, j);
+        pg_sub(k, PG_U32, nq, e, j);
+    } else {
+        pg_sub(k, PG_U32, nq, sh.seq, j);
+    }
     pg_reg npairs = pg_reg_new(k, PG_U32);
     pg_mul(k, PG_U32, npairs, nq, sh.group);
     pg_reg h0 = pg_reg_new(k, PG_U32);
@@ -502,37 +535,45 @@ static int launch_att(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
     return PG_OK;
 }
 
-#define ATT_BUILD(fn, body, dt)                                                \
+#define ATT_BUILD(fn, body, dt, docs)                                          \
     static int fn(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)     \
     {                                                                          \
         (void)d, (void)knobs;                                                           \
-        return body(k, p, dt);                                                 \
+        return body(k, p, dt, docs);                                           \
     }
-ATT_BUILD(fwd_f32, build_fwd, PGK_F32)
-ATT_BUILD(fwd_bf16, build_fwd, PGK_BF16)
-ATT_BUILD(dq_f32, build_dq, PGK_F32)
-ATT_BUILD(dq_bf16, build_dq, PGK_BF16)
-ATT_BUILD(dkv_f32, build_dkv, PGK_F32)
-ATT_BUILD(dkv_bf16, build_dkv, PGK_BF16)
+ATT_BUILD(fwd_f32, build_fwd, PGK_F32, false)
+ATT_BUILD(fwd_bf16, build_fwd, PGK_BF16, false)
+ATT_BUILD(dq_f32, build_dq, PGK_F32, false)
+ATT_BUILD(dq_bf16, build_dq, PGK_BF16, false)
+ATT_BUILD(dkv_f32, build_dkv, PGK_F32, false)
+ATT_BUILD(dkv_bf16, build_dkv, PGK_BF16, false)
+ATT_BUILD(fwd_docs_f32, build_fwd, PGK_F32, true)
+ATT_BUILD(dq_docs_f32, build_dq, PGK_F32, true)
+ATT_BUILD(dkv_docs_f32, build_dkv, PGK_F32, true)
 
 #define SHAPE_PARAMS                                                                       \
     {"batch", PG_U32, false}, {"seq_len", PG_U32, false}, {"q_heads", PG_U32, false},         \
         {"kv_heads", PG_U32, false}, {"head_dim", PG_U32, false}, {"scale", PG_F32, false}
 
-const pgk_param pgk_attention_fwd_params[PGK_ATT_FWD_NPARAMS] = {
-    {"q", PG_U64, true}, {"k", PG_U64, true},   {"v", PG_U64, true},
-    {"o", PG_U64, true}, {"lse", PG_U64, true}, SHAPE_PARAMS,
-};
-const pgk_param pgk_attention_dq_params[PGK_ATT_GRAD_NPARAMS] = {
-    {"q", PG_U64, true},      {"k", PG_U64, true},      {"v", PG_U64, true},
-    {"o", PG_U64, true},      {"grad_o", PG_U64, true}, {"lse", PG_U64, true},
-    {"grad_q", PG_U64, true}, {"delta", PG_U64, true},  SHAPE_PARAMS,
-};
-const pgk_param pgk_attention_dkv_params[PGK_ATT_GRAD_NPARAMS] = {
-    {"q", PG_U64, true},      {"k", PG_U64, true},      {"v", PG_U64, true},
-    {"grad_o", PG_U64, true}, {"lse", PG_U64, true},    {"delta", PG_U64, true},
-    {"grad_k", PG_U64, true}, {"grad_v", PG_U64, true}, SHAPE_PARAMS,
-};
+#define FWD_PARAMS                                                                         \
+    {"q", PG_U64, true}, {"k", PG_U64, true}, {"v", PG_U64, true}, {"o", PG_U64, true},       \
+        {"lse", PG_U64, true}, SHAPE_PARAMS
+#define DQ_PARAMS                                                                          \
+    {"q", PG_U64, true}, {"k", PG_U64, true}, {"v", PG_U64, true}, {"o", PG_U64, true},       \
+        {"grad_o", PG_U64, true}, {"lse", PG_U64, true}, {"grad_q", PG_U64, true},             \
+        {"delta", PG_U64, true}, SHAPE_PARAMS
+#define DKV_PARAMS                                                                         \
+    {"q", PG_U64, true}, {"k", PG_U64, true}, {"v", PG_U64, true},                            \
+        {"grad_o", PG_U64, true}, {"lse", PG_U64, true}, {"delta", PG_U64, true},              \
+        {"grad_k", PG_U64, true}, {"grad_v", PG_U64, true}, SHAPE_PARAMS
+#define DOC_START {"doc_start", PG_U64, true}
+
+const pgk_param pgk_attention_fwd_params[PGK_ATT_FWD_NPARAMS] = {FWD_PARAMS};
+const pgk_param pgk_attention_dq_params[PGK_ATT_GRAD_NPARAMS] = {DQ_PARAMS};
+const pgk_param pgk_attention_dkv_params[PGK_ATT_GRAD_NPARAMS] = {DKV_PARAMS};
+const pgk_param pgk_attention_fwd_docs_params[PGK_ATT_FWD_NPARAMS + 1] = {FWD_PARAMS, DOC_START};
+const pgk_param pgk_attention_dq_docs_params[PGK_ATT_GRAD_NPARAMS + 1] = {DQ_PARAMS, DOC_START};
+const pgk_param pgk_attention_dkv_docs_params[PGK_ATT_GRAD_NPARAMS + 1] = {DKV_PARAMS, DOC_START};
 
 static const pgk_knob q_knobs[] = {
     {"batch", 4, 1, 1000, "sequences"},
@@ -571,3 +612,13 @@ ATT_DESC(pgk_desc_attention_backward_dkv_f32, "attention_backward_dkv_f32",
 ATT_DESC(pgk_desc_attention_backward_dkv_bf16, "attention_backward_dkv_bf16",
          "causal GQA attention dK, dV summed over each group's heads in order (bf16)",
          pgk_attention_dkv_params, kv_knobs, dkv_bf16, PG_SM_80, launch_dkv)
+ATT_DESC(pgk_desc_attention_forward_docs_f32, "attention_forward_docs_f32",
+         "document-bounded causal GQA attention O and row logsumexp, one warp a query row (f32)",
+         pgk_attention_fwd_docs_params, q_knobs, fwd_docs_f32, PG_SM_70, launch_att)
+ATT_DESC(pgk_desc_attention_backward_dq_docs_f32, "attention_backward_dq_docs_f32",
+         "document-bounded causal GQA attention dQ and delta = rowsum(dO * O) (f32)",
+         pgk_attention_dq_docs_params, q_knobs, dq_docs_f32, PG_SM_70, launch_att)
+ATT_DESC(pgk_desc_attention_backward_dkv_docs_f32, "attention_backward_dkv_docs_f32",
+         "document-bounded causal GQA attention dK, dV summed over each group's heads in order "
+         "(f32)",
+         pgk_attention_dkv_docs_params, kv_knobs, dkv_docs_f32, PG_SM_70, launch_dkv)

@@ -42,6 +42,29 @@
  * Every sum has one order fixed by the shape: no atomics, the same bits
  * run to run. A launch whose q_heads is not a multiple of kv_heads, or
  * whose head_dim is 0 or passes the variant's dp, writes nothing.
+ *
+ * Packed documents: attention_mma_forward_docs, _backward_dq_docs and
+ * _backward_dkv_docs take one more param, last, doc_start (s32 [B, S], see
+ * model.h): query i sees keys doc_start[i]..i. Scores before a row's
+ * document start are -inf before the softmax, like those past the diagonal.
+ * Skipped, as the causal kernels skip the tiles above the diagonal:
+ *   forward, dq: the key tiles that end before doc_start[q0], the least of
+ *     the query tile's (doc_start is non-decreasing): the loop starts at
+ *     tile doc_start[q0] / 64. The document mask is applied to a key tile
+ *     only when it begins before the doc_start of the tile's last row.
+ *   dkv: the query tiles from the first whose first query's document starts
+ *     after the key tile's last key (then so do all the later ones'): a
+ *     binary search over doc_start[32 t] ends the block's pairs there. The
+ *     mask is applied to a (key tile, query tile) pair only when the query
+ *     tile's last row's document starts after the key tile's first key.
+ * A forward row whose document starts past a key tile it is given sees
+ * only -inf there: its running max stays -inf and the tile adds 0 (the
+ * exponent is taken from 0 instead of -inf, which would give NaN). With
+ * doc_start all zero nothing is skipped or masked and every value passes
+ * the same instructions as in the base kernel: the bits are the base
+ * kernel's. A document's outputs are those of the base kernel run on it
+ * alone to within the base kernel's tolerance, not bit for bit: the tiles
+ * fall differently.
  */
 #include "attention_mma.h"
 
@@ -282,8 +305,29 @@ void pgk_fa_causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntil
     }
 }
 
+void pgk_fa_doc_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntiles, pg_val row0,
+                     pg_val col0, const pg_reg *ds, bool transposed)
+{
+    pg_reg rbase = transposed ? pgv_add(k, PG_U32, row0, f->g) : pg_none();
+    pg_reg cbase = transposed ? pg_none() : pgv_mad(k, PG_U32, f->t4, pg_u32(2), col0);
+    for (unsigned h = 0; h < 2; h++) {
+        pg_reg row = transposed ? pgv_add(k, PG_U32, rbase, pg_u32(8 * h)) : pg_none();
+        for (unsigned nt = 0; nt < ntiles; nt++)
+            for (unsigned e = 0; e < 2; e++) {
+                pg_reg m;
+                if (transposed) {
+                    m = pgv_setp(k, PG_CMP_LT, PG_U32, row, ds[2 * nt + e]);
+                } else {
+                    pg_reg col = pgv_add(k, PG_U32, cbase, pg_u32(8 * nt + e));
+                    m = pgv_setp(k, PG_CMP_LT, PG_U32, col, ds[h]);
+                }
+                pg_selp(k, PG_F32, s[nt][2 * h + e], pg_f32(-INFINITY), s[nt][2 * h + e], m);
+            }
+    }
+}
+
 void pgk_fa_scores(pg_kernel *k, const fa *f, pg_reg (*s)[4], pg_reg sqw, pg_reg sk, pg_reg kt,
-                   pg_reg qt, pg_reg wrow)
+                   pg_reg qt, pg_reg wrow, const fa_docs *docs)
 {
     pgk_fa_zero_acc(k, s, FA_KEYS / 8);
     pgk_fa_mma_abt(k, f, s, sqw, sk, FA_KEYS / 16);
@@ -291,6 +335,14 @@ void pgk_fa_scores(pg_kernel *k, const fa *f, pg_reg (*s)[4], pg_reg sqw, pg_reg
     pg_bra_if(k, pgv_setp(k, PG_CMP_LT, PG_U32, kt, qt), false, nomask);
     pgk_fa_causal_mask(k, f, s, FA_KEYS / 8, wrow, pg_u32(0), false);
     pg_label_bind(k, nomask);
+    if (docs) {
+        pg_comment(k, "docs: a tile from the block's last document start on has no key to mask");
+        pg_label inside = pg_label_new(k, "inside_documents");
+        pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
+        pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, k0, docs->last), false, inside);
+        pgk_fa_doc_mask(k, f, s, FA_KEYS / 8, pg_none(), k0, docs->ds, false);
+        pg_label_bind(k, inside);
+    }
 }
 
 fa_qblock pgk_fa_query_block(pg_kernel *k, const fa *f)
@@ -308,6 +360,32 @@ fa_qblock pgk_fa_query_block(pg_kernel *k, const fa *f)
     q.kstride = pgk_fa_token_stride(k, f, f->hkv);
     q.qrows = pgv_sub(k, PG_U32, f->seq, q.q0);
     return q;
+}
+
+fa_docs pgk_fa_docs_of(pg_kernel *k, const fa *f, pg_reg DS, const fa_qblock *q)
+{
+    fa_docs d;
+    pg_comment(k, "docs: key tiles from doc_start[q0] / 64; the last row's and the lane's rows' "
+                  "doc_start");
+    pg_reg bs = pgv_mul(k, PG_U32, q->b, f->seq);
+    d.row = pgk_elem_addr(k, DS, bs, 4);
+    pg_reg first = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_addr_add(k, d.row, q->q0, 4), 0);
+    d.kt0 = pgv_shr(k, PG_U32, first, pg_u32(6));
+    pg_reg lastrow = pgv_add(k, PG_U32, q->q0, pg_u32(FA_ROWS - 1));
+    pg_reg seq1 = pgv_sub(k, PG_U32, f->seq, pg_u32(1));
+    pg_min(k, PG_U32, lastrow, lastrow, seq1);
+    d.last = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_addr_add(k, d.row, lastrow, 4), 0);
+    pg_reg rbase = pgv_mad(k, PG_U32, f->warp, pg_u32(16), q->q0);
+    pg_add(k, PG_U32, rbase, rbase, f->g);
+    for (unsigned h = 0; h < 2; h++) {
+        pg_reg r = pgv_add(k, PG_U32, rbase, pg_u32(8 * h));
+        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, r, f->seq);
+        pg_reg at = pgk_addr_add(k, d.row, r, 4);
+        d.ds[h] = pgv_mov(k, PG_U32, pg_u32(0));
+        pg_guard(k, rin, false);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_U32, at, 0, d.ds[h]);
+    }
+    return d;
 }
 
 /* Store the warp's 16 x dp f32 accumulators (scaled by mul unless none) to
@@ -359,10 +437,10 @@ void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, 
         }
     }
 }
-pg_reg pgk_fa_key_tiles(pg_kernel *k, const fa *f, pgk_loop *L, pg_reg qt, pg_reg sk, pg_reg sv,
-                        pg_reg kp, pg_reg vp, pg_reg kstride, pg_reg kstep)
+pg_reg pgk_fa_key_tiles(pg_kernel *k, const fa *f, pgk_loop *L, pg_val kt0, pg_reg qt, pg_reg sk,
+                        pg_reg sv, pg_reg kp, pg_reg vp, pg_reg kstride, pg_reg kstep)
 {
-    pg_reg kt = pgk_loop_begin(k, L, pg_u32(0), pgv_add(k, PG_U32, qt, pg_u32(1)), pg_u32(1));
+    pg_reg kt = pgk_loop_begin(k, L, kt0, pgv_add(k, PG_U32, qt, pg_u32(1)), pg_u32(1));
     pg_reg k0 = pgv_shl(k, PG_B32, kt, pg_u32(6));
     pg_reg krows = pgv_sub(k, PG_U32, f->seq, k0);
     pgk_fa_stage(k, f, sk, kp, kstride, krows, FA_KEYS, 32 * FA_WARPS, f->tid);
@@ -375,7 +453,8 @@ pg_reg pgk_fa_key_tiles(pg_kernel *k, const fa *f, pgk_loop *L, pg_reg qt, pg_re
 
 /* ---------------------------------------------------------------- forward */
 
-static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
+/* docs: the _docs kernel, doc_start its last param. */
+static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp, bool docs)
 {
     pg_kernel_set_maxntid(k, 32 * FA_WARPS, 1, 1);
     pg_shared smem = pg_shared_dynamic(k, 128);
@@ -384,6 +463,7 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg O = pg_param_load(k, p[3]), LSE = pg_param_load(k, p[4]);
     fa f;
     pgk_fa_init(k, &f, p, 5, dp, done);
+    pg_reg DS = docs ? pg_param_load(k, p[PGK_ATT_DOC_START_FWD]) : pg_none();
     pg_reg bases[] = {Q, K, V};
     pgk_fa_vec(k, &f, bases, 3);
     const unsigned tile = FA_ROWS * f.rb;
@@ -395,8 +475,15 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg qstride = blk.qstride, kstride = blk.kstride;
     pgk_fa_stage(k, &f, sq, pgk_fa_head_row(k, &f, Q, b, q0, f.hq, h), qstride, qrows, FA_ROWS,
                  32 * FA_WARPS, f.tid);
-    pg_reg kp = pgk_fa_head_row(k, &f, K, b, pg_u32(0), f.hkv, kvh);
-    pg_reg vp = pgk_fa_head_row(k, &f, V, b, pg_u32(0), f.hkv, kvh);
+    fa_docs dd;
+    pg_val kt0 = pg_u32(0), kfirst = pg_u32(0);
+    if (docs) {
+        dd = pgk_fa_docs_of(k, &f, DS, &blk);
+        kt0 = dd.kt0;
+        kfirst = pgv_shl(k, PG_B32, dd.kt0, pg_u32(6));
+    }
+    pg_reg kp = pgk_fa_head_row(k, &f, K, b, kfirst, f.hkv, kvh);
+    pg_reg vp = pgk_fa_head_row(k, &f, V, b, kfirst, f.hkv, kvh);
     pg_reg kstep = pgv_mul(k, PG_U64, kstride, pg_u64(FA_KEYS));
     pg_reg wrow = pgv_mul(k, PG_U32, f.warp, pg_u32(16));
     pg_reg sqw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sq);
@@ -407,12 +494,12 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
         m[i] = pgk_f32_const(k, -INFINITY);
         l[i] = pgk_zero_f32(k);
     }
-    pg_comment(k, "key tiles 0 .. qt");
+    pg_comment(k, docs ? "key tiles doc_start[q0] / 64 .. qt" : "key tiles 0 .. qt");
     pgk_loop L;
-    pg_reg kt = pgk_fa_key_tiles(k, &f, &L, qt, sk, sv, kp, vp, kstride, kstep);
+    pg_reg kt = pgk_fa_key_tiles(k, &f, &L, kt0, qt, sk, sv, kp, vp, kstride, kstep);
 
     pg_reg s[FA_KEYS / 8][4];
-    pgk_fa_scores(k, &f, s, sqw, sk, kt, qt, wrow);
+    pgk_fa_scores(k, &f, s, sqw, sk, kt, qt, wrow, docs ? &dd : NULL);
 
     pg_comment(k, "online softmax, base 2: p = 2^(s c - m c)");
     for (unsigned hh = 0; hh < 2; hh++) {
@@ -424,6 +511,12 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp)
         mx = quad_reduce(k, PG_REDUCE_MAX, mx);
         pg_reg mn = pgv_max(k, PG_F32, m[hh], mx);
         pg_reg mc = pgv_mul(k, PG_F32, mn, f.c);
+        if (docs) {
+            /* a row with no key yet (its document starts past this tile):
+             * m stays -inf, and p and the correction 2^-inf = 0, not NaN */
+            pg_reg none = pgv_setp(k, PG_CMP_EQ, PG_F32, mn, pg_f32(-INFINITY));
+            pg_selp(k, PG_F32, mc, pg_f32(0.0f), mc, none);
+        }
         pg_reg corr = pgv_ex2(k, PG_F32, pgv_sub(k, PG_F32, pgv_mul(k, PG_F32, m[hh], f.c), mc));
         pg_reg nmc = pgv_neg(k, PG_F32, mc);
         pg_reg sum = pgk_zero_f32(k);
@@ -494,7 +587,12 @@ static int launch_fwd(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 static int fwd_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
     (void)d;
-    return build_fwd(k, p, dp_of(kn[KN_DIM]));
+    return build_fwd(k, p, dp_of(kn[KN_DIM]), false);
+}
+static int fwd_docs_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    return build_fwd(k, p, dp_of(kn[KN_DIM]), true);
 }
 
 /* head_dim is baked: it picks the padded width (64 for 1..64, 128 above). */
@@ -512,5 +610,14 @@ const pgk_desc pgk_desc_attention_mma_forward = {
     PGK_KNOBS(pgk_fa_q_knobs),
     .min_target = PG_SM_80,
     .build = fwd_b,
+    .launch = launch_fwd,
+};
+const pgk_desc pgk_desc_attention_mma_forward_docs = {
+    .name = "attention_mma_forward_docs",
+    .summary = "document-bounded causal GQA attention O and row logsumexp on mma.sync (f32 in/out)",
+    PGK_PARAMS(pgk_attention_fwd_docs_params),
+    PGK_KNOBS(pgk_fa_q_knobs),
+    .min_target = PG_SM_80,
+    .build = fwd_docs_b,
     .launch = launch_fwd,
 };

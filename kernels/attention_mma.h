@@ -52,10 +52,28 @@ void pgk_fa_mma_pb(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg (*p)[4], 
                    pg_reg b);
 void pgk_fa_causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntiles, pg_val row0,
                         pg_val col0, bool transposed);
+/* Masks (to -inf) the elements of the accumulator tiles s[nt] whose key
+ * lies before its query's document: column col0 + 8 nt + 2 t4 + e before
+ * ds[h], the doc_start of row g + 8 h; or, with `transposed` (rows are
+ * keys row0 + g + 8 h, columns queries), the row before ds[2 nt + e], the
+ * doc_start of the column. */
+void pgk_fa_doc_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntiles, pg_val row0,
+                     pg_val col0, const pg_reg *ds, bool transposed);
+/* What the document-bounded forward and dq (_docs) know of their query
+ * block: row, the address of doc_start[b S] (u64); kt0, the first key
+ * tile any of the block's rows sees, doc_start[q0] / FA_KEYS (doc_start is
+ * non-decreasing, so q0's is the block's least); last, the doc_start of the
+ * block's last row inside S (its largest); ds[h], the doc_start of the
+ * lane's rows g + 8 h of its warp (0 past S). */
+typedef struct fa_docs {
+    pg_reg row, kt0, last, ds[2];
+} fa_docs;
 /* S = Q K^T for the warp's 16 query rows (Q at sqw) against key tile kt
- * (at sk), masked on the diagonal tile (kt == qt) for the rows from wrow. */
+ * (at sk), masked on the diagonal tile (kt == qt) for the rows from wrow;
+ * with docs (else NULL), also masked before each row's document start on
+ * a tile that begins before docs->last. */
 void pgk_fa_scores(pg_kernel *k, const fa *f, pg_reg (*s)[4], pg_reg sqw, pg_reg sk, pg_reg kt,
-                   pg_reg qt, pg_reg wrow);
+                   pg_reg qt, pg_reg wrow, const fa_docs *docs);
 /* The query tile of block (x, h, b): qt = tiles - 1 - x (the longest
  * first), its first row q0 and the rows left from it (qrows), the head h,
  * its key/value head kvh, the batch b, and the bytes a token of q and of
@@ -64,14 +82,17 @@ typedef struct fa_qblock {
     pg_reg qt, q0, qrows, h, kvh, b, qstride, kstride;
 } fa_qblock;
 fa_qblock pgk_fa_query_block(pg_kernel *k, const fa *f);
+/* Loads the fa_docs of query block q from the doc_start array DS. */
+fa_docs pgk_fa_docs_of(pg_kernel *k, const fa *f, pg_reg DS, const fa_qblock *q);
 void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
                        pg_reg stride, pg_reg row0, pg_reg nvalid);
-/* Opens the loop L over the key tiles 0 .. qt of a forward or dq block
- * (FA_KEYS keys, 32 FA_WARPS threads) and stages tile kt's K and V rows
- * (from kp, vp) into sk, sv, then moves kp and vp on a tile (kstep bytes)
- * and waits for the block; returns kt. */
-pg_reg pgk_fa_key_tiles(pg_kernel *k, const fa *f, pgk_loop *L, pg_reg qt, pg_reg sk, pg_reg sv,
-                        pg_reg kp, pg_reg vp, pg_reg kstride, pg_reg kstep);
+/* Opens the loop L over the key tiles kt0 .. qt of a forward or dq block
+ * (FA_KEYS keys, 32 FA_WARPS threads; kt0 is 0 but for the _docs kernels)
+ * and stages tile kt's K and V rows (from kp, vp: tile kt0's) into sk, sv,
+ * then moves kp and vp on a tile (kstep bytes) and waits for the block;
+ * returns kt. */
+pg_reg pgk_fa_key_tiles(pg_kernel *k, const fa *f, pgk_loop *L, pg_val kt0, pg_reg qt, pg_reg sk,
+                        pg_reg sv, pg_reg kp, pg_reg vp, pg_reg kstride, pg_reg kstep);
 
 /* The knobs of the three kernels, in this order; head_dim picks the
  * padded width dp (64 for 1..64, 128 above). */

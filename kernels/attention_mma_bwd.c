@@ -10,7 +10,8 @@
 
 /* ---------------------------------------------------------------- backward: dQ and delta */
 
-static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
+/* docs: the _docs kernel, doc_start its last param. */
+static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp, bool docs)
 {
     pg_kernel_set_maxntid(k, 32 * FA_WARPS, 1, 1);
     pg_shared smem = pg_shared_dynamic(k, 128);
@@ -20,6 +21,7 @@ static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg dQ = pg_param_load(k, p[6]), DELTA = pg_param_load(k, p[7]);
     fa f;
     pgk_fa_init(k, &f, p, 8, dp, done);
+    pg_reg DS = docs ? pg_param_load(k, p[PGK_ATT_DOC_START_GRAD]) : pg_none();
     pg_reg bases[] = {Q, K, V, dO};
     pgk_fa_vec(k, &f, bases, 4);
     const unsigned tile = FA_ROWS * f.rb;
@@ -89,19 +91,28 @@ static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
         dl[hh] = pgv_ld(k, PG_SPACE_SHARED, PG_F32, pgv_mad(k, PG_U32, lr, pg_u32(4), sdel), 0);
     }
 
-    pg_reg kp = pgk_fa_head_row(k, &f, K, b, pg_u32(0), f.hkv, kvh);
-    pg_reg vp = pgk_fa_head_row(k, &f, V, b, pg_u32(0), f.hkv, kvh);
+    fa_docs dd;
+    pg_val kt0 = pg_u32(0), kfirst = pg_u32(0);
+    if (docs) {
+        dd = pgk_fa_docs_of(k, &f, DS, &blk);
+        kt0 = dd.kt0;
+        kfirst = pgv_shl(k, PG_B32, dd.kt0, pg_u32(6));
+    }
+    pg_reg kp = pgk_fa_head_row(k, &f, K, b, kfirst, f.hkv, kvh);
+    pg_reg vp = pgk_fa_head_row(k, &f, V, b, kfirst, f.hkv, kvh);
     pg_reg kstep = pgv_mul(k, PG_U64, kstride, pg_u64(FA_KEYS));
     pg_reg sqw = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sq);
     pg_reg sdow = pgv_mad(k, PG_U32, wrow, pg_u32(f.rb), sdo);
     pg_reg dq[FA_MAX_NT][4];
     pgk_fa_zero_acc(k, dq, dp / 8);
-    pg_comment(k, "key tiles 0 .. qt: P, dP = dO V^T, dS = P (dP - delta), dQ += dS K");
+    pg_comment(k, docs ? "key tiles doc_start[q0] / 64 .. qt: P, dP = dO V^T, dS = P (dP - delta), "
+                         "dQ += dS K"
+                       : "key tiles 0 .. qt: P, dP = dO V^T, dS = P (dP - delta), dQ += dS K");
     pgk_loop L;
-    pg_reg kt = pgk_fa_key_tiles(k, &f, &L, qt, sk, sv, kp, vp, kstride, kstep);
+    pg_reg kt = pgk_fa_key_tiles(k, &f, &L, kt0, qt, sk, sv, kp, vp, kstride, kstep);
 
     pg_reg s[FA_KEYS / 8][4], dpv[FA_KEYS / 8][4];
-    pgk_fa_scores(k, &f, s, sqw, sk, kt, qt, wrow);
+    pgk_fa_scores(k, &f, s, sqw, sk, kt, qt, wrow, docs ? &dd : NULL);
     for (unsigned nt = 0; nt < FA_KEYS / 8; nt++)
         for (unsigned e = 0; e < 4; e++)
             pg_ex2(k, PG_F32, s[nt][e], pgv_fma(k, PG_F32, s[nt][e], f.c, nl[e / 2]));
@@ -123,7 +134,11 @@ static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp)
 
 /* ---------------------------------------------------------------- backward: dK and dV */
 
-static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
+/* docs: the _docs kernel, doc_start its last param: the query tiles end
+ * at the first whose queries all begin their documents after the block's
+ * last key, and a tile with a query whose document begins after the
+ * block's first key is masked by doc_start. */
+static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp, bool docs)
 {
     const unsigned T = 32 * DKV_WARPS * DKV_GROUPS, GT = 32 * DKV_WARPS;
     pg_kernel_set_maxntid(k, T, 1, 1);
@@ -135,6 +150,7 @@ static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg dV = pg_param_load(k, p[7]);
     fa f;
     pgk_fa_init(k, &f, p, 8, dp, done);
+    pg_reg DS = docs ? pg_param_load(k, p[PGK_ATT_DOC_START_GRAD]) : pg_none();
     pg_reg bases[] = {Q, K, V, dO};
     pgk_fa_vec(k, &f, bases, 4);
     const unsigned ktile = DKV_KEYS * f.rb, qtile = DKV_QROWS * f.rb;
@@ -169,6 +185,16 @@ static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_reg nqs = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, f.seq, pg_u32(DKV_QROWS - 1)),
                          pg_u32(log2u(DKV_QROWS)));
     pg_reg qs0 = pgv_shr(k, PG_U32, k0, pg_u32(log2u(DKV_QROWS)));
+    pg_reg dsrow = pg_none();
+    if (docs) {
+        pg_comment(k, "docs: the query tiles end at the first whose doc_start[q0] passes the "
+                      "block's last key");
+        dsrow = pgk_elem_addr(k, DS, pgv_mul(k, PG_U32, b, f.seq), 4);
+        pg_reg lo = pgv_add(k, PG_U32, qs0, pg_u32(1));
+        pg_reg klast = pgv_add(k, PG_U32, k0, pg_u32(DKV_KEYS - 1));
+        pg_reg qe = pgk_doc_search(k, dsrow, lo, nqs, log2u(DKV_QROWS), klast);
+        pg_mov(k, PG_U32, nqs, qe);
+    }
     pg_sub(k, PG_U32, nqs, nqs, qs0);
     pg_reg pairs = pgv_mul(k, PG_U32, nqs, f.group);
     pg_reg iters = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, pairs, pg_u32(DKV_GROUPS - 1)),
@@ -227,6 +253,28 @@ static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp)
     pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, q0, kend), false, nomask);
     pgk_fa_causal_mask(k, &f, s, NTQ, pgv_add(k, PG_U32, k0, wrow), q0, true);
     pg_label_bind(k, nomask);
+    if (docs) {
+        pg_comment(k, "docs: -inf where the query's document begins after the key (none "
+                      "when the tile's last begins by k0)");
+        pg_label inside = pg_label_new(k, "inside_documents");
+        pg_reg qlast = pgv_add(k, PG_U32, q0, pg_u32(DKV_QROWS - 1));
+        pg_reg seq1 = pgv_sub(k, PG_U32, f.seq, pg_u32(1));
+        pg_min(k, PG_U32, qlast, qlast, seq1);
+        pg_reg dlast = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_addr_add(k, dsrow, qlast, 4), 0);
+        pg_bra_if(k, pgv_setp(k, PG_CMP_LE, PG_U32, dlast, k0), false, inside);
+        pg_reg cbase = pgv_mad(k, PG_U32, f.t4, pg_u32(2), q0);
+        pg_reg dcol[DKV_QROWS / 4];
+        for (unsigned c = 0; c < DKV_QROWS / 4; c++) {
+            pg_reg col = pgv_add(k, PG_U32, cbase, pg_u32(8 * (c / 2) + c % 2));
+            pg_reg cin = pgv_setp(k, PG_CMP_LT, PG_U32, col, f.seq);
+            pg_reg at = pgk_addr_add(k, dsrow, col, 4);
+            dcol[c] = pgv_mov(k, PG_U32, pg_u32(0));
+            pg_guard(k, cin, false);
+            pg_ld(k, PG_SPACE_GLOBAL, PG_U32, at, 0, dcol[c]);
+        }
+        pgk_fa_doc_mask(k, &f, s, NTQ, pgv_add(k, PG_U32, k0, wrow), pg_none(), dcol, true);
+        pg_label_bind(k, inside);
+    }
     pg_reg cl[DKV_QROWS / 8][2], cd[DKV_QROWS / 8][2];
     pg_reg t8 = pgv_shl(k, PG_B32, f.t4, pg_u32(3));
     pg_reg la = pgv_add(k, PG_U32, slg, t8), da = pgv_add(k, PG_U32, sdg, t8);
@@ -304,12 +352,22 @@ static int launch_dkv(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 static int dq_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
     (void)d;
-    return build_dq(k, p, dp_of(kn[KN_DIM]));
+    return build_dq(k, p, dp_of(kn[KN_DIM]), false);
 }
 static int dkv_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
     (void)d;
-    return build_dkv(k, p, dp_of(kn[KN_DIM]));
+    return build_dkv(k, p, dp_of(kn[KN_DIM]), false);
+}
+static int dq_docs_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    return build_dq(k, p, dp_of(kn[KN_DIM]), true);
+}
+static int dkv_docs_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    return build_dkv(k, p, dp_of(kn[KN_DIM]), true);
 }
 
 /* A block a 32-key tile and key/value head. */
@@ -336,5 +394,23 @@ const pgk_desc pgk_desc_attention_mma_backward_dkv = {
     PGK_KNOBS(kv_knobs),
     .min_target = PG_SM_80,
     .build = dkv_b,
+    .launch = launch_dkv,
+};
+const pgk_desc pgk_desc_attention_mma_backward_dq_docs = {
+    .name = "attention_mma_backward_dq_docs",
+    .summary = "document-bounded causal GQA attention dQ and delta = rowsum(dO * O) on mma.sync",
+    PGK_PARAMS(pgk_attention_dq_docs_params),
+    PGK_KNOBS(pgk_fa_q_knobs),
+    .min_target = PG_SM_80,
+    .build = dq_docs_b,
+    .launch = launch_dq,
+};
+const pgk_desc pgk_desc_attention_mma_backward_dkv_docs = {
+    .name = "attention_mma_backward_dkv_docs",
+    .summary = "document-bounded causal GQA attention dK, dV on mma.sync, heads in a fixed order",
+    PGK_PARAMS(pgk_attention_dkv_docs_params),
+    PGK_KNOBS(kv_knobs),
+    .min_target = PG_SM_80,
+    .build = dkv_docs_b,
     .launch = launch_dkv,
 };

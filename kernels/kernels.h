@@ -66,6 +66,12 @@
     X(attention_mma_forward)                                                               \
     X(attention_mma_backward_dq)                                                           \
     X(attention_mma_backward_dkv)                                                          \
+    X(attention_forward_docs_f32)                                                          \
+    X(attention_backward_dq_docs_f32)                                                      \
+    X(attention_backward_dkv_docs_f32)                                                     \
+    X(attention_mma_forward_docs)                                                          \
+    X(attention_mma_backward_dq_docs)                                                      \
+    X(attention_mma_backward_dkv_docs)                                                     \
     X(adamw_multi_norm)                                                                    \
     X(adamw_multi_finalize)                                                                \
     X(adamw_multi_step)                                                                    \

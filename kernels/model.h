@@ -40,6 +40,25 @@ enum { PGK_ATT_FWD_NPARAMS = 11, PGK_ATT_GRAD_NPARAMS = 14 };
 extern const pgk_param pgk_attention_fwd_params[PGK_ATT_FWD_NPARAMS];
 extern const pgk_param pgk_attention_dq_params[PGK_ATT_GRAD_NPARAMS];
 extern const pgk_param pgk_attention_dkv_params[PGK_ATT_GRAD_NPARAMS];
+/* The document-bounded kernels (_docs) take the same params and one more,
+ * last: doc_start, an s32 [B, S] array, doc_start[b S + i] the position in
+ * row b where the document holding position i begins (0 <= it <= i,
+ * non-decreasing along a row). Key j is visible to query i of the same row
+ * iff doc_start[i] <= j <= i. */
+enum { PGK_ATT_DOC_START_FWD = PGK_ATT_FWD_NPARAMS, PGK_ATT_DOC_START_GRAD = PGK_ATT_GRAD_NPARAMS };
+extern const pgk_param pgk_attention_fwd_docs_params[PGK_ATT_FWD_NPARAMS + 1];
+extern const pgk_param pgk_attention_dq_docs_params[PGK_ATT_GRAD_NPARAMS + 1];
+extern const pgk_param pgk_attention_dkv_docs_params[PGK_ATT_GRAD_NPARAMS + 1];
+
+/* The first t in [lo, hi) whose document starts after `key`:
+ * doc_start[t << shift] > key, for the row whose doc_start entries begin at
+ * `row` (u64); hi when there is none. A binary search (doc_start is
+ * non-decreasing, so the test is false and then true along t), every
+ * thread alike: uniform loads and branches. lo <= hi and hi << shift must
+ * stay below 2^32. With shift 0 and key j it gives the end of j's document
+ * in [j + 1, hi); with shift 5 the first 32-row tile none of whose queries
+ * sees key `key` or one before it. */
+pg_reg pgk_doc_search(pg_kernel *k, pg_reg row, pg_val lo, pg_val hi, unsigned shift, pg_val key);
 
 /* A loop i = start, start + step, ... while i < n (u32; n + step must not
  * pass 2^32, which every knob range here keeps):

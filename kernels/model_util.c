@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Pieces the model kernels share: f32/bf16 loads and stores, 64-bit
- * element addresses, a strided loop, a sigmoid that never overflows. */
+ * element addresses, a strided loop, a sigmoid that never overflows, the
+ * search for a document's end. */
 #include "model.h"
 
 unsigned pgk_dtype_size(pgk_dtype dt) { return dt == PGK_BF16 ? 2u : 4u; }
@@ -88,6 +89,25 @@ void pgk_loop_end(pg_kernel *k, pgk_loop *l)
     pg_add(k, PG_U32, l->i, l->i, l->step);
     pg_bra(k, l->top);
     pg_label_bind(k, l->done);
+}
+
+pg_reg pgk_doc_search(pg_kernel *k, pg_reg row, pg_val lo, pg_val hi, unsigned shift, pg_val key)
+{
+    pg_reg l = pgv_mov(k, PG_U32, lo), h = pgv_mov(k, PG_U32, hi);
+    pg_label top = pg_label_new(k, "doc_search"), done = pg_label_new(k, "doc_found");
+    pg_label_bind(k, top);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, l, h), false, done);
+    pg_reg mid = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, l, h), pg_u32(1));
+    pg_reg t = shift ? pgv_shl(k, PG_B32, mid, pg_u32(shift)) : mid;
+    pg_reg at = pgk_addr_add(k, row, t, 4);
+    pg_reg ds = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, at, 0);
+    pg_reg after = pgv_setp(k, PG_CMP_GT, PG_U32, ds, key);
+    pg_reg next = pgv_add(k, PG_U32, mid, pg_u32(1));
+    pg_selp(k, PG_U32, h, mid, h, after);
+    pg_selp(k, PG_U32, l, l, next, after);
+    pg_bra(k, top);
+    pg_label_bind(k, done);
+    return l;
 }
 
 void pgk_sigmoid(pg_kernel *k, pg_reg x, pg_reg *s, pg_reg *one_minus_s)

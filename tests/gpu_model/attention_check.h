@@ -124,7 +124,7 @@ typedef struct att_case {
 
 /* The forward, then dQ and delta, then dK and dV, each against a double
  * reference (the backward's on the kernels' own O and LSE). */
-static void attention_case(const att_case *c, shp x)
+static inline void attention_case(const att_case *c, shp x)
 {
     const bool bf16 = c->bf16;
     const char *fwd = c->fwd, *dqn = c->dq, *dkvn = c->dkv;
