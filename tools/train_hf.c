@@ -261,9 +261,9 @@ int train_hf_main(int argc, char **argv)
     if ((rc = pgrt_adapter_init(mc, &ad->cfg, 0, &final)) ||
         (o.save_grads && (rc = pgrt_adapter_init(mc, &ad->cfg, 0, &grads))))
         goto fail;
-    uint64_t first = resume ? st.step : 0;
-    for (int m = 0; m < 2; m++)
-        if (!(losses[m] = calloc((size_t)(total - first), sizeof(double)))) {
+    /* --mode both compares the two runs' losses step by step */
+    for (int m = 0; m < 2 && o.modes == TRAIN_MODE_BOTH; m++)
+        if (!(losses[m] = calloc((size_t)total, sizeof(double)))) {
             fprintf(stderr, "ptxgen-train: out of host memory\n");
             goto out;
         }

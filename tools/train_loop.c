@@ -170,7 +170,7 @@ static int evaluate(loop *L, train_eval_rec *rec)
     const train_run_in *in = L->in;
     train_source *ev = in->eval;
     if (ev->ops->position_set(ev, in->eval_start, L->msg, sizeof L->msg)) {
-        fprintf(stderr, "ptxgen-train: --eval-data: %s\n", L->msg);
+        train_say("--eval-data: %s", L->msg);
         return TRAIN_EXIT_FAIL;
     }
     uint64_t rows = ev->ops->rows_per_epoch(ev);
@@ -182,7 +182,8 @@ static int evaluate(loop *L, train_eval_rec *rec)
         train_batch *b = &L->ev;
         int rc = ev->ops->next(ev, b, L->msg, sizeof L->msg);
         if (rc) {
-            fprintf(stderr, "ptxgen-train: --eval-data: %s\n", L->msg);
+            train_progress_end(&L->prog);
+            train_say("--eval-data: %s", L->msg);
             return TRAIN_EXIT_FAIL;
         }
         uint64_t valid = L->o->eval_batches ? (uint64_t)L->rows : rows - i * (uint64_t)L->rows;
@@ -225,7 +226,8 @@ static int save_checkpoint(loop *L, char *where, size_t cap)
 {
     const train_run_in *in = L->in;
     const char *out = L->o->output_dir;
-    char tmp[PATH_MAX + 64], p[PATH_MAX + 128];
+    char tmp[PATH_MAX + 64] = "", p[PATH_MAX + 128];
+    const char *lib = NULL; /* a library call that failed: its message */
     int rc;
     if (HAVE(pgrt_lm_pending) && pgrt_lm_pending(L->lm) != 0) {
         fprintf(stderr, "ptxgen-train: checkpoint at step %" PRIu64 ": inside an optimizer "
@@ -235,17 +237,17 @@ static int save_checkpoint(loop *L, char *where, size_t cap)
     if (train_ckpt_begin(out, tmp, sizeof tmp, L->msg, sizeof L->msg))
         goto failed;
     if ((rc = pgrt_lm_adapter_get(L->lm, L->scratch)) || (rc = pgrt_adapter_save(L->scratch, tmp))) {
-        snprintf(L->msg, sizeof L->msg, "the adapter: %s", train_last_message());
+        lib = "the adapter";
         goto failed;
     }
     snprintf(p, sizeof p, "%s/%s", tmp, TRAIN_CKPT_OPTIMIZER);
     if ((rc = pgrt_lm_state_save(L->lm, L->s, p))) {
-        snprintf(L->msg, sizeof L->msg, "the optimizer state: %s", train_last_message());
+        lib = "the optimizer state";
         goto failed;
     }
     uint64_t opt_steps = L->opt_steps;
     if (HAVE(pgrt_lm_steps) && (rc = pgrt_lm_steps(L->lm, L->s, &opt_steps))) {
-        snprintf(L->msg, sizeof L->msg, "pgrt_lm_steps: %s", train_last_message());
+        lib = "pgrt_lm_steps";
         goto failed;
     }
     train_state st = {
@@ -277,15 +279,18 @@ static int save_checkpoint(loop *L, char *where, size_t cap)
     if (pruned < 0) {
         /* the new checkpoint is whole: say so, and go on */
         train_progress_end(&L->prog);
-        fprintf(stderr, "ptxgen-train: --save-total-limit: %s\n", L->msg);
+        train_say("--save-total-limit: %s", L->msg);
     }
     return 0;
 failed:
-    train_ckpt_abort(tmp);
     train_progress_end(&L->prog);
-    char safe[4 * sizeof L->msg];
-    pg_text_escape(safe, sizeof safe, L->msg);
-    fprintf(stderr, "ptxgen-train: checkpoint at step %" PRIu64 " failed: %s\n", L->step, safe);
+    /* the library's messages are escaped already */
+    if (lib)
+        fprintf(stderr, "ptxgen-train: checkpoint at step %" PRIu64 " failed: %s: %s\n",
+                L->step, lib, train_last_message());
+    else
+        train_say("checkpoint at step %" PRIu64 " failed: %s", L->step, L->msg);
+    train_ckpt_abort(tmp);
     return TRAIN_EXIT_FAIL;
 }
 
@@ -300,7 +305,7 @@ static int one_step(loop *L, train_step_rec *rec)
         int rc = src->ops->next(src, &L->mb[m], L->msg, sizeof L->msg);
         if (rc) {
             train_progress_end(&L->prog);
-            fprintf(stderr, "ptxgen-train: %s: %s\n", src->opt, L->msg);
+            train_say("%s: %s", src->opt, L->msg);
             return TRAIN_EXIT_FAIL;
         }
         step_targets += L->mb[m].ntargets;
@@ -433,9 +438,9 @@ int train_run(const train_run_in *in, train_run_out *out)
         uint64_t done = 0;
         if (HAVE(pgrt_lm_steps) && !pgrt_lm_steps(L->lm, L->s, &done) &&
             done != rs->optimizer_steps) {
-            fprintf(stderr, "ptxgen-train: --resume %s: its optimizer state has taken %" PRIu64
-                            " steps, trainer_state.json says %" PRIu64 "\n",
-                    in->resume_dir, done, rs->optimizer_steps);
+            train_say("--resume %s: its optimizer state has taken %" PRIu64
+                      " steps, trainer_state.json says %" PRIu64,
+                      in->resume_dir, done, rs->optimizer_steps);
             status = TRAIN_EXIT_USAGE;
             goto out;
         }

@@ -202,18 +202,34 @@ static const char *const short_targets[PGRT_LINEAR_COUNT] = {"q", "k", "v", "o",
  * FILE: ", prefixed to every message. */
 static char where[PATH_MAX + 64];
 
-int train_bad(const char *fmt, ...)
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 0)))
+#endif
+static void vsay(const char *fmt, va_list ap)
 {
     /* the line echoes arguments and file contents: escaped whole, as the
      * model layer's messages are (pg_text_escape) */
     char raw[8192], line[8192 + sizeof where], safe[4 * sizeof line];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
-    va_end(ap);
     snprintf(line, sizeof line, "%s%s", where, raw);
     pg_text_escape(safe, sizeof safe, line);
     fprintf(stderr, "ptxgen-train: %s\n", safe);
+}
+
+void train_say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
+}
+
+int train_bad(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
     return TRAIN_EXIT_USAGE;
 }
 

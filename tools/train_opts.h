@@ -118,6 +118,11 @@ void train_opts_version(FILE *f);
 __attribute__((format(printf, 1, 2)))
 #endif
 int train_bad(const char *fmt, ...);
+/* The same line, for a failure of the run (no exit status implied). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+void train_say(const char *fmt, ...);
 
 /* Is an argument list one for the synthetic demo (every option one of
  * its own, or none)? Else it is the model mode's. */
