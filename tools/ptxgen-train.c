@@ -11,8 +11,9 @@
  *                    at batch 4; reported, timing is never pass/fail here)
  *   and the loss falls over the run.
  *
- * With --model DIR it fine-tunes a Hugging Face checkpoint instead
- * (train_hf.h; ptxgen-train --model DIR --help).
+ * With --model DIR (or --config, --resume, or any option of that mode) it
+ * fine-tunes a Hugging Face checkpoint instead (train_hf.h); --help leads
+ * with that mode and ends with this one.
  *
  * Usage: ptxgen-train [--layers N] [--hidden N] [--seq N] [--batch N] [--rank N]
  *                     [--steps N] [--seed N] [--lr X] [--mode eager|graph|both]
@@ -24,6 +25,7 @@
 #include "pgrt_model.h"
 #include "train_hf.h"
 #include "train_model.h"
+#include "train_opts.h"
 
 #include <errno.h>
 #include <math.h>
@@ -37,10 +39,6 @@
 #define REL_TOL 1e-5
 
 enum { MODE_EAGER = 1, MODE_GRAPH = 2, MODE_BOTH = 3 };
-
-static const char usage[] =
-    "usage: ptxgen-train [--layers N] [--hidden N] [--seq N] [--batch N] [--rank N] "
-    "[--steps N] [--seed N] [--lr X (1e-12 to 1)] [--mode eager|graph|both]\n";
 
 static double now_ms(void)
 {
@@ -164,18 +162,23 @@ int main(int argc, char **argv)
     tmodel_config c;
     tmodel_config_default(&c);
     int mode = MODE_BOTH;
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--model") == 0)
-            return train_hf_main(argc, argv);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            train_opts_help(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            train_opts_version(stdout);
+            return 0;
+        }
+    }
+    if (!train_opts_is_demo(argc, argv))
+        return train_hf_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         unsigned long long x = 0;
         int rc;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage, stdout);
-            return 0;
-        }
         if (strcmp(a, "--mode") == 0) {
             if (!v)
                 return bad("%s needs a value", a);

@@ -1,383 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ptxgen-train --model DIR: LoRA fine-tuning of a Hugging Face Qwen2/LLaMA
- * checkpoint (pgrt_lm.h), a thin command line over the model layer.
+ * checkpoint (pgrt_lm.h), a command line over the model layer.
  *
- * Every input is read and checked (config, weights, adapter, tokens, the
- * device memory the run needs), every option in the type and range it is
- * used in, and every destination for writability, before the first
- * launch; a problem is one line on stderr and exit 2, with no output file
- * written. Outputs are written whole when the run ends, each on its own:
- * adapters and gradients as atomic pairs (pgrt_adapter_save), the log by
- * a rename.
+ * Every input is read and checked (config, weights, adapter, tokens, a
+ * checkpoint to resume, the device memory the run needs), every option in
+ * the type and range it is used in (train_opts.c), and every destination
+ * for writability, before the first launch; a problem is one line on
+ * stderr and exit 2, with no output file written. Then the run
+ * (train_loop.c) writes the log line by line and checkpoints as it goes;
+ * the outputs of the end are written each on its own: adapters and
+ * gradients as atomic pairs (pgrt_adapter_save).
  */
+#define _XOPEN_SOURCE 700
 #include "train_hf.h"
+#include "train_loop.h"
 #include "train_paths.h"
 
-#include "pgrt_lm.h"
-
 #include <errno.h>
-#include <float.h>
+#include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/stat.h>
 
-#define EXIT_USAGE 2
-#define EXIT_FAIL 1
-
-/* The ranges of the float options (docs/model.md). 0 is allowed for lr
- * (nothing moves: loss and gradients only), max-norm (no clipping) and
- * weight decay. Above: lr 1 and weight decay 1 (lr x wd <= 1 keeps the
- * decay from flipping a weight's sign); below: 1e-12, under which an AdamW
- * step is lost to f32 rounding of any weight above 1e-4 and which keeps
- * lr x wd >= 1e-24, a normal float. alpha: the LoRA scale alpha / rank
- * (rank 1 to 4096) is then between 2.4e-10 and 1e6. */
-#define LR_MIN 1e-12
-#define LR_MAX 1.0
-#define MAX_NORM_MIN 1e-12
-#define MAX_NORM_MAX 1e12
-#define WD_MIN 1e-12
-#define WD_MAX 1.0
-#define ALPHA_MIN 1e-6
-#define ALPHA_MAX 1e6
-
-static const char usage[] =
-    "usage: ptxgen-train --model DIR [--adapter DIR] --tokens FILE --batch B --seq S --steps N\n"
-    "                    [--lr X] [--max-norm X] [--weight-decay X] [--dtype bf16|f32]\n"
-    "                    [--mode eager|graph|both] [--save-adapter DIR] [--save-grads DIR]\n"
-    "                    [--log-json FILE] [--seed N] [--rank R] [--alpha A]\n"
-    "                    [--targets q,k,v,o,gate,up,down] [--head-chunk ROWS]\n"
-    "                    [--profile]\n"
-    "ranges: --lr and --weight-decay 0 or 1e-12 to 1; --max-norm 0 (no clipping) or 1e-12\n"
-    "        to 1e12; --alpha 1e-6 to 1e6; --rank 1 to 4096; --batch 1 to 1000; --seq 2 to\n"
-    "        16384; --steps 1 to 1e8\n"
-    "outputs: checked writable before the first step; none may name another output or an\n"
-    "        input (the model's files, the adapter's, the tokens), except --save-adapter\n"
-    "        naming the --adapter directory: replaced in place, as one atomic pair\n";
-
-typedef struct opts {
-    const char *model, *adapter, *tokens, *save_adapter, *save_grads, *log_json;
-    long long batch, seq, steps, seed, rank, head_chunk;
-    double lr, max_norm, weight_decay, alpha;
-    pgrt_lm_dtype dtype;
-    bool profile;
-    int modes; /* 1 eager, 2 graph, 3 both */
-    unsigned targets;
-} opts;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
+#ifndef PATH_MAX
+#define PATH_MAX 4096
 #endif
-static int bad(const char *fmt, ...)
-{
-    /* the line echoes arguments: escaped whole, as the model layer's
-     * messages are (pg_text_escape) */
-    char raw[8192], safe[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(raw, sizeof raw, fmt, ap);
-    va_end(ap);
-    pg_text_escape(safe, sizeof safe, raw);
-    fprintf(stderr, "ptxgen-train: %s\n", safe);
-    return EXIT_USAGE;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int int_opt(const char *o, const char *v, long long lo, long long hi, long long *out)
-{
-    if (!v || !*v)
-        return bad("%s needs a value", o);
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (*end || errno)
-        return bad("%s: '%s' is not an integer", o, v);
-    if (x < lo || x > hi)
-        return bad("%s %s is out of range (%lld to %lld)", o, v, lo, hi);
-    *out = x;
-    return 0;
-}
-
-/* A value the run uses as a float (pgrt_lm_params, the LoRA scale): 0 where
- * zero is allowed, else within [lo, hi]. Both bounds are normal floats far
- * from the ends of the f32 range, so that a value in range is finite as a
- * float and neither it nor the products the step forms with it (lr x
- * weight decay, alpha / rank) flush to zero or go subnormal: --lr 1e-50
- * would silently train with 0, --lr 1e300 fail after the model is on the
- * device, --alpha 1e300 give an infinite scale. */
-static int float_opt(const char *o, const char *v, bool zero_ok, double lo, double hi,
-                     double *out)
-{
-    if (!v || !*v)
-        return bad("%s needs a value", o);
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    /* ERANGE with a finite x is an underflow: a value written non-zero that
-     * rounds to 0 or a subnormal double, refused by the range below */
-    bool tiny = errno == ERANGE && isfinite(x);
-    if (*end || (errno && !tiny) || !isfinite(x))
-        return bad("%s: '%s' is not a finite number", o, v);
-    if (!(zero_ok && x == 0 && !tiny) && !(x >= lo && x <= hi)) {
-        if (zero_ok)
-            return bad("%s %s is out of range (0, or %g to %g)", o, v, lo, hi);
-        return bad("%s %s is out of range (%g to %g)", o, v, lo, hi);
-    }
-    *out = x;
-    return 0;
-}
-
-static int targets_opt(const char *v, unsigned *out)
-{
-    if (!v || !*v)
-        return bad("--targets needs a value");
-    static const char *const shortn[PGRT_LINEAR_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
-    unsigned t = 0;
-    const char *p = v;
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        int found = -1;
-        for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
-            const char *full = pgrt_linear_name((pgrt_linear)i);
-            if ((strlen(shortn[i]) == n && !strncmp(p, shortn[i], n)) ||
-                (strlen(full) == n && !strncmp(p, full, n)))
-                found = i;
-        }
-        if (found < 0)
-            return bad("--targets: '%.*s' is not one of q,k,v,o,gate,up,down", (int)n, p);
-        t |= 1u << found;
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    *out = t;
-    return 0;
-}
-
-static int parse(int argc, char **argv, opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->batch = o->seq = o->steps = -1;
-    o->lr = 1e-3;
-    o->max_norm = 1.0;
-    o->weight_decay = 0.01;
-    o->dtype = PGRT_LM_BF16;
-    o->modes = 1;
-    o->rank = 16;
-    o->alpha = 32;
-    o->targets = (1u << PGRT_LINEAR_COUNT) - 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage, stdout);
-            exit(0);
-        }
-#define STR(name, field)                                                       \
-    if (!strcmp(a, name)) {                                                    \
-        if (!v)                                                                \
-            return bad("%s needs a value", a);                                 \
-        o->field = v;                                                          \
-        i++;                                                                   \
-        continue;                                                              \
-    }
-        STR("--model", model)
-        STR("--adapter", adapter)
-        STR("--tokens", tokens)
-        STR("--save-adapter", save_adapter)
-        STR("--save-grads", save_grads)
-        STR("--log-json", log_json)
-#undef STR
-        if (!strcmp(a, "--batch"))
-            rc = int_opt(a, v, 1, 1000, &o->batch);
-        else if (!strcmp(a, "--seq"))
-            rc = int_opt(a, v, 2, 16384, &o->seq);
-        else if (!strcmp(a, "--steps"))
-            rc = int_opt(a, v, 1, 100000000, &o->steps);
-        else if (!strcmp(a, "--seed"))
-            rc = int_opt(a, v, 0, INT64_MAX, &o->seed);
-        else if (!strcmp(a, "--rank"))
-            rc = int_opt(a, v, 1, 4096, &o->rank);
-        else if (!strcmp(a, "--head-chunk"))
-            rc = int_opt(a, v, 1, 1 << 20, &o->head_chunk);
-        else if (!strcmp(a, "--lr"))
-            rc = float_opt(a, v, true, LR_MIN, LR_MAX, &o->lr);
-        else if (!strcmp(a, "--max-norm"))
-            rc = float_opt(a, v, true, MAX_NORM_MIN, MAX_NORM_MAX, &o->max_norm);
-        else if (!strcmp(a, "--weight-decay"))
-            rc = float_opt(a, v, true, WD_MIN, WD_MAX, &o->weight_decay);
-        else if (!strcmp(a, "--alpha"))
-            rc = float_opt(a, v, false, ALPHA_MIN, ALPHA_MAX, &o->alpha);
-        else if (!strcmp(a, "--targets"))
-            rc = targets_opt(v, &o->targets);
-        else if (!strcmp(a, "--profile")) {
-            o->profile = true;
-            continue;
-        } else if (!strcmp(a, "--dtype")) {
-            if (v && !strcmp(v, "bf16"))
-                o->dtype = PGRT_LM_BF16;
-            else if (v && !strcmp(v, "f32"))
-                o->dtype = PGRT_LM_F32;
-            else
-                return bad("--dtype takes bf16 or f32");
-        } else if (!strcmp(a, "--mode")) {
-            if (v && !strcmp(v, "eager"))
-                o->modes = 1;
-            else if (v && !strcmp(v, "graph"))
-                o->modes = 2;
-            else if (v && !strcmp(v, "both"))
-                o->modes = 3;
-            else
-                return bad("--mode takes eager, graph or both");
-        } else
-            return bad("unknown option '%s' (--help lists them)", a);
-        if (rc)
-            return rc;
-        i++;
-    }
-    if (!o->model || !o->tokens || o->batch < 0 || o->seq < 0 || o->steps < 0)
-        return bad("--model, --tokens, --batch, --seq and --steps are required");
-    return 0;
-}
-
-/* The per-step figures of one run. */
-typedef struct run_log {
-    double *loss, *ms;
-    float *norm;
-} run_log;
-
-/* An adapter of the same shape as src, for gradients. */
-static int clone_shape(const pgrt_hf_config *mc, const pgrt_adapter *src, pgrt_adapter **out)
-{
-    return pgrt_adapter_init(mc, &src->cfg, 0, out);
-}
-
-static int by_ms_desc(const void *a, const void *b)
-{
-    double x = ((const pgrt_lm_kernel_time *)a)->ms, y = ((const pgrt_lm_kernel_time *)b)->ms;
-    return (x < y) - (x > y);
-}
-
-/* --profile's table: each kernel's time a step, the largest first. */
-static void print_kernel_times(pgrt_lm_stats *st, double steps)
-{
-    static const char *const kinds[PGRT_LM_TIME_COUNT] = {"gemm", "attention", "ce", "rest",
-                                                          "lora"};
-    qsort(st->kernels, st->kernel_count, sizeof st->kernels[0], by_ms_desc);
-    fprintf(stderr, "%-32s %-9s %9s %9s %10s\n", "kernel", "kind", "ms/step", "launches",
-            "us/launch");
-    for (size_t i = 0; i < st->kernel_count; i++) {
-        const pgrt_lm_kernel_time *k = &st->kernels[i];
-        fprintf(stderr, "%-32s %-9s %9.3f %9.0f %10.1f\n", k->name,
-                (unsigned)k->kind < PGRT_LM_TIME_COUNT ? kinds[k->kind] : "?", k->ms / steps,
-                (double)k->launches / steps, k->launches ? 1e3 * k->ms / (double)k->launches : 0.0);
-    }
-}
-
-static int run(pgrt_ctx *ctx, const opts *o, const pgrt_model_files *mf, const pgrt_adapter *ad,
-               const pgrt_tokens *tok, bool graph, run_log *lg, pgrt_adapter *final,
-               pgrt_adapter *grads, int *exit_code)
-{
-    pgrt_lm_params p = {
-        .model = mf,
-        .adapter = ad,
-        .batch = (int)o->batch,
-        .seq = (int)o->seq,
-        .dtype = o->dtype,
-        .lr = (float)o->lr,
-        .beta1 = 0.9f,
-        .beta2 = 0.999f,
-        .eps = 1e-8f,
-        .weight_decay = (float)o->weight_decay,
-        .max_norm = (float)o->max_norm,
-        .graph = graph,
-        .keep_grads = grads != NULL,
-        .head_chunk = (int)o->head_chunk,
-        .profile = o->profile,
-    };
-    pgrt_lm *lm = NULL;
-    pgrt_stream *s = NULL;
-    int rc = pgrt_lm_create(ctx, &p, &lm);
-    if (rc) {
-        *exit_code = rc == PGRT_ENOMEM || rc == PGRT_ERANGE || rc == PGRT_EINVAL ? EXIT_USAGE
-                                                                                  : EXIT_FAIL;
-        return rc;
-    }
-    *exit_code = EXIT_FAIL;
-    size_t fb = 0, tb = 0;
-    if (!pgrt_ctx_mem_info(ctx, &fb, &tb))
-        fprintf(stderr, "device memory in use after create: %.2f GiB of %.2f GiB (a step "
-                        "allocates nothing)\n",
-                (tb - fb) / 1073741824.0, tb / 1073741824.0);
-    size_t n = (size_t)o->batch * (size_t)o->seq;
-    int32_t *ids = malloc(n * sizeof *ids);
-    if (!ids) {
-        pgrt_lm_destroy(&lm);
-        return PGRT_ENOMEM;
-    }
-    if ((rc = pgrt_stream_create(ctx, &s)))
-        goto out;
-    for (long long i = 0; i < o->steps; i++) {
-        pgrt_tokens_batch(tok, (uint64_t)i, n, ids);
-        double t0 = now_ms(), loss = 0;
-        float norm = 0;
-        if ((rc = pgrt_lm_step(lm, s, ids, &loss, &norm)))
-            goto out;
-        double ms = now_ms() - t0;
-        lg->loss[i] = loss;
-        lg->norm[i] = norm;
-        lg->ms[i] = ms;
-        if (i == 0 && grads && (rc = pgrt_lm_grads_get(lm, grads)))
-            goto out;
-        if (!isfinite(loss)) {
-            rc = PGRT_EINVAL;
-            fprintf(stderr, "ptxgen-train: step %lld: the loss is %g\n", i + 1, loss);
-            goto out;
-        }
-        fprintf(stderr, "%s step %lld/%lld  loss %.6f  grad_norm %.4g  %.1f ms  %.0f tokens/s\n",
-                graph ? "graph" : "eager", i + 1, o->steps, loss, (double)norm, ms,
-                (double)n / ms * 1e3);
-    }
-    if (final && (rc = pgrt_lm_adapter_get(lm, final)))
-        goto out;
-    pgrt_lm_stats st;
-    if (!pgrt_lm_stats_get(lm, &st))
-        fprintf(stderr,
-                "%s: %llu eager and %llu graphed steps, %llu captures (%llu failed); arena %.2f "
-                "GiB, weights %.2f GiB, LoRA state %.1f MiB\n",
-                graph ? "graph" : "eager", (unsigned long long)st.eager_steps,
-                (unsigned long long)st.graph_steps, (unsigned long long)st.captures,
-                (unsigned long long)st.capture_failures, st.arena_bytes / 1073741824.0,
-                st.weight_bytes / 1073741824.0, st.lora_bytes / 1048576.0);
-    if (o->profile && !graph) {
-        double *t = st.time_ms, all = t[0] + t[1] + t[2] + t[3] + t[4];
-        double ns = (double)o->steps;
-        fprintf(stderr,
-                "time split over %lld steps (GPU time of each launch): GEMMs %.1f ms (%.0f%%; "
-                "of them f32 LoRA products %.1f ms), attention %.1f ms (%.0f%%), cross-entropy "
-                "%.1f ms (%.0f%%), rest %.1f ms (%.0f%%) a step\n",
-                o->steps, (t[0] + t[4]) / ns, 100 * (t[0] + t[4]) / all, t[4] / ns, t[1] / ns,
-                100 * t[1] / all, t[2] / ns, 100 * t[2] / all, t[3] / ns, 100 * t[3] / all);
-        print_kernel_times(&st, ns);
-    }
-    *exit_code = 0;
-out:
-    if (s)
-        pgrt_stream_sync(s);
-    pgrt_stream_destroy(&s);
-    pgrt_lm_destroy(&lm);
-    free(ids);
-    return rc;
-}
 
 const char *train_last_message(void)
 {
@@ -397,6 +47,37 @@ const char *train_last_message(void)
     return !*a && !*b ? m : buf;
 }
 
+static int by_ms_desc(const void *a, const void *b)
+{
+    double x = ((const pgrt_lm_kernel_time *)a)->ms, y = ((const pgrt_lm_kernel_time *)b)->ms;
+    return (x < y) - (x > y);
+}
+
+void train_print_profile(pgrt_lm_stats *st, uint64_t steps)
+{
+    static const char *const kinds[PGRT_LM_TIME_COUNT] = {"gemm", "attention", "ce", "rest",
+                                                          "lora"};
+    double *t = st->time_ms, all = t[0] + t[1] + t[2] + t[3] + t[4];
+    double ns = (double)steps;
+    fprintf(stderr,
+            "time split over %llu steps (GPU time of each launch): GEMMs %.1f ms (%.0f%%; "
+            "of them f32 LoRA products %.1f ms), attention %.1f ms (%.0f%%), cross-entropy "
+            "%.1f ms (%.0f%%), rest %.1f ms (%.0f%%) a step\n",
+            (unsigned long long)steps, (t[0] + t[4]) / ns, 100 * (t[0] + t[4]) / all, t[4] / ns,
+            t[1] / ns, 100 * t[1] / all, t[2] / ns, 100 * t[2] / all, t[3] / ns,
+            100 * t[3] / all);
+    /* each kernel's time a step, the largest first */
+    qsort(st->kernels, st->kernel_count, sizeof st->kernels[0], by_ms_desc);
+    fprintf(stderr, "%-32s %-9s %9s %9s %10s\n", "kernel", "kind", "ms/step", "launches",
+            "us/launch");
+    for (size_t i = 0; i < st->kernel_count; i++) {
+        const pgrt_lm_kernel_time *k = &st->kernels[i];
+        fprintf(stderr, "%-32s %-9s %9.3f %9.0f %10.1f\n", k->name,
+                (unsigned)k->kind < PGRT_LM_TIME_COUNT ? kinds[k->kind] : "?", k->ms / ns,
+                (double)k->launches / ns, k->launches ? 1e3 * k->ms / (double)k->launches : 0.0);
+    }
+}
+
 /* A failed library call on an output: its message names the path
  * (escaped by the model layer), this line the option. */
 static void output_failed(const char *opt)
@@ -410,96 +91,126 @@ static void output_failed(const char *opt)
  * pgrt_adapter_save replaces the pair atomically (with the config
  * unchanged, by one rename of the weights), so the old adapter is there
  * until the new one is. */
-static int check_aliases(const opts *o, const pgrt_model_files *mf)
+static int check_aliases(const train_opts *o, const pgrt_model_files *mf)
 {
     size_t nm = pgrt_model_file_count(mf);
     const char **mfiles = calloc(nm ? nm : 1, sizeof *mfiles);
     if (!mfiles)
-        return bad("out of host memory");
+        return train_bad("out of host memory");
     for (size_t i = 0; i < nm; i++)
         mfiles[i] = pgrt_model_file_path(mf, i);
-    char af[2][4200];
+    char af[2][PATH_MAX + 64];
     const char *afiles[2] = {af[0], af[1]};
     if (o->adapter) {
         snprintf(af[0], sizeof af[0], "%s/adapter_config.json", o->adapter);
         snprintf(af[1], sizeof af[1], "%s/adapter_model.safetensors", o->adapter);
     }
     static const char *const written[] = {"adapter_model.safetensors", "adapter_config.json"};
+    static const char *const in_output[] = {TRAIN_FINAL_DIR};
     const train_path outs[] = {
         {"--save-adapter", o->save_adapter, written, 2, 1},
         {"--save-grads", o->save_grads, written, 2, 1},
         {"--log-json", o->log_json, NULL, 0, 0},
+        {"--output-dir", o->output_dir, in_output, 1, 1},
     };
     const train_path ins[] = {
         {"--model", o->model, mfiles, nm, 1},
         {"--adapter", o->adapter, afiles, 2, 1},
         {"--tokens", o->tokens, NULL, 0, 0},
+        {"--eval-data", o->eval_data, NULL, 0, 0},
+        {"--config", o->config, NULL, 0, 0},
     };
     char msg[16384];
-    int clash = train_paths_clash(outs, 3, ins, 3, "--save-adapter", "--adapter", msg,
+    int clash = train_paths_clash(outs, sizeof outs / sizeof outs[0], ins,
+                                  sizeof ins / sizeof ins[0], "--save-adapter", "--adapter", msg,
                                   sizeof msg);
     free(mfiles);
-    return clash ? bad("%s", msg) : 0;
+    return clash ? train_bad("%s", msg) : 0;
 }
 
 /* Every destination can be written, checked before the first launch: a
  * typo in an output path must not cost the run. pgrt_adapter_save_check
  * and pgrt_file_write_check make and remove a temporary where the output
  * will go, so permissions and read-only mounts show too. */
-static int check_outputs(const opts *o)
+static int check_outputs(const train_opts *o, const char *ckpt_dir)
 {
     if (o->save_adapter && pgrt_adapter_save_check(o->save_adapter)) {
         output_failed("--save-adapter");
-        return EXIT_USAGE;
+        return TRAIN_EXIT_USAGE;
     }
     if (o->save_grads && pgrt_adapter_save_check(o->save_grads)) {
         output_failed("--save-grads");
-        return EXIT_USAGE;
+        return TRAIN_EXIT_USAGE;
     }
     if (o->log_json && pgrt_file_write_check(o->log_json)) {
         output_failed("--log-json");
-        return EXIT_USAGE;
+        return TRAIN_EXIT_USAGE;
+    }
+    if (!o->output_dir)
+        return 0;
+    if (pgrt_adapter_save_check(o->output_dir)) {
+        output_failed("--output-dir");
+        return TRAIN_EXIT_USAGE;
+    }
+    /* one run's checkpoints in a directory: another run there would mix
+     * its own in, and --resume take whichever step is highest */
+    char name[256];
+    if (train_ckpt_any(o->output_dir, name, sizeof name)) {
+        char a[PATH_MAX + 64], b[PATH_MAX + 64];
+        train_path_absolute(o->output_dir, a, sizeof a);
+        if (ckpt_dir[0]) {
+            char parent[PATH_MAX + 64];
+            snprintf(parent, sizeof parent, "%s/..", ckpt_dir);
+            train_path_absolute(parent, b, sizeof b);
+        }
+        if (!ckpt_dir[0] || strcmp(a, b))
+            return train_bad("--output-dir %s holds checkpoints of another run (%s): --resume "
+                             "%s continues that one; or name another directory",
+                             o->output_dir, name, o->output_dir);
     }
     return 0;
 }
 
-static int write_log(const char *path, const opts *o, const run_log *lg)
+static void warn_escaped(const char *line)
 {
-    size_t cap = (size_t)o->steps * 160 + 64, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fprintf(stderr, "ptxgen-train: --log-json: out of host memory for the log\n");
-        return PGRT_ENOMEM;
-    }
-    double tokens = (double)o->batch * (double)o->seq;
-    for (long long i = 0; i < o->steps; i++)
-        len += (size_t)snprintf(buf + len, cap - len,
-                                "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"ms\": "
-                                "%.4f, \"tokens_per_s\": %.1f}\n",
-                                i + 1, lg->loss[i], (double)lg->norm[i], lg->ms[i],
-                                tokens / lg->ms[i] * 1e3);
-    int rc = pgrt_file_write_atomic(path, buf, len);
-    free(buf);
-    return rc;
+    char safe[4 * 8192];
+    pg_text_escape(safe, sizeof safe, line);
+    fprintf(stderr, "ptxgen-train: %s\n", safe);
 }
 
 int train_hf_main(int argc, char **argv)
 {
-    opts o;
-    int rc = parse(argc, argv, &o);
-    if (rc)
-        return rc;
+    train_opts o;
+    char ckpt[PATH_MAX], msg[2 * PATH_MAX + 512];
+    int code = train_opts_load(argc, argv, &o, ckpt, sizeof ckpt);
+    if (code) {
+        train_opts_free(&o);
+        return code < 0 ? 0 : code;
+    }
     pgrt_model_files *mf = NULL;
     pgrt_adapter *ad = NULL, *final = NULL, *grads = NULL;
-    pgrt_tokens *tok = NULL;
+    train_source *src = NULL, *eval = NULL;
+    train_log *log = NULL;
     pgrt_ctx *ctx = NULL;
-    int code = EXIT_USAGE;
-    run_log logs[2] = {{0}};
+    char *run_config = NULL;
+    double *losses[2] = {NULL, NULL};
+    train_state st;
+    char start_pos[TRAIN_POS_MAX] = "", eval_pos[TRAIN_POS_MAX] = "";
+    const bool resume = ckpt[0] != '\0';
+    int rc = 0;
+    code = TRAIN_EXIT_USAGE;
 
+    if (resume && train_state_read(ckpt, &st, msg, sizeof msg)) {
+        train_bad("--resume: %s", msg);
+        goto out;
+    }
     if ((rc = pgrt_model_open(o.model, &mf)))
         goto fail;
     const pgrt_hf_config *mc = pgrt_model_hf_config(mf);
-    if (o.adapter) {
+    if (resume) {
+        if ((rc = pgrt_adapter_load(ckpt, mc, &ad)))
+            goto fail;
+    } else if (o.adapter) {
         if ((rc = pgrt_adapter_load(o.adapter, mc, &ad)))
             goto fail;
     } else {
@@ -507,84 +218,162 @@ int train_hf_main(int argc, char **argv)
         if ((rc = pgrt_adapter_init(mc, &ac, (uint64_t)o.seed, &ad)))
             goto fail;
     }
-    if ((rc = pgrt_tokens_open(o.tokens, mc->vocab, &tok)))
-        goto fail;
-    if ((code = check_aliases(&o, mf)) || (code = check_outputs(&o)))
-        goto fail;
-    code = EXIT_USAGE;
-    if ((rc = clone_shape(mc, ad, &final)) || (o.save_grads && (rc = clone_shape(mc, ad, &grads))))
-        goto fail;
-    for (int i = 0; i < 2; i++) {
-        logs[i].loss = calloc((size_t)o.steps, sizeof(double));
-        logs[i].ms = calloc((size_t)o.steps, sizeof(double));
-        logs[i].norm = calloc((size_t)o.steps, sizeof(float));
-        if (!logs[i].loss || !logs[i].ms || !logs[i].norm) {
-            rc = PGRT_ENOMEM;
-            code = EXIT_FAIL;
-            goto fail;
+    if (train_source_tokens("--tokens", o.tokens, mc->vocab, (int)o.seq,
+                            o.data_order == TRAIN_ORDER_SHUFFLE, (uint64_t)o.seed, &src, msg,
+                            sizeof msg) ||
+        (o.eval_data && train_source_tokens("--eval-data", o.eval_data, mc->vocab, (int)o.seq,
+                                            false, 0, &eval, msg, sizeof msg))) {
+        fprintf(stderr, "ptxgen-train: %s\n", msg);
+        goto out;
+    }
+    if (eval)
+        eval->ops->position_get(eval, eval_pos);
+    uint64_t total;
+    if ((code = train_opts_total_steps(&o, src->ops->rows_per_epoch(src), &total)))
+        goto out;
+    code = TRAIN_EXIT_USAGE;
+    if (resume) {
+        if (src->ops->position_set(src, st.position, msg, sizeof msg)) {
+            train_bad("--resume %s: %s", ckpt, msg);
+            goto out;
+        }
+        if (st.step >= total) {
+            train_bad("--resume %s: the run is at step %llu of %llu already; a larger --steps "
+                      "or --epochs extends it",
+                      ckpt, (unsigned long long)st.step, (unsigned long long)total);
+            goto out;
         }
     }
-    if ((rc = pgrt_ctx_create(&ctx, NULL))) {
-        code = EXIT_FAIL;
-        goto fail;
+    src->ops->position_get(src, start_pos);
+    if ((code = check_aliases(&o, mf)) || (code = check_outputs(&o, resume ? ckpt : "")))
+        goto out;
+    code = TRAIN_EXIT_USAGE;
+    const char *fn, *need = train_runtime_lacks(&o, src, eval != NULL, &fn);
+    if (need) {
+        train_bad("%s needs %s, which this build's runtime does not have yet", need, fn);
+        goto out;
     }
+    if (!(run_config = train_opts_json(&o))) {
+        train_bad("out of host memory");
+        goto out;
+    }
+    code = TRAIN_EXIT_FAIL;
+    if ((rc = pgrt_adapter_init(mc, &ad->cfg, 0, &final)) ||
+        (o.save_grads && (rc = pgrt_adapter_init(mc, &ad->cfg, 0, &grads))))
+        goto fail;
+    /* --mode both compares the two runs' losses step by step */
+    for (int m = 0; m < 2 && o.modes == TRAIN_MODE_BOTH; m++)
+        if (!(losses[m] = calloc((size_t)total, sizeof(double)))) {
+            fprintf(stderr, "ptxgen-train: out of host memory\n");
+            goto out;
+        }
+    if ((rc = pgrt_ctx_create(&ctx, NULL)))
+        goto fail;
+    if (o.log_json) {
+        long long keep = -1;
+        char abs[PATH_MAX + 64];
+        train_path_absolute(o.log_json, abs, sizeof abs);
+        if (resume && !strcmp(abs, st.log_json))
+            keep = (long long)st.log_bytes;
+        if (train_log_open(o.log_json, keep, &log, msg, sizeof msg)) {
+            warn_escaped(msg);
+            goto out;
+        }
+    }
+    train_signals_install();
     int last = 0, verdict = 0;
+    train_run_out ro[2] = {{0}};
     for (int m = 0; m < 2; m++) {
         if (!(o.modes & (1 << m)))
             continue;
-        if ((rc = run(ctx, &o, mf, ad, tok, m == 1, &logs[m], final, grads, &code)))
-            goto fail;
+        /* both modes from the same start */
+        if (src->ops->position_set(src, start_pos, msg, sizeof msg)) {
+            warn_escaped(msg);
+            goto out;
+        }
+        bool last_mode = !(o.modes & (1 << (m + 1))) || m == 1;
+        train_run_in in = {
+            .o = &o,
+            .ctx = ctx,
+            .mf = mf,
+            .start = ad,
+            .src = src,
+            .eval = eval,
+            .eval_start = eval_pos,
+            .total = total,
+            .resume = resume ? &st : NULL,
+            .resume_dir = ckpt,
+            .run_config = run_config,
+            .log = last_mode ? log : NULL,
+            .graph = m == 1,
+            .keep_grads = grads != NULL,
+        };
+        ro[m].loss = losses[m];
+        ro[m].final = final;
+        ro[m].grads = grads;
+        if ((code = train_run(&in, &ro[m])))
+            goto out;
         last = m;
     }
-    if (o.modes == 3) {
+    if (o.modes == TRAIN_MODE_BOTH) {
         double worst = 0;
-        for (long long i = 0; i < o.steps; i++) {
-            double e = fabs(logs[1].loss[i] - logs[0].loss[i]) / fmax(fabs(logs[0].loss[i]), 1e-30);
+        for (uint64_t i = 0; i < ro[0].steps; i++) {
+            double e = fabs(losses[1][i] - losses[0][i]) / fmax(fabs(losses[0][i]), 1e-30);
             worst = fmax(worst, e);
         }
         fprintf(stderr, "eager and graphed losses: worst relative difference %.3g%s\n", worst,
                 worst <= 1e-5 ? "" : " (more than 1e-5)");
-        verdict = worst <= 1e-5 ? 0 : EXIT_FAIL;
+        verdict = worst <= 1e-5 ? 0 : TRAIN_EXIT_FAIL;
     }
-    double tot = 0;
-    for (long long i = o.steps > 1 ? 1 : 0; i < o.steps; i++)
-        tot += logs[last].ms[i];
-    long long counted = o.steps > 1 ? o.steps - 1 : 1;
-    fprintf(stderr, "%.2f ms/step, %.0f tokens/s (steps after the first)\n", tot / counted,
-            (double)o.batch * o.seq * counted / tot * 1e3);
+    uint64_t counted = ro[last].steps > 1 ? ro[last].steps - 1 : 1;
+    if (ro[last].steps > 1)
+        fprintf(stderr, "%.2f ms/step, %.0f tokens/s (steps after the first)\n",
+                ro[last].steady_ms / (double)counted,
+                (double)o.batch * (double)o.seq * (double)o.grad_accum * (double)counted /
+                    ro[last].steady_ms * 1e3);
     /* Each output on its own, the trained adapter first: one that fails
      * (a full disk) is reported and leaves the others written, each whole
-     * (pgrt_adapter_save writes its pair atomically, the log is replaced
-     * by a rename). */
+     * (pgrt_adapter_save writes its pair atomically). */
     code = verdict;
+    if (o.output_dir) {
+        char fin[PATH_MAX + 64];
+        snprintf(fin, sizeof fin, "%s/%s", o.output_dir, TRAIN_FINAL_DIR);
+        if (pgrt_adapter_save(final, fin)) {
+            output_failed("--output-dir");
+            code = TRAIN_EXIT_FAIL;
+        } else {
+            snprintf(msg, sizeof msg, "the trained adapter: %s", fin);
+            char safe[4 * sizeof msg];
+            pg_text_escape(safe, sizeof safe, msg);
+            fprintf(stderr, "%s\n", safe);
+        }
+    }
     if (o.save_adapter && pgrt_adapter_save(final, o.save_adapter)) {
         output_failed("--save-adapter");
-        code = EXIT_FAIL;
+        code = TRAIN_EXIT_FAIL;
     }
     if (o.save_grads && pgrt_adapter_save(grads, o.save_grads)) {
         output_failed("--save-grads");
-        code = EXIT_FAIL;
+        code = TRAIN_EXIT_FAIL;
     }
-    if (o.log_json && (rc = write_log(o.log_json, &o, &logs[last]))) {
-        if (rc != PGRT_ENOMEM)
-            output_failed("--log-json");
-        rc = 0;
-        code = EXIT_FAIL;
-    }
+    goto out;
 fail:
     if (rc)
-        fprintf(stderr, "ptxgen-train: %s\n", pgrt_last_message()[0] ? train_last_message()
-                                                                       : pgrt_strerror(rc));
-    for (int i = 0; i < 2; i++) {
-        free(logs[i].loss);
-        free(logs[i].ms);
-        free(logs[i].norm);
-    }
+        fprintf(stderr, "ptxgen-train: %s%s\n", pgrt_err_unavailable(rc) ? "no GPU: " : "",
+                pgrt_last_message()[0] ? train_last_message() : pgrt_strerror(rc));
+out:
+    fflush(stderr);
+    free(losses[0]);
+    free(losses[1]);
+    free(run_config);
+    train_log_close(&log);
     pgrt_ctx_destroy(&ctx);
-    pgrt_tokens_close(&tok);
+    train_source_close(&eval);
+    train_source_close(&src);
     pgrt_adapter_destroy(&grads);
     pgrt_adapter_destroy(&final);
     pgrt_adapter_destroy(&ad);
     pgrt_model_close(&mf);
+    train_opts_free(&o);
     return code;
 }

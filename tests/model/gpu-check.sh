@@ -27,7 +27,7 @@ if has ref; then
     for dt in f32 bf16; do
         rm -rf "$D/ours-$dt.jsonl" "$D/ours-$dt-grads" "$D/ours-$dt-adapter"
         $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \
-            --steps 5 --lr 0.001 --max-norm 1.0 --weight-decay 0.01 --dtype $dt \
+            --data-order sequential --steps 5 --lr 0.001 --max-norm 1.0 --weight-decay 0.01 --dtype $dt \
             --log-json "$D/ours-$dt.jsonl" --save-grads "$D/ours-$dt-grads" \
             --save-adapter "$D/ours-$dt-adapter" > "$O/train-$dt.log" 2>&1
         rc=$?
@@ -42,7 +42,7 @@ if has ref; then
     done
     rm -rf "$D/ours-graph.jsonl" "$D/ours-graph-grads"
     $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \
-        --steps 5 --dtype f32 --mode both --log-json "$D/ours-graph.jsonl" \
+        --data-order sequential --steps 5 --dtype f32 --mode both --log-json "$D/ours-graph.jsonl" \
         --save-grads "$D/ours-graph-grads" > "$O/train-graph.log" 2>&1
     echo "graph both f32: exit $?"; tail -4 "$O/train-graph.log"
     python3 $R compare --ref "$D/ref-f32" --log-json "$D/ours-graph.jsonl" \

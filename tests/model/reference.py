@@ -24,8 +24,10 @@ adapter_config.json, adapter_model.safetensors), tokens.bin (little-endian
 int32), ref-<dtype>/ (grads/adapter_model.safetensors, losses.json).
 
 Semantics (issue 11): loss = the model's loss with labels = input_ids
-(mean next-token cross-entropy over B x (S-1) positions); step i takes the
-next B*S ids of the token file, wrapping to the start; base weights frozen;
+(mean next-token cross-entropy over B x (S-1) positions); the token file is
+rows of S consecutive ids (a last partial row unused) and step i takes rows
+i*B .. i*B+B-1, wrapping to the first row (ptxgen-train --data-order
+sequential); base weights frozen;
 LoRA scaling alpha/r; torch.nn.utils.clip_grad_norm_ over all LoRA
 gradients (max_norm 0: no clipping), then torch.optim.AdamW.
 
@@ -157,9 +159,8 @@ def make(args):
 
 
 def batch(tokens, step, b, s):
-    n = b * s
-    start = (step * n) % len(tokens)
-    idx = [(start + k) % len(tokens) for k in range(n)]
+    rows = len(tokens) // s
+    idx = [((step * b + k) % rows) * s + j for k in range(b) for j in range(s)]
     return tokens[idx].reshape(b, s)
 
 
@@ -233,6 +234,7 @@ def train_cmd(args, dtype):
     d = args.dir
     return (f"ptxgen-train --model {d}/model --adapter {d}/adapter --tokens {d}/tokens.bin "
             f"--batch {args.batch} --seq {args.seq} --steps {args.steps} --lr {args.lr} "
+            f"--data-order sequential "
             f"--max-norm {args.max_norm} --weight-decay {args.weight_decay} --dtype {dtype} "
             f"--log-json {d}/ours-{dtype}.jsonl --save-grads {d}/ours-{dtype}-grads")
 
@@ -261,6 +263,8 @@ def read_log(path):
                 rows.append(json.loads(line))
             except json.JSONDecodeError as e:
                 raise SystemExit(f"{path}:{i + 1}: not JSON: {e}")
+    # the training steps (an evaluation's line has eval_loss instead of loss)
+    rows = [r for r in rows if "loss" in r]
     rows.sort(key=lambda r: r["step"])
     return rows
 
@@ -424,7 +428,7 @@ def main():
     p = sub.add_parser("make")
     p.add_argument("--dir", required=True)
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--tokens", type=int, default=4099)  # not a multiple of B*S: wraps
+    p.add_argument("--tokens", type=int, default=4099)  # not a multiple of S: a partial row
     p.add_argument("--init-std", type=float, default=0.05)
     p.add_argument("--wide", action="store_true", help="hidden 128, intermediate 256, vocab 512")
     p.add_argument("--arch", default="qwen2", choices=ARCHS)

@@ -5,8 +5,13 @@
  * written. Every case here is refused before a GPU is needed, so the test
  * runs anywhere (with no driver: a case that got as far as the GPU would
  * fail). With the fake driver of tests/runtime, tiny runs check that the
- * outputs are written whole. Usage: test_train_cli PTXGEN_TRAIN
- * [FAKE_LIBCUDA]
+ * outputs are written whole. The options of a run (schedule, gradient
+ * accumulation, evaluation, checkpoints, --config, --resume) are refused
+ * the same way; --help and --version answer. With the stand-in for the
+ * trainer's API (lm_train_shim.c, preloaded), runs against the fake driver
+ * write checkpoints, stop on a signal and resume to the losses of an
+ * uninterrupted run. Usage: test_train_cli PTXGEN_TRAIN [FAKE_LIBCUDA
+ * [SHIM [VERSION]]]
  */
 #include "model_util.h"
 #include "pgrt_model.h"
@@ -15,9 +20,26 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+static int train_read_file_(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    *text = strdup(buf);
+    *len = n;
+    return *text ? 0 : -1;
+}
+
 static const char *exe;
 static char dir[4096];
 static const char *child_cwd; /* where the run starts (NULL: here) */
+static const char *child_preload; /* LD_PRELOAD of the run (NULL: none) */
+static const char *const *child_env; /* more "NAME=value" of the run (NULL: none) */
+static const char *child_out; /* the run's stdout goes there (NULL: /dev/null) */
 
 static const char cfg_ok[] =
     "{\"model_type\":\"qwen2\",\"hidden_size\":16,\"intermediate_size\":24,"
@@ -70,13 +92,21 @@ static int run_with(const char *driver, char *line, size_t len, const char *cons
     if (pid == 0) {
         FILE *f = freopen(errp, "w", stderr);
         (void)f;
-        f = freopen("/dev/null", "w", stdout);
+        f = freopen(child_out ? child_out : "/dev/null", "w", stdout);
         setenv("PGRT_LIBCUDA", driver ? driver : "/nonexistent/libcuda.so.1", 1);
+        if (child_preload)
+            setenv("LD_PRELOAD", child_preload, 1);
+        for (const char *const *e = child_env; e && *e; e++) {
+            char name[64];
+            size_t eq = strcspn(*e, "=");
+            snprintf(name, sizeof name, "%.*s", (int)eq, *e);
+            setenv(name, (*e)[eq] ? *e + eq + 1 : "", 1);
+        }
         if (child_cwd && chdir(child_cwd) != 0)
             _exit(126);
-        const char *argv[40] = {exe};
+        const char *argv[80] = {exe};
         int i = 1;
-        for (; args[i - 1] && i < 39; i++)
+        for (; args[i - 1] && i < 79; i++)
             argv[i] = args[i - 1];
         argv[i] = NULL;
         execv(exe, (char *const *)(void *)argv);
@@ -333,6 +363,512 @@ static void test_fake_runs(const char *fake)
     unlink(l1);
 }
 
+
+/* The options of a run: each out of range or without what it needs is one
+ * line naming the option and its range, exit 2, nothing written. */
+static void test_new_options(void)
+{
+    CASE("--lr-schedule takes constant, linear or cosine", "--model", mp, "--tokens", tp,
+         "--lr-schedule", "step");
+    CASE("--warmup-steps -1 is out of range (0 to 100000000)", "--model", mp, "--tokens", tp,
+         "--warmup-steps", "-1");
+    CASE("--warmup-ratio 1.5 is out of range (0 to 1)", "--model", mp, "--tokens", tp,
+         "--warmup-ratio", "1.5");
+    CASE("--warmup-ratio: 'nan' is not a finite number", "--model", mp, "--tokens", tp,
+         "--warmup-ratio", "nan");
+    CASE("--warmup-steps and --warmup-ratio: give one of them", "--model", mp, "--tokens", tp,
+         "--warmup-steps", "3", "--warmup-ratio", "0.1");
+    CASE("--min-lr-ratio 2 is out of range (0 to 1)", "--model", mp, "--tokens", tp,
+         "--min-lr-ratio", "2");
+    CASE("--min-lr-ratio -0.5 is out of range (0 to 1)", "--model", mp, "--tokens", tp,
+         "--min-lr-ratio", "-0.5");
+    CASE("--grad-accum 0 is out of range (1 to 1024)", "--model", mp, "--tokens", tp,
+         "--grad-accum", "0");
+    CASE("--grad-accum 1025 is out of range (1 to 1024)", "--model", mp, "--tokens", tp,
+         "--grad-accum", "1025");
+    CASE("--grad-accum: '2x' is not an integer", "--model", mp, "--tokens", tp, "--grad-accum",
+         "2x");
+    CASE("--epochs 0 is out of range (1 to 1000000)", "--model", mp, "--tokens", tp,
+         "--epochs", "0");
+    CASE("--steps and --epochs: give one of them", "--model", mp, "--tokens", tp, "--epochs",
+         "2");
+    CASE("--eval-every needs --eval-data", "--model", mp, "--tokens", tp, "--eval-every", "5");
+    CASE("--eval-batches needs --eval-data", "--model", mp, "--tokens", tp, "--eval-batches",
+         "5");
+    CASE("--eval-every -1 is out of range (0 to 100000000)", "--model", mp, "--tokens", tp,
+         "--eval-data", tp, "--eval-every", "-1");
+    CASE("--eval-batches: 'all' is not an integer", "--model", mp, "--tokens", tp, "--eval-data",
+         tp, "--eval-batches", "all");
+    CASE("--eval-data needs a value", "--model", mp, "--tokens", tp, "--eval-data", "");
+    CASE("token id 32 at byte 20", "--model", mp, "--tokens", tp, "--eval-data", tbad);
+    CASE("--save-every needs --output-dir", "--model", mp, "--tokens", tp, "--save-every", "5");
+    CASE("--save-total-limit needs --output-dir", "--model", mp, "--tokens", tp,
+         "--save-total-limit", "2");
+    CASE("--save-total-limit -1 is out of range (0 to 1000000)", "--model", mp, "--tokens", tp,
+         "--output-dir", dir, "--save-total-limit", "-1");
+    CASE("--save-every: '1e3' is not an integer", "--model", mp, "--tokens", tp, "--save-every",
+         "1e3");
+    CASE("--log-every 0 is out of range (1 to 1000000)", "--model", mp, "--tokens", tp,
+         "--log-every", "0");
+    CASE("--data-order takes shuffle or sequential", "--model", mp, "--tokens", tp,
+         "--data-order", "random");
+    CASE("--mode takes eager, graph or both", "--model", mp, "--tokens", tp, "--mode", "fast");
+    CASE("--mode both trains twice", "--model", mp, "--tokens", tp, "--mode", "both",
+         "--output-dir", dir);
+    CASE("--head-chunk -1 is out of range (0 to 1048576)", "--model", mp, "--tokens", tp,
+         "--head-chunk", "-1");
+    CASE("--seq 5000000 is out of range (2 to 16384)", "--model", mp, "--tokens", tp, "--seq",
+         "5000000");
+    /* a file too short for one row */
+    char p[4096];
+    path_in(p, sizeof p, dir, "short.bin");
+    int32_t three[3] = {1, 2, 3};
+    REQUIRE(write_bytes(p, three, sizeof three) == 0);
+    CASE("--tokens: 3 ids make no row of --seq 4", "--model", mp, "--tokens", p);
+    unlink(p);
+    /* the output directory: where a directory can go, not over an input,
+     * not holding its own final adapter's place twice */
+    REFUSED("--output-dir: /nonexistent/out: cannot create it", "--model", mp, "--tokens", tp,
+            "--output-dir", "/nonexistent/out");
+    REFUSED("--output-dir and --model both name ", "--model", mp, "--tokens", tp,
+            "--output-dir", mp);
+    char fin[4200], od[4096];
+    path_in(od, sizeof od, dir, "od");
+    path_in(fin, sizeof fin, od, "final");
+    REFUSED("--save-adapter and --output-dir both name ", "--model", mp, "--tokens", tp,
+            "--output-dir", od, "--save-adapter", fin);
+    path_in(p, sizeof p, dir, "eval-ok.bin");
+    int32_t ids[8] = {0};
+    REQUIRE(write_bytes(p, ids, sizeof ids) == 0);
+    REFUSED("--log-json and --eval-data both name ", "--model", mp, "--tokens", tp,
+            "--eval-data", p, "--log-json", p);
+    unlink(p);
+    /* another run's checkpoints there: refused, --resume named */
+    REQUIRE(mkdir(od, 0755) == 0);
+    path_in(p, sizeof p, od, "checkpoint-4");
+    REQUIRE(mkdir(p, 0755) == 0);
+    REFUSED("holds checkpoints of another run (checkpoint-4): --resume ", "--model", mp,
+            "--tokens", tp, "--output-dir", od);
+    rmdir(p);
+    rmdir(od);
+}
+
+/* --config: a JSON object of the long names; the command line wins. */
+static void test_config(void)
+{
+    char c[4096], line[1024], js[16384];
+    path_in(c, sizeof c, dir, "run.json");
+    struct {
+        const char *json, *want;
+    } bad[] = {
+        {"{\"lrr\": 1}", "unknown key 'lrr'"},
+        {"{\"lr\": 1e300}", "run.json: --lr 1e300 is out of range (0, or 1e-12 to 1)"},
+        {"{\"lr\": \"1e-4\"}", "'lr' takes a number"},
+        {"{\"grad-accum\": 2.5}", "--grad-accum: '2.5' is not an integer"},
+        {"{\"grad-accum\": 0}", "--grad-accum 0 is out of range (1 to 1024)"},
+        {"{\"dtype\": 16}", "'dtype' takes a string"},
+        {"{\"dtype\": \"f64\"}", "--dtype takes bf16 or f32"},
+        {"{\"profile\": 1}", "'profile' takes true or false"},
+        {"{\"config\": \"x.json\"}", "'config' is not taken from a file"},
+        {"{\"resume\": \"out\"}", "'resume' is not taken from a file"},
+        {"{\"steps\": 3, \"epochs\": 2}", "--steps and --epochs: give one of them"},
+        {"[1, 2]", "not a JSON object"},
+        {"{\"lr\": 1e-4,}", "run.json: "},
+        {"{\"lr\": 1, \"lr\": 2}", "duplicate key"},
+        {"{\"\\u001b]0;pwned\\u0007\": 1}", "unknown key '\\x1b]0;pwned\\x07'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        REQUIRE(write_text(dir, "run.json", bad[i].json) == 0);
+        const char *const args[] = {"--model", mp, "--tokens", tp, "--config", c, "--batch",
+                                    "1", "--seq", "4", "--steps", "1", NULL};
+        REQUIRE_INT_EQ(run(line, sizeof line, args), 2);
+        REQUIRE_CONTAINS(line, bad[i].want);
+        REQUIRE_CONTAINS(line, "--config ");
+    }
+    const char *const missing[] = {"--config", "/nonexistent/run.json", NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, missing), 2);
+    REQUIRE_CONTAINS(line, "--config /nonexistent/run.json: No such file or directory");
+    /* the file gives what the command line does not; the command line
+     * wins: the file's --steps gives way to --epochs, its --eval-every
+     * finds the --eval-data given here; past the checks the run needs the
+     * GPU this test does not give it */
+    snprintf(js, sizeof js,
+             "{\"model\": \"%s\", \"tokens\": \"%s\", \"batch\": 1, \"seq\": 4, \"steps\": 3, "
+             "\"lr\": 1e-4, \"eval-every\": 2, \"grad-accum\": 1, \"profile\": false}",
+             mp, tp);
+    REQUIRE(write_text(dir, "run.json", js) == 0);
+    const char *const over[] = {"--config", c, "--epochs", "2", "--eval-data", tp, NULL};
+    int lines = 0;
+    REQUIRE(run_with(NULL, line, sizeof line, over, &lines) != 0);
+    REQUIRE(strstr(line, "give one of them") == NULL &&
+            strstr(line, "--eval-every needs") == NULL);
+    /* without them: the file's --eval-every is refused */
+    const char *const plain[] = {"--config", c, NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, plain), 2);
+    REQUIRE_CONTAINS(line, "--eval-every needs --eval-data");
+    unlink(c);
+}
+
+/* stdout of a run with args, into buf. */
+static int run_out(const char *const *args, char *buf, size_t cap)
+{
+    char op[4096], line[1024];
+    path_in(op, sizeof op, dir, "stdout.txt");
+    child_out = op;
+    int lines = 0;
+    int rc = run_with(NULL, line, sizeof line, args, &lines);
+    child_out = NULL;
+    FILE *f = fopen(op, "r");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+    unlink(op);
+    REQUIRE_INT_EQ(lines, 0);
+    return rc;
+}
+
+static void test_help_version(const char *version)
+{
+    static char help[65536];
+    const char *const h[] = {"--help", NULL};
+    REQUIRE_INT_EQ(run_out(h, help, sizeof help), 0);
+    /* the model mode first, the demo after */
+    REQUIRE(strncmp(help, "usage: ptxgen-train --model DIR", 31) == 0);
+    REQUIRE(strstr(help, "synthetic demo") > strstr(help, "--profile"));
+    static const char *const opts[] = {
+        "model", "adapter", "tokens", "data-order", "batch", "seq", "seed", "dtype", "rank",
+        "alpha", "targets", "steps", "epochs", "grad-accum", "lr", "weight-decay", "max-norm",
+        "lr-schedule", "warmup-steps", "warmup-ratio", "min-lr-ratio", "eval-data",
+        "eval-every", "eval-batches", "output-dir", "save-every", "save-total-limit", "resume",
+        "save-adapter", "save-grads", "log-json", "log-every", "config", "mode", "head-chunk",
+        "profile", "help", "version"};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        /* its entry: from "\n  --name" to the next option's */
+        char key[64];
+        snprintf(key, sizeof key, "\n  --%s", opts[i]);
+        const char *at = strstr(help, key);
+        size_t kl = strlen(key);
+        while (at && at[kl] != ' ' && at[kl] != '\n' && at[kl] != ',')
+            at = strstr(at + 1, key);
+        REQUIRE(at != NULL);
+        if (!at) {
+            fprintf(stderr, "--help does not list --%s\n", opts[i]);
+            continue;
+        }
+        const char *end = strstr(at + 1, "\n  --");
+        char entry[1024];
+        size_t n = end ? (size_t)(end - at) : strlen(at);
+        snprintf(entry, sizeof entry, "%.*s", (int)(n < sizeof entry ? n : sizeof entry - 1),
+                 at);
+        REQUIRE_CONTAINS(entry, "default");
+    }
+    /* groups, ranges */
+    REQUIRE_CONTAINS(help, "\nlearning-rate schedule:\n");
+    REQUIRE_CONTAINS(help, "\ncheckpoints and resume:\n");
+    REQUIRE_CONTAINS(help, "(1 to 1024; default 1)");
+    REQUIRE_CONTAINS(help, "1e-12 to 1; default 1e-3)");
+    REQUIRE_CONTAINS(help, "usage: ptxgen-train [--layers N]");
+    /* --help wins over anything else, the demo's options included */
+    const char *const h2[] = {"--layers", "3", "-h", NULL};
+    static char again[65536];
+    REQUIRE_INT_EQ(run_out(h2, again, sizeof again), 0);
+    REQUIRE_STR_EQ(again, help);
+    char v[256];
+    const char *const vv[] = {"--version", NULL};
+    REQUIRE_INT_EQ(run_out(vv, v, sizeof v), 0);
+    REQUIRE(strncmp(v, "ptxgen-train ", 13) == 0);
+    if (version) {
+        char want[128];
+        snprintf(want, sizeof want, "ptxgen-train %s\n", version);
+        REQUIRE_STR_EQ(v, want);
+    }
+}
+
+/* A checkpoint directory made by hand: step, complete or not, a
+ * run_config.json of the tiny run. */
+static void fake_ckpt(const char *out, int step, bool complete, const char *lr)
+{
+    char d[4200], name[64], cfg[16384];
+    snprintf(name, sizeof name, "checkpoint-%d", step);
+    mkdir(out, 0755);
+    path_in(d, sizeof d, out, name);
+    REQUIRE(mkdir(d, 0755) == 0);
+    pgrt_hf_config hc;
+    REQUIRE_INT_EQ(pgrt_hf_config_parse(cfg_ok, strlen(cfg_ok), &hc), 0);
+    pgrt_adapter_config ac = {.r = 2, .alpha = 4, .targets = 1u << PGRT_LINEAR_Q};
+    pgrt_adapter *a = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(&hc, &ac, 1, &a), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_save(a, d), 0);
+    pgrt_adapter_destroy(&a);
+    if (!complete)
+        return;
+    REQUIRE(write_text(d, "optimizer.safetensors", "1 0") == 0);
+    snprintf(cfg, sizeof cfg,
+             "{\"model\": \"%s\", \"tokens\": \"%s\", \"batch\": 1, \"seq\": 4, \"steps\": 5, "
+             "\"lr\": %s, \"output-dir\": \"%s\"}",
+             mp, tp, lr, out);
+    REQUIRE(write_text(d, "run_config.json", cfg) == 0);
+    snprintf(cfg, sizeof cfg,
+             "{\"step\": %d, \"total_steps\": 5, \"epoch\": 0.5, \"data_position\": \"tokens "
+             "rows=4 seq=4 order=shuffle epoch=0 row=%d\", \"seed\": 0, \"optimizer_steps\": "
+             "%d, \"skipped\": 0, \"tokens\": 8, \"log_json\": \"\", \"log_bytes\": 0}",
+             step, step % 4, step);
+    REQUIRE(write_text(d, "trainer_state.json", cfg) == 0);
+}
+
+/* --resume refused before the GPU: nothing to resume from, a checkpoint
+ * cut short, a flag that would change the run, a run already done. The
+ * stand-in gives the runtime the functions --resume needs. */
+static void test_resume_refused(const char *shim)
+{
+    char out[4096], p[4200], line[1024];
+    int lines = 0;
+    child_preload = shim;
+    path_in(out, sizeof out, dir, "resume-out");
+    REQUIRE(mkdir(out, 0755) == 0);
+    const char *const none[] = {"--resume", out, NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, none), 2);
+    REQUIRE_CONTAINS(line, "no checkpoint-<step> directory in it");
+    fake_ckpt(out, 3, false, "0.001");
+    REQUIRE_INT_EQ(run(line, sizeof line, none), 2);
+    REQUIRE_CONTAINS(line, "no complete checkpoint in it (checkpoint-3 has no "
+                           "optimizer.safetensors)");
+    path_in(p, sizeof p, out, "checkpoint-3");
+    const char *const one[] = {"--resume", p, NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, one), 2);
+    REQUIRE_CONTAINS(line, "not a complete checkpoint (no optimizer.safetensors): an "
+                           "interrupted save");
+    /* a complete one below the cut one: taken, the cut one named; past the
+     * checks the run needs the GPU */
+    fake_ckpt(out, 2, true, "0.001");
+    REQUIRE_INT_EQ(run_with(NULL, line, sizeof line, none, &lines), 1);
+    REQUIRE_INT_EQ(lines, 2);
+    REQUIRE_CONTAINS(line, "checkpoint-3 is incomplete (no optimizer.safetensors), skipped: "
+                           "resuming from checkpoint-2");
+    /* flags given again must agree, but for those a resumed run may change */
+    path_in(p, sizeof p, out, "checkpoint-3");
+    remove_tree(p);
+    const char *const lr[] = {"--resume", out, "--lr", "0.5", NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, lr), 2);
+    REQUIRE_CONTAINS(line, "--lr 0.5 differs from the run being resumed (0.001 in ");
+    const char *const same[] = {"--resume", out, "--lr", "1e-3", "--tokens", tp, "--steps",
+                                "9", "--log-every", "3", NULL};
+    REQUIRE_INT_EQ(run_with(NULL, line, sizeof line, same, &lines), 1);
+    REQUIRE_INT_EQ(lines, 1);
+    REQUIRE_CONTAINS(line, "no GPU: ");
+    const char *const acc[] = {"--resume", out, "--grad-accum", "2", NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, acc), 2);
+    REQUIRE_CONTAINS(line, "--grad-accum 2 differs from the run being resumed (1 in ");
+    const char *const wr[] = {"--resume", out, "--warmup-ratio", "0.1", NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, wr), 2);
+    REQUIRE_CONTAINS(line, "--warmup-ratio 0.1 differs from the run being resumed ((not set) "
+                           "in ");
+    /* already at its last step */
+    const char *const done[] = {"--resume", out, "--steps", "2", NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, done), 2);
+    REQUIRE_CONTAINS(line, "the run is at step 2 of 2 already; a larger --steps or --epochs "
+                           "extends it");
+    /* a data position of another file */
+    remove_tree(out);
+    fake_ckpt(out, 2, true, "0.001");
+    path_in(p, sizeof p, out, "checkpoint-2");
+    REQUIRE(write_text(p, "trainer_state.json",
+                       "{\"step\": 2, \"total_steps\": 5, \"epoch\": 0.5, \"data_position\": "
+                       "\"tokens rows=9 seq=4 order=shuffle epoch=0 row=2\", \"seed\": 0, "
+                       "\"optimizer_steps\": 2, \"skipped\": 0, \"tokens\": 8, \"log_json\": "
+                       "\"\", \"log_bytes\": 0}") == 0);
+    REQUIRE_INT_EQ(run(line, sizeof line, none), 2);
+    REQUIRE_CONTAINS(line, "the position 'tokens rows=9 seq=4 order=shuffle epoch=0 row=2' is "
+                           "in 9 rows of 4 ids");
+    REQUIRE(write_text(p, "trainer_state.json", "{\"step\": 2}") == 0);
+    REQUIRE_INT_EQ(run(line, sizeof line, none), 2);
+    REQUIRE_CONTAINS(line, "trainer_state.json: total_steps is missing or not valid");
+    remove_tree(out);
+    child_preload = NULL;
+}
+
+/* The log's lines without their times: what two runs must agree on. */
+static int log_keys(const char *path, char keys[][160], int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[1024];
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        const char *t = strstr(line, ", \"tokens");
+        const char *e = strstr(line, ", \"eval_targets");
+        const char *cut = t ? t : e ? e : line + strlen(line);
+        snprintf(keys[n++], 160, "%.*s", (int)(cut - line), line);
+    }
+    fclose(f);
+    return n;
+}
+
+static bool has(const char *d, const char *name)
+{
+    char p[4200];
+    path_in(p, sizeof p, d, name);
+    return access(p, F_OK) == 0;
+}
+
+/* Against the fake driver with the stand-in: checkpoints every K steps
+ * and at the end, the final adapter; a signal stops at a step boundary
+ * with a checkpoint, a second one at once; a crash inside a save leaves
+ * the checkpoints before it; resuming any of them gives the log of the
+ * uninterrupted run (losses, learning rates, evaluations), and the
+ * checkpoint's run_config.json as --config repeats the run. */
+static void test_checkpoint_runs(const char *fake, const char *shim)
+{
+    char ev[4096], line[1024];
+    char od[6][4096], lg[6][4096];
+    static char keys[6][64][160];
+    int lines = 0;
+    path_in(ev, sizeof ev, dir, "eval.bin");
+    int32_t e[30];
+    for (int i = 0; i < 30; i++)
+        e[i] = (i * 5) % 32;
+    REQUIRE(write_bytes(ev, e, sizeof e) == 0);
+    for (int i = 0; i < 6; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "ck%d", i);
+        path_in(od[i], sizeof od[i], dir, n);
+        snprintf(n, sizeof n, "ck%d.jsonl", i);
+        path_in(lg[i], sizeof lg[i], dir, n);
+    }
+    child_preload = shim;
+#define RUN(k, ...)                                                                            \
+    do {                                                                                       \
+        const char *const a_[] = {"--model", mp, "--tokens", tp, "--batch", "1", "--seq", "4", \
+                                  "--steps", "6", "--grad-accum", "2", "--save-every", "2",    \
+                                  "--lr-schedule", "linear", "--warmup-steps", "2",            \
+                                  "--eval-data", ev, "--eval-every", "3", "--lr", "0.1",       \
+                                  "--output-dir", od[k], "--log-json", lg[k], __VA_ARGS__,     \
+                                  NULL};                                                       \
+        rc_ = run_with(fake, line, sizeof line, a_, &lines);                                   \
+    } while (0)
+    int rc_;
+    /* uninterrupted */
+    RUN(0, "--mode", "eager");
+    REQUIRE_INT_EQ(rc_, 0);
+    REQUIRE(has(od[0], "checkpoint-2") && has(od[0], "checkpoint-4") &&
+            has(od[0], "checkpoint-6") && has(od[0], "final/adapter_model.safetensors"));
+    REQUIRE_INT_EQ(dir_entries(od[0]), 4);
+    char c6[4200];
+    path_in(c6, sizeof c6, od[0], "checkpoint-6");
+    REQUIRE_INT_EQ(dir_entries(c6), 5);
+    int n0 = log_keys(lg[0], keys[0], 64);
+    REQUIRE_INT_EQ(n0, 8); /* six steps, evaluations after 3 and 6 */
+    /* the schedule: warmup 0, 0.05, then linear to 0 at step 6 */
+    REQUIRE_CONTAINS(keys[0][0], "\"lr\": 0,");
+    REQUIRE_CONTAINS(keys[0][1], "\"lr\": 0.05,");
+    REQUIRE_CONTAINS(keys[0][2], "\"lr\": 0.1,");
+    REQUIRE_CONTAINS(keys[0][3], "{\"step\": 3, \"epoch\": 1.500000, \"eval_loss\": ");
+    REQUIRE_CONTAINS(keys[0][4], "\"lr\": 0.075,");
+    REQUIRE_CONTAINS(keys[0][7], "\"eval_perplexity\": ");
+    /* the evaluation took every row of the set once: 7 rows of 4 */
+    char *text;
+    size_t len;
+    REQUIRE(train_read_file_(lg[0], &text, &len) == 0);
+    REQUIRE_CONTAINS(text, "\"eval_targets\": 21, \"eval_batches\": 7");
+    free(text);
+    char rcfg[4300];
+    path_in(rcfg, sizeof rcfg, c6, "run_config.json");
+    REQUIRE(train_read_file_(rcfg, &text, &len) == 0);
+    REQUIRE_CONTAINS(text, "\"grad-accum\": 2,");
+    REQUIRE_CONTAINS(text, "\"lr-schedule\": \"linear\",");
+    free(text);
+
+    /* SIGINT as step 3 ends: a checkpoint of step 3, exit 130; resumed */
+    const char *sigint[] = {"SHIM_SIGNAL_AT=3", NULL};
+    child_env = sigint;
+    RUN(1, "--mode", "graph");
+    child_env = NULL;
+    REQUIRE_INT_EQ(rc_, 130);
+    REQUIRE(has(od[1], "checkpoint-2") && has(od[1], "checkpoint-3") &&
+            !has(od[1], "checkpoint-4") && !has(od[1], "final"));
+    const char *const res1[] = {"--resume", od[1], NULL};
+    REQUIRE_INT_EQ(run_with(fake, line, sizeof line, res1, &lines), 0);
+    REQUIRE_INT_EQ(log_keys(lg[1], keys[1], 64), n0);
+    for (int i = 0; i < n0; i++)
+        REQUIRE_STR_EQ(keys[1][i], keys[0][i]);
+    REQUIRE(has(od[1], "checkpoint-6") && has(od[1], "final"));
+
+    /* a crash inside the save after step 4: checkpoint-2 and a temporary
+     * are left, the log runs past the checkpoint; resumed, the log is cut
+     * back to it and continues as the uninterrupted run's */
+    const char *crash[] = {"SHIM_CRASH_SAVE_AT=4", NULL};
+    child_env = crash;
+    RUN(2, "--save-total-limit", "1");
+    child_env = NULL;
+    REQUIRE_INT_EQ(rc_, 9);
+    REQUIRE(has(od[2], "checkpoint-2") && !has(od[2], "checkpoint-4"));
+    REQUIRE_INT_EQ(dir_entries(od[2]), 2); /* and the temporary */
+    REQUIRE_INT_EQ(log_keys(lg[2], keys[2], 64), 5);
+    const char *const res2[] = {"--resume", od[2], NULL};
+    REQUIRE_INT_EQ(run_with(fake, line, sizeof line, res2, &lines), 0);
+    REQUIRE_INT_EQ(log_keys(lg[2], keys[2], 64), n0);
+    for (int i = 0; i < n0; i++)
+        REQUIRE_STR_EQ(keys[2][i], keys[0][i]);
+    /* --save-total-limit 1: the newest only (the temporary of the crash
+     * stays: nothing reads it) */
+    REQUIRE(has(od[2], "checkpoint-6") && !has(od[2], "checkpoint-2") &&
+            !has(od[2], "checkpoint-4") && has(od[2], "final"));
+    REQUIRE_INT_EQ(dir_entries(od[2]), 3);
+
+    /* a second signal exits at once: no checkpoint of that step; SIGTERM
+     * is 143 */
+    const char *twice[] = {"SHIM_SIGNAL_AT=3", "SHIM_SIGNAL_TWICE=1", NULL};
+    child_env = twice;
+    RUN(3, "--mode", "eager");
+    REQUIRE_INT_EQ(rc_, 130);
+    REQUIRE(has(od[3], "checkpoint-2") && !has(od[3], "checkpoint-3"));
+    const char *term[] = {"SHIM_SIGNAL_AT=1", "SHIM_SIGNAL=15", NULL};
+    child_env = term;
+    RUN(4, "--mode", "eager");
+    child_env = NULL;
+    REQUIRE_INT_EQ(rc_, 143);
+    REQUIRE(has(od[4], "checkpoint-1") && !has(od[4], "checkpoint-2"));
+    /* the interrupted one resumed, and extended past its end */
+    const char *const res3[] = {"--resume", od[3], "--steps", "8", NULL};
+    REQUIRE_INT_EQ(run_with(fake, line, sizeof line, res3, &lines), 0);
+    REQUIRE(has(od[3], "checkpoint-8"));
+    REQUIRE_INT_EQ(log_keys(lg[3], keys[3], 64), n0 + 3); /* 7, 8, and an evaluation at 8 */
+    for (int i = 0; i < 3; i++)
+        REQUIRE_STR_EQ(keys[3][i], keys[0][i]);
+    const char *const res4[] = {"--resume", od[3], "--steps", "8", NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, res4), 2);
+    REQUIRE_CONTAINS(line, "the run is at step 8 of 8 already");
+
+    /* run_config.json as --config repeats the run elsewhere */
+    const char *const again[] = {"--config", rcfg, "--output-dir", od[5], "--log-json", lg[5],
+                                 NULL};
+    REQUIRE_INT_EQ(run_with(fake, line, sizeof line, again, &lines), 0);
+    REQUIRE_INT_EQ(log_keys(lg[5], keys[5], 64), n0);
+    for (int i = 0; i < n0; i++)
+        REQUIRE_STR_EQ(keys[5][i], keys[0][i]);
+    /* and not into a directory that holds that run's checkpoints */
+    const char *const into[] = {"--config", rcfg, NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, into), 2);
+    REQUIRE_CONTAINS(line, "holds checkpoints of another run");
+
+    /* --epochs: 4 rows of 4 ids, 1 x 2 rows a step: 3 epochs, 6 steps */
+    const char *const ep[] = {"--model", mp, "--tokens", tp, "--batch", "1", "--seq", "4",
+                              "--epochs", "3", "--grad-accum", "2", "--log-json", lg[4],
+                              "--data-order", "sequential", NULL};
+    REQUIRE_INT_EQ(run_with(fake, line, sizeof line, ep, &lines), 0);
+    REQUIRE_INT_EQ(log_keys(lg[4], keys[4], 64), 6);
+    REQUIRE_CONTAINS(keys[4][5], "{\"step\": 6, \"epoch\": 3.000000,");
+    child_preload = NULL;
+    for (int i = 0; i < 6; i++) {
+        remove_tree(od[i]);
+        unlink(lg[i]);
+    }
+    unlink(ev);
+#undef RUN
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -444,8 +980,15 @@ int main(int argc, char **argv)
     REQUIRE_INT_EQ(pgrt_adapter_save(ga, good), 0);
     pgrt_adapter_destroy(&ga);
     test_aliases(good);
+    test_new_options();
+    test_config();
+    test_help_version(argc > 4 ? argv[4] : NULL);
     if (argc > 2)
         test_fake_runs(argv[2]);
+    if (argc > 3) {
+        test_resume_refused(argv[3]);
+        test_checkpoint_runs(argv[2], argv[3]);
+    }
     remove_tree(dir);
     TEST_DONE();
 }

@@ -1,0 +1,559 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The training loop of ptxgen-train --model. An optimizer step first takes
+ * its --grad-accum micro-batches from the source, so that every one is
+ * told the whole step's target count (pgrt_lm_batch.step_targets: the
+ * loss is the mean over the step), then trains on them in turn; the last
+ * call updates. Host work a step: the source's copy of the ids, one log
+ * line, a flag read, and a progress line when one is due.
+ */
+#include "train_loop.h"
+#include "train_hf.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+/* Declared in pgrt_lm.h, implemented in the runtime after the declaration:
+ * weak here, so that this tool links against a runtime without them
+ * (they are then NULL) and uses them once it has them. */
+#if defined(__GNUC__)
+#pragma weak pgrt_lm_train
+#pragma weak pgrt_lm_eval
+#pragma weak pgrt_lm_pending
+#pragma weak pgrt_lm_steps
+#pragma weak pgrt_lm_state_save
+#pragma weak pgrt_lm_state_load
+#define HAVE(f) ((f) != NULL)
+#else
+#define HAVE(f) true
+#endif
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    if (stop_signal)
+        _exit(128 + sig);
+    stop_signal = sig;
+}
+
+void train_signals_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+const char *train_runtime_lacks(const train_opts *o, const train_source *src, bool eval,
+                                const char **function)
+{
+    *function = "pgrt_lm_train";
+    if (!HAVE(pgrt_lm_train)) {
+        pgrt_lm_schedule sc = train_opts_schedule(o, 1);
+        if (o->grad_accum > 1)
+            return "--grad-accum";
+        if (sc.kind != PGRT_LM_SCHED_CONSTANT)
+            return "--lr-schedule";
+        if (sc.warmup_steps)
+            return o->warmup_steps ? "--warmup-steps" : "--warmup-ratio";
+        if (src->has_targets || src->packed)
+            return "a data source with targets or packed rows";
+    }
+    *function = "pgrt_lm_eval";
+    if (eval && !HAVE(pgrt_lm_eval))
+        return "--eval-data";
+    *function = "pgrt_lm_state_save";
+    if (o->output_dir && !HAVE(pgrt_lm_state_save))
+        return "--output-dir";
+    *function = "pgrt_lm_state_load";
+    if (o->resume && !HAVE(pgrt_lm_state_load))
+        return "--resume";
+    *function = NULL;
+    return NULL;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The run's state between steps. */
+typedef struct loop {
+    const train_run_in *in;
+    const train_opts *o;
+    pgrt_lm *lm;
+    pgrt_stream *s;
+    int rows, seq, accum;
+    size_t n; /* rows x seq */
+    train_batch *mb; /* accum micro-batches */
+    train_batch ev;  /* an evaluation batch (its targets always there) */
+    uint64_t step, skipped, tokens, opt_steps;
+    double t0_ms;
+    train_progress prog;
+    pgrt_adapter *scratch; /* the adapter a checkpoint writes */
+    char msg[2 * PATH_MAX + 512];
+} loop;
+
+/* A micro-batch: pgrt_lm_train, or on a runtime without it pgrt_lm_step
+ * (train_runtime_lacks has refused everything but a plain batch then). */
+static int micro(loop *L, const pgrt_lm_batch *b, pgrt_lm_result *r)
+{
+    if (HAVE(pgrt_lm_train))
+        return pgrt_lm_train(L->lm, L->s, b, r);
+    double loss = 0;
+    float norm = 0;
+    int rc = pgrt_lm_step(L->lm, L->s, b->ids, &loss, &norm);
+    memset(r, 0, sizeof *r);
+    r->targets = (uint64_t)L->rows * (uint64_t)(L->seq - 1);
+    r->loss_sum = loss * (double)r->targets;
+    r->updated = true;
+    r->skipped = !isfinite(norm);
+    r->grad_norm = norm;
+    r->lr = (float)L->o->lr;
+    return rc;
+}
+
+static int alloc_batch(train_batch *b, int rows, int seq, bool targets, bool packed)
+{
+    size_t n = (size_t)rows * (size_t)seq;
+    memset(b, 0, sizeof *b);
+    b->rows = rows;
+    b->seq = seq;
+    b->ids = malloc(n * sizeof *b->ids);
+    if (targets)
+        b->targets = malloc(n * sizeof *b->targets);
+    if (packed) {
+        b->pos = malloc(n * sizeof *b->pos);
+        b->doc_start = malloc(n * sizeof *b->doc_start);
+    }
+    return b->ids && (!targets || b->targets) && (!packed || (b->pos && b->doc_start)) ? 0 : -1;
+}
+
+static void free_batch(train_batch *b)
+{
+    free(b->ids);
+    free(b->targets);
+    free(b->pos);
+    free(b->doc_start);
+    memset(b, 0, sizeof *b);
+}
+
+static int fail_rt(loop *L, const char *what, int rc)
+{
+    train_progress_end(&L->prog);
+    fprintf(stderr, "ptxgen-train: %s: %s: %s\n", what, pgrt_err_name(rc), train_last_message());
+    return TRAIN_EXIT_FAIL;
+}
+
+/* Evaluation: the first --eval-batches micro-batches of the eval source
+ * from its start (every row once when not given: the rows of a last
+ * partial batch past the set's end have no target). */
+static int evaluate(loop *L, train_eval_rec *rec)
+{
+    const train_run_in *in = L->in;
+    train_source *ev = in->eval;
+    if (ev->ops->position_set(ev, in->eval_start, L->msg, sizeof L->msg)) {
+        train_say("--eval-data: %s", L->msg);
+        return TRAIN_EXIT_FAIL;
+    }
+    uint64_t rows = ev->ops->rows_per_epoch(ev);
+    uint64_t nb = L->o->eval_batches ? (uint64_t)L->o->eval_batches
+                                     : (rows + (uint64_t)L->rows - 1) / (uint64_t)L->rows;
+    double sum = 0;
+    uint64_t targets = 0;
+    for (uint64_t i = 0; i < nb; i++) {
+        train_batch *b = &L->ev;
+        int rc = ev->ops->next(ev, b, L->msg, sizeof L->msg);
+        if (rc) {
+            train_progress_end(&L->prog);
+            train_say("--eval-data: %s", L->msg);
+            return TRAIN_EXIT_FAIL;
+        }
+        uint64_t valid = L->o->eval_batches ? (uint64_t)L->rows : rows - i * (uint64_t)L->rows;
+        bool own = ev->has_targets;
+        if (valid < (uint64_t)L->rows) {
+            /* the set ends inside this batch: the targets made explicit
+             * (the next id in the row), the rows past the end without */
+            size_t S = (size_t)L->seq;
+            for (size_t r = 0; r < (size_t)L->rows; r++)
+                for (size_t t = 0; t < S; t++) {
+                    int32_t *x = &b->targets[r * S + t];
+                    if (r >= valid)
+                        *x = -100;
+                    else if (!ev->has_targets)
+                        *x = t + 1 < S ? b->ids[r * S + t + 1] : -100;
+                }
+            own = true;
+        }
+        pgrt_lm_batch lb = {.ids = b->ids,
+                            .targets = own ? b->targets : NULL,
+                            .pos = ev->packed ? b->pos : NULL,
+                            .doc_start = ev->packed ? b->doc_start : NULL};
+        pgrt_lm_result r;
+        if ((rc = pgrt_lm_eval(L->lm, L->s, &lb, &r)))
+            return fail_rt(L, "evaluation", rc);
+        sum += r.loss_sum;
+        targets += r.targets;
+    }
+    memset(rec, 0, sizeof *rec);
+    rec->step = L->step;
+    rec->epoch = in->src->ops->epoch(in->src);
+    rec->loss = targets ? sum / (double)targets : NAN;
+    rec->targets = targets;
+    rec->batches = nb;
+    rec->elapsed_s = (now_ms() - L->t0_ms) / 1e3;
+    return 0;
+}
+
+static int save_checkpoint(loop *L, char *where, size_t cap)
+{
+    const train_run_in *in = L->in;
+    const char *out = L->o->output_dir;
+    char tmp[PATH_MAX + 64] = "", p[PATH_MAX + 128];
+    const char *lib = NULL; /* a library call that failed: its message */
+    int rc;
+    if (HAVE(pgrt_lm_pending) && pgrt_lm_pending(L->lm) != 0) {
+        fprintf(stderr, "ptxgen-train: checkpoint at step %" PRIu64 ": inside an optimizer "
+                        "step\n", L->step);
+        return TRAIN_EXIT_FAIL;
+    }
+    if (train_ckpt_begin(out, tmp, sizeof tmp, L->msg, sizeof L->msg))
+        goto failed;
+    if ((rc = pgrt_lm_adapter_get(L->lm, L->scratch)) || (rc = pgrt_adapter_save(L->scratch, tmp))) {
+        lib = "the adapter";
+        goto failed;
+    }
+    snprintf(p, sizeof p, "%s/%s", tmp, TRAIN_CKPT_OPTIMIZER);
+    if ((rc = pgrt_lm_state_save(L->lm, L->s, p))) {
+        lib = "the optimizer state";
+        goto failed;
+    }
+    uint64_t opt_steps = L->opt_steps;
+    if (HAVE(pgrt_lm_steps) && (rc = pgrt_lm_steps(L->lm, L->s, &opt_steps))) {
+        lib = "pgrt_lm_steps";
+        goto failed;
+    }
+    train_state st = {
+        .step = L->step,
+        .total_steps = in->total,
+        .optimizer_steps = opt_steps,
+        .skipped = L->skipped,
+        .seed = (uint64_t)L->o->seed,
+        .log_bytes = train_log_bytes(in->log),
+        .tokens = L->tokens,
+        .epoch = in->src->ops->epoch(in->src),
+    };
+    in->src->ops->position_get(in->src, st.position);
+    if (in->log && L->o->log_json)
+        train_path_absolute(L->o->log_json, st.log_json, sizeof st.log_json);
+    char *state = train_state_json(&st);
+    if (!state) {
+        snprintf(L->msg, sizeof L->msg, "out of host memory");
+        goto failed;
+    }
+    rc = train_ckpt_write_file(tmp, TRAIN_CKPT_CONFIG, in->run_config, strlen(in->run_config),
+                               L->msg, sizeof L->msg) ||
+         train_ckpt_write_file(tmp, TRAIN_CKPT_STATE, state, strlen(state), L->msg,
+                               sizeof L->msg);
+    free(state);
+    if (rc || train_ckpt_commit(out, tmp, L->step, where, cap, L->msg, sizeof L->msg))
+        goto failed;
+    int pruned = train_ckpt_prune(out, L->o->save_total_limit, L->msg, sizeof L->msg);
+    if (pruned < 0) {
+        /* the new checkpoint is whole: say so, and go on */
+        train_progress_end(&L->prog);
+        train_say("--save-total-limit: %s", L->msg);
+    }
+    return 0;
+failed:
+    train_progress_end(&L->prog);
+    /* the library's messages are escaped already */
+    if (lib)
+        fprintf(stderr, "ptxgen-train: checkpoint at step %" PRIu64 " failed: %s: %s\n",
+                L->step, lib, train_last_message());
+    else
+        train_say("checkpoint at step %" PRIu64 " failed: %s", L->step, L->msg);
+    train_ckpt_abort(tmp);
+    return TRAIN_EXIT_FAIL;
+}
+
+/* One optimizer step: its micro-batches fetched, then trained on. */
+static int one_step(loop *L, train_step_rec *rec)
+{
+    const train_run_in *in = L->in;
+    train_source *src = in->src;
+    double t0 = now_ms();
+    uint64_t step_targets = 0;
+    for (int m = 0; m < L->accum; m++) {
+        int rc = src->ops->next(src, &L->mb[m], L->msg, sizeof L->msg);
+        if (rc) {
+            train_progress_end(&L->prog);
+            train_say("%s: %s", src->opt, L->msg);
+            return TRAIN_EXIT_FAIL;
+        }
+        step_targets += L->mb[m].ntargets;
+    }
+    double sum = 0;
+    uint64_t targets = 0;
+    pgrt_lm_result r = {0};
+    for (int m = 0; m < L->accum; m++) {
+        const train_batch *b = &L->mb[m];
+        pgrt_lm_batch lb = {.ids = b->ids,
+                            .targets = src->has_targets ? b->targets : NULL,
+                            .pos = src->packed ? b->pos : NULL,
+                            .doc_start = src->packed ? b->doc_start : NULL,
+                            .step_targets = step_targets};
+        int rc = micro(L, &lb, &r);
+        if (rc)
+            return fail_rt(L, "training step", rc);
+        sum += r.loss_sum;
+        targets += r.targets;
+    }
+    if (!r.updated) {
+        train_progress_end(&L->prog);
+        fprintf(stderr, "ptxgen-train: step %" PRIu64 ": %d micro-batches did not end an "
+                        "optimizer step (--grad-accum %d)\n",
+                L->step + 1, L->accum, L->accum);
+        return TRAIN_EXIT_FAIL;
+    }
+    L->step++;
+    L->tokens += (uint64_t)L->accum * L->n;
+    if (r.skipped)
+        L->skipped++;
+    else
+        L->opt_steps++;
+    double ms = now_ms() - t0;
+    *rec = (train_step_rec){
+        .step = L->step,
+        .epoch = src->ops->epoch(src),
+        .loss = targets ? sum / (double)targets : NAN,
+        .lr = r.lr,
+        .grad_norm = r.grad_norm,
+        .tokens = (uint64_t)L->accum * L->n,
+        .ms = ms,
+        .elapsed_s = (now_ms() - L->t0_ms) / 1e3,
+        .skipped = r.skipped,
+    };
+    return 0;
+}
+
+static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+int train_run(const train_run_in *in, train_run_out *out)
+{
+    const train_opts *o = in->o;
+    loop L_ = {0}, *L = &L_;
+    L->in = in;
+    L->o = o;
+    L->rows = (int)o->batch;
+    L->seq = (int)o->seq;
+    L->accum = (int)o->grad_accum;
+    L->n = (size_t)L->rows * (size_t)L->seq;
+    const train_state *rs = in->resume;
+    L->step = rs ? rs->step : 0;
+    L->skipped = rs ? rs->skipped : 0;
+    L->tokens = rs ? rs->tokens : 0;
+    L->opt_steps = rs ? rs->optimizer_steps : 0;
+    out->steps = 0;
+    out->steady_ms = 0;
+    out->signal = 0;
+
+    pgrt_lm_params p = {
+        .model = in->mf,
+        .adapter = in->start,
+        .batch = L->rows,
+        .seq = L->seq,
+        .dtype = (pgrt_lm_dtype)o->dtype,
+        .lr = (float)o->lr,
+        .beta1 = 0.9f,
+        .beta2 = 0.999f,
+        .eps = 1e-8f,
+        .weight_decay = (float)o->weight_decay,
+        .max_norm = (float)o->max_norm,
+        .graph = in->graph,
+        .keep_grads = in->keep_grads,
+        .head_chunk = (int)o->head_chunk,
+        .profile = o->profile,
+        .grad_accum = L->accum,
+        .packed = in->src->packed,
+        .schedule = train_opts_schedule(o, in->total),
+    };
+    int rc = pgrt_lm_create(in->ctx, &p, &L->lm);
+    if (rc) {
+        fprintf(stderr, "ptxgen-train: %s\n",
+                pgrt_last_message()[0] ? train_last_message() : pgrt_strerror(rc));
+        return rc == PGRT_ENOMEM || rc == PGRT_ERANGE || rc == PGRT_EINVAL ? TRAIN_EXIT_USAGE
+                                                                            : TRAIN_EXIT_FAIL;
+    }
+    int status = TRAIN_EXIT_FAIL;
+    const char *name = in->graph ? "graph" : "eager";
+    size_t fb = 0, tb = 0;
+    if (!pgrt_ctx_mem_info(in->ctx, &fb, &tb))
+        fprintf(stderr, "device memory in use after create: %.2f GiB of %.2f GiB (a step "
+                        "allocates nothing)\n",
+                (tb - fb) / 1073741824.0, tb / 1073741824.0);
+    L->mb = calloc((size_t)L->accum, sizeof *L->mb);
+    bool ok = L->mb != NULL;
+    for (int m = 0; ok && m < L->accum; m++)
+        ok = alloc_batch(&L->mb[m], L->rows, L->seq, in->src->has_targets, in->src->packed) == 0;
+    if (ok && in->eval)
+        ok = alloc_batch(&L->ev, L->rows, L->seq, true, in->eval->packed) == 0;
+    if (ok && o->output_dir)
+        ok = pgrt_adapter_init(pgrt_model_hf_config(in->mf), &in->start->cfg, 0, &L->scratch) ==
+             0;
+    if (!ok) {
+        fprintf(stderr, "ptxgen-train: out of host memory for %d micro-batches of %d x %d\n",
+                L->accum, L->rows, L->seq);
+        goto out;
+    }
+    if ((rc = pgrt_stream_create(in->ctx, &L->s))) {
+        status = fail_rt(L, "creating a stream", rc);
+        goto out;
+    }
+    if (rs) {
+        char p2[PATH_MAX + 64];
+        snprintf(p2, sizeof p2, "%s/%s", in->resume_dir, TRAIN_CKPT_OPTIMIZER);
+        if ((rc = pgrt_lm_state_load(L->lm, L->s, p2))) {
+            fprintf(stderr, "ptxgen-train: --resume: %s\n", train_last_message());
+            status = rc == PGRT_EINVAL ? TRAIN_EXIT_USAGE : TRAIN_EXIT_FAIL;
+            goto out;
+        }
+        uint64_t done = 0;
+        if (HAVE(pgrt_lm_steps) && !pgrt_lm_steps(L->lm, L->s, &done) &&
+            done != rs->optimizer_steps) {
+            train_say("--resume %s: its optimizer state has taken %" PRIu64
+                      " steps, trainer_state.json says %" PRIu64,
+                      in->resume_dir, done, rs->optimizer_steps);
+            status = TRAIN_EXIT_USAGE;
+            goto out;
+        }
+    }
+
+    L->t0_ms = now_ms();
+    train_progress_init(&L->prog, name, isatty(STDERR_FILENO), o->log_every, L->step + 1,
+                        in->total, L->t0_ms);
+    while (L->step < in->total) {
+        train_step_rec rec;
+        if ((status = one_step(L, &rec)))
+            goto out;
+        status = TRAIN_EXIT_FAIL;
+        uint64_t i = out->steps++;
+        if (out->loss)
+            out->loss[i] = rec.loss;
+        if (i > 0)
+            out->steady_ms += rec.ms;
+        if (i == 0 && out->grads && (rc = pgrt_lm_grads_get(L->lm, out->grads))) {
+            status = fail_rt(L, "the gradients", rc);
+            goto out;
+        }
+        if (!isfinite(rec.loss)) {
+            train_progress_end(&L->prog);
+            fprintf(stderr, "ptxgen-train: step %" PRIu64 ": the loss is %g\n", rec.step,
+                    rec.loss);
+            goto out;
+        }
+        if (in->log && train_log_step(in->log, &rec)) {
+            train_progress_end(&L->prog);
+            perror("ptxgen-train: --log-json");
+            goto out;
+        }
+        double t = now_ms();
+        if (train_progress_due(&L->prog, rec.step, t)) {
+            size_t f = 0, tot = 0;
+            if (pgrt_ctx_mem_info(in->ctx, &f, &tot))
+                f = tot = 0;
+            double tps = rec.ms > 0 ? (double)rec.tokens / rec.ms * 1e3 : 0;
+            train_progress_print(&L->prog, &rec, tps, tot - f, tot, t);
+        }
+        bool last = L->step == in->total;
+        if (in->eval && ((o->eval_every && L->step % (uint64_t)o->eval_every == 0) || last)) {
+            train_eval_rec ev;
+            if ((status = evaluate(L, &ev)))
+                goto out;
+            status = TRAIN_EXIT_FAIL;
+            char line[256];
+            snprintf(line, sizeof line,
+                     "%s eval at step %" PRIu64 ": loss %.6f, perplexity %.4g (%" PRIu64
+                     " targets, %" PRIu64 " batches)",
+                     name, ev.step, ev.loss, exp(ev.loss), ev.targets, ev.batches);
+            train_progress_note(&L->prog, line);
+            if (in->log && train_log_eval(in->log, &ev)) {
+                perror("ptxgen-train: --log-json");
+                goto out;
+            }
+        }
+        int sig = stop_signal;
+        if (o->output_dir &&
+            ((o->save_every && L->step % (uint64_t)o->save_every == 0) || last || sig)) {
+            char where[PATH_MAX + 64];
+            if ((status = save_checkpoint(L, where, sizeof where)))
+                goto out;
+            status = TRAIN_EXIT_FAIL;
+            char line[PATH_MAX + 128], safe[4 * sizeof line];
+            snprintf(line, sizeof line, "checkpoint: %s", where);
+            pg_text_escape(safe, sizeof safe, line);
+            train_progress_note(&L->prog, safe);
+        }
+        if (sig) {
+            train_progress_end(&L->prog);
+            out->signal = sig;
+            if (o->output_dir)
+                fprintf(stderr, "ptxgen-train: %s at step %" PRIu64 " of %" PRIu64
+                                ": stopped after the checkpoint above; --resume continues "
+                                "the run\n",
+                        signal_name(sig), L->step, in->total);
+            else
+                fprintf(stderr, "ptxgen-train: %s at step %" PRIu64 " of %" PRIu64
+                                ": stopped; nothing saved (no --output-dir)\n",
+                        signal_name(sig), L->step, in->total);
+            status = 128 + sig;
+            goto out;
+        }
+    }
+    train_progress_end(&L->prog);
+    if (out->final && (rc = pgrt_lm_adapter_get(L->lm, out->final))) {
+        status = fail_rt(L, "the trained adapter", rc);
+        goto out;
+    }
+    pgrt_lm_stats st;
+    if (!pgrt_lm_stats_get(L->lm, &st))
+        fprintf(stderr,
+                "%s: %llu eager and %llu graphed steps, %llu captures (%llu failed); arena %.2f "
+                "GiB, weights %.2f GiB, LoRA state %.1f MiB\n",
+                name, (unsigned long long)st.eager_steps, (unsigned long long)st.graph_steps,
+                (unsigned long long)st.captures, (unsigned long long)st.capture_failures,
+                st.arena_bytes / 1073741824.0, st.weight_bytes / 1073741824.0,
+                st.lora_bytes / 1048576.0);
+    if (o->profile && !in->graph && out->steps)
+        train_print_profile(&st, out->steps);
+    status = 0;
+out:
+    train_progress_end(&L->prog);
+    if (L->s)
+        pgrt_stream_sync(L->s);
+    pgrt_stream_destroy(&L->s);
+    pgrt_lm_destroy(&L->lm);
+    for (int m = 0; L->mb && m < L->accum; m++)
+        free_batch(&L->mb[m]);
+    free(L->mb);
+    free_batch(&L->ev);
+    pgrt_adapter_destroy(&L->scratch);
+    return status;
+}
