@@ -418,6 +418,22 @@ def test_templates(tmp, tok_model, data_path, want):
         want_mask += [0] * len(head) + [on] * len(body) + [0] * len(nl)
     check_eq(mask, want_mask, 'generation spans: content and <|im_end|>, not the line end')
 
+    # Where transformers is installed (CI does not need it): the same ids as
+    # its apply_chat_template, and the same mask as its assistant mask.
+    try:
+        from transformers import PreTrainedTokenizerFast
+    except ImportError:
+        print('transformers is not installed: no comparison with apply_chat_template',
+              file=sys.stderr)
+    else:
+        ref = PreTrainedTokenizerFast(tokenizer_file=os.path.join(d, 'tokenizer.json'),
+                                      eos_token='<|im_end|>', pad_token='<|endoftext|>')
+        ref.chat_template = CHATML_GEN
+        r = ref.apply_chat_template(conv, tokenize=True, return_dict=True,
+                                    return_assistant_tokens_mask=True)
+        check_eq(ids, list(r['input_ids']), 'ids as apply_chat_template gives them')
+        check_eq(mask, list(r['assistant_masks']), 'mask as transformers\' assistant mask')
+
     # add_bos_token: BOS before text, none added to a chat (its template
     # writes what it wants).
     d = os.path.join(tmp, 'model-bos')
