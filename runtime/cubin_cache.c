@@ -25,6 +25,7 @@
  * on stderr.
  */
 #include "rt_internal.h"
+#include "sha256.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -55,117 +56,6 @@
 #define TMP_PATTERN TMP_PREFIX HEX16 ".##########.tmp"
 #define ENTRY_NAME_MAX sizeof ENTRY_PATTERN
 #define TMP_NAME_MAX sizeof TMP_PATTERN
-
-/* ---------------------------------------------------------------- SHA-256 (FIPS 180-4) */
-
-typedef struct sha256 {
-    uint32_t h[8];
-    uint64_t bytes;
-    unsigned char buf[64];
-    size_t nbuf;
-} sha256;
-
-static const uint32_t K256[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-    0xc67178f2,
-};
-
-static uint32_t ror(uint32_t x, unsigned n) { return (x >> n) | (x << (32 - n)); }
-
-static void sha256_block(sha256 *s, const unsigned char *p)
-{
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3];
-    uint32_t e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] +
-                      w[i];
-        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        h = g;
-        g = f;
-        f = e;
-        e = d + t1;
-        d = c;
-        c = b;
-        b = a;
-        a = t1 + t2;
-    }
-    s->h[0] += a;
-    s->h[1] += b;
-    s->h[2] += c;
-    s->h[3] += d;
-    s->h[4] += e;
-    s->h[5] += f;
-    s->h[6] += g;
-    s->h[7] += h;
-}
-
-static void sha256_init(sha256 *s)
-{
-    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, iv, sizeof iv);
-    s->bytes = 0;
-    s->nbuf = 0;
-}
-
-static void sha256_add(sha256 *s, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    s->bytes += n;
-    if (s->nbuf) {
-        size_t take = 64 - s->nbuf < n ? 64 - s->nbuf : n;
-        memcpy(s->buf + s->nbuf, p, take);
-        s->nbuf += take;
-        p += take;
-        n -= take;
-        if (s->nbuf < 64)
-            return;
-        sha256_block(s, s->buf);
-        s->nbuf = 0;
-    }
-    for (; n >= 64; p += 64, n -= 64)
-        sha256_block(s, p);
-    memcpy(s->buf, p, n);
-    s->nbuf = n;
-}
-
-static void sha256_end(sha256 *s, unsigned char out[32])
-{
-    uint64_t bits = s->bytes * 8;
-    unsigned char pad[72] = {0x80};
-    size_t npad = (s->nbuf < 56 ? 56 : 120) - s->nbuf;
-    for (int i = 0; i < 8; i++)
-        pad[npad + (size_t)i] = (unsigned char)(bits >> (56 - 8 * i));
-    sha256_add(s, pad, npad + 8);
-    for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 4; j++)
-            out[4 * i + j] = (unsigned char)(s->h[i] >> (24 - 8 * j));
-}
-
-static void sha256_of(const void *data, size_t n, unsigned char out[32])
-{
-    sha256 s;
-    sha256_init(&s);
-    sha256_add(&s, data, n);
-    sha256_end(&s, out);
-}
 
 /* ---------------------------------------------------------------- the cache object */
 
@@ -435,11 +325,11 @@ static void make_key(const pgrt_ctx *ctx, const char *ptx, unsigned char key[32]
     int n = snprintf(meta, sizeof meta, "ptxgen-cubin-%u%ccc=%d.%d%cdriver=%d%cjit=%s%c",
                      CUBIN_FORMAT, 0, ctx->info.cc_major, ctx->info.cc_minor, 0,
                      ctx->info.driver_version, 0, ctx->disk->jit_opts, 0);
-    sha256 s;
-    sha256_init(&s);
-    sha256_add(&s, meta, n > 0 ? (size_t)n : 0);
-    sha256_add(&s, ptx, strlen(ptx) + 1);
-    sha256_end(&s, key);
+    pgrt_sha256 s;
+    pgrt_sha256_init(&s);
+    pgrt_sha256_add(&s, meta, n > 0 ? (size_t)n : 0);
+    pgrt_sha256_add(&s, ptx, strlen(ptx) + 1);
+    pgrt_sha256_end(&s, key);
 }
 
 static void entry_name(const unsigned char key[32], char name[ENTRY_NAME_MAX])
@@ -517,7 +407,7 @@ static entry_state entry_read(const rt_cubin_cache *c, int dfd, const char *name
         get_u32(buf + 12) != CUBIN_HEADER || memcmp(buf + 16, key, 32) != 0 ||
         n != size - CUBIN_HEADER)
         goto out;
-    sha256_of(buf + CUBIN_HEADER, (size_t)n, sum);
+    pgrt_sha256_of(buf + CUBIN_HEADER, (size_t)n, sum);
     if (memcmp(sum, buf + 56, 32) != 0)
         goto out;
     /* Least recently used goes first: a hit makes the entry new again
@@ -642,7 +532,7 @@ static int tmp_create(int dfd, const char *entry, char tmp[TMP_NAME_MAX])
         clock_gettime(CLOCK_REALTIME, &seed.ts);
         seed.where = &seed;
         unsigned char r[32];
-        sha256_of(&seed, sizeof seed, r);
+        pgrt_sha256_of(&seed, sizeof seed, r);
         snprintf(tmp, TMP_NAME_MAX, TMP_PREFIX "%.16s.%02x%02x%02x%02x%02x.tmp", entry, r[0], r[1],
                  r[2], r[3], r[4]);
         int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -670,7 +560,7 @@ static void entry_write(rt_cubin_cache *c, const char *name, const unsigned char
     put_u32(head + 12, CUBIN_HEADER);
     memcpy(head + 16, key, 32);
     put_u64(head + 48, len);
-    sha256_of(cubin, len, head + 56);
+    pgrt_sha256_of(cubin, len, head + 56);
 
     char tmp[TMP_NAME_MAX];
     int fd = tmp_create(dfd, name, tmp);

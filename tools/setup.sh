@@ -14,7 +14,9 @@
 #     the meson, ninja-build and gcc packages;
 #   - otherwise, or when the distribution's Meson is too old (Ubuntu 22.04
 #     ships 0.61): Meson and Ninja from PyPI with pip, into a virtual
-#     environment in .venv/ of the source tree, which needs no privileges.
+#     environment in .venv/ of the source tree, which needs no privileges;
+#   - the Python packages of ptxgen-prepare, tokenizers and jinja2, when the
+#     python3 on PATH lacks them: with pip into .venv/ as well.
 # Once everything is there it only checks and runs COMMAND.
 set -eu
 
@@ -105,6 +107,28 @@ if [ -z "$tools_ok" ]; then
     hash -r 2>/dev/null || true
     meson_ok || die "Meson $meson_min or newer is still not found after setting it up"
     ninja_ok || die "Ninja is still not found after setting it up"
+fi
+
+# The data tools' Python packages, tokenizers and jinja2 (ptxgen-prepare and
+# its test in tests/data, which runs them with the first python3 that has
+# them: .venv/'s, then PATH's). When neither has them they go into .venv/
+# with pip, as Meson does. The build needs neither, so a failure here is
+# said, not fatal: the data-prepare test then fails naming what to install.
+py_ok() { "$1" -c 'import tokenizers, jinja2' >/dev/null 2>&1; }
+if have python3 && ! py_ok python3 && ! { [ -x "$venv/bin/python3" ] && py_ok "$venv/bin/python3"; }; then
+    if [ ! -x "$venv/bin/pip" ]; then
+        if ! python3 -c 'import ensurepip' >/dev/null 2>&1 && [ -n "$apt" ]; then
+            apt_install python3-venv
+        fi
+        say "creating a virtual environment in $venv for tokenizers and jinja2"
+        python3 -m venv "$venv" || say "could not create $venv (install python3-venv)"
+    fi
+    if [ -x "$venv/bin/pip" ]; then
+        say "installing tokenizers and jinja2 from PyPI into $venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check tokenizers jinja2 ||
+            say "pip could not install tokenizers and jinja2 into $venv;" \
+                "the data-prepare test fails until they are there (pip install tokenizers jinja2)"
+    fi
 fi
 
 cd "$root"

@@ -41,16 +41,17 @@ fail() {
 echo "install into $prefix"
 CC="$cc" "$meson" setup "$tmp/build" "$src" --prefix="$prefix" --libdir=lib \
     --buildtype=release >"$log" 2>&1 || fail "meson setup"
-# Only what gets installed: the libraries and the two tools.
+# Only what gets installed: the libraries and the tools.
 "$meson" compile -C "$tmp/build" ptxgen ptxgen-runtime ptxgen-dump ptxgen-train \
     >>"$log" 2>&1 || fail "meson compile"
 "$meson" install -C "$tmp/build" --no-rebuild >>"$log" 2>&1 || fail "meson install"
 
 for f in include/ptxgen/ptxgen.h include/ptxgen/pgk.h include/ptxgen/pgrt.h \
          include/ptxgen/pgrt_train.h include/ptxgen/pgrt_model.h include/ptxgen/pgrt_lm.h lib/pkgconfig/ptxgen.pc lib/pkgconfig/ptxgen-runtime.pc \
-         bin/ptxgen-dump bin/ptxgen-train; do
+         bin/ptxgen-dump bin/ptxgen-train bin/ptxgen-prepare; do
     [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
+[ -x "$prefix/bin/ptxgen-prepare" ] || fail "bin/ptxgen-prepare is not executable"
 ls "$prefix"/lib/libptxgen.so* >/dev/null 2>&1 || fail "libptxgen.so not installed"
 ls "$prefix"/lib/libptxgen-runtime.so* >/dev/null 2>&1 || fail "libptxgen-runtime.so not installed"
 # Nothing private leaks into the include directory.
