@@ -83,7 +83,9 @@
     X(lora_grad_bf16)                                                                      \
     X(gemm_f32_forward)                                                                    \
     X(gemm_f32_backward_x)                                                                 \
-    X(gemm_f32_backward_w)
+    X(gemm_f32_backward_w)                                                                 \
+    X(cross_entropy_fwd_bwd_dscale_f32)                                                    \
+    X(cross_entropy_fwd_bwd_dscale_bf16)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)
