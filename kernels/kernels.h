@@ -85,7 +85,9 @@
     X(gemm_f32_backward_x)                                                                 \
     X(gemm_f32_backward_w)                                                                 \
     X(cross_entropy_fwd_bwd_dscale_f32)                                                    \
-    X(cross_entropy_fwd_bwd_dscale_bf16)
+    X(cross_entropy_fwd_bwd_dscale_bf16)                                                   \
+    X(rope_forward_table_f32)                                                              \
+    X(rope_backward_table_f32)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

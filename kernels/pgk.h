@@ -237,6 +237,16 @@ PG_API uint32_t pgk_adamw_norm_blocks(uint32_t n);
  * least 1. Part of the clip pipeline's API: partial buffers are sized by it. */
 PG_API uint32_t pgk_squared_sum_num_blocks(uint32_t n);
 
+/* The inverse frequencies rope_forward_f32 computes on the device for
+ * theta and an even head_dim D, bit for bit: out[i] = 1 / f32(theta ^
+ * (f32(2i) / f32(D))) for i < D/2, the power evaluated in f64 (by the
+ * kernel's operations, in its order) and rounded once, the quotient in
+ * f32. The table of rope_forward_table_f32 that reproduces
+ * rope_forward_f32; a scaled RoPE (llama3) starts from it. out holds D/2
+ * floats. PG_EINVAL (out untouched) for a NULL out, an odd or zero D, or
+ * a theta that is not a positive normal finite float. Thread-safe. */
+PG_API int pgk_rope_inv_freq(float theta, uint32_t head_dim, float *out);
+
 
 /* ---- GEMM: the layouts of a linear layer and the choice per shape ---- */
 
