@@ -87,7 +87,8 @@
     X(cross_entropy_fwd_bwd_dscale_f32)                                                    \
     X(cross_entropy_fwd_bwd_dscale_bf16)                                                   \
     X(rope_forward_table_f32)                                                              \
-    X(rope_backward_table_f32)
+    X(rope_backward_table_f32)                                                             \
+    X(lr_schedule)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)
