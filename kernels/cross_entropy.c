@@ -20,6 +20,14 @@
  * without the cancellation of 1 - p or the rounding of ln(sum) near 1. Statistics are f32 and each
  * reduction runs in an order fixed by V: the same input gives the same
  * bits. Indices are u32 below V <= 2^31 and addresses 64-bit.
+ *
+ * cross_entropy_fwd_bwd_dscale_{f32,bf16} are the same kernels with scale
+ * read from device memory: their last param is a pointer to one f32, which
+ * every thread loads once (ld.global.nc, next to its label) when the kernel
+ * runs. A CUDA graph bakes kernel arguments, and a trainer's normalisation
+ * (1 / the labels counted in an optimizer step) changes every step. The
+ * value multiplies exactly where the immediate does, so for the same scale
+ * both forms write the same bits.
  */
 #include "model.h"
 
@@ -36,7 +44,8 @@ static pg_reg exp_below(pg_kernel *k, pg_reg x, pg_reg mx)
     return pgk_exp_nonpos(k, d);
 }
 
-static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt)
+/* dscale: p[5] is a pointer to the f32 scale rather than the value. */
+static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool dscale)
 {
     pg_kernel_set_maxntid(k, CE_THREADS, 1, 1);
     unsigned size = pgk_dtype_size(dt);
@@ -57,6 +66,11 @@ static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     pg_bounds_guard(k, row, rows, done);
     pg_reg label = pg_reg_new(k, PG_S32);
     pg_ld_nc(k, PG_S32, pgk_elem_addr(k, labels, row, 4), 0, label);
+    if (dscale) {
+        pg_reg scale_ptr = scale;
+        scale = pg_reg_new(k, PG_F32);
+        pg_ld_nc(k, PG_F32, scale_ptr, 0, scale);
+    }
     pg_reg lossa = pgk_elem_addr(k, loss, row, 4);
     pg_reg base = pgk_addr2(k, logits, row, vocab, pg_u32(0), size);
     pg_reg first = pg_reg_new(k, PG_PRED);
@@ -174,17 +188,15 @@ static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt)
     return pg_kernel_error(k);
 }
 
-static int ce_f32(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+/* The family's members, each descriptor's variant: bit 0 bf16 storage,
+ * bit 1 the scale from device memory. */
+enum { CE_BF16 = 1, CE_DSCALE = 2 };
+
+static int ce_build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
 {
-    (void)d;
     (void)kn;
-    return build_ce(k, p, PGK_F32);
-}
-static int ce_bf16(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
-{
-    (void)d;
-    (void)kn;
-    return build_ce(k, p, PGK_BF16);
+    pgk_dtype dt = d->variant & CE_BF16 ? PGK_BF16 : PGK_F32;
+    return build_ce(k, p, dt, (d->variant & CE_DSCALE) != 0);
 }
 
 static int launch_ce(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
@@ -201,6 +213,11 @@ static const pgk_param ce_params[] = {
     {"rows", PG_U32, false},  {"vocab", PG_U32, false}, {"scale", PG_F32, false},
 };
 
+static const pgk_param ce_dscale_params[] = {
+    {"logits", PG_U64, true}, {"labels", PG_U64, true}, {"loss", PG_U64, true},
+    {"rows", PG_U32, false},  {"vocab", PG_U32, false}, {"scale", PG_U64, true},
+};
+
 static const pgk_knob ce_knobs[] = {
     {"rows", 512, 1, INT32_MAX, "rows of the chunk (one block each)"},
     {"vocab", 151936, 1, 1u << 31, "logits a row"},
@@ -210,11 +227,24 @@ const pgk_desc pgk_desc_cross_entropy_fwd_bwd_f32 = {
     .name = "cross_entropy_fwd_bwd_f32",
     .summary = "per-row loss and, in place, (softmax - onehot) * scale for a chunk of f32 logits",
     .params = ce_params, .nparams = 6, .knobs = ce_knobs, .nknobs = 2,
-    .min_target = PG_SM_70, .build = ce_f32, .launch = launch_ce,
+    .min_target = PG_SM_70, .build = ce_build, .launch = launch_ce,
 };
 const pgk_desc pgk_desc_cross_entropy_fwd_bwd_bf16 = {
     .name = "cross_entropy_fwd_bwd_bf16",
     .summary = "per-row loss and, in place, (softmax - onehot) * scale for a chunk of bf16 logits",
     .params = ce_params, .nparams = 6, .knobs = ce_knobs, .nknobs = 2,
-    .min_target = PG_SM_80, .build = ce_bf16, .launch = launch_ce,
+    .min_target = PG_SM_80, .build = ce_build, .launch = launch_ce, .variant = CE_BF16,
+};
+const pgk_desc pgk_desc_cross_entropy_fwd_bwd_dscale_f32 = {
+    .name = "cross_entropy_fwd_bwd_dscale_f32",
+    .summary = "cross_entropy_fwd_bwd_f32 with scale read from one f32 in device memory",
+    PGK_PARAMS(ce_dscale_params), PGK_KNOBS(ce_knobs),
+    .min_target = PG_SM_70, .build = ce_build, .launch = launch_ce, .variant = CE_DSCALE,
+};
+const pgk_desc pgk_desc_cross_entropy_fwd_bwd_dscale_bf16 = {
+    .name = "cross_entropy_fwd_bwd_dscale_bf16",
+    .summary = "cross_entropy_fwd_bwd_bf16 with scale read from one f32 in device memory",
+    PGK_PARAMS(ce_dscale_params), PGK_KNOBS(ce_knobs),
+    .min_target = PG_SM_80, .build = ce_build, .launch = launch_ce,
+    .variant = CE_DSCALE | CE_BF16,
 };

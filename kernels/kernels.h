@@ -89,7 +89,12 @@
     X(lora_grad_bf16)                                                                      \
     X(gemm_f32_forward)                                                                    \
     X(gemm_f32_backward_x)                                                                 \
-    X(gemm_f32_backward_w)
+    X(gemm_f32_backward_w)                                                                 \
+    X(cross_entropy_fwd_bwd_dscale_f32)                                                    \
+    X(cross_entropy_fwd_bwd_dscale_bf16)                                                   \
+    X(rope_forward_table_f32)                                                              \
+    X(rope_backward_table_f32)                                                             \
+    X(lr_schedule)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

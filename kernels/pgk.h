@@ -237,6 +237,53 @@ PG_API uint32_t pgk_adamw_norm_blocks(uint32_t n);
  * least 1. Part of the clip pipeline's API: partial buffers are sized by it. */
 PG_API uint32_t pgk_squared_sum_num_blocks(uint32_t n);
 
+/* The learning-rate schedule lr_schedule reads: PGK_SCHED_COUNT f32 in
+ * device memory, every field a float (the step counts too; exact below
+ * 2^24). */
+enum pgk_sched {
+    PGK_SCHED_BASE_LR,
+    PGK_SCHED_WARMUP,    /* warm-up steps */
+    PGK_SCHED_TOTAL,     /* total steps, warm-up included */
+    PGK_SCHED_MIN_RATIO, /* the floor after warm-up, as a fraction of base_lr, in [0, 1] */
+    PGK_SCHED_KIND,      /* enum pgk_sched_kind, as a float */
+    PGK_SCHED_COUNT,
+};
+
+/* Hugging Face transformers' schedules (get_constant_schedule_with_warmup,
+ * get_linear_schedule_with_warmup, get_cosine_with_min_lr_schedule_with_warmup):
+ * the value of PGK_SCHED_KIND. Any other value is constant. */
+enum pgk_sched_kind {
+    PGK_SCHED_CONSTANT,
+    PGK_SCHED_LINEAR,
+    PGK_SCHED_COSINE,
+};
+
+/* The learning rate of optimizer step s (0-based: the steps completed
+ * before it) in double, the reference lr_schedule is held to: with W, T,
+ * m the warm-up, the total and the floor, base * s / W while s < W, else
+ * base * (m + (1 - m) g) with d = max(1, T - W), p = (s - W) / d and q =
+ * (T - s) / d clamped to [0, 1], g = 1 (constant), q (linear, which is
+ * 1 - p) or 0.5 (1 + cos(pi p)) (cosine, evaluated as cos^2(pi p / 2) or
+ * sin^2(pi q / 2) so that the end keeps its digits). Past T the floor
+ * holds (Hugging Face's cosine would rise again). Pure, thread-safe. */
+PG_API double pgk_lr_schedule_ref(const float sched[PGK_SCHED_COUNT], double s);
+/* What lr_schedule writes for step s, computed on the host by the kernel's
+ * own f32 operations (and f64 polynomial) in the kernel's order: the same
+ * bits, for a trainer to log the rate it never reads back. Within 4.2e-7
+ * of pgk_lr_schedule_ref, relatively (lr_schedule's header comment, in
+ * kernels/schedule.c). Pure, thread-safe. */
+PG_API float pgk_lr_schedule(const float sched[PGK_SCHED_COUNT], float s);
+
+/* The inverse frequencies rope_forward_f32 computes on the device for
+ * theta and an even head_dim D, bit for bit: out[i] = 1 / f32(theta ^
+ * (f32(2i) / f32(D))) for i < D/2, the power evaluated in f64 (by the
+ * kernel's operations, in its order) and rounded once, the quotient in
+ * f32. The table of rope_forward_table_f32 that reproduces
+ * rope_forward_f32; a scaled RoPE (llama3) starts from it. out holds D/2
+ * floats. PG_EINVAL (out untouched) for a NULL out, an odd or zero D, or
+ * a theta that is not a positive normal finite float. Thread-safe. */
+PG_API int pgk_rope_inv_freq(float theta, uint32_t head_dim, float *out);
+
 
 /* ---- GEMM: the layouts of a linear layer and the choice per shape ---- */
 

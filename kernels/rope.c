@@ -19,8 +19,27 @@
  *
  * One block a token: each thread finds cos/sin for its i once and turns
  * that pair in every head of q and k.
+ *
+ * rope_forward_table_f32 / rope_backward_table_f32 take the position and
+ * the inverse frequencies from device memory instead: pos = the s32
+ * pos[t] (positions that restart at every packed document), inv_freq[i]
+ * from an f32 table of D/2 (a scaled RoPE's, llama3 and the like, made on
+ * the host). angle = f32(pos) * inv_freq[i] and everything after it are
+ * the kernels above, instruction for instruction: with the table of
+ * pgk_rope_inv_freq(theta, D) and pos[t] = t mod S they write the bits of
+ * rope_forward_f32 / rope_backward_f32. Positions need |pos| < 2^20 (the
+ * angle reduction's range, with inv_freq <= 1); each thread loads pos[t]
+ * once and inv_freq[i] once a pair (ld.global.nc: neither is written).
+ *
+ * pgk_rope_inv_freq() is the host's copy of the table the kernels compute:
+ * the same f64 operations in the same order (fma for the device's fma),
+ * so its floats are the device's bit for bit.
  */
 #include "model.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
 
 #define ROPE_THREADS 128u
 
@@ -33,6 +52,27 @@
 #define LOG2E_D 1.44269504088896338700e+00
 
 static pg_reg f64_reg(pg_kernel *k) { return pg_reg_new(k, PG_F64); }
+
+/* ln m = 2 atanh(s) = sum 2 s^(2i+1) / (2i+1): the series' coefficients
+ * in z = s^2, for log2_f64 and its host copy. */
+#define LOG_TERMS 11
+static void atanh_coeffs(double *c)
+{
+    for (int i = 0; i < LOG_TERMS; i++)
+        c[i] = 2.0 / (2 * i + 1);
+}
+
+/* 1 / i!, for exp2_f64 and its host copy. */
+#define EXP_TERMS 15
+static void exp_coeffs(double *c)
+{
+    double fact = 1.0;
+    for (int i = 0; i < EXP_TERMS; i++) {
+        if (i > 0)
+            fact *= i;
+        c[i] = 1.0 / fact;
+    }
+}
 
 /* Horner: c[n-1] + z (c[n-2] + ... ) evaluated as c[0] + z (c[1] + z (...)). */
 static pg_reg horner(pg_kernel *k, pg_reg z, const double *c, int n)
@@ -74,10 +114,9 @@ static pg_reg log2_f64(pg_kernel *k, pg_reg theta)
     pg_div(k, PG_F64, s, num, den);
     pg_reg z = f64_reg(k);
     pg_mul(k, PG_F64, z, s, s);
-    double c[11];
-    for (int i = 0; i < 11; i++)
-        c[i] = 2.0 / (2 * i + 1);
-    pg_reg poly = horner(k, z, c, 11);
+    double c[LOG_TERMS];
+    atanh_coeffs(c);
+    pg_reg poly = horner(k, z, c, LOG_TERMS);
     pg_reg ln = f64_reg(k);
     pg_mul(k, PG_F64, ln, poly, s);
     pg_reg ed = f64_reg(k);
@@ -99,14 +138,9 @@ static pg_reg exp2_f64(pg_kernel *k, pg_reg y)
     pg_sub(k, PG_F64, f, y, nd);
     pg_reg x = f64_reg(k);
     pg_mul(k, PG_F64, x, f, pg_f64(LN2_D));
-    double c[15];
-    double fact = 1.0;
-    for (int i = 0; i < 15; i++) {
-        if (i > 0)
-            fact *= i;
-        c[i] = 1.0 / fact;
-    }
-    pg_reg ex = horner(k, x, c, 15);
+    double c[EXP_TERMS];
+    exp_coeffs(c);
+    pg_reg ex = horner(k, x, c, EXP_TERMS);
     pg_reg bexp = pg_reg_new(k, PG_S32);
     pg_add(k, PG_S32, bexp, n, pg_s32(1023));
     pg_reg wide = pg_reg_new(k, PG_U64);
@@ -219,50 +253,82 @@ static void rotate_heads(pg_kernel *k, pgk_dtype dt, bool backward, pg_reg x, pg
     pgk_loop_end(k, &L);
 }
 
-static int build_rope(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool backward)
+/* table: the position from the s32 pos[token] and inv_freq[i] from an f32
+ * table (params q, k, pos, inv_freq, num_tokens, q_heads, kv_heads,
+ * head_dim); otherwise t mod seq_len and theta (q, k, num_tokens, seq_len,
+ * q_heads, kv_heads, head_dim, theta). */
+static int build_rope(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool backward, bool table)
 {
     pg_kernel_set_maxntid(k, ROPE_THREADS, 1, 1);
     pg_reg q = pg_param_load(k, p[0]);
     pg_reg kk = pg_param_load(k, p[1]);
-    pg_reg ntok = pg_param_load(k, p[2]);
-    pg_reg seq = pg_param_load(k, p[3]);
-    pg_reg hq = pg_param_load(k, p[4]);
-    pg_reg hkv = pg_param_load(k, p[5]);
-    pg_reg dim = pg_param_load(k, p[6]);
-    pg_reg theta = pg_param_load(k, p[7]);
+    pg_reg ntok, hq, hkv, dim;
+    pg_reg seq = pg_none(), theta = pg_none(), posp = pg_none(), freqp = pg_none();
+    if (table) {
+        posp = pg_param_load(k, p[2]);
+        freqp = pg_param_load(k, p[3]);
+        ntok = pg_param_load(k, p[4]);
+        hq = pg_param_load(k, p[5]);
+        hkv = pg_param_load(k, p[6]);
+        dim = pg_param_load(k, p[7]);
+    } else {
+        ntok = pg_param_load(k, p[2]);
+        seq = pg_param_load(k, p[3]);
+        hq = pg_param_load(k, p[4]);
+        hkv = pg_param_load(k, p[5]);
+        dim = pg_param_load(k, p[6]);
+        theta = pg_param_load(k, p[7]);
+    }
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
     pg_reg token = pg_sreg_read(k, PG_SREG_CTAID_X);
     pg_label done = pg_label_new(k, "exit");
     pg_bounds_guard(k, token, ntok, done);
-    pg_reg pos = pg_reg_new(k, PG_U32);
-    pg_rem(k, PG_U32, pos, token, seq);
-    pg_reg posf = pg_reg_new(k, PG_F32);
-    pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, posf, pos);
+    pg_reg posf;
+    if (table) {
+        pg_reg pos = pgv_ld_nc(k, PG_S32, pgk_elem_addr(k, posp, token, 4), 0);
+        posf = pg_reg_new(k, PG_F32);
+        pg_cvt(k, PG_F32, PG_S32, PG_RND_RN, posf, pos);
+    } else {
+        pg_reg pos = pg_reg_new(k, PG_U32);
+        pg_rem(k, PG_U32, pos, token, seq);
+        posf = pg_reg_new(k, PG_F32);
+        pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, posf, pos);
+    }
     pg_reg half = pg_reg_new(k, PG_U32);
     pg_shr(k, PG_U32, half, dim, pg_u32(1));
-    pg_reg dimf = pg_reg_new(k, PG_F32);
-    pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, dimf, dim);
-    pg_reg lt = log2_f64(k, theta);
+    pg_reg dimf = pg_none(), lt = pg_none();
+    if (!table) {
+        dimf = pg_reg_new(k, PG_F32);
+        pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, dimf, dim);
+        lt = log2_f64(k, theta);
+    }
 
     pgk_loop L;
     pg_reg i = pgk_loop_begin(k, &L, tid, half, ntid);
-    pg_comment(k, "inv_freq = 1 / f32(theta ^ (f32(2i) / f32(D))); angle = f32(pos) * inv_freq");
-    pg_reg two_i = pg_reg_new(k, PG_U32);
-    pg_shl(k, PG_B32, two_i, i, pg_u32(1));
-    pg_reg ef = pg_reg_new(k, PG_F32);
-    pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, ef, two_i);
-    pg_div(k, PG_F32, ef, ef, dimf);
-    pg_reg ed = f64_reg(k);
-    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, ed, ef);
-    pg_reg y = f64_reg(k);
-    pg_mul(k, PG_F64, y, ed, lt);
-    pg_reg pw = exp2_f64(k, y);
-    pg_reg pwf = pg_reg_new(k, PG_F32);
-    pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, pwf, pw);
-    pg_reg inv = pg_reg_new(k, PG_F32);
-    pg_div(k, PG_F32, inv, pg_f32(1.0f), pwf);
+    pg_reg inv;
+    if (table) {
+        pg_comment(k, "angle = f32(pos) * inv_freq[i]");
+        inv = pgv_ld_nc(k, PG_F32, pgk_elem_addr(k, freqp, i, 4), 0);
+    } else {
+        pg_comment(k, "inv_freq = 1 / f32(theta ^ (f32(2i) / f32(D))); angle = f32(pos) * "
+                      "inv_freq");
+        pg_reg two_i = pg_reg_new(k, PG_U32);
+        pg_shl(k, PG_B32, two_i, i, pg_u32(1));
+        pg_reg ef = pg_reg_new(k, PG_F32);
+        pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, ef, two_i);
+        pg_div(k, PG_F32, ef, ef, dimf);
+        pg_reg ed = f64_reg(k);
+        pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, ed, ef);
+        pg_reg y = f64_reg(k);
+        pg_mul(k, PG_F64, y, ed, lt);
+        pg_reg pw = exp2_f64(k, y);
+        pg_reg pwf = pg_reg_new(k, PG_F32);
+        pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, pwf, pw);
+        inv = pg_reg_new(k, PG_F32);
+        pg_div(k, PG_F32, inv, pg_f32(1.0f), pwf);
+    }
     pg_reg ang = pg_reg_new(k, PG_F32);
     pg_mul(k, PG_F32, ang, posf, inv);
     pg_reg c, s;
@@ -285,21 +351,29 @@ static int launch_rope(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out
     return PG_OK;
 }
 
-#define ROPE_BUILD(fn, dt, bwd)                                                \
-    static int fn(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)     \
-    {                                                                          \
-        (void)d, (void)knobs;                                                           \
-        return build_rope(k, p, dt, bwd);                                      \
+#define ROPE_BUILD(fn, dt, bwd, table)                                                     \
+    static int fn(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs) \
+    {                                                                                        \
+        (void)d, (void)knobs;                                                                \
+        return build_rope(k, p, dt, bwd, table);                                             \
     }
-ROPE_BUILD(build_rope_fwd_f32, PGK_F32, false)
-ROPE_BUILD(build_rope_fwd_bf16, PGK_BF16, false)
-ROPE_BUILD(build_rope_bwd_f32, PGK_F32, true)
-ROPE_BUILD(build_rope_bwd_bf16, PGK_BF16, true)
+ROPE_BUILD(build_rope_fwd_f32, PGK_F32, false, false)
+ROPE_BUILD(build_rope_fwd_bf16, PGK_BF16, false, false)
+ROPE_BUILD(build_rope_bwd_f32, PGK_F32, true, false)
+ROPE_BUILD(build_rope_bwd_bf16, PGK_BF16, true, false)
+ROPE_BUILD(build_rope_table_fwd_f32, PGK_F32, false, true)
+ROPE_BUILD(build_rope_table_bwd_f32, PGK_F32, true, true)
 
 static const pgk_param rope_params[] = {
     {"q", PG_U64, true},           {"k", PG_U64, true},          {"num_tokens", PG_U32, false},
     {"seq_len", PG_U32, false},    {"q_heads", PG_U32, false},   {"kv_heads", PG_U32, false},
     {"head_dim", PG_U32, false},   {"theta", PG_F32, false},
+};
+
+static const pgk_param rope_table_params[] = {
+    {"q", PG_U64, true},           {"k", PG_U64, true},          {"pos", PG_U64, true},
+    {"inv_freq", PG_U64, true},    {"num_tokens", PG_U32, false}, {"q_heads", PG_U32, false},
+    {"kv_heads", PG_U32, false},   {"head_dim", PG_U32, false},
 };
 
 static const pgk_knob rope_knobs[] = {
@@ -327,3 +401,86 @@ ROPE_DESC(pgk_desc_rope_backward_f32, "rope_backward_f32", build_rope_bwd_f32, P
           "the transpose of rope_forward on dq and dk in place (f32)")
 ROPE_DESC(pgk_desc_rope_backward_bf16, "rope_backward_bf16", build_rope_bwd_bf16, PGK_BF16,
           "the transpose of rope_forward on dq and dk in place (bf16)")
+
+const pgk_desc pgk_desc_rope_forward_table_f32 = {
+    .name = "rope_forward_table_f32",
+    .summary = "rope_forward_f32 with positions from an s32 array and inv_freq from an f32 table "
+               "(packed sequences, scaled RoPE)",
+    PGK_PARAMS(rope_table_params),
+    PGK_KNOBS(rope_knobs),
+    .min_target = PG_SM_70,
+    .build = build_rope_table_fwd_f32,
+    .launch = launch_rope,
+};
+const pgk_desc pgk_desc_rope_backward_table_f32 = {
+    .name = "rope_backward_table_f32",
+    .summary = "the transpose of rope_forward_table_f32 on dq and dk in place",
+    PGK_PARAMS(rope_table_params),
+    PGK_KNOBS(rope_knobs),
+    .min_target = PG_SM_70,
+    .build = build_rope_table_bwd_f32,
+    .launch = launch_rope,
+};
+
+/* ---------------------------------------------------------------- the host's table */
+
+/* log2_f64, operation for operation: each statement one rounding, as the
+ * device's instruction. */
+static double host_log2(float theta)
+{
+    uint32_t u;
+    memcpy(&u, &theta, 4);
+    int32_t e = (int32_t)(u >> 23) - 127;
+    u = (u & 0x007FFFFFu) | 0x3F800000u;
+    float mf;
+    memcpy(&mf, &u, 4);
+    double m = mf;
+    if (m > 1.4142135623730951) {
+        m = m * 0.5;
+        e = e + 1;
+    }
+    double num = m - 1.0;
+    double den = m + 1.0;
+    double s = num / den;
+    double z = s * s;
+    double c[LOG_TERMS];
+    atanh_coeffs(c);
+    double poly = c[LOG_TERMS - 1];
+    for (int i = LOG_TERMS - 2; i >= 0; i--)
+        poly = fma(poly, z, c[i]);
+    double ln = poly * s;
+    return fma(ln, LOG2E_D, (double)e);
+}
+
+/* exp2_f64, likewise. */
+static double host_exp2(double y)
+{
+    int32_t n = (int32_t)lrint(y); /* cvt.rni: to nearest, ties to even */
+    double f = y - (double)n;
+    double x = f * LN2_D;
+    double c[EXP_TERMS];
+    exp_coeffs(c);
+    double ex = c[EXP_TERMS - 1];
+    for (int i = EXP_TERMS - 2; i >= 0; i--)
+        ex = fma(ex, x, c[i]);
+    uint64_t wide = (uint64_t)(uint32_t)(n + 1023) << 52;
+    double scale;
+    memcpy(&scale, &wide, 8);
+    return ex * scale;
+}
+
+int pgk_rope_inv_freq(float theta, uint32_t head_dim, float *out)
+{
+    if (!out || head_dim < 2 || head_dim % 2 != 0 || !(theta >= FLT_MIN && theta <= FLT_MAX))
+        return PG_EINVAL;
+    double lt = host_log2(theta);
+    float dimf = (float)head_dim;
+    for (uint32_t i = 0; i < head_dim / 2; i++) {
+        float ef = (float)(2 * i);
+        ef = ef / dimf;
+        double y = (double)ef * lt;
+        float pwf = (float)host_exp2(y);
+        out[i] = 1.0f / pwf;
+    }
+    return PG_OK;
+}

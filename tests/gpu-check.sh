@@ -79,7 +79,9 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
         "gpu_model/test_swiglu --small" "gpu_model/test_bias --small" \
         "gpu_model/test_cast --small" "gpu_model/test_cross_entropy --small" \
         "gpu_model/test_attention --small" "gpu_model/test_attention_docs --small" \
-        "gpu_model/test_lora --small" "model/test_gpu_lm"
+        "gpu_model/test_lora --small" "model/test_gpu_lm" \
+        "gpu_kernels/test_ce_dscale --small" "gpu_kernels/test_rope_table --small" \
+        "gpu_kernels/test_lr_schedule --small"
     for t in "$@"; do
         # test_gpu_runtime provokes driver errors on purpose (broken PTX, a
         # sync inside a capture): those are its checks, not memcheck's.

@@ -182,9 +182,9 @@ int lm_kernels_resolve(pgrt_lm *m)
     if (m->accum > 1 && (rc = resolve(m, &k->gacc_add, K_ADD, KN({"n", (uint32_t)m->nlora}))))
         return rc;
     for (int i = 0; i < 2 && m->c.qk_norm; i++) {
-        uint32_t rows = T * (uint32_t)(i ? m->c.kv_heads : m->c.heads);
-        if ((rc = resolve(m, &k->qk_fwd[i], K_RMS_FWD, KN({"num_rows", rows}, {"hidden_dim", hd}))) ||
-            (rc = resolve(m, &k->qk_bwd[i], K_RMS_BWD, KN({"num_rows", rows}, {"hidden_dim", hd}))))
+        uint32_t nr = T * (uint32_t)(i ? m->c.kv_heads : m->c.heads);
+        if ((rc = resolve(m, &k->qk_fwd[i], K_RMS_FWD, KN({"num_rows", nr}, {"hidden_dim", hd}))) ||
+            (rc = resolve(m, &k->qk_bwd[i], K_RMS_BWD, KN({"num_rows", nr}, {"hidden_dim", hd}))))
             return rc;
     }
     if (m->sched && (rc = resolve(m, &k->lr_sched, K_LR_SCHED, NULL, 0)))
