@@ -24,13 +24,20 @@ struct train_log {
     uint64_t bytes;
 };
 
-/* A number as JSON: non-finite ones (a diverged loss) are null. */
+/* A number as JSON, the shortest text that reads back as the same
+ * double (so that two runs' logs are equal exactly when their losses are
+ * bit for bit); non-finite ones (a diverged loss) are null. */
 static void num(char *buf, size_t cap, double x)
 {
-    if (isfinite(x))
-        snprintf(buf, cap, "%.9g", x);
-    else
+    if (!isfinite(x)) {
         snprintf(buf, cap, "null");
+        return;
+    }
+    for (int prec = 9; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x)
+            return;
+    }
 }
 
 /* A float (lr, grad_norm) as the shortest text that reads back as it. */
