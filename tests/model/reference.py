@@ -18,6 +18,9 @@ not part of CI.
   reference.py rope-check                 transformers' llama3 inverse frequencies (CPU)
                                          against pgrt_hf_rope_scale's f32 op sequence and
                                          the worked values of tests/model/test_hf.c
+  reference.py peft-eval --model M --adapter A --tokens F --log-json L [--dtype bf16]
+                                         ptxgen-train's saved adapter loaded in PEFT: its
+                                         validation loss against the log's last eval_loss
 
 Layout of D: model/ (config.json, model.safetensors), adapter/ (PEFT:
 adapter_config.json, adapter_model.safetensors), tokens.bin (little-endian
@@ -228,6 +231,59 @@ def reference(args):
                    "losses": losses, "grad_norms": norms}, f, indent=1)
     print(f"wrote {out}/losses.json and {out}/grads/adapter_model.safetensors")
     return out
+
+
+def peft_eval(args):
+    """ptxgen-train's saved adapter in PEFT: the validation loss transformers
+    gives with it on the evaluation rows ptxgen-train read (rows of --seq ids
+    in file order, --batches batches of --batch rows, labels = input_ids),
+    against the log's last eval_loss. The loss is the mean over every
+    target of the batches together, as ptxgen-train's."""
+    torch = torch_setup()
+    import numpy as np
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.float32 if args.dtype == "f32" else torch.bfloat16
+    base = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=dtype,
+                                                attn_implementation="eager")
+    model = PeftModel.from_pretrained(base, args.adapter).to(dev).eval()
+    tokens = np.fromfile(args.tokens, dtype="<i4").astype(np.int64)
+    rows = len(tokens) // args.seq
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for bi in range(args.batches):
+            idx = [(bi * args.batch + k) for k in range(args.batch)]
+            if idx[-1] >= rows:
+                break
+            ids = torch.from_numpy(np.stack([tokens[r * args.seq:(r + 1) * args.seq]
+                                             for r in idx])).to(dev)
+            logits = model(input_ids=ids).logits.float()
+            lp = torch.nn.functional.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
+                reduction="sum")
+            total += float(lp.item())
+            count += ids.shape[0] * (ids.shape[1] - 1)
+    want = total / count
+    evals = []
+    with open(args.log_json) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                r = json.loads(line)
+                if "eval_loss" in r:
+                    evals.append(r)
+    if not evals:
+        raise SystemExit(f"{args.log_json}: no eval_loss line")
+    got = evals[-1]["eval_loss"]
+    rel = abs(got - want) / abs(want)
+    tol = TOL[args.dtype]["loss1"]
+    ok = rel <= tol
+    print(f"peft-eval {args.dtype}: transformers+PEFT with the saved adapter {want:.9g}, "
+          f"ptxgen-train's eval_loss at step {evals[-1]['step']} {got:.9g}, relative "
+          f"{rel:.3g} (tolerance {tol:g}) {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
 
 
 def train_cmd(args, dtype):
@@ -451,6 +507,15 @@ def main():
     p.add_argument("--arch", default="qwen2", choices=ARCHS)
     train_opts(p)
     sub.add_parser("rope-check")
+    p = sub.add_parser("peft-eval")
+    p.add_argument("--model", required=True, help="the model directory")
+    p.add_argument("--adapter", required=True, help="ptxgen-train's saved adapter")
+    p.add_argument("--tokens", required=True, help="the --eval-data file (int32 ids)")
+    p.add_argument("--log-json", required=True, help="ptxgen-train's log")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--batches", type=int, default=2)
+    p.add_argument("--dtype", default="bf16", choices=["f32", "bf16"])
     args = ap.parse_args()
 
     if args.cmd == "make":
@@ -461,6 +526,8 @@ def main():
         return compare(args)
     elif args.cmd == "rope-check":
         return rope_check(args)
+    elif args.cmd == "peft-eval":
+        return peft_eval(args)
     else:
         make(args)
         for dt in ("f32", "bf16"):
