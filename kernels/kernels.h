@@ -94,7 +94,10 @@
     X(cross_entropy_fwd_bwd_dscale_bf16)                                                   \
     X(rope_forward_table_f32)                                                              \
     X(rope_backward_table_f32)                                                             \
-    X(lr_schedule)
+    X(lr_schedule)                                                                         \
+    X(dropout_f32)                                                                         \
+    X(dropout_add_f32)                                                                     \
+    X(counter_inc_u32)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

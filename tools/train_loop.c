@@ -394,6 +394,8 @@ int train_run(const train_run_in *in, train_run_out *out)
         .grad_accum = L->accum,
         .packed = in->src->packed,
         .schedule = train_opts_schedule(o, in->total),
+        /* --seed fixes the data order and, with lora_dropout, the masks */
+        .dropout_seed = (uint32_t)o->seed,
     };
     int rc = pgrt_lm_create(in->ctx, &p, &L->lm);
     if (rc) {

@@ -214,11 +214,10 @@ int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config 
         rc = model_fail(PGRT_EINVAL, ACFG ": target_modules: missing or empty");
         goto done;
     }
-    double dropout = 0;
-    if ((rc = model_double_opt(root, ACFG, "lora_dropout", &dropout)) < 0)
+    if ((rc = model_double_opt(root, ACFG, "lora_dropout", &out->dropout)) < 0)
         goto done;
-    if (dropout != 0) {
-        rc = model_fail(PGRT_EINVAL, ACFG ": lora_dropout: %g is not supported (0)", dropout);
+    if (!(out->dropout >= 0 && out->dropout < 1)) {
+        rc = model_fail(PGRT_EINVAL, ACFG ": lora_dropout: %g must be in [0, 1)", out->dropout);
         goto done;
     }
     if ((rc = model_string_opt(root, ACFG, "bias", &s)) < 0)
@@ -478,7 +477,9 @@ int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
                           "  \"layers_pattern\": null,\n  \"layers_to_transform\": null,\n"
                           "  \"lora_alpha\": ");
     put_number(&cj, a->cfg.alpha);
-    model_buf_printf(&cj, ",\n  \"lora_dropout\": 0.0,\n  \"modules_to_save\": null,\n"
+    model_buf_printf(&cj, ",\n  \"lora_dropout\": ");
+    put_number(&cj, a->cfg.dropout);
+    model_buf_printf(&cj, ",\n  \"modules_to_save\": null,\n"
                           "  \"peft_type\": \"LORA\",\n  \"r\": %d,\n  \"rank_pattern\": {},\n"
                           "  \"revision\": null,\n  \"target_modules\": [",
                      a->cfg.r);

@@ -224,6 +224,10 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
     m->gemm_next = 0; /* the step's first product */
     /* the learning rate of the optimizer step this micro-batch belongs to,
      * from the steps taken: on the device, so a replayed graph follows */
+    /* a new dropout mask for every training micro-batch */
+    if (m->drop && !m->evaluating && !m->warming &&
+        (rc = launch(m, s, K_CTR_INC, NULL, 0, ARGS(P(pgrt_buf_ptr(m->dctr))))))
+        return rc;
     if (m->sched && !m->evaluating && !m->warming &&
         (rc = lm_run(m, s, &m->k.lr_sched,
                      ARGS(P(pgrt_buf_ptr(pgrt_train_hyper_buf(m->train))),
@@ -376,6 +380,13 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->rope_table = p->packed || c->rope.kind != PGRT_ROPE_DEFAULT;
     m->accum = p->grad_accum > 1 ? p->grad_accum : 1;
     m->graph = p->graph;
+    if (p->adapter->cfg.dropout > 0) {
+        double pd = p->adapter->cfg.dropout;
+        m->drop = true;
+        m->drop_seed = p->dropout_seed;
+        m->drop_keep_min = (uint32_t)fmin(4294967295.0, floor(pd * 4294967296.0 + 0.5));
+        m->drop_scale = (float)(1.0 / (1.0 - pd));
+    }
     m->lw = calloc((size_t)c->layers, sizeof *m->lw);
     m->la = calloc((size_t)c->layers, sizeof *m->la);
     m->lora = malloc(sizeof *m->lora * (size_t)c->layers * PGRT_LINEAR_COUNT);
@@ -439,6 +450,9 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     }
 
     if ((rc = lm_upload_weights(m, p->model)) || (rc = lm_arena_layout(m, &pl)))
+        goto fail;
+    if (m->drop && ((rc = pgrt_buf_alloc(ctx, PG_U32, 1, &m->dctr)) ||
+                    (rc = pgrt_buf_memset(m->dctr, 0))))
         goto fail;
     if (pl.scratch && (rc = pgrt_buf_alloc(ctx, PG_F32, pl.scratch, &m->wscratch)))
         goto fail;
@@ -589,6 +603,7 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     pgrt_buf_destroy(&m->inv_freq);
     pgrt_buf_destroy(&m->gacc);
     pgrt_buf_destroy(&m->sched);
+    pgrt_buf_destroy(&m->dctr);
     pgrt_graph_destroy(&m->micro_graph);
     pgrt_buf_destroy(&m->p);
     pgrt_buf_destroy(&m->g);
@@ -895,9 +910,9 @@ static void state_identity(const pgrt_lm *m, char keys[][16], char vals[][32], s
 /* The state's tensors in the file: the LoRA parameters (the f32 masters,
  * so a resume is exact whatever the adapter file's dtype), AdamW's moments,
  * the hyper buffer and the optimizer's u32 words. */
-enum { ST_PARAMS, ST_M, ST_V, ST_HYPER, ST_WORDS, ST_COUNT };
-static const char *const state_names[ST_COUNT] = {"lora_params", "exp_avg", "exp_avg_sq",
-                                                  "hyper", "optimizer_words"};
+enum { ST_PARAMS, ST_M, ST_V, ST_HYPER, ST_WORDS, ST_DCTR, ST_COUNT };
+static const char *const state_names[ST_COUNT] = {"lora_params", "exp_avg",         "exp_avg_sq",
+                                                  "hyper",       "optimizer_words", "dropout_counter"};
 
 static int state_bufs(pgrt_lm *m, pgrt_buf *bufs[ST_COUNT])
 {
@@ -905,6 +920,7 @@ static int state_bufs(pgrt_lm *m, pgrt_buf *bufs[ST_COUNT])
     int rc = pgrt_train_moments(m->train, 0, &bufs[ST_M], &bufs[ST_V]);
     bufs[ST_HYPER] = pgrt_train_hyper_buf(m->train);
     bufs[ST_WORDS] = pgrt_train_state_buf(m->train);
+    bufs[ST_DCTR] = m->dctr;
     return rc;
 }
 
@@ -934,7 +950,7 @@ int pgrt_lm_state_save(pgrt_lm *m, pgrt_stream *s, const char *path)
         if (!(host[i] = malloc(n * 4)))
             rc = model_fail(PGRT_ENOMEM, "pgrt_lm_state_save: out of host memory");
         else if (!(rc = pgrt_buf_download(bufs[i], 0, host[i], n)))
-            out[nout++] = (pgrt_st_out){state_names[i], i == ST_WORDS ? PGRT_ST_U32 : PGRT_ST_F32,
+            out[nout++] = (pgrt_st_out){state_names[i], i >= ST_WORDS ? PGRT_ST_U32 : PGRT_ST_F32,
                                         1, {(int64_t)n}, host[i]};
     }
     char keys[8][16], vals[8][32];
@@ -975,7 +991,7 @@ int pgrt_lm_state_load(pgrt_lm *m, pgrt_stream *s, const char *path)
     for (int i = 0; i < ST_COUNT && !rc; i++) {
         const pgrt_st_tensor *t = pgrt_st_find(f, state_names[i]);
         size_t n = bufs[i] ? pgrt_buf_count(bufs[i]) : 0;
-        pgrt_st_dtype want = i == ST_WORDS ? PGRT_ST_U32 : PGRT_ST_F32;
+        pgrt_st_dtype want = i >= ST_WORDS ? PGRT_ST_U32 : PGRT_ST_F32;
         if (!bufs[i] && !t)
             continue;
         if (!t || !bufs[i] || t->dtype != want || t->count != (int64_t)n)

@@ -51,7 +51,10 @@
     X(LORA_UP, "lora_up_f32")                                                  \
     X(LORA_CAST, "cast_f32_to_bf16_scaled2")                                   \
     X(LORA_NARROW, "cast_f32_to_bf16")                                         \
-    X(LR_SCHED, "lr_schedule")
+    X(LR_SCHED, "lr_schedule")                                                 \
+    X(DROPOUT, "dropout_f32")                                                  \
+    X(DROPOUT_ADD, "dropout_add_f32")                                          \
+    X(CTR_INC, "counter_inc_u32")
 
 enum {
 #define X_(id, name) K_##id,
@@ -206,6 +209,15 @@ struct pgrt_lm {
     /* a learning-rate schedule: base lr, warmup, total, floor, kind (f32) */
     pgrt_buf *sched;
     float sched_host[5];
+    /* LoRA dropout (the adapter's lora_dropout > 0): the pairs take the
+     * f32 GEMM path with x dropped into xdrop by a counter-based mask
+     * (kernels/dropout.c) that the backward makes again; dctr counts the
+     * training micro-batches on the device */
+    bool drop;
+    uint32_t drop_seed, drop_keep_min;
+    float drop_scale;
+    pgrt_buf *dctr;
+    pgrt_devptr xdrop;
     pgrt_buf *lossview; /* the per-row losses, for the download */
 
     pgrt_buf *p, *g, *gkeep; /* LoRA params, gradients, kept gradients (f32) */

@@ -327,6 +327,22 @@ static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
                    pofs(m->g, lead->a));
 }
 
+/* x with LoRA dropout's mask for module mod of layer l into m->xdrop
+ * (add: m->xdrop's values dropped and added into dst instead). An
+ * evaluation keeps everything (scale 1): the same launches and products,
+ * so the prepared GEMMs serve it too. */
+static int dropout(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+                   pgrt_devptr dst, uint32_t in, bool add)
+{
+    uint32_t n = (uint32_t)m->T * in;
+    uint32_t stream = (uint32_t)(l * PGRT_LINEAR_COUNT + (int)mod);
+    bool all = m->evaluating;
+    return launch(m, s, add ? K_DROPOUT_ADD : K_DROPOUT, KN({"n", n}),
+                  ARGS(P(add ? m->xdrop : x), P(add ? dst : m->xdrop), U(n), U(m->drop_seed),
+                       U(stream), P(pgrt_buf_ptr(m->dctr)), U(all ? 0 : m->drop_keep_min),
+                       F(all ? 1.0f : m->drop_scale)));
+}
+
 /* y = x W^T (+ bias) (+ lora) for module mod of layer l; x [T, in] f32
  * and, in bf16, its copy m->xb that the caller made. The pairs of one
  * input are projected together at the group's first module: its callers
@@ -340,7 +356,7 @@ int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
-    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK;
+    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK && !m->drop;
     /* xa = s x A^T (kept for the backward) */
     pgrt_devptr xa = m->la[l].xa[mod], w;
     int rc = 0;
@@ -360,10 +376,13 @@ int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x
                     ARGS(P(y), P(bias), U(m->T), U(out)));
     if (rc || ld->a < 0 || thin)
         return rc;
-    /* ranks past the thin kernels: xa = s x A^T, y += xa B^T on the f32 GEMMs */
+    /* ranks past the thin kernels, and dropout: xa = s drop(x) A^T, y +=
+     * xa B^T on the f32 GEMMs */
     uint32_t n = (uint32_t)m->T * m->r;
-    if ((rc = lora_gemm(m, s, PGK_GEMM_FORWARD, false, x, pofs(m->p, ld->a), xa, (uint32_t)in,
-                        (uint32_t)m->r)) ||
+    if (m->drop && (rc = dropout(m, s, l, mod, x, 0, (uint32_t)in, false)))
+        return rc;
+    if ((rc = lora_gemm(m, s, PGK_GEMM_FORWARD, false, m->drop ? m->xdrop : x,
+                        pofs(m->p, ld->a), xa, (uint32_t)in, (uint32_t)m->r)) ||
         (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
         return rc;
     return lora_gemm(m, s, PGK_GEMM_FORWARD, true, xa, pofs(m->p, ld->b), y, (uint32_t)m->r,
@@ -407,7 +426,8 @@ int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
-    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK, first = thin && ld->parts == 1 && !acc;
+    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK && !m->drop;
+    bool first = thin && ld->parts == 1 && !acc;
     pgrt_devptr w;
     int rc = 0;
     if (m->lowp && !dyb) {
@@ -436,8 +456,20 @@ int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x
                         pofs(m->g, ld->b), r, (uint32_t)out)) ||
         (rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_X, false, dy, pofs(m->p, ld->b), m->dxa, r,
                         (uint32_t)out)) ||
-        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))) ||
-        (rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_W, false, m->dxa, x, pofs(m->g, ld->a),
+        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))))
+        return rc;
+    if (m->drop) {
+        /* dA = dxa^T drop(x), the forward's mask made again; dx +=
+         * drop(dxa A), through xdrop */
+        if ((rc = dropout(m, s, l, mod, x, 0, (uint32_t)in, false)) ||
+            (rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_W, false, m->dxa, m->xdrop,
+                            pofs(m->g, ld->a), (uint32_t)in, r)) ||
+            (rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_X, false, m->dxa, pofs(m->p, ld->a),
+                            m->xdrop, (uint32_t)in, r)))
+            return rc;
+        return dropout(m, s, l, mod, 0, dx, (uint32_t)in, true);
+    }
+    if ((rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_W, false, m->dxa, x, pofs(m->g, ld->a),
                         (uint32_t)in, r)))
         return rc;
     return lora_gemm(m, s, PGK_GEMM_BACKWARD_X, true, m->dxa, pofs(m->p, ld->a), dx,
@@ -457,6 +489,6 @@ bool lm_fusable(const pgrt_lm *m)
 {
     const pgrt_hf_config *c = &m->c;
     int qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
-    return m->lowp && m->arch_target == PG_SM_90A && m->nlora && m->r % 8 == 0 &&
+    return m->lowp && !m->drop && m->arch_target == PG_SM_90A && m->nlora && m->r % 8 == 0 &&
            (c->hidden | c->intermediate | qd | kvd) % 8 == 0;
 }

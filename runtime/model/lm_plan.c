@@ -19,6 +19,7 @@ void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S,
     unsigned ntarget = 0;
     for (int i = 0; i < PGRT_LINEAR_COUNT; i++)
         ntarget += ad && (ad->cfg.targets >> i) & 1u;
+    bool drop = ad && ad->cfg.dropout > 0;
     uint64_t per_layer = T * (4 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) + T * r * ntarget +
                          (c->qk_norm ? T * (qd + kvd) : 0); /* Qwen3: q, k before their norms */
     /* the layer inputs of L layers and the final one, then the scratch */
@@ -35,7 +36,7 @@ void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S,
                T * (5 * H + qd * 2 + kvd * 2 + 3 * I + widest) /* dx dxm dh part dtmp, dq datt,
                                                                  dk dv, dg du dact */
                + 3 * T * r + T * c->heads /* dxa (three parts), delta */ +
-               (uint64_t)chunk * V + T /* loss */ +
+               (uint64_t)chunk * V + T /* loss */ + (drop ? T * widest : 0) /* xdrop */ +
                (bf16 ? T * widest /* xb, dyb: two bf16 halves */ + (uint64_t)chunk * V / 2 + 1
                      : 0);
     uint64_t wel = V * H * (c->tie_embeddings ? 1 : 2);
@@ -244,6 +245,8 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
     m->delta = take(base, &off, T * m->c.heads);
     m->logits = take(base, &off, (uint64_t)m->chunk * V);
     m->loss = take(base, &off, T);
+    if (m->drop)
+        m->xdrop = take(base, &off, T * widest);
     if (m->lowp) {
         m->xb = take(base, &off, (T * widest + 1) / 2);
         m->dyb = take(base, &off, (T * widest + 1) / 2);

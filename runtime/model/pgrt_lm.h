@@ -102,6 +102,13 @@ typedef struct pgrt_lm_params {
     /* The learning rate by optimizer step, computed on the device
      * (pgrt_lm_schedule); all zero: lr for every step. */
     pgrt_lm_schedule schedule;
+    /* The adapter's lora_dropout p > 0: each pair's input is dropped by a
+     * mask drawn from (dropout_seed, the training micro-batches so far,
+     * the layer and module, the element's index), kept elements scaled by
+     * 1 / (1 - p) (kernels/dropout.c has the hash: a reference makes the
+     * same masks); evaluations keep everything. These pairs take the f32
+     * GEMM path (no fused or thin LoRA kernels). */
+    uint32_t dropout_seed;
 } pgrt_lm_params;
 
 typedef struct pgrt_lm pgrt_lm;

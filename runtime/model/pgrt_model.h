@@ -360,6 +360,7 @@ typedef struct pgrt_adapter_config {
     unsigned targets; /* bit (1u << pgrt_linear) per target module */
     char base_model[512]; /* base_model_name_or_path ("" if absent/null) */
     bool rslora;          /* use_rslora: the scale is alpha / sqrt(r) */
+    double dropout;       /* lora_dropout, 0 <= p < 1 (pgrt_lm: a counter-based mask) */
 } pgrt_adapter_config;
 
 /* The LoRA scale the model applies: lora_alpha / r, or lora_alpha /
@@ -370,8 +371,8 @@ PGRT_API double pgrt_adapter_scale(const pgrt_adapter_config *c);
  * lora_alpha, use_rslora, target_modules (a list of module names, one
  * name, "all-linear", or a regular expression that PEFT full-matches
  * against each module's path, "model.layers.<i>.self_attn.q_proj"),
- * lora_dropout 0 or absent, bias "none" or absent. Refused, naming the
- * field and what is supported: a nonzero dropout, another bias, a module
+ * lora_dropout in [0, 1), bias "none" or absent. Refused, naming the
+ * field and what is supported: a dropout outside [0, 1), another bias, a module
  * the models here lack, a pattern that matches no module or some layers
  * only, use_dora true, modules_to_save, layers_to_transform, rank_pattern
  * or alpha_pattern non-empty, fan_in_fan_out true. */

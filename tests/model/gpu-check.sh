@@ -8,7 +8,8 @@
 # REF_DIR: a directory reference.py all already made (tests/target-check.sh
 # runs the reference once for several targets); default OUT_DIR/small, made.
 # ARCH: the kind of small model the reference makes (reference.py --arch:
-# qwen2, the default, llama, llama3, mistral, qwen3).
+# qwen2, the default, llama, llama3, mistral, qwen3). DROPOUT: the
+# adapter's lora_dropout (the reference draws ptxgen's masks, seed 0).
 set -u
 B=$1
 O=$2
@@ -20,7 +21,7 @@ mkdir -p "$O"
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 if has ref; then
     if [ -z "${REF_DIR:-}" ]; then
-        python3 $R all --dir "$D" ${ARCH:+--arch "$ARCH"} > "$O/reference.log" 2>&1 ||
+        python3 $R all --dir "$D" ${ARCH:+--arch "$ARCH"} ${DROPOUT:+--dropout "$DROPOUT"} > "$O/reference.log" 2>&1 ||
             echo "reference failed: see reference.log"
         tail -4 "$O/reference.log"
     fi

@@ -121,6 +121,61 @@ def torch_setup():
     return torch
 
 
+M32 = 0xFFFFFFFF
+
+
+def fmix32(h):
+    """MurmurHash3's finaliser on uint64 arrays holding u32 values."""
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & M32
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & M32
+    return h ^ (h >> 16)
+
+
+def dropout_keep(n, seed, counter, stream, p):
+    """kernels/dropout.c's mask over n elements (flat indices 0..n-1):
+    fmix32(i ^ fmix32(seed ^ c * 0x9E3779B9 ^ stream * 0x85EBCA6B)) >=
+    round(p 2^32)."""
+    import numpy as np
+    key = seed ^ ((counter * 0x9E3779B9) & M32) ^ ((stream * 0x85EBCA6B) & M32)
+    key = int(fmix32(np.array([key], dtype=np.uint64))[0])
+    h = fmix32(np.arange(n, dtype=np.uint64) ^ np.uint64(key))
+    keep_min = min(M32, int(np.floor(p * 4294967296.0 + 0.5)))
+    return h >= keep_min
+
+
+def patch_dropout(torch, model, seed, p, counter):
+    """PEFT's lora_dropout modules replaced by ptxgen's masks: the mask of
+    (seed, counter[0], layer * 7 + module) over x's elements, kept ones
+    times f32(1 / (1 - p)); counter[0] is the training micro-batch (1 at
+    the first, as pgrt_lm counts them). Evaluation (model.eval()) keeps
+    everything, as nn.Dropout does."""
+    scale = torch.tensor(float(__import__("numpy").float32(1.0 / (1.0 - p))))
+
+    class Drop(torch.nn.Module):
+        def __init__(self, stream):
+            super().__init__()
+            self.stream = stream
+
+        def forward(self, x):
+            if not self.training:
+                return x
+            keep = dropout_keep(x.numel(), seed, counter[0], self.stream, p)
+            mask = torch.from_numpy(keep.reshape(x.shape)).to(x.device, x.dtype)
+            return x * mask * scale.to(x.device, x.dtype)
+
+    n = 0
+    for name, mod in model.named_modules():
+        if hasattr(mod, "lora_dropout") and "default" in getattr(mod, "lora_dropout", {}):
+            parts = name.split(".")
+            layer = int(parts[parts.index("layers") + 1])
+            stream = layer * len(TARGETS) + TARGETS.index(parts[-1])
+            mod.lora_dropout["default"] = Drop(stream)
+            n += 1
+    assert n, "no LoRA dropout module found"
+
+
 def make(args):
     torch = torch_setup()
     import numpy as np
@@ -144,7 +199,7 @@ def make(args):
                 p.normal_(0.0, args.init_std)
     model.save_pretrained(os.path.join(args.dir, "model"), safe_serialization=True)
 
-    lcfg = LoraConfig(r=8, lora_alpha=16, target_modules=TARGETS, lora_dropout=0.0,
+    lcfg = LoraConfig(r=8, lora_alpha=16, target_modules=TARGETS, lora_dropout=args.dropout,
                       bias="none", task_type="CAUSAL_LM")
     peft_model = get_peft_model(model, lcfg)
     # B nonzero, so that every gradient (A's too) is nonzero at step 1
@@ -193,6 +248,11 @@ def reference(args):
         model = PeftModel.from_pretrained(base, os.path.join(args.dir, "adapter"),
                                           is_trainable=True)
     model.to(dev)
+    counter = [0]
+    pdrop = json.load(open(os.path.join(args.dir, "adapter", "adapter_config.json"))).get(
+        "lora_dropout", 0.0) or 0.0
+    if pdrop > 0:
+        patch_dropout(torch, model, args.dropout_seed, pdrop, counter)
     model.train()  # dropout is 0 everywhere, so train() changes nothing else
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     assert params and all("lora_" in n for n, _ in params), "only LoRA may train"
@@ -208,6 +268,7 @@ def reference(args):
     for step in range(args.steps):
         ids = torch.from_numpy(batch(tokens, step, args.batch, args.seq)).to(dev)
         opt.zero_grad(set_to_none=True)
+        counter[0] += 1
         loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         if step == 0:
@@ -480,6 +541,8 @@ def main():
         p.add_argument("--max-norm", type=float, default=1.0)
         p.add_argument("--weight-decay", type=float, default=0.01)  # torch's AdamW default
         p.add_argument("--attn", default="eager", choices=["eager", "sdpa"])
+        # ptxgen-train's --seed: with lora_dropout > 0 the masks' seed
+        p.add_argument("--dropout-seed", type=int, default=0)
 
     p = sub.add_parser("make")
     p.add_argument("--dir", required=True)
@@ -488,6 +551,7 @@ def main():
     p.add_argument("--init-std", type=float, default=0.05)
     p.add_argument("--wide", action="store_true", help="hidden 128, intermediate 256, vocab 512")
     p.add_argument("--arch", default="qwen2", choices=ARCHS)
+    p.add_argument("--dropout", type=float, default=0.0, help="the adapter's lora_dropout")
     p = sub.add_parser("reference")
     p.add_argument("--dir", required=True)
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
@@ -505,6 +569,7 @@ def main():
     p.add_argument("--init-std", type=float, default=0.05)
     p.add_argument("--wide", action="store_true", help="hidden 128, intermediate 256, vocab 512")
     p.add_argument("--arch", default="qwen2", choices=ARCHS)
+    p.add_argument("--dropout", type=float, default=0.0, help="the adapter's lora_dropout")
     train_opts(p)
     sub.add_parser("rope-check")
     p = sub.add_parser("peft-eval")

@@ -838,7 +838,10 @@ static void test_adapter_config(void)
     REQUIRE_INT_EQ(acfg("{\"r\":4,\"target_modules\":\"up_proj\"}", &c), 0);
     REQUIRE_INT_EQ(c.targets, 1u << PGRT_LINEAR_UP);
 
-    ADAPTER_REFUSED("\"lora_dropout\":0.05,", "lora_dropout: 0.05 is not supported (0)");
+    ADAPTER_REFUSED("\"lora_dropout\":1,", "lora_dropout: 1 must be in [0, 1)");
+    ADAPTER_REFUSED("\"lora_dropout\":-0.1,", "lora_dropout: -0.1 must be in [0, 1)");
+    REQUIRE_INT_EQ(acfg("{\"r\":8,\"lora_dropout\":0.05,\"target_modules\":\"q_proj\"}", &c), 0);
+    REQUIRE(c.dropout == 0.05);
     ADAPTER_REFUSED("\"bias\":\"all\",", "bias: 'all' is not supported (none)");
     ADAPTER_REFUSED("\"peft_type\":\"IA3\",", "peft_type: 'IA3' is not supported");
     ADAPTER_REFUSED("\"use_dora\":true,", "use_dora: true is not supported");
