@@ -83,7 +83,8 @@
     X(lora_grad_bf16)                                                                      \
     X(gemm_f32_forward)                                                                    \
     X(gemm_f32_backward_x)                                                                 \
-    X(gemm_f32_backward_w)
+    X(gemm_f32_backward_w)                                                                 \
+    X(attention_sm90_forward)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)
