@@ -270,8 +270,7 @@ void pgk_fa_mma_pb(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg (*p)[4], 
     }
 }
 
-/* The quad (the 4 lanes sharing a row) reduction of v, fixed order. */
-static pg_reg quad_reduce(pg_kernel *k, pg_reduce_op op, pg_reg v)
+pg_reg pgk_fa_quad_reduce(pg_kernel *k, pg_reduce_op op, pg_reg v)
 {
     pg_reg r = pgv_mov(k, PG_F32, v);
     for (unsigned o = 1; o <= 2; o <<= 1) {
@@ -508,7 +507,7 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp, bool docs)
             for (unsigned e = 0; e < 2; e++)
                 if (nt || e)
                     pg_max(k, PG_F32, mx, mx, s[nt][2 * hh + e]);
-        mx = quad_reduce(k, PG_REDUCE_MAX, mx);
+        mx = pgk_fa_quad_reduce(k, PG_REDUCE_MAX, mx);
         pg_reg mn = pgv_max(k, PG_F32, m[hh], mx);
         pg_reg mc = pgv_mul(k, PG_F32, mn, f.c);
         if (docs) {
@@ -539,7 +538,7 @@ static int build_fwd(pg_kernel *k, const pg_param *p, unsigned dp, bool docs)
     pg_comment(k, "O = acc / l; LSE = m scale + ln l");
     pg_reg inv[2];
     for (unsigned hh = 0; hh < 2; hh++) {
-        pg_mov(k, PG_F32, l[hh], quad_reduce(k, PG_REDUCE_SUM, l[hh]));
+        pg_mov(k, PG_F32, l[hh], pgk_fa_quad_reduce(k, PG_REDUCE_SUM, l[hh]));
         inv[hh] = pgv_rcp(k, PG_F32, l[hh]);
         for (unsigned nt = 0; nt < dp / 8; nt++)
             for (unsigned e = 0; e < 2; e++)

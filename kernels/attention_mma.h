@@ -50,6 +50,9 @@ void pgk_fa_mma_abt(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg a, pg_re
                     unsigned npairs);
 void pgk_fa_mma_pb(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg (*p)[4], unsigned ksteps,
                    pg_reg b);
+/* The quad (the 4 lanes sharing an accumulator row) reduction of v: a
+ * butterfly over lane offsets 1 then 2, every lane the same bits. */
+pg_reg pgk_fa_quad_reduce(pg_kernel *k, pg_reduce_op op, pg_reg v);
 void pgk_fa_causal_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], unsigned ntiles, pg_val row0,
                         pg_val col0, bool transposed);
 /* Masks (to -inf) the elements of the accumulator tiles s[nt] whose key

@@ -97,7 +97,8 @@
     X(lr_schedule)                                                                         \
     X(dropout_f32)                                                                         \
     X(dropout_add_f32)                                                                     \
-    X(counter_inc_u32)
+    X(counter_inc_u32)                                                                     \
+    X(attention_sm90_forward)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

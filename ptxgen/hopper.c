@@ -3,9 +3,9 @@
  * The Hopper instructions (PG_OP_MAP_SM90 in internal.h): warpgroup MMA and
  * its shared-memory descriptors, TMA tensor copies, mbarriers and the async
  * proxy fences, register reallocation, stmatrix, elect.sync, a counted
- * named barrier, tensor-map parameters, and the bf16 mma.sync. Builders
- * check their operands at the call, as builder.c does; pg_format_sm90()
- * writes their text for format.c.
+ * named barrier and its arrive, tensor-map parameters, and the bf16
+ * mma.sync. Builders check their operands at the call, as builder.c does;
+ * pg_format_sm90() writes their text for format.c.
  */
 #include "internal.h"
 
@@ -152,24 +152,35 @@ pg_reg pg_param_addr(pg_kernel *k, pg_param p)
     return d;
 }
 
-void pg_bar_sync_count(pg_kernel *k, uint32_t id, uint32_t nthreads)
+/* bar.sync / bar.arrive id, nthreads: the same operands and limits. */
+static void bar_counted(pg_kernel *k, pg_opcode op, uint32_t id, uint32_t nthreads)
 {
-    if (!begin(k, OP_BAR_N))
+    if (!begin(k, op))
         return;
     if (id > 15) {
-        pg_fail(k, PG_ERANGE, "bar.sync %u, %u: barrier ids are 0..15", id, nthreads);
+        pg_fail(k, PG_ERANGE, "%s %u, %u: barrier ids are 0..15", stem(op), id, nthreads);
         return;
     }
     if (nthreads == 0 || nthreads > 1024 || nthreads % 32) {
-        pg_fail(k, PG_ERANGE, "bar.sync %u, %u: the thread count is a multiple of 32 in "
-                "32..1024", id, nthreads);
+        pg_fail(k, PG_ERANGE, "%s %u, %u: the thread count is a multiple of 32 in 32..1024",
+                stem(op), id, nthreads);
         return;
     }
-    instr *in = push(k, OP_BAR_N, PG_PRED);
+    instr *in = push(k, op, PG_PRED);
     if (!in)
         return;
     in->imm = id;
     in->offset = nthreads;
+}
+
+void pg_bar_sync_count(pg_kernel *k, uint32_t id, uint32_t nthreads)
+{
+    bar_counted(k, OP_BAR_N, id, nthreads);
+}
+
+void pg_bar_arrive(pg_kernel *k, uint32_t id, uint32_t nthreads)
+{
+    bar_counted(k, OP_BAR_ARRIVE, id, nthreads);
 }
 
 /* ---------------------------------------------------------------- mbarrier, fences */
@@ -266,8 +277,8 @@ void pg_cp_async_bulk_tensor(pg_kernel *k, unsigned dims, pg_val sdst, pg_reg tm
 {
     if (!begin(k, OP_TMA_LOAD))
         return;
-    if (dims != 2 && dims != 3) {
-        pg_fail(k, PG_EINVAL, "cp.async.bulk.tensor: %ud (2 or 3 dimensions)", dims);
+    if (dims < 2 || dims > 5) {
+        pg_fail(k, PG_EINVAL, "cp.async.bulk.tensor: %ud (2 to 5 dimensions)", dims);
         return;
     }
     if (!coords) {
@@ -648,6 +659,7 @@ bool pg_format_sm90(pg_sbuf *b, const pg_kernel *k, const instr *in)
     const char *st = pg_op_table[in->op].stem;
     switch ((pg_opcode)in->op) {
     case OP_BAR_N:
+    case OP_BAR_ARRIVE:
         pg_sb_fmt(b, "%s %u, %lld", st, in->imm, (long long)in->offset);
         return true;
     case OP_CVTA_PARAM:

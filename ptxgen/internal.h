@@ -153,11 +153,12 @@ enum {
     PG_OP_MAP_SM90(X)
 
 /* The Hopper rows (hopper.c builds and writes them): a counted named
- * barrier, a parameter's address, mbarriers, the async proxy,
+ * barrier and its arrive, a parameter's address, mbarriers, the async proxy,
  * TMA, warpgroup MMA, register reallocation, stmatrix, elect. Each min sm /
  * ISA checked with ptxas 13.0, one lower refused. */
 #define PG_OP_MAP_SM90(X)                                                                     \
     X(BAR_N, "bar.sync", TC_NONE, TX_CUSTOM, OPF_BARRIER, 70, 60)                             \
+    X(BAR_ARRIVE, "bar.arrive", TC_NONE, TX_CUSTOM, OPF_BARRIER, 70, 60)                      \
     X(CVTA_PARAM, "cvta.param.u64", TC_BIT | TC_UINT, TX_CUSTOM, 0, 70, 77)                   \
     X(MBAR_INIT, "mbarrier.init.shared::cta.b64", TC_NONE, TX_CUSTOM, 0, 80, 78)              \
     X(MBAR_ARRIVE, "mbarrier.arrive.shared::cta.b64", TC_NONE, TX_CUSTOM, 0, 80, 78)          \

@@ -612,6 +612,13 @@ PG_API pg_reg pg_param_addr(pg_kernel *k, pg_param p);
  * each warp (a warp or warpgroup index: %tid.x >> 5 or more) but not under
  * one that splits a warp. */
 PG_API void pg_bar_sync_count(pg_kernel *k, uint32_t id, uint32_t nthreads);
+/* bar.arrive id, nthreads: this warp arrives at named barrier id without
+ * waiting; the barrier completes when nthreads threads have arrived or
+ * synced (pg_bar_sync_count with the same id and count). How one group of
+ * warps hands a turn to another (the pingpong of two consumer warpgroups:
+ * one syncs, the other arrives). The same operands and validator rule as
+ * pg_bar_sync_count. */
+PG_API void pg_bar_arrive(pg_kernel *k, uint32_t id, uint32_t nthreads);
 
 /* mbarrier.init.shared::cta.b64 [bar+off], count (u32 register or
  * immediate, 1..2^20-1). */
@@ -641,7 +648,7 @@ PG_API void pg_fence_mbarrier_init(pg_kernel *k);
 
 /* cp.async.bulk.tensor.{dims}d.shared::cluster.global.mbarrier::complete_tx::bytes
  *     [sdst], [tmap, {c0, ...}], [bar]
- * dims is 2 or 3; tmap a u64 register from pg_param_addr (or any generic
+ * dims is 2 to 5; tmap a u64 register from pg_param_addr (or any generic
  * address of a tensor map); coords[dims] s32/u32 registers or immediates,
  * innermost first, in elements (may be outside the tensor: those elements
  * read as zero). sdst (a 128-byte aligned shared address) and bar as above. */

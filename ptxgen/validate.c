@@ -1823,9 +1823,10 @@ static int check_syncs(cfg *g, const uslice *u, const why *div, bool report)
         }
         if (!(fl & OPF_BARRIER))
             continue;
-        /* A counted barrier waits for whole warps: a split between
-         * warps is what it is for; a split inside one is not. */
-        uint8_t allowed = in->op == OP_BAR_N ? LV_WARP : LV_NONE;
+        /* A counted barrier (and a counted arrive) counts whole warps: a
+         * split between warps is what it is for; a split inside one is not. */
+        bool counted = in->op == OP_BAR_N || in->op == OP_BAR_ARRIVE;
+        uint8_t allowed = counted ? LV_WARP : LV_NONE;
         char bar[256], br[256], wt[160];
         if (in->guard && why_level(div[u->sguard[j]]) > allowed) {
             if (!report)
@@ -1847,7 +1848,7 @@ static int check_syncs(cfg *g, const uslice *u, const why *div, bool report)
             why_text(g, div[u->bguard[g->blk_of[b->cause]]], wt, sizeof wt);
             return pg_fail(k, PG_EDIVERGE, "barrier divergence: %s is reached by only some "
                            "threads of the %s: the %s at %s depends on %s", bar,
-                           in->op == OP_BAR_N ? "warps it counts" : "block",
+                           counted ? "warps it counts" : "block",
                            cb->op == OP_BRA ? "branch" : "early exit", br, wt);
         }
     }

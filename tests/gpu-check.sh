@@ -74,6 +74,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
         "gpu_kernels/test_backward --small" "train/test_forward --small" \
         "gpu_gemm/test_gemm" "gpu_gemm/test_gemm_f32" "gpu_gemm/test_gemm_mma" \
         "gpu_gemm/test_gemm_sm90" "gpu_gemm/test_gemm_thin" \
+        "gpu_kernels/test_attention_sm90 --small" \
         "gpu_cublas/test_cublas" "runtime/test_gpu_sm90" \
         "gpu_model/test_embedding --small" "gpu_model/test_rope --small" \
         "gpu_model/test_swiglu --small" "gpu_model/test_bias --small" \
@@ -96,6 +97,9 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     # mbarriers and named barriers: the warp-specialized GEMM's synchronisation
     step "synccheck gpu_gemm/test_gemm_sm90" "$out/synccheck.log" env PGRT_GPU_QUICK=1 \
         $cs --tool synccheck $b/tests/gpu_gemm/test_gemm_sm90
+    # ... and the attention's, with its pingpong of bar.sync / bar.arrive
+    step "synccheck gpu_kernels/test_attention_sm90" "$out/synccheck.log" \
+        $cs --tool synccheck $b/tests/gpu_kernels/test_attention_sm90 --small
     step "memcheck ptxgen-train (tiny)" "$out/memcheck.log" \
         $cs --tool memcheck "$b/tools/ptxgen-train" --layers 2 --hidden 48 --seq 12 \
         --batch 2 --steps 3 --mode both
@@ -112,6 +116,8 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     step "bench_gemm --lora (gemm_thin's forms)" "$out/bench-gemm-lora.log" \
         "$b/tests/gpu_gemm/bench_gemm" --lora
     step "bench_gemm_sm90" "$out/bench-gemm-sm90.log" "$b/tests/gpu_gemm/bench_gemm_sm90"
+    step "bench_attention_sm90" "$out/bench-attention-sm90.log" \
+        "$b/tests/gpu_kernels/bench_attention_sm90"
     step "bench_lora" "$out/bench-lora.log" "$b/tests/gpu_model/bench_lora"
     # The cold JIT: neither the driver's cache nor ptxgen's cubin cache.
     step "prewarm (1.5B LoRA config)" "$out/prewarm.log" env CUDA_CACHE_DISABLE=1 \
@@ -136,6 +142,8 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     grep -h -E '^(lora|FORMS|  (bf16|f16|fp32) )' "$out/bench-gemm-lora.log" 2>/dev/null
     echo
     grep -v '^device:' "$out/bench-gemm-sm90.log" 2>/dev/null | head -n 24
+    echo
+    grep -v '^device:' "$out/bench-attention-sm90.log" 2>/dev/null
     echo
     cat "$out/bench-lora.log" 2>/dev/null
     echo

@@ -557,8 +557,8 @@ static void step(state *s)
     case 39: { /* TMA: a tensor map from the param, coordinates of every class */
         if (!target_has(s, 90, false, false))
             break;
-        unsigned dims = 2 + (next(&s->in) & 1);
-        pg_val co[3];
+        unsigned dims = 2 + next(&s->in) % 4;
+        pg_val co[5];
         for (unsigned i = 0; i < dims; i++)
             co[i] = next(&s->in) & 1 ? pg_s32((int)(next(&s->in) % 64) - 8) : src_of(s, PG_S32);
         int64_t off = 0;
@@ -651,10 +651,13 @@ static void step(state *s)
             s->regs[type_index(PG_U64)][s->nregs[type_index(PG_U64)]++] = d;
         break;
     }
-    case 47: /* a counted named barrier */
+    case 47: /* a counted named barrier, or an arrive at one */
         x = 1 + next(&s->in) % 15;
         y = 32 * (1 + next(&s->in) % 8);
-        pg_bar_sync_count(k, x, y);
+        if (next(&s->in) & 1)
+            pg_bar_sync_count(k, x, y);
+        else
+            pg_bar_arrive(k, x, y);
         break;
     case 48: /* a cvt of any drawn class into a drawn destination */
         t = pool_types[next(&s->in) % NPT];

@@ -327,6 +327,8 @@ static void c_sync(pg_kernel *k, const env *e, const int *a)
     case 2: pg_membar(k, (pg_scope)a[1]); break;
     case 3: pg_fence(k, (pg_scope)a[1], false); break;
     case 4: pg_fence(k, (pg_scope)a[1], true); break;
+    case 5: pg_bar_sync_count(k, (uint32_t)a[1], 64); break;
+    case 6: pg_bar_arrive(k, (uint32_t)a[1], 64); break;
     }
 }
 
@@ -981,10 +983,10 @@ static void enumerate_classes(matrix *m)
         FORM(m, f_mbar, init, 2);
         FORM(m, f_mbar, wait, 3);
     }
-    for (int dims = 2; dims <= 3; dims++) {
-        int c[6] = {PG_U32, PG_U64, PG_U32, PG_S32, PG_S32, PG_S32};
-        static const unsigned char vec2[] = {3, 2, 0, 0}, vec3[] = {3, 3, 0, 0};
-        class_form(m, f_tma, (const int[]){dims}, c, 3 + (unsigned)dims, dims == 2 ? vec2 : vec3);
+    for (int dims = 2; dims <= 5; dims++) {
+        int c[8] = {PG_U32, PG_U64, PG_U32, PG_S32, PG_S32, PG_S32, PG_S32, PG_S32};
+        const unsigned char vec[] = {3, (unsigned char)dims, 0, 0};
+        class_form(m, f_tma, (const int[]){dims}, c, 3 + (unsigned)dims, vec);
     }
     for (int n = 1; n <= 4; n *= 2)
         for (int tr = 0; tr < 2; tr++) {
@@ -1066,6 +1068,10 @@ static void enumerate(matrix *m)
     TRY(m, c_sync, 0, 0);
     TRY(m, c_sync, 0, 15);
     TRY(m, c_sync, 1, 0);
+    for (int id = 0; id <= 15; id += 15) {
+        TRY(m, c_sync, 5, id);
+        TRY(m, c_sync, 6, id);
+    }
     for (int s = 0; s <= PG_SCOPE_SYS; s++)
         for (int kind = 2; kind <= 4; kind++)
             TRY(m, c_sync, kind, s);

@@ -43,6 +43,13 @@ static void texts(void)
     pg_cp_async_bulk_tensor(k, 3, r4, ta, c3, pg_shared_addr(bars));
     EXPECT_LINE(k, "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
                    "[%r4], [%rd1, {%r3, %r2, 5}], [hop_bars1]");
+    pg_val c5[5] = {pg_u32(64), r2, r3, pg_u32(0), r1};
+    pg_cp_async_bulk_tensor(k, 4, r4, ta, c5, r1);
+    EXPECT_LINE(k, "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                   "[%r4], [%rd1, {64, %r2, %r3, 0}], [%r1]");
+    pg_cp_async_bulk_tensor(k, 5, r4, ta, c5, r1);
+    EXPECT_LINE(k, "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                   "[%r4], [%rd1, {64, %r2, %r3, 0, %r1}], [%r1]");
     pg_cp_async_bulk_commit(k);
     EXPECT_LINE(k, "cp.async.bulk.commit_group");
     pg_cp_async_bulk_wait(k, 0);
@@ -60,6 +67,8 @@ static void texts(void)
     EXPECT_LINE(k, "elect.sync _|%p1, 4294967295");
     pg_bar_sync_count(k, 1, 256);
     EXPECT_LINE(k, "bar.sync 1, 256");
+    pg_bar_arrive(k, 2, 256);
+    EXPECT_LINE(k, "bar.arrive 2, 256");
     pg_wgmma_fence(k);
     EXPECT_LINE(k, "wgmma.fence.sync.aligned");
     pg_wgmma_commit(k);
@@ -202,9 +211,12 @@ static void bad_operands(void)
     struct { int which; int want; const char *says; } cases[] = {
         {0, PG_ERANGE, "n = 12"},      {1, PG_ETYPE, "not .f32"},
         {2, PG_ERANGE, "setmaxnreg.inc 20"}, {3, PG_ERANGE, "multiple of 32"},
-        {4, PG_ERANGE, "parity 2"},    {5, PG_EINVAL, "4d (2 or 3"},
+        {4, PG_ERANGE, "parity 2"},    {5, PG_ERANGE, "coordinate 3 does not fit s32"},
         {6, PG_ERANGE, "scale-d 2"},   {7, PG_ETYPE, "accumulator"},
         {8, PG_ERANGE, "wait_group 8"}, {9, PG_EINVAL, "no transpose"},
+        {10, PG_EINVAL, "6d (2 to 5"}, {11, PG_EINVAL, "1d (2 to 5"},
+        {12, PG_ERANGE, "bar.arrive 16, 256: barrier ids"},
+        {13, PG_ERANGE, "bar.arrive 1, 1056: the thread count"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pg_kernel *k = mk("bad", PG_SM_90A);
@@ -213,7 +225,7 @@ static void bad_operands(void)
         for (int j = 0; j < 8; j++)
             f[j] = pg_reg_new(k, j == 3 && cases[i].which == 7 ? PG_U32 : PG_F32);
         pg_reg v[4] = {r, r, r, r};
-        pg_val c[4] = {r, r, r, r};
+        pg_val c[6] = {r, r, r, r, r, r};
         pg_wgmma w = {.n = 8, .ab = PG_BF16, .d = f, .a_desc = x, .b_desc = x, .scale_d = p};
         switch (cases[i].which) {
         case 0: w.n = 12; pg_wgmma_mma_async(k, &w); break;
@@ -221,11 +233,15 @@ static void bad_operands(void)
         case 2: pg_setmaxnreg(k, true, 20); break;
         case 3: pg_bar_sync_count(k, 1, 100); break;
         case 4: pg_mbarrier_try_wait_parity(k, p, r, 0, pg_u32(2)); break;
-        case 5: pg_cp_async_bulk_tensor(k, 4, r, x, c, r); break;
+        case 5: c[3] = pg_u64(UINT64_C(1) << 33); pg_cp_async_bulk_tensor(k, 4, r, x, c, r); break;
         case 6: w.scale_d = pg_u32(2); pg_wgmma_mma_async(k, &w); break;
         case 7: pg_wgmma_mma_async(k, &w); break;
         case 8: pg_wgmma_wait(k, 8); break;
         case 9: w.a_desc = pg_none(); w.a = v; w.trans_a = true; pg_wgmma_mma_async(k, &w); break;
+        case 10: pg_cp_async_bulk_tensor(k, 6, r, x, c, r); break;
+        case 11: pg_cp_async_bulk_tensor(k, 1, r, x, c, r); break;
+        case 12: pg_bar_arrive(k, 16, 256); break;
+        case 13: pg_bar_arrive(k, 1, 1056); break;
         }
         REQUIRE_INT_EQ(pg_kernel_error(k), cases[i].want);
         if (!strstr(pg_kernel_message(k), cases[i].says))
@@ -348,6 +364,9 @@ static void maxnreg_counts(void)
  *   4: the warp index is computed as tid.x * 3 >> 7, not a warp index (refused)
  *   5: the consumers' setmaxnreg sits under tid.x < 200 (refused: .aligned)
  *   6: a wgmma.fence under the elected thread's guard (refused: .aligned)
+ *   7: the pingpong of two consumer warpgroups: the second arrives at the
+ *      first's named barrier, the first syncs there (accepted)
+ *   8: a bar.arrive under the elected thread's branch (refused)
  */
 static int specialized(int variant, char *msg, size_t n)
 {
@@ -386,6 +405,15 @@ static int specialized(int variant, char *msg, size_t n)
         pg_bar_sync(k, 0);
     else if (variant != 2)
         pg_bar_sync_count(k, 1, 256);
+    if (variant == 7) {
+        pg_label own = pg_label_new(k, "own"), turned = pg_label_new(k, "turned");
+        pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(1)), false, own);
+        pg_bar_arrive(k, 2, 256);
+        pg_bra(k, turned);
+        pg_label_bind(k, own);
+        pg_bar_sync_count(k, 2, 256);
+        pg_label_bind(k, turned);
+    }
     pg_bra(k, done);
     /* producer */
     pg_label_bind(k, producer);
@@ -404,6 +432,8 @@ static int specialized(int variant, char *msg, size_t n)
     pg_cp_async_bulk_tensor(k, 2, sa, ta, c, pg_shared_addr(bar));
     if (variant == 2)
         pg_bar_sync_count(k, 1, 256);
+    if (variant == 8)
+        pg_bar_arrive(k, 2, 256);
     pg_label_bind(k, skip);
     pg_label_bind(k, done);
     const char *ptx = NULL;
@@ -432,6 +462,10 @@ static void validator(void)
     REQUIRE(strstr(msg, "bar.sync 0") != NULL && strstr(msg, "%tid.x") != NULL);
     specialized(2, msg, sizeof msg);
     REQUIRE(strstr(msg, "bar.sync 1, 256") != NULL && strstr(msg, "warps it counts") != NULL);
+    REQUIRE_INT_EQ(specialized(7, msg, sizeof msg), 0);
+    REQUIRE_STR_EQ(msg, "");
+    REQUIRE_INT_EQ(specialized(8, msg, sizeof msg), PG_EDIVERGE);
+    REQUIRE(strstr(msg, "bar.arrive 2, 256") != NULL && strstr(msg, "warps it counts") != NULL);
 
     /* accumulators are defined by the wgmma that writes them and read by
      * one whose scale-d is not 0 */
@@ -460,10 +494,10 @@ static void validator(void)
 /*
  * Every instruction of this file the target has, in one kernel that
  * ptxas must accept without a warning: wgmma at every n from 8 to 256 (A
- * from shared memory and from registers), setmaxnreg (sm_90a); TMA 2-D and
- * 3-D, mbarrier expect_tx / try_wait, the fences, elect, stmatrix, bulk
- * groups (sm_90); mbarrier init / arrive, bf16 mma.sync, bar.sync with a
- * count (sm_80).
+ * from shared memory and from registers), setmaxnreg (sm_90a); TMA 2-D to
+ * 5-D, mbarrier expect_tx / try_wait, the fences, elect, stmatrix, bulk
+ * groups (sm_90); mbarrier init / arrive, bf16 mma.sync, bar.sync and
+ * bar.arrive with a count (sm_80).
  */
 static char *showcase(pg_target t)
 {
@@ -493,8 +527,14 @@ static char *showcase(pg_target t)
     pg_reg wg = pgv_shr(k, PG_U32, tid, pg_u32(7));
     pg_reg side = pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(1));
     pg_label skip = pg_label_new(k, "skip");
-    pg_bra_if(k, side, true, skip);
+    pg_label other = pg_label_new(k, "other");
+    pg_bra_if(k, side, true, other);
     pg_bar_sync_count(k, 1, 128);
+    pg_bar_sync_count(k, 2, 256);
+    pg_bra(k, skip);
+    pg_label_bind(k, other); /* warpgroup 2 hands warpgroup 1 its turn */
+    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(0)), false, skip);
+    pg_bar_arrive(k, 2, 256);
     pg_label_bind(k, skip);
     if (sm >= 90) {
         pg_reg ta = pg_param_addr(k, tm);
@@ -510,6 +550,11 @@ static char *showcase(pg_target t)
         pg_val c3[3] = {pg_u32(0), pg_u32(0), tid};
         pg_guard(k, lead, false);
         pg_cp_async_bulk_tensor(k, 3, sa, ta, c3, ba);
+        pg_val c5[5] = {pg_u32(0), pg_u32(1), tid, pg_u32(2), tid};
+        pg_guard(k, lead, false);
+        pg_cp_async_bulk_tensor(k, 4, sa, ta, c5, ba);
+        pg_guard(k, lead, false);
+        pg_cp_async_bulk_tensor(k, 5, sa, ta, c5, ba);
         pg_mbarrier_wait_parity(k, ba, 0, pg_u32(0));
         pg_stmatrix(k, 4, true, sa, 0, r);
         pg_stmatrix(k, 2, false, sa, 16, r);

@@ -13,7 +13,8 @@ static void op_table(void)
                     op == OP_MBAR_TRY_WAIT || op == OP_ELECT || op == OP_WGMMA;
         REQUIRE_INT_EQ(!!(f & OPF_TERM), term);
         REQUIRE_INT_EQ(!!(f & OPF_LANE_VARYING), lane);
-        REQUIRE_INT_EQ(!!(f & OPF_BARRIER), op == OP_BAR || op == OP_BAR_N);
+        REQUIRE_INT_EQ(!!(f & OPF_BARRIER),
+                       op == OP_BAR || op == OP_BAR_N || op == OP_BAR_ARRIVE);
         /* the arch-only rows: wgmma on sm_90a alone, setmaxnreg on any "a" */
         bool wg = op == OP_WGMMA || op == OP_WGMMA_FENCE || op == OP_WGMMA_COMMIT ||
                   op == OP_WGMMA_WAIT;

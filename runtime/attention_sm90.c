@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pgrt_attention_sm90_forward: causal GQA attention's forward on the
+ * catalog's attention_sm90_forward (kernels/attention_sm90.c), which reads
+ * Q, K and V only through three tensor maps. Each call encodes them (host
+ * work only, no driver round trip, so a capture records them by value)
+ * and launches:
+ *
+ *   map    tensor            dims (innermost first)  strides (bytes)             box
+ *   q      bf16 [B,S,Hq,D]   {D, Hq, S, B}           {2D, 2 Hq D, 2 S Hq D}       {64, 1, 128, 1}
+ *   k, v   bf16 [B,S,Hkv,D]  {D, Hkv, S, B}          {2D, 2 Hkv D, 2 S Hkv D}     {64, 1, 128, 1}
+ *
+ * 128-byte swizzle (a box row is 64 bf16, 128 bytes). The batch is a
+ * dimension of its own so that a tile at the end of one sequence reads
+ * zeros, not the next sequence; a D below the tile (64 or 128) reads zero
+ * columns. TMA wants 16-byte strides: D a multiple of 8.
+ */
+#include "rt_internal.h"
+
+#include <string.h>
+
+#define FN "pgrt_attention_sm90_forward"
+#define MAX_SEQ (1u << 22)
+
+/* The shape rules, without pointers: what a model asks before choosing
+ * this kernel over attention_mma_forward. */
+static int check_shape(const char *fn, const pgrt_ctx *ctx, uint32_t q_heads, uint32_t kv_heads,
+                       uint32_t head_dim)
+{
+    if (!ctx)
+        return rt_fail(PGRT_EINVAL, "%s: ctx is NULL", fn);
+    if (ctx->info.arch_target != PG_SM_90A)
+        return rt_fail(PGRT_ETARGET, "%s: wgmma and TMA need sm_90a, a compute capability 9.0 "
+                       "device; this one is %d.%d (attention_mma_forward runs there)", fn,
+                       ctx->info.cc_major, ctx->info.cc_minor);
+    if (q_heads == 0 || q_heads > 65535 || kv_heads == 0 || q_heads % kv_heads)
+        return rt_fail(PGRT_EINVAL, "%s: q_heads=%u, kv_heads=%u: q_heads must be 1..65535 and a "
+                       "multiple of kv_heads", fn, q_heads, kv_heads);
+    if (head_dim == 0 || head_dim > 128 || head_dim % 8)
+        return rt_fail(PGRT_ERANGE, "%s: head_dim=%u: the tiles take a multiple of 8 up to 128 "
+                       "(TMA reads 16-byte rows); attention_mma_forward takes any head_dim up "
+                       "to 128", fn, head_dim);
+    return 0;
+}
+
+int pgrt_attention_sm90_check(pgrt_ctx *ctx, uint32_t q_heads, uint32_t kv_heads,
+                              uint32_t head_dim)
+{
+    return check_shape("pgrt_attention_sm90_check", ctx, q_heads, kv_heads, head_dim);
+}
+
+/* One [B, S, H, D] bf16 tensor's map. */
+static int encode(pgrt_ctx *ctx, pgrt_tensor_map *m, pgrt_devptr base, uint32_t B, uint32_t S,
+                  uint32_t H, uint32_t D)
+{
+    const uint64_t dims[4] = {D, H, S, B};
+    const uint64_t strides[3] = {(uint64_t)D * 2u, (uint64_t)H * D * 2u,
+                                 (uint64_t)S * H * D * 2u};
+    const uint32_t box[4] = {64, 1, 128, 1};
+    return pgrt_tensor_map_encode(ctx, m, PG_BF16, 4, base, dims, strides, box, 128);
+}
+
+int pgrt_attention_sm90_forward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_attention90 *a)
+{
+    if (!ctx || !a)
+        return rt_fail(PGRT_EINVAL, FN ": %s is NULL", !ctx ? "ctx" : "the arguments");
+    int rc = check_shape(FN, ctx, a->q_heads, a->kv_heads, a->head_dim);
+    if (rc)
+        return rc;
+    if (s && s->ctx != ctx)
+        return rt_fail(PGRT_EINVAL, FN ": the stream belongs to another context");
+    if (a->batch == 0 || a->batch > 65535 || a->seq_len == 0 || a->seq_len > MAX_SEQ)
+        return rt_fail(PGRT_ERANGE, FN ": batch=%u, seq_len=%u: batch must be 1..65535 and "
+                       "seq_len 1..%u", a->batch, a->seq_len, MAX_SEQ);
+    static const char *const names[5] = {"q", "k", "v", "o", "lse"};
+    const pgrt_devptr ptrs[5] = {a->q, a->k, a->v, a->o, a->lse};
+    for (int i = 0; i < 5; i++)
+        if (!ptrs[i])
+            return rt_fail(PGRT_EINVAL, FN ": %s is 0", names[i]);
+    for (int i = 0; i < 3; i++)
+        if (ptrs[i] % 16)
+            return rt_fail(PGRT_EINVAL, FN ": %s (0x%llx) is not 16-byte aligned, as TMA reads "
+                           "it", names[i], (unsigned long long)ptrs[i]);
+
+    _Alignas(64) pgrt_tensor_map maps[3];
+    if ((rc = encode(ctx, &maps[0], a->q, a->batch, a->seq_len, a->q_heads, a->head_dim)) ||
+        (rc = encode(ctx, &maps[1], a->k, a->batch, a->seq_len, a->kv_heads, a->head_dim)) ||
+        (rc = encode(ctx, &maps[2], a->v, a->batch, a->seq_len, a->kv_heads, a->head_dim)))
+        return rc;
+
+    const pgk_desc *d = pgk_find("attention_sm90_forward");
+    if (!d)
+        return rt_fail(PGRT_ENOTFOUND, FN ": attention_sm90_forward is not in the catalog");
+    pgk_knobs kn;
+    pgk_knobs_default(d, &kn);
+    static const char *const knob[4] = {"batch", "seq_len", "q_heads", "head_dim"};
+    const uint32_t val[4] = {a->batch, a->seq_len, a->q_heads, a->head_dim};
+    for (int i = 0; i < 4; i++) {
+        int ki = pgk_knob_index(d, knob[i]);
+        if (ki < 0)
+            return rt_fail(PGRT_EKERNEL, FN ": %s has no knob %s", d->name, knob[i]);
+        kn.v[ki] = val[i];
+    }
+    pgrt_kernel *k = NULL;
+    if ((rc = rt_kernel_get(ctx, d, &kn, rt_stream_cu(s), &k)))
+        return rc;
+    pgk_launch cfg;
+    char err[256] = "";
+    if ((rc = pgk_launch_for(d, &kn, &cfg, err, sizeof err)))
+        return rt_fail(PGRT_ERANGE, FN ": %s", err);
+    const pgrt_arg args[12] = {
+        pgrt_arg_tensor_map(&maps[0]), pgrt_arg_tensor_map(&maps[1]),
+        pgrt_arg_tensor_map(&maps[2]), pgrt_arg_ptr(a->o),
+        pgrt_arg_u64(a->o_bf16),       pgrt_arg_ptr(a->lse),
+        pgrt_arg_u32(a->batch),        pgrt_arg_u32(a->seq_len),
+        pgrt_arg_u32(a->q_heads),      pgrt_arg_u32(a->kv_heads),
+        pgrt_arg_u32(a->head_dim),     pgrt_arg_f32(a->scale),
+    };
+    return rt_kernel_launch_cfg(k, s, &cfg, &kn, args, 12);
+}
