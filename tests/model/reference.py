@@ -18,6 +18,9 @@ not part of CI.
   reference.py rope-check                 transformers' llama3 inverse frequencies (CPU)
                                          against pgrt_hf_rope_scale's f32 op sequence and
                                          the worked values of tests/model/test_hf.c
+  reference.py masked    --model M --adapter A --data F.pgtok --log-json L [--dtype f32]
+                                         completion-only: ptxgen-train's first loss on a
+                                         .pgtok (pad rows) against labels = -100 on the prompt
   reference.py peft-eval --model M --adapter A --tokens F --log-json L [--dtype bf16]
                                          ptxgen-train's saved adapter loaded in PEFT: its
                                          validation loss against the log's last eval_loss
@@ -347,6 +350,63 @@ def peft_eval(args):
     return 0 if ok else 1
 
 
+def read_pgtok(path):
+    """A .pgtok file (docs/data.md): the documents as (ids, mask) and the pad id."""
+    import struct
+    with open(path, "rb") as f:
+        b = f.read()
+    (magic, version, header, flags, vocab, n_docs, n_tokens, eos, pad,
+     sha) = struct.unpack_from("<8sIIIIQQii32s", b, 0)
+    if magic != b"PGTOKENS" or version != 1:
+        raise SystemExit(f"{path}: not a version 1 .pgtok file")
+    offsets = struct.unpack_from("<%dQ" % (n_docs + 1), b, 128)
+    ids_at = 128 + 8 * (n_docs + 1)
+    mask_at = ids_at + (4 * n_tokens + 7) // 8 * 8
+    ids = struct.unpack_from("<%di" % n_tokens, b, ids_at)
+    mask = b[mask_at:mask_at + n_tokens]
+    docs = [(ids[offsets[i]:offsets[i + 1]], mask[offsets[i]:offsets[i + 1]])
+            for i in range(n_docs)]
+    return docs, pad
+
+
+def masked(args):
+    """The first optimizer step's loss of ptxgen-train --data F --packing pad
+    --data-order sequential --lr 0 against transformers+PEFT with
+    labels = -100 on every position that is not a target (the prompt,
+    padding): each row one document in file order, cut to --seq, padded."""
+    torch = torch_setup()
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.float32 if args.dtype == "f32" else torch.bfloat16
+    base = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=dtype,
+                                                attn_implementation="eager")
+    model = PeftModel.from_pretrained(base, args.adapter).to(dev).eval()
+    docs, pad = read_pgtok(args.data)
+    rows = docs[:args.batch]
+    ids = torch.full((args.batch, args.seq), pad, dtype=torch.long)
+    labels = torch.full((args.batch, args.seq), -100, dtype=torch.long)
+    for r, (d, m) in enumerate(rows):
+        d, m = d[:args.seq], m[:args.seq]
+        ids[r, :len(d)] = torch.tensor(d)
+        for j in range(1, len(d)):  # the first token predicts from nothing
+            if m[j]:
+                labels[r, j] = d[j]
+    n_prompt = sum(1 for d, m in rows for j in range(1, min(len(d), args.seq)) if not m[j])
+    with torch.no_grad():
+        want = float(model(input_ids=ids.to(dev), labels=labels.to(dev)).loss.item())
+    steps = read_log(args.log_json)
+    got = steps[0]["loss"]
+    rel = abs(got - want) / abs(want)
+    tol = TOL[args.dtype]["loss1"]
+    ok = rel <= tol
+    print(f"masked {args.dtype}: transformers with labels = -100 on {n_prompt} prompt and the "
+          f"padding positions {want:.9g}, ptxgen-train step 1 {got:.9g}, relative {rel:.3g} "
+          f"(tolerance {tol:g}) {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
 def train_cmd(args, dtype):
     d = args.dir
     return (f"ptxgen-train --model {d}/model --adapter {d}/adapter --tokens {d}/tokens.bin "
@@ -581,6 +641,14 @@ def main():
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--batches", type=int, default=2)
     p.add_argument("--dtype", default="bf16", choices=["f32", "bf16"])
+    p = sub.add_parser("masked")
+    p.add_argument("--model", required=True)
+    p.add_argument("--adapter", required=True)
+    p.add_argument("--data", required=True, help="the .pgtok file ptxgen-train read")
+    p.add_argument("--log-json", required=True)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
     args = ap.parse_args()
 
     if args.cmd == "make":
@@ -593,6 +661,8 @@ def main():
         return rope_check(args)
     elif args.cmd == "peft-eval":
         return peft_eval(args)
+    elif args.cmd == "masked":
+        return masked(args)
     else:
         make(args)
         for dt in ("f32", "bf16"):
