@@ -722,7 +722,7 @@ int pgrt_lm_train(pgrt_lm *m, pgrt_stream *s, const pgrt_lm_batch *b, pgrt_lm_re
 {
     if (!m)
         return model_fail(PGRT_EINVAL, "pgrt_lm_train: NULL pgrt_lm");
-    uint64_t n;
+    uint64_t n = 0;
     int rc = stage(m, b, "pgrt_lm_train", &n);
     if (rc)
         return rc;
@@ -761,7 +761,7 @@ int pgrt_lm_eval(pgrt_lm *m, pgrt_stream *s, const pgrt_lm_batch *b, pgrt_lm_res
     if (m->pending)
         return model_fail(PGRT_ESTATE, "pgrt_lm_eval: %d of the step's %d micro-batches have run; "
                           "evaluate between optimizer steps", m->pending, m->accum);
-    uint64_t n;
+    uint64_t n = 0;
     int rc = stage(m, b, "pgrt_lm_eval", &n);
     if (rc || (rc = upload(m, s, n ? n : 1)))
         return rc;
@@ -784,11 +784,11 @@ int pgrt_lm_step(pgrt_lm *m, pgrt_stream *s, const int32_t *ids, double *loss, f
         return model_fail(PGRT_ESTATE, "pgrt_lm_step: a packed or accumulating pgrt_lm takes "
                           "pgrt_lm_train");
     pgrt_lm_batch b = {.ids = ids};
-    uint64_t n;
+    uint64_t n = 0;
     int rc = stage(m, &b, "pgrt_lm_step", &n);
     if (rc || (rc = upload(m, s, n)) || (rc = pgrt_train_backward(m->train, s, (uint32_t)m->S)))
         return rc;
-    double sum;
+    double sum = 0;
     if ((rc = loss_sum(m, s, &sum)))
         return rc;
     if (loss)
