@@ -3,9 +3,10 @@
  * ptxgen-train --model DIR: LoRA fine-tuning of a Hugging Face Qwen2/LLaMA
  * checkpoint (pgrt_lm.h), a command line over the model layer.
  *
- * Every input is read and checked (config, weights, adapter, tokens, a
- * checkpoint to resume, the device memory the run needs), every option in
- * the type and range it is used in (train_opts.c), and every destination
+ * Every input is read and checked (config, weights, adapter, the data
+ * against the model's vocabulary and tokenizer, a checkpoint to resume,
+ * the device memory the run needs), every option in the type and range
+ * it is used in (train_opts.c), and every destination
  * for writability, before the first launch; a problem is one line on
  * stderr and exit 2, with no output file written. Then the run
  * (train_loop.c) writes the log line by line and checkpoints as it goes;
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef PATH_MAX
 #define PATH_MAX 4096
@@ -116,6 +118,7 @@ static int check_aliases(const train_opts *o, const pgrt_model_files *mf)
     const train_path ins[] = {
         {"--model", o->model, mfiles, nm, 1},
         {"--adapter", o->adapter, afiles, 2, 1},
+        {"--data", o->data, NULL, 0, 0},
         {"--tokens", o->tokens, NULL, 0, 0},
         {"--eval-data", o->eval_data, NULL, 0, 0},
         {"--config", o->config, NULL, 0, 0},
@@ -171,6 +174,50 @@ static int check_outputs(const train_opts *o, const char *ckpt_dir)
     return 0;
 }
 
+/* The training data and the evaluation's, of one kind: --data's (with
+ * --eval-data a prepared file or flat tokens, read the same way, in file
+ * order, one pass) or --tokens'. The model's tokenizer.json, when its
+ * directory has one, must be the one --data was prepared with. Notes on
+ * the data go to stderr; a refusal is msg. */
+static int open_sources(const train_opts *o, const pgrt_hf_config *mc, train_source **src,
+                        train_source **eval, char *msg, size_t cap)
+{
+    bool shuffle = o->data_order == TRAIN_ORDER_SHUFFLE;
+    if (o->tokens)
+        return train_source_tokens("--tokens", o->tokens, mc->vocab, (int)o->seq, shuffle,
+                                   (uint64_t)o->seed, src, msg, cap) ||
+               (o->eval_data && train_source_tokens("--eval-data", o->eval_data, mc->vocab,
+                                                    (int)o->seq, false, 0, eval, msg, cap));
+    char tj[PATH_MAX + 64], note[2048];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", o->model);
+    train_data_params p = {
+        .opt = "--data",
+        .path = o->data,
+        .vocab = mc->vocab,
+        .tokenizer_json = access(tj, F_OK) == 0 ? tj : NULL,
+        .seq = (int)o->seq,
+        .pad = o->packing == TRAIN_PACKING_PAD,
+        .shuffle = shuffle,
+        .seed = (uint64_t)o->seed,
+    };
+    if (train_source_data(&p, src, note, sizeof note, msg, cap))
+        return -1;
+    if (note[0])
+        fprintf(stderr, "ptxgen-train: %s\n", note);
+    if (!o->eval_data)
+        return 0;
+    p.opt = "--eval-data";
+    p.path = o->eval_data;
+    p.shuffle = false;
+    p.seed = 0;
+    p.one_pass = true;
+    if (train_source_data(&p, eval, note, sizeof note, msg, cap))
+        return -1;
+    if (note[0])
+        fprintf(stderr, "ptxgen-train: %s\n", note);
+    return 0;
+}
+
 static void warn_escaped(const char *line)
 {
     char safe[4 * 8192];
@@ -218,11 +265,7 @@ int train_hf_main(int argc, char **argv)
         if ((rc = pgrt_adapter_init(mc, &ac, (uint64_t)o.seed, &ad)))
             goto fail;
     }
-    if (train_source_tokens("--tokens", o.tokens, mc->vocab, (int)o.seq,
-                            o.data_order == TRAIN_ORDER_SHUFFLE, (uint64_t)o.seed, &src, msg,
-                            sizeof msg) ||
-        (o.eval_data && train_source_tokens("--eval-data", o.eval_data, mc->vocab, (int)o.seq,
-                                            false, 0, &eval, msg, sizeof msg))) {
+    if (open_sources(&o, mc, &src, &eval, msg, sizeof msg)) {
         fprintf(stderr, "ptxgen-train: %s\n", msg);
         goto out;
     }

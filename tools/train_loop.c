@@ -72,7 +72,7 @@ const char *train_runtime_lacks(const train_opts *o, const train_source *src, bo
         if (sc.warmup_steps)
             return o->warmup_steps ? "--warmup-steps" : "--warmup-ratio";
         if (src->has_targets || src->packed)
-            return "a data source with targets or packed rows";
+            return src->opt;
     }
     *function = "pgrt_lm_eval";
     if (eval && !HAVE(pgrt_lm_eval))
@@ -300,9 +300,15 @@ static int one_step(loop *L, train_step_rec *rec)
     const train_run_in *in = L->in;
     train_source *src = in->src;
     double t0 = now_ms();
-    uint64_t step_targets = 0;
+    uint64_t step_targets = 0, passed = 0;
+    /* pgrt_lm_train refuses a micro-batch with no target, and every call
+     * counts toward the step's --grad-accum: such a micro-batch (masked
+     * data: rows of prompts only) is passed over for the next one, its
+     * rows counted in the log, so that each step still has its
+     * micro-batches and the loss is the mean over the targets they hold.
+     * The position moves past them: a resumed run passes over the same. */
     for (int m = 0; m < L->accum; m++) {
-        int rc = src->ops->next(src, &L->mb[m], L->msg, sizeof L->msg);
+        int rc = train_source_next_trained(src, &L->mb[m], &passed, L->msg, sizeof L->msg);
         if (rc) {
             train_progress_end(&L->prog);
             train_say("%s: %s", src->opt, L->msg);
@@ -350,6 +356,7 @@ static int one_step(loop *L, train_step_rec *rec)
         .ms = ms,
         .elapsed_s = (now_ms() - L->t0_ms) / 1e3,
         .skipped = r.skipped,
+        .rows_without_targets = passed,
     };
     return 0;
 }

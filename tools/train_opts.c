@@ -54,7 +54,7 @@ enum kind { K_PATH, K_INT, K_FLOAT, K_ENUM, K_TARGETS, K_SWITCH };
 #define F_REQUIRED 4u /* no default */
 
 enum {
-    O_MODEL, O_ADAPTER, O_TOKENS, O_DATA_ORDER, O_BATCH, O_SEQ, O_SEED, O_DTYPE,
+    O_MODEL, O_ADAPTER, O_DATA, O_TOKENS, O_PACKING, O_DATA_ORDER, O_BATCH, O_SEQ, O_SEED, O_DTYPE,
     O_RANK, O_ALPHA, O_TARGETS,
     O_STEPS, O_EPOCHS, O_GRAD_ACCUM, O_LR, O_WEIGHT_DECAY, O_MAX_NORM,
     O_LR_SCHEDULE, O_WARMUP_STEPS, O_WARMUP_RATIO, O_MIN_LR_RATIO,
@@ -80,6 +80,7 @@ typedef struct optdef {
 
 static const char *const dtype_v[] = {"bf16", "f32", NULL};
 static const char *const order_v[] = {"shuffle", "sequential", NULL};
+static const char *const packing_v[] = {"pack", "pad", NULL};
 static const char *const sched_v[] = {"constant", "linear", "cosine", NULL};
 static const char *const mode_v[] = {"eager", "graph", "both", NULL};
 
@@ -103,12 +104,18 @@ static const optdef defs[O_COUNT] = {
          "its shards), Qwen2 or LLaMA"),
     PATH(O_ADAPTER, "adapter", "DIR", G_MODEL, adapter, 0, "a fresh one from --rank, --alpha, "
          "--targets and --seed", "start from this PEFT LoRA adapter"),
+    PATH(O_DATA, "data", "FILE", G_MODEL, data, F_REQUIRED, NULL,
+         "the training data: a .pgtok of ptxgen-prepare (documents, trained on their target "
+         "tokens only), or a flat int32 token file read as one document"),
     PATH(O_TOKENS, "tokens", "FILE", G_MODEL, tokens, F_REQUIRED, NULL,
-         "the training data: little-endian int32 token ids, cut into rows of --seq ids (one "
-         "document a row; a last partial row is not used)"),
+         "the training data as before --data: little-endian int32 token ids, cut into rows of "
+         "--seq ids (one document a row; a last partial row is not used), the rows shuffled"),
+    ENU(O_PACKING, "packing", "pack|pad", G_MODEL, packing, packing_v, 0, 0, "pack",
+        "--data's rows: pack: documents one after another filling every row, positions and "
+        "attention restarting at each; pad: one document a row, cut to --seq and padded"),
     ENU(O_DATA_ORDER, "data-order", "shuffle|sequential", G_MODEL, data_order, order_v, 0, 0,
-        "shuffle", "the rows of each epoch in an order drawn from --seed and the epoch, or in "
-        "file order"),
+        "shuffle", "the documents (--tokens: the rows) of each epoch in an order drawn from "
+        "--seed and the epoch, or in file order"),
     INT(O_BATCH, "batch", "B", G_MODEL, batch, 1, 1000, F_REQUIRED, NULL,
         "rows a micro-batch"),
     INT(O_SEQ, "seq", "S", G_MODEL, seq, 2, 16384, F_REQUIRED, NULL, "tokens a row"),
@@ -148,7 +155,9 @@ static const optdef defs[O_COUNT] = {
     FLT(O_MIN_LR_RATIO, "min-lr-ratio", G_SCHED, min_lr_ratio, 0, 1, false, 0, "0",
         "the floor of the decay, a fraction of lr"),
     PATH(O_EVAL_DATA, "eval-data", "FILE", G_EVAL, eval_data, F_FREE, "none",
-         "validation tokens, in the format of --tokens (file order, every row once)"),
+         "validation data read as the training data is (with --data: a .pgtok or flat "
+         "tokens, its targets only, rows as --packing; with --tokens: flat tokens), in file "
+         "order, every row once"),
     INT(O_EVAL_EVERY, "eval-every", "K", G_EVAL, eval_every, 0, TRAIN_MAX_STEPS, F_FREE, "0",
         "evaluate every K optimizer steps (0: after the last step only)"),
     INT(O_EVAL_BATCHES, "eval-batches", "N", G_EVAL, eval_batches, 0, 1000000000, F_FREE,
@@ -401,10 +410,12 @@ static int find_opt(const char *name)
 static const int needs[][2] = {
     {O_SAVE_EVERY, O_OUTPUT_DIR}, {O_SAVE_TOTAL_LIMIT, O_OUTPUT_DIR},
     {O_EVAL_EVERY, O_EVAL_DATA},  {O_EVAL_BATCHES, O_EVAL_DATA},
+    {O_PACKING, O_DATA},
 };
 
 /* Two options of which one layer may give only one. */
-static const int exclusive[][2] = {{O_STEPS, O_EPOCHS}, {O_WARMUP_STEPS, O_WARMUP_RATIO}};
+static const int exclusive[][2] = {
+    {O_STEPS, O_EPOCHS}, {O_WARMUP_STEPS, O_WARMUP_RATIO}, {O_DATA, O_TOKENS}};
 
 static int check_exclusive(const train_opts *o)
 {
@@ -739,9 +750,9 @@ int train_opts_load(int argc, char **argv, train_opts *o, char *ckpt_dir, size_t
         if (!o->output_dir)
             return train_bad("out of host memory");
     }
-    if (!o->model || !o->tokens || !o->batch || !o->seq || !(o->steps || o->epochs))
-        return train_bad("--model, --tokens, --batch, --seq and --steps (or --epochs) are "
-                         "required");
+    if (!o->model || !(o->data || o->tokens) || !o->batch || !o->seq || !(o->steps || o->epochs))
+        return train_bad("--model, --data (or --tokens), --batch, --seq and --steps (or "
+                         "--epochs) are required");
     for (size_t k = 0; k < sizeof needs / sizeof needs[0]; k++)
         if ((o->given & (1ull << needs[k][0])) && !*CFIELD(o, &defs[needs[k][1]], str))
             return train_bad("--%s needs --%s", defs[needs[k][0]].name,
@@ -911,16 +922,16 @@ static void wrap(FILE *f, const char *head, const char *text, int col)
 
 void train_opts_help(FILE *f)
 {
-    fputs("usage: ptxgen-train --model DIR --tokens FILE --batch B --seq S (--steps N | --epochs "
-          "N) [options]\n"
+    fputs("usage: ptxgen-train --model DIR --data FILE --batch B --seq S (--steps N | --epochs N) "
+          "[options]\n"
           "       ptxgen-train --resume OUTPUT_DIR [options]\n"
           "       ptxgen-train --config FILE [options]\n"
           "\n"
-          "LoRA fine-tuning of a Hugging Face Qwen2/LLaMA checkpoint on the GPU, text in (as "
-          "token ids),\na checkpointed PEFT adapter out. Every option may come from a --config "
-          "file too; the\ncommand line wins. Bad input is one line on stderr and exit 2 "
-          "before the GPU is used;\na failed run exits 1; SIGINT and SIGTERM save a "
-          "checkpoint and exit 130 and 143.\n",
+          "LoRA fine-tuning of a Hugging Face Qwen2/LLaMA checkpoint on the GPU: documents in "
+          "(a .pgtok of\nptxgen-prepare), a checkpointed PEFT adapter out. Every option may "
+          "come from a --config file\ntoo; the command line wins. Bad input is one line on "
+          "stderr and exit 2 before the GPU is used;\na failed run exits 1; SIGINT and "
+          "SIGTERM save a checkpoint and exit 130 and 143.\n",
           f);
     for (int g = 0; g < G_COUNT; g++) {
         fprintf(f, "\n%s:\n", group_names[g]);
@@ -943,7 +954,9 @@ void train_opts_help(FILE *f)
             }
             if (d->flags & F_REQUIRED)
                 snprintf(text, sizeof text, "%s (%sno default: required%s)", d->help, range,
-                         i == O_STEPS || i == O_EPOCHS ? ", this or the other" : "");
+                         i == O_STEPS || i == O_EPOCHS || i == O_DATA || i == O_TOKENS
+                             ? ", this or the other"
+                             : "");
             else
                 snprintf(text, sizeof text, "%s (%sdefault %s)", d->help, range, d->def);
             wrap(f, head, text, 28);

@@ -21,13 +21,15 @@
 
 enum { TRAIN_MODE_EAGER = 1, TRAIN_MODE_GRAPH = 2, TRAIN_MODE_BOTH = 3 };
 enum { TRAIN_ORDER_SHUFFLE, TRAIN_ORDER_SEQUENTIAL };
+enum { TRAIN_PACKING_PACK, TRAIN_PACKING_PAD };
 
 /* The most optimizer steps a run takes (--steps, or what --epochs makes). */
 #define TRAIN_MAX_STEPS 100000000LL
 
 typedef struct train_opts {
-    /* model and data */
-    char *model, *adapter, *tokens;
+    /* model and data: exactly one of data and tokens */
+    char *model, *adapter, *data, *tokens;
+    int packing; /* TRAIN_PACKING_*, for data */
     int data_order;
     long long batch, seq, seed;
     int dtype; /* pgrt_lm_dtype */
@@ -69,12 +71,13 @@ void train_opts_free(train_opts *o);
  * run_config.json of the checkpoint --resume names (every key), then a
  * --config file, then the command line; a later one overrides (giving
  * --steps drops an earlier --epochs, --warmup-steps an earlier
- * --warmup-ratio, and the other way round). On --resume a value from
- * --config or the command line must equal the checkpoint's, except those
- * a resumed run may change (train_opt_resume_free). ckpt_dir receives the
- * checkpoint directory --resume resolved to (cap bytes; "" without
- * --resume). Returns 0; TRAIN_EXIT_USAGE after one line on stderr; -1
- * after --help or --version printed to stdout (exit 0). */
+ * --warmup-ratio, --data an earlier --tokens, and the other way round).
+ * On --resume a value from --config or the command line must equal the
+ * checkpoint's, except those a resumed run may change
+ * (train_opt_resume_free). ckpt_dir receives the checkpoint directory
+ * --resume resolved to (cap bytes; "" without --resume). Returns 0;
+ * TRAIN_EXIT_USAGE after one line on stderr; -1 after --help or --version
+ * printed to stdout (exit 0). */
 int train_opts_load(int argc, char **argv, train_opts *o, char *ckpt_dir, size_t cap);
 
 /* The options as a JSON object of the keys --config reads (one a line,

@@ -63,11 +63,22 @@ size_t train_log_step_line(char *buf, size_t cap, const train_step_rec *r)
     int n = snprintf(buf, cap,
                      "{\"step\": %" PRIu64 ", \"epoch\": %.6f, \"loss\": %s, \"lr\": %s, "
                      "\"grad_norm\": %s, \"tokens\": %" PRIu64 ", \"tokens_per_s\": %.1f, "
-                     "\"ms\": %.4f, \"elapsed_s\": %.3f, \"skipped\": %s}\n",
+                     "\"ms\": %.4f, \"elapsed_s\": %.3f, \"skipped\": %s",
                      r->step, r->epoch, loss, lr, gn, r->tokens,
                      r->ms > 0 ? (double)r->tokens / r->ms * 1e3 : 0.0, r->ms, r->elapsed_s,
                      r->skipped ? "true" : "false");
-    return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+    if (n < 0)
+        return 0;
+    size_t at = (size_t)n < cap ? (size_t)n : cap - 1;
+    if (r->rows_without_targets)
+        n = snprintf(buf + at, cap - at, ", \"rows_without_targets\": %" PRIu64 "}\n",
+                     r->rows_without_targets);
+    else
+        n = snprintf(buf + at, cap - at, "}\n");
+    if (n < 0)
+        return at;
+    at += (size_t)n;
+    return at < cap ? at : cap - 1;
 }
 
 size_t train_log_eval_line(char *buf, size_t cap, const train_eval_rec *r)

@@ -25,6 +25,9 @@ typedef struct train_step_rec {
     double ms;         /* the step's wall time */
     double elapsed_s;  /* since the run (this process) started training */
     bool skipped;      /* a non-finite gradient: nothing moved */
+    /* rows passed over before the step's micro-batches for holding no
+     * target (train_source_next_trained); in the log only when not 0 */
+    uint64_t rows_without_targets;
 } train_step_rec;
 
 /* One evaluation, after optimizer step `step`. */

@@ -8,6 +8,8 @@
 #include "train_source.h"
 
 #include "pgrt_model.h"
+#include "ptxgen.h"
+#include "train_data.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -165,6 +167,73 @@ static const train_source_ops tokens_ops = {
     .close = tokens_close,
 };
 
+int train_file_kind(const char *path)
+{
+    unsigned char buf[256];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return TRAIN_FILE_OTHER;
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    if (n >= 8 && !memcmp(buf, TD_MAGIC, 8))
+        return TRAIN_FILE_PGTOK;
+    /* as td_open tells JSON from ids: no NUL in the first bytes (an id
+     * below 2^24 has a zero byte) and an object or array first */
+    if (memchr(buf, 0, n))
+        return TRAIN_FILE_OTHER;
+    size_t i = 0;
+    while (i < n && strchr(" \t\r\n", buf[i]))
+        i++;
+    return i < n && (buf[i] == '{' || buf[i] == '[') ? TRAIN_FILE_JSON : TRAIN_FILE_OTHER;
+}
+
+int train_source_next_trained(train_source *s, train_batch *b, uint64_t *passed, char *msg,
+                              size_t msglen)
+{
+    /* a whole epoch and a batch without a target: in this order and at
+     * this seq no row of the data holds one (packed rows lose a target
+     * whose token begins a row) */
+    uint64_t run = 0, limit = s->ops->rows_per_epoch(s) + (uint64_t)b->rows;
+    for (;;) {
+        int rc = s->ops->next(s, b, msg, msglen);
+        if (rc)
+            return rc;
+        if (b->ntargets) {
+            *passed += run;
+            return 0;
+        }
+        run += (uint64_t)b->rows;
+        if (run >= limit) {
+            snprintf(msg, msglen,
+                     "%" PRIu64 " rows one after another hold no target, more than an epoch "
+                     "(%" PRIu64 " rows): at --seq %d nothing of the data is trained on",
+                     run, s->ops->rows_per_epoch(s), s->seq);
+            return PGRT_EINVAL;
+        }
+    }
+}
+
+/* A file of another kind than flat ids, refused with what to do. */
+static int refuse_kind(const char *opt, const char *path, char *msg, size_t msglen)
+{
+    char p[1024];
+    int kind = train_file_kind(path);
+    if (kind == TRAIN_FILE_OTHER)
+        return 0;
+    pg_text_escape(p, sizeof p, path);
+    if (kind == TRAIN_FILE_PGTOK)
+        snprintf(msg, msglen,
+                 "%s %s: a ptxgen-prepare file (it starts with %s), not flat int32 tokens: "
+                 "train on it with --data %s (--eval-data then reads prepared data too)",
+                 opt, p, TD_MAGIC, p);
+    else
+        snprintf(msg, msglen,
+                 "%s %s: JSON text, not int32 token ids: run ptxgen-prepare --model DIR "
+                 "--input %s --output DATA.pgtok and train with --data DATA.pgtok",
+                 opt, p, p);
+    return PGRT_EINVAL;
+}
+
 int train_source_tokens(const char *opt, const char *path, int64_t vocab, int seq,
                         bool shuffle, uint64_t seed, train_source **out, char *msg,
                         size_t msglen)
@@ -184,7 +253,12 @@ int train_source_tokens(const char *opt, const char *path, int64_t vocab, int se
     s->impl = t;
     t->shuffle = shuffle;
     t->seed = seed;
-    int rc = pgrt_tokens_open(path, vocab, &t->tok);
+    int rc = refuse_kind(opt, path, msg, msglen);
+    if (rc) {
+        tokens_close(s);
+        return rc;
+    }
+    rc = pgrt_tokens_open(path, vocab, &t->tok);
     if (rc) {
         /* escaped already (the model layer's messages are) */
         snprintf(msg, msglen, "%s", pgrt_last_message());

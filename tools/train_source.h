@@ -4,9 +4,10 @@
  * train_source only: a stream of rows of seq tokens that fills one
  * micro-batch at a time, knows how many rows an epoch holds, and can say
  * where it is as one line of text and go back there (a checkpoint keeps
- * the text; --resume hands it back). One implementation today, the flat
- * token file of --tokens (train_source_tokens); a reader of another
- * format is a second train_source_ops.
+ * the text; --resume hands it back). Two implementations: the flat
+ * token file of --tokens (train_source_tokens, train_source.c) and the
+ * prepared data of --data (train_source_data, train_source_td.c: a
+ * .pgtok, or a flat token file as one document, through train_data.h).
  */
 #ifndef PTXGEN_TRAIN_SOURCE_H
 #define PTXGEN_TRAIN_SOURCE_H
@@ -88,5 +89,56 @@ int train_source_tokens(const char *opt, const char *path, int64_t vocab, int se
 /* The row the tokens source visits at index i of epoch e (its order):
  * for the tests. */
 uint64_t train_source_tokens_row(train_source *s, uint64_t epoch, uint64_t i);
+
+/* What train_source_data opens. */
+typedef struct train_data_params {
+    const char *opt;            /* "--data", "--eval-data": for messages; outlives the source */
+    const char *path;
+    int64_t vocab;              /* the model's vocabulary */
+    const char *tokenizer_json; /* the model's tokenizer.json, or NULL: not compared */
+    int seq;
+    bool pad;                   /* --packing pad: one document a row; else packed rows */
+    bool shuffle;               /* each epoch's documents in an order from (seed, epoch) */
+    uint64_t seed;
+    /* Evaluation: one pass over the data, after which every row is padding
+     * with no target (a last batch is completed so, and a batch past the
+     * end is all padding); false: the endless stream of training. */
+    bool one_pass;
+} train_data_params;
+
+/* --data FILE: a .pgtok of ptxgen-prepare (train_data.h), or a file that
+ * does not start with its magic read as legacy flat int32 tokens (one
+ * document, every token but the first a target). Checked against the
+ * model (td_check_model: the vocabulary, and the tokenizer's SHA-256 when
+ * tokenizer_json is given) and refused when no token is a target.
+ * Rows of seq tokens from td's batcher: packed (has_targets and packed
+ * on: next() writes targets, position ids and document starts) or padded
+ * (has_targets on, packed off: a padded row is one document at positions
+ * 0 .. seq-1 whose padding comes after it, so pgrt_lm's plain causal
+ * attention sees exactly the document; see train_source_td.c). The
+ * position is "pgtok docs=D tokens=T targets=N seq=S packing=pack
+ * order=shuffle at=" and td_pos_format's line with its '"' written as
+ * '\''. note (notelen bytes) receives a line worth saying before the
+ * run, or "" (pad mode cutting documents longer than seq; a flat file's
+ * one document not shuffled). 0, or a negative PGRT_E* code with a
+ * one-line message in msg (escaped). */
+int train_source_data(const train_data_params *p, train_source **out, char *note,
+                      size_t notelen, char *msg, size_t msglen);
+
+/* What a data file holds, from its first bytes: TRAIN_FILE_PGTOK (it
+ * starts with ptxgen-prepare's magic), TRAIN_FILE_JSON (text whose first
+ * character not white space opens a JSON object or array: a JSONL given
+ * by mistake), else TRAIN_FILE_OTHER (ids; or unreadable, which the
+ * reader then says). */
+enum { TRAIN_FILE_OTHER, TRAIN_FILE_PGTOK, TRAIN_FILE_JSON };
+int train_file_kind(const char *path);
+
+/* s->ops->next() until a micro-batch holds a target (a micro-batch of
+ * masked data may hold none: rows of prompts only, a padded epoch end),
+ * the rows of those passed over added to *passed. After more rows
+ * without a target than an epoch and a batch hold, the data gives none
+ * at this seq: PGRT_EINVAL with msg. */
+int train_source_next_trained(train_source *s, train_batch *b, uint64_t *passed, char *msg,
+                              size_t msglen);
 
 #endif

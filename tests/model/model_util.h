@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,51 @@ static inline int write_text(const char *dir, const char *name, const char *text
     char p[4096];
     path_in(p, sizeof p, dir, name);
     return write_bytes(p, text, strlen(text));
+}
+
+/* A .pgtok (docs/data.md, version 1) of docs documents of lens[d] tokens,
+ * their ids one after another, mask NULL for every token a target; the
+ * tokenizer's SHA-256 sha (NULL: zeros). 0 or -1. */
+static inline int write_pgtok(const char *path, int docs, const int *lens, const int32_t *ids,
+                              const uint8_t *mask, uint32_t vocab, int32_t eos, int32_t pad,
+                              const uint8_t *sha)
+{
+    uint64_t tokens = 0;
+    for (int d = 0; d < docs; d++)
+        tokens += (uint64_t)lens[d];
+    size_t ids_at = 128 + 8 * ((size_t)docs + 1);
+    size_t mask_at = ids_at + (4 * tokens + 7) / 8 * 8;
+    size_t n = mask_at + (tokens + 7) / 8 * 8;
+    uint8_t *b = calloc(1, n);
+    if (!b)
+        return -1;
+#define PUT_(at, v, w)                                                         \
+    for (int k_ = 0; k_ < (w); k_++)                                           \
+        b[(at) + (size_t)k_] = (uint8_t)((uint64_t)(v) >> (8 * k_));
+    memcpy(b, "PGTOKENS", 8);
+    PUT_(8, 1, 4);
+    PUT_(12, 128, 4);
+    PUT_(20, vocab, 4);
+    PUT_(24, docs, 8);
+    PUT_(32, tokens, 8);
+    PUT_(40, (uint32_t)eos, 4);
+    PUT_(44, (uint32_t)pad, 4);
+    if (sha)
+        memcpy(b + 48, sha, 32);
+    uint64_t at = 0;
+    for (int d = 0; d <= docs; d++) {
+        PUT_(128 + 8 * (size_t)d, at, 8);
+        if (d < docs)
+            at += (uint64_t)lens[d];
+    }
+    for (uint64_t i = 0; i < tokens; i++) {
+        PUT_(ids_at + 4 * i, (uint32_t)ids[i], 4);
+        b[mask_at + i] = mask ? mask[i] : 1;
+    }
+#undef PUT_
+    int rc = write_bytes(path, b, n);
+    free(b);
+    return rc;
 }
 
 /* config.json of a small Qwen2 (tied embeddings) or LLaMA (untied, with

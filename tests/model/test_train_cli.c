@@ -10,8 +10,9 @@
  * the same way; --help and --version answer. With the stand-in for the
  * trainer's API (lm_train_shim.c, preloaded), runs against the fake driver
  * write checkpoints, stop on a signal and resume to the losses of an
- * uninterrupted run. Usage: test_train_cli PTXGEN_TRAIN [FAKE_LIBCUDA
- * [SHIM [VERSION]]]
+ * uninterrupted run; with --data, the same over a .pgtok, packed and
+ * padded, micro-batches without a target passed over and logged. Usage:
+ * test_train_cli PTXGEN_TRAIN [FAKE_LIBCUDA [SHIM [VERSION]]]
  */
 #include "model_util.h"
 #include "pgrt_model.h"
@@ -537,12 +538,12 @@ static void test_help_version(const char *version)
     REQUIRE(strncmp(help, "usage: ptxgen-train --model DIR", 31) == 0);
     REQUIRE(strstr(help, "synthetic demo") > strstr(help, "--profile"));
     static const char *const opts[] = {
-        "model", "adapter", "tokens", "data-order", "batch", "seq", "seed", "dtype", "rank",
-        "alpha", "targets", "steps", "epochs", "grad-accum", "lr", "weight-decay", "max-norm",
-        "lr-schedule", "warmup-steps", "warmup-ratio", "min-lr-ratio", "eval-data",
-        "eval-every", "eval-batches", "output-dir", "save-every", "save-total-limit", "resume",
-        "save-adapter", "save-grads", "log-json", "log-every", "config", "mode", "head-chunk",
-        "profile", "help", "version"};
+        "model", "adapter", "data", "tokens", "packing", "data-order", "batch", "seq", "seed",
+        "dtype", "rank", "alpha", "targets", "steps", "epochs", "grad-accum", "lr",
+        "weight-decay", "max-norm", "lr-schedule", "warmup-steps", "warmup-ratio",
+        "min-lr-ratio", "eval-data", "eval-every", "eval-batches", "output-dir", "save-every",
+        "save-total-limit", "resume", "save-adapter", "save-grads", "log-json", "log-every",
+        "config", "mode", "head-chunk", "profile", "help", "version"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
         /* its entry: from "\n  --name" to the next option's */
         char key[64];
@@ -869,6 +870,176 @@ static void test_checkpoint_runs(const char *fake, const char *shim)
 #undef RUN
 }
 
+/* The prepared data of the runs: six documents of the 32-token model,
+ * two of them prompts only (no target). */
+static const int data_lens[6] = {5, 3, 4, 6, 2, 3};
+static const int32_t data_ids[23] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
+                                     13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+static const uint8_t data_mask[23] = {0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1,
+                                      0, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1};
+static char pgp[4096];
+
+/* --data, --packing and the data's checks: each bad input one line, exit
+ * 2, nothing written, before the GPU. */
+static void test_data_refused(void)
+{
+    char jp[4096], tokdir[4096], big[4096], none[4096], p[4096];
+    path_in(jp, sizeof jp, dir, "train.jsonl");
+    REQUIRE(write_text(dir, "train.jsonl", "{\"prompt\": \"a\", \"completion\": \"b\"}\n") == 0);
+    CASE("--data: ", "--model", mp, "--data", jp);
+    CASE("train.jsonl: JSON text, not prepared training data: run ptxgen-prepare --model DIR "
+         "--input ",
+         "--model", mp, "--data", jp);
+    CASE("train.jsonl: JSON text, not int32 token ids: run ptxgen-prepare", "--model", mp,
+         "--tokens", jp);
+    CASE("and train with --data DATA.pgtok", "--model", mp, "--tokens", jp);
+    CASE("--tokens ", "--model", mp, "--tokens", pgp);
+    CASE("data.pgtok: a ptxgen-prepare file (it starts with PGTOKENS), not flat int32 tokens: "
+         "train on it with --data ",
+         "--model", mp, "--tokens", pgp);
+    /* the evaluation's data is read as the training data is */
+    CASE("--eval-data ", "--model", mp, "--tokens", tp, "--eval-data", pgp);
+    CASE("--eval-data: ", "--model", mp, "--data", pgp, "--eval-data", jp);
+    /* a model whose tokenizer.json is not the one the data was prepared
+     * with (the data's hash is zeros) */
+    make_model("tok", cfg_ok, NULL);
+    path_in(tokdir, sizeof tokdir, dir, "tok");
+    REQUIRE(write_text(tokdir, "tokenizer.json", "{\"model\": {}}") == 0);
+    CASE("data.pgtok: prepared with another tokenizer (tokenizer.json sha256 0000", "--model",
+         tokdir, "--data", pgp);
+    CASE("prepare it again with ptxgen-prepare --model", "--model", tokdir, "--data", pgp);
+    /* a larger vocabulary than the model's 32 */
+    path_in(big, sizeof big, dir, "big.pgtok");
+    REQUIRE(write_pgtok(big, 6, data_lens, data_ids, data_mask, 64, -1, 0, NULL) == 0);
+    CASE("prepared with a tokenizer of 64 tokens, more than the model's vocabulary of 32",
+         "--model", mp, "--data", big);
+    /* no target at all */
+    path_in(none, sizeof none, dir, "none.pgtok");
+    uint8_t zeros[23] = {0};
+    REQUIRE(write_pgtok(none, 6, data_lens, data_ids, zeros, 32, -1, 0, NULL) == 0);
+    CASE("no token of its 6 documents is a training target", "--model", mp, "--data", none);
+    /* options */
+    CASE("--packing takes pack or pad", "--model", mp, "--data", pgp, "--packing", "tight");
+    CASE("--data and --tokens: give one of them", "--model", mp, "--data", pgp, "--tokens", tp);
+    CASE("--packing needs --data", "--model", mp, "--tokens", tp, "--packing", "pad");
+    CASE("--model, --data (or --tokens), --batch, --seq and --steps (or --epochs) are required",
+         "--model", mp);
+    CASE("flat int32 tokens are one document, and --packing pad puts one document a row",
+         "--model", mp, "--data", tp, "--packing", "pad");
+    CASE("token 5 (byte 20) has id 32", "--model", mp, "--data", tbad);
+    REFUSED("--log-json and --data both name ", "--model", mp, "--data", pgp, "--log-json", pgp);
+    /* a --data run past the checks needs the GPU this test does not give */
+    const char *const ok[] = {"--model", tokdir, "--data", pgp, "--batch", "1", "--seq", "4",
+                              "--steps", "1", NULL};
+    char line[1024];
+    int lines = 0;
+    REQUIRE_INT_EQ(run_with(NULL, line, sizeof line, ok, &lines), 2);
+    path_in(p, sizeof p, tokdir, "tokenizer.json");
+    unlink(p);
+    REQUIRE_INT_EQ(run_with(NULL, line, sizeof line, ok, &lines), 1);
+    REQUIRE_CONTAINS(line, "no GPU: ");
+    unlink(jp);
+    unlink(big);
+    unlink(none);
+    remove_tree(tokdir);
+}
+
+/* A file's text, "" when it cannot be read (malloc'd). */
+static char *read_or_empty(const char *path)
+{
+    char *text = NULL;
+    size_t len;
+    bool ok = train_read_file_(path, &text, &len) == 0;
+    REQUIRE(ok);
+    return ok ? text : strdup("");
+}
+
+/* --data runs against the fake driver with the stand-in: packed and
+ * padded; checkpoints, a signal and --resume give the uninterrupted run's
+ * log; micro-batches without a target are passed over and counted; a
+ * .pgtok evaluation counts its targets. */
+static void test_data_runs(const char *fake, const char *shim)
+{
+    char od[3][4096], lg[3][4096], line[1024], *text;
+    static char keys[3][64][160];
+    int lines = 0, rc_;
+    for (int i = 0; i < 3; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "dk%d", i);
+        path_in(od[i], sizeof od[i], dir, n);
+        snprintf(n, sizeof n, "dk%d.jsonl", i);
+        path_in(lg[i], sizeof lg[i], dir, n);
+    }
+    child_preload = shim;
+#define RUN(k, ...)                                                                            \
+    do {                                                                                       \
+        const char *const a_[] = {"--model", mp, "--data", pgp, "--batch", "1", "--seq", "4",  \
+                                  "--steps", "6", "--grad-accum", "2", "--save-every", "2",    \
+                                  "--eval-data", pgp, "--eval-every", "3", "--lr", "0.1",      \
+                                  "--output-dir", od[k], "--log-json", lg[k], __VA_ARGS__,     \
+                                  NULL};                                                       \
+        rc_ = run_with(fake, line, sizeof line, a_, &lines);                                   \
+    } while (0)
+    RUN(0, "--mode", "eager");
+    REQUIRE_INT_EQ(rc_, 0);
+    int n0 = log_keys(lg[0], keys[0], 64);
+    REQUIRE_INT_EQ(n0, 8);
+    /* packed at seq 4 in file order: 23 tokens, 6 rows; the 13 targets
+     * but the two whose tokens begin a row (5 and 17) */
+    text = read_or_empty(lg[0]);
+    REQUIRE_CONTAINS(text, "\"eval_targets\": 11, \"eval_batches\": 6");
+    free(text);
+    char rcfg[4300];
+    path_in(rcfg, sizeof rcfg, od[0], "checkpoint-6/run_config.json");
+    text = read_or_empty(rcfg);
+    REQUIRE_CONTAINS(text, "\"packing\": \"pack\",");
+    REQUIRE_CONTAINS(text, "data.pgtok\",");
+    free(text);
+    path_in(rcfg, sizeof rcfg, od[0], "checkpoint-6/trainer_state.json");
+    text = read_or_empty(rcfg);
+    REQUIRE_CONTAINS(text, "\"data_position\": \"pgtok docs=6 tokens=23 targets=13 seq=4 "
+                           "packing=pack order=shuffle at={'epoch':");
+    free(text);
+    /* SIGINT as step 3 ends; resumed: the same log */
+    const char *sigint[] = {"SHIM_SIGNAL_AT=3", NULL};
+    child_env = sigint;
+    RUN(1, "--mode", "eager");
+    child_env = NULL;
+    REQUIRE_INT_EQ(rc_, 130);
+    const char *const res[] = {"--resume", od[1], NULL};
+    REQUIRE_INT_EQ(run_with(fake, line, sizeof line, res, &lines), 0);
+    REQUIRE_INT_EQ(log_keys(lg[1], keys[1], 64), n0);
+    for (int i = 0; i < n0; i++)
+        REQUIRE_STR_EQ(keys[1][i], keys[0][i]);
+    /* on --resume the data may not change */
+    const char *const other[] = {"--resume", od[1], "--packing", "pad", "--steps", "8", NULL};
+    REQUIRE_INT_EQ(run(line, sizeof line, other), 2);
+    REQUIRE_CONTAINS(line, "--packing pad differs from the run being resumed (pack in ");
+
+    /* padded, in file order: D0, (D1: no target) D2, D3, (D4) D5 */
+    const char *const pad[] = {"--model", mp, "--data", pgp, "--packing", "pad", "--batch", "1",
+                               "--seq", "4", "--steps", "4", "--data-order", "sequential",
+                               "--eval-data", pgp, "--log-json", lg[2], NULL};
+    REQUIRE_INT_EQ(run_with(fake, line, sizeof line, pad, &lines), 0);
+    text = read_or_empty(lg[2]);
+    REQUIRE_CONTAINS(text, "{\"step\": 1, \"epoch\": 0.166667,");
+    REQUIRE_CONTAINS(text, "\"skipped\": false}\n{\"step\": 2, \"epoch\": 0.500000,");
+    REQUIRE_CONTAINS(text, "\"skipped\": false, \"rows_without_targets\": 1}\n{\"step\": 3,");
+    REQUIRE_CONTAINS(text, "{\"step\": 4, \"epoch\": 1.000000,");
+    /* padded rows cut D0 and D3 to 4 tokens: 3 + 2 + 3 + 2 targets */
+    REQUIRE_CONTAINS(text, "{\"step\": 3, \"epoch\": 0.666667,");
+    REQUIRE_CONTAINS(text, "\"rows_without_targets\": 1}\n{\"step\": 4, \"epoch\": 1.000000, "
+                           "\"eval_loss\": ");
+    REQUIRE_CONTAINS(text, "\"eval_targets\": 10, \"eval_batches\": 6");
+    free(text);
+    child_preload = NULL;
+    for (int i = 0; i < 3; i++) {
+        remove_tree(od[i]);
+        unlink(lg[i]);
+    }
+#undef RUN
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -898,6 +1069,8 @@ int main(int argc, char **argv)
     REQUIRE(write_bytes(tp, ids, sizeof ids) == 0);
     ids[5] = 32;
     REQUIRE(write_bytes(tbad, ids, sizeof ids) == 0);
+    path_in(pgp, sizeof pgp, dir, "data.pgtok");
+    REQUIRE(write_pgtok(pgp, 6, data_lens, data_ids, data_mask, 32, -1, 0, NULL) == 0);
 
     /* config */
     char cfg[1024];
@@ -981,6 +1154,7 @@ int main(int argc, char **argv)
     pgrt_adapter_destroy(&ga);
     test_aliases(good);
     test_new_options();
+    test_data_refused();
     test_config();
     test_help_version(argc > 4 ? argv[4] : NULL);
     if (argc > 2)
@@ -988,6 +1162,7 @@ int main(int argc, char **argv)
     if (argc > 3) {
         test_resume_refused(argv[3]);
         test_checkpoint_runs(argv[2], argv[3]);
+        test_data_runs(argv[2], argv[3]);
     }
     remove_tree(dir);
     TEST_DONE();

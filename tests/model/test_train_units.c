@@ -6,13 +6,18 @@
  * read back as a --config file), checkpoint directories (names, listing,
  * the choice --resume makes, the whole-or-nothing write, pruning,
  * trainer_state.json), the token-file data source (its order and its
- * position as text, round trip) and the log's lines.
+ * position as text, round trip), the --data source over .pgtok files the
+ * test writes (packed and padded rows, the position round trip, a last
+ * batch completed with padding, micro-batches without a target passed
+ * over, the model checks and the files of the wrong kind) and the log's
+ * lines.
  */
 #include "model_util.h"
 #include "test.h"
 #include "train_ckpt.h"
 #include "train_opts.h"
 #include "train_progress.h"
+#include "train_data.h"
 #include "train_source.h"
 
 #include <math.h>
@@ -397,6 +402,418 @@ static void test_source(void)
     REQUIRE_CONTAINS(msg, "token id 40 at byte 160");
 }
 
+/* ------------------------------------------------------------ --data */
+
+#define X TD_IGNORE
+
+/* The example of docs/data.md and two more: A = 5 6 7 (text), B = 8 9 3 4
+ * (prompt 8 9), C = 10 11 12 (a prompt only: no target), D = 13 .. 17;
+ * 15 tokens, 8 targets. */
+static const int doc_lens[4] = {3, 4, 3, 5};
+static const int32_t doc_ids[15] = {5, 6, 7, 8, 9, 3, 4, 10, 11, 12, 13, 14, 15, 16, 17};
+static const uint8_t doc_mask[15] = {0, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1};
+
+static void write_docs(const char *path, const uint8_t *sha)
+{
+    REQUIRE(write_pgtok(path, 4, doc_lens, doc_ids, doc_mask, 32, 1, 0, sha) == 0);
+}
+
+typedef struct arrays {
+    int32_t ids[64], targets[64], pos[64], doc_start[64];
+    train_batch b;
+} arrays;
+
+static train_batch *batch_of(arrays *a, int rows, int seq)
+{
+    memset(a, 0x55, sizeof *a);
+    a->b = (train_batch){rows, seq, a->ids, a->targets, a->pos, a->doc_start, 0};
+    return &a->b;
+}
+
+static void next_ok(train_source *s, train_batch *b)
+{
+    char msg[1024] = "";
+    REQUIRE_INT_EQ(s->ops->next(s, b, msg, sizeof msg), 0);
+    REQUIRE_STR_EQ(msg, "");
+}
+
+#define REQUIRE_ARR(got, ...)                                                  \
+    do {                                                                       \
+        const int32_t w_[] = {__VA_ARGS__};                                    \
+        for (size_t i_ = 0; i_ < sizeof w_ / sizeof w_[0]; i_++)               \
+            REQUIRE_INT_EQ((got)[i_], w_[i_]);                                 \
+    } while (0)
+
+static train_source *open_data(const char *path, int seq, bool pad, bool shuffle,
+                               bool one_pass, char *note, char *msg)
+{
+    train_data_params p = {.opt = "--data", .path = path, .vocab = 32, .seq = seq, .pad = pad,
+                           .shuffle = shuffle, .seed = 3, .one_pass = one_pass};
+    train_source *s = NULL;
+    char nb[1024];
+    msg[0] = '\0';
+    int rc = train_source_data(&p, &s, note ? note : nb, 1024, msg, 8192);
+    REQUIRE((rc == 0) == (s != NULL));
+    return s;
+}
+
+static void test_data_packed(void)
+{
+    char dp[4200], msg[8192], note[1024];
+    path_in(dp, sizeof dp, dir, "docs.pgtok");
+    write_docs(dp, NULL);
+    train_source *s = open_data(dp, 8, false, false, false, note, msg);
+    REQUIRE(s != NULL);
+    if (!s)
+        return;
+    REQUIRE(s->has_targets && s->packed);
+    REQUIRE_STR_EQ(note, "");
+    REQUIRE_INT_EQ(s->ops->rows_per_epoch(s), 2); /* ceil(15 / 8) */
+    arrays a;
+    train_batch *b = batch_of(&a, 2, 8);
+    next_ok(s, b);
+    /* the row of docs/data.md, then C's first token, which predicts
+     * nothing (its next token is in the next row, and a prompt's) */
+    REQUIRE_ARR(a.ids, 5, 6, 7, 8, 9, 3, 4, 10);
+    REQUIRE_ARR(a.targets, 6, 7, X, X, 3, 4, X, X);
+    REQUIRE_ARR(a.pos, 0, 1, 2, 0, 1, 2, 3, 0);
+    REQUIRE_ARR(a.doc_start, 0, 0, 0, 3, 3, 3, 3, 7);
+    /* C's rest, D, the epoch's last row padded */
+    REQUIRE_ARR(a.ids + 8, 11, 12, 13, 14, 15, 16, 17, 0);
+    REQUIRE_ARR(a.targets + 8, X, X, 14, 15, 16, 17, X, X);
+    REQUIRE_ARR(a.pos + 8, 0, 1, 0, 1, 2, 3, 4, 0);
+    REQUIRE_ARR(a.doc_start + 8, 0, 0, 2, 2, 2, 2, 2, 7);
+    REQUIRE_INT_EQ(b->ntargets, 8);
+    REQUIRE(s->ops->epoch(s) == 1.0);
+    /* the stream goes on into the next epoch, in file order again */
+    b = batch_of(&a, 1, 8);
+    next_ok(s, b);
+    REQUIRE_ARR(a.ids, 5, 6, 7, 8, 9, 3, 4, 10);
+    REQUIRE(s->ops->epoch(s) == 1.5);
+    char pos[TRAIN_POS_MAX];
+    s->ops->position_get(s, pos);
+    REQUIRE_STR_EQ(pos, "pgtok docs=4 tokens=15 targets=8 seq=8 packing=pack order=sequential "
+                        "at={'epoch':1,'index':2,'offset':1}");
+    train_source_close(&s);
+}
+
+/* The position as text brings another source to the same place in a
+ * shuffled stream; text of another kind, file or setting is refused. */
+static void test_data_position(void)
+{
+    char dp[4200], msg[8192];
+    path_in(dp, sizeof dp, dir, "docs.pgtok");
+    train_source *a = open_data(dp, 4, false, true, false, NULL, msg);
+    train_source *b = open_data(dp, 4, false, true, false, NULL, msg);
+    REQUIRE(a && b);
+    if (!a || !b)
+        return;
+    arrays x, y;
+    for (int k = 0; k < 3; k++)
+        next_ok(a, batch_of(&x, 3, 4)); /* 9 rows: the second epoch (4 rows each) */
+    char pos[TRAIN_POS_MAX];
+    a->ops->position_get(a, pos);
+    REQUIRE(strlen(pos) < TRAIN_POS_MAX && !strchr(pos, '"') && !strchr(pos, '\\'));
+    REQUIRE_CONTAINS(pos, "pgtok docs=4 tokens=15 targets=8 seq=4 packing=pack order=shuffle "
+                          "at={'epoch':2,");
+    REQUIRE(fabs(a->ops->epoch(a) - 2.25) < 1e-12);
+    REQUIRE_INT_EQ(b->ops->position_set(b, pos, msg, sizeof msg), 0);
+    for (int k = 0; k < 6; k++) {
+        next_ok(a, batch_of(&x, 2, 4));
+        next_ok(b, batch_of(&y, 2, 4));
+        REQUIRE(!memcmp(x.ids, y.ids, 8 * sizeof x.ids[0]));
+        REQUIRE(!memcmp(x.targets, y.targets, 8 * sizeof x.ids[0]));
+        REQUIRE(!memcmp(x.pos, y.pos, 8 * sizeof x.ids[0]));
+        REQUIRE(!memcmp(x.doc_start, y.doc_start, 8 * sizeof x.ids[0]));
+        REQUIRE_INT_EQ(x.b.ntargets, y.b.ntargets);
+    }
+    /* epochs differ in order; every epoch holds every target once */
+    train_source *c = open_data(dp, 4, false, true, false, NULL, msg);
+    uint64_t sum = 0;
+    for (int k = 0; k < 4; k++) {
+        next_ok(c, batch_of(&x, 4, 4));
+        sum += x.b.ntargets;
+    }
+    REQUIRE(sum <= 4 * 8 && sum >= 4 * 8 - 4 * 3); /* a target at a row start is lost */
+    train_source_close(&c);
+    REQUIRE_INT_EQ(b->ops->position_set(b, "tokens rows=10 seq=4 order=shuffle epoch=0 row=2",
+                                        msg, sizeof msg),
+                   -1);
+    REQUIRE_CONTAINS(msg, "is not a position in a --data file");
+    REQUIRE_INT_EQ(b->ops->position_set(b, "pgtok docs=5 tokens=15 targets=8 seq=4 "
+                                           "packing=pack order=shuffle at={'epoch':0,'index':0,"
+                                           "'offset':0}",
+                                        msg, sizeof msg),
+                   -1);
+    REQUIRE_CONTAINS(msg, "(another file)");
+    REQUIRE_INT_EQ(b->ops->position_set(b, "pgtok docs=4 tokens=15 targets=8 seq=4 "
+                                           "packing=pad order=shuffle at={'epoch':0,'index':0,"
+                                           "'offset':0}",
+                                        msg, sizeof msg),
+                   -1);
+    REQUIRE_CONTAINS(msg, "--packing pad, --data-order shuffle; this run's are 4, pack, shuffle");
+    REQUIRE_INT_EQ(b->ops->position_set(b, "pgtok docs=4 tokens=15 targets=8 seq=4 "
+                                           "packing=pack order=shuffle at={'epoch':0,'index':0,"
+                                           "'offset':1}",
+                                        msg, sizeof msg),
+                   -1);
+    REQUIRE_CONTAINS(msg, "not a row boundary of seq 4");
+    REQUIRE_INT_EQ(b->ops->position_set(b, "pgtok docs=4 tokens=15 targets=8 seq=4 "
+                                           "packing=pack order=shuffle at={'epoch':0}",
+                                        msg, sizeof msg),
+                   -1);
+    REQUIRE_CONTAINS(msg, "no member");
+    /* after the refusals b is where it was */
+    next_ok(a, batch_of(&x, 2, 4));
+    next_ok(b, batch_of(&y, 2, 4));
+    REQUIRE(!memcmp(x.ids, y.ids, 8 * sizeof x.ids[0]));
+    train_source_close(&a);
+    train_source_close(&b);
+}
+
+/* Pad mode: one document a row at positions 0 .. S-1, no pos or
+ * doc_start (packed off), long documents cut, said once. */
+static void test_data_padded(void)
+{
+    char dp[4200], msg[8192], note[1024];
+    path_in(dp, sizeof dp, dir, "docs.pgtok");
+    train_source *s = open_data(dp, 4, true, false, false, note, msg);
+    REQUIRE(s != NULL);
+    if (!s)
+        return;
+    REQUIRE(s->has_targets && !s->packed);
+    REQUIRE_CONTAINS(note, "--packing pad cuts the documents longer than --seq 4 to their first "
+                           "4 tokens (the longest has 5)");
+    REQUIRE_INT_EQ(s->ops->rows_per_epoch(s), 4);
+    arrays a;
+    train_batch *b = batch_of(&a, 4, 4);
+    next_ok(s, b);
+    REQUIRE_ARR(a.ids, 5, 6, 7, 0, 8, 9, 3, 4, 10, 11, 12, 0, 13, 14, 15, 16);
+    REQUIRE_ARR(a.targets, 6, 7, X, X, X, 3, 4, X, X, X, X, X, 14, 15, 16, X);
+    REQUIRE_INT_EQ(b->ntargets, 7);
+    REQUIRE(a.pos[0] == 0x55555555 && a.doc_start[0] == 0x55555555); /* untouched */
+    train_source_close(&s);
+}
+
+/* A one-pass source (evaluation): the batch that runs out is completed
+ * with padding rows, later batches are padding; back to the start, the
+ * same again. */
+static void test_data_short_batches(void)
+{
+    char dp[4200], msg[8192], start[TRAIN_POS_MAX];
+    path_in(dp, sizeof dp, dir, "docs.pgtok");
+    train_source *s = open_data(dp, 8, false, false, true, NULL, msg);
+    REQUIRE(s != NULL);
+    if (!s)
+        return;
+    s->ops->position_get(s, start);
+    for (int pass = 0; pass < 2; pass++) {
+        arrays a;
+        train_batch *b = batch_of(&a, 3, 8);
+        next_ok(s, b);
+        REQUIRE_INT_EQ(b->ntargets, 8);
+        REQUIRE_ARR(a.ids + 8, 11, 12, 13, 14, 15, 16, 17, 0);
+        for (int i = 16; i < 24; i++) {
+            REQUIRE_INT_EQ(a.ids[i], 0);
+            REQUIRE_INT_EQ(a.targets[i], X);
+            REQUIRE_INT_EQ(a.pos[i], i - 16);
+            REQUIRE_INT_EQ(a.doc_start[i], 0);
+        }
+        REQUIRE(s->ops->epoch(s) == 1.0);
+        b = batch_of(&a, 2, 8);
+        next_ok(s, b);
+        REQUIRE_INT_EQ(b->ntargets, 0);
+        for (int i = 0; i < 16; i++)
+            REQUIRE(a.ids[i] == 0 && a.targets[i] == X);
+        REQUIRE_INT_EQ(s->ops->position_set(s, start, msg, sizeof msg), 0);
+    }
+    train_source_close(&s);
+}
+
+/* A micro-batch without a target is passed over, its rows counted; data
+ * in which no row at this seq holds one is refused after an epoch. */
+static void test_data_zero_targets(void)
+{
+    char dp[4200], msg[8192];
+    path_in(dp, sizeof dp, dir, "docs.pgtok");
+    train_source *s = open_data(dp, 4, true, false, false, NULL, msg);
+    REQUIRE(s != NULL);
+    if (!s)
+        return;
+    arrays a;
+    uint64_t passed = 0, got[4];
+    for (int k = 0; k < 4; k++) {
+        train_batch *b = batch_of(&a, 1, 4);
+        REQUIRE_INT_EQ(train_source_next_trained(s, b, &passed, msg, sizeof msg), 0);
+        got[k] = (uint64_t)a.ids[0];
+        REQUIRE(b->ntargets > 0);
+    }
+    /* A, B, (C passed over), D, then the next epoch's A */
+    REQUIRE(got[0] == 5 && got[1] == 8 && got[2] == 13 && got[3] == 5);
+    REQUIRE_INT_EQ(passed, 1);
+    train_source_close(&s);
+
+    /* the only target is the third token, and pad mode at seq 2 keeps
+     * two: nothing to train on at this seq */
+    int len[1] = {3};
+    int32_t ids[3] = {5, 6, 7};
+    uint8_t mask[3] = {0, 0, 1};
+    path_in(dp, sizeof dp, dir, "late.pgtok");
+    REQUIRE(write_pgtok(dp, 1, len, ids, mask, 32, -1, 0, NULL) == 0);
+    s = open_data(dp, 2, true, false, false, NULL, msg);
+    REQUIRE(s != NULL);
+    if (!s)
+        return;
+    train_batch *b = batch_of(&a, 1, 2);
+    passed = 0;
+    REQUIRE(train_source_next_trained(s, b, &passed, msg, sizeof msg) != 0);
+    REQUIRE_CONTAINS(msg, "rows one after another hold no target, more than an epoch (1 rows): "
+                          "at --seq 2 nothing of the data is trained on");
+    train_source_close(&s);
+    /* a file without any target is refused at open */
+    uint8_t none[3] = {0, 0, 0};
+    REQUIRE(write_pgtok(dp, 1, len, ids, none, 32, -1, 0, NULL) == 0);
+    REQUIRE(open_data(dp, 2, false, false, false, NULL, msg) == NULL);
+    REQUIRE_CONTAINS(msg, "no token of its 1 documents is a training target");
+}
+
+/* The model's vocabulary and tokenizer; files of the other kind given to
+ * either option. */
+static void test_data_checks(void)
+{
+    char dp[4200], tj[4200], msg[8192], note[1024];
+    path_in(tj, sizeof tj, dir, "tokenizer.json");
+    REQUIRE(write_text(dir, "tokenizer.json", "{\"model\": {}}") == 0);
+    uint8_t sha[32];
+    REQUIRE_INT_EQ(td_file_sha256(tj, sha), 0);
+    path_in(dp, sizeof dp, dir, "same.pgtok");
+    write_docs(dp, sha);
+    train_data_params p = {.opt = "--data", .path = dp, .vocab = 32, .tokenizer_json = tj,
+                           .seq = 4};
+    train_source *s = NULL;
+    REQUIRE_INT_EQ(train_source_data(&p, &s, note, sizeof note, msg, sizeof msg), 0);
+    train_source_close(&s);
+    /* another tokenizer: td's message, both hashes */
+    path_in(dp, sizeof dp, dir, "docs.pgtok");
+    p.path = dp;
+    REQUIRE(train_source_data(&p, &s, note, sizeof note, msg, sizeof msg) != 0 && !s);
+    REQUIRE_CONTAINS(msg, "--data: ");
+    REQUIRE_CONTAINS(msg, "docs.pgtok: prepared with another tokenizer (tokenizer.json sha256 "
+                          "0000000000000000000000000000000000000000000000000000000000000000) "
+                          "than ");
+    /* a model with a smaller vocabulary */
+    p.tokenizer_json = NULL;
+    p.vocab = 16;
+    REQUIRE(train_source_data(&p, &s, note, sizeof note, msg, sizeof msg) != 0);
+    REQUIRE_CONTAINS(msg, "prepared with a tokenizer of 32 tokens, more than the model's "
+                          "vocabulary of 16");
+    /* a JSONL to --data; to --tokens; a .pgtok to --tokens */
+    char jp[4200];
+    path_in(jp, sizeof jp, dir, "train.jsonl");
+    REQUIRE(write_text(dir, "train.jsonl", "{\"text\": \"hello\"}\n") == 0);
+    p.vocab = 32;
+    p.path = jp;
+    REQUIRE(train_source_data(&p, &s, note, sizeof note, msg, sizeof msg) != 0);
+    REQUIRE_CONTAINS(msg, "train.jsonl: JSON text, not prepared training data: run "
+                          "ptxgen-prepare --model DIR --input ");
+    REQUIRE(train_source_tokens("--tokens", jp, 32, 4, true, 0, &s, msg, sizeof msg) != 0);
+    REQUIRE_CONTAINS(msg, "--tokens ");
+    REQUIRE_CONTAINS(msg, "train.jsonl: JSON text, not int32 token ids: run ptxgen-prepare "
+                          "--model DIR --input ");
+    REQUIRE_CONTAINS(msg, "and train with --data DATA.pgtok");
+    REQUIRE(train_source_tokens("--tokens", dp, 32, 4, true, 0, &s, msg, sizeof msg) != 0);
+    REQUIRE_CONTAINS(msg, "docs.pgtok: a ptxgen-prepare file (it starts with PGTOKENS), not "
+                          "flat int32 tokens: train on it with --data ");
+    REQUIRE(train_file_kind(dp) == TRAIN_FILE_PGTOK && train_file_kind(jp) == TRAIN_FILE_JSON);
+
+    /* flat int32 ids to --data: one document, packed rows of the file in
+     * its order (said when shuffle was asked for); --packing pad refused */
+    int32_t ids[10];
+    for (int i = 0; i < 10; i++)
+        ids[i] = 20 + i;
+    path_in(dp, sizeof dp, dir, "flat.bin");
+    REQUIRE(write_bytes(dp, ids, sizeof ids) == 0);
+    REQUIRE(train_file_kind(dp) == TRAIN_FILE_OTHER);
+    p.path = dp;
+    p.shuffle = true;
+    REQUIRE_INT_EQ(train_source_data(&p, &s, note, sizeof note, msg, sizeof msg), 0);
+    REQUIRE_CONTAINS(note, "flat int32 tokens, read as one document: its rows come in file order");
+    REQUIRE_INT_EQ(s->ops->rows_per_epoch(s), 3); /* the last row padded, not dropped */
+    arrays a;
+    train_batch *b = batch_of(&a, 3, 4);
+    next_ok(s, b);
+    REQUIRE_ARR(a.ids, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 0, 0);
+    REQUIRE_ARR(a.targets, 21, 22, 23, X, 25, 26, 27, X, 29, X, X, X);
+    REQUIRE_INT_EQ(b->ntargets, 7);
+    char pos[TRAIN_POS_MAX];
+    s->ops->position_get(s, pos);
+    REQUIRE_STR_EQ(pos, "raw docs=1 tokens=10 targets=9 seq=4 packing=pack order=shuffle "
+                        "at={'epoch':1,'index':0,'offset':0}");
+    train_source_close(&s);
+    p.pad = true;
+    REQUIRE(train_source_data(&p, &s, note, sizeof note, msg, sizeof msg) != 0);
+    REQUIRE_CONTAINS(msg, "flat int32 tokens are one document, and --packing pad puts one "
+                          "document a row");
+    /* flat ids past the model's vocabulary */
+    p.pad = false;
+    p.vocab = 25;
+    REQUIRE(train_source_data(&p, &s, note, sizeof note, msg, sizeof msg) != 0);
+    REQUIRE_CONTAINS(msg, "--data: ");
+    REQUIRE_CONTAINS(msg, "25");
+}
+
+/* --data and --packing among the options: exactly one of --data and
+ * --tokens, --packing only with --data, both in run_config.json. */
+static void test_data_options(void)
+{
+    train_opts o;
+    char ck[4096];
+    const char *const both[] = {"--model", "m", "--data", "d", "--tokens", "t", "--batch", "2",
+                                "--seq", "4", "--steps", "1", NULL};
+    REQUIRE_INT_EQ(load(&o, ck, sizeof ck, both), 2);
+    train_opts_free(&o);
+    const char *const neither[] = {"--model", "m", "--batch", "2", "--seq", "4", "--steps", "1",
+                                   NULL};
+    REQUIRE_INT_EQ(load(&o, ck, sizeof ck, neither), 2);
+    train_opts_free(&o);
+    const char *const packtok[] = {"--model", "m", "--tokens", "t", "--packing", "pad",
+                                   "--batch", "2", "--seq", "4", "--steps", "1", NULL};
+    REQUIRE_INT_EQ(load(&o, ck, sizeof ck, packtok), 2);
+    train_opts_free(&o);
+    const char *const ok[] = {"--model", "m", "--data", "d.pgtok", "--packing", "pad",
+                              "--batch", "2", "--seq", "4", "--steps", "1", NULL};
+    REQUIRE_INT_EQ(load(&o, ck, sizeof ck, ok), 0);
+    REQUIRE(o.packing == TRAIN_PACKING_PAD && o.data && !o.tokens);
+    char *js = train_opts_json(&o);
+    REQUIRE(js != NULL);
+    REQUIRE_CONTAINS(js, "\"packing\": \"pad\"");
+    REQUIRE_CONTAINS(js, "/d.pgtok\"");
+    REQUIRE(!strstr(js, "\"tokens\""));
+    char cfg[4200];
+    path_in(cfg, sizeof cfg, dir, "data_config.json");
+    REQUIRE(write_bytes(cfg, js, strlen(js)) == 0);
+    free(js);
+    train_opts_free(&o);
+    /* the file's --data gives way to --tokens on the command line, and
+     * its --packing, which needs --data, is then refused */
+    const char *const over[] = {"--config", cfg, "--tokens", "t", NULL};
+    REQUIRE_INT_EQ(load(&o, ck, sizeof ck, over), 2);
+    train_opts_free(&o);
+    const char *const back[] = {"--config", cfg, NULL};
+    REQUIRE_INT_EQ(load(&o, ck, sizeof ck, back), 0);
+    REQUIRE(o.packing == TRAIN_PACKING_PAD && o.data && o.data[0] == '/');
+    train_opts_free(&o);
+    /* the default is pack, not written without --data */
+    const char *const tok[] = {"--model", "m", "--tokens", "t", "--batch", "2", "--seq", "4",
+                               "--steps", "1", NULL};
+    REQUIRE_INT_EQ(load(&o, ck, sizeof ck, tok), 0);
+    REQUIRE(o.packing == TRAIN_PACKING_PACK);
+    js = train_opts_json(&o);
+    REQUIRE(js && !strstr(js, "\"packing\"") && !strstr(js, "\"data\""));
+    free(js);
+    train_opts_free(&o);
+}
+
 static void test_log_lines(void)
 {
     char b[512], d[64];
@@ -406,6 +823,10 @@ static void test_log_lines(void)
     REQUIRE_STR_EQ(b, "{\"step\": 3, \"epoch\": 0.500000, \"loss\": 2.25, \"lr\": 0.0001, "
                       "\"grad_norm\": 0.5, \"tokens\": 2048, \"tokens_per_s\": 102400.0, "
                       "\"ms\": 20.0000, \"elapsed_s\": 1.500, \"skipped\": false}\n");
+    r.rows_without_targets = 6;
+    train_log_step_line(b, sizeof b, &r);
+    REQUIRE_CONTAINS(b, "\"skipped\": false, \"rows_without_targets\": 6}\n");
+    r.rows_without_targets = 0;
     r.skipped = true;
     r.grad_norm = INFINITY;
     train_log_step_line(b, sizeof b, &r);
@@ -478,6 +899,13 @@ int main(void)
     test_ckpt_dirs();
     test_state();
     test_source();
+    test_data_packed();
+    test_data_position();
+    test_data_padded();
+    test_data_short_batches();
+    test_data_zero_targets();
+    test_data_checks();
+    test_data_options();
     test_log_lines();
     remove_tree(dir);
     TEST_DONE();
