@@ -291,11 +291,6 @@ int train_hf_main(int argc, char **argv)
     if ((code = check_aliases(&o, mf)) || (code = check_outputs(&o, resume ? ckpt : "")))
         goto out;
     code = TRAIN_EXIT_USAGE;
-    const char *fn, *need = train_runtime_lacks(&o, src, eval != NULL, &fn);
-    if (need) {
-        train_bad("%s needs %s, which this build's runtime does not have yet", need, fn);
-        goto out;
-    }
     if (!(run_config = train_opts_json(&o))) {
         train_bad("out of host memory");
         goto out;

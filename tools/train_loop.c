@@ -24,21 +24,6 @@
 #define PATH_MAX 4096
 #endif
 
-/* Declared in pgrt_lm.h, implemented in the runtime after the declaration:
- * weak here, so that this tool links against a runtime without them
- * (they are then NULL) and uses them once it has them. */
-#if defined(__GNUC__)
-#pragma weak pgrt_lm_train
-#pragma weak pgrt_lm_eval
-#pragma weak pgrt_lm_pending
-#pragma weak pgrt_lm_steps
-#pragma weak pgrt_lm_state_save
-#pragma weak pgrt_lm_state_load
-#define HAVE(f) ((f) != NULL)
-#else
-#define HAVE(f) true
-#endif
-
 static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig)
@@ -57,34 +42,6 @@ void train_signals_install(void)
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-}
-
-const char *train_runtime_lacks(const train_opts *o, const train_source *src, bool eval,
-                                const char **function)
-{
-    *function = "pgrt_lm_train";
-    if (!HAVE(pgrt_lm_train)) {
-        pgrt_lm_schedule sc = train_opts_schedule(o, 1);
-        if (o->grad_accum > 1)
-            return "--grad-accum";
-        if (sc.kind != PGRT_LM_SCHED_CONSTANT)
-            return "--lr-schedule";
-        if (sc.warmup_steps)
-            return o->warmup_steps ? "--warmup-steps" : "--warmup-ratio";
-        if (src->has_targets || src->packed)
-            return src->opt;
-    }
-    *function = "pgrt_lm_eval";
-    if (eval && !HAVE(pgrt_lm_eval))
-        return "--eval-data";
-    *function = "pgrt_lm_state_save";
-    if (o->output_dir && !HAVE(pgrt_lm_state_save))
-        return "--output-dir";
-    *function = "pgrt_lm_state_load";
-    if (o->resume && !HAVE(pgrt_lm_state_load))
-        return "--resume";
-    *function = NULL;
-    return NULL;
 }
 
 static double now_ms(void)
@@ -111,23 +68,10 @@ typedef struct loop {
     char msg[2 * PATH_MAX + 512];
 } loop;
 
-/* A micro-batch: pgrt_lm_train, or on a runtime without it pgrt_lm_step
- * (train_runtime_lacks has refused everything but a plain batch then). */
+/* A micro-batch of the step. */
 static int micro(loop *L, const pgrt_lm_batch *b, pgrt_lm_result *r)
 {
-    if (HAVE(pgrt_lm_train))
-        return pgrt_lm_train(L->lm, L->s, b, r);
-    double loss = 0;
-    float norm = 0;
-    int rc = pgrt_lm_step(L->lm, L->s, b->ids, &loss, &norm);
-    memset(r, 0, sizeof *r);
-    r->targets = (uint64_t)L->rows * (uint64_t)(L->seq - 1);
-    r->loss_sum = loss * (double)r->targets;
-    r->updated = true;
-    r->skipped = !isfinite(norm);
-    r->grad_norm = norm;
-    r->lr = (float)L->o->lr;
-    return rc;
+    return pgrt_lm_train(L->lm, L->s, b, r);
 }
 
 static int alloc_batch(train_batch *b, int rows, int seq, bool targets, bool packed)
@@ -229,7 +173,7 @@ static int save_checkpoint(loop *L, char *where, size_t cap)
     char tmp[PATH_MAX + 64] = "", p[PATH_MAX + 128];
     const char *lib = NULL; /* a library call that failed: its message */
     int rc;
-    if (HAVE(pgrt_lm_pending) && pgrt_lm_pending(L->lm) != 0) {
+    if (pgrt_lm_pending(L->lm) != 0) {
         fprintf(stderr, "ptxgen-train: checkpoint at step %" PRIu64 ": inside an optimizer "
                         "step\n", L->step);
         return TRAIN_EXIT_FAIL;
@@ -246,7 +190,7 @@ static int save_checkpoint(loop *L, char *where, size_t cap)
         goto failed;
     }
     uint64_t opt_steps = L->opt_steps;
-    if (HAVE(pgrt_lm_steps) && (rc = pgrt_lm_steps(L->lm, L->s, &opt_steps))) {
+    if ((rc = pgrt_lm_steps(L->lm, L->s, &opt_steps))) {
         lib = "pgrt_lm_steps";
         goto failed;
     }
@@ -445,7 +389,7 @@ int train_run(const train_run_in *in, train_run_out *out)
             goto out;
         }
         uint64_t done = 0;
-        if (HAVE(pgrt_lm_steps) && !pgrt_lm_steps(L->lm, L->s, &done) &&
+        if (!pgrt_lm_steps(L->lm, L->s, &done) &&
             done != rs->optimizer_steps) {
             train_say("--resume %s: its optimizer state has taken %" PRIu64
                       " steps, trainer_state.json says %" PRIu64,

@@ -50,12 +50,5 @@ int train_run(const train_run_in *in, train_run_out *out);
  * boundary; a second one exits at once (128 + signal), writing nothing. */
 void train_signals_install(void);
 
-/* What of the trainer's API this runtime lacks for these options, as the
- * option that needs it (NULL: nothing). pgrt_lm_train and the functions
- * around it are declared in pgrt_lm.h and implemented after it; until a
- * runtime has them a plain run goes through pgrt_lm_step, and the options
- * that need them are refused. */
-const char *train_runtime_lacks(const train_opts *o, const train_source *src, bool eval,
-                                const char **function);
 
 #endif
