@@ -280,7 +280,13 @@ static void docs_case(const fam *c, shp x, enum layout kind)
                 rl[((size_t)b * x.s + s) * x.hq + h] = m + log(sum);
             }
     check(c->fwd, &x, "O", c->tol_o, ok[0], &r.o, ro, 0);
-    check(c->fwd, &x, "LSE", c->tol_lse, ok[0], &r.l, rl, 0);
+    /* the tensor cores' LSE at S = 1 is one score from bf16-rounded q and
+     * k: its error is absolute, up to about 2^-8 scale sum |q k| (0.02 at
+     * D 64 on unit normals), not relative to the score, which can sit near
+     * 0 (seed 1795763734: 0.25 off by 0.0055). There the norm is taken
+     * against at least 4 an element (0.02 absolute at tol 5e-3). */
+    double lse_floor = !c->exact && x.s == 1 ? 4 * sqrt((double)r.l.n) : 0;
+    check(c->fwd, &x, "LSE", c->tol_lse, ok[0], &r.l, rl, lse_floor);
 
     /* backward reference on the kernel's O and LSE */
     const float *o_in = r.o.host[0], *l_in = r.l.host[0];
