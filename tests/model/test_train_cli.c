@@ -95,8 +95,18 @@ static int run_with(const char *driver, char *line, size_t len, const char *cons
         (void)f;
         f = freopen(child_out ? child_out : "/dev/null", "w", stdout);
         setenv("PGRT_LIBCUDA", driver ? driver : "/nonexistent/libcuda.so.1", 1);
-        if (child_preload)
+        if (child_preload) {
             setenv("LD_PRELOAD", child_preload, 1);
+            /* in an ASan build the shim is loaded ahead of the sanitizer's
+             * runtime, which refuses to start unless told the order is
+             * meant (the shim interposes a few pgrt_lm_* symbols, nothing
+             * ASan intercepts) */
+            char asan[512];
+            const char *prev = getenv("ASAN_OPTIONS");
+            snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", prev ? prev : "",
+                     prev && *prev ? ":" : "");
+            setenv("ASAN_OPTIONS", asan, 1);
+        }
         for (const char *const *e = child_env; e && *e; e++) {
             char name[64];
             size_t eq = strcspn(*e, "=");
