@@ -85,23 +85,7 @@ static void test_dscale(bool bf16, uint32_t rows, uint32_t vocab, double spread,
     pgrt_buf *bscale = dev_upload(&scale, 1);
 
     double *rloss = ref_alloc(rows), *rgrad = ref_alloc(n);
-    for (uint32_t r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * vocab;
-        double *g = rgrad + (size_t)r * vocab;
-        if (lab[r] < 0) {
-            rloss[r] = 0;
-            memset(g, 0, vocab * sizeof *g);
-            continue;
-        }
-        double m = -INFINITY, s = 0;
-        for (uint32_t j = 0; j < vocab; j++)
-            m = fmax(m, xr[j]);
-        for (uint32_t j = 0; j < vocab; j++)
-            s += exp(xr[j] - m);
-        rloss[r] = log(s) + m - (r == bad_row ? 0 : xr[lab[r]]);
-        for (uint32_t j = 0; j < vocab; j++)
-            g[j] = (exp(xr[j] - m) / s - ((int32_t)j == lab[r])) * scale;
-    }
+    ce_reference(x, lab, rows, vocab, bad_row, scale, rloss, rgrad);
 
     ce_out dev[2], ref_imm, again, again_imm;
     ce_out *all[] = {&dev[0], &dev[1], &ref_imm, &again, &again_imm};

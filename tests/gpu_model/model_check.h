@@ -125,4 +125,30 @@ static inline void print_table(const char *notes)
            notes);
 }
 
+/* The cross-entropy kernels' double reference over rows x vocab logits x:
+ * per-row loss (0 for a negative label; for bad_row, whose label is past
+ * the vocabulary, logsumexp alone) and (softmax - onehot) * scale. */
+static inline void ce_reference(const float *x, const int32_t *lab, uint32_t rows,
+                                uint32_t vocab, uint32_t bad_row, float scale, double *rloss,
+                                double *rgrad)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * vocab;
+        double *g = rgrad + (size_t)r * vocab;
+        if (lab[r] < 0) {
+            rloss[r] = 0;
+            memset(g, 0, vocab * sizeof *g);
+            continue;
+        }
+        double m = -INFINITY, s = 0;
+        for (uint32_t j = 0; j < vocab; j++)
+            m = fmax(m, xr[j]);
+        for (uint32_t j = 0; j < vocab; j++)
+            s += exp(xr[j] - m);
+        rloss[r] = log(s) + m - (r == bad_row ? 0 : xr[lab[r]]);
+        for (uint32_t j = 0; j < vocab; j++)
+            g[j] = (exp(xr[j] - m) / s - ((int32_t)j == lab[r])) * scale;
+    }
+}
+
 #endif /* PTXGEN_MODEL_CHECK_H */

@@ -54,23 +54,7 @@ static void test_ce(bool bf16, uint32_t rows, uint32_t vocab, double spread, dou
     float scale = 1.0f / (float)(counted ? counted : 1);
     pgrt_buf *bl = s32_upload(lab, rows), *bloss = dev_alloc(PG_F32, rows);
     double *rloss = ref_alloc(rows), *rgrad = ref_alloc(n);
-    for (uint32_t r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * vocab;
-        double *g = rgrad + (size_t)r * vocab;
-        if (lab[r] < 0) {
-            rloss[r] = 0;
-            memset(g, 0, vocab * sizeof *g);
-            continue;
-        }
-        double m = -INFINITY, s = 0;
-        for (uint32_t j = 0; j < vocab; j++)
-            m = fmax(m, xr[j]);
-        for (uint32_t j = 0; j < vocab; j++)
-            s += exp(xr[j] - m);
-        rloss[r] = log(s) + m - (r == bad_row ? 0 : xr[lab[r]]);
-        for (uint32_t j = 0; j < vocab; j++)
-            g[j] = (exp(xr[j] - m) / s - ((int32_t)j == lab[r])) * scale;
-    }
+    ce_reference(x, lab, rows, vocab, bad_row, scale, rloss, rgrad);
     float *loss[2] = {xmalloc(rows * 4), xmalloc(rows * 4)};
     float *grad[2] = {xmalloc(n * 4), xmalloc(n * 4)};
     pgk_knobs kn = knobs_of(name, "rows", rows, "vocab", vocab, NULL);
