@@ -71,7 +71,10 @@ extern "C" {
     X(EARGS, -14, "launch does not match the kernel")                          \
     X(ECAPTURE, -15, "not allowed while a stream is capturing")                \
     X(ERANGE, -16, "out of range")                                             \
-    X(ESTATE, -17, "call not valid in this state")
+    X(ESTATE, -17, "call not valid in this state")                             \
+    X(ENOLIB, -18, "a library the call needs was not found")                   \
+    X(ECOMM, -19, "collective communication failed")                           \
+    X(ETIMEOUT, -20, "timed out")
 
 typedef enum pgrt_errno {
     PGRT_OK = 0,
@@ -382,6 +385,14 @@ PGRT_API int pgrt_stream_sync(pgrt_stream *s);
 /* Whether the stream is capturing (cuStreamIsCapturing; also captures begun
  * outside this API). */
 PGRT_API int pgrt_stream_is_capturing(pgrt_stream *s, bool *capturing);
+/* Whether everything ordered on s so far has finished (cuStreamQuery),
+ * without waiting: *idle true or false and 0, or an error the stream's
+ * work ran into. */
+PGRT_API int pgrt_stream_query(pgrt_stream *s, bool *idle);
+/* Work ordered on s after this call waits for e's last record
+ * (cuStreamWaitEvent); inside a capture this is how a second stream
+ * forks from and joins the captured one. */
+PGRT_API int pgrt_stream_wait_event(pgrt_stream *s, pgrt_event *e);
 
 /* A timing event. */
 PGRT_API int pgrt_event_create(pgrt_ctx *ctx, pgrt_event **out);

@@ -228,6 +228,9 @@ enum {
       (CUstream * s, unsigned flags))                                                        \
     X(StreamDestroy, "cuStreamDestroy", 4000, "cuStreamDestroy_v2", 1, (CUstream s))          \
     X(StreamSynchronize, "cuStreamSynchronize", 2000, "cuStreamSynchronize", 1, (CUstream s)) \
+    X(StreamQuery, "cuStreamQuery", 2000, "cuStreamQuery", 1, (CUstream s))                  \
+    X(StreamWaitEvent, "cuStreamWaitEvent", 3020, "cuStreamWaitEvent", 1,                     \
+      (CUstream s, CUevent e, unsigned flags))                                               \
     X(StreamIsCapturing, "cuStreamIsCapturing", 10000, "cuStreamIsCapturing", 0,              \
       (CUstream s, int *status))                                                             \
     X(StreamBeginCapture, "cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2", 0,        \

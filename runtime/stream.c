@@ -48,6 +48,32 @@ int pgrt_stream_sync(pgrt_stream *s)
     return RT_CU(&s->ctx->drv, StreamSynchronize, (s->cu));
 }
 
+int pgrt_stream_query(pgrt_stream *s, bool *idle)
+{
+    if (!s || !idle)
+        return rt_fail(PGRT_EINVAL, "pgrt_stream_query: %s is NULL", s ? "idle" : "stream");
+    int rc = rt_ctx_bind(s->ctx);
+    if (rc)
+        return rc;
+    CUresult r = s->ctx->drv.StreamQuery(s->cu);
+    *idle = r == CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS || r == 600 /* CUDA_ERROR_NOT_READY */)
+        return 0;
+    return rt_cu_check(&s->ctx->drv, r, "cuStreamQuery");
+}
+
+int pgrt_stream_wait_event(pgrt_stream *s, pgrt_event *e)
+{
+    if (!s || !e)
+        return rt_fail(PGRT_EINVAL, "pgrt_stream_wait_event: %s is NULL", s ? "event" : "stream");
+    if (s->ctx != e->ctx)
+        return rt_fail(PGRT_EINVAL, "pgrt_stream_wait_event: event of another context");
+    int rc = rt_ctx_bind(s->ctx);
+    if (rc)
+        return rc;
+    return RT_CU(&s->ctx->drv, StreamWaitEvent, (s->cu, e->cu, 0));
+}
+
 static int need(const pgrt_ctx *ctx, bool have, const char *call, const char *version)
 {
     if (have)

@@ -597,6 +597,23 @@ E(cuStreamSynchronize)(CUstream s)
     }
     return CUDA_SUCCESS;
 }
+/* $FAKECUDA_BUSY_QUERIES: that many cuStreamQuery calls answer
+ * CUDA_ERROR_NOT_READY (600) before the stream reads idle; -1: always busy. */
+E(cuStreamQuery)(CUstream s)
+{
+    (void)s;
+    static atomic_int queries;
+    int busy = env_int("FAKECUDA_BUSY_QUERIES", 0);
+    if (busy < 0 || atomic_fetch_add(&queries, 1) < busy)
+        return 600;
+    return CUDA_SUCCESS;
+}
+E(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned flags)
+{
+    (void)s;
+    (void)e;
+    return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
 E(cuStreamIsCapturing)(CUstream s, int *status)
 {
     *status = s && s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
@@ -948,6 +965,8 @@ static const struct {
     {"cuStreamCreate", 2000, F(cuStreamCreate)},
     {"cuStreamDestroy", 4000, F(cuStreamDestroy_v2)},
     {"cuStreamSynchronize", 2000, F(cuStreamSynchronize)},
+    {"cuStreamQuery", 2000, F(cuStreamQuery)},
+    {"cuStreamWaitEvent", 3020, F(cuStreamWaitEvent)},
     {"cuStreamIsCapturing", 10000, F(cuStreamIsCapturing)},
     {"cuStreamBeginCapture", 10010, F(cuStreamBeginCapture_v2)},
     {"cuStreamEndCapture", 10000, F(cuStreamEndCapture)},
