@@ -15,6 +15,8 @@
  */
 #define _XOPEN_SOURCE 700
 #include "train_hf.h"
+#include "train_dist.h"
+#include "train_launch.h"
 #include "train_loop.h"
 #include "train_paths.h"
 
@@ -225,6 +227,34 @@ static void warn_escaped(const char *line)
     fprintf(stderr, "ptxgen-train: %s\n", safe);
 }
 
+/* --gpus N: this command again as N ranks on this host, --gpus left out
+ * (train_launch.h). */
+static int launch_ranks(const train_opts *o, int argc, char **argv)
+{
+    if (getenv("WORLD_SIZE"))
+        return train_bad("--gpus %lld: this process is a rank of a launched run already "
+                         "(WORLD_SIZE=%s); start the run with --gpus or with torchrun's "
+                         "variables, not both", o->gpus, getenv("WORLD_SIZE"));
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args)
+        return train_bad("out of host memory");
+    int n = 0;
+    args[n++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        bool value = train_opts_takes_value(argv[i]) && i + 1 < argc;
+        if (strcmp(argv[i], "--gpus") != 0) {
+            args[n++] = argv[i];
+            if (value)
+                args[n++] = argv[i + 1];
+        }
+        i += value;
+    }
+    train_launch_opts lo = {.gpus = (int)o->gpus, .argv = args};
+    int status = train_launch(&lo);
+    free(args);
+    return status;
+}
+
 int train_hf_main(int argc, char **argv)
 {
     train_opts o;
@@ -233,6 +263,24 @@ int train_hf_main(int argc, char **argv)
     if (code) {
         train_opts_free(&o);
         return code < 0 ? 0 : code;
+    }
+    if (o.gpus > 1) {
+        code = launch_ranks(&o, argc, argv);
+        train_opts_free(&o);
+        return code;
+    }
+    train_dist td;
+    if ((code = train_dist_setup(&o, &td))) {
+        train_opts_free(&o);
+        return code;
+    }
+    /* several GPUs: only rank 0 writes; the others train and check */
+    const bool writes = train_dist_writes(&td);
+    if (!writes) {
+        free(o.log_json);
+        free(o.save_adapter);
+        free(o.save_grads);
+        o.log_json = o.save_adapter = o.save_grads = NULL;
     }
     pgrt_model_files *mf = NULL;
     pgrt_adapter *ad = NULL, *final = NULL, *grads = NULL;
@@ -288,7 +336,7 @@ int train_hf_main(int argc, char **argv)
         }
     }
     src->ops->position_get(src, start_pos);
-    if ((code = check_aliases(&o, mf)) || (code = check_outputs(&o, resume ? ckpt : "")))
+    if (writes && ((code = check_aliases(&o, mf)) || (code = check_outputs(&o, resume ? ckpt : ""))))
         goto out;
     code = TRAIN_EXIT_USAGE;
     if (!(run_config = train_opts_json(&o))) {
@@ -305,8 +353,11 @@ int train_hf_main(int argc, char **argv)
             fprintf(stderr, "ptxgen-train: out of host memory\n");
             goto out;
         }
-    if ((rc = pgrt_ctx_create(&ctx, NULL)))
+    if ((rc = pgrt_ctx_create(&ctx, &(pgrt_ctx_params){.device = train_dist_device(&td)})))
         goto fail;
+    if ((code = train_dist_join(&td, &o, ctx)))
+        goto out;
+    code = TRAIN_EXIT_FAIL;
     if (o.log_json) {
         long long keep = -1;
         char abs[PATH_MAX + 64];
@@ -345,6 +396,7 @@ int train_hf_main(int argc, char **argv)
             .log = last_mode ? log : NULL,
             .graph = m == 1,
             .keep_grads = grads != NULL,
+            .comm = td.comm,
         };
         ro[m].loss = losses[m];
         ro[m].final = final;
@@ -367,13 +419,22 @@ int train_hf_main(int argc, char **argv)
     if (ro[last].steps > 1)
         fprintf(stderr, "%.2f ms/step, %.0f tokens/s (steps after the first)\n",
                 ro[last].steady_ms / (double)counted,
-                (double)o.batch * (double)o.seq * (double)o.grad_accum * (double)counted /
-                    ro[last].steady_ms * 1e3);
+                (double)o.batch * (double)o.world * (double)o.seq * (double)o.grad_accum *
+                    (double)counted / ro[last].steady_ms * 1e3);
+    if (td.comm) {
+        pgrt_stream *s = NULL;
+        if ((rc = pgrt_stream_create(ctx, &s)))
+            goto fail;
+        code = train_dist_same_adapter(&td, s, final);
+        pgrt_stream_destroy(&s);
+        if (code)
+            goto out;
+    }
     /* Each output on its own, the trained adapter first: one that fails
      * (a full disk) is reported and leaves the others written, each whole
      * (pgrt_adapter_save writes its pair atomically). */
     code = verdict;
-    if (o.output_dir) {
+    if (o.output_dir && writes) {
         char fin[PATH_MAX + 64];
         snprintf(fin, sizeof fin, "%s/%s", o.output_dir, TRAIN_FINAL_DIR);
         if (pgrt_adapter_save(final, fin)) {
@@ -405,6 +466,9 @@ out:
     free(losses[1]);
     free(run_config);
     train_log_close(&log);
+    if (code && td.comm)
+        pgrt_comm_abort(td.comm);
+    train_dist_close(&td);
     pgrt_ctx_destroy(&ctx);
     train_source_close(&eval);
     train_source_close(&src);

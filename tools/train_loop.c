@@ -59,7 +59,11 @@ typedef struct loop {
     pgrt_stream *s;
     int rows, seq, accum;
     size_t n; /* rows x seq */
-    train_batch *mb; /* accum micro-batches */
+    /* several GPUs: a micro-batch is world x rows rows of the source, this
+     * rank's the rows from rank x rows on (one process: world 1, rank 0) */
+    int world, rank;
+    bool writes; /* rank 0: the log, progress and checkpoints */
+    train_batch *mb; /* accum micro-batches (world x rows rows each) */
     train_batch ev;  /* an evaluation batch (its targets always there) */
     uint64_t step, skipped, tokens, opt_steps;
     double t0_ms;
@@ -68,10 +72,29 @@ typedef struct loop {
     char msg[2 * PATH_MAX + 512];
 } loop;
 
-/* A micro-batch of the step. */
-static int micro(loop *L, const pgrt_lm_batch *b, pgrt_lm_result *r)
+/* This rank's rows of a micro-batch of the source. */
+static pgrt_lm_batch rank_rows(const loop *L, const train_batch *b, bool targets, bool packed,
+                               uint64_t step_targets)
 {
-    return pgrt_lm_train(L->lm, L->s, b, r);
+    size_t at = (size_t)L->rank * L->n;
+    return (pgrt_lm_batch){.ids = b->ids + at,
+                           .targets = targets ? b->targets + at : NULL,
+                           .pos = packed ? b->pos + at : NULL,
+                           .doc_start = packed ? b->doc_start + at : NULL,
+                           .step_targets = step_targets};
+}
+
+/* Several GPUs: the stop signal any rank got, so that all stop after the
+ * same step (a launcher's Ctrl-C reaches each at its own moment). */
+static int agreed_stop(loop *L, int *sig)
+{
+    *sig = stop_signal;
+    if (!L->in->comm)
+        return 0;
+    double v = *sig;
+    int rc = pgrt_comm_all_reduce_host(L->in->comm, L->s, &v, 1, PGRT_COMM_MAX);
+    *sig = (int)v;
+    return rc;
 }
 
 static int alloc_batch(train_batch *b, int rows, int seq, bool targets, bool packed)
@@ -117,9 +140,8 @@ static int evaluate(loop *L, train_eval_rec *rec)
         train_say("--eval-data: %s", L->msg);
         return TRAIN_EXIT_FAIL;
     }
-    uint64_t rows = ev->ops->rows_per_epoch(ev);
-    uint64_t nb = L->o->eval_batches ? (uint64_t)L->o->eval_batches
-                                     : (rows + (uint64_t)L->rows - 1) / (uint64_t)L->rows;
+    uint64_t rows = ev->ops->rows_per_epoch(ev), all = (uint64_t)L->rows * (uint64_t)L->world;
+    uint64_t nb = L->o->eval_batches ? (uint64_t)L->o->eval_batches : (rows + all - 1) / all;
     double sum = 0;
     uint64_t targets = 0;
     for (uint64_t i = 0; i < nb; i++) {
@@ -130,13 +152,13 @@ static int evaluate(loop *L, train_eval_rec *rec)
             train_say("--eval-data: %s", L->msg);
             return TRAIN_EXIT_FAIL;
         }
-        uint64_t valid = L->o->eval_batches ? (uint64_t)L->rows : rows - i * (uint64_t)L->rows;
+        uint64_t valid = L->o->eval_batches ? all : rows - i * all;
         bool own = ev->has_targets;
-        if (valid < (uint64_t)L->rows) {
+        if (valid < all) {
             /* the set ends inside this batch: the targets made explicit
              * (the next id in the row), the rows past the end without */
             size_t S = (size_t)L->seq;
-            for (size_t r = 0; r < (size_t)L->rows; r++)
+            for (size_t r = 0; r < (size_t)all; r++)
                 for (size_t t = 0; t < S; t++) {
                     int32_t *x = &b->targets[r * S + t];
                     if (r >= valid)
@@ -146,10 +168,7 @@ static int evaluate(loop *L, train_eval_rec *rec)
                 }
             own = true;
         }
-        pgrt_lm_batch lb = {.ids = b->ids,
-                            .targets = own ? b->targets : NULL,
-                            .pos = ev->packed ? b->pos : NULL,
-                            .doc_start = ev->packed ? b->doc_start : NULL};
+        pgrt_lm_batch lb = rank_rows(L, b, own, ev->packed, 0);
         pgrt_lm_result r;
         if ((rc = pgrt_lm_eval(L->lm, L->s, &lb, &r)))
             return fail_rt(L, "evaluation", rc);
@@ -264,13 +283,8 @@ static int one_step(loop *L, train_step_rec *rec)
     uint64_t targets = 0;
     pgrt_lm_result r = {0};
     for (int m = 0; m < L->accum; m++) {
-        const train_batch *b = &L->mb[m];
-        pgrt_lm_batch lb = {.ids = b->ids,
-                            .targets = src->has_targets ? b->targets : NULL,
-                            .pos = src->packed ? b->pos : NULL,
-                            .doc_start = src->packed ? b->doc_start : NULL,
-                            .step_targets = step_targets};
-        int rc = micro(L, &lb, &r);
+        pgrt_lm_batch lb = rank_rows(L, &L->mb[m], src->has_targets, src->packed, step_targets);
+        int rc = pgrt_lm_train(L->lm, L->s, &lb, &r);
         if (rc)
             return fail_rt(L, "training step", rc);
         sum += r.loss_sum;
@@ -284,7 +298,8 @@ static int one_step(loop *L, train_step_rec *rec)
         return TRAIN_EXIT_FAIL;
     }
     L->step++;
-    L->tokens += (uint64_t)L->accum * L->n;
+    uint64_t tokens = (uint64_t)L->accum * L->n * (uint64_t)L->world;
+    L->tokens += tokens;
     if (r.skipped)
         L->skipped++;
     else
@@ -296,7 +311,7 @@ static int one_step(loop *L, train_step_rec *rec)
         .loss = targets ? sum / (double)targets : NAN,
         .lr = r.lr,
         .grad_norm = r.grad_norm,
-        .tokens = (uint64_t)L->accum * L->n,
+        .tokens = tokens,
         .ms = ms,
         .elapsed_s = (now_ms() - L->t0_ms) / 1e3,
         .skipped = r.skipped,
@@ -317,6 +332,9 @@ int train_run(const train_run_in *in, train_run_out *out)
     L->seq = (int)o->seq;
     L->accum = (int)o->grad_accum;
     L->n = (size_t)L->rows * (size_t)L->seq;
+    L->world = in->comm ? o->world : 1;
+    L->rank = in->comm ? o->dist_rank : 0;
+    L->writes = L->rank == 0;
     const train_state *rs = in->resume;
     L->step = rs ? rs->step : 0;
     L->skipped = rs ? rs->skipped : 0;
@@ -347,6 +365,7 @@ int train_run(const train_run_in *in, train_run_out *out)
         .schedule = train_opts_schedule(o, in->total),
         /* --seed fixes the data order and, with lora_dropout, the masks */
         .dropout_seed = (uint32_t)o->seed,
+        .comm = in->comm,
     };
     int rc = pgrt_lm_create(in->ctx, &p, &L->lm);
     if (rc) {
@@ -358,17 +377,18 @@ int train_run(const train_run_in *in, train_run_out *out)
     int status = TRAIN_EXIT_FAIL;
     const char *name = in->graph ? "graph" : "eager";
     size_t fb = 0, tb = 0;
-    if (!pgrt_ctx_mem_info(in->ctx, &fb, &tb))
+    if (L->writes && !pgrt_ctx_mem_info(in->ctx, &fb, &tb))
         fprintf(stderr, "device memory in use after create: %.2f GiB of %.2f GiB (a step "
                         "allocates nothing)\n",
                 (tb - fb) / 1073741824.0, tb / 1073741824.0);
     L->mb = calloc((size_t)L->accum, sizeof *L->mb);
     bool ok = L->mb != NULL;
     for (int m = 0; ok && m < L->accum; m++)
-        ok = alloc_batch(&L->mb[m], L->rows, L->seq, in->src->has_targets, in->src->packed) == 0;
+        ok = alloc_batch(&L->mb[m], L->rows * L->world, L->seq, in->src->has_targets,
+                         in->src->packed) == 0;
     if (ok && in->eval)
-        ok = alloc_batch(&L->ev, L->rows, L->seq, true, in->eval->packed) == 0;
-    if (ok && o->output_dir)
+        ok = alloc_batch(&L->ev, L->rows * L->world, L->seq, true, in->eval->packed) == 0;
+    if (ok && o->output_dir && L->writes)
         ok = pgrt_adapter_init(pgrt_model_hf_config(in->mf), &in->start->cfg, 0, &L->scratch) ==
              0;
     if (!ok) {
@@ -428,7 +448,7 @@ int train_run(const train_run_in *in, train_run_out *out)
             goto out;
         }
         double t = now_ms();
-        if (train_progress_due(&L->prog, rec.step, t)) {
+        if (L->writes && train_progress_due(&L->prog, rec.step, t)) {
             size_t f = 0, tot = 0;
             if (pgrt_ctx_mem_info(in->ctx, &f, &tot))
                 f = tot = 0;
@@ -446,14 +466,19 @@ int train_run(const train_run_in *in, train_run_out *out)
                      "%s eval at step %" PRIu64 ": loss %.6f, perplexity %.4g (%" PRIu64
                      " targets, %" PRIu64 " batches)",
                      name, ev.step, ev.loss, exp(ev.loss), ev.targets, ev.batches);
-            train_progress_note(&L->prog, line);
+            if (L->writes)
+                train_progress_note(&L->prog, line);
             if (in->log && train_log_eval(in->log, &ev)) {
                 perror("ptxgen-train: --log-json");
                 goto out;
             }
         }
-        int sig = stop_signal;
-        if (o->output_dir &&
+        int sig;
+        if ((rc = agreed_stop(L, &sig))) {
+            status = fail_rt(L, "agreeing on a stop", rc);
+            goto out;
+        }
+        if (o->output_dir && L->writes &&
             ((o->save_every && L->step % (uint64_t)o->save_every == 0) || last || sig)) {
             char where[PATH_MAX + 64];
             if ((status = save_checkpoint(L, where, sizeof where)))
@@ -467,7 +492,9 @@ int train_run(const train_run_in *in, train_run_out *out)
         if (sig) {
             train_progress_end(&L->prog);
             out->signal = sig;
-            if (o->output_dir)
+            if (!L->writes)
+                ;
+            else if (o->output_dir)
                 fprintf(stderr, "ptxgen-train: %s at step %" PRIu64 " of %" PRIu64
                                 ": stopped after the checkpoint above; --resume continues "
                                 "the run\n",
@@ -486,7 +513,7 @@ int train_run(const train_run_in *in, train_run_out *out)
         goto out;
     }
     pgrt_lm_stats st;
-    if (!pgrt_lm_stats_get(L->lm, &st))
+    if (L->writes && !pgrt_lm_stats_get(L->lm, &st))
         fprintf(stderr,
                 "%s: %llu eager and %llu graphed steps, %llu captures (%llu failed); arena %.2f "
                 "GiB, weights %.2f GiB, LoRA state %.1f MiB\n",
@@ -494,7 +521,7 @@ int train_run(const train_run_in *in, train_run_out *out)
                 (unsigned long long)st.captures, (unsigned long long)st.capture_failures,
                 st.arena_bytes / 1073741824.0, st.weight_bytes / 1073741824.0,
                 st.lora_bytes / 1048576.0);
-    if (o->profile && !in->graph && out->steps)
+    if (L->writes && o->profile && !in->graph && out->steps)
         train_print_profile(&st, out->steps);
     status = 0;
 out:

@@ -30,6 +30,11 @@ typedef struct train_run_in {
     train_log *log;            /* NULL: no log from this run */
     bool graph;
     bool keep_grads; /* the first step's gradients into out->grads */
+    /* several GPUs (o->world > 1): every rank's step takes o->world x
+     * --batch rows of the source and trains on its own --batch of them
+     * (rows rank x batch ..), the gradients summed over comm; only rank 0
+     * logs, prints progress and writes checkpoints. NULL: one process. */
+    pgrt_comm *comm;
 } train_run_in;
 
 typedef struct train_run_out {

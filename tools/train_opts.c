@@ -41,10 +41,11 @@
 #define ALPHA_MIN 1e-6
 #define ALPHA_MAX 1e6
 
-enum { G_MODEL, G_LORA, G_OPTIM, G_SCHED, G_EVAL, G_CKPT, G_OUT, G_PERF, G_COUNT };
+enum { G_MODEL, G_LORA, G_OPTIM, G_SCHED, G_EVAL, G_CKPT, G_OUT, G_PERF, G_DIST, G_COUNT };
 static const char *const group_names[G_COUNT] = {
     "model and data", "LoRA", "optimisation", "learning-rate schedule",
     "evaluation",     "checkpoints and resume", "output", "performance",
+    "several GPUs (data parallel; docs/model.md)",
 };
 
 enum kind { K_PATH, K_INT, K_FLOAT, K_ENUM, K_TARGETS, K_SWITCH };
@@ -62,6 +63,7 @@ enum {
     O_OUTPUT_DIR, O_SAVE_EVERY, O_SAVE_TOTAL_LIMIT, O_RESUME,
     O_SAVE_ADAPTER, O_SAVE_GRADS, O_LOG_JSON, O_LOG_EVERY, O_CONFIG,
     O_MODE, O_HEAD_CHUNK, O_PROFILE,
+    O_GPUS, O_DIST_INIT, O_DIST_TIMEOUT,
     O_COUNT
 };
 
@@ -194,6 +196,17 @@ static const optdef defs[O_COUNT] = {
     [O_PROFILE] = {.name = "profile", .group = G_PERF, .kind = K_SWITCH, .off = OFF(profile),
                    .flags = F_FREE, .def = "off",
                    .help = "time every kernel (eager; slower steps) and print the split"},
+    INT(O_GPUS, "gpus", "N", G_DIST, gpus, 1, 64, F_FREE | F_NOFILE, "1",
+        "start N ranks of this command on this host, one a GPU (RANK, WORLD_SIZE, LOCAL_RANK, "
+        "MASTER_ADDR=127.0.0.1, a free MASTER_PORT, NCCL_NVLS_ENABLE=0), each training on its "
+        "--batch rows of the step's N x --batch; Ctrl-C stops them all. Without it the "
+        "process joins the run torchrun's variables describe, if any"),
+    PATH(O_DIST_INIT, "dist-init", "URL", G_DIST, dist_init, F_FREE | F_NOFILE,
+         "MASTER_ADDR:MASTER_PORT", "where the ranks meet instead: tcp://HOST:PORT, or "
+         "file:PATH on a file system every rank sees (PATH must not exist yet)"),
+    FLT(O_DIST_TIMEOUT, "dist-timeout", G_DIST, dist_timeout, 1, 86400, false,
+        F_FREE | F_NOFILE, "300", "seconds a rank waits for the others (to meet, or in a "
+        "step) before it gives up and the run ends with an error on every rank"),
 };
 
 _Static_assert(O_COUNT <= 64, "train_opts.given has a bit an option");
@@ -258,6 +271,9 @@ void train_opts_default(train_opts *o)
     o->alpha = 32;
     o->targets = (1u << PGRT_LINEAR_COUNT) - 1;
     o->grad_accum = 1;
+    o->gpus = 1;
+    o->dist_timeout = 300;
+    o->world = 1;
     o->lr = 1e-3;
     o->weight_decay = 0.01;
     o->max_norm = 1.0;
@@ -426,6 +442,12 @@ static int check_exclusive(const train_opts *o)
                              defs[exclusive[k][1]].name);
     }
     return 0;
+}
+
+bool train_opts_takes_value(const char *arg)
+{
+    int k = strncmp(arg, "--", 2) ? -1 : find_opt(arg + 2);
+    return k >= 0 && defs[k].kind != K_SWITCH;
 }
 
 static int parse_argv(int argc, char **argv, train_opts *o)
@@ -770,13 +792,15 @@ int train_opts_total_steps(const train_opts *o, uint64_t rows_per_epoch, uint64_
         return 0;
     }
     /* at most 1e6 epochs x 2^64 rows: in long double, then bounded */
-    long double per = (long double)o->batch * (long double)o->grad_accum;
+    long double per = (long double)o->batch * (long double)o->grad_accum *
+                      (long double)(o->world > 1 ? o->world : 1);
     long double steps = ceill((long double)o->epochs * (long double)rows_per_epoch / per);
     if (steps > (long double)TRAIN_MAX_STEPS)
         return train_bad("--epochs %lld over %llu rows at %lld x %lld rows a step makes %.0Lf "
                          "optimizer steps (at most %lld)",
-                         o->epochs, (unsigned long long)rows_per_epoch, o->batch,
-                         o->grad_accum, steps, TRAIN_MAX_STEPS);
+                         o->epochs, (unsigned long long)rows_per_epoch,
+                         o->batch * (o->world > 1 ? o->world : 1), o->grad_accum, steps,
+                         TRAIN_MAX_STEPS);
     *total = (uint64_t)steps;
     return 0;
 }

@@ -57,6 +57,14 @@ typedef struct train_opts {
     int modes; /* TRAIN_MODE_* */
     long long head_chunk;
     bool profile;
+    /* several GPUs: --gpus, --dist-init, --dist-timeout */
+    long long gpus;
+    char *dist_init;
+    double dist_timeout;
+    /* not options: the run's ranks (1: one process) and this one's, set
+     * from the environment before the run (a step takes world x batch
+     * rows of the data) */
+    int world, dist_rank;
     /* bit (1 << option index) per option that was given, by the command
      * line or a file, rather than left at its default */
     uint64_t given;
@@ -79,6 +87,9 @@ void train_opts_free(train_opts *o);
  * TRAIN_EXIT_USAGE after one line on stderr; -1 after --help or --version
  * printed to stdout (exit 0). */
 int train_opts_load(int argc, char **argv, train_opts *o, char *ckpt_dir, size_t cap);
+
+/* Whether arg is an option of the command line that a value follows. */
+bool train_opts_takes_value(const char *arg);
 
 /* The options as a JSON object of the keys --config reads (one a line,
  * every option with its value, paths absolute), for run_config.json;

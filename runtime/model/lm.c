@@ -300,14 +300,32 @@ static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
     return norm_bwd(m, s, a->x, w->norm_in, m->dh, m->dxm, m->dx);
 }
 
+/* Sum layers [l0, l1)'s gradients over the ranks on the reduction stream,
+ * once the step's stream has written them. */
+static int reduce_slice(pgrt_lm *m, pgrt_stream *s, int l0, int l1)
+{
+    size_t off = m->layer_off[l0], n = m->layer_off[l1] - off;
+    int rc;
+    if (n == 0)
+        return 0;
+    if ((rc = pgrt_event_record(m->ready, s)) || (rc = pgrt_stream_wait_event(m->cs, m->ready)))
+        return rc;
+    return pgrt_comm_all_reduce(m->comm, m->cs, m->g, off, n, PGRT_COMM_SUM);
+}
+
 static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_len)
 {
     (void)layer;
     (void)seq_len;
     pgrt_lm *m = user;
     int rc;
+    /* data parallel: the updating micro-batch's gradients summed over the
+     * ranks; without accumulation each layer's slice as soon as its
+     * backward is done, overlapped with the layers still to go */
+    bool reduce = m->comm && !m->micro && !m->warming && !m->evaluating;
+    bool overlap = reduce && m->accum == 1;
     for (int l = m->c.layers; l-- > 0;)
-        if ((rc = backward_layer(m, s, l)))
+        if ((rc = backward_layer(m, s, l)) || (overlap && (rc = reduce_slice(m, s, l, l + 1))))
             return rc;
     /* gradient accumulation: a micro-batch that does not update adds its
      * gradients to gacc; the one that does adds gacc to its own (the
@@ -323,12 +341,41 @@ static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_le
         if (rc)
             return rc;
     }
+    if (reduce && ((!overlap && (rc = reduce_slice(m, s, 0, m->c.layers))) ||
+                   (rc = pgrt_event_record(m->done, m->cs)) ||
+                   (rc = pgrt_stream_wait_event(s, m->done))))
+        return rc;
     if (m->gkeep && !m->warming)
         return pgrt_buf_copy_async(m->gkeep, 0, m->g, 0, m->nlora, s);
     return 0;
 }
 
 /* ---------------------------------------------------------------- create */
+
+/* Data parallel: the reduction stream, its two events, and each layer's
+ * slice of the gradients (the pairs lie layer after layer: lm_plan.c). */
+static int comm_setup(pgrt_lm *m, pgrt_comm *c)
+{
+    int L = m->c.layers, rc;
+    m->comm = c;
+    if (!(m->layer_off = malloc(sizeof *m->layer_off * ((size_t)L + 1))))
+        return model_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
+    size_t end = m->nlora;
+    m->layer_off[L] = end;
+    for (int l = L; l-- > 0;) {
+        size_t start = end;
+        for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
+            const lora_d *d = &m->lora[l * PGRT_LINEAR_COUNT + i];
+            if (d->a >= 0 && (size_t)d->a < start)
+                start = (size_t)d->a;
+        }
+        m->layer_off[l] = end = start;
+    }
+    if ((rc = pgrt_stream_create(m->ctx, &m->cs)) || (rc = pgrt_event_create(m->ctx, &m->ready)) ||
+        (rc = pgrt_event_create(m->ctx, &m->done)))
+        return rc;
+    return 0;
+}
 
 int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
 {
@@ -383,7 +430,8 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     if (p->adapter->cfg.dropout > 0) {
         double pd = p->adapter->cfg.dropout;
         m->drop = true;
-        m->drop_seed = p->dropout_seed;
+        /* each rank its own masks; rank 0's are a single process's */
+        m->drop_seed = p->dropout_seed ^ (p->comm ? (uint32_t)pgrt_comm_rank(p->comm) * 0x9e3779b9u : 0u);
         m->drop_keep_min = (uint32_t)fmin(4294967295.0, floor(pd * 4294967296.0 + 0.5));
         m->drop_scale = (float)(1.0 / (1.0 - pd));
     }
@@ -443,6 +491,8 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     }
     lm_lora_layout(m, ad);
     m->fused = lm_fusable(m);
+    if (p->comm && (rc = comm_setup(m, p->comm)))
+        goto fail;
     if (m->accum > 1 && m->nlora > UINT32_MAX) {
         pgrt_lm_destroy(&m);
         return model_fail(PGRT_ERANGE, "pgrt_lm: grad_accum: %zu LoRA parameters, at most 2^32 - 1",
@@ -608,6 +658,12 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     pgrt_buf_destroy(&m->p);
     pgrt_buf_destroy(&m->g);
     pgrt_buf_destroy(&m->gkeep);
+    if (m->cs)
+        pgrt_stream_sync(m->cs);
+    pgrt_event_destroy(&m->ready);
+    pgrt_event_destroy(&m->done);
+    pgrt_stream_destroy(&m->cs);
+    free(m->layer_off);
     free(m->lw);
     free(m->la);
     free(m->lora);
@@ -670,16 +726,36 @@ static int upload(pgrt_lm *m, pgrt_stream *s, uint64_t scale_targets)
     return pgrt_buf_upload_async(m->ints, 0, m->hid, words, s);
 }
 
+/* Wait for s: data parallel, bounded and watching the other ranks. */
+static int lm_wait(pgrt_lm *m, pgrt_stream *s)
+{
+    return m->comm ? pgrt_comm_wait(m->comm, s, 0) : pgrt_stream_sync(s);
+}
+
 /* The loss summed over the batch (waits for s). */
 static int loss_sum(pgrt_lm *m, pgrt_stream *s, double *sum)
 {
     int rc = pgrt_buf_download_async(m->lossview, 0, m->hloss, (size_t)m->T, s);
-    if (rc || (rc = pgrt_stream_sync(s)))
+    if (rc || (rc = lm_wait(m, s)))
         return rc;
     double acc = 0;
     for (int i = 0; i < m->T; i++)
         acc += m->hloss[i];
     *sum = acc;
+    return 0;
+}
+
+/* Data parallel: a batch's loss sum and targets, every rank's together. */
+static int comm_totals(pgrt_lm *m, pgrt_stream *s, double *sum, uint64_t *n)
+{
+    if (!m->comm)
+        return 0;
+    double v[2] = {*sum, (double)*n};
+    int rc = pgrt_comm_all_reduce_host(m->comm, s, v, 2, PGRT_COMM_SUM);
+    if (rc)
+        return rc;
+    *sum = v[0];
+    *n = (uint64_t)v[1];
     return 0;
 }
 
@@ -722,21 +798,33 @@ int pgrt_lm_train(pgrt_lm *m, pgrt_stream *s, const pgrt_lm_batch *b, pgrt_lm_re
 {
     if (!m)
         return model_fail(PGRT_EINVAL, "pgrt_lm_train: NULL pgrt_lm");
+    if (m->comm && !s)
+        return model_fail(PGRT_EINVAL, "pgrt_lm_train: a data-parallel pgrt_lm needs a stream");
     uint64_t n = 0;
     int rc = stage(m, b, "pgrt_lm_train", &n);
     if (rc)
         return rc;
-    uint64_t st = b->step_targets ? b->step_targets : n;
-    if (n == 0 || st < n)
+    uint64_t st = b->step_targets;
+    if (!st && m->comm) {
+        /* this micro-batch's targets over every rank */
+        double all = (double)n;
+        if ((rc = pgrt_comm_all_reduce_host(m->comm, s, &all, 1, PGRT_COMM_SUM)))
+            return rc;
+        st = (uint64_t)all;
+    } else if (!st) {
+        st = n;
+    }
+    if ((n == 0 && !m->comm) || st == 0 || st < n)
         return model_fail(PGRT_EINVAL, "pgrt_lm_train: the batch has %llu targets and the step "
-                          "%llu: a batch needs one, a step at least the batch's",
-                          (unsigned long long)n, (unsigned long long)st);
+                          "%llu: a batch needs one%s, a step at least the batch's",
+                          (unsigned long long)n, (unsigned long long)st,
+                          m->comm ? " on some rank" : "");
     if ((rc = upload(m, s, st)))
         return rc;
     bool last = m->pending + 1 == m->accum;
     rc = last ? pgrt_train_backward(m->train, s, (uint32_t)m->S) : run_micro(m, s);
     double sum = 0;
-    if (rc || (rc = loss_sum(m, s, &sum)))
+    if (rc || (rc = loss_sum(m, s, &sum)) || (rc = comm_totals(m, s, &sum, &n)))
         return rc;
     m->pending = last ? 0 : m->pending + 1;
     if (!r)
@@ -758,6 +846,8 @@ int pgrt_lm_eval(pgrt_lm *m, pgrt_stream *s, const pgrt_lm_batch *b, pgrt_lm_res
 {
     if (!m)
         return model_fail(PGRT_EINVAL, "pgrt_lm_eval: NULL pgrt_lm");
+    if (m->comm && !s)
+        return model_fail(PGRT_EINVAL, "pgrt_lm_eval: a data-parallel pgrt_lm needs a stream");
     if (m->pending)
         return model_fail(PGRT_ESTATE, "pgrt_lm_eval: %d of the step's %d micro-batches have run; "
                           "evaluate between optimizer steps", m->pending, m->accum);
@@ -769,7 +859,7 @@ int pgrt_lm_eval(pgrt_lm *m, pgrt_stream *s, const pgrt_lm_batch *b, pgrt_lm_res
     rc = head_cb(m, s, (uint32_t)m->S);
     m->evaluating = false;
     double sum = 0;
-    if (rc || (rc = loss_sum(m, s, &sum)))
+    if (rc || (rc = loss_sum(m, s, &sum)) || (rc = comm_totals(m, s, &sum, &n)))
         return rc;
     if (r)
         *r = (pgrt_lm_result){.loss_sum = sum, .targets = n};
@@ -780,9 +870,9 @@ int pgrt_lm_step(pgrt_lm *m, pgrt_stream *s, const int32_t *ids, double *loss, f
 {
     if (!m || !ids)
         return model_fail(PGRT_EINVAL, "pgrt_lm_step: NULL argument");
-    if (m->packed || m->accum > 1)
-        return model_fail(PGRT_ESTATE, "pgrt_lm_step: a packed or accumulating pgrt_lm takes "
-                          "pgrt_lm_train");
+    if (m->packed || m->accum > 1 || m->comm)
+        return model_fail(PGRT_ESTATE, "pgrt_lm_step: a packed, accumulating or data-parallel "
+                          "pgrt_lm takes pgrt_lm_train");
     pgrt_lm_batch b = {.ids = ids};
     uint64_t n = 0;
     int rc = stage(m, &b, "pgrt_lm_step", &n);

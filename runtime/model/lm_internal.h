@@ -228,6 +228,16 @@ struct pgrt_lm {
     int32_t *hid, *hlab; /* the upload: ids, labels, scale, [pos, docs] */
     float *hloss;
     uint64_t arena_bytes, weight_bytes, lora_bytes;
+
+    /* Data parallel (params.comm): the updating micro-batch's gradients are
+     * summed over the ranks on cs, a layer's slice of g as soon as its
+     * backward is done (ready: recorded on the step's stream after it),
+     * joined back before the clip (done); layer_off[l] .. layer_off[l + 1]
+     * is layer l's slice (layers + 1 entries). */
+    pgrt_comm *comm;
+    pgrt_stream *cs;
+    pgrt_event *ready, *done;
+    size_t *layer_off;
 };
 
 /* ---------------------------------------------------------------- sizes (lm_plan.c) */

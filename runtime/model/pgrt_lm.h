@@ -41,6 +41,7 @@
 #ifndef PTXGEN_PGRT_LM_H
 #define PTXGEN_PGRT_LM_H
 
+#include "pgrt_comm.h"
 #include "pgrt_model.h"
 
 #ifdef __cplusplus
@@ -109,6 +110,20 @@ typedef struct pgrt_lm_params {
      * same masks); evaluations keep everything. These pairs take the f32
      * GEMM path (no fused or thin LoRA kernels). */
     uint32_t dropout_seed;
+    /* Data parallel over comm's ranks (pgrt_comm.h), one pgrt_lm a rank,
+     * each on its own batch: the updating micro-batch's LoRA gradients are
+     * summed over the ranks, layer by layer on a stream of their own while
+     * the backward goes on (within the step's graph), before the clip, so
+     * every rank clips, skips and updates alike and the adapters stay
+     * identical to the bit. A batch's loss is scaled by 1 / step_targets,
+     * which must count every rank's targets (0: this micro-batch's, summed
+     * over the ranks); results (loss_sum, targets) are every rank's
+     * together. Every rank makes the same calls in the same order (train,
+     * eval, state and adapter reads). Waits are bounded by the
+     * communicator's timeout. With lora_dropout, rank r draws its masks from
+     * dropout_seed mixed with r (rank 0's are a single process's). NULL:
+     * one process. */
+    pgrt_comm *comm;
 } pgrt_lm_params;
 
 typedef struct pgrt_lm pgrt_lm;
@@ -165,7 +180,9 @@ typedef struct pgrt_lm_result {
 /* One micro-batch on stream s, waited for: forward, loss and backward;
  * with grad_accum N, every N-th call since create (or the last load of
  * optimizer state) also clips and updates (r->updated). A batch with no
- * targets is refused (PGRT_EINVAL). r may be NULL. */
+ * targets is refused (PGRT_EINVAL), except with a comm, where one rank's
+ * share of a step may hold none (the step as a whole must). r may be
+ * NULL. With a comm, s may not be NULL. */
 PGRT_API int pgrt_lm_train(pgrt_lm *lm, pgrt_stream *s, const pgrt_lm_batch *b,
                            pgrt_lm_result *r);
 

@@ -47,7 +47,7 @@ CC="$cc" "$meson" setup "$tmp/build" "$src" --prefix="$prefix" --libdir=lib \
 "$meson" install -C "$tmp/build" --no-rebuild >>"$log" 2>&1 || fail "meson install"
 
 for f in include/ptxgen/ptxgen.h include/ptxgen/pgk.h include/ptxgen/pgrt.h \
-         include/ptxgen/pgrt_train.h include/ptxgen/pgrt_model.h include/ptxgen/pgrt_lm.h lib/pkgconfig/ptxgen.pc lib/pkgconfig/ptxgen-runtime.pc \
+         include/ptxgen/pgrt_train.h include/ptxgen/pgrt_model.h include/ptxgen/pgrt_lm.h include/ptxgen/pgrt_comm.h lib/pkgconfig/ptxgen.pc lib/pkgconfig/ptxgen-runtime.pc \
          bin/ptxgen-dump bin/ptxgen-train bin/ptxgen-prepare; do
     [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
@@ -57,7 +57,7 @@ ls "$prefix"/lib/libptxgen-runtime.so* >/dev/null 2>&1 || fail "libptxgen-runtim
 # Nothing private leaks into the include directory.
 for f in "$prefix"/include/ptxgen/*; do
     case ${f##*/} in
-    ptxgen.h | pgk.h | pgrt.h | pgrt_train.h | pgrt_model.h | pgrt_lm.h) ;;
+    ptxgen.h | pgk.h | pgrt.h | pgrt_train.h | pgrt_model.h | pgrt_lm.h | pgrt_comm.h) ;;
     *) fail "unexpected installed header ${f##*/}" ;;
     esac
 done

@@ -1,0 +1,41 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Data-parallel scaling of ptxgen-train on this host: the Qwen2-1.5B shape
+# (random weights, tests/model/bench_torch.py --save-model), LoRA r16 on
+# all seven modules, bf16, B4 x S512 a GPU, graphed; one GPU, then --gpus 2
+# and --gpus 4 as the host has them, in the same call. Prints one table:
+# ms a step, tokens/s, the speed-up over one GPU, and the time data
+# parallelism adds to a step (the N-GPU step less the one-GPU step: the
+# gradient all-reduce that the backward does not hide, and the ranks'
+# wait for each other).
+# Usage: tests/model/bench-dp.sh BUILD_DIR OUT_DIR [steps]
+set -u
+B=${1:?build dir}
+O=${2:?out dir}
+STEPS=${3:-30}
+export NCCL_NVLS_ENABLE=0
+T=$B/tools/ptxgen-train
+NG=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$NG" -ge 2 ] || { echo "fewer than 2 GPUs: skipped"; exit 77; }
+mkdir -p "$O"
+if [ ! -f "$O/big/model/config.json" ]; then
+    timeout 300 python3 tests/model/bench_torch.py --dir "$O/big" --save-model --steps 1 \
+        --attn sdpa > "$O/make-model.log" 2>&1 || { echo "making the model failed"; tail -5 "$O/make-model.log"; exit 1; }
+fi
+run() { # gpus
+    g=""; [ "$1" -gt 1 ] && g="--gpus $1"
+    timeout 400 $T --model "$O/big/model" --tokens "$O/big/tokens.bin" --batch 4 --seq 512 \
+        --steps "$STEPS" --dtype bf16 --rank 16 --alpha 32 --mode graph $g > "$O/dp$1.log" 2>&1 ||
+        { echo "$1 GPU(s): failed"; tail -5 "$O/dp$1.log"; return 1; }
+    grep -h "ms/step" "$O/dp$1.log" | tail -1
+}
+nvidia-smi --query-gpu=index,name --format=csv,noheader
+for n in 1 2 4; do
+    [ "$n" -le "$NG" ] || continue
+    line=$(run $n) || continue
+    echo "$n $line" >> "$O/table.txt"
+done
+echo
+printf "%-5s %10s %12s %9s %14s\n" GPUs ms/step tokens/s speed-up "added ms/step"
+awk '{ ms = $2; tps = $4; if (NR == 1) { base = tps; ms1 = ms }
+       printf "%-5s %10.2f %12.0f %8.2fx %14.2f\n", $1, ms, tps, tps / base, ms - ms1 }' "$O/table.txt"
