@@ -24,6 +24,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -362,27 +363,126 @@ static int check_dist(const pgrt_dist *d)
 
 /* ---------------------------------------------------------------- TCP */
 
-/* getaddrinfo for host:port; a temporary failure (no DNS answer yet) is
- * retried until the deadline. The resolver's own wait on one query is
- * its configuration's (resolv.conf), not ours. */
-static int resolve(const char *host, int port, double deadline, struct addrinfo **res)
+/* One getaddrinfo on a thread of its own, so that the caller's deadline
+ * bounds it: a resolver with no server to ask (an isolated host) waits
+ * out its own timeouts and retries, far longer than a user should. A
+ * lookup the caller gave up on finishes in the background and frees
+ * itself. */
+typedef struct lookup {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cv;
+    bool done, abandoned;
+    char host[256], service[16];
+    int err, sys_errno;
+    struct addrinfo *res;
+} lookup;
+
+static void lookup_free(lookup *q)
 {
-    char service[16];
-    snprintf(service, sizeof service, "%d", port);
+    if (q->res)
+        freeaddrinfo(q->res);
+    pthread_cond_destroy(&q->done_cv);
+    pthread_mutex_destroy(&q->lock);
+    free(q);
+}
+
+static void *lookup_run(void *arg)
+{
+    lookup *q = arg;
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;
+    struct addrinfo *res = NULL;
+    int e = getaddrinfo(q->host, q->service, &hints, &res);
+    int se = errno;
+    pthread_mutex_lock(&q->lock);
+    q->err = e;
+    q->sys_errno = se;
+    q->res = e == 0 ? res : NULL;
+    q->done = true;
+    bool orphan = q->abandoned;
+    pthread_cond_signal(&q->done_cv);
+    pthread_mutex_unlock(&q->lock);
+    if (orphan)
+        lookup_free(q);
+    return NULL;
+}
+
+/* getaddrinfo bounded by deadline: 0 with *res, EAI_* in *err, or -1 when
+ * the deadline passed first (or no thread could be started: then the
+ * lookup runs here, unbounded). */
+static int lookup_bounded(const char *host, const char *service, double deadline,
+                          struct addrinfo **res, int *err, int *sys_errno)
+{
+    lookup *q = calloc(1, sizeof *q);
+    if (!q || pthread_mutex_init(&q->lock, NULL) != 0) {
+        free(q);
+        *err = EAI_MEMORY;
+        return 1;
+    }
+    pthread_cond_init(&q->done_cv, NULL);
+    snprintf(q->host, sizeof q->host, "%s", host);
+    snprintf(q->service, sizeof q->service, "%s", service);
+    pthread_attr_t attr;
+    pthread_t th;
+    bool started = pthread_attr_init(&attr) == 0;
+    if (started) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&th, &attr, lookup_run, q) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!started)
+        lookup_run(q);
+    /* a numeric address or /etc/hosts answers at once: a lookup at the
+     * deadline (a retry's) still gets that long */
+    deadline = fmax(deadline, rt_now_ms() + 100.0);
+    pthread_mutex_lock(&q->lock);
+    while (!q->done) {
+        double left = deadline - rt_now_ms();
+        if (left <= 0)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double ns = ts.tv_nsec + fmin(left, 1000.0) * 1e6;
+        ts.tv_sec += (time_t)(ns / 1e9);
+        ts.tv_nsec = (long)fmod(ns, 1e9);
+        pthread_cond_timedwait(&q->done_cv, &q->lock, &ts);
+    }
+    if (!q->done) {
+        q->abandoned = true; /* the thread frees it */
+        pthread_mutex_unlock(&q->lock);
+        return -1;
+    }
+    pthread_mutex_unlock(&q->lock);
+    *err = q->err;
+    *sys_errno = q->sys_errno;
+    *res = q->res;
+    q->res = NULL;
+    lookup_free(q);
+    return *err ? 1 : 0;
+}
+
+/* getaddrinfo for host:port, bounded by the deadline; a temporary failure
+ * (no DNS answer yet) is retried until then. */
+static int resolve(const char *host, int port, double deadline, struct addrinfo **res)
+{
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
     int backoff = 50;
     for (;;) {
-        int e = getaddrinfo(host, service, &hints, res);
-        if (e == 0)
+        int e = 0, se = 0;
+        int r = lookup_bounded(host, service, deadline, res, &e, &se);
+        if (r == 0)
             return 0;
+        if (r < 0)
+            return rt_fail(PGRT_ETIMEOUT, "MASTER_ADDR %s: the name lookup did not finish "
+                           "within the time allowed (no name server answering?)", host);
         int left = ms_left(deadline);
         if (e != EAI_AGAIN || left == 0)
             return rt_fail(PGRT_EINVAL, "MASTER_ADDR %s does not resolve: %s", host,
-                           e == EAI_SYSTEM ? strerror(errno) : gai_strerror(e));
+                           e == EAI_SYSTEM ? strerror(se) : gai_strerror(e));
         sleep_ms(backoff < left ? backoff : left);
         backoff = backoff < 500 ? backoff * 2 : 1000;
     }

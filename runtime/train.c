@@ -650,6 +650,10 @@ int pgrt_train_backward(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
             pgrt_graph_destroy(&t->graph);
         }
     }
+    /* the other ranks gone or stalled (a collective in the callbacks): an
+     * eager rerun meets the same, on a communicator aborted by now */
+    if (rc == PGRT_ECOMM || rc == PGRT_ETIMEOUT)
+        return why[0] ? rt_fail(rc, "%s", why) : rc;
     if (rc) {
         t->stats.capture_failures++;
         t->failed = true;
