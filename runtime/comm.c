@@ -14,7 +14,7 @@
  *
  * Communicators are non-blocking (ncclCommInitRankConfig with blocking
  * 0): an NCCL call may answer ncclInProgress, and we then poll
- * ncclCommGetAsyncError, sleeping 1 ms between polls, until it settles or
+ * ncclCommGetAsyncError, sleeping 10 us doubling to 1 ms between polls, until it settles or
  * the communicator's bound passes. That is what bounds creation: a rank
  * that never joins ends the others' pgrt_comm_create with PGRT_ETIMEOUT
  * instead of a hang. A library older than 2.14 has no
@@ -253,6 +253,7 @@ static int settle(nccl_comm nc, int r, bool always, double bound_s)
     if (r != NCCL_IN_PROGRESS && !(always && r == NCCL_SUCCESS))
         return r;
     double t0 = rt_now_ms();
+    long pause_us = 10; /* a short wait answers soon, a long one costs little */
     for (;;) {
         int st = NCCL_IN_PROGRESS;
         int q = nccl.get_async_error(nc, &st);
@@ -262,7 +263,8 @@ static int settle(nccl_comm nc, int r, bool always, double bound_s)
             return st;
         if (rt_now_ms() - t0 >= bound_s * 1e3)
             return SETTLE_TIMEOUT;
-        sleep_us(1000);
+        sleep_us(pause_us);
+        pause_us = pause_us * 2 < 1000 ? pause_us * 2 : 1000;
     }
 }
 
@@ -755,7 +757,8 @@ static int wait_stream(pgrt_comm *c, pgrt_stream *s, double bound_s, const char 
                            "end); the communicator is aborted", fn, c->rank, c->world, bound_s);
         }
         sleep_us(pause_us);
-        pause_us = pause_us * 2 < 1000 ? pause_us * 2 : 1000;
+        /* at most 100 us late: a training step waits here every step */
+        pause_us = pause_us * 2 < 100 ? pause_us * 2 : 100;
     }
 }
 

@@ -218,7 +218,8 @@ static void test_create(pgrt_ctx *ctx)
     pgrt_comm_destroy(NULL);
 
     if (!old) {
-        /* An init that takes a while: polled every millisecond or so. */
+        /* An init that takes a while: polled with pauses from 10 us
+         * doubling to 1 ms (10 polls: 4.27 ms of pauses at least). */
         setenv("FAKENCCL_INIT_POLLS", "10", 1);
         fn_reset();
         double t0 = now_s();
@@ -226,7 +227,7 @@ static void test_create(pgrt_ctx *ctx)
         double dt = now_s() - t0;
         unsetenv("FAKENCCL_INIT_POLLS");
         REQUIRE_INT_EQ(fn_queries(), 11);
-        REQUIRE(dt >= 0.009);
+        REQUIRE(dt >= 0.004);
         pgrt_comm_destroy(&c);
     }
 
