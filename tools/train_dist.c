@@ -55,7 +55,7 @@ static uint64_t adapter_hash(const pgrt_adapter *a)
     for (size_t i = 0; i < a->count; i++) {
         const pgrt_lora *w = &a->w[i];
         const float *mats[2] = {w->a, w->b};
-        size_t n[2] = {(size_t)a->cfg.r * (size_t)w->in, (size_t)w->out * (size_t)a->cfg.r};
+        size_t n[2] = {(size_t)w->r * (size_t)w->in, (size_t)w->out * (size_t)w->r};
         for (int k = 0; k < 2; k++) {
             const unsigned char *p = (const unsigned char *)mats[k];
             for (size_t j = 0; j < n[k] * sizeof(float); j++)

@@ -310,6 +310,8 @@ int train_hf_main(int argc, char **argv)
             goto fail;
     } else {
         pgrt_adapter_config ac = {.r = (int)o.rank, .alpha = o.alpha, .targets = o.targets};
+        if (train_opts_patterns(&o, &ac))
+            goto out;
         if ((rc = pgrt_adapter_init(mc, &ac, (uint64_t)o.seed, &ad)))
             goto fail;
     }

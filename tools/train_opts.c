@@ -48,7 +48,7 @@ static const char *const group_names[G_COUNT] = {
     "several GPUs (data parallel; docs/model.md)",
 };
 
-enum kind { K_PATH, K_INT, K_FLOAT, K_ENUM, K_TARGETS, K_SWITCH };
+enum kind { K_PATH, K_INT, K_FLOAT, K_ENUM, K_TARGETS, K_SWITCH, K_PATTERN };
 
 #define F_FREE 1u     /* may differ from the checkpoint's on --resume */
 #define F_NOFILE 2u   /* never in a file: --config, --resume */
@@ -56,7 +56,7 @@ enum kind { K_PATH, K_INT, K_FLOAT, K_ENUM, K_TARGETS, K_SWITCH };
 
 enum {
     O_MODEL, O_ADAPTER, O_DATA, O_TOKENS, O_PACKING, O_DATA_ORDER, O_BATCH, O_SEQ, O_SEED, O_DTYPE,
-    O_RANK, O_ALPHA, O_TARGETS,
+    O_RANK, O_ALPHA, O_TARGETS, O_RANK_PATTERN, O_ALPHA_PATTERN,
     O_STEPS, O_EPOCHS, O_GRAD_ACCUM, O_LR, O_WEIGHT_DECAY, O_MAX_NORM,
     O_LR_SCHEDULE, O_WARMUP_STEPS, O_WARMUP_RATIO, O_MIN_LR_RATIO,
     O_EVAL_DATA, O_EVAL_EVERY, O_EVAL_BATCHES,
@@ -132,6 +132,19 @@ static const optdef defs[O_COUNT] = {
                    .off = OFF(targets), .def = "all seven",
                    .help = "a fresh adapter's modules: a comma list of q,k,v,o,gate,up,down "
                            "(or their *_proj names)"},
+    /* PEFT's rank_pattern and alpha_pattern as text (pattern_value) */
+    [O_RANK_PATTERN] = {.name = "rank-pattern", .arg = "KEY=R,...", .group = G_LORA,
+                        .kind = K_PATTERN, .off = OFF(rank_pattern), .def = "none",
+                        .help = "a fresh adapter's rank_pattern: a pair whose module path "
+                                "(model.layers.I.self_attn.q_proj, ...) KEY matches as PEFT "
+                                "matches it (the whole path or its tail after a dot; a regular "
+                                "expression) has rank R (1 to 4096) instead of --rank, the "
+                                "first KEY that matches winning; keys without commas"},
+    [O_ALPHA_PATTERN] = {.name = "alpha-pattern", .arg = "KEY=A,...", .group = G_LORA,
+                         .kind = K_PATTERN, .off = OFF(alpha_pattern), .def = "none",
+                         .help = "a fresh adapter's alpha_pattern: lora_alpha A (1e-06 to "
+                                 "1e+06) instead of --alpha for the pairs KEY matches, as "
+                                 "--rank-pattern"},
     INT(O_STEPS, "steps", "N", G_OPTIM, steps, 1, TRAIN_MAX_STEPS, F_FREE | F_REQUIRED, NULL,
         "optimizer steps of the run; give --steps or --epochs. On --resume, a new total "
         "extends (or shortens) the run"),
@@ -285,7 +298,7 @@ void train_opts_default(train_opts *o)
 void train_opts_free(train_opts *o)
 {
     for (int i = 0; i < O_COUNT; i++)
-        if (defs[i].kind == K_PATH) {
+        if (defs[i].kind == K_PATH || defs[i].kind == K_PATTERN) {
             free(*FIELD(o, &defs[i], char *));
             *FIELD(o, &defs[i], char *) = NULL;
         }
@@ -373,6 +386,77 @@ static int targets_value(const char *v, unsigned *out)
     return 0;
 }
 
+/* --rank-pattern, --alpha-pattern: KEY=VALUE[,KEY=VALUE...], a key ending
+ * at its entry's last '=' (keys hold no comma), values in --rank's or
+ * --alpha's range, each key once and one the adapter reader takes;
+ * appended to ac in their order when ac is not NULL. */
+static int pattern_value(const optdef *d, const char *v, pgrt_adapter_config *ac)
+{
+    bool alpha = d->off == OFF(alpha_pattern);
+    pgrt_adapter_config *c = ac ? ac : calloc(1, sizeof *c);
+    if (!c)
+        return train_bad("out of host memory");
+    int rc = 0;
+    for (const char *p = v; *p && !rc;) {
+        size_t n = strcspn(p, ",");
+        const char *eq = NULL;
+        for (const char *q = p; q < p + n; q++)
+            if (*q == '=')
+                eq = q;
+        char key[PGRT_ADAPTER_KEY], num[64], *end;
+        size_t kn = eq ? (size_t)(eq - p) : 0, vn = eq ? (size_t)(p + n - eq - 1) : 0;
+        const pgrt_adapter_pattern *map = alpha ? c->alpha_pattern : c->rank_pattern;
+        int have = alpha ? c->n_alpha_pattern : c->n_rank_pattern;
+        if (!eq || kn == 0 || vn == 0 || vn >= sizeof num) {
+            rc = train_bad("--%s: '%.*s' is not KEY=%s", d->name, (int)n, p, alpha ? "A" : "R");
+            break;
+        }
+        if (kn >= sizeof key) {
+            rc = train_bad("--%s: key '%.48s...' is longer than %d bytes", d->name, p,
+                           PGRT_ADAPTER_KEY - 1);
+            break;
+        }
+        memcpy(key, p, kn);
+        key[kn] = '\0';
+        memcpy(num, eq + 1, vn);
+        num[vn] = '\0';
+        errno = 0;
+        double x = alpha ? strtod(num, &end) : (double)strtoll(num, &end, 10);
+        bool ok = *end == '\0' && !errno && (alpha ? x >= ALPHA_MIN && x <= ALPHA_MAX
+                                                    : x >= 1 && x <= 4096);
+        if (!ok)
+            rc = train_bad("--%s: '%s': '%s' is not %s", d->name, key, num,
+                           alpha ? "a lora_alpha from 1e-06 to 1e+06 (as --alpha)"
+                                 : "a rank from 1 to 4096 (as --rank)");
+        for (int i = 0; !rc && i < have; i++)
+            if (!strcmp(map[i].key, key))
+                rc = train_bad("--%s: '%s' is given twice", d->name, key);
+        if (!rc && have >= PGRT_ADAPTER_PATTERNS)
+            rc = train_bad("--%s: more than %d keys", d->name, PGRT_ADAPTER_PATTERNS);
+        /* what is left to refuse: a key that does not compile */
+        if (!rc && pgrt_adapter_pattern_add(c, alpha, key, x))
+            rc = train_bad("--%s: '%s' is not a regular expression the adapter reader takes "
+                           "(POSIX extended, as PEFT's Python ones are read: docs/model.md)",
+                           d->name, key);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (!ac)
+        free(c);
+    return rc;
+}
+
+int train_opts_patterns(const train_opts *o, pgrt_adapter_config *ac)
+{
+    int rc = 0;
+    if (o->rank_pattern)
+        rc = pattern_value(&defs[O_RANK_PATTERN], o->rank_pattern, ac);
+    if (!rc && o->alpha_pattern)
+        rc = pattern_value(&defs[O_ALPHA_PATTERN], o->alpha_pattern, ac);
+    return rc;
+}
+
 /* Option i of o set from text v (a switch: v NULL sets it, "false"
  * clears it). */
 static int set_value(train_opts *o, int i, const char *v)
@@ -387,7 +471,10 @@ static int set_value(train_opts *o, int i, const char *v)
         return train_bad("--%s needs a value", d->name);
     int rc = 0;
     switch (d->kind) {
+    case K_PATTERN: /* checked, then kept as the text given */
     case K_PATH: {
+        if (d->kind == K_PATTERN && (rc = pattern_value(d, v, NULL)))
+            break;
         char *s = strdup(v);
         if (!s)
             return train_bad("out of host memory");
@@ -553,7 +640,8 @@ static int copy_value(train_opts *dst, const train_opts *src, int i)
 {
     const optdef *d = &defs[i];
     switch (d->kind) {
-    case K_PATH: {
+    case K_PATH:
+    case K_PATTERN: {
         const char *s = *CFIELD(src, d, str);
         char *c = s ? strdup(s) : NULL;
         if (s && !c)
@@ -679,6 +767,11 @@ static void fmt_value(const train_opts *o, int i, char *buf, size_t cap)
     case K_TARGETS:
         fmt_targets(*CFIELD(o, d, unsigned), buf, cap);
         break;
+    case K_PATTERN: {
+        const char *s = *CFIELD(o, d, str);
+        snprintf(buf, cap, "%s", s ? s : "none");
+        break;
+    }
     default:
         snprintf(buf, cap, "%s", *CFIELD(o, d, bool) ? "true" : "false");
         break;
@@ -869,7 +962,7 @@ char *train_opts_json(const train_opts *o)
         const optdef *d = &defs[i];
         if (d->flags & F_NOFILE)
             continue;
-        if (d->kind == K_PATH && !*CFIELD(o, d, str))
+        if ((d->kind == K_PATH || d->kind == K_PATTERN) && !*CFIELD(o, d, str))
             continue;
         if ((i == O_STEPS && !o->steps) || (i == O_EPOCHS && !o->epochs))
             continue;
@@ -883,7 +976,8 @@ char *train_opts_json(const train_opts *o)
             continue;
         char v[PATH_MAX + 64], q[2 * PATH_MAX + 256];
         fmt_value(o, i, v, sizeof v);
-        if (d->kind == K_PATH || d->kind == K_ENUM || d->kind == K_TARGETS)
+        if (d->kind == K_PATH || d->kind == K_ENUM || d->kind == K_TARGETS ||
+            d->kind == K_PATTERN)
             train_json_quote(q, sizeof q, v);
         else
             snprintf(q, sizeof q, "%s", v);

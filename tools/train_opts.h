@@ -37,6 +37,8 @@ typedef struct train_opts {
     long long rank;
     double alpha;
     unsigned targets; /* bit (1u << pgrt_linear) per module */
+    /* --rank-pattern, --alpha-pattern as given (KEY=R,...; NULL: none) */
+    char *rank_pattern, *alpha_pattern;
     /* optimisation: exactly one of steps and epochs is > 0 */
     long long steps, epochs, grad_accum;
     double lr, weight_decay, max_norm;
@@ -90,6 +92,11 @@ int train_opts_load(int argc, char **argv, train_opts *o, char *ckpt_dir, size_t
 
 /* Whether arg is an option of the command line that a value follows. */
 bool train_opts_takes_value(const char *arg);
+
+/* A fresh adapter's rank_pattern and alpha_pattern: --rank-pattern's and
+ * --alpha-pattern's entries appended to ac's, in their order. 0, or
+ * TRAIN_EXIT_USAGE after one line on stderr. */
+int train_opts_patterns(const train_opts *o, pgrt_adapter_config *ac);
 
 /* The options as a JSON object of the keys --config reads (one a line,
  * every option with its value, paths absolute), for run_config.json;

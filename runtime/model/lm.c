@@ -575,8 +575,8 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     }
     for (size_t i = 0; i < ad->count; i++) {
         const lora_d *d = &m->lora[ad->w[i].layer * PGRT_LINEAR_COUNT + ad->w[i].module];
-        if ((rc = pgrt_buf_upload(m->p, (size_t)d->a, ad->w[i].a, (size_t)m->r * ad->w[i].in)) ||
-            (rc = pgrt_buf_upload(m->p, (size_t)d->b, ad->w[i].b, (size_t)ad->w[i].out * m->r)))
+        if ((rc = pgrt_buf_upload(m->p, (size_t)d->a, ad->w[i].a, (size_t)d->r * ad->w[i].in)) ||
+            (rc = pgrt_buf_upload(m->p, (size_t)d->b, ad->w[i].b, (size_t)ad->w[i].out * d->r)))
             goto fail;
     }
     /* every kernel of the step into the module cache: nothing loads during a
@@ -925,11 +925,14 @@ static int download_into(pgrt_lm *m, pgrt_buf *src, pgrt_adapter *a)
         return model_fail(PGRT_ESTATE, "pgrt_lm: gradients were not kept (keep_grads)");
     for (size_t i = 0; i < a->count; i++) {
         const lora_d *d = &m->lora[a->w[i].layer * PGRT_LINEAR_COUNT + a->w[i].module];
-        if (d->a < 0 || a->cfg.r != m->r)
-            return model_fail(PGRT_EINVAL, "pgrt_lm: the adapter does not match the model's LoRA");
-        int rc = pgrt_buf_download(src, (size_t)d->a, a->w[i].a, (size_t)m->r * a->w[i].in);
+        /* pair by pair: each of the rank it has here */
+        if (d->a < 0 || a->w[i].r != d->r)
+            return model_fail(PGRT_EINVAL, "pgrt_lm: the adapter does not match the model's "
+                              "LoRA (layer %d %s: r %d, here %d)", a->w[i].layer,
+                              pgrt_linear_name(a->w[i].module), a->w[i].r, d->a < 0 ? 0 : d->r);
+        int rc = pgrt_buf_download(src, (size_t)d->a, a->w[i].a, (size_t)d->r * a->w[i].in);
         if (!rc)
-            rc = pgrt_buf_download(src, (size_t)d->b, a->w[i].b, (size_t)a->w[i].out * m->r);
+            rc = pgrt_buf_download(src, (size_t)d->b, a->w[i].b, (size_t)a->w[i].out * d->r);
         if (rc)
             return rc;
     }
@@ -977,7 +980,10 @@ int pgrt_lm_stats_get(const pgrt_lm *m, pgrt_lm_stats *out)
 /* ---------------------------------------------------------------- optimizer state */
 
 /* What an optimizer state file must agree on with the pgrt_lm loading it:
- * the metadata, as text. */
+ * the metadata, as text. rank: r, or with pairs of other ranks
+ * (rank_pattern) "r:" and a hash of every pair's rank (lm_lora_layout), so
+ * that a state of other per-pair ranks is refused even where the total
+ * matches. */
 static void state_identity(const pgrt_lm *m, char keys[][16], char vals[][32], size_t *n)
 {
     static const char *const names[] = {"format", "layers", "hidden", "vocab",
@@ -991,6 +997,8 @@ static void state_identity(const pgrt_lm *m, char keys[][16], char vals[][32], s
             snprintf(vals[i], 32, "ptxgen-lm-optimizer-1");
         else if (i == 6)
             snprintf(vals[i], 32, "%s", v[i] ? "bf16" : "f32");
+        else if (i == 4 && m->rank_sig)
+            snprintf(vals[i], 32, "%u:%016llx", (unsigned)m->r, (unsigned long long)m->rank_sig);
         else
             snprintf(vals[i], 32, "%llu", v[i]);
     }

@@ -126,12 +126,17 @@ typedef struct layer_a {
  * buffer; -1 for a module without LoRA. The pairs of a layer that read
  * one input (q, k, v; gate, up) form a group: their A's lie one after
  * another (a [parts x r, in] matrix at the first one's a), their xa (and
- * dxa) part after part, so one pass over the input serves all of them. */
+ * dxa) part after part, so one pass over the input serves all of them.
+ * Only pairs of one rank and one scale stack: a run of such pairs in
+ * module order is a group of its own (lm_lora_layout); an adapter without
+ * rank_pattern or alpha_pattern has one run a group. */
 typedef struct lora_d {
     int64_t a, b;
-    int lead;  /* the module of the group's first pair */
-    int part;  /* this pair's place in the group */
-    int parts; /* pairs in the group */
+    int lead;    /* the module of the group's first pair */
+    int part;    /* this pair's place in the group */
+    int parts;   /* pairs in the group */
+    int r;       /* the pair's rank (pgrt_lora.r) */
+    float scale; /* the pair's scale (pgrt_lora.scale), as the kernels take it */
 } lora_d;
 
 /* Ranks up to this run the LoRA products on the thin kernels (lm_linear.c);
@@ -144,9 +149,11 @@ static const int lora_group_of[PGRT_LINEAR_COUNT] = {0, 0, 0, 1, 2, 2, 3};
 struct pgrt_lm {
     pgrt_ctx *ctx;
     pgrt_hf_config c;
-    int B, S, T, r;
-    float lora_scale;
+    int B, S, T, r; /* r: the adapter config's; each pair has its own (lora_d) */
+    float lora_scale; /* the config's default scale; the products take the pair's */
     unsigned targets;
+    int rmax;          /* the largest rank of a pair (lm_lora_layout) */
+    uint64_t rank_sig; /* 0: every pair of rank r; else a hash of the pairs' ranks */
     /* bf16 and lowp are one flag (params.dtype == PGRT_LM_BF16) under two
      * names: bf16 for the weights' storage, lowp for the step's bf16
      * tensor-core GEMMs and bf16 activation copies (xb, dyb, logits_b). */
@@ -327,8 +334,15 @@ void lm_gemms_destroy(pgrt_lm *m);
 /* The LoRA weights' bf16 copies for the fused path: at each step's start. */
 int lm_lora_weights(pgrt_lm *m, pgrt_stream *s);
 /* Whether the LoRA pairs ride in gemm_sm90 (m->fused): bf16 on sm_90a,
- * every width and the rank multiples of 8 (TMA's 16-byte pitches). */
+ * every width a multiple of 8 and a pair whose rank is one (TMA's 16-byte
+ * pitches). In a fused pgrt_lm a pair of another rank takes the path it
+ * would take unfused (lm_pair_fused). */
 bool lm_fusable(const pgrt_lm *m);
+/* Does this pair (a >= 0) ride in the base GEMMs? */
+static inline bool lm_pair_fused(const pgrt_lm *m, const lora_d *ld)
+{
+    return m->fused && ld->r % 8 == 0;
+}
 
 int weight_f32(pgrt_lm *m, pgrt_stream *s, const dweight *w, pgrt_devptr *out);
 int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x, pgrt_devptr y);

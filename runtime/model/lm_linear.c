@@ -167,52 +167,54 @@ static int lora_ws(pgrt_lm *m, uint32_t tiles, uint32_t sp, uint32_t cols, pgrt_
     return 0;
 }
 
-/* out = scale x[T, k] w^T for `parts` pairs at once (out part-major):
- * w their stacked A [parts r, k], or (wt) one B [k, r]. x bf16 or f32. */
+/* out = scale x[T, k] w^T for `parts` pairs of rank r at once (out
+ * part-major): w their stacked A [parts r, k], or (wt) one B [k, r]. x
+ * bf16 or f32. */
 static int lora_proj(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, bool bf16, pgrt_devptr w,
-                     pgrt_devptr out, uint32_t k, uint32_t parts, bool wt, float scale)
+                     pgrt_devptr out, uint32_t k, uint32_t r, uint32_t parts, bool wt,
+                     float scale)
 {
     int kid = bf16 ? K_LORA_PROJ_BF16 : K_LORA_PROJ;
     uint32_t tiles = ((uint32_t)m->T + LORA_TILE - 1) / LORA_TILE, sp = lora_splits(m, tiles, k);
     pgk_knobs kn;
     pgrt_devptr ws, cnt;
     int rc = kn_of(m->desc[kid],
-                   KN({"rows", m->T}, {"k", k}, {"cols", parts * m->r}, {"rank", m->r},
+                   KN({"rows", m->T}, {"k", k}, {"cols", parts * r}, {"rank", r},
                       {"wt", wt ? 1u : 0u}, {"splits", sp}),
                    &kn);
-    if (rc || (rc = lora_ws(m, tiles, sp, parts * m->r, &ws, &cnt)))
+    if (rc || (rc = lora_ws(m, tiles, sp, parts * r, &ws, &cnt)))
         return rc;
     return launch_kn(m, s, kid, m->desc[kid], &kn,
                      ARGS(P(x), P(w), P(out), P(ws), P(cnt), U(m->T), U(k), U(sp), F(scale)));
 }
 
-/* g = d[T, n]^T xa[T, R] for `parts` pairs: [n, r] (dB, one pair) or,
- * trans, [parts r, n] (their stacked dA). d bf16 or f32. */
+/* g = d[T, n]^T xa[T, R] for `parts` pairs of rank r: [n, r] (dB, one
+ * pair) or, trans, [parts r, n] (their stacked dA). d bf16 or f32. */
 static int lora_grad(pgrt_lm *m, pgrt_stream *s, pgrt_devptr d, bool bf16, pgrt_devptr xa,
-                     pgrt_devptr g, uint32_t n, uint32_t parts, bool trans)
+                     pgrt_devptr g, uint32_t n, uint32_t r, uint32_t parts, bool trans)
 {
     int kid = bf16 ? K_LORA_GRAD_BF16 : K_LORA_GRAD;
     uint32_t tiles = (n + LORA_TILE - 1) / LORA_TILE, sp = lora_splits(m, tiles, (uint32_t)m->T);
     pgk_knobs kn;
     pgrt_devptr ws, cnt;
     int rc = kn_of(m->desc[kid],
-                   KN({"rows", m->T}, {"n", n}, {"cols", parts * m->r}, {"rank", m->r},
+                   KN({"rows", m->T}, {"n", n}, {"cols", parts * r}, {"rank", r},
                       {"trans", trans ? 1u : 0u}, {"splits", sp}),
                    &kn);
-    if (rc || (rc = lora_ws(m, tiles, sp, parts * m->r, &ws, &cnt)))
+    if (rc || (rc = lora_ws(m, tiles, sp, parts * r, &ws, &cnt)))
         return rc;
     return launch_kn(m, s, kid, m->desc[kid], &kn,
                      ARGS(P(d), P(xa), P(g), P(ws), P(cnt), U(m->T), U(n), U(sp), F(1.0f)));
 }
 
 /* y[T, n] (+)= xa[T, R] w(n, R)^T, w = B [n, r] or (wt) the stacked A
- * [parts r, n] of `parts` pairs (xa part-major). */
+ * [parts r, n] of `parts` pairs of rank r (xa part-major). */
 static int lora_up(pgrt_lm *m, pgrt_stream *s, pgrt_devptr xa, pgrt_devptr w, pgrt_devptr y,
-                   uint32_t n, bool wt, uint32_t parts, bool acc)
+                   uint32_t n, bool wt, uint32_t r, uint32_t parts, bool acc)
 {
     return launch(m, s, K_LORA_UP,
-                  KN({"rows", m->T}, {"n", n}, {"rank", parts * m->r}, {"wt", wt ? 1u : 0u},
-                     {"acc", acc ? 1u : 0u}, {"part", parts > 1 ? (uint32_t)m->r : 0u}),
+                  KN({"rows", m->T}, {"n", n}, {"rank", parts * r}, {"wt", wt ? 1u : 0u},
+                     {"acc", acc ? 1u : 0u}, {"part", parts > 1 ? r : 0u}),
                   ARGS(P(xa), P(w), P(y), U(m->T), U(n), F(1.0f)));
 }
 
@@ -254,14 +256,47 @@ static int lora_wg(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, pg_type out_
     return lm_gemm(m, s, &sp, c, 0, PGRT_LM_TIME_LORA_GEMM);
 }
 
-/* pb = bf16(p), psb = bf16(s p): at the start of every step, after the
- * optimizer of the step before. */
+/* pb = bf16(p), psb = bf16(s p) over [at, at + n) of the parameters. */
+static int lora_cast(pgrt_lm *m, pgrt_stream *s, int64_t at, int64_t n, float scale)
+{
+    return launch(m, s, K_LORA_CAST, KN({"n", (uint32_t)n}),
+                  ARGS(P(pofs(m->p, at)), P(pbf(m, at, false)), P(pbf(m, at, true)),
+                       U((uint32_t)n), F(scale)));
+}
+
+/* pb = bf16(p), psb = bf16(s p), s each pair's scale: at the start of
+ * every step, after the optimizer of the step before. One launch a stretch
+ * of the parameters of one scale, in lm_lora_layout's order (a group's A's,
+ * then its B's): one launch in all where every pair has the same. */
 int lm_lora_weights(pgrt_lm *m, pgrt_stream *s)
 {
-    uint32_t n = (uint32_t)m->nlora;
-    return launch(m, s, K_LORA_CAST, KN({"n", n}),
-                  ARGS(P(pgrt_buf_ptr(m->p)), P(pbf(m, 0, false)), P(pbf(m, 0, true)), U(n),
-                       F(m->lora_scale)));
+    int64_t at = 0, end = 0;
+    float scale = 0;
+    int rc = 0;
+    for (int l = 0; l < m->c.layers && !rc; l++)
+        for (int g0 = 0, g1; g0 < PGRT_LINEAR_COUNT && !rc; g0 = g1) {
+            for (g1 = g0; g1 < PGRT_LINEAR_COUNT && lora_group_of[g1] == lora_group_of[g0]; g1++)
+                ;
+            for (int half = 0; half < 2 && !rc; half++)
+                for (int i = g0; i < g1 && !rc; i++) {
+                    const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + i];
+                    if (ld->a < 0)
+                        continue;
+                    int in, out;
+                    pgrt_linear_dims(&m->c, (pgrt_linear)i, &in, &out);
+                    int64_t o = half ? ld->b : ld->a, n = (int64_t)ld->r * (half ? out : in);
+                    if (end > at && o == end && ld->scale == scale) {
+                        end += n;
+                        continue;
+                    }
+                    if (end > at)
+                        rc = lora_cast(m, s, at, end - at, scale);
+                    at = o;
+                    end = o + n;
+                    scale = ld->scale;
+                }
+        }
+    return rc || end <= at ? rc : lora_cast(m, s, at, end - at, scale);
 }
 
 static int linear_fwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr y)
@@ -274,7 +309,7 @@ static int linear_fwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
     pgrt_gemm_spec sp = lm_lin(m, PGK_GEMM_FORWARD, m->xb, W, (uint32_t)in, (uint32_t)out, false);
     if (ld->a >= 0) {
         const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
-        uint32_t R = (uint32_t)(ld->parts * m->r);
+        uint32_t r = (uint32_t)ld->r, R = (uint32_t)ld->parts * r;
         pgrt_devptr xa = m->la[l].xa[ld->lead];
         int rc = ld->part == 0 ? lora_wg(m, s, PGK_GEMM_FORWARD, PG_BF16, m->xb,
                                          pbf(m, lead->a, true), (uint32_t)in, R, 0, 0, xa)
@@ -282,10 +317,10 @@ static int linear_fwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
         if (rc)
             return rc;
         sp.kind = PGRT_GEMM_WGMMA;
-        sp.a2 = xa + (uint64_t)ld->part * m->r * 2u;
+        sp.a2 = xa + (uint64_t)ld->part * r * 2u;
         sp.lda2 = R;
         sp.b2 = pbf(m, ld->b, false);
-        sp.k2 = (uint32_t)m->r;
+        sp.k2 = r;
     }
     return lm_gemm(m, s, &sp, y, bias, PGRT_LM_TIME_GEMM);
 }
@@ -299,7 +334,7 @@ static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
     const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
     pgrt_devptr W = pgrt_buf_ptr(m->lw[l].lin[mod].buf);
     pgrt_gemm_spec sp = lm_lin(m, PGK_GEMM_BACKWARD_X, dyb, W, (uint32_t)in, (uint32_t)out, acc);
-    uint32_t R = (uint32_t)(ld->parts * m->r), r = (uint32_t)m->r;
+    uint32_t r = (uint32_t)ld->r, R = (uint32_t)ld->parts * r;
     bool last = ld->a >= 0 && ld->part + 1 == ld->parts;
     int rc;
     if (ld->a >= 0) {
@@ -351,19 +386,20 @@ static int dropout(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devp
  * written once by each and read once, by the GEMM's epilogue. */
 int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x, pgrt_devptr y)
 {
-    if (m->fused)
+    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+    if (m->fused && (ld->a < 0 || lm_pair_fused(m, ld)))
         return linear_fwd_fused(m, s, l, mod, y);
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
-    lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
-    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK && !m->drop;
+    uint32_t r = (uint32_t)ld->r;
+    bool thin = ld->a >= 0 && ld->r <= LORA_THIN_RANK && !m->drop;
     /* xa = s x A^T (kept for the backward) */
     pgrt_devptr xa = m->la[l].xa[mod], w;
     int rc = 0;
     if (thin && ((ld->part == 0 &&
                   (rc = lora_proj(m, s, m->lowp ? m->xb : x, m->lowp, pofs(m->p, ld->a), xa,
-                                  (uint32_t)in, (uint32_t)ld->parts, false, m->lora_scale))) ||
-                 (rc = lora_up(m, s, xa, pofs(m->p, ld->b), y, (uint32_t)out, false, 1, false))))
+                                  (uint32_t)in, r, (uint32_t)ld->parts, false, ld->scale))) ||
+                 (rc = lora_up(m, s, xa, pofs(m->p, ld->b), y, (uint32_t)out, false, r, 1, false))))
         return rc;
     pgrt_devptr bias = m->lw[l].bias[mod] ? pgrt_buf_ptr(m->lw[l].bias[mod]) : 0;
     if (m->lowp) /* the bias in the GEMM's epilogue */
@@ -378,15 +414,14 @@ int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x
         return rc;
     /* ranks past the thin kernels, and dropout: xa = s drop(x) A^T, y +=
      * xa B^T on the f32 GEMMs */
-    uint32_t n = (uint32_t)m->T * m->r;
+    uint32_t n = (uint32_t)m->T * r;
     if (m->drop && (rc = dropout(m, s, l, mod, x, 0, (uint32_t)in, false)))
         return rc;
     if ((rc = lora_gemm(m, s, PGK_GEMM_FORWARD, false, m->drop ? m->xdrop : x,
-                        pofs(m->p, ld->a), xa, (uint32_t)in, (uint32_t)m->r)) ||
-        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(m->lora_scale), U(n)))))
+                        pofs(m->p, ld->a), xa, (uint32_t)in, r)) ||
+        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(xa), F(ld->scale), U(n)))))
         return rc;
-    return lora_gemm(m, s, PGK_GEMM_FORWARD, true, xa, pofs(m->p, ld->b), y, (uint32_t)m->r,
-                     (uint32_t)out);
+    return lora_gemm(m, s, PGK_GEMM_FORWARD, true, xa, pofs(m->p, ld->b), y, r, (uint32_t)out);
 }
 
 /* The thin LoRA backward of module mod: dB = dy^T xa (xa holds the
@@ -398,20 +433,22 @@ static int lora_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_dev
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
-    pgrt_devptr dxa = m->dxa + (uint64_t)ld->part * m->T * m->r * 4u;
+    uint32_t r = (uint32_t)ld->r;
+    pgrt_devptr dxa = m->dxa + (uint64_t)ld->part * m->T * r * 4u;
     int rc;
-    if ((rc = lora_grad(m, s, d, m->lowp, m->la[l].xa[mod], pofs(m->g, ld->b), (uint32_t)out, 1,
-                        false)) ||
-        (rc = lora_proj(m, s, d, m->lowp, pofs(m->p, ld->b), dxa, (uint32_t)out, 1, true,
-                        m->lora_scale)))
+    if ((rc = lora_grad(m, s, d, m->lowp, m->la[l].xa[mod], pofs(m->g, ld->b), (uint32_t)out, r,
+                        1, false)) ||
+        (rc = lora_proj(m, s, d, m->lowp, pofs(m->p, ld->b), dxa, (uint32_t)out, r, 1, true,
+                        ld->scale)))
         return rc;
     if (ld->part + 1 < ld->parts)
         return 0;
     const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
     uint32_t parts = (uint32_t)ld->parts;
-    if ((rc = lora_grad(m, s, x, false, m->dxa, pofs(m->g, lead->a), (uint32_t)in, parts, true)))
+    if ((rc = lora_grad(m, s, x, false, m->dxa, pofs(m->g, lead->a), (uint32_t)in, r, parts,
+                        true)))
         return rc;
-    return lora_up(m, s, m->dxa, pofs(m->p, lead->a), dx, (uint32_t)in, true, parts, acc);
+    return lora_up(m, s, m->dxa, pofs(m->p, lead->a), dx, (uint32_t)in, true, r, parts, acc);
 }
 
 /* Given dy [T, out] (and, in bf16, dyb: its bf16 copy where the kernel
@@ -426,7 +463,7 @@ int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
-    bool thin = ld->a >= 0 && m->r <= LORA_THIN_RANK && !m->drop;
+    bool thin = ld->a >= 0 && ld->r <= LORA_THIN_RANK && !m->drop;
     bool first = thin && ld->parts == 1 && !acc;
     pgrt_devptr w;
     int rc = 0;
@@ -435,7 +472,7 @@ int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x
             return rc;
         dyb = m->dyb;
     }
-    if (m->fused)
+    if (m->fused && (ld->a < 0 || lm_pair_fused(m, ld)))
         return linear_bwd_fused(m, s, l, mod, x, dyb, dx, acc);
     pgrt_devptr d = m->lowp ? dyb : dy;
     if (first && (rc = lora_bwd(m, s, l, mod, x, d, dx, false)))
@@ -451,12 +488,12 @@ int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x
     if (thin)
         return lora_bwd(m, s, l, mod, x, d, dx, true);
     /* dB = dy^T (s xa); dxa = s dy B; dA = dxa^T x; dx += dxa A */
-    uint32_t n = (uint32_t)m->T * m->r, r = (uint32_t)m->r;
+    uint32_t r = (uint32_t)ld->r, n = (uint32_t)m->T * r;
     if ((rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_W, false, dy, m->la[l].xa[mod],
                         pofs(m->g, ld->b), r, (uint32_t)out)) ||
         (rc = lora_gemm(m, s, PGK_GEMM_BACKWARD_X, false, dy, pofs(m->p, ld->b), m->dxa, r,
                         (uint32_t)out)) ||
-        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(m->lora_scale), U(n)))))
+        (rc = launch(m, s, K_SCALE, KN({"n", n}), ARGS(P(m->dxa), F(ld->scale), U(n)))))
         return rc;
     if (m->drop) {
         /* dA = dxa^T drop(x), the forward's mask made again; dx +=
@@ -489,6 +526,9 @@ bool lm_fusable(const pgrt_lm *m)
 {
     const pgrt_hf_config *c = &m->c;
     int qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
-    return m->lowp && !m->drop && m->arch_target == PG_SM_90A && m->nlora && m->r % 8 == 0 &&
+    bool any = false; /* a pair whose rank the tensor maps take */
+    for (size_t i = 0; i < (size_t)c->layers * PGRT_LINEAR_COUNT; i++)
+        any |= m->lora[i].a >= 0 && m->lora[i].r % 8 == 0;
+    return m->lowp && !m->drop && m->arch_target == PG_SM_90A && m->nlora && any &&
            (c->hidden | c->intermediate | qd | kvd) % 8 == 0;
 }

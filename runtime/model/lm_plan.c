@@ -15,12 +15,14 @@ void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S,
     memset(p, 0, sizeof *p);
     uint64_t T = (uint64_t)B * S, H = c->hidden, I = c->intermediate, V = c->vocab;
     uint64_t qd = (uint64_t)c->heads * c->head_dim, kvd = (uint64_t)c->kv_heads * c->head_dim;
-    uint64_t r = ad ? (uint64_t)ad->cfg.r : 0;
-    unsigned ntarget = 0;
-    for (int i = 0; i < PGRT_LINEAR_COUNT; i++)
-        ntarget += ad && (ad->cfg.targets >> i) & 1u;
+    /* the pairs' ranks: their sum sizes the saved xa, the largest dxa */
+    uint64_t rsum = 0, rmax = 0;
+    for (size_t i = 0; ad && i < ad->count; i++) {
+        rsum += (uint64_t)ad->w[i].r;
+        rmax = u64max(rmax, (uint64_t)ad->w[i].r);
+    }
     bool drop = ad && ad->cfg.dropout > 0;
-    uint64_t per_layer = T * (4 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) + T * r * ntarget +
+    uint64_t per_layer = T * (4 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) +
                          (c->qk_norm ? T * (qd + kvd) : 0); /* Qwen3: q, k before their norms */
     /* the layer inputs of L layers and the final one, then the scratch */
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
@@ -32,10 +34,10 @@ void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S,
     if ((uint64_t)chunk > T)
         chunk = (int)T;
     p->chunk = chunk;
-    p->arena = per_layer * c->layers + 2 * T * H /* xf, hf */ +
+    p->arena = per_layer * c->layers + T * rsum /* xa */ + 2 * T * H /* xf, hf */ +
                T * (5 * H + qd * 2 + kvd * 2 + 3 * I + widest) /* dx dxm dh part dtmp, dq datt,
                                                                  dk dv, dg du dact */
-               + 3 * T * r + T * c->heads /* dxa (three parts), delta */ +
+               + 3 * T * rmax + T * c->heads /* dxa (three parts), delta */ +
                (uint64_t)chunk * V + T /* loss */ + (drop ? T * widest : 0) /* xdrop */ +
                (bf16 ? T * widest /* xb, dyb: two bf16 halves */ + (uint64_t)chunk * V / 2 + 1
                      : 0);
@@ -50,7 +52,7 @@ void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S,
     uint64_t lora = 0;
     if (ad)
         for (size_t i = 0; i < ad->count; i++)
-            lora += (uint64_t)ad->cfg.r * (ad->w[i].in + ad->w[i].out);
+            lora += (uint64_t)ad->w[i].r * (ad->w[i].in + ad->w[i].out);
     p->lora = lora;
 }
 
@@ -113,6 +115,24 @@ int lm_check_params(const pgrt_lm_params *p)
                           "pgrt_lm: the LoRA scale lora_alpha / %s = %g / %d is not a normal "
                           "float",
                           a->cfg.rslora ? "sqrt(r)" : "r", a->cfg.alpha, a->cfg.r);
+    /* each pair as its config gives it (rank_pattern, alpha_pattern): the
+     * products take the pair's r and scale */
+    model_lora_keys *keys = NULL;
+    int rc = model_lora_keys_new(&a->cfg, "pgrt_lm: adapter: ", &keys);
+    for (size_t i = 0; !rc && i < a->count; i++) {
+        const pgrt_lora *w = &a->w[i];
+        pgrt_lora_setting st;
+        model_lora_keys_pair(keys, w->layer, w->module, &st);
+        float ps = (float)w->scale;
+        if (w->r != st.r || w->scale != st.scale || !(ps > 0) || !isnormal(ps))
+            rc = model_fail(PGRT_EINVAL, "pgrt_lm: adapter module %s of layer %d: r %d and "
+                            "scale %g, its config gives r %d and scale %g (a normal float)",
+                            pgrt_linear_name(w->module), w->layer, w->r, w->scale, st.r,
+                            st.scale);
+    }
+    model_lora_keys_free(&keys);
+    if (rc)
+        return rc;
     if (p->grad_accum < 0 || p->grad_accum > 65536)
         return model_fail(PGRT_EINVAL, "pgrt_lm: grad_accum %d: 0 or 1 (every micro-batch "
                           "updates) to 65536", p->grad_accum);
@@ -146,36 +166,70 @@ int pgrt_lm_bytes(const pgrt_lm_params *p, uint64_t *bytes)
 }
 
 /* The LoRA layout: layer by layer, group by group (lora_d), the group's
- * A's one after another, then its B's; a group stacks its pairs while they
- * fit the thin kernels' LORA_THIN_RANK columns. */
+ * A's one after another, then its B's. A group's pairs split into runs of
+ * one rank and one scale (module order); a run stacks its pairs while they
+ * fit the thin kernels' LORA_THIN_RANK columns. Without rank_pattern and
+ * alpha_pattern a group is one run: the layout of a single rank. */
 void lm_lora_layout(pgrt_lm *m, const pgrt_adapter *ad)
 {
     for (size_t i = 0; i < (size_t)m->c.layers * PGRT_LINEAR_COUNT; i++)
-        m->lora[i] = (lora_d){-1, -1, 0, 0, 1};
-    for (size_t i = 0; i < ad->count; i++)
-        m->lora[ad->w[i].layer * PGRT_LINEAR_COUNT + ad->w[i].module].a = 0;
+        m->lora[i] = (lora_d){-1, -1, 0, 0, 1, 0, 0};
+    /* FNV-1a over (layer, module, r) of each pair: the state file's rank */
+    uint64_t sig = 0xcbf29ce484222325ull;
+    bool mixed = false;
+    m->rmax = 0;
+    for (size_t i = 0; i < ad->count; i++) {
+        const pgrt_lora *w = &ad->w[i];
+        lora_d *d = &m->lora[w->layer * PGRT_LINEAR_COUNT + w->module];
+        d->a = 0;
+        d->r = w->r;
+        d->scale = (float)w->scale;
+        m->rmax = w->r > m->rmax ? w->r : m->rmax;
+        mixed |= w->r != m->r;
+        const uint32_t words[3] = {(uint32_t)w->layer, (uint32_t)w->module, (uint32_t)w->r};
+        for (int k = 0; k < 3; k++)
+            for (int byte = 0; byte < 4; byte++)
+                sig = (sig ^ ((words[k] >> (8 * byte)) & 0xffu)) * 0x100000001b3ull;
+    }
+    m->rank_sig = mixed ? (sig ? sig : 1) : 0;
     int64_t off = 0;
     for (int l = 0; l < m->c.layers; l++)
         for (int g0 = 0, g1; g0 < PGRT_LINEAR_COUNT; g0 = g1) {
             lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT];
-            int n = 0, lead = -1, part = 0, in, nout;
+            int in, nout;
             for (g1 = g0; g1 < PGRT_LINEAR_COUNT && lora_group_of[g1] == lora_group_of[g0]; g1++)
-                n += ld[g1].a >= 0;
-            bool stack = n * m->r <= LORA_THIN_RANK;
-            for (int i = g0; i < g1; i++) {
-                if (ld[i].a < 0)
+                ;
+            for (int i = g0, j; i < g1; i = j) {
+                if (ld[i].a < 0) {
+                    j = i + 1;
                     continue;
-                if (!stack || lead < 0)
-                    lead = i, part = 0;
-                pgrt_linear_dims(&m->c, (pgrt_linear)i, &in, &nout);
-                ld[i] = (lora_d){off, -1, lead, part++, stack ? n : 1};
-                off += (int64_t)m->r * in;
+                }
+                /* the run from i: pairs of i's rank and scale, up to j */
+                int n = 0;
+                for (j = i; j < g1; j++) {
+                    if (ld[j].a < 0)
+                        continue;
+                    if (ld[j].r != ld[i].r || ld[j].scale != ld[i].scale)
+                        break;
+                    n++;
+                }
+                bool stack = n * ld[i].r <= LORA_THIN_RANK;
+                for (int k = i, part = 0; k < j; k++) {
+                    if (ld[k].a < 0)
+                        continue;
+                    pgrt_linear_dims(&m->c, (pgrt_linear)k, &in, &nout);
+                    ld[k].a = off;
+                    ld[k].lead = stack ? i : k;
+                    ld[k].part = stack ? part++ : 0;
+                    ld[k].parts = stack ? n : 1;
+                    off += (int64_t)ld[k].r * in;
+                }
             }
             for (int i = g0; i < g1; i++)
                 if (ld[i].a >= 0) {
                     pgrt_linear_dims(&m->c, (pgrt_linear)i, &in, &nout);
                     ld[i].b = off;
-                    off += (int64_t)nout * m->r;
+                    off += (int64_t)nout * ld[i].r;
                 }
         }
     m->nlora = (size_t)off;
@@ -222,8 +276,8 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
         for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
             const lora_d *d = &m->lora[l * PGRT_LINEAR_COUNT + i];
             if (d->a >= 0 && d->part == 0)
-                grp = take(base, &off, (uint64_t)d->parts * T * m->r);
-            a->xa[i] = d->a >= 0 ? grp + (uint64_t)d->part * T * m->r * 4u : 0;
+                grp = take(base, &off, (uint64_t)d->parts * T * d->r);
+            a->xa[i] = d->a >= 0 ? grp + (uint64_t)d->part * T * d->r * 4u : 0;
         }
     }
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
@@ -241,7 +295,7 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
     m->dg = take(base, &off, T * I);
     m->du = take(base, &off, T * I);
     m->dact = take(base, &off, T * H > T * I ? T * H : T * I);
-    m->dxa = take(base, &off, 3 * T * (m->r ? m->r : 1)); /* a group's, part after part */
+    m->dxa = take(base, &off, 3 * T * (m->rmax ? m->rmax : 1)); /* a group's, part after part */
     m->delta = take(base, &off, T * m->c.heads);
     m->logits = take(base, &off, (uint64_t)m->chunk * V);
     m->loss = take(base, &off, T);

@@ -71,6 +71,17 @@ void model_st_image_free(model_st_image *img);
 size_t model_st_set_path_count(const pgrt_st_set *s);
 const char *model_st_set_path(const pgrt_st_set *s, size_t i);
 
+/* An adapter config's rank_pattern and alpha_pattern, checked as
+ * pgrt_adapter_config_parse checks them (`what` heads the messages:
+ * "adapter_config.json: ", "adapter: ") and compiled once, to resolve
+ * many pairs (adapter.c). It copies what it needs of c: c may go. */
+typedef struct model_lora_keys model_lora_keys;
+int model_lora_keys_new(const pgrt_adapter_config *c, const char *what, model_lora_keys **out);
+/* pgrt_adapter_pair with the keys compiled. */
+void model_lora_keys_pair(const model_lora_keys *k, int layer, pgrt_linear m,
+                          pgrt_lora_setting *out);
+void model_lora_keys_free(model_lora_keys **k);
+
 /* "self_attn" or "mlp": the block a linear module sits in. */
 const char *model_linear_block(pgrt_linear m);
 

@@ -11,10 +11,12 @@
  *   loss = mean next-token cross-entropy over the B x (S - 1) positions
  *          (labels = the ids shifted by one, as Hugging Face with
  *          labels = input_ids);
- *   the base weights are frozen; y = x W^T (+ b) + s (x A^T) B^T, s the
- *          adapter's scale (pgrt_adapter_scale: alpha / r, rsLoRA alpha /
- *          sqrt(r))
- *          on the adapter's target modules;
+ *   the base weights are frozen; y = x W^T (+ b) + s (x A^T) B^T, A [r, in]
+ *          and B [out, r], r and s the pair's (pgrt_lora.r and .scale:
+ *          alpha / r, rsLoRA alpha / sqrt(r), with the adapter's
+ *          rank_pattern and alpha_pattern resolved; docs/model.md says
+ *          which path pairs of differing ranks take) on the adapter's
+ *          target modules;
  *   the LoRA gradients are clipped by their global L2 norm (max_norm;
  *          0: not clipped) and AdamW (decoupled weight decay, bias
  *          corrections) updates A and B.
@@ -205,19 +207,20 @@ PGRT_API int pgrt_lm_steps(pgrt_lm *lm, pgrt_stream *s, uint64_t *steps);
 
 /* The optimizer state (AdamW's moments, its step count and hyper-
  * parameters, the skip counter) to a safetensors file, atomically; and
- * back, into an lm of the same model, targets, rank and dtype (checked:
- * a mismatch is PGRT_EINVAL naming it). Together with the adapter
+ * back, into an lm of the same model, targets, ranks (every pair's) and
+ * dtype (checked: a mismatch is PGRT_EINVAL naming it). Together with the adapter
  * (pgrt_lm_adapter_get, pgrt_adapter_save; loaded at create) they resume
  * a run exactly: the next steps give the bits an uninterrupted run would.
  * Only at a step boundary (pgrt_lm_pending 0), else PGRT_ESTATE. */
 PGRT_API int pgrt_lm_state_save(pgrt_lm *lm, pgrt_stream *s, const char *path);
 PGRT_API int pgrt_lm_state_load(pgrt_lm *lm, pgrt_stream *s, const char *path);
 
-/* The current LoRA matrices, into a (an adapter of the same model, targets
- * and rank: its A and B arrays are overwritten). */
+/* The current LoRA matrices, into a (an adapter of the same model and
+ * targets, each pair of the rank it has here, else PGRT_EINVAL naming the
+ * first that is not: its A and B arrays are overwritten). */
 PGRT_API int pgrt_lm_adapter_get(pgrt_lm *lm, pgrt_adapter *a);
 /* The gradients of the last step before clipping (keep_grads), into the
- * A and B arrays of a. */
+ * A and B arrays of a (as pgrt_lm_adapter_get's). */
 PGRT_API int pgrt_lm_grads_get(pgrt_lm *lm, pgrt_adapter *a);
 
 enum {

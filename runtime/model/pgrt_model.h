@@ -354,6 +354,16 @@ PGRT_API const char *pgrt_model_file_path(const pgrt_model_files *m, size_t i);
 
 /* ------------------------------------------------------------- adapters */
 
+/* One entry of PEFT's rank_pattern or alpha_pattern: a key (a module name,
+ * a path's tail or a Python regular expression, see pgrt_adapter_pair) and
+ * the r or lora_alpha it gives the pairs it matches. */
+#define PGRT_ADAPTER_PATTERNS 64 /* entries of each of the two maps, at most */
+#define PGRT_ADAPTER_KEY 160     /* bytes of a key, its NUL included */
+typedef struct pgrt_adapter_pattern {
+    char key[PGRT_ADAPTER_KEY];
+    double value; /* rank_pattern: an integer in [1, 65536]; alpha_pattern: > 0, finite */
+} pgrt_adapter_pattern;
+
 typedef struct pgrt_adapter_config {
     int r;
     double alpha;
@@ -361,30 +371,82 @@ typedef struct pgrt_adapter_config {
     char base_model[512]; /* base_model_name_or_path ("" if absent/null) */
     bool rslora;          /* use_rslora: the scale is alpha / sqrt(r) */
     double dropout;       /* lora_dropout, 0 <= p < 1 (pgrt_lm: a counter-based mask) */
+    /* Added after the fields above; zero keeps the earlier behaviour. */
+    /* PEFT's rank_pattern and alpha_pattern, in their order: the r and the
+     * lora_alpha of the pairs a key matches, instead of r and alpha
+     * (pgrt_adapter_pair). Fill them with pgrt_adapter_pattern_add. */
+    int n_rank_pattern, n_alpha_pattern;
+    pgrt_adapter_pattern rank_pattern[PGRT_ADAPTER_PATTERNS];
+    pgrt_adapter_pattern alpha_pattern[PGRT_ADAPTER_PATTERNS];
 } pgrt_adapter_config;
 
-/* The LoRA scale the model applies: lora_alpha / r, or lora_alpha /
- * sqrt(r) with use_rslora (PEFT's rank-stabilised LoRA). */
+/* The default LoRA scale: lora_alpha / r, or lora_alpha / sqrt(r) with
+ * use_rslora (PEFT's rank-stabilised LoRA); the scale of every pair that
+ * no pattern matches. A pair's own: pgrt_adapter_pair. */
 PGRT_API double pgrt_adapter_scale(const pgrt_adapter_config *c);
+
+/* What one pair (module m of layer `layer`) gets, as PEFT's LoraModel
+ * gives it: its path "model.layers.<layer>.<block>.<module>" is matched
+ * against each key of rank_pattern in order, the first key K for which
+ * Python's re.match("(.*\\.)?(K)$", path) succeeds giving r (PEFT's
+ * get_pattern_key: a key matches a whole path or a tail after a dot; "^"
+ * in a key anchors it at the path's start), no match leaving the config's
+ * r; the same of alpha_pattern for lora_alpha. A key that matches no
+ * pair is allowed, as in PEFT. */
+typedef struct pgrt_lora_setting {
+    int r;
+    double alpha;
+    double scale;  /* alpha / r, or alpha / sqrt(r) with rslora */
+    int rank_key;  /* the rank_pattern entry that gave r; -1: the config's r */
+    int alpha_key; /* the alpha_pattern entry that gave alpha; -1: the config's */
+} pgrt_lora_setting;
+
+/* Resolve a pair (the keys are compiled on each call; pgrt_adapter_init
+ * and _load resolve every pair of an adapter at once, into its
+ * pgrt_lora). PGRT_EINVAL for a bad argument or key, PGRT_ERANGE for a
+ * pattern map past its bounds. Thread-safe. */
+PGRT_API int pgrt_adapter_pair(const pgrt_adapter_config *c, int layer, pgrt_linear m,
+                               pgrt_lora_setting *out);
+
+/* Append (key, value) to c's alpha_pattern (alpha) or rank_pattern:
+ * refused, naming the map and the key and leaving c as it was, are a key
+ * of PGRT_ADAPTER_KEY bytes or more, one the map holds already, one that
+ * is not a regular expression this reader takes (see
+ * pgrt_adapter_config_parse), a full map, a rank not an integer in [1,
+ * 65536], an alpha not > 0 and finite. Thread-safe on distinct configs. */
+PGRT_API int pgrt_adapter_pattern_add(pgrt_adapter_config *c, bool alpha, const char *key,
+                                      double value);
 
 /* Parse PEFT's adapter_config.json: peft_type "LORA" (if present), r > 0,
  * lora_alpha, use_rslora, target_modules (a list of module names, one
  * name, "all-linear", or a regular expression that PEFT full-matches
  * against each module's path, "model.layers.<i>.self_attn.q_proj"),
- * lora_dropout in [0, 1), bias "none" or absent. Refused, naming the
- * field and what is supported: a dropout outside [0, 1), another bias, a module
- * the models here lack, a pattern that matches no module or some layers
- * only, use_dora true, modules_to_save, layers_to_transform, rank_pattern
- * or alpha_pattern non-empty, fan_in_fan_out true. */
+ * rank_pattern and alpha_pattern (objects of key: number, kept in the
+ * file's order, each key compiled as target_modules' patterns are: a
+ * Python regular expression read as a POSIX extended one with \d, \w and
+ * (?: spelled the POSIX way), lora_dropout in [0, 1), bias "none" or
+ * absent. Refused, naming the field and what is supported: a dropout
+ * outside [0, 1), another bias, a module the models here lack, a pattern
+ * that matches no module or some layers only, a rank_pattern or
+ * alpha_pattern that is not an object, or one of their entries as
+ * pgrt_adapter_pattern_add refuses it (naming the key), use_dora true,
+ * modules_to_save, layers_to_transform, fan_in_fan_out true. */
 PGRT_API int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config *out);
 
-/* LoRA on one module of one layer: A [r, in], B [out, r], row-major f32. */
+/* LoRA on one module of one layer: A [r, in], B [out, r], row-major f32,
+ * r this pair's rank (pgrt_adapter_pair). */
 typedef struct pgrt_lora {
     int layer;
     pgrt_linear module;
     int in, out;
     float *a;
     float *b;
+    /* Added after the fields above: the pair's settings, as
+     * pgrt_adapter_pair gives them for the adapter's config (set by
+     * pgrt_adapter_init and _load; pgrt_adapter_save and pgrt_lm refuse a
+     * pair whose r or scale is not its config's). */
+    int r;
+    double alpha, scale;
 } pgrt_lora;
 
 typedef struct pgrt_adapter {
@@ -396,15 +458,19 @@ typedef struct pgrt_adapter {
 /* PEFT's tensor name: base_model.model.model.layers.{l}.{block}.{m}.lora_{A,B}.weight */
 PGRT_API int pgrt_lora_name(int layer, pgrt_linear m, bool b, char *buf, size_t len);
 
-/* A fresh adapter as PEFT initialises one: A Kaiming-uniform with
+/* A fresh adapter as PEFT initialises one: each pair of the rank its
+ * config's patterns give it (pgrt_adapter_pair), A Kaiming-uniform with
  * a = sqrt(5) (uniform in [-1/sqrt(in), 1/sqrt(in)]) from a generator
- * seeded with seed, B zero. */
+ * seeded with seed, B zero. Refused: a config pgrt_adapter_config_parse
+ * would refuse, a pair whose scale is not a normal float (naming it). */
 PGRT_API int pgrt_adapter_init(const pgrt_hf_config *mc, const pgrt_adapter_config *cfg,
                                uint64_t seed, pgrt_adapter **out);
 /* Read a PEFT adapter directory (adapter_config.json and
  * adapter_model.safetensors, tensors in F32/BF16/F16) for model mc: every
- * target of every layer present with its shape; a tensor for a module the
- * model lacks is refused, naming it. */
+ * target of every layer present with its shape, [r, in] and [out, r] for
+ * the pair's r (the patterns': a tensor of another shape is refused,
+ * naming it and the shape expected); a tensor for a module the model
+ * lacks is refused, naming it. */
 PGRT_API int pgrt_adapter_load(const char *dir, const pgrt_hf_config *mc, pgrt_adapter **out);
 /* Write dir (created if missing) in PEFT format: adapter_model.safetensors
  * (F32) and adapter_config.json, as a pair: a reader never finds new
@@ -415,7 +481,11 @@ PGRT_API int pgrt_adapter_load(const char *dir, const pgrt_hf_config *mc, pgrt_a
  * config is moved aside before the weights change and the new one renamed
  * in last; a failure puts the old pair back, a crash leaves the old pair,
  * the new one, or no config (docs/model.md). Other files in dir are left
- * alone. An alpha that pgrt_adapter_load would refuse is refused. */
+ * alone. The config is written with rank_pattern and alpha_pattern as the
+ * config holds them, keys in their order, so that PEFT and
+ * pgrt_adapter_load give every pair the same r and alpha. A config or a
+ * pair that pgrt_adapter_load would refuse is refused (an alpha, a key, a
+ * pair whose r or scale is not what its config gives). */
 PGRT_API int pgrt_adapter_save(const pgrt_adapter *a, const char *dir);
 /* Would pgrt_adapter_save(dir) find its way? dir is a directory that takes
  * new files (one is made and removed there) and holds no directory at the

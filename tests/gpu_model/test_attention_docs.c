@@ -291,7 +291,8 @@ static void docs_case(const fam *c, shp x, enum layout kind)
     /* backward reference on the kernel's O and LSE */
     const float *o_in = r.o.host[0], *l_in = r.l.host[0];
     double *rdq = ref_alloc(nq), *rdk = ref_alloc(nk), *rdv = ref_alloc(nk), *rdel = ref_alloc(nr);
-    double *mdq = ref_alloc(nq), *mdk = ref_alloc(nk);
+    /* every document one token long: bounds of the rounding (s1_ds_bound) */
+    double *mdq = ref_alloc(nq), *mdk = ref_alloc(nk), *mdel = ref_alloc(nr);
     memset(mdq, 0, nq * sizeof *mdq);
     memset(mdk, 0, nk * sizeof *mdk);
     memset(rdk, 0, nk * sizeof *rdk);
@@ -303,13 +304,14 @@ static void docs_case(const fam *c, shp x, enum layout kind)
                 size_t qi = qidx(&x, b, s, h), ri = ((size_t)b * x.s + s) * x.hq + h;
                 double delta = dot(go + qi, o_in + qi, x.d);
                 rdel[ri] = delta;
+                mdel[ri] = s1_delta_bound(go + qi, o_in + qi, x.d);
                 double *dq = rdq + qi;
                 memset(dq, 0, x.d * sizeof *dq);
                 for (uint32_t j = j0; j <= s; j++) {
                     size_t kj = kidx(&x, b, j, h / g);
                     double p = exp(scale * dot(q + qi, k + kj, x.d) - l_in[ri]);
                     double dpj = dot(go + qi, v + kj, x.d);
-                    double dsv = p * (dpj - delta), dsm = p * (fabs(dpj) + fabs(delta));
+                    double dsv = p * (dpj - delta), dsm = s1_ds_bound(p, go + qi, v + kj, x.d);
                     for (uint32_t e = 0; e < x.d; e++) {
                         dq[e] += scale * dsv * k[kj + e];
                         rdk[kj + e] += scale * dsv * q[qi + e];
@@ -319,12 +321,19 @@ static void docs_case(const fam *c, shp x, enum layout kind)
                     }
                 }
             }
-    /* every document one token long: dQ and dK are exactly 0 (as at S = 1
-     * in test_attention_mma), held to the size of their terms */
+    /* every document one token long: the softmax is exactly 1, dQ and dK
+     * are exactly 0 and delta is dO.O, so the kernels give rounding
+     * (attention_check.h derives the bounds): dQ and dK on the tensor
+     * cores are held to s1_ds_bound (their terms' size, p (|dP| +
+     * |delta|), was not a bound: it shrinks where dO.V happens to be near
+     * 0, and --seed 21 failed at B1 S1 D64), delta in either family to
+     * an f32 sum's error, not to its value's size; S > 1 as before */
     bool s1 = c->s1_floor && longest == 1;
-    double fq = s1 ? norm2(mdq, nq) : 0, fk = s1 ? norm2(mdk, nk) : 0;
+    double fq = s1 ? norm2(mdq, nq) / c->tol_grad : 0;
+    double fk = s1 ? norm2(mdk, nk) / c->tol_grad : 0;
+    double fdel = longest == 1 ? norm2(mdel, nr) / 1e-5 : 0;
     check(c->dq, &x, "dQ", c->tol_grad, ok[1], &r.dq, rdq, fq);
-    check(c->dq, &x, "delta", 1e-5, ok[1], &r.del, rdel, 0);
+    check(c->dq, &x, "delta", 1e-5, ok[1], &r.del, rdel, fdel);
     check(c->dkv, &x, "dK", c->tol_grad, ok[2], &r.dk, rdk, fk);
     check(c->dkv, &x, "dV", c->tol_grad, ok[2], &r.dv, rdv, 0);
 
@@ -349,13 +358,14 @@ static void docs_case(const fam *c, shp x, enum layout kind)
         check_vs(c->fwd, &x, "O=alone", c->tol_o, ok[0] && aok, &r.o, a.o.host[0], c->exact, 0);
         check_vs(c->fwd, &x, "LSE=alone", c->tol_lse, ok[0] && aok, &r.l, a.l.host[0], c->exact,
                  0);
+        /* two kernels' outputs, each within the bound of the exact 0 */
         check_vs(c->dq, &x, "dQ=alone", c->tol_grad, ok[1] && aok, &r.dq, a.dq.host[0], c->exact,
-                 fq);
+                 2 * fq);
         /* delta = rowsum(dO O): it carries O's error */
         check_vs(c->dq, &x, "delta=alone", c->exact ? 1e-5 : c->tol_o, ok[1] && aok, &r.del,
                  a.del.host[0], c->exact, 0);
         check_vs(c->dkv, &x, "dK=alone", c->tol_grad, ok[2] && aok, &r.dk, a.dk.host[0],
-                 c->exact, fk);
+                 c->exact, 2 * fk);
         check_vs(c->dkv, &x, "dV=alone", c->tol_grad, ok[2] && aok, &r.dv, a.dv.host[0],
                  c->exact, 0);
         outs_free(&a);
@@ -366,7 +376,7 @@ static void docs_case(const fam *c, shp x, enum layout kind)
     pgrt_buf_destroy(&in.bgo), pgrt_buf_destroy(&in.bds);
     free(in.q), free(in.k), free(in.v), free(in.go), free(in.ds);
     free(ro), free(rl), free(sc), free(rdq), free(rdk), free(rdv), free(rdel), free(mdq),
-        free(mdk);
+        free(mdk), free(mdel);
 }
 
 int main(int argc, char **argv)

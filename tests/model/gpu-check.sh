@@ -10,6 +10,10 @@
 # ARCH: the kind of small model the reference makes (reference.py --arch:
 # qwen2, the default, llama, llama3, mistral, qwen3). DROPOUT: the
 # adapter's lora_dropout (the reference draws ptxgen's masks, seed 0).
+# PATTERN (non-empty): the adapter with rank_pattern and alpha_pattern
+# (reference.py --pattern); each dtype's run also evaluates after its last
+# step and its saved adapter is loaded in PEFT (reference.py peft-eval), so
+# that the patterns ptxgen writes back give PEFT the same pairs.
 set -u
 B=$1
 O=$2
@@ -21,7 +25,8 @@ mkdir -p "$O"
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 if has ref; then
     if [ -z "${REF_DIR:-}" ]; then
-        python3 $R all --dir "$D" ${ARCH:+--arch "$ARCH"} ${DROPOUT:+--dropout "$DROPOUT"} > "$O/reference.log" 2>&1 ||
+        python3 $R all --dir "$D" ${ARCH:+--arch "$ARCH"} ${DROPOUT:+--dropout "$DROPOUT"} \
+            ${PATTERN:+--pattern} > "$O/reference.log" 2>&1 ||
             echo "reference failed: see reference.log"
         tail -4 "$O/reference.log"
     fi
@@ -30,6 +35,7 @@ if has ref; then
         $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \
             --data-order sequential --steps 5 --lr 0.001 --max-norm 1.0 --weight-decay 0.01 --dtype $dt \
             --log-json "$D/ours-$dt.jsonl" --save-grads "$D/ours-$dt-grads" \
+            ${PATTERN:+--eval-data "$D/tokens.bin" --eval-batches 2} \
             --save-adapter "$D/ours-$dt-adapter" > "$O/train-$dt.log" 2>&1
         rc=$?
         echo "ptxgen-train $dt: exit $rc"; tail -3 "$O/train-$dt.log"
@@ -40,6 +46,12 @@ if has ref; then
         python3 $R compare --ref "$D/ref-$dt" --log-json "$D/ours-$dt.jsonl" \
             --grads "$D/ours-$dt-grads" > "$O/compare-$dt.log" 2>&1
         echo "compare $dt: exit $?"; cat "$O/compare-$dt.log" | tail -40
+        if [ -n "${PATTERN:-}" ]; then
+            python3 $R peft-eval --model "$D/model" --adapter "$D/ours-$dt-adapter" \
+                --tokens "$D/tokens.bin" --log-json "$D/ours-$dt.jsonl" --batch 2 --seq 64 \
+                --batches 2 --dtype $dt > "$O/peft-eval-$dt.log" 2>&1
+            echo "peft-eval $dt: exit $?"; tail -2 "$O/peft-eval-$dt.log"
+        fi
     done
     rm -rf "$D/ours-graph.jsonl" "$D/ours-graph-grads"
     $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \

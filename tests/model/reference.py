@@ -6,13 +6,15 @@ comparison of ptxgen-train's outputs with it.
 Needs PyTorch, transformers, peft and safetensors (a GPU machine's image);
 not part of CI.
 
-  reference.py make      --dir D [--wide] [--arch A]
+  reference.py make      --dir D [--wide] [--arch A] [--pattern]
                                          small random model (A: qwen2, the default; llama,
-                                         llama3, mistral, qwen3), PEFT adapter, tokens
+                                         llama3, mistral, qwen3), PEFT adapter, tokens;
+                                         --pattern: the adapter with rank_pattern and
+                                         alpha_pattern (PATTERN_RANKS, PATTERN_ALPHAS)
   reference.py reference --dir D --dtype f32|bf16 [--batch B --seq S ...]
                                          step-1 loss, first-step LoRA gradients, N steps
   reference.py compare   --ref D/ref-f32 --log-json FILE --grads DIR [--dtype f32]
-  reference.py all       --dir D [--arch A]
+  reference.py all       --dir D [--arch A] [--pattern]
                                          make + reference in f32 and bf16, and print the
                                          ptxgen-train command lines to compare with
   reference.py rope-check                 transformers' llama3 inverse frequencies (CPU)
@@ -66,6 +68,54 @@ ARCHS = ["qwen2", "llama", "llama3", "mistral", "qwen3"]
 # bands: unchanged (wavelength < 64 / 4), smoothed, divided by 4 (> 64)
 LLAMA3_SCALING = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
                   "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+# --pattern: r 16 and lora_alpha 16 but q_proj r 8 alpha 32, down_proj r 4
+# (in bf16 on sm_90a the one pair on the thin kernels beside the fused
+# ones), layer 1's o_proj alpha 12 (its full path, and before the "o_proj"
+# key that also matches it: the first match wins) and the other o_proj
+# alpha 24; q | k, v and o, gate, up take different scales. PEFT saves the
+# keys sorted; these resolve the same in either order.
+PATTERN_R, PATTERN_ALPHA = 16, 16
+PATTERN_RANKS = {"q_proj": 8, "down_proj": 4}
+PATTERN_ALPHAS = {"q_proj": 32, "model.layers.1.self_attn.o_proj": 12, "o_proj": 24}
+
+
+def pattern_key(keys, name):
+    r"""PEFT's get_pattern_key (peft/utils/other.py since 0.15): the first key
+    K with re.match(rf"(.*\.)?({K})$", name), else None."""
+    import re
+    for k in keys:
+        if re.match(rf"(.*\.)?({k})$", name):
+            return k
+    return None
+
+
+def check_patterns(model, what, cfg):
+    """Each LoRA module's r and scaling in the PEFT model against the
+    adapter config cfg's rank_pattern / alpha_pattern resolved as
+    pattern_key does (what ptxgen's pgrt_adapter_pair does): an older PEFT
+    that resolves keys otherwise is named, not compared silently."""
+    import peft
+    bad = []
+    n = 0
+    for name, mod in model.named_modules():
+        if not hasattr(mod, "lora_A") or "default" not in getattr(mod, "r", {}):
+            continue
+        path = name[name.index("model.layers."):] if "model.layers." in name else name
+        ranks, alphas = cfg.get("rank_pattern") or {}, cfg.get("alpha_pattern") or {}
+        rk, ak = pattern_key(ranks, path), pattern_key(alphas, path)
+        r = ranks[rk] if rk else cfg["r"]
+        alpha = alphas[ak] if ak else cfg.get("lora_alpha", 8)
+        scale = alpha / r ** 0.5 if cfg.get("use_rslora") else alpha / r
+        got_r, got_s = mod.r["default"], mod.scaling["default"]
+        n += 1
+        if got_r != r or abs(got_s - scale) > 1e-12 * scale:
+            bad.append(f"{path}: PEFT r {got_r} scaling {got_s}, expected r {r} scaling "
+                       f"{scale}")
+    if not n or bad:
+        raise SystemExit(f"{what}: PEFT {peft.__version__} does not resolve rank_pattern / "
+                         f"alpha_pattern as get_pattern_key does since PEFT 0.15"
+                         + "".join("\n  " + b for b in bad) + ("" if n else ": no LoRA module"))
+    print(f"{what}: {n} LoRA modules with the pattern's r and scaling (PEFT {peft.__version__})")
 
 
 def rope_kwargs(cls, theta, scaling=None):
@@ -202,9 +252,17 @@ def make(args):
                 p.normal_(0.0, args.init_std)
     model.save_pretrained(os.path.join(args.dir, "model"), safe_serialization=True)
 
-    lcfg = LoraConfig(r=8, lora_alpha=16, target_modules=TARGETS, lora_dropout=args.dropout,
-                      bias="none", task_type="CAUSAL_LM")
+    kw = {"r": 8, "lora_alpha": 16}
+    if args.pattern:
+        kw = {"r": PATTERN_R, "lora_alpha": PATTERN_ALPHA, "rank_pattern": dict(PATTERN_RANKS),
+              "alpha_pattern": dict(PATTERN_ALPHAS)}
+    lcfg = LoraConfig(target_modules=TARGETS, lora_dropout=args.dropout, bias="none",
+                      task_type="CAUSAL_LM", **kw)
     peft_model = get_peft_model(model, lcfg)
+    if args.pattern:
+        check_patterns(peft_model, "make", {"r": PATTERN_R, "lora_alpha": PATTERN_ALPHA,
+                                            "rank_pattern": PATTERN_RANKS,
+                                            "alpha_pattern": PATTERN_ALPHAS})
     # B nonzero, so that every gradient (A's too) is nonzero at step 1
     with torch.no_grad():
         for name, p in peft_model.named_parameters():
@@ -251,9 +309,11 @@ def reference(args):
         model = PeftModel.from_pretrained(base, os.path.join(args.dir, "adapter"),
                                           is_trainable=True)
     model.to(dev)
+    acfg = json.load(open(os.path.join(args.dir, "adapter", "adapter_config.json")))
+    if acfg.get("rank_pattern") or acfg.get("alpha_pattern"):
+        check_patterns(model, f"reference {args.dtype}", acfg)
     counter = [0]
-    pdrop = json.load(open(os.path.join(args.dir, "adapter", "adapter_config.json"))).get(
-        "lora_dropout", 0.0) or 0.0
+    pdrop = acfg.get("lora_dropout", 0.0) or 0.0
     if pdrop > 0:
         patch_dropout(torch, model, args.dropout_seed, pdrop, counter)
     model.train()  # dropout is 0 everywhere, so train() changes nothing else
@@ -612,6 +672,8 @@ def main():
     p.add_argument("--wide", action="store_true", help="hidden 128, intermediate 256, vocab 512")
     p.add_argument("--arch", default="qwen2", choices=ARCHS)
     p.add_argument("--dropout", type=float, default=0.0, help="the adapter's lora_dropout")
+    p.add_argument("--pattern", action="store_true",
+                   help="the adapter with rank_pattern and alpha_pattern (PATTERN_RANKS, ...)")
     p = sub.add_parser("reference")
     p.add_argument("--dir", required=True)
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
@@ -630,6 +692,8 @@ def main():
     p.add_argument("--wide", action="store_true", help="hidden 128, intermediate 256, vocab 512")
     p.add_argument("--arch", default="qwen2", choices=ARCHS)
     p.add_argument("--dropout", type=float, default=0.0, help="the adapter's lora_dropout")
+    p.add_argument("--pattern", action="store_true",
+                   help="the adapter with rank_pattern and alpha_pattern (PATTERN_RANKS, ...)")
     train_opts(p)
     sub.add_parser("rope-check")
     p = sub.add_parser("peft-eval")

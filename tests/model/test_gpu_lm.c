@@ -2,7 +2,12 @@
 /*
  * pgrt_lm on the GPU against a double-precision CPU reference at tiny
  * dimensions: a Qwen2 (tied head, q/k/v biases) and a LLaMA (untied head,
- * attention biases) written by the test, a random adapter with B nonzero.
+ * attention biases) written by the test, a random adapter with B nonzero;
+ * and the Qwen2 with an adapter whose rank_pattern and alpha_pattern give
+ * its pairs other ranks and scales, so that each LoRA path takes some
+ * (thin kernels, the f32 GEMMs past their ranks, on sm_90a in bf16 the
+ * base GEMMs), with groups of q, k, v and of gate, up split by rank or
+ * scale.
  *
  *   f32:  the step-1 loss within 1e-5 of the double forward, each LoRA
  *         gradient within 1e-4 (relative Frobenius) of central finite
@@ -26,8 +31,11 @@ typedef struct ref_model {
     double *w[L][PGRT_LINEAR_COUNT], *bias[L][PGRT_LINEAR_COUNT];
     double *nin[L], *npost[L], *nfin, *emb, *head;
     double *a[L][PGRT_LINEAR_COUNT], *b[L][PGRT_LINEAR_COUNT]; /* LoRA, as the adapter */
-    double scale;
+    int r[L][PGRT_LINEAR_COUNT];        /* each pair's rank and scale (pgrt_lora) */
+    double scale[L][PGRT_LINEAR_COUNT];
 } ref_model;
+
+#define RMAX 128 /* the largest rank a pair takes here */
 
 static double *dnew(size_t n) { return calloc(n, sizeof(double)); }
 
@@ -55,9 +63,10 @@ static void linear(const ref_model *m, int l, pgrt_linear k, const double *x, do
 {
     int in, out;
     dims(k, &in, &out);
+    int r = m->r[l][k];
     for (int t = 0; t < T; t++) {
-        double xa[R];
-        for (int j = 0; j < R; j++) {
+        double xa[RMAX];
+        for (int j = 0; j < r; j++) {
             xa[j] = 0;
             for (int i = 0; i < in; i++)
                 xa[j] += x[t * in + i] * m->a[l][k][j * in + i];
@@ -66,8 +75,8 @@ static void linear(const ref_model *m, int l, pgrt_linear k, const double *x, do
             double v = m->bias[l][k] ? m->bias[l][k][o] : 0;
             for (int i = 0; i < in; i++)
                 v += x[t * in + i] * m->w[l][k][o * in + i];
-            for (int j = 0; j < R; j++)
-                v += m->scale * xa[j] * m->b[l][k][o * R + j];
+            for (int j = 0; j < r; j++)
+                v += m->scale[l][k] * xa[j] * m->b[l][k][o * r + j];
             y[t * out + o] = v;
         }
     }
@@ -292,7 +301,7 @@ static double adapter_dist(const pgrt_adapter *x, double sx, const pgrt_adapter 
     for (size_t i = 0; i < x->count; i++)
         for (int which = 0; which < 2; which++) {
             const pgrt_lora *w = &x->w[i];
-            size_t n = which ? (size_t)w->out * R : (size_t)R * w->in;
+            size_t n = which ? (size_t)w->out * w->r : (size_t)w->r * w->in;
             const float *a = which ? w->b : w->a, *b = which ? y->w[i].b : y->w[i].a;
             const float *c = z ? (which ? z->w[i].b : z->w[i].a) : NULL;
             for (size_t j = 0; j < n; j++) {
@@ -308,8 +317,8 @@ static bool adapters_equal(const pgrt_adapter *x, const pgrt_adapter *y)
 {
     for (size_t i = 0; i < x->count; i++) {
         const pgrt_lora *a = &x->w[i], *b = &y->w[i];
-        if (memcmp(a->a, b->a, sizeof(float) * R * a->in) ||
-            memcmp(a->b, b->b, sizeof(float) * R * a->out))
+        if (a->r != b->r || memcmp(a->a, b->a, sizeof(float) * (size_t)a->r * a->in) ||
+            memcmp(a->b, b->b, sizeof(float) * (size_t)a->r * a->out))
             return false;
     }
     return true;
@@ -498,6 +507,25 @@ static void train_api(pgrt_ctx *ctx, const ref_model *m, pgrt_model_files *mf,
         REQUIRE_CONTAINS(pgrt_last_message(), "dtype");
         pgrt_lm_destroy(&other);
     }
+    /* with rank_pattern: the state of these per-pair ranks only (the
+     * adapter's default r alone, as the same number of parameters, is
+     * not it) */
+    if (ac.n_rank_pattern) {
+        pgrt_adapter_config uc = ac;
+        uc.n_rank_pattern = uc.n_alpha_pattern = 0;
+        pgrt_adapter *ua = NULL;
+        REQUIRE_INT_EQ(pgrt_adapter_init(c, &uc, 1, &ua), 0);
+        pgrt_lm_params pu = pa;
+        pu.adapter = ua;
+        GPU_CHECK(pgrt_lm_create(ctx, &pu, &other));
+        REQUIRE_INT_EQ(pgrt_lm_state_load(other, s, st), PGRT_EINVAL);
+        REQUIRE_CONTAINS(pgrt_last_message(), "rank is ");
+        /* and its adapter does not take this one's weights */
+        REQUIRE_INT_EQ(pgrt_lm_adapter_get(other, saved), PGRT_EINVAL);
+        REQUIRE_CONTAINS(pgrt_last_message(), "does not match the model's LoRA");
+        pgrt_lm_destroy(&other);
+        pgrt_adapter_destroy(&ua);
+    }
     pgrt_lm_destroy(&lm);
     pgrt_adapter_destroy(&saved);
     pgrt_adapter_destroy(&ga);
@@ -507,24 +535,41 @@ static void train_api(pgrt_ctx *ctx, const ref_model *m, pgrt_model_files *mf,
 }
 
 
-static void run_case(pgrt_ctx *ctx, bool llama)
+static void run_case(pgrt_ctx *ctx, bool llama, bool pattern)
 {
     char dir[4096];
     REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
-    rng r = {test_seed(llama ? "lm-llama" : "lm-qwen2")};
+    rng r = {test_seed(pattern ? "lm-pattern" : llama ? "lm-llama" : "lm-qwen2")};
     ref_model m;
     write_model(dir, llama, &m, &r);
     pgrt_model_files *mf = NULL;
     REQUIRE_INT_EQ(pgrt_model_open(dir, &mf), 0);
     const pgrt_hf_config *c = pgrt_model_hf_config(mf);
     pgrt_adapter_config ac = {.r = R, .alpha = 2.0 * R, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
+    if (pattern) {
+        /* r 8, scale 2, but: k_proj r 4 (the thin kernels, beside fused
+         * pairs on sm_90a), layer 1's q_proj r 66 (past the thin kernels and
+         * not a multiple of 8: the f32 GEMMs in bf16 too), down_proj r 72
+         * (f32: the GEMMs; sm_90a bf16: fused), v_proj scale 4 and layer
+         * 1's up_proj scale 0.5 (q | k | v and gate | up split) */
+        ac.r = 8;
+        ac.alpha = 16;
+        REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&ac, false, "model.layers.1.self_attn.q_proj", 66),
+                       0);
+        REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&ac, false, "k_proj", 4), 0);
+        REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&ac, false, "down_proj", 72), 0);
+        REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&ac, true, "v_proj", 32), 0);
+        REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&ac, true, "layers.1.mlp.up_proj", 4), 0);
+    }
     pgrt_adapter *ad = NULL, *gr = NULL;
     REQUIRE_INT_EQ(pgrt_adapter_init(c, &ac, 7, &ad), 0);
     REQUIRE_INT_EQ(pgrt_adapter_init(c, &ac, 7, &gr), 0);
-    m.scale = ac.alpha / ac.r;
     for (size_t i = 0; i < ad->count; i++) {
         pgrt_lora *w = &ad->w[i];
-        size_t na = (size_t)R * w->in, nb = (size_t)w->out * R;
+        REQUIRE(w->r <= RMAX);
+        m.r[w->layer][w->module] = w->r;
+        m.scale[w->layer][w->module] = w->scale;
+        size_t na = (size_t)w->r * w->in, nb = (size_t)w->out * w->r;
         double *a = dnew(na), *b = dnew(nb);
         for (size_t j = 0; j < nb; j++)
             w->b[j] = (float)(0.1 * rng_unit(&r));
@@ -543,13 +588,13 @@ static void run_case(pgrt_ctx *ctx, bool llama)
      * adapter's order (A then B of each module) */
     size_t nfd = 0;
     for (size_t i = 0; i < ad->count; i++)
-        nfd += (size_t)R * (ad->w[i].in + ad->w[i].out);
+        nfd += (size_t)ad->w[i].r * (ad->w[i].in + ad->w[i].out);
     double *fdall = dnew(nfd), *fdp = fdall;
     for (size_t i = 0; i < ad->count; i++)
         for (int which = 0; which < 2; which++) {
             pgrt_lora *w = &ad->w[i];
             double *par = which ? m.b[w->layer][w->module] : m.a[w->layer][w->module];
-            size_t n = which ? (size_t)w->out * R : (size_t)R * w->in;
+            size_t n = which ? (size_t)w->out * w->r : (size_t)w->r * w->in;
             for (size_t j = 0; j < n; j++) {
                 double keep = par[j], hstep = 1e-5;
                 par[j] = keep + hstep;
@@ -586,8 +631,9 @@ static void run_case(pgrt_ctx *ctx, bool llama)
         GPU_CHECK(pgrt_lm_step(lm, s, ids, &loss, &norm));
         GPU_CHECK(pgrt_lm_grads_get(lm, gr));
         double e = fabs(loss - want) / fabs(want);
-        fprintf(stderr, "%s %s: loss %.9g, double reference %.9g, relative error %.3g\n",
-                llama ? "llama" : "qwen2", bf16 ? "bf16" : "f32", loss, want, e);
+        fprintf(stderr, "%s%s %s: loss %.9g, double reference %.9g, relative error %.3g\n",
+                llama ? "llama" : "qwen2", pattern ? " (rank and alpha patterns)" : "",
+                bf16 ? "bf16" : "f32", loss, want, e);
         REQUIRE(e <= (bf16 ? 1e-2 : 1e-5));
         double worst = 0, worst_cos = 1;
         fdp = fdall;
@@ -595,7 +641,7 @@ static void run_case(pgrt_ctx *ctx, bool llama)
             pgrt_lora *w = &gr->w[i];
             for (int which = 0; which < 2; which++) {
                 const float *g = which ? w->b : w->a;
-                size_t n = which ? (size_t)w->out * R : (size_t)R * w->in;
+                size_t n = which ? (size_t)w->out * w->r : (size_t)w->r * w->in;
                 double dd = 0, nn = 0, gg = 0, dot = 0;
                 for (size_t j = 0; j < n; j++) {
                     double fd = *fdp++;
@@ -655,8 +701,9 @@ static void run_case(pgrt_ctx *ctx, bool llama)
 int main(void)
 {
     pgrt_ctx *ctx = gpu_open();
-    run_case(ctx, false);
-    run_case(ctx, true);
+    run_case(ctx, false, false);
+    run_case(ctx, true, false);
+    run_case(ctx, false, true);
     pgrt_ctx_destroy(&ctx);
     TEST_DONE();
 }

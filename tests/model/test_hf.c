@@ -848,7 +848,35 @@ static void test_adapter_config(void)
     ADAPTER_REFUSED("\"fan_in_fan_out\":true,", "fan_in_fan_out: true is not supported");
     ADAPTER_REFUSED("\"modules_to_save\":[\"lm_head\"],", "modules_to_save: not supported");
     ADAPTER_REFUSED("\"layers_to_transform\":[0],", "layers_to_transform: not supported");
-    ADAPTER_REFUSED("\"rank_pattern\":{\"q_proj\":4},", "rank_pattern: not supported");
+    /* rank_pattern, alpha_pattern: malformed entries are refused naming
+     * the map and the key (test_adapter_patterns has what they mean) */
+    ADAPTER_REFUSED("\"rank_pattern\":{\"q_proj\":0},",
+                    "rank_pattern: 'q_proj': not a rank (an integer from 1 to 65536)");
+    ADAPTER_REFUSED("\"rank_pattern\":{\"k_proj\":8.5},", "rank_pattern: 'k_proj': not a rank");
+    ADAPTER_REFUSED("\"rank_pattern\":{\"k_proj\":8.0},", "rank_pattern: 'k_proj': not a rank");
+    ADAPTER_REFUSED("\"rank_pattern\":{\"v_proj\":\"8\"},", "rank_pattern: 'v_proj': not a rank");
+    ADAPTER_REFUSED("\"rank_pattern\":{\"v_proj\":70000},", "rank_pattern: 'v_proj': not a rank");
+    ADAPTER_REFUSED("\"alpha_pattern\":{\"o_proj\":-1},",
+                    "alpha_pattern: 'o_proj': -1 is not a lora_alpha (a finite number > 0)");
+    ADAPTER_REFUSED("\"alpha_pattern\":{\"o_proj\":0},", "alpha_pattern: 'o_proj': 0 is not");
+    ADAPTER_REFUSED("\"alpha_pattern\":{\"up_proj\":true},",
+                    "alpha_pattern: 'up_proj': not a number");
+    ADAPTER_REFUSED("\"rank_pattern\":{\"(q_proj\":4},",
+                    "rank_pattern: '(q_proj' is not a regular expression this reader takes");
+    ADAPTER_REFUSED("\"alpha_pattern\":{\"(?=q)q_proj\":4},",
+                    "alpha_pattern: '(?=q)q_proj' is not a regular expression");
+    ADAPTER_REFUSED("\"rank_pattern\":[4],", "rank_pattern: not an object");
+    ADAPTER_REFUSED("\"alpha_pattern\":\"q_proj\",", "alpha_pattern: not an object");
+    ADAPTER_REFUSED("\"rank_pattern\":{\"q_proj\":4,\"q_proj\":8},", "duplicate key");
+    {
+        char big[600];
+        snprintf(big, sizeof big, "\"rank_pattern\":{\"%0200d\":4},", 0);
+        ADAPTER_REFUSED(big, "rank_pattern: key '000000000000000000000000000000000000000000000000"
+                             "...' is longer than 159 bytes");
+    }
+    REQUIRE_INT_EQ(acfg("{\"r\":8,\"target_modules\":\"q_proj\",\"rank_pattern\":[],"
+                        "\"alpha_pattern\":null}", &c), 0);
+    REQUIRE(c.n_rank_pattern == 0 && c.n_alpha_pattern == 0);
     ADAPTER_REFUSED("\"lora_alpha\":0,", "lora_alpha: 0 must be > 0");
     /* the scale alpha / r is a float in the model: it must be a normal one */
     ADAPTER_REFUSED("\"lora_alpha\":1e300,", "lora_alpha: 1e+300 must be > 0, with lora_alpha / r "
@@ -1048,6 +1076,223 @@ static void test_adapter(void)
     remove_tree(dir);
 }
 
+/* PEFT's rank_pattern and alpha_pattern: kept in order; each pair gets the
+ * first key that matches its path as get_pattern_key matches it
+ * (re.match("(.*\.)?(KEY)$", path)); keys matching nothing are fine. The
+ * numbers below are what PEFT's own get_pattern_key gives for these keys. */
+static const char pattern_cfg[] =
+    "{\"r\":16,\"lora_alpha\":32,\"target_modules\":\"all-linear\",%s"
+    "\"rank_pattern\":{\"model.layers.1.self_attn.q_proj\":4,\"q_proj\":8,"
+    "\"^self_attn.k_proj\":2,\"proj\":3,\"mlp\\\\.(gate|up)_proj\":24,"
+    "\"layers\\\\.\\\\d+\\\\.mlp\\\\.down_proj\":72},"
+    "\"alpha_pattern\":{\"o_proj\":24,\"model.layers.1.self_attn.o_proj\":12,"
+    "\"^model\\\\.layers\\\\.0\\\\.mlp\\\\.up_proj\":3,\"(?:v|k)_proj\":64}}";
+
+static int pattern_parse(bool rslora, pgrt_adapter_config *c)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, pattern_cfg, rslora ? "\"use_rslora\":true," : "");
+    return acfg(buf, c);
+}
+
+/* layer, module, r, alpha, the keys that gave them (-1: none) */
+static const struct {
+    int layer;
+    pgrt_linear m;
+    int r;
+    double alpha;
+    int rk, ak;
+} pattern_want[] = {
+    {0, PGRT_LINEAR_Q, 8, 32, 1, -1},     {1, PGRT_LINEAR_Q, 4, 32, 0, -1},
+    {0, PGRT_LINEAR_K, 16, 64, -1, 3},    {1, PGRT_LINEAR_V, 16, 64, -1, 3},
+    {0, PGRT_LINEAR_O, 16, 24, -1, 0},    {1, PGRT_LINEAR_O, 16, 24, -1, 0},
+    {0, PGRT_LINEAR_GATE, 24, 32, 4, -1}, {0, PGRT_LINEAR_UP, 24, 3, 4, 2},
+    {1, PGRT_LINEAR_UP, 24, 32, 4, -1},   {1, PGRT_LINEAR_DOWN, 72, 32, 5, -1},
+};
+
+static void test_adapter_patterns(void)
+{
+    pgrt_adapter_config c;
+    REQUIRE_INT_EQ(pattern_parse(false, &c), 0);
+    REQUIRE_INT_EQ(c.n_rank_pattern, 6);
+    REQUIRE_INT_EQ(c.n_alpha_pattern, 4);
+    /* as given, in the file's order */
+    REQUIRE_STR_EQ(c.rank_pattern[0].key, "model.layers.1.self_attn.q_proj");
+    REQUIRE(c.rank_pattern[0].value == 4);
+    REQUIRE_STR_EQ(c.rank_pattern[4].key, "mlp\\.(gate|up)_proj");
+    REQUIRE_STR_EQ(c.rank_pattern[5].key, "layers\\.\\d+\\.mlp\\.down_proj");
+    REQUIRE(c.rank_pattern[5].value == 72);
+    REQUIRE_STR_EQ(c.alpha_pattern[3].key, "(?:v|k)_proj");
+    REQUIRE(c.alpha_pattern[2].value == 3);
+    REQUIRE(pgrt_adapter_scale(&c) == 2.0); /* the default stays alpha / r */
+    for (size_t i = 0; i < sizeof pattern_want / sizeof pattern_want[0]; i++) {
+        pgrt_lora_setting st = {0};
+        REQUIRE_INT_EQ(pgrt_adapter_pair(&c, pattern_want[i].layer, pattern_want[i].m, &st), 0);
+        REQUIRE_INT_EQ(st.r, pattern_want[i].r);
+        REQUIRE(st.alpha == pattern_want[i].alpha);
+        REQUIRE_INT_EQ(st.rank_key, pattern_want[i].rk);
+        REQUIRE_INT_EQ(st.alpha_key, pattern_want[i].ak);
+        REQUIRE(st.scale == pattern_want[i].alpha / pattern_want[i].r);
+    }
+    /* rsLoRA: alpha / sqrt(r), each pair with its own */
+    pgrt_adapter_config cr;
+    REQUIRE_INT_EQ(pattern_parse(true, &cr), 0);
+    pgrt_lora_setting st;
+    REQUIRE_INT_EQ(pgrt_adapter_pair(&cr, 1, PGRT_LINEAR_DOWN, &st), 0);
+    REQUIRE(st.r == 72 && st.scale == 32 / sqrt(72.0));
+    REQUIRE_INT_EQ(pgrt_adapter_pair(&cr, 0, PGRT_LINEAR_UP, &st), 0);
+    REQUIRE(st.r == 24 && st.scale == 3 / sqrt(24.0));
+    REQUIRE(pgrt_adapter_scale(&cr) == 32 / sqrt(16.0));
+    REQUIRE_INT_EQ(pgrt_adapter_pair(&c, -1, PGRT_LINEAR_Q, &st), PGRT_EINVAL);
+
+    /* the same pairs in a fresh adapter: each of its rank and scale */
+    pgrt_hf_config mc = small_qwen();
+    pgrt_adapter *a = NULL, *b = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &c, 5, &a), 0);
+    if (!a)
+        return;
+    REQUIRE_INT_EQ(a->count, 14);
+    for (size_t i = 0; i < sizeof pattern_want / sizeof pattern_want[0]; i++) {
+        const pgrt_lora *w = &a->w[pattern_want[i].layer * 7 + (int)pattern_want[i].m];
+        REQUIRE(w->layer == pattern_want[i].layer && w->module == pattern_want[i].m);
+        REQUIRE_INT_EQ(w->r, pattern_want[i].r);
+        REQUIRE(w->alpha == pattern_want[i].alpha);
+        REQUIRE(w->scale == pattern_want[i].alpha / pattern_want[i].r);
+    }
+    const pgrt_lora *down = &a->w[13];
+    REQUIRE(down->in == 128 && down->r == 72);
+    float bound = 1.0f / sqrtf(128.0f);
+    bool bounded = true;
+    for (int k = 0; k < 72 * 128; k++) /* A [72, 128], all of it initialised */
+        bounded &= fabsf(down->a[k]) <= bound && down->a[k] != 0;
+    REQUIRE(bounded);
+    for (size_t i = 0; i < a->count; i++)
+        for (int k = 0; k < a->w[i].r * a->w[i].out; k++)
+            a->w[i].b[k] = (float)((int)i - k % 5) * 0.125f;
+
+    /* save, load: the patterns as given, in their order, for PEFT too */
+    char dir[4096], sub[4096], p[4096];
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    path_in(sub, sizeof sub, dir, "adapter");
+    REQUIRE_INT_EQ(pgrt_adapter_save(a, sub), 0);
+    path_in(p, sizeof p, sub, "adapter_config.json");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = fopen(p, "rb");
+    REQUIRE(f != NULL);
+    if (f) {
+        text = calloc(1, 65536);
+        len = fread(text, 1, 65535, f);
+        fclose(f);
+    }
+    REQUIRE(text && len > 0);
+    if (text) {
+        REQUIRE_CONTAINS(text, "\"alpha_pattern\": {\n    \"o_proj\": 24,\n    "
+                               "\"model.layers.1.self_attn.o_proj\": 12,\n    "
+                               "\"^model\\\\.layers\\\\.0\\\\.mlp\\\\.up_proj\": 3,\n    "
+                               "\"(?:v|k)_proj\": 64\n  },\n");
+        REQUIRE_CONTAINS(text, "\"r\": 16,\n  \"rank_pattern\": {\n    "
+                               "\"model.layers.1.self_attn.q_proj\": 4,\n    \"q_proj\": 8,\n");
+        REQUIRE_CONTAINS(text, "\"layers\\\\.\\\\d+\\\\.mlp\\\\.down_proj\": 72\n  },\n");
+        free(text);
+    }
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &mc, &b), 0);
+    if (b) {
+        REQUIRE(b->cfg.n_rank_pattern == 6 && b->cfg.n_alpha_pattern == 4);
+        bool same = b->count == a->count;
+        for (int i = 0; same && i < 6; i++)
+            same = !strcmp(a->cfg.rank_pattern[i].key, b->cfg.rank_pattern[i].key) &&
+                   a->cfg.rank_pattern[i].value == b->cfg.rank_pattern[i].value;
+        for (int i = 0; same && i < 4; i++)
+            same = !strcmp(a->cfg.alpha_pattern[i].key, b->cfg.alpha_pattern[i].key) &&
+                   a->cfg.alpha_pattern[i].value == b->cfg.alpha_pattern[i].value;
+        for (size_t i = 0; same && i < a->count; i++) {
+            const pgrt_lora *x = &a->w[i], *y = &b->w[i];
+            same = x->r == y->r && x->scale == y->scale &&
+                   !memcmp(x->a, y->a, sizeof(float) * (size_t)x->r * (size_t)x->in) &&
+                   !memcmp(x->b, y->b, sizeof(float) * (size_t)x->r * (size_t)x->out);
+        }
+        REQUIRE(same);
+        pgrt_adapter_destroy(&b);
+    }
+    pgrt_st_file *sf = NULL;
+    path_in(p, sizeof p, sub, "adapter_model.safetensors");
+    REQUIRE_INT_EQ(pgrt_st_open(p, &sf), 0);
+    const pgrt_st_tensor *t = pgrt_st_find(
+        sf, "base_model.model.model.layers.1.self_attn.q_proj.lora_B.weight");
+    REQUIRE(t && t->shape[0] == 64 && t->shape[1] == 4);
+    pgrt_st_close(&sf);
+
+    /* a config whose patterns give a pair another rank than its tensors:
+     * refused, naming the tensor */
+    write_text(sub, "adapter_config.json",
+               "{\"r\":16,\"lora_alpha\":32,\"target_modules\":\"all-linear\","
+               "\"rank_pattern\":{\"q_proj\":8,\"mlp\\\\.(gate|up)_proj\":24,"
+               "\"down_proj\":72}}");
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &mc, &b), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(),
+                     "tensor 'base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight': "
+                     "shape is not [8, 64] (this pair's r is 8)");
+    REQUIRE(b == NULL);
+    write_text(sub, "adapter_config.json",
+               "{\"r\":16,\"lora_alpha\":32,\"target_modules\":\"all-linear\","
+               "\"rank_pattern\":{\"model.layers.1.self_attn.q_proj\":4,\"q_proj\":8,"
+               "\"up_proj\":24,\"gate_proj\":24,\"down_proj\":64}}");
+    REQUIRE_INT_EQ(pgrt_adapter_load(sub, &mc, &b), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(),
+                     "tensor 'base_model.model.model.layers.0.mlp.down_proj.lora_A.weight': "
+                     "shape is not [64, 128]");
+
+    /* a pair whose scale is not a normal float is refused, named with the
+     * keys that gave it; the same key matching nothing is fine */
+    pgrt_adapter_config bad = c;
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&bad, true, "^model.layers.0.mlp.down_proj", 1e-40),
+                   0);
+    REQUIRE_INT_EQ(bad.n_alpha_pattern, 5);
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &bad, 5, &b), PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(),
+                     "model.layers.0.mlp.down_proj: lora_alpha / r = 1e-40 / 72 (from "
+                     "alpha_pattern '^model.layers.0.mlp.down_proj' and rank_pattern "
+                     "'layers\\\\.\\\\d+\\\\.mlp\\\\.down_proj') is not a normal float");
+    REQUIRE(b == NULL);
+    bad = c;
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&bad, true, "^layers.0.mlp.down_proj", 1e-40), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &bad, 5, &b), 0);
+    pgrt_adapter_destroy(&b);
+    /* pgrt_adapter_pattern_add refuses what the parser refuses, and a key
+     * twice; c is left as it was */
+    bad = c;
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&bad, false, "q_proj", 4), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "rank_pattern: 'q_proj' is given twice");
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&bad, false, "o_proj", 2.5), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "rank_pattern: 'o_proj': 2.5 is not a rank");
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&bad, true, "o_proj[", 2), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "alpha_pattern: 'o_proj[' is not a regular expression");
+    REQUIRE_INT_EQ(bad.n_rank_pattern, 6);
+    REQUIRE_INT_EQ(bad.n_alpha_pattern, 4);
+    pgrt_adapter_config full = {.r = 8, .alpha = 8, .targets = 1u};
+    for (int i = 0; i < PGRT_ADAPTER_PATTERNS; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "layers.%d.self_attn.q_proj", i);
+        REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&full, false, key, 1 + i % 3), 0);
+    }
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&full, false, "k_proj", 4), PGRT_ERANGE);
+    REQUIRE_CONTAINS(pgrt_last_message(), "rank_pattern: more than 64 entries");
+    REQUIRE_INT_EQ(pgrt_adapter_pair(&full, 5, PGRT_LINEAR_Q, &st), 0);
+    REQUIRE(st.r == 3 && st.rank_key == 5);
+
+    /* a pair edited away from its config is not saved */
+    a->cfg.rank_pattern[1].value = 16;
+    path_in(p, sizeof p, dir, "edited");
+    REQUIRE_INT_EQ(pgrt_adapter_save(a, p), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "adapter: layer 0 q_proj: r 8 and scale 4 are not what "
+                                          "its config gives (r 16, scale 2)");
+    REQUIRE(access(p, F_OK) != 0);
+    pgrt_adapter_destroy(&a);
+    remove_tree(sub);
+    remove_tree(dir);
+}
+
 static void test_tokens(void)
 {
     char dir[4096], p[4096];
@@ -1140,6 +1385,69 @@ static void test_lm_params(void)
     remove_tree(dir);
 }
 
+/* pgrt_lm's plan (pgrt_lm_bytes: arena, LoRA state) counts each pair's
+ * rank: the saved xa takes T x the sum of the ranks, the dxa scratch
+ * 3 T x the largest, the four f32 copies of the LoRA matrices r (in + out)
+ * a pair. A pair that is not what its config gives is refused. */
+static void test_lm_plan_patterns(void)
+{
+    char dir[4096];
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    REQUIRE_INT_EQ(write_model(dir, ALL, ""), 0);
+    pgrt_model_files *m = NULL;
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
+    pgrt_adapter_config uc = {.r = 16, .alpha = 32, .targets = 0x7f};
+    pgrt_adapter_config pc = uc, nc = uc;
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&pc, false, "q_proj", 8), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&pc, false, "down_proj", 40), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&pc, true, "down_proj", 4), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&nc, false, "lm_head", 8), 0); /* matches nothing */
+    pgrt_adapter *ua = NULL, *pa = NULL, *na = NULL;
+    if (!m || pgrt_adapter_init(pgrt_model_hf_config(m), &uc, 1, &ua) ||
+        pgrt_adapter_init(pgrt_model_hf_config(m), &pc, 1, &pa) ||
+        pgrt_adapter_init(pgrt_model_hf_config(m), &nc, 1, &na)) {
+        REQUIRE(!"model and adapters");
+        goto out;
+    }
+    for (int dt = 0; dt < 2; dt++) {
+        pgrt_lm_params p = {.model = m, .adapter = ua, .batch = 2, .seq = 8, .lr = 1e-3f,
+                            .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1,
+                            .dtype = dt ? PGRT_LM_BF16 : PGRT_LM_F32};
+        uint64_t ub = 0, pb = 0, nb = 0;
+        REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &ub), 0);
+        p.adapter = pa;
+        REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &pb), 0);
+        p.adapter = na;
+        REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &nb), 0);
+        REQUIRE(nb == ub);
+        /* two layers: q 16 -> 8 ([64, 64]), down 16 -> 40 ([64, 128]) */
+        const int64_t T = 16, drsum = 2 * ((8 - 16) + (40 - 16)), drmax = 40 - 16;
+        const int64_t dlora = 2 * ((8 - 16) * (64 + 64) + (40 - 16) * (128 + 64));
+        int64_t want = 4 * (T * drsum + 3 * T * drmax) + 4 * 4 * dlora;
+        REQUIRE_INT_EQ((long long)((int64_t)pb - (int64_t)ub), (long long)want);
+    }
+    /* a pair's r or scale other than its config's */
+    pgrt_lm_params p = {.model = m, .adapter = pa, .batch = 2, .seq = 8, .lr = 1e-3f,
+                        .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1};
+    uint64_t bytes;
+    pa->w[0].r = 16;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "pgrt_lm: adapter module q_proj of layer 0: r 16 and "
+                                          "scale 4, its config gives r 8 and scale 4");
+    pa->w[0].r = 8;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), 0);
+    pa->w[13].scale = 2;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "module down_proj of layer 1: r 40 and scale 2, its "
+                                          "config gives r 40 and scale 0.1");
+out:
+    pgrt_adapter_destroy(&ua);
+    pgrt_adapter_destroy(&pa);
+    pgrt_adapter_destroy(&na);
+    pgrt_model_close(&m);
+    remove_tree(dir);
+}
+
 /* Strings from config.json, adapter_config.json, tensor names and paths
  * reach a message escaped: "\x1b]0;pwned\x07" would retitle the terminal,
  * "\x1b[2J" clear it. */
@@ -1210,8 +1518,10 @@ int main(void)
     test_model_dir();
     test_adapter_config();
     test_adapter();
+    test_adapter_patterns();
     test_tokens();
     test_lm_params();
+    test_lm_plan_patterns();
     test_escapes();
     TEST_DONE();
 }

@@ -5,8 +5,12 @@
  * bf16 is created and stepped. Two eager steps launch the same sequence,
  * the count matches launches_per_step, a graphed step replays the eager
  * sequence's kernels and shapes, and a profiled step buckets every
- * launch by kernel. With --trace FILE every launch of each case's first
- * step is written out (name, shape, parameters), to compare two builds.
+ * launch by kernel. An adapter with rank_pattern and alpha_pattern: its
+ * pairs' own scales reach the kernels (the bf16 weight copies cast a
+ * stretch of one scale at a time, the thin products), and patterns that
+ * give every pair the defaults launch what no patterns launch. With
+ * --trace FILE every launch of each case's first step is written out
+ * (name, shape, parameters), to compare two builds.
  *
  * Usage: test_lm_fake FAKE_LIBCUDA [--trace FILE]
  */
@@ -214,6 +218,149 @@ static void run_case(pgrt_ctx *ctx, pgrt_stream *s, bool llama, bool bf16)
     remove_tree(dir);
 }
 
+static float param_f32(const fakecuda_launch *l, int i)
+{
+    uint32_t u = (uint32_t)l->params[i];
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* A step's launches: eager, twice the same; the count it reports. */
+static int stable_step(pgrt_lm *lm, pgrt_stream *s, const int32_t *ids)
+{
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    int n = fk_count();
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    REQUIRE_INT_EQ(fk_count(), 2 * n);
+    for (int i = 0; i < n && i + n < fk_count(); i++)
+        REQUIRE(same_launch(fk_at(i), fk_at(n + i), true));
+    pgrt_lm_stats st;
+    REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
+    REQUIRE_INT_EQ((int)st.launches_per_step, n);
+    return n;
+}
+
+/* qwen2, r 8 and lora_alpha 16 (scale 2) but for k_proj r 4 (scale 4; in
+ * bf16 on the thin kernels beside the fused pairs), down_proj r 72 (in f32
+ * past the thin kernels: the GEMM path), v_proj alpha 32 (scale 4) and
+ * layer 1's up_proj alpha 4 (scale 0.5). */
+static void pattern_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
+{
+    char dir[4096], what[64];
+    snprintf(what, sizeof what, "qwen2 %s, patterns", bf16 ? "bf16" : "f32");
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    write_model(dir, false);
+    pgrt_model_files *mf = NULL;
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &mf), 0);
+    const pgrt_hf_config *mc = pgrt_model_hf_config(mf);
+    pgrt_adapter_config ac = {.r = 8, .alpha = 16, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
+    pgrt_adapter_config plain = ac, same = ac;
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&ac, false, "k_proj", 4), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&ac, false, "down_proj", 72), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&ac, true, "v_proj", 32), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&ac, true, "model.layers.1.mlp.up_proj", 4), 0);
+    /* patterns that give every pair what it would have anyway */
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&same, false, "q_proj", 8), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&same, true, "layers.1.self_attn.o_proj", 16), 0);
+    pgrt_adapter *ad = NULL, *pd = NULL, *sd = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(mc, &ac, 7, &ad), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_init(mc, &plain, 7, &pd), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_init(mc, &same, 7, &sd), 0);
+    if (!ad || !pd || !sd)
+        goto out;
+    int32_t ids[B * S];
+    for (int i = 0; i < B * S; i++)
+        ids[i] = (i * 5 + 1) % V;
+
+    pgrt_lm *lm = make(ctx, mf, ad, bf16, false, false);
+    int n = stable_step(lm, s, ids);
+    trace_step(what, 0, n);
+    fprintf(stderr, "%s: %d launches a step\n", what, n);
+    /* the bf16 copies of the LoRA weights (fused pairs read them): one
+     * launch a stretch of one scale, in the layout's order (a group's A's,
+     * then its B's), tiling the parameters */
+    const float s72 = (float)(16.0 / 72);
+    const float casts[] = {2, 4, 2, 4, 2, s72, 2, 4, 2, 4, 2, 0.5f, 2, 0.5f, s72};
+    int nc = 0;
+    uint64_t next = 0, total = 0, want_total = 0;
+    for (size_t i = 0; i < ad->count; i++)
+        want_total += (uint64_t)ad->w[i].r * (uint64_t)(ad->w[i].in + ad->w[i].out);
+    float proj[64];
+    int np = 0;
+    for (int i = 0; i < n; i++) {
+        const fakecuda_launch *l = fk_at(i);
+        if (!strcmp(l->name, "cast_f32_to_bf16_scaled2")) {
+            REQUIRE(nc == 0 || l->params[0] == next);
+            if (nc < (int)(sizeof casts / sizeof casts[0]))
+                REQUIRE(param_f32(l, 4) == casts[nc]);
+            next = l->params[0] + 4 * l->params[3];
+            total += l->params[3];
+            nc++;
+        }
+        if (!strncmp(l->name, "lora_proj_", 10) && np < 64)
+            proj[np++] = param_f32(l, 8);
+    }
+    int n2 = 0, n4 = 0, nh = 0;
+    for (int i = 0; i < np; i++) {
+        n2 += proj[i] == 2;
+        n4 += proj[i] == 4;
+        nh += proj[i] == 0.5f;
+    }
+    if (bf16) {
+        REQUIRE_INT_EQ(nc, (int)(sizeof casts / sizeof casts[0]));
+        REQUIRE(total == want_total);
+        /* k_proj alone on the thin kernels: forward and backward, two layers */
+        REQUIRE_INT_EQ(np, 4);
+        REQUIRE_INT_EQ(n4, 4);
+    } else {
+        REQUIRE_INT_EQ(nc, 0);
+        /* q | k | v (three runs), o, gate+up stacked in layer 0 but not in
+         * layer 1: 11 forward projections; one a pair backward but down's */
+        REQUIRE_INT_EQ(np, 23);
+        REQUIRE(n2 == 13 && n4 == 8 && nh == 2);
+    }
+    fakecuda_launch *eager = malloc((size_t)n * sizeof *eager);
+    REQUIRE(eager != NULL);
+    for (int i = 0; eager && i < n; i++)
+        eager[i] = *fk_at(i);
+    pgrt_lm_destroy(&lm);
+
+    /* graphed: the second step replays the eager sequence */
+    lm = make(ctx, mf, ad, bf16, true, false);
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    REQUIRE_INT_EQ(fk_count(), n);
+    for (int i = 0; eager && i < n && i < fk_count(); i++)
+        REQUIRE(fk_at(i)->replayed && same_launch(fk_at(i), &eager[i], false));
+    pgrt_lm_destroy(&lm);
+    free(eager);
+
+    /* patterns that change nothing: the launches of none */
+    lm = make(ctx, mf, pd, bf16, false, false);
+    int np0 = stable_step(lm, s, ids);
+    eager = malloc((size_t)np0 * sizeof *eager);
+    REQUIRE(eager != NULL);
+    for (int i = 0; eager && i < np0; i++)
+        eager[i] = *fk_at(i);
+    pgrt_lm_destroy(&lm);
+    lm = make(ctx, mf, sd, bf16, false, false);
+    REQUIRE_INT_EQ(stable_step(lm, s, ids), np0);
+    for (int i = 0; eager && i < np0 && i < fk_count(); i++)
+        REQUIRE(same_launch(fk_at(i), &eager[i], false));
+    REQUIRE(np0 != n);
+    pgrt_lm_destroy(&lm);
+    free(eager);
+out:
+    pgrt_adapter_destroy(&ad);
+    pgrt_adapter_destroy(&pd);
+    pgrt_adapter_destroy(&sd);
+    pgrt_model_close(&mf);
+    remove_tree(dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -240,6 +387,8 @@ int main(int argc, char **argv)
     for (int llama = 0; llama < 2; llama++)
         for (int bf16 = 0; bf16 < 2; bf16++)
             run_case(ctx, s, llama, bf16);
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        pattern_case(ctx, s, bf16);
     pgrt_stream_destroy(&s);
     pgrt_ctx_destroy(&ctx);
     if (trace)

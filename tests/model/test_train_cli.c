@@ -368,6 +368,26 @@ static void test_fake_runs(const char *fake)
     REQUIRE_INT_EQ(dir_entries(dir), before);
     REQUIRE_INT_EQ(pgrt_adapter_load(a1, pgrt_model_hf_config(m), &ad), 0);
     pgrt_adapter_destroy(&ad);
+    /* a fresh adapter from --rank-pattern and --alpha-pattern: each pair of
+     * its rank, and saved with the patterns (the gradients too) */
+    remove_tree(a1);
+    remove_tree(g1);
+    const char *const pat[] = {"--model", mp, "--tokens", tp, "--batch", "1", "--seq", "4",
+                               "--steps", "2", "--rank-pattern",
+                               "q_proj=4,layers\\.0\\.self_attn\\.k_proj=6",
+                               "--alpha-pattern", "o_proj=3", "--save-adapter", a1,
+                               "--save-grads", g1, NULL};
+    REQUIRE_INT_EQ(run_with(fake, line, sizeof line, pat, &lines), 0);
+    for (int k = 0; k < 2; k++) {
+        REQUIRE_INT_EQ(pgrt_adapter_load(k ? g1 : a1, pgrt_model_hf_config(m), &ad), 0);
+        if (!ad)
+            continue;
+        REQUIRE(ad->cfg.n_rank_pattern == 2 && ad->cfg.n_alpha_pattern == 1);
+        REQUIRE_STR_EQ(ad->cfg.rank_pattern[1].key, "layers\\.0\\.self_attn\\.k_proj");
+        REQUIRE(ad->count == 7 && ad->w[0].r == 4 && ad->w[1].r == 6 && ad->w[2].r == 16);
+        REQUIRE(ad->w[3].alpha == 3 && ad->w[3].scale == 3.0 / 16 && ad->w[4].scale == 2);
+        pgrt_adapter_destroy(&ad);
+    }
     pgrt_model_close(&m);
     remove_tree(a1);
     remove_tree(g1);
@@ -549,7 +569,8 @@ static void test_help_version(const char *version)
     REQUIRE(strstr(help, "synthetic demo") > strstr(help, "--profile"));
     static const char *const opts[] = {
         "model", "adapter", "data", "tokens", "packing", "data-order", "batch", "seq", "seed",
-        "dtype", "rank", "alpha", "targets", "steps", "epochs", "grad-accum", "lr",
+        "dtype", "rank", "alpha", "targets", "rank-pattern", "alpha-pattern", "steps", "epochs",
+        "grad-accum", "lr",
         "weight-decay", "max-norm", "lr-schedule", "warmup-steps", "warmup-ratio",
         "min-lr-ratio", "eval-data", "eval-every", "eval-batches", "output-dir", "save-every",
         "save-total-limit", "resume", "save-adapter", "save-grads", "log-json", "log-every",
@@ -1140,6 +1161,23 @@ int main(int argc, char **argv)
          "--weight-decay", "1e39");
     CASE("--weight-decay 1e-40 is out of range", "--model", mp, "--tokens", tp,
          "--weight-decay", "1e-40");
+    /* --rank-pattern, --alpha-pattern: KEY=VALUE entries, named when refused */
+    CASE("--rank-pattern: 'q_proj' is not KEY=R", "--model", mp, "--tokens", tp,
+         "--rank-pattern", "q_proj");
+    CASE("--rank-pattern: '' is not KEY=R", "--model", mp, "--tokens", tp, "--rank-pattern",
+         "k_proj=4,,q_proj=8");
+    CASE("--alpha-pattern: '=4' is not KEY=A", "--model", mp, "--tokens", tp, "--alpha-pattern",
+         "=4");
+    CASE("--rank-pattern: 'q_proj': '0' is not a rank from 1 to 4096", "--model", mp,
+         "--tokens", tp, "--rank-pattern", "k_proj=4,q_proj=0");
+    CASE("--rank-pattern: 'q_proj': '8.5' is not a rank", "--model", mp, "--tokens", tp,
+         "--rank-pattern", "q_proj=8.5");
+    CASE("--alpha-pattern: 'o_proj': '2e6' is not a lora_alpha from 1e-06 to 1e+06", "--model",
+         mp, "--tokens", tp, "--alpha-pattern", "o_proj=2e6");
+    CASE("--rank-pattern: 'q_proj' is given twice", "--model", mp, "--tokens", tp,
+         "--rank-pattern", "q_proj=4,v_proj=2,q_proj=8");
+    CASE("--alpha-pattern: 'layers.(0' is not a regular expression", "--model", mp, "--tokens",
+         tp, "--alpha-pattern", "layers.(0=4");
 
     /* text from the model's files and from the command line is escaped */
     make_model("esc", "{\"model_type\":\"\\u001b]0;pwned\\u0007\"}", NULL);

@@ -125,7 +125,9 @@ static void test_config_round_trip(void)
                              "--epochs", "3", "--lr", "2e-4", "--grad-accum", "4",
                              "--targets", "q,v,down", "--warmup-ratio", "0.1", "--dtype", "f32",
                              "--lr-schedule", "cosine", "--profile", "--mode", "graph",
-                             "--log-every", "5", NULL};
+                             "--log-every", "5", "--rank-pattern",
+                             "q_proj=8,model\\.layers\\.1\\.mlp\\.down_proj=4",
+                             "--alpha-pattern", "q_proj=32,o=p=2.5", NULL};
     REQUIRE_INT_EQ(load(&o, ck, sizeof ck, a), 0);
     char *js = train_opts_json(&o);
     REQUIRE(js != NULL);
@@ -135,6 +137,9 @@ static void test_config_round_trip(void)
     REQUIRE_CONTAINS(js, "\"epochs\": 3");
     REQUIRE_CONTAINS(js, "\"warmup-ratio\": 0.1");
     REQUIRE_CONTAINS(js, "\"profile\": true");
+    REQUIRE_CONTAINS(js, "\"rank-pattern\": \"q_proj=8,model\\\\.layers\\\\.1\\\\.mlp\\\\."
+                         "down_proj=4\",");
+    REQUIRE_CONTAINS(js, "\"alpha-pattern\": \"q_proj=32,o=p=2.5\",");
     REQUIRE(!strstr(js, "\"steps\"") && !strstr(js, "\"warmup-steps\""));
     REQUIRE(!strstr(js, "\"eval-every\"") && !strstr(js, "\"save-every\""));
     REQUIRE(!strstr(js, "\"resume\"") && !strstr(js, "\"config\""));
@@ -149,6 +154,21 @@ static void test_config_round_trip(void)
     REQUIRE(p.warmup_ratio == 0.1 && p.dtype == PGRT_LM_F32 && p.profile);
     REQUIRE(p.schedule == PGRT_LM_SCHED_COSINE && p.modes == TRAIN_MODE_GRAPH);
     REQUIRE(p.log_every == 5 && p.batch == 2 && p.seq == 4);
+    /* the patterns as given, then into a fresh adapter's config in order
+     * (a key ends at its entry's last '=') */
+    REQUIRE_STR_EQ(p.rank_pattern, "q_proj=8,model\\.layers\\.1\\.mlp\\.down_proj=4");
+    REQUIRE_STR_EQ(p.alpha_pattern, "q_proj=32,o=p=2.5");
+    pgrt_adapter_config *ac = calloc(1, sizeof *ac);
+    REQUIRE(ac != NULL);
+    if (ac) {
+        REQUIRE_INT_EQ(train_opts_patterns(&p, ac), 0);
+        REQUIRE(ac->n_rank_pattern == 2 && ac->n_alpha_pattern == 2);
+        REQUIRE_STR_EQ(ac->rank_pattern[1].key, "model\\.layers\\.1\\.mlp\\.down_proj");
+        REQUIRE(ac->rank_pattern[0].value == 8 && ac->rank_pattern[1].value == 4);
+        REQUIRE_STR_EQ(ac->alpha_pattern[1].key, "o=p");
+        REQUIRE(ac->alpha_pattern[0].value == 32 && ac->alpha_pattern[1].value == 2.5);
+        free(ac);
+    }
     /* paths come back absolute */
     REQUIRE(p.model && p.model[0] == '/');
     train_opts_free(&p);
