@@ -526,6 +526,18 @@ int train_run(const train_run_in *in, train_run_out *out)
     status = 0;
 out:
     train_progress_end(&L->prog);
+    if (in->comm && status == TRAIN_EXIT_FAIL) {
+        /* several GPUs and a failure (often the other ranks gone): kernels
+         * of a collective may never end, and a stream sync or a free
+         * behind them would wait for ever; every file this run writes is
+         * whole (written aside and renamed) and the log flushed line by
+         * line, so the rank leaves now and the driver takes the device
+         * back */
+        pgrt_comm_abort(in->comm);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(status);
+    }
     if (L->s)
         pgrt_stream_sync(L->s);
     pgrt_stream_destroy(&L->s);
