@@ -735,8 +735,11 @@ static int lm_wait(pgrt_lm *m, pgrt_stream *s)
 /* The loss summed over the batch (waits for s). */
 static int loss_sum(pgrt_lm *m, pgrt_stream *s, double *sum)
 {
-    int rc = pgrt_buf_download_async(m->lossview, 0, m->hloss, (size_t)m->T, s);
-    if (rc || (rc = lm_wait(m, s)))
+    /* data parallel: the wait first, bounded; a copy into pageable memory
+     * behind a collective whose peer is gone would block for ever */
+    int rc = m->comm ? lm_wait(m, s) : 0;
+    if (rc || (rc = pgrt_buf_download_async(m->lossview, 0, m->hloss, (size_t)m->T, s)) ||
+        (rc = lm_wait(m, s)))
         return rc;
     double acc = 0;
     for (int i = 0; i < m->T; i++)

@@ -15,7 +15,8 @@
 #             launcher: every rank stops after the same step, exit 130,
 #             and --resume continues to the uninterrupted run's losses.
 # Usage: tests/model/gpu-dp-check.sh BUILD_DIR OUT_DIR [parts]
-# parts: any of numerics init faults (default: all). Exit 77 with fewer
+# parts: any of numerics init faults (default: all; faults is kills and
+# interrupt). Exit 77 with fewer
 # than 2 GPUs.
 set -u
 B=${1:?build dir}
@@ -84,7 +85,7 @@ if has init; then
     echo "=== two processes by hand: TCP (MASTER_ADDR/MASTER_PORT) and --dist-init file:"
     C="--model $D/model --adapter $D/adapter --tokens $D/tokens.bin --seq 32 --steps 4 --batch 2 --dtype f32 --data-order sequential --dist-timeout 60"
     for how in tcp file; do
-        rm -f "$O/rdv"
+        rm -f "$O/rdv" "$O/init-$how.jsonl"
         for r in 1 0; do
             if [ $how = tcp ]; then
                 RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 \
@@ -115,11 +116,11 @@ if has init; then
     [ $st != 0 ] && [ $st != 124 ] || bad "no rank 0: exit $st"
 fi
 
-if has faults; then
+if has faults || has kills; then
     echo "=== a rank killed mid-run"
     C="--model $D/model --adapter $D/adapter --tokens $D/tokens.bin --seq 32 --steps 100000 --batch 2 --dtype bf16 --mode graph --save-every 50 --dist-timeout 15"
     # with the launcher
-    rm -rf "$O/kill1"
+    rm -rf "$O/kill1" "$O/kill1.jsonl"
     $T $C --gpus 2 --output-dir "$O/kill1" --log-json "$O/kill1.jsonl" > "$O/kill1.log" 2>&1 &
     lp=$!
     while [ "$(steps "$O/kill1.jsonl")" -lt 120 ] && kill -0 $lp 2>/dev/null; do sleep 0.05; done
@@ -132,7 +133,7 @@ if has faults; then
     ls "$O/kill1" | grep -v '^checkpoint-[0-9]*$' | grep -q . && bad "stray files in the output dir: $(ls "$O/kill1")"
     echo "output dir: $(ls "$O/kill1" | tr '\n' ' ')"
     # by hand (no launcher): the survivor ends by itself within --dist-timeout
-    rm -rf "$O/kill2"
+    rm -rf "$O/kill2" "$O/kill2.jsonl"
     for r in 1 0; do
         RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29536 \
             $T $C --output-dir "$O/kill2" --log-json "$O/kill2.jsonl" > "$O/kill2-$r.log" 2>&1 &
@@ -146,9 +147,11 @@ if has faults; then
     ls "$O/kill2" | grep -v '^checkpoint-[0-9]*$' | grep -q . && bad "stray files in the output dir: $(ls "$O/kill2")"
     echo "output dir: $(ls "$O/kill2" | tr '\n' ' ')"
     [ $st != 0 ] || bad "rank 0 exit 0 after its peer was killed"
+fi
+if has faults || has interrupt; then
     echo "=== Ctrl-C on the launcher, then --resume"
     C="--model $D/model --adapter $D/adapter --tokens $D/tokens.bin --seq 32 --steps 300 --batch 2 --dtype f32 --mode graph --save-every 25 --data-order sequential"
-    rm -rf "$O/full" "$O/int"
+    rm -rf "$O/full" "$O/int" "$O/full.jsonl" "$O/int.jsonl"
     $T $C --gpus 2 --output-dir "$O/full" --log-json "$O/full.jsonl" > "$O/full.log" 2>&1 || bad "uninterrupted run"
     $T $C --gpus 2 --output-dir "$O/int" --log-json "$O/int.jsonl" > "$O/int.log" 2>&1 &
     lp=$!
