@@ -13,7 +13,9 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,64 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Several GPUs: the last bound of the run's waits. Every wait of a rank on
+ * the others is bounded (pgrt_comm_wait, --dist-timeout), but a rank whose
+ * peer died mid-collective can still be held where no bound reaches: in
+ * the driver or in NCCL's own abort. The watchdog is the bound behind the
+ * bounds: a rank that has not passed a step, an evaluation batch or a
+ * checkpoint for --dist-timeout + 10 s says so and exits. */
+typedef struct watchdog {
+    pthread_t th;
+    bool running;
+    atomic_llong beat_ms; /* now_ms() at the last progress */
+    atomic_bool stop;
+    double limit_ms;
+    int rank, world;
+} watchdog;
+
+static void watchdog_beat(watchdog *w)
+{
+    if (w->running)
+        atomic_store(&w->beat_ms, (long long)now_ms());
+}
+
+static void *watchdog_run(void *arg)
+{
+    watchdog *w = arg;
+    while (!atomic_load(&w->stop)) {
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        double idle = now_ms() - (double)atomic_load(&w->beat_ms);
+        if (idle > w->limit_ms && !atomic_load(&w->stop)) {
+            fprintf(stderr, "ptxgen-train: rank %d of %d: no progress for %.0f s (the other ranks "
+                            "stopped or a collective cannot be aborted); exiting\n",
+                    w->rank, w->world, idle / 1e3);
+            fflush(stderr);
+            _exit(TRAIN_EXIT_FAIL);
+        }
+    }
+    return NULL;
+}
+
+static void watchdog_start(watchdog *w, double timeout_s, int rank, int world)
+{
+    w->limit_ms = (timeout_s + 10.0) * 1e3;
+    w->rank = rank;
+    w->world = world;
+    atomic_store(&w->stop, false);
+    atomic_store(&w->beat_ms, (long long)now_ms());
+    w->running = pthread_create(&w->th, NULL, watchdog_run, w) == 0;
+}
+
+static void watchdog_stop(watchdog *w)
+{
+    if (!w->running)
+        return;
+    atomic_store(&w->stop, true);
+    pthread_join(w->th, NULL);
+    w->running = false;
+}
+
 /* The run's state between steps. */
 typedef struct loop {
     const train_run_in *in;
@@ -63,6 +123,7 @@ typedef struct loop {
      * rank's the rows from rank x rows on (one process: world 1, rank 0) */
     int world, rank;
     bool writes; /* rank 0: the log, progress and checkpoints */
+    watchdog dog; /* several GPUs */
     train_batch *mb; /* accum micro-batches (world x rows rows each) */
     train_batch ev;  /* an evaluation batch (its targets always there) */
     uint64_t step, skipped, tokens, opt_steps;
@@ -174,6 +235,7 @@ static int evaluate(loop *L, train_eval_rec *rec)
             return fail_rt(L, "evaluation", rc);
         sum += r.loss_sum;
         targets += r.targets;
+        watchdog_beat(&L->dog);
     }
     memset(rec, 0, sizeof *rec);
     rec->step = L->step;
@@ -287,6 +349,7 @@ static int one_step(loop *L, train_step_rec *rec)
         int rc = pgrt_lm_train(L->lm, L->s, &lb, &r);
         if (rc)
             return fail_rt(L, "training step", rc);
+        watchdog_beat(&L->dog);
         sum += r.loss_sum;
         targets += r.targets;
     }
@@ -419,6 +482,8 @@ int train_run(const train_run_in *in, train_run_out *out)
         }
     }
 
+    if (in->comm)
+        watchdog_start(&L->dog, o->dist_timeout, L->rank, L->world);
     L->t0_ms = now_ms();
     train_progress_init(&L->prog, name, isatty(STDERR_FILENO), o->log_every, L->step + 1,
                         in->total, L->t0_ms);
@@ -483,6 +548,7 @@ int train_run(const train_run_in *in, train_run_out *out)
             char where[PATH_MAX + 64];
             if ((status = save_checkpoint(L, where, sizeof where)))
                 goto out;
+            watchdog_beat(&L->dog);
             status = TRAIN_EXIT_FAIL;
             char line[PATH_MAX + 128], safe[4 * sizeof line];
             snprintf(line, sizeof line, "checkpoint: %s", where);
@@ -540,6 +606,7 @@ out:
     }
     if (L->s)
         pgrt_stream_sync(L->s);
+    watchdog_stop(&L->dog);
     pgrt_stream_destroy(&L->s);
     pgrt_lm_destroy(&L->lm);
     for (int m = 0; L->mb && m < L->accum; m++)
