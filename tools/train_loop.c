@@ -58,7 +58,7 @@ static double now_ms(void)
  * peer died mid-collective can still be held where no bound reaches: in
  * the driver or in NCCL's own abort. The watchdog is the bound behind the
  * bounds: a rank that has not passed a step, an evaluation batch or a
- * checkpoint for --dist-timeout + 10 s says so and exits. */
+ * checkpoint for --dist-timeout says so and exits. */
 typedef struct watchdog {
     pthread_t th;
     bool running;
@@ -94,7 +94,7 @@ static void *watchdog_run(void *arg)
 
 static void watchdog_start(watchdog *w, double timeout_s, int rank, int world)
 {
-    w->limit_ms = (timeout_s + 10.0) * 1e3;
+    w->limit_ms = timeout_s * 1e3;
     w->rank = rank;
     w->world = world;
     atomic_store(&w->stop, false);
