@@ -10,11 +10,18 @@
  * stretch of one scale at a time, the thin products), and patterns that
  * give every pair the defaults launch what no patterns launch. With
  * --trace FILE every launch of each case's first step is written out
- * (name, shape, parameters), to compare two builds.
+ * (name, shape, parameters), to compare two builds. With FAKE_LIBNCCL, a
+ * data-parallel pgrt_lm (params.comm) against the fake NCCL (fakenccl.h):
+ * the gradient sums it issues (one a layer, on a stream of its own, in
+ * place, covering every LoRA parameter once; one whole sum after the last
+ * micro-batch with accumulation), the target count and loss totals summed
+ * over the ranks, a graphed step, and what it refuses.
  *
- * Usage: test_lm_fake FAKE_LIBCUDA [--trace FILE]
+ * Usage: test_lm_fake FAKE_LIBCUDA [FAKE_LIBNCCL] [--trace FILE]
  */
 #include "fakecuda.h"
+#include "fakenccl.h"
+#include "pgrt_comm.h"
 #include "model_util.h"
 #include "pgrt_lm.h"
 #include "test.h"
@@ -361,15 +368,119 @@ out:
     remove_tree(dir);
 }
 
+static fakenccl_reset_fn fn_reset;
+static fakenccl_count_fn fn_count;
+static fakenccl_call_at_fn fn_at;
+
+static void comm_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
+{
+    char dir[4096];
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    write_model(dir, false);
+    pgrt_model_files *mf = NULL;
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &mf), 0);
+    pgrt_adapter_config ac = {.r = R, .alpha = 2.0 * R, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
+    pgrt_adapter *ad = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_hf_config(mf), &ac, 7, &ad), 0);
+    size_t nlora = 0;
+    for (size_t i = 0; i < ad->count; i++)
+        nlora += (size_t)ad->w[i].r * (size_t)(ad->w[i].in + ad->w[i].out);
+    int32_t ids[B * S];
+    for (int i = 0; i < B * S; i++)
+        ids[i] = (i * 5 + 1) % V;
+    const uint64_t own = (uint64_t)B * (S - 1);
+
+    /* rank 0 of 2: the fake's other rank holds the same data */
+    pgrt_comm_params cp = {.rank = 0, .world = 2, .timeout_s = 5};
+    REQUIRE_INT_EQ(pgrt_comm_id_new(ctx, &cp.id), 0);
+    pgrt_comm *c = NULL;
+    REQUIRE_INT_EQ(pgrt_comm_create(ctx, &cp, &c), 0);
+
+    for (int accum = 1; accum <= 2; accum++) {
+        pgrt_lm_params p = {.model = mf, .adapter = ad, .batch = B, .seq = S,
+                            .dtype = bf16 ? PGRT_LM_BF16 : PGRT_LM_F32, .lr = 1e-3f,
+                            .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1.0f,
+                            .head_chunk = 7, .grad_accum = accum, .comm = c};
+        pgrt_lm *lm = NULL;
+        REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), 0);
+        REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), PGRT_ESTATE);
+        pgrt_lm_batch b = {.ids = ids};
+        REQUIRE_INT_EQ(pgrt_lm_train(lm, NULL, &b, NULL), PGRT_EINVAL);
+        REQUIRE_CONTAINS(pgrt_last_message(), "needs a stream");
+        pgrt_lm_result r;
+        fn_reset();
+        for (int m = 0; m < accum; m++)
+            REQUIRE_INT_EQ(pgrt_lm_train(lm, s, &b, &r), 0);
+        REQUIRE(r.updated);
+        /* each micro-batch: its target count summed over the ranks, then
+         * its loss sum and targets */
+        const fakenccl_call *host[8];
+        int nh = 0;
+        for (int i = 0; i < fn_count(); i++)
+            if (!strcmp(fn_at(i)->name, "ncclAllReduce") && fn_at(i)->datatype == 8 && nh < 8)
+                host[nh++] = fn_at(i);
+        REQUIRE_INT_EQ(nh, 2 * accum);
+        REQUIRE_INT_EQ((int)host[0]->count, 1);
+        REQUIRE_INT_EQ((int)host[1]->count, 2);
+        REQUIRE_INT_EQ((int)r.targets, (int)(2 * own));
+        /* the gradients: f32 sums, in place, on one stream that is not the
+         * step's, together every LoRA parameter once */
+        const fakenccl_call *g[64];
+        int ng = 0;
+        for (int i = 0; i < fn_count(); i++)
+            if (!strcmp(fn_at(i)->name, "ncclAllReduce") && fn_at(i)->datatype == 7 && ng < 64)
+                g[ng++] = fn_at(i);
+        REQUIRE_INT_EQ(ng, accum == 1 ? L : 1);
+        size_t total = 0;
+        for (int i = 0; i < ng; i++) {
+            REQUIRE(g[i]->send == g[i]->recv);
+            REQUIRE_INT_EQ(g[i]->op, 0);
+            REQUIRE(g[i]->stream == g[0]->stream);
+            total += g[i]->count;
+            /* the last layer first, each slice ending where the one after
+             * it (the layer above) begins */
+            if (i > 0)
+                REQUIRE((const char *)g[i]->send + g[i]->count * 4 == (const char *)g[i - 1]->send);
+        }
+        REQUIRE_INT_EQ((long long)total, (long long)nlora);
+        pgrt_lm_destroy(&lm);
+    }
+
+    /* graphed: the capture takes the second stream's sums in */
+    pgrt_lm_params p = {.model = mf, .adapter = ad, .batch = B, .seq = S,
+                        .dtype = bf16 ? PGRT_LM_BF16 : PGRT_LM_F32, .lr = 1e-3f,
+                        .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1.0f,
+                        .head_chunk = 7, .graph = true, .comm = c};
+    pgrt_lm *lm = NULL;
+    REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), 0);
+    pgrt_lm_batch b = {.ids = ids, .step_targets = 2 * own};
+    for (int i = 0; i < 3; i++)
+        REQUIRE_INT_EQ(pgrt_lm_train(lm, s, &b, NULL), 0);
+    pgrt_lm_stats st;
+    REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
+    REQUIRE_INT_EQ(st.captures, 1);
+    REQUIRE_INT_EQ(st.capture_failures, 0);
+    pgrt_lm_destroy(&lm);
+    fprintf(stderr, "data parallel %s: %d gradient sums a step, the count and loss summed\n",
+            bf16 ? "bf16" : "f32", L);
+
+    pgrt_comm_destroy(&c);
+    pgrt_adapter_destroy(&ad);
+    pgrt_model_close(&mf);
+    remove_tree(dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s FAKE_LIBCUDA [--trace FILE]\n", argv[0]);
+        fprintf(stderr, "usage: %s FAKE_LIBCUDA [FAKE_LIBNCCL] [--trace FILE]\n", argv[0]);
         return 2;
     }
     fake = argv[1];
-    if (argc >= 4 && !strcmp(argv[2], "--trace") && !(trace = fopen(argv[3], "w"))) {
-        perror(argv[3]);
+    const char *nccl = argc >= 3 && strcmp(argv[2], "--trace") ? argv[2] : NULL;
+    int at = nccl ? 3 : 2;
+    if (argc >= at + 2 && !strcmp(argv[at], "--trace") && !(trace = fopen(argv[at + 1], "w"))) {
+        perror(argv[at + 1]);
         return 1;
     }
     fakecuda_clear_env();
@@ -389,6 +500,18 @@ int main(int argc, char **argv)
             run_case(ctx, s, llama, bf16);
     for (int bf16 = 0; bf16 < 2; bf16++)
         pattern_case(ctx, s, bf16);
+    if (nccl) {
+        void *h = dlopen(nccl, RTLD_NOW | RTLD_LOCAL);
+        REQUIRE(h != NULL);
+        *(void **)&fn_reset = dlsym(h, "fakenccl_reset");
+        *(void **)&fn_count = dlsym(h, "fakenccl_call_count");
+        *(void **)&fn_at = dlsym(h, "fakenccl_call_at");
+        REQUIRE(fn_reset && fn_count && fn_at);
+        setenv("PGRT_LIBNCCL", nccl, 1);
+        unsetenv("FAKENCCL");
+        for (int bf16 = 0; bf16 < 2; bf16++)
+            comm_case(ctx, s, bf16);
+    }
     pgrt_stream_destroy(&s);
     pgrt_ctx_destroy(&ctx);
     if (trace)
