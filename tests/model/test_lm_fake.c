@@ -121,13 +121,21 @@ static void trace_step(const char *what, int first, int n)
     }
 }
 
+/* The cases' params: B x S, AdamW, clipping at 1, head chunks of 7 rows. */
+static pgrt_lm_params params_of(const pgrt_model_files *mf, const pgrt_adapter *ad, bool bf16)
+{
+    return (pgrt_lm_params){.model = mf, .adapter = ad, .batch = B, .seq = S,
+                            .dtype = bf16 ? PGRT_LM_BF16 : PGRT_LM_F32, .lr = 1e-3f,
+                            .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1.0f,
+                            .head_chunk = 7};
+}
+
 static pgrt_lm *make(pgrt_ctx *ctx, const pgrt_model_files *mf, const pgrt_adapter *ad,
                      bool bf16, bool graph, bool profile)
 {
-    pgrt_lm_params p = {.model = mf, .adapter = ad, .batch = B, .seq = S,
-                        .dtype = bf16 ? PGRT_LM_BF16 : PGRT_LM_F32, .lr = 1e-3f,
-                        .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1.0f,
-                        .graph = graph, .profile = profile, .head_chunk = 7};
+    pgrt_lm_params p = params_of(mf, ad, bf16);
+    p.graph = graph;
+    p.profile = profile;
     pgrt_lm *lm = NULL;
     int rc = pgrt_lm_create(ctx, &p, &lm);
     if (rc)
@@ -397,10 +405,9 @@ static void comm_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
     REQUIRE_INT_EQ(pgrt_comm_create(ctx, &cp, &c), 0);
 
     for (int accum = 1; accum <= 2; accum++) {
-        pgrt_lm_params p = {.model = mf, .adapter = ad, .batch = B, .seq = S,
-                            .dtype = bf16 ? PGRT_LM_BF16 : PGRT_LM_F32, .lr = 1e-3f,
-                            .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1.0f,
-                            .head_chunk = 7, .grad_accum = accum, .comm = c};
+        pgrt_lm_params p = params_of(mf, ad, bf16);
+        p.grad_accum = accum;
+        p.comm = c;
         pgrt_lm *lm = NULL;
         REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), 0);
         REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), PGRT_ESTATE);
@@ -447,10 +454,9 @@ static void comm_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
     }
 
     /* graphed: the capture takes the second stream's sums in */
-    pgrt_lm_params p = {.model = mf, .adapter = ad, .batch = B, .seq = S,
-                        .dtype = bf16 ? PGRT_LM_BF16 : PGRT_LM_F32, .lr = 1e-3f,
-                        .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .max_norm = 1.0f,
-                        .head_chunk = 7, .graph = true, .comm = c};
+    pgrt_lm_params p = params_of(mf, ad, bf16);
+    p.graph = true;
+    p.comm = c;
     pgrt_lm *lm = NULL;
     REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), 0);
     pgrt_lm_batch b = {.ids = ids, .step_targets = 2 * own};
