@@ -10,8 +10,12 @@
 int train_dist_setup(train_opts *o, train_dist *td)
 {
     memset(td, 0, sizeof *td);
-    if (pgrt_dist_from_env(&td->d, o->dist_init))
-        return train_bad("%s", train_last_message());
+    if (pgrt_dist_from_env(&td->d, o->dist_init)) {
+        /* the runtime's "init X" is this command's --dist-init X */
+        const char *m = train_last_message();
+        bool init = o->dist_init && !strncmp(m, "init ", 5);
+        return train_bad("%s%s", init ? "--dist-" : "", m);
+    }
     if (o->dist_init && td->d.world < 2)
         return train_bad("--dist-init %s: WORLD_SIZE is %d; a run over several processes sets "
                          "RANK and WORLD_SIZE in each (or use --gpus N on one host)",

@@ -1071,12 +1071,43 @@ static void test_data_runs(const char *fake, const char *shim)
 #undef RUN
 }
 
+/* Several GPUs: the options and torchrun's variables, refused in one line
+ * before anything is read. */
+static void test_dist_options(void)
+{
+    REFUSED("--gpus 0 is out of range (1 to 64)", "--model", mp, "--tokens", tp, "--gpus", "0");
+    REFUSED("--gpus 65 is out of range (1 to 64)", "--model", mp, "--tokens", tp, "--gpus", "65");
+    REFUSED("--dist-timeout 0 is out of range (1 to 86400)", "--model", mp, "--tokens", tp,
+            "--dist-timeout", "0");
+    REFUSED("--dist-init tcp://127.0.0.1:29500 names where the ranks meet, but RANK and "
+            "WORLD_SIZE are not set", "--model", mp, "--tokens", tp, "--dist-init",
+            "tcp://127.0.0.1:29500");
+    REFUSED("--dist-init bogus:x: an init method is tcp://HOST:PORT or file:PATH", "--model", mp,
+            "--tokens", tp, "--dist-init", "bogus:x");
+    setenv("RANK", "3", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    REFUSED("RANK=3 is not below WORLD_SIZE=2", "--model", mp, "--tokens", tp);
+    setenv("RANK", "0", 1);
+    REFUSED("WORLD_SIZE=2 but neither MASTER_ADDR/MASTER_PORT nor an init method", "--model", mp,
+            "--tokens", tp);
+    REFUSED("--gpus 2: this process is a rank of a launched run already (WORLD_SIZE=2)",
+            "--model", mp, "--tokens", tp, "--gpus", "2");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PTXGEN_TRAIN [FAKE_LIBCUDA]\n", argv[0]);
         return 2;
     }
+    /* one process: a launcher's variables around the test would make every
+     * run a rank */
+    static const char *const dist_env[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                           "MASTER_PORT"};
+    for (size_t i = 0; i < sizeof dist_env / sizeof dist_env[0]; i++)
+        unsetenv(dist_env[i]);
     /* absolute: some runs start in the scratch directory */
     static char exe_abs[4096];
     char cwd[2048];
@@ -1202,6 +1233,7 @@ int main(int argc, char **argv)
     pgrt_adapter_destroy(&ga);
     test_aliases(good);
     test_new_options();
+    test_dist_options();
     test_data_refused();
     test_config();
     test_help_version(argc > 4 ? argv[4] : NULL);
