@@ -69,23 +69,77 @@ static uint64_t adapter_hash(const pgrt_adapter *a)
     return h;
 }
 
-int train_dist_same_adapter(train_dist *td, pgrt_stream *s, const pgrt_adapter *a)
+/* Whether every rank holds the same n values (exact integers below 2^53):
+ * 0 with *differs -1 when they do, else the first index that differs.
+ * Two host all-reduces on a stream of its own. */
+static int agree(train_dist *td, pgrt_ctx *ctx, const double *v, int n, int *differs)
+{
+    double lo[16], hi[16];
+    memcpy(lo, v, sizeof *v * (size_t)n);
+    memcpy(hi, v, sizeof *v * (size_t)n);
+    pgrt_stream *s = NULL;
+    int rc = pgrt_stream_create(ctx, &s);
+    if (!rc)
+        rc = pgrt_comm_all_reduce_host(td->comm, s, lo, (size_t)n, PGRT_COMM_MIN);
+    if (!rc)
+        rc = pgrt_comm_all_reduce_host(td->comm, s, hi, (size_t)n, PGRT_COMM_MAX);
+    pgrt_stream_destroy(&s);
+    *differs = -1;
+    for (int i = 0; !rc && i < n && *differs < 0; i++)
+        if (lo[i] != hi[i])
+            *differs = i;
+    return rc;
+}
+
+/* a 64-bit hash as two exact doubles */
+static void halves(uint64_t h, double *out)
+{
+    out[0] = (double)(uint32_t)h;
+    out[1] = (double)(uint32_t)(h >> 32);
+}
+
+int train_dist_same_start(train_dist *td, pgrt_ctx *ctx, const train_opts *o, uint64_t step,
+                          uint64_t total, const pgrt_adapter *start)
+{
+    if (!td->comm)
+        return 0;
+    static const char *const what[] = {
+        "the step it starts at (--resume)", "the run's steps (--steps, --epochs)", "--batch",
+        "--seq", "--grad-accum", "--dtype", "the starting adapter (--adapter, --resume, "
+        "--rank, --alpha, --targets, --seed, the patterns)", "the starting adapter"};
+    double v[8] = {(double)step, (double)total, (double)o->batch, (double)o->seq,
+                   (double)o->grad_accum, (double)o->dtype};
+    halves(adapter_hash(start), v + 6);
+    int differs;
+    if (agree(td, ctx, v, 8, &differs)) {
+        fprintf(stderr, "ptxgen-train: rank %d of %d: comparing the ranks' starts: %s\n",
+                td->d.rank, td->d.world, train_last_message());
+        return TRAIN_EXIT_FAIL;
+    }
+    if (differs >= 0) {
+        fprintf(stderr, "ptxgen-train: rank %d of %d: the ranks do not start alike: %s differs "
+                        "(this rank: %.0f); every rank needs the same options, data, checkpoint "
+                        "and adapter\n",
+                td->d.rank, td->d.world, what[differs], v[differs]);
+        return TRAIN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int train_dist_same_adapter(train_dist *td, pgrt_ctx *ctx, const pgrt_adapter *a)
 {
     if (!td->comm)
         return 0;
     uint64_t h = adapter_hash(a);
-    /* the two halves exactly as doubles; the same everywhere iff min = max */
-    double lo[2] = {(double)(uint32_t)h, (double)(uint32_t)(h >> 32)};
-    double hi[2] = {lo[0], lo[1]};
-    int rc = pgrt_comm_all_reduce_host(td->comm, s, lo, 2, PGRT_COMM_MIN);
-    if (!rc)
-        rc = pgrt_comm_all_reduce_host(td->comm, s, hi, 2, PGRT_COMM_MAX);
-    if (rc) {
+    double v[2];
+    halves(h, v);
+    int differs;
+    if (agree(td, ctx, v, 2, &differs)) {
         fprintf(stderr, "ptxgen-train: rank %d: comparing the adapters: %s\n", td->d.rank,
                 train_last_message());
         return TRAIN_EXIT_FAIL;
     }
-    if (lo[0] != hi[0] || lo[1] != hi[1]) {
+    if (differs >= 0) {
         fprintf(stderr, "ptxgen-train: rank %d of %d: the ranks' trained adapters differ (this "
                         "rank's hash %016llx); they should be identical to the bit\n",
                 td->d.rank, td->d.world, (unsigned long long)h);

@@ -31,10 +31,19 @@ int train_dist_device(const train_dist *td);
  * both bounded by --dist-timeout. 0, or TRAIN_EXIT_FAIL after one line. */
 int train_dist_join(train_dist *td, const train_opts *o, pgrt_ctx *ctx);
 
-/* World > 1: whether every rank holds the same adapter, to the bit (a
- * 64-bit hash of its matrices, compared over the ranks). 0 when they do
- * (or world 1), TRAIN_EXIT_FAIL after one line when not or on an error. */
-int train_dist_same_adapter(train_dist *td, pgrt_stream *s, const pgrt_adapter *a);
+/* World > 1: whether every rank starts alike: the step (a resumed
+ * checkpoint's), the run's steps, --batch, --seq, --grad-accum, --dtype
+ * and the starting adapter (a 64-bit hash of its matrices). A rank that
+ * resolved another checkpoint or was given other options would issue
+ * other collectives. 0 when they agree (or world 1); TRAIN_EXIT_USAGE
+ * naming what differs, TRAIN_EXIT_FAIL on an error, after one line. */
+int train_dist_same_start(train_dist *td, pgrt_ctx *ctx, const train_opts *o, uint64_t step,
+                          uint64_t total, const pgrt_adapter *start);
+
+/* World > 1: whether every rank holds the same adapter, to the bit (the
+ * hash, compared over the ranks). 0 when they do (or world 1),
+ * TRAIN_EXIT_FAIL after one line when not or on an error. */
+int train_dist_same_adapter(train_dist *td, pgrt_ctx *ctx, const pgrt_adapter *a);
 
 /* Whether this process writes the run's outputs (the log, checkpoints,
  * adapters): rank 0 only. */

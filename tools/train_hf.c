@@ -249,7 +249,9 @@ static int launch_ranks(const train_opts *o, int argc, char **argv)
         }
         i += value;
     }
-    train_launch_opts lo = {.gpus = (int)o->gpus, .argv = args};
+    /* the grace after a failure or a signal: the ranks' own bound (their
+     * watchdog) and a little */
+    train_launch_opts lo = {.gpus = (int)o->gpus, .argv = args, .grace_s = o->dist_timeout + 5};
     int status = train_launch(&lo);
     free(args);
     return status;
@@ -357,7 +359,8 @@ int train_hf_main(int argc, char **argv)
         }
     if ((rc = pgrt_ctx_create(&ctx, &(pgrt_ctx_params){.device = train_dist_device(&td)})))
         goto fail;
-    if ((code = train_dist_join(&td, &o, ctx)))
+    if ((code = train_dist_join(&td, &o, ctx)) ||
+        (code = train_dist_same_start(&td, ctx, &o, resume ? st.step : 0, total, ad)))
         goto out;
     code = TRAIN_EXIT_FAIL;
     if (o.log_json) {
@@ -413,25 +416,19 @@ int train_hf_main(int argc, char **argv)
             double e = fabs(losses[1][i] - losses[0][i]) / fmax(fabs(losses[0][i]), 1e-30);
             worst = fmax(worst, e);
         }
-        fprintf(stderr, "eager and graphed losses: worst relative difference %.3g%s\n", worst,
-                worst <= 1e-5 ? "" : " (more than 1e-5)");
+        if (writes)
+            fprintf(stderr, "eager and graphed losses: worst relative difference %.3g%s\n",
+                    worst, worst <= 1e-5 ? "" : " (more than 1e-5)");
         verdict = worst <= 1e-5 ? 0 : TRAIN_EXIT_FAIL;
     }
     uint64_t counted = ro[last].steps > 1 ? ro[last].steps - 1 : 1;
-    if (ro[last].steps > 1)
+    if (writes && ro[last].steps > 1)
         fprintf(stderr, "%.2f ms/step, %.0f tokens/s (steps after the first)\n",
                 ro[last].steady_ms / (double)counted,
                 (double)o.batch * (double)o.world * (double)o.seq * (double)o.grad_accum *
                     (double)counted / ro[last].steady_ms * 1e3);
-    if (td.comm) {
-        pgrt_stream *s = NULL;
-        if ((rc = pgrt_stream_create(ctx, &s)))
-            goto fail;
-        code = train_dist_same_adapter(&td, s, final);
-        pgrt_stream_destroy(&s);
-        if (code)
-            goto out;
-    }
+    if ((code = train_dist_same_adapter(&td, ctx, final)))
+        goto out;
     /* Each output on its own, the trained adapter first: one that fails
      * (a full disk) is reported and leaves the others written, each whole
      * (pgrt_adapter_save writes its pair atomically). */
@@ -468,8 +465,15 @@ out:
     free(losses[1]);
     free(run_config);
     train_log_close(&log);
-    if (code && td.comm)
+    if (code && td.comm) {
+        /* a failure with the other ranks (often gone): device work behind
+         * a collective may never end, and freeing behind it would wait for
+         * ever; everything written is whole, so leave now */
         pgrt_comm_abort(td.comm);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(code);
+    }
     train_dist_close(&td);
     pgrt_ctx_destroy(&ctx);
     train_source_close(&eval);

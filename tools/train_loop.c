@@ -28,10 +28,20 @@
 
 static volatile sig_atomic_t stop_signal;
 
-static void on_signal(int sig)
+/* The first signal asks for a stop at the next step boundary; a second
+ * exits at once. Under the --gpus launcher a signal can arrive twice for
+ * one stop (a scheduler that signals every process, and the launcher, or
+ * torchrun's agent, passing it on): a repeat from the parent process is
+ * not a second request. A terminal's second Ctrl-C comes from the kernel;
+ * under --gpus it reaches the launcher, which kills the ranks. */
+static void on_signal(int sig, siginfo_t *info, void *ctx)
 {
-    if (stop_signal)
+    (void)ctx;
+    if (stop_signal) {
+        if (info && info->si_pid != 0 && info->si_pid == getppid())
+            return;
         _exit(128 + sig);
+    }
     stop_signal = sig;
 }
 
@@ -39,11 +49,12 @@ void train_signals_install(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_sigaction = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 static double now_ms(void)
@@ -383,7 +394,10 @@ static int one_step(loop *L, train_step_rec *rec)
     return 0;
 }
 
-static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+static const char *signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+}
 
 int train_run(const train_run_in *in, train_run_out *out)
 {
@@ -570,6 +584,10 @@ int train_run(const train_run_in *in, train_run_out *out)
                                 ": stopped; nothing saved (no --output-dir)\n",
                         signal_name(sig), L->step, in->total);
             status = 128 + sig;
+            /* several GPUs: no rank leaves before rank 0's checkpoint is
+             * whole (a launcher stops the rest once one has exited) */
+            if (in->comm && (rc = agreed_stop(L, &sig)))
+                status = fail_rt(L, "waiting for rank 0's checkpoint", rc);
             goto out;
         }
     }

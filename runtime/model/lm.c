@@ -625,6 +625,10 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     if (!lmp || !*lmp)
         return;
     pgrt_lm *m = *lmp;
+    /* data parallel: the gradient sums done before their buffer goes (a
+     * communicator that failed was aborted, which ends them) */
+    if (m->cs)
+        pgrt_stream_sync(m->cs);
     pgrt_train_destroy(&m->train);
     pgrt_buf_destroy(&m->embed.buf);
     pgrt_buf_destroy(&m->head.buf);
@@ -658,8 +662,6 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     pgrt_buf_destroy(&m->p);
     pgrt_buf_destroy(&m->g);
     pgrt_buf_destroy(&m->gkeep);
-    if (m->cs)
-        pgrt_stream_sync(m->cs);
     pgrt_event_destroy(&m->ready);
     pgrt_event_destroy(&m->done);
     pgrt_stream_destroy(&m->cs);

@@ -120,8 +120,10 @@ typedef struct pgrt_lm_params {
      * identical to the bit. A batch's loss is scaled by 1 / step_targets,
      * which must count every rank's targets (0: this micro-batch's, summed
      * over the ranks); results (loss_sum, targets) are every rank's
-     * together. Every rank makes the same calls in the same order (train,
-     * eval, state and adapter reads). Waits are bounded by the
+     * together. pgrt_lm_train and pgrt_lm_eval are collective: every rank
+     * makes the same calls in the same order (state saves and loads and
+     * adapter reads are not; each rank may make its own). Waits are
+     * bounded by the
      * communicator's timeout. With lora_dropout, rank r draws its masks from
      * dropout_seed mixed with r (rank 0's are a single process's). NULL:
      * one process. */
