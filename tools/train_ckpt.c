@@ -423,10 +423,12 @@ char *train_state_json(const train_state *st)
              "{\n  \"step\": %" PRIu64 ",\n  \"total_steps\": %" PRIu64
              ",\n  \"epoch\": %.17g,\n  \"data_position\": %s,\n  \"seed\": %" PRIu64
              ",\n  \"optimizer_steps\": %" PRIu64 ",\n  \"skipped\": %" PRIu64
-             ",\n  \"tokens\": %" PRIu64 ",\n  \"log_json\": %s,\n  \"log_bytes\": %" PRIu64
+             ",\n  \"tokens\": %" PRIu64 ",\n  \"world\": %" PRIu64
+             ",\n  \"log_json\": %s,\n  \"log_bytes\": %" PRIu64
              ",\n  \"rng\": null,\n  \"version\": \"%s\"\n}\n",
              st->step, st->total_steps, st->epoch, pos, st->seed, st->optimizer_steps,
-             st->skipped, st->tokens, log, st->log_bytes, train_version());
+             st->skipped, st->tokens, st->world ? st->world : 1, log, st->log_bytes,
+             train_version());
     return buf;
 }
 
@@ -461,6 +463,12 @@ int train_state_read(const char *dir, train_state *st, char *msg, size_t msglen)
         else
             *dst[i] = (uint64_t)v;
     }
+    /* the ranks of the run: absent before several GPUs (one process) */
+    const pgrt_jval *w = pgrt_jval_member(root, "world");
+    int64_t world = 1;
+    if (!bad && w && pgrt_jval_int64(w, 1, 1 << 20, &world))
+        bad = "world";
+    st->world = (uint64_t)world;
     const char *pos = pgrt_jval_string(pgrt_jval_member(root, "data_position"), NULL);
     if (!bad && pgrt_jval_double(pgrt_jval_member(root, "epoch"), &st->epoch))
         bad = "epoch";

@@ -92,6 +92,7 @@ typedef struct train_state {
     uint64_t seed;
     uint64_t log_bytes;       /* bytes of --log-json at the checkpoint */
     uint64_t tokens;          /* tokens trained on */
+    uint64_t world;           /* the run's ranks (1: one process; absent in older files) */
     double epoch;             /* train_source epoch() */
     char position[256];       /* train_source position_get() */
     char log_json[4096];      /* --log-json, absolute ("" without one) */

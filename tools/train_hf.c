@@ -301,6 +301,16 @@ int train_hf_main(int argc, char **argv)
         train_bad("--resume: %s", msg);
         goto out;
     }
+    /* a step is world x --batch rows: another world is another run */
+    if (resume && st.world != (uint64_t)o.world) {
+        char how[64] = "one process (no --gpus, no WORLD_SIZE)";
+        if (st.world > 1)
+            snprintf(how, sizeof how, "--gpus %llu", (unsigned long long)st.world);
+        train_bad("--resume %s: the run has %llu rank%s, this one %d: a step is ranks x --batch "
+                  "rows; resume with %s",
+                  ckpt, (unsigned long long)st.world, st.world == 1 ? "" : "s", o.world, how);
+        goto out;
+    }
     if ((rc = pgrt_model_open(o.model, &mf)))
         goto fail;
     const pgrt_hf_config *mc = pgrt_model_hf_config(mf);

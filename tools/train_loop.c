@@ -294,6 +294,7 @@ static int save_checkpoint(loop *L, char *where, size_t cap)
         .seed = (uint64_t)L->o->seed,
         .log_bytes = train_log_bytes(in->log),
         .tokens = L->tokens,
+        .world = (uint64_t)L->world,
         .epoch = in->src->ops->epoch(in->src),
     };
     in->src->ops->position_get(in->src, st.position);

@@ -307,7 +307,8 @@ static void test_ckpt_dirs(void)
 static void test_state(void)
 {
     train_state st = {.step = 30, .total_steps = 50, .optimizer_steps = 29, .skipped = 1,
-                      .seed = 7, .log_bytes = 4096, .tokens = 123456, .epoch = 1.25};
+                      .seed = 7, .log_bytes = 4096, .tokens = 123456, .epoch = 1.25,
+                      .world = 4};
     snprintf(st.position, sizeof st.position, "tokens rows=4 seq=4 order=shuffle epoch=1 row=1");
     snprintf(st.log_json, sizeof st.log_json, "/runs/a \"b\"/log.jsonl");
     char *js = train_state_json(&st);
@@ -321,9 +322,26 @@ static void test_state(void)
     REQUIRE_INT_EQ(train_state_read(d, &back, msg, sizeof msg), 0);
     REQUIRE(back.step == 30 && back.total_steps == 50 && back.optimizer_steps == 29 &&
             back.skipped == 1 && back.seed == 7 && back.log_bytes == 4096 &&
-            back.tokens == 123456 && back.epoch == 1.25);
+            back.tokens == 123456 && back.epoch == 1.25 && back.world == 4);
     REQUIRE_STR_EQ(back.position, st.position);
     REQUIRE_STR_EQ(back.log_json, st.log_json);
+    /* a checkpoint from before several GPUs has no "world": one process */
+    char *old = train_state_json(&(train_state){.step = 3, .total_steps = 5, .epoch = 0.5});
+    REQUIRE(old != NULL);
+    char *w = old ? strstr(old, "  \"world\": 1,\n") : NULL;
+    REQUIRE(w != NULL);
+    if (w)
+        memmove(w, w + strlen("  \"world\": 1,\n"), strlen(w + strlen("  \"world\": 1,\n")) + 1);
+    REQUIRE(write_text(d, TRAIN_CKPT_STATE, old) == 0);
+    free(old);
+    REQUIRE_INT_EQ(train_state_read(d, &back, msg, sizeof msg), 0);
+    REQUIRE(back.world == 1 && back.step == 3);
+    REQUIRE(write_text(d, TRAIN_CKPT_STATE, "{\"step\": 1, \"total_steps\": 2, \"seed\": 0, "
+                       "\"optimizer_steps\": 1, \"skipped\": 0, \"tokens\": 0, "
+                       "\"log_bytes\": 0, \"epoch\": 0, \"data_position\": \"\", "
+                       "\"log_json\": \"\", \"world\": 0}") == 0);
+    REQUIRE_INT_EQ(train_state_read(d, &back, msg, sizeof msg), -1);
+    REQUIRE_CONTAINS(msg, "world is missing or not valid");
     REQUIRE(write_text(d, TRAIN_CKPT_STATE, "{\"step\": 1}") == 0);
     REQUIRE_INT_EQ(train_state_read(d, &back, msg, sizeof msg), -1);
     REQUIRE_CONTAINS(msg, "total_steps is missing or not valid");
