@@ -103,10 +103,13 @@ int train_dist_same_start(train_dist *td, pgrt_ctx *ctx, const train_opts *o, ui
 {
     if (!td->comm)
         return 0;
+#define ADAPTER_WHAT                                                                          \
+    ("the starting adapter (--adapter, --resume, --rank, --alpha, --targets, --seed, the "      \
+     "patterns)")
     static const char *const what[] = {
         "the step it starts at (--resume)", "the run's steps (--steps, --epochs)", "--batch",
-        "--seq", "--grad-accum", "--dtype", "the starting adapter (--adapter, --resume, "
-        "--rank, --alpha, --targets, --seed, the patterns)", "the starting adapter"};
+        "--seq", "--grad-accum", "--dtype", ADAPTER_WHAT, ADAPTER_WHAT};
+#undef ADAPTER_WHAT
     double v[8] = {(double)step, (double)total, (double)o->batch, (double)o->seq,
                    (double)o->grad_accum, (double)o->dtype};
     halves(adapter_hash(start), v + 6);
