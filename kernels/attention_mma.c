@@ -387,15 +387,18 @@ fa_docs pgk_fa_docs_of(pg_kernel *k, const fa *f, pg_reg DS, const fa_qblock *q)
     return d;
 }
 
-/* Store the warp's 16 x dp f32 accumulators (scaled by mul unless none) to
- * rows row0 + g (+ 8) of a head at base (element (token row0, head, 0)),
- * `stride` bytes a token, rows below nvalid, columns below D. */
-void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
-                       pg_reg stride, pg_reg row0, pg_reg nvalid)
+/* Store the warp's 16 x dp f32 accumulators to rows row0 + g (+ 8) of a
+ * head at base (element (token row0, head, 0)), `stride` bytes a token,
+ * rows below nvalid, columns below D: as f32 (scaled by mul unless none)
+ * or rounded to bf16. */
+static void store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
+                       pg_reg stride, pg_reg row0, pg_reg nvalid, bool bf16)
 {
+    const unsigned esize = bf16 ? 2 : 4;
     pg_reg d2 = pgv_and(k, PG_B32, f->dim, pg_u32(1));
-    /* one emitting call an argument list: the same PTX from every compiler */
-    pg_reg aligned = pgv_setp(k, PG_CMP_EQ, PG_U64, pgv_and(k, PG_B64, base, pg_u64(7)), pg_u64(0));
+    /* a pair of columns in one store needs 2 x esize alignment */
+    pg_reg low = pgv_and(k, PG_B64, base, pg_u64(2 * esize - 1));
+    pg_reg aligned = pgv_setp(k, PG_CMP_EQ, PG_U64, low, pg_u64(0));
     pg_reg even = pgv_setp(k, PG_CMP_EQ, PG_U32, d2, pg_u32(0));
     pg_reg vec = pgv_and(k, PG_PRED, even, aligned);
     pg_reg colbase = pgv_shl(k, PG_B32, f->t4, pg_u32(1));
@@ -412,16 +415,27 @@ void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, 
         pg_reg single = pgv_not(k, PG_PRED, cfull[nt]);
         for (unsigned e = 0; e < 2; e++)
             cpart[nt][e] = pgv_and(k, PG_PRED, single, cin[nt][e]);
-        coff[nt] = pgv_mul_wide(k, PG_U32, col, pg_u32(4));
+        coff[nt] = pgv_mul_wide(k, PG_U32, col, pg_u32(esize));
     }
     for (unsigned h = 0; h < 2; h++) {
         pg_reg r = pgv_add(k, PG_U32, row0, pgv_add(k, PG_U32, f->g, pg_u32(8 * h)));
         pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, r, nvalid);
-        pg_reg rowp =
-            pgv_add(k, PG_U64, base,
-                    pgv_mul(k, PG_U64, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, r), stride));
+        pg_reg r64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, r);
+        pg_reg rowp = pgv_add(k, PG_U64, base, pgv_mul(k, PG_U64, r64, stride));
         for (unsigned nt = 0; nt < ntiles; nt++) {
             pg_reg addr = pgv_add(k, PG_U64, rowp, coff[nt]);
+            if (bf16) {
+                pg_reg lo = acc[nt][2 * h], hi = acc[nt][2 * h + 1];
+                pg_reg pair = pgv_cvt_pack(k, PG_BF16, lo, hi);
+                pg_guard(k, pgv_and(k, PG_PRED, rin, cfull[nt]), false);
+                pg_st(k, PG_SPACE_GLOBAL, PG_B32, addr, 0, pair);
+                for (unsigned e = 0; e < 2; e++) {
+                    pg_reg x = pgv_cvt(k, PG_BF16, PG_F32, PG_RND_RN, e ? hi : lo);
+                    pg_guard(k, pgv_and(k, PG_PRED, rin, cpart[nt][e]), false);
+                    pg_st(k, PG_SPACE_GLOBAL, PG_BF16, addr, 2 * e, x);
+                }
+                continue;
+            }
             pg_val v[2];
             for (unsigned e = 0; e < 2; e++) {
                 pg_reg x = acc[nt][2 * h + e];
@@ -436,6 +450,19 @@ void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, 
         }
     }
 }
+
+void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
+                       pg_reg stride, pg_reg row0, pg_reg nvalid)
+{
+    store_rows(k, f, acc, mul, base, stride, row0, nvalid, false);
+}
+
+void pgk_fa_store_rows_bf16(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg base,
+                            pg_reg stride, pg_reg row0, pg_reg nvalid)
+{
+    store_rows(k, f, acc, pg_none(), base, stride, row0, nvalid, true);
+}
+
 pg_reg pgk_fa_key_tiles(pg_kernel *k, const fa *f, pgk_loop *L, pg_val kt0, pg_reg qt, pg_reg sk,
                         pg_reg sv, pg_reg kp, pg_reg vp, pg_reg kstride, pg_reg kstep)
 {

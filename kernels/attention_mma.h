@@ -87,8 +87,15 @@ typedef struct fa_qblock {
 fa_qblock pgk_fa_query_block(pg_kernel *k, const fa *f);
 /* Loads the fa_docs of query block q from the doc_start array DS. */
 fa_docs pgk_fa_docs_of(pg_kernel *k, const fa *f, pg_reg DS, const fa_qblock *q);
+/* Store the warp's 16 x dp f32 accumulators to rows row0 + g (+ 8) of a
+ * head at base (element (token row0, head, 0)), `stride` bytes a token,
+ * rows below nvalid, columns below D: a pair of columns in one store where
+ * both are inside and the pair aligned, else each inside column alone. As
+ * f32, scaled by mul unless none; or (_bf16) rounded to bf16. */
 void pgk_fa_store_rows(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_val mul, pg_reg base,
                        pg_reg stride, pg_reg row0, pg_reg nvalid);
+void pgk_fa_store_rows_bf16(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg base,
+                            pg_reg stride, pg_reg row0, pg_reg nvalid);
 /* Opens the loop L over the key tiles kt0 .. qt of a forward or dq block
  * (FA_KEYS keys, 32 FA_WARPS threads; kt0 is 0 but for the _docs kernels)
  * and stages tile kt's K and V rows (from kp, vp: tile kt0's) into sk, sv,

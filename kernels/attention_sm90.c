@@ -388,51 +388,6 @@ static void to_p(pg_kernel *k, cons *w)
         pg_cvt_pack(k, PG_BF16, w->p[i], w->s[2 * i], w->s[2 * i + 1]);
 }
 
-/* Store the warp's rows of O (16 x dp f32 accumulators, already divided
- * by l) as bf16 to rows row0 + g (+ 8) of a head at base: pairs as one
- * 32-bit store where both columns are inside and the pair is aligned,
- * else each inside column alone; rows below nvalid. */
-static void store_rows_bf16(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg base,
-                            pg_reg stride, pg_reg row0, pg_reg nvalid)
-{
-    pg_reg d2 = pgv_and(k, PG_B32, f->dim, pg_u32(1));
-    pg_reg low = pgv_and(k, PG_B64, base, pg_u64(3));
-    pg_reg aligned = pgv_setp(k, PG_CMP_EQ, PG_U64, low, pg_u64(0));
-    pg_reg even = pgv_setp(k, PG_CMP_EQ, PG_U32, d2, pg_u32(0));
-    pg_reg vec = pgv_and(k, PG_PRED, even, aligned);
-    pg_reg colbase = pgv_shl(k, PG_B32, f->t4, pg_u32(1));
-    const unsigned ntiles = f->dp / 8;
-    pg_reg cin[FA_MAX_NT][2], cfull[FA_MAX_NT], cpart[FA_MAX_NT][2], coff[FA_MAX_NT];
-    for (unsigned nt = 0; nt < ntiles; nt++) {
-        pg_reg col = pgv_add(k, PG_U32, colbase, pg_u32(8 * nt));
-        cin[nt][0] = pgv_setp(k, PG_CMP_LT, PG_U32, col, f->dim);
-        cin[nt][1] = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, col, pg_u32(1)), f->dim);
-        cfull[nt] = pgv_and(k, PG_PRED, cin[nt][1], vec);
-        pg_reg single = pgv_not(k, PG_PRED, cfull[nt]);
-        for (unsigned e = 0; e < 2; e++)
-            cpart[nt][e] = pgv_and(k, PG_PRED, single, cin[nt][e]);
-        coff[nt] = pgv_mul_wide(k, PG_U32, col, pg_u32(2));
-    }
-    for (unsigned h = 0; h < 2; h++) {
-        pg_reg r = pgv_add(k, PG_U32, row0, pgv_add(k, PG_U32, f->g, pg_u32(8 * h)));
-        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, r, nvalid);
-        pg_reg r64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, r);
-        pg_reg rowp = pgv_add(k, PG_U64, base, pgv_mul(k, PG_U64, r64, stride));
-        for (unsigned nt = 0; nt < ntiles; nt++) {
-            pg_reg addr = pgv_add(k, PG_U64, rowp, coff[nt]);
-            pg_reg lo = acc[nt][2 * h], hi = acc[nt][2 * h + 1];
-            pg_reg pair = pgv_cvt_pack(k, PG_BF16, lo, hi);
-            pg_guard(k, pgv_and(k, PG_PRED, rin, cfull[nt]), false);
-            pg_st(k, PG_SPACE_GLOBAL, PG_B32, addr, 0, pair);
-            for (unsigned e = 0; e < 2; e++) {
-                pg_reg x = pgv_cvt(k, PG_BF16, PG_F32, PG_RND_RN, e ? hi : lo);
-                pg_guard(k, pgv_and(k, PG_PRED, rin, cpart[nt][e]), false);
-                pg_st(k, PG_SPACE_GLOBAL, PG_BF16, addr, 2 * e, x);
-            }
-        }
-    }
-}
-
 /* The outputs: O = acc / l (f32, and bf16 where obf is not 0) and
  * LSE = m scale + ln l, rows below S. */
 static void epilogue(pg_kernel *k, const fa3 *c, cons *w, const fa3_pos *q, pg_reg O, pg_reg OB,
@@ -464,7 +419,7 @@ static void epilogue(pg_kernel *k, const fa3 *c, cons *w, const fa3_pos *q, pg_r
     pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U64, OB, pg_u64(0)), false, nob);
     pg_reg bbase = pgv_add(k, PG_U64, OB, pgv_shl(k, PG_B64, elem, pg_u32(1)));
     pg_reg bstride = pgv_shl(k, PG_B64, hd, pg_u32(1));
-    store_rows_bf16(k, &w->f, acc, bbase, bstride, w->wrow, qrows);
+    pgk_fa_store_rows_bf16(k, &w->f, acc, bbase, bstride, w->wrow, qrows);
     pg_label_bind(k, nob);
 
     pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, w->f.t4, pg_u32(0));
