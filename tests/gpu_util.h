@@ -52,6 +52,33 @@ static inline pgrt_ctx *gpu_open(void)
         }                                                                      \
     } while (0)
 
+/* Milliseconds a call of fn(arg) takes on the legacy stream: the best of
+ * 3 runs of iters calls, after 3 calls of warm-up. For benchmarks. */
+typedef int (*gpu_call_fn)(void *arg);
+static inline double gpu_time_ms(pgrt_ctx *ctx, gpu_call_fn fn, void *arg, int iters)
+{
+    pgrt_event *e0, *e1;
+    GPU_CHECK(pgrt_event_create(ctx, &e0));
+    GPU_CHECK(pgrt_event_create(ctx, &e1));
+    for (int i = 0; i < 3; i++)
+        GPU_CHECK(fn(arg));
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        GPU_CHECK(pgrt_event_record(e0, NULL));
+        for (int i = 0; i < iters; i++)
+            GPU_CHECK(fn(arg));
+        GPU_CHECK(pgrt_event_record(e1, NULL));
+        GPU_CHECK(pgrt_event_sync(e1));
+        float ms;
+        GPU_CHECK(pgrt_event_elapsed_ms(e0, e1, &ms));
+        if (ms / iters < best)
+            best = ms / iters;
+    }
+    pgrt_event_destroy(&e0);
+    pgrt_event_destroy(&e1);
+    return best;
+}
+
 /* splitmix64: small, seedable, good enough for test data. */
 typedef struct rng {
     uint64_t s;

@@ -27,32 +27,6 @@ static pgrt_buf *random_bf16(pgrt_ctx *ctx, size_t n, rng *r)
     return b;
 }
 
-/* Milliseconds a call of fn takes, the best of 3 runs of iters calls. */
-typedef int (*call_fn)(void *arg);
-static double time_ms(pgrt_ctx *ctx, call_fn fn, void *arg, int iters)
-{
-    pgrt_event *e0, *e1;
-    GPU_CHECK(pgrt_event_create(ctx, &e0));
-    GPU_CHECK(pgrt_event_create(ctx, &e1));
-    for (int i = 0; i < 3; i++)
-        GPU_CHECK(fn(arg));
-    double best = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
-        GPU_CHECK(pgrt_event_record(e0, NULL));
-        for (int i = 0; i < iters; i++)
-            GPU_CHECK(fn(arg));
-        GPU_CHECK(pgrt_event_record(e1, NULL));
-        GPU_CHECK(pgrt_event_sync(e1));
-        float ms;
-        GPU_CHECK(pgrt_event_elapsed_ms(e0, e1, &ms));
-        if (ms / iters < best)
-            best = ms / iters;
-    }
-    pgrt_event_destroy(&e0);
-    pgrt_event_destroy(&e1);
-    return best;
-}
-
 typedef struct job {
     pgrt_ctx *ctx;
     pgrt_gemm90 g;
@@ -163,15 +137,15 @@ int main(int argc, char **argv)
                 j.cldc = (int)K;
             }
             double flop = 2.0 * M * N * K;
-            double t_ours = time_ms(ctx, ours, &j, iters);
-            double t_cb = time_ms(ctx, theirs, &j, iters);
+            double t_ours = gpu_time_ms(ctx, ours, &j, iters);
+            double t_cb = gpu_time_ms(ctx, theirs, &j, iters);
             uint32_t P = l == 2 ? N : M, Q = l == 0 ? N : K;
             uint32_t chosen = pgrt_gemm_sm90_bn(P, Q, (uint32_t)info.sm_count);
             static const uint32_t bns[] = {64, 128, 192, 256};
             double tf_bn[4];
             for (int b = 0; b < 4; b++) {
                 j.g.bn = bns[b];
-                tf_bn[b] = flop / time_ms(ctx, ours, &j, iters) * 1e-9;
+                tf_bn[b] = flop / gpu_time_ms(ctx, ours, &j, iters) * 1e-9;
             }
             j.g.bn = 0;
             GPU_CHECK(ours(&j));

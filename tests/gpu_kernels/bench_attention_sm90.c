@@ -73,32 +73,15 @@ typedef struct job {
     pgrt_arg args[11];
 } job;
 
-static int run_sm90(job *j) { return pgrt_attention_sm90_forward(ctx, NULL, &j->a); }
-static int run_mma(job *j) { return pgrt_kernel_launch(j->mma, NULL, &j->kn, j->args, 11); }
-
-/* Milliseconds a launch takes: the best of 3 runs of iters launches. */
-static double time_ms(int (*fn)(job *), job *j, int iters)
+static int run_sm90(void *p)
 {
-    pgrt_event *e0, *e1;
-    GPU_CHECK(pgrt_event_create(ctx, &e0));
-    GPU_CHECK(pgrt_event_create(ctx, &e1));
-    for (int i = 0; i < 3; i++)
-        GPU_CHECK(fn(j));
-    double best = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
-        GPU_CHECK(pgrt_event_record(e0, NULL));
-        for (int i = 0; i < iters; i++)
-            GPU_CHECK(fn(j));
-        GPU_CHECK(pgrt_event_record(e1, NULL));
-        GPU_CHECK(pgrt_event_sync(e1));
-        float ms;
-        GPU_CHECK(pgrt_event_elapsed_ms(e0, e1, &ms));
-        if (ms / iters < best)
-            best = ms / iters;
-    }
-    pgrt_event_destroy(&e0);
-    pgrt_event_destroy(&e1);
-    return best;
+    job *j = p;
+    return pgrt_attention_sm90_forward(ctx, NULL, &j->a);
+}
+static int run_mma(void *p)
+{
+    job *j = p;
+    return pgrt_kernel_launch(j->mma, NULL, &j->kn, j->args, 11);
 }
 
 /* max |x - y| / max |y| over n f32 of two buffers. */
@@ -169,7 +152,7 @@ int main(int argc, char **argv)
                   pgrt_buf_ptr(ob), pgrt_buf_ptr(l), B, S, HQ, HKV, D, scale},
                  NULL, {{0}}, {{0}}};
         double flops = 4.0 * B * HQ * D * (double)S * S / 2;
-        double t90 = time_ms(run_sm90, &j, iters);
+        double t90 = gpu_time_ms(ctx, run_sm90, &j, iters);
         bool mma_ok = md && si >= 0 && S <= md->knobs[si].max;
         double tmma = 0, dmax = NAN, lmax = NAN;
         if (mma_ok) {
@@ -181,7 +164,7 @@ int main(int argc, char **argv)
                               pgrt_arg_u32(S),   pgrt_arg_u32(HQ),  pgrt_arg_u32(HKV),
                               pgrt_arg_u32(D),   pgrt_arg_f32(scale)};
             memcpy(j.args, a, sizeof a);
-            tmma = time_ms(run_mma, &j, iters);
+            tmma = gpu_time_ms(ctx, run_mma, &j, iters);
             dmax = max_diff(o, mo, nq);
             lmax = max_diff(l, ml, nr);
         }
