@@ -11,10 +11,12 @@
  *         layer_backward(user, layer)      the caller's backward kernels of the layer
  *     adamw_multi_norm                     squared sums of every gradient (not when
  *                                          clipping is off)
+ *     (shard_comm: the sums' all-reduce)   every rank's shard's squares, summed
  *     adamw_multi_finalize                 a clip coefficient a layer (or one for all),
  *                                          step t += 1 unless a norm is not finite
  *     adamw_multi_step                     every tensor's params, m, v (and 16-bit copy)
  *                                          updated with g * coefficient
+ *     after_update(user)                   optional: e.g. a sharded optimizer's gather
  *
  * three launches of the pipeline's own a step whatever the tensor count,
  * 32 bytes moved an f32 parameter (28 with clipping off), gradients never
@@ -82,6 +84,7 @@
 #define PTXGEN_PGRT_TRAIN_H
 
 #include "pgrt.h"
+#include "pgrt_comm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -162,6 +165,20 @@ typedef struct pgrt_train_params {
      * numbers (per-layer clipping). */
     pgrt_train_norm norm;
     pgrt_train_optimizer optimizer;
+    /* Sharded optimizer state (ZeRO-1) over shard_comm's ranks
+     * (pgrt_comm.h). Each rank passes its own shard of the trainable
+     * tensors, every rank's of the same element counts (checked at create,
+     * which is then collective), and its callbacks leave that shard's
+     * gradients summed over the ranks (pgrt_comm_reduce_scatter). The
+     * pipeline sums the clip's squared sums over the ranks before the
+     * coefficient, so every rank clips, skips and updates alike; each rank
+     * updates its shard and holds the moments of its shard only. Folded
+     * optimizer only. NULL: the tensors are the whole. */
+    pgrt_comm *shard_comm;
+    /* Enqueued after the optimizer update, inside the step (and its
+     * graph); may be NULL. With shard_comm: where every rank's updated
+     * shard is gathered to all (pgrt_comm_all_gather). */
+    pgrt_train_head_fn after_update;
 } pgrt_train_params;
 
 /* Check the params, allocate and zero the AdamW moments, size one clip state

@@ -51,7 +51,8 @@ struct pgrt_train {
     pgk_launch cfg_advance;
 
     pgrt_train_layer_fn layer_backward;
-    pgrt_train_head_fn head;
+    pgrt_train_head_fn head, after_update;
+    pgrt_comm *shard_comm; /* ZeRO-1: the clip's partial sums summed over its ranks */
     void *user;
     pgrt_train_log_fn log;
 
@@ -200,6 +201,10 @@ static int choose_optimizer(const pgrt_train_params *p, size_t n, bool *folded)
               (p->optimizer == PGRT_TRAIN_OPT_AUTO && !shared);
     if (*folded)
         return 0;
+    if (p->shard_comm)
+        return rt_fail(PGRT_EINVAL, "pgrt_train_create: a sharded optimizer (shard_comm) needs "
+                       "the folded optimizer%s", shared ? " (two tensors share a gradient buffer)"
+                       : "");
     if (clip && p->norm == PGRT_TRAIN_NORM_GLOBAL)
         return rt_fail(PGRT_EINVAL, "pgrt_train_create: the global norm needs the folded "
                        "optimizer%s", shared ? " (two tensors share a gradient buffer)" : "");
@@ -236,6 +241,32 @@ static int find(const char *name, const pgk_desc **d)
     if (!*d)
         return rt_fail(PGRT_ENOTFOUND, "backward pipeline: kernel \"%s\" is not in the catalog",
                        name);
+    return 0;
+}
+
+/* A sharded optimizer sums every rank's partials block by block, so every
+ * rank's table must have the same shape: the same tensor count and block
+ * counts (and so the same groups). Collective: every rank's create meets
+ * here. */
+static int shards_alike(pgrt_train *t, pgrt_comm *c, size_t n, uint64_t norm_blocks,
+                        uint64_t step_blocks)
+{
+    double hi[3] = {(double)n, (double)norm_blocks, (double)step_blocks};
+    double lo[3] = {hi[0], hi[1], hi[2]};
+    pgrt_stream *s = NULL;
+    int rc;
+    if ((rc = pgrt_stream_create(t->ctx, &s)) ||
+        (rc = pgrt_comm_all_reduce_host(c, s, hi, 3, PGRT_COMM_MAX)) ||
+        (rc = pgrt_comm_all_reduce_host(c, s, lo, 3, PGRT_COMM_MIN))) {
+        pgrt_stream_destroy(&s);
+        rt_msg_append(" (pgrt_train_create: comparing the ranks' shards)");
+        return rc;
+    }
+    pgrt_stream_destroy(&s);
+    if (hi[0] != lo[0] || hi[1] != lo[1] || hi[2] != lo[2])
+        return rt_fail(PGRT_EINVAL, "pgrt_train_create: the ranks' shards differ (%.0f to %.0f "
+                       "tensors, %.0f to %.0f norm blocks): a sharded optimizer needs every "
+                       "rank's tensors of the same element counts", lo[0], hi[0], lo[1], hi[1]);
     return 0;
 }
 
@@ -317,6 +348,8 @@ static int folded_create(pgrt_train *t, const pgrt_train_params *p, size_t n)
     }
     t->folded = true;
     t->stats.launches_per_step = t->ngroups ? 3 : 2;
+    if (p->shard_comm)
+        rc = shards_alike(t, p->shard_comm, n, norm_blocks, step_blocks);
 done:
     free(e);
     free(g);
@@ -349,6 +382,8 @@ int pgrt_train_create(pgrt_ctx *ctx, const pgrt_train_params *p, pgrt_train **ou
     t->max_norm = p->norm == PGRT_TRAIN_NORM_OFF ? 0.0f : p->max_norm;
     t->layer_backward = p->layer_backward;
     t->head = p->head;
+    t->after_update = p->after_update;
+    t->shard_comm = p->shard_comm;
     t->user = p->user;
     t->log = p->log;
     t->lr_host = p->lr;
@@ -466,11 +501,16 @@ void pgrt_train_destroy(pgrt_train **pt)
  * breaks the callbacks' contract and is reported as PGRT_EINVAL. The context
  * is "(head backward)" or "(backward of layer N)", as for the pipeline's own
  * failures. */
+enum { AFTER_UPDATE = SIZE_MAX - 1 };
+
 static int callback_failed(int rc, unsigned serial, size_t layer)
 {
     char where[48] = "head backward";
     const char *fn = "head";
-    if (layer != SIZE_MAX) {
+    if (layer == AFTER_UPDATE) {
+        snprintf(where, sizeof where, "after the update");
+        fn = "after_update";
+    } else if (layer != SIZE_MAX) {
         snprintf(where, sizeof where, "backward of layer %zu", layer);
         fn = "layer_backward";
     }
@@ -503,6 +543,14 @@ static int enqueue_folded(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
         pgrt_arg a[3] = {pgrt_arg_ptr(t->table->ptr), pgrt_arg_u32(nt), pgrt_arg_ptr(partials)};
         if ((rc = rt_kernel_launch_cfg(t->k_norm, s, &t->cfg_norm, &t->kn_norm, a, 3)))
             return rc;
+        /* sharded: block b's squares over every rank's shard, the same
+         * sums on every rank (so the same coefficient and skip) */
+        if (t->shard_comm &&
+            (rc = pgrt_comm_all_reduce(t->shard_comm, s, t->partials, 0,
+                                       pgrt_buf_count(t->partials), PGRT_COMM_SUM))) {
+            rt_msg_append(" (the clip's partial sums over the ranks)");
+            return rc;
+        }
     }
     pgrt_arg f[7] = {pgrt_arg_ptr(partials),       pgrt_arg_ptr(t->groups->ptr),
                      pgrt_arg_u32(t->ngroups),     pgrt_arg_f32(t->max_norm),
@@ -512,7 +560,12 @@ static int enqueue_folded(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
         return rc;
     pgrt_arg u[4] = {pgrt_arg_ptr(t->table->ptr), pgrt_arg_u32(nt), pgrt_arg_ptr(t->state->ptr),
                      pgrt_arg_ptr(t->hyper->ptr)};
-    return rt_kernel_launch_cfg(t->k_step, s, &t->cfg_step, &t->kn_step, u, 4);
+    if ((rc = rt_kernel_launch_cfg(t->k_step, s, &t->cfg_step, &t->kn_step, u, 4)))
+        return rc;
+    serial = rt_msg_serial();
+    if (t->after_update && (rc = t->after_update(t->user, s, seq_len)))
+        return callback_failed(rc, serial, AFTER_UPDATE);
+    return 0;
 }
 
 /* The loop itself: the launches of one step, in order. */
@@ -550,6 +603,9 @@ static int enqueue_step(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
             }
         }
     }
+    serial = rt_msg_serial();
+    if (t->after_update && (rc = t->after_update(t->user, s, seq_len)))
+        return callback_failed(rc, serial, AFTER_UPDATE);
     return 0;
 }
 

@@ -108,13 +108,13 @@ int train_dist_same_start(train_dist *td, pgrt_ctx *ctx, const train_opts *o, ui
      "patterns)")
     static const char *const what[] = {
         "the step it starts at (--resume)", "the run's steps (--steps, --epochs)", "--batch",
-        "--seq", "--grad-accum", "--dtype", ADAPTER_WHAT, ADAPTER_WHAT};
+        "--seq", "--grad-accum", "--dtype", "--shard-optimizer", ADAPTER_WHAT, ADAPTER_WHAT};
 #undef ADAPTER_WHAT
-    double v[8] = {(double)step, (double)total, (double)o->batch, (double)o->seq,
-                   (double)o->grad_accum, (double)o->dtype};
-    halves(adapter_hash(start), v + 6);
+    double v[9] = {(double)step, (double)total, (double)o->batch, (double)o->seq,
+                   (double)o->grad_accum, (double)o->dtype, (double)o->shard_optimizer};
+    halves(adapter_hash(start), v + 7);
     int differs;
-    if (agree(td, ctx, v, 8, &differs)) {
+    if (agree(td, ctx, v, 9, &differs)) {
         fprintf(stderr, "ptxgen-train: rank %d of %d: comparing the ranks' starts: %s\n",
                 td->d.rank, td->d.world, train_last_message());
         return TRAIN_EXIT_FAIL;

@@ -444,6 +444,7 @@ int train_run(const train_run_in *in, train_run_out *out)
         /* --seed fixes the data order and, with lora_dropout, the masks */
         .dropout_seed = (uint32_t)o->seed,
         .comm = in->comm,
+        .shard_optimizer = in->comm && o->shard_optimizer,
     };
     int rc = pgrt_lm_create(in->ctx, &p, &L->lm);
     if (rc) {
@@ -558,8 +559,16 @@ int train_run(const train_run_in *in, train_run_out *out)
             status = fail_rt(L, "agreeing on a stop", rc);
             goto out;
         }
-        if (o->output_dir && L->writes &&
-            ((o->save_every && L->step % (uint64_t)o->save_every == 0) || last || sig)) {
+        bool ckpt = o->output_dir &&
+                    ((o->save_every && L->step % (uint64_t)o->save_every == 0) || last || sig);
+        /* a sharded optimizer's moments are gathered by every rank for
+         * rank 0's checkpoint */
+        if (ckpt && !L->writes && in->comm && o->shard_optimizer &&
+            (rc = pgrt_lm_state_save(L->lm, L->s, NULL))) {
+            status = fail_rt(L, "gathering the optimizer state for rank 0's checkpoint", rc);
+            goto out;
+        }
+        if (ckpt && L->writes) {
             char where[PATH_MAX + 64];
             if ((status = save_checkpoint(L, where, sizeof where)))
                 goto out;

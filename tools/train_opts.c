@@ -63,7 +63,7 @@ enum {
     O_OUTPUT_DIR, O_SAVE_EVERY, O_SAVE_TOTAL_LIMIT, O_RESUME,
     O_SAVE_ADAPTER, O_SAVE_GRADS, O_LOG_JSON, O_LOG_EVERY, O_CONFIG,
     O_MODE, O_HEAD_CHUNK, O_PROFILE,
-    O_GPUS, O_DIST_INIT, O_DIST_TIMEOUT,
+    O_GPUS, O_DIST_INIT, O_DIST_TIMEOUT, O_SHARD_OPTIMIZER,
     O_COUNT
 };
 
@@ -220,6 +220,12 @@ static const optdef defs[O_COUNT] = {
     FLT(O_DIST_TIMEOUT, "dist-timeout", G_DIST, dist_timeout, 1, 86400, false,
         F_FREE | F_NOFILE, "300", "seconds a rank waits for the others (to meet, or in a "
         "step) before it gives up and the run ends with an error on every rank"),
+    [O_SHARD_OPTIMIZER] = {.name = "shard-optimizer", .group = G_DIST, .kind = K_SWITCH,
+                           .off = OFF(shard_optimizer), .flags = F_FREE, .def = "off",
+                           .help = "several GPUs: each rank keeps AdamW's moments of 1/N of "
+                                   "the LoRA parameters and updates that slice (ZeRO-1: "
+                                   "reduce-scatter, update, all-gather); saves 8 bytes a "
+                                   "parameter x (N-1)/N of GPU memory, same results"},
 };
 
 _Static_assert(O_COUNT <= 64, "train_opts.given has a bit an option");

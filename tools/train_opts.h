@@ -63,6 +63,7 @@ typedef struct train_opts {
     long long gpus;
     char *dist_init;
     double dist_timeout;
+    bool shard_optimizer;
     /* not options: the run's ranks (1: one process) and this one's, set
      * from the environment before the run (a step takes world x batch
      * rows of the data) */

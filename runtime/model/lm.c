@@ -313,6 +313,18 @@ static int reduce_slice(pgrt_lm *m, pgrt_stream *s, int l0, int l1)
     return pgrt_comm_all_reduce(m->comm, m->cs, m->g, off, n, PGRT_COMM_SUM);
 }
 
+/* A sharded optimizer's reduction, once the whole backward is done: rank
+ * r's slice of g summed over the ranks, in place (the rest of g is this
+ * rank's own, unread); the kept gradients gathered whole. */
+static int reduce_shard(pgrt_lm *m, pgrt_stream *s)
+{
+    size_t at = (size_t)m->rank * m->piece;
+    int rc = pgrt_comm_reduce_scatter(m->comm, s, m->g, 0, m->g, at, m->piece, PGRT_COMM_SUM);
+    if (!rc && m->gkeep)
+        rc = pgrt_comm_all_gather(m->comm, s, m->g, at, m->gkeep, 0, m->piece);
+    return rc;
+}
+
 static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_len)
 {
     (void)layer;
@@ -323,7 +335,7 @@ static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_le
      * ranks; without accumulation each layer's slice as soon as its
      * backward is done, overlapped with the layers still to go */
     bool reduce = m->comm && !m->micro && !m->warming && !m->evaluating;
-    bool overlap = reduce && m->accum == 1;
+    bool overlap = reduce && m->accum == 1 && !m->shard;
     for (int l = m->c.layers; l-- > 0;)
         if ((rc = backward_layer(m, s, l)) || (overlap && (rc = reduce_slice(m, s, l, l + 1))))
             return rc;
@@ -341,6 +353,8 @@ static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_le
         if (rc)
             return rc;
     }
+    if (reduce && m->shard)
+        return reduce_shard(m, s);
     if (reduce && ((!overlap && (rc = reduce_slice(m, s, 0, m->c.layers))) ||
                    (rc = pgrt_event_record(m->done, m->cs)) ||
                    (rc = pgrt_stream_wait_event(s, m->done))))
@@ -350,14 +364,36 @@ static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_le
     return 0;
 }
 
+/* pgrt_train's after_update with a sharded optimizer: every rank's updated
+ * slice of the parameters to every rank, in place. */
+static int gather_shards(void *user, pgrt_stream *s, uint32_t seq_len)
+{
+    (void)seq_len;
+    pgrt_lm *m = user;
+    return pgrt_comm_all_gather(m->comm, s, m->p, (size_t)m->rank * m->piece, m->p, 0, m->piece);
+}
+
 /* ---------------------------------------------------------------- create */
 
 /* Data parallel: the reduction stream, its two events, and each layer's
  * slice of the gradients (the pairs lie layer after layer: lm_plan.c). */
-static int comm_setup(pgrt_lm *m, pgrt_comm *c)
+static int comm_setup(pgrt_lm *m, pgrt_comm *c, bool shard)
 {
     int L = m->c.layers, rc;
     m->comm = c;
+    m->rank = pgrt_comm_rank(c);
+    m->world = pgrt_comm_world(c);
+    if (m->rank < 0 || m->world < 1)
+        return m->rank < 0 ? m->rank : m->world;
+    if ((m->shard = shard)) {
+        /* equal slices (NCCL's collectives take one count a rank), each
+         * starting 256 bytes apart */
+        size_t w = (size_t)m->world, n = m->nlora ? m->nlora : 1;
+        m->piece = ((n + w - 1) / w + 63) / 64 * 64;
+        if (m->piece > UINT32_MAX / w)
+            return model_fail(PGRT_ERANGE, "pgrt_lm_create: %zu LoRA parameters over %d ranks: "
+                              "a slice of at most 2^32 / world", m->nlora, m->world);
+    }
     if (!(m->layer_off = malloc(sizeof *m->layer_off * ((size_t)L + 1))))
         return model_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
     size_t end = m->nlora;
@@ -371,6 +407,8 @@ static int comm_setup(pgrt_lm *m, pgrt_comm *c)
         }
         m->layer_off[l] = end = start;
     }
+    if (shard) /* one reduction on the step's stream: no stream of its own */
+        return 0;
     if ((rc = pgrt_stream_create(m->ctx, &m->cs)) || (rc = pgrt_event_create(m->ctx, &m->ready)) ||
         (rc = pgrt_event_create(m->ctx, &m->done)))
         return rc;
@@ -491,7 +529,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     }
     lm_lora_layout(m, ad);
     m->fused = lm_fusable(m);
-    if (p->comm && (rc = comm_setup(m, p->comm)))
+    if (p->comm && (rc = comm_setup(m, p->comm, p->shard_optimizer)))
         goto fail;
     if (m->accum > 1 && m->nlora > UINT32_MAX) {
         pgrt_lm_destroy(&m);
@@ -560,14 +598,18 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
             (rc = pgrt_buf_upload(m->sched, 0, m->sched_host, 5)))
             goto fail;
     }
-    if ((rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->p)) ||
-        (rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->g)) ||
-        (rc = pgrt_buf_memset(m->g, 0)))
+    /* sharded: world slices, zero past nlora (a zero gradient keeps a
+     * zero parameter zero) */
+    size_t nl = m->shard ? (size_t)m->world * m->piece : m->nlora ? m->nlora : 1;
+    if ((rc = pgrt_buf_alloc(ctx, PG_F32, nl, &m->p)) || (rc = pgrt_buf_memset(m->p, 0)) ||
+        (rc = pgrt_buf_alloc(ctx, PG_F32, nl, &m->g)) || (rc = pgrt_buf_memset(m->g, 0)))
         goto fail;
-    if (p->keep_grads && ((rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->gkeep)) ||
+    if (p->keep_grads && ((rc = pgrt_buf_alloc(ctx, PG_F32, nl, &m->gkeep)) ||
                           (rc = pgrt_buf_memset(m->gkeep, 0))))
         goto fail;
-    m->lora_bytes = (uint64_t)m->nlora * 4 * (4 + (p->keep_grads ? 1 : 0) + (m->gacc ? 1 : 0));
+    m->lora_bytes = (uint64_t)nl * 4 * (2 + (p->keep_grads ? 1 : 0)) +
+                    (uint64_t)m->nlora * 4 * (m->gacc ? 1 : 0) +
+                    (uint64_t)(m->shard ? m->piece : m->nlora) * 8;
     if (m->fused) {
         if ((rc = pgrt_buf_alloc(ctx, PG_U16, 2 * m->nlora, &m->pbf)))
             goto fail;
@@ -595,6 +637,13 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         goto fail;
 
     pgrt_train_tensor tt = {m->p, m->g};
+    if (m->shard) {
+        size_t at = (size_t)m->rank * m->piece;
+        if ((rc = pgrt_buf_view(m->p, at, m->piece, &m->pshard)) ||
+            (rc = pgrt_buf_view(m->g, at, m->piece, &m->gshard)))
+            goto fail;
+        tt = (pgrt_train_tensor){m->pshard, m->gshard};
+    }
     pgrt_train_params tp = {
         .layers = 1,
         .tensors_per_layer = 1,
@@ -610,6 +659,8 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         .layer_backward = backward_cb,
         .head = head_cb,
         .user = m,
+        .shard_comm = m->shard ? m->comm : NULL,
+        .after_update = m->shard ? gather_shards : NULL,
     };
     if ((rc = pgrt_train_create(ctx, &tp, &m->train)))
         goto fail;
@@ -659,6 +710,8 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     pgrt_buf_destroy(&m->sched);
     pgrt_buf_destroy(&m->dctr);
     pgrt_graph_destroy(&m->micro_graph);
+    pgrt_buf_destroy(&m->pshard);
+    pgrt_buf_destroy(&m->gshard);
     pgrt_buf_destroy(&m->p);
     pgrt_buf_destroy(&m->g);
     pgrt_buf_destroy(&m->gkeep);
@@ -1027,9 +1080,35 @@ static int state_bufs(pgrt_lm *m, pgrt_buf *bufs[ST_COUNT])
     return rc;
 }
 
+/* Elements of state tensor i in the file: a sharded optimizer's arrays
+ * count as the unsharded ones (so the file is the same either way). */
+static size_t state_count(const pgrt_lm *m, int i, pgrt_buf *b)
+{
+    if (m->shard && i <= ST_V)
+        return m->nlora ? m->nlora : 1;
+    return b ? pgrt_buf_count(b) : 0;
+}
+
+/* A sharded optimizer's moments, every rank's slice, into full (world x
+ * piece each, allocated here): collective. */
+static int gather_moments(pgrt_lm *m, pgrt_stream *s, pgrt_buf *bufs[ST_COUNT],
+                          pgrt_buf *full[2])
+{
+    size_t n = (size_t)m->world * m->piece;
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++)
+        if (!(rc = pgrt_buf_alloc(m->ctx, PG_F32, n, &full[k])))
+            rc = pgrt_comm_all_gather(m->comm, s, bufs[ST_M + k], 0, full[k], 0, m->piece);
+    if (rc || (rc = lm_wait(m, s)))
+        return rc;
+    bufs[ST_M] = full[0];
+    bufs[ST_V] = full[1];
+    return 0;
+}
+
 static int state_check(pgrt_lm *m, const char *fn, const char *path)
 {
-    if (!m || !path)
+    if (!m || (!path && !(m->shard && strcmp(fn, "pgrt_lm_state_save") == 0)))
         return model_fail(PGRT_EINVAL, "%s: NULL argument", fn);
     if (m->pending)
         return model_fail(PGRT_ESTATE, "%s: %d of the step's %d micro-batches have run; the "
@@ -1040,16 +1119,20 @@ static int state_check(pgrt_lm *m, const char *fn, const char *path)
 int pgrt_lm_state_save(pgrt_lm *m, pgrt_stream *s, const char *path)
 {
     int rc = state_check(m, "pgrt_lm_state_save", path);
-    pgrt_buf *bufs[ST_COUNT];
-    if (rc || (rc = state_bufs(m, bufs)) || (rc = pgrt_stream_sync(s)))
+    pgrt_buf *bufs[ST_COUNT], *full[2] = {0};
+    if (rc || (rc = state_bufs(m, bufs)) ||
+        (m->shard && (rc = gather_moments(m, s, bufs, full))) || (rc = lm_wait(m, s)) || !path) {
+        pgrt_buf_destroy(&full[0]);
+        pgrt_buf_destroy(&full[1]);
         return rc;
+    }
     void *host[ST_COUNT] = {0};
     pgrt_st_out out[ST_COUNT];
     size_t nout = 0;
     for (int i = 0; i < ST_COUNT && !rc; i++) {
         if (!bufs[i])
             continue;
-        size_t n = pgrt_buf_count(bufs[i]);
+        size_t n = state_count(m, i, bufs[i]);
         if (!(host[i] = malloc(n * 4)))
             rc = model_fail(PGRT_ENOMEM, "pgrt_lm_state_save: out of host memory");
         else if (!(rc = pgrt_buf_download(bufs[i], 0, host[i], n)))
@@ -1068,6 +1151,8 @@ int pgrt_lm_state_save(pgrt_lm *m, pgrt_stream *s, const char *path)
         rc = pgrt_st_write(path, out, nout, kp, vp, nm);
     for (int i = 0; i < ST_COUNT; i++)
         free(host[i]);
+    pgrt_buf_destroy(&full[0]);
+    pgrt_buf_destroy(&full[1]);
     return rc;
 }
 
@@ -1093,7 +1178,7 @@ int pgrt_lm_state_load(pgrt_lm *m, pgrt_stream *s, const char *path)
     }
     for (int i = 0; i < ST_COUNT && !rc; i++) {
         const pgrt_st_tensor *t = pgrt_st_find(f, state_names[i]);
-        size_t n = bufs[i] ? pgrt_buf_count(bufs[i]) : 0;
+        size_t n = state_count(m, i, bufs[i]);
         pgrt_st_dtype want = i >= ST_WORDS ? PGRT_ST_U32 : PGRT_ST_F32;
         if (!bufs[i] && !t)
             continue;
@@ -1115,7 +1200,15 @@ int pgrt_lm_state_load(pgrt_lm *m, pgrt_stream *s, const char *path)
             break;
         }
         memcpy(h, t->data, t->nbytes); /* unaligned in the file */
-        rc = pgrt_buf_upload(bufs[i], 0, h, (size_t)t->count);
+        size_t at = 0, n = (size_t)t->count;
+        if (m->shard && (i == ST_M || i == ST_V)) {
+            /* this rank's slice; past the end, zero */
+            at = (size_t)m->rank * m->piece;
+            n = at < n ? (n - at < m->piece ? n - at : m->piece) : 0;
+            rc = pgrt_buf_memset(bufs[i], 0);
+        }
+        if (!rc && n)
+            rc = pgrt_buf_upload(bufs[i], 0, (const float *)h + at, n);
         free(h);
     }
     pgrt_st_close(&f);

@@ -245,6 +245,13 @@ struct pgrt_lm {
     pgrt_stream *cs;
     pgrt_event *ready, *done;
     size_t *layer_off;
+    /* Sharded optimizer (params.shard_optimizer): p and g hold world x
+     * piece elements (zero beyond nlora); rank r updates elements r x piece
+     * .. + piece, through the views pshard and gshard. */
+    bool shard;
+    int rank, world;
+    size_t piece;
+    pgrt_buf *pshard, *gshard;
 };
 
 /* ---------------------------------------------------------------- sizes (lm_plan.c) */

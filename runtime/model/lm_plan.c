@@ -61,7 +61,13 @@ uint64_t lm_plan_bytes(const lm_plan *p, const pgrt_lm_params *q)
     /* the LoRA f32 arrays: params, gradients, AdamW's two moments, and the
      * kept gradients and the accumulation sum where asked for */
     uint64_t copies = 4 + (q->keep_grads ? 1 : 0) + (q->grad_accum > 1 ? 1 : 0);
-    return p->arena * 4 + p->weights + p->scratch * 4 + p->lora * 4 * copies +
+    uint64_t lora = p->lora * 4 * copies;
+    if (q->comm && q->shard_optimizer) {
+        /* the moments of one slice only */
+        uint64_t w = (uint64_t)pgrt_comm_world(q->comm);
+        lora -= p->lora * 8 - (p->lora + w - 1) / w * 8;
+    }
+    return p->arena * 4 + p->weights + p->scratch * 4 + lora +
            (64ull << 20) /* kernels, clip state, ids */;
 }
 
@@ -133,6 +139,9 @@ int lm_check_params(const pgrt_lm_params *p)
     model_lora_keys_free(&keys);
     if (rc)
         return rc;
+    if (p->shard_optimizer && !p->comm)
+        return model_fail(PGRT_EINVAL, "pgrt_lm: shard_optimizer needs a comm: it shards over "
+                          "the ranks of a data-parallel run");
     if (p->grad_accum < 0 || p->grad_accum > 65536)
         return model_fail(PGRT_EINVAL, "pgrt_lm: grad_accum %d: 0 or 1 (every micro-batch "
                           "updates) to 65536", p->grad_accum);

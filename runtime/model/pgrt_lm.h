@@ -128,6 +128,18 @@ typedef struct pgrt_lm_params {
      * dropout_seed mixed with r (rank 0's are a single process's). NULL:
      * one process. */
     pgrt_comm *comm;
+    /* With comm: shard the optimizer state (ZeRO-1). The step's gradients
+     * are reduce-scattered once the backward is done (not layer by layer),
+     * each rank clips with the norm of the whole (pgrt_train's shard_comm)
+     * and updates its 1/world of the LoRA parameters, holding AdamW's
+     * moments of that slice only, and the updated slices are all-gathered
+     * (all within the step's graph). The adapters stay identical on every
+     * rank; the state file is the unsharded one, so a run saved with it
+     * resumes without it and back. pgrt_lm_state_save is then collective
+     * (every rank calls it; the moments are gathered; a NULL path writes
+     * nothing). It saves 8 bytes a LoRA parameter times (world - 1) / world
+     * of device memory. */
+    bool shard_optimizer;
 } pgrt_lm_params;
 
 typedef struct pgrt_lm pgrt_lm;

@@ -7,7 +7,7 @@
 # ms a step, tokens/s, the speed-up over one GPU, and the time data
 # parallelism adds to a step (the N-GPU step less the one-GPU step: the
 # gradient all-reduce that the backward does not hide, and the ranks'
-# wait for each other).
+# wait for each other). Rows "N z" run with --shard-optimizer (ZeRO-1).
 # Usage: tests/model/bench-dp.sh BUILD_DIR OUT_DIR [steps]
 set -u
 B=${1:?build dir}
@@ -22,20 +22,25 @@ if [ ! -f "$O/big/model/config.json" ]; then
     timeout 300 python3 tests/model/bench_torch.py --dir "$O/big" --save-model --steps 1 \
         --attn sdpa > "$O/make-model.log" 2>&1 || { echo "making the model failed"; tail -5 "$O/make-model.log"; exit 1; }
 fi
-run() { # gpus
-    g=""; [ "$1" -gt 1 ] && g="--gpus $1"
+run() { # gpus [extra options]
+    n=$1; shift
+    g=""; [ "$n" -gt 1 ] && g="--gpus $n"
+    log="$O/dp$n$(echo "$*" | tr -d ' -').log"
     timeout 400 $T --model "$O/big/model" --tokens "$O/big/tokens.bin" --batch 4 --seq 512 \
-        --steps "$STEPS" --dtype bf16 --rank 16 --alpha 32 --mode graph $g > "$O/dp$1.log" 2>&1 ||
-        { echo "$1 GPU(s): failed"; tail -5 "$O/dp$1.log"; return 1; }
-    grep -h "ms/step" "$O/dp$1.log" | tail -1
+        --steps "$STEPS" --dtype bf16 --rank 16 --alpha 32 --mode graph $g "$@" > "$log" 2>&1 ||
+        { echo "$n GPU(s) $*: failed"; tail -5 "$log"; return 1; }
+    # ms a step, tokens/s, rank 0's device memory after create (GiB)
+    echo "$(grep -h "ms/step" "$log" | tail -1 | awk '{ print $1, $3 }')" \
+         "$(grep -h "device memory in use" "$log" | head -1 | awk '{ print $7 }')"
 }
 nvidia-smi --query-gpu=index,name --format=csv,noheader
+rm -f "$O/table.txt"
 for n in 1 2 4; do
     [ "$n" -le "$NG" ] || continue
-    line=$(run $n) || continue
-    echo "$n $line" >> "$O/table.txt"
+    line=$(run $n) && echo "$n $line" >> "$O/table.txt"
+    [ "$n" -gt 1 ] && line=$(run $n --shard-optimizer) && echo "${n}z $line" >> "$O/table.txt"
 done
 echo
-printf "%-5s %10s %12s %9s %14s\n" GPUs ms/step tokens/s speed-up "added ms/step"
-awk '{ ms = $2; tps = $4; if (NR == 1) { base = tps; ms1 = ms }
-       printf "%-5s %10.2f %12.0f %8.2fx %14.2f\n", $1, ms, tps, tps / base, ms - ms1 }' "$O/table.txt"
+printf "%-5s %10s %12s %9s %14s %12s\n" GPUs ms/step tokens/s speed-up "added ms/step" "GiB rank 0"
+awk '{ ms = $2; tps = $3; if (NR == 1) { base = tps; ms1 = ms }
+       printf "%-5s %10.2f %12.0f %8.2fx %14.2f %12s\n", $1, ms, tps, tps / base, ms - ms1, $4 }' "$O/table.txt"

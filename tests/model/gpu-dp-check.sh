@@ -6,7 +6,11 @@
 #             same rows: every step's loss and grad_norm, and the final
 #             adapter (f32 and bf16; N = 2, and 4 when there are 4 GPUs);
 #             each run's own end-of-run check that all ranks hold the same
-#             adapter to the bit;
+#             adapter to the bit; the same with --shard-optimizer (ZeRO-1);
+#   shard     --shard-optimizer checkpoints: a sharded run stopped and
+#             resumed gives the uninterrupted run's bits; an unsharded run
+#             resumed with --shard-optimizer, its numbers to the f32
+#             tolerance (the state file is the same either way);
 #   init      two processes by hand (torchrun's variables) through the TCP
 #             exchange and through --dist-init file:;
 #   faults    a rank killed (SIGKILL) mid-run, with the launcher and
@@ -15,13 +19,13 @@
 #             launcher: every rank stops after the same step, exit 130,
 #             and --resume continues to the uninterrupted run's losses.
 # Usage: tests/model/gpu-dp-check.sh BUILD_DIR OUT_DIR [parts]
-# parts: any of numerics init faults (default: all; faults is kills and
-# interrupt). Exit 77 with fewer
+# parts: any of numerics shard init faults (default: all; faults is kills
+# and interrupt). Exit 77 with fewer
 # than 2 GPUs.
 set -u
 B=${1:?build dir}
 O=${2:?out dir}
-PARTS=${3:-"numerics init faults"}
+PARTS=${3:-"numerics shard init faults"}
 export NCCL_NVLS_ENABLE=0
 T=$B/tools/ptxgen-train
 NG=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -72,6 +76,12 @@ if has numerics; then
             grep -h "identical on all" "$O/dp$n-$dt.log" || bad "$n ranks $dt: no adapter check line"
             cmp_runs $tol "$O/one-$dt.jsonl" "$O/dp$n-$dt.jsonl" "$O/one-$dt" "$O/dp$n-$dt" \
                 "$dt, $n ranks x $((4 / n)) vs 1 x 4" || FAIL=1
+            z=zero$n-$dt
+            $T $C --gpus $n --batch $((4 / n)) --shard-optimizer --log-json "$O/$z.jsonl" \
+                --save-adapter "$O/$z" > "$O/$z.log" 2>&1 || { bad "$n ranks $dt sharded"; tail -5 "$O/$z.log"; }
+            grep -h "identical on all" "$O/$z.log" || bad "$n ranks $dt sharded: no adapter check line"
+            cmp_runs $tol "$O/one-$dt.jsonl" "$O/$z.jsonl" "$O/one-$dt" "$O/$z" \
+                "$dt, $n ranks x $((4 / n)) --shard-optimizer vs 1 x 4" || FAIL=1
         done
     done
     echo "=== with --grad-accum 2 and packed .pgtok-free flat data, 2 ranks (f32)"
@@ -79,6 +89,33 @@ if has numerics; then
     $T $C --batch 2 --log-json "$O/acc1.jsonl" --save-adapter "$O/acc1" > "$O/acc1.log" 2>&1 || bad "accum one"
     $T $C --gpus 2 --batch 1 --log-json "$O/acc2.jsonl" --save-adapter "$O/acc2" > "$O/acc2.log" 2>&1 || bad "accum two"
     cmp_runs 1e-5 "$O/acc1.jsonl" "$O/acc2.jsonl" "$O/acc1" "$O/acc2" "f32 grad-accum 2, 2 ranks x 1 vs 1 x 2" || FAIL=1
+fi
+
+if has shard; then
+    echo "=== --shard-optimizer checkpoints: stopped at 6 of 12 and resumed; unsharded, resumed sharded"
+    C="--model $D/model --adapter $D/adapter --tokens $D/tokens.bin --seq 32 --batch 2 --dtype f32 --lr 1e-3 --data-order sequential --mode graph --gpus 2"
+    rm -rf "$O"/zfull* "$O"/zint* "$O"/zplain*
+    $T $C --shard-optimizer --steps 12 --output-dir "$O/zfull" --log-json "$O/zfull.jsonl" \
+        > "$O/zfull.log" 2>&1 || { bad "sharded uninterrupted run"; tail -3 "$O/zfull.log"; }
+    for how in zint zplain; do
+        sh=--shard-optimizer; [ $how = zplain ] && sh=
+        $T $C $sh --steps 6 --output-dir "$O/$how" --log-json "$O/$how.jsonl" \
+            > "$O/$how-a.log" 2>&1 || { bad "$how first half"; tail -3 "$O/$how-a.log"; }
+        $T --resume "$O/$how" --gpus 2 --steps 12 --shard-optimizer > "$O/$how-b.log" 2>&1 ||
+            { bad "$how resume"; tail -3 "$O/$how-b.log"; }
+    done
+    python3 - "$O/zfull.jsonl" "$O/zint.jsonl" "$O/zplain.jsonl" <<'PY' || FAIL=1
+import json, sys
+k = lambda r: (r["step"], r["loss"], r["lr"], r["grad_norm"])
+rows = [[k(json.loads(l)) for l in open(p) if '"loss"' in l] for p in sys.argv[1:]]
+a, b, c = rows
+rel = max(abs(x[1] - y[1]) / abs(x[1]) for x, y in zip(a, c)) if len(a) == len(c) else 1
+print("sharded, resumed sharded: %d and %d steps, identical: %s" % (len(a), len(b), a == b))
+print("unsharded, resumed sharded: %d steps, loss within %.2e of the sharded run" % (len(c), rel))
+sys.exit(0 if a == b and len(a) == 12 and len(c) == 12 and rel <= 1e-5 else 1)
+PY
+    cmp "$O/zfull/final/adapter_model.safetensors" "$O/zint/final/adapter_model.safetensors" &&
+        echo "sharded resume: final adapters identical" || bad "sharded resume: final adapters differ"
 fi
 
 if has init; then

@@ -380,6 +380,99 @@ static fakenccl_reset_fn fn_reset;
 static fakenccl_count_fn fn_count;
 static fakenccl_call_at_fn fn_at;
 
+/* The calls named `name` of datatype `type` (-1: any) since the reset. */
+static int calls_of(const char *name, int type, const fakenccl_call **out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < fn_count(); i++)
+        if (!strcmp(fn_at(i)->name, name) && (type < 0 || fn_at(i)->datatype == type) && n < cap)
+            out[n++] = fn_at(i);
+    return n;
+}
+
+/* A sharded optimizer (ZeRO-1) as rank 0 of the fake's 2: one
+ * reduce-scatter of the gradients in place, the clip's partial sums summed,
+ * one all-gather of the parameters in place, all on the step's stream;
+ * the state file is the unsharded one, both ways. */
+static void shard_case(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_model_files *mf,
+                       const pgrt_adapter *ad, pgrt_comm *c, bool bf16, size_t nlora,
+                       const int32_t *ids, const char *dir)
+{
+    pgrt_lm_params p = params_of(mf, ad, bf16);
+    p.shard_optimizer = true;
+    pgrt_lm *lm = NULL;
+    REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "shard_optimizer needs a comm");
+    p.comm = c;
+    fn_reset();
+    REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), 0);
+    /* create compares the ranks' shards: a max and a min of three counts */
+    const fakenccl_call *k[8];
+    REQUIRE_INT_EQ(calls_of("ncclAllReduce", 8, k, 8), 2);
+    REQUIRE_INT_EQ((int)k[0]->count, 3);
+    REQUIRE(k[0]->op != k[1]->op);
+
+    pgrt_lm_batch b = {.ids = ids};
+    pgrt_lm_result r;
+    fn_reset();
+    REQUIRE_INT_EQ(pgrt_lm_train(lm, s, &b, &r), 0);
+    REQUIRE(r.updated);
+    const fakenccl_call *rs[4], *ag[4], *ar[4];
+    REQUIRE_INT_EQ(calls_of("ncclReduceScatter", -1, rs, 4), 1);
+    REQUIRE_INT_EQ(calls_of("ncclAllGather", -1, ag, 4), 1);
+    REQUIRE_INT_EQ(calls_of("ncclAllReduce", 7, ar, 4), 1); /* the partial sums only */
+    size_t piece = rs[0]->count;
+    REQUIRE(piece % 64 == 0 && 2 * piece >= nlora && 2 * (piece - 64) < nlora);
+    REQUIRE_INT_EQ(rs[0]->datatype, 7);
+    REQUIRE_INT_EQ(rs[0]->op, 0);
+    REQUIRE(rs[0]->recv == rs[0]->send); /* rank 0's slice: in place */
+    REQUIRE_INT_EQ(ag[0]->datatype, 7);
+    REQUIRE_INT_EQ((long long)ag[0]->count, (long long)piece);
+    REQUIRE(ag[0]->send == ag[0]->recv);
+    REQUIRE(ag[0]->stream == rs[0]->stream && ar[0]->stream == rs[0]->stream);
+    REQUIRE(ar[0]->count >= 1 && ar[0]->count < piece);
+    /* in order: the gradients, the clip's sums, the parameters */
+    REQUIRE(rs[0] < ar[0] && ar[0] < ag[0]);
+
+    /* the state: gathered by every rank (a NULL path writes nothing), the
+     * file the unsharded run's */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/state.safetensors", dir);
+    fn_reset();
+    REQUIRE_INT_EQ(pgrt_lm_state_save(lm, s, NULL), 0);
+    REQUIRE_INT_EQ(calls_of("ncclAllGather", 7, ag, 4), 2);
+    REQUIRE_INT_EQ((long long)ag[0]->count, (long long)piece);
+    REQUIRE_INT_EQ(pgrt_lm_state_save(lm, s, path), 0);
+    pgrt_lm_params q = params_of(mf, ad, bf16);
+    q.comm = c;
+    pgrt_lm *whole = NULL;
+    REQUIRE_INT_EQ(pgrt_lm_create(ctx, &q, &whole), 0);
+    REQUIRE_INT_EQ(pgrt_lm_state_load(whole, s, path), 0);
+    REQUIRE_INT_EQ(pgrt_lm_state_save(whole, s, NULL), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_lm_state_save(whole, s, path), 0);
+    REQUIRE_INT_EQ(pgrt_lm_state_load(lm, s, path), 0);
+    pgrt_lm_destroy(&whole);
+    remove(path);
+    pgrt_lm_destroy(&lm);
+
+    /* graphed and accumulating: the capture takes the collectives in */
+    p.graph = true;
+    p.grad_accum = 2;
+    REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), 0);
+    fn_reset();
+    for (int i = 0; i < 6; i++)
+        REQUIRE_INT_EQ(pgrt_lm_train(lm, s, &b, NULL), 0);
+    REQUIRE_INT_EQ(calls_of("ncclReduceScatter", -1, rs, 4), 1); /* replays are the graph's */
+    pgrt_lm_stats st;
+    REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
+    REQUIRE_INT_EQ(st.captures, 1);
+    REQUIRE_INT_EQ(st.capture_failures, 0);
+    pgrt_lm_destroy(&lm);
+    fprintf(stderr, "sharded optimizer %s: slices of %zu of %zu parameters, one reduce-scatter "
+            "and one all-gather a step, the state file unsharded\n", bf16 ? "bf16" : "f32", piece,
+            nlora);
+}
+
 static void comm_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
 {
     char dir[4096];
@@ -469,6 +562,7 @@ static void comm_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
     pgrt_lm_destroy(&lm);
     fprintf(stderr, "data parallel %s: %d gradient sums a step, the count and loss summed\n",
             bf16 ? "bf16" : "f32", L);
+    shard_case(ctx, s, mf, ad, c, bf16, nlora, ids, dir);
 
     pgrt_comm_destroy(&c);
     pgrt_adapter_destroy(&ad);
