@@ -222,7 +222,7 @@ typedef struct supervisor {
     int n;           /* ranks started */
     int live;        /* started and not reaped */
     int status;      /* the first failing rank's (or the launcher's own failure); 0: none */
-    bool stopping;   /* SIGTERM or a forwarded signal went out */
+    bool stopping;   /* SIGUSR1 or a forwarded signal went out */
     bool killed;     /* SIGKILL went out */
     int stop_sig;    /* the signal the stop began with */
     double deadline; /* SIGKILL when still running then */
@@ -305,7 +305,9 @@ static void reap(supervisor *s)
             say("rank %d %s; stopping the other rank", i, what);
         else
             say("rank %d %s; stopping the other %d ranks", i, what, s->live);
-        stop_ranks(s, SIGTERM);
+        /* not SIGTERM: that asks for a stop agreed by all ranks, and one
+         * is gone. SIGUSR1 tells a rank so; it exits at once. */
+        stop_ranks(s, SIGUSR1);
     }
 }
 
@@ -416,7 +418,7 @@ int train_launch(const train_launch_opts *o)
             s.status = EXIT_FAIL;
             say("rank %d: fork: %s; stopping the %d started %s", i, strerror(e), s.n,
                 ranks_word(s.n));
-            stop_ranks(&s, SIGTERM);
+            stop_ranks(&s, SIGUSR1);
             break;
         }
         if (pid == 0)

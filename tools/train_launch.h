@@ -30,10 +30,11 @@
  *
  * Stopping. The first rank that exits non-zero or dies by a signal is one
  * line on stderr ("ptxgen-train: rank 2 exited with status 1; stopping the
- * other 3 ranks"); the other ranks get SIGTERM, and SIGKILL when they are
- * still running grace_s later. After a forwarded signal the same grace
- * applies. SIGCONT follows SIGTERM and a forwarded signal, so that a
- * stopped rank acts on them. One of SIGINT, SIGTERM or SIGHUP while the ranks are being
+ * other 3 ranks"); the other ranks get SIGUSR1 (a rank failed: no stop
+ * can be agreed, so a rank exits at once, after a checkpoint it is
+ * writing), and SIGKILL when they are still running grace_s later. After a
+ * forwarded signal the same grace applies. SIGCONT follows SIGUSR1 and a
+ * forwarded signal, so that a stopped rank acts on them. One of SIGINT, SIGTERM or SIGHUP while the ranks are being
  * stopped (a second Ctrl-C) sends SIGKILL at once. When a rank exits, what
  * is left of its process group (its own children) is killed with it.
  * Every rank is waited for before train_launch returns.
@@ -65,7 +66,7 @@ typedef struct train_launch_opts {
                               * (/proc/self/exe) */
     char *const *argv;       /* each rank's argv, argv[0] included, NULL-terminated (the
                               * caller removes --gpus) */
-    double grace_s;          /* SIGTERM to SIGKILL, seconds; 0: 10 */
+    double grace_s;          /* SIGUSR1 or a forwarded signal to SIGKILL, seconds; 0: 10 */
     const char *master_addr; /* NULL: 127.0.0.1; a host name or a numeric address */
     int master_port;         /* 1 to 65535; 0: a free one on master_addr */
 } train_launch_opts;

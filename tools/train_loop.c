@@ -45,6 +45,26 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
     stop_signal = sig;
 }
 
+/* Several GPUs under the --gpus launcher: SIGUSR1 says another rank has
+ * failed, so no collective can finish and no stop can be agreed. The
+ * watchdog ends the rank at once (after a checkpoint being written is
+ * whole); before it runs, the handler does. */
+static volatile sig_atomic_t peer_lost;
+static atomic_bool watching;
+
+static void on_peer_lost(int sig)
+{
+    (void)sig;
+    peer_lost = 1;
+    if (!atomic_load(&watching)) {
+        static const char msg[] = "ptxgen-train: another rank failed (the launcher says so); "
+                                  "exiting\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+        _exit(TRAIN_EXIT_FAIL);
+    }
+}
+
 void train_signals_install(void)
 {
     struct sigaction sa;
@@ -55,6 +75,12 @@ void train_signals_install(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    struct sigaction su;
+    memset(&su, 0, sizeof su);
+    su.sa_handler = on_peer_lost;
+    sigemptyset(&su.sa_mask);
+    su.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &su, NULL);
 }
 
 static double now_ms(void)
@@ -69,12 +95,15 @@ static double now_ms(void)
  * peer died mid-collective can still be held where no bound reaches: in
  * the driver or in NCCL's own abort. The watchdog is the bound behind the
  * bounds: a rank that has not passed a step, an evaluation batch or a
- * checkpoint for --dist-timeout says so and exits. */
+ * checkpoint for --dist-timeout says so and exits; so does one whose
+ * launcher reports a failed rank (SIGUSR1), at once unless a checkpoint is
+ * being written. */
 typedef struct watchdog {
     pthread_t th;
     bool running;
     atomic_llong beat_ms; /* now_ms() at the last progress */
     atomic_bool stop;
+    atomic_bool writing; /* a checkpoint: no exit on peer_lost until it is whole */
     double limit_ms;
     int rank, world;
 } watchdog;
@@ -89,8 +118,14 @@ static void *watchdog_run(void *arg)
 {
     watchdog *w = arg;
     while (!atomic_load(&w->stop)) {
-        struct timespec ts = {0, 200 * 1000 * 1000};
+        struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
+        if (peer_lost && !atomic_load(&w->writing) && !atomic_load(&w->stop)) {
+            fprintf(stderr, "ptxgen-train: rank %d of %d: another rank failed (the launcher says "
+                            "so); exiting\n", w->rank, w->world);
+            fflush(stderr);
+            _exit(TRAIN_EXIT_FAIL);
+        }
         double idle = now_ms() - (double)atomic_load(&w->beat_ms);
         if (idle > w->limit_ms && !atomic_load(&w->stop)) {
             fprintf(stderr, "ptxgen-train: rank %d of %d: no progress for %.0f s (the other ranks "
@@ -105,12 +140,17 @@ static void *watchdog_run(void *arg)
 
 static void watchdog_start(watchdog *w, double timeout_s, int rank, int world)
 {
-    w->limit_ms = timeout_s * 1e3;
+    /* a second early (half of a short bound), so that the rank is gone,
+     * its context torn down by the driver (0.2 s measured), within the
+     * bound */
+    w->limit_ms = (timeout_s - (timeout_s >= 2 ? 1 : timeout_s / 2)) * 1e3;
     w->rank = rank;
     w->world = world;
     atomic_store(&w->stop, false);
+    atomic_store(&w->writing, false);
     atomic_store(&w->beat_ms, (long long)now_ms());
     w->running = pthread_create(&w->th, NULL, watchdog_run, w) == 0;
+    atomic_store(&watching, w->running);
 }
 
 static void watchdog_stop(watchdog *w)
@@ -120,6 +160,7 @@ static void watchdog_stop(watchdog *w)
     atomic_store(&w->stop, true);
     pthread_join(w->th, NULL);
     w->running = false;
+    atomic_store(&watching, false);
 }
 
 /* The run's state between steps. */
@@ -570,7 +611,10 @@ int train_run(const train_run_in *in, train_run_out *out)
         }
         if (ckpt && L->writes) {
             char where[PATH_MAX + 64];
-            if ((status = save_checkpoint(L, where, sizeof where)))
+            atomic_store(&L->dog.writing, true);
+            status = save_checkpoint(L, where, sizeof where);
+            atomic_store(&L->dog.writing, false);
+            if (status)
                 goto out;
             watchdog_beat(&L->dog);
             status = TRAIN_EXIT_FAIL;

@@ -10,11 +10,11 @@
  *     passed on; a given address and port as given; this program re-run
  *     as a rank when exe is NULL;
  *   - all ranks 0: 0 and nothing said;
- *   - rank 1 exits 3: 3 at once, one line, every other rank SIGTERMed
- *     once (they record it) and their children gone;
+ *   - rank 1 exits 3: 3 at once, one line, every other rank sent SIGUSR1
+ *     (a rank failed) once (they record it) and their children gone;
  *   - a rank killed by a signal: 128 + it and "was killed by SIGKILL";
- *   - a rank that ignores SIGTERM: SIGKILLed grace_s (0.3 s) later; a
- *     stopped rank: continued, so SIGTERM ends it at once;
+ *   - a rank that ignores SIGUSR1: SIGKILLed grace_s (0.3 s) later; a
+ *     stopped rank: continued, so SIGUSR1 ends it at once;
  *   - Ctrl-C as a terminal sends it (SIGINT to the launcher's whole
  *     process group, from a helper in it): each rank gets it exactly once,
  *     exits 130, the launcher returns 130, and a rank's child that ignores
@@ -410,7 +410,7 @@ static void test_failure(void)
     begin_case("rank 1 exits 3");
     double secs = 0;
     int rc = launch_sh(4, 0,
-                       "trap 'echo TERM >> \"$D/term.$RANK\"; exit 143' TERM\n"
+                       "trap 'echo USR1 >> \"$D/term.$RANK\"; exit 1' USR1\n"
                        "if [ \"$RANK\" = 1 ]; then ready 3; exit 3; fi\n"
                        "sleep 60 & echo $! > \"$D/child.$RANK\"\n"
                        "echo ok > \"$D/ready.$RANK\"; wait $!\n",
@@ -424,7 +424,7 @@ static void test_failure(void)
             continue;
         char name[32], text[256];
         snprintf(name, sizeof name, "term.%d", r);
-        REQUIRE_STR_EQ(slurp(name, text, sizeof text), "TERM\n");
+        REQUIRE_STR_EQ(slurp(name, text, sizeof text), "USR1\n");
         snprintf(name, sizeof name, "child.%d", r);
         int pid = atoi(slurp(name, text, sizeof text));
         REQUIRE(pid > 1 && pid_gone((pid_t)pid));
@@ -441,19 +441,19 @@ static void test_failure(void)
     REQUIRE_CONTAINS(err, "ptxgen-train: rank 1 was killed by SIGKILL; stopping the other rank\n");
     end_case();
 
-    begin_case("a rank that ignores SIGTERM");
+    begin_case("a rank that ignores SIGUSR1");
     rc = launch_sh(2, 0.3,
                    "if [ \"$RANK\" = 1 ]; then ready 1; exit 1; fi\n"
-                   "trap '' TERM; echo ok > \"$D/ready.$RANK\"; sleep 60\n",
+                   "trap '' USR1; echo ok > \"$D/ready.$RANK\"; sleep 60\n",
                    err, sizeof err, &secs);
     REQUIRE_INT_EQ(rc, 1);
     REQUIRE(secs >= 0.3);
     REQUIRE(secs < 2.5);
     REQUIRE_CONTAINS(err, "ptxgen-train: rank 1 exited with status 1; stopping the other rank\n");
-    REQUIRE_CONTAINS(err, "ptxgen-train: 1 rank still running 0.3 s after SIGTERM: sending SIGKILL\n");
+    REQUIRE_CONTAINS(err, "ptxgen-train: 1 rank still running 0.3 s after SIGUSR1: sending SIGKILL\n");
     end_case();
 
-    /* SIGCONT follows the SIGTERM: a stopped rank goes at once, not after
+    /* SIGCONT follows the SIGUSR1: a stopped rank goes at once, not after
      * the 10 s default grace */
     begin_case("a stopped rank");
     rc = launch_sh(2, 0,
