@@ -486,6 +486,8 @@ int train_run(const train_run_in *in, train_run_out *out)
         .dropout_seed = (uint32_t)o->seed,
         .comm = in->comm,
         .shard_optimizer = in->comm && o->shard_optimizer,
+        .recompute = (pgrt_lm_recompute)o->recompute,
+        .max_memory_gib = o->max_memory,
     };
     int rc = pgrt_lm_create(in->ctx, &p, &L->lm);
     if (rc) {
@@ -497,6 +499,13 @@ int train_run(const train_run_in *in, train_run_out *out)
     int status = TRAIN_EXIT_FAIL;
     const char *name = in->graph ? "graph" : "eager";
     size_t fb = 0, tb = 0;
+    pgrt_lm_stats ms;
+    if (L->writes && !pgrt_lm_stats_get(L->lm, &ms))
+        fprintf(stderr, "memory plan: weights %.2f GiB, activations %.2f GiB (%d of %d layers "
+                        "recomputed), LoRA state %.2f GiB\n",
+                ms.weight_bytes / 1073741824.0, ms.arena_bytes / 1073741824.0,
+                ms.recompute_layers, pgrt_model_hf_config(in->mf)->layers,
+                ms.lora_bytes / 1073741824.0);
     if (L->writes && !pgrt_ctx_mem_info(in->ctx, &fb, &tb))
         fprintf(stderr, "device memory in use after create: %.2f GiB of %.2f GiB (a step "
                         "allocates nothing)\n",

@@ -62,7 +62,7 @@ enum {
     O_EVAL_DATA, O_EVAL_EVERY, O_EVAL_BATCHES,
     O_OUTPUT_DIR, O_SAVE_EVERY, O_SAVE_TOTAL_LIMIT, O_RESUME,
     O_SAVE_ADAPTER, O_SAVE_GRADS, O_LOG_JSON, O_LOG_EVERY, O_CONFIG,
-    O_MODE, O_HEAD_CHUNK, O_PROFILE,
+    O_MODE, O_HEAD_CHUNK, O_PROFILE, O_RECOMPUTE, O_MAX_MEMORY,
     O_GPUS, O_DIST_INIT, O_DIST_TIMEOUT, O_SHARD_OPTIMIZER,
     O_COUNT
 };
@@ -85,6 +85,7 @@ static const char *const order_v[] = {"shuffle", "sequential", NULL};
 static const char *const packing_v[] = {"pack", "pad", NULL};
 static const char *const sched_v[] = {"constant", "linear", "cosine", NULL};
 static const char *const mode_v[] = {"eager", "graph", "both", NULL};
+static const char *const recompute_v[] = {"none", "layers", "auto", NULL};
 
 #define OFF(f) offsetof(train_opts, f)
 #define PATH(n, a, m, g, f, fl, d, h)                                                          \
@@ -209,6 +210,13 @@ static const optdef defs[O_COUNT] = {
     [O_PROFILE] = {.name = "profile", .group = G_PERF, .kind = K_SWITCH, .off = OFF(profile),
                    .flags = F_FREE, .def = "off",
                    .help = "time every kernel (eager; slower steps) and print the split"},
+    ENU(O_RECOMPUTE, "recompute", "auto|none|layers", G_PERF, recompute, recompute_v, 0, F_FREE,
+        "auto", "activation recompute: layers keep only their input and run their forward "
+        "again in the backward (the same bits, less memory, a slower step); auto: the fewest "
+        "layers that make the run fit the GPU's free memory, or --max-memory"),
+    FLT(O_MAX_MEMORY, "max-memory", G_PERF, max_memory, 0.25, 1e6, true, F_FREE,
+        "0: the GPU's free memory", "GiB of GPU memory the process may have in use once the "
+        "model is built (with --recompute auto)"),
     INT(O_GPUS, "gpus", "N", G_DIST, gpus, 1, 64, F_FREE | F_NOFILE, "1",
         "start N ranks of this command on this host, one a GPU (RANK, WORLD_SIZE, LOCAL_RANK, "
         "MASTER_ADDR=127.0.0.1, a free MASTER_PORT, NCCL_NVLS_ENABLE=0), each training on its "
@@ -299,6 +307,7 @@ void train_opts_default(train_opts *o)
     o->schedule = PGRT_LM_SCHED_CONSTANT;
     o->log_every = 10;
     o->modes = TRAIN_MODE_EAGER;
+    o->recompute = PGRT_LM_RECOMPUTE_AUTO;
 }
 
 void train_opts_free(train_opts *o)

@@ -59,6 +59,8 @@ typedef struct train_opts {
     int modes; /* TRAIN_MODE_* */
     long long head_chunk;
     bool profile;
+    int recompute; /* pgrt_lm_recompute */
+    double max_memory;
     /* several GPUs: --gpus, --dist-init, --dist-timeout */
     long long gpus;
     char *dist_init;

@@ -189,7 +189,7 @@ static int ce(pgrt_lm *m, pgrt_stream *s, uint32_t rows, uint32_t r0)
 /* Layer l from its input norm's output h1 on (layer 0 also computes that
  * norm) through the residual add after the MLP and the norm that
  * follows it: the next layer's input norm, or the final one. */
-static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l)
+static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l, bool again)
 {
     layer_a *a = &m->la[l];
     const layer_w *w = &m->lw[l];
@@ -197,7 +197,11 @@ static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l)
     pgrt_devptr xnext = last ? m->xf : m->la[l + 1].x, hnext = last ? m->hf : m->la[l + 1].h1;
     pgrt_buf *gnext = last ? m->norm_final : m->lw[l + 1].norm_in;
     int rc;
-    if ((l == 0 && (rc = norm_fwd(m, s, a->x, 0, 0, w->norm_in, a->h1))) ||
+    /* again (a recomputed layer, in the backward): h1 from the kept input
+     * x, as layer 0 always makes it (the same bits as the add and norm of
+     * the layer below: the norm reads the sum it stored), and no next
+     * input (it is there already; its h1 would land on this layer's) */
+    if (((l == 0 || again) && (rc = norm_fwd(m, s, a->x, 0, 0, w->norm_in, a->h1))) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_Q, a->h1, m->c.qk_norm ? a->qpre : a->q)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_K, a->h1, m->c.qk_norm ? a->kpre : a->k)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_V, a->h1, a->v)) ||
@@ -210,7 +214,7 @@ static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l)
         (rc = swiglu_fwd(m, s, a)) ||
         (rc = linear_fwd(m, s, l, PGRT_LINEAR_DOWN, a->act, m->dtmp)))
         return rc;
-    return norm_fwd(m, s, a->xm, m->dtmp, xnext, gnext, hnext);
+    return again ? 0 : norm_fwd(m, s, a->xm, m->dtmp, xnext, gnext, hnext);
 }
 
 /* The head: embedding, every layer, the final norm, then the LM head and
@@ -238,7 +242,7 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
     if ((rc = embed(m, s)))
         return rc;
     for (int l = 0; l < m->c.layers; l++)
-        if ((rc = forward_layer(m, s, l)))
+        if ((rc = forward_layer(m, s, l, false)))
             return rc;
     /* the last layer left the final norm's output in hf (and, bf16, its copy in xb) */
     const dweight *hwd = m->head.buf ? &m->head : &m->embed;
@@ -337,7 +341,8 @@ static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_le
     bool reduce = m->comm && !m->micro && !m->warming && !m->evaluating;
     bool overlap = reduce && m->accum == 1 && !m->shard;
     for (int l = m->c.layers; l-- > 0;)
-        if ((rc = backward_layer(m, s, l)) || (overlap && (rc = reduce_slice(m, s, l, l + 1))))
+        if ((l < m->recompute && (rc = forward_layer(m, s, l, true))) ||
+            (rc = backward_layer(m, s, l)) || (overlap && (rc = reduce_slice(m, s, l, l + 1))))
             return rc;
     /* gradient accumulation: a micro-batch that does not update adds its
      * gradients to gacc; the one that does adds gacc to its own (the
@@ -432,16 +437,29 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
                        pg_target_name(di.target), di.target_override ? " (a target override)" : "");
     const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
     const pgrt_adapter *ad = p->adapter;
-    lm_plan pl;
-    lm_plan_make(c, ad, p->batch, p->seq, p->dtype == PGRT_LM_BF16, p->head_chunk, &pl);
-    uint64_t need = lm_plan_bytes(&pl, p);
+    /* the memory plan: what fits the free memory, and with AUTO and
+     * max_memory_gib, what keeps the process within it */
     size_t free_b = 0, total_b = 0;
     if ((rc = pgrt_ctx_mem_info(ctx, &free_b, &total_b)))
         return rc;
-    if (need > free_b)
-        return model_fail(PGRT_ENOMEM,
-                          "batch %d x seq %d needs %.2f GiB of device memory; %.2f GiB are free",
-                          p->batch, p->seq, need / 1073741824.0, free_b / 1073741824.0);
+    uint64_t budget = free_b ? free_b : 1, used = total_b - free_b;
+    double cap = p->recompute == PGRT_LM_RECOMPUTE_AUTO ? p->max_memory_gib * 1073741824.0 : 0;
+    if (cap > 0)
+        budget = cap <= (double)used ? 1 : (uint64_t)fmin((double)budget, cap - (double)used);
+    lm_plan pl;
+    if (!lm_plan_fit(p, budget, &pl)) {
+        static const char *const how[] = {"no layer", "every layer", "every layer"};
+        uint64_t need = lm_plan_bytes(&pl, p);
+        char bound[96] = "";
+        if (cap > 0)
+            snprintf(bound, sizeof bound, "; max_memory_gib %.2f less the %.2f GiB in use leaves "
+                     "%.2f", p->max_memory_gib, used / 1073741824.0, budget / 1073741824.0);
+        return model_fail(PGRT_ENOMEM, "batch %d x seq %d needs %.2f GiB of device memory with %s "
+                          "recomputed (weights %.2f, activations %.2f); %.2f GiB are free%s",
+                          p->batch, p->seq, need / 1073741824.0, how[p->recompute % 3],
+                          pl.weights / 1073741824.0, pl.arena * 4 / 1073741824.0,
+                          free_b / 1073741824.0, bound);
+    }
 
     pgrt_lm *m = calloc(1, sizeof *m);
     if (!m)
@@ -456,6 +474,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->targets = ad->cfg.targets;
     m->bf16 = p->dtype == PGRT_LM_BF16;
     m->chunk = pl.chunk;
+    m->recompute = pl.recompute;
     m->profile = p->profile && !p->graph;
     m->lowp = m->bf16;
     m->target = di.target;
@@ -1025,6 +1044,7 @@ int pgrt_lm_stats_get(const pgrt_lm *m, pgrt_lm_stats *out)
     out->captures = ts.captures;
     out->capture_failures = ts.capture_failures;
     out->arena_bytes = m->arena_bytes;
+    out->recompute_layers = m->recompute;
     out->weight_bytes = m->weight_bytes;
     out->lora_bytes = m->lora_bytes;
     out->launches_per_step = m->launches + ts.launches_per_step;

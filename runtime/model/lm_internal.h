@@ -120,6 +120,7 @@ typedef struct layer_a {
     pgrt_devptr x, h1, q, k, v, att, lse, xm, h2, g, u, act;
     pgrt_devptr qpre, kpre; /* Qwen3: q and k before their norms */
     pgrt_devptr xa[PGRT_LINEAR_COUNT]; /* (alpha/r) x A^T, [T, r] */
+    pgrt_devptr xa_base; /* where the layer's xa start */
 } layer_a;
 
 /* A LoRA pair on the device: offsets (elements) into the parameter
@@ -159,6 +160,7 @@ struct pgrt_lm {
      * tensor-core GEMMs and bf16 activation copies (xb, dyb, logits_b). */
     bool bf16;
     int chunk; /* head rows a chunk */
+    int recompute; /* layers 0 .. recompute-1 run their forward again in the backward */
     bool profile;
     pgrt_event *ev[2]; /* profile: around each launch */
     double prof_ms[PGRT_LM_TIME_COUNT];
@@ -257,6 +259,7 @@ struct pgrt_lm {
 /* ---------------------------------------------------------------- sizes (lm_plan.c) */
 
 typedef struct lm_plan {
+    int recompute;    /* the first `recompute` layers keep their input only */
     uint64_t arena;   /* f32 elements */
     uint64_t weights; /* bytes */
     uint64_t scratch; /* f32 elements of the widened-weight scratch (0: see lowp) */
@@ -266,7 +269,12 @@ typedef struct lm_plan {
 
 int lm_check_params(const pgrt_lm_params *p);
 void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
-                  int head_chunk, lm_plan *p);
+                  int head_chunk, int recompute, lm_plan *p);
+/* The plan of p's recompute mode whose bytes fit `budget` (AUTO: the
+ * fewest recomputed layers; 0 bytes: no bound); false when even the
+ * plan asked for, or every layer recomputed for AUTO, does not fit (*pl is
+ * then the smallest plan tried). */
+bool lm_plan_fit(const pgrt_lm_params *p, uint64_t budget, lm_plan *pl);
 uint64_t lm_plan_bytes(const lm_plan *p, const pgrt_lm_params *q);
 /* m->lora and m->nlora from the adapter: layer by layer, group by group. */
 void lm_lora_layout(pgrt_lm *m, const pgrt_adapter *ad);

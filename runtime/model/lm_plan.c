@@ -9,21 +9,41 @@
 
 static uint64_t u64max(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+/* The sum of layer l's pairs' ranks: its saved xa is T of them. */
+static uint64_t layer_ranks(const pgrt_adapter *ad, int l)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; ad && i < ad->count; i++)
+        if (ad->w[i].layer == l)
+            sum += (uint64_t)ad->w[i].r;
+    return sum;
+}
+
 void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
-                  int head_chunk, lm_plan *p)
+                  int head_chunk, int recompute, lm_plan *p)
 {
     memset(p, 0, sizeof *p);
     uint64_t T = (uint64_t)B * S, H = c->hidden, I = c->intermediate, V = c->vocab;
     uint64_t qd = (uint64_t)c->heads * c->head_dim, kvd = (uint64_t)c->kv_heads * c->head_dim;
     /* the pairs' ranks: their sum sizes the saved xa, the largest dxa */
-    uint64_t rsum = 0, rmax = 0;
-    for (size_t i = 0; ad && i < ad->count; i++) {
-        rsum += (uint64_t)ad->w[i].r;
+    uint64_t rmax = 0;
+    for (size_t i = 0; ad && i < ad->count; i++)
         rmax = u64max(rmax, (uint64_t)ad->w[i].r);
-    }
     bool drop = ad && ad->cfg.dropout > 0;
-    uint64_t per_layer = T * (4 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) +
-                         (c->qk_norm ? T * (qd + kvd) : 0); /* Qwen3: q, k before their norms */
+    /* a layer's input, then the rest of its activations (and its xa):
+     * each kept layer has a set of its own, the recomputed ones share one */
+    uint64_t set = T * (3 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) +
+                   (c->qk_norm ? T * (qd + kvd) : 0); /* Qwen3: q, k before their norms */
+    uint64_t kept = 0, shared_xa = 0;
+    for (int l = 0; l < c->layers; l++) {
+        uint64_t xa = T * layer_ranks(ad, l);
+        if (l < recompute)
+            shared_xa = u64max(shared_xa, xa);
+        else
+            kept += set + xa;
+    }
+    p->recompute = recompute;
+    uint64_t layers = T * H * (uint64_t)c->layers + kept + (recompute ? set + shared_xa : 0);
     /* the layer inputs of L layers and the final one, then the scratch */
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
     int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, (64ull << 20) / V); /* ~256 MB */
@@ -34,7 +54,7 @@ void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S,
     if ((uint64_t)chunk > T)
         chunk = (int)T;
     p->chunk = chunk;
-    p->arena = per_layer * c->layers + T * rsum /* xa */ + 2 * T * H /* xf, hf */ +
+    p->arena = layers + 2 * T * H /* xf, hf */ +
                T * (5 * H + qd * 2 + kvd * 2 + 3 * I + widest) /* dx dxm dh part dtmp, dq datt,
                                                                  dk dv, dg du dact */
                + 3 * T * rmax + T * c->heads /* dxa (three parts), delta */ +
@@ -139,6 +159,12 @@ int lm_check_params(const pgrt_lm_params *p)
     model_lora_keys_free(&keys);
     if (rc)
         return rc;
+    if ((unsigned)p->recompute > PGRT_LM_RECOMPUTE_AUTO)
+        return model_fail(PGRT_EINVAL, "pgrt_lm: recompute %d is not a pgrt_lm_recompute",
+                          (int)p->recompute);
+    if (!(p->max_memory_gib >= 0) || !isfinite(p->max_memory_gib))
+        return model_fail(PGRT_EINVAL, "pgrt_lm: max_memory_gib %g must be finite and >= 0 (0: "
+                          "the device's free memory)", p->max_memory_gib);
     if (p->shard_optimizer && !p->comm)
         return model_fail(PGRT_EINVAL, "pgrt_lm: shard_optimizer needs a comm: it shards over "
                           "the ranks of a data-parallel run");
@@ -162,14 +188,33 @@ int lm_check_params(const pgrt_lm_params *p)
     return 0;
 }
 
+bool lm_plan_fit(const pgrt_lm_params *p, uint64_t budget, lm_plan *pl)
+{
+    const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
+    int L = c->layers;
+    int k = p->recompute == PGRT_LM_RECOMPUTE_LAYERS ? L : 0;
+    int last = p->recompute == PGRT_LM_RECOMPUTE_AUTO ? L : k;
+    /* one recomputed layer saves nothing: the recomputed layers share
+     * one set of activations */
+    for (;; k += k == 0 && last > 1 ? 2 : 1) {
+        lm_plan_make(c, p->adapter, p->batch, p->seq, p->dtype == PGRT_LM_BF16, p->head_chunk, k,
+                     pl);
+        if (!budget || lm_plan_bytes(pl, p) <= budget)
+            return true;
+        if (k == last)
+            return false;
+    }
+}
+
 int pgrt_lm_bytes(const pgrt_lm_params *p, uint64_t *bytes)
 {
     int rc = lm_check_params(p);
     if (rc)
         return rc;
     lm_plan pl;
-    lm_plan_make(pgrt_model_hf_config(p->model), p->adapter, p->batch, p->seq,
-                 p->dtype == PGRT_LM_BF16, p->head_chunk, &pl);
+    uint64_t budget = p->recompute == PGRT_LM_RECOMPUTE_AUTO && p->max_memory_gib > 0
+                      ? (uint64_t)(p->max_memory_gib * 1073741824.0) : 0;
+    lm_plan_fit(p, budget, &pl);
     *bytes = lm_plan_bytes(&pl, p);
     return 0;
 }
@@ -251,6 +296,22 @@ static pgrt_devptr take(pgrt_devptr base, uint64_t *off, uint64_t elems)
     return p;
 }
 
+/* Layer l's xa from base on, a group's part after part (lora_d), each
+ * group 256-byte aligned; a NULL: only the size. The elements it spans. */
+static uint64_t layer_xa(pgrt_lm *m, int l, layer_a *a, pgrt_devptr base)
+{
+    uint64_t T = (uint64_t)m->T, off = 0;
+    pgrt_devptr grp = 0;
+    for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
+        const lora_d *d = &m->lora[l * PGRT_LINEAR_COUNT + i];
+        if (d->a >= 0 && d->part == 0)
+            grp = take(base, &off, (uint64_t)d->parts * T * d->r);
+        if (a)
+            a->xa[i] = d->a >= 0 ? grp + (uint64_t)d->part * T * d->r * 4u : 0;
+    }
+    return off;
+}
+
 int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
 {
     uint64_t T = (uint64_t)m->T, H = m->c.hidden, I = m->c.intermediate, V = m->c.vocab;
@@ -262,9 +323,18 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
     m->arena_bytes = elems * 4;
     pgrt_devptr base = pgrt_buf_ptr(m->arena);
     uint64_t off = 0;
+    /* every layer's input; the recomputed layers' shared set first */
+    for (int l = 0; l < m->c.layers; l++)
+        m->la[l].x = take(base, &off, T * H);
     for (int l = 0; l < m->c.layers; l++) {
         layer_a *a = &m->la[l];
-        a->x = take(base, &off, T * H);
+        if (l > 0 && l < pl->recompute) {
+            pgrt_devptr x = a->x;
+            *a = m->la[0];
+            a->x = x;
+            layer_xa(m, l, a, m->la[0].xa_base);
+            continue;
+        }
         a->h1 = take(base, &off, T * H);
         a->q = take(base, &off, T * qd);
         a->k = take(base, &off, T * kvd);
@@ -280,14 +350,14 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
             a->qpre = take(base, &off, T * qd);
             a->kpre = take(base, &off, T * kvd);
         }
-        /* a group's xa part after part (lora_d) */
-        pgrt_devptr grp = 0;
-        for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
-            const lora_d *d = &m->lora[l * PGRT_LINEAR_COUNT + i];
-            if (d->a >= 0 && d->part == 0)
-                grp = take(base, &off, (uint64_t)d->parts * T * d->r);
-            a->xa[i] = d->a >= 0 ? grp + (uint64_t)d->part * T * d->r * 4u : 0;
+        /* the shared set's xa: room for the widest recomputed layer's */
+        uint64_t xa = 0;
+        for (int j = l; j < (l < pl->recompute ? pl->recompute : l + 1); j++) {
+            uint64_t n = layer_xa(m, j, NULL, 0);
+            xa = n > xa ? n : xa;
         }
+        a->xa_base = take(base, &off, xa);
+        layer_xa(m, l, a, a->xa_base);
     }
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
     m->xf = take(base, &off, T * H);

@@ -55,6 +55,19 @@ typedef enum pgrt_lm_dtype {
     PGRT_LM_F32,
 } pgrt_lm_dtype;
 
+/* Activation recompute: which layers keep only their input through the
+ * forward and run their forward again, one at a time, just before their
+ * backward (the rest keep every activation). The first k layers are the
+ * recomputed ones: the backward reaches them last. */
+typedef enum pgrt_lm_recompute {
+    PGRT_LM_RECOMPUTE_NONE = 0, /* every layer's activations kept */
+    PGRT_LM_RECOMPUTE_LAYERS,   /* every layer recomputed: the least memory */
+    /* the fewest layers recomputed that make the plan fit: within
+     * max_memory_gib where that is set, and within the device's free
+     * memory */
+    PGRT_LM_RECOMPUTE_AUTO,
+} pgrt_lm_recompute;
+
 typedef enum pgrt_lm_sched_kind {
     PGRT_LM_SCHED_CONSTANT = 0,
     PGRT_LM_SCHED_LINEAR,
@@ -140,12 +153,21 @@ typedef struct pgrt_lm_params {
      * nothing). It saves 8 bytes a LoRA parameter times (world - 1) / world
      * of device memory. */
     bool shard_optimizer;
+    /* Activation recompute (above); NONE: everything kept. A recomputed
+     * layer gives the bits a kept one does. */
+    pgrt_lm_recompute recompute;
+    /* With PGRT_LM_RECOMPUTE_AUTO, a bound on the device memory in use
+     * once pgrt_lm_create returns (the whole process's, as
+     * pgrt_ctx_mem_info counts it), GiB; 0: the device's free memory. */
+    double max_memory_gib;
 } pgrt_lm_params;
 
 typedef struct pgrt_lm pgrt_lm;
 
 /* Device bytes pgrt_lm_create would allocate for these params (weights,
- * arena, LoRA state), without touching the device. */
+ * arena, LoRA state), without touching the device. PGRT_LM_RECOMPUTE_AUTO
+ * counts the fewest recomputed layers whose bytes fit max_memory_gib (none
+ * when it is 0: the device's free memory is not known here). */
 PGRT_API int pgrt_lm_bytes(const pgrt_lm_params *p, uint64_t *bytes);
 
 /* Check the params against the model and adapter, check that the device
@@ -264,6 +286,7 @@ typedef struct pgrt_lm_stats {
     uint64_t eager_steps, graph_steps, captures, capture_failures;
     uint64_t arena_bytes, weight_bytes, lora_bytes;
     size_t launches_per_step; /* of the last step */
+    int recompute_layers;     /* layers whose forward runs again in the backward */
     /* With params.profile: milliseconds by kind, summed over the steps
      * (the optimizer and clip launches of pgrt_train are not in them). */
     double time_ms[PGRT_LM_TIME_COUNT];

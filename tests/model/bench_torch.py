@@ -4,7 +4,7 @@
 random model ptxgen-train runs on for the same comparison.
 
   bench_torch.py --dir D [--shape 1.5b|0.5b] [--batch 4 --seq 512 --steps 10]
-                 [--attn eager,sdpa] [--save-model]
+                 [--attn eager,sdpa] [--save-model] [--liger] [--gradient-checkpointing]
 
 Qwen2 dimensions with random weights (tied embeddings), bf16 base, LoRA
 r=16 (alpha 32) on all seven linear modules with f32 parameters through
@@ -13,7 +13,11 @@ PEFT, torch.nn.utils.clip_grad_norm_(foreach=True), torch.optim.AdamW
 tokens/s (mean over the steps after two warm-up steps) and the peak of
 torch.cuda.max_memory_allocated (--attn none: no run); writes D/torch-bench.json. --save-model
 also writes D/model (config.json, model.safetensors) and D/tokens.bin for
-ptxgen-train --model D/model --tokens D/tokens.bin.
+ptxgen-train --model D/model --tokens D/tokens.bin. --liger patches in Liger
+Kernel's Triton kernels (liger-kernel 0.8.5: RMSNorm, RoPE, SwiGLU and the fused
+linear cross-entropy, which never holds the whole logits); --gradient-checkpointing
+recomputes each decoder layer in the backward (use_reentrant=False). Either names
+its runs "sdpa+liger", "sdpa+liger+gc" and so on.
 """
 
 import argparse
@@ -40,6 +44,8 @@ def main():
     ap.add_argument("--attn", default="eager,sdpa")
     ap.add_argument("--save-model", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--liger", action="store_true")
+    ap.add_argument("--gradient-checkpointing", action="store_true")
     args = ap.parse_args()
 
     import numpy as np
@@ -63,6 +69,12 @@ def main():
         ids_all.astype("<i4").tofile(os.path.join(args.dir, "tokens.bin"))
         print(f"wrote {args.dir}/model and {args.dir}/tokens.bin", flush=True)
     sd = base.state_dict()
+    suffix = ("+liger" if args.liger else "") + ("+gc" if args.gradient_checkpointing else "")
+    if args.liger:
+        # class-level patches: the models made below take Liger's kernels
+        from liger_kernel.transformers import apply_liger_kernel_to_qwen2
+        apply_liger_kernel_to_qwen2(rope=True, rms_norm=True, swiglu=True, cross_entropy=False,
+                                    fused_linear_cross_entropy=True)
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "shape": args.shape, "batch": args.batch, "seq": args.seq, "runs": {}}
     for attn in [a for a in args.attn.split(",") if a != "none"]:
@@ -70,6 +82,8 @@ def main():
             m = Qwen2ForCausalLM._from_config(cfg, attn_implementation=attn,
                                               torch_dtype=torch.bfloat16)
         m.load_state_dict(sd)
+        if args.gradient_checkpointing:
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         lcfg = LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, lora_dropout=0.0,
                           bias="none", task_type="CAUSAL_LM")
         pm = get_peft_model(m, lcfg)
@@ -97,13 +111,14 @@ def main():
         ms = sum(times[2:]) / len(times[2:])
         peak = torch.cuda.max_memory_allocated() / 2**30
         tps = args.batch * args.seq / ms * 1e3
-        results["runs"][attn] = {"ms_per_step": ms, "tokens_per_s": tps, "peak_gib": peak,
+        name = attn + suffix
+        results["runs"][name] = {"ms_per_step": ms, "tokens_per_s": tps, "peak_gib": peak,
                                  "loss_last": float(loss.item())}
-        print(f"torch {attn}: {ms:.1f} ms/step, {tps:.0f} tokens/s, peak {peak:.2f} GiB "
+        print(f"torch {name}: {ms:.1f} ms/step, {tps:.0f} tokens/s, peak {peak:.2f} GiB "
               f"(loss {float(loss.item()):.4f})", flush=True)
         del pm, m, opt, params
         torch.cuda.empty_cache()
-    with open(os.path.join(args.dir, "torch-bench.json"), "w") as f:
+    with open(os.path.join(args.dir, f"torch-bench{suffix}.json"), "w") as f:
         json.dump(results, f, indent=1)
 
 

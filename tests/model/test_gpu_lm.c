@@ -535,6 +535,51 @@ static void train_api(pgrt_ctx *ctx, const ref_model *m, pgrt_model_files *mf,
 }
 
 
+/* Activation recompute gives the bits of the kept activations: three
+ * graphed optimizer steps with every layer recomputed against none, the
+ * losses, gradient norms and adapters compared bit for bit. */
+static void recompute_bits(pgrt_ctx *ctx, const pgrt_lm_params *p0, pgrt_stream *s,
+                           const int32_t *ids, bool llama, bool pattern)
+{
+    const pgrt_hf_config *c = pgrt_model_hf_config(p0->model);
+    pgrt_adapter *got[2] = {NULL, NULL};
+    double loss[2][3];
+    float norm[2][3];
+    uint64_t arena[2];
+    for (int k = 0; k < 2; k++) {
+        pgrt_lm_params p = *p0;
+        p.lr = 1e-2f;
+        p.max_norm = 0.5f;
+        p.graph = true;
+        p.recompute = k ? PGRT_LM_RECOMPUTE_LAYERS : PGRT_LM_RECOMPUTE_NONE;
+        pgrt_lm *lm = NULL;
+        GPU_CHECK(pgrt_lm_create(ctx, &p, &lm));
+        for (int i = 0; i < 3; i++)
+            GPU_CHECK(pgrt_lm_step(lm, s, ids + i * T, &loss[k][i], &norm[k][i]));
+        REQUIRE_INT_EQ(pgrt_adapter_init(c, &p.adapter->cfg, 1, &got[k]), 0);
+        GPU_CHECK(pgrt_lm_adapter_get(lm, got[k]));
+        pgrt_lm_stats st;
+        GPU_CHECK(pgrt_lm_stats_get(lm, &st));
+        REQUIRE_INT_EQ(st.recompute_layers, k ? L : 0);
+        arena[k] = st.arena_bytes;
+        pgrt_lm_destroy(&lm);
+    }
+    bool same = adapters_equal(got[0], got[1]);
+    for (int i = 0; i < 3; i++)
+        same &= loss[0][i] == loss[1][i] && norm[0][i] == norm[1][i];
+    fprintf(stderr, "  recompute, every layer: 3 graphed steps %s to the kept activations' "
+            "(losses, grad norms, adapter); arena %llu against %llu bytes\n",
+            same ? "identical" : "NOT identical", (unsigned long long)arena[1],
+            (unsigned long long)arena[0]);
+    if (!same)
+        fprintf(stderr, "  %s%s: losses %.9g %.9g, %.9g %.9g\n", llama ? "llama" : "qwen2",
+                pattern ? " patterns" : "", loss[0][0], loss[1][0], loss[0][2], loss[1][2]);
+    REQUIRE(same);
+    REQUIRE(arena[1] < arena[0]);
+    pgrt_adapter_destroy(&got[0]);
+    pgrt_adapter_destroy(&got[1]);
+}
+
 static void run_case(pgrt_ctx *ctx, bool llama, bool pattern)
 {
     char dir[4096];
@@ -686,6 +731,7 @@ static void run_case(pgrt_ctx *ctx, bool llama, bool pattern)
             REQUIRE(st.graph_steps == 3 && st.captures == 1 && st.capture_failures == 0);
             pgrt_lm_destroy(&g);
         }
+        recompute_bits(ctx, &p, s, ids, llama, pattern);
         pgrt_stream_destroy(&s);
         pgrt_lm_destroy(&lm);
         train_api(ctx, &m, mf, ad, bf16, ids, dir);

@@ -57,10 +57,10 @@ static void put(pgrt_st_out *t, size_t *n, char **names, float **data, const cha
     data[(*n)++] = f;
 }
 
-static void write_model(const char *dir, bool llama)
+static void write_model_n(const char *dir, bool llama, int layers)
 {
     char name[128], p[4096];
-    REQUIRE(write_hf_config(dir, llama, H, I, L, NH, NKV, V) == 0);
+    REQUIRE(write_hf_config(dir, llama, H, I, layers, NH, NKV, V) == 0);
     pgrt_st_out t[64];
     char *names[64];
     float *data[64];
@@ -73,7 +73,7 @@ static void write_model(const char *dir, bool llama)
     put(t, &n, names, data, "model.norm.weight", H, 0, &seed);
     if (llama)
         put(t, &n, names, data, "lm_head.weight", V, H, &seed);
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < layers; l++) {
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
         put(t, &n, names, data, name, H, 0, &seed);
         snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
@@ -96,6 +96,8 @@ static void write_model(const char *dir, bool llama)
         free(data[i]);
     }
 }
+
+static void write_model(const char *dir, bool llama) { write_model_n(dir, llama, L); }
 
 static bool same_launch(const fakecuda_launch *a, const fakecuda_launch *b, bool params)
 {
@@ -228,6 +230,98 @@ static void run_case(pgrt_ctx *ctx, pgrt_stream *s, bool llama, bool bf16)
     pgrt_lm_destroy(&lm);
 
     free(eager);
+    pgrt_adapter_destroy(&ad);
+    pgrt_model_close(&mf);
+    remove_tree(dir);
+}
+
+/* Attention forward launches of the last step (fk_reset before it). */
+static int att_forwards(void)
+{
+    int n = 0;
+    for (int i = 0; i < fk_count(); i++)
+        n += !strncmp(fk_at(i)->name, "attention", 9) && strstr(fk_at(i)->name, "forward");
+    return n;
+}
+
+/* Activation recompute: the recomputed layers run their forward again in
+ * the backward (one attention forward more each) from a smaller arena;
+ * AUTO takes the fewest that fit max_memory_gib; a plan that cannot fit
+ * is refused with its numbers before anything is allocated. */
+static void recompute_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
+{
+    enum { LR = 4 }; /* layers: room for some recomputed, some kept */
+    char dir[4096];
+    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
+    write_model_n(dir, false, LR);
+    pgrt_model_files *mf = NULL;
+    REQUIRE_INT_EQ(pgrt_model_open(dir, &mf), 0);
+    pgrt_adapter_config ac = {.r = R, .alpha = 2.0 * R, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
+    pgrt_adapter *ad = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_hf_config(mf), &ac, 7, &ad), 0);
+    int32_t ids[B * S];
+    for (int i = 0; i < B * S; i++)
+        ids[i] = (i * 7 + 3) % V;
+
+    pgrt_lm_params p = params_of(mf, ad, bf16);
+    uint64_t none = 0, all = 0, bytes = 0;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &none), 0);
+    p.recompute = PGRT_LM_RECOMPUTE_LAYERS;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &all), 0);
+    REQUIRE(all < none);
+    p.recompute = PGRT_LM_RECOMPUTE_AUTO;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), 0); /* no bound: nothing recomputed */
+    REQUIRE_INT_EQ((long long)bytes, (long long)none);
+    p.max_memory_gib = (double)all / 1073741824.0;
+    REQUIRE_INT_EQ(pgrt_lm_bytes(&p, &bytes), 0);
+    REQUIRE_INT_EQ((long long)bytes, (long long)all);
+
+    int fwd[3] = {0}, recomputed[3] = {0};
+    uint64_t arena[3] = {0};
+    size_t fb = 0, tb = 0;
+    for (int k = 0; k < 3; k++) {
+        p.recompute = k == 0 ? PGRT_LM_RECOMPUTE_NONE : k == 1 ? PGRT_LM_RECOMPUTE_LAYERS
+                                                             : PGRT_LM_RECOMPUTE_AUTO;
+        /* AUTO: room for a plan between the two, so some layers only */
+        REQUIRE_INT_EQ(pgrt_ctx_mem_info(ctx, &fb, &tb), 0);
+        p.max_memory_gib = k == 2 ? ((double)(tb - fb) + (double)(none + all) / 2) / 1073741824.0
+                                  : 0;
+        pgrt_lm *lm = NULL;
+        REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), 0);
+        fk_reset();
+        REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+        fwd[k] = att_forwards();
+        pgrt_lm_stats st;
+        REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
+        recomputed[k] = st.recompute_layers;
+        arena[k] = st.arena_bytes;
+        pgrt_lm_destroy(&lm);
+    }
+    REQUIRE_INT_EQ(recomputed[0], 0);
+    REQUIRE_INT_EQ(recomputed[1], LR);
+    REQUIRE(recomputed[2] > 1 && recomputed[2] < LR); /* one alone would save nothing */
+    REQUIRE_INT_EQ(fwd[0], LR);
+    REQUIRE_INT_EQ(fwd[1], 2 * LR);
+    REQUIRE_INT_EQ(fwd[2], LR + recomputed[2]);
+    REQUIRE(arena[1] < arena[2] && arena[2] < arena[0]);
+
+    /* nothing fits: refused with the numbers */
+    p.max_memory_gib = 1e-3;
+    pgrt_lm *lm = NULL;
+    REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), PGRT_ENOMEM);
+    REQUIRE_CONTAINS(pgrt_last_message(), "with every layer recomputed");
+    REQUIRE_CONTAINS(pgrt_last_message(), "max_memory_gib 0.00");
+    REQUIRE(lm == NULL);
+    p.recompute = (pgrt_lm_recompute)7;
+    REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "recompute 7");
+    p.recompute = PGRT_LM_RECOMPUTE_AUTO;
+    p.max_memory_gib = -1;
+    REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), PGRT_EINVAL);
+    fprintf(stderr, "recompute %s: %d attention forwards a step kept, %d recomputed, %d with %d "
+            "of %d layers; arena %llu, %llu, %llu bytes\n", bf16 ? "bf16" : "f32", fwd[0], fwd[1],
+            fwd[2], recomputed[2], LR, (unsigned long long)arena[0], (unsigned long long)arena[1],
+            (unsigned long long)arena[2]);
     pgrt_adapter_destroy(&ad);
     pgrt_model_close(&mf);
     remove_tree(dir);
@@ -600,6 +694,8 @@ int main(int argc, char **argv)
             run_case(ctx, s, llama, bf16);
     for (int bf16 = 0; bf16 < 2; bf16++)
         pattern_case(ctx, s, bf16);
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        recompute_case(ctx, s, bf16);
     if (nccl) {
         void *h = dlopen(nccl, RTLD_NOW | RTLD_LOCAL);
         REQUIRE(h != NULL);
