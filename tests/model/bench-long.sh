@@ -8,7 +8,9 @@
 # on the same shape, when liger_kernel imports (pip install --target DIR
 # liger-kernel==0.8.5, PYTHONPATH=DIR). Prints one table: ms a step and
 # the device memory in use after create (ours; a step allocates nothing)
-# or torch.cuda.max_memory_allocated (PyTorch's).
+# or torch.cuda.max_memory_allocated (PyTorch's); and whether our three
+# runs logged the same losses and gradient norms to the bit (recompute is
+# exact).
 # Usage: tests/model/bench-long.sh BUILD_DIR OUT_DIR [seq] [GiB]
 set -u
 B=${1:?build dir}
@@ -23,19 +25,27 @@ if [ ! -f "$O/m$SEQ/model/config.json" ]; then
         { echo "making the model failed"; tail -5 "$O/make-model.log"; exit 1; }
 fi
 rm -f "$O/long.txt"
-run() { # label options...
-    lab=$1; shift
-    timeout 300 $T --model "$O/m$SEQ/model" --tokens "$O/m$SEQ/tokens.bin" --batch 1 \
+run() { # tag label options...
+    lab=$1; name=$2; shift 2
+    rm -f "$O/$lab.jsonl"
+    timeout 300 $T --log-json "$O/$lab.jsonl" --model "$O/m$SEQ/model" --tokens "$O/m$SEQ/tokens.bin" --batch 1 \
         --seq "$SEQ" --steps 6 --dtype bf16 --rank 16 --alpha 32 --mode graph "$@" \
         > "$O/$lab.log" 2>&1 || { echo "$lab: failed"; tail -3 "$O/$lab.log"; return 1; }
     ms=$(grep -h "ms/step" "$O/$lab.log" | tail -1 | awk '{ print $1 }')
     gib=$(grep -h "in use after create" "$O/$lab.log" | awk '{ print $7 }')
     k=$(grep -h "memory plan" "$O/$lab.log" | sed 's/.*(\([0-9]* of [0-9]*\) layers.*/\1/')
-    echo "$lab|$ms|$gib GiB in use|$k layers recomputed" >> "$O/long.txt"
+    echo "$name|$ms|$gib GiB in use|$k layers recomputed" >> "$O/long.txt"
 }
-run none --recompute none
-run "auto, --max-memory $GIB" --max-memory "$GIB"
-run layers --recompute layers
+run none none --recompute none
+run auto "auto, --max-memory $GIB" --max-memory "$GIB"
+run layers layers --recompute layers
+same=no
+python3 - "$O/none.jsonl" "$O/auto.jsonl" "$O/layers.jsonl" <<'PY' && same=yes
+import json, sys
+k = lambda r: (r["step"], r["loss"], r["grad_norm"])
+runs = [[k(json.loads(l)) for l in open(p) if '"loss"' in l] for p in sys.argv[1:]]
+sys.exit(0 if runs[0] and runs[0] == runs[1] == runs[2] else 1)
+PY
 if python3 -c "import liger_kernel" 2> /dev/null; then
     timeout 300 python3 tests/model/bench_torch.py --dir "$O/m$SEQ" --batch 1 --seq "$SEQ" \
         --steps 3 --attn sdpa --liger --gradient-checkpointing > "$O/torch.log" 2>&1 &&
@@ -45,5 +55,5 @@ else
     echo "(liger_kernel does not import: no PyTorch row)"
 fi
 echo
-echo "1 x $SEQ tokens, Qwen2-1.5B shape, bf16, LoRA r16"
+echo "1 x $SEQ tokens, Qwen2-1.5B shape, bf16, LoRA r16; our runs' losses and grad norms identical: $same"
 awk -F'|' '{ printf "%-36s %10s ms %26s  %s\n", $1, $2, $3, $4 }' "$O/long.txt"
