@@ -624,7 +624,7 @@ static int fwd_docs_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
 /* head_dim is baked: it picks the padded width (64 for 1..64, 128 above). */
 const pgk_knob pgk_fa_q_knobs[FA_NKNOBS] = {
     {"batch", 4, 1, 1000, "sequences", false},
-    {"seq_len", 512, 1, 16384, "tokens a sequence", false},
+    {"seq_len", 512, 1, 131072, "tokens a sequence", false},
     {"q_heads", 12, 1, 128, "query heads (a block a 64-row query tile and head)", false},
     {"head_dim", 128, 1, FA_MAX_D, "elements a head (tiles padded to 64 or 128)", true},
 };

@@ -373,7 +373,7 @@ static int dkv_docs_b(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
 /* A block a 32-key tile and key/value head. */
 static const pgk_knob kv_knobs[] = {
     {"batch", 4, 1, 1000, "sequences", false},
-    {"seq_len", 512, 1, 16384, "tokens a sequence", false},
+    {"seq_len", 512, 1, 131072, "tokens a sequence", false},
     {"kv_heads", 2, 1, 128, "key/value heads (a block a 32-key tile and head)", false},
     {"head_dim", 128, 1, FA_MAX_D, "elements a head (tiles padded to 64 or 128)", true},
 };

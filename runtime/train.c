@@ -501,7 +501,7 @@ void pgrt_train_destroy(pgrt_train **pt)
  * breaks the callbacks' contract and is reported as PGRT_EINVAL. The context
  * is "(head backward)" or "(backward of layer N)", as for the pipeline's own
  * failures. */
-enum { AFTER_UPDATE = SIZE_MAX - 1 };
+#define AFTER_UPDATE (SIZE_MAX - 1) /* callback_failed: the after_update callback */
 
 static int callback_failed(int rc, unsigned serial, size_t layer)
 {

@@ -121,7 +121,8 @@ static const optdef defs[O_COUNT] = {
         "--seed and the epoch, or in file order"),
     INT(O_BATCH, "batch", "B", G_MODEL, batch, 1, 1000, F_REQUIRED, NULL,
         "rows a micro-batch"),
-    INT(O_SEQ, "seq", "S", G_MODEL, seq, 2, 16384, F_REQUIRED, NULL, "tokens a row"),
+    INT(O_SEQ, "seq", "S", G_MODEL, seq, 2, PGRT_LM_MAX_SEQ, F_REQUIRED, NULL, "tokens a row "
+        "(the model bounds batch x seq too)"),
     INT(O_SEED, "seed", "N", G_MODEL, seed, 0, INT64_MAX, 0, "0",
         "the data order and a fresh adapter's initialisation"),
     ENU(O_DTYPE, "dtype", "bf16|f32", G_MODEL, dtype, dtype_v, 0, 0, "bf16",

@@ -448,7 +448,7 @@ static void test_new_options(void)
          "--output-dir", dir);
     CASE("--head-chunk -1 is out of range (0 to 1048576)", "--model", mp, "--tokens", tp,
          "--head-chunk", "-1");
-    CASE("--seq 5000000 is out of range (2 to 16384)", "--model", mp, "--tokens", tp, "--seq",
+    CASE("--seq 5000000 is out of range (2 to 131072)", "--model", mp, "--tokens", tp, "--seq",
          "5000000");
     /* a file too short for one row */
     char p[4096];
