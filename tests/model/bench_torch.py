@@ -92,7 +92,7 @@ def main():
             p.data = p.data.float()
         opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01, fused=True)
         pm.train()
-        times = []
+        times, first = [], None
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         for step in range(args.steps + 2):
@@ -103,6 +103,8 @@ def main():
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             loss = pm(input_ids=ids, labels=ids).loss
+            if first is None:
+                first = float(loss.item())
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
             opt.step()
@@ -113,9 +115,9 @@ def main():
         tps = args.batch * args.seq / ms * 1e3
         name = attn + suffix
         results["runs"][name] = {"ms_per_step": ms, "tokens_per_s": tps, "peak_gib": peak,
-                                 "loss_last": float(loss.item())}
+                                 "loss_last": float(loss.item()), "loss_first": first}
         print(f"torch {name}: {ms:.1f} ms/step, {tps:.0f} tokens/s, peak {peak:.2f} GiB "
-              f"(loss {float(loss.item()):.4f})", flush=True)
+              f"(loss {float(loss.item()):.4f}, first step {first:.6f})", flush=True)
         del pm, m, opt, params
         torch.cuda.empty_cache()
     with open(os.path.join(args.dir, f"torch-bench{suffix}.json"), "w") as f:
