@@ -10,6 +10,9 @@
 # ARCH: the kind of small model the reference makes (reference.py --arch:
 # qwen2, the default, llama, llama3, mistral, qwen3). DROPOUT: the
 # adapter's lora_dropout (the reference draws ptxgen's masks, seed 0).
+# SEQ, BATCH, TOKENS (64, 2, 4099): the ref part's rows, and the tokens
+# the reference makes (enough for 5 steps of BATCH x SEQ); RECOMPUTE:
+# ptxgen-train's --recompute for it (default: auto).
 # PATTERN (non-empty): the adapter with rank_pattern and alpha_pattern
 # (reference.py --pattern); each dtype's run also evaluates after its last
 # step and its saved adapter is loaded in PEFT (reference.py peft-eval), so
@@ -18,6 +21,8 @@ set -u
 B=$1
 O=$2
 PARTS=${3:-"ref sanitize bench"}
+SEQ=${SEQ:-64}
+BATCH=${BATCH:-2}
 T=$B/tools/ptxgen-train
 R=tests/model/reference.py
 D=${REF_DIR:-$O/small}
@@ -26,14 +31,16 @@ has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 if has ref; then
     if [ -z "${REF_DIR:-}" ]; then
         python3 $R all --dir "$D" ${ARCH:+--arch "$ARCH"} ${DROPOUT:+--dropout "$DROPOUT"} \
-            ${PATTERN:+--pattern} > "$O/reference.log" 2>&1 ||
+            ${PATTERN:+--pattern} --batch "$BATCH" --seq "$SEQ" ${TOKENS:+--tokens "$TOKENS"} \
+            > "$O/reference.log" 2>&1 ||
             echo "reference failed: see reference.log"
         tail -4 "$O/reference.log"
     fi
     for dt in f32 bf16; do
         rm -rf "$D/ours-$dt.jsonl" "$D/ours-$dt-grads" "$D/ours-$dt-adapter"
-        $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \
-            --data-order sequential --steps 5 --lr 0.001 --max-norm 1.0 --weight-decay 0.01 --dtype $dt \
+        $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch "$BATCH" \
+            --seq "$SEQ" --data-order sequential --steps 5 --lr 0.001 --max-norm 1.0 \
+            --weight-decay 0.01 --dtype $dt ${RECOMPUTE:+--recompute "$RECOMPUTE"} \
             --log-json "$D/ours-$dt.jsonl" --save-grads "$D/ours-$dt-grads" \
             ${PATTERN:+--eval-data "$D/tokens.bin" --eval-batches 2} \
             --save-adapter "$D/ours-$dt-adapter" > "$O/train-$dt.log" 2>&1
@@ -54,8 +61,9 @@ if has ref; then
         fi
     done
     rm -rf "$D/ours-graph.jsonl" "$D/ours-graph-grads"
-    $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch 2 --seq 64 \
-        --data-order sequential --steps 5 --dtype f32 --mode both --log-json "$D/ours-graph.jsonl" \
+    $T --model "$D/model" --adapter "$D/adapter" --tokens "$D/tokens.bin" --batch "$BATCH" \
+        --seq "$SEQ" --data-order sequential --steps 5 --dtype f32 --mode both \
+        ${RECOMPUTE:+--recompute "$RECOMPUTE"} --log-json "$D/ours-graph.jsonl" \
         --save-grads "$D/ours-graph-grads" > "$O/train-graph.log" 2>&1
     echo "graph both f32: exit $?"; tail -4 "$O/train-graph.log"
     python3 $R compare --ref "$D/ref-f32" --log-json "$D/ours-graph.jsonl" \
