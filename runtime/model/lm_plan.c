@@ -109,23 +109,23 @@ int lm_check_params(const pgrt_lm_params *p)
         return model_fail(PGRT_ERANGE, "pgrt_lm: seq %d: f32 takes at most 16384 tokens a row (its "
                           "attention, one warp a query row, is the exact reference); bf16 "
                           "takes %d", p->seq, PGRT_LM_MAX_SEQ);
-    /* The kernels count elements and may compute byte offsets in 32
-     * bits: every activation, [T, the widest row] f32, and the logits
-     * chunk stay under 2^31 bytes. */
+    /* The kernels count elements in 32 bits (their byte offsets are 64-bit:
+     * mul.wide): every activation, [T, the widest row], and the logits
+     * chunk hold fewer than 2^32 elements. */
     uint64_t qd = (uint64_t)c->heads * c->head_dim, kvd = (uint64_t)c->kv_heads * c->head_dim;
     uint64_t widest = u64max(u64max((uint64_t)c->hidden, (uint64_t)c->intermediate),
                              u64max(qd, 2 * kvd));
-    uint64_t limit = (1ull << 31) / 4 / widest;
+    uint64_t limit = ((1ull << 32) - 1) / widest;
     if (T > limit)
         return model_fail(PGRT_ERANGE, "pgrt_lm: batch %d x seq %d = %llu tokens: a [tokens, "
-                          "%llu] f32 activation would pass 2^31 bytes (the kernels' offsets "
-                          "are 32-bit); at most %llu tokens a step for this model",
+                          "%llu] activation would hold 2^32 elements or more (the kernels count "
+                          "in 32 bits); at most %llu tokens a step for this model",
                           p->batch, p->seq, (unsigned long long)T,
                           (unsigned long long)widest, (unsigned long long)limit);
-    if (p->head_chunk > 0 && (uint64_t)p->head_chunk * c->vocab >= (1ull << 29))
-        return model_fail(PGRT_ERANGE, "pgrt_lm: head_chunk %d x vocab %d logits pass 2^31 "
-                          "bytes; at most %llu rows", p->head_chunk, c->vocab,
-                          (unsigned long long)(((1ull << 29) - 1) / (uint64_t)c->vocab));
+    if (p->head_chunk > 0 && (uint64_t)p->head_chunk * c->vocab >= (1ull << 32))
+        return model_fail(PGRT_ERANGE, "pgrt_lm: head_chunk %d x vocab %d logits hold 2^32 "
+                          "elements or more; at most %llu rows", p->head_chunk, c->vocab,
+                          (unsigned long long)(((1ull << 32) - 1) / (uint64_t)c->vocab));
     if (c->head_dim > 128)
         return model_fail(PGRT_EINVAL,
                           "pgrt_lm: head_dim %d: the attention kernels take at most 128",

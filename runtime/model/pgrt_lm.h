@@ -51,7 +51,7 @@ extern "C" {
 #endif
 
 /* The longest sequence a row takes; batch x seq is bounded by the model
- * too (every [tokens, width] f32 activation under 2^31 bytes: 59918
+ * too (every [tokens, width] activation under 2^32 elements: 479349
  * tokens for Qwen2-1.5B's 8960-wide MLP). */
 #define PGRT_LM_MAX_SEQ 131072
 
