@@ -259,7 +259,9 @@ PG_API unsigned pg_kernel_isa(const pg_kernel *k);
 
 /* ---------------------------------------------------------------- params */
 
-/* Declare the next kernel parameter. Pointers are PG_U64. */
+/* Declare the next kernel parameter. Pointers are PG_U64. Every param
+ * comes before the kernel's first instruction: one declared after it is
+ * PG_ESTATE ("declare all params before the first instruction"). */
 PG_API pg_param pg_param_add(pg_kernel *k, pg_type t, const char *name);
 /* ld.param into a new register (8-bit params load into a 16-bit register). */
 PG_API pg_reg pg_param_load(pg_kernel *k, pg_param p);
