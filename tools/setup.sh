@@ -16,7 +16,11 @@
 #     ships 0.61): Meson and Ninja from PyPI with pip, into a virtual
 #     environment in .venv/ of the source tree, which needs no privileges;
 #   - the Python packages of ptxgen-prepare, tokenizers and jinja2, when the
-#     python3 on PATH lacks them: with pip into .venv/ as well.
+#     python3 on PATH lacks them: with pip into .venv/ as well;
+#   - pkg-config (the install test builds a program through it), with
+#     apt-get when it can.
+# ptxas comes with NVIDIA's CUDA toolkit, which this does not install: when
+# none is found it says which tests skip and how to give them one.
 # Once everything is there it only checks and runs COMMAND.
 set -eu
 
@@ -85,6 +89,24 @@ if [ -n "$apt" ] && { [ -z "$tools_ok" ] || ! cc_ok; }; then
     ninja_ok || tools_ok=
 fi
 cc_ok || die "no C compiler found (cc, gcc or clang): install one, e.g. 'apt-get install gcc'"
+if ! have pkg-config; then
+    if [ -n "$apt" ]; then
+        apt_install pkg-config
+    else
+        say "no pkg-config: the install test skips (install pkg-config to run it)"
+    fi
+fi
+# The ptxas suite's tests find ptxas as tests/find_ptxas.sh does.
+ptxas_found=
+for cand in "${PTXAS:-}" "$(command -v ptxas 2>/dev/null || true)" \
+        "${CUDA_HOME:+$CUDA_HOME/bin/ptxas}" "${CUDA_PATH:+$CUDA_PATH/bin/ptxas}" \
+        /usr/local/cuda/bin/ptxas; do
+    [ -n "$cand" ] && [ -x "$cand" ] && ptxas_found=$cand && break
+done
+[ -n "$ptxas_found" ] ||
+    say "no ptxas: the ptxas suite (20 tests: every target's PTX assembled) skips;" \
+        "install NVIDIA's CUDA toolkit (its ptxas alone is enough: the cuda-nvcc package)" \
+        "and put ptxas on PATH, or set PTXAS or CUDA_HOME"
 
 if [ -z "$tools_ok" ]; then
     have python3 || die "Meson and Ninja are missing and so is python3 to install them with;" \

@@ -20,7 +20,7 @@ shift 2
 cc="$*"
 
 if ! command -v pkg-config >/dev/null 2>&1; then
-    echo "SKIP: no pkg-config"
+    echo "SKIP: no pkg-config: the install test builds a program through it (apt-get install pkg-config)"
     exit 77
 fi
 
