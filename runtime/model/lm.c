@@ -420,51 +420,41 @@ static int comm_setup(pgrt_lm *m, pgrt_comm *c, bool shard)
     return 0;
 }
 
-int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
+/* The memory plan: the fewest recomputed layers (none unless asked or
+ * needed) whose bytes fit the free memory and, with AUTO and
+ * max_memory_gib, keep the process within it; a plan that cannot fit is
+ * refused with its numbers before anything is allocated. */
+static int memory_plan(pgrt_ctx *ctx, const pgrt_lm_params *p, lm_plan *pl)
 {
-    if (!ctx || !out)
-        return model_fail(PGRT_EINVAL, "pgrt_lm_create: NULL argument");
-    *out = NULL;
-    int rc = lm_check_params(p);
-    if (rc)
-        return rc;
-    pgrt_device_info di;
-    if ((rc = pgrt_ctx_device_info(ctx, &di)))
-        return rc;
-    if (p->dtype == PGRT_LM_BF16 && pg_target_sm(di.target) < 80)
-        return rt_fail(PGRT_ETARGET, "pgrt_lm_create: bf16 needs target sm_80 or newer (bf16 "
-                       "conversions and tensor cores); this context builds for %s%s: use f32",
-                       pg_target_name(di.target), di.target_override ? " (a target override)" : "");
-    const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
-    const pgrt_adapter *ad = p->adapter;
-    /* the memory plan: what fits the free memory, and with AUTO and
-     * max_memory_gib, what keeps the process within it */
     size_t free_b = 0, total_b = 0;
-    if ((rc = pgrt_ctx_mem_info(ctx, &free_b, &total_b)))
+    int rc = pgrt_ctx_mem_info(ctx, &free_b, &total_b);
+    if (rc)
         return rc;
     uint64_t budget = free_b ? free_b : 1, used = total_b - free_b;
     double cap = p->recompute == PGRT_LM_RECOMPUTE_AUTO ? p->max_memory_gib * 1073741824.0 : 0;
     if (cap > 0)
         budget = cap <= (double)used ? 1 : (uint64_t)fmin((double)budget, cap - (double)used);
-    lm_plan pl;
-    if (!lm_plan_fit(p, budget, &pl)) {
-        static const char *const how[] = {"no layer", "every layer", "every layer"};
-        uint64_t need = lm_plan_bytes(&pl, p);
-        char bound[96] = "";
-        if (cap > 0)
-            snprintf(bound, sizeof bound, "; max_memory_gib %.2f less the %.2f GiB in use leaves "
-                     "%.2f", p->max_memory_gib, used / 1073741824.0, budget / 1073741824.0);
-        return model_fail(PGRT_ENOMEM, "batch %d x seq %d needs %.2f GiB of device memory with %s "
-                          "recomputed (weights %.2f, activations %.2f); %.2f GiB are free%s",
-                          p->batch, p->seq, need / 1073741824.0, how[p->recompute % 3],
-                          pl.weights / 1073741824.0, pl.arena * 4 / 1073741824.0,
-                          free_b / 1073741824.0, bound);
-    }
+    if (lm_plan_fit(p, budget, pl))
+        return 0;
+    static const char *const how[] = {"no layer", "every layer", "every layer"};
+    uint64_t need = lm_plan_bytes(pl, p);
+    char bound[96] = "";
+    if (cap > 0)
+        snprintf(bound, sizeof bound, "; max_memory_gib %.2f less the %.2f GiB in use leaves "
+                 "%.2f", p->max_memory_gib, used / 1073741824.0, budget / 1073741824.0);
+    return model_fail(PGRT_ENOMEM, "batch %d x seq %d needs %.2f GiB of device memory with %s "
+                      "recomputed (weights %.2f, activations %.2f); %.2f GiB are free%s",
+                      p->batch, p->seq, need / 1073741824.0, how[p->recompute % 3],
+                      pl->weights / 1073741824.0, pl->arena * 4 / 1073741824.0,
+                      free_b / 1073741824.0, bound);
+}
 
-    pgrt_lm *m = calloc(1, sizeof *m);
-    if (!m)
-        return model_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
-    m->ctx = ctx;
+/* The model's settings from the params, the device and the plan. */
+static void settings(pgrt_lm *m, const pgrt_lm_params *p, const pgrt_device_info *di,
+                     const lm_plan *pl)
+{
+    const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
+    const pgrt_adapter *ad = p->adapter;
     m->c = *c;
     m->B = p->batch;
     m->S = p->seq;
@@ -473,42 +463,37 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->lora_scale = (float)pgrt_adapter_scale(&ad->cfg);
     m->targets = ad->cfg.targets;
     m->bf16 = p->dtype == PGRT_LM_BF16;
-    m->chunk = pl.chunk;
-    m->recompute = pl.recompute;
+    m->chunk = pl->chunk;
+    m->recompute = pl->recompute;
     m->profile = p->profile && !p->graph;
     m->lowp = m->bf16;
-    m->target = di.target;
-    m->arch_target = di.arch_target;
-    m->sms = di.sm_count > 0 ? (unsigned)di.sm_count : 0;
+    m->target = di->target;
+    m->arch_target = di->arch_target;
+    m->sms = di->sm_count > 0 ? (unsigned)di->sm_count : 0;
     m->packed = p->packed;
     m->rope_table = p->packed || c->rope.kind != PGRT_ROPE_DEFAULT;
     m->accum = p->grad_accum > 1 ? p->grad_accum : 1;
     m->graph = p->graph;
-    if (p->adapter->cfg.dropout > 0) {
-        double pd = p->adapter->cfg.dropout;
+    if (ad->cfg.dropout > 0) {
+        double pd = ad->cfg.dropout;
         m->drop = true;
         /* each rank its own masks; rank 0's are a single process's */
         m->drop_seed = p->dropout_seed ^ (p->comm ? (uint32_t)pgrt_comm_rank(p->comm) * 0x9e3779b9u : 0u);
         m->drop_keep_min = (uint32_t)fmin(4294967295.0, floor(pd * 4294967296.0 + 0.5));
         m->drop_scale = (float)(1.0 / (1.0 - pd));
     }
-    m->lw = calloc((size_t)c->layers, sizeof *m->lw);
-    m->la = calloc((size_t)c->layers, sizeof *m->la);
-    m->lora = malloc(sizeof *m->lora * (size_t)c->layers * PGRT_LINEAR_COUNT);
-    m->hid = malloc(sizeof(int32_t) * ((size_t)m->T * 4 + 1));
-    m->hloss = malloc(sizeof(float) * (size_t)m->T);
-    if (!m->lw || !m->la || !m->lora || !m->hid || !m->hloss) {
-        pgrt_lm_destroy(&m);
-        return model_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
-    }
-    m->hlab = m->hid + m->T;
+}
+
+/* The catalog's descriptors of the step's kernels (m->desc): the SIMT set,
+ * the tensor-core attention in bf16 where the target has it, and the
+ * packed rows' variants. */
+static int choose_kernels(pgrt_lm *m)
+{
     for (int i = 0; i < K_COUNT; i++) {
         m->desc[i] = pgk_find(kernel_names[i]);
-        if (!m->desc[i]) {
-            pgrt_lm_destroy(&m);
+        if (!m->desc[i])
             return model_fail(PGRT_ENOTFOUND, "pgrt_lm: kernel %s is not in the catalog",
                               kernel_names[i]);
-        }
     }
     /* bf16 on sm_80+: attention on the tensor cores (attention_mma_*, the
      * same arguments and knobs; bf16 operands, f32 statistics and
@@ -539,38 +524,27 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         const int slot[5] = {K_ATT_FWD, K_ATT_DQ, K_ATT_DKV, K_ROPE_FWD, K_ROPE_BWD};
         for (int i = m->packed ? 0 : 3; i < 5; i++) {
             const char *name = i < 3 ? docs[mma][i] : tab[i - 3];
-            if (!(m->desc[slot[i]] = pgk_find(name))) {
-                pgrt_lm_destroy(&m);
+            if (!(m->desc[slot[i]] = pgk_find(name)))
                 return model_fail(PGRT_ENOTFOUND, "pgrt_lm: kernel %s is not in the catalog",
                                   name);
-            }
         }
     }
-    lm_lora_layout(m, ad);
-    m->fused = lm_fusable(m);
-    if (p->comm && (rc = comm_setup(m, p->comm, p->shard_optimizer)))
-        goto fail;
-    if (m->accum > 1 && m->nlora > UINT32_MAX) {
-        pgrt_lm_destroy(&m);
-        return model_fail(PGRT_ERANGE, "pgrt_lm: grad_accum: %zu LoRA parameters, at most 2^32 - 1",
-                          m->nlora);
-    }
+    return 0;
+}
 
-    if ((rc = lm_upload_weights(m, p->model)) || (rc = lm_arena_layout(m, &pl)))
-        goto fail;
-    if (m->drop && ((rc = pgrt_buf_alloc(ctx, PG_U32, 1, &m->dctr)) ||
-                    (rc = pgrt_buf_memset(m->dctr, 0))))
-        goto fail;
-    if (pl.scratch && (rc = pgrt_buf_alloc(ctx, PG_F32, pl.scratch, &m->wscratch)))
-        goto fail;
-    if ((rc = pgrt_buf_view(m->arena, (size_t)((m->loss - pgrt_buf_ptr(m->arena)) / 4u),
-                            (size_t)m->T, &m->lossview)))
-        goto fail;
+/* The step's own device inputs: the uploaded integers (ids, labels, the
+ * loss scale, positions, document starts, the error word) and, for RoPE
+ * from a table, the inverse frequencies (and without packing the
+ * positions, uploaded once). */
+static int device_inputs(pgrt_lm *m)
+{
+    pgrt_ctx *ctx = m->ctx;
+    int rc;
     /* ids [T], labels [T], the loss scale, positions [T], document starts
      * [T], the error word: a micro-batch uploads the first 2T + 1 words,
      * 4T + 1 packed */
     if ((rc = pgrt_buf_alloc(ctx, PG_S32, (size_t)m->T * 4 + 1 + 64, &m->ints)))
-        goto fail;
+        return rc;
     m->ids = pgrt_buf_ptr(m->ints);
     m->labels = m->ids + (uint64_t)m->T * 4u;
     m->scale = m->labels + (uint64_t)m->T * 4u;
@@ -578,7 +552,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
     m->docs = m->pos + (uint64_t)m->T * 4u;
     m->errw = m->docs + (uint64_t)m->T * 4u;
     if ((rc = pgrt_buf_memset(m->ints, 0)))
-        goto fail;
+        return rc;
     if (m->rope_table) {
         /* the default table as rope_forward_f32 forms it, then the
          * checkpoint's scaling (Llama 3) as transformers applies it; without
@@ -600,12 +574,23 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         if (rc) {
             if (rc == PGRT_ENOMEM)
                 model_fail(rc, "pgrt_lm_create: out of host memory");
-            goto fail;
+            return rc;
         }
     }
+    return 0;
+}
+
+/* The LoRA state: the accumulation sum, the schedule, the parameters,
+ * gradients (and kept ones), the fused path's bf16 copies, and the
+ * adapter's matrices uploaded. */
+static int lora_state(pgrt_lm *m, const pgrt_lm_params *p)
+{
+    pgrt_ctx *ctx = m->ctx;
+    const pgrt_adapter *ad = p->adapter;
+    int rc;
     if (m->accum > 1 && ((rc = pgrt_buf_alloc(ctx, PG_F32, m->nlora ? m->nlora : 1, &m->gacc)) ||
                          (rc = pgrt_buf_memset(m->gacc, 0))))
-        goto fail;
+        return rc;
     const pgrt_lm_schedule *sc = &p->schedule;
     if (sc->kind != PGRT_LM_SCHED_CONSTANT || sc->warmup_steps || sc->floor > 0) {
         m->sched_host[0] = p->lr;
@@ -615,52 +600,45 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         m->sched_host[4] = (float)sc->kind;
         if ((rc = pgrt_buf_alloc(ctx, PG_F32, 5, &m->sched)) ||
             (rc = pgrt_buf_upload(m->sched, 0, m->sched_host, 5)))
-            goto fail;
+            return rc;
     }
     /* sharded: world slices, zero past nlora (a zero gradient keeps a
      * zero parameter zero) */
     size_t nl = m->shard ? (size_t)m->world * m->piece : m->nlora ? m->nlora : 1;
     if ((rc = pgrt_buf_alloc(ctx, PG_F32, nl, &m->p)) || (rc = pgrt_buf_memset(m->p, 0)) ||
         (rc = pgrt_buf_alloc(ctx, PG_F32, nl, &m->g)) || (rc = pgrt_buf_memset(m->g, 0)))
-        goto fail;
+        return rc;
     if (p->keep_grads && ((rc = pgrt_buf_alloc(ctx, PG_F32, nl, &m->gkeep)) ||
                           (rc = pgrt_buf_memset(m->gkeep, 0))))
-        goto fail;
+        return rc;
     m->lora_bytes = (uint64_t)nl * 4 * (2 + (p->keep_grads ? 1 : 0)) +
                     (uint64_t)m->nlora * 4 * (m->gacc ? 1 : 0) +
                     (uint64_t)(m->shard ? m->piece : m->nlora) * 8;
     if (m->fused) {
         if ((rc = pgrt_buf_alloc(ctx, PG_U16, 2 * m->nlora, &m->pbf)))
-            goto fail;
+            return rc;
         m->lora_bytes += (uint64_t)m->nlora * 4;
     }
     for (size_t i = 0; i < ad->count; i++) {
         const lora_d *d = &m->lora[ad->w[i].layer * PGRT_LINEAR_COUNT + ad->w[i].module];
         if ((rc = pgrt_buf_upload(m->p, (size_t)d->a, ad->w[i].a, (size_t)d->r * ad->w[i].in)) ||
             (rc = pgrt_buf_upload(m->p, (size_t)d->b, ad->w[i].b, (size_t)ad->w[i].out * d->r)))
-            goto fail;
+            return rc;
     }
-    /* every kernel of the step into the module cache: nothing loads during a
-     * capture. The non-GEMM kernels are resolved for good (m->k); the dry
-     * run loads the linear layers' and learns their workspace sizes. */
-    if ((rc = lm_kernels_resolve(m)))
-        goto fail;
-    m->warming = true;
-    if ((rc = head_cb(m, NULL, (uint32_t)m->S)) || (rc = backward_cb(m, NULL, 0, (uint32_t)m->S)))
-        goto fail;
-    m->warming = false;
-    if (m->ws_need && (rc = pgrt_buf_alloc(ctx, PG_U8, (size_t)m->ws_need, &m->ws)))
-        goto fail;
-    if (m->lcnt_need && ((rc = pgrt_buf_alloc(ctx, PG_U32, m->lcnt_need, &m->lcnt)) ||
-                         (rc = pgrt_buf_memset(m->lcnt, 0))))
-        goto fail;
+    return 0;
+}
 
+/* The optimizer pipeline over the LoRA vector (or, sharded, this rank's
+ * slice of it), with the model's forward and backward as its callbacks. */
+static int train_pipeline(pgrt_lm *m, const pgrt_lm_params *p)
+{
+    int rc;
     pgrt_train_tensor tt = {m->p, m->g};
     if (m->shard) {
         size_t at = (size_t)m->rank * m->piece;
         if ((rc = pgrt_buf_view(m->p, at, m->piece, &m->pshard)) ||
             (rc = pgrt_buf_view(m->g, at, m->piece, &m->gshard)))
-            goto fail;
+            return rc;
         tt = (pgrt_train_tensor){m->pshard, m->gshard};
     }
     pgrt_train_params tp = {
@@ -681,7 +659,83 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         .shard_comm = m->shard ? m->comm : NULL,
         .after_update = m->shard ? gather_shards : NULL,
     };
-    if ((rc = pgrt_train_create(ctx, &tp, &m->train)))
+    return pgrt_train_create(m->ctx, &tp, &m->train);
+}
+
+int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
+{
+    if (!ctx || !out)
+        return model_fail(PGRT_EINVAL, "pgrt_lm_create: NULL argument");
+    *out = NULL;
+    int rc = lm_check_params(p);
+    if (rc)
+        return rc;
+    pgrt_device_info di;
+    if ((rc = pgrt_ctx_device_info(ctx, &di)))
+        return rc;
+    if (p->dtype == PGRT_LM_BF16 && pg_target_sm(di.target) < 80)
+        return rt_fail(PGRT_ETARGET, "pgrt_lm_create: bf16 needs target sm_80 or newer (bf16 "
+                       "conversions and tensor cores); this context builds for %s%s: use f32",
+                       pg_target_name(di.target), di.target_override ? " (a target override)" : "");
+    lm_plan pl;
+    if ((rc = memory_plan(ctx, p, &pl)))
+        return rc;
+
+    pgrt_lm *m = calloc(1, sizeof *m);
+    if (!m)
+        return model_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
+    m->ctx = ctx;
+    settings(m, p, &di, &pl);
+    int L = m->c.layers;
+    m->lw = calloc((size_t)L, sizeof *m->lw);
+    m->la = calloc((size_t)L, sizeof *m->la);
+    m->lora = malloc(sizeof *m->lora * (size_t)L * PGRT_LINEAR_COUNT);
+    m->hid = malloc(sizeof(int32_t) * ((size_t)m->T * 4 + 1));
+    m->hloss = malloc(sizeof(float) * (size_t)m->T);
+    if (!m->lw || !m->la || !m->lora || !m->hid || !m->hloss) {
+        rc = model_fail(PGRT_ENOMEM, "pgrt_lm_create: out of host memory");
+        goto fail;
+    }
+    m->hlab = m->hid + m->T;
+    if ((rc = choose_kernels(m)))
+        goto fail;
+    lm_lora_layout(m, p->adapter);
+    m->fused = lm_fusable(m);
+    if (p->comm && (rc = comm_setup(m, p->comm, p->shard_optimizer)))
+        goto fail;
+    if (m->accum > 1 && m->nlora > UINT32_MAX) {
+        rc = model_fail(PGRT_ERANGE, "pgrt_lm: grad_accum: %zu LoRA parameters, at most 2^32 - 1",
+                        m->nlora);
+        goto fail;
+    }
+    if ((rc = lm_upload_weights(m, p->model)) || (rc = lm_arena_layout(m, &pl)))
+        goto fail;
+    if (m->drop && ((rc = pgrt_buf_alloc(ctx, PG_U32, 1, &m->dctr)) ||
+                    (rc = pgrt_buf_memset(m->dctr, 0))))
+        goto fail;
+    if (pl.scratch && (rc = pgrt_buf_alloc(ctx, PG_F32, pl.scratch, &m->wscratch)))
+        goto fail;
+    if ((rc = pgrt_buf_view(m->arena, (size_t)((m->loss - pgrt_buf_ptr(m->arena)) / 4u),
+                            (size_t)m->T, &m->lossview)))
+        goto fail;
+    if ((rc = device_inputs(m)) || (rc = lora_state(m, p)))
+        goto fail;
+    /* every kernel of the step into the module cache: nothing loads during a
+     * capture. The non-GEMM kernels are resolved for good (m->k); the dry
+     * run loads the linear layers' and learns their workspace sizes. */
+    if ((rc = lm_kernels_resolve(m)))
+        goto fail;
+    m->warming = true;
+    if ((rc = head_cb(m, NULL, (uint32_t)m->S)) || (rc = backward_cb(m, NULL, 0, (uint32_t)m->S)))
+        goto fail;
+    m->warming = false;
+    if (m->ws_need && (rc = pgrt_buf_alloc(ctx, PG_U8, (size_t)m->ws_need, &m->ws)))
+        goto fail;
+    if (m->lcnt_need && ((rc = pgrt_buf_alloc(ctx, PG_U32, m->lcnt_need, &m->lcnt)) ||
+                         (rc = pgrt_buf_memset(m->lcnt, 0))))
+        goto fail;
+
+    if ((rc = train_pipeline(m, p)))
         goto fail;
     *out = m;
     return 0;
