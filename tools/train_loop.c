@@ -441,28 +441,12 @@ static const char *signal_name(int sig)
     return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
 }
 
-int train_run(const train_run_in *in, train_run_out *out)
+/* The model for the run (the plan and the memory it takes said by rank
+ * 0). 0, or the exit status after one line. */
+static int create_model(loop *L)
 {
-    const train_opts *o = in->o;
-    loop L_ = {0}, *L = &L_;
-    L->in = in;
-    L->o = o;
-    L->rows = (int)o->batch;
-    L->seq = (int)o->seq;
-    L->accum = (int)o->grad_accum;
-    L->n = (size_t)L->rows * (size_t)L->seq;
-    L->world = in->comm ? o->world : 1;
-    L->rank = in->comm ? o->dist_rank : 0;
-    L->writes = L->rank == 0;
-    const train_state *rs = in->resume;
-    L->step = rs ? rs->step : 0;
-    L->skipped = rs ? rs->skipped : 0;
-    L->tokens = rs ? rs->tokens : 0;
-    L->opt_steps = rs ? rs->optimizer_steps : 0;
-    out->steps = 0;
-    out->steady_ms = 0;
-    out->signal = 0;
-
+    const train_run_in *in = L->in;
+    const train_opts *o = L->o;
     pgrt_lm_params p = {
         .model = in->mf,
         .adapter = in->start,
@@ -496,8 +480,6 @@ int train_run(const train_run_in *in, train_run_out *out)
         return rc == PGRT_ENOMEM || rc == PGRT_ERANGE || rc == PGRT_EINVAL ? TRAIN_EXIT_USAGE
                                                                             : TRAIN_EXIT_FAIL;
     }
-    int status = TRAIN_EXIT_FAIL;
-    const char *name = in->graph ? "graph" : "eager";
     size_t fb = 0, tb = 0;
     pgrt_lm_stats ms;
     if (L->writes && !pgrt_lm_stats_get(L->lm, &ms))
@@ -510,6 +492,16 @@ int train_run(const train_run_in *in, train_run_out *out)
         fprintf(stderr, "device memory in use after create: %.2f GiB of %.2f GiB (a step "
                         "allocates nothing)\n",
                 (tb - fb) / 1073741824.0, tb / 1073741824.0);
+    return 0;
+}
+
+/* The host batches, the checkpoint's adapter, the stream, and on --resume
+ * the optimizer state. 0, or the exit status after one line. */
+static int prepare(loop *L)
+{
+    const train_run_in *in = L->in;
+    const train_state *rs = in->resume;
+    int rc;
     L->mb = calloc((size_t)L->accum, sizeof *L->mb);
     bool ok = L->mb != NULL;
     for (int m = 0; ok && m < L->accum; m++)
@@ -517,148 +509,160 @@ int train_run(const train_run_in *in, train_run_out *out)
                          in->src->packed) == 0;
     if (ok && in->eval)
         ok = alloc_batch(&L->ev, L->rows * L->world, L->seq, true, in->eval->packed) == 0;
-    if (ok && o->output_dir && L->writes)
+    if (ok && L->o->output_dir && L->writes)
         ok = pgrt_adapter_init(pgrt_model_hf_config(in->mf), &in->start->cfg, 0, &L->scratch) ==
              0;
     if (!ok) {
         fprintf(stderr, "ptxgen-train: out of host memory for %d micro-batches of %d x %d\n",
                 L->accum, L->rows, L->seq);
-        goto out;
+        return TRAIN_EXIT_FAIL;
     }
-    if ((rc = pgrt_stream_create(in->ctx, &L->s))) {
-        status = fail_rt(L, "creating a stream", rc);
-        goto out;
+    if ((rc = pgrt_stream_create(in->ctx, &L->s)))
+        return fail_rt(L, "creating a stream", rc);
+    if (!rs)
+        return 0;
+    char p2[PATH_MAX + 64];
+    snprintf(p2, sizeof p2, "%s/%s", in->resume_dir, TRAIN_CKPT_OPTIMIZER);
+    if ((rc = pgrt_lm_state_load(L->lm, L->s, p2))) {
+        fprintf(stderr, "ptxgen-train: --resume: %s\n", train_last_message());
+        return rc == PGRT_EINVAL ? TRAIN_EXIT_USAGE : TRAIN_EXIT_FAIL;
     }
-    if (rs) {
-        char p2[PATH_MAX + 64];
-        snprintf(p2, sizeof p2, "%s/%s", in->resume_dir, TRAIN_CKPT_OPTIMIZER);
-        if ((rc = pgrt_lm_state_load(L->lm, L->s, p2))) {
-            fprintf(stderr, "ptxgen-train: --resume: %s\n", train_last_message());
-            status = rc == PGRT_EINVAL ? TRAIN_EXIT_USAGE : TRAIN_EXIT_FAIL;
-            goto out;
-        }
-        uint64_t done = 0;
-        if (!pgrt_lm_steps(L->lm, L->s, &done) &&
-            done != rs->optimizer_steps) {
-            train_say("--resume %s: its optimizer state has taken %" PRIu64
-                      " steps, trainer_state.json says %" PRIu64,
-                      in->resume_dir, done, rs->optimizer_steps);
-            status = TRAIN_EXIT_USAGE;
-            goto out;
-        }
+    uint64_t done = 0;
+    if (!pgrt_lm_steps(L->lm, L->s, &done) && done != rs->optimizer_steps) {
+        train_say("--resume %s: its optimizer state has taken %" PRIu64
+                  " steps, trainer_state.json says %" PRIu64,
+                  in->resume_dir, done, rs->optimizer_steps);
+        return TRAIN_EXIT_USAGE;
     }
+    return 0;
+}
 
-    if (in->comm)
-        watchdog_start(&L->dog, o->dist_timeout, L->rank, L->world);
-    L->t0_ms = now_ms();
-    train_progress_init(&L->prog, name, isatty(STDERR_FILENO), o->log_every, L->step + 1,
-                        in->total, L->t0_ms);
-    while (L->step < in->total) {
-        train_step_rec rec;
-        if ((status = one_step(L, &rec)))
-            goto out;
-        status = TRAIN_EXIT_FAIL;
-        uint64_t i = out->steps++;
-        if (out->loss)
-            out->loss[i] = rec.loss;
-        if (i > 0)
-            out->steady_ms += rec.ms;
-        if (i == 0 && out->grads && (rc = pgrt_lm_grads_get(L->lm, out->grads))) {
-            status = fail_rt(L, "the gradients", rc);
-            goto out;
-        }
-        if (!isfinite(rec.loss)) {
-            train_progress_end(&L->prog);
-            fprintf(stderr, "ptxgen-train: step %" PRIu64 ": the loss is %g\n", rec.step,
-                    rec.loss);
-            goto out;
-        }
-        if (in->log && train_log_step(in->log, &rec)) {
-            train_progress_end(&L->prog);
-            perror("ptxgen-train: --log-json");
-            goto out;
-        }
-        double t = now_ms();
-        if (L->writes && train_progress_due(&L->prog, rec.step, t)) {
-            size_t f = 0, tot = 0;
-            if (pgrt_ctx_mem_info(in->ctx, &f, &tot))
-                f = tot = 0;
-            double tps = rec.ms > 0 ? (double)rec.tokens / rec.ms * 1e3 : 0;
-            train_progress_print(&L->prog, &rec, tps, tot - f, tot, t);
-        }
-        bool last = L->step == in->total;
-        if (in->eval && ((o->eval_every && L->step % (uint64_t)o->eval_every == 0) || last)) {
-            train_eval_rec ev;
-            if ((status = evaluate(L, &ev)))
-                goto out;
-            status = TRAIN_EXIT_FAIL;
-            char line[256];
-            snprintf(line, sizeof line,
-                     "%s eval at step %" PRIu64 ": loss %.6f, perplexity %.4g (%" PRIu64
-                     " targets, %" PRIu64 " batches)",
-                     name, ev.step, ev.loss, exp(ev.loss), ev.targets, ev.batches);
-            if (L->writes)
-                train_progress_note(&L->prog, line);
-            if (in->log && train_log_eval(in->log, &ev)) {
-                perror("ptxgen-train: --log-json");
-                goto out;
-            }
-        }
-        int sig;
-        if ((rc = agreed_stop(L, &sig))) {
-            status = fail_rt(L, "agreeing on a stop", rc);
-            goto out;
-        }
-        bool ckpt = o->output_dir &&
-                    ((o->save_every && L->step % (uint64_t)o->save_every == 0) || last || sig);
-        /* a sharded optimizer's moments are gathered by every rank for
-         * rank 0's checkpoint */
-        if (ckpt && !L->writes && in->comm && o->shard_optimizer &&
-            (rc = pgrt_lm_state_save(L->lm, L->s, NULL))) {
-            status = fail_rt(L, "gathering the optimizer state for rank 0's checkpoint", rc);
-            goto out;
-        }
-        if (ckpt && L->writes) {
-            char where[PATH_MAX + 64];
-            atomic_store(&L->dog.writing, true);
-            status = save_checkpoint(L, where, sizeof where);
-            atomic_store(&L->dog.writing, false);
-            if (status)
-                goto out;
-            watchdog_beat(&L->dog);
-            status = TRAIN_EXIT_FAIL;
-            char line[PATH_MAX + 128], safe[4 * sizeof line];
-            snprintf(line, sizeof line, "checkpoint: %s", where);
-            pg_text_escape(safe, sizeof safe, line);
-            train_progress_note(&L->prog, safe);
-        }
-        if (sig) {
-            train_progress_end(&L->prog);
-            out->signal = sig;
-            if (!L->writes)
-                ;
-            else if (o->output_dir)
-                fprintf(stderr, "ptxgen-train: %s at step %" PRIu64 " of %" PRIu64
-                                ": stopped after the checkpoint above; --resume continues "
-                                "the run\n",
-                        signal_name(sig), L->step, in->total);
-            else
-                fprintf(stderr, "ptxgen-train: %s at step %" PRIu64 " of %" PRIu64
-                                ": stopped; nothing saved (no --output-dir)\n",
-                        signal_name(sig), L->step, in->total);
-            status = 128 + sig;
-            /* several GPUs: no rank leaves before rank 0's checkpoint is
-             * whole (a launcher stops the rest once one has exited) */
-            if (in->comm && (rc = agreed_stop(L, &sig)))
-                status = fail_rt(L, "waiting for rank 0's checkpoint", rc);
-            goto out;
-        }
+/* A step's record: kept, checked, logged and shown. 0, or the exit
+ * status. */
+static int record_step(loop *L, train_run_out *out, const train_step_rec *rec)
+{
+    const train_run_in *in = L->in;
+    int rc;
+    uint64_t i = out->steps++;
+    if (out->loss)
+        out->loss[i] = rec->loss;
+    if (i > 0)
+        out->steady_ms += rec->ms;
+    if (i == 0 && out->grads && (rc = pgrt_lm_grads_get(L->lm, out->grads)))
+        return fail_rt(L, "the gradients", rc);
+    if (!isfinite(rec->loss)) {
+        train_progress_end(&L->prog);
+        fprintf(stderr, "ptxgen-train: step %" PRIu64 ": the loss is %g\n", rec->step,
+                rec->loss);
+        return TRAIN_EXIT_FAIL;
     }
+    if (in->log && train_log_step(in->log, rec)) {
+        train_progress_end(&L->prog);
+        perror("ptxgen-train: --log-json");
+        return TRAIN_EXIT_FAIL;
+    }
+    double t = now_ms();
+    if (L->writes && train_progress_due(&L->prog, rec->step, t)) {
+        size_t f = 0, tot = 0;
+        if (pgrt_ctx_mem_info(in->ctx, &f, &tot))
+            f = tot = 0;
+        double tps = rec->ms > 0 ? (double)rec->tokens / rec->ms * 1e3 : 0;
+        train_progress_print(&L->prog, rec, tps, tot - f, tot, t);
+    }
+    return 0;
+}
+
+/* An evaluation when one is due: logged and shown. 0, or the exit
+ * status. */
+static int maybe_evaluate(loop *L, bool last, const char *name)
+{
+    const train_run_in *in = L->in;
+    const train_opts *o = L->o;
+    if (!in->eval || !((o->eval_every && L->step % (uint64_t)o->eval_every == 0) || last))
+        return 0;
+    train_eval_rec ev;
+    int status = evaluate(L, &ev);
+    if (status)
+        return status;
+    char line[256];
+    snprintf(line, sizeof line,
+             "%s eval at step %" PRIu64 ": loss %.6f, perplexity %.4g (%" PRIu64
+             " targets, %" PRIu64 " batches)",
+             name, ev.step, ev.loss, exp(ev.loss), ev.targets, ev.batches);
+    if (L->writes)
+        train_progress_note(&L->prog, line);
+    if (in->log && train_log_eval(in->log, &ev)) {
+        perror("ptxgen-train: --log-json");
+        return TRAIN_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* A checkpoint when one is due (every --save-every steps, at the end, and
+ * on a stop): rank 0 writes it; with a sharded optimizer every rank
+ * gathers the moments for it. 0, or the exit status. */
+static int maybe_checkpoint(loop *L, bool last, int sig)
+{
+    const train_opts *o = L->o;
+    int rc;
+    bool due = o->output_dir &&
+               ((o->save_every && L->step % (uint64_t)o->save_every == 0) || last || sig);
+    if (!due)
+        return 0;
+    if (!L->writes) {
+        if (L->in->comm && o->shard_optimizer && (rc = pgrt_lm_state_save(L->lm, L->s, NULL)))
+            return fail_rt(L, "gathering the optimizer state for rank 0's checkpoint", rc);
+        return 0;
+    }
+    char where[PATH_MAX + 64];
+    atomic_store(&L->dog.writing, true);
+    int status = save_checkpoint(L, where, sizeof where);
+    atomic_store(&L->dog.writing, false);
+    if (status)
+        return status;
+    watchdog_beat(&L->dog);
+    char line[PATH_MAX + 128], safe[4 * sizeof line];
+    snprintf(line, sizeof line, "checkpoint: %s", where);
+    pg_text_escape(safe, sizeof safe, line);
+    train_progress_note(&L->prog, safe);
+    return 0;
+}
+
+/* A stop by signal sig after its checkpoint: said by rank 0; every rank
+ * waits for rank 0's checkpoint to be whole. The exit status, 128 + sig
+ * (or the failure of that wait). */
+static int stop_for_signal(loop *L, train_run_out *out, int sig)
+{
+    const train_run_in *in = L->in;
     train_progress_end(&L->prog);
-    if (out->final && (rc = pgrt_lm_adapter_get(L->lm, out->final))) {
-        status = fail_rt(L, "the trained adapter", rc);
-        goto out;
-    }
+    out->signal = sig;
+    if (!L->writes)
+        ;
+    else if (L->o->output_dir)
+        fprintf(stderr, "ptxgen-train: %s at step %" PRIu64 " of %" PRIu64
+                        ": stopped after the checkpoint above; --resume continues "
+                        "the run\n",
+                signal_name(sig), L->step, in->total);
+    else
+        fprintf(stderr, "ptxgen-train: %s at step %" PRIu64 " of %" PRIu64
+                        ": stopped; nothing saved (no --output-dir)\n",
+                signal_name(sig), L->step, in->total);
+    /* several GPUs: no rank leaves before rank 0's checkpoint is whole (a
+     * launcher stops the rest once one has exited) */
+    int rc;
+    if (in->comm && (rc = agreed_stop(L, &sig)))
+        return fail_rt(L, "waiting for rank 0's checkpoint", rc);
+    return 128 + out->signal;
+}
+
+/* The run's end: the trained adapter, and rank 0's summary (and
+ * profile). 0, or the exit status. */
+static int finish_run(loop *L, train_run_out *out, const char *name)
+{
+    int rc;
+    train_progress_end(&L->prog);
+    if (out->final && (rc = pgrt_lm_adapter_get(L->lm, out->final)))
+        return fail_rt(L, "the trained adapter", rc);
     pgrt_lm_stats st;
     if (L->writes && !pgrt_lm_stats_get(L->lm, &st))
         fprintf(stderr,
@@ -668,19 +672,21 @@ int train_run(const train_run_in *in, train_run_out *out)
                 (unsigned long long)st.captures, (unsigned long long)st.capture_failures,
                 st.arena_bytes / 1073741824.0, st.weight_bytes / 1073741824.0,
                 st.lora_bytes / 1048576.0);
-    if (L->writes && o->profile && !in->graph && out->steps)
+    if (L->writes && L->o->profile && !L->in->graph && out->steps)
         train_print_profile(&st, out->steps);
-    status = 0;
-out:
+    return 0;
+}
+
+/* Everything the run holds given back. Several GPUs and a failure (often
+ * the other ranks gone): kernels of a collective may never end, and a
+ * stream sync or a free behind them would wait for ever; every file this
+ * run writes is whole (written aside and renamed) and the log flushed line
+ * by line, so the rank leaves now and the driver takes the device back. */
+static int leave(loop *L, int status)
+{
     train_progress_end(&L->prog);
-    if (in->comm && status == TRAIN_EXIT_FAIL) {
-        /* several GPUs and a failure (often the other ranks gone): kernels
-         * of a collective may never end, and a stream sync or a free
-         * behind them would wait for ever; every file this run writes is
-         * whole (written aside and renamed) and the log flushed line by
-         * line, so the rank leaves now and the driver takes the device
-         * back */
-        pgrt_comm_abort(in->comm);
+    if (L->in->comm && status == TRAIN_EXIT_FAIL) {
+        pgrt_comm_abort(L->in->comm);
         fflush(stdout);
         fflush(stderr);
         _exit(status);
@@ -696,4 +702,55 @@ out:
     free_batch(&L->ev);
     pgrt_adapter_destroy(&L->scratch);
     return status;
+}
+
+int train_run(const train_run_in *in, train_run_out *out)
+{
+    const train_opts *o = in->o;
+    loop L_ = {0}, *L = &L_;
+    L->in = in;
+    L->o = o;
+    L->rows = (int)o->batch;
+    L->seq = (int)o->seq;
+    L->accum = (int)o->grad_accum;
+    L->n = (size_t)L->rows * (size_t)L->seq;
+    L->world = in->comm ? o->world : 1;
+    L->rank = in->comm ? o->dist_rank : 0;
+    L->writes = L->rank == 0;
+    const train_state *rs = in->resume;
+    L->step = rs ? rs->step : 0;
+    L->skipped = rs ? rs->skipped : 0;
+    L->tokens = rs ? rs->tokens : 0;
+    L->opt_steps = rs ? rs->optimizer_steps : 0;
+    out->steps = 0;
+    out->steady_ms = 0;
+    out->signal = 0;
+
+    int status = create_model(L);
+    if (status)
+        return status;
+    if ((status = prepare(L)))
+        return leave(L, status);
+    const char *name = in->graph ? "graph" : "eager";
+    if (in->comm)
+        watchdog_start(&L->dog, o->dist_timeout, L->rank, L->world);
+    L->t0_ms = now_ms();
+    train_progress_init(&L->prog, name, isatty(STDERR_FILENO), o->log_every, L->step + 1,
+                        in->total, L->t0_ms);
+    while (L->step < in->total) {
+        train_step_rec rec;
+        int sig = 0, rc;
+        if ((status = one_step(L, &rec)) || (status = record_step(L, out, &rec)))
+            return leave(L, status);
+        bool last = L->step == in->total;
+        if ((status = maybe_evaluate(L, last, name)))
+            return leave(L, status);
+        if ((rc = agreed_stop(L, &sig)))
+            return leave(L, fail_rt(L, "agreeing on a stop", rc));
+        if ((status = maybe_checkpoint(L, last, sig)))
+            return leave(L, status);
+        if (sig)
+            return leave(L, stop_for_signal(L, out, sig));
+    }
+    return leave(L, finish_run(L, out, name));
 }
