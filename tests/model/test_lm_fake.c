@@ -99,6 +99,35 @@ static void write_model_n(const char *dir, bool llama, int layers)
 
 static void write_model(const char *dir, bool llama) { write_model_n(dir, llama, L); }
 
+/* A case's model (layers of them) written and opened, a fresh adapter of
+ * rank R on every module, and ids (i * mul + add) mod V. */
+typedef struct fixture {
+    char dir[4096];
+    pgrt_model_files *mf;
+    pgrt_adapter *ad;
+    int32_t ids[B * S];
+} fixture;
+
+static void fixture_open(fixture *f, bool llama, int layers, int mul, int add)
+{
+    REQUIRE(scratch_dir(f->dir, sizeof f->dir) != NULL);
+    write_model_n(f->dir, llama, layers);
+    f->mf = NULL;
+    REQUIRE_INT_EQ(pgrt_model_open(f->dir, &f->mf), 0);
+    pgrt_adapter_config ac = {.r = R, .alpha = 2.0 * R, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
+    f->ad = NULL;
+    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_hf_config(f->mf), &ac, 7, &f->ad), 0);
+    for (int i = 0; i < B * S; i++)
+        f->ids[i] = (i * mul + add) % V;
+}
+
+static void fixture_close(fixture *f)
+{
+    pgrt_adapter_destroy(&f->ad);
+    pgrt_model_close(&f->mf);
+    remove_tree(f->dir);
+}
+
 static bool same_launch(const fakecuda_launch *a, const fakecuda_launch *b, bool params)
 {
     if (strcmp(a->name, b->name) || memcmp(a->grid, b->grid, sizeof a->grid) ||
@@ -148,18 +177,13 @@ static pgrt_lm *make(pgrt_ctx *ctx, const pgrt_model_files *mf, const pgrt_adapt
 
 static void run_case(pgrt_ctx *ctx, pgrt_stream *s, bool llama, bool bf16)
 {
-    char dir[4096], what[64];
+    char what[64];
     snprintf(what, sizeof what, "%s %s", llama ? "llama" : "qwen2", bf16 ? "bf16" : "f32");
-    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
-    write_model(dir, llama);
-    pgrt_model_files *mf = NULL;
-    REQUIRE_INT_EQ(pgrt_model_open(dir, &mf), 0);
-    pgrt_adapter_config ac = {.r = R, .alpha = 2.0 * R, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
-    pgrt_adapter *ad = NULL;
-    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_hf_config(mf), &ac, 7, &ad), 0);
-    int32_t ids[B * S];
-    for (int i = 0; i < B * S; i++)
-        ids[i] = (i * 7 + 3) % V;
+    fixture fx;
+    fixture_open(&fx, llama, L, 7, 3);
+    const pgrt_model_files *mf = fx.mf;
+    const pgrt_adapter *ad = fx.ad;
+    const int32_t *ids = fx.ids;
 
     /* eager: two steps, one sequence */
     pgrt_lm *lm = make(ctx, mf, ad, bf16, false, false);
@@ -230,9 +254,7 @@ static void run_case(pgrt_ctx *ctx, pgrt_stream *s, bool llama, bool bf16)
     pgrt_lm_destroy(&lm);
 
     free(eager);
-    pgrt_adapter_destroy(&ad);
-    pgrt_model_close(&mf);
-    remove_tree(dir);
+    fixture_close(&fx);
 }
 
 /* Attention forward launches of the last step (fk_reset before it). */
@@ -251,17 +273,11 @@ static int att_forwards(void)
 static void recompute_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
 {
     enum { LR = 4 }; /* layers: room for some recomputed, some kept */
-    char dir[4096];
-    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
-    write_model_n(dir, false, LR);
-    pgrt_model_files *mf = NULL;
-    REQUIRE_INT_EQ(pgrt_model_open(dir, &mf), 0);
-    pgrt_adapter_config ac = {.r = R, .alpha = 2.0 * R, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
-    pgrt_adapter *ad = NULL;
-    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_hf_config(mf), &ac, 7, &ad), 0);
-    int32_t ids[B * S];
-    for (int i = 0; i < B * S; i++)
-        ids[i] = (i * 7 + 3) % V;
+    fixture fx;
+    fixture_open(&fx, false, LR, 7, 3);
+    const pgrt_model_files *mf = fx.mf;
+    const pgrt_adapter *ad = fx.ad;
+    const int32_t *ids = fx.ids;
 
     pgrt_lm_params p = params_of(mf, ad, bf16);
     uint64_t none = 0, all = 0, bytes = 0;
@@ -344,9 +360,7 @@ static void recompute_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
             "of %d layers; arena %llu, %llu, %llu bytes\n", bf16 ? "bf16" : "f32", fwd[0], fwd[1],
             fwd[2], recomputed[2], LR, (unsigned long long)arena[0], (unsigned long long)arena[1],
             (unsigned long long)arena[2]);
-    pgrt_adapter_destroy(&ad);
-    pgrt_model_close(&mf);
-    remove_tree(dir);
+    fixture_close(&fx);
 }
 
 static float param_f32(const fakecuda_launch *l, int i)
@@ -591,20 +605,15 @@ static void shard_case(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_model_files *mf
 
 static void comm_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
 {
-    char dir[4096];
-    REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
-    write_model(dir, false);
-    pgrt_model_files *mf = NULL;
-    REQUIRE_INT_EQ(pgrt_model_open(dir, &mf), 0);
-    pgrt_adapter_config ac = {.r = R, .alpha = 2.0 * R, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
-    pgrt_adapter *ad = NULL;
-    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_hf_config(mf), &ac, 7, &ad), 0);
+    fixture fx;
+    fixture_open(&fx, false, L, 5, 1);
+    const pgrt_model_files *mf = fx.mf;
+    const pgrt_adapter *ad = fx.ad;
+    const int32_t *ids = fx.ids;
+    const char *dir = fx.dir;
     size_t nlora = 0;
     for (size_t i = 0; i < ad->count; i++)
         nlora += (size_t)ad->w[i].r * (size_t)(ad->w[i].in + ad->w[i].out);
-    int32_t ids[B * S];
-    for (int i = 0; i < B * S; i++)
-        ids[i] = (i * 5 + 1) % V;
     const uint64_t own = (uint64_t)B * (S - 1);
 
     /* rank 0 of 2: the fake's other rank holds the same data */
@@ -681,9 +690,7 @@ static void comm_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
     shard_case(ctx, s, mf, ad, c, bf16, nlora, ids, dir);
 
     pgrt_comm_destroy(&c);
-    pgrt_adapter_destroy(&ad);
-    pgrt_model_close(&mf);
-    remove_tree(dir);
+    fixture_close(&fx);
 }
 
 int main(int argc, char **argv)
