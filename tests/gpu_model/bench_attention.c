@@ -120,11 +120,21 @@ int main(int argc, char **argv)
         die("pgrt_event_create", erc);
     printf("attention B %u S %u Hq %u Hkv %u D %u, %s, mean of %u\n", B, S, HQ, HKV, D,
            pg_target_name(di.target), iters);
-    printf("%-6s %10s %10s %10s %10s\n", "family", "fwd_ms", "dq_ms", "dkv_ms", "fwd+bwd_ms");
+    /* causal: Q K^T and P V over half the S x S scores, 2 S^2 D flops a
+     * head forward; the backward's five products, 2.5 times that */
+    double flops = 2.0 * B * HQ * (double)S * S * D;
+    printf("%-6s %10s %10s %10s %10s %9s %9s\n", "family", "fwd_ms", "dq_ms", "dkv_ms",
+           "fwd+bwd_ms", "fwd_TF/s", "bwd_TF/s");
     for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
         if (!pgk_supports(pgk_find(fams[f].fwd), di.target))
             continue;
         pgk_knobs kf = knobs(fams[f].fwd, B, S, HQ, D), kq = knobs(fams[f].dq, B, S, HQ, D);
+        pgk_launch lf;
+        char why[256] = "";
+        if (pgk_launch_for(pgk_find(fams[f].fwd), &kf, &lf, why, sizeof why)) {
+            printf("%-6s n/a: %s\n", fams[f].name, why); /* a shape past its knobs */
+            continue;
+        }
         pgk_knobs kk = knobs(fams[f].dkv, B, S, HKV, D);
         pgrt_kernel *hf = get(ctx, fams[f].fwd, &kf), *hq = get(ctx, fams[f].dq, &kq);
         pgrt_kernel *hk = get(ctx, fams[f].dkv, &kk);
@@ -145,8 +155,9 @@ int main(int argc, char **argv)
                 die("events", erc);
             ms[part] = t / iters;
         }
-        printf("%-6s %10.4f %10.4f %10.4f %10.4f\n", fams[f].name, ms[0], ms[1], ms[2],
-               ms[0] + ms[1] + ms[2]);
+        printf("%-6s %10.4f %10.4f %10.4f %10.4f %9.1f %9.1f\n", fams[f].name, ms[0], ms[1],
+               ms[2], ms[0] + ms[1] + ms[2], flops / ms[0] * 1e-9,
+               2.5 * flops / (ms[1] + ms[2]) * 1e-9);
     }
     pgrt_event_destroy(&e0), pgrt_event_destroy(&e1);
     pgrt_buf *all[] = {q, k, v, o, go, dq, dk, dv, lse, delta};

@@ -49,7 +49,11 @@ def main():
         res[name] = t0.elapsed_time(t1) / a.iters
     print("torch %s, sdpa bf16 causal B %d S %d Hq %d Hkv %d D %d" %
           (torch.__version__, a.b, a.s, a.hq, a.hkv, a.d))
-    print("%-6s %10.4f %10s %10s %10.4f" % ("torch", res["fwd"], "-", "-", res["fwd+bwd"]))
+    flops = 2.0 * a.b * a.hq * a.s * a.s * a.d  # causal, as bench_attention counts
+    bwd = res["fwd+bwd"] - res["fwd"]
+    print("%-6s %10.4f %10s %10s %10.4f %9.1f %9.1f" % ("torch", res["fwd"], "-", "-", res["fwd+bwd"],
+                                                       flops / res["fwd"] * 1e-9,
+                                                       2.5 * flops / bwd * 1e-9))
 
 
 if __name__ == "__main__":
