@@ -257,241 +257,287 @@ static int launch_ranks(const train_opts *o, int argc, char **argv)
     return status;
 }
 
-int train_hf_main(int argc, char **argv)
-{
+/* One ptxgen-train --model run's inputs and what it holds, in the order
+ * it takes them; hf_close gives everything back. */
+typedef struct hf_run {
     train_opts o;
-    char ckpt[PATH_MAX], msg[2 * PATH_MAX + 512];
-    int code = train_opts_load(argc, argv, &o, ckpt, sizeof ckpt);
-    if (code) {
-        train_opts_free(&o);
-        return code < 0 ? 0 : code;
-    }
-    if (o.gpus > 1) {
-        code = launch_ranks(&o, argc, argv);
-        train_opts_free(&o);
-        return code;
-    }
+    char ckpt[PATH_MAX];      /* --resume's checkpoint directory, or "" */
+    char msg[2 * PATH_MAX + 512];
+    bool resume, writes;      /* writes: rank 0 (or one process) */
+    train_state st;           /* --resume's trainer_state.json */
     train_dist td;
-    if ((code = train_dist_setup(&o, &td))) {
-        train_opts_free(&o);
-        return code;
-    }
-    /* several GPUs: only rank 0 writes; the others train and check */
-    const bool writes = train_dist_writes(&td);
-    if (!writes) {
-        free(o.log_json);
-        free(o.save_adapter);
-        free(o.save_grads);
-        o.log_json = o.save_adapter = o.save_grads = NULL;
-    }
-    pgrt_model_files *mf = NULL;
-    pgrt_adapter *ad = NULL, *final = NULL, *grads = NULL;
-    train_source *src = NULL, *eval = NULL;
-    train_log *log = NULL;
-    pgrt_ctx *ctx = NULL;
-    char *run_config = NULL;
-    double *losses[2] = {NULL, NULL};
-    train_state st;
-    char start_pos[TRAIN_POS_MAX] = "", eval_pos[TRAIN_POS_MAX] = "";
-    const bool resume = ckpt[0] != '\0';
-    int rc = 0;
-    code = TRAIN_EXIT_USAGE;
-
-    if (resume && train_state_read(ckpt, &st, msg, sizeof msg)) {
-        train_bad("--resume: %s", msg);
-        goto out;
-    }
-    /* a step is world x --batch rows: another world is another run */
-    if (resume && st.world != (uint64_t)o.world) {
-        char how[64] = "one process (no --gpus, no WORLD_SIZE)";
-        if (st.world > 1)
-            snprintf(how, sizeof how, "--gpus %llu", (unsigned long long)st.world);
-        train_bad("--resume %s: the run has %llu rank%s, this one %d: a step is ranks x --batch "
-                  "rows; resume with %s",
-                  ckpt, (unsigned long long)st.world, st.world == 1 ? "" : "s", o.world, how);
-        goto out;
-    }
-    if ((rc = pgrt_model_open(o.model, &mf)))
-        goto fail;
-    const pgrt_hf_config *mc = pgrt_model_hf_config(mf);
-    if (resume) {
-        if ((rc = pgrt_adapter_load(ckpt, mc, &ad)))
-            goto fail;
-    } else if (o.adapter) {
-        if ((rc = pgrt_adapter_load(o.adapter, mc, &ad)))
-            goto fail;
-    } else {
-        pgrt_adapter_config ac = {.r = (int)o.rank, .alpha = o.alpha, .targets = o.targets};
-        if (train_opts_patterns(&o, &ac))
-            goto out;
-        if ((rc = pgrt_adapter_init(mc, &ac, (uint64_t)o.seed, &ad)))
-            goto fail;
-    }
-    if (open_sources(&o, mc, &src, &eval, msg, sizeof msg)) {
-        fprintf(stderr, "ptxgen-train: %s\n", msg);
-        goto out;
-    }
-    if (eval)
-        eval->ops->position_get(eval, eval_pos);
+    pgrt_model_files *mf;
+    pgrt_adapter *ad, *final, *grads;
+    train_source *src, *eval;
+    char start_pos[TRAIN_POS_MAX], eval_pos[TRAIN_POS_MAX];
     uint64_t total;
-    if ((code = train_opts_total_steps(&o, src->ops->rows_per_epoch(src), &total)))
-        goto out;
-    code = TRAIN_EXIT_USAGE;
-    if (resume) {
-        if (src->ops->position_set(src, st.position, msg, sizeof msg)) {
-            train_bad("--resume %s: %s", ckpt, msg);
-            goto out;
-        }
-        if (st.step >= total) {
-            train_bad("--resume %s: the run is at step %llu of %llu already; a larger --steps "
-                      "or --epochs extends it",
-                      ckpt, (unsigned long long)st.step, (unsigned long long)total);
-            goto out;
-        }
-    }
-    src->ops->position_get(src, start_pos);
-    if (writes && ((code = check_aliases(&o, mf)) || (code = check_outputs(&o, resume ? ckpt : ""))))
-        goto out;
-    code = TRAIN_EXIT_USAGE;
-    if (!(run_config = train_opts_json(&o))) {
-        train_bad("out of host memory");
-        goto out;
-    }
-    code = TRAIN_EXIT_FAIL;
-    if ((rc = pgrt_adapter_init(mc, &ad->cfg, 0, &final)) ||
-        (o.save_grads && (rc = pgrt_adapter_init(mc, &ad->cfg, 0, &grads))))
-        goto fail;
-    /* --mode both compares the two runs' losses step by step */
-    for (int m = 0; m < 2 && o.modes == TRAIN_MODE_BOTH; m++)
-        if (!(losses[m] = calloc((size_t)total, sizeof(double)))) {
-            fprintf(stderr, "ptxgen-train: out of host memory\n");
-            goto out;
-        }
-    if ((rc = pgrt_ctx_create(&ctx, &(pgrt_ctx_params){.device = train_dist_device(&td)})))
-        goto fail;
-    if ((code = train_dist_join(&td, &o, ctx)) ||
-        (code = train_dist_same_start(&td, ctx, &o, resume ? st.step : 0, total, ad)))
-        goto out;
-    code = TRAIN_EXIT_FAIL;
-    if (o.log_json) {
-        long long keep = -1;
-        char abs[PATH_MAX + 64];
-        train_path_absolute(o.log_json, abs, sizeof abs);
-        if (resume && !strcmp(abs, st.log_json))
-            keep = (long long)st.log_bytes;
-        if (train_log_open(o.log_json, keep, &log, msg, sizeof msg)) {
-            warn_escaped(msg);
-            goto out;
-        }
-    }
-    train_signals_install();
-    int last = 0, verdict = 0;
-    train_run_out ro[2] = {{0}};
-    for (int m = 0; m < 2; m++) {
-        if (!(o.modes & (1 << m)))
-            continue;
-        /* both modes from the same start */
-        if (src->ops->position_set(src, start_pos, msg, sizeof msg)) {
-            warn_escaped(msg);
-            goto out;
-        }
-        bool last_mode = !(o.modes & (1 << (m + 1))) || m == 1;
-        train_run_in in = {
-            .o = &o,
-            .ctx = ctx,
-            .mf = mf,
-            .start = ad,
-            .src = src,
-            .eval = eval,
-            .eval_start = eval_pos,
-            .total = total,
-            .resume = resume ? &st : NULL,
-            .resume_dir = ckpt,
-            .run_config = run_config,
-            .log = last_mode ? log : NULL,
-            .graph = m == 1,
-            .keep_grads = grads != NULL,
-            .comm = td.comm,
-        };
-        ro[m].loss = losses[m];
-        ro[m].final = final;
-        ro[m].grads = grads;
-        if ((code = train_run(&in, &ro[m])))
-            goto out;
-        last = m;
-    }
-    if (o.modes == TRAIN_MODE_BOTH) {
-        double worst = 0;
-        for (uint64_t i = 0; i < ro[0].steps; i++) {
-            double e = fabs(losses[1][i] - losses[0][i]) / fmax(fabs(losses[0][i]), 1e-30);
-            worst = fmax(worst, e);
-        }
-        if (writes)
-            fprintf(stderr, "eager and graphed losses: worst relative difference %.3g%s\n",
-                    worst, worst <= 1e-5 ? "" : " (more than 1e-5)");
-        verdict = worst <= 1e-5 ? 0 : TRAIN_EXIT_FAIL;
-    }
-    uint64_t counted = ro[last].steps > 1 ? ro[last].steps - 1 : 1;
-    if (writes && ro[last].steps > 1)
-        fprintf(stderr, "%.2f ms/step, %.0f tokens/s (steps after the first)\n",
-                ro[last].steady_ms / (double)counted,
-                (double)o.batch * (double)o.world * (double)o.seq * (double)o.grad_accum *
-                    (double)counted / ro[last].steady_ms * 1e3);
-    if ((code = train_dist_same_adapter(&td, ctx, final)))
-        goto out;
-    /* Each output on its own, the trained adapter first: one that fails
-     * (a full disk) is reported and leaves the others written, each whole
-     * (pgrt_adapter_save writes its pair atomically). */
-    code = verdict;
-    if (o.output_dir && writes) {
-        char fin[PATH_MAX + 64];
-        snprintf(fin, sizeof fin, "%s/%s", o.output_dir, TRAIN_FINAL_DIR);
-        if (pgrt_adapter_save(final, fin)) {
-            output_failed("--output-dir");
-            code = TRAIN_EXIT_FAIL;
-        } else {
-            snprintf(msg, sizeof msg, "the trained adapter: %s", fin);
-            char safe[4 * sizeof msg];
-            pg_text_escape(safe, sizeof safe, msg);
-            fprintf(stderr, "%s\n", safe);
-        }
-    }
-    if (o.save_adapter && pgrt_adapter_save(final, o.save_adapter)) {
-        output_failed("--save-adapter");
-        code = TRAIN_EXIT_FAIL;
-    }
-    if (o.save_grads && pgrt_adapter_save(grads, o.save_grads)) {
-        output_failed("--save-grads");
-        code = TRAIN_EXIT_FAIL;
-    }
-    goto out;
-fail:
+    char *run_config;
+    double *losses[2];        /* --mode both */
+    pgrt_ctx *ctx;
+    train_log *log;
+} hf_run;
+
+/* A runtime call's failure as ptxgen-train says it; code is the exit
+ * status to give. */
+static int rt_said(int rc, int code)
+{
     if (rc)
         fprintf(stderr, "ptxgen-train: %s%s\n", pgrt_err_unavailable(rc) ? "no GPU: " : "",
                 pgrt_last_message()[0] ? train_last_message() : pgrt_strerror(rc));
-out:
+    return code;
+}
+
+/* --resume: the checkpoint's state, and the same number of ranks. */
+static int check_resume(hf_run *r)
+{
+    if (!r->resume)
+        return 0;
+    if (train_state_read(r->ckpt, &r->st, r->msg, sizeof r->msg))
+        return train_bad("--resume: %s", r->msg);
+    /* a step is world x --batch rows: another world is another run */
+    if (r->st.world != (uint64_t)r->o.world) {
+        char how[64] = "one process (no --gpus, no WORLD_SIZE)";
+        if (r->st.world > 1)
+            snprintf(how, sizeof how, "--gpus %llu", (unsigned long long)r->st.world);
+        return train_bad("--resume %s: the run has %llu rank%s, this one %d: a step is ranks x "
+                         "--batch rows; resume with %s",
+                         r->ckpt, (unsigned long long)r->st.world, r->st.world == 1 ? "" : "s",
+                         r->o.world, how);
+    }
+    return 0;
+}
+
+/* The model, the starting adapter (the checkpoint's, --adapter's or a
+ * fresh one), the data at its starting place and the run's steps, the
+ * outputs checked, and the host buffers of the results. */
+static int load_inputs(hf_run *r)
+{
+    train_opts *o = &r->o;
+    int rc, code;
+    if ((rc = pgrt_model_open(o->model, &r->mf)))
+        return rt_said(rc, TRAIN_EXIT_USAGE);
+    const pgrt_hf_config *mc = pgrt_model_hf_config(r->mf);
+    if (r->resume || o->adapter) {
+        if ((rc = pgrt_adapter_load(r->resume ? r->ckpt : o->adapter, mc, &r->ad)))
+            return rt_said(rc, TRAIN_EXIT_USAGE);
+    } else {
+        pgrt_adapter_config ac = {.r = (int)o->rank, .alpha = o->alpha, .targets = o->targets};
+        if (train_opts_patterns(o, &ac))
+            return TRAIN_EXIT_USAGE;
+        if ((rc = pgrt_adapter_init(mc, &ac, (uint64_t)o->seed, &r->ad)))
+            return rt_said(rc, TRAIN_EXIT_USAGE);
+    }
+    if (open_sources(o, mc, &r->src, &r->eval, r->msg, sizeof r->msg)) {
+        fprintf(stderr, "ptxgen-train: %s\n", r->msg);
+        return TRAIN_EXIT_USAGE;
+    }
+    if (r->eval)
+        r->eval->ops->position_get(r->eval, r->eval_pos);
+    if ((code = train_opts_total_steps(o, r->src->ops->rows_per_epoch(r->src), &r->total)))
+        return code;
+    if (r->resume) {
+        if (r->src->ops->position_set(r->src, r->st.position, r->msg, sizeof r->msg))
+            return train_bad("--resume %s: %s", r->ckpt, r->msg);
+        if (r->st.step >= r->total)
+            return train_bad("--resume %s: the run is at step %llu of %llu already; a larger "
+                             "--steps or --epochs extends it",
+                             r->ckpt, (unsigned long long)r->st.step,
+                             (unsigned long long)r->total);
+    }
+    r->src->ops->position_get(r->src, r->start_pos);
+    if (r->writes && ((code = check_aliases(o, r->mf)) ||
+                      (code = check_outputs(o, r->resume ? r->ckpt : ""))))
+        return code;
+    if (!(r->run_config = train_opts_json(o)))
+        return train_bad("out of host memory");
+    if ((rc = pgrt_adapter_init(mc, &r->ad->cfg, 0, &r->final)) ||
+        (o->save_grads && (rc = pgrt_adapter_init(mc, &r->ad->cfg, 0, &r->grads))))
+        return rt_said(rc, TRAIN_EXIT_FAIL);
+    /* --mode both compares the two runs' losses step by step */
+    for (int m = 0; m < 2 && o->modes == TRAIN_MODE_BOTH; m++)
+        if (!(r->losses[m] = calloc((size_t)r->total, sizeof(double)))) {
+            fprintf(stderr, "ptxgen-train: out of host memory\n");
+            return TRAIN_EXIT_FAIL;
+        }
+    return 0;
+}
+
+/* The device, the other ranks (and that all start alike), the log. */
+static int join(hf_run *r)
+{
+    int rc, code;
+    if ((rc = pgrt_ctx_create(&r->ctx, &(pgrt_ctx_params){.device = train_dist_device(&r->td)})))
+        return rt_said(rc, TRAIN_EXIT_FAIL);
+    if ((code = train_dist_join(&r->td, &r->o, r->ctx)) ||
+        (code = train_dist_same_start(&r->td, r->ctx, &r->o, r->resume ? r->st.step : 0,
+                                      r->total, r->ad)))
+        return code;
+    if (!r->o.log_json)
+        return 0;
+    long long keep = -1;
+    char abs[PATH_MAX + 64];
+    train_path_absolute(r->o.log_json, abs, sizeof abs);
+    if (r->resume && !strcmp(abs, r->st.log_json))
+        keep = (long long)r->st.log_bytes;
+    if (train_log_open(r->o.log_json, keep, &r->log, r->msg, sizeof r->msg)) {
+        warn_escaped(r->msg);
+        return TRAIN_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* The run, eager, graphed or both from the same start (then compared:
+ * *verdict is 1 when they differ past 1e-5), and its speed said. */
+static int run_modes(hf_run *r, int *verdict)
+{
+    train_opts *o = &r->o;
+    int last = 0, code;
+    train_run_out ro[2] = {{0}};
+    train_signals_install();
+    for (int m = 0; m < 2; m++) {
+        if (!(o->modes & (1 << m)))
+            continue;
+        /* both modes from the same start */
+        if (r->src->ops->position_set(r->src, r->start_pos, r->msg, sizeof r->msg)) {
+            warn_escaped(r->msg);
+            return TRAIN_EXIT_FAIL;
+        }
+        bool last_mode = !(o->modes & (1 << (m + 1))) || m == 1;
+        train_run_in in = {
+            .o = o,
+            .ctx = r->ctx,
+            .mf = r->mf,
+            .start = r->ad,
+            .src = r->src,
+            .eval = r->eval,
+            .eval_start = r->eval_pos,
+            .total = r->total,
+            .resume = r->resume ? &r->st : NULL,
+            .resume_dir = r->ckpt,
+            .run_config = r->run_config,
+            .log = last_mode ? r->log : NULL,
+            .graph = m == 1,
+            .keep_grads = r->grads != NULL,
+            .comm = r->td.comm,
+        };
+        ro[m].loss = r->losses[m];
+        ro[m].final = r->final;
+        ro[m].grads = r->grads;
+        if ((code = train_run(&in, &ro[m])))
+            return code;
+        last = m;
+    }
+    *verdict = 0;
+    if (o->modes == TRAIN_MODE_BOTH) {
+        double worst = 0;
+        for (uint64_t i = 0; i < ro[0].steps; i++) {
+            double e = fabs(r->losses[1][i] - r->losses[0][i]) /
+                       fmax(fabs(r->losses[0][i]), 1e-30);
+            worst = fmax(worst, e);
+        }
+        if (r->writes)
+            fprintf(stderr, "eager and graphed losses: worst relative difference %.3g%s\n",
+                    worst, worst <= 1e-5 ? "" : " (more than 1e-5)");
+        *verdict = worst <= 1e-5 ? 0 : TRAIN_EXIT_FAIL;
+    }
+    uint64_t counted = ro[last].steps > 1 ? ro[last].steps - 1 : 1;
+    if (r->writes && ro[last].steps > 1)
+        fprintf(stderr, "%.2f ms/step, %.0f tokens/s (steps after the first)\n",
+                ro[last].steady_ms / (double)counted,
+                (double)o->batch * (double)o->world * (double)o->seq * (double)o->grad_accum *
+                    (double)counted / ro[last].steady_ms * 1e3);
+    return 0;
+}
+
+/* Each output on its own, the trained adapter first: one that fails (a
+ * full disk) is reported and leaves the others written, each whole
+ * (pgrt_adapter_save writes its pair atomically). */
+static int write_outputs(hf_run *r, int code)
+{
+    train_opts *o = &r->o;
+    if (o->output_dir && r->writes) {
+        char fin[PATH_MAX + 64];
+        snprintf(fin, sizeof fin, "%s/%s", o->output_dir, TRAIN_FINAL_DIR);
+        if (pgrt_adapter_save(r->final, fin)) {
+            output_failed("--output-dir");
+            code = TRAIN_EXIT_FAIL;
+        } else {
+            snprintf(r->msg, sizeof r->msg, "the trained adapter: %s", fin);
+            char safe[4 * sizeof r->msg];
+            pg_text_escape(safe, sizeof safe, r->msg);
+            fprintf(stderr, "%s\n", safe);
+        }
+    }
+    if (o->save_adapter && pgrt_adapter_save(r->final, o->save_adapter)) {
+        output_failed("--save-adapter");
+        code = TRAIN_EXIT_FAIL;
+    }
+    if (o->save_grads && pgrt_adapter_save(r->grads, o->save_grads)) {
+        output_failed("--save-grads");
+        code = TRAIN_EXIT_FAIL;
+    }
+    return code;
+}
+
+/* Everything given back; code is the exit status. A failure with the
+ * other ranks (often gone): device work behind a collective may never
+ * end, and freeing behind it would wait for ever; everything written is
+ * whole, so the process leaves now. */
+static int hf_close(hf_run *r, int code)
+{
     fflush(stderr);
-    free(losses[0]);
-    free(losses[1]);
-    free(run_config);
-    train_log_close(&log);
-    if (code && td.comm) {
-        /* a failure with the other ranks (often gone): device work behind
-         * a collective may never end, and freeing behind it would wait for
-         * ever; everything written is whole, so leave now */
-        pgrt_comm_abort(td.comm);
+    free(r->losses[0]);
+    free(r->losses[1]);
+    free(r->run_config);
+    train_log_close(&r->log);
+    if (code && r->td.comm) {
+        pgrt_comm_abort(r->td.comm);
         fflush(stdout);
         fflush(stderr);
         _exit(code);
     }
-    train_dist_close(&td);
-    pgrt_ctx_destroy(&ctx);
-    train_source_close(&eval);
-    train_source_close(&src);
-    pgrt_adapter_destroy(&grads);
-    pgrt_adapter_destroy(&final);
-    pgrt_adapter_destroy(&ad);
-    pgrt_model_close(&mf);
-    train_opts_free(&o);
+    train_dist_close(&r->td);
+    pgrt_ctx_destroy(&r->ctx);
+    train_source_close(&r->eval);
+    train_source_close(&r->src);
+    pgrt_adapter_destroy(&r->grads);
+    pgrt_adapter_destroy(&r->final);
+    pgrt_adapter_destroy(&r->ad);
+    pgrt_model_close(&r->mf);
+    train_opts_free(&r->o);
     return code;
+}
+
+int train_hf_main(int argc, char **argv)
+{
+    hf_run run = {0}, *r = &run;
+    int code = train_opts_load(argc, argv, &r->o, r->ckpt, sizeof r->ckpt);
+    if (code) {
+        train_opts_free(&r->o);
+        return code < 0 ? 0 : code;
+    }
+    if (r->o.gpus > 1) {
+        code = launch_ranks(&r->o, argc, argv);
+        train_opts_free(&r->o);
+        return code;
+    }
+    if ((code = train_dist_setup(&r->o, &r->td))) {
+        train_opts_free(&r->o);
+        return code;
+    }
+    /* several GPUs: only rank 0 writes; the others train and check */
+    r->writes = train_dist_writes(&r->td);
+    if (!r->writes) {
+        free(r->o.log_json);
+        free(r->o.save_adapter);
+        free(r->o.save_grads);
+        r->o.log_json = r->o.save_adapter = r->o.save_grads = NULL;
+    }
+    r->resume = r->ckpt[0] != '\0';
+    int verdict = 0;
+    if ((code = check_resume(r)) || (code = load_inputs(r)) || (code = join(r)) ||
+        (code = run_modes(r, &verdict)) ||
+        (code = train_dist_same_adapter(&r->td, r->ctx, r->final)))
+        return hf_close(r, code);
+    return hf_close(r, write_outputs(r, verdict));
 }
