@@ -157,23 +157,12 @@ static void print_timing(const char *name, const tmodel_config *c, const run_res
            r->first_ms, 1e3 / sps, sps, c->steps > 1 ? c->steps - 1 : 1);
 }
 
-int main(int argc, char **argv)
+/* The demo's options into c and *mode. 0, or the exit status after one
+ * line. */
+static int parse_demo(int argc, char **argv, tmodel_config *c, int *mode)
 {
-    tmodel_config c;
-    tmodel_config_default(&c);
-    int mode = MODE_BOTH;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            train_opts_help(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--version") == 0) {
-            train_opts_version(stdout);
-            return 0;
-        }
-    }
-    if (!train_opts_is_demo(argc, argv))
-        return train_hf_main(argc, argv);
+    tmodel_config_default(c);
+    *mode = MODE_BOTH;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -183,11 +172,11 @@ int main(int argc, char **argv)
             if (!v)
                 return bad("%s needs a value", a);
             if (strcmp(v, "eager") == 0)
-                mode = MODE_EAGER;
+                *mode = MODE_EAGER;
             else if (strcmp(v, "graph") == 0)
-                mode = MODE_GRAPH;
+                *mode = MODE_GRAPH;
             else if (strcmp(v, "both") == 0)
-                mode = MODE_BOTH;
+                *mode = MODE_BOTH;
             else
                 return bad("--mode: '%s' is not eager, graph or both", v);
             i++;
@@ -199,11 +188,11 @@ int main(int argc, char **argv)
             char *end;
             errno = 0;
             double lr = strtod(v, &end);
-            /* c.lr is a float: the bound keeps it a normal one (1e-50
+            /* c->lr is a float: the bound keeps it a normal one (1e-50
              * passed "> 0" and trained with 0) */
             if (end == v || *end || (errno && errno != ERANGE) || !(lr >= 1e-12 && lr <= 1))
                 return bad("--lr: '%s' is not a learning rate in [1e-12, 1]", v);
-            c.lr = (float)lr;
+            c->lr = (float)lr;
             i++;
             continue;
         }
@@ -221,59 +210,33 @@ int main(int argc, char **argv)
             return rc;
         i++;
         switch (o) {
-        case 0: c.layers = (uint32_t)x; break;
-        case 1: c.hidden = (uint32_t)x; break;
-        case 2: c.seq = (uint32_t)x; break;
-        case 3: c.batch = (uint32_t)x; break;
-        case 4: c.rank = (uint32_t)x; break;
-        case 5: c.steps = (uint32_t)x; break;
-        default: c.seed = x; break;
+        case 0: c->layers = (uint32_t)x; break;
+        case 1: c->hidden = (uint32_t)x; break;
+        case 2: c->seq = (uint32_t)x; break;
+        case 3: c->batch = (uint32_t)x; break;
+        case 4: c->rank = (uint32_t)x; break;
+        case 5: c->steps = (uint32_t)x; break;
+        default: c->seed = x; break;
         }
     }
-    c.max_seq = c.seq;
-    const char *why = tmodel_config_check(&c);
+    c->max_seq = c->seq;
+    const char *why = tmodel_config_check(c);
     if (why) {
         fprintf(stderr, "ptxgen-train: %s\n", why);
         return EXIT_USAGE;
     }
+    return 0;
+}
 
-    pgrt_ctx *ctx = NULL;
-    int rc = pgrt_ctx_create(&ctx, NULL);
-    if (rc) {
-        if (pgrt_err_unavailable(rc))
-            fprintf(stderr, "ptxgen-train: no GPU: %s\n", train_last_message());
-        else
-            fprintf(stderr, "ptxgen-train: %s: %s\n", pgrt_err_name(rc), train_last_message());
-        return 1;
-    }
-    pgrt_device_info dev;
-    pgrt_ctx_device_info(ctx, &dev);
-    printf("ptxgen-train: %s (%s, driver %d.%d); %u layers, hidden %u, seq %u, batch %u, "
-           "rank %u, %u steps, seed %llu, lr %g\n",
-           dev.name, pg_target_name(dev.target), dev.driver_version / 1000,
-           (dev.driver_version % 1000) / 10, c.layers, c.hidden, c.seq, c.batch, c.rank, c.steps,
-           (unsigned long long)c.seed, (double)c.lr);
-    fflush(stdout);
-
-    pgrt_stream *s = NULL;
-    run_result re = {0}, rg = {0};
-    re.loss = calloc(c.steps, sizeof *re.loss);
-    rg.loss = calloc(c.steps, sizeof *rg.loss);
+/* The losses of each mode step by step, the timings, and the verdicts
+ * (the loss falls; with both modes, the seed's graph checks). 0, or 1
+ * when a verdict fails. */
+static int report(const tmodel_config *cfg, int mode, const run_result *pre,
+                  const run_result *prg)
+{
+    const tmodel_config c = *cfg;
+    const run_result re = *pre, rg = *prg;
     int status = 0;
-    if (!re.loss || !rg.loss) {
-        fprintf(stderr, "ptxgen-train: out of host memory\n");
-        status = 1;
-        goto out;
-    }
-    if ((rc = pgrt_stream_create(ctx, &s))) {
-        status = fail_rt("creating a stream", rc);
-        goto out;
-    }
-    if ((mode & MODE_EAGER) && (status = run(ctx, s, &c, false, &re)))
-        goto out;
-    if ((mode & MODE_GRAPH) && (status = run(ctx, s, &c, true, &rg)))
-        goto out;
-
     printf("\n%5s", "step");
     if (mode & MODE_EAGER)
         printf("  %14s", "loss eager");
@@ -330,7 +293,67 @@ int main(int argc, char **argv)
         if (!ok1 || !ok2)
             status = 1;
     }
+    return status;
+}
 
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            train_opts_help(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            train_opts_version(stdout);
+            return 0;
+        }
+    }
+    if (!train_opts_is_demo(argc, argv))
+        return train_hf_main(argc, argv);
+    tmodel_config c;
+    int mode = MODE_BOTH;
+    int rc = parse_demo(argc, argv, &c, &mode);
+    if (rc)
+        return rc;
+
+    pgrt_ctx *ctx = NULL;
+    rc = pgrt_ctx_create(&ctx, NULL);
+    if (rc) {
+        if (pgrt_err_unavailable(rc))
+            fprintf(stderr, "ptxgen-train: no GPU: %s\n", train_last_message());
+        else
+            fprintf(stderr, "ptxgen-train: %s: %s\n", pgrt_err_name(rc), train_last_message());
+        return 1;
+    }
+    pgrt_device_info dev;
+    pgrt_ctx_device_info(ctx, &dev);
+    printf("ptxgen-train: %s (%s, driver %d.%d); %u layers, hidden %u, seq %u, batch %u, "
+           "rank %u, %u steps, seed %llu, lr %g\n",
+           dev.name, pg_target_name(dev.target), dev.driver_version / 1000,
+           (dev.driver_version % 1000) / 10, c.layers, c.hidden, c.seq, c.batch, c.rank, c.steps,
+           (unsigned long long)c.seed, (double)c.lr);
+    fflush(stdout);
+
+    pgrt_stream *s = NULL;
+    run_result re = {0}, rg = {0};
+    re.loss = calloc(c.steps, sizeof *re.loss);
+    rg.loss = calloc(c.steps, sizeof *rg.loss);
+    int status = 0;
+    if (!re.loss || !rg.loss) {
+        fprintf(stderr, "ptxgen-train: out of host memory\n");
+        status = 1;
+        goto out;
+    }
+    if ((rc = pgrt_stream_create(ctx, &s))) {
+        status = fail_rt("creating a stream", rc);
+        goto out;
+    }
+    if ((mode & MODE_EAGER) && (status = run(ctx, s, &c, false, &re)))
+        goto out;
+    if ((mode & MODE_GRAPH) && (status = run(ctx, s, &c, true, &rg)))
+        goto out;
+
+    status = report(&c, mode, &re, &rg);
 out:
     fflush(stdout);
     free(re.loss);
