@@ -216,11 +216,9 @@ static int check_mistral_window(const pgrt_jval *root, const pgrt_hf_config *c)
     return 0;
 }
 
-static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
+/* model_type: one of the architectures this reads. */
+static int read_arch(const pgrt_jval *root, pgrt_hf_config *c)
 {
-    memset(c, 0, sizeof *c);
-    if (pgrt_jval_type(root) != PGRT_JSON_OBJECT)
-        return model_fail(PGRT_EINVAL, CFG ": not a JSON object");
     const char *mt;
     int rc = model_string_opt(root, CFG, "model_type", &mt);
     if (rc < 0)
@@ -236,6 +234,13 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
                               "qwen3)",
                           mt);
     c->arch = (pgrt_arch)a;
+    return 0;
+}
+
+/* The sizes, with transformers' defaults for the optional ones. */
+static int read_shape(const pgrt_jval *root, pgrt_hf_config *c)
+{
+    int rc;
     const int64_t big = 1 << 24;
     int64_t hidden, inter, layers, heads, vocab, kv, hd;
     if ((rc = model_int_req(root, CFG, "hidden_size", 1, big, &hidden)) ||
@@ -279,6 +284,13 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
     c->head_dim = (int)hd;
     c->vocab = (int)vocab;
 
+    return 0;
+}
+
+/* The norm's eps, the positions and RoPE, tied embeddings. */
+static int read_norm_rope(const pgrt_jval *root, pgrt_hf_config *c)
+{
+    int rc;
     if ((rc = model_double_opt(root, CFG, "rms_norm_eps", &c->rms_norm_eps)) < 0)
         return rc;
     if (rc == 1)
@@ -300,6 +312,14 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
     if ((rc = model_bool_opt(root, CFG, "tie_word_embeddings", &c->tie_embeddings)) < 0)
         return rc;
 
+    return 0;
+}
+
+/* What a config may ask for that the model does not do: an activation
+ * other than SiLU, a sliding window, layers other than full attention. */
+static int refuse_unsupported(const pgrt_jval *root)
+{
+    int rc;
     const char *act;
     if ((rc = model_string_opt(root, CFG, "hidden_act", &act)) < 0)
         return rc;
@@ -321,6 +341,15 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
                                   CFG ": layer_types[%zu]: only full_attention is supported", i);
         }
     }
+    return 0;
+}
+
+/* The biases (and Qwen3's q/k norms) each architecture has, and its own
+ * refusals. */
+static int read_arch_parts(const pgrt_jval *root, pgrt_hf_config *c)
+{
+    int rc;
+    bool b = false;
     switch (c->arch) {
     case PGRT_ARCH_QWEN2:
         /* Qwen2's attention has q, k and v biases and no o bias, whatever
@@ -359,6 +388,18 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
         return 0;
     }
     return 0;
+}
+
+static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
+{
+    memset(c, 0, sizeof *c);
+    if (pgrt_jval_type(root) != PGRT_JSON_OBJECT)
+        return model_fail(PGRT_EINVAL, CFG ": not a JSON object");
+    int rc;
+    if ((rc = read_arch(root, c)) || (rc = read_shape(root, c)) || (rc = read_norm_rope(root, c)) ||
+        (rc = refuse_unsupported(root)))
+        return rc;
+    return read_arch_parts(root, c);
 }
 
 int pgrt_hf_config_parse(const char *json, size_t len, pgrt_hf_config *out)
