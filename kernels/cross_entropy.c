@@ -45,107 +45,85 @@ static pg_reg exp_below(pg_kernel *k, pg_reg x, pg_reg mx)
 }
 
 /* dscale: p[5] is a pointer to the f32 scale rather than the value. */
-static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool dscale)
+/* One block's row: the registers the passes share. */
+typedef struct ce_row {
+    pgk_dtype dt;
+    unsigned size;      /* bytes an element of the logits */
+    pg_shared scratch;  /* the block reductions' */
+    pg_reg base, vocab; /* the row's logits */
+    pg_reg tid, ntid;
+    pg_reg label, scale;
+} ce_row;
+
+/* Pass 1: the row's max. */
+static pg_reg ce_max(pg_kernel *k, const ce_row *c)
 {
-    pg_kernel_set_maxntid(k, CE_THREADS, 1, 1);
-    unsigned size = pgk_dtype_size(dt);
-    pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_parts");
-    pg_reg logits = pg_param_load(k, p[0]);
-    pg_reg labels = pg_param_load(k, p[1]);
-    pg_reg loss = pg_param_load(k, p[2]);
-    pg_reg rows = pg_param_load(k, p[3]);
-    pg_reg vocab = pg_param_load(k, p[4]);
-    pg_reg scale = pg_param_load(k, p[5]);
-
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg ntid = pg_sreg_read(k, PG_SREG_NTID_X);
-    pg_reg row = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_label done = pg_label_new(k, "exit");
-    pg_label ignored = pg_label_new(k, "ignored");
-    pg_comment(k, "the whole block leaves together: the row and its label are the block's");
-    pg_bounds_guard(k, row, rows, done);
-    pg_reg label = pg_reg_new(k, PG_S32);
-    pg_ld_nc(k, PG_S32, pgk_elem_addr(k, labels, row, 4), 0, label);
-    if (dscale) {
-        pg_reg scale_ptr = scale;
-        scale = pg_reg_new(k, PG_F32);
-        pg_ld_nc(k, PG_F32, scale_ptr, 0, scale);
-    }
-    pg_reg lossa = pgk_elem_addr(k, loss, row, 4);
-    pg_reg base = pgk_addr2(k, logits, row, vocab, pg_u32(0), size);
-    pg_reg first = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, first, tid, pg_u32(0));
-    pg_reg ign = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_S32, ign, label, pg_s32(0));
-    pg_bra_if(k, ign, false, ignored);
-
     pg_comment(k, "pass 1: the row's max");
     pg_reg m = pgk_f32_const(k, -INFINITY);
     pgk_loop L1;
-    pg_reg j1 = pgk_loop_begin(k, &L1, tid, vocab, ntid);
-    pg_reg x1 = pgk_ld_act(k, dt, pgk_addr_add(k, base, j1, size), false);
+    pg_reg j1 = pgk_loop_begin(k, &L1, c->tid, c->vocab, c->ntid);
+    pg_reg x1 = pgk_ld_act(k, c->dt, pgk_addr_add(k, c->base, j1, c->size), false);
     pg_max(k, PG_F32, m, m, x1);
     pgk_loop_end(k, &L1);
-    pg_reg mx = pg_block_reduce(k, PG_REDUCE_MAX, PG_F32, m, scratch);
+    return pg_block_reduce(k, PG_REDUCE_MAX, PG_F32, m, c->scratch);
+}
 
+/* Pass 2: the sum of exp(x - max), and the same without the label's
+ * term (*others). */
+static pg_reg ce_sums(pg_kernel *k, const ce_row *c, pg_reg mx, pg_reg *others)
+{
     pg_comment(k, "pass 2: sum of exp(x - max) (>= 1: the max's own term), and the same "
                   "without the label's term");
     pg_reg s = pgk_f32_const(k, 0.0f);
     pg_reg sx = pgk_f32_const(k, 0.0f);
     pgk_loop L2;
-    pg_reg j2 = pgk_loop_begin(k, &L2, tid, vocab, ntid);
-    pg_reg x2 = pgk_ld_act(k, dt, pgk_addr_add(k, base, j2, size), false);
+    pg_reg j2 = pgk_loop_begin(k, &L2, c->tid, c->vocab, c->ntid);
+    pg_reg x2 = pgk_ld_act(k, c->dt, pgk_addr_add(k, c->base, j2, c->size), false);
     pg_sub(k, PG_F32, x2, x2, mx);
     pg_reg e2 = pgk_exp_nonpos(k, x2);
     pg_add(k, PG_F32, s, s, e2);
     pg_reg hit2 = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, hit2, j2, label);
+    pg_setp(k, PG_CMP_EQ, PG_U32, hit2, j2, c->label);
     pg_reg e2x = pg_reg_new(k, PG_F32);
     pg_selp(k, PG_F32, e2x, pg_f32(0.0f), e2, hit2);
     pg_add(k, PG_F32, sx, sx, e2x);
     pgk_loop_end(k, &L2);
-    pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, s, scratch);
-    pg_reg others = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, sx, scratch);
-    pg_reg inv = pg_reg_new(k, PG_F32);
-    pg_rcp(k, PG_F32, inv, sum);
-    pg_reg lnsum = pg_reg_new(k, PG_F32);
-    pg_lg2(k, PG_F32, lnsum, sum);
-    pg_mul(k, PG_F32, lnsum, lnsum, pg_f32(LN2_F));
-    pg_comment(k, "the label's p - 1 = -(others / sum): no cancellation when p is near 1");
-    pg_reg pm1 = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, pm1, others, inv);
-    pg_neg(k, PG_F32, pm1, pm1);
+    pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, s, c->scratch);
+    *others = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, sx, c->scratch);
+    return sum;
+}
 
-    pg_comment(k, "a label past the row: loss NaN (no element matches it below)");
-    pg_reg over = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_HS, PG_U32, over, label, vocab);
-    pg_reg both = pg_reg_new(k, PG_PRED);
-    pg_and(k, PG_PRED, both, over, first);
-    pg_reg nan = pgk_f32_const(k, NAN);
-    pg_guard(k, both, false);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, nan);
-
+/* Pass 3: the gradient in place, (exp(x - max) / sum - onehot) * scale,
+ * the label's element pm1 * scale; the label's thread keeps its logit
+ * (*xl) and knows it (*found). */
+static void ce_grad(pg_kernel *k, const ce_row *c, pg_reg mx, pg_reg inv, pg_reg pm1,
+                    pg_reg *xl, pg_reg *found)
+{
     pg_comment(k, "pass 3: grad = (exp(x - max) / sum - onehot) * scale; the label's thread "
                   "keeps its logit");
-    pg_reg xl = pgk_f32_const(k, 0.0f);
-    pg_reg found = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_NE, PG_U32, found, tid, tid); /* false */
+    *xl = pgk_f32_const(k, 0.0f);
+    *found = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_NE, PG_U32, *found, c->tid, c->tid); /* false */
     pgk_loop L3;
-    pg_reg j3 = pgk_loop_begin(k, &L3, tid, vocab, ntid);
-    pg_reg a3 = pgk_addr_add(k, base, j3, size);
-    pg_reg x3 = pgk_ld_act(k, dt, a3, false);
+    pg_reg j3 = pgk_loop_begin(k, &L3, c->tid, c->vocab, c->ntid);
+    pg_reg a3 = pgk_addr_add(k, c->base, j3, c->size);
+    pg_reg x3 = pgk_ld_act(k, c->dt, a3, false);
     pg_reg e3 = exp_below(k, x3, mx);
     pg_reg pr = pg_reg_new(k, PG_F32);
     pg_mul(k, PG_F32, pr, e3, inv);
     pg_reg hit = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, hit, j3, label);
+    pg_setp(k, PG_CMP_EQ, PG_U32, hit, j3, c->label);
     pg_selp(k, PG_F32, pr, pm1, pr, hit);
-    pg_mul(k, PG_F32, pr, pr, scale);
-    pgk_st_act(k, dt, a3, pr);
-    pg_selp(k, PG_F32, xl, x3, xl, hit);
-    pg_or(k, PG_PRED, found, found, hit);
+    pg_mul(k, PG_F32, pr, pr, c->scale);
+    pgk_st_act(k, c->dt, a3, pr);
+    pg_selp(k, PG_F32, *xl, x3, *xl, hit);
+    pg_or(k, PG_PRED, *found, *found, hit);
     pgk_loop_end(k, &L3);
+}
 
+/* The loss -ln p = ln(1 + r), r = others / exp(xl - max). */
+static pg_reg ce_loss(pg_kernel *k, pg_reg mx, pg_reg xl, pg_reg others, pg_reg lnsum)
+{
     pg_comment(k, "loss = -ln p = ln(1 + r), r = others / exp(x - max): by atanh's series "
                   "while r <= 1 (a confident row's tiny loss keeps its digits), else "
                   "(max - x) + ln(sum)");
@@ -170,19 +148,86 @@ static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool dscale)
     pg_setp(k, PG_CMP_LE, PG_F32, use_small, r, pg_f32(1.0f));
     pg_reg l = pg_reg_new(k, PG_F32);
     pg_selp(k, PG_F32, l, small, big, use_small);
+    return l;
+}
+
+/* An ignored row (label < 0): loss 0 and a zero gradient. */
+static void ce_ignored(pg_kernel *k, const ce_row *c, pg_reg lossa, pg_reg first)
+{
+    pg_reg zero = pgk_f32_const(k, 0.0f);
+    pg_guard(k, first, false);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, zero);
+    pgk_loop Z;
+    pg_reg jz = pgk_loop_begin(k, &Z, c->tid, c->vocab, c->ntid);
+    pgk_st_act(k, c->dt, pgk_addr_add(k, c->base, jz, c->size), zero);
+    pgk_loop_end(k, &Z);
+}
+
+static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool dscale)
+{
+    pg_kernel_set_maxntid(k, CE_THREADS, 1, 1);
+    ce_row c = {.dt = dt, .size = pgk_dtype_size(dt)};
+    c.scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_parts");
+    pg_reg logits = pg_param_load(k, p[0]);
+    pg_reg labels = pg_param_load(k, p[1]);
+    pg_reg loss = pg_param_load(k, p[2]);
+    pg_reg rows = pg_param_load(k, p[3]);
+    c.vocab = pg_param_load(k, p[4]);
+    c.scale = pg_param_load(k, p[5]);
+
+    c.tid = pg_sreg_read(k, PG_SREG_TID_X);
+    c.ntid = pg_sreg_read(k, PG_SREG_NTID_X);
+    pg_reg row = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_label done = pg_label_new(k, "exit");
+    pg_label ignored = pg_label_new(k, "ignored");
+    pg_comment(k, "the whole block leaves together: the row and its label are the block's");
+    pg_bounds_guard(k, row, rows, done);
+    c.label = pg_reg_new(k, PG_S32);
+    pg_ld_nc(k, PG_S32, pgk_elem_addr(k, labels, row, 4), 0, c.label);
+    if (dscale) {
+        pg_reg scale_ptr = c.scale;
+        c.scale = pg_reg_new(k, PG_F32);
+        pg_ld_nc(k, PG_F32, scale_ptr, 0, c.scale);
+    }
+    pg_reg lossa = pgk_elem_addr(k, loss, row, 4);
+    c.base = pgk_addr2(k, logits, row, c.vocab, pg_u32(0), c.size);
+    pg_reg first = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_EQ, PG_U32, first, c.tid, pg_u32(0));
+    pg_reg ign = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_LT, PG_S32, ign, c.label, pg_s32(0));
+    pg_bra_if(k, ign, false, ignored);
+
+    pg_reg mx = ce_max(k, &c);
+    pg_reg others;
+    pg_reg sum = ce_sums(k, &c, mx, &others);
+    pg_reg inv = pg_reg_new(k, PG_F32);
+    pg_rcp(k, PG_F32, inv, sum);
+    pg_reg lnsum = pg_reg_new(k, PG_F32);
+    pg_lg2(k, PG_F32, lnsum, sum);
+    pg_mul(k, PG_F32, lnsum, lnsum, pg_f32(LN2_F));
+    pg_comment(k, "the label's p - 1 = -(others / sum): no cancellation when p is near 1");
+    pg_reg pm1 = pg_reg_new(k, PG_F32);
+    pg_mul(k, PG_F32, pm1, others, inv);
+    pg_neg(k, PG_F32, pm1, pm1);
+
+    pg_comment(k, "a label past the row: loss NaN (no element matches it below)");
+    pg_reg over = pg_reg_new(k, PG_PRED);
+    pg_setp(k, PG_CMP_HS, PG_U32, over, c.label, c.vocab);
+    pg_reg both = pg_reg_new(k, PG_PRED);
+    pg_and(k, PG_PRED, both, over, first);
+    pg_reg nan = pgk_f32_const(k, NAN);
+    pg_guard(k, both, false);
+    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, nan);
+
+    pg_reg xl, found;
+    ce_grad(k, &c, mx, inv, pm1, &xl, &found);
+    pg_reg l = ce_loss(k, mx, xl, others, lnsum);
     pg_guard(k, found, false);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, l);
     pg_bra(k, done);
 
     pg_label_bind(k, ignored);
-    pg_reg zero = pgk_f32_const(k, 0.0f);
-    pg_guard(k, first, false);
-    pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, zero);
-    pgk_loop Z;
-    pg_reg jz = pgk_loop_begin(k, &Z, tid, vocab, ntid);
-    pgk_st_act(k, dt, pgk_addr_add(k, base, jz, size), zero);
-    pgk_loop_end(k, &Z);
-
+    ce_ignored(k, &c, lossa, first);
     pg_label_bind(k, done);
     pg_ret(k);
     return pg_kernel_error(k);
