@@ -232,6 +232,55 @@ static void rms_load(pg_kernel *k, pg_reg off, pg_reg xa, pg_reg dya, pg_reg gam
         *dy = dyd;
 }
 
+/* The block's two f64 sums (each thread's ss and sg) in a fixed order:
+ * threads, then columns of 32, then the 32 columns; every thread gets
+ * both in sum[0], sum[1]. tsums holds 2 x threads f64, csums 64. */
+static void block_sums2(pg_kernel *k, uint32_t threads, pg_reg tid, pg_reg ntid, pg_shared tsums,
+                        pg_shared csums, pg_reg ss, pg_reg sg, pg_reg sum[2])
+{
+    pg_comment(k, "block sums in a fixed order: threads, then columns of 32, then 32 columns");
+    pg_reg tbase = pgv_mov(k, PG_U32, pg_shared_addr(tsums));
+    pg_reg slot = pgv_mad(k, PG_U32, tid, pg_u32(8), tbase);
+    pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 0, ss);
+    pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 8 * threads, sg);
+    pg_bar_sync(k, 0);
+    pg_reg c = pgv_and(k, PG_B32, tid, pg_u32(31));
+    pg_reg csl = pgv_mad(k, PG_U32, c, pg_u32(8), tbase);
+    pg_reg col[2];
+    for (int s = 0; s < 2; s++)
+        col[s] = pgv_mov(k, PG_F64, pg_f64(0.0));
+    pg_reg have = pg_reg_new(k, PG_PRED);
+    pg_reg idx = pg_reg_new(k, PG_U32);
+    for (uint32_t i = 0; i < threads / 32; i++) {
+        /* a block smaller than 256 threads has no sums past ntid */
+        pg_add(k, PG_U32, idx, c, pg_u32(32 * i));
+        pg_setp(k, PG_CMP_LT, PG_U32, have, idx, ntid);
+        for (int s = 0; s < 2; s++) {
+            pg_reg v = pgv_mov(k, PG_F64, pg_f64(0.0));
+            pg_guard(k, have, false);
+            pg_ld(k, PG_SPACE_SHARED, PG_F64, csl, 8 * (32 * i + threads * s), v);
+            pg_add(k, PG_F64, col[s], col[s], v);
+        }
+    }
+    pg_reg first32 = pgv_setp(k, PG_CMP_LT, PG_U32, tid, pg_u32(32));
+    pg_reg cbase = pgv_mov(k, PG_U32, pg_shared_addr(csums));
+    pg_reg cslot = pgv_mad(k, PG_U32, c, pg_u32(8), cbase);
+    for (int s = 0; s < 2; s++) {
+        pg_guard(k, first32, false);
+        pg_st(k, PG_SPACE_SHARED, PG_F64, cslot, 8 * 32 * s, col[s]);
+    }
+    pg_bar_sync(k, 0);
+    for (int s = 0; s < 2; s++)
+        sum[s] = pgv_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * 32 * s);
+    for (uint32_t l = 1; l < 32; l++) {
+        for (int s = 0; s < 2; s++) {
+            pg_reg v = pgv_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * (32 * s + l));
+            pg_add(k, PG_F64, sum[s], sum[s], v);
+        }
+    }
+
+}
+
 /* fused: rms_norm_backward_add_bf16, whose params are (input, gamma,
  * grad_output, residual, grad_input, grad_input_bf16, rows, hidden, eps):
  * dx rounded to f32, plus the residual with res, stored with its bf16
@@ -276,47 +325,8 @@ static int rms_bwd_body(pg_kernel *k, const pgk_desc *d, const pg_param *p, bool
     pg_fma(k, PG_F64, sg, xd, gd, sg);
     pg_for_end(k, &L);
 
-    pg_comment(k, "block sums in a fixed order: threads, then columns of 32, then 32 columns");
-    pg_reg tbase = pgv_mov(k, PG_U32, pg_shared_addr(tsums));
-    pg_reg slot = pgv_mad(k, PG_U32, tid, pg_u32(8), tbase);
-    pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 0, ss);
-    pg_st(k, PG_SPACE_SHARED, PG_F64, slot, 8 * threads, sg);
-    pg_bar_sync(k, 0);
-    pg_reg c = pgv_and(k, PG_B32, tid, pg_u32(31));
-    pg_reg csl = pgv_mad(k, PG_U32, c, pg_u32(8), tbase);
-    pg_reg col[2];
-    for (int s = 0; s < 2; s++)
-        col[s] = pgv_mov(k, PG_F64, pg_f64(0.0));
-    pg_reg have = pg_reg_new(k, PG_PRED);
-    pg_reg idx = pg_reg_new(k, PG_U32);
-    for (uint32_t i = 0; i < threads / 32; i++) {
-        /* a block smaller than 256 threads has no sums past ntid */
-        pg_add(k, PG_U32, idx, c, pg_u32(32 * i));
-        pg_setp(k, PG_CMP_LT, PG_U32, have, idx, ntid);
-        for (int s = 0; s < 2; s++) {
-            pg_reg v = pgv_mov(k, PG_F64, pg_f64(0.0));
-            pg_guard(k, have, false);
-            pg_ld(k, PG_SPACE_SHARED, PG_F64, csl, 8 * (32 * i + threads * s), v);
-            pg_add(k, PG_F64, col[s], col[s], v);
-        }
-    }
-    pg_reg first32 = pgv_setp(k, PG_CMP_LT, PG_U32, tid, pg_u32(32));
-    pg_reg cbase = pgv_mov(k, PG_U32, pg_shared_addr(csums));
-    pg_reg cslot = pgv_mad(k, PG_U32, c, pg_u32(8), cbase);
-    for (int s = 0; s < 2; s++) {
-        pg_guard(k, first32, false);
-        pg_st(k, PG_SPACE_SHARED, PG_F64, cslot, 8 * 32 * s, col[s]);
-    }
-    pg_bar_sync(k, 0);
     pg_reg sum[2];
-    for (int s = 0; s < 2; s++)
-        sum[s] = pgv_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * 32 * s);
-    for (uint32_t l = 1; l < 32; l++) {
-        for (int s = 0; s < 2; s++) {
-            pg_reg v = pgv_ld(k, PG_SPACE_SHARED, PG_F64, cbase, 8 * (32 * s + l));
-            pg_add(k, PG_F64, sum[s], sum[s], v);
-        }
-    }
+    block_sums2(k, threads, tid, ntid, tsums, csums, ss, sg, sum);
 
     pg_comment(k, "r = sqrt(sum x^2 / hidden + eps); u = (sum x g / hidden) / r^2, in f64");
     pg_reg fh = pgv_cvt(k, PG_F64, PG_U32, PG_RND_RN, hidden);
