@@ -201,6 +201,98 @@ static size_t utf8_len(const unsigned char *p, const unsigned char *end)
 }
 
 /* Parse a string at ps->p (on the quote) into the arena. */
+/* A code point as UTF-8 into u: the bytes it took. */
+static size_t utf8_put(unsigned cp, char u[4])
+{
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        u[0] = (char)(0xC0 | (cp >> 6));
+        u[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | (cp >> 12));
+        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    u[0] = (char)(0xF0 | (cp >> 18));
+    u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    u[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* A \uXXXX escape at ps->p (a surrogate pair as one), its code point
+ * appended to the string buffer at *len as UTF-8. 0, or -1 after fail(). */
+static int unicode_escape(parser *ps, size_t *len)
+{
+    unsigned cp;
+    if (ps->end - ps->p < 6 || hex4(ps->p + 2, &cp) != 0) {
+        fail(ps, ps->p, PGRT_EINVAL, "bad unicode escape (not four hex digits)", NULL);
+        return -1;
+    }
+    const unsigned char *esc = ps->p;
+    ps->p += 6;
+    if (cp >= 0xDC00 && cp <= 0xDFFF) {
+        fail(ps, esc, PGRT_EINVAL, "lone low surrogate escape", NULL);
+        return -1;
+    }
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+        unsigned lo;
+        if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u' ||
+            hex4(ps->p + 2, &lo) != 0 || lo < 0xDC00 || lo > 0xDFFF) {
+            fail(ps, esc, PGRT_EINVAL, "lone high surrogate escape", NULL);
+            return -1;
+        }
+        ps->p += 6;
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    }
+    if (cp == 0) {
+        fail(ps, esc, PGRT_EINVAL, "\\u0000 in a string", NULL);
+        return -1;
+    }
+    char u[4];
+    size_t n = utf8_put(cp, u);
+    if (sbuf_put(ps, *len, u, n) != 0)
+        return -1;
+    *len += n;
+    return 0;
+}
+
+/* The escape at ps->p (a backslash and what follows), appended to the
+ * string buffer at *len. 0, or -1 after fail(). */
+static int escape(parser *ps, const unsigned char *open, size_t *len)
+{
+    if (ps->end - ps->p < 2) {
+        fail(ps, open, PGRT_EINVAL, "unterminated string", NULL);
+        return -1;
+    }
+    char ch;
+    switch (ps->p[1]) {
+    case '"': ch = '"'; break;
+    case '\\': ch = '\\'; break;
+    case '/': ch = '/'; break;
+    case 'b': ch = '\b'; break;
+    case 'f': ch = '\f'; break;
+    case 'n': ch = '\n'; break;
+    case 'r': ch = '\r'; break;
+    case 't': ch = '\t'; break;
+    case 'u': return unicode_escape(ps, len);
+    default:
+        fail(ps, ps->p, PGRT_EINVAL, "bad escape in a string", NULL);
+        return -1;
+    }
+    if (sbuf_put(ps, *len, &ch, 1) != 0)
+        return -1;
+    (*len)++;
+    ps->p += 2;
+    return 0;
+}
+
 static const char *parse_string(parser *ps, size_t *len_out)
 {
     const unsigned char *open = ps->p;
@@ -221,81 +313,8 @@ static const char *parse_string(parser *ps, size_t *len_out)
             return NULL;
         }
         if (c == '\\') {
-            if (ps->end - ps->p < 2) {
-                fail(ps, open, PGRT_EINVAL, "unterminated string", NULL);
+            if (escape(ps, open, &len) != 0)
                 return NULL;
-            }
-            unsigned e = ps->p[1];
-            char ch;
-            switch (e) {
-            case '"': ch = '"'; break;
-            case '\\': ch = '\\'; break;
-            case '/': ch = '/'; break;
-            case 'b': ch = '\b'; break;
-            case 'f': ch = '\f'; break;
-            case 'n': ch = '\n'; break;
-            case 'r': ch = '\r'; break;
-            case 't': ch = '\t'; break;
-            case 'u': {
-                unsigned cp;
-                if (ps->end - ps->p < 6 || hex4(ps->p + 2, &cp) != 0) {
-                    fail(ps, ps->p, PGRT_EINVAL, "bad unicode escape (not four hex digits)", NULL);
-                    return NULL;
-                }
-                const unsigned char *esc = ps->p;
-                ps->p += 6;
-                if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                    fail(ps, esc, PGRT_EINVAL, "lone low surrogate escape", NULL);
-                    return NULL;
-                }
-                if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    unsigned lo;
-                    if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u' ||
-                        hex4(ps->p + 2, &lo) != 0 || lo < 0xDC00 || lo > 0xDFFF) {
-                        fail(ps, esc, PGRT_EINVAL, "lone high surrogate escape", NULL);
-                        return NULL;
-                    }
-                    ps->p += 6;
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                }
-                if (cp == 0) {
-                    fail(ps, esc, PGRT_EINVAL, "\\u0000 in a string", NULL);
-                    return NULL;
-                }
-                char u[4];
-                size_t n;
-                if (cp < 0x80) {
-                    u[0] = (char)cp;
-                    n = 1;
-                } else if (cp < 0x800) {
-                    u[0] = (char)(0xC0 | (cp >> 6));
-                    u[1] = (char)(0x80 | (cp & 0x3F));
-                    n = 2;
-                } else if (cp < 0x10000) {
-                    u[0] = (char)(0xE0 | (cp >> 12));
-                    u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                    u[2] = (char)(0x80 | (cp & 0x3F));
-                    n = 3;
-                } else {
-                    u[0] = (char)(0xF0 | (cp >> 18));
-                    u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-                    u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                    u[3] = (char)(0x80 | (cp & 0x3F));
-                    n = 4;
-                }
-                if (sbuf_put(ps, len, u, n) != 0)
-                    return NULL;
-                len += n;
-                continue;
-            }
-            default:
-                fail(ps, ps->p, PGRT_EINVAL, "bad escape in a string", NULL);
-                return NULL;
-            }
-            if (sbuf_put(ps, len, &ch, 1) != 0)
-                return NULL;
-            len++;
-            ps->p += 2;
             continue;
         }
         if (c < 0x80) {
