@@ -127,6 +127,17 @@ echo "$out"
 echo "$out" | grep -q "emitted .* bytes of PTX for mse_loss" || fail "no PTX line"
 echo "$out" | grep -Eq "^(no GPU: |GPU: )" || fail "no runtime line"
 
+# The docs' examples build against the installed tree the same way: the
+# builder's kernel (run: its PTX), the runtime's complete example and the
+# pgrt_lm fine-tuning loop (linked; they need a GPU and a model to run).
+for ex in scale clip lm_loop; do
+    (cd "$tmp/user" && $cc -std=c11 -Wall -Wextra -Werror -o "$ex" "$src/docs/examples/$ex.c" \
+        $flags) >"$log" 2>&1 || { cat "$log"; fail "building docs/examples/$ex.c against the install"; }
+done
+LD_LIBRARY_PATH="$prefix/lib" "$tmp/user/scale" | grep -q "^\.visible \.entry scale(" ||
+    fail "docs/examples/scale.c built against the install printed no kernel"
+echo "docs/examples: scale, clip and lm_loop built against the install; scale ran"
+
 # The installed tools run from the prefix.
 LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/ptxgen-dump" --list | grep -qx mse_loss ||
     fail "installed ptxgen-dump --list lacks mse_loss"
