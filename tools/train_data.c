@@ -165,7 +165,8 @@ static int refuse_unprepared(const td_set *s)
                 s->path, TD_MAGIC, s->path);
 }
 
-static int open_prepared(td_set *s)
+/* The header: the magic, the version, the sizes and the special ids. */
+static int read_header(td_set *s)
 {
     const uint8_t *h = s->bytes;
     td_info *in = &s->info;
@@ -220,25 +221,14 @@ static int open_prepared(td_set *s)
         return fail(TD_EFORMAT, "%s: %" PRIu64 " documents but only %" PRIu64 " tokens",
                     s->path, in->docs, in->tokens);
 
-    /* Sections: offsets, ids, mask, each starting at a multiple of 8. */
-    uint64_t off_end, ids_end, total;
-    if (in->tokens > (UINT64_MAX - TD_HEADER_BYTES) / 16 ||
-        (off_end = TD_HEADER_BYTES + 8 * (in->docs + 1),
-         ids_end = off_end + align8(4 * in->tokens),
-         total = ids_end + align8(in->tokens), total > SIZE_MAX))
-        return fail(TD_EFORMAT,
-                    "%s: %" PRIu64 " documents and %" PRIu64 " tokens overflow a file size",
-                    s->path, in->docs, in->tokens);
-    if (total != s->len)
-        return fail(TD_EFORMAT,
-                    "%s: %zu bytes, but %" PRIu64 " documents of %" PRIu64
-                    " tokens make a file of %" PRIu64 " bytes (%s)",
-                    s->path, s->len, in->docs, in->tokens, total,
-                    s->len < total ? "cut short?" : "bytes after the end");
-    s->offsets = h + TD_HEADER_BYTES;
-    s->ids = h + off_end;
-    s->mask = h + ids_end;
+    return 0;
+}
 
+/* The documents' offsets: from 0, each document non-empty and inside the
+ * tokens, the last ending at them; the longest noted. */
+static int check_offsets(td_set *s)
+{
+    td_info *in = &s->info;
     if (rd64(s->offsets) != 0)
         return fail(TD_EFORMAT, "%s: the first document starts at token %" PRIu64 ", not 0",
                     s->path, rd64(s->offsets));
@@ -261,6 +251,15 @@ static int open_prepared(td_set *s)
                     "%s: the last document ends at token %" PRIu64 ", not at the %" PRIu64
                     " tokens",
                     s->path, offset_at(s, in->docs), in->tokens);
+    return 0;
+}
+
+/* Every id inside the vocabulary, every mask byte 0 or 1 (the targets
+ * counted), and the sections' padding zero. */
+static int check_tokens(td_set *s, uint64_t off_end, uint64_t ids_end, uint64_t total)
+{
+    const uint8_t *h = s->bytes;
+    td_info *in = &s->info;
     /* A document's first token is never predicted, whatever its mask bit:
      * targets counts what training can predict. */
     for (uint64_t d = 0, i = 0; d < in->docs; d++) {
@@ -286,6 +285,37 @@ static int open_prepared(td_set *s)
         if (h[i])
             return fail(TD_EFORMAT, "%s: the padding after the mask is not zero", s->path);
     return 0;
+}
+
+static int open_prepared(td_set *s)
+{
+    const uint8_t *h = s->bytes;
+    td_info *in = &s->info;
+    int rc = read_header(s);
+    if (rc)
+        return rc;
+    /* Sections: offsets, ids, mask, each starting at a multiple of 8. */
+    uint64_t off_end, ids_end, total;
+    if (in->tokens > (UINT64_MAX - TD_HEADER_BYTES) / 16 ||
+        (off_end = TD_HEADER_BYTES + 8 * (in->docs + 1),
+         ids_end = off_end + align8(4 * in->tokens),
+         total = ids_end + align8(in->tokens), total > SIZE_MAX))
+        return fail(TD_EFORMAT,
+                    "%s: %" PRIu64 " documents and %" PRIu64 " tokens overflow a file size",
+                    s->path, in->docs, in->tokens);
+    if (total != s->len)
+        return fail(TD_EFORMAT,
+                    "%s: %zu bytes, but %" PRIu64 " documents of %" PRIu64
+                    " tokens make a file of %" PRIu64 " bytes (%s)",
+                    s->path, s->len, in->docs, in->tokens, total,
+                    s->len < total ? "cut short?" : "bytes after the end");
+    s->offsets = h + TD_HEADER_BYTES;
+    s->ids = h + off_end;
+    s->mask = h + ids_end;
+
+    if ((rc = check_offsets(s)))
+        return rc;
+    return check_tokens(s, off_end, ids_end, total);
 }
 
 static int open_raw(td_set *s)
