@@ -175,6 +175,35 @@ static pgrt_lm *make(pgrt_ctx *ctx, const pgrt_model_files *mf, const pgrt_adapt
     return lm;
 }
 
+/* The n launches since the last fk_reset, copied (the caller frees them). */
+static fakecuda_launch *launches_copy(int n)
+{
+    fakecuda_launch *l = malloc((size_t)(n > 0 ? n : 1) * sizeof *l);
+    REQUIRE(l != NULL);
+    for (int i = 0; l && i < n; i++)
+        l[i] = *fk_at(i);
+    return l;
+}
+
+/* The same model graphed: one capture, and its second step replays the n
+ * eager launches (kernels, grids and blocks; the buffers are its own). */
+static void check_replay(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_model_files *mf,
+                         const pgrt_adapter *ad, bool bf16, const int32_t *ids,
+                         const fakecuda_launch *eager, int n)
+{
+    pgrt_lm *lm = make(ctx, mf, ad, bf16, true, false);
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    fk_reset();
+    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
+    pgrt_lm_stats st;
+    REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
+    REQUIRE_INT_EQ(st.captures, 1);
+    REQUIRE_INT_EQ(fk_count(), n);
+    for (int i = 0; eager && i < n && i < fk_count(); i++)
+        REQUIRE(fk_at(i)->replayed && same_launch(fk_at(i), &eager[i], false));
+    pgrt_lm_destroy(&lm);
+}
+
 static void run_case(pgrt_ctx *ctx, pgrt_stream *s, bool llama, bool bf16)
 {
     char what[64];
@@ -200,25 +229,11 @@ static void run_case(pgrt_ctx *ctx, pgrt_stream *s, bool llama, bool bf16)
     REQUIRE_INT_EQ(st.eager_steps, 2);
     trace_step(what, 0, n);
     fprintf(stderr, "%s: %d launches a step\n", what, n);
-    fakecuda_launch *eager = malloc((size_t)n * sizeof *eager);
-    REQUIRE(eager != NULL);
-    for (int i = 0; i < n; i++)
-        eager[i] = *fk_at(i);
+    fakecuda_launch *eager = launches_copy(n);
     pgrt_lm_destroy(&lm);
 
     /* graphed: the second step replays the eager sequence */
-    lm = make(ctx, mf, ad, bf16, true, false);
-    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
-    fk_reset();
-    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
-    REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
-    REQUIRE_INT_EQ(st.captures, 1);
-    REQUIRE_INT_EQ(fk_count(), n);
-    for (int i = 0; i < n && i < fk_count(); i++) {
-        REQUIRE(fk_at(i)->replayed);
-        REQUIRE(same_launch(fk_at(i), &eager[i], false));
-    }
-    pgrt_lm_destroy(&lm);
+    check_replay(ctx, s, mf, ad, bf16, ids, eager, n);
 
     /* profiled: every model launch in one kernel's entry of its kind */
     lm = make(ctx, mf, ad, bf16, false, true);
@@ -466,30 +481,17 @@ static void pattern_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
         REQUIRE_INT_EQ(np, 23);
         REQUIRE(n2 == 13 && n4 == 8 && nh == 2);
     }
-    fakecuda_launch *eager = malloc((size_t)n * sizeof *eager);
-    REQUIRE(eager != NULL);
-    for (int i = 0; eager && i < n; i++)
-        eager[i] = *fk_at(i);
+    fakecuda_launch *eager = launches_copy(n);
     pgrt_lm_destroy(&lm);
 
     /* graphed: the second step replays the eager sequence */
-    lm = make(ctx, mf, ad, bf16, true, false);
-    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
-    fk_reset();
-    REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
-    REQUIRE_INT_EQ(fk_count(), n);
-    for (int i = 0; eager && i < n && i < fk_count(); i++)
-        REQUIRE(fk_at(i)->replayed && same_launch(fk_at(i), &eager[i], false));
-    pgrt_lm_destroy(&lm);
+    check_replay(ctx, s, mf, ad, bf16, ids, eager, n);
     free(eager);
 
     /* patterns that change nothing: the launches of none */
     lm = make(ctx, mf, pd, bf16, false, false);
     int np0 = stable_step(lm, s, ids);
-    eager = malloc((size_t)np0 * sizeof *eager);
-    REQUIRE(eager != NULL);
-    for (int i = 0; eager && i < np0; i++)
-        eager[i] = *fk_at(i);
+    eager = launches_copy(np0);
     pgrt_lm_destroy(&lm);
     lm = make(ctx, mf, sd, bf16, false, false);
     REQUIRE_INT_EQ(stable_step(lm, s, ids), np0);
