@@ -3,7 +3,7 @@
 #ifndef PTXGEN_KERNELS_H
 #define PTXGEN_KERNELS_H
 
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 
 #include <stddef.h>
 

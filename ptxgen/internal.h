@@ -8,7 +8,7 @@
 #ifndef PTXGEN_INTERNAL_H
 #define PTXGEN_INTERNAL_H
 
-#include "ptxgen.h"
+#include "ptxgen/ptxgen.h"
 
 #include <stdarg.h>
 

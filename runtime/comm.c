@@ -31,7 +31,7 @@
  * does (NCCL's group calls are per thread too); pgrt_comm_abort included.
  * Different communicators may be used on different threads at once.
  */
-#include "pgrt_comm.h"
+#include "ptxgen/pgrt_comm.h"
 #include "rt_internal.h"
 
 #include <dlfcn.h>

@@ -13,7 +13,7 @@
  * A refusal's value is what rank 0 expected (its world, its version) or
  * the rank that came twice; its id bytes are zero.
  */
-#include "pgrt_comm.h"
+#include "ptxgen/pgrt_comm.h"
 #include "rt_internal.h"
 #include "safe_write.h"
 

@@ -462,50 +462,68 @@ static int add_trainable(plan *p, dim n, const char *what)
     return 0;
 }
 
-static int check_config(const pgrt_model_config *c)
+/* The seed's flat shape of a model's step, which the plan reads. */
+typedef struct seed_shape {
+    uint32_t hidden, q_dim, kv_hidden, max_seq_len, lora_rank, intermediate, num_heads,
+        max_batch;
+    bool full_fp32, f16_weights;
+} seed_shape;
+
+static int check_config(const pgrt_model_config *m, const pgrt_prewarm_step *st, seed_shape *c)
 {
     static const char fn[] = "pgrt_prewarm_model";
-    if (!c)
-        return rt_fail(PGRT_EINVAL, "%s: cfg is NULL", fn);
+    if (!m || !st)
+        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !m ? "model" : "step");
     const struct {
         const char *name;
-        uint32_t v;
-    } need[] = {{"hidden", c->hidden},           {"q_dim", c->q_dim},
-                {"kv_hidden", c->kv_hidden},     {"max_seq_len", c->max_seq_len},
-                {"intermediate", c->intermediate}, {"num_heads", c->num_heads}};
+        int v;
+    } need[] = {{"hidden", m->hidden},     {"intermediate", m->intermediate},
+                {"heads", m->heads},       {"kv_heads", m->kv_heads},
+                {"head_dim", m->head_dim}};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (need[i].v == 0)
-            return rt_fail(PGRT_EINVAL, "%s: cfg->%s is 0", fn, need[i].name);
-    if (c->lora_rank == 0 && !c->full_fp32)
-        return rt_fail(PGRT_EINVAL, "%s: nothing trains: cfg->lora_rank is 0 and cfg->full_fp32 "
-                       "is false", fn);
-    if (c->q_dim % c->num_heads)
-        return rt_fail(PGRT_EINVAL, "%s: cfg->q_dim (%u) is not a multiple of cfg->num_heads "
-                       "(%u)", fn, c->q_dim, c->num_heads);
-    uint32_t hd = c->q_dim / c->num_heads;
-    if (c->kv_hidden % hd)
-        return rt_fail(PGRT_EINVAL, "%s: cfg->kv_hidden (%u) is not a multiple of the head size "
-                       "cfg->q_dim / cfg->num_heads (%u)", fn, c->kv_hidden, hd);
+        if (need[i].v <= 0)
+            return rt_fail(PGRT_EINVAL, "%s: model->%s is %d", fn, need[i].name, need[i].v);
+    if (st->max_seq_len == 0)
+        return rt_fail(PGRT_EINVAL, "%s: step->max_seq_len is 0", fn);
+    if (st->lora_rank == 0 && !st->full_fp32)
+        return rt_fail(PGRT_EINVAL, "%s: nothing trains: step->lora_rank is 0 and "
+                       "step->full_fp32 is false", fn);
+    if (m->heads % m->kv_heads)
+        return rt_fail(PGRT_EINVAL, "%s: model->heads (%d) is not a multiple of model->kv_heads "
+                       "(%d)", fn, m->heads, m->kv_heads);
+    uint64_t q_dim = (uint64_t)m->heads * (uint64_t)m->head_dim;
+    if (q_dim > UINT32_MAX)
+        return rt_fail(PGRT_ERANGE, "%s: model->heads * model->head_dim (%llu) is past u32", fn,
+                       (unsigned long long)q_dim);
+    *c = (seed_shape){.hidden = (uint32_t)m->hidden, .q_dim = (uint32_t)q_dim,
+                      .kv_hidden = (uint32_t)m->kv_heads * (uint32_t)m->head_dim,
+                      .max_seq_len = st->max_seq_len, .lora_rank = st->lora_rank,
+                      .intermediate = (uint32_t)m->intermediate, .num_heads = (uint32_t)m->heads,
+                      .max_batch = st->max_batch, .full_fp32 = st->full_fp32,
+                      .f16_weights = st->f16_weights};
     return 0;
 }
 
 /* Every launch of one layer's backward step (all layers launch the same),
  * and the optimizer's. */
-static int make_plan(const pgrt_model_config *c, pg_target target, plan *p)
+static int make_plan(const pgrt_model_config *model, const pgrt_prewarm_step *step,
+                     pg_target target, plan *p)
 {
-    int rc = check_config(c);
+    seed_shape shape;
+    int rc = check_config(model, step, &shape);
     if (rc)
         return rc;
+    const seed_shape *c = &shape;
     memset(p, 0, sizeof *p);
     p->target = target;
     bool batched = c->max_batch > 1;
     const dim seq = {c->max_seq_len, "max_seq_len"};
     const dim S = {(uint64_t)(batched ? c->max_batch : 1) * c->max_seq_len,
                    batched ? "max_batch * max_seq_len" : "max_seq_len"};
-    const dim H = {c->hidden, "hidden"}, qd = {c->q_dim, "q_dim"};
-    const dim kv = {c->kv_hidden, "kv_hidden"}, I = {c->intermediate, "intermediate"};
+    const dim H = {c->hidden, "hidden"}, qd = {c->q_dim, "heads * head_dim"};
+    const dim kv = {c->kv_hidden, "kv_heads * head_dim"}, I = {c->intermediate, "intermediate"};
     const dim r = {c->lora_rank, "lora_rank"};
-    const dim hd = {c->q_dim / c->num_heads, "q_dim / num_heads"};
+    const dim hd = {c->q_dim / c->num_heads, "head_dim"};
     char b1[96], b2[96], b3[96], b4[128];
 
     /* The row kernels, in step order. */
@@ -525,8 +543,8 @@ static int make_plan(const pgrt_model_config *c, pg_target target, plan *p)
         return rc;
     {
         const dim rows = batched ? mul((dim){c->max_batch, "max_batch"}, (dim){c->num_heads,
-                                       "num_heads"}, b3, sizeof b3)
-                                 : (dim){c->num_heads, "num_heads"};
+                                       "heads"}, b3, sizeof b3)
+                                 : (dim){c->num_heads, "heads"};
         knob_value kvs[2] = {{"total_rows", mul(rows, seq, b4, sizeof b4)}, {"row_size", seq}};
         if ((rc = add(p, "batched_softmax_backward", "attention softmax backward", kvs, 2)))
             return rc;
@@ -610,7 +628,8 @@ static int warm_plan(pgrt_ctx *ctx, const plan *p, pgrt_prewarm_report *out)
     return rc;
 }
 
-int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *cfg, pgrt_prewarm_report *out)
+int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *model,
+                       const pgrt_prewarm_step *step, pgrt_prewarm_report *out)
 {
     if (out)
         memset(out, 0, sizeof *out);
@@ -620,7 +639,7 @@ int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *cfg, pgrt_prewarm
     plan *p = malloc(sizeof *p);
     if (!p)
         return rt_fail(PGRT_ENOMEM, "pgrt_prewarm_model: out of memory");
-    int rc = make_plan(cfg, ctx->info.target, p);
+    int rc = make_plan(model, step, ctx->info.target, p);
 
     /* cuBLAS first: its handle takes device memory too. */
     bool use = false;

@@ -7,7 +7,14 @@
 #ifndef PTXGEN_RT_INTERNAL_H
 #define PTXGEN_RT_INTERNAL_H
 
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_attention.h"
+#include "ptxgen/pgrt_clip.h"
+#include "ptxgen/pgrt_comm.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/pgrt_prewarm.h"
+#include "ptxgen/pgrt_train.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

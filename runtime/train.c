@@ -7,7 +7,7 @@
  * (moments, clip states, launch configurations, loaded kernels), so a step
  * is launches on one stream and nothing else.
  */
-#include "pgrt_train.h"
+#include "ptxgen/pgrt_train.h"
 #include "rt_internal.h"
 
 #include <math.h>

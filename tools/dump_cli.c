@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 #include "safe_write.h"
 
 #define PROG "ptxgen-dump"

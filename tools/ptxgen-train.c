@@ -22,7 +22,7 @@
  * falling loss hold); 1 on a failure, no GPU included (one line says so);
  * 2 on a bad option (one line on stderr).
  */
-#include "pgrt_model.h"
+#include "ptxgen/pgrt_model.h"
 #include "train_hf.h"
 #include "train_model.h"
 #include "train_opts.h"

@@ -9,7 +9,8 @@
 #include "train_ckpt.h"
 #include "train_opts.h"
 
-#include "pgrt_model.h"
+#include "pgrt_json.h"
+#include "ptxgen/pgrt_model.h"
 #include "safe_write.h"
 
 #include <dirent.h>

@@ -7,7 +7,7 @@
  */
 #include "train_data.h"
 
-#include "ptxgen.h"
+#include "ptxgen/ptxgen.h"
 #include "sha256.h"
 
 #include <errno.h>

@@ -11,8 +11,8 @@
 
 #include "train_opts.h"
 
-#include "pgrt_comm.h"
-#include "pgrt_lm.h"
+#include "ptxgen/pgrt_comm.h"
+#include "ptxgen/pgrt_lm.h"
 
 typedef struct train_dist {
     pgrt_dist d;     /* world 1: one process, nothing below is used */

@@ -181,7 +181,7 @@ static int check_outputs(const train_opts *o, const char *ckpt_dir)
  * order, one pass) or --tokens'. The model's tokenizer.json, when its
  * directory has one, must be the one --data was prepared with. Notes on
  * the data go to stderr; a refusal is msg. */
-static int open_sources(const train_opts *o, const pgrt_hf_config *mc, train_source **src,
+static int open_sources(const train_opts *o, const pgrt_model_config *mc, train_source **src,
                         train_source **eval, char *msg, size_t cap)
 {
     bool shuffle = o->data_order == TRAIN_ORDER_SHUFFLE;
@@ -316,7 +316,7 @@ static int load_inputs(hf_run *r)
     int rc, code;
     if ((rc = pgrt_model_open(o->model, &r->mf)))
         return rt_said(rc, TRAIN_EXIT_USAGE);
-    const pgrt_hf_config *mc = pgrt_model_hf_config(r->mf);
+    const pgrt_model_config *mc = pgrt_model_files_config(r->mf);
     if (r->resume || o->adapter) {
         if ((rc = pgrt_adapter_load(r->resume ? r->ckpt : o->adapter, mc, &r->ad)))
             return rt_said(rc, TRAIN_EXIT_USAGE);

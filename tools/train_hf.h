@@ -3,7 +3,7 @@
 #ifndef PTXGEN_TRAIN_HF_H
 #define PTXGEN_TRAIN_HF_H
 
-#include "pgrt_lm.h"
+#include "ptxgen/pgrt_lm.h"
 
 #include <stdint.h>
 

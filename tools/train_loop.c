@@ -486,7 +486,7 @@ static int create_model(loop *L)
         fprintf(stderr, "memory plan: weights %.2f GiB, activations %.2f GiB (%d of %d layers "
                         "recomputed), LoRA state %.2f GiB\n",
                 ms.weight_bytes / 1073741824.0, ms.arena_bytes / 1073741824.0,
-                ms.recompute_layers, pgrt_model_hf_config(in->mf)->layers,
+                ms.recompute_layers, pgrt_model_files_config(in->mf)->layers,
                 ms.lora_bytes / 1073741824.0);
     if (L->writes && !pgrt_ctx_mem_info(in->ctx, &fb, &tb))
         fprintf(stderr, "device memory in use after create: %.2f GiB of %.2f GiB (a step "
@@ -510,7 +510,7 @@ static int prepare(loop *L)
     if (ok && in->eval)
         ok = alloc_batch(&L->ev, L->rows * L->world, L->seq, true, in->eval->packed) == 0;
     if (ok && L->o->output_dir && L->writes)
-        ok = pgrt_adapter_init(pgrt_model_hf_config(in->mf), &in->start->cfg, 0, &L->scratch) ==
+        ok = pgrt_adapter_init(pgrt_model_files_config(in->mf), &in->start->cfg, 0, &L->scratch) ==
              0;
     if (!ok) {
         fprintf(stderr, "ptxgen-train: out of host memory for %d micro-batches of %d x %d\n",

@@ -13,7 +13,7 @@
 #include "train_progress.h"
 #include "train_source.h"
 
-#include "pgrt_lm.h"
+#include "ptxgen/pgrt_lm.h"
 
 typedef struct train_run_in {
     const train_opts *o;

@@ -28,7 +28,8 @@
 #ifndef PTXGEN_TRAIN_MODEL_H
 #define PTXGEN_TRAIN_MODEL_H
 
-#include "pgrt_train.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/pgrt_train.h"
 
 #include <stddef.h>
 #include <stdint.h>

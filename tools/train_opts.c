@@ -12,6 +12,8 @@
 #include "train_ckpt.h"
 #include "train_version.h"
 
+#include "pgrt_json.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>

@@ -10,7 +10,7 @@
 #ifndef PTXGEN_TRAIN_OPTS_H
 #define PTXGEN_TRAIN_OPTS_H
 
-#include "pgrt_lm.h"
+#include "ptxgen/pgrt_lm.h"
 
 #include <stdbool.h>
 #include <stdint.h>

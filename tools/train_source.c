@@ -7,8 +7,8 @@
  */
 #include "train_source.h"
 
-#include "pgrt_model.h"
-#include "ptxgen.h"
+#include "ptxgen/pgrt_model.h"
+#include "ptxgen/ptxgen.h"
 #include "train_data.h"
 
 #include <inttypes.h>

@@ -19,8 +19,9 @@
  */
 #include "train_source.h"
 
-#include "pgrt.h"
-#include "ptxgen.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/ptxgen.h"
 #include "train_data.h"
 
 #include <inttypes.h>

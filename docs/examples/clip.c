@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#include <pgrt.h>
+#include <ptxgen/pgrt.h>
+#include <ptxgen/pgrt_clip.h>
 #include <stdio.h>
 #include <stdlib.h>
 

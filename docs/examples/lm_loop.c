@@ -10,7 +10,7 @@
  *
  * TOKENS.bin: little-endian int32 ids; rows of SEQ consecutive ids.
  */
-#include <pgrt_lm.h>
+#include <ptxgen/pgrt_lm.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +40,7 @@ int main(int argc, char **argv)
     pgrt_stream *s = NULL;
     CHECK(pgrt_ctx_create(&ctx, NULL));
     CHECK(pgrt_model_open(argv[1], &model));
-    const pgrt_hf_config *cfg = pgrt_model_hf_config(model);
+    const pgrt_model_config *cfg = pgrt_model_files_config(model);
     pgrt_adapter_config ac = {.r = 16, .alpha = 32, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
     CHECK(pgrt_adapter_init(cfg, &ac, 42, &adapter));
     CHECK(pgrt_tokens_open(argv[2], cfg->vocab, &tokens));

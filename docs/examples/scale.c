@@ -6,7 +6,7 @@
  * they show it as it is and that the PTX docs/builder.md prints is what
  * this program prints.
  */
-#include "ptxgen.h"
+#include <ptxgen/ptxgen.h>
 
 #include <stdio.h>
 

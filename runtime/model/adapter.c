@@ -497,7 +497,7 @@ int pgrt_lora_name(int layer, pgrt_linear m, bool b, char *buf, size_t len)
     return 0;
 }
 
-static int alloc_adapter(const pgrt_hf_config *mc, const pgrt_adapter_config *cfg,
+static int alloc_adapter(const pgrt_model_config *mc, const pgrt_adapter_config *cfg,
                          pgrt_adapter **out)
 {
     *out = NULL;
@@ -557,7 +557,7 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-int pgrt_adapter_init(const pgrt_hf_config *mc, const pgrt_adapter_config *cfg,
+int pgrt_adapter_init(const pgrt_model_config *mc, const pgrt_adapter_config *cfg,
                       uint64_t seed, pgrt_adapter **out)
 {
     if (!out)
@@ -602,7 +602,7 @@ static int load_matrix(const pgrt_st_file *f, const char *dir, int layer, pgrt_l
 }
 
 /* Is name one of ours? Then nothing to report. Otherwise say why not. */
-static int check_extra(const char *dir, const char *name, const pgrt_hf_config *mc,
+static int check_extra(const char *dir, const char *name, const pgrt_model_config *mc,
                        unsigned targets)
 {
     const char *pre = "base_model.model.model.layers.";
@@ -628,7 +628,7 @@ static int check_extra(const char *dir, const char *name, const pgrt_hf_config *
     return model_fail(PGRT_EINVAL, "%s: tensor '%s' names a module the model lacks", dir, name);
 }
 
-int pgrt_adapter_load(const char *dir, const pgrt_hf_config *mc, pgrt_adapter **out)
+int pgrt_adapter_load(const char *dir, const pgrt_model_config *mc, pgrt_adapter **out)
 {
     if (!dir || !mc || !out)
         return model_fail(PGRT_EINVAL, "pgrt_adapter_load: NULL argument");

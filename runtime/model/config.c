@@ -36,7 +36,7 @@ const char *model_linear_block(pgrt_linear m)
     return (unsigned)m < PGRT_LINEAR_COUNT ? linear_blocks[m] : "?";
 }
 
-void pgrt_linear_dims(const pgrt_hf_config *c, pgrt_linear m, int *in, int *out)
+void pgrt_linear_dims(const pgrt_model_config *c, pgrt_linear m, int *in, int *out)
 {
     int q = c->heads * c->head_dim, kv = c->kv_heads * c->head_dim;
     int i = c->hidden, o = c->hidden;
@@ -168,7 +168,7 @@ static bool same_rope(const pgrt_rope_scaling *a, const pgrt_rope_scaling *b)
 
 /* Both spellings may be there (a config converted by transformers 5 keeps
  * its rope_scaling): they must say the same. */
-static int read_rope(const pgrt_jval *root, pgrt_hf_config *c)
+static int read_rope(const pgrt_jval *root, pgrt_model_config *c)
 {
     rope_spec rs, rp;
     int rc;
@@ -189,7 +189,7 @@ static int read_rope(const pgrt_jval *root, pgrt_hf_config *c)
 
 /* Mistral attends within sliding_window tokens; a window no shorter than
  * max_position_embeddings never bites. */
-static int check_mistral_window(const pgrt_jval *root, const pgrt_hf_config *c)
+static int check_mistral_window(const pgrt_jval *root, const pgrt_model_config *c)
 {
     const pgrt_jval *v = pgrt_jval_member(root, "sliding_window");
     if (v && pgrt_jval_is_null(v))
@@ -217,7 +217,7 @@ static int check_mistral_window(const pgrt_jval *root, const pgrt_hf_config *c)
 }
 
 /* model_type: one of the architectures this reads. */
-static int read_arch(const pgrt_jval *root, pgrt_hf_config *c)
+static int read_arch(const pgrt_jval *root, pgrt_model_config *c)
 {
     const char *mt;
     int rc = model_string_opt(root, CFG, "model_type", &mt);
@@ -238,7 +238,7 @@ static int read_arch(const pgrt_jval *root, pgrt_hf_config *c)
 }
 
 /* The sizes, with transformers' defaults for the optional ones. */
-static int read_shape(const pgrt_jval *root, pgrt_hf_config *c)
+static int read_shape(const pgrt_jval *root, pgrt_model_config *c)
 {
     int rc;
     const int64_t big = 1 << 24;
@@ -288,7 +288,7 @@ static int read_shape(const pgrt_jval *root, pgrt_hf_config *c)
 }
 
 /* The norm's eps, the positions and RoPE, tied embeddings. */
-static int read_norm_rope(const pgrt_jval *root, pgrt_hf_config *c)
+static int read_norm_rope(const pgrt_jval *root, pgrt_model_config *c)
 {
     int rc;
     if ((rc = model_double_opt(root, CFG, "rms_norm_eps", &c->rms_norm_eps)) < 0)
@@ -346,7 +346,7 @@ static int refuse_unsupported(const pgrt_jval *root)
 
 /* The biases (and Qwen3's q/k norms) each architecture has, and its own
  * refusals. */
-static int read_arch_parts(const pgrt_jval *root, pgrt_hf_config *c)
+static int read_arch_parts(const pgrt_jval *root, pgrt_model_config *c)
 {
     int rc;
     bool b = false;
@@ -390,7 +390,7 @@ static int read_arch_parts(const pgrt_jval *root, pgrt_hf_config *c)
     return 0;
 }
 
-static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
+static int config_from_json(const pgrt_jval *root, pgrt_model_config *c)
 {
     memset(c, 0, sizeof *c);
     if (pgrt_jval_type(root) != PGRT_JSON_OBJECT)
@@ -402,10 +402,10 @@ static int config_from_json(const pgrt_jval *root, pgrt_hf_config *c)
     return read_arch_parts(root, c);
 }
 
-int pgrt_hf_config_parse(const char *json, size_t len, pgrt_hf_config *out)
+int pgrt_model_config_parse(const char *json, size_t len, pgrt_model_config *out)
 {
     if (!out)
-        return model_fail(PGRT_EINVAL, "pgrt_hf_config_parse: NULL argument");
+        return model_fail(PGRT_EINVAL, "pgrt_model_config_parse: NULL argument");
     pgrt_json_limits lim = {.max_size = 1u << 24};
     pgrt_json *doc;
     int rc = pgrt_json_parse(json, len, &lim, CFG, &doc);
@@ -416,14 +416,14 @@ int pgrt_hf_config_parse(const char *json, size_t len, pgrt_hf_config *out)
     return rc;
 }
 
-int pgrt_hf_config_load(const char *path, pgrt_hf_config *out)
+int pgrt_model_config_load(const char *path, pgrt_model_config *out)
 {
     char *text;
     size_t len;
     int rc = model_read_file(path, 1u << 24, &text, &len);
     if (rc)
         return rc;
-    rc = pgrt_hf_config_parse(text, len, out);
+    rc = pgrt_model_config_parse(text, len, out);
     free(text);
     return rc;
 }
@@ -451,14 +451,14 @@ int pgrt_hf_config_load(const char *path, pgrt_hf_config *out)
  * (CPU div_true_kernel: a / b). 1 - tensor is rsub, one rounding. No op
  * fuses with another: each is its own kernel, its result stored as f32.
  * So, with F(x) the rounding of x to f32: */
-int pgrt_hf_rope_scale(const pgrt_hf_config *c, float *inv_freq, int n)
+int pgrt_model_rope_scale(const pgrt_model_config *c, float *inv_freq, int n)
 {
     if (!c || n < 0 || (n > 0 && !inv_freq))
-        return model_fail(PGRT_EINVAL, "pgrt_hf_rope_scale: bad argument");
+        return model_fail(PGRT_EINVAL, "pgrt_model_rope_scale: bad argument");
     if (c->rope.kind == PGRT_ROPE_DEFAULT)
         return 0;
     if (c->rope.kind != PGRT_ROPE_LLAMA3)
-        return model_fail(PGRT_EINVAL, "pgrt_hf_rope_scale: unknown rope kind %d",
+        return model_fail(PGRT_EINVAL, "pgrt_model_rope_scale: unknown rope kind %d",
                           (int)c->rope.kind);
     const pgrt_rope_scaling *r = &c->rope;
     /* Python: old_context_len / low_freq_factor etc. in f64, then F() where
@@ -518,7 +518,7 @@ static void spec(pgrt_weight_spec *s, int layer, int64_t d0, int64_t d1, const c
     s->shape[1] = d1;
 }
 
-int pgrt_model_weight_specs(const pgrt_hf_config *c, pgrt_weight_spec **specs, size_t *n)
+int pgrt_model_weight_specs(const pgrt_model_config *c, pgrt_weight_spec **specs, size_t *n)
 {
     if (!c || !specs || !n || c->layers <= 0)
         return model_fail(PGRT_EINVAL, "pgrt_model_weight_specs: bad argument");
@@ -559,7 +559,7 @@ int pgrt_model_weight_specs(const pgrt_hf_config *c, pgrt_weight_spec **specs, s
 }
 
 struct pgrt_model_files {
-    pgrt_hf_config cfg;
+    pgrt_model_config cfg;
     pgrt_st_set *set;
     char *config_path;
 };
@@ -626,7 +626,7 @@ int pgrt_model_open(const char *dir, pgrt_model_files **out)
     if (!rc && !(m->config_path = strdup(path)))
         rc = model_fail(PGRT_ENOMEM, "out of memory");
     if (!rc)
-        rc = pgrt_hf_config_load(path, &m->cfg);
+        rc = pgrt_model_config_load(path, &m->cfg);
     if (!rc)
         rc = pgrt_st_set_open(dir, &m->set);
     if (!rc)
@@ -692,7 +692,7 @@ const char *pgrt_model_file_path(const pgrt_model_files *m, size_t i)
     return i == 0 ? m->config_path : model_st_set_path(m->set, i - 1);
 }
 
-const pgrt_hf_config *pgrt_model_hf_config(const pgrt_model_files *m)
+const pgrt_model_config *pgrt_model_files_config(const pgrt_model_files *m)
 {
     return m ? &m->cfg : NULL;
 }

@@ -453,7 +453,7 @@ static int memory_plan(pgrt_ctx *ctx, const pgrt_lm_params *p, lm_plan *pl)
 static void settings(pgrt_lm *m, const pgrt_lm_params *p, const pgrt_device_info *di,
                      const lm_plan *pl)
 {
-    const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
+    const pgrt_model_config *c = pgrt_model_files_config(p->model);
     const pgrt_adapter *ad = p->adapter;
     m->c = *c;
     m->B = p->batch;
@@ -561,7 +561,7 @@ static int device_inputs(pgrt_lm *m)
         float *f = malloc(sizeof *f * (half > (uint32_t)m->T ? half : (uint32_t)m->T));
         rc = f ? pgk_rope_inv_freq((float)m->c.rope_theta, (uint32_t)m->c.head_dim, f) : PGRT_ENOMEM;
         if (!rc)
-            rc = pgrt_hf_rope_scale(&m->c, f, (int)half);
+            rc = pgrt_model_rope_scale(&m->c, f, (int)half);
         if (!rc && !(rc = pgrt_buf_alloc(ctx, PG_F32, half, &m->inv_freq)))
             rc = pgrt_buf_upload(m->inv_freq, 0, f, half);
         if (!rc && !m->packed) {
@@ -1242,10 +1242,8 @@ int pgrt_lm_state_load(pgrt_lm *m, pgrt_stream *s, const char *path)
     char keys[8][16], vals[8][32];
     size_t nm;
     state_identity(m, keys, vals, &nm);
-    const pgrt_jval *meta = pgrt_st_metadata(f);
     for (size_t i = 0; i < nm && !rc; i++) {
-        const pgrt_jval *v = meta ? pgrt_jval_member(meta, keys[i]) : NULL;
-        const char *got = v ? pgrt_jval_string(v, NULL) : NULL;
+        const char *got = pgrt_st_metadata_get(f, keys[i]);
         if (!got || strcmp(got, vals[i]) != 0)
             rc = model_fail(PGRT_EINVAL, "pgrt_lm_state_load: %s: %s is %s, this run's is %s",
                             path, keys[i], got ? got : "missing", vals[i]);

@@ -6,10 +6,10 @@
 #ifndef PTXGEN_LM_INTERNAL_H
 #define PTXGEN_LM_INTERNAL_H
 
-#include "pgrt_lm.h"
+#include "ptxgen/pgrt_lm.h"
 
 #include "model_internal.h"
-#include "pgrt_train.h"
+#include "ptxgen/pgrt_train.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -149,7 +149,7 @@ static const int lora_group_of[PGRT_LINEAR_COUNT] = {0, 0, 0, 1, 2, 2, 3};
 
 struct pgrt_lm {
     pgrt_ctx *ctx;
-    pgrt_hf_config c;
+    pgrt_model_config c;
     int B, S, T, r; /* r: the adapter config's; each pair has its own (lora_d) */
     float lora_scale; /* the config's default scale; the products take the pair's */
     unsigned targets;
@@ -268,7 +268,7 @@ typedef struct lm_plan {
 } lm_plan;
 
 int lm_check_params(const pgrt_lm_params *p);
-void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
+void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
                   int head_chunk, int recompute, lm_plan *p);
 /* The plan of p's recompute mode whose bytes fit `budget` (AUTO: the
  * fewest recomputed layers; 0 bytes: no bound); false when even the

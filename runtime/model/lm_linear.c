@@ -524,7 +524,7 @@ void lm_gemms_destroy(pgrt_lm *m)
 
 bool lm_fusable(const pgrt_lm *m)
 {
-    const pgrt_hf_config *c = &m->c;
+    const pgrt_model_config *c = &m->c;
     int qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
     bool any = false; /* a pair whose rank the tensor maps take */
     for (size_t i = 0; i < (size_t)c->layers * PGRT_LINEAR_COUNT; i++)

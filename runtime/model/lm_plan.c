@@ -19,7 +19,7 @@ static uint64_t layer_ranks(const pgrt_adapter *ad, int l)
     return sum;
 }
 
-void lm_plan_make(const pgrt_hf_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
+void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
                   int head_chunk, int recompute, lm_plan *p)
 {
     memset(p, 0, sizeof *p);
@@ -97,7 +97,7 @@ int lm_check_params(const pgrt_lm_params *p)
 {
     if (!p || !p->model || !p->adapter)
         return model_fail(PGRT_EINVAL, "pgrt_lm: params, model and adapter are required");
-    const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
+    const pgrt_model_config *c = pgrt_model_files_config(p->model);
     if (p->batch < 1 || p->seq < 2)
         return model_fail(PGRT_EINVAL, "pgrt_lm: batch %d must be >= 1 and seq %d >= 2", p->batch,
                           p->seq);
@@ -205,7 +205,7 @@ int lm_check_params(const pgrt_lm_params *p)
 
 bool lm_plan_fit(const pgrt_lm_params *p, uint64_t budget, lm_plan *pl)
 {
-    const pgrt_hf_config *c = pgrt_model_hf_config(p->model);
+    const pgrt_model_config *c = pgrt_model_files_config(p->model);
     int L = c->layers;
     int k = p->recompute == PGRT_LM_RECOMPUTE_LAYERS ? L : 0;
     int last = p->recompute == PGRT_LM_RECOMPUTE_AUTO ? L : k;

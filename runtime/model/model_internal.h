@@ -3,7 +3,8 @@
 #ifndef PTXGEN_MODEL_INTERNAL_H
 #define PTXGEN_MODEL_INTERNAL_H
 
-#include "pgrt_model.h"
+#include "pgrt_json.h"
+#include "ptxgen/pgrt_model.h"
 #include "rt_internal.h"
 #include "safe_write.h"
 

@@ -351,6 +351,13 @@ const pgrt_st_tensor *pgrt_st_find(const pgrt_st_file *f, const char *name)
 
 const pgrt_jval *pgrt_st_metadata(const pgrt_st_file *f) { return f ? f->meta : NULL; }
 
+const char *pgrt_st_metadata_get(const pgrt_st_file *f, const char *key)
+{
+    const pgrt_jval *meta = pgrt_st_metadata(f);
+    const pgrt_jval *v = meta && key ? pgrt_jval_member(meta, key) : NULL;
+    return v ? pgrt_jval_string(v, NULL) : NULL;
+}
+
 /* ------------------------------------------------------------ atomic write */
 
 typedef pgrt_span piece;

@@ -10,8 +10,8 @@
  * The catalogue this file implements is the table in docs/testing.md,
  * "Bad-input catalogue".
  */
-#include "pgk.h"
-#include "ptxgen.h"
+#include "ptxgen/pgk.h"
+#include "ptxgen/ptxgen.h"
 #include "test.h"
 
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * built binary; this file pins the exact messages.
  */
 #include "dump_cli.h"
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 #include "test.h"
 
 #include <dirent.h>

@@ -13,8 +13,12 @@
  */
 #include "fake_util.h"
 #include "fakecuda.h"
-#include "pgrt.h"
-#include "pgrt_train.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_clip.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/ptxgen.h"
+#include "ptxgen/pgrt_train.h"
 #include "test.h"
 
 #include <dlfcn.h>

@@ -12,7 +12,9 @@
  * Usage: test_bad_sm90 FAKE_LIBCUDA
  */
 #include "fakecuda.h"
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/ptxgen.h"
 #include "sm90_probe.h"
 #include "test.h"
 

@@ -6,7 +6,7 @@
  *
  *   bench_emit [TARGET] [RUNS] [KERNEL]    (default sm_90, 501, every kernel)
  */
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 
 #include <stdio.h>
 #include <stdlib.h>

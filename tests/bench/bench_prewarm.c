@@ -29,7 +29,11 @@
  * disk <= 20 ms) with how each went; exits 77 without a device, 1 on a
  * failure, else 0 (missing a goal is reported, not a failure).
  */
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_clip.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/pgrt_prewarm.h"
 
 #include <errno.h>
 #include <stdio.h>

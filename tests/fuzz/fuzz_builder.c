@@ -18,7 +18,7 @@
  */
 #include "fuzz.h"
 
-#include "ptxgen.h"
+#include "ptxgen/ptxgen.h"
 
 #include <stdlib.h>
 #include <string.h>

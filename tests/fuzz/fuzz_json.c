@@ -7,7 +7,8 @@
  */
 #include "fuzz.h"
 
-#include "pgrt_model.h"
+#include "pgrt_json.h"
+#include "ptxgen/pgrt_model.h"
 
 #include <stdlib.h>
 #include <string.h>

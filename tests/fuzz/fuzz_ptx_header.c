@@ -6,7 +6,8 @@
  */
 #include "fuzz.h"
 
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_kernel.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
  */
 #include "fuzz.h"
 
-#include "pgrt_model.h"
+#include "ptxgen/pgrt_model.h"
 
 #include <stdlib.h>
 #include <string.h>

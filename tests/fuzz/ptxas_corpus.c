@@ -7,7 +7,7 @@
  */
 #include "fuzz.h"
 
-#include "ptxgen.h"
+#include "ptxgen/ptxgen.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -50,7 +50,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 #include "safe_write.h"
 
 #define REGEN_HINT "regenerate with 'ninja -C build update-golden' and review the diff"

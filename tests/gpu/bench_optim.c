@@ -19,7 +19,7 @@
  * --quick: fewer repetitions.
  */
 #include "gpu_util.h"
-#include "pgrt_train.h"
+#include "ptxgen/pgrt_train.h"
 
 static int cmp_float(const void *a, const void *b)
 {

@@ -13,7 +13,7 @@
  * the whole step.
  */
 #include "gpu_util.h"
-#include "pgrt_train.h"
+#include "ptxgen/pgrt_train.h"
 #include "test.h"
 
 #define LAYERS 4

@@ -12,8 +12,11 @@
  * driver library); 1 when the pre-warm fails or the second call loads
  * anything.
  */
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/pgrt_prewarm.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,46 +29,47 @@ static void print_report(const char *title, const pgrt_prewarm_report *r)
            r->cublas ? "in use" : "not in use", r->cublas_ms, r->total_ms);
 }
 
-static int parse(int argc, char **argv, pgrt_model_config *c)
+static int parse(int argc, char **argv, pgrt_model_config *m, pgrt_prewarm_step *st)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--full") == 0) {
-            c->full_fp32 = true;
+            st->full_fp32 = true;
             continue;
         }
         if (strcmp(a, "--f16") == 0) {
-            c->f16_weights = true;
+            st->f16_weights = true;
             continue;
         }
-        static const char *const names[] = {"--hidden", "--q-dim", "--kv-hidden", "--seq",
-                                            "--rank", "--intermediate", "--heads", "--batch"};
-        uint32_t *fields[] = {&c->hidden,    &c->q_dim,        &c->kv_hidden, &c->max_seq_len,
-                              &c->lora_rank, &c->intermediate, &c->num_heads, &c->max_batch};
+        static const char *const names[] = {"--hidden", "--heads",  "--kv-heads", "--head-dim",
+                                            "--intermediate", "--seq", "--rank", "--batch"};
         size_t j = 0;
         while (j < sizeof names / sizeof names[0] && strcmp(a, names[j]) != 0)
             j++;
         if (j == sizeof names / sizeof names[0] || i + 1 == argc) {
-            fprintf(stderr, "usage: %s [--hidden N] [--q-dim N] [--kv-hidden N] [--seq N] "
-                    "[--rank N] [--intermediate N] [--heads N] [--batch N] [--full] [--f16]\n",
+            fprintf(stderr, "usage: %s [--hidden N] [--heads N] [--kv-heads N] [--head-dim N] "
+                    "[--intermediate N] [--seq N] [--rank N] [--batch N] [--full] [--f16]\n",
                     argv[0]);
             return 2;
         }
-        *fields[j] = (uint32_t)strtoul(argv[++i], NULL, 0);
+        unsigned long v = strtoul(argv[++i], NULL, 0);
+        int *model_fields[] = {&m->hidden, &m->heads, &m->kv_heads, &m->head_dim,
+                               &m->intermediate};
+        uint32_t *step_fields[] = {&st->max_seq_len, &st->lora_rank, &st->max_batch};
+        if (j < 5)
+            *model_fields[j] = v > INT32_MAX ? -1 : (int)v;
+        else
+            *step_fields[j - 5] = (uint32_t)v;
     }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    pgrt_model_config cfg = {.hidden = 1536,
-                             .q_dim = 1536,
-                             .kv_hidden = 256,
-                             .max_seq_len = 512,
-                             .lora_rank = 16,
-                             .intermediate = 8960,
-                             .num_heads = 12};
-    int rc = parse(argc, argv, &cfg);
+    pgrt_model_config model = {.hidden = 1536, .intermediate = 8960, .heads = 12, .kv_heads = 2,
+                               .head_dim = 128};
+    pgrt_prewarm_step step = {.max_seq_len = 512, .lora_rank = 16};
+    int rc = parse(argc, argv, &model, &step);
     if (rc)
         return rc;
     pgrt_ctx *ctx = NULL;
@@ -81,16 +85,16 @@ int main(int argc, char **argv)
     pgrt_device_info info;
     pgrt_ctx_device_info(ctx, &info);
     printf("device: %s (%s)\n", info.name, pg_target_name(info.target));
-    printf("config: hidden %u, q_dim %u, kv_hidden %u, max_seq_len %u, lora_rank %u, "
-           "intermediate %u, num_heads %u, max_batch %u%s%s\n",
-           cfg.hidden, cfg.q_dim, cfg.kv_hidden, cfg.max_seq_len, cfg.lora_rank,
-           cfg.intermediate, cfg.num_heads, cfg.max_batch ? cfg.max_batch : 1,
-           cfg.full_fp32 ? ", full fp32" : "", cfg.f16_weights ? ", f16 weights" : "");
+    printf("model: hidden %d, heads %d, kv_heads %d, head_dim %d, intermediate %d; step: "
+           "max_seq_len %u, lora_rank %u, max_batch %u%s%s\n",
+           model.hidden, model.heads, model.kv_heads, model.head_dim, model.intermediate,
+           step.max_seq_len, step.lora_rank, step.max_batch ? step.max_batch : 1,
+           step.full_fp32 ? ", full fp32" : "", step.f16_weights ? ", f16 weights" : "");
 
     pgrt_prewarm_report *r = malloc(sizeof *r);
     if (!r)
         return 1;
-    rc = pgrt_prewarm_model(ctx, &cfg, r);
+    rc = pgrt_prewarm_model(ctx, &model, &step, r);
     if (rc) {
         fprintf(stderr, "pgrt_prewarm_model: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
         free(r);
@@ -103,7 +107,7 @@ int main(int argc, char **argv)
                r->list[i].jit_ms, r->list[i].emit_ms);
     print_report("first call", r);
 
-    rc = pgrt_prewarm_model(ctx, &cfg, r);
+    rc = pgrt_prewarm_model(ctx, &model, &step, r);
     if (rc) {
         fprintf(stderr, "pgrt_prewarm_model (again): %s: %s\n", pgrt_err_name(rc),
                 pgrt_last_message());

@@ -26,7 +26,9 @@
  * a message and the PTX half still runs. Exit 77 without a driver or a
  * device. PGRT_GPU_QUICK=1 (under compute-sanitizer): small shapes only.
  */
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/ptxgen.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -21,7 +21,7 @@
  * SHIM_SKIP_AT=N skips the step after N-1 once (a non-finite gradient).
  */
 #define _GNU_SOURCE /* RTLD_NEXT */
-#include "pgrt_lm.h"
+#include "ptxgen/pgrt_lm.h"
 
 #include <dlfcn.h>
 #include <math.h>

@@ -18,7 +18,7 @@ not part of CI.
                                          make + reference in f32 and bf16, and print the
                                          ptxgen-train command lines to compare with
   reference.py rope-check                 transformers' llama3 inverse frequencies (CPU)
-                                         against pgrt_hf_rope_scale's f32 op sequence and
+                                         against pgrt_model_rope_scale's f32 op sequence and
                                          the worked values of tests/model/test_hf.c
   reference.py masked    --model M --adapter A --data F.pgtok --log-json L [--dtype f32]
                                          completion-only: ptxgen-train's first loss on a
@@ -595,7 +595,7 @@ def f32(x):
 
 
 def llama3_f32(x, factor, low, high, old):
-    """pgrt_hf_rope_scale on one f32 entry: each tensor op an f64 op on f32
+    """pgrt_model_rope_scale on one f32 entry: each tensor op an f64 op on f32
     values rounded to f32 (exact for + - * /: 53 >= 2 x 24 + 2), the Python
     scalars rounded to f32 where they meet the tensor, scalar / tensor as
     reciprocal then multiply (torch's Tensor.__rtruediv__)."""
@@ -630,7 +630,7 @@ def rope_check(args):
         diff = [i for i in range(hd // 2)
                 if llama3_f32(default[i], factor, low, high, old) != table[i]]
         bad += len(diff)
-        print(f"{name}: {hd // 2 - len(diff)} of {hd // 2} entries as pgrt_hf_rope_scale"
+        print(f"{name}: {hd // 2 - len(diff)} of {hd // 2} entries as pgrt_model_rope_scale"
               + "".join(f"\n  entry {i}: in {default[i].hex()}, transformers {table[i].hex()}, "
                         f"ours {llama3_f32(default[i], factor, low, high, old).hex()}"
                         for i in diff))

@@ -11,7 +11,7 @@
  */
 #define _GNU_SOURCE /* RTLD_NEXT */
 #include "model_util.h"
-#include "pgrt_model.h"
+#include "ptxgen/pgrt_model.h"
 #include "test.h"
 
 #include <dlfcn.h>
@@ -141,7 +141,7 @@ static const char cfg[] =
     "\"num_hidden_layers\":2,\"num_attention_heads\":2,\"num_key_value_heads\":1,"
     "\"vocab_size\":32,\"rms_norm_eps\":1e-6,\"tie_word_embeddings\":true}";
 
-static pgrt_hf_config mc;
+static pgrt_model_config mc;
 static char root[4096];
 
 static pgrt_adapter *make(int r, double alpha, uint64_t seed)
@@ -356,7 +356,7 @@ static void test_checks(void)
 
 int main(void)
 {
-    REQUIRE_INT_EQ(pgrt_hf_config_parse(cfg, strlen(cfg), &mc), 0);
+    REQUIRE_INT_EQ(pgrt_model_config_parse(cfg, strlen(cfg), &mc), 0);
     if (!scratch_dir(root, sizeof root)) {
         fprintf(stderr, "no scratch directory\n");
         return 1;

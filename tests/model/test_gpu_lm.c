@@ -19,7 +19,7 @@
  */
 #include "gpu_util.h"
 #include "model_util.h"
-#include "pgrt_lm.h"
+#include "ptxgen/pgrt_lm.h"
 #include "test.h"
 
 enum { H = 32, I = 48, L = 2, NH = 4, NKV = 2, D = 8, V = 40, B = 2, S = 8, T = B * S, R = 4 };
@@ -330,7 +330,7 @@ static bool adapters_equal(const pgrt_adapter *x, const pgrt_adapter *y)
 static void train_api(pgrt_ctx *ctx, const ref_model *m, pgrt_model_files *mf,
                       const pgrt_adapter *ad, bool bf16, const int32_t *ids, const char *dir)
 {
-    const pgrt_hf_config *c = pgrt_model_hf_config(mf);
+    const pgrt_model_config *c = pgrt_model_files_config(mf);
     pgrt_lm_dtype dt = bf16 ? PGRT_LM_BF16 : PGRT_LM_F32;
     pgrt_stream *s = NULL;
     GPU_CHECK(pgrt_stream_create(ctx, &s));
@@ -541,7 +541,7 @@ static void train_api(pgrt_ctx *ctx, const ref_model *m, pgrt_model_files *mf,
 static void recompute_bits(pgrt_ctx *ctx, const pgrt_lm_params *p0, pgrt_stream *s,
                            const int32_t *ids, bool llama, bool pattern)
 {
-    const pgrt_hf_config *c = pgrt_model_hf_config(p0->model);
+    const pgrt_model_config *c = pgrt_model_files_config(p0->model);
     pgrt_adapter *got[2] = {NULL, NULL};
     double loss[2][3];
     float norm[2][3];
@@ -589,7 +589,7 @@ static void run_case(pgrt_ctx *ctx, bool llama, bool pattern)
     write_model(dir, llama, &m, &r);
     pgrt_model_files *mf = NULL;
     REQUIRE_INT_EQ(pgrt_model_open(dir, &mf), 0);
-    const pgrt_hf_config *c = pgrt_model_hf_config(mf);
+    const pgrt_model_config *c = pgrt_model_files_config(mf);
     pgrt_adapter_config ac = {.r = R, .alpha = 2.0 * R, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
     if (pattern) {
         /* r 8, scale 2, but: k_proj r 4 (the thin kernels, beside fused

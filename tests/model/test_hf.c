@@ -2,8 +2,8 @@
 /* config.json, the weight map and model directories, PEFT adapters and
  * token files, each with the refusals a user would meet. */
 #include "model_util.h"
-#include "pgrt_lm.h"
-#include "pgrt_model.h"
+#include "ptxgen/pgrt_lm.h"
+#include "ptxgen/pgrt_model.h"
 #include "test.h"
 
 #include <math.h>
@@ -23,14 +23,14 @@ static const char qwen_cfg[] =
     "  \"transformers_version\": \"4.43.1\",\n  \"use_cache\": true,\n"
     "  \"use_sliding_window\": false,\n  \"vocab_size\": 151936\n}\n";
 
-static int cfg_parse(const char *s, pgrt_hf_config *c)
+static int cfg_parse(const char *s, pgrt_model_config *c)
 {
-    return pgrt_hf_config_parse(s, strlen(s), c);
+    return pgrt_model_config_parse(s, strlen(s), c);
 }
 
 /* A small config of model type mt with one field replaced or added
  * (after the brace). */
-static int cfg_mt(const char *mt, const char *extra, pgrt_hf_config *c)
+static int cfg_mt(const char *mt, const char *extra, pgrt_model_config *c)
 {
     char buf[2048];
     snprintf(buf, sizeof buf,
@@ -41,14 +41,14 @@ static int cfg_mt(const char *mt, const char *extra, pgrt_hf_config *c)
     return cfg_parse(buf, c);
 }
 
-static int cfg_with(const char *extra, pgrt_hf_config *c)
+static int cfg_with(const char *extra, pgrt_model_config *c)
 {
     return cfg_mt("llama", extra, c);
 }
 
 #define CFG_MT_REFUSED(mt, extra, want)                                        \
     do {                                                                       \
-        pgrt_hf_config c_;                                                     \
+        pgrt_model_config c_;                                                     \
         REQUIRE(cfg_mt((mt), (extra), &c_) < 0);                               \
         REQUIRE_CONTAINS(pgrt_last_message(), (want));                         \
     } while (0)
@@ -56,7 +56,7 @@ static int cfg_with(const char *extra, pgrt_hf_config *c)
 
 static void test_config(void)
 {
-    pgrt_hf_config c;
+    pgrt_model_config c;
     REQUIRE_INT_EQ(cfg_parse(qwen_cfg, &c), 0);
     REQUIRE_INT_EQ(c.arch, PGRT_ARCH_QWEN2);
     REQUIRE_INT_EQ(c.hidden, 896);
@@ -171,7 +171,7 @@ static const char qwen3_cfg[] =
 
 static void test_config_llama3(void)
 {
-    pgrt_hf_config c;
+    pgrt_model_config c;
     REQUIRE_INT_EQ(cfg_parse(llama32_cfg, &c), 0);
     REQUIRE(c.arch == PGRT_ARCH_LLAMA && !c.qk_norm && !c.qkv_bias && !c.o_bias);
     REQUIRE(c.hidden == 2048 && c.intermediate == 8192 && c.layers == 16 && c.heads == 32);
@@ -259,7 +259,7 @@ static void test_config_llama3(void)
 
 static void test_config_mistral(void)
 {
-    pgrt_hf_config c;
+    pgrt_model_config c;
     REQUIRE_INT_EQ(cfg_parse(mistral_cfg, &c), 0);
     REQUIRE(c.arch == PGRT_ARCH_MISTRAL && !c.qk_norm && !c.qkv_bias && !c.o_bias);
     REQUIRE(c.hidden == 4096 && c.intermediate == 14336 && c.layers == 32 && c.heads == 32);
@@ -331,7 +331,7 @@ static void test_config_mistral(void)
 
 static void test_config_qwen3(void)
 {
-    pgrt_hf_config c;
+    pgrt_model_config c;
     REQUIRE_INT_EQ(cfg_parse(qwen3_cfg, &c), 0);
     REQUIRE(c.arch == PGRT_ARCH_QWEN3 && c.qk_norm && !c.qkv_bias && !c.o_bias);
     REQUIRE(c.hidden == 1024 && c.intermediate == 3072 && c.layers == 28 && c.heads == 16);
@@ -407,7 +407,7 @@ static void rope_table(float *t, int n, double theta)
 /* Every entry of a llama3 table against llama3_ref: unchanged above the
  * high-frequency wavelength, x / factor (one rounding) below the low one,
  * within llama3_tol between; returns the count in each band. */
-static void check_llama3_table(const pgrt_hf_config *c, const float *in, const float *out, int n,
+static void check_llama3_table(const pgrt_model_config *c, const float *in, const float *out, int n,
                                int bands[3])
 {
     const pgrt_rope_scaling *r = &c->rope;
@@ -434,25 +434,25 @@ static void check_llama3_table(const pgrt_hf_config *c, const float *in, const f
 static void test_rope_scale(void)
 {
     /* the default rope: nothing changes */
-    pgrt_hf_config c;
+    pgrt_model_config c;
     REQUIRE_INT_EQ(cfg_parse(qwen3_cfg, &c), 0);
     float t[64], u[64];
     rope_table(t, 64, c.rope_theta);
     memcpy(u, t, sizeof t);
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 64), 0);
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, u, 64), 0);
     REQUIRE(!memcmp(t, u, sizeof t));
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, NULL, 0), 0);
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(NULL, u, 64), PGRT_EINVAL);
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, NULL, 4), PGRT_EINVAL);
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, -1), PGRT_EINVAL);
-    REQUIRE_CONTAINS(pgrt_last_message(), "pgrt_hf_rope_scale: bad argument");
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, NULL, 0), 0);
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(NULL, u, 64), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, NULL, 4), PGRT_EINVAL);
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, u, -1), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "pgrt_model_rope_scale: bad argument");
 
     /* Llama 3.2-1B: head_dim 64, theta 5e5; wavelengths below 2048 stay,
      * above 8192 are divided by 32, entries 15 to 17 are smoothed */
     REQUIRE_INT_EQ(cfg_parse(llama32_cfg, &c), 0);
     rope_table(t, 32, c.rope_theta);
     memcpy(u, t, sizeof t);
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 32), 0);
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, u, 32), 0);
     int bands[3] = {0};
     check_llama3_table(&c, t, u, 32, bands);
     REQUIRE(bands[0] == 15 && bands[1] == 3 && bands[2] == 14);
@@ -478,7 +478,7 @@ static void test_rope_scale(void)
     for (int i = 0; i < 5; i++)
         REQUIRE(t[14 + i] == in32[i]);
     memcpy(u, in32, sizeof in32);
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 5), 0);
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, u, 5), 0);
     for (int i = 0; i < 5; i++) {
         if (u[i] != want32[i])
             fprintf(stderr, "llama 3.2 entry %d: %a, want %a\n", 14 + i, u[i], want32[i]);
@@ -493,11 +493,11 @@ static void test_rope_scale(void)
                             &c),
                    0);
     float in8[2] = {0x1.175482p-9f, 0x1.72ba44p-10f};
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, in8, 2), 0);
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, in8, 2), 0);
     REQUIRE(in8[0] == 0x1.67a23ap-10f && in8[1] == 0x1.132ba6p-11f);
     rope_table(t, 64, c.rope_theta);
     memcpy(u, t, sizeof t);
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 64), 0);
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, u, 64), 0);
     memset(bands, 0, sizeof bands);
     check_llama3_table(&c, t, u, 64, bands);
     REQUIRE(bands[0] == 29 && bands[1] == 6 && bands[2] == 29);
@@ -508,7 +508,7 @@ static void test_rope_scale(void)
     REQUIRE_INT_EQ(cfg_with(LLAMA3_ROPE("rope_scaling", "4.0", "1.0", "4.0", "64"), &c), 0);
     rope_table(t, 8, c.rope_theta);
     memcpy(u, t, 8 * sizeof *t);
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 8), 0);
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, u, 8), 0);
     REQUIRE(t[1] == 0x1.43d136p-2f && t[2] == 0x1.99999ap-4f);
     REQUIRE(u[0] == 1.0f && u[1] == 0x1.04c26cp-2f && u[2] == 0x1.a13712p-6f);
     memset(bands, 0, sizeof bands);
@@ -519,15 +519,15 @@ static void test_rope_scale(void)
     REQUIRE_INT_EQ(cfg_with(LLAMA3_ROPE("rope_scaling", "6.5", "1.5", "3.7", "1000"), &c), 0);
     rope_table(t, 64, 10000.0);
     memcpy(u, t, sizeof t);
-    REQUIRE_INT_EQ(pgrt_hf_rope_scale(&c, u, 64), 0);
+    REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, u, 64), 0);
     memset(bands, 0, sizeof bands);
     check_llama3_table(&c, t, u, 64, bands);
     REQUIRE(bands[0] > 0 && bands[1] > 0 && bands[2] > 0);
 }
 
-static pgrt_hf_config small_qwen(void)
+static pgrt_model_config small_qwen(void)
 {
-    pgrt_hf_config c;
+    pgrt_model_config c;
     cfg_parse("{\"model_type\":\"qwen2\",\"hidden_size\":64,\"intermediate_size\":128,"
               "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
               "\"vocab_size\":256,\"rms_norm_eps\":1e-6,\"tie_word_embeddings\":true}",
@@ -537,7 +537,7 @@ static pgrt_hf_config small_qwen(void)
 
 static void test_specs(void)
 {
-    pgrt_hf_config c = small_qwen();
+    pgrt_model_config c = small_qwen();
     pgrt_weight_spec *s = NULL;
     size_t n = 0;
     REQUIRE_INT_EQ(pgrt_model_weight_specs(&c, &s, &n), 0);
@@ -624,7 +624,7 @@ static const char small_cfg[] =
 enum { ALL, DROP, BAD_SHAPE, BAD_DTYPE, EXTRA, SHARDED };
 static int write_model_cfg(const char *dir, const char *cfg, int what, const char *victim)
 {
-    pgrt_hf_config c;
+    pgrt_model_config c;
     pgrt_weight_spec *s;
     size_t n;
     if (cfg_parse(cfg, &c) || pgrt_model_weight_specs(&c, &s, &n))
@@ -701,7 +701,7 @@ static void test_model_dir(void)
     REQUIRE(scratch_dir(dir, sizeof dir) != NULL);
     REQUIRE_INT_EQ(write_model(dir, ALL, ""), 0);
     REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
-    REQUIRE(m && pgrt_model_hf_config(m)->kv_heads == 2);
+    REQUIRE(m && pgrt_model_files_config(m)->kv_heads == 2);
     const pgrt_st_tensor *t = pgrt_model_tensor(m, "model.layers.1.mlp.up_proj.weight");
     REQUIRE(t && t->dtype == PGRT_ST_BF16 && t->shape[0] == 128);
     /* the files read, for a caller that must not write over them */
@@ -748,7 +748,7 @@ static void test_model_dir(void)
     REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
     t = pgrt_model_tensor(m, "model.layers.1.self_attn.k_norm.weight");
     REQUIRE(t && t->ndim == 1 && t->shape[0] == 32);
-    REQUIRE(m && pgrt_model_hf_config(m)->qk_norm);
+    REQUIRE(m && pgrt_model_files_config(m)->qk_norm);
     pgrt_model_close(&m);
     REQUIRE_INT_EQ(
         write_model_cfg(dir, qwen3_small, DROP, "model.layers.1.self_attn.q_norm.weight"), 0);
@@ -767,7 +767,7 @@ static void test_model_dir(void)
                                           "used by a qwen3 model with this config");
     REQUIRE_INT_EQ(write_model_cfg(dir, mistral_small, ALL, ""), 0);
     REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
-    REQUIRE(m && pgrt_model_hf_config(m)->arch == PGRT_ARCH_MISTRAL);
+    REQUIRE(m && pgrt_model_files_config(m)->arch == PGRT_ARCH_MISTRAL);
     pgrt_model_close(&m);
     REQUIRE_INT_EQ(
         write_model_cfg(dir, mistral_small, EXTRA, "model.layers.0.self_attn.q_norm.weight"), 0);
@@ -919,7 +919,7 @@ static void test_adapter_config(void)
 
 static void test_adapter(void)
 {
-    pgrt_hf_config mc = small_qwen();
+    pgrt_model_config mc = small_qwen();
     pgrt_adapter_config ac = {.r = 8, .alpha = 16, .targets = 0x7f};
     snprintf(ac.base_model, sizeof ac.base_model, "tiny/qwen\"2");
     pgrt_adapter *a = NULL, *b = NULL;
@@ -1002,7 +1002,7 @@ static void test_adapter(void)
     pgrt_st_close(&f);
 
     /* a model with fewer layers or without some targets refuses it */
-    pgrt_hf_config one = mc;
+    pgrt_model_config one = mc;
     one.layers = 1;
     REQUIRE_INT_EQ(pgrt_adapter_load(sub, &one, &b), PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(),
@@ -1014,7 +1014,7 @@ static void test_adapter(void)
     write_text(sub, "adapter_config.json", "{\"r\":4,\"target_modules\":\"all-linear\"}");
     REQUIRE_INT_EQ(pgrt_adapter_load(sub, &mc, &b), PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "lora_A.weight': shape is not [4, 64]");
-    pgrt_hf_config wide = mc;
+    pgrt_model_config wide = mc;
     wide.intermediate = 256;
     write_text(sub, "adapter_config.json", "{\"r\":8,\"target_modules\":\"all-linear\"}");
     REQUIRE_INT_EQ(pgrt_adapter_load(sub, &wide, &b), PGRT_EINVAL);
@@ -1146,7 +1146,7 @@ static void test_adapter_patterns(void)
     REQUIRE_INT_EQ(pgrt_adapter_pair(&c, -1, PGRT_LINEAR_Q, &st), PGRT_EINVAL);
 
     /* the same pairs in a fresh adapter: each of its rank and scale */
-    pgrt_hf_config mc = small_qwen();
+    pgrt_model_config mc = small_qwen();
     pgrt_adapter *a = NULL, *b = NULL;
     REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &c, 5, &a), 0);
     if (!a)
@@ -1355,7 +1355,7 @@ static void test_lm_params(void)
     REQUIRE_INT_EQ(pgrt_model_open(dir, &m), 0);
     pgrt_adapter_config ac = {.r = 4, .alpha = 8, .targets = 1u << PGRT_LINEAR_Q};
     pgrt_adapter *a = NULL;
-    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_hf_config(m), &ac, 1, &a), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_files_config(m), &ac, 1, &a), 0);
     if (!m || !a) {
         remove_tree(dir);
         return;
@@ -1403,9 +1403,9 @@ static void test_lm_plan_patterns(void)
     REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&pc, true, "down_proj", 4), 0);
     REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&nc, false, "lm_head", 8), 0); /* matches nothing */
     pgrt_adapter *ua = NULL, *pa = NULL, *na = NULL;
-    if (!m || pgrt_adapter_init(pgrt_model_hf_config(m), &uc, 1, &ua) ||
-        pgrt_adapter_init(pgrt_model_hf_config(m), &pc, 1, &pa) ||
-        pgrt_adapter_init(pgrt_model_hf_config(m), &nc, 1, &na)) {
+    if (!m || pgrt_adapter_init(pgrt_model_files_config(m), &uc, 1, &ua) ||
+        pgrt_adapter_init(pgrt_model_files_config(m), &pc, 1, &pa) ||
+        pgrt_adapter_init(pgrt_model_files_config(m), &nc, 1, &na)) {
         REQUIRE(!"model and adapters");
         goto out;
     }
@@ -1460,7 +1460,7 @@ out:
 
 static void test_escapes(void)
 {
-    pgrt_hf_config c;
+    pgrt_model_config c;
     ESCAPED(cfg_parse("{\"model_type\":\"\\u001b]0;pwned\\u0007\"}", &c),
             "model_type: '\\x1b]0;pwned\\x07' is not supported");
     ESCAPED(cfg_with("\"hidden_act\":\"\\u001b[2J\",", &c), "hidden_act: '\\x1b[2J'");
@@ -1479,7 +1479,7 @@ static void test_escapes(void)
     pgrt_model_files *m = NULL;
     ESCAPED(pgrt_model_open(dir, &m), "tensor 'model.\\x1b]0;pwned\\x07' is not used");
     /* an adapter with one */
-    pgrt_hf_config mc = small_qwen();
+    pgrt_model_config mc = small_qwen();
     pgrt_adapter_config one = {.r = 2, .alpha = 4, .targets = 1u << PGRT_LINEAR_Q};
     pgrt_adapter *a = NULL, *b = NULL;
     REQUIRE_INT_EQ(pgrt_adapter_init(&mc, &one, 1, &a), 0);

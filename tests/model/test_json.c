@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The strict JSON reader: the DOM it builds and every refusal. */
-#include "pgrt_model.h"
+#include "pgrt_json.h"
+#include "ptxgen/pgrt_model.h"
 #include "test.h"
 
 #include <math.h>

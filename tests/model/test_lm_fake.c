@@ -21,9 +21,9 @@
  */
 #include "fakecuda.h"
 #include "fakenccl.h"
-#include "pgrt_comm.h"
+#include "ptxgen/pgrt_comm.h"
 #include "model_util.h"
-#include "pgrt_lm.h"
+#include "ptxgen/pgrt_lm.h"
 #include "test.h"
 
 #include <dlfcn.h>
@@ -116,7 +116,7 @@ static void fixture_open(fixture *f, bool llama, int layers, int mul, int add)
     REQUIRE_INT_EQ(pgrt_model_open(f->dir, &f->mf), 0);
     pgrt_adapter_config ac = {.r = R, .alpha = 2.0 * R, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
     f->ad = NULL;
-    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_hf_config(f->mf), &ac, 7, &f->ad), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_init(pgrt_model_files_config(f->mf), &ac, 7, &f->ad), 0);
     for (int i = 0; i < B * S; i++)
         f->ids[i] = (i * mul + add) % V;
 }
@@ -414,7 +414,7 @@ static void pattern_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
     write_model(dir, false);
     pgrt_model_files *mf = NULL;
     REQUIRE_INT_EQ(pgrt_model_open(dir, &mf), 0);
-    const pgrt_hf_config *mc = pgrt_model_hf_config(mf);
+    const pgrt_model_config *mc = pgrt_model_files_config(mf);
     pgrt_adapter_config ac = {.r = 8, .alpha = 16, .targets = (1u << PGRT_LINEAR_COUNT) - 1};
     pgrt_adapter_config plain = ac, same = ac;
     REQUIRE_INT_EQ(pgrt_adapter_pattern_add(&ac, false, "k_proj", 4), 0);

@@ -2,7 +2,8 @@
 /* safetensors: the canonical writer, the strict reader, sharded sets, and
  * the atomic write leaving nothing behind on failure. */
 #include "model_util.h"
-#include "pgrt_model.h"
+#include "pgrt_json.h"
+#include "ptxgen/pgrt_model.h"
 #include "test.h"
 
 #include "safe_write.h"

@@ -15,7 +15,7 @@
  * test_train_cli PTXGEN_TRAIN [FAKE_LIBCUDA [SHIM [VERSION]]]
  */
 #include "model_util.h"
-#include "pgrt_model.h"
+#include "ptxgen/pgrt_model.h"
 #include "test.h"
 
 #include <sys/stat.h>
@@ -50,8 +50,8 @@ static const char cfg_ok[] =
 /* The model's tensors, bf16 zeros; victim gets one more row. */
 static void write_weights(const char *sub, const char *victim)
 {
-    pgrt_hf_config c;
-    REQUIRE_INT_EQ(pgrt_hf_config_parse(cfg_ok, strlen(cfg_ok), &c), 0);
+    pgrt_model_config c;
+    REQUIRE_INT_EQ(pgrt_model_config_parse(cfg_ok, strlen(cfg_ok), &c), 0);
     pgrt_weight_spec *s;
     size_t n;
     REQUIRE_INT_EQ(pgrt_model_weight_specs(&c, &s, &n), 0);
@@ -322,7 +322,7 @@ static void test_fake_runs(const char *fake)
     pgrt_model_files *m = NULL;
     pgrt_adapter *ad = NULL;
     REQUIRE_INT_EQ(pgrt_model_open(mp, &m), 0);
-    REQUIRE_INT_EQ(pgrt_adapter_load(a1, pgrt_model_hf_config(m), &ad), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_load(a1, pgrt_model_files_config(m), &ad), 0);
     pgrt_adapter_destroy(&ad);
 
     /* a typo in a destination: refused before the first step */
@@ -366,7 +366,7 @@ static void test_fake_runs(const char *fake)
     REQUIRE_INT_EQ(run_with(fake, line, sizeof line, inplace, &lines), 0);
     REQUIRE_INT_EQ(dir_entries(a1), 2);
     REQUIRE_INT_EQ(dir_entries(dir), before);
-    REQUIRE_INT_EQ(pgrt_adapter_load(a1, pgrt_model_hf_config(m), &ad), 0);
+    REQUIRE_INT_EQ(pgrt_adapter_load(a1, pgrt_model_files_config(m), &ad), 0);
     pgrt_adapter_destroy(&ad);
     /* a fresh adapter from --rank-pattern and --alpha-pattern: each pair of
      * its rank, and saved with the patterns (the gradients too) */
@@ -379,7 +379,7 @@ static void test_fake_runs(const char *fake)
                                "--save-grads", g1, NULL};
     REQUIRE_INT_EQ(run_with(fake, line, sizeof line, pat, &lines), 0);
     for (int k = 0; k < 2; k++) {
-        REQUIRE_INT_EQ(pgrt_adapter_load(k ? g1 : a1, pgrt_model_hf_config(m), &ad), 0);
+        REQUIRE_INT_EQ(pgrt_adapter_load(k ? g1 : a1, pgrt_model_files_config(m), &ad), 0);
         if (!ad)
             continue;
         REQUIRE(ad->cfg.n_rank_pattern == 2 && ad->cfg.n_alpha_pattern == 1);
@@ -626,8 +626,8 @@ static void fake_ckpt(const char *out, int step, bool complete, const char *lr)
     mkdir(out, 0755);
     path_in(d, sizeof d, out, name);
     REQUIRE(mkdir(d, 0755) == 0);
-    pgrt_hf_config hc;
-    REQUIRE_INT_EQ(pgrt_hf_config_parse(cfg_ok, strlen(cfg_ok), &hc), 0);
+    pgrt_model_config hc;
+    REQUIRE_INT_EQ(pgrt_model_config_parse(cfg_ok, strlen(cfg_ok), &hc), 0);
     pgrt_adapter_config ac = {.r = 2, .alpha = 4, .targets = 1u << PGRT_LINEAR_Q};
     pgrt_adapter *a = NULL;
     REQUIRE_INT_EQ(pgrt_adapter_init(&hc, &ac, 1, &a), 0);
@@ -1224,8 +1224,8 @@ int main(int argc, char **argv)
     /* a valid adapter for the model, to load */
     char good[4096];
     path_in(good, sizeof good, dir, "good-adapter");
-    pgrt_hf_config hc;
-    REQUIRE_INT_EQ(pgrt_hf_config_parse(cfg_ok, strlen(cfg_ok), &hc), 0);
+    pgrt_model_config hc;
+    REQUIRE_INT_EQ(pgrt_model_config_parse(cfg_ok, strlen(cfg_ok), &hc), 0);
     pgrt_adapter_config gac = {.r = 2, .alpha = 4, .targets = 1u << PGRT_LINEAR_Q};
     pgrt_adapter *ga = NULL;
     REQUIRE_INT_EQ(pgrt_adapter_init(&hc, &gac, 1, &ga), 0);

@@ -20,7 +20,7 @@
  * are written there as text for ptxas to judge, and REFUSED.idx says
  * which lines are which.
  */
-#include "ptxgen.h"
+#include "ptxgen/ptxgen.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -9,7 +9,14 @@
 #define PTXGEN_TESTS_FAKE_SM90_H
 
 #include "fakecuda.h"
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_attention.h"
+#include "ptxgen/pgrt_clip.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/pgrt_prewarm.h"
+#include "ptxgen/pgrt_train.h"
+#include "ptxgen/ptxgen.h"
 #include "test.h"
 
 #include <stdlib.h>

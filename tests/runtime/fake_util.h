@@ -7,7 +7,14 @@
 #ifndef PTXGEN_FAKE_UTIL_H
 #define PTXGEN_FAKE_UTIL_H
 
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_attention.h"
+#include "ptxgen/pgrt_clip.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/pgrt_prewarm.h"
+#include "ptxgen/pgrt_train.h"
+#include "ptxgen/ptxgen.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -10,7 +10,15 @@
 #ifndef PTXGEN_SM90_PROBE_H
 #define PTXGEN_SM90_PROBE_H
 
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_attention.h"
+#include "ptxgen/pgrt_clip.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/pgrt_prewarm.h"
+#include "ptxgen/pgrt_train.h"
+#include "ptxgen/pgk.h"
+#include "ptxgen/ptxgen.h"
 
 #include <stdio.h>
 

@@ -25,7 +25,7 @@
 #include "fake_util.h"
 #include "fakecuda.h"
 #include "fakenccl.h"
-#include "pgrt_comm.h"
+#include "ptxgen/pgrt_comm.h"
 #include "test.h"
 
 #include <math.h>

@@ -30,7 +30,10 @@
  */
 #include "fake_util.h"
 #include "fakecuda.h"
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/pgrt_prewarm.h"
 #include "test.h"
 
 #include <dirent.h>
@@ -930,16 +933,16 @@ static void test_parallel(void)
 
 static void test_model_report(void)
 {
-    static const pgrt_model_config cfg = {
-        .hidden = 1536, .q_dim = 1536, .kv_hidden = 256, .max_seq_len = 512,
-        .lora_rank = 16, .intermediate = 8960, .num_heads = 12,
+    static const pgrt_model_config model = {
+        .hidden = 1536, .intermediate = 8960, .heads = 12, .kv_heads = 2, .head_dim = 128,
     };
+    static const pgrt_prewarm_step step = {.max_seq_len = 512, .lora_rank = 16};
     char dir[512];
     use_dir("model", dir, sizeof dir);
     pgrt_prewarm_report r;
     pgrt_ctx *ctx = open_ctx();
     pgrt_ctx_set_jit_threads(ctx, 4);
-    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &cfg, &r), 0);
+    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &model, &step, &r), 0);
     pgrt_ctx_destroy(&ctx);
     REQUIRE(r.modules > 10);
     REQUIRE_INT_EQ(r.loaded, r.modules);
@@ -951,7 +954,7 @@ static void test_model_report(void)
 
     ctx = open_ctx();
     fk_reset();
-    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &cfg, &r), 0);
+    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &model, &step, &r), 0);
     pgrt_ctx_destroy(&ctx);
     REQUIRE_INT_EQ(fk_links(), 0);
     REQUIRE_INT_EQ(r.loaded, r.modules);

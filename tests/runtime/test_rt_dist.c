@@ -22,7 +22,7 @@
  * Every child has an alarm and every wait on one a bound, so nothing
  * hangs. Usage: test_rt_dist [SEED]
  */
-#include "pgrt_comm.h"
+#include "ptxgen/pgrt_comm.h"
 #include "test.h"
 
 #include <arpa/inet.h>

@@ -6,7 +6,8 @@
  *
  * Usage: test_rt_driver FAKE_LIBCUDA FAKE_LIBCUDA_WITHOUT_GETPROCADDRESS
  */
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_kernel.h"
 #include "test.h"
 
 #include <stdlib.h>

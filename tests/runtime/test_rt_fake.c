@@ -10,7 +10,10 @@
  */
 #include "fake_util.h"
 #include "fakecuda.h"
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_clip.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/ptxgen.h"
 #include "test.h"
 
 #include <dlfcn.h>

@@ -22,7 +22,11 @@
 #include "fakecublas.h"
 #include "fake_util.h"
 #include "fakecuda.h"
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_gemm.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/pgrt_prewarm.h"
+#include "ptxgen/ptxgen.h"
 #include "test.h"
 
 #include <dlfcn.h>
@@ -52,15 +56,21 @@ static pgrt_buf *f32buf(pgrt_ctx *ctx, size_t n)
 
 /* ---------------------------------------------------------------- pre-warm */
 
-static const pgrt_model_config qwen_1p5b = {
-    .hidden = 1536,
-    .q_dim = 1536,
-    .kv_hidden = 256,
-    .max_seq_len = 512,
-    .lora_rank = 16,
-    .intermediate = 8960,
-    .num_heads = 12,
+/* A model's shape and the step to plan for. */
+typedef struct shape {
+    pgrt_model_config m;
+    pgrt_prewarm_step st;
+} shape;
+
+static const shape qwen_1p5b = {
+    .m = {.hidden = 1536, .intermediate = 8960, .heads = 12, .kv_heads = 2, .head_dim = 128},
+    .st = {.max_seq_len = 512, .lora_rank = 16},
 };
+
+static int warm(pgrt_ctx *ctx, const shape *sh, pgrt_prewarm_report *r)
+{
+    return pgrt_prewarm_model(ctx, sh ? &sh->m : NULL, sh ? &sh->st : NULL, r);
+}
 
 static char *key_of(char *buf, size_t len, const char *kernel, int variant)
 {
@@ -91,7 +101,7 @@ static void test_prewarm(void)
     pgrt_ctx *ctx = open_ctx();
     pgrt_prewarm_report r;
     int loads0 = fk_loads();
-    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &qwen_1p5b, &r), 0);
+    REQUIRE_INT_EQ(warm(ctx, &qwen_1p5b, &r), 0);
     if (test_failures_)
         fprintf(stderr, "%s\n", pgrt_last_message());
 
@@ -136,7 +146,7 @@ static void test_prewarm(void)
     REQUIRE_INT_EQ(st.modules, expect);
 
     /* A second call: all hits, nothing loaded. */
-    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &qwen_1p5b, &r), 0);
+    REQUIRE_INT_EQ(warm(ctx, &qwen_1p5b, &r), 0);
     REQUIRE_INT_EQ(r.modules, expect);
     REQUIRE_INT_EQ(r.loaded, 0);
     REQUIRE_INT_EQ(r.hits, expect);
@@ -144,42 +154,42 @@ static void test_prewarm(void)
     REQUIRE_INT_EQ(fk_loads() - loads0, (int)expect);
 
     /* Shapes do not make modules: a 7B-like shape, batch 4, is all hits. */
-    pgrt_model_config big = {.hidden = 3584, .q_dim = 3584, .kv_hidden = 512,
-                             .max_seq_len = 2048, .lora_rank = 64, .intermediate = 18944,
-                             .num_heads = 28, .max_batch = 4};
-    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &big, &r), 0);
+    shape big = {.m = {.hidden = 3584, .intermediate = 18944, .heads = 28, .kv_heads = 4,
+                       .head_dim = 128},
+                 .st = {.max_seq_len = 2048, .lora_rank = 64, .max_batch = 4}};
+    REQUIRE_INT_EQ(warm(ctx, &big, &r), 0);
     REQUIRE_INT_EQ(r.loaded, 0);
     REQUIRE_INT_EQ(r.modules, nplain + 3); /* rank 64: no output is small */
     REQUIRE(!has_key(&r, key_of(k, sizeof k, "gemm_backward_a", 0)) || va == 0);
 
     /* Full fp32 training, no LoRA: no small outputs, a subset. */
-    pgrt_model_config full = qwen_1p5b;
-    full.lora_rank = 0;
-    full.full_fp32 = true;
-    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &full, &r), 0);
+    shape full = qwen_1p5b;
+    full.st.lora_rank = 0;
+    full.st.full_fp32 = true;
+    REQUIRE_INT_EQ(warm(ctx, &full, &r), 0);
     REQUIRE_INT_EQ(r.modules, nplain + 3);
     REQUIRE_INT_EQ(r.loaded, 0);
     REQUIRE(!has_key(&r, key_of(k, sizeof k, "gemm_backward_b", 0)));
 
     /* f16 frozen weights: the cast and the tensor-core GEMM join. */
-    pgrt_model_config f16 = qwen_1p5b;
-    f16.f16_weights = true;
-    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &f16, &r), 0);
+    shape f16 = qwen_1p5b;
+    f16.st.f16_weights = true;
+    REQUIRE_INT_EQ(warm(ctx, &f16, &r), 0);
     REQUIRE_INT_EQ(r.loaded, 2);
     REQUIRE(has_key(&r, key_of(k, sizeof k, "cast_f32_to_f16", -1)));
     REQUIRE(has_key(&r, key_of(k, sizeof k, "gemm_f16_backward_a",
                                 default_variant("gemm_f16_backward_a"))));
 
     /* NULL report is fine. */
-    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &qwen_1p5b, NULL), 0);
+    REQUIRE_INT_EQ(warm(ctx, &qwen_1p5b, NULL), 0);
     pgrt_ctx_destroy(&ctx);
 }
 
-static void expect_bad(pgrt_ctx *ctx, const pgrt_model_config *c, int code, const char *needle)
+static void expect_bad(pgrt_ctx *ctx, const shape *c, int code, const char *needle)
 {
     int loads0 = fk_loads();
     pgrt_prewarm_report r;
-    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, c, &r), code);
+    REQUIRE_INT_EQ(warm(ctx, c, &r), code);
     REQUIRE_CONTAINS(pgrt_last_message(), needle);
     REQUIRE_INT_EQ(r.modules, 0);
     REQUIRE_INT_EQ(fk_loads(), loads0);
@@ -188,53 +198,56 @@ static void expect_bad(pgrt_ctx *ctx, const pgrt_model_config *c, int code, cons
 static void test_prewarm_bad(void)
 {
     pgrt_ctx *ctx = open_ctx();
-    pgrt_model_config c;
-    expect_bad(ctx, NULL, PGRT_EINVAL, "cfg is NULL");
-    REQUIRE_INT_EQ(pgrt_prewarm_model(NULL, &qwen_1p5b, NULL), PGRT_EINVAL);
+    shape c;
+    expect_bad(ctx, NULL, PGRT_EINVAL, "model is NULL");
+    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &qwen_1p5b.m, NULL, NULL), PGRT_EINVAL);
+    REQUIRE_CONTAINS(pgrt_last_message(), "step is NULL");
+    REQUIRE_INT_EQ(warm(NULL, &qwen_1p5b, NULL), PGRT_EINVAL);
 
-#define ZERO(field)                                                            \
+#define ZERO(half, field)                                                      \
     do {                                                                       \
         c = qwen_1p5b;                                                         \
-        c.field = 0;                                                           \
-        expect_bad(ctx, &c, PGRT_EINVAL, "cfg->" #field " is 0");              \
+        c.half.field = 0;                                                      \
+        expect_bad(ctx, &c, PGRT_EINVAL, #field " is 0");                      \
     } while (0)
-    ZERO(hidden);
-    ZERO(q_dim);
-    ZERO(kv_hidden);
-    ZERO(max_seq_len);
-    ZERO(intermediate);
-    ZERO(num_heads);
+    ZERO(m, hidden);
+    ZERO(m, intermediate);
+    ZERO(m, heads);
+    ZERO(m, kv_heads);
+    ZERO(m, head_dim);
+    ZERO(st, max_seq_len);
 #undef ZERO
     c = qwen_1p5b;
-    c.lora_rank = 0;
+    c.m.hidden = -1536;
+    expect_bad(ctx, &c, PGRT_EINVAL, "model->hidden is -1536");
+    c = qwen_1p5b;
+    c.st.lora_rank = 0;
     expect_bad(ctx, &c, PGRT_EINVAL, "nothing trains");
     c = qwen_1p5b;
-    c.num_heads = 10;
-    expect_bad(ctx, &c, PGRT_EINVAL, "cfg->q_dim (1536) is not a multiple of cfg->num_heads (10)");
-    c = qwen_1p5b;
-    c.kv_hidden = 200;
-    expect_bad(ctx, &c, PGRT_EINVAL, "cfg->kv_hidden (200) is not a multiple of the head size");
+    c.m.kv_heads = 5;
+    expect_bad(ctx, &c, PGRT_EINVAL, "model->heads (12) is not a multiple of model->kv_heads (5)");
 
     /* Sizes past what the kernels take: the message names the product. */
     c = qwen_1p5b;
-    c.max_seq_len = 1u << 20;
+    c.st.max_seq_len = 1u << 20;
     expect_bad(ctx, &c, PGRT_ERANGE, "max_seq_len * intermediate = 9395240960");
     c = qwen_1p5b;
-    c.max_batch = 1024;
+    c.st.max_batch = 1024;
     expect_bad(ctx, &c, PGRT_ERANGE, "max_batch * max_seq_len * intermediate");
     c = qwen_1p5b;
-    c.max_seq_len = 1u << 16;
-    c.intermediate = (1u << 16) - 1; /* silu's n fits, barely */
-    c.hidden = c.q_dim = 1u << 17;
-    c.num_heads = 1u << 10;
-    c.kv_hidden = 1u << 7;
+    c.st.max_seq_len = 1u << 16;
+    c.m.intermediate = (1u << 16) - 1; /* silu's n fits, barely */
+    c.m.hidden = 1 << 17;
+    c.m.heads = 1 << 10;
+    c.m.kv_heads = 1;
+    c.m.head_dim = 128;
     expect_bad(ctx, &c, PGRT_ERANGE, "max_seq_len * hidden");
     c = qwen_1p5b;
-    c.max_seq_len = 1u << 25; /* GEMM rows past 2^24 */
-    c.intermediate = 64;
-    c.hidden = c.q_dim = 64;
-    c.kv_hidden = 64;
-    c.num_heads = 1;
+    c.st.max_seq_len = 1u << 25; /* GEMM rows past 2^24 */
+    c.m.intermediate = 64;
+    c.m.hidden = 64;
+    c.m.heads = c.m.kv_heads = 1;
+    c.m.head_dim = 64;
     expect_bad(ctx, &c, PGRT_ERANGE, "max_seq_len");
     pgrt_ctx_destroy(&ctx);
 
@@ -243,7 +256,7 @@ static void test_prewarm_bad(void)
     ctx = open_ctx();
     REQUIRE_INT_EQ(pgrt_ctx_target(ctx), PG_SM_75);
     c = qwen_1p5b;
-    c.f16_weights = true;
+    c.st.f16_weights = true;
     expect_bad(ctx, &c, PGRT_ETARGET, "gemm_f16_backward_a, which needs sm_80; the device is sm_75");
     pgrt_ctx_destroy(&ctx);
     unsetenv("FAKECUDA_CC");
@@ -550,7 +563,7 @@ static void test_fake_cublas(void)
 
     /* Pre-warm makes the handle and reports it. */
     pgrt_prewarm_report r;
-    REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &qwen_1p5b, &r), 0);
+    REQUIRE_INT_EQ(warm(ctx, &qwen_1p5b, &r), 0);
     REQUIRE(r.cublas);
 
     pgrt_stream_destroy(&s);

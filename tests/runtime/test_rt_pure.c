@@ -2,7 +2,10 @@
 /* The runtime's checks that need no driver: error tables, PTX headers,
  * F-PTX-001 and the ISA/driver rule, compute capability to target, launch
  * arguments against descriptors, and NULL handling. */
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_clip.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/ptxgen.h"
 #include "test.h"
 
 #include <math.h>

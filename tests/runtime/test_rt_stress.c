@@ -17,7 +17,9 @@
  * Usage: test_rt_stress [FAKE_LIBCUDA]
  */
 #include "fakecuda.h"
-#include "pgrt.h"
+#include "ptxgen/pgrt.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/ptxgen.h"
 #include "test.h"
 
 #include <dlfcn.h>

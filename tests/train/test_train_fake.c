@@ -10,7 +10,8 @@
  * Usage: test_train_fake FAKE_LIBCUDA
  */
 #include "fakecuda.h"
-#include "pgrt_train.h"
+#include "ptxgen/pgrt_kernel.h"
+#include "ptxgen/pgrt_train.h"
 #include "test.h"
 
 #include <dlfcn.h>

@@ -4,7 +4,7 @@
  * whole kernel build and emission, and check the builder returns an error
  * (never crashes, never emits). Leaks show under the sanitizer build.
  */
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 #include "util.h"
 
 #include <stdlib.h>

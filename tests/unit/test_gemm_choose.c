@@ -11,7 +11,7 @@
  * shapes go to gemm_sm90 and the thin, misfit or cross-typed ones stay on
  * the mma.sync family.
  */
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 #include "test.h"
 
 #include <string.h>

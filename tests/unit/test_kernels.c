@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The catalog: lookup, knobs (parsing and ranges), launch configurations. */
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 #include "util.h"
 
 #include <string.h>

@@ -8,7 +8,7 @@
  * bound lr_schedule's header comment states. The kernel itself is held to
  * both on a GPU by tests/gpu_kernels/test_lr_schedule.
  */
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 #include "test.h"
 
 #include <math.h>

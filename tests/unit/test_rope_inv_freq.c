@@ -10,7 +10,7 @@
  * arguments are refused and leave the table alone. That the device
  * computes the same floats is tests/gpu_kernels/test_rope_table's check.
  */
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 #include "test.h"
 
 #include <float.h>

@@ -4,7 +4,7 @@
  * threads of a block can reach it and must be rejected with a message that
  * names the barrier and the branch; each uniform case must be accepted.
  */
-#include "pgk.h"
+#include "ptxgen/pgk.h"
 #include "util.h"
 
 #include <stdlib.h>

@@ -3,8 +3,6 @@
  * pgrt_model: the file formats of a Hugging Face fine-tune, read and written
  * strictly, with no dependency beyond libc.
  *
- *   - a strict JSON reader (limits on size, depth, string length and
- *     numbers; UTF-8 checked; duplicate keys refused) giving a read-only DOM;
  *   - safetensors: a memory-mapped reader that checks the header against
  *     the file, sharded models through model.safetensors.index.json, and an
  *     atomic writer of the canonical form;
@@ -42,66 +40,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ------------------------------------------------------------------ JSON */
-
-typedef enum pgrt_json_type {
-    PGRT_JSON_NULL,
-    PGRT_JSON_BOOL,
-    PGRT_JSON_NUMBER,
-    PGRT_JSON_STRING,
-    PGRT_JSON_ARRAY,
-    PGRT_JSON_OBJECT,
-} pgrt_json_type;
-
-/* Zero fields take the defaults below. */
-typedef struct pgrt_json_limits {
-    size_t max_size;   /* bytes of text; default 100 MB */
-    int max_depth;     /* nested arrays/objects; default 64, at most 512 */
-    size_t max_string; /* bytes of one decoded string or key; default 1 MB */
-    size_t max_number; /* characters of one number literal; default 64, at most 1024 */
-} pgrt_json_limits;
-
-typedef struct pgrt_json pgrt_json;     /* a parsed document */
-typedef struct pgrt_jval pgrt_jval;     /* one value inside it */
-
-/* Parse text[0, len) as one JSON value (RFC 8259, with whitespace around
- * it). Refused: anything else after the value, invalid UTF-8 (overlong
- * forms, surrogates, > U+10FFFF), control characters in strings, lone
- * surrogate escapes, \u0000 (so that every string is a C string), numbers
- * that overflow a double, duplicate keys in one object, a limit exceeded.
- * The message says what and where: "byte 17: duplicate key \"a\"". `what`
- * (a file name, may be NULL) prefixes it. limits may be NULL. The text
- * need not stay alive after the call. */
-PGRT_API int pgrt_json_parse(const char *text, size_t len, const pgrt_json_limits *limits,
-                             const char *what, pgrt_json **out);
-PGRT_API void pgrt_json_destroy(pgrt_json **doc);
-PGRT_API const pgrt_jval *pgrt_json_root(const pgrt_json *doc);
-
-/* The getters take NULL (an absent member) and then answer "absent":
- * type PGRT_JSON_NULL is reported only for a real null, use
- * pgrt_jval_is_null. */
-PGRT_API pgrt_json_type pgrt_jval_type(const pgrt_jval *v);
-PGRT_API bool pgrt_jval_is_null(const pgrt_jval *v);
-/* Byte offset of the value's first character in the text. */
-PGRT_API size_t pgrt_jval_offset(const pgrt_jval *v);
-/* Items of an array or members of an object (0 otherwise). */
-PGRT_API size_t pgrt_jval_count(const pgrt_jval *v);
-PGRT_API const pgrt_jval *pgrt_jval_item(const pgrt_jval *arr, size_t i);
-/* Members in document order; pgrt_jval_member looks a key up (O(log n)). */
-PGRT_API const char *pgrt_jval_key_at(const pgrt_jval *obj, size_t i);
-PGRT_API const pgrt_jval *pgrt_jval_value_at(const pgrt_jval *obj, size_t i);
-PGRT_API const pgrt_jval *pgrt_jval_member(const pgrt_jval *obj, const char *key);
-/* The decoded string (NUL-terminated, valid UTF-8) or NULL if v is not a
- * string; *len (may be NULL) gets its length. */
-PGRT_API const char *pgrt_jval_string(const pgrt_jval *v, size_t *len);
-/* An integer literal (no fraction, no exponent) in [min, max]. PGRT_EINVAL
- * if v is not one, PGRT_ERANGE if outside. No message is set: the caller
- * names the field. */
-PGRT_API int pgrt_jval_int64(const pgrt_jval *v, int64_t min, int64_t max, int64_t *out);
-/* Any number, as the nearest double. PGRT_EINVAL if v is not a number. */
-PGRT_API int pgrt_jval_double(const pgrt_jval *v, double *out);
-PGRT_API int pgrt_jval_bool(const pgrt_jval *v, bool *out);
 
 /* ----------------------------------------------------------- safetensors */
 
@@ -150,8 +88,10 @@ PGRT_API void pgrt_st_close(pgrt_st_file **f);
 PGRT_API size_t pgrt_st_count(const pgrt_st_file *f);
 PGRT_API const pgrt_st_tensor *pgrt_st_at(const pgrt_st_file *f, size_t i);
 PGRT_API const pgrt_st_tensor *pgrt_st_find(const pgrt_st_file *f, const char *name);
-/* The "__metadata__" object, or NULL. */
-PGRT_API const pgrt_jval *pgrt_st_metadata(const pgrt_st_file *f);
+/* The string value of key in the "__metadata__" object (safetensors
+ * metadata maps strings to strings), borrowed from f; NULL when the file
+ * has no metadata, no such key, or its value is not a string. */
+PGRT_API const char *pgrt_st_metadata_get(const pgrt_st_file *f, const char *key);
 /* Elements [first, first + n) of an F32, BF16 or F16 tensor as f32 into
  * dst (n floats, the caller's): BF16 and F16 widen exactly, F16 subnormals,
  * infinities and NaNs included. PGRT_EINVAL for another dtype, PGRT_ERANGE
@@ -216,7 +156,7 @@ PGRT_API const char *pgrt_arch_name(pgrt_arch a);
 
 /* How the inverse frequencies of RoPE are made. PGRT_ROPE_DEFAULT:
  * inv_freq[i] = rope_theta^(-2i / head_dim). PGRT_ROPE_LLAMA3: the
- * default table rescaled as Llama 3.x does (pgrt_hf_rope_scale). */
+ * default table rescaled as Llama 3.x does (pgrt_model_rope_scale). */
 typedef enum pgrt_rope_kind {
     PGRT_ROPE_DEFAULT,
     PGRT_ROPE_LLAMA3,
@@ -233,7 +173,7 @@ typedef struct pgrt_rope_scaling {
     int64_t original_max_positions; /* original_max_position_embeddings, >= 1 */
 } pgrt_rope_scaling;
 
-typedef struct pgrt_hf_config {
+typedef struct pgrt_model_config {
     pgrt_arch arch;
     int hidden;        /* hidden_size */
     int intermediate;  /* intermediate_size */
@@ -255,7 +195,7 @@ typedef struct pgrt_hf_config {
      * model type (Qwen2, Qwen3 32768, LLaMA 2048, Mistral 131072) */
     int64_t max_positions;
     pgrt_rope_scaling rope;
-} pgrt_hf_config;
+} pgrt_model_config;
 
 /* Parse a Hugging Face config.json: model_type qwen2, llama, mistral or
  * qwen3, with transformers' defaults for what is absent. Refused, naming
@@ -272,8 +212,8 @@ typedef struct pgrt_hf_config {
  * without head_dim, heads by kv heads), an odd head_dim. Fields the
  * model type's transformers class does not read are ignored, as there
  * (Qwen2's and Mistral's attention_bias). */
-PGRT_API int pgrt_hf_config_parse(const char *json, size_t len, pgrt_hf_config *out);
-PGRT_API int pgrt_hf_config_load(const char *path, pgrt_hf_config *out);
+PGRT_API int pgrt_model_config_parse(const char *json, size_t len, pgrt_model_config *out);
+PGRT_API int pgrt_model_config_load(const char *path, pgrt_model_config *out);
 
 /* Rescale a table of the default inverse frequencies in place, as
  * transformers does for c->rope (inv_freq[i] = rope_theta^(-2i/head_dim),
@@ -293,7 +233,7 @@ PGRT_API int pgrt_hf_config_load(const char *path, pgrt_hf_config *out);
  * table is the caller's: torch makes it with an f32 pow that is not
  * correctly rounded everywhere. PGRT_EINVAL for a NULL c, n < 0, or a
  * NULL table with n > 0. */
-PGRT_API int pgrt_hf_rope_scale(const pgrt_hf_config *c, float *inv_freq, int n);
+PGRT_API int pgrt_model_rope_scale(const pgrt_model_config *c, float *inv_freq, int n);
 
 /* -------------------------------------------------------------- weights */
 
@@ -313,7 +253,7 @@ typedef enum pgrt_linear {
 
 PGRT_API const char *pgrt_linear_name(pgrt_linear m);  /* "q_proj" */
 /* The module's input and output features under config c. */
-PGRT_API void pgrt_linear_dims(const pgrt_hf_config *c, pgrt_linear m, int *in, int *out);
+PGRT_API void pgrt_linear_dims(const pgrt_model_config *c, pgrt_linear m, int *in, int *out);
 
 typedef struct pgrt_weight_spec {
     char name[96];   /* "model.layers.3.self_attn.q_proj.weight" */
@@ -327,7 +267,7 @@ typedef struct pgrt_weight_spec {
  * the config has one), with qk_norm self_attn.q_norm and k_norm
  * ([head_dim]), post_attention_layernorm, gate/up/down_proj; the final
  * norm and the untied head. *specs is malloc'd; the caller frees it. */
-PGRT_API int pgrt_model_weight_specs(const pgrt_hf_config *c, pgrt_weight_spec **specs,
+PGRT_API int pgrt_model_weight_specs(const pgrt_model_config *c, pgrt_weight_spec **specs,
                                      size_t *n);
 
 typedef struct pgrt_model_files pgrt_model_files;
@@ -341,7 +281,7 @@ typedef struct pgrt_model_files pgrt_model_files;
  * of the right shape. */
 PGRT_API int pgrt_model_open(const char *dir, pgrt_model_files **out);
 PGRT_API void pgrt_model_close(pgrt_model_files **m);
-PGRT_API const pgrt_hf_config *pgrt_model_hf_config(const pgrt_model_files *m);
+PGRT_API const pgrt_model_config *pgrt_model_files_config(const pgrt_model_files *m);
 /* A checked tensor by its Hugging Face name, or NULL. */
 PGRT_API const pgrt_st_tensor *pgrt_model_tensor(const pgrt_model_files *m, const char *name);
 /* The files pgrt_model_open read, each as the directory given joined with
@@ -463,7 +403,7 @@ PGRT_API int pgrt_lora_name(int layer, pgrt_linear m, bool b, char *buf, size_t 
  * a = sqrt(5) (uniform in [-1/sqrt(in), 1/sqrt(in)]) from a generator
  * seeded with seed, B zero. Refused: a config pgrt_adapter_config_parse
  * would refuse, a pair whose scale is not a normal float (naming it). */
-PGRT_API int pgrt_adapter_init(const pgrt_hf_config *mc, const pgrt_adapter_config *cfg,
+PGRT_API int pgrt_adapter_init(const pgrt_model_config *mc, const pgrt_adapter_config *cfg,
                                uint64_t seed, pgrt_adapter **out);
 /* Read a PEFT adapter directory (adapter_config.json and
  * adapter_model.safetensors, tensors in F32/BF16/F16) for model mc: every
@@ -471,7 +411,7 @@ PGRT_API int pgrt_adapter_init(const pgrt_hf_config *mc, const pgrt_adapter_conf
  * the pair's r (the patterns': a tensor of another shape is refused,
  * naming it and the shape expected); a tensor for a module the model
  * lacks is refused, naming it. */
-PGRT_API int pgrt_adapter_load(const char *dir, const pgrt_hf_config *mc, pgrt_adapter **out);
+PGRT_API int pgrt_adapter_load(const char *dir, const pgrt_model_config *mc, pgrt_adapter **out);
 /* Write dir (created if missing) in PEFT format: adapter_model.safetensors
  * (F32) and adapter_config.json, as a pair: a reader never finds new
  * weights beside an old config or the other way round. A missing dir is
