@@ -44,17 +44,6 @@ int pgrt_target_for_cc(int major, int minor, pg_target *out)
     return 0;
 }
 
-int rt_ctx_bind(pgrt_ctx *ctx)
-{
-    CUcontext cur = NULL;
-    int err = RT_CU(&ctx->drv, CtxGetCurrent, (&cur));
-    if (err)
-        return err;
-    if (cur == ctx->cu)
-        return 0;
-    return RT_CU(&ctx->drv, CtxSetCurrent, (ctx->cu));
-}
-
 /* Fill ctx->info from the device. */
 static int query_device(pgrt_ctx *ctx)
 {

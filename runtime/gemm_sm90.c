@@ -9,16 +9,11 @@
  *   DX      m  k  n   dY[m,n] r along rows  W[n,k]  q along rows
  *   DW      n  k  m   dY[m,n] p along rows  X[m,k]  q along rows
  *
- * An operand with r along its rows ("K-major") is mapped in boxes of 64
- * columns by 128 rows (A) or bn rows (B); one with p or q along its rows in
- * boxes of 64 by 64, which the kernel lays side by side. Every box is
- * 128-byte swizzled: its rows are exactly 128 bytes.
+ * The plan (gemm_plan.c) maps the operands and launches.
  */
 #include "rt_internal.h"
 
 #include <string.h>
-
-#define BM 128u
 
 uint32_t pgrt_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
 {
@@ -45,23 +40,6 @@ static int check_in(const char *fn, const char *name, const pgrt_ctx *ctx, const
                        "%u need %llu", fn, name, b->count, (unsigned long long)rows,
                        (unsigned long long)cols, ld, (unsigned long long)need);
     return 0;
-}
-
-int rt_gemm90_maps(pgrt_ctx *ctx, unsigned layout, pg_type in, pgrt_devptr a, pgrt_devptr b,
-                   uint32_t m, uint32_t n, uint32_t k, uint32_t lda, uint32_t ldb, uint32_t bn,
-                   pgrt_tensor_map *ma, pgrt_tensor_map *mb)
-{
-    /* K-major A in 128 x 64 boxes, K-major B in bn x 64, the others in
-     * 64 x 64 */
-    uint32_t a_rows = m, a_cols = layout == PGK_GEMM_FORWARD ? k : n;
-    uint32_t b_rows = layout == PGK_GEMM_BACKWARD_W ? m : n, b_cols = k;
-    bool a_mn = layout == PGK_GEMM_BACKWARD_W, b_mn = layout != PGK_GEMM_FORWARD;
-    int rc = pgrt_tensor_map_encode_2d(ctx, ma, in, a, a_rows, a_cols, (uint64_t)lda * 2,
-                                       a_mn ? 64 : BM, 64, 128);
-    if (rc == 0)
-        rc = pgrt_tensor_map_encode_2d(ctx, mb, in, b, b_rows, b_cols, (uint64_t)ldb * 2,
-                                       b_mn ? 64 : bn, 64, 128);
-    return rc;
 }
 
 static bool overlap(const pgrt_buf *x, const pgrt_buf *y)

@@ -28,7 +28,7 @@ int model_read_file(const char *path, size_t max, char **data, size_t *len);
 /* dir + "/" + name into buf; PGRT_ERANGE if it does not fit. */
 int model_path_join(char *buf, size_t len, const char *dir, const char *name);
 
-/* Typed members of a JSON object with messages naming what/field. A
+/* Typed members of a JSON object with messages naming what/field (json.c). A
  * missing member is an error only for the *_req forms; the others leave
  * *out as it was and return 1 (absent or null). */
 int model_int_req(const pgrt_jval *obj, const char *what, const char *field, int64_t min,
