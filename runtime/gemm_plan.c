@@ -316,9 +316,9 @@ int pgrt_gemm_plan_create(pgrt_ctx *ctx, const pgrt_gemm_spec *spec, pgrt_gemm_p
 {
     if (out)
         *out = NULL;
-    if (!ctx || !spec || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_gemm_plan_create: %s is NULL",
-                       !ctx ? "ctx" : !spec ? "spec" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, spec, "spec");
+    RT_NONNULL(__func__, out, "out");
     /* 64-byte aligned, as the tensor maps in it must be */
     pgrt_gemm_plan *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
     if (!p)
@@ -336,8 +336,7 @@ int pgrt_gemm_plan_create(pgrt_ctx *ctx, const pgrt_gemm_spec *spec, pgrt_gemm_p
 int pgrt_gemm_plan_launch(const pgrt_gemm_plan *p, pgrt_stream *s, pgrt_devptr c,
                           pgrt_devptr bias, pgrt_devptr ws)
 {
-    if (!p)
-        return rt_fail(PGRT_EINVAL, "pgrt_gemm_plan_launch: the plan is NULL");
+    RT_NONNULL(__func__, p, "the plan");
     if (!c)
         return rt_fail(PGRT_EINVAL, "pgrt_gemm_plan_launch: %s: c is 0", p->ch.desc->name);
     if (p->spec.bias != (bias != 0))

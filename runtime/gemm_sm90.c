@@ -24,8 +24,7 @@ uint32_t pgrt_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
 static int check_in(const char *fn, const char *name, const pgrt_ctx *ctx, const pgrt_buf *b,
                     pg_type want, uint64_t rows, uint64_t cols, uint32_t ld)
 {
-    if (!b)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, name);
+    RT_NONNULL(fn, b, name);
     if (b->ctx != ctx)
         return rt_fail(PGRT_EINVAL, "%s: %s belongs to another context", fn, name);
     if (b->type != want)
@@ -51,8 +50,8 @@ static bool overlap(const pgrt_buf *x, const pgrt_buf *y)
 int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g)
 {
     static const char fn[] = "pgrt_gemm_sm90";
-    if (!ctx || !g)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !ctx ? "ctx" : "the arguments");
+    RT_NONNULL(fn, ctx, "ctx");
+    RT_NONNULL(fn, g, "the pgrt_gemm90");
     if (ctx->info.arch_target != PG_SM_90A)
         return rt_fail(PGRT_ETARGET, "%s: wgmma needs sm_90a, a compute capability 9.0 device; "
                        "this one is %d.%d", fn, ctx->info.cc_major, ctx->info.cc_minor);
@@ -63,8 +62,9 @@ int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g)
         return rt_fail(PGRT_ERANGE, "%s: m=%u n=%u k=%u: each must be in [1, 2^24]", fn, m, n, k);
     if (s && s->ctx != ctx)
         return rt_fail(PGRT_EINVAL, "%s: the stream belongs to another context", fn);
-    if (!g->a || !g->b || !g->c)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !g->a ? "a" : !g->b ? "b" : "c");
+    RT_NONNULL(fn, g->a, "a");
+    RT_NONNULL(fn, g->b, "b");
+    RT_NONNULL(fn, g->c, "c");
     pg_type in = g->a->type;
     if (in != PG_BF16 && in != PG_F16)
         return rt_fail(PGRT_EINVAL, "%s: a holds %s elements, not bf16 or f16", fn,

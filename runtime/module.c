@@ -144,9 +144,9 @@ int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstre
     const char *built = info == &scratch ? NULL : info->ptx;
     bool defer = info != &scratch && info->defer;
     memset(info, 0, sizeof *info);
-    if (!ctx || !d || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_kernel_get: %s is NULL",
-                       !ctx ? "ctx" : !d ? "descriptor" : "out");
+    RT_NONNULL("pgrt_kernel_get", ctx, "ctx");
+    RT_NONNULL("pgrt_kernel_get", d, "descriptor");
+    RT_NONNULL("pgrt_kernel_get", out, "out");
     *out = NULL;
     char bad[256];
     if (pgk_desc_check(d, bad, sizeof bad))
@@ -270,8 +270,8 @@ void rt_cache_clear(pgrt_ctx *ctx)
 
 int pgrt_cache_stats_get(pgrt_ctx *ctx, pgrt_cache_stats *out)
 {
-    if (!ctx || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_cache_stats_get: %s is NULL", !ctx ? "ctx" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, out, "out");
     pthread_mutex_lock(&ctx->lock);
     *out = ctx->stats;
     pthread_mutex_unlock(&ctx->lock);
@@ -290,9 +290,9 @@ struct module_kernel {
 
 int pgrt_module_load(pgrt_ctx *ctx, const char *ptx, pgrt_module **out)
 {
-    if (!ctx || !ptx || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_module_load: %s is NULL",
-                       !ctx ? "ctx" : !ptx ? "ptx" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, ptx, "ptx");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     if (atomic_load(&ctx->capturing) > 0)
         return rt_fail(PGRT_ECAPTURE, "pgrt_module_load: a stream is capturing: loading a module "
@@ -330,9 +330,9 @@ void pgrt_module_destroy(pgrt_module **pm)
 
 int pgrt_module_kernel(pgrt_module *m, const pgk_desc *d, pgrt_kernel **out)
 {
-    if (!m || !d || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_module_kernel: %s is NULL",
-                       !m ? "module" : !d ? "descriptor" : "out");
+    RT_NONNULL(__func__, m, "module");
+    RT_NONNULL(__func__, d, "descriptor");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     int rc = rt_ctx_bind(m->ctx);
     if (rc)

@@ -286,8 +286,9 @@ int pgrt_prewarm_list(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rcs,
     double t0 = rt_now_ms();
     if (out)
         memset(out, 0, sizeof *out);
-    if (!ctx || (n > 0 && !list))
-        return rt_fail(PGRT_EINVAL, "pgrt_prewarm: %s is NULL", !ctx ? "ctx" : "list");
+    RT_NONNULL("pgrt_prewarm", ctx, "ctx");
+    if (n > 0)
+        RT_NONNULL("pgrt_prewarm", list, "list");
     if (out && n > PGRT_PREWARM_MAX)
         return rt_fail(PGRT_EINVAL, "pgrt_prewarm_list: %zu entries; the report holds at most %d",
                        n, PGRT_PREWARM_MAX);
@@ -465,8 +466,7 @@ static int add_trainable(plan *p, dim n, const char *what)
 static int check_config(const pgrt_model_config *c)
 {
     static const char fn[] = "pgrt_prewarm_model";
-    if (!c)
-        return rt_fail(PGRT_EINVAL, "%s: cfg is NULL", fn);
+    RT_NONNULL(fn, c, "cfg");
     const struct {
         const char *name;
         uint32_t v;
@@ -614,8 +614,7 @@ int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *cfg, pgrt_prewarm
 {
     if (out)
         memset(out, 0, sizeof *out);
-    if (!ctx)
-        return rt_fail(PGRT_EINVAL, "pgrt_prewarm_model: ctx is NULL");
+    RT_NONNULL(__func__, ctx, "ctx");
     double t0 = rt_now_ms();
     plan *p = malloc(sizeof *p);
     if (!p)

@@ -298,6 +298,17 @@ unsigned rt_msg_serial(void);
 /* snprintf into a caller's error buffer (errlen 0: nothing). */
 void rt_errf(char *err, size_t errlen, const char *fmt, ...) RT_PRINTF(3, 4);
 
+/* The one check of a pointer argument (dav1d's validate_input_or_ret): a
+ * NULL p returns PGRT_EINVAL with "<fn>: <name> is NULL". fn is the public
+ * function the caller called (__func__, or a helper's fn), name the
+ * argument as that function's documentation calls it. Optional pointers
+ * are checked under their condition: if (n) RT_NONNULL(fn, list, "list"). */
+#define RT_NONNULL(fn, p, name)                                                \
+    do {                                                                       \
+        if (!(p))                                                              \
+            return rt_fail(PGRT_EINVAL, "%s: %s is NULL", (fn), (name));       \
+    } while (0)
+
 /* Check a driver call: the call's name is the field name prefixed with "cu". */
 #define RT_CU(drv, field, args)                                                \
     rt_cu_check((drv), (drv)->field args, "cu" #field)

@@ -619,8 +619,9 @@ static const pgrt_jval *parse_value(parser *ps)
 int pgrt_json_parse(const char *text, size_t len, const pgrt_json_limits *limits,
                     const char *what, pgrt_json **out)
 {
-    if (!out || (!text && len))
-        return model_fail(PGRT_EINVAL, "pgrt_json_parse: NULL argument");
+    RT_NONNULL(__func__, out, "out");
+    if (len)
+        RT_NONNULL(__func__, text, "text");
     *out = NULL;
     parser ps = {0};
     ps.lim.max_size = limits && limits->max_size ? limits->max_size : 100u * 1000 * 1000;

@@ -11,7 +11,8 @@
  * with pg_text_escape, so that a tensor name, a config string or a path
  * echoed in it reaches a terminal as text, never as a control sequence.
  * Our own format strings hold no backslash or control character: escaping
- * leaves them as written. Every message of runtime/model/ goes through it. */
+ * leaves them as written. Every message of runtime/model/ that can echo
+ * outside text goes through it; RT_NONNULL's, our words alone, need not. */
 #define MODEL_MSG_MAX 4096
 int model_fail(int code, const char *fmt, ...) RT_PRINTF(2, 3);
 
