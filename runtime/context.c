@@ -1,4 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Contexts: the ptxgen target a compute capability runs, and a device's
+ * context made (the driver opened, the device queried, a target override
+ * applied, its primary context retained) and torn down with all it owns:
+ * the module cache, GEMM plans, cuBLAS and the disk cache. This file sits
+ * above those rooms; they reach the driver through rt_ctx_bind (driver.c).
+ */
 #include "rt_internal.h"
 
 #include <stdlib.h>

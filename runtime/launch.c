@@ -1,4 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Launches: arguments checked against the descriptor (and its baked
+ * knobs), dynamic shared memory opted into once a size, the cluster rules
+ * checked before the driver sees them, then cuLaunchKernel(Ex). rt_launch
+ * resolves a kernel and knob set once, for a step that launches it again
+ * and again without looking a name up.
+ */
 #include "rt_internal.h"
 
 #include <stddef.h>

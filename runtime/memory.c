@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Device buffers: allocation, views sharing one reference-counted
+ * allocation, and uploads, downloads, copies and fills, each plain (the
+ * device synchronised around it) and on a stream.
+ */
 #include "rt_internal.h"
 
 #include <stdlib.h>

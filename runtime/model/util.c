@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * What the model readers share: files mapped and read whole, paths joined,
+ * a growable text buffer with JSON string escaping, and model_fail, the
+ * escaping rt_fail. Below the JSON reader and every format of runtime/model/.
+ */
 #include "model_internal.h"
 
 #include <errno.h>
