@@ -134,20 +134,9 @@ int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstrea
     return rt_kernel_load(ctx, d, kn, check, out, NULL);
 }
 
-int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
-                   pgrt_kernel **out, rt_load_info *info)
+/* What pgrt_kernel_get refuses before the cache is looked at. */
+static int check_request(pgrt_ctx *ctx, const pgk_desc *d)
 {
-    rt_load_info scratch;
-    if (!info)
-        info = &scratch;
-    /* The caller's inputs survive the reset of the outputs. */
-    const char *built = info == &scratch ? NULL : info->ptx;
-    bool defer = info != &scratch && info->defer;
-    memset(info, 0, sizeof *info);
-    RT_NONNULL("pgrt_kernel_get", ctx, "ctx");
-    RT_NONNULL("pgrt_kernel_get", d, "descriptor");
-    RT_NONNULL("pgrt_kernel_get", out, "out");
-    *out = NULL;
     char bad[256];
     if (pgk_desc_check(d, bad, sizeof bad))
         return rt_fail(PGRT_EINVAL, "pgrt_kernel_get: %s", bad);
@@ -155,20 +144,20 @@ int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstre
         return rt_fail(PGRT_EINVAL,
                        "pgrt_kernel_get: kernel descriptor %s has no build function (load its "
                        "PTX with pgrt_module_load)", d->name);
-    pgk_knobs defaults;
-    if (!kn) {
-        pgk_knobs_default(d, &defaults);
-        kn = &defaults;
-    }
     if (!pgk_supports(d, rt_build_target(ctx, d)))
         return rt_fail(PGRT_ETARGET, "%s does not support %s (its lowest target is %s)", d->name,
                        pg_target_name(rt_build_target(ctx, d)), pg_target_name(d->min_target));
-    uint32_t mask = baked_mask(d);
-    int rc;
-    char *key = make_key(d, rt_build_target(ctx, d), kn);
-    if (!key)
-        return rt_fail(PGRT_ENOMEM, "%s: cache key: out of memory", d->name);
+    return 0;
+}
 
+/* Under the lock: the ready entry for key (*loaded false), or a new
+ * "loading" entry this thread must fill (*loaded true), which owns key.
+ * Waits while another thread loads the same key. On a hit or an error
+ * key is freed. */
+static int claim_entry(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, char *key,
+                       CUstream check, cache_entry **out, bool *loaded)
+{
+    *loaded = false;
     pthread_mutex_lock(&ctx->lock);
     cache_entry *e;
     for (;;) {
@@ -180,46 +169,38 @@ int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstre
          * for itself. */
         pthread_cond_wait(&ctx->loaded, &ctx->lock);
     }
+    int rc = 0;
     if (e) {
         ctx->stats.hits++;
-        pthread_mutex_unlock(&ctx->lock);
-        free(key);
-        *out = &e->kern;
-        return 0;
+    } else if ((rc = capture_refusal(ctx, d, check)) == 0) {
+        e = calloc(1, sizeof *e);
+        if (!e) {
+            rc = rt_fail(PGRT_ENOMEM, "%s: cache entry: out of memory", d->name);
+        } else {
+            e->key = key;
+            e->kern.ctx = ctx;
+            e->kern.desc = d;
+            e->kern.baked_mask = baked_mask(d);
+            if (e->kern.baked_mask)
+                e->kern.baked = *kn;
+            e->next = ctx->cache;
+            ctx->cache = e;
+            ctx->stats.misses++;
+            *loaded = true;
+        }
     }
-    rc = capture_refusal(ctx, d, check);
-    if (rc) {
-        pthread_mutex_unlock(&ctx->lock);
-        free(key);
-        return rc;
-    }
-    e = calloc(1, sizeof *e);
-    if (!e) {
-        pthread_mutex_unlock(&ctx->lock);
-        free(key);
-        return rt_fail(PGRT_ENOMEM, "%s: cache entry: out of memory", d->name);
-    }
-    e->key = key;
-    e->kern.ctx = ctx;
-    e->kern.desc = d;
-    e->kern.baked_mask = mask;
-    if (mask)
-        e->kern.baked = *kn;
-    e->next = ctx->cache;
-    ctx->cache = e;
-    ctx->stats.misses++;
     pthread_mutex_unlock(&ctx->lock);
+    if (!*loaded)
+        free(key);
+    *out = e;
+    return rc;
+}
 
-    CUmodule mod = NULL;
-    info->loaded = true;
-    info->defer = defer;
-    rc = build_and_load(ctx, d, kn, built, &mod, info);
-    if (rc == 0) {
-        rc = get_function(ctx, mod, d, &e->kern.fn);
-        if (rc)
-            (void)ctx->drv.ModuleUnload(mod); /* the lookup's error is the one reported */
-    }
-
+/* Under the lock: the load's outcome into the statistics, the entry made
+ * ready (or dropped, rc != 0), and the threads waiting on it woken. */
+static void publish_entry(pgrt_ctx *ctx, cache_entry *e, int rc, CUmodule mod,
+                          const rt_load_info *info)
+{
     pthread_mutex_lock(&ctx->lock);
     ctx->stats.emit_ms += info->emit_ms;
     ctx->stats.jit_ms += info->jit_ms;
@@ -237,6 +218,54 @@ int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstre
     }
     pthread_cond_broadcast(&ctx->loaded);
     pthread_mutex_unlock(&ctx->lock);
+}
+
+int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
+                   pgrt_kernel **out, rt_load_info *info)
+{
+    rt_load_info scratch;
+    if (!info)
+        info = &scratch;
+    /* The caller's inputs survive the reset of the outputs. */
+    const char *built = info == &scratch ? NULL : info->ptx;
+    bool defer = info != &scratch && info->defer;
+    memset(info, 0, sizeof *info);
+    RT_NONNULL("pgrt_kernel_get", ctx, "ctx");
+    RT_NONNULL("pgrt_kernel_get", d, "descriptor");
+    RT_NONNULL("pgrt_kernel_get", out, "out");
+    *out = NULL;
+    int rc = check_request(ctx, d);
+    if (rc)
+        return rc;
+    pgk_knobs defaults;
+    if (!kn) {
+        pgk_knobs_default(d, &defaults);
+        kn = &defaults;
+    }
+    char *key = make_key(d, rt_build_target(ctx, d), kn);
+    if (!key)
+        return rt_fail(PGRT_ENOMEM, "%s: cache key: out of memory", d->name);
+
+    cache_entry *e;
+    bool loaded;
+    if ((rc = claim_entry(ctx, d, kn, key, check, &e, &loaded)))
+        return rc;
+    if (!loaded) {
+        *out = &e->kern;
+        return 0;
+    }
+
+    /* Outside the lock: hits on other kernels never wait for this JIT. */
+    CUmodule mod = NULL;
+    info->loaded = true;
+    info->defer = defer;
+    rc = build_and_load(ctx, d, kn, built, &mod, info);
+    if (rc == 0) {
+        rc = get_function(ctx, mod, d, &e->kern.fn);
+        if (rc)
+            (void)ctx->drv.ModuleUnload(mod); /* the lookup's error is the one reported */
+    }
+    publish_entry(ctx, e, rc, mod, info);
     if (rc) {
         free(e->key);
         free(e);
