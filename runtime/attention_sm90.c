@@ -27,8 +27,7 @@
 static int check_shape(const char *fn, const pgrt_ctx *ctx, uint32_t q_heads, uint32_t kv_heads,
                        uint32_t head_dim)
 {
-    if (!ctx)
-        return rt_fail(PGRT_EINVAL, "%s: ctx is NULL", fn);
+    RT_NONNULL(fn, ctx, "ctx");
     if (ctx->info.arch_target != PG_SM_90A)
         return rt_fail(PGRT_ETARGET, "%s: wgmma and TMA need sm_90a, a compute capability 9.0 "
                        "device; this one is %d.%d (attention_mma_forward runs there)", fn,
@@ -62,8 +61,8 @@ static int encode(pgrt_ctx *ctx, pgrt_tensor_map *m, pgrt_devptr base, uint32_t 
 
 int pgrt_attention_sm90_forward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_attention90 *a)
 {
-    if (!ctx || !a)
-        return rt_fail(PGRT_EINVAL, FN ": %s is NULL", !ctx ? "ctx" : "the arguments");
+    RT_NONNULL(FN, ctx, "ctx");
+    RT_NONNULL(FN, a, "the pgrt_attention90");
     int rc = check_shape(FN, ctx, a->q_heads, a->kv_heads, a->head_dim);
     if (rc)
         return rc;

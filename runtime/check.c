@@ -26,6 +26,13 @@ static int check_fail(char *err, size_t errlen, int code, const char *fmt, ...)
     return rt_fail(code, "%s", msg);
 }
 
+/* RT_NONNULL for these functions, whose messages go to err too. */
+#define CHECK_NONNULL(fn, p, name)                                                      \
+    do {                                                                                \
+        if (!(p))                                                                       \
+            return check_fail(err, errlen, PGRT_EINVAL, "%s: %s is NULL", (fn), (name)); \
+    } while (0)
+
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 static bool is_word(char c)
@@ -63,9 +70,8 @@ static const char *number(const char *p, const char *e, unsigned *out)
 
 int pgrt_ptx_parse(const char *ptx, size_t len, pgrt_ptx_info *out, char *err, size_t errlen)
 {
-    if (!ptx || !out)
-        return check_fail(err, errlen, PGRT_EINVAL, "pgrt_ptx_parse: %s is NULL",
-                          !ptx ? "ptx" : "out");
+    CHECK_NONNULL(__func__, ptx, "ptx");
+    CHECK_NONNULL(__func__, out, "out");
     memset(out, 0, sizeof *out);
     if (len == 0)
         len = strlen(ptx);
@@ -151,9 +157,9 @@ int pgrt_ptx_check(const pgrt_ptx_info *info, pg_target device, int driver_versi
                    size_t errlen)
 {
     const char *dev_name = pg_target_name(device);
-    if (!info || !dev_name)
-        return check_fail(err, errlen, PGRT_EINVAL, "pgrt_ptx_check: %s",
-                          !info ? "info is NULL" : "invalid device target");
+    CHECK_NONNULL(__func__, info, "info");
+    if (!dev_name)
+        return check_fail(err, errlen, PGRT_EINVAL, "pgrt_ptx_check: invalid device target");
     /* The PTX's own target sets its minimum ISA: sm_90a needs 8.0 where
      * sm_90 needs 7.8. */
     pg_target ptx_target = device;
@@ -195,9 +201,8 @@ int pgrt_ptx_check(const pgrt_ptx_info *info, pg_target device, int driver_versi
 int pgrt_ptx_check_device(const pgrt_ptx_info *info, const pgrt_device_info *dev, char *err,
                           size_t errlen)
 {
-    if (!info || !dev)
-        return check_fail(err, errlen, PGRT_EINVAL, "pgrt_ptx_check_device: %s is NULL",
-                          !info ? "info" : "dev");
+    CHECK_NONNULL(__func__, info, "info");
+    CHECK_NONNULL(__func__, dev, "dev");
     pg_target t;
     if (pg_target_parse(info->target, &t) == 0 && pg_target_is_arch_specific(t)) {
         unsigned sm = pg_target_sm(t);
@@ -229,9 +234,9 @@ static const char *type_text(uint32_t t, char *buf, size_t len)
 int pgrt_args_check(const pgk_desc *d, const pgk_knobs *kn, const pgrt_arg *args, size_t nargs,
                     char *err, size_t errlen)
 {
-    if (!d || (nargs > 0 && !args))
-        return check_fail(err, errlen, PGRT_EINVAL, "pgrt_args_check: %s is NULL",
-                          !d ? "descriptor" : "args");
+    CHECK_NONNULL(__func__, d, "descriptor");
+    if (nargs > 0)
+        CHECK_NONNULL(__func__, args, "args");
     if (nargs != d->nparams) {
         char list[256] = "";
         size_t used = 0;

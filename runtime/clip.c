@@ -150,9 +150,10 @@ static int multi_create(pgrt_clip *c, const pgk_desc *d_sq, const pgk_desc *d_ap
 
 int pgrt_clip_create(pgrt_ctx *ctx, const size_t *sizes, size_t nbufs, pgrt_clip **out)
 {
-    if (!ctx || !out || (nbufs > 0 && !sizes))
-        return rt_fail(PGRT_EINVAL, "pgrt_clip_create: %s is NULL",
-                       !ctx ? "ctx" : !out ? "out" : "sizes");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, out, "out");
+    if (nbufs > 0)
+        RT_NONNULL(__func__, sizes, "sizes");
     *out = NULL;
     if (nbufs == 0)
         return rt_fail(PGRT_EINVAL, "pgrt_clip_create: no buffers");
@@ -351,8 +352,7 @@ static int multi_prepare(pgrt_clip *c, pgrt_stream *s, pgrt_buf *const *grads,
 
 int pgrt_clip_set_multi(pgrt_clip *c, bool multi)
 {
-    if (!c)
-        return rt_fail(PGRT_EINVAL, "pgrt_clip_set_multi: state is NULL");
+    RT_NONNULL(__func__, c, "state");
     c->multi = multi;
     return 0;
 }
@@ -362,8 +362,8 @@ bool pgrt_clip_multi(const pgrt_clip *c) { return c && c->multi && c->multi_ok; 
 /* The buffers of a run: as many as the state has, of its sizes. */
 static int check_grads(const char *fn, const pgrt_clip *c, pgrt_buf *const *grads, size_t nbufs)
 {
-    if (!c || !grads)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !c ? "state" : "grads");
+    RT_NONNULL(fn, c, "state");
+    RT_NONNULL(fn, grads, "grads");
     if (nbufs != c->n)
         return rt_fail(PGRT_EINVAL, "%s: %zu buffers for a state sized for %zu", fn, nbufs, c->n);
     for (size_t i = 0; i < nbufs; i++) {
@@ -453,8 +453,7 @@ int pgrt_clip_run(pgrt_clip *c, pgrt_stream *s, pgrt_buf *const *grads, size_t n
 
 int pgrt_clip_result(pgrt_clip *c, pgrt_stream *s, float *scale, float *norm)
 {
-    if (!c)
-        return rt_fail(PGRT_EINVAL, "pgrt_clip_result: state is NULL");
+    RT_NONNULL(__func__, c, "state");
     float v[2];
     int rc = pgrt_buf_download_async(c->result, 0, v, 2, s);
     if (rc)

@@ -403,8 +403,8 @@ static void *addr(const pgrt_buf *b, size_t offset)
 int pgrt_comm_id_new(pgrt_ctx *ctx, pgrt_comm_id *id)
 {
     static const char fn[] = "pgrt_comm_id_new";
-    if (!ctx || !id)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !ctx ? "ctx" : "id");
+    RT_NONNULL(fn, ctx, "ctx");
+    RT_NONNULL(fn, id, "id");
     int rc;
     if ((rc = nccl_load(fn)))
         return rc;
@@ -425,8 +425,9 @@ int pgrt_comm_id_new(pgrt_ctx *ctx, pgrt_comm_id *id)
 int pgrt_comm_create(pgrt_ctx *ctx, const pgrt_comm_params *p, pgrt_comm **out)
 {
     static const char fn[] = "pgrt_comm_create";
-    if (!ctx || !p || !out)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !ctx ? "ctx" : !p ? "params" : "out");
+    RT_NONNULL(fn, ctx, "ctx");
+    RT_NONNULL(fn, p, "params");
+    RT_NONNULL(fn, out, "out");
     *out = NULL;
     if (p->world < 1)
         return rt_fail(PGRT_EINVAL, "%s: world is %d: at least 1", fn, p->world);
@@ -534,8 +535,7 @@ void pgrt_comm_destroy(pgrt_comm **pc)
 
 int pgrt_comm_abort(pgrt_comm *c)
 {
-    if (!c)
-        return rt_fail(PGRT_EINVAL, "pgrt_comm_abort: communicator is NULL");
+    RT_NONNULL(__func__, c, "communicator");
     if (c->state == COMM_ABORTED)
         return 0;
     if (c->state == COMM_OK)
@@ -552,19 +552,20 @@ int pgrt_comm_abort(pgrt_comm *c)
 
 int pgrt_comm_rank(const pgrt_comm *c)
 {
-    return c ? c->rank : rt_fail(PGRT_EINVAL, "pgrt_comm_rank: communicator is NULL");
+    RT_NONNULL(__func__, c, "communicator");
+    return c->rank;
 }
 
 int pgrt_comm_world(const pgrt_comm *c)
 {
-    return c ? c->world : rt_fail(PGRT_EINVAL, "pgrt_comm_world: communicator is NULL");
+    RT_NONNULL(__func__, c, "communicator");
+    return c->world;
 }
 
 int pgrt_comm_nccl_version(const pgrt_comm *c)
 {
     static const char fn[] = "pgrt_comm_nccl_version";
-    if (!c)
-        return rt_fail(PGRT_EINVAL, "%s: communicator is NULL", fn);
+    RT_NONNULL(fn, c, "communicator");
     if (c->state == COMM_ABORTED)
         return usable(c, fn);
     return c->version;
@@ -591,9 +592,9 @@ int pgrt_comm_all_reduce(pgrt_comm *c, pgrt_stream *s, pgrt_buf *buf, size_t off
                          size_t count, pgrt_comm_op op)
 {
     static const char fn[] = "pgrt_comm_all_reduce";
-    if (!c || !s || !buf)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn,
-                       !c ? "communicator" : !s ? "stream" : "buf");
+    RT_NONNULL(fn, c, "communicator");
+    RT_NONNULL(fn, s, "stream");
+    RT_NONNULL(fn, buf, "buf");
     return all_reduce(c, s, buf, offset, count, op, fn);
 }
 
@@ -616,9 +617,10 @@ int pgrt_comm_reduce_scatter(pgrt_comm *c, pgrt_stream *s, const pgrt_buf *send,
                              pgrt_comm_op op)
 {
     static const char fn[] = "pgrt_comm_reduce_scatter";
-    if (!c || !s || !send || !recv)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn,
-                       !c ? "communicator" : !s ? "stream" : !send ? "send" : "recv");
+    RT_NONNULL(fn, c, "communicator");
+    RT_NONNULL(fn, s, "stream");
+    RT_NONNULL(fn, send, "send");
+    RT_NONNULL(fn, recv, "recv");
     int rc, type = 0, nop = 0;
     size_t total = 0;
     if ((rc = pair(c, s, send, recv, fn, &type)) || (rc = op_of(op, fn, &nop)) ||
@@ -639,9 +641,10 @@ int pgrt_comm_all_gather(pgrt_comm *c, pgrt_stream *s, const pgrt_buf *send, siz
                          pgrt_buf *recv, size_t recv_off, size_t count)
 {
     static const char fn[] = "pgrt_comm_all_gather";
-    if (!c || !s || !send || !recv)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn,
-                       !c ? "communicator" : !s ? "stream" : !send ? "send" : "recv");
+    RT_NONNULL(fn, c, "communicator");
+    RT_NONNULL(fn, s, "stream");
+    RT_NONNULL(fn, send, "send");
+    RT_NONNULL(fn, recv, "recv");
     int rc, type = 0;
     size_t total = 0;
     if ((rc = pair(c, s, send, recv, fn, &type)) || (rc = times_world(c, count, fn, &total)) ||
@@ -660,8 +663,7 @@ int pgrt_comm_all_gather(pgrt_comm *c, pgrt_stream *s, const pgrt_buf *send, siz
 int pgrt_comm_group_begin(pgrt_comm *c)
 {
     static const char fn[] = "pgrt_comm_group_begin";
-    if (!c)
-        return rt_fail(PGRT_EINVAL, "%s: communicator is NULL", fn);
+    RT_NONNULL(fn, c, "communicator");
     int rc;
     if ((rc = usable(c, fn)))
         return rc;
@@ -675,8 +677,7 @@ int pgrt_comm_group_begin(pgrt_comm *c)
 int pgrt_comm_group_end(pgrt_comm *c)
 {
     static const char fn[] = "pgrt_comm_group_end";
-    if (!c)
-        return rt_fail(PGRT_EINVAL, "%s: communicator is NULL", fn);
+    RT_NONNULL(fn, c, "communicator");
     int rc;
     if ((rc = usable(c, fn)))
         return rc;
@@ -694,8 +695,7 @@ int pgrt_comm_group_end(pgrt_comm *c)
 int pgrt_comm_check(pgrt_comm *c)
 {
     static const char fn[] = "pgrt_comm_check";
-    if (!c)
-        return rt_fail(PGRT_EINVAL, "%s: communicator is NULL", fn);
+    RT_NONNULL(fn, c, "communicator");
     if (c->state == COMM_ABORTED)
         return usable(c, fn);
     if (c->state == COMM_FAILED)
@@ -775,8 +775,8 @@ static int capturing(pgrt_stream *s, bool *yes)
 int pgrt_comm_wait(pgrt_comm *c, pgrt_stream *s, double timeout_s)
 {
     static const char fn[] = "pgrt_comm_wait";
-    if (!c || !s)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !c ? "communicator" : "stream");
+    RT_NONNULL(fn, c, "communicator");
+    RT_NONNULL(fn, s, "stream");
     int rc;
     double bound = 0;
     if ((rc = usable(c, fn)) || (rc = stream_of(c, s, fn)) ||
@@ -796,9 +796,9 @@ int pgrt_comm_all_reduce_host(pgrt_comm *c, pgrt_stream *s, double *vals, size_t
                               pgrt_comm_op op)
 {
     static const char fn[] = "pgrt_comm_all_reduce_host";
-    if (!c || !s || !vals)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn,
-                       !c ? "communicator" : !s ? "stream" : "vals");
+    RT_NONNULL(fn, c, "communicator");
+    RT_NONNULL(fn, s, "stream");
+    RT_NONNULL(fn, vals, "vals");
     if (n < 1 || n > HOST_MAX)
         return rt_fail(PGRT_ERANGE, "%s: n is %zu: 1 .. %d values", fn, n, HOST_MAX);
     int rc, nop = 0;

@@ -1,4 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Contexts: the ptxgen target a compute capability runs, and a device's
+ * context made (the driver opened, the device queried, a target override
+ * applied, its primary context retained) and torn down with all it owns:
+ * the module cache, GEMM plans, cuBLAS and the disk cache. This file sits
+ * above those rooms; they reach the driver through rt_ctx_bind (driver.c).
+ */
 #include "rt_internal.h"
 
 #include <stdlib.h>
@@ -7,8 +14,7 @@
 
 int pgrt_target_for_cc(int major, int minor, pg_target *out)
 {
-    if (!out)
-        return rt_fail(PGRT_EINVAL, "pgrt_target_for_cc: out is NULL");
+    RT_NONNULL(__func__, out, "out");
     if (major < 0 || minor < 0 || minor > 9)
         return rt_fail(PGRT_EINVAL, "pgrt_target_for_cc: compute capability %d.%d is not a "
                        "capability (major >= 0, minor 0 to 9)", major, minor);
@@ -42,17 +48,6 @@ int pgrt_target_for_cc(int major, int minor, pg_target *out)
                        "capability %d.%d", major, minor);
     *out = (pg_target)best;
     return 0;
-}
-
-int rt_ctx_bind(pgrt_ctx *ctx)
-{
-    CUcontext cur = NULL;
-    int err = RT_CU(&ctx->drv, CtxGetCurrent, (&cur));
-    if (err)
-        return err;
-    if (cur == ctx->cu)
-        return 0;
-    return RT_CU(&ctx->drv, CtxSetCurrent, (ctx->cu));
 }
 
 /* Fill ctx->info from the device. */
@@ -164,8 +159,7 @@ static int jit_threads(int want)
 
 int pgrt_ctx_create(pgrt_ctx **out, const pgrt_ctx_params *params)
 {
-    if (!out)
-        return rt_fail(PGRT_EINVAL, "pgrt_ctx_create: out is NULL");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     pgrt_ctx_params def = {NULL, 0, NULL};
     if (!params)
@@ -267,8 +261,8 @@ void pgrt_ctx_destroy(pgrt_ctx **pctx)
 
 int pgrt_ctx_device_info(const pgrt_ctx *ctx, pgrt_device_info *out)
 {
-    if (!ctx || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_ctx_device_info: %s is NULL", !ctx ? "ctx" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, out, "out");
     *out = ctx->info;
     return 0;
 }
@@ -280,17 +274,18 @@ pg_target pgrt_ctx_target(const pgrt_ctx *ctx)
 
 int pgrt_ctx_set_jit_threads(pgrt_ctx *ctx, int n)
 {
-    if (!ctx || n < 0)
-        return rt_fail(PGRT_EINVAL, "pgrt_ctx_set_jit_threads: %s",
-                       !ctx ? "ctx is NULL" : "the thread count is negative");
+    RT_NONNULL(__func__, ctx, "ctx");
+    if (n < 0)
+        return rt_fail(PGRT_EINVAL, "pgrt_ctx_set_jit_threads: the thread count is negative");
     ctx->jit_threads = jit_threads(n);
     return ctx->jit_threads;
 }
 
 int pgrt_ctx_mem_info(pgrt_ctx *ctx, size_t *free_bytes, size_t *total_bytes)
 {
-    if (!ctx || !free_bytes || !total_bytes)
-        return rt_fail(PGRT_EINVAL, "pgrt_ctx_mem_info: NULL argument");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, free_bytes, "free_bytes");
+    RT_NONNULL(__func__, total_bytes, "total_bytes");
     int err = rt_ctx_bind(ctx);
     if (err)
         return err;
@@ -299,8 +294,7 @@ int pgrt_ctx_mem_info(pgrt_ctx *ctx, size_t *free_bytes, size_t *total_bytes)
 
 int pgrt_ctx_sync(pgrt_ctx *ctx)
 {
-    if (!ctx)
-        return rt_fail(PGRT_EINVAL, "pgrt_ctx_sync: ctx is NULL");
+    RT_NONNULL(__func__, ctx, "ctx");
     int err = rt_ctx_bind(ctx);
     if (err)
         return err;

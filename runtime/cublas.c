@@ -301,8 +301,7 @@ void rt_blas_destroy(pgrt_ctx *ctx)
 
 int pgrt_ctx_set_cublas(pgrt_ctx *ctx, bool enabled)
 {
-    if (!ctx)
-        return rt_fail(PGRT_EINVAL, "pgrt_ctx_set_cublas: ctx is NULL");
+    RT_NONNULL(__func__, ctx, "ctx");
     rt_blas *b = state_of(ctx);
     if (!b)
         return PGRT_ENOMEM;
@@ -315,8 +314,8 @@ int pgrt_ctx_set_cublas(pgrt_ctx *ctx, bool enabled)
 
 int pgrt_cublas_info_get(pgrt_ctx *ctx, pgrt_cublas_info *out)
 {
-    if (!ctx || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_cublas_info_get: %s is NULL", !ctx ? "ctx" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, out, "out");
     memset(out, 0, sizeof *out);
     bool use;
     int rc = rt_blas_ready(ctx, NULL, &use);

@@ -260,8 +260,7 @@ static int parse_master(pgrt_dist *d, const char *world_s)
 
 int pgrt_dist_from_env(pgrt_dist *out, const char *init)
 {
-    if (!out)
-        return rt_fail(PGRT_EINVAL, "pgrt_dist_from_env: out is NULL");
+    RT_NONNULL(__func__, out, "out");
     pgrt_dist d;
     memset(&d, 0, sizeof d);
     const char *rank_s, *world_s, *local_s;
@@ -1156,8 +1155,8 @@ static int file_fetch(const pgrt_dist *d, pgrt_comm_id *id, double deadline, dou
 
 int pgrt_dist_exchange(const pgrt_dist *d, pgrt_comm_id *id, double timeout_s)
 {
-    if (!d || !id)
-        return rt_fail(PGRT_EINVAL, "pgrt_dist_exchange: %s is NULL", !d ? "d" : "id");
+    RT_NONNULL(__func__, d, "d");
+    RT_NONNULL(__func__, id, "id");
     if (!(timeout_s > 0) || !isfinite(timeout_s))
         return rt_fail(PGRT_EINVAL,
                        "pgrt_dist_exchange: timeout_s %g: a bound is a finite number of seconds "
@@ -1175,8 +1174,7 @@ int pgrt_dist_exchange(const pgrt_dist *d, pgrt_comm_id *id, double timeout_s)
 
 int pgrt_dist_finish(const pgrt_dist *d)
 {
-    if (!d)
-        return rt_fail(PGRT_EINVAL, "pgrt_dist_finish: d is NULL");
+    RT_NONNULL(__func__, d, "d");
     if (d->method != PGRT_DIST_FILE || d->rank != 0)
         return 0;
     if (!memchr(d->path, '\0', sizeof d->path) || !d->path[0])

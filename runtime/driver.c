@@ -2,7 +2,8 @@
 /*
  * The driver loader: dlopen of libcuda, entry points through
  * cuGetProcAddress at the CUDA version whose ABI we declare, dlsym of the
- * exported (_v2) names where the driver predates cuGetProcAddress.
+ * exported (_v2) names where the driver predates cuGetProcAddress; and
+ * rt_ctx_bind, which every file that calls the driver on a context uses.
  */
 #include "rt_internal.h"
 
@@ -171,4 +172,17 @@ void rt_driver_close(rt_driver *d)
      * failed) is closed on the spot in rt_driver_open; one that was used
      * stays mapped, its handle count dropping with the process. */
     memset(d, 0, sizeof *d);
+}
+
+/* Here rather than in context.c: context.c tears down the caches and
+ * plans, which bind too, so binding must sit below all of them. */
+int rt_ctx_bind(pgrt_ctx *ctx)
+{
+    CUcontext cur = NULL;
+    int err = RT_CU(&ctx->drv, CtxGetCurrent, (&cur));
+    if (err)
+        return err;
+    if (cur == ctx->cu)
+        return 0;
+    return RT_CU(&ctx->drv, CtxSetCurrent, (ctx->cu));
 }

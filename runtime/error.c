@@ -1,4 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Errors: the pgrt codes' names and texts, the CUresult names, and the
+ * per-thread last message that every failing call sets (rt_fail,
+ * rt_cu_fail) and pgrt_last_message() reads. Also the two helpers every
+ * file needs and nothing else owns: rt_log and rt_now_ms. Below every other
+ * file of the runtime.
+ */
 #include "rt_internal.h"
 
 #include <stdarg.h>

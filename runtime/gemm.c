@@ -57,8 +57,7 @@ static int check_operands(const char *fn, pgrt_ctx *ctx, pgrt_stream *s, pgk_gem
     }
     for (int i = 0; i < 3; i++) {
         const pgrt_buf *b = ops[i].buf;
-        if (!b)
-            return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, ops[i].name);
+        RT_NONNULL(fn, b, ops[i].name);
         if (b->ctx != ctx)
             return rt_fail(PGRT_EINVAL, "%s: %s belongs to another context", fn, ops[i].name);
         if (b->type != PG_F32)
@@ -105,8 +104,7 @@ int pgrt_gemm_backward_a(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf *grad_c, 
     static const char fn[] = "pgrt_gemm_backward_a";
     if (path)
         *path = (pgrt_gemm_path)0;
-    if (!ctx)
-        return rt_fail(PGRT_EINVAL, "%s: ctx is NULL", fn);
+    RT_NONNULL(fn, ctx, "ctx");
     const uint32_t dims[3] = {m, n, k};
     const operand ops[3] = {{"grad_c", grad_c, (uint64_t)m * n},
                             {"b", b, (uint64_t)k * n},
@@ -136,8 +134,7 @@ int pgrt_gemm_backward_b(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_buf *a, const
     static const char fn[] = "pgrt_gemm_backward_b";
     if (path)
         *path = (pgrt_gemm_path)0;
-    if (!ctx)
-        return rt_fail(PGRT_EINVAL, "%s: ctx is NULL", fn);
+    RT_NONNULL(fn, ctx, "ctx");
     const uint32_t dims[3] = {m, n, k};
     const operand ops[3] = {{"a", a, (uint64_t)m * k},
                             {"grad_c", grad_c, (uint64_t)m * n},
@@ -231,15 +228,13 @@ int pgrt_gemm(pgrt_ctx *ctx, pgrt_stream *s, pgk_gemm_layout layout, const pgrt_
     static const char fn[] = "pgrt_gemm";
     if (used)
         memset(used, 0, sizeof *used);
-    if (!ctx)
-        return rt_fail(PGRT_EINVAL, "%s: ctx is NULL", fn);
+    RT_NONNULL(fn, ctx, "ctx");
     if ((unsigned)layout >= PGK_GEMM_LAYOUTS)
         return rt_fail(PGRT_EINVAL, "%s: layout %d is not a pgk_gemm_layout", fn, (int)layout);
     const pgrt_buf *ops[3] = {a, b, c};
     static const char *const names[3] = {"a", "b", "c"};
     for (int i = 0; i < 3; i++) {
-        if (!ops[i])
-            return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, names[i]);
+        RT_NONNULL(fn, ops[i], names[i]);
         if (ops[i]->ctx != ctx)
             return rt_fail(PGRT_EINVAL, "%s: %s belongs to another context", fn, names[i]);
     }

@@ -196,14 +196,38 @@ static int set_wg_knobs(const pgrt_gemm_spec *g, pgk_gemm_choice *ch)
     return 0;
 }
 
+/* gemm_sm90's two maps for layout `layout` (P, Q, R as the kernel takes
+ * them, from the layer's m, n, k; pgrt_gemm_sm90's table), inputs of type
+ * in at a and b with row pitches lda, ldb elements, tile width bn. An
+ * operand with r along its rows ("K-major") is mapped in boxes of 64
+ * columns by 128 rows (A) or bn rows (B); one with p or q along its rows in
+ * boxes of 64 by 64, which the kernel lays side by side. Every box is
+ * 128-byte swizzled: its rows are exactly 128 bytes. */
+static int wg_maps(pgrt_ctx *ctx, unsigned layout, pg_type in, pgrt_devptr a, pgrt_devptr b,
+                   uint32_t m, uint32_t n, uint32_t k, uint32_t lda, uint32_t ldb, uint32_t bn,
+                   pgrt_tensor_map *ma, pgrt_tensor_map *mb)
+{
+    /* K-major A in 128 x 64 boxes, K-major B in bn x 64, the others in
+     * 64 x 64 */
+    uint32_t a_rows = m, a_cols = layout == PGK_GEMM_FORWARD ? k : n;
+    uint32_t b_rows = layout == PGK_GEMM_BACKWARD_W ? m : n, b_cols = k;
+    bool a_mn = layout == PGK_GEMM_BACKWARD_W, b_mn = layout != PGK_GEMM_FORWARD;
+    int rc = pgrt_tensor_map_encode_2d(ctx, ma, in, a, a_rows, a_cols, (uint64_t)lda * 2,
+                                       a_mn ? 64 : 128, 64, 128);
+    if (rc == 0)
+        rc = pgrt_tensor_map_encode_2d(ctx, mb, in, b, b_rows, b_cols, (uint64_t)ldb * 2,
+                                       b_mn ? 64 : bn, 64, 128);
+    return rc;
+}
+
 static int encode_maps(pgrt_ctx *ctx, pgrt_gemm_plan *p)
 {
     const pgrt_gemm_spec *g = &p->spec;
     int bi = pgk_knob_index(p->ch.desc, "bn");
     uint32_t bn = bi >= 0 ? p->ch.knobs.v[bi] : 64, ca, cb, cc;
     stored_cols(g, &ca, &cb, &cc);
-    int rc = rt_gemm90_maps(ctx, g->layout, g->in_type, g->a, g->b, g->m, g->n, g->k,
-                            pitch(g->lda, ca), pitch(g->ldb, cb), bn, &p->maps[0], &p->maps[1]);
+    int rc = wg_maps(ctx, g->layout, g->in_type, g->a, g->b, g->m, g->n, g->k, pitch(g->lda, ca),
+                     pitch(g->ldb, cb), bn, &p->maps[0], &p->maps[1]);
     if (rc)
         return rc;
     if (!g->k2) {
@@ -216,9 +240,8 @@ static int encode_maps(pgrt_ctx *ctx, pgrt_gemm_plan *p)
      * (m, k2, k): a2 [m, k2] K-major, b2 [n, k2] or [k2, k] */
     bool fwd = g->layout == PGK_GEMM_FORWARD;
     uint32_t n2 = fwd ? g->n : g->k2, k2 = fwd ? g->k2 : g->k;
-    return rt_gemm90_maps(ctx, g->layout, g->in_type, g->a2, g->b2, g->m, n2, k2,
-                          pitch(g->lda2, g->k2), pitch(g->ldb2, k2), bn, &p->maps[2],
-                          &p->maps[3]);
+    return wg_maps(ctx, g->layout, g->in_type, g->a2, g->b2, g->m, n2, k2, pitch(g->lda2, g->k2),
+                   pitch(g->ldb2, k2), bn, &p->maps[2], &p->maps[3]);
 }
 
 /* gemm_sm90's split: off when the spec says so, else its workspace for
@@ -293,9 +316,9 @@ int pgrt_gemm_plan_create(pgrt_ctx *ctx, const pgrt_gemm_spec *spec, pgrt_gemm_p
 {
     if (out)
         *out = NULL;
-    if (!ctx || !spec || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_gemm_plan_create: %s is NULL",
-                       !ctx ? "ctx" : !spec ? "spec" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, spec, "spec");
+    RT_NONNULL(__func__, out, "out");
     /* 64-byte aligned, as the tensor maps in it must be */
     pgrt_gemm_plan *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
     if (!p)
@@ -313,8 +336,7 @@ int pgrt_gemm_plan_create(pgrt_ctx *ctx, const pgrt_gemm_spec *spec, pgrt_gemm_p
 int pgrt_gemm_plan_launch(const pgrt_gemm_plan *p, pgrt_stream *s, pgrt_devptr c,
                           pgrt_devptr bias, pgrt_devptr ws)
 {
-    if (!p)
-        return rt_fail(PGRT_EINVAL, "pgrt_gemm_plan_launch: the plan is NULL");
+    RT_NONNULL(__func__, p, "the plan");
     if (!c)
         return rt_fail(PGRT_EINVAL, "pgrt_gemm_plan_launch: %s: c is 0", p->ch.desc->name);
     if (p->spec.bias != (bias != 0))

@@ -9,16 +9,11 @@
  *   DX      m  k  n   dY[m,n] r along rows  W[n,k]  q along rows
  *   DW      n  k  m   dY[m,n] p along rows  X[m,k]  q along rows
  *
- * An operand with r along its rows ("K-major") is mapped in boxes of 64
- * columns by 128 rows (A) or bn rows (B); one with p or q along its rows in
- * boxes of 64 by 64, which the kernel lays side by side. Every box is
- * 128-byte swizzled: its rows are exactly 128 bytes.
+ * The plan (gemm_plan.c) maps the operands and launches.
  */
 #include "rt_internal.h"
 
 #include <string.h>
-
-#define BM 128u
 
 uint32_t pgrt_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
 {
@@ -29,8 +24,7 @@ uint32_t pgrt_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
 static int check_in(const char *fn, const char *name, const pgrt_ctx *ctx, const pgrt_buf *b,
                     pg_type want, uint64_t rows, uint64_t cols, uint32_t ld)
 {
-    if (!b)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, name);
+    RT_NONNULL(fn, b, name);
     if (b->ctx != ctx)
         return rt_fail(PGRT_EINVAL, "%s: %s belongs to another context", fn, name);
     if (b->type != want)
@@ -47,23 +41,6 @@ static int check_in(const char *fn, const char *name, const pgrt_ctx *ctx, const
     return 0;
 }
 
-int rt_gemm90_maps(pgrt_ctx *ctx, unsigned layout, pg_type in, pgrt_devptr a, pgrt_devptr b,
-                   uint32_t m, uint32_t n, uint32_t k, uint32_t lda, uint32_t ldb, uint32_t bn,
-                   pgrt_tensor_map *ma, pgrt_tensor_map *mb)
-{
-    /* K-major A in 128 x 64 boxes, K-major B in bn x 64, the others in
-     * 64 x 64 */
-    uint32_t a_rows = m, a_cols = layout == PGK_GEMM_FORWARD ? k : n;
-    uint32_t b_rows = layout == PGK_GEMM_BACKWARD_W ? m : n, b_cols = k;
-    bool a_mn = layout == PGK_GEMM_BACKWARD_W, b_mn = layout != PGK_GEMM_FORWARD;
-    int rc = pgrt_tensor_map_encode_2d(ctx, ma, in, a, a_rows, a_cols, (uint64_t)lda * 2,
-                                       a_mn ? 64 : BM, 64, 128);
-    if (rc == 0)
-        rc = pgrt_tensor_map_encode_2d(ctx, mb, in, b, b_rows, b_cols, (uint64_t)ldb * 2,
-                                       b_mn ? 64 : bn, 64, 128);
-    return rc;
-}
-
 static bool overlap(const pgrt_buf *x, const pgrt_buf *y)
 {
     CUdeviceptr x1 = x->ptr + x->count * x->elsize, y1 = y->ptr + y->count * y->elsize;
@@ -73,8 +50,8 @@ static bool overlap(const pgrt_buf *x, const pgrt_buf *y)
 int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g)
 {
     static const char fn[] = "pgrt_gemm_sm90";
-    if (!ctx || !g)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !ctx ? "ctx" : "the arguments");
+    RT_NONNULL(fn, ctx, "ctx");
+    RT_NONNULL(fn, g, "the pgrt_gemm90");
     if (ctx->info.arch_target != PG_SM_90A)
         return rt_fail(PGRT_ETARGET, "%s: wgmma needs sm_90a, a compute capability 9.0 device; "
                        "this one is %d.%d", fn, ctx->info.cc_major, ctx->info.cc_minor);
@@ -85,8 +62,9 @@ int pgrt_gemm_sm90(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm90 *g)
         return rt_fail(PGRT_ERANGE, "%s: m=%u n=%u k=%u: each must be in [1, 2^24]", fn, m, n, k);
     if (s && s->ctx != ctx)
         return rt_fail(PGRT_EINVAL, "%s: the stream belongs to another context", fn);
-    if (!g->a || !g->b || !g->c)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !g->a ? "a" : !g->b ? "b" : "c");
+    RT_NONNULL(fn, g->a, "a");
+    RT_NONNULL(fn, g->b, "b");
+    RT_NONNULL(fn, g->c, "c");
     pg_type in = g->a->type;
     if (in != PG_BF16 && in != PG_F16)
         return rt_fail(PGRT_EINVAL, "%s: a holds %s elements, not bf16 or f16", fn,

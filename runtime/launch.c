@@ -1,4 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Launches: arguments checked against the descriptor (and its baked
+ * knobs), dynamic shared memory opted into once a size, the cluster rules
+ * checked before the driver sees them, then cuLaunchKernel(Ex). rt_launch
+ * resolves a kernel and knob set once, for a step that launches it again
+ * and again without looking a name up.
+ */
 #include "rt_internal.h"
 
 #include <stddef.h>
@@ -270,8 +277,7 @@ int rt_launch_run(const rt_launch *l, pgrt_stream *s, const pgrt_arg *args, size
 int pgrt_kernel_launch(pgrt_kernel *k, pgrt_stream *s, const pgk_knobs *kn, const pgrt_arg *args,
                        size_t nargs)
 {
-    if (!k)
-        return rt_fail(PGRT_EINVAL, "pgrt_kernel_launch: kernel is NULL");
+    RT_NONNULL(__func__, k, "kernel");
     const pgk_desc *d = k->desc;
     pgk_knobs defaults;
     if (!kn) {
@@ -286,8 +292,8 @@ int pgrt_kernel_launch(pgrt_kernel *k, pgrt_stream *s, const pgk_knobs *kn, cons
 int pgrt_launch(pgrt_ctx *ctx, pgrt_stream *s, const char *kernel, const pgk_knobs *kn,
                 const pgrt_arg *args, size_t nargs)
 {
-    if (!ctx || !kernel)
-        return rt_fail(PGRT_EINVAL, "pgrt_launch: %s is NULL", !ctx ? "ctx" : "kernel");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, kernel, "kernel");
     const pgk_desc *d = pgk_find(kernel);
     if (!d)
         return rt_fail(PGRT_ENOTFOUND, "pgrt_launch: unknown kernel \"%s\"", kernel);

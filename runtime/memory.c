@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Device buffers: allocation, views sharing one reference-counted
+ * allocation, and uploads, downloads, copies and fills, each plain (the
+ * device synchronised around it) and on a stream.
+ */
 #include "rt_internal.h"
 
 #include <stdlib.h>
 
 int pgrt_buf_alloc(pgrt_ctx *ctx, pg_type t, size_t count, pgrt_buf **out)
 {
-    if (!ctx || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_buf_alloc: %s is NULL", !ctx ? "ctx" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     unsigned bits = (unsigned)t < PG_TYPE_COUNT ? pg_type_bits(t) : 0;
     if (bits < 8)
@@ -48,8 +53,8 @@ int pgrt_buf_alloc(pgrt_ctx *ctx, pg_type t, size_t count, pgrt_buf **out)
 
 int pgrt_buf_view(pgrt_buf *parent, size_t offset, size_t count, pgrt_buf **out)
 {
-    if (!parent || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_buf_view: %s is NULL", !parent ? "parent" : "out");
+    RT_NONNULL(__func__, parent, "parent");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     if (count == 0 || offset > parent->count || count > parent->count - offset)
         return rt_fail(PGRT_ERANGE, "pgrt_buf_view: [%zu, %zu+%zu) is not inside a buffer of %zu",
@@ -114,8 +119,9 @@ static int stream_ok(const char *fn, const pgrt_buf *b, const pgrt_stream *s)
 static int upload(const char *fn, pgrt_buf *b, size_t offset, const void *src, size_t count,
                   pgrt_stream *s, bool async)
 {
-    if (!b || (!src && count))
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !b ? "buffer" : "src");
+    RT_NONNULL(fn, b, "buffer");
+    if (count)
+        RT_NONNULL(fn, src, "src");
     int rc;
     if ((rc = range(fn, b, offset, count)) || (rc = stream_ok(fn, b, s)))
         return rc;
@@ -135,8 +141,9 @@ static int upload(const char *fn, pgrt_buf *b, size_t offset, const void *src, s
 static int download(const char *fn, const pgrt_buf *b, size_t offset, void *dst, size_t count,
                     pgrt_stream *s, bool async)
 {
-    if (!b || (!dst && count))
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !b ? "buffer" : "dst");
+    RT_NONNULL(fn, b, "buffer");
+    if (count)
+        RT_NONNULL(fn, dst, "dst");
     int rc;
     if ((rc = range(fn, b, offset, count)) || (rc = stream_ok(fn, b, s)))
         return rc;
@@ -158,8 +165,8 @@ static int download(const char *fn, const pgrt_buf *b, size_t offset, void *dst,
 static int copy(const char *fn, pgrt_buf *dst, size_t doff, const pgrt_buf *src, size_t soff,
                 size_t count, pgrt_stream *s, bool async)
 {
-    if (!dst || !src)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !dst ? "dst" : "src");
+    RT_NONNULL(fn, dst, "dst");
+    RT_NONNULL(fn, src, "src");
     if (dst->type != src->type)
         return rt_fail(PGRT_EINVAL, "%s: element types differ (%s <- %s)", fn,
                        pg_type_name(dst->type), pg_type_name(src->type));
@@ -219,8 +226,7 @@ int pgrt_buf_copy_async(pgrt_buf *dst, size_t dst_offset, const pgrt_buf *src, s
 
 static int memset8(const char *fn, pgrt_buf *b, uint8_t byte, pgrt_stream *s, bool async)
 {
-    if (!b)
-        return rt_fail(PGRT_EINVAL, "%s: buffer is NULL", fn);
+    RT_NONNULL(fn, b, "buffer");
     int rc;
     if ((rc = stream_ok(fn, b, s)) || (rc = rt_ctx_bind(b->ctx)))
         return rc;
@@ -234,8 +240,7 @@ static int memset8(const char *fn, pgrt_buf *b, uint8_t byte, pgrt_stream *s, bo
 
 static int fill32(const char *fn, pgrt_buf *b, uint32_t bits, pgrt_stream *s, bool async)
 {
-    if (!b)
-        return rt_fail(PGRT_EINVAL, "%s: buffer is NULL", fn);
+    RT_NONNULL(fn, b, "buffer");
     if (b->elsize != 4)
         return rt_fail(PGRT_EINVAL, "%s: %s elements are not 32-bit", fn, pg_type_name(b->type));
     int rc;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Module loading and the module cache.
+ * The module cache, and modules loaded whole (pgrt_module_load). The
+ * PTX becomes a module in jit.c, or through the disk cache (cubin_cache.c).
  *
  * A cache entry is keyed by kernel name, target and the values of the
  * knobs the descriptor bakes (most bake none, so one module serves every
@@ -13,214 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define RT_JIT_LOG_BYTES 16384
-
-/* JIT logs carry several lines ending in newlines; the message is one line,
- * with "; " between the log's lines. */
-static void log_flatten(const char *in, char *out, size_t outlen)
-{
-    size_t o = 0;
-    bool sep = false;
-    for (const char *p = in; *p && o + 3 < outlen; p++) {
-        if (*p == '\n' || *p == '\r') {
-            sep = o > 0;
-            continue;
-        }
-        if (sep) {
-            out[o++] = ';';
-            out[o++] = ' ';
-            sep = false;
-        }
-        out[o++] = *p;
-    }
-    out[o] = '\0';
-}
-
-int rt_ptx_precheck(pgrt_ctx *ctx, const char *ptx, const char *what)
-{
-    char err[512];
-    pgrt_ptx_info info;
-    int rc = pgrt_ptx_parse(ptx, 0, &info, err, sizeof err);
-    if (rc == 0)
-        rc = pgrt_ptx_check_device(&info, &ctx->info, err, sizeof err);
-    if (rc && what)
-        return rt_fail(rc, "%s (%s): %s", what, pg_target_name(ctx->info.target), err);
-    if (rc)
-        return rt_fail(rc, "%s", err);
-    return 0;
-}
-
-/* One line from a JIT log of several, "; " between its lines. */
-static int jit_fail(pgrt_ctx *ctx, CUresult r, const char *call, const char *elog,
-                    const char *ilog, const char *what)
-{
-    const char *raw = elog && elog[0] ? elog : ilog ? ilog : "";
-    char *flat = malloc(RT_JIT_LOG_BYTES + 64);
-    if (flat)
-        log_flatten(raw, flat, RT_JIT_LOG_BYTES + 64);
-    const char *log = !flat ? raw : flat[0] ? flat : "(the JIT left no log)";
-    int rc = rt_cu_fail(&ctx->drv, r, call, "%s", log);
-    if (what)
-        rt_msg_append(" (kernel %s, %s)", what, pg_target_name(ctx->info.target));
-    free(flat);
-    return rc;
-}
-
-bool rt_have_linker(const pgrt_ctx *ctx)
-{
-    const rt_driver *d = &ctx->drv;
-    return d->LinkCreate && d->LinkAddData && d->LinkComplete && d->LinkDestroy;
-}
-
-/* The driver's linker compiles on the calling thread without holding the
- * context's lock for the whole JIT, as cuModuleLoadDataEx does: pre-warm
- * threads JIT side by side instead of queueing (16 threads on an H200:
- * 3.0 s through cuModuleLoadDataEx against 0.35 s through the linker for
- * the same 64 modules). It also hands the cubin over, for the disk cache. */
-int rt_jit_link(pgrt_ctx *ctx, const char *ptx, const char *what, void **cubin, size_t *len)
-{
-    rt_driver *d = &ctx->drv;
-    char *logs = NULL;
-    CUjit_option opts[4] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                            CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
-    void *vals[4] = {0};
-    unsigned nopts = 0;
-    /* Direct-load devices take no JIT options (context.c says why). */
-    if (!ctx->info.direct_load) {
-        logs = calloc(2, RT_JIT_LOG_BYTES);
-        if (!logs)
-            return rt_fail(PGRT_ENOMEM, "module load: out of memory for JIT logs");
-        /* Sizes travel in the pointer-sized option slots, as the driver
-         * API defines it. */
-        vals[0] = logs;
-        vals[1] = (void *)(uintptr_t)(RT_JIT_LOG_BYTES - 1);
-        vals[2] = logs + RT_JIT_LOG_BYTES;
-        vals[3] = (void *)(uintptr_t)(RT_JIT_LOG_BYTES - 1);
-        nopts = 4;
-    }
-    CUlinkState st = NULL;
-    CUresult r = d->LinkCreate(nopts, opts, vals, &st);
-    const char *call = "cuLinkCreate";
-    if (r == CUDA_SUCCESS) {
-        call = "cuLinkAddData";
-        r = d->LinkAddData(st, CU_JIT_INPUT_PTX, (void *)(uintptr_t)ptx, strlen(ptx) + 1,
-                           what ? what : "ptx", 0, NULL, NULL);
-    }
-    void *out = NULL;
-    size_t n = 0;
-    if (r == CUDA_SUCCESS) {
-        call = "cuLinkComplete";
-        r = d->LinkComplete(st, &out, &n);
-    }
-    int rc = 0;
-    if (r == CUDA_SUCCESS) {
-        /* The link state owns its copy. */
-        *cubin = malloc(n ? n : 1);
-        if (*cubin) {
-            memcpy(*cubin, out, n);
-            *len = n;
-        } else {
-            rc = rt_fail(PGRT_ENOMEM, "module load: out of memory for the cubin");
-        }
-    } else {
-        if (logs)
-            logs[RT_JIT_LOG_BYTES - 1] = logs[2 * RT_JIT_LOG_BYTES - 1] = '\0';
-        rc = jit_fail(ctx, r, call, logs, logs ? logs + RT_JIT_LOG_BYTES : NULL, what);
-    }
-    if (st)
-        (void)d->LinkDestroy(st);
-    free(logs);
-    return rc;
-}
-
-int rt_module_load_cubin(pgrt_ctx *ctx, const void *cubin, const char *what, CUmodule *out)
-{
-    CUresult r = ctx->drv.ModuleLoadData(out, cubin);
-    if (r == CUDA_SUCCESS)
-        return 0;
-    int rc = rt_cu_fail(&ctx->drv, r, "cuModuleLoadData", "loading the cubin the JIT made");
-    if (what)
-        rt_msg_append(" (kernel %s, %s)", what, pg_target_name(ctx->info.target));
-    return rc;
-}
-
-int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out)
-{
-    return rt_module_load_ptx_timed(ctx, ptx, what, out, NULL);
-}
-
-int rt_module_load_ptx_timed(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out,
-                             rt_load_info *info)
-{
-    const char *target = pg_target_name(ctx->info.target);
-    int rc = rt_ptx_precheck(ctx, ptx, what);
-    if (rc)
-        return rc;
-    if ((rc = rt_ctx_bind(ctx)))
-        return rc;
-
-    rt_driver *d = &ctx->drv;
-    CUmodule mod = NULL;
-    double t0 = rt_now_ms();
-    if (rt_have_linker(ctx)) {
-        void *cubin = NULL;
-        size_t len = 0;
-        rc = rt_jit_link(ctx, ptx, what, &cubin, &len);
-        double t1 = rt_now_ms();
-        if (rc == 0)
-            rc = rt_module_load_cubin(ctx, cubin, what, &mod);
-        if (info) {
-            info->jit_ms = t1 - t0;
-            info->load_ms = rc == 0 ? rt_now_ms() - t1 : 0;
-            info->cubin_bytes = rc == 0 ? len : 0;
-        }
-        free(cubin);
-        if (rc == 0)
-            *out = mod;
-        return rc;
-    }
-
-    /* A driver without the linker (before CUDA 5.5): the module straight
-     * from the PTX. */
-    if (ctx->info.direct_load) {
-        CUresult r = d->ModuleLoadData(&mod, ptx);
-        if (info)
-            info->jit_ms = rt_now_ms() - t0;
-        if (r != CUDA_SUCCESS) {
-            rc = rt_cu_fail(d, r, "cuModuleLoadData", "direct load on compute capability %d.%d "
-                            "gives no JIT log",
-                            ctx->info.cc_major, ctx->info.cc_minor);
-            if (what)
-                rt_msg_append(" (kernel %s, %s)", what, target);
-            return rc;
-        }
-        *out = mod;
-        return 0;
-    }
-
-    char *logs = malloc(2 * RT_JIT_LOG_BYTES);
-    if (!logs)
-        return rt_fail(PGRT_ENOMEM, "module load: out of memory for JIT logs");
-    char *elog = logs, *ilog = logs + RT_JIT_LOG_BYTES;
-    elog[0] = ilog[0] = '\0';
-    CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                           CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
-    void *vals[] = {elog, (void *)(uintptr_t)(RT_JIT_LOG_BYTES - 1), ilog,
-                    (void *)(uintptr_t)(RT_JIT_LOG_BYTES - 1)};
-    CUresult r = d->ModuleLoadDataEx(&mod, ptx, 4, opts, vals);
-    if (info)
-        info->jit_ms = rt_now_ms() - t0;
-    if (r != CUDA_SUCCESS) {
-        elog[RT_JIT_LOG_BYTES - 1] = ilog[RT_JIT_LOG_BYTES - 1] = '\0';
-        rc = jit_fail(ctx, r, "cuModuleLoadDataEx", elog, ilog, what);
-        free(logs);
-        return rc;
-    }
-    free(logs);
-    *out = mod;
-    return 0;
-}
 
 /* ---------------------------------------------------------------- cache keys */
 
@@ -341,20 +134,9 @@ int rt_kernel_get(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstrea
     return rt_kernel_load(ctx, d, kn, check, out, NULL);
 }
 
-int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
-                   pgrt_kernel **out, rt_load_info *info)
+/* What pgrt_kernel_get refuses before the cache is looked at. */
+static int check_request(pgrt_ctx *ctx, const pgk_desc *d)
 {
-    rt_load_info scratch;
-    if (!info)
-        info = &scratch;
-    /* The caller's inputs survive the reset of the outputs. */
-    const char *built = info == &scratch ? NULL : info->ptx;
-    bool defer = info != &scratch && info->defer;
-    memset(info, 0, sizeof *info);
-    if (!ctx || !d || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_kernel_get: %s is NULL",
-                       !ctx ? "ctx" : !d ? "descriptor" : "out");
-    *out = NULL;
     char bad[256];
     if (pgk_desc_check(d, bad, sizeof bad))
         return rt_fail(PGRT_EINVAL, "pgrt_kernel_get: %s", bad);
@@ -362,20 +144,20 @@ int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstre
         return rt_fail(PGRT_EINVAL,
                        "pgrt_kernel_get: kernel descriptor %s has no build function (load its "
                        "PTX with pgrt_module_load)", d->name);
-    pgk_knobs defaults;
-    if (!kn) {
-        pgk_knobs_default(d, &defaults);
-        kn = &defaults;
-    }
     if (!pgk_supports(d, rt_build_target(ctx, d)))
         return rt_fail(PGRT_ETARGET, "%s does not support %s (its lowest target is %s)", d->name,
                        pg_target_name(rt_build_target(ctx, d)), pg_target_name(d->min_target));
-    uint32_t mask = baked_mask(d);
-    int rc;
-    char *key = make_key(d, rt_build_target(ctx, d), kn);
-    if (!key)
-        return rt_fail(PGRT_ENOMEM, "%s: cache key: out of memory", d->name);
+    return 0;
+}
 
+/* Under the lock: the ready entry for key (*loaded false), or a new
+ * "loading" entry this thread must fill (*loaded true), which owns key.
+ * Waits while another thread loads the same key. On a hit or an error
+ * key is freed. */
+static int claim_entry(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, char *key,
+                       CUstream check, cache_entry **out, bool *loaded)
+{
+    *loaded = false;
     pthread_mutex_lock(&ctx->lock);
     cache_entry *e;
     for (;;) {
@@ -387,46 +169,38 @@ int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstre
          * for itself. */
         pthread_cond_wait(&ctx->loaded, &ctx->lock);
     }
+    int rc = 0;
     if (e) {
         ctx->stats.hits++;
-        pthread_mutex_unlock(&ctx->lock);
-        free(key);
-        *out = &e->kern;
-        return 0;
+    } else if ((rc = capture_refusal(ctx, d, check)) == 0) {
+        e = calloc(1, sizeof *e);
+        if (!e) {
+            rc = rt_fail(PGRT_ENOMEM, "%s: cache entry: out of memory", d->name);
+        } else {
+            e->key = key;
+            e->kern.ctx = ctx;
+            e->kern.desc = d;
+            e->kern.baked_mask = baked_mask(d);
+            if (e->kern.baked_mask)
+                e->kern.baked = *kn;
+            e->next = ctx->cache;
+            ctx->cache = e;
+            ctx->stats.misses++;
+            *loaded = true;
+        }
     }
-    rc = capture_refusal(ctx, d, check);
-    if (rc) {
-        pthread_mutex_unlock(&ctx->lock);
-        free(key);
-        return rc;
-    }
-    e = calloc(1, sizeof *e);
-    if (!e) {
-        pthread_mutex_unlock(&ctx->lock);
-        free(key);
-        return rt_fail(PGRT_ENOMEM, "%s: cache entry: out of memory", d->name);
-    }
-    e->key = key;
-    e->kern.ctx = ctx;
-    e->kern.desc = d;
-    e->kern.baked_mask = mask;
-    if (mask)
-        e->kern.baked = *kn;
-    e->next = ctx->cache;
-    ctx->cache = e;
-    ctx->stats.misses++;
     pthread_mutex_unlock(&ctx->lock);
+    if (!*loaded)
+        free(key);
+    *out = e;
+    return rc;
+}
 
-    CUmodule mod = NULL;
-    info->loaded = true;
-    info->defer = defer;
-    rc = build_and_load(ctx, d, kn, built, &mod, info);
-    if (rc == 0) {
-        rc = get_function(ctx, mod, d, &e->kern.fn);
-        if (rc)
-            (void)ctx->drv.ModuleUnload(mod); /* the lookup's error is the one reported */
-    }
-
+/* Under the lock: the load's outcome into the statistics, the entry made
+ * ready (or dropped, rc != 0), and the threads waiting on it woken. */
+static void publish_entry(pgrt_ctx *ctx, cache_entry *e, int rc, CUmodule mod,
+                          const rt_load_info *info)
+{
     pthread_mutex_lock(&ctx->lock);
     ctx->stats.emit_ms += info->emit_ms;
     ctx->stats.jit_ms += info->jit_ms;
@@ -444,6 +218,54 @@ int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstre
     }
     pthread_cond_broadcast(&ctx->loaded);
     pthread_mutex_unlock(&ctx->lock);
+}
+
+int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
+                   pgrt_kernel **out, rt_load_info *info)
+{
+    rt_load_info scratch;
+    if (!info)
+        info = &scratch;
+    /* The caller's inputs survive the reset of the outputs. */
+    const char *built = info == &scratch ? NULL : info->ptx;
+    bool defer = info != &scratch && info->defer;
+    memset(info, 0, sizeof *info);
+    RT_NONNULL("pgrt_kernel_get", ctx, "ctx");
+    RT_NONNULL("pgrt_kernel_get", d, "descriptor");
+    RT_NONNULL("pgrt_kernel_get", out, "out");
+    *out = NULL;
+    int rc = check_request(ctx, d);
+    if (rc)
+        return rc;
+    pgk_knobs defaults;
+    if (!kn) {
+        pgk_knobs_default(d, &defaults);
+        kn = &defaults;
+    }
+    char *key = make_key(d, rt_build_target(ctx, d), kn);
+    if (!key)
+        return rt_fail(PGRT_ENOMEM, "%s: cache key: out of memory", d->name);
+
+    cache_entry *e;
+    bool loaded;
+    if ((rc = claim_entry(ctx, d, kn, key, check, &e, &loaded)))
+        return rc;
+    if (!loaded) {
+        *out = &e->kern;
+        return 0;
+    }
+
+    /* Outside the lock: hits on other kernels never wait for this JIT. */
+    CUmodule mod = NULL;
+    info->loaded = true;
+    info->defer = defer;
+    rc = build_and_load(ctx, d, kn, built, &mod, info);
+    if (rc == 0) {
+        rc = get_function(ctx, mod, d, &e->kern.fn);
+        if (rc)
+            (void)ctx->drv.ModuleUnload(mod); /* the lookup's error is the one reported */
+    }
+    publish_entry(ctx, e, rc, mod, info);
     if (rc) {
         free(e->key);
         free(e);
@@ -477,8 +299,8 @@ void rt_cache_clear(pgrt_ctx *ctx)
 
 int pgrt_cache_stats_get(pgrt_ctx *ctx, pgrt_cache_stats *out)
 {
-    if (!ctx || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_cache_stats_get: %s is NULL", !ctx ? "ctx" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, out, "out");
     pthread_mutex_lock(&ctx->lock);
     *out = ctx->stats;
     pthread_mutex_unlock(&ctx->lock);
@@ -497,9 +319,9 @@ struct module_kernel {
 
 int pgrt_module_load(pgrt_ctx *ctx, const char *ptx, pgrt_module **out)
 {
-    if (!ctx || !ptx || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_module_load: %s is NULL",
-                       !ctx ? "ctx" : !ptx ? "ptx" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, ptx, "ptx");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     if (atomic_load(&ctx->capturing) > 0)
         return rt_fail(PGRT_ECAPTURE, "pgrt_module_load: a stream is capturing: loading a module "
@@ -537,9 +359,9 @@ void pgrt_module_destroy(pgrt_module **pm)
 
 int pgrt_module_kernel(pgrt_module *m, const pgk_desc *d, pgrt_kernel **out)
 {
-    if (!m || !d || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_module_kernel: %s is NULL",
-                       !m ? "module" : !d ? "descriptor" : "out");
+    RT_NONNULL(__func__, m, "module");
+    RT_NONNULL(__func__, d, "descriptor");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     int rc = rt_ctx_bind(m->ctx);
     if (rc)

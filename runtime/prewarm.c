@@ -286,8 +286,9 @@ int pgrt_prewarm_list(pgrt_ctx *ctx, const pgrt_warm *list, size_t n, int *rcs,
     double t0 = rt_now_ms();
     if (out)
         memset(out, 0, sizeof *out);
-    if (!ctx || (n > 0 && !list))
-        return rt_fail(PGRT_EINVAL, "pgrt_prewarm: %s is NULL", !ctx ? "ctx" : "list");
+    RT_NONNULL("pgrt_prewarm", ctx, "ctx");
+    if (n > 0)
+        RT_NONNULL("pgrt_prewarm", list, "list");
     if (out && n > PGRT_PREWARM_MAX)
         return rt_fail(PGRT_EINVAL, "pgrt_prewarm_list: %zu entries; the report holds at most %d",
                        n, PGRT_PREWARM_MAX);
@@ -472,8 +473,8 @@ typedef struct seed_shape {
 static int check_config(const pgrt_model_config *m, const pgrt_prewarm_step *st, seed_shape *c)
 {
     static const char fn[] = "pgrt_prewarm_model";
-    if (!m || !st)
-        return rt_fail(PGRT_EINVAL, "%s: %s is NULL", fn, !m ? "model" : "step");
+    RT_NONNULL(fn, m, "model");
+    RT_NONNULL(fn, st, "step");
     const struct {
         const char *name;
         int v;
@@ -509,7 +510,7 @@ static int check_config(const pgrt_model_config *m, const pgrt_prewarm_step *st,
 static int make_plan(const pgrt_model_config *model, const pgrt_prewarm_step *step,
                      pg_target target, plan *p)
 {
-    seed_shape shape;
+    seed_shape shape = {0};
     int rc = check_config(model, step, &shape);
     if (rc)
         return rc;
@@ -633,8 +634,7 @@ int pgrt_prewarm_model(pgrt_ctx *ctx, const pgrt_model_config *model,
 {
     if (out)
         memset(out, 0, sizeof *out);
-    if (!ctx)
-        return rt_fail(PGRT_EINVAL, "pgrt_prewarm_model: ctx is NULL");
+    RT_NONNULL(__func__, ctx, "ctx");
     double t0 = rt_now_ms();
     plan *p = malloc(sizeof *p);
     if (!p)

@@ -305,6 +305,17 @@ unsigned rt_msg_serial(void);
 /* snprintf into a caller's error buffer (errlen 0: nothing). */
 void rt_errf(char *err, size_t errlen, const char *fmt, ...) RT_PRINTF(3, 4);
 
+/* The one check of a pointer argument (dav1d's validate_input_or_ret): a
+ * NULL p returns PGRT_EINVAL with "<fn>: <name> is NULL". fn is the public
+ * function the caller called (__func__, or a helper's fn), name the
+ * argument as that function's documentation calls it. Optional pointers
+ * are checked under their condition: if (n) RT_NONNULL(fn, list, "list"). */
+#define RT_NONNULL(fn, p, name)                                                \
+    do {                                                                       \
+        if (!(p))                                                              \
+            return rt_fail(PGRT_EINVAL, "%s: %s is NULL", (fn), (name));       \
+    } while (0)
+
 /* Check a driver call: the call's name is the field name prefixed with "cu". */
 #define RT_CU(drv, field, args)                                                \
     rt_cu_check((drv), (drv)->field args, "cu" #field)
@@ -370,13 +381,6 @@ void rt_gemm_plan_release(pgrt_gemm_plan *p);
 int rt_gemm_plan_find(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm_spec *spec,
                       pgrt_gemm_plan *out);
 #define RT_GEMM_PLANS 32
-
-/* gemm_sm90's two maps for pgrt_gemm90 layout `layout` (P, Q, R as the
- * kernel takes them, from the layer's m, n, k), inputs of type in at a and
- * b with row pitches lda, ldb elements, tile width bn (gemm_sm90.c). */
-int rt_gemm90_maps(pgrt_ctx *ctx, unsigned layout, pg_type in, pgrt_devptr a, pgrt_devptr b,
-                   uint32_t m, uint32_t n, uint32_t k, uint32_t lda, uint32_t ldb, uint32_t bn,
-                   pgrt_tensor_map *ma, pgrt_tensor_map *mb);
 
 struct pgrt_ctx {
     rt_driver drv;
@@ -447,17 +451,10 @@ struct pgrt_module {
     module_kernel *kernels;
 };
 
-/* Make the context current on this thread (a no-op when it is). */
+/* Make the context current on this thread (a no-op when it is; driver.c). */
 int rt_ctx_bind(pgrt_ctx *ctx);
 /* The stream handle (NULL stream: the legacy default stream). */
 static inline CUstream rt_stream_cu(const pgrt_stream *s) { return s ? s->cu : NULL; }
-
-/* Check the PTX header and load it: JIT-compiled by the driver's linker
- * (cuLinkCreate/AddData/Complete, with logs) and the cubin loaded, or, on a
- * driver without the linker, cuModuleLoadDataEx with logs (cuModuleLoadData
- * on direct-load devices). `what` names the kernel in messages (may be
- * NULL). */
-int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out);
 
 /* Launch with an already computed configuration; arguments are checked
  * against the descriptor (with knob cross-checks when kn is not NULL). */
@@ -511,6 +508,14 @@ typedef struct rt_load_info {
 int rt_kernel_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn, CUstream check,
                    pgrt_kernel **out, rt_load_info *info);
 
+/* ---------------------------------------------------------------- the JIT (jit.c) */
+
+/* Check the PTX header and load it: JIT-compiled by the driver's linker
+ * (cuLinkCreate/AddData/Complete, with logs) and the cubin loaded, or, on a
+ * driver without the linker, cuModuleLoadDataEx with logs (cuModuleLoadData
+ * on direct-load devices). `what` names the kernel in messages (may be
+ * NULL). */
+int rt_module_load_ptx(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out);
 /* rt_module_load_ptx that also fills info's jit_ms, load_ms and
  * cubin_bytes (info may be NULL). */
 int rt_module_load_ptx_timed(pgrt_ctx *ctx, const char *ptx, const char *what, CUmodule *out,
@@ -525,6 +530,8 @@ int rt_module_load_cubin(pgrt_ctx *ctx, const void *cubin, const char *what, CUm
 
 /* The PTX header checks of rt_module_load_ptx, alone. */
 int rt_ptx_precheck(pgrt_ctx *ctx, const char *ptx, const char *what);
+
+/* ---------------------------------------------------------------- the disk cache */
 
 /* The on-disk cubin cache (cubin_cache.c). rt_cubin_cache_open reads the
  * environment ($PTXGEN_CACHE, $PTXGEN_CACHE_DIR, $XDG_CACHE_HOME, $HOME,

@@ -1,4 +1,10 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Safe replacement of files (safe_write.h states the contract): exclusive
+ * temporaries renamed over the target, the checks that tell beforehand
+ * whether a replacement can succeed, and a data file and its marker
+ * replaced as a pair. libc and POSIX only.
+ */
 #include "safe_write.h"
 
 #include <errno.h>

@@ -6,8 +6,8 @@
 
 int pgrt_stream_create(pgrt_ctx *ctx, pgrt_stream **out)
 {
-    if (!ctx || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_stream_create: %s is NULL", !ctx ? "ctx" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     int rc = rt_ctx_bind(ctx);
     if (rc)
@@ -40,8 +40,7 @@ void pgrt_stream_destroy(pgrt_stream **ps)
 
 int pgrt_stream_sync(pgrt_stream *s)
 {
-    if (!s)
-        return rt_fail(PGRT_EINVAL, "pgrt_stream_sync: stream is NULL");
+    RT_NONNULL(__func__, s, "stream");
     int rc = rt_ctx_bind(s->ctx);
     if (rc)
         return rc;
@@ -50,8 +49,8 @@ int pgrt_stream_sync(pgrt_stream *s)
 
 int pgrt_stream_query(pgrt_stream *s, bool *idle)
 {
-    if (!s || !idle)
-        return rt_fail(PGRT_EINVAL, "pgrt_stream_query: %s is NULL", s ? "idle" : "stream");
+    RT_NONNULL(__func__, s, "stream");
+    RT_NONNULL(__func__, idle, "idle");
     int rc = rt_ctx_bind(s->ctx);
     if (rc)
         return rc;
@@ -64,8 +63,8 @@ int pgrt_stream_query(pgrt_stream *s, bool *idle)
 
 int pgrt_stream_wait_event(pgrt_stream *s, pgrt_event *e)
 {
-    if (!s || !e)
-        return rt_fail(PGRT_EINVAL, "pgrt_stream_wait_event: %s is NULL", s ? "event" : "stream");
+    RT_NONNULL(__func__, s, "stream");
+    RT_NONNULL(__func__, e, "event");
     if (s->ctx != e->ctx)
         return rt_fail(PGRT_EINVAL, "pgrt_stream_wait_event: event of another context");
     int rc = rt_ctx_bind(s->ctx);
@@ -85,9 +84,8 @@ static int need(const pgrt_ctx *ctx, bool have, const char *call, const char *ve
 
 int pgrt_stream_is_capturing(pgrt_stream *s, bool *capturing)
 {
-    if (!s || !capturing)
-        return rt_fail(PGRT_EINVAL, "pgrt_stream_is_capturing: %s is NULL",
-                       !s ? "stream" : "capturing");
+    RT_NONNULL(__func__, s, "stream");
+    RT_NONNULL(__func__, capturing, "capturing");
     rt_driver *d = &s->ctx->drv;
     int rc;
     if ((rc = need(s->ctx, d->StreamIsCapturing, "cuStreamIsCapturing", "10.0")) ||
@@ -104,8 +102,8 @@ int pgrt_stream_is_capturing(pgrt_stream *s, bool *capturing)
 
 int pgrt_event_create(pgrt_ctx *ctx, pgrt_event **out)
 {
-    if (!ctx || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_event_create: %s is NULL", !ctx ? "ctx" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     int rc = rt_ctx_bind(ctx);
     if (rc)
@@ -136,8 +134,7 @@ void pgrt_event_destroy(pgrt_event **pe)
 
 int pgrt_event_record(pgrt_event *e, pgrt_stream *s)
 {
-    if (!e)
-        return rt_fail(PGRT_EINVAL, "pgrt_event_record: event is NULL");
+    RT_NONNULL(__func__, e, "event");
     if (s && s->ctx != e->ctx)
         return rt_fail(PGRT_EINVAL, "pgrt_event_record: stream of another context");
     int rc = rt_ctx_bind(e->ctx);
@@ -148,8 +145,7 @@ int pgrt_event_record(pgrt_event *e, pgrt_stream *s)
 
 int pgrt_event_sync(pgrt_event *e)
 {
-    if (!e)
-        return rt_fail(PGRT_EINVAL, "pgrt_event_sync: event is NULL");
+    RT_NONNULL(__func__, e, "event");
     int rc = rt_ctx_bind(e->ctx);
     if (rc)
         return rc;
@@ -158,8 +154,9 @@ int pgrt_event_sync(pgrt_event *e)
 
 int pgrt_event_elapsed_ms(const pgrt_event *start, const pgrt_event *end, float *ms)
 {
-    if (!start || !end || !ms)
-        return rt_fail(PGRT_EINVAL, "pgrt_event_elapsed_ms: NULL argument");
+    RT_NONNULL(__func__, start, "start");
+    RT_NONNULL(__func__, end, "end");
+    RT_NONNULL(__func__, ms, "ms");
     if (start->ctx != end->ctx)
         return rt_fail(PGRT_EINVAL, "pgrt_event_elapsed_ms: events of different contexts");
     int rc = rt_ctx_bind(start->ctx);
@@ -218,8 +215,8 @@ static int end_capture(pgrt_stream *s, CUgraph *graph)
 
 int pgrt_capture_end(pgrt_stream *s, pgrt_graph **out)
 {
-    if (!s || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_capture_end: %s is NULL", !s ? "stream" : "out");
+    RT_NONNULL(__func__, s, "stream");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     if (!s->capturing)
         return rt_fail(PGRT_ESTATE, "pgrt_capture_end: the stream is not capturing "
@@ -256,8 +253,7 @@ int pgrt_capture_end(pgrt_stream *s, pgrt_graph **out)
 
 int pgrt_capture_abort(pgrt_stream *s)
 {
-    if (!s)
-        return rt_fail(PGRT_EINVAL, "pgrt_capture_abort: stream is NULL");
+    RT_NONNULL(__func__, s, "stream");
     if (!s->capturing)
         return 0;
     CUgraph graph;
@@ -269,8 +265,7 @@ int pgrt_capture_abort(pgrt_stream *s)
 
 int pgrt_graph_launch(pgrt_graph *g, pgrt_stream *s)
 {
-    if (!g)
-        return rt_fail(PGRT_EINVAL, "pgrt_graph_launch: graph is NULL");
+    RT_NONNULL(__func__, g, "graph");
     if (s && s->ctx != g->ctx)
         return rt_fail(PGRT_EINVAL, "pgrt_graph_launch: stream of another context");
     int rc = rt_ctx_bind(g->ctx);

@@ -68,8 +68,9 @@ static int check_args(const pgrt_ctx *ctx, pg_type dtype, uint32_t rank, pgrt_de
     }
     if (rank < 2 || rank > 5)
         return rt_fail(PGRT_EINVAL, FN ": rank %u is not 2..5", rank);
-    if (!dims || !strides || !box)
-        return rt_fail(PGRT_EINVAL, FN ": %s is NULL", !dims ? "dims" : !strides ? "strides" : "box");
+    RT_NONNULL(FN, dims, "dims");
+    RT_NONNULL(FN, strides, "strides");
+    RT_NONNULL(FN, box, "box");
     if (base == 0)
         return rt_fail(PGRT_EINVAL, FN ": base is a null device pointer");
     if (base % 16)
@@ -128,8 +129,8 @@ int pgrt_tensor_map_encode(pgrt_ctx *ctx, pgrt_tensor_map *out, pg_type dtype, u
                            pgrt_devptr base, const uint64_t *dims, const uint64_t *strides,
                            const uint32_t *box, uint32_t swizzle)
 {
-    if (!ctx || !out)
-        return rt_fail(PGRT_EINVAL, FN ": %s is NULL", !ctx ? "ctx" : "out");
+    RT_NONNULL(FN, ctx, "ctx");
+    RT_NONNULL(FN, out, "out");
     /* The type is 64-byte aligned (the driver's map is); a pointer that is
      * not cannot be used at all, so it is refused before any access. */
     if ((uintptr_t)(void *)out % 64)

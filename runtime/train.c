@@ -95,10 +95,8 @@ static int check_params(pgrt_ctx *ctx, const pgrt_train_params *p)
                        p->tensors_per_layer, PGRT_TRAIN_MAX_TENSORS);
     if (p->layers > SIZE_MAX / p->tensors_per_layer)
         return rt_fail(PGRT_EINVAL, "pgrt_train_create: layers x tensors_per_layer overflows");
-    if (!p->tensors)
-        return rt_fail(PGRT_EINVAL, "pgrt_train_create: tensors is NULL");
-    if (!p->layer_backward)
-        return rt_fail(PGRT_EINVAL, "pgrt_train_create: layer_backward is NULL");
+    RT_NONNULL("pgrt_train_create", p->tensors, "tensors");
+    RT_NONNULL("pgrt_train_create", p->layer_backward, "layer_backward");
     /* Each hyper-parameter on its own, so the message names the one that
      * is wrong and its value. The comparisons are written so that NaN
      * fails them. */
@@ -358,9 +356,9 @@ done:
 
 int pgrt_train_create(pgrt_ctx *ctx, const pgrt_train_params *p, pgrt_train **out)
 {
-    if (!ctx || !p || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_train_create: %s is NULL",
-                       !ctx ? "ctx" : !p ? "params" : "out");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, p, "params");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     int rc = check_params(ctx, p);
     if (rc)
@@ -667,8 +665,7 @@ static int capture(pgrt_train *t, pgrt_stream *s, uint32_t seq_len, char *why, s
 
 int pgrt_train_backward(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
 {
-    if (!t)
-        return rt_fail(PGRT_EINVAL, "pgrt_train_backward: pipeline is NULL");
+    RT_NONNULL(__func__, t, "pipeline");
     if (seq_len == 0)
         return rt_fail(PGRT_EINVAL, "pgrt_train_backward: seq_len is 0");
     if (s && s->ctx != t->ctx)
@@ -731,8 +728,7 @@ int pgrt_train_backward(pgrt_train *t, pgrt_stream *s, uint32_t seq_len)
 
 int pgrt_train_set_lr(pgrt_train *t, pgrt_stream *s, float lr)
 {
-    if (!t)
-        return rt_fail(PGRT_EINVAL, "pgrt_train_set_lr: pipeline is NULL");
+    RT_NONNULL(__func__, t, "pipeline");
     if (!(lr >= 0.0f) || !isfinite(lr))
         return rt_fail(PGRT_EINVAL, "pgrt_train_set_lr: lr %g must be finite and >= 0",
                        (double)lr);
@@ -759,8 +755,7 @@ pgrt_buf *pgrt_train_hyper_buf(pgrt_train *t) { return t ? t->hyper : NULL; }
 
 int pgrt_train_layer_norm(pgrt_train *t, pgrt_stream *s, size_t layer, float *scale, float *norm)
 {
-    if (!t)
-        return rt_fail(PGRT_EINVAL, "pgrt_train_layer_norm: pipeline is NULL");
+    RT_NONNULL(__func__, t, "pipeline");
     if (layer >= t->layers)
         return rt_fail(PGRT_ERANGE, "pgrt_train_layer_norm: layer %zu of %zu", layer, t->layers);
     if (t->folded && t->ngroups) {
@@ -784,8 +779,7 @@ bool pgrt_train_folded(const pgrt_train *t) { return t && t->folded; }
 
 int pgrt_train_skipped(pgrt_train *t, pgrt_stream *s, uint32_t *skipped, bool *last_skipped)
 {
-    if (!t)
-        return rt_fail(PGRT_EINVAL, "pgrt_train_skipped: pipeline is NULL");
+    RT_NONNULL(__func__, t, "pipeline");
     if (!t->folded)
         return rt_fail(PGRT_ESTATE, "pgrt_train_skipped: the per-tensor optimizer never skips");
     uint32_t v[2];
@@ -801,8 +795,7 @@ int pgrt_train_skipped(pgrt_train *t, pgrt_stream *s, uint32_t *skipped, bool *l
 
 int pgrt_train_moments(pgrt_train *t, size_t i, pgrt_buf **m, pgrt_buf **v)
 {
-    if (!t)
-        return rt_fail(PGRT_EINVAL, "pgrt_train_moments: pipeline is NULL");
+    RT_NONNULL(__func__, t, "pipeline");
     if (i >= t->layers * t->per_layer)
         return rt_fail(PGRT_EINVAL, "pgrt_train_moments: tensor %zu of %zu", i,
                        t->layers * t->per_layer);
@@ -817,8 +810,8 @@ pgrt_buf *pgrt_train_state_buf(pgrt_train *t) { return t && t->folded ? t->state
 
 int pgrt_train_stats_get(const pgrt_train *t, pgrt_train_stats *out)
 {
-    if (!t || !out)
-        return rt_fail(PGRT_EINVAL, "pgrt_train_stats_get: %s is NULL", !t ? "pipeline" : "out");
+    RT_NONNULL(__func__, t, "pipeline");
+    RT_NONNULL(__func__, out, "out");
     *out = t->stats;
     return 0;
 }

@@ -220,8 +220,8 @@ static int pattern_add(pgrt_adapter_config *c, int which, const char *key, doubl
 
 int pgrt_adapter_pattern_add(pgrt_adapter_config *c, bool alpha, const char *key, double value)
 {
-    if (!c || !key)
-        return model_fail(PGRT_EINVAL, "pgrt_adapter_pattern_add: NULL argument");
+    RT_NONNULL(__func__, c, "c");
+    RT_NONNULL(__func__, key, "key");
     return pattern_add(c, alpha ? 1 : 0, key, value, "");
 }
 
@@ -305,8 +305,12 @@ void model_lora_keys_pair(const model_lora_keys *k, int layer, pgrt_linear m,
 int pgrt_adapter_pair(const pgrt_adapter_config *c, int layer, pgrt_linear m,
                       pgrt_lora_setting *out)
 {
-    if (!c || !out || layer < 0 || (unsigned)m >= PGRT_LINEAR_COUNT || c->r <= 0)
-        return model_fail(PGRT_EINVAL, "pgrt_adapter_pair: bad argument");
+    RT_NONNULL(__func__, c, "c");
+    RT_NONNULL(__func__, out, "out");
+    if (layer < 0 || (unsigned)m >= PGRT_LINEAR_COUNT || c->r <= 0)
+        return model_fail(PGRT_EINVAL, "pgrt_adapter_pair: layer %d, linear %u, rank %d: a "
+                          "layer >= 0, a pgrt_linear and a rank >= 1 are needed", layer,
+                          (unsigned)m, c->r);
     model_lora_keys *k;
     int rc = model_lora_keys_new(c, "adapter: ", &k);
     if (rc)
@@ -398,8 +402,7 @@ static int must_be_false(const pgrt_jval *root, const char *field)
 
 int pgrt_adapter_config_parse(const char *json, size_t len, pgrt_adapter_config *out)
 {
-    if (!out)
-        return model_fail(PGRT_EINVAL, "pgrt_adapter_config_parse: NULL argument");
+    RT_NONNULL(__func__, out, "out");
     memset(out, 0, sizeof *out);
     pgrt_json_limits lim = {.max_size = 1u << 24};
     pgrt_json *doc;
@@ -488,8 +491,10 @@ done:
 
 int pgrt_lora_name(int layer, pgrt_linear m, bool b, char *buf, size_t len)
 {
-    if ((unsigned)m >= PGRT_LINEAR_COUNT || layer < 0 || !buf)
-        return model_fail(PGRT_EINVAL, "pgrt_lora_name: bad argument");
+    RT_NONNULL(__func__, buf, "buf");
+    if ((unsigned)m >= PGRT_LINEAR_COUNT || layer < 0)
+        return model_fail(PGRT_EINVAL, "pgrt_lora_name: layer %d, linear %u: a layer >= 0 and "
+                          "a pgrt_linear are needed", layer, (unsigned)m);
     int n = snprintf(buf, len, "base_model.model.model.layers.%d.%s.%s.lora_%c.weight", layer,
                      model_linear_block(m), pgrt_linear_name(m), b ? 'B' : 'A');
     if (n < 0 || (size_t)n >= len)
@@ -560,8 +565,7 @@ static uint64_t splitmix(uint64_t *s)
 int pgrt_adapter_init(const pgrt_model_config *mc, const pgrt_adapter_config *cfg,
                       uint64_t seed, pgrt_adapter **out)
 {
-    if (!out)
-        return model_fail(PGRT_EINVAL, "pgrt_adapter_init: NULL argument");
+    RT_NONNULL(__func__, out, "out");
     int rc = alloc_adapter(mc, cfg, out);
     if (rc)
         return rc;
@@ -630,8 +634,9 @@ static int check_extra(const char *dir, const char *name, const pgrt_model_confi
 
 int pgrt_adapter_load(const char *dir, const pgrt_model_config *mc, pgrt_adapter **out)
 {
-    if (!dir || !mc || !out)
-        return model_fail(PGRT_EINVAL, "pgrt_adapter_load: NULL argument");
+    RT_NONNULL(__func__, dir, "dir");
+    RT_NONNULL(__func__, mc, "mc");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     char path[4096];
     char *text = NULL;
@@ -699,8 +704,8 @@ static void put_patterns(model_buf *b, const pgrt_adapter_pattern *map, int n, b
 
 int pgrt_adapter_save(const pgrt_adapter *a, const char *dir)
 {
-    if (!a || !dir)
-        return model_fail(PGRT_EINVAL, "pgrt_adapter_save: NULL argument");
+    RT_NONNULL(__func__, a, "a");
+    RT_NONNULL(__func__, dir, "dir");
     /* never write what pgrt_adapter_load would refuse */
     int arc = check_alpha("adapter: lora_alpha", a->cfg.alpha, a->cfg.r, a->cfg.rslora);
     model_lora_keys *keys = NULL;
@@ -805,8 +810,7 @@ done:
 
 int pgrt_adapter_save_check(const char *dir)
 {
-    if (!dir)
-        return model_fail(PGRT_EINVAL, "pgrt_adapter_save_check: NULL argument");
+    RT_NONNULL(__func__, dir, "dir");
     int e = pgrt_pair_replace_check(dir, AST, ACFG);
     if (!e)
         return 0;

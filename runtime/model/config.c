@@ -404,8 +404,7 @@ static int config_from_json(const pgrt_jval *root, pgrt_model_config *c)
 
 int pgrt_model_config_parse(const char *json, size_t len, pgrt_model_config *out)
 {
-    if (!out)
-        return model_fail(PGRT_EINVAL, "pgrt_model_config_parse: NULL argument");
+    RT_NONNULL(__func__, out, "out");
     pgrt_json_limits lim = {.max_size = 1u << 24};
     pgrt_json *doc;
     int rc = pgrt_json_parse(json, len, &lim, CFG, &doc);
@@ -453,8 +452,11 @@ int pgrt_model_config_load(const char *path, pgrt_model_config *out)
  * So, with F(x) the rounding of x to f32: */
 int pgrt_model_rope_scale(const pgrt_model_config *c, float *inv_freq, int n)
 {
-    if (!c || n < 0 || (n > 0 && !inv_freq))
-        return model_fail(PGRT_EINVAL, "pgrt_model_rope_scale: bad argument");
+    RT_NONNULL(__func__, c, "c");
+    if (n < 0)
+        return model_fail(PGRT_EINVAL, "pgrt_model_rope_scale: n is %d, below 0", n);
+    if (n > 0)
+        RT_NONNULL(__func__, inv_freq, "inv_freq");
     if (c->rope.kind == PGRT_ROPE_DEFAULT)
         return 0;
     if (c->rope.kind != PGRT_ROPE_LLAMA3)
@@ -520,8 +522,12 @@ static void spec(pgrt_weight_spec *s, int layer, int64_t d0, int64_t d1, const c
 
 int pgrt_model_weight_specs(const pgrt_model_config *c, pgrt_weight_spec **specs, size_t *n)
 {
-    if (!c || !specs || !n || c->layers <= 0)
-        return model_fail(PGRT_EINVAL, "pgrt_model_weight_specs: bad argument");
+    RT_NONNULL(__func__, c, "c");
+    RT_NONNULL(__func__, specs, "specs");
+    RT_NONNULL(__func__, n, "n");
+    if (c->layers <= 0)
+        return model_fail(PGRT_EINVAL, "pgrt_model_weight_specs: the config has %d layers",
+                          c->layers);
     size_t per = 2 + PGRT_LINEAR_COUNT + (c->qkv_bias ? 3 : 0) + (c->o_bias ? 1 : 0) +
                  (c->qk_norm ? 2 : 0);
     size_t cap = 3 + (size_t)c->layers * per;
@@ -613,8 +619,8 @@ static bool ends_with(const char *s, const char *suffix)
 
 int pgrt_model_open(const char *dir, pgrt_model_files **out)
 {
-    if (!dir || !out)
-        return model_fail(PGRT_EINVAL, "pgrt_model_open: NULL argument");
+    RT_NONNULL(__func__, dir, "dir");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     pgrt_model_files *m = calloc(1, sizeof *m);
     if (!m)

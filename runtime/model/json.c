@@ -619,8 +619,9 @@ static const pgrt_jval *parse_value(parser *ps)
 int pgrt_json_parse(const char *text, size_t len, const pgrt_json_limits *limits,
                     const char *what, pgrt_json **out)
 {
-    if (!out || (!text && len))
-        return model_fail(PGRT_EINVAL, "pgrt_json_parse: NULL argument");
+    RT_NONNULL(__func__, out, "out");
+    if (len)
+        RT_NONNULL(__func__, text, "text");
     *out = NULL;
     parser ps = {0};
     ps.lim.max_size = limits && limits->max_size ? limits->max_size : 100u * 1000 * 1000;
@@ -760,5 +761,80 @@ int pgrt_jval_bool(const pgrt_jval *v, bool *out)
     if (!v || v->type != PGRT_JSON_BOOL)
         return PGRT_EINVAL;
     *out = v->b;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- typed members */
+
+/* The model_*_req/opt readers of model_internal.h live beside the
+ * accessors they read through, not in util.c: util.c (model_fail) sits
+ * under this reader and must need nothing back from it. */
+
+static int member(const pgrt_jval *obj, const char *field, const pgrt_jval **v)
+{
+    *v = pgrt_jval_member(obj, field);
+    return *v && !pgrt_jval_is_null(*v);
+}
+
+static int int_field(const pgrt_jval *v, const char *what, const char *field, int64_t min,
+                     int64_t max, int64_t *out)
+{
+    int rc = pgrt_jval_int64(v, min, max, out);
+    if (rc == PGRT_EINVAL)
+        return model_fail(rc, "%s: %s: expected an integer", what, field);
+    if (rc == PGRT_ERANGE)
+        return model_fail(rc, "%s: %s: out of range [%lld, %lld]", what, field, (long long)min,
+                          (long long)max);
+    return rc;
+}
+
+int model_int_req(const pgrt_jval *obj, const char *what, const char *field, int64_t min,
+                  int64_t max, int64_t *out)
+{
+    const pgrt_jval *v;
+    if (!member(obj, field, &v))
+        return model_fail(PGRT_EINVAL, "%s: %s: missing", what, field);
+    return int_field(v, what, field, min, max, out);
+}
+
+int model_int_opt(const pgrt_jval *obj, const char *what, const char *field, int64_t min,
+                  int64_t max, int64_t *out)
+{
+    const pgrt_jval *v;
+    if (!member(obj, field, &v))
+        return 1;
+    return int_field(v, what, field, min, max, out);
+}
+
+int model_double_opt(const pgrt_jval *obj, const char *what, const char *field, double *out)
+{
+    const pgrt_jval *v;
+    if (!member(obj, field, &v))
+        return 1;
+    if (pgrt_jval_double(v, out) != 0)
+        return model_fail(PGRT_EINVAL, "%s: %s: expected a number", what, field);
+    return 0;
+}
+
+int model_bool_opt(const pgrt_jval *obj, const char *what, const char *field, bool *out)
+{
+    const pgrt_jval *v;
+    if (!member(obj, field, &v))
+        return 1;
+    if (pgrt_jval_bool(v, out) != 0)
+        return model_fail(PGRT_EINVAL, "%s: %s: expected true or false", what, field);
+    return 0;
+}
+
+int model_string_opt(const pgrt_jval *obj, const char *what, const char *field,
+                     const char **out)
+{
+    const pgrt_jval *v;
+    *out = NULL;
+    if (!member(obj, field, &v))
+        return 1;
+    *out = pgrt_jval_string(v, NULL);
+    if (!*out)
+        return model_fail(PGRT_EINVAL, "%s: %s: expected a string", what, field);
     return 0;
 }

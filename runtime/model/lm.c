@@ -664,8 +664,8 @@ static int train_pipeline(pgrt_lm *m, const pgrt_lm_params *p)
 
 int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
 {
-    if (!ctx || !out)
-        return model_fail(PGRT_EINVAL, "pgrt_lm_create: NULL argument");
+    RT_NONNULL(__func__, ctx, "ctx");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     int rc = lm_check_params(p);
     if (rc)
@@ -999,8 +999,8 @@ int pgrt_lm_eval(pgrt_lm *m, pgrt_stream *s, const pgrt_lm_batch *b, pgrt_lm_res
 
 int pgrt_lm_step(pgrt_lm *m, pgrt_stream *s, const int32_t *ids, double *loss, float *grad_norm)
 {
-    if (!m || !ids)
-        return model_fail(PGRT_EINVAL, "pgrt_lm_step: NULL argument");
+    RT_NONNULL(__func__, m, "lm");
+    RT_NONNULL(__func__, ids, "ids");
     if (m->packed || m->accum > 1 || m->comm)
         return model_fail(PGRT_ESTATE, "pgrt_lm_step: a packed, accumulating or data-parallel "
                           "pgrt_lm takes pgrt_lm_train");
@@ -1040,8 +1040,8 @@ int pgrt_lm_set_lr(pgrt_lm *m, pgrt_stream *s, float lr)
 
 int pgrt_lm_steps(pgrt_lm *m, pgrt_stream *s, uint64_t *steps)
 {
-    if (!m || !steps)
-        return model_fail(PGRT_EINVAL, "pgrt_lm_steps: NULL argument");
+    RT_NONNULL(__func__, m, "lm");
+    RT_NONNULL(__func__, steps, "steps");
     float h[10];
     int rc = pgrt_stream_sync(s);
     if (rc || (rc = pgrt_buf_download(pgrt_train_hyper_buf(m->train), 0, h, 10)))
@@ -1072,22 +1072,22 @@ static int download_into(pgrt_lm *m, pgrt_buf *src, pgrt_adapter *a)
 
 int pgrt_lm_adapter_get(pgrt_lm *m, pgrt_adapter *a)
 {
-    if (!m || !a)
-        return model_fail(PGRT_EINVAL, "pgrt_lm_adapter_get: NULL argument");
+    RT_NONNULL(__func__, m, "lm");
+    RT_NONNULL(__func__, a, "a");
     return download_into(m, m->p, a);
 }
 
 int pgrt_lm_grads_get(pgrt_lm *m, pgrt_adapter *a)
 {
-    if (!m || !a)
-        return model_fail(PGRT_EINVAL, "pgrt_lm_grads_get: NULL argument");
+    RT_NONNULL(__func__, m, "lm");
+    RT_NONNULL(__func__, a, "a");
     return download_into(m, m->gkeep, a);
 }
 
 int pgrt_lm_stats_get(const pgrt_lm *m, pgrt_lm_stats *out)
 {
-    if (!m || !out)
-        return model_fail(PGRT_EINVAL, "pgrt_lm_stats_get: NULL argument");
+    RT_NONNULL(__func__, m, "lm");
+    RT_NONNULL(__func__, out, "out");
     memset(out, 0, sizeof *out);
     pgrt_train_stats ts;
     int rc = pgrt_train_stats_get(m->train, &ts);
@@ -1182,8 +1182,10 @@ static int gather_moments(pgrt_lm *m, pgrt_stream *s, pgrt_buf *bufs[ST_COUNT],
 
 static int state_check(pgrt_lm *m, const char *fn, const char *path)
 {
-    if (!m || (!path && !(m->shard && strcmp(fn, "pgrt_lm_state_save") == 0)))
-        return model_fail(PGRT_EINVAL, "%s: NULL argument", fn);
+    RT_NONNULL(fn, m, "lm");
+    /* a sharded save without a path still gathers: every rank takes part */
+    if (!(m->shard && strcmp(fn, "pgrt_lm_state_save") == 0))
+        RT_NONNULL(fn, path, "path");
     if (m->pending)
         return model_fail(PGRT_ESTATE, "%s: %d of the step's %d micro-batches have run; the "
                           "state is whole at a step boundary", fn, m->pending, m->accum);

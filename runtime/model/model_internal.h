@@ -12,7 +12,8 @@
  * with pg_text_escape, so that a tensor name, a config string or a path
  * echoed in it reaches a terminal as text, never as a control sequence.
  * Our own format strings hold no backslash or control character: escaping
- * leaves them as written. Every message of runtime/model/ goes through it. */
+ * leaves them as written. Every message of runtime/model/ that can echo
+ * outside text goes through it; RT_NONNULL's, our words alone, need not. */
 #define MODEL_MSG_MAX 4096
 int model_fail(int code, const char *fmt, ...) RT_PRINTF(2, 3);
 
@@ -29,7 +30,7 @@ int model_read_file(const char *path, size_t max, char **data, size_t *len);
 /* dir + "/" + name into buf; PGRT_ERANGE if it does not fit. */
 int model_path_join(char *buf, size_t len, const char *dir, const char *name);
 
-/* Typed members of a JSON object with messages naming what/field. A
+/* Typed members of a JSON object with messages naming what/field (json.c). A
  * missing member is an error only for the *_req forms; the others leave
  * *out as it was and return 1 (absent or null). */
 int model_int_req(const pgrt_jval *obj, const char *what, const char *field, int64_t min,

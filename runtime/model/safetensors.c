@@ -58,8 +58,9 @@ static float f16_to_f32(uint16_t h)
 
 int pgrt_st_tensor_to_f32(const pgrt_st_tensor *t, size_t first, size_t n, float *dst)
 {
-    if (!t || (n && !dst))
-        return model_fail(PGRT_EINVAL, "pgrt_st_tensor_to_f32: NULL argument");
+    RT_NONNULL(__func__, t, "t");
+    if (n)
+        RT_NONNULL(__func__, dst, "dst");
     if (t->dtype != PGRT_ST_F32 && t->dtype != PGRT_ST_BF16 && t->dtype != PGRT_ST_F16)
         return model_fail(PGRT_EINVAL, "pgrt_st_tensor_to_f32: tensor '%s': dtype %s is not "
                           "F32, BF16 or F16", t->name ? t->name : "", pgrt_st_dtype_name(t->dtype));
@@ -272,8 +273,9 @@ static int st_parse(pgrt_st_file *f, const uint8_t *buf, size_t len, const char 
 
 int pgrt_st_parse(const void *buf, size_t len, const char *what, pgrt_st_file **out)
 {
-    if (!out || (!buf && len))
-        return model_fail(PGRT_EINVAL, "pgrt_st_parse: NULL argument");
+    RT_NONNULL(__func__, out, "out");
+    if (len)
+        RT_NONNULL(__func__, buf, "buf");
     *out = NULL;
     pgrt_st_file *f = calloc(1, sizeof *f);
     if (!f)
@@ -289,8 +291,8 @@ int pgrt_st_parse(const void *buf, size_t len, const char *what, pgrt_st_file **
 
 int pgrt_st_open(const char *path, pgrt_st_file **out)
 {
-    if (!path || !out)
-        return model_fail(PGRT_EINVAL, "pgrt_st_open: NULL argument");
+    RT_NONNULL(__func__, path, "path");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     pgrt_st_file *f = calloc(1, sizeof *f);
     if (!f)
@@ -373,8 +375,7 @@ static int write_atomic(const char *path, const piece *pieces, size_t np)
 
 int pgrt_file_write_check(const char *path)
 {
-    if (!path)
-        return model_fail(PGRT_EINVAL, "pgrt_file_write_check: NULL argument");
+    RT_NONNULL(__func__, path, "path");
     int e = pgrt_file_replace_check(path);
     if (!e)
         return 0;
@@ -386,8 +387,9 @@ int pgrt_file_write_check(const char *path)
 
 int pgrt_file_write_atomic(const char *path, const void *data, size_t len)
 {
-    if (!path || (!data && len))
-        return model_fail(PGRT_EINVAL, "pgrt_file_write_atomic: NULL argument");
+    RT_NONNULL(__func__, path, "path");
+    if (len)
+        RT_NONNULL(__func__, data, "data");
     piece p = {data, len};
     return write_atomic(path, &p, 1);
 }
@@ -409,8 +411,13 @@ int model_st_image_build(const char *path, const pgrt_st_out *tensors, size_t n,
                          size_t n_meta, model_st_image *img)
 {
     memset(img, 0, sizeof *img);
-    if (!path || (!tensors && n) || (n_meta && (!meta_keys || !meta_values)))
-        return model_fail(PGRT_EINVAL, "pgrt_st_write: NULL argument");
+    RT_NONNULL("pgrt_st_write", path, "path");
+    if (n)
+        RT_NONNULL("pgrt_st_write", tensors, "tensors");
+    if (n_meta) {
+        RT_NONNULL("pgrt_st_write", meta_keys, "meta_keys");
+        RT_NONNULL("pgrt_st_write", meta_values, "meta_values");
+    }
     named *ord = malloc((n ? n : 1) * sizeof *ord);
     uint64_t *sizes = malloc((n ? n : 1) * sizeof *sizes);
     piece *pieces = malloc((n + 2) * sizeof *pieces);
@@ -665,8 +672,8 @@ done:
 
 int pgrt_st_set_open(const char *dir, pgrt_st_set **out)
 {
-    if (!dir || !out)
-        return model_fail(PGRT_EINVAL, "pgrt_st_set_open: NULL argument");
+    RT_NONNULL(__func__, dir, "dir");
+    RT_NONNULL(__func__, out, "out");
     *out = NULL;
     pgrt_st_set *s = calloc(1, sizeof *s);
     if (!s)

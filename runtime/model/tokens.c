@@ -18,8 +18,11 @@ static int32_t id_at(const pgrt_tokens *t, size_t i)
 
 int pgrt_tokens_open(const char *path, int64_t vocab, pgrt_tokens **out)
 {
-    if (!path || !out || vocab <= 0)
-        return model_fail(PGRT_EINVAL, "pgrt_tokens_open: bad argument");
+    RT_NONNULL(__func__, path, "path");
+    RT_NONNULL(__func__, out, "out");
+    if (vocab <= 0)
+        return model_fail(PGRT_EINVAL, "pgrt_tokens_open: vocab %lld is not positive",
+                          (long long)vocab);
     *out = NULL;
     pgrt_tokens *t = calloc(1, sizeof *t);
     if (!t)

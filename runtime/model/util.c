@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * What the model readers share: files mapped and read whole, paths joined,
+ * a growable text buffer with JSON string escaping, and model_fail, the
+ * escaping rt_fail. Below the JSON reader and every format of runtime/model/.
+ */
 #include "model_internal.h"
 
 #include <errno.h>
@@ -82,75 +87,6 @@ int model_path_join(char *buf, size_t len, const char *dir, const char *name)
     int n = snprintf(buf, len, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= len)
         return model_fail(PGRT_ERANGE, "path too long: %s/%s", dir, name);
-    return 0;
-}
-
-static int member(const pgrt_jval *obj, const char *field, const pgrt_jval **v)
-{
-    *v = pgrt_jval_member(obj, field);
-    return *v && !pgrt_jval_is_null(*v);
-}
-
-static int int_field(const pgrt_jval *v, const char *what, const char *field, int64_t min,
-                     int64_t max, int64_t *out)
-{
-    int rc = pgrt_jval_int64(v, min, max, out);
-    if (rc == PGRT_EINVAL)
-        return model_fail(rc, "%s: %s: expected an integer", what, field);
-    if (rc == PGRT_ERANGE)
-        return model_fail(rc, "%s: %s: out of range [%lld, %lld]", what, field, (long long)min,
-                          (long long)max);
-    return rc;
-}
-
-int model_int_req(const pgrt_jval *obj, const char *what, const char *field, int64_t min,
-                  int64_t max, int64_t *out)
-{
-    const pgrt_jval *v;
-    if (!member(obj, field, &v))
-        return model_fail(PGRT_EINVAL, "%s: %s: missing", what, field);
-    return int_field(v, what, field, min, max, out);
-}
-
-int model_int_opt(const pgrt_jval *obj, const char *what, const char *field, int64_t min,
-                  int64_t max, int64_t *out)
-{
-    const pgrt_jval *v;
-    if (!member(obj, field, &v))
-        return 1;
-    return int_field(v, what, field, min, max, out);
-}
-
-int model_double_opt(const pgrt_jval *obj, const char *what, const char *field, double *out)
-{
-    const pgrt_jval *v;
-    if (!member(obj, field, &v))
-        return 1;
-    if (pgrt_jval_double(v, out) != 0)
-        return model_fail(PGRT_EINVAL, "%s: %s: expected a number", what, field);
-    return 0;
-}
-
-int model_bool_opt(const pgrt_jval *obj, const char *what, const char *field, bool *out)
-{
-    const pgrt_jval *v;
-    if (!member(obj, field, &v))
-        return 1;
-    if (pgrt_jval_bool(v, out) != 0)
-        return model_fail(PGRT_EINVAL, "%s: %s: expected true or false", what, field);
-    return 0;
-}
-
-int model_string_opt(const pgrt_jval *obj, const char *what, const char *field,
-                     const char **out)
-{
-    const pgrt_jval *v;
-    *out = NULL;
-    if (!member(obj, field, &v))
-        return 1;
-    *out = pgrt_jval_string(v, NULL);
-    if (!*out)
-        return model_fail(PGRT_EINVAL, "%s: %s: expected a string", what, field);
     return 0;
 }
 

@@ -445,7 +445,7 @@ static void test_rope_scale(void)
     REQUIRE_INT_EQ(pgrt_model_rope_scale(NULL, u, 64), PGRT_EINVAL);
     REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, NULL, 4), PGRT_EINVAL);
     REQUIRE_INT_EQ(pgrt_model_rope_scale(&c, u, -1), PGRT_EINVAL);
-    REQUIRE_CONTAINS(pgrt_last_message(), "pgrt_model_rope_scale: bad argument");
+    REQUIRE_CONTAINS(pgrt_last_message(), "pgrt_model_rope_scale: n is -1");
 
     /* Llama 3.2-1B: head_dim 64, theta 5e5; wavelengths below 2048 stay,
      * above 8192 are divided by 32, entries 15 to 17 are smoothed */
