@@ -119,7 +119,8 @@ int pg_type_parse(const char *name, pg_type *out)
 }
 
 const pg_op_info pg_op_table[OP_COUNT] = {
-#define PG_X_(e, stem, tc, form, flags, sm, isa) {stem, sizeof(stem) - 1, tc, form, flags, sm, isa},
+#define PG_X_(e, stem, tc, form, fmt, flags, sm, isa)                                       \
+    {stem, sizeof(stem) - 1, tc, form, fmt, flags, sm, isa},
     PG_OP_MAP(PG_X_)
 #undef PG_X_
 };
