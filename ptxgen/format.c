@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Text: operands, one instruction, the growing buffer the emitter writes
- * into. The op table's text form decides how an instruction is written;
- * only the instructions whose operands are not all of the instruction type
- * have a case of their own here. Used by the emitter and, for messages, by
- * the builder and the validator; it calls neither.
+ * into. The op table's text form and format decide how an instruction is
+ * written (emitf reads the format); only the instructions whose text needs
+ * code have a case of their own here (custom). Used by the emitter and,
+ * for messages, by the builder and the validator; it calls neither.
  */
 #include "internal.h"
 

@@ -92,6 +92,12 @@ int main(void)
     REQUIRE(pg_target_name(PG_TARGET_COUNT) == NULL);
     REQUIRE(pg_target_is_arch_specific(PG_SM_90A));
     REQUIRE(!pg_target_is_arch_specific(PG_SM_90));
+    REQUIRE(!pg_target_is_arch_specific(PG_TARGET_COUNT));
+    /* the column says what the name says: an "a" target */
+    for (unsigned i = 0; i < PG_TARGET_COUNT; i++) {
+        const char *n = pg_target_name((pg_target)i);
+        REQUIRE_INT_EQ(pg_target_is_arch_specific((pg_target)i), n[strlen(n) - 1] == 'a');
+    }
     REQUIRE_INT_EQ(pg_isa_min_driver(78), 11080);
     REQUIRE_INT_EQ(pg_isa_min_driver(87), 12080);
     REQUIRE_INT_EQ(pg_isa_min_driver(88), 12090);
