@@ -12,48 +12,8 @@
 #include <stddef.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- errors */
+/* ---------------------------------------------------------------- kernel state */
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 0)))
-#endif
-static int vfail(pg_kernel *k, int err, const char *fmt, va_list ap)
-{
-    if (!k || k->err)
-        return k ? k->err : err;
-    k->err = err;
-    int n = snprintf(k->msg, sizeof k->msg, "%s: ", k->name ? k->name : "?");
-    if (n < 0 || (size_t)n >= sizeof k->msg)
-        n = 0;
-    vsnprintf(k->msg + n, sizeof k->msg - (size_t)n, fmt, ap);
-    return err;
-}
-
-int pg_fail(pg_kernel *k, int err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = vfail(k, err, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-/* The public face of pg_fail, for kernel definitions outside the library:
- * a code that is not an error (0 or positive) is refused as PG_EINVAL, so
- * that a failed kernel always has an error to return. */
-int pg_kernel_fail(pg_kernel *k, int err, const char *fmt, ...)
-{
-    if (err >= 0)
-        err = PG_EINVAL;
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = vfail(k, err, fmt ? fmt : "(no message)", ap);
-    va_end(ap);
-    return rc;
-}
-
-int pg_kernel_error(const pg_kernel *k) { return k ? k->err : PG_EINVAL; }
-const char *pg_kernel_message(const pg_kernel *k) { return k ? k->msg : "no kernel"; }
 pg_target pg_kernel_target(const pg_kernel *k) { return k ? k->target : PG_TARGET_COUNT; }
 unsigned pg_kernel_isa(const pg_kernel *k) { return k ? k->isa : 0; }
 
@@ -233,6 +193,61 @@ void pg_kernel_destroy(pg_kernel **k)
     *k = NULL;
 }
 
+/* ---------------------------------------------------------------- directives */
+
+/*
+ * ptxas holds every setmaxnreg.dec of a kernel to "the largest temporal
+ * register count in the program" (C7406, fatal): the largest count any
+ * setmaxnreg.inc asks for, wherever it is (before or after the .dec, on
+ * another path); with no .inc, the count a thread has at entry when
+ * .maxntid and .minnctapersm let ptxas know it; else nothing (setmaxnreg
+ * is then ignored, C7508). A .dec above it is refused whichever of the
+ * calls that decide it comes last: the .dec, an .inc (the first one can
+ * lower the limit below the entry count), .maxntid or .minnctapersm.
+ */
+
+/* The registers a thread has at entry, as ptxas 13.0 counts them for
+ * setmaxnreg on sm_90a, sm_100a and sm_120a: the block's warps times
+ * .minnctapersm share the SM's four partitions of 16,384 registers,
+ * rounded down to a multiple of 8 and at most 256. A .minnctapersm the SM
+ * cannot hold (more than 64 warps or 32 blocks, on sm_120a 48 and 24)
+ * counts as 1, as ptxas takes it (with a warning). 0 when ptxas cannot
+ * tell: no .maxntid or no .minnctapersm. */
+static unsigned entry_regs(const pg_kernel *k)
+{
+    if (!k->maxntid[0] || !k->minnctapersm)
+        return 0;
+    uint64_t threads = (uint64_t)k->maxntid[0] * k->maxntid[1] * k->maxntid[2];
+    uint64_t warps = (threads + 31) / 32, ctas = k->minnctapersm;
+    unsigned max_warps = k->sm >= 120 ? 48 : 64, max_ctas = k->sm >= 120 ? 24 : 32;
+    if (ctas > max_ctas || warps * ctas > max_warps)
+        ctas = 1;
+    warps *= ctas;
+    uint64_t regs = 16384 / ((warps + 3) / 4 * 32) / 8 * 8;
+    return regs > 256 ? 256 : (unsigned)regs;
+}
+
+unsigned pg_maxnreg_limit(const pg_kernel *k)
+{
+    return k->maxnreg_inc ? k->maxnreg_inc : entry_regs(k);
+}
+
+/* After .maxntid or .minnctapersm changed: false (and the kernel failed,
+ * `what` naming the call) when a setmaxnreg.dec now asks for more
+ * registers than ptxas lets it. */
+static bool maxnreg_entry_ok(pg_kernel *k, const char *what)
+{
+    unsigned e = entry_regs(k);
+    if (k->err || k->maxnreg_inc || !k->maxnreg_dec || !e || k->maxnreg_dec <= e)
+        return !k->err;
+    pg_fail(k, PG_ERANGE, "%s: .maxntid %u, %u, %u and .minnctapersm %u leave a thread %u "
+            "registers at entry, fewer than setmaxnreg.dec.sync.aligned.u32 %u (instruction %u) "
+            "asks for; ptxas refuses a .dec above the registers a thread can have (C7406)", what,
+            k->maxntid[0], k->maxntid[1], k->maxntid[2], k->minnctapersm, e, k->maxnreg_dec,
+            k->maxnreg_dec_at);
+    return false;
+}
+
 void pg_kernel_set_maxntid(pg_kernel *k, uint32_t x, uint32_t y, uint32_t z)
 {
     if (!live(k))
@@ -245,8 +260,26 @@ void pg_kernel_set_maxntid(pg_kernel *k, uint32_t x, uint32_t y, uint32_t z)
     k->maxntid[0] = x;
     k->maxntid[1] = y;
     k->maxntid[2] = z;
-    (void)pg_maxnreg_entry_ok(k, "pg_kernel_set_maxntid");
+    (void)maxnreg_entry_ok(k, "pg_kernel_set_maxntid");
 }
+
+void pg_kernel_set_minnctapersm(pg_kernel *k, uint32_t n)
+{
+    if (!k || k->err)
+        return;
+    if (k->emitted) {
+        pg_fail(k, PG_ESTATE, "the kernel was already emitted");
+        return;
+    }
+    if (n == 0 || n > 64) {
+        pg_fail(k, PG_ERANGE, ".minnctapersm %u: 1..64", n);
+        return;
+    }
+    k->minnctapersm = n;
+    (void)maxnreg_entry_ok(k, "pg_kernel_set_minnctapersm");
+}
+
+/* ---------------------------------------------------------------- target */
 
 bool pg_require(pg_kernel *k, unsigned sm, unsigned isa, const char *what)
 {

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Error codes as words, from the one table in ptxgen.h, and text made safe
- * for a message line. */
+/* Error codes as words, from the one table in ptxgen.h; a kernel's sticky
+ * error and its message (pg_fail), which every other file of ptxgen/ may
+ * record, so it sits below them all; and text made safe for a message line. */
 #include "internal.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *pg_strerror(int err)
@@ -33,6 +36,47 @@ const char *pg_err_name(int err)
     }
     return "PG_UNKNOWN";
 }
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 0)))
+#endif
+static int vfail(pg_kernel *k, int err, const char *fmt, va_list ap)
+{
+    if (!k || k->err)
+        return k ? k->err : err;
+    k->err = err;
+    int n = snprintf(k->msg, sizeof k->msg, "%s: ", k->name ? k->name : "?");
+    if (n < 0 || (size_t)n >= sizeof k->msg)
+        n = 0;
+    vsnprintf(k->msg + n, sizeof k->msg - (size_t)n, fmt, ap);
+    return err;
+}
+
+int pg_fail(pg_kernel *k, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vfail(k, err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* The public face of pg_fail, for kernel definitions outside the library:
+ * a code that is not an error (0 or positive) is refused as PG_EINVAL, so
+ * that a failed kernel always has an error to return. */
+int pg_kernel_fail(pg_kernel *k, int err, const char *fmt, ...)
+{
+    if (err >= 0)
+        err = PG_EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vfail(k, err, fmt ? fmt : "(no message)", ap);
+    va_end(ap);
+    return rc;
+}
+
+int pg_kernel_error(const pg_kernel *k) { return k ? k->err : PG_EINVAL; }
+const char *pg_kernel_message(const pg_kernel *k) { return k ? k->msg : "no kernel"; }
 
 size_t pg_text_escape(char *dst, size_t cap, const char *text)
 {

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Text: operands, one instruction, the growing buffer the emitter writes
- * into. The op table's text form decides how an instruction is written;
- * only the instructions whose operands are not all of the instruction type
- * have a case of their own here. Used by the emitter and, for messages, by
- * the builder and the validator; it calls neither.
+ * into. The op table's text form and format decide how an instruction is
+ * written (emitf reads the format); only the instructions whose text needs
+ * code have a case of their own here (custom). Used by the emitter and,
+ * for messages, by the builder and the validator; it calls neither.
  */
 #include "internal.h"
 
@@ -87,14 +87,6 @@ static const char *sb_copy(pg_sbuf *b, const char *s, char stop)
 }
 
 void pg_sb_str(pg_sbuf *b, const char *s) { (void)sb_copy(b, s, '\0'); }
-
-/* "stem.suffix", the head of most lines, without a format to parse. */
-static void sb_stem(pg_sbuf *b, const char *stem, const char *suffix)
-{
-    pg_sb_str(b, stem);
-    sb_lit(b, ".", 1);
-    pg_sb_str(b, suffix);
-}
 
 /* A piece whose length the tables know: an op's stem, a type's name. */
 static inline void sb_known(pg_sbuf *b, const char *s, size_t n)
@@ -498,8 +490,6 @@ static void sb_val_slow(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t)
     }
 }
 
-void pg_sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t) { sb_val(b, k, v, t); }
-
 void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n)
 {
     pg_sbuf b = {0};
@@ -608,158 +598,217 @@ static pg_type wide_type(pg_type t)
                                 : (pg_type_bits(t) == 16 ? PG_U32 : PG_U64);
 }
 
-/* The head of a line written as "head d, a, b" or, for ld and st, "head
- * d, [a]": its text up to the first operand. False for the other ops. */
-static bool line_head(pg_sbuf *b, const instr *in, const pg_op_info *oi)
+/* The type an operand's immediate is written in: the letter after its
+ * place in a format (internal.h). */
+static pg_type fmt_type(const instr *in, char c)
 {
     pg_type t = (pg_type)in->type;
-    const char *stem = oi->stem;
-    if (is_plain_form(oi)) {
-        plain_head(b, oi, t);
-        return true;
-    }
-    switch ((pg_opcode)in->op) {
-    case OP_MUL_WIDE:
-    case OP_MAD_WIDE:
-        sb_op_type(b, oi, t);
-        return true;
-    case OP_SHL:
-    case OP_SHR:
-        /* shl and the bit types shift bits; shr of a number keeps its sign */
-        if (in->op == OP_SHL || pg_type_row(t)->tc == TC_BIT)
-            sb_op_type(b, oi, bit_type_of(t));
-        else
-            pg_sb_fmt(b, "%s.%c%u", stem, pg_type_is_signed(t) ? 's' : 'u', pg_type_bits(t));
-        return true;
-    case OP_SETP:
-        sb_stem(b, stem, cmp_names[in->mod]);
-        sb_dot_type(b, t);
-        return true;
-    case OP_SELP:
-        sb_op_type(b, oi, t);
-        return true;
-    case OP_CVT:
-        sb_known(b, stem, oi->stem_len);
-        pg_sb_str(b, rnd_names[in->mod]);
-        sb_dot_type(b, t);
-        sb_dot_type(b, (pg_type)in->type2);
-        return true;
-    case OP_PACK:
-        sb_op_type(b, oi, t);
-        return true;
-    case OP_CVT_PACK:
-        sb_known(b, stem, oi->stem_len);
-        sb_dot_type(b, t);
-        sb_lit(b, "x2.f32", 6);
-        return true;
-    case OP_LD:
-        if (in->mod == PG_SPACE_PARAM)
-            return false;
-        sb_stem(b, stem, space_names[in->mod]);
-        if (in->mod2)
-            sb_lit(b, ".nc", 3);
-        sb_width(b, in->width);
-        sb_dot_type(b, data_type_of(t));
-        return true;
-    case OP_ST:
-        sb_stem(b, stem, space_names[in->mod]);
-        sb_width(b, in->width);
-        sb_dot_type(b, data_type_of(t));
-        return true;
-    default:
-        return false;
+    switch (c) {
+    case 'w': return wide_type(t);
+    case '2': return (pg_type)in->type2;
+    case 'h': return t == PG_B64 ? PG_B32 : PG_B16;
+    case 'z': return pg_type_bits(t) == 8 ? PG_U16 : t; /* st writes a byte from 16 bits */
+    case 'p': return PG_PRED;
+    case 'u': return PG_U32;
+    case 'U': return PG_U64;
+    case 'b': return PG_B32;
+    case 'f': return PG_F32;
+    default: return t;
     }
 }
 
-/* The instructions whose text the table's forms do not cover. */
+/* ".name" of a modifier */
+static void sb_dot(pg_sbuf *b, const char *name)
+{
+    sb_lit(b, ".", 1);
+    pg_sb_str(b, name);
+}
+
+/* One directive of a line's head (internal.h); false for none of the
+ * head's. *keyed turns false for one that reads more than the head key. */
+static bool head_directive(pg_sbuf *b, const instr *in, char c, bool *keyed)
+{
+    pg_type t = (pg_type)in->type;
+    switch (c) {
+    case 't': sb_dot_type(b, t); break;
+    case '2': sb_dot_type(b, (pg_type)in->type2); break;
+    case 'b': sb_dot_type(b, bit_type_of(t)); break;
+    case 'm': sb_dot_type(b, data_type_of(t)); break;
+    case 'k':
+        /* shl and the bit types shift bits; shr of a number keeps its sign */
+        if (pg_type_row(t)->tc == TC_BIT) {
+            sb_dot_type(b, bit_type_of(t));
+        } else {
+            sb_lit(b, pg_type_is_signed(t) ? ".s" : ".u", 2);
+            sb_u64(b, pg_type_bits(t));
+        }
+        break;
+    case 'c': sb_dot(b, cmp_names[in->mod]); break;
+    case 'r': pg_sb_str(b, rnd_names[in->mod]); break;
+    case 's': sb_dot(b, space_names[in->mod]); break;
+    case 'y': sb_dot(b, membar_names[in->mod]); break;
+    case 'e': sb_dot(b, scope_names[in->mod]); break;
+    case 'n':
+        if (in->mod2)
+            sb_lit(b, ".nc", 3);
+        break;
+    case 'v': sb_width(b, in->width); break;
+    case 'u':
+        /* an unguarded branch is taken by every thread that reaches it */
+        if (!in->guard)
+            sb_lit(b, ".uni", 4);
+        if (keyed)
+            *keyed = false;
+        break;
+    default:
+        return false;
+    }
+    return true;
+}
+
+/* One operand directive; f is at its letter. Returns the last character
+ * read. */
+static const char *operand_directive(pg_sbuf *b, const pg_kernel *k, const instr *in,
+                                     const char *f)
+{
+    char c = *f;
+    if (c == 'd' || c == 'D' || c == 'V' || (c >= '0' && c <= '9')) {
+        pg_type t = fmt_type(in, *++f);
+        if (c == 'd')
+            sb_val(b, k, in->dst[0], t);
+        else if (c == 'D')
+            vec(b, k, in->dst, in->width, t);
+        else if (c == 'V')
+            vec(b, k, in->src + 1, in->width, t);
+        else
+            sb_val(b, k, in->src[c - '0'], t);
+        return f;
+    }
+    switch (c) {
+    case 'a':
+        if (in->op == OP_LD && in->mod == PG_SPACE_PARAM) {
+            sb_lit(b, "[", 1);
+            pg_sb_str(b, k->params[in->imm - 1].name);
+            sb_lit(b, "]", 1);
+        } else {
+            address(b, k, in->src[0], in->offset);
+        }
+        break;
+    case 'i': sb_u64(b, in->imm); break;
+    case 'o': sb_i64(b, in->offset); break;
+    case 'P': pg_sb_str(b, k->params[in->imm - 1].name); break;
+    case 'S': pg_sb_str(b, pg_sreg_name((pg_sreg)in->mod)); break;
+    case 'L': pg_label_format(b, k, in->label); break;
+    default: pg_sb_put(b, f - 1, 2); break; /* not a directive: the text shows it */
+    }
+    return f;
+}
+
+/* A row's format (internal.h): the head's directives before the first
+ * space, the operands' after it; only the head when head_only. *keyed
+ * (if not NULL) turns false when the head read more than the head key. */
+static void emitf(pg_sbuf *b, const pg_kernel *k, const instr *in, const char *f, bool head_only,
+                  bool *keyed)
+{
+    const char *ops = strchr(f, ' ');
+    if (!ops)
+        ops = f + strlen(f);
+    const char *stop = head_only ? ops : NULL;
+    while (*f && f != stop) {
+        const char *e = f;
+        while (*e && e != stop && *e != '%')
+            e++;
+        sb_known(b, f, (size_t)(e - f));
+        f = e;
+        if (*f != '%')
+            break;
+        f++;
+        if (f >= ops) {
+            f = operand_directive(b, k, in, f) + 1;
+        } else if (*f == '{') { /* %{a|b}: a if mod2, else b */
+            const char *bar = strchr(f, '|'), *end = strchr(f, '}');
+            if (in->mod2)
+                sb_known(b, f + 1, (size_t)(bar - f - 1));
+            else
+                sb_known(b, bar + 1, (size_t)(end - bar - 1));
+            f = end + 1;
+        } else {
+            if (!head_directive(b, in, *f, keyed))
+                pg_sb_put(b, f - 1, 2); /* not a directive: the text shows it */
+            f++;
+        }
+    }
+}
+
+/* The head of a line in the table's plain forms or its format: its text
+ * up to the first operand. False for the other ops, and for a head that
+ * reads more than the head key. */
+static bool line_head(pg_sbuf *b, const instr *in, const pg_op_info *oi)
+{
+    if (is_plain_form(oi)) {
+        plain_head(b, oi, (pg_type)in->type);
+        return true;
+    }
+    if (oi->form != TX_FMT)
+        return false;
+    bool keyed = true;
+    sb_known(b, oi->stem, oi->stem_len);
+    emitf(b, NULL, in, oi->fmt, true, &keyed);
+    return keyed;
+}
+
+/* "{a, b}", a vector even of one */
+static void list(pg_sbuf *b, const pg_kernel *k, const pg_val *v, unsigned n, pg_type t)
+{
+    sb_lit(b, "{", 1);
+    for (unsigned i = 0; i < n; i++) {
+        if (i)
+            sb_lit(b, ", ", 2);
+        sb_val(b, k, v[i], t);
+    }
+    sb_lit(b, "}", 1);
+}
+
+/* wgmma.mma_async: the accumulators, A from registers or a descriptor, B's
+ * descriptor, scale-d, the immediate scales and transposes. */
+static void wgmma_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const char *stem)
+{
+    const char *ab = pg_type_name((pg_type)in->type2);
+    bool a_regs = in->offset & 4;
+    pg_sb_fmt(b, "%s.m64n%uk16.f32.%s.%s ", stem, in->imm, ab, ab);
+    list(b, k, in->acc, in->nacc, PG_F32);
+    sb_lit(b, ", ", 2);
+    unsigned s = 0;
+    if (a_regs) {
+        list(b, k, in->src, 4, PG_B32);
+        s = 4;
+    } else {
+        sb_val(b, k, in->src[s++], PG_U64);
+    }
+    next(b, k, in->src[s++], PG_U64);
+    next(b, k, in->src[s], PG_U32);
+    pg_sb_fmt(b, ", %d, %d", in->mod ? -1 : 1, in->mod2 ? -1 : 1);
+    if (!a_regs)
+        pg_sb_fmt(b, ", %d", (int)(in->offset & 1));
+    pg_sb_fmt(b, ", %d", (int)((in->offset >> 1) & 1));
+}
+
+/* The instructions whose text needs code: stems and types the operation
+ * chooses (atom/red, vote, cp.async), vectors of registers (mma, wgmma,
+ * ldmatrix, stmatrix, a TMA copy's coordinates), an optional second
+ * destination (shfl). */
 static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
 {
     pg_type t = (pg_type)in->type;
-    const char *tn = pg_type_name(t);
-    const pg_op_info *oi = &pg_op_table[in->op];
-    const char *stem = oi->stem;
+    const char *stem = pg_op_table[in->op].stem;
     switch ((pg_opcode)in->op) {
-    case OP_SREG:
-        pg_sb_fmt(b, "%s ", stem);
-        sb_val(b, k, in->dst[0], t);
-        pg_sb_fmt(b, ", %s", pg_sreg_name((pg_sreg)in->mod));
-        break;
-    case OP_MUL_WIDE:
-    case OP_MAD_WIDE: {
-        pg_type w = wide_type(t);
-        line_head(b, in, oi);
-        sb_lit(b, " ", 1);
-        sb_val(b, k, in->dst[0], w);
-        next(b, k, in->src[0], t);
-        next(b, k, in->src[1], t);
-        if (in->nsrc == 3)
-            next(b, k, in->src[2], w);
-        break;
-    }
-    case OP_SHL:
-    case OP_SHR:
-        line_head(b, in, oi);
-        sb_lit(b, " ", 1);
-        sb_val(b, k, in->dst[0], t);
-        next(b, k, in->src[0], t);
-        next(b, k, in->src[1], PG_U32);
-        break;
-    case OP_SETP:
-        line_head(b, in, oi);
-        operands(b, k, in, PG_PRED, t);
-        break;
-    case OP_SELP:
-        line_head(b, in, oi);
-        sb_lit(b, " ", 1);
-        sb_val(b, k, in->dst[0], t);
-        next(b, k, in->src[0], t);
-        next(b, k, in->src[1], t);
-        next(b, k, in->src[2], PG_PRED);
-        break;
-    case OP_CVT:
-        line_head(b, in, oi);
-        operands(b, k, in, t, (pg_type)in->type2);
-        break;
-    case OP_PACK: {
-        pg_type half = t == PG_B64 ? PG_B32 : PG_B16;
-        line_head(b, in, oi);
-        sb_lit(b, " ", 1);
-        sb_val(b, k, in->dst[0], t);
-        sb_lit(b, ", ", 2);
-        vec(b, k, in->src, 2, half);
-        break;
-    }
-    case OP_CVT_PACK:
-        line_head(b, in, oi);
-        operands(b, k, in, PG_B32, PG_F32);
-        break;
-    case OP_LD:
-        if (in->mod == PG_SPACE_PARAM) {
-            pg_sb_fmt(b, "%s.param.%s ", stem, pg_data_type_name(t));
-            sb_val(b, k, in->dst[0], t);
-            pg_sb_fmt(b, ", [%s]", k->params[in->imm - 1].name);
-            break;
-        }
-        line_head(b, in, oi);
-        sb_lit(b, " ", 1);
-        vec(b, k, in->dst, in->width, t);
-        sb_lit(b, ", ", 2);
-        address(b, k, in->src[0], in->offset);
-        break;
-    case OP_ST:
-        line_head(b, in, oi);
-        sb_lit(b, " ", 1);
-        address(b, k, in->src[0], in->offset);
-        sb_lit(b, ", ", 2);
-        vec(b, k, in->src + 1, in->width, pg_type_bits(t) == 8 ? PG_U16 : t);
-        break;
     case OP_ATOM: {
         pg_atom_op aop = (pg_atom_op)in->mod2;
         bool bits = aop == PG_ATOM_CAS || aop == PG_ATOM_EXCH || aop == PG_ATOM_AND ||
                     aop == PG_ATOM_OR || aop == PG_ATOM_XOR;
         /* without a destination the same operation is a reduction */
         pg_sb_fmt(b, "%s.%s.%s.%s ", in->ndst ? stem : "red", space_names[in->mod],
-                  atom_names[aop], bits ? bit_type(t) : tn);
+                  atom_names[aop], bits ? bit_type(t) : pg_type_name(t));
         if (in->ndst) {
             sb_val(b, k, in->dst[0], t);
             sb_lit(b, ", ", 2);
@@ -787,35 +836,18 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         sb_val(b, k, in->src[0], PG_PRED);
         next(b, k, in->src[1], PG_B32);
         break;
-    case OP_BAR:
-    case OP_CP_WAIT:
-        pg_sb_fmt(b, "%s %u", stem, in->imm);
-        break;
-    case OP_BAR_WARP:
-        pg_sb_fmt(b, "%s ", stem);
-        sb_val(b, k, in->src[0], PG_B32);
-        break;
-    case OP_MEMBAR:
-        pg_sb_fmt(b, "%s.%s", stem, membar_names[in->mod]);
-        break;
-    case OP_FENCE:
-        pg_sb_fmt(b, "%s.%s.%s", stem, in->mod2 ? "sc" : "acq_rel", scope_names[in->mod]);
-        break;
-    case OP_BRA:
-        /* an unguarded branch is taken by every thread that reaches it */
-        pg_sb_fmt(b, "%s%s ", stem, in->guard ? "" : ".uni");
-        pg_label_format(b, k, in->label);
-        break;
     case OP_LDMATRIX:
-        pg_sb_fmt(b, "%s.x%u%s.shared.b16 ", stem, in->width, in->mod2 ? ".trans" : "");
         /* a vector even of one: ptxas wants {d} for .x1 */
-        sb_lit(b, "{", 1);
-        for (unsigned i = 0; i < in->width; i++) {
-            pg_sb_str(b, i ? ", " : "");
-            sb_val(b, k, in->dst[i], PG_B32);
-        }
-        pg_sb_str(b, "}, ");
+        pg_sb_fmt(b, "%s.x%u%s.shared.b16 ", stem, in->width, in->mod2 ? ".trans" : "");
+        list(b, k, in->dst, in->width, PG_B32);
+        sb_lit(b, ", ", 2);
         address(b, k, in->src[0], in->offset);
+        break;
+    case OP_STMATRIX:
+        pg_sb_fmt(b, "%s.x%u%s.shared.b16 ", stem, in->width, in->mod2 ? ".trans" : "");
+        address(b, k, in->src[0], in->offset);
+        sb_lit(b, ", ", 2);
+        list(b, k, in->src + 1, in->width, PG_B32);
         break;
     case OP_CP_ASYNC:
         /* 16 bytes go through L2 only (.cg); smaller copies must use .ca */
@@ -826,6 +858,17 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         pg_sb_fmt(b, ", %u", in->imm);
         if (in->nsrc == 3)
             next(b, k, in->src[2], PG_U32);
+        break;
+    case OP_TMA_LOAD:
+        pg_sb_fmt(b, "%s.%ud.shared::cluster.global.mbarrier::complete_tx::bytes ", stem,
+                  in->width);
+        address(b, k, in->src[0], 0);
+        sb_lit(b, ", [", 3);
+        sb_val(b, k, in->src[1], PG_U64);
+        sb_lit(b, ", ", 2);
+        list(b, k, in->src + 3, in->width, PG_S32);
+        sb_lit(b, "], ", 3);
+        address(b, k, in->src[2], 0);
         break;
     case OP_MMA:
     case OP_MMA_BF16:
@@ -838,9 +881,11 @@ static void custom(pg_sbuf *b, const pg_kernel *k, const instr *in)
         sb_lit(b, ", ", 2);
         vec(b, k, in->src + 6, 4, PG_F32);
         break;
+    case OP_WGMMA:
+        wgmma_line(b, k, in, stem);
+        break;
     default:
-        if (!pg_format_sm90(b, k, in))
-            pg_sb_fmt(b, "<op %u>", in->op);
+        pg_sb_fmt(b, "<op %u>", in->op);
         break;
     }
 }
@@ -939,57 +984,17 @@ static char *put_vec(char *d, const pg_kernel *k, const pg_val *v, unsigned n, p
     return d;
 }
 
-/* The operands of a line as the long way writes them: " d, a, b" with the
- * types custom() gives them, or an ld's or st's vector and address. */
+/* The operands of a line in a plain form: " d, a, b", every one of the
+ * instruction type. */
 static char *put_operands(char *d, const pg_kernel *k, const instr *in)
 {
-    pg_type t = (pg_type)in->type, dt = t, st[3] = {t, t, t};
+    pg_type t = (pg_type)in->type;
     *d++ = ' ';
-    switch ((pg_opcode)in->op) {
-    case OP_LD:
-        d = put_vec(d, k, in->dst, in->width, t);
-        *d++ = ',';
-        *d++ = ' ';
-        return put_addr(d, k, in->src[0], in->offset);
-    case OP_ST:
-        d = put_addr(d, k, in->src[0], in->offset);
-        *d++ = ',';
-        *d++ = ' ';
-        return put_vec(d, k, in->src + 1, in->width, pg_type_bits(t) == 8 ? PG_U16 : t);
-    case OP_MUL_WIDE:
-    case OP_MAD_WIDE:
-        dt = st[2] = wide_type(t);
-        break;
-    case OP_SHL:
-    case OP_SHR:
-        st[1] = PG_U32;
-        break;
-    case OP_SETP:
-        dt = PG_PRED;
-        break;
-    case OP_SELP:
-        st[2] = PG_PRED;
-        break;
-    case OP_CVT:
-        st[0] = (pg_type)in->type2;
-        break;
-    case OP_PACK:
-        d = put_val(d, k, in->dst[0], t);
-        *d++ = ',';
-        *d++ = ' ';
-        return put_vec(d, k, in->src, 2, t == PG_B64 ? PG_B32 : PG_B16);
-    case OP_CVT_PACK:
-        dt = PG_B32;
-        st[0] = st[1] = PG_F32;
-        break;
-    default:
-        break;
-    }
-    d = put_val(d, k, in->dst[0], dt);
+    d = put_val(d, k, in->dst[0], t);
     for (unsigned i = 0; i < in->nsrc; i++) {
         *d++ = ',';
         *d++ = ' ';
-        d = put_val(d, k, in->src[i], i < 3 ? st[i] : t);
+        d = put_val(d, k, in->src[i], t);
     }
     return d;
 }
@@ -1122,6 +1127,14 @@ static bool fast_line(pg_sbuf *b, const pg_kernel *k, const instr *in, const pg_
         return true;
     memcpy(d, h->s, sizeof h->s);
     d += h->len;
+    if (oi->form == TX_FMT) { /* the operands the long way, after the cached head */
+        b->len = (size_t)(d - b->p);
+        const char *ops = strchr(oi->fmt, ' ');
+        if (ops)
+            emitf(b, k, in, ops, false, NULL);
+        sb_lit(b, ";\n", 2);
+        return true;
+    }
     d = put_operands(d, k, in);
     line_end(b, d);
     return true;
@@ -1156,6 +1169,9 @@ void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in)
         operands(b, k, in, t, t);
     } else if (oi->form == TX_NONE) {
         sb_known(b, oi->stem, oi->stem_len);
+    } else if (oi->form == TX_FMT) {
+        sb_known(b, oi->stem, oi->stem_len);
+        emitf(b, k, in, oi->fmt, false, NULL);
     } else {
         custom(b, k, in);
     }

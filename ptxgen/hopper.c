@@ -5,7 +5,7 @@
  * proxy fences, register reallocation, stmatrix, elect.sync, a counted
  * named barrier and its arrive, tensor-map parameters, and the bf16
  * mma.sync. Builders check their operands at the call, as builder.c does;
- * pg_format_sm90() writes their text for format.c.
+ * format.c writes their text.
  */
 #include "internal.h"
 
@@ -109,22 +109,6 @@ static bool saddr_is(pg_kernel *k, pg_opcode op, pg_val a, int64_t off, const ch
 static instr *push(pg_kernel *k, pg_opcode op, pg_type t) { return pg_push(k, op, t); }
 
 /* ---------------------------------------------------------------- kernel, params, barriers */
-
-void pg_kernel_set_minnctapersm(pg_kernel *k, uint32_t n)
-{
-    if (!k || k->err)
-        return;
-    if (k->emitted) {
-        pg_fail(k, PG_ESTATE, "the kernel was already emitted");
-        return;
-    }
-    if (n == 0 || n > 64) {
-        pg_fail(k, PG_ERANGE, ".minnctapersm %u: 1..64", n);
-        return;
-    }
-    k->minnctapersm = n;
-    (void)pg_maxnreg_entry_ok(k, "pg_kernel_set_minnctapersm");
-}
 
 pg_param pg_param_tensor_map(pg_kernel *k, const char *name)
 {
@@ -333,57 +317,8 @@ void pg_cp_async_bulk_wait(pg_kernel *k, uint32_t n)
 
 /* ---------------------------------------------------------------- registers, stmatrix, elect */
 
-/*
- * ptxas holds every setmaxnreg.dec of a kernel to "the largest temporal
- * register count in the program" (C7406, fatal): the largest count any
- * setmaxnreg.inc asks for, wherever it is (before or after the .dec, on
- * another path); with no .inc, the count a thread has at entry when
- * .maxntid and .minnctapersm let ptxas know it; else nothing (setmaxnreg
- * is then ignored, C7508). A .dec above it is refused whichever of the
- * calls that decide it comes last: the .dec, an .inc (the first one can
- * lower the limit below the entry count), .maxntid or .minnctapersm.
- */
-
-/* The registers a thread has at entry, as ptxas 13.0 counts them for
- * setmaxnreg on sm_90a, sm_100a and sm_120a: the block's warps times
- * .minnctapersm share the SM's four partitions of 16,384 registers,
- * rounded down to a multiple of 8 and at most 256. A .minnctapersm the SM
- * cannot hold (more than 64 warps or 32 blocks, on sm_120a 48 and 24)
- * counts as 1, as ptxas takes it (with a warning). 0 when ptxas cannot
- * tell: no .maxntid or no .minnctapersm. */
-static unsigned entry_regs(const pg_kernel *k)
-{
-    if (!k->maxntid[0] || !k->minnctapersm)
-        return 0;
-    uint64_t threads = (uint64_t)k->maxntid[0] * k->maxntid[1] * k->maxntid[2];
-    uint64_t warps = (threads + 31) / 32, ctas = k->minnctapersm;
-    unsigned max_warps = k->sm >= 120 ? 48 : 64, max_ctas = k->sm >= 120 ? 24 : 32;
-    if (ctas > max_ctas || warps * ctas > max_warps)
-        ctas = 1;
-    warps *= ctas;
-    uint64_t regs = 16384 / ((warps + 3) / 4 * 32) / 8 * 8;
-    return regs > 256 ? 256 : (unsigned)regs;
-}
-
-/* The most a setmaxnreg.dec may ask for; 0 for no limit. */
-static unsigned maxnreg_limit(const pg_kernel *k)
-{
-    return k->maxnreg_inc ? k->maxnreg_inc : entry_regs(k);
-}
-
-bool pg_maxnreg_entry_ok(pg_kernel *k, const char *what)
-{
-    unsigned e = entry_regs(k);
-    if (k->err || k->maxnreg_inc || !k->maxnreg_dec || !e || k->maxnreg_dec <= e)
-        return !k->err;
-    pg_fail(k, PG_ERANGE, "%s: .maxntid %u, %u, %u and .minnctapersm %u leave a thread %u "
-            "registers at entry, fewer than setmaxnreg.dec.sync.aligned.u32 %u (instruction %u) "
-            "asks for; ptxas refuses a .dec above the registers a thread can have (C7406)", what,
-            k->maxntid[0], k->maxntid[1], k->maxntid[2], k->minnctapersm, e, k->maxnreg_dec,
-            k->maxnreg_dec_at);
-    return false;
-}
-
+/* The counts ptxas allows a .dec (C7406): pg_maxnreg_limit in builder.c,
+ * beside the .maxntid and .minnctapersm that decide them. */
 void pg_setmaxnreg(pg_kernel *k, bool inc, uint32_t n)
 {
     if (!begin(k, OP_SETMAXNREG))
@@ -393,7 +328,7 @@ void pg_setmaxnreg(pg_kernel *k, bool inc, uint32_t n)
                 inc ? "inc" : "dec", n);
         return;
     }
-    unsigned limit = maxnreg_limit(k);
+    unsigned limit = pg_maxnreg_limit(k);
     if (!inc && limit && n > limit) {
         if (k->maxnreg_inc)
             pg_fail(k, PG_ERANGE, "setmaxnreg.dec.sync.aligned.u32 %u: more than the %u registers "
@@ -628,117 +563,4 @@ void pg_wgmma_mma_async(pg_kernel *k, const pg_wgmma *w)
     in->src[s++] = w->b_desc;
     in->src[s++] = w->scale_d;
     in->nsrc = (uint8_t)s;
-}
-
-/* ---------------------------------------------------------------- text */
-
-static void val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t) { pg_sb_val(b, k, v, t); }
-
-static void addr(pg_sbuf *b, const pg_kernel *k, pg_val base, int64_t off)
-{
-    pg_sb_str(b, "[");
-    val(b, k, base, PG_U32);
-    if (off)
-        pg_sb_fmt(b, "+%lld", (long long)off);
-    pg_sb_str(b, "]");
-}
-
-static void list(pg_sbuf *b, const pg_kernel *k, const pg_val *v, unsigned n, pg_type t)
-{
-    pg_sb_str(b, "{");
-    for (unsigned i = 0; i < n; i++) {
-        if (i)
-            pg_sb_str(b, ", ");
-        val(b, k, v[i], t);
-    }
-    pg_sb_str(b, "}");
-}
-
-bool pg_format_sm90(pg_sbuf *b, const pg_kernel *k, const instr *in)
-{
-    const char *st = pg_op_table[in->op].stem;
-    switch ((pg_opcode)in->op) {
-    case OP_BAR_N:
-    case OP_BAR_ARRIVE:
-        pg_sb_fmt(b, "%s %u, %lld", st, in->imm, (long long)in->offset);
-        return true;
-    case OP_CVTA_PARAM:
-        pg_sb_fmt(b, "%s ", st);
-        val(b, k, in->dst[0], PG_U64);
-        pg_sb_fmt(b, ", %s", k->params[in->imm - 1].name);
-        return true;
-    case OP_MBAR_INIT:
-    case OP_MBAR_EXPECT_TX:
-        pg_sb_fmt(b, "%s %s", st, in->op == OP_MBAR_EXPECT_TX ? "_, " : "");
-        addr(b, k, in->src[0], in->offset);
-        pg_sb_str(b, ", ");
-        val(b, k, in->src[1], PG_U32);
-        return true;
-    case OP_MBAR_ARRIVE:
-        pg_sb_fmt(b, "%s _, ", st);
-        addr(b, k, in->src[0], in->offset);
-        return true;
-    case OP_MBAR_TRY_WAIT:
-        pg_sb_fmt(b, "%s ", st);
-        val(b, k, in->dst[0], PG_PRED);
-        pg_sb_str(b, ", ");
-        addr(b, k, in->src[0], in->offset);
-        pg_sb_str(b, ", ");
-        val(b, k, in->src[1], PG_U32);
-        return true;
-    case OP_TMA_LOAD:
-        pg_sb_fmt(b, "%s.%ud.shared::cluster.global.mbarrier::complete_tx::bytes ", st, in->width);
-        addr(b, k, in->src[0], 0);
-        pg_sb_str(b, ", [");
-        val(b, k, in->src[1], PG_U64);
-        pg_sb_str(b, ", ");
-        list(b, k, in->src + 3, in->width, PG_S32);
-        pg_sb_str(b, "], ");
-        addr(b, k, in->src[2], 0);
-        return true;
-    case OP_BULK_WAIT:
-    case OP_WGMMA_WAIT:
-        pg_sb_fmt(b, "%s %u", st, in->imm);
-        return true;
-    case OP_SETMAXNREG:
-        pg_sb_fmt(b, "%s.%s.sync.aligned.u32 %u", st, in->mod2 ? "inc" : "dec", in->imm);
-        return true;
-    case OP_STMATRIX:
-        pg_sb_fmt(b, "%s.x%u%s.shared.b16 ", st, in->width, in->mod2 ? ".trans" : "");
-        addr(b, k, in->src[0], in->offset);
-        pg_sb_str(b, ", ");
-        list(b, k, in->src + 1, in->width, PG_B32);
-        return true;
-    case OP_ELECT:
-        pg_sb_fmt(b, "%s _|", st);
-        val(b, k, in->dst[0], PG_PRED);
-        pg_sb_str(b, ", ");
-        val(b, k, in->src[0], PG_U32);
-        return true;
-    case OP_WGMMA: {
-        const char *ab = pg_type_name((pg_type)in->type2);
-        bool a_regs = in->offset & 4;
-        pg_sb_fmt(b, "%s.m64n%uk16.f32.%s.%s ", st, in->imm, ab, ab);
-        list(b, k, in->acc, in->nacc, PG_F32);
-        pg_sb_str(b, ", ");
-        unsigned s = 0;
-        if (a_regs) {
-            list(b, k, in->src, 4, PG_B32);
-            s = 4;
-        } else {
-            val(b, k, in->src[s++], PG_U64);
-        }
-        pg_sb_str(b, ", ");
-        val(b, k, in->src[s++], PG_U64);
-        pg_sb_str(b, ", ");
-        val(b, k, in->src[s], PG_U32);
-        pg_sb_fmt(b, ", %d, %d", in->mod ? -1 : 1, in->mod2 ? -1 : 1);
-        if (!a_regs)
-            pg_sb_fmt(b, ", %d", (int)(in->offset & 1));
-        pg_sb_fmt(b, ", %d", (int)((in->offset >> 1) & 1));
-        return true;
-    }
-    default:
-        return false;
-    }
 }

@@ -1,9 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to ptxgen/: the kernel record, the op table and the arena.
- * Layers, each using only those above it: mem.c (allocator, arena),
- * error.c and tables.c (names, the op table), format.c (text of operands
- * and instructions), builder.c (recording, pg_fail), validate.c, emit.c.
+ * Layers, each file calling only those above it (the unit test
+ * ptxgen-layers checks it on the objects' symbols):
+ *   mem.c       allocator, arena
+ *   error.c     error names, pg_fail and the kernel's message
+ *   tables.c    targets, types, the op table
+ *   format.c    text of operands and instructions, every op's line
+ *   builder.c   recording, the kernel's directives
+ *   hopper.c    the sm_90 instructions' builders     (on builder.c)
+ *   idioms.c    loops, guards, reductions            (on builder.c)
+ *   validate.c  whole-kernel checks                  (on format.c for messages)
+ *   emit.c      the module text                      (on validate.c, format.c)
  */
 #ifndef PTXGEN_INTERNAL_H
 #define PTXGEN_INTERNAL_H
@@ -65,7 +73,7 @@ extern const pg_type_info pg_type_table[PG_TYPE_COUNT];
 /* t must be valid (< PG_TYPE_COUNT): every recorded type is. */
 static inline const pg_type_info *pg_type_row(pg_type t) { return &pg_type_table[t]; }
 
-/* How an instruction is written (format.c). Every form but CUSTOM is
+/* How an instruction is written (format.c). The plain forms are
  * "stem<suffixes> d, a[, b[, c]]" with every operand of the instruction
  * type, or the bare stem for NONE. */
 typedef enum pg_text_form {
@@ -75,8 +83,34 @@ typedef enum pg_text_form {
     TX_BITS,     /* stem.bN / stem.pred                   and, or, xor, not   */
     TX_DATA,     /* stem.type, f16/bf16 as b16 (moves bits)       mov         */
     TX_NONE,     /* the stem alone                        ret, exit           */
-    TX_CUSTOM,   /* its own case in format.c                                  */
+    TX_FMT,      /* the stem, then the row's format string (below)            */
+    TX_CUSTOM,   /* its own case in format.c: vectors of registers, operands
+                    or stems that the record's fields choose (mma, wgmma,
+                    ldmatrix, atom/red)                                       */
 } pg_text_form;
+
+/*
+ * A TX_FMT row's format is what follows the stem. Its head, up to the first
+ * space, reads only the record's type, type2, mod, mod2 and width (the
+ * formatter keeps heads by them), but for %u:
+ *   %t .type      %2 .type2 (cvt's source)     %b .type as bits (.pred .b32)
+ *   %m .type as data, f16/bf16 as .b16 (ld, st) %k shr's: .bN of a bit type,
+ *                                                 else .sN / .uN
+ *   %c .cmp (mod) %r the rounding (mod; nothing for none)   %s .space (mod)
+ *   %y membar's level (mod)   %e .scope (mod)   %n .nc if mod2
+ *   %v .vN for a width above 1   %{a|b} a if mod2, else b
+ *   %u .uni unless the line is guarded (an unguarded branch is uniform)
+ * Operands: a place, then the type its immediate is written in:
+ *   %d dst[0]   %0 .. %9 src[i]   %D the width destinations as a vector
+ *   %V the width sources from src[1] as a vector ("{a, b}"; "a" for one)
+ * and the type: t the instruction's, w twice its width (mul.wide), 2 type2,
+ * h half of it (b16; b32 of b64), z t but u16 for a byte (st), p pred,
+ * u u32, U u64, b b32, f f32. The rest take no type:
+ *   %a [src[0]+offset], or [name] of the param an ld of the param space
+ *      reads   %i imm   %o offset   %P the param imm names
+ *   %S the special register (mod)   %L the label
+ * Any other character is itself.
+ */
 
 /* Control-flow and uniformity flags. */
 enum {
@@ -91,100 +125,106 @@ enum {
 };
 
 /* The op table: the one place that says, for each instruction,
- *   name, PTX mnemonic stem, the type classes it takes, its text form, its
- *   flags, and the lowest sm and PTX ISA that have it.
+ *   name, PTX mnemonic stem, the type classes it takes, its text form and
+ *   format (above), its flags, and the lowest sm and PTX ISA that have it.
  * Per-type target rules (bf16 arithmetic needs sm_90, ...) and the operand
- * shapes of the custom ops live with their builders in builder.c. */
-#define PG_OP_MAP(X)                                                                          \
-    X(MOV, "mov", TC_ANY, TX_DATA, 0, 70, 60)                                                 \
-    X(SREG, "mov.u32", TC_UINT, TX_CUSTOM, 0, 70, 60)                                         \
-    X(ADD, "add", TC_INT | TC_FLOAT, TX_FROUND, 0, 70, 60)                                    \
-    X(SUB, "sub", TC_INT | TC_FLOAT, TX_FROUND, 0, 70, 60)                                    \
-    X(MUL, "mul", TC_INT | TC_FLOAT, TX_FROUND_LO, 0, 70, 60)                                 \
-    X(MUL_HI, "mul.hi", TC_INT, TX_PLAIN, 0, 70, 60)                                          \
-    X(MUL_WIDE, "mul.wide", TC_INT, TX_CUSTOM, 0, 70, 60)                                     \
-    X(MAD, "mad.lo", TC_INT, TX_PLAIN, 0, 70, 60)                                             \
-    X(MAD_HI, "mad.hi", TC_INT, TX_PLAIN, 0, 70, 60)                                          \
-    X(MAD_WIDE, "mad.wide", TC_INT, TX_CUSTOM, 0, 70, 60)                                     \
-    X(FMA, "fma.rn", TC_FLOAT, TX_PLAIN, 0, 70, 60)                                           \
-    X(DIV, "div", TC_INT | TC_F32 | TC_F64, TX_FROUND, 0, 70, 60)                             \
-    X(REM, "rem", TC_INT, TX_PLAIN, 0, 70, 60)                                                \
-    X(RCP, "rcp.rn", TC_F32 | TC_F64, TX_PLAIN, 0, 70, 60)                                    \
-    X(SQRT, "sqrt.rn", TC_F32 | TC_F64, TX_PLAIN, 0, 70, 60)                                  \
-    X(RSQRT, "rsqrt.approx", TC_F32 | TC_F64, TX_PLAIN, 0, 70, 60)                            \
-    X(EX2, "ex2.approx", TC_F32, TX_PLAIN, 0, 70, 60)                                         \
-    X(LG2, "lg2.approx", TC_F32, TX_PLAIN, 0, 70, 60)                                         \
-    X(MIN, "min", TC_INT | TC_FLOAT, TX_PLAIN, 0, 70, 60)                                     \
-    X(MAX, "max", TC_INT | TC_FLOAT, TX_PLAIN, 0, 70, 60)                                     \
-    X(ABS, "abs", TC_SINT | TC_FLOAT, TX_PLAIN, 0, 70, 60)                                    \
-    X(NEG, "neg", TC_SINT | TC_FLOAT, TX_PLAIN, 0, 70, 60)                                    \
-    X(AND, "and", TC_PRED | TC_BIT | TC_INT, TX_BITS, 0, 70, 60)                              \
-    X(OR, "or", TC_PRED | TC_BIT | TC_INT, TX_BITS, 0, 70, 60)                                \
-    X(XOR, "xor", TC_PRED | TC_BIT | TC_INT, TX_BITS, 0, 70, 60)                              \
-    X(NOT, "not", TC_PRED | TC_BIT | TC_INT, TX_BITS, 0, 70, 60)                              \
-    X(SHL, "shl", TC_BIT | TC_INT, TX_CUSTOM, 0, 70, 60)                                      \
-    X(SHR, "shr", TC_BIT | TC_INT, TX_CUSTOM, 0, 70, 60)                                      \
-    X(SETP, "setp", TC_BIT | TC_INT | TC_FLOAT, TX_CUSTOM, 0, 70, 60)                         \
-    X(SELP, "selp", TC_BIT | TC_INT | TC_F32 | TC_F64, TX_CUSTOM, 0, 70, 60)                   \
-    X(CVT, "cvt", TC_INT | TC_FLOAT | TC_8BIT, TX_CUSTOM, 0, 70, 60)                          \
-    X(PACK, "mov", TC_BIT, TX_CUSTOM, 0, 70, 60)                                              \
-    X(CVT_PACK, "cvt.rn", TC_FLOAT, TX_CUSTOM, 0, 80, 70)                                     \
-    X(LD, "ld", TC_MEM, TX_CUSTOM, 0, 70, 60)                                                 \
-    X(ST, "st", TC_MEM, TX_CUSTOM, 0, 70, 60)                                                 \
-    X(ATOM, "atom", TC_BIT | TC_INT | TC_F32 | TC_F64, TX_CUSTOM, OPF_LANE_VARYING, 70, 60)    \
-    X(SHFL, "shfl.sync", TC_BIT, TX_CUSTOM, OPF_LANE_VARYING, 70, 60)                         \
-    X(VOTE, "vote.sync", TC_PRED | TC_BIT, TX_CUSTOM, OPF_LANE_VARYING, 70, 60)               \
-    X(BAR, "bar.sync", TC_NONE, TX_CUSTOM, OPF_BARRIER, 70, 60)                               \
-    X(BAR_WARP, "bar.warp.sync", TC_BIT, TX_CUSTOM, 0, 70, 60)                                \
-    X(MEMBAR, "membar", TC_NONE, TX_CUSTOM, 0, 70, 60)                                        \
-    X(FENCE, "fence", TC_NONE, TX_CUSTOM, 0, 70, 60)                                          \
-    X(BRA, "bra", TC_NONE, TX_CUSTOM, OPF_TERM, 70, 60)                                       \
-    X(RET, "ret", TC_NONE, TX_NONE, OPF_TERM, 70, 60)                                         \
-    X(EXIT, "exit", TC_NONE, TX_NONE, OPF_TERM, 70, 60)                                       \
-    X(LABEL, "", TC_NONE, TX_CUSTOM, 0, 70, 60)                                               \
-    X(COMMENT, "//", TC_NONE, TX_CUSTOM, 0, 70, 60)                                           \
-    X(MMA, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", TC_F32, TX_CUSTOM, 0, 80, 70) \
-    X(MMA_BF16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", TC_F32, TX_CUSTOM, 0, 80, \
-      70)                                                                                     \
-    X(LDMATRIX, "ldmatrix.sync.aligned.m8n8", TC_BIT, TX_CUSTOM, OPF_LANE_VARYING, 75, 65)    \
-    X(CP_ASYNC, "cp.async", TC_8BIT, TX_CUSTOM, 0, 80, 70)                                    \
-    X(CP_COMMIT, "cp.async.commit_group", TC_NONE, TX_NONE, 0, 80, 70)                        \
-    X(CP_WAIT, "cp.async.wait_group", TC_NONE, TX_CUSTOM, 0, 80, 70)                         \
+ * shapes live with their builders in builder.c and hopper.c. */
+#define PG_OP_MAP(X)                                                                            \
+    X(MOV, "mov", TC_ANY, TX_DATA, NULL, 0, 70, 60)                                             \
+    X(SREG, "mov.u32", TC_UINT, TX_FMT, " %dt, %S", 0, 70, 60)                                  \
+    X(ADD, "add", TC_INT | TC_FLOAT, TX_FROUND, NULL, 0, 70, 60)                                \
+    X(SUB, "sub", TC_INT | TC_FLOAT, TX_FROUND, NULL, 0, 70, 60)                                \
+    X(MUL, "mul", TC_INT | TC_FLOAT, TX_FROUND_LO, NULL, 0, 70, 60)                             \
+    X(MUL_HI, "mul.hi", TC_INT, TX_PLAIN, NULL, 0, 70, 60)                                      \
+    X(MUL_WIDE, "mul.wide", TC_INT, TX_FMT, "%t %dw, %0t, %1t", 0, 70, 60)                      \
+    X(MAD, "mad.lo", TC_INT, TX_PLAIN, NULL, 0, 70, 60)                                         \
+    X(MAD_HI, "mad.hi", TC_INT, TX_PLAIN, NULL, 0, 70, 60)                                      \
+    X(MAD_WIDE, "mad.wide", TC_INT, TX_FMT, "%t %dw, %0t, %1t, %2w", 0, 70, 60)                 \
+    X(FMA, "fma.rn", TC_FLOAT, TX_PLAIN, NULL, 0, 70, 60)                                       \
+    X(DIV, "div", TC_INT | TC_F32 | TC_F64, TX_FROUND, NULL, 0, 70, 60)                         \
+    X(REM, "rem", TC_INT, TX_PLAIN, NULL, 0, 70, 60)                                            \
+    X(RCP, "rcp.rn", TC_F32 | TC_F64, TX_PLAIN, NULL, 0, 70, 60)                                \
+    X(SQRT, "sqrt.rn", TC_F32 | TC_F64, TX_PLAIN, NULL, 0, 70, 60)                              \
+    X(RSQRT, "rsqrt.approx", TC_F32 | TC_F64, TX_PLAIN, NULL, 0, 70, 60)                        \
+    X(EX2, "ex2.approx", TC_F32, TX_PLAIN, NULL, 0, 70, 60)                                     \
+    X(LG2, "lg2.approx", TC_F32, TX_PLAIN, NULL, 0, 70, 60)                                     \
+    X(MIN, "min", TC_INT | TC_FLOAT, TX_PLAIN, NULL, 0, 70, 60)                                 \
+    X(MAX, "max", TC_INT | TC_FLOAT, TX_PLAIN, NULL, 0, 70, 60)                                 \
+    X(ABS, "abs", TC_SINT | TC_FLOAT, TX_PLAIN, NULL, 0, 70, 60)                                \
+    X(NEG, "neg", TC_SINT | TC_FLOAT, TX_PLAIN, NULL, 0, 70, 60)                                \
+    X(AND, "and", TC_PRED | TC_BIT | TC_INT, TX_BITS, NULL, 0, 70, 60)                          \
+    X(OR, "or", TC_PRED | TC_BIT | TC_INT, TX_BITS, NULL, 0, 70, 60)                            \
+    X(XOR, "xor", TC_PRED | TC_BIT | TC_INT, TX_BITS, NULL, 0, 70, 60)                          \
+    X(NOT, "not", TC_PRED | TC_BIT | TC_INT, TX_BITS, NULL, 0, 70, 60)                          \
+    X(SHL, "shl", TC_BIT | TC_INT, TX_FMT, "%b %dt, %0t, %1u", 0, 70, 60)                       \
+    X(SHR, "shr", TC_BIT | TC_INT, TX_FMT, "%k %dt, %0t, %1u", 0, 70, 60)                       \
+    X(SETP, "setp", TC_BIT | TC_INT | TC_FLOAT, TX_FMT, "%c%t %dp, %0t, %1t", 0, 70, 60)        \
+    X(SELP, "selp", TC_BIT | TC_INT | TC_F32 | TC_F64, TX_FMT, "%t %dt, %0t, %1t, %2p", 0,      \
+      70, 60)                                                                                   \
+    X(CVT, "cvt", TC_INT | TC_FLOAT | TC_8BIT, TX_FMT, "%r%t%2 %dt, %02", 0, 70, 60)            \
+    X(PACK, "mov", TC_BIT, TX_FMT, "%t %dt, {%0h, %1h}", 0, 70, 60)                             \
+    X(CVT_PACK, "cvt.rn", TC_FLOAT, TX_FMT, "%tx2.f32 %db, %0f, %1f", 0, 80, 70)                \
+    X(LD, "ld", TC_MEM, TX_FMT, "%s%n%v%m %Dt, %a", 0, 70, 60)                                  \
+    X(ST, "st", TC_MEM, TX_FMT, "%s%v%m %a, %Vz", 0, 70, 60)                                    \
+    X(ATOM, "atom", TC_BIT | TC_INT | TC_F32 | TC_F64, TX_CUSTOM, NULL, OPF_LANE_VARYING, 70,   \
+      60)                                                                                       \
+    X(SHFL, "shfl.sync", TC_BIT, TX_CUSTOM, NULL, OPF_LANE_VARYING, 70, 60)                     \
+    X(VOTE, "vote.sync", TC_PRED | TC_BIT, TX_CUSTOM, NULL, OPF_LANE_VARYING, 70, 60)           \
+    X(BAR, "bar.sync", TC_NONE, TX_FMT, " %i", OPF_BARRIER, 70, 60)                             \
+    X(BAR_WARP, "bar.warp.sync", TC_BIT, TX_FMT, " %0b", 0, 70, 60)                             \
+    X(MEMBAR, "membar", TC_NONE, TX_FMT, "%y", 0, 70, 60)                                       \
+    X(FENCE, "fence", TC_NONE, TX_FMT, ".%{sc|acq_rel}%e", 0, 70, 60)                           \
+    X(BRA, "bra", TC_NONE, TX_FMT, "%u %L", OPF_TERM, 70, 60)                                   \
+    X(RET, "ret", TC_NONE, TX_NONE, NULL, OPF_TERM, 70, 60)                                     \
+    X(EXIT, "exit", TC_NONE, TX_NONE, NULL, OPF_TERM, 70, 60)                                   \
+    X(LABEL, "", TC_NONE, TX_CUSTOM, NULL, 0, 70, 60)                                           \
+    X(COMMENT, "//", TC_NONE, TX_CUSTOM, NULL, 0, 70, 60)                                       \
+    X(MMA, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", TC_F32, TX_CUSTOM, NULL, 0,     \
+      80, 70)                                                                                   \
+    X(MMA_BF16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", TC_F32, TX_CUSTOM,       \
+      NULL, 0, 80, 70)                                                                          \
+    X(LDMATRIX, "ldmatrix.sync.aligned.m8n8", TC_BIT, TX_CUSTOM, NULL, OPF_LANE_VARYING, 75,    \
+      65)                                                                                       \
+    X(CP_ASYNC, "cp.async", TC_8BIT, TX_CUSTOM, NULL, 0, 80, 70)                                \
+    X(CP_COMMIT, "cp.async.commit_group", TC_NONE, TX_NONE, NULL, 0, 80, 70)                    \
+    X(CP_WAIT, "cp.async.wait_group", TC_NONE, TX_FMT, " %i", 0, 80, 70)                        \
     PG_OP_MAP_SM90(X)
 
-/* The Hopper rows (hopper.c builds and writes them): a counted named
+/* The Hopper rows (hopper.c builds them): a counted named
  * barrier and its arrive, a parameter's address, mbarriers, the async proxy,
  * TMA, warpgroup MMA, register reallocation, stmatrix, elect. Each min sm /
  * ISA checked with ptxas 13.0, one lower refused. */
-#define PG_OP_MAP_SM90(X)                                                                     \
-    X(BAR_N, "bar.sync", TC_NONE, TX_CUSTOM, OPF_BARRIER, 70, 60)                             \
-    X(BAR_ARRIVE, "bar.arrive", TC_NONE, TX_CUSTOM, OPF_BARRIER, 70, 60)                      \
-    X(CVTA_PARAM, "cvta.param.u64", TC_BIT | TC_UINT, TX_CUSTOM, 0, 70, 77)                   \
-    X(MBAR_INIT, "mbarrier.init.shared::cta.b64", TC_NONE, TX_CUSTOM, 0, 80, 78)              \
-    X(MBAR_ARRIVE, "mbarrier.arrive.shared::cta.b64", TC_NONE, TX_CUSTOM, 0, 80, 78)          \
-    X(MBAR_EXPECT_TX, "mbarrier.arrive.expect_tx.shared::cta.b64", TC_NONE, TX_CUSTOM, 0, 90, \
-      80)                                                                                     \
-    X(MBAR_TRY_WAIT, "mbarrier.try_wait.parity.shared::cta.b64", TC_PRED, TX_CUSTOM,          \
-      OPF_LANE_VARYING, 90, 78)                                                               \
-    X(FENCE_PROXY_ASYNC, "fence.proxy.async.shared::cta", TC_NONE, TX_NONE, 0, 90, 80)        \
-    X(FENCE_MBAR_INIT, "fence.mbarrier_init.release.cluster", TC_NONE, TX_NONE, 0, 90, 80)    \
-    X(TMA_LOAD, "cp.async.bulk.tensor", TC_NONE, TX_CUSTOM, 0, 90, 80)                        \
-    X(BULK_COMMIT, "cp.async.bulk.commit_group", TC_NONE, TX_NONE, 0, 90, 80)                 \
-    X(BULK_WAIT, "cp.async.bulk.wait_group", TC_NONE, TX_CUSTOM, 0, 90, 80)                   \
-    X(SETMAXNREG, "setmaxnreg", TC_NONE, TX_CUSTOM, OPF_ARCH_A | OPF_ALIGNED, 90, 80)         \
-    X(STMATRIX, "stmatrix.sync.aligned.m8n8", TC_BIT, TX_CUSTOM, OPF_ALIGNED, 90, 78)         \
-    X(ELECT, "elect.sync", TC_PRED, TX_CUSTOM, OPF_LANE_VARYING, 90, 80)                      \
-    X(WGMMA_FENCE, "wgmma.fence.sync.aligned", TC_NONE, TX_NONE, OPF_ARCH_90A | OPF_ALIGNED,  \
-      90, 80)                                                                                 \
-    X(WGMMA_COMMIT, "wgmma.commit_group.sync.aligned", TC_NONE, TX_NONE,                      \
-      OPF_ARCH_90A | OPF_ALIGNED, 90, 80)                                                     \
-    X(WGMMA_WAIT, "wgmma.wait_group.sync.aligned", TC_NONE, TX_CUSTOM,                        \
-      OPF_ARCH_90A | OPF_ALIGNED, 90, 80)                                                     \
-    X(WGMMA, "wgmma.mma_async.sync.aligned", TC_F32, TX_CUSTOM,                               \
+#define PG_OP_MAP_SM90(X)                                                                       \
+    X(BAR_N, "bar.sync", TC_NONE, TX_FMT, " %i, %o", OPF_BARRIER, 70, 60)                       \
+    X(BAR_ARRIVE, "bar.arrive", TC_NONE, TX_FMT, " %i, %o", OPF_BARRIER, 70, 60)                \
+    X(CVTA_PARAM, "cvta.param.u64", TC_BIT | TC_UINT, TX_FMT, " %dU, %P", 0, 70, 77)            \
+    X(MBAR_INIT, "mbarrier.init.shared::cta.b64", TC_NONE, TX_FMT, " %a, %1u", 0, 80, 78)       \
+    X(MBAR_ARRIVE, "mbarrier.arrive.shared::cta.b64", TC_NONE, TX_FMT, " _, %a", 0, 80, 78)     \
+    X(MBAR_EXPECT_TX, "mbarrier.arrive.expect_tx.shared::cta.b64", TC_NONE, TX_FMT,             \
+      " _, %a, %1u", 0, 90, 80)                                                                 \
+    X(MBAR_TRY_WAIT, "mbarrier.try_wait.parity.shared::cta.b64", TC_PRED, TX_FMT,               \
+      " %dp, %a, %1u", OPF_LANE_VARYING, 90, 78)                                                \
+    X(FENCE_PROXY_ASYNC, "fence.proxy.async.shared::cta", TC_NONE, TX_NONE, NULL, 0, 90, 80)    \
+    X(FENCE_MBAR_INIT, "fence.mbarrier_init.release.cluster", TC_NONE, TX_NONE, NULL, 0, 90,    \
+      80)                                                                                       \
+    X(TMA_LOAD, "cp.async.bulk.tensor", TC_NONE, TX_CUSTOM, NULL, 0, 90, 80)                    \
+    X(BULK_COMMIT, "cp.async.bulk.commit_group", TC_NONE, TX_NONE, NULL, 0, 90, 80)             \
+    X(BULK_WAIT, "cp.async.bulk.wait_group", TC_NONE, TX_FMT, " %i", 0, 90, 80)                 \
+    X(SETMAXNREG, "setmaxnreg", TC_NONE, TX_FMT, ".%{inc|dec}.sync.aligned.u32 %i",             \
+      OPF_ARCH_A | OPF_ALIGNED, 90, 80)                                                         \
+    X(STMATRIX, "stmatrix.sync.aligned.m8n8", TC_BIT, TX_CUSTOM, NULL, OPF_ALIGNED, 90, 78)     \
+    X(ELECT, "elect.sync", TC_PRED, TX_FMT, " _|%dp, %0u", OPF_LANE_VARYING, 90, 80)            \
+    X(WGMMA_FENCE, "wgmma.fence.sync.aligned", TC_NONE, TX_NONE, NULL,                          \
+      OPF_ARCH_90A | OPF_ALIGNED, 90, 80)                                                       \
+    X(WGMMA_COMMIT, "wgmma.commit_group.sync.aligned", TC_NONE, TX_NONE, NULL,                  \
+      OPF_ARCH_90A | OPF_ALIGNED, 90, 80)                                                       \
+    X(WGMMA_WAIT, "wgmma.wait_group.sync.aligned", TC_NONE, TX_FMT, " %i",                      \
+      OPF_ARCH_90A | OPF_ALIGNED, 90, 80)                                                       \
+    X(WGMMA, "wgmma.mma_async.sync.aligned", TC_F32, TX_CUSTOM, NULL,                           \
       OPF_LANE_VARYING | OPF_ARCH_90A | OPF_ALIGNED, 90, 80)
 
 typedef enum pg_opcode {
-#define PG_X_(e, stem, tc, form, flags, sm, isa) OP_##e,
+#define PG_X_(e, stem, tc, form, fmt, flags, sm, isa) OP_##e,
     PG_OP_MAP(PG_X_)
 #undef PG_X_
     OP_COUNT
@@ -195,6 +235,7 @@ typedef struct pg_op_info {
     uint8_t stem_len;
     unsigned classes; /* TC_* */
     uint8_t form;     /* pg_text_form */
+    const char *fmt;  /* TX_FMT: what follows the stem; NULL otherwise */
     uint8_t flags;    /* OPF_* */
     unsigned min_sm;
     unsigned min_isa;
@@ -313,10 +354,9 @@ int pg_fail(pg_kernel *k, int err, const char *fmt, ...)
 #endif
     ;
 
-/* After .maxntid or .minnctapersm changed: false (and the kernel failed,
- * `what` naming the call) when a setmaxnreg.dec now asks for more
- * registers than ptxas lets it (hopper.c). */
-bool pg_maxnreg_entry_ok(pg_kernel *k, const char *what);
+/* The most a setmaxnreg.dec may ask for given the kernel's .inc counts,
+ * .maxntid and .minnctapersm; 0 for no limit. */
+unsigned pg_maxnreg_limit(const pg_kernel *k);
 
 /* Whether a label / shared address is one of this kernel's. */
 bool pg_label_ok(const pg_kernel *k, pg_label l);
@@ -365,15 +405,10 @@ int pg_text_begin(pg_kernel *k);
 void pg_text_end(pg_kernel *k);
 /* One instruction as its PTX line, tab-indented, with ";\n". */
 void pg_format_instr(pg_sbuf *b, const pg_kernel *k, const instr *in);
-/* The text of the Hopper rows (PG_OP_MAP_SM90), in hopper.c: false for any
- * other op. */
-bool pg_format_sm90(pg_sbuf *b, const pg_kernel *k, const instr *in);
 /* One instruction as text, for messages ("add.u32 %r1, %r2, 3"). */
 void pg_instr_text(const pg_kernel *k, const instr *in, char *buf, size_t n);
 /* An operand as PTX: "%r3", "42", "0f3F800000". */
 void pg_val_format(const pg_kernel *k, pg_val v, pg_type t, char *buf, size_t n);
-/* The same, written straight into b (the emitter's path: no copy). */
-void pg_sb_val(pg_sbuf *b, const pg_kernel *k, pg_val v, pg_type t);
 /* A label's name: "$L3_loop". */
 void pg_label_format(pg_sbuf *b, const pg_kernel *k, uint32_t id);
 /* ld/st/mov have no f16/bf16 forms: they move bits ("b16"). */

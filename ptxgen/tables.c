@@ -6,10 +6,11 @@
 typedef struct target_info {
     const char *name;
     unsigned sm, isa;
+    bool arch_specific;
 } target_info;
 
 static const target_info targets[PG_TARGET_COUNT] = {
-#define PG_X_(e, name, sm, isa) {name, sm, isa},
+#define PG_X_(e, name, sm, isa, arch) {name, sm, isa, arch},
     PG_TARGET_MAP(PG_X_)
 #undef PG_X_
 };
@@ -44,8 +45,7 @@ unsigned pg_target_min_isa(pg_target t)
 
 bool pg_target_is_arch_specific(pg_target t)
 {
-    const char *n = pg_target_name(t);
-    return n && n[strlen(n) - 1] == 'a';
+    return (unsigned)t < PG_TARGET_COUNT && targets[t].arch_specific;
 }
 
 unsigned pg_isa_min_driver(unsigned isa)
@@ -119,7 +119,8 @@ int pg_type_parse(const char *name, pg_type *out)
 }
 
 const pg_op_info pg_op_table[OP_COUNT] = {
-#define PG_X_(e, stem, tc, form, flags, sm, isa) {stem, sizeof(stem) - 1, tc, form, flags, sm, isa},
+#define PG_X_(e, stem, tc, form, fmt, flags, sm, isa)                                       \
+    {stem, sizeof(stem) - 1, tc, form, fmt, flags, sm, isa},
     PG_OP_MAP(PG_X_)
 #undef PG_X_
 };

@@ -417,19 +417,17 @@ static bool grow_lists(cfg *g, size_t *rcap, size_t *wcap, uint32_t nacc)
 }
 
 /* The one pass over the records: the blocks (an instruction after a
- * terminator or at a label starts one), the reads and writes, the links
- * between each register's writes, and the barriers; then the edges and
- * the blocks reachable from the entry. The records are read once, in
- * order, with as few branches on what they hold as may be (a branch that
- * waits on a record just read costs most here): every operand slot below
- * nsrc and ndst is written out and the count moved only for a register,
- * and how the uniformity pass takes an instruction is left to the few it
- * needs (uniform_slice). */
-static int build_cfg(cfg *g)
+ * terminator or at a label starts one, *starts), the reads and writes, the
+ * links between each register's writes, and the barriers. The records are
+ * read once, in order, with as few branches on what they hold as may be (a
+ * branch that waits on a record just read costs most here): every operand
+ * slot below nsrc and ndst is written out and the count moved only for a
+ * register, and how the uniformity pass takes an instruction is left to the
+ * few it needs (uniform_slice). */
+static int scan_records(cfg *g, uint32_t **starts_out, uint32_t *nb_out)
 {
     pg_kernel *k = g->k;
     uint32_t n = k->nins;
-    int err;
     uint32_t nr = k->nregs, nb = 0, nrd = 0, nwr = 0;
     g->blk_of = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
     g->sync = arena_alloc(&k->mem, sizeof(uint32_t) * (n + 1));
@@ -501,6 +499,17 @@ static int build_cfg(cfg *g)
     at[n] = (span){nrd, nwr};
     if (n == 0)
         starts[nb++] = 0;
+    *starts_out = starts;
+    *nb_out = nb;
+    return PG_OK;
+}
+
+/* The blocks from their starts, and each one's successors: the branch
+ * target, the exit, the next block. */
+static int link_blocks(cfg *g, const uint32_t *starts, uint32_t nb)
+{
+    pg_kernel *k = g->k;
+    uint32_t n = k->nins;
     g->b = arena_alloc(&k->mem, sizeof(block) * (nb + 1));
     if (!g->b)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
@@ -534,10 +543,16 @@ static int build_cfg(cfg *g)
             b->succ[b->nsucc++] = next;
         }
     }
-    err = build_edges(g);
-    if (err)
-        return err;
-    /* reachability: the blocks of a depth-first walk from the entry */
+    return PG_OK;
+}
+
+/* Reachability: the blocks of a depth-first walk from the entry, in
+ * reverse post-order. */
+static int mark_reachable(cfg *g)
+{
+    pg_kernel *k = g->k;
+    uint32_t nb = g->nb;
+    int err;
     g->num = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     g->rpo = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     if (!g->num || !g->rpo)
@@ -555,6 +570,21 @@ static int build_cfg(cfg *g)
             g->rpo[j++] = g->rpo[i];
     g->nrpo = j;
     return PG_OK;
+}
+
+/* The blocks, the reads and writes, the barriers; the edges; the blocks
+ * reachable from the entry. */
+static int build_cfg(cfg *g)
+{
+    uint32_t *starts = NULL, nb = 0;
+    int err = scan_records(g, &starts, &nb);
+    if (!err)
+        err = link_blocks(g, starts, nb);
+    if (!err)
+        err = build_edges(g);
+    if (!err)
+        err = mark_reachable(g);
+    return err;
 }
 
 /* The reads of the reachable blocks that no write before them in their
@@ -1467,40 +1497,33 @@ static inline uint32_t value_read(scan *s, uint32_t r, uint32_t bi)
     return PENDING | id;
 }
 
-/* The values the pass reads (see uslice): one scan over the slice, the
- * barriers and the block-ending guards of the reachable blocks in order
- * settles every read by a write before it in its block, and every read of
- * a register written in one block only; the rest (a loop counter, a value
- * written on both arms of an if) go to the resolver, register by
- * register, and meet their writes through merges. Then, where some
- * instruction takes a warp index, which values are %tid.x. */
-static int reaching_values(cfg *g, uslice *u)
+/* The scan's tables; each write of the slice numbered as a value; and how
+ * the writes in reachable code of each register the pass reads lie (want[r]
+ * becomes the kind), with the last of them. */
+static int scan_begin(cfg *g, uslice *u, scan *s)
 {
     pg_kernel *k = g->k;
     uint32_t nr = k->nregs, nb = g->nb, *list = u->list, count = u->count;
-    scan s = {.kind = u->want};
-    s.val = arena_alloc(&k->mem, sizeof(uint32_t) * (g->at[k->nins].wr + 1));
-    s.rlast = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
-    s.cur = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
-    s.curb = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
+    s->val = arena_alloc(&k->mem, sizeof(uint32_t) * (g->at[k->nins].wr + 1));
+    s->rlast = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
+    s->cur = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
+    s->curb = arena_alloc(&k->mem, sizeof(uint32_t) * nr);
     u->val = arena_alloc(&k->mem, sizeof(uint32_t) * (u->nsw + 1));
     u->use = arena_alloc(&k->mem, sizeof(uint32_t) * (u->nuse + 1));
     u->bguard = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
     u->sguard = arena_alloc(&k->mem, sizeof(uint32_t) * (g->nsync + 1));
     u->moff = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 2));
-    if (!s.val || !s.rlast || !s.cur || !s.curb || !u->val || !u->use || !u->bguard ||
+    if (!s->val || !s->rlast || !s->cur || !s->curb || !u->val || !u->use || !u->bguard ||
         !u->sguard || !u->moff)
         return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     uint32_t v = 1;
     for (uint32_t li = 0; li < count; li++)
         for (uint32_t d = g->at[list[li]].wr; d < g->at[list[li] + 1].wr; d++) {
-            s.val[d] = v;
+            s->val[d] = v;
             u->val[v - 1] = v;
             v++;
         }
     u->nw = v - 1;
-    /* each register the pass reads: how its writes in reachable code lie
-     * (want[r] becomes the kind), the last of them */
     for (uint32_t q = 0; q < u->nwl; q++) {
         uint32_t r = u->wl[q], lastw = NONE, b0 = NONE, nw = 0;
         bool multi = false;
@@ -1516,10 +1539,18 @@ static int reaching_values(cfg *g, uslice *u)
             nw++;
         }
         u->want[r] = !nw ? RK_NONE : nw == 1 ? RK_ONE : multi ? RK_MULTI : RK_BLOCK;
-        s.rlast[r] = lastw;
-        s.curb[r] = 0;
+        s->rlast[r] = lastw;
+        s->curb[r] = 0;
     }
+    return PG_OK;
+}
 
+/* The scan over the slice, the barriers and the block-ending guards of the
+ * reachable blocks in order: each read's value, or the ask it waits on. */
+static void scan_slice(cfg *g, uslice *u, scan *s)
+{
+    pg_kernel *k = g->k;
+    uint32_t nb = g->nb, *list = u->list, count = u->count;
     uint32_t li = 0, sj = 0;
     size_t uc = 0;
     for (uint32_t bi = 0; bi < nb; bi++) {
@@ -1536,7 +1567,7 @@ static int reaching_values(cfg *g, uslice *u)
                 break;
             if (j <= i) {
                 uint32_t gr = k->ins[j].guard;
-                u->sguard[sj++] = gr ? value_read(&s, gr, bi) : 0;
+                u->sguard[sj++] = gr ? value_read(s, gr, bi) : 0;
                 if (j < i)
                     continue;
             }
@@ -1544,90 +1575,97 @@ static int reaching_values(cfg *g, uslice *u)
             const ref *r = &g->rd[g->at[i].rd];
             uint32_t w0 = g->at[i].wr, w1 = g->at[i + 1].wr, *use = u->use;
             for (unsigned x = 0, m = f->guard + f->nuse; x < m; x++)
-                use[uc++] = value_read(&s, r[x].reg, bi);
+                use[uc++] = value_read(s, r[x].reg, bi);
             if (f->guard)
                 for (uint32_t d = w0; d < w1; d++)
-                    use[uc++] = value_read(&s, g->wr[d].reg, bi);
+                    use[uc++] = value_read(s, g->wr[d].reg, bi);
             /* any register: only those written more than once are read
              * back, the others' are never looked at */
             for (uint32_t d = w0; d < w1; d++) {
-                s.cur[g->wr[d].reg] = s.val[d];
-                s.curb[g->wr[d].reg] = bi + 1;
+                s->cur[g->wr[d].reg] = s->val[d];
+                s->curb[g->wr[d].reg] = bi + 1;
             }
             li++;
         }
         if (b->guard)
-            u->bguard[bi] = value_read(&s, b->guard, bi);
+            u->bguard[bi] = value_read(s, b->guard, bi);
     }
+}
 
-    int err = PG_OK;
-    resolver rs = {.g = g, .base = u->nw + 1};
-    uint32_t *res = NULL;
-    if (s.oom)
-        goto oom;
-    if (s.nask) {
-        rs.memo = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
-        rs.mst = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
-        rs.lw = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
-        rs.lwst = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
-        rs.path = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
-        res = arena_alloc(&k->mem, sizeof(uint32_t) * s.nask);
-        uint32_t *next = arena_alloc(&k->mem, sizeof(uint32_t) * s.nask);
-        if (!rs.memo || !rs.mst || !rs.lw || !rs.lwst || !rs.path || !res || !next)
-            goto oom;
-        memset(rs.mst, 0, sizeof(uint32_t) * (nb + 1));
-        memset(rs.lwst, 0, sizeof(uint32_t) * (nb + 1));
-        /* the asks of each register in a list, in order: cur[r] (done with
-         * the scan) heads it, NONE once the register is done */
-        for (size_t a = 0; a < s.nask; a++)
-            s.cur[s.asks[a].reg] = NONE;
-        for (size_t a = s.nask; a-- > 0;) {
-            next[a] = s.cur[s.asks[a].reg];
-            s.cur[s.asks[a].reg] = (uint32_t)a;
-        }
-        for (size_t a0 = 0; a0 < s.nask && !rs.oom; a0++) {
-            uint32_t r = s.asks[a0].reg;
-            if (s.cur[r] == NONE)
-                continue;
-            rs.stamp = r + 1;
-            /* each block's last write of r: the first in the chain */
-            for (uint32_t w = g->last[r]; w != NONE; w = g->prev[w]) {
-                uint32_t wb = g->blk_of[g->wr[w].ins];
-                if (g->b[wb].reachable && rs.lwst[wb] != rs.stamp) {
-                    rs.lwst[wb] = rs.stamp;
-                    rs.lw[wb] = s.val[w];
-                }
-            }
-            size_t first = rs.nm;
-            for (uint32_t a = s.cur[r]; a != NONE; a = next[a])
-                res[a] = entry_value(&rs, s.asks[a].blk);
-            s.cur[r] = NONE;
-            merge_operands(&rs, first);
-        }
-        if (rs.oom)
-            goto oom;
-        for (size_t x = 0; x < u->nuse; x++)
-            if (u->use[x] & PENDING)
-                u->use[x] = res[u->use[x] & ~PENDING];
-        for (uint32_t bi = 0; bi < nb; bi++)
-            if (g->b[bi].reachable && g->b[bi].guard && (u->bguard[bi] & PENDING))
-                u->bguard[bi] = res[u->bguard[bi] & ~PENDING];
-        for (uint32_t j = 0; j < g->nsync; j++)
-            if (g->b[g->blk_of[g->sync[j]]].reachable && (u->sguard[j] & PENDING))
-                u->sguard[j] = res[u->sguard[j] & ~PENDING];
+/* The asks the scan left, register by register: each meets the writes
+ * that reach its block through merges (rs); then every pending read takes
+ * its answer. */
+static int resolve_asks(cfg *g, uslice *u, scan *s, resolver *rs)
+{
+    pg_kernel *k = g->k;
+    uint32_t nb = g->nb;
+    rs->memo = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    rs->mst = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    rs->lw = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    rs->lwst = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    rs->path = arena_alloc(&k->mem, sizeof(uint32_t) * (nb + 1));
+    uint32_t *res = arena_alloc(&k->mem, sizeof(uint32_t) * s->nask);
+    uint32_t *next = arena_alloc(&k->mem, sizeof(uint32_t) * s->nask);
+    if (!rs->memo || !rs->mst || !rs->lw || !rs->lwst || !rs->path || !res || !next)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    memset(rs->mst, 0, sizeof(uint32_t) * (nb + 1));
+    memset(rs->lwst, 0, sizeof(uint32_t) * (nb + 1));
+    /* the asks of each register in a list, in order: cur[r] (done with
+     * the scan) heads it, NONE once the register is done */
+    for (size_t a = 0; a < s->nask; a++)
+        s->cur[s->asks[a].reg] = NONE;
+    for (size_t a = s->nask; a-- > 0;) {
+        next[a] = s->cur[s->asks[a].reg];
+        s->cur[s->asks[a].reg] = (uint32_t)a;
     }
-    /* the merges by block */
-    uint32_t nm = (uint32_t)rs.nm;
+    for (size_t a0 = 0; a0 < s->nask && !rs->oom; a0++) {
+        uint32_t r = s->asks[a0].reg;
+        if (s->cur[r] == NONE)
+            continue;
+        rs->stamp = r + 1;
+        /* each block's last write of r: the first in the chain */
+        for (uint32_t w = g->last[r]; w != NONE; w = g->prev[w]) {
+            uint32_t wb = g->blk_of[g->wr[w].ins];
+            if (g->b[wb].reachable && rs->lwst[wb] != rs->stamp) {
+                rs->lwst[wb] = rs->stamp;
+                rs->lw[wb] = s->val[w];
+            }
+        }
+        size_t first = rs->nm;
+        for (uint32_t a = s->cur[r]; a != NONE; a = next[a])
+            res[a] = entry_value(rs, s->asks[a].blk);
+        s->cur[r] = NONE;
+        merge_operands(rs, first);
+    }
+    if (rs->oom)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    for (size_t x = 0; x < u->nuse; x++)
+        if (u->use[x] & PENDING)
+            u->use[x] = res[u->use[x] & ~PENDING];
+    for (uint32_t bi = 0; bi < nb; bi++)
+        if (g->b[bi].reachable && g->b[bi].guard && (u->bguard[bi] & PENDING))
+            u->bguard[bi] = res[u->bguard[bi] & ~PENDING];
+    for (uint32_t j = 0; j < g->nsync; j++)
+        if (g->b[g->blk_of[g->sync[j]]].reachable && (u->sguard[j] & PENDING))
+            u->sguard[j] = res[u->sguard[j] & ~PENDING];
+    return PG_OK;
+}
+
+/* The resolver's merges into u, listed by block. */
+static int merges_by_block(cfg *g, uslice *u, const resolver *rs)
+{
+    pg_kernel *k = g->k;
+    uint32_t nb = g->nb, nm = (uint32_t)rs->nm;
     u->nm = nm;
     u->nv = 1 + u->nw + nm;
     u->mby = arena_alloc(&k->mem, sizeof(uint32_t) * (nm + 1));
-    u->ops = arena_alloc(&k->mem, sizeof(uint32_t) * (rs.nops + 1));
+    u->ops = arena_alloc(&k->mem, sizeof(uint32_t) * (rs->nops + 1));
     u->m = arena_alloc(&k->mem, sizeof(merge) * (nm + 1));
     if (!u->mby || !u->ops || !u->m)
-        goto oom;
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
     if (nm) {
-        memcpy(u->m, rs.m, sizeof(merge) * nm);
-        memcpy(u->ops, rs.ops, sizeof(uint32_t) * rs.nops);
+        memcpy(u->m, rs->m, sizeof(merge) * nm);
+        memcpy(u->ops, rs->ops, sizeof(uint32_t) * rs->nops);
     }
     memset(u->moff, 0, sizeof(uint32_t) * (nb + 2));
     for (uint32_t j = 0; j < nm; j++)
@@ -1636,49 +1674,74 @@ static int reaching_values(cfg *g, uslice *u)
         u->moff[bi + 1] += u->moff[bi];
     for (uint32_t j = 0; j < nm; j++)
         u->mby[u->moff[u->m[j].blk + 1]++] = j;
+    return PG_OK;
+}
 
-    if (u->warp) {
-        /* which values are %tid.x: marked (notx) unless a read of it, a
-         * copy or a merge; the copies and merges pass the mark on. A path
-         * on which nothing is written (value 0, a merge's operand) counts
-         * for nothing here, as for the levels: check_defined has settled
-         * that some write reaches. */
-        uint32_t nv = 1 + u->nw + nm, nc = 0;
-        size_t ne = rs.nops + count + 1;
-        uint8_t *notx = arena_alloc(&k->mem, nv);
-        uint32_t *from = arena_alloc(&k->mem, sizeof(uint32_t) * ne);
-        uint32_t *to = arena_alloc(&k->mem, sizeof(uint32_t) * ne);
-        if (!notx || !from || !to)
-            goto oom;
-        notx[0] = 0;
-        v = 1;
-        uc = 0;
-        for (li = 0; li < count; li++) {
-            uint32_t i = list[li], nwr = g->at[i + 1].wr - g->at[i].wr;
-            const ufact *f = &u->uf[i];
-            for (uint32_t d = 0; d < nwr; d++)
-                notx[v + d] = !f->tid;
-            if (f->tid == TID_COPY && nwr) {
-                from[nc] = u->use[uc]; /* unguarded: its one source */
-                to[nc++] = v;
-            }
-            uc += f->guard + f->nuse + (f->guard ? nwr : 0);
-            v += nwr;
+/* Which values are %tid.x: marked (notx) unless a read of it, a copy or a
+ * merge; the copies and merges pass the mark on. A path on which nothing
+ * is written (value 0, a merge's operand) counts for nothing here, as for
+ * the levels: check_defined has settled that some write reaches. */
+static int tid_x_values(cfg *g, uslice *u, size_t nops)
+{
+    pg_kernel *k = g->k;
+    uint32_t *list = u->list, count = u->count, nm = u->nm;
+    uint32_t nv = 1 + u->nw + nm, nc = 0;
+    size_t ne = nops + count + 1;
+    uint8_t *notx = arena_alloc(&k->mem, nv);
+    uint32_t *from = arena_alloc(&k->mem, sizeof(uint32_t) * ne);
+    uint32_t *to = arena_alloc(&k->mem, sizeof(uint32_t) * ne);
+    if (!notx || !from || !to)
+        return pg_fail(k, PG_ENOMEM, "out of memory in validation");
+    notx[0] = 0;
+    uint32_t v = 1;
+    size_t uc = 0;
+    for (uint32_t li = 0; li < count; li++) {
+        uint32_t i = list[li], nwr = g->at[i + 1].wr - g->at[i].wr;
+        const ufact *f = &u->uf[i];
+        for (uint32_t d = 0; d < nwr; d++)
+            notx[v + d] = !f->tid;
+        if (f->tid == TID_COPY && nwr) {
+            from[nc] = u->use[uc]; /* unguarded: its one source */
+            to[nc++] = v;
         }
-        for (uint32_t j = 0; j < nm; j++) {
-            notx[u->nw + 1 + j] = 0;
-            for (uint32_t o = 0; o < u->m[j].nop; o++) {
-                from[nc] = u->ops[u->m[j].op + o];
-                to[nc++] = u->nw + 1 + j;
-            }
-        }
-        u->notx = notx;
-        err = find_tid_x(k, nv, notx, from, to, nc);
+        uc += f->guard + f->nuse + (f->guard ? nwr : 0);
+        v += nwr;
     }
-    goto done;
-oom:
-    err = pg_fail(k, PG_ENOMEM, "out of memory in validation");
-done:
+    for (uint32_t j = 0; j < nm; j++) {
+        notx[u->nw + 1 + j] = 0;
+        for (uint32_t o = 0; o < u->m[j].nop; o++) {
+            from[nc] = u->ops[u->m[j].op + o];
+            to[nc++] = u->nw + 1 + j;
+        }
+    }
+    u->notx = notx;
+    return find_tid_x(k, nv, notx, from, to, nc);
+}
+
+/* The values the pass reads (see uslice): one scan over the slice, the
+ * barriers and the block-ending guards of the reachable blocks in order
+ * settles every read by a write before it in its block, and every read of
+ * a register written in one block only; the rest (a loop counter, a value
+ * written on both arms of an if) go to the resolver, register by
+ * register, and meet their writes through merges. Then, where some
+ * instruction takes a warp index, which values are %tid.x. */
+static int reaching_values(cfg *g, uslice *u)
+{
+    scan s = {.kind = u->want};
+    resolver rs = {.g = g};
+    int err = scan_begin(g, u, &s);
+    if (!err) {
+        scan_slice(g, u, &s);
+        if (s.oom)
+            err = pg_fail(g->k, PG_ENOMEM, "out of memory in validation");
+    }
+    rs.base = u->nw + 1;
+    if (!err && s.nask)
+        err = resolve_asks(g, u, &s, &rs);
+    if (!err)
+        err = merges_by_block(g, u, &rs);
+    if (!err && u->warp)
+        err = tid_x_values(g, u, rs.nops);
     pg_mem_free(s.asks);
     pg_mem_free(rs.m);
     pg_mem_free(rs.ops);

@@ -72,23 +72,25 @@ PG_API void pg_set_allocator(const pg_allocator *a);
 
 /* ---------------------------------------------------------------- targets */
 
+/* name, compute capability, lowest PTX ISA, architecture-specific ("a":
+ * its features run on that sm alone) */
 #define PG_TARGET_MAP(X)                                                       \
-    X(SM_70, "sm_70", 70, 60)                                                  \
-    X(SM_75, "sm_75", 75, 63)                                                  \
-    X(SM_80, "sm_80", 80, 70)                                                  \
-    X(SM_86, "sm_86", 86, 71)                                                  \
-    X(SM_87, "sm_87", 87, 74)                                                  \
-    X(SM_89, "sm_89", 89, 78)                                                  \
-    X(SM_90, "sm_90", 90, 78)                                                  \
-    X(SM_90A, "sm_90a", 90, 80)                                                \
-    X(SM_100, "sm_100", 100, 86)                                               \
-    X(SM_100A, "sm_100a", 100, 86)                                             \
-    X(SM_120, "sm_120", 120, 87)                                               \
-    X(SM_120A, "sm_120a", 120, 87)                                             \
-    X(SM_121, "sm_121", 121, 88)
+    X(SM_70, "sm_70", 70, 60, false)                                           \
+    X(SM_75, "sm_75", 75, 63, false)                                           \
+    X(SM_80, "sm_80", 80, 70, false)                                           \
+    X(SM_86, "sm_86", 86, 71, false)                                           \
+    X(SM_87, "sm_87", 87, 74, false)                                           \
+    X(SM_89, "sm_89", 89, 78, false)                                           \
+    X(SM_90, "sm_90", 90, 78, false)                                           \
+    X(SM_90A, "sm_90a", 90, 80, true)                                          \
+    X(SM_100, "sm_100", 100, 86, false)                                        \
+    X(SM_100A, "sm_100a", 100, 86, true)                                       \
+    X(SM_120, "sm_120", 120, 87, false)                                        \
+    X(SM_120A, "sm_120a", 120, 87, true)                                       \
+    X(SM_121, "sm_121", 121, 88, false)
 
 typedef enum pg_target {
-#define PG_X_(e, name, sm, isa) PG_##e,
+#define PG_X_(e, name, sm, isa, arch) PG_##e,
     PG_TARGET_MAP(PG_X_)
 #undef PG_X_
     PG_TARGET_COUNT

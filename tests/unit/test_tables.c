@@ -23,8 +23,10 @@ static void op_table(void)
         REQUIRE_INT_EQ(!!(f & OPF_ALIGNED), wg || op == OP_SETMAXNREG || op == OP_STMATRIX);
         /* an op written from the table with typed operands takes some type */
         unsigned form = pg_op_table[op].form;
-        if (form != TX_CUSTOM && form != TX_NONE)
+        if (form != TX_CUSTOM && form != TX_NONE && form != TX_FMT)
             REQUIRE(pg_op_table[op].classes != 0);
+        /* a format exactly where the form says so */
+        REQUIRE_INT_EQ(form == TX_FMT, pg_op_table[op].fmt != NULL);
         REQUIRE(pg_op_table[op].min_sm >= 70 && pg_op_table[op].min_isa >= 60);
     }
     REQUIRE_INT_EQ(pg_type_tc(PG_U8), TC_8BIT);
@@ -90,6 +92,12 @@ int main(void)
     REQUIRE(pg_target_name(PG_TARGET_COUNT) == NULL);
     REQUIRE(pg_target_is_arch_specific(PG_SM_90A));
     REQUIRE(!pg_target_is_arch_specific(PG_SM_90));
+    REQUIRE(!pg_target_is_arch_specific(PG_TARGET_COUNT));
+    /* the column says what the name says: an "a" target */
+    for (unsigned i = 0; i < PG_TARGET_COUNT; i++) {
+        const char *n = pg_target_name((pg_target)i);
+        REQUIRE_INT_EQ(pg_target_is_arch_specific((pg_target)i), n[strlen(n) - 1] == 'a');
+    }
     REQUIRE_INT_EQ(pg_isa_min_driver(78), 11080);
     REQUIRE_INT_EQ(pg_isa_min_driver(87), 12080);
     REQUIRE_INT_EQ(pg_isa_min_driver(88), 12090);
