@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The catalog: lookup, knobs (parsing and ranges), launch configurations. */
 #include "ptxgen/pgk.h"
-#include "util.h"
+#include "ptxgen/ptxgen.h"
+#include "test.h"
 
 #include <string.h>
 

@@ -34,7 +34,7 @@
  * A figure, not a test: it fails only when something does not run.
  */
 #include "cublas_dl.h"
-#include "gemm_util.h"
+#include "kernels/gemm_util.h"
 
 typedef struct shape {
     const char *name;

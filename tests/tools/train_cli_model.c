@@ -14,7 +14,7 @@
  * padded, micro-batches without a target passed over and logged. Usage:
  * test_train_cli PTXGEN_TRAIN [FAKE_LIBCUDA [SHIM [VERSION]]]
  */
-#include "model_util.h"
+#include "model/model_util.h"
 #include "ptxgen/pgrt_model.h"
 #include "test.h"
 

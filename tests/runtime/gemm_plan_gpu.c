@@ -33,7 +33,7 @@
  *
  * Usage: test_gemm_plan [--quick]
  */
-#include "gemm_util.h"
+#include "kernels/gemm_util.h"
 #include "test.h"
 
 typedef enum group { G_LORA, G_THIN, G_SEED, G_CHOSEN, G_COUNT } group;

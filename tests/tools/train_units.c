@@ -12,7 +12,7 @@
  * over, the model checks and the files of the wrong kind) and the log's
  * lines.
  */
-#include "model_util.h"
+#include "model/model_util.h"
 #include "test.h"
 #include "train_ckpt.h"
 #include "train_opts.h"

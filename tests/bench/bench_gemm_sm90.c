@@ -13,7 +13,7 @@
  * Usage: bench_gemm_sm90 [iterations]
  */
 #include "cublas_dl.h"
-#include "gemm_util.h"
+#include "kernels/gemm_util.h"
 
 static pgrt_buf *random_bf16(pgrt_ctx *ctx, size_t n, rng *r)
 {

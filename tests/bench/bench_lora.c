@@ -17,7 +17,7 @@
  */
 #define REL_TOL 1e-5
 
-#include "model_check.h"
+#include "kernels/model_check.h"
 
 #include <time.h>
 

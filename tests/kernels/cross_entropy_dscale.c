@@ -20,7 +20,7 @@
 static double cur_tol;
 #define REL_TOL cur_tol
 
-#include "gpu_model/model_check.h"
+#include "model_check.h"
 
 typedef struct ce_out {
     float *loss, *grad;

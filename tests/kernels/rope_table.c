@@ -23,7 +23,7 @@
  */
 #define REL_TOL 1e-5
 
-#include "gpu_model/model_check.h"
+#include "model_check.h"
 
 static void reference(const float *x, double *y, uint32_t ntok, const int32_t *pos,
                       const float *inv, uint32_t heads, uint32_t dim, bool backward)
