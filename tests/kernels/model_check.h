@@ -2,8 +2,8 @@
 /*
  * What the model-kernel GPU tests add to gpu_check.h: bf16 on the host
  * (round to nearest even, widening), activation buffers of either storage
- * type kept as 32-bit words (so both can be NaN-poisoned with fill32), and
- * the table printout.
+ * type kept as 32-bit words (so both can be NaN-poisoned with fill32), the
+ * fused kernels held to the unfused chain, and the cross-entropy reference.
  *
  * The including file defines REL_TOL before gpu_check.h; these tests hold
  * each row to tol_f32 or tol_bf16 by the storage type, so REL_TOL names
@@ -108,21 +108,92 @@ static inline pgrt_buf *s32_upload(const int32_t *x, size_t n)
 
 static inline double *ref_alloc(size_t n) { return xmalloc(n * sizeof(double)); }
 
-static inline void print_table(const char *notes)
+/* ---------------------------------------------------------------- fused against unfused */
+
+/* The bf16 model's fused kernels (rmsnorm.c, swiglu.c) are held to the
+ * unfused chain they replace, bit for bit, as well as to the reference. */
+
+static inline size_t differ(const void *a, const void *b, size_t words)
 {
-    printf("\n%-28s %-34s %10s %10s %5s %7s %s\n", "kernel", "shape", "rel_l2", "max_rel", "bad",
-           "repeat", "");
-    for (size_t i = 0; i < nrows; i++) {
-        const row *t = &table[i];
-        printf("%-28s %-34s %10.2e %10.2e %5zu %7s %s\n", t->kernel, t->shape, t->rel, t->max_rel,
-               t->bad, t->repeat ? "same" : "DIFF",
-               t->skipped ? "skip (target)" : t->pass ? "ok" : "FAIL");
+    const uint32_t *x = a, *y = b;
+    size_t n = 0;
+    for (size_t i = 0; i < words; i++)
+        n += x[i] != y[i];
+    return n;
+}
+
+/* Download an f32 buffer, or a bf16 one widened, and its raw words. */
+static inline float *get(const pgrt_buf *b, size_t n, bool bf16)
+{
+    float *x = xmalloc(n * 4);
+    memset(x, 0, n * 4); /* written by the download; gcc -O3 cannot see it */
+    act_download(b, x, n, bf16);
+    return x;
+}
+
+/* The bf16 outputs of the fused kernels, widened, against the unfused
+ * chain's (widened the same way): equal floats are equal bits. */
+static inline void row_checks(row *r, const float *f32, const float *f32_ref_bits, const float *b16,
+                       const float *b16_ref_bits, const double *ref, size_t n, bool copy_row)
+{
+    r->bad += differ(f32, f32_ref_bits, n) + differ(b16, b16_ref_bits, n);
+    compare(r, copy_row ? b16 : f32, ref, n);
+}
+
+static inline void cast_into(pgrt_buf *src, pgrt_buf *dst, uint32_t n)
+{
+    pgk_knobs kc = knobs_of("cast_f32_to_bf16", "n", n, NULL);
+    pgrt_arg ca[] = {pgrt_arg_buf(src), pgrt_arg_buf(dst), pgrt_arg_u32(n)};
+    launch("cast_f32_to_bf16", &kc, ca, 3);
+}
+
+static inline void residual_into(pgrt_buf *a, pgrt_buf *b, pgrt_buf *out, size_t n)
+{
+    pgk_knobs kn = knobs_of("residual_add", "n", (uint32_t)n, NULL);
+    pgrt_arg args[] = {pgrt_arg_buf(a), pgrt_arg_buf(b), pgrt_arg_buf(out),
+                       pgrt_arg_u32((uint32_t)n)};
+    launch("residual_add", &kn, args, 4);
+}
+
+/* A fused kernel with one f32 output y and its bf16 copy yb: launched
+ * twice (y, yb and `also`, when not NULL, poisoned first), then each
+ * output against the unfused chain's (y2, yb2: the same bits) and the
+ * reference, rows r (f32) and rb (the copy), and the second run's bits
+ * against the first's. */
+static inline void fused_pair(const char *name, const pgk_knobs *kn, const pgrt_arg *args,
+                       size_t nargs, pgrt_buf *y, pgrt_buf *yb, pgrt_buf *also,
+                       const pgrt_buf *y2, const pgrt_buf *yb2, const double *ref, size_t n,
+                       row *r, row *rb)
+{
+    float *out[2], *outb[2];
+    for (int run = 0; run < 2; run++) {
+        if (also)
+            act_poison(also, false);
+        act_poison(y, false);
+        act_poison(yb, true);
+        if (!launch(name, kn, args, nargs))
+            r->bad++;
+        out[run] = get(y, n, false);
+        outb[run] = get(yb, n, true);
     }
-    printf("rel_l2  = |out - ref| / |ref| (2-norms) against double\n"
-           "max_rel = max |out_i - ref_i| / max(|ref_i|, 1e-6 max|ref|)\n"
-           "bad     = elements left unwritten (NaN poison), non-finite, or wrong where exact\n"
-           "%s\n",
-           notes);
+    float *o2 = get(y2, n, false), *ob2 = get(yb2, n, true);
+    row_checks(r, out[0], o2, outb[0], ob2, ref, n, false);
+    row_checks(rb, out[0], o2, outb[0], ob2, ref, n, true);
+    same_bits(r, out[0], out[1], n * 4);
+    same_bits(rb, outb[0], outb[1], n * 4);
+    free(o2), free(ob2);
+    for (int i = 0; i < 2; i++)
+        free(out[i]), free(outb[i]);
+}
+
+/* f32 outputs within 1e-5, the bf16 copies within 5e-3; *tol is the
+ * variable REL_TOL names. */
+static inline void finish_pair(row *r, row *rb, double *tol)
+{
+    *tol = 1e-5;
+    finish(r);
+    *tol = 5e-3;
+    finish(rb);
 }
 
 /* The cross-entropy kernels' double reference over rows x vocab logits x:
