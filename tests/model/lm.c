@@ -29,10 +29,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 
-static const char *fake;
-static fakecuda_reset_fn fk_reset;
-static fakecuda_count_fn fk_count;
-static fakecuda_launch_at_fn fk_at;
+static fake_fixture fk;
 static FILE *trace;
 
 enum { H = 64, I = 96, L = 2, NH = 4, NKV = 2, V = 80, B = 2, S = 8, R = 4 };
@@ -143,7 +140,7 @@ static void trace_step(const char *what, int first, int n)
         return;
     fprintf(trace, "# %s: %d launches\n", what, n);
     for (int i = 0; i < n; i++) {
-        const fakecuda_launch *l = fk_at(first + i);
+        const fakecuda_launch *l = fk.launch_at(first + i);
         fprintf(trace, "%s grid %u,%u,%u block %u,%u,%u shared %u:", l->name, l->grid[0],
                 l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->shared);
         for (int j = 0; j < l->nparams; j++)
@@ -175,13 +172,13 @@ static pgrt_lm *make(pgrt_ctx *ctx, const pgrt_model_files *mf, const pgrt_adapt
     return lm;
 }
 
-/* The n launches since the last fk_reset, copied (the caller frees them). */
+/* The n launches since the last fk.reset, copied (the caller frees them). */
 static fakecuda_launch *launches_copy(int n)
 {
     fakecuda_launch *l = malloc((size_t)(n > 0 ? n : 1) * sizeof *l);
     REQUIRE(l != NULL);
     for (int i = 0; l && i < n; i++)
-        l[i] = *fk_at(i);
+        l[i] = *fk.launch_at(i);
     return l;
 }
 
@@ -193,14 +190,14 @@ static void check_replay(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_model_files *
 {
     pgrt_lm *lm = make(ctx, mf, ad, bf16, true, false);
     REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
     pgrt_lm_stats st;
     REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
     REQUIRE_INT_EQ(st.captures, 1);
-    REQUIRE_INT_EQ(fk_count(), n);
-    for (int i = 0; eager && i < n && i < fk_count(); i++)
-        REQUIRE(fk_at(i)->replayed && same_launch(fk_at(i), &eager[i], false));
+    REQUIRE_INT_EQ(fk.launch_count(), n);
+    for (int i = 0; eager && i < n && i < fk.launch_count(); i++)
+        REQUIRE(fk.launch_at(i)->replayed && same_launch(fk.launch_at(i), &eager[i], false));
     pgrt_lm_destroy(&lm);
 }
 
@@ -216,13 +213,13 @@ static void run_case(pgrt_ctx *ctx, pgrt_stream *s, bool llama, bool bf16)
 
     /* eager: two steps, one sequence */
     pgrt_lm *lm = make(ctx, mf, ad, bf16, false, false);
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
-    int n = fk_count();
+    int n = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
-    REQUIRE_INT_EQ(fk_count(), 2 * n);
+    REQUIRE_INT_EQ(fk.launch_count(), 2 * n);
     for (int i = 0; i < n; i++)
-        REQUIRE(same_launch(fk_at(i), fk_at(n + i), true));
+        REQUIRE(same_launch(fk.launch_at(i), fk.launch_at(n + i), true));
     pgrt_lm_stats st;
     REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
     REQUIRE_INT_EQ((int)st.launches_per_step, n);
@@ -237,9 +234,9 @@ static void run_case(pgrt_ctx *ctx, pgrt_stream *s, bool llama, bool bf16)
 
     /* profiled: every model launch in one kernel's entry of its kind */
     lm = make(ctx, mf, ad, bf16, false, true);
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
-    REQUIRE_INT_EQ(fk_count(), n);
+    REQUIRE_INT_EQ(fk.launch_count(), n);
     REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
     REQUIRE(st.kernel_count > 0 && st.kernel_count < PGRT_LM_PROFILE_KERNELS);
     uint64_t model_launches = 0;
@@ -272,12 +269,12 @@ static void run_case(pgrt_ctx *ctx, pgrt_stream *s, bool llama, bool bf16)
     fixture_close(&fx);
 }
 
-/* Attention forward launches of the last step (fk_reset before it). */
+/* Attention forward launches of the last step (fk.reset before it). */
 static int att_forwards(void)
 {
     int n = 0;
-    for (int i = 0; i < fk_count(); i++)
-        n += !strncmp(fk_at(i)->name, "attention", 9) && strstr(fk_at(i)->name, "forward");
+    for (int i = 0; i < fk.launch_count(); i++)
+        n += !strncmp(fk.launch_at(i)->name, "attention", 9) && strstr(fk.launch_at(i)->name, "forward");
     return n;
 }
 
@@ -319,7 +316,7 @@ static void recompute_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
                                   : 0;
         pgrt_lm *lm = NULL;
         REQUIRE_INT_EQ(pgrt_lm_create(ctx, &p, &lm), 0);
-        fk_reset();
+        fk.reset();
         REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
         fwd[k] = att_forwards();
         pgrt_lm_stats st;
@@ -389,13 +386,13 @@ static float param_f32(const fakecuda_launch *l, int i)
 /* A step's launches: eager, twice the same; the count it reports. */
 static int stable_step(pgrt_lm *lm, pgrt_stream *s, const int32_t *ids)
 {
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
-    int n = fk_count();
+    int n = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_lm_step(lm, s, ids, NULL, NULL), 0);
-    REQUIRE_INT_EQ(fk_count(), 2 * n);
-    for (int i = 0; i < n && i + n < fk_count(); i++)
-        REQUIRE(same_launch(fk_at(i), fk_at(n + i), true));
+    REQUIRE_INT_EQ(fk.launch_count(), 2 * n);
+    for (int i = 0; i < n && i + n < fk.launch_count(); i++)
+        REQUIRE(same_launch(fk.launch_at(i), fk.launch_at(n + i), true));
     pgrt_lm_stats st;
     REQUIRE_INT_EQ(pgrt_lm_stats_get(lm, &st), 0);
     REQUIRE_INT_EQ((int)st.launches_per_step, n);
@@ -450,7 +447,7 @@ static void pattern_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
     float proj[64];
     int np = 0;
     for (int i = 0; i < n; i++) {
-        const fakecuda_launch *l = fk_at(i);
+        const fakecuda_launch *l = fk.launch_at(i);
         if (!strcmp(l->name, "cast_f32_to_bf16_scaled2")) {
             REQUIRE(nc == 0 || l->params[0] == next);
             if (nc < (int)(sizeof casts / sizeof casts[0]))
@@ -495,8 +492,8 @@ static void pattern_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
     pgrt_lm_destroy(&lm);
     lm = make(ctx, mf, sd, bf16, false, false);
     REQUIRE_INT_EQ(stable_step(lm, s, ids), np0);
-    for (int i = 0; eager && i < np0 && i < fk_count(); i++)
-        REQUIRE(same_launch(fk_at(i), &eager[i], false));
+    for (int i = 0; eager && i < np0 && i < fk.launch_count(); i++)
+        REQUIRE(same_launch(fk.launch_at(i), &eager[i], false));
     REQUIRE(np0 != n);
     pgrt_lm_destroy(&lm);
     free(eager);
@@ -697,22 +694,16 @@ static void comm_case(pgrt_ctx *ctx, pgrt_stream *s, bool bf16)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s FAKE_LIBCUDA [FAKE_LIBNCCL] [--trace FILE]\n", argv[0]);
-        return 2;
-    }
-    fake = argv[1];
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_LOCAL,
+                      "FAKE_LIBCUDA [FAKE_LIBNCCL] [--trace FILE]");
     const char *nccl = argc >= 3 && strcmp(argv[2], "--trace") ? argv[2] : NULL;
     int at = nccl ? 3 : 2;
     if (argc >= at + 2 && !strcmp(argv[at], "--trace") && !(trace = fopen(argv[at + 1], "w"))) {
         perror(argv[at + 1]);
         return 1;
     }
-    fakecuda_clear_env();
-    if (!fakecuda_open(fake, RTLD_NOW | RTLD_LOCAL, &fk_reset, &fk_count, &fk_at))
-        return 1;
     pgrt_ctx *ctx = NULL;
-    pgrt_ctx_params cp = {fake, 0};
+    pgrt_ctx_params cp = {fk.path, 0};
     int rc = pgrt_ctx_create(&ctx, &cp);
     if (rc) {
         fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());

@@ -49,7 +49,7 @@ static void launches(void)
         {1, 129, 2, 1, 8, true, 16384 + 4 * 32768 + 1024},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        fk_reset();
+        fk.reset();
         pgrt_attention90 a = {pq, pk, pv, po, cases[i].bf16 ? pq + 4096 : 0, pl,
                               cases[i].b, cases[i].s, cases[i].hq, cases[i].hkv, cases[i].d,
                               0.125f};
@@ -57,10 +57,10 @@ static void launches(void)
         if (rc)
             fprintf(stderr, "case %zu: %s\n", i, pgrt_last_message());
         REQUIRE_INT_EQ(rc, 0);
-        REQUIRE_INT_EQ(fk_count(), 1);
-        if (fk_count() != 1)
+        REQUIRE_INT_EQ(fk.launch_count(), 1);
+        if (fk.launch_count() != 1)
             continue;
-        const fakecuda_launch *l = fk_at(0);
+        const fakecuda_launch *l = fk.launch_at(0);
         REQUIRE_STR_EQ(l->name, "attention_sm90_forward");
         REQUIRE_INT_EQ(l->block[0], 384);
         REQUIRE(l->grid[0] == cases[i].hq && l->grid[1] == cases[i].b &&
@@ -100,13 +100,13 @@ static void launches(void)
         {{pq, pk, pv, po, 0, pl, 1, (1u << 22) + 1, 4, 2, 64, 1}, PGRT_ERANGE, "seq_len 1..4194304"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        fk_reset();
+        fk.reset();
         int rc = pgrt_attention_sm90_forward(ctx, NULL, &bad[i].a);
         if (rc != bad[i].want || !strstr(pgrt_last_message(), bad[i].says))
             fprintf(stderr, "refusal %zu: %s: %s\n", i, pgrt_err_name(rc), pgrt_last_message());
         REQUIRE_INT_EQ(rc, bad[i].want);
         REQUIRE(strstr(pgrt_last_message(), bad[i].says) != NULL);
-        REQUIRE_INT_EQ(fk_count(), 0);
+        REQUIRE_INT_EQ(fk.launch_count(), 0);
     }
     REQUIRE_INT_EQ(pgrt_attention_sm90_forward(ctx, NULL, NULL), PGRT_EINVAL);
     REQUIRE_INT_EQ(pgrt_attention_sm90_check(ctx, 12, 2, 128), 0);
@@ -126,11 +126,11 @@ static void launches(void)
         pgrt_buf *b = buf(ctx, PG_F32, 1024);
         pgrt_devptr p = pgrt_buf_ptr(b);
         pgrt_attention90 a = {p, p, p, p, 0, p, 1, 16, 2, 1, 64, 1};
-        fk_reset();
+        fk.reset();
         REQUIRE_INT_EQ(pgrt_attention_sm90_forward(ctx, NULL, &a), PGRT_ETARGET);
         REQUIRE(strstr(pgrt_last_message(), "sm_90a") != NULL);
         REQUIRE_INT_EQ(pgrt_attention_sm90_check(ctx, 2, 1, 64), PGRT_ETARGET);
-        REQUIRE_INT_EQ(fk_count(), 0);
+        REQUIRE_INT_EQ(fk.launch_count(), 0);
         pgrt_buf_destroy(&b);
         pgrt_ctx_destroy(&ctx);
     }
@@ -138,13 +138,7 @@ static void launches(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_rt_attention90 FAKE_LIBCUDA\n");
-        return 2;
-    }
-    fake = argv[1];
-    if (!fakecuda_open(fake, RTLD_NOW | RTLD_GLOBAL, &fk_reset, &fk_count, &fk_at))
-        return 1;
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_GLOBAL, "FAKE_LIBCUDA");
     launches();
     TEST_DONE();
 }

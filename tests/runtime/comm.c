@@ -32,9 +32,9 @@
 #include <stdint.h>
 #include <time.h>
 
-static const char *fake_cuda, *fake_nccl;
+static fake_fixture fk;
+static const char *fake_nccl;
 static bool old; /* the NCCL 2.12 fake: blocking communicators only */
-static fakecuda_count_fn fk_allocs;
 static fakenccl_reset_fn fn_reset;
 static fakenccl_count_fn fn_count, fn_live, fn_queries, fn_depth;
 static fakenccl_call_at_fn fn_at;
@@ -139,9 +139,9 @@ static void test_no_library(pgrt_ctx *ctx)
     REQUIRE_CONTAINS(pgrt_last_message(), "pgrt_comm_create: no NCCL library");
 
     /* A library that loads but is not NCCL: the fake driver. */
-    setenv("PGRT_LIBNCCL", fake_cuda, 1);
+    setenv("PGRT_LIBNCCL", fk.path, 1);
     REQUIRE_INT_EQ(pgrt_comm_id_new(ctx, &id), PGRT_ENOLIB);
-    REQUIRE_CONTAINS(pgrt_last_message(), fake_cuda);
+    REQUIRE_CONTAINS(pgrt_last_message(), fk.path);
     REQUIRE_CONTAINS(pgrt_last_message(), "has no ncclGetVersion: not a usable NCCL");
 
     /* (The default names, libnccl.so.2 then libnccl.so, are not tried
@@ -165,13 +165,13 @@ static void test_create(pgrt_ctx *ctx)
     REQUIRE(memcmp(p.id.bytes, other.bytes, sizeof other.bytes) != 0);
     REQUIRE_INT_EQ(count_of("ncclGetUniqueId"), 2);
 
-    int allocs = fk_allocs();
+    int allocs = fk.live_allocs();
     fn_reset();
     pgrt_comm *c = NULL;
     REQUIRE_INT_EQ(pgrt_comm_create(ctx, &p, &c), 0);
     REQUIRE(c != NULL);
     REQUIRE_INT_EQ(fn_live(), 1);
-    REQUIRE_INT_EQ(fk_allocs(), allocs + 1); /* the host all-reduce's buffer */
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs + 1); /* the host all-reduce's buffer */
     REQUIRE_INT_EQ(fn_count(), 1);
     const fakenccl_call *k = fn_at(0);
     REQUIRE(k && memcmp(k->id, p.id.bytes, sizeof k->id) == 0); /* by value, intact */
@@ -202,7 +202,7 @@ static void test_create(pgrt_ctx *ctx)
     pgrt_comm_destroy(&c);
     REQUIRE(c == NULL);
     REQUIRE_INT_EQ(fn_live(), 0);
-    REQUIRE_INT_EQ(fk_allocs(), allocs);
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs);
     REQUIRE_INT_EQ(count_of("ncclCommAbort"), 0);
     int fin = find("ncclCommFinalize", 0), des = find("ncclCommDestroy", 0);
     REQUIRE(des >= 0 && fn_at(des)->comm == nc);
@@ -243,7 +243,7 @@ static void test_create_bad(pgrt_ctx *ctx)
     pgrt_comm_params p = {1, 4, {{0}}, 5};
     REQUIRE_INT_EQ(pgrt_comm_id_new(ctx, &p.id), 0);
     pgrt_comm *c = NULL;
-    int allocs = fk_allocs();
+    int allocs = fk.live_allocs();
     fn_reset();
 
     REQUIRE_INT_EQ(pgrt_comm_id_new(NULL, &p.id), PGRT_EINVAL);
@@ -295,7 +295,7 @@ static void test_create_bad(pgrt_ctx *ctx)
     if (!old)
         REQUIRE_CONTAINS(pgrt_last_message(), "NCCL's last error: fake: init-error injected");
     REQUIRE_INT_EQ(fn_live(), 0);
-    REQUIRE_INT_EQ(fk_allocs(), allocs);
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs);
 
     set_mode("uniqueid-error");
     pgrt_comm_id id;
@@ -334,7 +334,7 @@ static void test_create_bad(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(count_of("ncclCommAbort"), 1);
     REQUIRE(fn_queries() > 10); /* polled, not slept through */
     REQUIRE_INT_EQ(fn_live(), 0);
-    REQUIRE_INT_EQ(fk_allocs(), allocs);
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs);
     set_mode(NULL);
 }
 
@@ -409,7 +409,7 @@ static void test_collectives(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_comm_all_reduce(c, s, b, 16, 0, PGRT_COMM_SUM), 0); /* count 0 */
 
     /* A stream and a buffer of another context. */
-    pgrt_ctx *ctx2 = fake_open_ctx(fake_cuda);
+    pgrt_ctx *ctx2 = fake_open_ctx(fk.path);
     pgrt_stream *other_s = stream_new(ctx2);
     pgrt_buf *other_b = buf_new(ctx2, PG_F32, 16);
     REQUIRE_INT_EQ(pgrt_comm_all_reduce(c, other_s, b, 0, 8, PGRT_COMM_SUM), PGRT_EINVAL);
@@ -845,24 +845,21 @@ static void test_abort(pgrt_ctx *ctx)
 
 int main(int argc, char **argv)
 {
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_LOCAL, "FAKE_LIBCUDA FAKE_LIBNCCL [--old]");
     if (argc < 3) {
         fprintf(stderr, "usage: %s FAKE_LIBCUDA FAKE_LIBNCCL [--old]\n", argv[0]);
         return 2;
     }
-    fake_cuda = argv[1];
     fake_nccl = argv[2];
     old = argc > 3 && strcmp(argv[3], "--old") == 0;
-    fakecuda_clear_env();
     unsetenv("FAKECUDA_BUSY_QUERIES");
     unsetenv("FAKENCCL");
     unsetenv("FAKENCCL_INIT_POLLS");
-    void *cuda = dlopen(fake_cuda, RTLD_NOW | RTLD_LOCAL);
     void *nccl = dlopen(fake_nccl, RTLD_NOW | RTLD_LOCAL);
-    if (!cuda || !nccl) {
+    if (!nccl) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
         return 1;
     }
-    FAKE_BIND(cuda, fk_allocs, "fakecuda_live_allocs");
     FAKE_BIND(nccl, fn_reset, "fakenccl_reset");
     FAKE_BIND(nccl, fn_count, "fakenccl_call_count");
     FAKE_BIND(nccl, fn_at, "fakenccl_call_at");
@@ -870,7 +867,7 @@ int main(int argc, char **argv)
     FAKE_BIND(nccl, fn_queries, "fakenccl_async_queries");
     FAKE_BIND(nccl, fn_depth, "fakenccl_group_depth");
 
-    pgrt_ctx *ctx = fake_open_ctx(fake_cuda);
+    pgrt_ctx *ctx = fake_open_ctx(fk.path);
     fn_reset();
     test_no_library(ctx);
     test_create(ctx);
@@ -884,8 +881,8 @@ int main(int argc, char **argv)
     REQUIRE_INT_EQ(fn_live(), 0);
     REQUIRE_INT_EQ(fn_depth(), 0);
     pgrt_ctx_destroy(&ctx);
-    REQUIRE_INT_EQ(fk_allocs(), 0);
+    REQUIRE_INT_EQ(fk.live_allocs(), 0);
     dlclose(nccl);
-    dlclose(cuda);
+    fake_fixture_close(&fk);
     TEST_DONE();
 }

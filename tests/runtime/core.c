@@ -21,27 +21,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-static const char *fake;
-static fakecuda_reset_fn fk_reset;
-static fakecuda_count_fn fk_count, fk_loads, fk_ex_loads, fk_direct, fk_allocs, fk_modules;
-static fakecuda_launch_at_fn fk_at;
+static fake_fixture fk;
 
-static void *sym(void *lib, const char *name)
-{
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "fake driver lacks %s\n", name);
-        exit(1);
-    }
-    return p;
-}
-#define BIND(var, name)                                                        \
-    do {                                                                       \
-        void *p_ = sym(lib, name);                                             \
-        memcpy(&(var), &p_, sizeof(var));                                      \
-    } while (0)
-
-static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fake); }
+static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fk.path); }
 
 static void test_device(pgrt_ctx *ctx)
 {
@@ -63,7 +45,7 @@ static void test_device(pgrt_ctx *ctx)
 
 static void test_buffers(pgrt_ctx *ctx)
 {
-    int allocs0 = fk_allocs();
+    int allocs0 = fk.live_allocs();
     pgrt_buf *b = NULL, *v = NULL, *c = NULL, *h = NULL;
     REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 100, &b), 0);
     REQUIRE_INT_EQ(pgrt_buf_count(b), 100);
@@ -94,9 +76,9 @@ static void test_buffers(pgrt_ctx *ctx)
     REQUIRE(b == NULL);
     REQUIRE_INT_EQ(pgrt_buf_download(v, 0, y, 20), 0);
     REQUIRE(y[0] == 10.0f && y[19] == 29.0f);
-    REQUIRE_INT_EQ(fk_allocs(), allocs0 + 1);
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs0 + 1);
     pgrt_buf_destroy(&v);
-    REQUIRE_INT_EQ(fk_allocs(), allocs0);
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs0);
 
     /* Copies, fills and type checks. */
     REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 8, &b), 0);
@@ -137,7 +119,7 @@ static void test_buffers(pgrt_ctx *ctx)
     pgrt_buf_destroy(&b);
     pgrt_buf_destroy(&c);
     pgrt_buf_destroy(&h);
-    REQUIRE_INT_EQ(fk_allocs(), allocs0);
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs0);
 }
 
 static void test_events(pgrt_ctx *ctx)
@@ -205,7 +187,7 @@ static void test_cache(pgrt_ctx *ctx)
         return;
     pgrt_cache_stats st0, st;
     REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st0), 0);
-    int loads0 = fk_loads();
+    int loads0 = fk.loads();
 
     pgrt_kernel *k1 = NULL, *k2 = NULL, *k3 = NULL;
     REQUIRE_INT_EQ(pgrt_kernel_get(ctx, sq, NULL, &k1), 0);
@@ -221,7 +203,7 @@ static void test_cache(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(st.misses - st0.misses, 1);
     REQUIRE_INT_EQ(st.hits - st0.hits, 2);
     REQUIRE_INT_EQ(st.modules - st0.modules, 1);
-    REQUIRE_INT_EQ(fk_loads() - loads0, 1);
+    REQUIRE_INT_EQ(fk.loads() - loads0, 1);
     REQUIRE(st.jit_ms >= 0.0 && st.emit_ms > 0.0);
 
     /* A baked knob is part of the key. */
@@ -235,17 +217,17 @@ static void test_cache(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &baked, &w128, &b128), 0);
     REQUIRE_INT_EQ(pgrt_kernel_get(ctx, &baked, &w64, &again), 0);
     REQUIRE(b64 && b128 && b64 != b128 && again == b64);
-    REQUIRE_INT_EQ(fk_loads() - loads0, 3);
+    REQUIRE_INT_EQ(fk.loads() - loads0, 3);
     /* ... and a kernel built for one value refuses a launch with another. */
     pgrt_buf *buf = NULL;
     REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 4, &buf), 0);
     pgrt_arg a = pgrt_arg_buf(buf);
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_kernel_launch(b64, NULL, &w128, &a, 1), PGRT_EARGS);
     REQUIRE_CONTAINS(pgrt_last_message(), "built for width = 64");
     REQUIRE_INT_EQ(pgrt_kernel_launch(b64, NULL, &w64, &a, 1), 0);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
-    REQUIRE_INT_EQ(fk_at(n0)->block[0], 64);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
+    REQUIRE_INT_EQ(fk.launch_at(n0)->block[0], 64);
     pgrt_buf_destroy(&buf);
 
     /* Pre-warm: the pipeline's kernels, then only hits. */
@@ -308,7 +290,7 @@ static void test_concurrent(pgrt_ctx *ctx)
         return;
     pgrt_cache_stats st0, st;
     REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st0), 0);
-    int loads0 = fk_loads();
+    int loads0 = fk.loads();
     setenv("FAKECUDA_JIT_US", "50000", 1);
     enum { N = 8 };
     pthread_t th[N];
@@ -324,7 +306,7 @@ static void test_concurrent(pgrt_ctx *ctx)
         REQUIRE_INT_EQ(g[i].rc, 0);
         REQUIRE(g[i].k == g[0].k);
     }
-    REQUIRE_INT_EQ(fk_loads() - loads0, 1);
+    REQUIRE_INT_EQ(fk.loads() - loads0, 1);
     REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st), 0);
     REQUIRE_INT_EQ(st.misses - st0.misses, 1);
     REQUIRE_INT_EQ(st.hits - st0.hits, N - 1);
@@ -342,11 +324,11 @@ static void test_launch(pgrt_ctx *ctx)
     pgk_knobs_default(d, &kn);
     kn.v[pgk_knob_index(d, "n")] = 1000;
 
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     pgrt_arg a[3] = {pgrt_arg_buf(g), pgrt_arg_f32(0.5f), pgrt_arg_u32(1000)};
     REQUIRE_INT_EQ(pgrt_launch(ctx, s, "gradient_clip", &kn, a, 3), 0);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
-    const fakecuda_launch *l = fk_at(n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
+    const fakecuda_launch *l = fk.launch_at(n0);
     if (l) {
         REQUIRE_STR_EQ(l->name, "gradient_clip");
         REQUIRE_INT_EQ(l->grid[0], 1); /* one float4 a thread */
@@ -374,7 +356,7 @@ static void test_launch(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_launch(ctx, s, "no_such_kernel", &kn, a, 3), PGRT_ENOTFOUND);
     kn.v[0] = 0;
     REQUIRE_INT_EQ(pgrt_launch(ctx, s, "gradient_clip", &kn, a, 3), PGRT_ERANGE);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
 
     pgrt_buf_destroy(&g);
     pgrt_stream_destroy(&s);
@@ -390,7 +372,7 @@ static void test_modules(pgrt_ctx *ctx)
         return;
     pgrt_module *m = NULL;
     pgrt_kernel *k = NULL;
-    int mods0 = fk_modules();
+    int mods0 = fk.live_modules();
     REQUIRE_INT_EQ(pgrt_module_load(ctx, ptx, &m), 0);
     REQUIRE_INT_EQ(pgrt_module_kernel(m, d, &k), 0);
     REQUIRE(k != NULL);
@@ -401,7 +383,7 @@ static void test_modules(pgrt_ctx *ctx)
                                           "\"squared_sum_reduce\"");
     pgrt_module_destroy(&m);
     REQUIRE(m == NULL);
-    REQUIRE_INT_EQ(fk_modules(), mods0);
+    REQUIRE_INT_EQ(fk.live_modules(), mods0);
 
     /* The JIT's error log, flattened to one line, is the message. */
     size_t len = strlen(ptx);
@@ -422,20 +404,20 @@ static void test_modules(pgrt_ctx *ctx)
     /* A driver without the linker: cuModuleLoadDataEx, the same log. */
     setenv("FAKECUDA_HIDE", "cuLinkAddData", 1);
     pgrt_ctx *old = open_ctx();
-    int ex0 = fk_ex_loads();
+    int ex0 = fk.ex_loads();
     REQUIRE_INT_EQ(pgrt_module_load(old, broken, &m), PGRT_EJIT);
     REQUIRE_STR_EQ(pgrt_last_message(),
                    "cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX: ptxas application ptx input, "
                    "line 7; error   : Unknown symbol 'BROKEN'; ptxas fatal   : Ptx assembly "
                    "aborted due to errors");
     REQUIRE_INT_EQ(pgrt_module_load(old, ptx, &m), 0);
-    REQUIRE_INT_EQ(fk_ex_loads() - ex0, 1);
+    REQUIRE_INT_EQ(fk.ex_loads() - ex0, 1);
     pgrt_module_destroy(&m);
     pgrt_ctx_destroy(&old);
     unsetenv("FAKECUDA_HIDE");
 
     /* F-PTX-001 and the header run before the driver is asked. */
-    int loads0 = fk_loads();
+    int loads0 = fk.loads();
     char *other_target = malloc(len + 1);
     memcpy(other_target, ptx, len + 1);
     char *t = strstr(other_target, ".target sm_90");
@@ -445,7 +427,7 @@ static void test_modules(pgrt_ctx *ctx)
     REQUIRE_CONTAINS(pgrt_last_message(), "F-PTX-001 violated: PTX target sm_80 != device target "
                                           "sm_90");
     REQUIRE_INT_EQ(pgrt_module_load(ctx, ".entry k() { ret; }", &m), PGRT_EPTX);
-    REQUIRE_INT_EQ(fk_loads(), loads0);
+    REQUIRE_INT_EQ(fk.loads(), loads0);
     free(other_target);
     free(broken);
     pgk_free(ptx);
@@ -569,12 +551,12 @@ static void test_clip_multi(pgrt_ctx *ctx)
             total += pgk_squared_sum_num_blocks((uint32_t)sizes[i]);
             total_apply += (uint32_t)((sizes[i] + 1023) / 1024);
         }
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_clip_run(c, s, a, NB, 1.0f), 0);
-    REQUIRE_INT_EQ(fk_count() - n0, 3);
+    REQUIRE_INT_EQ(fk.launch_count() - n0, 3);
     uint64_t table = 0;
-    if (fk_count() - n0 == 3) {
-        const fakecuda_launch *sq = fk_at(n0), *red = fk_at(n0 + 1), *ap = fk_at(n0 + 2);
+    if (fk.launch_count() - n0 == 3) {
+        const fakecuda_launch *sq = fk.launch_at(n0), *red = fk.launch_at(n0 + 1), *ap = fk.launch_at(n0 + 2);
         REQUIRE_STR_EQ(sq->name, "squared_sum_reduce_multi");
         REQUIRE_INT_EQ(sq->grid[0], total);
         REQUIRE_INT_EQ(sq->block[0], 256);
@@ -593,18 +575,18 @@ static void test_clip_multi(pgrt_ctx *ctx)
         clip_check_table(table, a, sizes, NB, false);
         clip_check_table(table + 16u * LIVE, a, sizes, NB, true);
     }
-    n0 = fk_count();
+    n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_clip_run(ref, s, b, NB, 1.0f), 0);
-    REQUIRE_INT_EQ(fk_count() - n0, 2 * LIVE + 1);
+    REQUIRE_INT_EQ(fk.launch_count() - n0, 2 * LIVE + 1);
     clip_same(c, a, ref, b, sizes, NB, s);
 
     /* Other buffers outside capture: a table of their own. */
     clip_fill(a2, sizes, NB, 2);
     clip_fill(b2, sizes, NB, 2);
-    n0 = fk_count();
+    n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_clip_run(c, s, a2, NB, 1.0f), 0);
-    REQUIRE_INT_EQ(fk_count() - n0, 3);
-    uint64_t table2 = fk_at(n0)->params[0];
+    REQUIRE_INT_EQ(fk.launch_count() - n0, 3);
+    uint64_t table2 = fk.launch_at(n0)->params[0];
     REQUIRE(table2 != table);
     clip_check_table(table2, a2, sizes, NB, false);
     clip_check_table(table2 + 16u * LIVE, a2, sizes, NB, true);
@@ -624,10 +606,10 @@ static void test_clip_multi(pgrt_ctx *ctx)
     /* The first buffers again: their table, not uploaded again. */
     clip_fill(a, sizes, NB, 3);
     clip_fill(b, sizes, NB, 3);
-    n0 = fk_count();
+    n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_clip_run(c, s, a, NB, 1.0f), 0);
-    REQUIRE_INT_EQ(fk_count() - n0, 3);
-    REQUIRE_INT_EQ(fk_at(n0)->params[0], table);
+    REQUIRE_INT_EQ(fk.launch_count() - n0, 3);
+    REQUIRE_INT_EQ(fk.launch_at(n0)->params[0], table);
     clip_check_table(table2, a2, sizes, NB, false);
     REQUIRE_INT_EQ(pgrt_clip_run(ref, s, b, NB, 1.0f), 0);
     clip_same(c, a, ref, b, sizes, NB, s);
@@ -641,33 +623,33 @@ static void test_clip_multi(pgrt_ctx *ctx)
     /* (b through c, checked against b2 through ref) */
     clip_fill(b, sizes, NB, 4);
     clip_fill(b2, sizes, NB, 4);
-    n0 = fk_count();
+    n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_graph_launch(g2, s), 0);
-    REQUIRE_INT_EQ(fk_count() - n0, 2 * LIVE + 1);
-    REQUIRE(fk_count() > n0 && fk_at(n0)->replayed &&
-            !strcmp(fk_at(n0)->name, "squared_sum_reduce"));
+    REQUIRE_INT_EQ(fk.launch_count() - n0, 2 * LIVE + 1);
+    REQUIRE(fk.launch_count() > n0 && fk.launch_at(n0)->replayed &&
+            !strcmp(fk.launch_at(n0)->name, "squared_sum_reduce"));
     REQUIRE_INT_EQ(pgrt_graph_launch(r1, s), 0);
     clip_same(c, b, ref, b2, sizes, NB, s);
 
     /* The first graph: three launches on the table it captured. */
     clip_fill(a2, sizes, NB, 5);
     clip_fill(b2, sizes, NB, 5);
-    n0 = fk_count();
+    n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_graph_launch(g1, s), 0);
-    REQUIRE_INT_EQ(fk_count() - n0, 3);
-    if (fk_count() - n0 == 3) {
-        REQUIRE(fk_at(n0)->replayed);
-        REQUIRE_STR_EQ(fk_at(n0)->name, "squared_sum_reduce_multi");
-        REQUIRE_INT_EQ(fk_at(n0)->params[0], table2);
+    REQUIRE_INT_EQ(fk.launch_count() - n0, 3);
+    if (fk.launch_count() - n0 == 3) {
+        REQUIRE(fk.launch_at(n0)->replayed);
+        REQUIRE_STR_EQ(fk.launch_at(n0)->name, "squared_sum_reduce_multi");
+        REQUIRE_INT_EQ(fk.launch_at(n0)->params[0], table2);
     }
     REQUIRE_INT_EQ(pgrt_graph_launch(r1, s), 0);
     clip_same(c, a2, ref, b2, sizes, NB, s);
 
     /* The per-buffer path on request. */
     REQUIRE_INT_EQ(pgrt_clip_set_multi(c, false), 0);
-    n0 = fk_count();
+    n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_clip_run(c, s, a, NB, 1.0f), 0);
-    REQUIRE_INT_EQ(fk_count() - n0, 2 * LIVE + 1);
+    REQUIRE_INT_EQ(fk.launch_count() - n0, 2 * LIVE + 1);
 
     /* Prepared before the first capture: the capture records the multi
      * launches; preparing while capturing is refused. */
@@ -678,18 +660,18 @@ static void test_clip_multi(pgrt_ctx *ctx)
         REQUIRE_INT_EQ(pgrt_clip_set_multi(p, true), 0);
         REQUIRE_INT_EQ(pgrt_clip_prepare(p, s, a, NB - 1), PGRT_EINVAL);
         REQUIRE_INT_EQ(pgrt_clip_prepare(NULL, s, a, NB), PGRT_EINVAL);
-        n0 = fk_count();
+        n0 = fk.launch_count();
         REQUIRE_INT_EQ(pgrt_clip_prepare(p, s, a, NB), 0);
-        REQUIRE_INT_EQ(fk_count(), n0);
+        REQUIRE_INT_EQ(fk.launch_count(), n0);
         REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
         REQUIRE_INT_EQ(pgrt_clip_prepare(p, s, a2, NB), PGRT_ECAPTURE);
         REQUIRE_INT_EQ(pgrt_clip_run(p, s, a, NB, 1.0f), 0);
         REQUIRE_INT_EQ(pgrt_capture_end(s, &gp), 0);
-        n0 = fk_count();
+        n0 = fk.launch_count();
         REQUIRE_INT_EQ(pgrt_graph_launch(gp, s), 0);
-        REQUIRE_INT_EQ(fk_count() - n0, 3);
-        if (fk_count() - n0 == 3)
-            clip_check_table(fk_at(n0)->params[0], a, sizes, NB, false);
+        REQUIRE_INT_EQ(fk.launch_count() - n0, 3);
+        if (fk.launch_count() - n0 == 3)
+            clip_check_table(fk.launch_at(n0)->params[0], a, sizes, NB, false);
         pgrt_graph_destroy(&gp);
         pgrt_clip_destroy(&p);
     }
@@ -716,25 +698,25 @@ static void test_clip_multi(pgrt_ctx *ctx)
         REQUIRE_INT_EQ(pgrt_clip_set_multi(many, true), 0);
         int multi_runs = 0;
         for (int k = 0; many && k < SETS - 1; k++) {
-            n0 = fk_count();
+            n0 = fk.launch_count();
             REQUIRE_INT_EQ(pgrt_clip_run(many, s, v[k], NB, 1.0f), 0);
-            multi_runs += fk_count() - n0 == 3;
+            multi_runs += fk.launch_count() - n0 == 3;
             pgrt_graph *gk = NULL;
             REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
             REQUIRE_INT_EQ(pgrt_clip_run(many, s, v[k], NB, 1.0f), 0);
             REQUIRE_INT_EQ(pgrt_capture_end(s, &gk), 0);
-            n0 = fk_count();
+            n0 = fk.launch_count();
             REQUIRE_INT_EQ(pgrt_graph_launch(gk, s), 0);
-            multi_runs += fk_count() - n0 == 3;
+            multi_runs += fk.launch_count() - n0 == 3;
             pgrt_graph_destroy(&gk);
         }
         REQUIRE_INT_EQ(multi_runs, 2 * (SETS - 1));
-        n0 = fk_count();
+        n0 = fk.launch_count();
         REQUIRE_INT_EQ(pgrt_clip_run(many, s, v[SETS - 1], NB, 1.0f), 0);
-        REQUIRE_INT_EQ(fk_count() - n0, 2 * LIVE + 1);
-        n0 = fk_count();
+        REQUIRE_INT_EQ(fk.launch_count() - n0, 2 * LIVE + 1);
+        n0 = fk.launch_count();
         REQUIRE_INT_EQ(pgrt_clip_run(many, s, v[3], NB, 1.0f), 0);
-        REQUIRE_INT_EQ(fk_count() - n0, 3);
+        REQUIRE_INT_EQ(fk.launch_count() - n0, 3);
         pgrt_clip_destroy(&many);
         for (int k = 0; k < SETS; k++)
             for (int i = 0; i < NB; i++)
@@ -792,12 +774,12 @@ static void test_clip(pgrt_ctx *ctx)
     g[NB - 1] = NULL;
     pgrt_buf_destroy(&one);
 
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB, 1.0f), 0);
-    REQUIRE_INT_EQ(fk_count() - n0, 2 * (NB - 1) + 1);
-    const fakecuda_launch *red = fk_at(n0 + NB - 1);
+    REQUIRE_INT_EQ(fk.launch_count() - n0, 2 * (NB - 1) + 1);
+    const fakecuda_launch *red = fk.launch_at(n0 + NB - 1);
     REQUIRE(red != NULL);
-    if (red && fk_count() - n0 == 2 * (NB - 1) + 1) {
+    if (red && fk.launch_count() - n0 == 2 * (NB - 1) + 1) {
         REQUIRE_STR_EQ(red->name, "clip_scale_reduce");
         REQUIRE_INT_EQ(red->grid[0], 1);
         REQUIRE_INT_EQ(red->params[1], total);
@@ -809,8 +791,8 @@ static void test_clip(pgrt_ctx *ctx)
         uint64_t partials = red->params[0];
         uint32_t off = 0;
         for (int i = 0; i < NB - 1; i++) {
-            const fakecuda_launch *sq = fk_at(n0 + i);
-            const fakecuda_launch *ap = fk_at(n0 + NB + i);
+            const fakecuda_launch *sq = fk.launch_at(n0 + i);
+            const fakecuda_launch *ap = fk.launch_at(n0 + NB + i);
             uint32_t n = (uint32_t)sizes[i];
             REQUIRE_STR_EQ(sq->name, "squared_sum_reduce");
             REQUIRE_INT_EQ(sq->params[0], pgrt_buf_ptr(g[i]));
@@ -831,7 +813,7 @@ static void test_clip(pgrt_ctx *ctx)
     }
 
     /* Bad steps are refused before any launch. */
-    n0 = fk_count();
+    n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB - 1, 1.0f), PGRT_EINVAL);
     REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB, 0.0f), PGRT_EINVAL);
     REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB, NAN), PGRT_EINVAL);
@@ -841,7 +823,7 @@ static void test_clip(pgrt_ctx *ctx)
     swapped[0] = g[3];
     REQUIRE_INT_EQ(pgrt_clip_run(c, s, swapped, NB, 1.0f), PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "grads[0] is 4096 x f32; the state expects 24576 x f32");
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
 
     /* Captured: nothing runs until the graph is launched, then all of it. */
     REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
@@ -850,7 +832,7 @@ static void test_clip(pgrt_ctx *ctx)
     REQUIRE(cap);
     REQUIRE_INT_EQ(pgrt_capture_begin(s), PGRT_ESTATE);
     REQUIRE_INT_EQ(pgrt_clip_run(c, s, g, NB, 1.0f), 0);
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
     pgrt_graph *graph = NULL;
     REQUIRE_INT_EQ(pgrt_capture_end(s, &graph), 0);
     pgrt_graph *none_graph = graph;
@@ -858,8 +840,8 @@ static void test_clip(pgrt_ctx *ctx)
     REQUIRE(none_graph == NULL);
     REQUIRE_INT_EQ(pgrt_graph_launch(graph, s), 0);
     REQUIRE_INT_EQ(pgrt_graph_launch(graph, s), 0);
-    REQUIRE_INT_EQ(fk_count() - n0, 2 * (2 * (NB - 1) + 1));
-    const fakecuda_launch *last = fk_at(fk_count() - 1);
+    REQUIRE_INT_EQ(fk.launch_count() - n0, 2 * (2 * (NB - 1) + 1));
+    const fakecuda_launch *last = fk.launch_at(fk.launch_count() - 1);
     REQUIRE(last && last->replayed && !strcmp(last->name, "gradient_clip_gpu_scale"));
     pgrt_graph_destroy(&graph);
     REQUIRE(graph == NULL);
@@ -916,12 +898,12 @@ static void test_direct_load(void)
     REQUIRE_INT_EQ(pgrt_ctx_device_info(ctx, &info), 0);
     REQUIRE(info.direct_load);
     REQUIRE_INT_EQ(info.target, PG_SM_120);
-    int direct0 = fk_direct(), loads0 = fk_loads(), ex0 = fk_ex_loads();
+    int direct0 = fk.direct_loads(), loads0 = fk.loads(), ex0 = fk.ex_loads();
     pgrt_kernel *k = NULL;
     REQUIRE_INT_EQ(pgrt_kernel_get(ctx, pgk_find("gradient_clip"), NULL, &k), 0);
-    REQUIRE_INT_EQ(fk_direct(), direct0);
-    REQUIRE_INT_EQ(fk_loads() - loads0, 1); /* one JIT, by the linker */
-    REQUIRE_INT_EQ(fk_ex_loads(), ex0);
+    REQUIRE_INT_EQ(fk.direct_loads(), direct0);
+    REQUIRE_INT_EQ(fk.loads() - loads0, 1); /* one JIT, by the linker */
+    REQUIRE_INT_EQ(fk.ex_loads(), ex0);
     pgrt_module *m = NULL;
     static const char broken[] = ".version 8.7\n.target sm_120\n.address_size 64\nBROKEN";
     REQUIRE_INT_EQ(pgrt_module_load(ctx, broken, &m), PGRT_EJIT);
@@ -932,11 +914,11 @@ static void test_direct_load(void)
 
     setenv("FAKECUDA_HIDE", "cuLinkCreate", 1);
     ctx = open_ctx();
-    direct0 = fk_direct();
-    loads0 = fk_loads();
+    direct0 = fk.direct_loads();
+    loads0 = fk.loads();
     REQUIRE_INT_EQ(pgrt_kernel_get(ctx, pgk_find("gradient_clip"), NULL, &k), 0);
-    REQUIRE_INT_EQ(fk_direct() - direct0, 1);
-    REQUIRE_INT_EQ(fk_loads(), loads0);
+    REQUIRE_INT_EQ(fk.direct_loads() - direct0, 1);
+    REQUIRE_INT_EQ(fk.loads(), loads0);
     REQUIRE_INT_EQ(pgrt_module_load(ctx, broken, &m), PGRT_EJIT);
     REQUIRE_CONTAINS(pgrt_last_message(), "cuModuleLoadData: CUDA_ERROR_INVALID_PTX: direct load "
                                           "on compute capability 12.0");
@@ -949,7 +931,7 @@ static void test_direct_load(void)
     REQUIRE_INT_EQ(pgrt_ctx_target(ctx), PG_SM_87);
     pgrt_ctx_destroy(&ctx);
     setenv("FAKECUDA_CC", "61", 1);
-    pgrt_ctx_params p = {fake, 0};
+    pgrt_ctx_params p = {fk.path, 0};
     REQUIRE_INT_EQ(pgrt_ctx_create(&ctx, &p), PGRT_ETARGET);
     REQUIRE_CONTAINS(pgrt_last_message(), "compute capability 6.1");
     unsetenv("FAKECUDA_CC");
@@ -957,29 +939,8 @@ static void test_direct_load(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s FAKE_LIBCUDA\n", argv[0]);
-        return 2;
-    }
-    fake = argv[1];
-    unsetenv("FAKECUDA");
-    unsetenv("FAKECUDA_VERSION");
-    unsetenv("FAKECUDA_HIDE");
-    unsetenv("FAKECUDA_CC");
-    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
-        return 1;
-    }
-    BIND(fk_reset, "fakecuda_reset");
-    BIND(fk_count, "fakecuda_launch_count");
-    BIND(fk_at, "fakecuda_launch_at");
-    BIND(fk_loads, "fakecuda_loads");
-    BIND(fk_ex_loads, "fakecuda_ex_loads");
-    BIND(fk_direct, "fakecuda_direct_loads");
-    BIND(fk_allocs, "fakecuda_live_allocs");
-    BIND(fk_modules, "fakecuda_live_modules");
-    fk_reset();
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_LOCAL, "FAKE_LIBCUDA");
+    fk.reset();
 
     pgrt_ctx *ctx = open_ctx();
     test_device(ctx);
@@ -995,10 +956,10 @@ int main(int argc, char **argv)
     pgrt_ctx_destroy(&ctx);
     REQUIRE(ctx == NULL);
     /* The context took its modules with it. */
-    REQUIRE_INT_EQ(fk_modules(), 0);
-    REQUIRE_INT_EQ(fk_allocs(), 0);
+    REQUIRE_INT_EQ(fk.live_modules(), 0);
+    REQUIRE_INT_EQ(fk.live_allocs(), 0);
     test_direct_load();
-    REQUIRE_INT_EQ(fk_modules(), 0);
-    dlclose(lib);
+    REQUIRE_INT_EQ(fk.live_modules(), 0);
+    fake_fixture_close(&fk);
     TEST_DONE();
 }

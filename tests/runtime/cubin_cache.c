@@ -49,13 +49,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *fake, *self;
-static fakecuda_reset_fn fk_reset;
-static fakecuda_count_fn fk_loads, fk_ex_loads, fk_links, fk_cubin_loads, fk_bad_cubins, fk_max_jits;
+static fake_fixture fk;
+static const char *self;
 static char root[256];
 
 
-static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fake); }
+static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fk.path); }
 
 static const pgrt_warm kernels[] = {
     {"squared_sum_reduce", NULL}, {"clip_scale_reduce", NULL}, {"gradient_clip_gpu_scale", NULL},
@@ -115,16 +114,16 @@ static long file_size(const char *path)
 /* Every entry loads without a JIT and none is refused. */
 static void require_all_valid(const char *what)
 {
-    fk_reset();
+    fk.reset();
     pgrt_cache_stats st;
     REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
-    if (fk_links() != 0 || st.disk_hits != NK || st.disk_rejected != 0)
-        fprintf(stderr, "after %s: links %d, disk hits %llu, rejected %llu\n", what, fk_links(),
+    if (fk.links() != 0 || st.disk_hits != NK || st.disk_rejected != 0)
+        fprintf(stderr, "after %s: links %d, disk hits %llu, rejected %llu\n", what, fk.links(),
                 (unsigned long long)st.disk_hits, (unsigned long long)st.disk_rejected);
-    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(fk.links(), 0);
     REQUIRE_INT_EQ(st.disk_hits, NK);
     REQUIRE_INT_EQ(st.disk_rejected, 0);
-    REQUIRE_INT_EQ(fk_bad_cubins(), 0);
+    REQUIRE_INT_EQ(fk.bad_cubins(), 0);
 }
 
 /* ---------------------------------------------------------------- hit and miss */
@@ -133,12 +132,12 @@ static void test_hit_miss(void)
 {
     char dir[512], names[16][128];
     use_dir("hitmiss", dir, sizeof dir);
-    fk_reset();
+    fk.reset();
     pgrt_cache_stats st;
     REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
-    REQUIRE_INT_EQ(fk_links(), NK);
-    REQUIRE_INT_EQ(fk_cubin_loads(), NK);
-    REQUIRE_INT_EQ(fk_ex_loads(), 0); /* no cuModuleLoadDataEx of PTX */
+    REQUIRE_INT_EQ(fk.links(), NK);
+    REQUIRE_INT_EQ(fk.cubin_loads(), NK);
+    REQUIRE_INT_EQ(fk.ex_loads(), 0); /* no cuModuleLoadDataEx of PTX */
     REQUIRE_INT_EQ(st.misses, NK);
     REQUIRE_INT_EQ(st.disk_misses, NK);
     REQUIRE_INT_EQ(st.disk_hits, 0);
@@ -157,11 +156,11 @@ static void test_hit_miss(void)
     REQUIRE(memcmp(magic, "PGCUBIN", 8) == 0);
 
     /* A new context (a new process, as far as the cache knows). */
-    fk_reset();
+    fk.reset();
     uint64_t bytes = st.cubin_bytes;
     REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
-    REQUIRE_INT_EQ(fk_links(), 0);
-    REQUIRE_INT_EQ(fk_cubin_loads(), NK);
+    REQUIRE_INT_EQ(fk.links(), 0);
+    REQUIRE_INT_EQ(fk.cubin_loads(), NK);
     REQUIRE_INT_EQ(st.disk_hits, NK);
     REQUIRE_INT_EQ(st.disk_misses, 0);
     REQUIRE_INT_EQ(st.disk_writes, 0);
@@ -169,27 +168,27 @@ static void test_hit_miss(void)
     REQUIRE_INT_EQ(st.cubin_bytes, bytes);
 
     /* Another driver or device: other keys. */
-    fk_reset();
+    fk.reset();
     setenv("FAKECUDA_VERSION", "12090", 1);
     REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
-    REQUIRE_INT_EQ(fk_links(), 2);
+    REQUIRE_INT_EQ(fk.links(), 2);
     unsetenv("FAKECUDA_VERSION");
-    fk_reset();
+    fk.reset();
     setenv("FAKECUDA_CC", "91", 1); /* an sm_90 target on a 9.1 part */
     REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
-    REQUIRE_INT_EQ(fk_links(), 2);
+    REQUIRE_INT_EQ(fk.links(), 2);
     unsetenv("FAKECUDA_CC");
     REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK + 4);
 
     /* A direct-load device (compute capability 12): the linker without
      * options, cached all the same. */
     setenv("FAKECUDA_CC", "120", 1);
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
-    REQUIRE_INT_EQ(fk_links(), 2);
-    fk_reset();
+    REQUIRE_INT_EQ(fk.links(), 2);
+    fk.reset();
     REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
-    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(fk.links(), 0);
     REQUIRE_INT_EQ(st.disk_hits, 2);
     unsetenv("FAKECUDA_CC");
     REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK + 6);
@@ -248,22 +247,22 @@ static void test_damaged(void)
     static const char *hows[] = {"flip", "half", "short", "empty", "header"};
     char dir[512], names[16][128];
     use_dir("damaged", dir, sizeof dir);
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(warm(kernels, NK, NULL), 0);
     REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), NK);
     for (size_t i = 0; i < sizeof hows / sizeof hows[0]; i++) {
         long size = file_size(names[i]);
         damage(names[i], hows[i]);
-        fk_reset();
+        fk.reset();
         pgrt_cache_stats st;
         REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
-        if (fk_links() != 1)
-            fprintf(stderr, "damage %s: %d JITs\n", hows[i], fk_links());
-        REQUIRE_INT_EQ(fk_links(), 1);
+        if (fk.links() != 1)
+            fprintf(stderr, "damage %s: %d JITs\n", hows[i], fk.links());
+        REQUIRE_INT_EQ(fk.links(), 1);
         REQUIRE_INT_EQ(st.disk_rejected, 1);
         REQUIRE_INT_EQ(st.disk_hits, NK - 1);
         REQUIRE_INT_EQ(st.disk_writes, 1);
-        REQUIRE_INT_EQ(fk_bad_cubins(), 0); /* never handed to the driver */
+        REQUIRE_INT_EQ(fk.bad_cubins(), 0); /* never handed to the driver */
         REQUIRE_INT_EQ(file_size(names[i]), size); /* replaced, whole */
     }
 
@@ -276,10 +275,10 @@ static void test_damaged(void)
         fclose(in);
     if (out)
         fclose(out);
-    fk_reset();
+    fk.reset();
     pgrt_cache_stats st;
     REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
-    REQUIRE_INT_EQ(fk_links(), 1);
+    REQUIRE_INT_EQ(fk.links(), 1);
     REQUIRE_INT_EQ(st.disk_rejected, 1);
     require_all_valid("damage");
 }
@@ -320,7 +319,7 @@ static pid_t spawn_child(const char *mode)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        execl(self, self, fake, "--child", mode, (char *)NULL);
+        execl(self, self, fk.path, "--child", mode, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -390,9 +389,9 @@ static void test_eviction(void)
     set_age(e[1], 400);
     set_age(e[2], 300);
     set_age(e[3], 200);
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(warm(&kernels[0], 1, NULL), 0);
-    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(fk.links(), 0);
 
     /* Room for A, D and the new E (plus less than any entry): B and C go. */
     long sa = file_size(e[0]), sd = file_size(e[3]);
@@ -546,10 +545,10 @@ static int cache_lines(void (*fn)(void))
 
 static void warm_all_expect_jit(void)
 {
-    fk_reset();
+    fk.reset();
     pgrt_cache_stats st;
     REQUIRE_INT_EQ(warm(kernels, NK, &st), 0);
-    REQUIRE_INT_EQ(fk_links(), NK);
+    REQUIRE_INT_EQ(fk.links(), NK);
     REQUIRE_INT_EQ(st.disk_writes, 0);
 }
 
@@ -579,7 +578,7 @@ static void test_unwritable(void)
     if (pid == 0) {
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 2);
-        execl(self, self, fake, "--child", "full", (char *)NULL);
+        execl(self, self, fk.path, "--child", "full", (char *)NULL);
         _exit(127);
     }
     REQUIRE_INT_EQ(wait_child(pid), 0);
@@ -606,15 +605,15 @@ static void test_off(void)
     char dir[512], names[16][128];
     use_dir("off", dir, sizeof dir);
     setenv("PTXGEN_CACHE", "0", 1);
-    fk_reset();
+    fk.reset();
     pgrt_cache_stats st;
     /* Off, the JIT still goes through the linker (it runs side by side
      * on the pre-warm's threads; cuModuleLoadDataEx queues them), and
      * nothing is written. */
     REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
-    REQUIRE_INT_EQ(fk_links(), 2);
-    REQUIRE_INT_EQ(fk_cubin_loads(), 2);
-    REQUIRE_INT_EQ(fk_ex_loads(), 0);
+    REQUIRE_INT_EQ(fk.links(), 2);
+    REQUIRE_INT_EQ(fk.cubin_loads(), 2);
+    REQUIRE_INT_EQ(fk.ex_loads(), 0);
     REQUIRE_INT_EQ(st.disk_misses, 0);
     REQUIRE_INT_EQ(st.disk_writes, 0);
     REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 0);
@@ -622,11 +621,11 @@ static void test_off(void)
 
     /* A driver without the linker: the old path, no cache. */
     setenv("FAKECUDA_HIDE", "cuLinkComplete", 1);
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(warm(kernels, 2, &st), 0);
-    REQUIRE_INT_EQ(fk_ex_loads(), 2);
-    REQUIRE_INT_EQ(fk_loads(), 2);
-    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(fk.ex_loads(), 2);
+    REQUIRE_INT_EQ(fk.loads(), 2);
+    REQUIRE_INT_EQ(fk.links(), 0);
     REQUIRE_INT_EQ(list_dir(dir, names, 16, NULL), 0);
     unsetenv("FAKECUDA_HIDE");
 }
@@ -639,10 +638,10 @@ static int seen_links;
 
 static void warm_all(void)
 {
-    fk_reset();
+    fk.reset();
     memset(&seen, 0, sizeof seen);
     REQUIRE_INT_EQ(warm(kernels, NK, &seen), 0);
-    seen_links = fk_links();
+    seen_links = fk.links();
 }
 
 /* After warm_all in a directory the cache refused: every kernel compiled
@@ -877,15 +876,15 @@ static void test_parallel(void)
     setenv("FAKECUDA_JIT_US", "40000", 1);
     pgrt_ctx *ctx = open_ctx();
     REQUIRE_INT_EQ(pgrt_ctx_set_jit_threads(ctx, 6), 6);
-    fk_reset();
+    fk.reset();
     double t0 = now_ms();
     REQUIRE_INT_EQ(pgrt_prewarm(ctx, kernels, NK), 0);
     double par = now_ms() - t0;
-    int overlap = fk_max_jits();
+    int overlap = fk.max_concurrent_jits();
     pgrt_ctx_destroy(&ctx);
     ctx = open_ctx();
     REQUIRE_INT_EQ(pgrt_ctx_set_jit_threads(ctx, 1), 1);
-    fk_reset();
+    fk.reset();
     t0 = now_ms();
     REQUIRE_INT_EQ(pgrt_prewarm(ctx, kernels, NK), 0);
     double ser = now_ms() - t0;
@@ -895,7 +894,7 @@ static void test_parallel(void)
     /* Times are only printed (a loaded machine or valgrind stretches
      * them); the overlap is what the pool is for. */
     REQUIRE(overlap >= 2);
-    REQUIRE_INT_EQ(fk_max_jits(), 1);
+    REQUIRE_INT_EQ(fk.max_concurrent_jits(), 1);
     REQUIRE(ser >= 40.0 * NK);
     unsetenv("FAKECUDA_JIT_US");
 
@@ -953,10 +952,10 @@ static void test_model_report(void)
     size_t bytes = r.cubin_bytes;
 
     ctx = open_ctx();
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_prewarm_model(ctx, &model, &step, &r), 0);
     pgrt_ctx_destroy(&ctx);
-    REQUIRE_INT_EQ(fk_links(), 0);
+    REQUIRE_INT_EQ(fk.links(), 0);
     REQUIRE_INT_EQ(r.loaded, r.modules);
     REQUIRE_INT_EQ(r.disk_hits, r.modules);
     REQUIRE(r.jit_ms == 0.0);
@@ -979,7 +978,7 @@ static int child(const char *mode)
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
             return 2;
         pgrt_cache_stats st;
-        if (warm(kernels, NK, &st) || st.disk_writes != 0 || fk_links() != (int)NK)
+        if (warm(kernels, NK, &st) || st.disk_writes != 0 || fk.links() != (int)NK)
             return 3;
         return 0;
     }
@@ -998,27 +997,15 @@ static void rm_rf(const char *path)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s FAKE_LIBCUDA\n", argv[0]);
-        return 2;
-    }
-    fake = argv[1];
     self = argv[0];
-    void *lib = dlopen(fake, RTLD_NOW | RTLD_GLOBAL);
-    if (!lib) {
-        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
-        return 1;
-    }
-    FAKE_BIND(lib, fk_reset, "fakecuda_reset");
-    FAKE_BIND(lib, fk_loads, "fakecuda_loads");
-    FAKE_BIND(lib, fk_ex_loads, "fakecuda_ex_loads");
-    FAKE_BIND(lib, fk_links, "fakecuda_links");
-    FAKE_BIND(lib, fk_cubin_loads, "fakecuda_cubin_loads");
-    FAKE_BIND(lib, fk_bad_cubins, "fakecuda_bad_cubins");
-    FAKE_BIND(lib, fk_max_jits, "fakecuda_max_concurrent_jits");
-    setenv("PGRT_LIBCUBLAS", "/nonexistent/libcublas.so", 1);
-    if (argc == 4 && !strcmp(argv[2], "--child"))
+    if (argc == 4 && !strcmp(argv[2], "--child")) {
+        /* with the switches the parent set (FAKECUDA_JIT_US) */
+        fake_fixture_bind(&fk, argc, argv, RTLD_NOW | RTLD_GLOBAL, "FAKE_LIBCUDA");
+        setenv("PGRT_LIBCUBLAS", "/nonexistent/libcublas.so", 1);
         return child(argv[3]);
+    }
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_GLOBAL, "FAKE_LIBCUDA");
+    setenv("PGRT_LIBCUBLAS", "/nonexistent/libcublas.so", 1);
 
     const char *tmp = getenv("TMPDIR");
     snprintf(root, sizeof root, "%s/pgrt-cubin-XXXXXX", tmp && *tmp ? tmp : "/tmp");

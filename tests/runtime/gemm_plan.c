@@ -15,14 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static fakecuda_count_fn fk_tmaps;
 
 /* create must fail with want and a message holding says, launch nothing
  * and leave *out NULL. */
 static void refuse(pgrt_ctx *ctx, const pgrt_gemm_spec *g, int want, const char *says,
                    const char *what)
 {
-    fk_reset();
+    fk.reset();
     pgrt_gemm_plan *p = (pgrt_gemm_plan *)&p; /* not NULL: create must clear it */
     int rc = pgrt_gemm_plan_create(ctx, g, &p);
     if (rc != want || !strstr(pgrt_last_message(), says))
@@ -30,7 +29,7 @@ static void refuse(pgrt_ctx *ctx, const pgrt_gemm_spec *g, int want, const char 
     REQUIRE_INT_EQ(rc, want);
     REQUIRE_CONTAINS(pgrt_last_message(), says);
     REQUIRE(p == NULL);
-    REQUIRE_INT_EQ(fk_count(), 0);
+    REQUIRE_INT_EQ(fk.launch_count(), 0);
     if (!rc)
         pgrt_gemm_plan_destroy(&p);
 }
@@ -99,7 +98,7 @@ static void refusals(void)
     pgrt_gemm_spec g;
     pgrt_gemm_plan *p = NULL;
 
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_gemm_plan_create(NULL, &base, &p), PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "ctx is NULL");
     REQUIRE_INT_EQ(pgrt_gemm_plan_create(ctx, NULL, &p), PGRT_EINVAL);
@@ -107,7 +106,7 @@ static void refusals(void)
     REQUIRE_INT_EQ(pgrt_gemm_plan_create(ctx, &base, NULL), PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "out is NULL");
     REQUIRE(p == NULL);
-    REQUIRE_INT_EQ(fk_count(), 0);
+    REQUIRE_INT_EQ(fk.launch_count(), 0);
 
 #define REFUSE(edit, want, says)                                                                   \
     do {                                                                                           \
@@ -176,7 +175,7 @@ static void refusals(void)
     p = make(ctx, &g, "lora forward");
     g.bias = true;
     pgrt_gemm_plan *pb = make(ctx, &g, "lora forward with bias");
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_gemm_plan_launch(NULL, NULL, pgrt_buf_ptr(o.y), 0, 0), PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "plan is NULL");
     REQUIRE_INT_EQ(pgrt_gemm_plan_launch(p, NULL, 0, 0, 0), PGRT_EINVAL);
@@ -186,7 +185,7 @@ static void refusals(void)
     REQUIRE_CONTAINS(pgrt_last_message(), "without a bias");
     REQUIRE_INT_EQ(pgrt_gemm_plan_launch(pb, NULL, pgrt_buf_ptr(o.y), 0, 0), PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "with a bias");
-    REQUIRE_INT_EQ(fk_count(), 0);
+    REQUIRE_INT_EQ(fk.launch_count(), 0);
     pgrt_gemm_plan_destroy(&p);
     pgrt_gemm_plan_destroy(&pb);
     operands_free(&o);
@@ -205,13 +204,13 @@ static void refusals(void)
 static const fakecuda_launch *launch_once(const pgrt_gemm_plan *p, pgrt_devptr c,
                                           pgrt_devptr bias)
 {
-    int before = fk_count();
+    int before = fk.launch_count();
     int rc = pgrt_gemm_plan_launch(p, NULL, c, bias, 0);
     if (rc)
         fprintf(stderr, "launch: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
     REQUIRE_INT_EQ(rc, 0);
-    REQUIRE_INT_EQ(fk_count(), before + 1);
-    return fk_count() == before + 1 ? fk_at(before) : NULL;
+    REQUIRE_INT_EQ(fk.launch_count(), before + 1);
+    return fk.launch_count() == before + 1 ? fk.launch_at(before) : NULL;
 }
 
 static void lora_launches(void)
@@ -224,14 +223,14 @@ static void lora_launches(void)
     pgrt_gemm_spec g = lora_fwd(&o);
     g.bn = 128;
     g.bias = true;
-    fk_reset();
+    fk.reset();
     pgrt_gemm_plan *p = make(ctx, &g, "lora forward");
-    REQUIRE_INT_EQ(fk_tmaps(), 4);
-    REQUIRE_INT_EQ(fk_count(), 0);
+    REQUIRE_INT_EQ(fk.tmap_count(), 4);
+    REQUIRE_INT_EQ(fk.launch_count(), 0);
     if (p) {
         REQUIRE_STR_EQ(pgrt_gemm_plan_choice(p)->desc->name, "gemm_sm90");
         REQUIRE(pgrt_gemm_plan_workspace(p) == 0);
-        fk_reset();
+        fk.reset();
         const fakecuda_launch *l = launch_once(p, pgrt_buf_ptr(o.y), pgrt_buf_ptr(o.bias));
         fakecuda_launch first;
         memset(&first, 0, sizeof first);
@@ -255,7 +254,7 @@ static void lora_launches(void)
         }
         /* the second launch encodes nothing and passes the same bytes */
         const fakecuda_launch *l2 = launch_once(p, pgrt_buf_ptr(o.y), pgrt_buf_ptr(o.bias));
-        REQUIRE_INT_EQ(fk_tmaps(), 0);
+        REQUIRE_INT_EQ(fk.tmap_count(), 0);
         if (l && l2) {
             REQUIRE_INT_EQ(l2->nparams, first.nparams);
             REQUIRE(memcmp(l2->params, first.params, sizeof first.params) == 0);
@@ -277,11 +276,11 @@ static void lora_launches(void)
                          .a = pgrt_buf_ptr(o.dy), .b = pgrt_buf_ptr(o.w), .ldb = LD,
                          .accumulate = true, .a2 = pgrt_buf_ptr(o.a2all) + 2 * K2 * 2,
                          .b2 = pgrt_buf_ptr(o.b2x), .k2 = K2, .lda2 = LD2, .ldb2 = LD};
-    fk_reset();
+    fk.reset();
     p = make(ctx, &g, "lora dX");
-    REQUIRE_INT_EQ(fk_tmaps(), 4);
+    REQUIRE_INT_EQ(fk.tmap_count(), 4);
     if (p) {
-        fk_reset();
+        fk.reset();
         const fakecuda_launch *l = launch_once(p, pgrt_buf_ptr(o.dx), 0);
         if (l) {
             REQUIRE_STR_EQ(l->name, "gemm_sm90");
@@ -298,7 +297,7 @@ static void lora_launches(void)
             check_map(l->big[3], pgrt_buf_ptr(o.b2x), K2, K, LD * 2, 64);
         }
         launch_once(p, pgrt_buf_ptr(o.dx), 0);
-        REQUIRE_INT_EQ(fk_tmaps(), 0);
+        REQUIRE_INT_EQ(fk.tmap_count(), 0);
     }
     pgrt_gemm_plan_destroy(&p);
 
@@ -306,9 +305,9 @@ static void lora_launches(void)
     g = lora_fwd(&o);
     g.k2 = 0;
     g.kind = PGRT_GEMM_WGMMA;
-    fk_reset();
+    fk.reset();
     p = make(ctx, &g, "wgmma without extension");
-    REQUIRE_INT_EQ(fk_tmaps(), 2);
+    REQUIRE_INT_EQ(fk.tmap_count(), 2);
     if (p) {
         const fakecuda_launch *l = launch_once(p, pgrt_buf_ptr(o.yb) /* any c */, 0);
         if (l && l->nbig == 4) {
@@ -336,22 +335,7 @@ static void lora_launches(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_rt_gemm_plan FAKE_LIBCUDA\n");
-        return 2;
-    }
-    fake = argv[1];
-    void *lib = fakecuda_open(fake, RTLD_NOW | RTLD_GLOBAL, &fk_reset, &fk_count, &fk_at);
-    if (!lib)
-        return 1;
-    void *p = dlsym(lib, "fakecuda_tmap_count");
-    memcpy(&fk_tmaps, &p, sizeof p);
-    p = dlsym(lib, "fakecuda_tmap_count");
-    memcpy(&fk_tmaps, &p, sizeof p);
-    if (!fk_tmaps) {
-        fprintf(stderr, "the fake driver lacks fakecuda_tmap_count\n");
-        return 1;
-    }
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_GLOBAL, "FAKE_LIBCUDA");
     refusals();
     lora_launches();
     TEST_DONE();

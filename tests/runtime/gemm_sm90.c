@@ -36,15 +36,15 @@ static void launches(void)
          300, 200, 400, 300, 100},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        fk_reset();
+        fk.reset();
         int rc = pgrt_gemm_sm90(ctx, NULL, &cases[i].g);
         if (rc)
             fprintf(stderr, "case %zu: %s\n", i, pgrt_last_message());
         REQUIRE_INT_EQ(rc, 0);
-        REQUIRE_INT_EQ(fk_count(), 1);
-        if (fk_count() != 1)
+        REQUIRE_INT_EQ(fk.launch_count(), 1);
+        if (fk.launch_count() != 1)
             continue;
-        const fakecuda_launch *l = fk_at(0);
+        const fakecuda_launch *l = fk.launch_at(0);
         REQUIRE_STR_EQ(l->name, "gemm_sm90");
         REQUIRE_INT_EQ(l->block[0], 384);
         uint32_t P = cases[i].P, Q = cases[i].Q;
@@ -94,13 +94,13 @@ static void launches(void)
     bad[6].g.c = alias; /* bf16, m*k, overlapping a = dy */
     pgrt_buf *f16out = buf(ctx, PG_F16, (size_t)m * n);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        fk_reset();
+        fk.reset();
         int rc = pgrt_gemm_sm90(ctx, NULL, &bad[i].g);
         if (rc != bad[i].want || !strstr(pgrt_last_message(), bad[i].says))
             fprintf(stderr, "refusal %zu: %s: %s\n", i, pgrt_err_name(rc), pgrt_last_message());
         REQUIRE_INT_EQ(rc, bad[i].want);
         REQUIRE(strstr(pgrt_last_message(), bad[i].says) != NULL);
-        REQUIRE_INT_EQ(fk_count(), 0);
+        REQUIRE_INT_EQ(fk.launch_count(), 0);
     }
     pgrt_gemm90 mixed = {PGK_GEMM_FORWARD, x, w, f16out, NULL, m, n, k, 104, 104, 0, false, 0};
     REQUIRE_INT_EQ(pgrt_gemm_sm90(ctx, NULL, &mixed), PGRT_EINVAL);
@@ -129,13 +129,7 @@ static void launches(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_rt_gemm90 FAKE_LIBCUDA\n");
-        return 2;
-    }
-    fake = argv[1];
-    if (!fakecuda_open(fake, RTLD_NOW | RTLD_GLOBAL, &fk_reset, &fk_count, &fk_at))
-        return 1;
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_GLOBAL, "FAKE_LIBCUDA");
     launches();
     TEST_DONE();
 }

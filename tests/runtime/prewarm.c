@@ -33,16 +33,14 @@
 #include <math.h>
 #include <stdlib.h>
 
-static const char *fake, *fake_blas;
-static fakecuda_reset_fn fk_reset;
-static fakecuda_count_fn fk_count, fk_loads, fk_allocs, fk_modules;
-static fakecuda_launch_at_fn fk_at;
+static fake_fixture fk;
+static const char *fake_blas;
 static fakecublas_reset_fn fb_reset;
 static fakecublas_count_fn fb_count, fb_live;
 static fakecublas_gemm_at_fn fb_at;
 
 
-static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fake); }
+static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fk.path); }
 
 static pgrt_buf *f32buf(pgrt_ctx *ctx, size_t n)
 {
@@ -100,7 +98,7 @@ static void test_prewarm(void)
 {
     pgrt_ctx *ctx = open_ctx();
     pgrt_prewarm_report r;
-    int loads0 = fk_loads();
+    int loads0 = fk.loads();
     REQUIRE_INT_EQ(warm(ctx, &qwen_1p5b, &r), 0);
     if (test_failures_)
         fprintf(stderr, "%s\n", pgrt_last_message());
@@ -131,7 +129,7 @@ static void test_prewarm(void)
     REQUIRE_INT_EQ(r.modules, expect);
     REQUIRE_INT_EQ(r.loaded, expect);
     REQUIRE_INT_EQ(r.hits, 0);
-    REQUIRE_INT_EQ(fk_loads() - loads0, (int)expect);
+    REQUIRE_INT_EQ(fk.loads() - loads0, (int)expect);
     REQUIRE(!r.cublas); /* $PGRT_LIBCUBLAS names nothing here */
     /* jit_ms sums the modules' JITs; each thread runs its own in turn
      * within the call, so the sum stays within threads x total_ms */
@@ -151,7 +149,7 @@ static void test_prewarm(void)
     REQUIRE_INT_EQ(r.loaded, 0);
     REQUIRE_INT_EQ(r.hits, expect);
     REQUIRE(r.jit_ms == 0.0);
-    REQUIRE_INT_EQ(fk_loads() - loads0, (int)expect);
+    REQUIRE_INT_EQ(fk.loads() - loads0, (int)expect);
 
     /* Shapes do not make modules: a 7B-like shape, batch 4, is all hits. */
     shape big = {.m = {.hidden = 3584, .intermediate = 18944, .heads = 28, .kv_heads = 4,
@@ -187,12 +185,12 @@ static void test_prewarm(void)
 
 static void expect_bad(pgrt_ctx *ctx, const shape *c, int code, const char *needle)
 {
-    int loads0 = fk_loads();
+    int loads0 = fk.loads();
     pgrt_prewarm_report r;
     REQUIRE_INT_EQ(warm(ctx, c, &r), code);
     REQUIRE_CONTAINS(pgrt_last_message(), needle);
     REQUIRE_INT_EQ(r.modules, 0);
-    REQUIRE_INT_EQ(fk_loads(), loads0);
+    REQUIRE_INT_EQ(fk.loads(), loads0);
 }
 
 static void test_prewarm_bad(void)
@@ -266,7 +264,7 @@ static void test_prewarm_bad(void)
 
 static void expect_launch(const char *kernel, uint32_t m, uint32_t n, uint32_t k, uint32_t variant)
 {
-    const fakecuda_launch *l = fk_at(fk_count() - 1);
+    const fakecuda_launch *l = fk.launch_at(fk.launch_count() - 1);
     REQUIRE(l != NULL);
     if (!l)
         return;
@@ -311,7 +309,7 @@ static void test_no_cublas(void)
     pgrt_stream *s = NULL;
     REQUIRE_INT_EQ(pgrt_stream_create(ctx, &s), 0);
     pgrt_gemm_path path = PGRT_GEMM_CUBLAS;
-    fk_reset();
+    fk.reset();
 
     /* grad_A 17×16: small, the seed's tiles. */
     REQUIRE_INT_EQ(pgrt_gemm_backward_a(ctx, s, x, y, z, 17, 15, 16, false, &path), 0);
@@ -323,15 +321,15 @@ static void test_no_cublas(void)
     REQUIRE_INT_EQ(pgrt_gemm_backward_a(ctx, NULL, x, y, z, 512, 16, 1536, true, &path), 0);
     REQUIRE_INT_EQ(path, PGRT_GEMM_PTX);
     expect_launch("gemm_backward_a_accumulate", 512, 16, 1536, (uint32_t)vacc);
-    REQUIRE(fk_at(fk_count() - 1)->stream == NULL);
+    REQUIRE(fk.launch_at(fk.launch_count() - 1)->stream == NULL);
     /* grad_B 16×1536 (a LoRA B) and 1536×256. */
     REQUIRE_INT_EQ(pgrt_gemm_backward_b(ctx, s, x, y, z, 512, 1536, 16, &path), 0);
     REQUIRE_INT_EQ(path, PGRT_GEMM_PTX);
     expect_launch("gemm_backward_b", 512, 1536, 16, 0);
     REQUIRE_INT_EQ(pgrt_gemm_backward_b(ctx, s, x, y, z, 512, 256, 1536, NULL), 0);
     expect_launch("gemm_backward_b", 512, 256, 1536, (uint32_t)vb);
-    REQUIRE_INT_EQ(fk_count(), 5);
-    REQUIRE(fk_at(0)->stream != NULL);
+    REQUIRE_INT_EQ(fk.launch_count(), 5);
+    REQUIRE(fk.launch_at(0)->stream != NULL);
     REQUIRE_INT_EQ(pgrt_cublas_info_get(ctx, &info), 0);
     REQUIRE_INT_EQ(info.ptx_gemms, 5);
 
@@ -344,13 +342,13 @@ static void test_no_cublas(void)
     pgrt_buf *one = f32buf(ctx, 64);
     REQUIRE_INT_EQ(pgrt_gemm_backward_a(ctx, s, tall, one, out, max_rows, 1, 1, false, &path), 0);
     expect_launch("gemm_backward_a", max_rows, 1, 1, 0);
-    REQUIRE_INT_EQ(fk_at(fk_count() - 1)->grid[1], 65535);
+    REQUIRE_INT_EQ(fk.launch_at(fk.launch_count() - 1)->grid[1], 65535);
     REQUIRE_INT_EQ(pgrt_gemm_backward_a(ctx, s, tall, one, out, max_rows + 1, 1, 1, false, NULL),
                    PGRT_ERANGE);
     REQUIRE_CONTAINS(pgrt_last_message(), "m = 1048561 is outside [1, 1048560]");
     REQUIRE_INT_EQ(pgrt_gemm_backward_b(ctx, s, tall, one, out, 1, 1, max_rows, NULL), 0);
     expect_launch("gemm_backward_b", 1, 1, max_rows, 0);
-    REQUIRE_INT_EQ(fk_at(fk_count() - 1)->grid[1], 65535);
+    REQUIRE_INT_EQ(fk.launch_at(fk.launch_count() - 1)->grid[1], 65535);
     REQUIRE_INT_EQ(pgrt_gemm_backward_b(ctx, s, tall, one, out, 1, 1, max_rows + 1, NULL),
                    PGRT_ERANGE);
     REQUIRE_CONTAINS(pgrt_last_message(), "k = 1048561 is outside [1, 1048560]");
@@ -485,8 +483,8 @@ static void test_fake_cublas(void)
     pgrt_stream *s = NULL;
     REQUIRE_INT_EQ(pgrt_stream_create(ctx, &s), 0);
     fb_reset();
-    fk_reset();
-    int launches0 = fk_count();
+    fk.reset();
+    int launches0 = fk.launch_count();
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         int m = shapes[t][0], n = shapes[t][1], k = shapes[t][2];
         fill(dc, (size_t)(m * n));
@@ -534,7 +532,7 @@ static void test_fake_cublas(void)
     }
     int ngemm = 3 * (int)(sizeof shapes / sizeof shapes[0]);
     REQUIRE_INT_EQ(fb_count(), ngemm);
-    REQUIRE_INT_EQ(fk_count(), launches0); /* no PTX kernel ran */
+    REQUIRE_INT_EQ(fk.launch_count(), launches0); /* no PTX kernel ran */
     REQUIRE_INT_EQ(pgrt_cublas_info_get(ctx, &info), 0);
     REQUIRE_INT_EQ(info.cublas_gemms, ngemm);
     REQUIRE_INT_EQ(info.ptx_gemms, 0);
@@ -684,32 +682,21 @@ static void test_prewarm_list(void)
 
 int main(int argc, char **argv)
 {
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_LOCAL, "FAKE_LIBCUDA FAKE_LIBCUBLAS");
     if (argc < 3) {
         fprintf(stderr, "usage: %s FAKE_LIBCUDA FAKE_LIBCUBLAS\n", argv[0]);
         return 2;
     }
-    fake = argv[1];
     fake_blas = argv[2];
-    unsetenv("FAKECUDA");
-    unsetenv("FAKECUDA_VERSION");
-    unsetenv("FAKECUDA_HIDE");
-    unsetenv("FAKECUDA_CC");
     unsetenv("FAKECUBLAS");
     unsetenv("PTXGEN_CUBLAS");
     /* Whatever the machine has, the pre-warm tests run without cuBLAS. */
     setenv("PGRT_LIBCUBLAS", "/nonexistent/libcublas.so.13", 1);
-    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
     void *blas = dlopen(fake_blas, RTLD_NOW | RTLD_LOCAL);
-    if (!lib || !blas) {
+    if (!blas) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
         return 1;
     }
-    FAKE_BIND(lib, fk_reset, "fakecuda_reset");
-    FAKE_BIND(lib, fk_count, "fakecuda_launch_count");
-    FAKE_BIND(lib, fk_at, "fakecuda_launch_at");
-    FAKE_BIND(lib, fk_loads, "fakecuda_loads");
-    FAKE_BIND(lib, fk_allocs, "fakecuda_live_allocs");
-    FAKE_BIND(lib, fk_modules, "fakecuda_live_modules");
     FAKE_BIND(blas, fb_reset, "fakecublas_reset");
     FAKE_BIND(blas, fb_count, "fakecublas_gemm_count");
     FAKE_BIND(blas, fb_at, "fakecublas_gemm_at");
@@ -720,7 +707,7 @@ int main(int argc, char **argv)
     test_prewarm_list();
     test_no_cublas();
     test_fake_cublas();
-    REQUIRE_INT_EQ(fk_modules(), 0);
-    REQUIRE_INT_EQ(fk_allocs(), 0);
+    REQUIRE_INT_EQ(fk.live_modules(), 0);
+    REQUIRE_INT_EQ(fk.live_allocs(), 0);
     TEST_DONE();
 }

@@ -20,21 +20,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
-static const char *fake;
-static fakecuda_reset_fn fk_reset;
-static fakecuda_count_fn fk_count, fk_attrs, fk_tmaps;
-static fakecuda_launch_at_fn fk_at;
-static fakecuda_attr_at_fn fk_attr_at;
-
-#define BIND(var, name)                                                        \
-    do {                                                                       \
-        void *p_ = dlsym(lib, name);                                           \
-        if (!p_) {                                                             \
-            fprintf(stderr, "fake driver lacks %s\n", name);                   \
-            return 1;                                                          \
-        }                                                                      \
-        memcpy(&(var), &p_, sizeof(var));                                      \
-    } while (0)
+static fake_fixture fk;
 
 /* A context on a fake device of compute capability cc (major*10+minor). */
 static int try_open(int cc, const char *target, pgrt_ctx **ctx)
@@ -42,7 +28,7 @@ static int try_open(int cc, const char *target, pgrt_ctx **ctx)
     char v[16];
     snprintf(v, sizeof v, "%d", cc);
     setenv("FAKECUDA_CC", v, 1);
-    pgrt_ctx_params p = {fake, 0, target};
+    pgrt_ctx_params p = {fk.path, 0, target};
     *ctx = NULL;
     int rc = pgrt_ctx_create(ctx, &p);
     unsetenv("FAKECUDA_CC");
@@ -74,7 +60,7 @@ static pgrt_module *probe_module(pgrt_ctx *ctx, const char *target, const char *
     return m;
 }
 
-static const fakecuda_launch *last_launch(void) { return fk_at(fk_count() - 1); }
+static const fakecuda_launch *last_launch(void) { return fk.launch_at(fk.launch_count() - 1); }
 
 static uint32_t get32(const unsigned char *p)
 {
@@ -260,14 +246,14 @@ static void test_tensor_map(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_BF16, 64 * 128, &a), 0);
     REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F16, 4 * 32 * 64, &c), 0);
     pgrt_devptr base = pgrt_buf_ptr(a);
-    int tm0 = fk_tmaps();
+    int tm0 = fk.tmap_count();
 
     /* 64 rows x 128 bf16 columns, 256-byte rows, 32 x 64 tiles, 128-byte
      * swizzle: the row of a tile is the whole span. */
     pgrt_tensor_map m;
     memset(&m, 0xee, sizeof m);
     REQUIRE_INT_EQ(pgrt_tensor_map_encode_2d(ctx, &m, PG_BF16, base, 64, 128, 256, 32, 64, 128), 0);
-    REQUIRE_INT_EQ(fk_tmaps(), tm0 + 1);
+    REQUIRE_INT_EQ(fk.tmap_count(), tm0 + 1);
     REQUIRE_INT_EQ(m.encoded, PGRT_TENSOR_MAP_ENCODED);
     REQUIRE_INT_EQ(m.rank, 2);
     REQUIRE_INT_EQ(m.dtype, PG_BF16);
@@ -311,7 +297,7 @@ static void test_tensor_map(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_tensor_map_encode(ctx, &m5, PG_F32, 5, base + 16, d5, s5, b5, 0), 0);
     REQUIRE_INT_EQ(get32(m5.opaque + 8), 7);
     REQUIRE(get64(m5.opaque) == base + 16 && get64(m5.opaque + 80) == 256);
-    REQUIRE_INT_EQ(fk_tmaps(), tm0 + 4);
+    REQUIRE_INT_EQ(fk.tmap_count(), tm0 + 4);
 
     /* A heap map from aligned_alloc encodes; a pointer that is not 64-byte
      * aligned (plain malloc gives 16) is refused before it is touched. */
@@ -323,12 +309,12 @@ static void test_tensor_map(pgrt_ctx *ctx)
     unsigned char *raw = malloc(sizeof(pgrt_tensor_map) + 80);
     REQUIRE(raw != NULL);
     uintptr_t at = ((uintptr_t)raw + 63) / 64 * 64 + 16;
-    int tm_before = fk_tmaps();
+    int tm_before = fk.tmap_count();
     REQUIRE_INT_EQ(pgrt_tensor_map_encode_2d(ctx, (pgrt_tensor_map *)at, PG_BF16, base, 64, 128,
                                              256, 32, 64, 128),
                    PGRT_EINVAL);
     REQUIRE_CONTAINS(pgrt_last_message(), "is not 64-byte aligned");
-    REQUIRE_INT_EQ(fk_tmaps(), tm_before);
+    REQUIRE_INT_EQ(fk.tmap_count(), tm_before);
     free(raw);
 
     /* By value at launch: the kernel sees the 128 bytes, in a graph too,
@@ -340,9 +326,9 @@ static void test_tensor_map(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_buf_alloc(ctx, PG_F32, 16, &out), 0);
     pgrt_arg args[2] = {pgrt_arg_tensor_map(&m), pgrt_arg_buf(out)};
     pgk_knobs kn = probe_knobs_of(4, 0, 0, 0, 0);
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_kernel_launch(k, NULL, &kn, args, 2), 0);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
     const fakecuda_launch *l = last_launch();
     REQUIRE_STR_EQ(l->name, "tma_probe");
     REQUIRE_INT_EQ(l->nparams, 2);
@@ -365,9 +351,9 @@ static void test_tensor_map(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_tensor_map_encode_3d(ctx, &temp, PG_F16, pgrt_buf_ptr(c), dims, strides,
                                              box, 0), 0);
     REQUIRE_INT_EQ(pgrt_capture_end(s, &g), 0);
-    n0 = fk_count();
+    n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_graph_launch(g, s), 0);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
     l = last_launch();
     REQUIRE_INT_EQ(l->replayed, 1);
     REQUIRE(memcmp(l->big[0], m.opaque, 128) == 0);
@@ -397,23 +383,23 @@ static void test_tensor_map(pgrt_ctx *ctx)
 static int smem_sets(void)
 {
     int n = 0;
-    for (int i = 0; i < fk_attrs(); i++)
-        if (!strcmp(fk_attr_at(i)->name, "smem_probe") && fk_attr_at(i)->attr == 8)
+    for (int i = 0; i < fk.attr_count(); i++)
+        if (!strcmp(fk.attr_at(i)->name, "smem_probe") && fk.attr_at(i)->attr == 8)
             n++;
     return n;
 }
-static int last_smem_set(void) { return fk_attr_at(fk_attrs() - 1)->value; }
+static int last_smem_set(void) { return fk.attr_at(fk.attr_count() - 1)->value; }
 
 static void launch_smem(pgrt_kernel *k, pgrt_buf *out, uint32_t bytes)
 {
     pgk_knobs kn = probe_knobs_of(2, bytes, 0, 0, 0);
     pgrt_arg a = pgrt_arg_buf(out);
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     int rc = pgrt_kernel_launch(k, NULL, &kn, &a, 1);
     if (rc)
         fprintf(stderr, "smem %u: %s\n", bytes, pgrt_last_message());
     REQUIRE_INT_EQ(rc, 0);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
     REQUIRE_INT_EQ(last_launch()->shared, bytes);
 }
 
@@ -424,7 +410,7 @@ static void test_shared(pgrt_ctx *ctx)
     pgrt_module *mod = probe_module(ctx, "sm_90", "7.8");
     pgrt_kernel *k = NULL;
     REQUIRE_INT_EQ(pgrt_module_kernel(mod, &smem_probe_desc, &k), 0);
-    fk_reset();
+    fk.reset();
 
     /* Within the default 48 KiB: no attribute. */
     launch_smem(k, out, 0);
@@ -468,7 +454,7 @@ static void test_shared(pgrt_ctx *ctx)
     setenv("FAKECUDA_STATIC_SMEM", "16384", 1);
     mod = probe_module(ctx, "sm_90", "7.8");
     REQUIRE_INT_EQ(pgrt_module_kernel(mod, &smem_probe_desc, &k), 0);
-    fk_reset();
+    fk.reset();
     launch_smem(k, out, 32768);
     REQUIRE_INT_EQ(smem_sets(), 0);
     launch_smem(k, out, 40000);
@@ -503,7 +489,7 @@ static void test_cluster(pgrt_ctx *ctx)
     }
 
     /* A cluster with more than 48 KiB of dynamic shared memory. */
-    fk_reset();
+    fk.reset();
     pgk_knobs kn = probe_knobs_of(4, 120000, 2, 1, 1);
     REQUIRE_INT_EQ(pgrt_kernel_launch(k, NULL, &kn, &a, 1), 0);
     REQUIRE(last_launch()->ex == 1 && last_launch()->shared == 120000);
@@ -519,10 +505,10 @@ static void test_cluster(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_kernel_launch(k, s, &kn, &a, 1), 0);
     REQUIRE_INT_EQ(pgrt_kernel_launch(k, s, &plain, &a, 1), 0);
     REQUIRE_INT_EQ(pgrt_capture_end(s, &g), 0);
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_graph_launch(g, s), 0);
-    REQUIRE_INT_EQ(fk_count(), n0 + 2);
-    const fakecuda_launch *l1 = fk_at(n0), *l2 = fk_at(n0 + 1);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 2);
+    const fakecuda_launch *l1 = fk.launch_at(n0), *l2 = fk.launch_at(n0 + 1);
     REQUIRE(l1->replayed && l1->ex == 1 && l1->cluster[0] == 2 && l1->shared == 120000);
     REQUIRE(l2->replayed && l2->ex == 0 && l2->cluster[0] == 0);
     pgrt_graph_destroy(&g);
@@ -533,30 +519,8 @@ static void test_cluster(pgrt_ctx *ctx)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s FAKE_LIBCUDA\n", argv[0]);
-        return 2;
-    }
-    fake = argv[1];
-    unsetenv("FAKECUDA");
-    unsetenv("FAKECUDA_VERSION");
-    unsetenv("FAKECUDA_HIDE");
-    unsetenv("FAKECUDA_CC");
-    unsetenv("PTXGEN_TARGET");
-    unsetenv("FAKECUDA_SMEM_OPTIN");
-    unsetenv("FAKECUDA_STATIC_SMEM");
-    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
-        return 1;
-    }
-    BIND(fk_reset, "fakecuda_reset");
-    BIND(fk_count, "fakecuda_launch_count");
-    BIND(fk_at, "fakecuda_launch_at");
-    BIND(fk_attrs, "fakecuda_attr_count");
-    BIND(fk_attr_at, "fakecuda_attr_at");
-    BIND(fk_tmaps, "fakecuda_tmap_count");
-    fk_reset();
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_LOCAL, "FAKE_LIBCUDA");
+    fk.reset();
 
     test_device();
     test_arch_specific();

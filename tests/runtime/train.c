@@ -17,10 +17,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
-static const char *fake;
-static fakecuda_reset_fn fk_reset;
-static fakecuda_count_fn fk_count;
-static fakecuda_launch_at_fn fk_at;
+static fake_fixture fk;
 
 #define LAYERS 2
 #define TENSORS 2
@@ -92,7 +89,7 @@ static int layer(void *user, pgrt_stream *s, size_t l, uint32_t seq)
 static void fixture_open(fixture *f)
 {
     memset(f, 0, sizeof *f);
-    pgrt_ctx_params p = {fake, 0};
+    pgrt_ctx_params p = {fk.path, 0};
     int rc = pgrt_ctx_create(&f->ctx, &p);
     if (rc) {
         fprintf(stderr, "pgrt_ctx_create: %s: %s\n", pgrt_err_name(rc), pgrt_last_message());
@@ -165,29 +162,29 @@ static pgrt_train *make(fixture *f, pgrt_train_graph g)
  * whether a graph replayed them. */
 static void check_step(fixture *f, pgrt_train *t, int from, int replayed)
 {
-    REQUIRE(fk_count() >= from + STEP_LAUNCHES);
+    REQUIRE(fk.launch_count() >= from + STEP_LAUNCHES);
     int i = from;
-    const fakecuda_launch *l = fk_at(i++);
+    const fakecuda_launch *l = fk.launch_at(i++);
     REQUIRE_STR_EQ(l->name, "adamw_hyper_advance");
     REQUIRE_INT_EQ(l->replayed, replayed);
     REQUIRE_INT_EQ(l->params[0], pgrt_buf_ptr(pgrt_train_hyper_buf(t)));
-    l = fk_at(i++);
+    l = fk.launch_at(i++);
     REQUIRE_STR_EQ(l->name, "residual_add");
     REQUIRE_INT_EQ(l->params[3], 7);
     for (int layer_ = LAYERS - 1; layer_ >= 0; layer_--) {
-        l = fk_at(i++);
+        l = fk.launch_at(i++);
         REQUIRE_STR_EQ(l->name, "residual_add");
         REQUIRE_INT_EQ(l->params[3], 100 + layer_);
-        l = fk_at(i++);
+        l = fk.launch_at(i++);
         REQUIRE_STR_EQ(l->name, "squared_sum_reduce_multi");
         REQUIRE_INT_EQ(l->params[1], TENSORS);
         REQUIRE_INT_EQ(l->replayed, replayed);
-        REQUIRE_STR_EQ(fk_at(i++)->name, "clip_scale_reduce");
-        l = fk_at(i++);
+        REQUIRE_STR_EQ(fk.launch_at(i++)->name, "clip_scale_reduce");
+        l = fk.launch_at(i++);
         REQUIRE_STR_EQ(l->name, "gradient_clip_gpu_scale_multi");
         REQUIRE_INT_EQ(l->params[1], TENSORS);
         for (int j = 0; j < TENSORS; j++) {
-            l = fk_at(i++);
+            l = fk.launch_at(i++);
             REQUIRE_STR_EQ(l->name, "adamw_step_dev");
             REQUIRE_INT_EQ(l->replayed, replayed);
             REQUIRE_INT_EQ(l->params[0], pgrt_buf_ptr(f->params[layer_][j]));
@@ -214,12 +211,12 @@ static void test_eager(void)
     REQUIRE(h[0] == 1e-3f && h[1] == 0.9f && h[2] == 0.999f && h[3] == 1e-8f && h[4] == 0.01f);
     REQUIRE(h[5] == 1.0f && h[6] == 1.0f && h[7] == 1.0f && h[8] == 1.0f && h[9] == 0.0f);
 
-    fk_reset();
+    fk.reset();
     for (int step = 0; step < 2; step++) {
         REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 32), 0);
         check_step(&f, t, step * STEP_LAUNCHES, 0);
     }
-    REQUIRE_INT_EQ(fk_count(), 2 * STEP_LAUNCHES);
+    REQUIRE_INT_EQ(fk.launch_count(), 2 * STEP_LAUNCHES);
     REQUIRE_INT_EQ(f.head_calls, 2);
     REQUIRE_INT_EQ(f.layer_calls, 2 * LAYERS);
     REQUIRE_INT_EQ(f.last_seq, 32);
@@ -255,9 +252,9 @@ static void test_eager(void)
     pgrt_train_params p = params_for(&f, PGRT_TRAIN_GRAPH_OFF);
     p.max_norm = 0.0f;
     REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), 0);
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 8), 0);
-    REQUIRE_INT_EQ(fk_count(), 2 + LAYERS * (1 + TENSORS));
+    REQUIRE_INT_EQ(fk.launch_count(), 2 + LAYERS * (1 + TENSORS));
     REQUIRE_INT_EQ(pgrt_train_layer_norm(t, f.s, 0, &scale, &norm), PGRT_ESTATE);
     pgrt_train_destroy(&t);
     fixture_close(&f);
@@ -272,9 +269,9 @@ static void test_graph(void)
     pgrt_train_stats st;
 
     /* First step: captured, then launched: the fake records the replay. */
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 64), 0);
-    REQUIRE_INT_EQ(fk_count(), STEP_LAUNCHES);
+    REQUIRE_INT_EQ(fk.launch_count(), STEP_LAUNCHES);
     check_step(&f, t, 0, 1);
     REQUIRE_INT_EQ(f.layer_calls, LAYERS);
     REQUIRE_INT_EQ(f.nlog, 1);
@@ -283,7 +280,7 @@ static void test_graph(void)
     /* Same length: replayed, the callbacks are not called again. */
     for (int i = 0; i < 3; i++)
         REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 64), 0);
-    REQUIRE_INT_EQ(fk_count(), 4 * STEP_LAUNCHES);
+    REQUIRE_INT_EQ(fk.launch_count(), 4 * STEP_LAUNCHES);
     check_step(&f, t, 3 * STEP_LAUNCHES, 1);
     REQUIRE_INT_EQ(f.layer_calls, LAYERS);
     REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
@@ -317,7 +314,7 @@ static void test_graph(void)
     REQUIRE_INT_EQ(st.captures, 3);
 
     /* The legacy default stream cannot capture: eager. */
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_train_backward(t, NULL, 48), 0);
     check_step(&f, t, 0, 0);
     REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
@@ -336,10 +333,10 @@ static void test_fallback(void)
     pgrt_train_stats st;
 
     f.sync_in_layer = true;
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 16), 0);
     /* Only the eager run reached the driver's launch log. */
-    REQUIRE_INT_EQ(fk_count(), STEP_LAUNCHES);
+    REQUIRE_INT_EQ(fk.launch_count(), STEP_LAUNCHES);
     check_step(&f, t, 0, 0);
     REQUIRE_INT_EQ(f.nlog, 1);
     REQUIRE_CONTAINS(f.log[0], "backward graph capture failed at seq_len=16");
@@ -496,25 +493,25 @@ static void test_folded(void)
         REQUIRE_INT_EQ(pgrt_train_stats_get(t, &st), 0);
         int own_launches = mi == 2 ? 2 : 3;
         REQUIRE_INT_EQ(st.launches_per_step, own_launches);
-        fk_reset();
+        fk.reset();
         for (int step = 0; step < 3; step++)
             REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 16), 0);
         int per = 1 + LAYERS + own_launches;
-        REQUIRE_INT_EQ(fk_count(), 3 * per);
+        REQUIRE_INT_EQ(fk.launch_count(), 3 * per);
         for (int step = 0; step < 3; step++) {
             int i = step * per;
             int replayed = mi == 1 ? 1 : 0; /* the capturing step runs as the graph too */
-            REQUIRE_INT_EQ(fk_at(i)->params[3], 7);
+            REQUIRE_INT_EQ(fk.launch_at(i)->params[3], 7);
             for (int l = LAYERS - 1; l >= 0; l--)
-                REQUIRE_INT_EQ(fk_at(++i)->params[3], 100 + l);
+                REQUIRE_INT_EQ(fk.launch_at(++i)->params[3], 100 + l);
             const fakecuda_launch *norm = NULL;
             if (mi != 2) {
-                norm = fk_at(++i);
+                norm = fk.launch_at(++i);
                 REQUIRE_STR_EQ(norm->name, "adamw_multi_norm");
                 REQUIRE_INT_EQ(norm->params[1], LAYERS * TENSORS);
                 REQUIRE_INT_EQ(norm->replayed, replayed);
             }
-            const fakecuda_launch *fin = fk_at(++i);
+            const fakecuda_launch *fin = fk.launch_at(++i);
             REQUIRE_STR_EQ(fin->name, "adamw_multi_finalize");
             REQUIRE_INT_EQ(fin->params[2], mi == 0 ? LAYERS : mi == 1 ? 1 : 0);
             float max_norm, eps;
@@ -525,7 +522,7 @@ static void test_folded(void)
             REQUIRE(max_norm == (mi == 2 ? 0.0f : 1.0f));
             REQUIRE(eps == (mi == 1 ? 1e-6f : 0.0f));
             REQUIRE_INT_EQ(fin->params[6], pgrt_buf_ptr(pgrt_train_hyper_buf(t)));
-            const fakecuda_launch *up = fk_at(++i);
+            const fakecuda_launch *up = fk.launch_at(++i);
             REQUIRE_STR_EQ(up->name, "adamw_multi_step");
             REQUIRE_INT_EQ(up->params[1], LAYERS * TENSORS);
             REQUIRE_INT_EQ(up->params[2], fin->params[5]);
@@ -576,10 +573,10 @@ static void test_folded(void)
     p.optimizer = PGRT_TRAIN_OPT_PER_TENSOR;
     REQUIRE_INT_EQ(pgrt_train_create(f.ctx, &p, &t), 0);
     REQUIRE(!pgrt_train_folded(t));
-    fk_reset();
+    fk.reset();
     REQUIRE_INT_EQ(pgrt_train_backward(t, f.s, 16), 0);
-    REQUIRE_STR_EQ(fk_at(0)->name, "adamw_hyper_advance");
-    REQUIRE_INT_EQ(fk_count(), STEP_LAUNCHES);
+    REQUIRE_STR_EQ(fk.launch_at(0)->name, "adamw_hyper_advance");
+    REQUIRE_INT_EQ(fk.launch_count(), STEP_LAUNCHES);
     pgrt_train_destroy(&t);
 
     /* What it refuses, each named. */
@@ -619,14 +616,7 @@ static void test_folded(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s FAKE_LIBCUDA\n", argv[0]);
-        return 2;
-    }
-    fake = argv[1];
-    fakecuda_clear_env();
-    if (!fakecuda_open(fake, RTLD_NOW | RTLD_LOCAL, &fk_reset, &fk_count, &fk_at))
-        return 1;
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_LOCAL, "FAKE_LIBCUDA");
     test_eager();
     test_graph();
     test_fallback();
