@@ -1,14 +1,14 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Data-parallel scaling of ptxgen-train on this host: the Qwen2-1.5B shape
-# (random weights, tests/model/bench_torch.py --save-model), LoRA r16 on
+# (random weights, tests/bench/bench_torch.py --save-model), LoRA r16 on
 # all seven modules, bf16, B4 x S512 a GPU, graphed; one GPU, then --gpus 2
 # and --gpus 4 as the host has them, in the same call. Prints one table:
 # ms a step, tokens/s, the speed-up over one GPU, and the time data
 # parallelism adds to a step (the N-GPU step less the one-GPU step: the
 # gradient all-reduce that the backward does not hide, and the ranks'
 # wait for each other). Rows "N z" run with --shard-optimizer (ZeRO-1).
-# Usage: tests/model/bench-dp.sh BUILD_DIR OUT_DIR [steps]
+# Usage: tests/bench/bench-dp.sh BUILD_DIR OUT_DIR [steps]
 set -u
 B=${1:?build dir}
 O=${2:?out dir}
@@ -19,7 +19,7 @@ NG=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$NG" -ge 2 ] || { echo "fewer than 2 GPUs: skipped"; exit 77; }
 mkdir -p "$O"
 if [ ! -f "$O/big/model/config.json" ]; then
-    timeout 300 python3 tests/model/bench_torch.py --dir "$O/big" --save-model --steps 1 \
+    timeout 300 python3 tests/bench/bench_torch.py --dir "$O/big" --save-model --steps 1 \
         --attn sdpa > "$O/make-model.log" 2>&1 || { echo "making the model failed"; tail -5 "$O/make-model.log"; exit 1; }
 fi
 run() { # gpus [extra options]

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Long sequences and activation recompute: ptxgen-train on the Qwen2-1.5B
-# shape (random weights, tests/model/bench_torch.py --save-model), bf16,
+# shape (random weights, tests/bench/bench_torch.py --save-model), bf16,
 # LoRA r16 on all seven modules, graphed, 1 x SEQ tokens a step, with
 # --recompute none, auto --max-memory GIB and layers; then PyTorch +
 # transformers + peft (sdpa) with Liger Kernel and gradient checkpointing
@@ -12,7 +12,7 @@
 # loss (the same rows: tokens 0 .. SEQ-1, before any update); and whether
 # our three runs logged the same losses and gradient norms to the bit
 # (recompute is exact).
-# Usage: tests/model/bench-long.sh BUILD_DIR OUT_DIR [seq] [GiB]
+# Usage: tests/bench/bench-long.sh BUILD_DIR OUT_DIR [seq] [GiB]
 set -u
 B=${1:?build dir}
 O=${2:?out dir}
@@ -21,7 +21,7 @@ GIB=${4:-24}
 T=$B/tools/ptxgen-train
 mkdir -p "$O"
 if [ ! -f "$O/m$SEQ/model/config.json" ]; then
-    timeout 300 python3 tests/model/bench_torch.py --dir "$O/m$SEQ" --batch 1 --seq "$SEQ" \
+    timeout 300 python3 tests/bench/bench_torch.py --dir "$O/m$SEQ" --batch 1 --seq "$SEQ" \
         --steps 6 --save-model --attn none > "$O/make-model.log" 2>&1 ||
         { echo "making the model failed"; tail -5 "$O/make-model.log"; exit 1; }
 fi
@@ -50,7 +50,7 @@ runs = [[k(json.loads(l)) for l in open(p) if '"loss"' in l] for p in sys.argv[1
 sys.exit(0 if runs[0] and runs[0] == runs[1] == runs[2] else 1)
 PY
 if python3 -c "import liger_kernel" 2> /dev/null; then
-    timeout 300 python3 tests/model/bench_torch.py --dir "$O/m$SEQ" --batch 1 --seq "$SEQ" \
+    timeout 300 python3 tests/bench/bench_torch.py --dir "$O/m$SEQ" --batch 1 --seq "$SEQ" \
         --steps 3 --attn sdpa --liger --gradient-checkpointing > "$O/torch.log" 2>&1 &&
         grep -h "^torch " "$O/torch.log" | sed 's/torch \([^:]*\): \([0-9.]*\) ms.*peak \([0-9.]*\) GiB.*first step \([0-9.]*\).*/PyTorch \1|\2|\3 GiB peak allocated|\4|/' >> "$O/long.txt" ||
         { echo "PyTorch: failed"; tail -3 "$O/torch.log"; }

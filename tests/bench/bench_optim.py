@@ -6,7 +6,7 @@ captured in a CUDA graph (AdamW(capturable=True)), on the 350M-parameter
 model (216 tensors) and the LoRA adapters (196 tensors), fp32. Medians of
 CUDA-event timings; --json FILE appends JSON lines.
 
-    python3 tests/gpu/bench_optim.py [--quick] [--json FILE]
+    python3 tests/bench/bench_optim.py [--quick] [--json FILE]
 """
 import argparse
 import json

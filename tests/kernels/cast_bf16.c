@@ -8,7 +8,7 @@
  * bf16(s x) with s x rounded to f32 first, bit for bit. Outputs
  * NaN-poisoned; every launch twice (same bits).
  *
- * Usage: test_cast [--small] [--seed N]; exit 77 without a GPU.
+ * Usage: test_cast_bf16 [--small] [--seed N]; exit 77 without a GPU.
  */
 static double cur_tol;
 #define REL_TOL cur_tol
@@ -177,7 +177,7 @@ static void test_scaled2(uint32_t n, float s)
 
 int main(int argc, char **argv)
 {
-    bool small = check_start(argc, argv, "test_cast");
+    bool small = check_start(argc, argv, "test_cast_bf16");
     static const uint32_t sizes[] = {1, 17, 255, 257, 1025, 65539, (1u << 20) + 3};
     for (int i = 0; i < 7; i++)
         test_narrow(small && sizes[i] > 65539 ? 65539 : sizes[i]);

@@ -2,7 +2,7 @@
 /*
  * cross_entropy_fwd_bwd_dscale_f32 / _bf16 on a GPU: the loss and the
  * in-place gradient with the scale read from device memory. Against a
- * double reference (as tests/gpu_model/test_cross_entropy: loss within
+ * double reference (as tests/kernels/cross_entropy.c: loss within
  * 1e-5 norm-wise, dlogits 1e-5 for f32 and 5e-3 for bf16) and, the
  * kernels' contract, bit for bit against cross_entropy_fwd_bwd_f32 /
  * _bf16 given the same scale as an immediate. Then the scale in device
@@ -15,7 +15,7 @@
  * poisoned before each one, and every dscale launch runs twice for the
  * same bits.
  *
- * Usage: test_ce_dscale [--small] [--seed N]; exit 77 without a GPU.
+ * Usage: test_cross_entropy_dscale [--small] [--seed N]; exit 77 without a GPU.
  */
 static double cur_tol;
 #define REL_TOL cur_tol
@@ -153,7 +153,7 @@ static void test_dscale(bool bf16, uint32_t rows, uint32_t vocab, double spread,
 
 int main(int argc, char **argv)
 {
-    bool small = check_start(argc, argv, "test_ce_dscale");
+    bool small = check_start(argc, argv, "test_cross_entropy_dscale");
     struct {
         uint32_t rows, vocab;
         double spread, shift;

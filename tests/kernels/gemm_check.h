@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the GEMM tests (test_gemm_f32, test_gemm_mma, test_gemm_thin)
+ * What the GEMM tests (gemm_f32_tiled.c, gemm_mma.c, gemm_thin.c)
  * share: the flags, 16-bit element access, the operands' indexing in the
  * three layouts, the element-by-element check of an output against its
  * double-precision reference, and the device buffers of one check.

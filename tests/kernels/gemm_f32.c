@@ -405,7 +405,7 @@ int main(void)
 
     pgrt_ctx *ctx = gpu_open();
     bool quick = gpu_quick();
-    uint64_t seed = test_seed("test_gemm");
+    uint64_t seed = test_seed("test_gemm_f32");
     rng r = {seed};
     pgrt_stream *s = NULL;
     GPU_CHECK(pgrt_stream_create(ctx, &s));

@@ -166,7 +166,7 @@ int main(void)
     quick = gpu_quick();
     pgrt_device_info info;
     pgrt_ctx *ctx = gemm_test_open(&info);
-    rng r = {test_seed("test_gemm_f32")};
+    rng r = {test_seed("test_gemm_f32_tiled")};
     static const shape3 ragged[] = {{1, 1, 1},      {15, 17, 33},  {17, 15, 16},
                                     {33, 130, 47},  {130, 67, 260}, {257, 136, 64},
                                     {200, 129, 300}, {64, 64, 64}};

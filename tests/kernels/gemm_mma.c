@@ -308,7 +308,7 @@ int main(void)
         static const char *const mma_names[] = {"gemm_mma_forward", "gemm_mma_backward_x",
                                                 "gemm_mma_backward_w"};
         for (unsigned l = 0; l < PGK_GEMM_LAYOUTS; l++) {
-            /* a side of 64 or less goes to gemm_thin (test_gemm_thin) */
+            /* a side of 64 or less goes to gemm_thin (gemm_thin.c) */
             const char *thin = run_rt(ctx, &r, (pgk_gemm_layout)l, PG_BF16, PG_F32, 512, 96,
                                       1536, FLAG_ACC);
             const char *cross = run_rt(ctx, &r, (pgk_gemm_layout)l, PG_BF16, PG_F16, 256, 256,

@@ -18,7 +18,7 @@
  * the tiled kernels leave their arrival counters at zero.
  *
  * Usage: test_lora [--small] [--seed N]; exit 77 without a GPU.
- * tests/gpu_model/bench_lora times the sequence at the 1.5B shapes.
+ * tests/bench/bench_lora times the sequence at the 1.5B shapes.
  */
 #define REL_TOL 1e-5
 

@@ -8,7 +8,7 @@
  * rounding tie (where a last-bit difference between two pows is
  * legitimate; such entries are counted, and none is expected). Bad
  * arguments are refused and leave the table alone. That the device
- * computes the same floats is tests/gpu_kernels/test_rope_table's check.
+ * computes the same floats is tests/kernels/rope_table.c's check.
  */
 #include "ptxgen/pgk.h"
 #include "test.h"

@@ -5,7 +5,7 @@
  * Bitwise: with inv_freq = pgk_rope_inv_freq(theta, D) (the host's copy
  * of the device's table) and pos[t] = t mod S, each table kernel must
  * write exactly the bits of rope_forward_f32 / rope_backward_f32 with
- * theta and seq_len S, on the shapes of tests/gpu_model/test_rope.
+ * theta and seq_len S, on the shapes of tests/kernels/rope.c.
  *
  * Against a double reference: packed sequences (positions that restart at
  * every document, documents of random lengths, up to 32767) with a llama3

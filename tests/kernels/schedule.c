@@ -9,7 +9,7 @@
  * buffer untouched. Then the same argument list is launched after the
  * schedule in device memory changes, as a replayed graph would see it.
  *
- * Usage: test_lr_schedule [--small] [--seed N]; exit 77 without a GPU.
+ * Usage: test_schedule [--small] [--seed N]; exit 77 without a GPU.
  */
 #define REL_TOL 1e-6
 
@@ -115,7 +115,7 @@ static void test_replay(pgrt_buf *bh, pgrt_buf *bs)
 
 int main(int argc, char **argv)
 {
-    bool small = check_start(argc, argv, "test_lr_schedule");
+    bool small = check_start(argc, argv, "test_schedule");
     pgrt_buf *bh = dev_alloc(PG_F32, PGK_HYPER_COUNT), *bs = dev_alloc(PG_F32, PGK_SCHED_COUNT);
     struct {
         float base, warm, total, floor_;

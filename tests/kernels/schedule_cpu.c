@@ -6,7 +6,7 @@
  * out by hand; pgk_lr_schedule (the kernel's f32 arithmetic, bit for bit)
  * against the reference at every step of many schedules, held to the
  * bound lr_schedule's header comment states. The kernel itself is held to
- * both on a GPU by tests/gpu_kernels/test_lr_schedule.
+ * both on a GPU by tests/kernels/schedule.c.
  */
 #include "ptxgen/pgk.h"
 #include "test.h"

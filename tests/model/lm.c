@@ -17,7 +17,7 @@
  * micro-batch with accumulation), the target count and loss totals summed
  * over the ranks, a graphed step, and what it refuses.
  *
- * Usage: test_lm_fake FAKE_LIBCUDA [FAKE_LIBNCCL] [--trace FILE]
+ * Usage: test_lm FAKE_LIBCUDA [FAKE_LIBNCCL] [--trace FILE]
  */
 #include "fakecuda.h"
 #include "fakenccl.h"

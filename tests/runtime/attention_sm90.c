@@ -7,7 +7,7 @@
  * refusal (device, NULLs, alignment, heads, head_dim, sizes), each with
  * its message and nothing launched; pgrt_attention_sm90_check the same.
  *
- * Usage: test_rt_attention90 FAKE_LIBCUDA
+ * Usage: test_attention_sm90 FAKE_LIBCUDA
  */
 #include "fake_sm90.h"
 

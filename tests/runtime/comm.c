@@ -18,7 +18,7 @@
  *  - pgrt_comm_all_reduce_host, capture, abort, and destroy (finalize then
  *    destroy when healthy, abort otherwise), nothing left alive.
  *
- * Usage: test_rt_comm FAKE_LIBCUDA FAKE_LIBNCCL [--old]
+ * Usage: test_comm FAKE_LIBCUDA FAKE_LIBNCCL [--old]
  * (--old: the fake of NCCL 2.12, without ncclCommInitRankConfig,
  * ncclCommFinalize and ncclGetLastError.)
  */

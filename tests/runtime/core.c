@@ -6,7 +6,7 @@
  * direct loading, graph capture and the clip pipeline's launch sequence.
  * Nothing runs on a GPU: launches are recorded and inspected.
  *
- * Usage: test_rt_fake FAKE_LIBCUDA
+ * Usage: test_core FAKE_LIBCUDA
  */
 #include "fake_util.h"
 #include "fakecuda.h"

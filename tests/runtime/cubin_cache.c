@@ -24,9 +24,9 @@
  *    others load, and pgrt_prewarm_each gives each outcome;
  *  - pgrt_prewarm_model's report: disk hits, cubin bytes, threads.
  *
- * Usage: test_rt_cubin_cache FAKE_LIBCUDA
- *        test_rt_cubin_cache FAKE_LIBCUDA --owner
- *        test_rt_cubin_cache FAKE_LIBCUDA --child MODE   (run by the test itself)
+ * Usage: test_cubin_cache FAKE_LIBCUDA
+ *        test_cubin_cache FAKE_LIBCUDA --owner
+ *        test_cubin_cache FAKE_LIBCUDA --child MODE   (run by the test itself)
  */
 #include "fake_util.h"
 #include "fakecuda.h"

@@ -20,7 +20,7 @@
  *    pgrt_dist_finish removing the file.
  *
  * Every child has an alarm and every wait on one a bound, so nothing
- * hangs. Usage: test_rt_dist [SEED]
+ * hangs. Usage: test_dist [SEED]
  */
 #include "ptxgen/pgrt_comm.h"
 #include "test.h"
@@ -849,7 +849,7 @@ int main(int argc, char **argv)
     uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 0)
                              : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
     rng_state = seed;
-    fprintf(stderr, "seed %llu (rerun: test_rt_dist %llu)\n", (unsigned long long)seed,
+    fprintf(stderr, "seed %llu (rerun: test_dist %llu)\n", (unsigned long long)seed,
             (unsigned long long)seed);
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/pgrt-dist-XXXXXX", tmp && *tmp ? tmp : "/tmp");

@@ -4,7 +4,7 @@
  * fake driver (fakecuda.h) playing a machine without a device, the toolkit's
  * stub, an old driver and a driver without cuGetProcAddress.
  *
- * Usage: test_rt_driver FAKE_LIBCUDA FAKE_LIBCUDA_WITHOUT_GETPROCADDRESS
+ * Usage: test_driver FAKE_LIBCUDA FAKE_LIBCUDA_WITHOUT_GETPROCADDRESS
  */
 #include "ptxgen/pgrt.h"
 #include "ptxgen/pgrt_kernel.h"

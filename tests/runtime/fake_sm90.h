@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The fake driver's sm_90a fixture shared by the gemm_sm90 tests of this
- * folder (test_rt_gemm90.c, test_rt_gemm_plan.c): a context of a given
+ * folder (gemm_sm90.c, gemm_plan.c): a context of a given
  * compute capability, buffers, and the check of a recorded tensor map.
  * main() sets `fake` and the fk_* entry points from the library.
  */

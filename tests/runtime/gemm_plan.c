@@ -7,7 +7,7 @@
  * pitch and box), k2; encoded once at create and never again at launch;
  * destroy's NULLs.
  *
- * Usage: test_rt_gemm_plan FAKE_LIBCUDA
+ * Usage: test_gemm_plan FAKE_LIBCUDA
  */
 #include "fake_sm90.h"
 

@@ -25,13 +25,13 @@
  * its plan twice and compares the two results bit for bit. Tolerance:
  * 1e-5 of Σ|terms| (bias and the old C included) + 1e-6, plus the output
  * rounding for bf16 (2^-8 of the value on gemm_sm90; 2^-7, one unit in
- * the last place, on the other families as test_gemm_thin.c has it).
+ * the last place, on the other families as tests/kernels/gemm_thin.c has it).
  *
  * Exit 77 without a driver or a device; the lora and thin groups are
  * skipped, with the reason printed, unless the device's arch target is
  * sm_90a. PGRT_GPU_QUICK=1 or --quick: the 2048-row shapes mostly go.
  *
- * Usage: test_gemm_plan [--quick]
+ * Usage: test_gemm_plan_gpu [--quick]
  */
 #include "kernels/gemm_util.h"
 #include "test.h"
@@ -512,7 +512,7 @@ int main(int argc, char **argv)
     pgrt_device_info info;
     pgrt_ctx_device_info(ctx, &info);
     bool wg = info.arch_target == PG_SM_90A;
-    rng r = {test_seed("test_gemm_plan")};
+    rng r = {test_seed("test_gemm_plan_gpu")};
 
     static pcase cs[MAX_CASES];
     size_t nc = 0;

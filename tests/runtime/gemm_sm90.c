@@ -6,7 +6,7 @@
  * arguments) and every refusal (device, NULLs, types, sizes, pitches,
  * overlap, bn), each with its message.
  *
- * Usage: test_rt_gemm90 FAKE_LIBCUDA
+ * Usage: test_gemm_sm90 FAKE_LIBCUDA
  */
 #include "fake_sm90.h"
 

@@ -14,7 +14,7 @@
  * misses overlap. Launches use the clip kernels with buffers of their own
  * on each thread, so the test is safe on a real GPU too.
  *
- * Usage: test_rt_stress [FAKE_LIBCUDA]
+ * Usage: test_module [FAKE_LIBCUDA]
  */
 #include "fakecuda.h"
 #include "ptxgen/pgrt.h"

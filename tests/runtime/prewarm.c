@@ -17,7 +17,7 @@
  *    during capture, and handles freed with their context;
  *  - the operand checks.
  *
- * Usage: test_rt_prewarm FAKE_LIBCUDA FAKE_LIBCUBLAS
+ * Usage: test_prewarm FAKE_LIBCUDA FAKE_LIBCUBLAS
  */
 #include "fakecublas.h"
 #include "fake_util.h"

@@ -5,7 +5,7 @@
  * default shape is a 1.5B model (Qwen2-1.5B: hidden 1536, 12 heads, K/V
  * 256 wide, MLP 8960) with rank-16 LoRA at sequence length 512.
  *
- *   prewarm_model [--hidden N] [--q-dim N] [--kv-hidden N] [--seq N] [--rank N]
+ *   test_prewarm_gpu [--hidden N] [--q-dim N] [--kv-hidden N] [--seq N] [--rank N]
  *                 [--intermediate N] [--heads N] [--batch N] [--full] [--f16]
  *
  * Exit 77 without a driver or a device (PGRT_LIBCUDA may name another

@@ -8,7 +8,7 @@
  * override (PTXGEN_TARGET, pgrt_ctx_params.target) that builds for an older
  * family. The refusals are in tests/bad_input/test_bad_sm90.c.
  *
- * Usage: test_rt_sm90 FAKE_LIBCUDA
+ * Usage: test_sm90 FAKE_LIBCUDA
  */
 #include "fakecuda.h"
 #include "ptxgen/pgrt.h"

@@ -15,7 +15,7 @@
  *  - The same kernel in clusters of 2 (cuLaunchKernelEx), eagerly and
  *    replayed from a graph.
  *
- * Usage: test_gpu_sm90
+ * Usage: test_sm90_gpu
  */
 #include "gpu_util.h"
 #include "test.h"

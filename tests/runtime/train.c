@@ -7,7 +7,7 @@
  * switch, the device-side hyper-parameters and parameter checks. Nothing
  * runs on a GPU: the fake records launches, and marks those a graph replays.
  *
- * Usage: test_train_fake FAKE_LIBCUDA
+ * Usage: test_train FAKE_LIBCUDA
  */
 #include "fakecuda.h"
 #include "ptxgen/pgrt_kernel.h"

@@ -4,7 +4,7 @@
  * trained eagerly and with the backward loop as a CUDA graph.
  *
  *   reference        the GPU's loss trajectory against the double-precision
- *                    CPU model (tests/train/ref_model.c) from the same start
+ *                    CPU model (tests/runtime/ref_model.c) from the same start
  *   F-GRAPH-BWD-001  eager and graphed losses agree step by step, to 1e-5
  *                    relative (bitwise equality is expected and reported),
  *                    across sequence-length changes
@@ -20,7 +20,7 @@
  *                    reported (timing never fails a test)
  *   and the loss falls.
  *
- * Usage: test_train [--small]   (--small or PGTEST_SMALL=1: skip the timing run)
+ * Usage: test_train_gpu [--small]   (--small or PGTEST_SMALL=1: skip the timing run)
  * Exit 77 when there is no driver or no device.
  */
 #include "ref_model.h"

@@ -439,7 +439,7 @@ int main(void)
     pgrt_stream *s = NULL;
     GPU_CHECK(pgrt_stream_create(ctx, &s));
     data x;
-    data_make(&x, test_seed("test_gpu_optim"));
+    data_make(&x, test_seed("test_train_optim_gpu"));
     /* max_norm 1: the 0.05-scale layers (norms ~30 for the big ones) clip,
      * the 1e-4-scale ones do not. */
     const float max_norm = 1.0f;

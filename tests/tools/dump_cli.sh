@@ -4,11 +4,11 @@
 # The ptxgen-dump command line is a contract (DESIGN §4): benchmarks, the
 # golden update and users' scripts drive it. This drives the built binary
 # and checks every mode and every kind of bad input:
-#     cli_test.sh PATH/TO/ptxgen-dump
+#     dump_cli.sh PATH/TO/ptxgen-dump
 # JSON is validated with python3 when there is one, else by pattern.
 set -u
 
-dump=${1:?usage: cli_test.sh PATH/TO/ptxgen-dump}
+dump=${1:?usage: dump_cli.sh PATH/TO/ptxgen-dump}
 # Some checks run in another directory.
 case $dump in
 /*) ;;

@@ -9,7 +9,7 @@
 # run: it emits PTX through the installed libptxgen and opens the runtime,
 # which says "no GPU" cleanly on a machine without one.
 #
-# usage: install_test.sh SOURCE_ROOT MESON CC...
+# usage: install.sh SOURCE_ROOT MESON CC...
 # Exit 77 (skip) when pkg-config is missing.
 set -eu
 

@@ -2,7 +2,7 @@
 /*
  * A stand-in for the trainer's API (pgrt_lm_train and the functions around
  * it in pgrt_lm.h), preloaded (LD_PRELOAD) into ptxgen-train by
- * test_train_cli.c, so that the command's loop, checkpoints and resume are
+ * train_cli_model.c, so that the command's loop, checkpoints and resume are
  * tested on the CPU against the fake driver, whose steps compute nothing.
  * Test-local: it is never linked into the library or the tool, and it
  * replaces the runtime's own functions while preloaded.

@@ -7,7 +7,7 @@ line and field named, exit 2, the output untouched), and that the C
 reader and batcher (td_dump) read the file as this test reads it, with
 the batches computed here from docs/data.md.
 
-    test_prepare.py PTXGEN_PREPARE TD_DUMP
+    prepare.py PTXGEN_PREPARE TD_DUMP
 """
 
 import hashlib
@@ -42,7 +42,7 @@ try:
     import jinja2  # noqa: F401  (ptxgen-prepare needs it; the test uses it only through it)
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 except ImportError as e:
-    print('test_prepare: %s: the data tests need the Python packages tokenizers and jinja2: '
+    print('prepare: %s: the data tests need the Python packages tokenizers and jinja2: '
           'pip install tokenizers jinja2 (tools/setup.sh installs them into .venv/)' % e,
           file=sys.stderr)
     sys.exit(1)

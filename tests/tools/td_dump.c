@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * td_dump: a data file through the C reader and batcher, printed as JSON
- * lines, for tests/data/test_prepare.py to hold against what Python reads
+ * lines, for tests/tools/prepare.py to hold against what Python reads
  * from the same file.
  *
  *   td_dump FILE [--raw] [--batch B --seq S] [--pad] [--shuffle SEED]

@@ -6,7 +6,7 @@
 # "no GPU" line; against the fake driver (kernels recorded, not run) a tiny
 # run goes through both modes, captures once and replays.
 #
-# usage: train_cli_test.sh PTXGEN_TRAIN FAKE_LIBCUDA
+# usage: train_cli.sh PTXGEN_TRAIN FAKE_LIBCUDA
 set -u
 tool=$1
 fake=$2

@@ -12,7 +12,7 @@
  * write checkpoints, stop on a signal and resume to the losses of an
  * uninterrupted run; with --data, the same over a .pgtok, packed and
  * padded, micro-batches without a target passed over and logged. Usage:
- * test_train_cli PTXGEN_TRAIN [FAKE_LIBCUDA [SHIM [VERSION]]]
+ * test_train_cli_model PTXGEN_TRAIN [FAKE_LIBCUDA [SHIM [VERSION]]]
  */
 #include "model/model_util.h"
 #include "ptxgen/pgrt_model.h"
