@@ -34,7 +34,7 @@
  * of p or q moves g by at most twice as much, relatively (y pi cot(y pi
  * / 2) <= 2). Counted so, lr is within 7 f32 roundings (4.2e-7) of
  * pgk_lr_schedule_ref (double), relatively; over every step of the
- * schedules tests/unit/test_lr_schedule sweeps (23M steps: warm-ups,
+ * schedules tests/kernels/schedule_cpu.c sweeps (23M steps: warm-ups,
  * totals up to 1.6e7, floors 0 to 1) the largest error is 2.1e-7.
  * pgk_lr_schedule() is this arithmetic on the host, bit for bit (fma for
  * the device's fma, one rounding a statement). Past T the floor holds;

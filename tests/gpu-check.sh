@@ -67,61 +67,66 @@ if [ "$what" = all ] || [ "$what" = test ]; then
 fi
 
 if [ "$what" = all ] || [ "$what" = sanitize ]; then
-    # Small shapes: PGRT_GPU_QUICK for most programs, --small for two.
+    # Small shapes: PGRT_GPU_QUICK for some programs, --small for the others.
     cs="compute-sanitizer --error-exitcode 9 --print-limit 20"
+    # tests/kernels/test_X is the test of kernels/X.c, tests/runtime/test_X_gpu
+    # of runtime/X.c (docs/testing.md).
     set -- \
-        "gpu/test_gpu_kernels" "gpu/test_gpu_pipeline" "gpu/test_gpu_runtime" "gpu/test_gpu_optim" \
-        "gpu_kernels/test_backward --small" "train/test_forward --small" \
-        "gpu_gemm/test_gemm" "gpu_gemm/test_gemm_f32" "gpu_gemm/test_gemm_mma" \
-        "gpu_gemm/test_gemm_sm90" "gpu_gemm/test_gemm_thin" \
-        "gpu_kernels/test_attention_sm90 --small" \
-        "gpu_cublas/test_cublas" "runtime/test_gpu_sm90" \
-        "gpu_model/test_embedding --small" "gpu_model/test_rope --small" \
-        "gpu_model/test_swiglu --small" "gpu_model/test_bias --small" \
-        "gpu_model/test_cast --small" "gpu_model/test_cross_entropy --small" \
-        "gpu_model/test_attention --small" "gpu_model/test_attention_docs --small" \
-        "gpu_model/test_lora --small" "model/test_gpu_lm" \
-        "gpu_kernels/test_ce_dscale --small" "gpu_kernels/test_rope_table --small" \
-        "gpu_kernels/test_lr_schedule --small"
+        "kernels/test_clip" "runtime/test_clip_gpu" "runtime/test_core_gpu" \
+        "runtime/test_train_optim_gpu" \
+        "kernels/test_silu --small" "kernels/test_softmax --small" \
+        "kernels/test_elementwise --small" "kernels/test_rmsnorm --small" \
+        "kernels/test_adamw --small" "kernels/test_gemm_f32_forward --small" \
+        "kernels/test_gemm_f32" "kernels/test_gemm_f32_tiled" "kernels/test_gemm_mma" \
+        "kernels/test_gemm_sm90" "kernels/test_gemm_thin" \
+        "kernels/test_attention_sm90 --small" \
+        "runtime/test_cublas_gpu" "runtime/test_sm90_gpu" \
+        "kernels/test_embedding --small" "kernels/test_rope --small" \
+        "kernels/test_swiglu --small" "kernels/test_bias --small" \
+        "kernels/test_cast_bf16 --small" "kernels/test_cross_entropy --small" \
+        "kernels/test_attention --small" "kernels/test_attention_docs --small" \
+        "kernels/test_lora --small" "model/test_lm_gpu" \
+        "kernels/test_cross_entropy_dscale --small" "kernels/test_rope_table --small" \
+        "kernels/test_schedule --small"
     for t in "$@"; do
-        # test_gpu_runtime provokes driver errors on purpose (broken PTX, a
+        # test_core_gpu provokes driver errors on purpose (broken PTX, a
         # sync inside a capture): those are its checks, not memcheck's.
         api=
-        case $t in gpu/test_gpu_runtime) api="--report-api-errors no" ;; esac
+        case $t in runtime/test_core_gpu) api="--report-api-errors no" ;; esac
         step "memcheck $t" "$out/memcheck.log" env PGRT_GPU_QUICK=1 \
             $cs --tool memcheck --leak-check full $api $b/tests/$t
-        case $t in gpu/test_gpu_runtime | gpu_cublas/*) continue ;; esac
+        case $t in runtime/test_core_gpu | runtime/test_cublas_gpu) continue ;; esac
         step "racecheck $t" "$out/racecheck.log" env PGRT_GPU_QUICK=1 \
             $cs --tool racecheck $b/tests/$t
     done
     # mbarriers and named barriers: the warp-specialized GEMM's synchronisation
-    step "synccheck gpu_gemm/test_gemm_sm90" "$out/synccheck.log" env PGRT_GPU_QUICK=1 \
-        $cs --tool synccheck $b/tests/gpu_gemm/test_gemm_sm90
+    step "synccheck kernels/test_gemm_sm90" "$out/synccheck.log" env PGRT_GPU_QUICK=1 \
+        $cs --tool synccheck $b/tests/kernels/test_gemm_sm90
     # ... and the attention's, with its pingpong of bar.sync / bar.arrive
-    step "synccheck gpu_kernels/test_attention_sm90" "$out/synccheck.log" \
-        $cs --tool synccheck $b/tests/gpu_kernels/test_attention_sm90 --small
+    step "synccheck kernels/test_attention_sm90" "$out/synccheck.log" \
+        $cs --tool synccheck $b/tests/kernels/test_attention_sm90 --small
     step "memcheck ptxgen-train (tiny)" "$out/memcheck.log" \
         $cs --tool memcheck "$b/tools/ptxgen-train" --layers 2 --hidden 48 --seq 12 \
         --batch 2 --steps 3 --mode both
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then
-    step "bench_clip" "$out/bench-clip.log" "$b/tests/gpu/bench_clip"
-    step "bench_optim" "$out/bench-optim.log" "$b/tests/gpu/bench_optim"
+    step "bench_clip" "$out/bench-clip.log" "$b/tests/bench/bench_clip"
+    step "bench_optim" "$out/bench-optim.log" "$b/tests/bench/bench_optim"
     # PyTorch on the same shapes, where the machine has it.
     if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-        step "bench_optim.py (PyTorch)" "$out/bench-optim.log" python3 tests/gpu/bench_optim.py
+        step "bench_optim.py (PyTorch)" "$out/bench-optim.log" python3 tests/bench/bench_optim.py
     fi
-    step "bench_gemm --quick" "$out/bench-gemm.log" "$b/tests/gpu_gemm/bench_gemm" --quick
+    step "bench_gemm --quick" "$out/bench-gemm.log" "$b/tests/bench/bench_gemm" --quick
     step "bench_gemm --lora (gemm_thin's forms)" "$out/bench-gemm-lora.log" \
-        "$b/tests/gpu_gemm/bench_gemm" --lora
-    step "bench_gemm_sm90" "$out/bench-gemm-sm90.log" "$b/tests/gpu_gemm/bench_gemm_sm90"
+        "$b/tests/bench/bench_gemm" --lora
+    step "bench_gemm_sm90" "$out/bench-gemm-sm90.log" "$b/tests/bench/bench_gemm_sm90"
     step "bench_attention_sm90" "$out/bench-attention-sm90.log" \
-        "$b/tests/gpu_kernels/bench_attention_sm90"
-    step "bench_lora" "$out/bench-lora.log" "$b/tests/gpu_model/bench_lora"
+        "$b/tests/bench/bench_attention_sm90"
+    step "bench_lora" "$out/bench-lora.log" "$b/tests/bench/bench_lora"
     # The cold JIT: neither the driver's cache nor ptxgen's cubin cache.
     step "prewarm (1.5B LoRA config)" "$out/prewarm.log" env CUDA_CACHE_DISABLE=1 \
-        PTXGEN_CACHE=0 "$b/tests/gpu_cublas/prewarm_model"
+        PTXGEN_CACHE=0 "$b/tests/runtime/test_prewarm_gpu"
     step "bench_prewarm (start-up: parallel JIT, cubin cache)" "$out/bench-prewarm.log" \
         "$b/tests/bench/bench_prewarm" --runs 3
     step "ptxgen-train --mode both --batch 4" "$out/train.log" \

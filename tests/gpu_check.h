@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The harness of the kernel-against-reference GPU tests (test_forward,
- * test_backward): normal random data, device buffers that die on error,
+ * The harness of the kernel-against-reference GPU tests (tests/kernels):
+ * normal random data, device buffers that die on error,
  * launches that fail the test instead, and a table of result rows, one per
  * kernel and shape, each folded from norm-wise and elementwise errors,
  * non-finite outputs and a bitwise repeat.
@@ -64,6 +64,17 @@ static inline bool check_start(int argc, char **argv, const char *name)
     printf("seed: %llu%s (rerun with --seed %llu)\n", (unsigned long long)seed,
            small ? ", small shapes" : "", (unsigned long long)seed);
     return small;
+}
+
+/* The element counts of the element-wise rows: around a 256-thread block
+ * and a 1024-element chunk, and past 2^20; --small keeps the last under
+ * compute-sanitizer's patience. */
+#define CHECK_NSIZES 7
+static inline const uint32_t *check_sizes(bool small)
+{
+    static const uint32_t full[CHECK_NSIZES] = {1, 255, 256, 257, 1023, 1025, (1u << 20) + 3};
+    static const uint32_t smaller[CHECK_NSIZES] = {1, 255, 256, 257, 1023, 1025, 65539};
+    return small ? smaller : full;
 }
 
 /* ---------------------------------------------------------------- random data */
@@ -289,6 +300,24 @@ static inline void finish(row *r)
                    r->kernel, r->shape, r->rel, REL_TOL, r->max_rel, r->elem_tol, r->bad,
                    r->repeat ? "identical" : "DIFFERENT");
     test_checks_++;
+}
+
+/* The rows, one a line, then what the columns mean and the test's own notes. */
+static inline void print_table(const char *notes)
+{
+    printf("\n%-28s %-34s %10s %10s %5s %7s %s\n", "kernel", "shape", "rel_l2", "max_rel", "bad",
+           "repeat", "");
+    for (size_t i = 0; i < nrows; i++) {
+        const row *t = &table[i];
+        printf("%-28s %-34s %10.2e %10.2e %5zu %7s %s\n", t->kernel, t->shape, t->rel, t->max_rel,
+               t->bad, t->repeat ? "same" : "DIFF",
+               t->skipped ? "skip (target)" : t->pass ? "ok" : "FAIL");
+    }
+    printf("rel_l2  = |out - ref| / |ref| (2-norms) against double\n"
+           "max_rel = max |out_i - ref_i| / max(|ref_i|, 1e-6 max|ref|)\n"
+           "bad     = elements left unwritten (NaN poison), non-finite, or wrong where exact\n"
+           "%s\n",
+           notes);
 }
 
 #endif /* PTXGEN_GPU_CHECK_H */

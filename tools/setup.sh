@@ -132,10 +132,11 @@ if [ -z "$tools_ok" ]; then
 fi
 
 # The data tools' Python packages, tokenizers and jinja2 (ptxgen-prepare and
-# its test in tests/data, which runs them with the first python3 that has
-# them: .venv/'s, then PATH's). When neither has them they go into .venv/
-# with pip, as Meson does. The build needs neither, so a failure here is
-# said, not fatal: the data-prepare test then fails naming what to install.
+# its test, tests/tools/prepare.py, which runs them with the first python3
+# that has them: .venv/'s, then PATH's). When neither has them they go into
+# .venv/ with pip, as Meson does. The build needs neither, so a failure here
+# is said, not fatal: the data-prepare test then fails naming what to
+# install.
 py_ok() { "$1" -c 'import tokenizers, jinja2' >/dev/null 2>&1; }
 if have python3 && ! py_ok python3 && ! { [ -x "$venv/bin/python3" ] && py_ok "$venv/bin/python3"; }; then
     if [ ! -x "$venv/bin/pip" ]; then

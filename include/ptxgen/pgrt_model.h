@@ -226,7 +226,7 @@ PGRT_API int pgrt_model_config_load(const char *path, pgrt_model_config *out);
  * meets the tensor (config.c names each rounding). Given the same input
  * table the output is meant to be torch's bit for bit: that is reasoned
  * from torch's and transformers' sources, with worked values in
- * tests/model/test_hf.c that `reference.py rope-check` compares with
+ * tests/model/hf.c that `reference.py rope-check` compares with
  * transformers itself. torch on a CUDA device divides by a scalar as a
  * multiplication by its f32 reciprocal, which can differ by an ulp in the
  * smoothed band; transformers builds the table on the CPU. The input

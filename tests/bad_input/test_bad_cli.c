@@ -3,7 +3,7 @@
  * Bad input to ptxgen-dump, through dump_main() with in-memory streams: for
  * every case exit status 2, nothing on standard output, exactly one line on
  * standard error ("ptxgen-dump: ..." naming the problem), and no file or
- * directory written. tests/cli/cli_test.sh checks the same contract on the
+ * directory written. tests/tools/dump_cli.sh checks the same contract on the
  * built binary; this file pins the exact messages.
  */
 #include "dump_cli.h"

@@ -27,9 +27,7 @@
 
 #define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *fake;
-static fakecuda_count_fn fk_count, fk_loads, fk_allocs, fk_modules;
-static fakecuda_launch_at_fn fk_at;
+static fake_fixture fk;
 
 /* The code, and the words the thread's message must hold. */
 #define EXPECT(call, code, words)                                              \
@@ -42,7 +40,7 @@ static fakecuda_launch_at_fn fk_at;
         REQUIRE_CONTAINS(pgrt_last_message(), words);                          \
     } while (0)
 
-static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fake); }
+static pgrt_ctx *open_ctx(void) { return fake_open_ctx(fk.path); }
 
 static pgk_knobs knobs_n(const char *kernel, uint32_t n)
 {
@@ -86,9 +84,9 @@ static bool still_marked(const pgrt_buf *b)
 
 static void test_no_device(void)
 {
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     pgrt_ctx *ctx = NULL;
-    pgrt_ctx_params p = {fake, 0};
+    pgrt_ctx_params p = {fk.path, 0};
 
     setenv("PGRT_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
     EXPECT(pgrt_ctx_create(&ctx, NULL), PGRT_ENODRIVER,
@@ -107,10 +105,10 @@ static void test_no_device(void)
     setenv("FAKECUDA", "stub", 1);
     EXPECT(pgrt_ctx_create(&ctx, &p), PGRT_ENODRIVER, "CUDA_ERROR_STUB_LIBRARY");
     unsetenv("FAKECUDA");
-    pgrt_ctx_params second = {fake, 1};
+    pgrt_ctx_params second = {fk.path, 1};
     EXPECT(pgrt_ctx_create(&ctx, &second), PGRT_ENODEVICE,
            "no CUDA device 1: the driver reports 1 device");
-    pgrt_ctx_params negative = {fake, -1};
+    pgrt_ctx_params negative = {fk.path, -1};
     EXPECT(pgrt_ctx_create(&ctx, &negative), PGRT_EINVAL, "device ordinal -1 is negative");
     setenv("FAKECUDA_CC", "61", 1);
     EXPECT(pgrt_ctx_create(&ctx, &p), PGRT_ETARGET,
@@ -126,14 +124,14 @@ static void test_no_device(void)
     pgrt_buf *b = NULL;
     EXPECT(pgrt_buf_alloc(ctx, PG_F32, 16, &b), PGRT_EINVAL, "pgrt_buf_alloc: ctx is NULL");
     REQUIRE(b == NULL);
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
 }
 
 /* ---------------------------------------------------------------- unknown kernels */
 
 static void test_unknown_kernel(pgrt_ctx *ctx, pgrt_stream *s)
 {
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     pgrt_buf *g = marked_buffer(ctx, 64);
     pgrt_arg a[3] = {pgrt_arg_buf(g), pgrt_arg_f32(0.5f), pgrt_arg_u32(64)};
     pgk_knobs kn = knobs_n("gradient_clip", 64);
@@ -145,7 +143,7 @@ static void test_unknown_kernel(pgrt_ctx *ctx, pgrt_stream *s)
     pgrt_warm list[] = {{"gradient_clip", NULL}, {"gradient_clip_v2", NULL}};
     EXPECT(pgrt_prewarm(ctx, list, 2), PGRT_ENOTFOUND,
            "pgrt_prewarm: unknown kernel \"gradient_clip_v2\"");
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
     REQUIRE(still_marked(g));
     pgrt_buf_destroy(&g);
 }
@@ -154,7 +152,7 @@ static void test_unknown_kernel(pgrt_ctx *ctx, pgrt_stream *s)
 
 static void test_buffer_sizes(pgrt_ctx *ctx)
 {
-    int allocs0 = fk_allocs();
+    int allocs0 = fk.live_allocs();
     pgrt_buf *b = (pgrt_buf *)1;
     EXPECT(pgrt_buf_alloc(ctx, PG_F32, 0, &b), PGRT_EINVAL, "pgrt_buf_alloc: 0 elements");
     REQUIRE(b == NULL);
@@ -177,7 +175,7 @@ static void test_buffer_sizes(pgrt_ctx *ctx)
            "34359738360 bytes (4294967295 x f64)");
     REQUIRE_INT_EQ(pgrt_last_cuda_error(), 2);
     REQUIRE(b == NULL);
-    REQUIRE_INT_EQ(fk_allocs(), allocs0);
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs0);
 
     /* Views and copies: counts, offsets and their sums checked in elements,
      * without overflow. */
@@ -203,7 +201,7 @@ static void test_buffer_sizes(pgrt_ctx *ctx)
     REQUIRE(still_marked(g));
     pgrt_buf_destroy(&h);
     pgrt_buf_destroy(&g);
-    REQUIRE_INT_EQ(fk_allocs(), allocs0);
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs0);
 
     /* The clip state counts elements in u32. */
     pgrt_clip *c = (pgrt_clip *)1;
@@ -214,12 +212,12 @@ static void test_buffer_sizes(pgrt_ctx *ctx)
     size_t zeros[2] = {0, 0};
     EXPECT(pgrt_clip_create(ctx, zeros, 2, &c), PGRT_EINVAL, "all 2 buffers are empty");
     EXPECT(pgrt_clip_create(ctx, zeros, 0, &c), PGRT_EINVAL, "pgrt_clip_create: no buffers");
-    REQUIRE_INT_EQ(fk_allocs(), allocs0);
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs0);
 }
 
 static void test_launch_sizes(pgrt_ctx *ctx, pgrt_stream *s)
 {
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     pgrt_buf *g = marked_buffer(ctx, 1000);
     pgrt_arg a[3] = {pgrt_arg_buf(g), pgrt_arg_f32(0.5f), pgrt_arg_u32(1000)};
 
@@ -251,7 +249,7 @@ static void test_launch_sizes(pgrt_ctx *ctx, pgrt_stream *s)
     pgrt_kernel *k = (pgrt_kernel *)1;
     pgrt_cache_stats st0, st;
     REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st0), 0);
-    int loads0 = fk_loads();
+    int loads0 = fk.loads();
     EXPECT(pgrt_kernel_get(ctx, gemm, &gk, &k), PGRT_ERANGE,
            "gemm_backward_a (sm_90): building the PTX failed: PG_ERANGE: gemm_backward_a: knob "
            "variant=99 is out of range [0, 3]");
@@ -260,8 +258,8 @@ static void test_launch_sizes(pgrt_ctx *ctx, pgrt_stream *s)
     REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st), 0);
     REQUIRE_INT_EQ(st.failures - st0.failures, 2);
     REQUIRE_INT_EQ(st.modules, st0.modules);
-    REQUIRE_INT_EQ(fk_loads(), loads0);
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.loads(), loads0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
     REQUIRE(still_marked(g));
 
     /* A u32 count whose f32 byte count passes 2^32: the grid is computed in
@@ -272,8 +270,8 @@ static void test_launch_sizes(pgrt_ctx *ctx, pgrt_stream *s)
     pgk_knobs sk = knobs_n("silu_backward", big);
     pgrt_arg sa[4] = {pgrt_arg_buf(g), pgrt_arg_buf(g), pgrt_arg_buf(g), pgrt_arg_u32(big)};
     REQUIRE_INT_EQ(pgrt_launch(ctx, s, "silu_backward", &sk, sa, 4), 0);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
-    const fakecuda_launch *l = fk_at(n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
+    const fakecuda_launch *l = fk.launch_at(n0);
     if (l) {
         REQUIRE_STR_EQ(l->name, "silu_backward");
         REQUIRE((uint64_t)l->grid[0] * l->block[0] >= big);
@@ -586,7 +584,7 @@ static void test_nulls(pgrt_ctx *ctx, pgrt_stream *s)
     }
     pgk_free(ptx);
 
-    int n0 = fk_count(), allocs0 = fk_allocs(), modules0 = fk_modules();
+    int n0 = fk.launch_count(), allocs0 = fk.live_allocs(), modules0 = fk.live_modules();
     for (size_t i = 0; i < COUNTOF(null_cases); i++) {
         const null_case *c = &null_cases[i];
         char msg[1024] = "";
@@ -608,9 +606,9 @@ static void test_nulls(pgrt_ctx *ctx, pgrt_stream *s)
             REQUIRE_CONTAINS(msg, c->words);
     }
     /* Nothing launched, allocated or loaded; the buffer as it was. */
-    REQUIRE_INT_EQ(fk_count(), n0);
-    REQUIRE_INT_EQ(fk_allocs(), allocs0);
-    REQUIRE_INT_EQ(fk_modules(), modules0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
+    REQUIRE_INT_EQ(fk.live_allocs(), allocs0);
+    REQUIRE_INT_EQ(fk.live_modules(), modules0);
     REQUIRE(still_marked(fx.b));
 
     pgrt_clip_destroy(&fx.clip);
@@ -634,7 +632,7 @@ static char *emit_for(const char *kernel, pg_target t)
 
 static void test_ptx(pgrt_ctx *ctx)
 {
-    int loads0 = fk_loads(), modules0 = fk_modules();
+    int loads0 = fk.loads(), modules0 = fk.live_modules();
     pgrt_module *m = (pgrt_module *)1;
 
     /* F-PTX-001: sm_80 PTX on an sm_90 device; another capability's "a"
@@ -680,8 +678,8 @@ static void test_ptx(pgrt_ctx *ctx)
            "error   : Unknown symbol 'BROKEN'");
     REQUIRE_INT_EQ(pgrt_last_cuda_error(), 218);
     REQUIRE(m == NULL);
-    REQUIRE_INT_EQ(fk_loads(), loads0);
-    REQUIRE_INT_EQ(fk_modules(), modules0);
+    REQUIRE_INT_EQ(fk.loads(), loads0);
+    REQUIRE_INT_EQ(fk.live_modules(), modules0);
 
     /* A module without the entry asked for. */
     REQUIRE_INT_EQ(pgrt_module_load(ctx, p90, &m), 0);
@@ -710,7 +708,7 @@ static void test_old_driver(void)
              "gradient_clip (sm_100): PTX ISA %u.%u needs a CUDA %u.%u driver or newer; this "
              "driver is CUDA 12.4 (cuDriverGetVersion 12040)",
              isa / 10, isa % 10, need / 1000, need % 1000 / 10);
-    int n0 = fk_count(), loads0 = fk_loads();
+    int n0 = fk.launch_count(), loads0 = fk.loads();
     pgrt_kernel *k = (pgrt_kernel *)1;
     EXPECT(pgrt_kernel_get(ctx, pgk_find("gradient_clip"), NULL, &k), PGRT_EISA, words);
     REQUIRE(k == NULL);
@@ -724,8 +722,8 @@ static void test_old_driver(void)
     REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st), 0);
     REQUIRE_INT_EQ(st.failures, 3);
     REQUIRE_INT_EQ(st.modules, 0);
-    REQUIRE_INT_EQ(fk_count(), n0);
-    REQUIRE_INT_EQ(fk_loads(), loads0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
+    REQUIRE_INT_EQ(fk.loads(), loads0);
     REQUIRE(still_marked(g));
     pgrt_buf_destroy(&g);
     pgrt_ctx_destroy(&ctx);
@@ -746,7 +744,7 @@ static void test_capture(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_prewarm(ctx, &cached, 1), 0);
     pgrt_cache_stats st0, st;
     REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st0), 0);
-    int n0 = fk_count(), loads0 = fk_loads();
+    int n0 = fk.launch_count(), loads0 = fk.loads();
 
     EXPECT(pgrt_capture_begin(s), 0, "");
     EXPECT(pgrt_capture_begin(s), PGRT_ESTATE, "pgrt_capture_begin: the stream is already "
@@ -773,7 +771,7 @@ static void test_capture(pgrt_ctx *ctx)
 
     /* A cached kernel is captured, not run. */
     EXPECT(pgrt_launch(ctx, s, "gradient_clip", &kn, a, 3), 0, "");
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
     REQUIRE(still_marked(g));
     pgrt_graph *graph = NULL;
     REQUIRE_INT_EQ(pgrt_capture_end(s, &graph), 0);
@@ -781,10 +779,10 @@ static void test_capture(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_cache_stats_get(ctx, &st), 0);
     REQUIRE_INT_EQ(st.misses, st0.misses); /* refused before it counted as a miss */
     REQUIRE_INT_EQ(st.hits - st0.hits, 1);
-    REQUIRE_INT_EQ(fk_loads(), loads0);
+    REQUIRE_INT_EQ(fk.loads(), loads0);
     REQUIRE_INT_EQ(pgrt_graph_launch(graph, s), 0);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
-    const fakecuda_launch *l = fk_at(n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
+    const fakecuda_launch *l = fk.launch_at(n0);
     REQUIRE(l && l->replayed && strcmp(l->name, "gradient_clip") == 0);
     pgrt_graph_destroy(&graph);
     EXPECT(pgrt_capture_end(s, &graph), PGRT_ESTATE,
@@ -792,7 +790,7 @@ static void test_capture(pgrt_ctx *ctx)
     REQUIRE(graph == NULL);
 
     /* A synchronous call on the capturing stream invalidates the capture. */
-    n0 = fk_count();
+    n0 = fk.launch_count();
     REQUIRE_INT_EQ(pgrt_capture_begin(s), 0);
     REQUIRE_INT_EQ(pgrt_launch(ctx, s, "gradient_clip", &kn, a, 3), 0);
     EXPECT(pgrt_stream_sync(s), PGRT_ECUDA,
@@ -801,11 +799,11 @@ static void test_capture(pgrt_ctx *ctx)
            "cuStreamEndCapture: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (the captured work is "
            "discarded");
     REQUIRE(graph == NULL);
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
 
     /* After the capture the kernel loads as usual. */
     REQUIRE_INT_EQ(pgrt_kernel_get(ctx, rms, NULL, &k), 0);
-    REQUIRE_INT_EQ(fk_loads(), loads0 + 1);
+    REQUIRE_INT_EQ(fk.loads(), loads0 + 1);
     pgrt_buf_destroy(&g);
     pgrt_stream_destroy(&s);
 }
@@ -853,7 +851,7 @@ static void test_arguments(pgrt_ctx *ctx, pgrt_stream *s)
          "argument 2 (n) = 999, but the launch is sized for knob n = 1000"},
     };
 
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     for (size_t i = 0; i < COUNTOF(cases); i++) {
         EXPECT(pgrt_launch(ctx, s, "gradient_clip", &kn, cases[i].a, cases[i].n), cases[i].code,
                cases[i].words);
@@ -895,12 +893,12 @@ static void test_arguments(pgrt_ctx *ctx, pgrt_stream *s)
     EXPECT(pgrt_buf_upload_async(g, 0, &(float){1}, 1, os), PGRT_EINVAL,
            "the stream belongs to another context");
 
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
     REQUIRE(still_marked(g));
 
     /* The same launch with matching arguments goes through and scales. */
     REQUIRE_INT_EQ(pgrt_launch(ctx, s, "gradient_clip", &kn, ok, 3), 0);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
     float v[2];
     REQUIRE_INT_EQ(pgrt_buf_download(g, 0, v, 2), 0);
     REQUIRE(v[0] == 0.5f && v[1] == 1.0f);
@@ -1136,11 +1134,11 @@ static void test_pure_messages(pgrt_ctx *ctx)
     /* A driver library without cuInit is not "too old": the message names
      * the entry point and the library. */
     pgrt_ctx *other = NULL;
-    pgrt_ctx_params p = {fake, 0};
+    pgrt_ctx_params p = {fk.path, 0};
     setenv("FAKECUDA_HIDE", "cuInit", 1);
     EXPECT(pgrt_ctx_create(&other, &p), PGRT_ENODRIVER,
            "lacks the entry point cuInit, which every driver since CUDA 2.0 provides");
-    REQUIRE_CONTAINS(pgrt_last_message(), fake);
+    REQUIRE_CONTAINS(pgrt_last_message(), fk.path);
     REQUIRE(strstr(pgrt_last_message(), "too old") == NULL);
     unsetenv("FAKECUDA_HIDE");
     REQUIRE(other == NULL);
@@ -1162,7 +1160,7 @@ static void test_gemm_layers(pgrt_ctx *ctx)
         pgrt_buf_alloc(ctx, PG_U16, 16, &bias16) || pgrt_buf_alloc(ctx, PG_F32, 4096, &f) ||
         pgrt_buf_view(x, 0, 2048 * 16, &view))
         exit(1);
-    size_t n0 = fk_count();
+    size_t n0 = fk.launch_count();
     EXPECT(pgrt_gemm(NULL, NULL, PGK_GEMM_FORWARD, x, w, y, NULL, 2048, 16, 1536, false, NULL,
                      NULL),
            PGRT_EINVAL, "pgrt_gemm: ctx is NULL");
@@ -1188,7 +1186,7 @@ static void test_gemm_layers(pgrt_ctx *ctx)
     pgrt_buf *fb = NULL, *fc = NULL;
     if (pgrt_buf_alloc(ctx, PG_F32, 4096, &fb) || pgrt_buf_alloc(ctx, PG_F32, 4096, &fc))
         exit(1);
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
     /* f32 with a bias, or a backward accumulate, on a small shape: gemm_thin
      * (the small-tile kernels have neither), one launch */
     pgk_gemm_choice fu;
@@ -1198,8 +1196,8 @@ static void test_gemm_layers(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_BACKWARD_W, f, fb, fc, NULL, 16, 16, 16, true,
                              NULL, &fu), 0);
     REQUIRE_STR_EQ(fu.desc->name, "gemm_thin");
-    REQUIRE_INT_EQ(fk_count(), n0 + 2);
-    n0 = fk_count();
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 2);
+    n0 = fk.launch_count();
 
     /* a LoRA shape with R thin (y[2048,16] times w[1536,16] into x): gemm_thin,
      * one launch, no workspace */
@@ -1210,7 +1208,7 @@ static void test_gemm_layers(pgrt_ctx *ctx)
                              NULL, &used), 0);
     REQUIRE_STR_EQ(used.desc->name, "gemm_thin");
     REQUIRE(used.split == 1 && used.reduce == NULL);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
     /* a long reduction (n off a multiple of 8: the mma.sync family; a and
      * b both read from x): split with a workspace (GEMM + reduce), whole
      * without */
@@ -1222,14 +1220,14 @@ static void test_gemm_layers(pgrt_ctx *ctx)
     REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, x, y, NULL, 256, 100, 8192, false,
                              ws, &used), 0);
     REQUIRE(used.split > 1 && used.reduce != NULL);
-    REQUIRE_INT_EQ(fk_count(), n0 + 3);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 3);
     REQUIRE_INT_EQ(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, x, y, NULL, 256, 100, 8192, false,
                              NULL, &used), 0);
     REQUIRE(used.split == 1 && used.reduce == NULL);
-    REQUIRE_INT_EQ(fk_count(), n0 + 4);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 4);
     EXPECT(pgrt_gemm(ctx, NULL, PGK_GEMM_FORWARD, x, x, y, NULL, 256, 100, 8192, false, x, NULL),
            PGRT_EINVAL, "the workspace overlaps an input");
-    REQUIRE_INT_EQ(fk_count(), n0 + 4);
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 4);
     pgrt_buf *bufs[] = {view, x, w, y, wf16, bias16, f, fb, fc, ws};
     for (size_t i = 0; i < COUNTOF(bufs); i++)
         pgrt_buf_destroy(&bufs[i]);
@@ -1237,38 +1235,7 @@ static void test_gemm_layers(pgrt_ctx *ctx)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s FAKE_LIBCUDA\n", argv[0]);
-        return 2;
-    }
-    fake = argv[1];
-    unsetenv("PGRT_LIBCUDA");
-    unsetenv("FAKECUDA");
-    unsetenv("FAKECUDA_VERSION");
-    unsetenv("FAKECUDA_HIDE");
-    unsetenv("FAKECUDA_CC");
-    unsetenv("FAKECUDA_JIT_US");
-    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
-        return 1;
-    }
-    const struct {
-        const char *name;
-        void *slot;
-    } syms[] = {
-        {"fakecuda_launch_count", &fk_count}, {"fakecuda_loads", &fk_loads},
-        {"fakecuda_live_allocs", &fk_allocs}, {"fakecuda_live_modules", &fk_modules},
-        {"fakecuda_launch_at", &fk_at},
-    };
-    for (size_t i = 0; i < COUNTOF(syms); i++) {
-        void *p = dlsym(lib, syms[i].name);
-        if (!p) {
-            fprintf(stderr, "the fake driver lacks %s\n", syms[i].name);
-            return 1;
-        }
-        memcpy(syms[i].slot, &p, sizeof p);
-    }
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_LOCAL, "FAKE_LIBCUDA");
 
     test_no_device();
     pgrt_ctx *ctx = open_ctx();
@@ -1288,8 +1255,8 @@ int main(int argc, char **argv)
     pgrt_stream_destroy(&s);
     pgrt_ctx_destroy(&ctx);
     test_old_driver();
-    REQUIRE_INT_EQ(fk_allocs(), 0);
-    REQUIRE_INT_EQ(fk_modules(), 0);
-    dlclose(lib);
+    REQUIRE_INT_EQ(fk.live_allocs(), 0);
+    REQUIRE_INT_EQ(fk.live_modules(), 0);
+    fake_fixture_close(&fk);
     TEST_DONE();
 }

@@ -21,8 +21,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
-static const char *fake;
-static fakecuda_count_fn fk_count, fk_attrs, fk_tmaps, fk_loads;
+static fake_fixture fk;
 
 #define EXPECT(call, code, words)                                              \
     do {                                                                       \
@@ -46,7 +45,7 @@ static pgrt_ctx *open_with(int cc, const char *env)
         snprintf(name, sizeof name, "%.*s", (int)(eq - env), env);
         setenv(name, eq + 1, 1);
     }
-    pgrt_ctx_params p = {fake, 0};
+    pgrt_ctx_params p = {fk.path, 0};
     pgrt_ctx *ctx = NULL;
     int rc = pgrt_ctx_create(&ctx, &p);
     unsetenv("FAKECUDA_CC");
@@ -78,7 +77,7 @@ static void test_encode(pgrt_ctx *ctx)
     if (pgrt_buf_alloc(ctx, PG_BF16, 64 * 128, &b))
         exit(1);
     pgrt_devptr base = pgrt_buf_ptr(b);
-    int tm0 = fk_tmaps();
+    int tm0 = fk.tmap_count();
     pgrt_tensor_map m;
     memset(&m, 0, sizeof m);
     const uint64_t dims[2] = {128, 64}, strides[1] = {256};
@@ -134,7 +133,7 @@ static void test_encode(pgrt_ctx *ctx)
     EXPECT(ENC(PG_F32, 2, base, dims, s512, box, 128), PGRT_EINVAL,
            "box[0] = 64 x 4 bytes = 256 bytes, exceeds the 128-byte swizzle span");
 #undef ENC
-    REQUIRE_INT_EQ(fk_tmaps(), tm0);
+    REQUIRE_INT_EQ(fk.tmap_count(), tm0);
     REQUIRE(m.encoded != PGRT_TENSOR_MAP_ENCODED);
 
     /* A device without tensor maps; a driver without the call. */
@@ -147,7 +146,7 @@ static void test_encode(pgrt_ctx *ctx)
            PGRT_EDRIVER, "the driver lacks cuTensorMapEncodeTiled (CUDA 12.0); this driver is "
            "CUDA 11.8");
     pgrt_ctx_destroy(&c118);
-    REQUIRE_INT_EQ(fk_tmaps(), tm0);
+    REQUIRE_INT_EQ(fk.tmap_count(), tm0);
     pgrt_buf_destroy(&b);
 }
 
@@ -168,7 +167,7 @@ static void test_args(pgrt_ctx *ctx)
     REQUIRE(pgrt_tensor_map_encode(ctx, &failed, PG_F32, 2, pgrt_buf_ptr(out), dims, strides,
                                    bad_box, 0) != 0);
     pgk_knobs kn = probe_knobs_of(1, 0, 0, 0, 0);
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     pgrt_arg a[2] = {pgrt_arg_buf(out), pgrt_arg_buf(out)};
     EXPECT(pgrt_kernel_launch(k, NULL, &kn, a, 2), PGRT_EARGS,
            "tma_probe argument 0 (tmap): expected a tensor map (pgrt_arg_tensor_map), got a "
@@ -196,7 +195,7 @@ static void test_args(pgrt_ctx *ctx)
     char err[256];
     REQUIRE_INT_EQ(pgrt_args_check(&smem_probe_desc, NULL, a, 1, err, sizeof err), PGRT_EARGS);
     REQUIRE_CONTAINS(err, "got a tensor map");
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
     pgrt_module_destroy(&mod2);
     pgrt_module_destroy(&mod);
     pgrt_buf_destroy(&out);
@@ -216,13 +215,13 @@ static void launch_alone(int cc, const char *env, const char *target, pgk_knobs 
     pgrt_arg a = pgrt_arg_buf(o);
     pgrt_module *mod = NULL;
     pgrt_kernel *k = probe_kernel(c, target, &smem_probe_desc, &mod);
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     EXPECT(pgrt_kernel_launch(k, NULL, &kn, &a, 1), code, words);
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
     if (plain_too) {
         pgk_knobs plain = probe_knobs_of(8, 0, 0, 0, 0);
         REQUIRE_INT_EQ(pgrt_kernel_launch(k, NULL, &plain, &a, 1), 0);
-        REQUIRE_INT_EQ(fk_count(), n0 + 1);
+        REQUIRE_INT_EQ(fk.launch_count(), n0 + 1);
     }
     pgrt_module_destroy(&mod);
     pgrt_buf_destroy(&o);
@@ -237,7 +236,7 @@ static void test_shared(pgrt_ctx *ctx)
     pgrt_arg a = pgrt_arg_buf(out);
     pgrt_module *mod = NULL;
     pgrt_kernel *k = probe_kernel(ctx, "sm_90", &smem_probe_desc, &mod);
-    int n0 = fk_count(), s0 = fk_attrs();
+    int n0 = fk.launch_count(), s0 = fk.attr_count();
     pgk_knobs kn = probe_knobs_of(1, 232449, 0, 0, 0);
     EXPECT(pgrt_kernel_launch(k, NULL, &kn, &a, 1), PGRT_ERANGE,
            "smem_probe asks for 232449 bytes of dynamic shared memory; the device allows at most "
@@ -245,8 +244,8 @@ static void test_shared(pgrt_ctx *ctx)
     kn = probe_knobs_of(2, 1u << 20, 2, 1, 1);
     EXPECT(pgrt_kernel_launch(k, NULL, &kn, &a, 1), PGRT_ERANGE,
            "smem_probe asks for 1048576 bytes of dynamic shared memory");
-    REQUIRE_INT_EQ(fk_count(), n0);
-    REQUIRE_INT_EQ(fk_attrs(), s0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
+    REQUIRE_INT_EQ(fk.attr_count(), s0);
     pgrt_module_destroy(&mod);
 
     /* Static shared memory leaves less. */
@@ -272,7 +271,7 @@ static void test_shared(pgrt_ctx *ctx)
                  "smem_probe needs 100000 bytes of dynamic shared memory; the driver lacks "
                  "cuFuncSetAttribute (CUDA 9.0) to allow more than 49152",
                  false);
-    REQUIRE_INT_EQ(fk_count(), n0);
+    REQUIRE_INT_EQ(fk.launch_count(), n0);
     pgrt_buf_destroy(&out);
 }
 
@@ -284,7 +283,7 @@ static void test_cluster(pgrt_ctx *ctx)
     pgrt_arg a = pgrt_arg_buf(out);
     pgrt_module *mod = NULL;
     pgrt_kernel *k = probe_kernel(ctx, "sm_90", &smem_probe_desc, &mod);
-    int n0 = fk_count();
+    int n0 = fk.launch_count();
     pgk_knobs kn = probe_knobs_of(6, 0, 4, 1, 1);
     EXPECT(pgrt_kernel_launch(k, NULL, &kn, &a, 1), PGRT_EARGS,
            "smem_probe: cluster (4,1,1) does not divide grid (6,1,1)");
@@ -308,7 +307,7 @@ static void test_cluster(pgrt_ctx *ctx)
                  "smem_probe: a cluster launch needs cuLaunchKernelEx (CUDA 11.8); this driver "
                  "is CUDA 12.8",
                  true);
-    REQUIRE_INT_EQ(fk_count(), n0 + 1); /* the plain launch on the last device */
+    REQUIRE_INT_EQ(fk.launch_count(), n0 + 1); /* the plain launch on the last device */
     pgrt_buf_destroy(&out);
 }
 
@@ -333,7 +332,7 @@ static void test_arch_specific(void)
          "12.1 (target sm_121)", PGRT_ETARGET},
         {90, "sm_90a", "7.8", "PTX ISA 7.8 is below sm_90a's minimum 8.0", PGRT_EISA},
     };
-    int loads0 = fk_loads();
+    int loads0 = fk.loads();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pgrt_ctx *ctx = open_with(cases[i].cc, NULL);
         char ptx[1024];
@@ -343,7 +342,7 @@ static void test_arch_specific(void)
         REQUIRE(m == NULL);
         pgrt_ctx_destroy(&ctx);
     }
-    REQUIRE_INT_EQ(fk_loads(), loads0);
+    REQUIRE_INT_EQ(fk.loads(), loads0);
 
     /* The pure checks, by target alone and with the device. */
     pgrt_ptx_info a90 = {80, "sm_90a", 64};
@@ -370,33 +369,7 @@ static void test_arch_specific(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s FAKE_LIBCUDA\n", argv[0]);
-        return 2;
-    }
-    fake = argv[1];
-    unsetenv("FAKECUDA");
-    unsetenv("FAKECUDA_VERSION");
-    unsetenv("FAKECUDA_HIDE");
-    unsetenv("FAKECUDA_CC");
-    unsetenv("FAKECUDA_SMEM_OPTIN");
-    unsetenv("FAKECUDA_STATIC_SMEM");
-    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "dlopen %s: %s\n", fake, dlerror());
-        return 1;
-    }
-    void *p;
-#define BIND(var, name)                                                        \
-    if (!(p = dlsym(lib, name))) {                                             \
-        fprintf(stderr, "fake driver lacks %s\n", name);                       \
-        return 1;                                                              \
-    }                                                                          \
-    memcpy(&(var), &p, sizeof(var))
-    BIND(fk_count, "fakecuda_launch_count");
-    BIND(fk_attrs, "fakecuda_attr_count");
-    BIND(fk_tmaps, "fakecuda_tmap_count");
-    BIND(fk_loads, "fakecuda_loads");
+    fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_LOCAL, "FAKE_LIBCUDA");
 
     pgrt_ctx *ctx = open_with(90, NULL);
     test_encode(ctx);

@@ -82,7 +82,7 @@ if has sanitize; then
     fi
 fi
 if has bench; then
-    timeout 240 python3 tests/model/bench_torch.py --dir "$O/big" --save-model --steps 5 \
+    timeout 240 python3 tests/bench/bench_torch.py --dir "$O/big" --save-model --steps 5 \
         > "$O/bench-torch.log" 2>&1
     echo "torch bench: exit $?"; cat "$O/bench-torch.log" | grep -v Warning | tail -5
     nvidia-smi --query-gpu=name,memory.used --format=csv,noheader
@@ -95,7 +95,7 @@ if has bench; then
     rm -rf "$O/big/model"
 fi
 if has bench05; then
-    timeout 200 python3 tests/model/bench_torch.py --dir "$O/b05" --shape 0.5b --save-model --steps 5 \
+    timeout 200 python3 tests/bench/bench_torch.py --dir "$O/b05" --shape 0.5b --save-model --steps 5 \
         > "$O/bench05-torch.log" 2>&1
     echo "torch bench 0.5b: exit $?"; grep "^torch" "$O/bench05-torch.log"
     timeout 150 $T --model "$O/b05/model" --tokens "$O/b05/tokens.bin" --batch 4 --seq 512 \

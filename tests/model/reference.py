@@ -19,7 +19,7 @@ not part of CI.
                                          ptxgen-train command lines to compare with
   reference.py rope-check                 transformers' llama3 inverse frequencies (CPU)
                                          against pgrt_model_rope_scale's f32 op sequence and
-                                         the worked values of tests/model/test_hf.c
+                                         the worked values of tests/model/hf.c
   reference.py masked    --model M --adapter A --data F.pgtok --log-json L [--dtype f32]
                                          completion-only: ptxgen-train's first loss on a
                                          .pgtok (pad rows) against labels = -100 on the prompt
@@ -572,7 +572,7 @@ def compare(args):
     return 0 if ok else 1
 
 
-# The worked values of tests/model/test_hf.c (test_rope_scale): (name,
+# The worked values of tests/model/hf.c (test_rope_scale): (name,
 # rope_theta, head_dim, factor, low_freq_factor, high_freq_factor,
 # original_max_position_embeddings, {index: (input, output)}), f32 as hex.
 ROPE_WORKED = [
@@ -611,7 +611,7 @@ def llama3_f32(x, factor, low, high, old):
 
 def rope_check(args):
     """transformers' llama3 table on the CPU against llama3_f32 on torch's
-    own default table (every entry) and against test_hf.c's worked values
+    own default table (every entry) and against hf.c's worked values
     (their inputs are C's F(1 / pow(theta, 2i / d)); where torch's f32 pow
     made another input, that entry is reported, not compared)."""
     torch = torch_setup()
@@ -638,10 +638,10 @@ def rope_check(args):
             x, y = float.fromhex(x), float.fromhex(y)
             if default[i] != x:
                 print(f"  worked entry {i}: torch's default input is {default[i].hex()}, "
-                      f"test_hf.c's {x.hex()}: not compared")
+                      f"hf.c's {x.hex()}: not compared")
             elif table[i] != y:
                 bad += 1
-                print(f"  worked entry {i}: transformers {table[i].hex()}, test_hf.c {y.hex()}"
+                print(f"  worked entry {i}: transformers {table[i].hex()}, hf.c {y.hex()}"
                       "  FAIL")
             else:
                 print(f"  worked entry {i}: {y.hex()} ok")

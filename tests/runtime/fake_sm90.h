@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The fake driver's sm_90a fixture shared by the gemm_sm90 tests of this
- * folder (test_rt_gemm90.c, test_rt_gemm_plan.c): a context of a given
+ * folder (gemm_sm90.c, gemm_plan.c): a context of a given
  * compute capability, buffers, and the check of a recorded tensor map.
  * main() sets `fake` and the fk_* entry points from the library.
  */
@@ -22,17 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *fake;
-static fakecuda_reset_fn fk_reset;
-static fakecuda_count_fn fk_count;
-static fakecuda_launch_at_fn fk_at;
+static fake_fixture fk;
 
 static inline pgrt_ctx *open_cc(int cc)
 {
     char v[16];
     snprintf(v, sizeof v, "%d", cc);
     setenv("FAKECUDA_CC", v, 1);
-    pgrt_ctx_params p = {fake, 0};
+    pgrt_ctx_params p = {fk.path, 0};
     pgrt_ctx *ctx = NULL;
     int rc = pgrt_ctx_create(&ctx, &p);
     unsetenv("FAKECUDA_CC");

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the tests against the fake driver share: binding the fake
- * library's steering functions and opening a context on it. Any failure
- * here is the test's set-up, not a check: it prints and exits 1.
+ * What the tests against the fakes share past fakecuda.h's fixture:
+ * binding the other fakes' recording functions (fakenccl.h, fakecublas.h)
+ * and opening a context on the fake driver. Any failure here is the
+ * test's set-up, not a check: it prints and exits 1.
  */
 #ifndef PTXGEN_FAKE_UTIL_H
 #define PTXGEN_FAKE_UTIL_H

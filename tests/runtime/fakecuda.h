@@ -20,7 +20,8 @@
  * takes it back and refuses (and counts) one that was cut or altered.
  * The four clip kernels are emulated on the host (sums in double), so a
  * pipeline's data flow can be followed; other launches are only recorded.
- * Tests reach the recording through the fakecuda_* functions (dlsym).
+ * Tests reach the recording through the fakecuda_* functions, bound once
+ * by the fixture at the end of this header (fake_fixture_open).
  */
 #ifndef PTXGEN_FAKECUDA_H
 #define PTXGEN_FAKECUDA_H
@@ -70,41 +71,6 @@ typedef void (*fakecuda_reset_fn)(void);
 typedef int (*fakecuda_count_fn)(void);
 typedef const fakecuda_launch *(*fakecuda_launch_at_fn)(int i);
 
-/* A test's handle on the fake at `path` (dlopen with `flags`): its
- * recording entry points, looked up once. Returns the library, or NULL
- * with a line on stderr when it cannot be opened or lacks them. The
- * runtime opens the same file again, so the test sees the calls it made. */
-static inline void *fakecuda_open(const char *path, int flags, fakecuda_reset_fn *reset,
-                                  fakecuda_count_fn *count, fakecuda_launch_at_fn *at)
-{
-    void *lib = dlopen(path, flags);
-    if (!lib) {
-        fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
-        return NULL;
-    }
-    void *p = dlsym(lib, "fakecuda_reset");
-    memcpy(reset, &p, sizeof p);
-    p = dlsym(lib, "fakecuda_launch_count");
-    memcpy(count, &p, sizeof p);
-    p = dlsym(lib, "fakecuda_launch_at");
-    memcpy(at, &p, sizeof p);
-    if (!*reset || !*count || !*at) {
-        fprintf(stderr, "the fake driver %s lacks its recording functions\n", path);
-        return NULL;
-    }
-    return lib;
-}
-
-/* The switches a test of the fake starts without: FAKECUDA_* and the
- * graph switch of the training pipeline. */
-static inline void fakecuda_clear_env(void)
-{
-    static const char *const vars[] = {"FAKECUDA", "FAKECUDA_VERSION", "FAKECUDA_HIDE",
-                                       "FAKECUDA_CC", "PTXGEN_CUDA_GRAPH"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-        unsetenv(vars[i]);
-}
-
 /* Exported by the fake:
  *   void fakecuda_reset(void);            forget launches and counters
  *   int fakecuda_launch_count(void);
@@ -132,5 +98,111 @@ static inline void fakecuda_clear_env(void)
  *   int fakecuda_bad_cubins(void);        cubins refused as cut or altered
  *   int fakecuda_max_concurrent_jits(void); the most JITs in flight at once
  */
+
+/* ---------------------------------------------------------------- the fixture */
+
+/* The fake as a test holds it: its path (for pgrt_ctx_params), the
+ * library, and every recording function listed above, looked up once.
+ * The runtime opens the same file again, so the test sees the calls the
+ * runtime made. */
+typedef struct fake_fixture {
+    const char *path;
+    void *lib;
+    void (*reset)(void);
+    int (*launch_count)(void);
+    const fakecuda_launch *(*launch_at)(int i);
+    int (*loads)(void);
+    int (*ex_loads)(void);
+    int (*direct_loads)(void);
+    int (*live_allocs)(void);
+    int (*live_modules)(void);
+    int (*attr_count)(void);
+    const fakecuda_attr_set *(*attr_at)(int i);
+    int (*tmap_count)(void);
+    int (*links)(void);
+    int (*cubin_loads)(void);
+    int (*bad_cubins)(void);
+    int (*max_concurrent_jits)(void);
+} fake_fixture;
+
+/* The switches a test of the fake starts without: the fake's steering
+ * variables, the target override, the training pipeline's graph switch and
+ * the driver path. */
+static inline void fake_env_clear(void)
+{
+    static const char *const vars[] = {
+        "FAKECUDA",         "FAKECUDA_VERSION",    "FAKECUDA_HIDE",     "FAKECUDA_CC",
+        "FAKECUDA_JIT_US",  "FAKECUDA_SMEM_OPTIN", "FAKECUDA_STATIC_SMEM",
+        "PTXGEN_TARGET",    "PTXGEN_CUDA_GRAPH",   "PGRT_LIBCUDA",
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+}
+
+/* argv[1] names the fake (else "usage: PROGRAM ARGS" and exit 2), opened
+ * with `flags` (RTLD_GLOBAL where a kernel handle must outlive a context)
+ * and bound. A failure here is the test's set-up, not a check: it prints
+ * and exits 1. The environment is left as it is (a test's child process
+ * keeps the switches its parent set). */
+static inline void fake_fixture_bind(fake_fixture *fx, int argc, char **argv, int flags,
+                                     const char *args)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s %s\n", argv[0], args);
+        exit(2);
+    }
+    memset(fx, 0, sizeof *fx);
+    fx->path = argv[1];
+    fx->lib = dlopen(fx->path, flags);
+    if (!fx->lib) {
+        fprintf(stderr, "dlopen %s: %s\n", fx->path, dlerror());
+        exit(1);
+    }
+    /* function pointers from dlsym through memcpy, as ISO C allows */
+    const struct {
+        const char *name;
+        void *slot;
+    } syms[] = {
+        {"fakecuda_reset", &fx->reset},
+        {"fakecuda_launch_count", &fx->launch_count},
+        {"fakecuda_launch_at", &fx->launch_at},
+        {"fakecuda_loads", &fx->loads},
+        {"fakecuda_ex_loads", &fx->ex_loads},
+        {"fakecuda_direct_loads", &fx->direct_loads},
+        {"fakecuda_live_allocs", &fx->live_allocs},
+        {"fakecuda_live_modules", &fx->live_modules},
+        {"fakecuda_attr_count", &fx->attr_count},
+        {"fakecuda_attr_at", &fx->attr_at},
+        {"fakecuda_tmap_count", &fx->tmap_count},
+        {"fakecuda_links", &fx->links},
+        {"fakecuda_cubin_loads", &fx->cubin_loads},
+        {"fakecuda_bad_cubins", &fx->bad_cubins},
+        {"fakecuda_max_concurrent_jits", &fx->max_concurrent_jits},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        void *p = dlsym(fx->lib, syms[i].name);
+        if (!p) {
+            fprintf(stderr, "the fake driver %s lacks %s\n", fx->path, syms[i].name);
+            exit(1);
+        }
+        memcpy(syms[i].slot, &p, sizeof p);
+    }
+}
+
+/* The start of main of every test against the fake: the switches
+ * cleared, then the fake bound. */
+static inline void fake_fixture_open(fake_fixture *fx, int argc, char **argv, int flags,
+                                     const char *args)
+{
+    fake_env_clear();
+    fake_fixture_bind(fx, argc, argv, flags, args);
+}
+
+static inline void fake_fixture_close(fake_fixture *fx)
+{
+    if (fx->lib)
+        dlclose(fx->lib);
+    fx->lib = NULL;
+}
 
 #endif /* PTXGEN_FAKECUDA_H */

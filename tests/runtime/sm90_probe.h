@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Two probe kernels for the sm_90 launch paths against the fake driver
- * (test_rt_sm90.c and the bad-input catalogue): tma_probe takes a tensor
+ * (sm90.c and the bad-input catalogue): tma_probe takes a tensor
  * map by value and a pointer, smem_probe a pointer. Their PTX is written
  * out (the builder has no 128-byte parameter yet) and only their
  * signatures matter: the fake records launches, it runs none. Knobs set
