@@ -510,12 +510,16 @@ static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     return pg_kernel_error(k);
 }
 
+/* The knobs of both tables below: heads are the query heads of a query-row
+ * kernel and the key/value heads of a key-row one. */
+enum { ATT_BATCH, ATT_SEQ, ATT_HEADS, ATT_DIM };
+
 /* The key rows' launch: one block of 8 warps a key row. */
 static int launch_dkv(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
     (void)d;
-    uint64_t rows = (uint64_t)knobs[0] * knobs[1] * knobs[2];
-    if (rows == 0 || rows > INT32_MAX || knobs[3] == 0 || knobs[3] > ATT_MAX_D)
+    uint64_t rows = (uint64_t)knobs[ATT_BATCH] * knobs[ATT_SEQ] * knobs[ATT_HEADS];
+    if (rows == 0 || rows > INT32_MAX || knobs[ATT_DIM] == 0 || knobs[ATT_DIM] > ATT_MAX_D)
         return PG_ERANGE;
     *out = (pgk_launch){{(uint32_t)rows, 1, 1}, {32 * ATT_WARPS, 1, 1}, 0};
     return PG_OK;
@@ -527,9 +531,9 @@ static int launch_dkv(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 static int launch_att(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
     (void)d;
-    uint64_t rows = (uint64_t)knobs[0] * knobs[1] * knobs[2];
+    uint64_t rows = (uint64_t)knobs[ATT_BATCH] * knobs[ATT_SEQ] * knobs[ATT_HEADS];
     uint64_t blocks = (rows + ATT_WARPS - 1) / ATT_WARPS;
-    if (rows == 0 || rows > INT32_MAX || knobs[3] == 0 || knobs[3] > ATT_MAX_D)
+    if (rows == 0 || rows > INT32_MAX || knobs[ATT_DIM] == 0 || knobs[ATT_DIM] > ATT_MAX_D)
         return PG_ERANGE;
     *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {32 * ATT_WARPS, 1, 1}, 0};
     return PG_OK;

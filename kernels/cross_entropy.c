@@ -244,12 +244,15 @@ static int ce_build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const ui
     return build_ce(k, p, dt, (d->variant & CE_DSCALE) != 0);
 }
 
+enum { CE_ROWS, CE_VOCAB };
+
 static int launch_ce(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
     (void)d;
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > (1u << 31))
+    if (knobs[CE_ROWS] == 0 || knobs[CE_ROWS] > INT32_MAX || knobs[CE_VOCAB] == 0 ||
+        knobs[CE_VOCAB] > (1u << 31))
         return PG_ERANGE;
-    *out = (pgk_launch){{knobs[0], 1, 1}, {CE_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{knobs[CE_ROWS], 1, 1}, {CE_THREADS, 1, 1}, 0};
     return PG_OK;
 }
 

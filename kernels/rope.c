@@ -342,12 +342,15 @@ static int build_rope(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool backwa
     return pg_kernel_error(k);
 }
 
+enum { ROPE_TOKENS, ROPE_DIM };
+
 static int launch_rope(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
     (void)d;
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] < 2 || knobs[1] % 2 != 0)
+    if (knobs[ROPE_TOKENS] == 0 || knobs[ROPE_TOKENS] > INT32_MAX || knobs[ROPE_DIM] < 2 ||
+        knobs[ROPE_DIM] % 2 != 0)
         return PG_ERANGE;
-    *out = (pgk_launch){{knobs[0], 1, 1}, {ROPE_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{knobs[ROPE_TOKENS], 1, 1}, {ROPE_THREADS, 1, 1}, 0};
     return PG_OK;
 }
 
