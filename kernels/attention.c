@@ -258,8 +258,8 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     pg_reg nkeys = pgv_add(k, PG_U32, s, pg_u32(1));
 
     pg_comment(k, docs ? "online softmax over keys doc_start..s" : "online softmax over keys 0..s");
-    pgk_loop L;
-    pgk_loop_begin(k, &L, docs ? r.ds : pg_u32(0), nkeys, pg_u32(1));
+    pg_loop L;
+    pg_for_begin(k, &L, docs ? r.ds : pg_u32(0), nkeys, pg_u32(1));
     vec kv = vec_load(k, dt, &l, ka);
     pg_reg sc = vec_dot(k, &q, &kv);
     pg_reg mn = pgv_max(k, PG_F32, m, sc);
@@ -271,7 +271,7 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     pg_mov(k, PG_F32, m, mn);
     pg_add(k, PG_U64, ka, ka, kstride);
     pg_add(k, PG_U64, va, va, kstride);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
 
     pg_reg inv = pgv_rcp(k, PG_F32, sum);
     vec_scale(k, &acc, inv);
@@ -325,8 +325,8 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     vec acc = vec_zero(k);
     pg_reg nkeys = pgv_add(k, PG_U32, s, pg_u32(1));
     pg_comment(k, "dq = scale sum_j P_j (dO.v_j - delta) k_j");
-    pgk_loop L;
-    pgk_loop_begin(k, &L, docs ? r.ds : pg_u32(0), nkeys, pg_u32(1));
+    pg_loop L;
+    pg_for_begin(k, &L, docs ? r.ds : pg_u32(0), nkeys, pg_u32(1));
     vec kv = vec_load(k, dt, &l, ka);
     pg_reg sc = vec_dot(k, &q, &kv);
     pg_reg pr = pgk_exp_nonpos(k, pgv_sub(k, PG_F32, sc, lse));
@@ -337,7 +337,7 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     vec_axpy(k, &acc, pg_none(), ds, &kv);
     pg_add(k, PG_U64, ka, ka, kstride);
     pg_add(k, PG_U64, va, va, kstride);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
 
     vec_scale(k, &acc, sh.scale);
     vec_store(k, dt, &l, pgk_addr2(k, dQ, w, sh.dim, pg_u32(0), size), &acc);
@@ -404,8 +404,8 @@ static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     pg_reg h0 = pgv_mul(k, PG_U32, kvh, sh.group);
 
     pg_comment(k, "pairs idx = g (S - j) + (i - j), this warp's in order");
-    pgk_loop L;
-    pg_reg idx = pgk_loop_begin(k, &L, warp, npairs, pg_u32(ATT_WARPS));
+    pg_loop L;
+    pg_reg idx = pg_for_begin(k, &L, warp, npairs, pg_u32(ATT_WARPS));
     pg_reg g = pgv_div(k, PG_U32, idx, nq);
     pg_reg di = pgv_rem(k, PG_U32, idx, nq);
     pg_comment(k, "query row (b S + i) Hq + h0 + g, i = j + di");
@@ -423,7 +423,7 @@ static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     pg_reg ds = pgv_mul(k, PG_F32, dpd, pr);
     vec_axpy(k, &dv, pg_none(), pr, &go);
     vec_axpy(k, &dk, pg_none(), ds, &q);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
 
     pg_comment(k, "partials[0 or 1][warp][lane + 32 t]: dK's, then dV's");
     pg_reg sbase = pgv_mov(k, PG_U32, pg_shared_addr(part));

@@ -58,11 +58,11 @@ static pg_reg ce_max(pg_kernel *k, const ce_row *c)
 {
     pg_comment(k, "pass 1: the row's max");
     pg_reg m = pgk_f32_const(k, -INFINITY);
-    pgk_loop L1;
-    pg_reg j1 = pgk_loop_begin(k, &L1, c->tid, c->vocab, c->ntid);
+    pg_loop L1;
+    pg_reg j1 = pg_for_begin(k, &L1, c->tid, c->vocab, c->ntid);
     pg_reg x1 = pgk_ld_act(k, c->dt, pgk_addr_add(k, c->base, j1, c->size), false);
     pg_max(k, PG_F32, m, m, x1);
-    pgk_loop_end(k, &L1);
+    pg_for_end(k, &L1);
     return pg_block_reduce(k, PG_REDUCE_MAX, PG_F32, m, c->scratch);
 }
 
@@ -74,15 +74,15 @@ static pg_reg ce_sums(pg_kernel *k, const ce_row *c, pg_reg mx, pg_reg *others)
                   "without the label's term");
     pg_reg s = pgk_f32_const(k, 0.0f);
     pg_reg sx = pgk_f32_const(k, 0.0f);
-    pgk_loop L2;
-    pg_reg j2 = pgk_loop_begin(k, &L2, c->tid, c->vocab, c->ntid);
+    pg_loop L2;
+    pg_reg j2 = pg_for_begin(k, &L2, c->tid, c->vocab, c->ntid);
     pg_reg x2 = pgk_ld_act(k, c->dt, pgk_addr_add(k, c->base, j2, c->size), false);
     pg_reg e2 = exp_below(k, x2, mx);
     pg_add(k, PG_F32, s, s, e2);
     pg_reg hit2 = pgv_setp(k, PG_CMP_EQ, PG_U32, j2, c->label);
     pg_reg e2x = pgv_selp(k, PG_F32, pg_f32(0.0f), e2, hit2);
     pg_add(k, PG_F32, sx, sx, e2x);
-    pgk_loop_end(k, &L2);
+    pg_for_end(k, &L2);
     pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, s, c->scratch);
     *others = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, sx, c->scratch);
     return sum;
@@ -98,8 +98,8 @@ static void ce_grad(pg_kernel *k, const ce_row *c, pg_reg mx, pg_reg inv, pg_reg
                   "keeps its logit");
     *xl = pgk_f32_const(k, 0.0f);
     *found = pgv_setp(k, PG_CMP_NE, PG_U32, c->tid, c->tid); /* false */
-    pgk_loop L3;
-    pg_reg j3 = pgk_loop_begin(k, &L3, c->tid, c->vocab, c->ntid);
+    pg_loop L3;
+    pg_reg j3 = pg_for_begin(k, &L3, c->tid, c->vocab, c->ntid);
     pg_reg a3 = pgk_addr_add(k, c->base, j3, c->size);
     pg_reg x3 = pgk_ld_act(k, c->dt, a3, false);
     pg_reg e3 = exp_below(k, x3, mx);
@@ -110,7 +110,7 @@ static void ce_grad(pg_kernel *k, const ce_row *c, pg_reg mx, pg_reg inv, pg_reg
     pgk_st_act(k, c->dt, a3, gs);
     pg_selp(k, PG_F32, *xl, x3, *xl, hit);
     pg_or(k, PG_PRED, *found, *found, hit);
-    pgk_loop_end(k, &L3);
+    pg_for_end(k, &L3);
 }
 
 /* The loss -ln p = ln(1 + r), r = others / exp(xl - max). */
@@ -140,10 +140,10 @@ static void ce_ignored(pg_kernel *k, const ce_row *c, pg_reg lossa, pg_reg first
     pg_reg zero = pgk_f32_const(k, 0.0f);
     pg_guard(k, first, false);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, zero);
-    pgk_loop Z;
-    pg_reg jz = pgk_loop_begin(k, &Z, c->tid, c->vocab, c->ntid);
+    pg_loop Z;
+    pg_reg jz = pg_for_begin(k, &Z, c->tid, c->vocab, c->ntid);
     pgk_st_act(k, c->dt, pgk_addr_add(k, c->base, jz, c->size), zero);
-    pgk_loop_end(k, &Z);
+    pg_for_end(k, &Z);
 }
 
 static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool dscale)

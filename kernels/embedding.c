@@ -42,13 +42,13 @@ static int build_gather(pg_kernel *k, const pgk_desc *d, const pg_param *p, cons
     pg_bra_if(k, ok, true, bad);
 
     pg_reg src = pgk_addr2(k, table, id, hidden, pg_u32(0), size);
-    pgk_loop L;
-    pg_reg h = pgk_loop_begin(k, &L, tid, hidden, ntid);
+    pg_loop L;
+    pg_reg h = pg_for_begin(k, &L, tid, hidden, ntid);
     pg_reg sa = pgk_addr_add(k, src, h, size);
     pg_reg v = pgv_ld_nc(k, bits, sa, 0);
     pg_reg da = pgk_addr_add(k, dst, h, size);
     pg_st(k, PG_SPACE_GLOBAL, bits, da, 0, v);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
     pg_bra(k, done);
 
     pg_label_bind(k, bad);
@@ -57,11 +57,11 @@ static int build_gather(pg_kernel *k, const pgk_desc *d, const pg_param *p, cons
     pg_atom(k, PG_SPACE_GLOBAL, PG_ATOM_OR, PG_B32, pg_none(), err, 0, pg_u32(EMB_BAD_ID),
             pg_none());
     pg_reg zero = pgv_mov(k, bits, pg_u32(0));
-    pgk_loop Z;
-    pg_reg hz = pgk_loop_begin(k, &Z, tid, hidden, ntid);
+    pg_loop Z;
+    pg_reg hz = pg_for_begin(k, &Z, tid, hidden, ntid);
     pg_reg za = pgk_addr_add(k, dst, hz, size);
     pg_st(k, PG_SPACE_GLOBAL, bits, za, 0, zero);
-    pgk_loop_end(k, &Z);
+    pg_for_end(k, &Z);
 
     pg_label_bind(k, done);
     pg_ret(k);

@@ -195,8 +195,8 @@ static void rotate_heads(pg_kernel *k, pgk_dtype dt, bool backward, pg_reg x, pg
     unsigned size = pgk_dtype_size(dt);
     pg_reg rowlen = pgv_mul(k, PG_U32, heads, dim);
     pg_reg base = pgk_addr2(k, x, token, rowlen, i, size);
-    pgk_loop L;
-    pgk_loop_begin(k, &L, pg_u32(0), heads, pg_u32(1));
+    pg_loop L;
+    pg_for_begin(k, &L, pg_u32(0), heads, pg_u32(1));
     pg_reg a1 = pgv_mov(k, PG_U64, base);
     pg_reg a2 = pgk_addr_add(k, base, half, size);
     pg_reg x1 = pgk_ld_act(k, dt, a1, false);
@@ -207,7 +207,7 @@ static void rotate_heads(pg_kernel *k, pgk_dtype dt, bool backward, pg_reg x, pg
     pgk_st_act(k, dt, a2, y2);
     pg_reg next = pgk_addr_add(k, base, dim, size);
     pg_mov(k, PG_U64, base, next);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
 }
 
 /* table: the position from the s32 pos[token] and inv_freq[i] from an f32
@@ -257,8 +257,8 @@ static int build_rope(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool backwa
         lt = log2_f64(k, theta);
     }
 
-    pgk_loop L;
-    pg_reg i = pgk_loop_begin(k, &L, tid, half, ntid);
+    pg_loop L;
+    pg_reg i = pg_for_begin(k, &L, tid, half, ntid);
     pg_reg inv;
     if (table) {
         pg_comment(k, "angle = f32(pos) * inv_freq[i]");
@@ -280,7 +280,7 @@ static int build_rope(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool backwa
     sincos_f32(k, ang, &c, &s);
     rotate_heads(k, dt, backward, q, token, hq, dim, half, i, c, s);
     rotate_heads(k, dt, backward, kk, token, hkv, dim, half, i, c, s);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
 
     pg_label_bind(k, done);
     pg_ret(k);
