@@ -62,12 +62,9 @@ static lanes lanes_of(pg_kernel *k, pg_reg lane, pg_reg dim, unsigned size)
     lanes l;
     l.lane = lane;
     for (unsigned t = 0; t < ATT_MAXE; t++) {
-        pg_reg idx = pg_reg_new(k, PG_U32);
-        pg_add(k, PG_U32, idx, lane, pg_u32(32 * t));
-        l.valid[t] = pg_reg_new(k, PG_PRED);
-        pg_setp(k, PG_CMP_LT, PG_U32, l.valid[t], idx, dim);
-        l.off[t] = pg_reg_new(k, PG_U64);
-        pg_mul_wide(k, PG_U32, l.off[t], idx, pg_u32(size));
+        pg_reg idx = pgv_add(k, PG_U32, lane, pg_u32(32 * t));
+        l.valid[t] = pgv_setp(k, PG_CMP_LT, PG_U32, idx, dim);
+        l.off[t] = pgv_mul_wide(k, PG_U32, idx, pg_u32(size));
     }
     return l;
 }
@@ -84,23 +81,21 @@ static vec vec_zero(pg_kernel *k)
 static vec vec_load(pg_kernel *k, pgk_dtype dt, const lanes *l, pg_reg base)
 {
     vec v;
-    pg_reg a = pg_reg_new(k, PG_U64);
     for (unsigned t = 0; t < ATT_MAXE; t++) {
-        pg_add(k, PG_U64, a, base, l->off[t]);
-        v.e[t] = pg_reg_new(k, PG_F32);
+        pg_reg a = pgv_add(k, PG_U64, base, l->off[t]);
         if (dt == PGK_F32) {
-            pg_mov(k, PG_F32, v.e[t], pg_f32(0.0f));
+            /* zero, then a guarded load over it: the in-place forms */
+            v.e[t] = pgv_mov(k, PG_F32, pg_f32(0.0f));
             pg_guard(k, l->valid[t], false);
             pg_ld(k, PG_SPACE_GLOBAL, PG_F32, a, 0, v.e[t]);
         } else {
-            pg_reg h = pg_reg_new(k, PG_U16);
-            pg_mov(k, PG_U16, h, pg_u32(0));
+            pg_reg h = pgv_mov(k, PG_U16, pg_u32(0));
             pg_guard(k, l->valid[t], false);
             pg_ld(k, PG_SPACE_GLOBAL, PG_U16, a, 0, h);
-            pg_reg w = pg_reg_new(k, PG_U32);
-            pg_cvt(k, PG_U32, PG_U16, PG_RND_NONE, w, h);
-            pg_shl(k, PG_B32, w, w, pg_u32(16));
-            pg_mov(k, PG_B32, v.e[t], w);
+            pg_reg w = pgv_cvt(k, PG_U32, PG_U16, PG_RND_NONE, h);
+            pg_reg hi = pgv_shl(k, PG_B32, w, pg_u32(16));
+            v.e[t] = pg_reg_new(k, PG_F32);
+            pg_mov(k, PG_B32, v.e[t], hi);
         }
     }
     return v;
@@ -108,15 +103,13 @@ static vec vec_load(pg_kernel *k, pgk_dtype dt, const lanes *l, pg_reg base)
 
 static void vec_store(pg_kernel *k, pgk_dtype dt, const lanes *l, pg_reg base, const vec *v)
 {
-    pg_reg a = pg_reg_new(k, PG_U64);
     for (unsigned t = 0; t < ATT_MAXE; t++) {
-        pg_add(k, PG_U64, a, base, l->off[t]);
+        pg_reg a = pgv_add(k, PG_U64, base, l->off[t]);
         if (dt == PGK_F32) {
             pg_guard(k, l->valid[t], false);
             pg_st(k, PG_SPACE_GLOBAL, PG_F32, a, 0, v->e[t]);
         } else {
-            pg_reg h = pg_reg_new(k, PG_BF16);
-            pg_cvt(k, PG_BF16, PG_F32, PG_RND_RN, h, v->e[t]);
+            pg_reg h = pgv_cvt(k, PG_BF16, PG_F32, PG_RND_RN, v->e[t]);
             pg_guard(k, l->valid[t], false);
             pg_st(k, PG_SPACE_GLOBAL, PG_BF16, a, 0, h);
         }
@@ -126,8 +119,7 @@ static void vec_store(pg_kernel *k, pgk_dtype dt, const lanes *l, pg_reg base, c
 /* a . b over the row: the lane's fma chain, then a fixed-order warp sum. */
 static pg_reg vec_dot(pg_kernel *k, const vec *a, const vec *b)
 {
-    pg_reg s = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, s, a->e[0], b->e[0]);
+    pg_reg s = pgv_mul(k, PG_F32, a->e[0], b->e[0]);
     for (unsigned t = 1; t < ATT_MAXE; t++)
         pg_fma(k, PG_F32, s, a->e[t], b->e[t], s);
     return pg_warp_reduce(k, PG_REDUCE_SUM, PG_F32, s);
@@ -151,9 +143,7 @@ static void vec_scale(pg_kernel *k, vec *v, pg_val c)
 
 static pg_reg ld_shared_f32(pg_kernel *k, pg_reg addr, int64_t off)
 {
-    pg_reg v = pg_reg_new(k, PG_F32);
-    pg_ld(k, PG_SPACE_SHARED, PG_F32, addr, off, v);
-    return v;
+    return pgv_ld(k, PG_SPACE_SHARED, PG_F32, addr, off);
 }
 
 typedef struct shape {
@@ -171,28 +161,22 @@ static shape shape_load(pg_kernel *k, const pg_param *p, unsigned first, pg_labe
     s.hkv = pg_param_load(k, p[first + 3]);
     s.dim = pg_param_load(k, p[first + 4]);
     s.scale = pg_param_load(k, p[first + 5]);
-    pg_reg bad = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, bad, s.hkv, pg_u32(0));
-    pg_bra_if(k, bad, false, out);
-    pg_setp(k, PG_CMP_GT, PG_U32, bad, s.dim, pg_u32(ATT_MAX_D));
-    pg_bra_if(k, bad, false, out);
-    s.group = pg_reg_new(k, PG_U32);
-    pg_div(k, PG_U32, s.group, s.hq, s.hkv);
-    pg_reg back = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, back, s.group, s.hkv);
-    pg_setp(k, PG_CMP_NE, PG_U32, bad, back, s.hq);
-    pg_bra_if(k, bad, false, out);
+    pg_reg no_kv = pgv_setp(k, PG_CMP_EQ, PG_U32, s.hkv, pg_u32(0));
+    pg_bra_if(k, no_kv, false, out);
+    pg_reg too_wide = pgv_setp(k, PG_CMP_GT, PG_U32, s.dim, pg_u32(ATT_MAX_D));
+    pg_bra_if(k, too_wide, false, out);
+    s.group = pgv_div(k, PG_U32, s.hq, s.hkv);
+    pg_reg back = pgv_mul(k, PG_U32, s.group, s.hkv);
+    pg_reg ragged = pgv_setp(k, PG_CMP_NE, PG_U32, back, s.hq);
+    pg_bra_if(k, ragged, false, out);
     return s;
 }
 
 /* Bytes from one token's row of a [.., S, H, D] tensor to the next's. */
 static pg_reg token_stride(pg_kernel *k, pg_reg heads, pg_reg dim, unsigned size)
 {
-    pg_reg hd = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, hd, heads, dim);
-    pg_reg st = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, st, hd, pg_u32(size));
-    return st;
+    pg_reg hd = pgv_mul(k, PG_U32, heads, dim);
+    return pgv_mul_wide(k, PG_U32, hd, pg_u32(size));
 }
 
 /* The query row a warp owns (w = (b S + s) Hq + h; warps past the last row
@@ -212,31 +196,26 @@ static query_row query_row_of(pg_kernel *k, pgk_dtype dt, const shape *sh, pg_re
 {
     unsigned size = pgk_dtype_size(dt);
     query_row r;
-    pg_reg rows = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, rows, sh->batch, sh->seq);
-    pg_mul(k, PG_U32, rows, rows, sh->hq);
+    pg_reg bsq = pgv_mul(k, PG_U32, sh->batch, sh->seq);
+    pg_reg rows = pgv_mul(k, PG_U32, bsq, sh->hq);
     r.w = pgk_warp_row(k, rows, done, &r.lane);
     if (notes)
         pg_comment(k, "w = (b S + s) Hq + h");
-    pg_reg h = pg_reg_new(k, PG_U32), bs = pg_reg_new(k, PG_U32);
-    r.s = pg_reg_new(k, PG_U32);
-    pg_rem(k, PG_U32, h, r.w, sh->hq);
-    pg_div(k, PG_U32, bs, r.w, sh->hq);
-    pg_rem(k, PG_U32, r.s, bs, sh->seq);
-    pg_reg kvh = pg_reg_new(k, PG_U32);
-    pg_div(k, PG_U32, kvh, h, sh->group);
+    pg_reg h = pgv_rem(k, PG_U32, r.w, sh->hq);
+    pg_reg bs = pgv_div(k, PG_U32, r.w, sh->hq);
+    r.s = pgv_rem(k, PG_U32, bs, sh->seq);
+    pg_reg kvh = pgv_div(k, PG_U32, h, sh->group);
     if (notes)
         pg_comment(k, "first key row of the sequence: ((bs - s) Hkv + kvh) D");
-    pg_reg krow = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, krow, bs, r.s);
+    pg_reg krow = pgv_sub(k, PG_U32, bs, r.s);
     r.ds = pg_none();
     if (pg_is_reg(DS)) {
         pg_comment(k, "docs: the keys start at the document's, doc_start[bs]");
         pg_reg at = pgk_elem_addr(k, DS, bs, 4);
         r.ds = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, at, 0);
-        pg_add(k, PG_U32, krow, krow, r.ds);
+        krow = pgv_add(k, PG_U32, krow, r.ds);
     }
-    pg_mad(k, PG_U32, krow, krow, sh->hkv, kvh);
+    krow = pgv_mad(k, PG_U32, krow, sh->hkv, kvh);
     r.ka = pgk_addr2(k, K, krow, sh->dim, pg_u32(0), size);
     r.va = pgk_addr2(k, V, krow, sh->dim, pg_u32(0), size);
     r.kstride = token_stride(k, sh->hkv, sh->dim, size);
@@ -276,40 +255,32 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     vec acc = vec_zero(k);
     pg_reg m = pgk_f32_const(k, -INFINITY);
     pg_reg sum = pgk_f32_const(k, 0.0f);
-    pg_reg nkeys = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, nkeys, s, pg_u32(1));
+    pg_reg nkeys = pgv_add(k, PG_U32, s, pg_u32(1));
 
     pg_comment(k, docs ? "online softmax over keys doc_start..s" : "online softmax over keys 0..s");
-    pgk_loop L;
-    pgk_loop_begin(k, &L, docs ? r.ds : pg_u32(0), nkeys, pg_u32(1));
+    pg_loop L;
+    pg_for_begin(k, &L, docs ? r.ds : pg_u32(0), nkeys, pg_u32(1));
     vec kv = vec_load(k, dt, &l, ka);
     pg_reg sc = vec_dot(k, &q, &kv);
-    pg_reg mn = pg_reg_new(k, PG_F32);
-    pg_max(k, PG_F32, mn, m, sc);
-    pg_reg d = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, d, m, mn);
-    pg_reg corr = pgk_exp_nonpos(k, d);
-    pg_sub(k, PG_F32, d, sc, mn);
-    pg_reg pr = pgk_exp_nonpos(k, d);
+    pg_reg mn = pgv_max(k, PG_F32, m, sc);
+    pg_reg corr = pgk_exp_nonpos(k, pgv_sub(k, PG_F32, m, mn));
+    pg_reg pr = pgk_exp_nonpos(k, pgv_sub(k, PG_F32, sc, mn));
     pg_fma(k, PG_F32, sum, sum, corr, pr);
     vec vv = vec_load(k, dt, &l, va);
     vec_axpy(k, &acc, corr, pr, &vv);
     pg_mov(k, PG_F32, m, mn);
     pg_add(k, PG_U64, ka, ka, kstride);
     pg_add(k, PG_U64, va, va, kstride);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
 
-    pg_reg inv = pg_reg_new(k, PG_F32);
-    pg_rcp(k, PG_F32, inv, sum);
+    pg_reg inv = pgv_rcp(k, PG_F32, sum);
     vec_scale(k, &acc, inv);
     pg_reg oa = pgk_addr2(k, O, w, sh.dim, pg_u32(0), size);
     vec_store(k, dt, &l, oa, &acc);
     pg_comment(k, "lse = m + ln(sum)");
-    pg_reg lse = pg_reg_new(k, PG_F32);
-    pg_lg2(k, PG_F32, lse, sum);
-    pg_fma(k, PG_F32, lse, lse, pg_f32(0.6931471824645996f), m);
-    pg_reg first = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, first, lane, pg_u32(0));
+    pg_reg log2sum = pgv_lg2(k, PG_F32, sum);
+    pg_reg lse = pgv_fma(k, PG_F32, log2sum, pg_f32(0.6931471824645996f), m);
+    pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, lane, pg_u32(0));
     /* the address first: a guard covers the one instruction after it */
     pg_reg lse_at = pgk_elem_addr(k, LSE, w, 4);
     pg_guard(k, first, false);
@@ -345,31 +316,28 @@ static int build_dq(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     vec o = vec_load(k, dt, &l, pgk_addr2(k, O, w, sh.dim, pg_u32(0), size));
     pg_reg delta = vec_dot(k, &go, &o);
     pg_reg lse = pgk_ld_f32(k, pgk_elem_addr(k, LSE, w, 4));
-    pg_reg first = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, first, lane, pg_u32(0));
+    pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, lane, pg_u32(0));
     /* the address first: a guard covers the one instruction after it */
     pg_reg delta_at = pgk_elem_addr(k, DELTA, w, 4);
     pg_guard(k, first, false);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, delta_at, 0, delta);
 
     vec acc = vec_zero(k);
-    pg_reg nkeys = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, nkeys, s, pg_u32(1));
+    pg_reg nkeys = pgv_add(k, PG_U32, s, pg_u32(1));
     pg_comment(k, "dq = scale sum_j P_j (dO.v_j - delta) k_j");
-    pgk_loop L;
-    pgk_loop_begin(k, &L, docs ? r.ds : pg_u32(0), nkeys, pg_u32(1));
+    pg_loop L;
+    pg_for_begin(k, &L, docs ? r.ds : pg_u32(0), nkeys, pg_u32(1));
     vec kv = vec_load(k, dt, &l, ka);
     pg_reg sc = vec_dot(k, &q, &kv);
-    pg_sub(k, PG_F32, sc, sc, lse);
-    pg_reg pr = pgk_exp_nonpos(k, sc);
+    pg_reg pr = pgk_exp_nonpos(k, pgv_sub(k, PG_F32, sc, lse));
     vec vv = vec_load(k, dt, &l, va);
     pg_reg dp = vec_dot(k, &go, &vv);
-    pg_sub(k, PG_F32, dp, dp, delta);
-    pg_mul(k, PG_F32, dp, dp, pr);
-    vec_axpy(k, &acc, pg_none(), dp, &kv);
+    pg_reg dpd = pgv_sub(k, PG_F32, dp, delta);
+    pg_reg ds = pgv_mul(k, PG_F32, dpd, pr);
+    vec_axpy(k, &acc, pg_none(), ds, &kv);
     pg_add(k, PG_U64, ka, ka, kstride);
     pg_add(k, PG_U64, va, va, kstride);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
 
     vec_scale(k, &acc, sh.scale);
     vec_store(k, dt, &l, pgk_addr2(k, dQ, w, sh.dim, pg_u32(0), size), &acc);
@@ -404,75 +372,63 @@ static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     shape sh = shape_load(k, p, 8, done);
     pg_reg DS = docs ? pg_param_load(k, p[PGK_ATT_DOC_START_GRAD]) : pg_none();
 
-    pg_reg rows = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, rows, sh.batch, sh.seq);
-    pg_mul(k, PG_U32, rows, rows, sh.hkv);
+    pg_reg bsq = pgv_mul(k, PG_U32, sh.batch, sh.seq);
+    pg_reg rows = pgv_mul(k, PG_U32, bsq, sh.hkv);
     pg_reg w = pg_sreg_read(k, PG_SREG_CTAID_X);
     pg_comment(k, "the whole block leaves together: the key row is the block's");
     pg_bounds_guard(k, w, rows, done);
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg lane = pg_reg_new(k, PG_U32);
-    pg_and(k, PG_B32, lane, tid, pg_u32(31));
-    pg_reg warp = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, warp, tid, pg_u32(5));
+    pg_reg lane = pgv_and(k, PG_B32, tid, pg_u32(31));
+    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
     pg_comment(k, "w = (b S + j) Hkv + kvh");
-    pg_reg kvh = pg_reg_new(k, PG_U32), bj = pg_reg_new(k, PG_U32), j = pg_reg_new(k, PG_U32);
-    pg_rem(k, PG_U32, kvh, w, sh.hkv);
-    pg_div(k, PG_U32, bj, w, sh.hkv);
-    pg_rem(k, PG_U32, j, bj, sh.seq);
+    pg_reg kvh = pgv_rem(k, PG_U32, w, sh.hkv);
+    pg_reg bj = pgv_div(k, PG_U32, w, sh.hkv);
+    pg_reg j = pgv_rem(k, PG_U32, bj, sh.seq);
 
     lanes l = lanes_of(k, lane, sh.dim, size);
     vec kv = vec_load(k, dt, &l, pgk_addr2(k, K, w, sh.dim, pg_u32(0), size));
     vec_scale(k, &kv, sh.scale);
     vec vv = vec_load(k, dt, &l, pgk_addr2(k, V, w, sh.dim, pg_u32(0), size));
     vec dk = vec_zero(k), dv = vec_zero(k);
-    pg_reg nq = pg_reg_new(k, PG_U32);
+    pg_reg nq;
     if (docs) {
         pg_comment(k, "docs: the queries j .. e - 1, e the end of key j's document");
         pg_reg row = pgk_elem_addr(k, DS, pgv_sub(k, PG_U32, bj, j), 4);
         pg_reg lo = pgv_add(k, PG_U32, j, pg_u32(1));
         pg_reg e = pgk_doc_search(k, row, lo, sh.seq, 0, j);
-        pg_sub(k, PG_U32, nq, e, j);
+        nq = pgv_sub(k, PG_U32, e, j);
     } else {
-        pg_sub(k, PG_U32, nq, sh.seq, j);
+        nq = pgv_sub(k, PG_U32, sh.seq, j);
     }
-    pg_reg npairs = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, npairs, nq, sh.group);
-    pg_reg h0 = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, h0, kvh, sh.group);
+    pg_reg npairs = pgv_mul(k, PG_U32, nq, sh.group);
+    pg_reg h0 = pgv_mul(k, PG_U32, kvh, sh.group);
 
     pg_comment(k, "pairs idx = g (S - j) + (i - j), this warp's in order");
-    pgk_loop L;
-    pg_reg idx = pgk_loop_begin(k, &L, warp, npairs, pg_u32(ATT_WARPS));
-    pg_reg g = pg_reg_new(k, PG_U32), di = pg_reg_new(k, PG_U32);
-    pg_div(k, PG_U32, g, idx, nq);
-    pg_rem(k, PG_U32, di, idx, nq);
+    pg_loop L;
+    pg_reg idx = pg_for_begin(k, &L, warp, npairs, pg_u32(ATT_WARPS));
+    pg_reg g = pgv_div(k, PG_U32, idx, nq);
+    pg_reg di = pgv_rem(k, PG_U32, idx, nq);
     pg_comment(k, "query row (b S + i) Hq + h0 + g, i = j + di");
-    pg_reg qrow = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, qrow, bj, di);
-    pg_reg hg = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, hg, h0, g);
-    pg_mad(k, PG_U32, qrow, qrow, sh.hq, hg);
+    pg_reg bi = pgv_add(k, PG_U32, bj, di);
+    pg_reg hg = pgv_add(k, PG_U32, h0, g);
+    pg_reg qrow = pgv_mad(k, PG_U32, bi, sh.hq, hg);
     vec q = vec_load(k, dt, &l, pgk_addr2(k, Q, qrow, sh.dim, pg_u32(0), size));
     vec go = vec_load(k, dt, &l, pgk_addr2(k, dO, qrow, sh.dim, pg_u32(0), size));
     pg_reg lse = pgk_ld_f32(k, pgk_elem_addr(k, LSE, qrow, 4));
     pg_reg delta = pgk_ld_f32(k, pgk_elem_addr(k, DELTA, qrow, 4));
     pg_reg sc = vec_dot(k, &q, &kv);
-    pg_sub(k, PG_F32, sc, sc, lse);
-    pg_reg pr = pgk_exp_nonpos(k, sc);
+    pg_reg pr = pgk_exp_nonpos(k, pgv_sub(k, PG_F32, sc, lse));
     pg_reg dp = vec_dot(k, &go, &vv);
-    pg_sub(k, PG_F32, dp, dp, delta);
-    pg_mul(k, PG_F32, dp, dp, pr);
+    pg_reg dpd = pgv_sub(k, PG_F32, dp, delta);
+    pg_reg ds = pgv_mul(k, PG_F32, dpd, pr);
     vec_axpy(k, &dv, pg_none(), pr, &go);
-    vec_axpy(k, &dk, pg_none(), dp, &q);
-    pgk_loop_end(k, &L);
+    vec_axpy(k, &dk, pg_none(), ds, &q);
+    pg_for_end(k, &L);
 
     pg_comment(k, "partials[0 or 1][warp][lane + 32 t]: dK's, then dV's");
-    pg_reg sbase = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_U32, sbase, pg_shared_addr(part));
-    pg_reg slot = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, slot, warp, pg_u32(ATT_MAX_D), lane);
-    pg_mad(k, PG_U32, slot, slot, pg_u32(4), sbase);
+    pg_reg sbase = pgv_mov(k, PG_U32, pg_shared_addr(part));
+    pg_reg widx = pgv_mad(k, PG_U32, warp, pg_u32(ATT_MAX_D), lane);
+    pg_reg slot = pgv_mad(k, PG_U32, widx, pg_u32(4), sbase);
     for (unsigned t = 0; t < ATT_MAXE; t++) {
         pg_st(k, PG_SPACE_SHARED, PG_F32, slot, 4 * 32 * t, dk.e[t]);
         pg_st(k, PG_SPACE_SHARED, PG_F32, slot, 4 * (ATT_WARPS * ATT_MAX_D + 32 * t), dv.e[t]);
@@ -480,42 +436,39 @@ static int build_dkv(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool docs)
     pg_bar_sync(k, 0);
 
     pg_comment(k, "thread t sums element t % 128 of dK (t < 128) or dV over the warps in order");
-    pg_reg which = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, which, tid, pg_u32(7));
-    pg_reg e = pg_reg_new(k, PG_U32);
-    pg_and(k, PG_B32, e, tid, pg_u32(ATT_MAX_D - 1));
-    pg_reg src = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, src, which, pg_u32(ATT_WARPS * ATT_MAX_D), e);
-    pg_mad(k, PG_U32, src, src, pg_u32(4), sbase);
+    pg_reg which = pgv_shr(k, PG_U32, tid, pg_u32(7));
+    pg_reg e = pgv_and(k, PG_B32, tid, pg_u32(ATT_MAX_D - 1));
+    pg_reg sidx = pgv_mad(k, PG_U32, which, pg_u32(ATT_WARPS * ATT_MAX_D), e);
+    pg_reg src = pgv_mad(k, PG_U32, sidx, pg_u32(4), sbase);
     pg_reg tot = ld_shared_f32(k, src, 0);
     for (unsigned wi = 1; wi < ATT_WARPS; wi++) {
         pg_reg x = ld_shared_f32(k, src, 4 * ATT_MAX_D * wi);
         pg_add(k, PG_F32, tot, tot, x);
     }
-    pg_reg is_dk = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, is_dk, which, pg_u32(0));
-    pg_reg scaled = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, scaled, tot, sh.scale);
-    pg_selp(k, PG_F32, tot, scaled, tot, is_dk);
-    pg_reg outp = pg_reg_new(k, PG_U64);
-    pg_selp(k, PG_U64, outp, dK, dV, is_dk);
-    pg_reg in_row = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_U32, in_row, e, sh.dim);
+    pg_reg is_dk = pgv_setp(k, PG_CMP_EQ, PG_U32, which, pg_u32(0));
+    pg_reg scaled = pgv_mul(k, PG_F32, tot, sh.scale);
+    pg_reg res = pgv_selp(k, PG_F32, scaled, tot, is_dk);
+    pg_reg outp = pgv_selp(k, PG_U64, dK, dV, is_dk);
+    pg_reg in_row = pgv_setp(k, PG_CMP_LT, PG_U32, e, sh.dim);
     pg_label skip = pg_label_new(k, "past_head_dim");
     pg_bra_if(k, in_row, true, skip);
-    pgk_st_act(k, dt, pgk_addr2(k, outp, w, sh.dim, e, size), tot);
+    pgk_st_act(k, dt, pgk_addr2(k, outp, w, sh.dim, e, size), res);
     pg_label_bind(k, skip);
     pg_label_bind(k, done);
     pg_ret(k);
     return pg_kernel_error(k);
 }
 
+/* The knobs of both tables below: heads are the query heads of a query-row
+ * kernel and the key/value heads of a key-row one. */
+enum { ATT_BATCH, ATT_SEQ, ATT_HEADS, ATT_DIM };
+
 /* The key rows' launch: one block of 8 warps a key row. */
 static int launch_dkv(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
     (void)d;
-    uint64_t rows = (uint64_t)knobs[0] * knobs[1] * knobs[2];
-    if (rows == 0 || rows > INT32_MAX || knobs[3] == 0 || knobs[3] > ATT_MAX_D)
+    uint64_t rows = (uint64_t)knobs[ATT_BATCH] * knobs[ATT_SEQ] * knobs[ATT_HEADS];
+    if (rows == 0 || rows > INT32_MAX || knobs[ATT_DIM] == 0 || knobs[ATT_DIM] > ATT_MAX_D)
         return PG_ERANGE;
     *out = (pgk_launch){{(uint32_t)rows, 1, 1}, {32 * ATT_WARPS, 1, 1}, 0};
     return PG_OK;
@@ -527,9 +480,9 @@ static int launch_dkv(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 static int launch_att(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
     (void)d;
-    uint64_t rows = (uint64_t)knobs[0] * knobs[1] * knobs[2];
+    uint64_t rows = (uint64_t)knobs[ATT_BATCH] * knobs[ATT_SEQ] * knobs[ATT_HEADS];
     uint64_t blocks = (rows + ATT_WARPS - 1) / ATT_WARPS;
-    if (rows == 0 || rows > INT32_MAX || knobs[3] == 0 || knobs[3] > ATT_MAX_D)
+    if (rows == 0 || rows > INT32_MAX || knobs[ATT_DIM] == 0 || knobs[ATT_DIM] > ATT_MAX_D)
         return PG_ERANGE;
     *out = (pgk_launch){{(uint32_t)blocks, 1, 1}, {32 * ATT_WARPS, 1, 1}, 0};
     return PG_OK;

@@ -134,6 +134,148 @@ static int build_dq(pg_kernel *k, const pg_param *p, unsigned dp, bool docs)
 
 /* ---------------------------------------------------------------- backward: dK and dV */
 
+/* Where one pair's step works: the block's keys and the warp's rows of
+ * them, the query tile, the group's staged tiles and stats in shared
+ * memory, and (docs) the batch row's doc_start. */
+typedef struct dkv_tile {
+    pg_reg k0, wrow, q0;
+    pg_reg skw, svw;       /* the warp's K and V rows */
+    pg_reg sqg, sdog;      /* the group's Q and dO tiles */
+    pg_reg slg, sdg;       /* the group's -LSE log2 e and delta */
+    pg_reg dsrow;
+    bool docs;
+} dkv_tile;
+
+/* Threads 0..31 of the group: the query tile's -LSE log2 e (-inf past S)
+ * and delta (0 past S) into the group's stats in shared memory. */
+static void dkv_stats(pg_kernel *k, const fa *f, pg_reg LSE, pg_reg DELTA, pg_reg b, pg_reg h,
+                      pg_reg q0, pg_reg gtid, pg_reg slg, pg_reg sdg)
+{
+    pg_comment(k, "threads 0..31 of the group: -LSE log2 e (-inf past S) and delta (0)");
+    pg_label past = pg_label_new(k, "stats_done");
+    pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, gtid, pg_u32(DKV_QROWS)), false, past);
+    pg_reg row = pgv_add(k, PG_U32, q0, gtid);
+    pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, f->seq);
+    pg_reg ri = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, b, f->seq, row), f->hq, h);
+    pg_reg lse = pgk_f32_const(k, INFINITY), del = pgk_zero_f32(k);
+    pg_reg la = pgk_elem_addr(k, LSE, ri, 4), da = pgk_elem_addr(k, DELTA, ri, 4);
+    pg_guard(k, rin, false);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, la, 0, lse);
+    pg_guard(k, rin, false);
+    pg_ld(k, PG_SPACE_GLOBAL, PG_F32, da, 0, del);
+    pg_reg so = pgv_shl(k, PG_B32, gtid, pg_u32(2));
+    pg_reg nl = pgv_mul(k, PG_F32, lse, pg_f32(-LOG2E));
+    pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, slg, so), 0, nl);
+    pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, sdg, so), 0, del);
+    pg_label_bind(k, past);
+}
+
+/* docs: -inf where the query's document begins after the key (none when
+ * the tile's last query's begins by k0). */
+static void dkv_doc_mask(pg_kernel *k, const fa *f, pg_reg (*s)[4], const dkv_tile *t)
+{
+    const unsigned NTQ = DKV_QROWS / 8;
+    const pg_reg k0 = t->k0, wrow = t->wrow, q0 = t->q0, dsrow = t->dsrow;
+    pg_label inside = pg_label_new(k, "inside_documents");
+    pg_reg qlast = pgv_add(k, PG_U32, q0, pg_u32(DKV_QROWS - 1));
+    pg_reg seq1 = pgv_sub(k, PG_U32, f->seq, pg_u32(1));
+    pg_min(k, PG_U32, qlast, qlast, seq1);
+    pg_reg dlast = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_addr_add(k, dsrow, qlast, 4), 0);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_LE, PG_U32, dlast, k0), false, inside);
+    pg_reg cbase = pgv_mad(k, PG_U32, f->t4, pg_u32(2), q0);
+    pg_reg dcol[DKV_QROWS / 4];
+    for (unsigned c = 0; c < DKV_QROWS / 4; c++) {
+        pg_reg col = pgv_add(k, PG_U32, cbase, pg_u32(8 * (c / 2) + c % 2));
+        pg_reg cin = pgv_setp(k, PG_CMP_LT, PG_U32, col, f->seq);
+        pg_reg at = pgk_addr_add(k, dsrow, col, 4);
+        dcol[c] = pgv_mov(k, PG_U32, pg_u32(0));
+        pg_guard(k, cin, false);
+        pg_ld(k, PG_SPACE_GLOBAL, PG_U32, at, 0, dcol[c]);
+    }
+    pgk_fa_doc_mask(k, f, s, NTQ, pgv_add(k, PG_U32, k0, wrow), pg_none(), dcol, true);
+    pg_label_bind(k, inside);
+}
+
+/* One (query tile, head) pair of the block's keys: S^T = K Q^T, the masks,
+ * P^T; then dV += P^T dO and dK += dS^T Q, unscaled. */
+static void dkv_step(pg_kernel *k, const fa *f, const dkv_tile *t, pg_reg (*dk)[4],
+                     pg_reg (*dv)[4])
+{
+    const pg_reg k0 = t->k0, wrow = t->wrow, q0 = t->q0, skw = t->skw, svw = t->svw;
+    const pg_reg sqg = t->sqg, sdog = t->sdog, slg = t->slg, sdg = t->sdg;
+    pg_comment(k, "S^T = K Q^T (16 keys x 32 queries a warp), P^T = 2^(s c - LSE log2 e)");
+    const unsigned NTQ = DKV_QROWS / 8;
+    pg_reg s[DKV_QROWS / 8][4], dpt[DKV_QROWS / 8][4];
+    pgk_fa_zero_acc(k, s, NTQ);
+    pgk_fa_mma_abt(k, f, s, skw, sqg, NTQ / 2);
+    pg_label nomask = pg_label_new(k, "below_diagonal");
+    pg_reg kend = pgv_add(k, PG_U32, k0, pg_u32(DKV_KEYS));
+    pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, q0, kend), false, nomask);
+    pgk_fa_causal_mask(k, f, s, NTQ, pgv_add(k, PG_U32, k0, wrow), q0, true);
+    pg_label_bind(k, nomask);
+    if (t->docs) {
+        pg_comment(k, "docs: -inf where the query's document begins after the key (none "
+                      "when the tile's last begins by k0)");
+        dkv_doc_mask(k, f, s, t);
+    }
+    pg_reg cl[DKV_QROWS / 8][2], cd[DKV_QROWS / 8][2];
+    pg_reg t8 = pgv_shl(k, PG_B32, f->t4, pg_u32(3));
+    pg_reg la = pgv_add(k, PG_U32, slg, t8), da = pgv_add(k, PG_U32, sdg, t8);
+    for (unsigned nt = 0; nt < NTQ; nt++) {
+        for (unsigned e = 0; e < 2; e++) {
+            cl[nt][e] = pg_reg_new(k, PG_F32);
+            cd[nt][e] = pg_reg_new(k, PG_F32);
+        }
+        pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 2, la, nt * 32, cl[nt]);
+        pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 2, da, nt * 32, cd[nt]);
+    }
+    for (unsigned nt = 0; nt < NTQ; nt++)
+        for (unsigned e = 0; e < 4; e++)
+            pg_ex2(k, PG_F32, s[nt][e], pgv_fma(k, PG_F32, s[nt][e], f->c, cl[nt][e % 2]));
+    pg_comment(k, "dV += P^T dO; dP^T = V dO^T; dS^T = P^T (dP^T - delta); dK += dS^T Q");
+    pgk_fa_mma_pb(k, f, dv, s, NTQ / 2, sdog);
+    pgk_fa_zero_acc(k, dpt, NTQ);
+    pgk_fa_mma_abt(k, f, dpt, svw, sdog, NTQ / 2);
+    for (unsigned nt = 0; nt < NTQ; nt++)
+        for (unsigned e = 0; e < 4; e++) {
+            pg_sub(k, PG_F32, dpt[nt][e], dpt[nt][e], cd[nt][e % 2]);
+            pg_mul(k, PG_F32, s[nt][e], s[nt][e], dpt[nt][e]);
+        }
+    pgk_fa_mma_pb(k, f, dk, s, NTQ / 2, sqg);
+}
+
+/* Groups 1 .. DKV_GROUPS-1 in turn add their dK, dV into group 0's through
+ * shared memory (the group order fixes the sum's bits). Returns the
+ * predicate of group 0, which stores them. */
+static pg_reg dkv_reduce(pg_kernel *k, unsigned dp, pg_reg gi, pg_reg gtid, pg_reg sk,
+                         pg_reg (*dk)[4], pg_reg (*dv)[4])
+{
+    const unsigned GT = 32 * DKV_WARPS;
+    pg_comment(k, "groups 1, 2, 3 in turn hand their dK, dV to group 0 through shared memory");
+    const unsigned nacc = dp / 8 * 4;
+    pg_reg slot = pgv_mad(k, PG_U32, gtid, pg_u32(4), sk);
+    pg_reg lead = pgv_setp(k, PG_CMP_EQ, PG_U32, gi, pg_u32(0));
+    for (unsigned src = 1; src < DKV_GROUPS; src++) {
+        pg_bar_sync(k, 0);
+        pg_reg mine = pgv_setp(k, PG_CMP_EQ, PG_U32, gi, pg_u32(src));
+        for (unsigned i = 0; i < 2 * nacc; i++) {
+            pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
+            pg_guard(k, mine, false);
+            pg_st(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4, x);
+        }
+        pg_bar_sync(k, 0);
+        pg_label skip = pg_label_new(k, "not_lead");
+        pg_bra_if(k, lead, true, skip);
+        for (unsigned i = 0; i < 2 * nacc; i++) {
+            pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
+            pg_reg y = pgv_ld(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4);
+            pg_add(k, PG_F32, x, x, y);
+        }
+        pg_label_bind(k, skip);
+    }
+    return lead;
+}
+
 /* docs: the _docs kernel, doc_start its last param: the query tiles end
  * at the first whose queries all begin their documents after the block's
  * last key, and a tile with a query whose document begins after the
@@ -220,110 +362,18 @@ static int build_dkv(pg_kernel *k, const pg_param *p, unsigned dp, bool docs)
                  GT, gtid);
     pgk_fa_stage(k, &f, sdog, pgk_fa_head_row(k, &f, dO, b, q0, f.hq, h), qstride, qrows, DKV_QROWS,
                  GT, gtid);
-    {
-        pg_comment(k, "threads 0..31 of the group: -LSE log2 e (-inf past S) and delta (0)");
-        pg_label past = pg_label_new(k, "stats_done");
-        pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, gtid, pg_u32(DKV_QROWS)), false, past);
-        pg_reg row = pgv_add(k, PG_U32, q0, gtid);
-        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, row, f.seq);
-        pg_reg ri = pgv_mad(k, PG_U32, pgv_mad(k, PG_U32, b, f.seq, row), f.hq, h);
-        pg_reg lse = pgk_f32_const(k, INFINITY), del = pgk_zero_f32(k);
-        pg_reg la = pgk_elem_addr(k, LSE, ri, 4), da = pgk_elem_addr(k, DELTA, ri, 4);
-        pg_guard(k, rin, false);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, la, 0, lse);
-        pg_guard(k, rin, false);
-        pg_ld(k, PG_SPACE_GLOBAL, PG_F32, da, 0, del);
-        pg_reg so = pgv_shl(k, PG_B32, gtid, pg_u32(2));
-        pg_reg nl = pgv_mul(k, PG_F32, lse, pg_f32(-LOG2E));
-        pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, slg, so), 0, nl);
-        pg_st(k, PG_SPACE_SHARED, PG_F32, pgv_add(k, PG_U32, sdg, so), 0, del);
-        pg_label_bind(k, past);
-    }
+    dkv_stats(k, &f, LSE, DELTA, b, h, q0, gtid, slg, sdg);
     pg_label_bind(k, skip1);
     pg_bar_sync(k, 0);
     pg_bra_if(k, idle, false, skip2);
 
-    pg_comment(k, "S^T = K Q^T (16 keys x 32 queries a warp), P^T = 2^(s c - LSE log2 e)");
-    const unsigned NTQ = DKV_QROWS / 8;
-    pg_reg s[DKV_QROWS / 8][4], dpt[DKV_QROWS / 8][4];
-    pgk_fa_zero_acc(k, s, NTQ);
-    pgk_fa_mma_abt(k, &f, s, skw, sqg, NTQ / 2);
-    pg_label nomask = pg_label_new(k, "below_diagonal");
-    pg_reg kend = pgv_add(k, PG_U32, k0, pg_u32(DKV_KEYS));
-    pg_bra_if(k, pgv_setp(k, PG_CMP_GE, PG_U32, q0, kend), false, nomask);
-    pgk_fa_causal_mask(k, &f, s, NTQ, pgv_add(k, PG_U32, k0, wrow), q0, true);
-    pg_label_bind(k, nomask);
-    if (docs) {
-        pg_comment(k, "docs: -inf where the query's document begins after the key (none "
-                      "when the tile's last begins by k0)");
-        pg_label inside = pg_label_new(k, "inside_documents");
-        pg_reg qlast = pgv_add(k, PG_U32, q0, pg_u32(DKV_QROWS - 1));
-        pg_reg seq1 = pgv_sub(k, PG_U32, f.seq, pg_u32(1));
-        pg_min(k, PG_U32, qlast, qlast, seq1);
-        pg_reg dlast = pgv_ld(k, PG_SPACE_GLOBAL, PG_U32, pgk_addr_add(k, dsrow, qlast, 4), 0);
-        pg_bra_if(k, pgv_setp(k, PG_CMP_LE, PG_U32, dlast, k0), false, inside);
-        pg_reg cbase = pgv_mad(k, PG_U32, f.t4, pg_u32(2), q0);
-        pg_reg dcol[DKV_QROWS / 4];
-        for (unsigned c = 0; c < DKV_QROWS / 4; c++) {
-            pg_reg col = pgv_add(k, PG_U32, cbase, pg_u32(8 * (c / 2) + c % 2));
-            pg_reg cin = pgv_setp(k, PG_CMP_LT, PG_U32, col, f.seq);
-            pg_reg at = pgk_addr_add(k, dsrow, col, 4);
-            dcol[c] = pgv_mov(k, PG_U32, pg_u32(0));
-            pg_guard(k, cin, false);
-            pg_ld(k, PG_SPACE_GLOBAL, PG_U32, at, 0, dcol[c]);
-        }
-        pgk_fa_doc_mask(k, &f, s, NTQ, pgv_add(k, PG_U32, k0, wrow), pg_none(), dcol, true);
-        pg_label_bind(k, inside);
-    }
-    pg_reg cl[DKV_QROWS / 8][2], cd[DKV_QROWS / 8][2];
-    pg_reg t8 = pgv_shl(k, PG_B32, f.t4, pg_u32(3));
-    pg_reg la = pgv_add(k, PG_U32, slg, t8), da = pgv_add(k, PG_U32, sdg, t8);
-    for (unsigned nt = 0; nt < NTQ; nt++) {
-        for (unsigned e = 0; e < 2; e++) {
-            cl[nt][e] = pg_reg_new(k, PG_F32);
-            cd[nt][e] = pg_reg_new(k, PG_F32);
-        }
-        pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 2, la, nt * 32, cl[nt]);
-        pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 2, da, nt * 32, cd[nt]);
-    }
-    for (unsigned nt = 0; nt < NTQ; nt++)
-        for (unsigned e = 0; e < 4; e++)
-            pg_ex2(k, PG_F32, s[nt][e], pgv_fma(k, PG_F32, s[nt][e], f.c, cl[nt][e % 2]));
-    pg_comment(k, "dV += P^T dO; dP^T = V dO^T; dS^T = P^T (dP^T - delta); dK += dS^T Q");
-    pgk_fa_mma_pb(k, &f, dv, s, NTQ / 2, sdog);
-    pgk_fa_zero_acc(k, dpt, NTQ);
-    pgk_fa_mma_abt(k, &f, dpt, svw, sdog, NTQ / 2);
-    for (unsigned nt = 0; nt < NTQ; nt++)
-        for (unsigned e = 0; e < 4; e++) {
-            pg_sub(k, PG_F32, dpt[nt][e], dpt[nt][e], cd[nt][e % 2]);
-            pg_mul(k, PG_F32, s[nt][e], s[nt][e], dpt[nt][e]);
-        }
-    pgk_fa_mma_pb(k, &f, dk, s, NTQ / 2, sqg);
+    const dkv_tile tile = {.k0 = k0, .wrow = wrow, .q0 = q0, .skw = skw, .svw = svw, .sqg = sqg,
+                           .sdog = sdog, .slg = slg, .sdg = sdg, .dsrow = dsrow, .docs = docs};
+    dkv_step(k, &f, &tile, dk, dv);
     pg_label_bind(k, skip2);
     pgk_loop_end(k, &L);
 
-    pg_comment(k, "groups 1, 2, 3 in turn hand their dK, dV to group 0 through shared memory");
-    const unsigned nacc = dp / 8 * 4;
-    pg_reg slot = pgv_mad(k, PG_U32, gtid, pg_u32(4), sk);
-    pg_reg lead = pgv_setp(k, PG_CMP_EQ, PG_U32, gi, pg_u32(0));
-    for (unsigned src = 1; src < DKV_GROUPS; src++) {
-        pg_bar_sync(k, 0);
-        pg_reg mine = pgv_setp(k, PG_CMP_EQ, PG_U32, gi, pg_u32(src));
-        for (unsigned i = 0; i < 2 * nacc; i++) {
-            pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
-            pg_guard(k, mine, false);
-            pg_st(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4, x);
-        }
-        pg_bar_sync(k, 0);
-        pg_label skip = pg_label_new(k, "not_lead");
-        pg_bra_if(k, lead, true, skip);
-        for (unsigned i = 0; i < 2 * nacc; i++) {
-            pg_reg x = i < nacc ? dk[i / 4][i % 4] : dv[(i - nacc) / 4][i % 4];
-            pg_reg y = pgv_ld(k, PG_SPACE_SHARED, PG_F32, slot, (int64_t)i * GT * 4);
-            pg_add(k, PG_F32, x, x, y);
-        }
-        pg_label_bind(k, skip);
-    }
+    pg_reg lead = dkv_reduce(k, dp, gi, gtid, sk, dk, dv);
     pg_bra_if(k, lead, true, done);
     pgk_fa_store_rows(k, &f, dk, f.scale, pgk_fa_head_row(k, &f, dK, b, k0, f.hkv, kvh), kstride,
                       wrow, krows);

@@ -39,9 +39,7 @@
 /* exp(x - mx) for x <= mx. */
 static pg_reg exp_below(pg_kernel *k, pg_reg x, pg_reg mx)
 {
-    pg_reg d = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, d, x, mx);
-    return pgk_exp_nonpos(k, d);
+    return pgk_exp_nonpos(k, pgv_sub(k, PG_F32, x, mx));
 }
 
 /* dscale: p[5] is a pointer to the f32 scale rather than the value. */
@@ -60,11 +58,11 @@ static pg_reg ce_max(pg_kernel *k, const ce_row *c)
 {
     pg_comment(k, "pass 1: the row's max");
     pg_reg m = pgk_f32_const(k, -INFINITY);
-    pgk_loop L1;
-    pg_reg j1 = pgk_loop_begin(k, &L1, c->tid, c->vocab, c->ntid);
+    pg_loop L1;
+    pg_reg j1 = pg_for_begin(k, &L1, c->tid, c->vocab, c->ntid);
     pg_reg x1 = pgk_ld_act(k, c->dt, pgk_addr_add(k, c->base, j1, c->size), false);
     pg_max(k, PG_F32, m, m, x1);
-    pgk_loop_end(k, &L1);
+    pg_for_end(k, &L1);
     return pg_block_reduce(k, PG_REDUCE_MAX, PG_F32, m, c->scratch);
 }
 
@@ -76,18 +74,15 @@ static pg_reg ce_sums(pg_kernel *k, const ce_row *c, pg_reg mx, pg_reg *others)
                   "without the label's term");
     pg_reg s = pgk_f32_const(k, 0.0f);
     pg_reg sx = pgk_f32_const(k, 0.0f);
-    pgk_loop L2;
-    pg_reg j2 = pgk_loop_begin(k, &L2, c->tid, c->vocab, c->ntid);
+    pg_loop L2;
+    pg_reg j2 = pg_for_begin(k, &L2, c->tid, c->vocab, c->ntid);
     pg_reg x2 = pgk_ld_act(k, c->dt, pgk_addr_add(k, c->base, j2, c->size), false);
-    pg_sub(k, PG_F32, x2, x2, mx);
-    pg_reg e2 = pgk_exp_nonpos(k, x2);
+    pg_reg e2 = exp_below(k, x2, mx);
     pg_add(k, PG_F32, s, s, e2);
-    pg_reg hit2 = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, hit2, j2, c->label);
-    pg_reg e2x = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, e2x, pg_f32(0.0f), e2, hit2);
+    pg_reg hit2 = pgv_setp(k, PG_CMP_EQ, PG_U32, j2, c->label);
+    pg_reg e2x = pgv_selp(k, PG_F32, pg_f32(0.0f), e2, hit2);
     pg_add(k, PG_F32, sx, sx, e2x);
-    pgk_loop_end(k, &L2);
+    pg_for_end(k, &L2);
     pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, s, c->scratch);
     *others = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, sx, c->scratch);
     return sum;
@@ -102,23 +97,20 @@ static void ce_grad(pg_kernel *k, const ce_row *c, pg_reg mx, pg_reg inv, pg_reg
     pg_comment(k, "pass 3: grad = (exp(x - max) / sum - onehot) * scale; the label's thread "
                   "keeps its logit");
     *xl = pgk_f32_const(k, 0.0f);
-    *found = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_NE, PG_U32, *found, c->tid, c->tid); /* false */
-    pgk_loop L3;
-    pg_reg j3 = pgk_loop_begin(k, &L3, c->tid, c->vocab, c->ntid);
+    *found = pgv_setp(k, PG_CMP_NE, PG_U32, c->tid, c->tid); /* false */
+    pg_loop L3;
+    pg_reg j3 = pg_for_begin(k, &L3, c->tid, c->vocab, c->ntid);
     pg_reg a3 = pgk_addr_add(k, c->base, j3, c->size);
     pg_reg x3 = pgk_ld_act(k, c->dt, a3, false);
     pg_reg e3 = exp_below(k, x3, mx);
-    pg_reg pr = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, pr, e3, inv);
-    pg_reg hit = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, hit, j3, c->label);
-    pg_selp(k, PG_F32, pr, pm1, pr, hit);
-    pg_mul(k, PG_F32, pr, pr, c->scale);
-    pgk_st_act(k, c->dt, a3, pr);
+    pg_reg pr = pgv_mul(k, PG_F32, e3, inv);
+    pg_reg hit = pgv_setp(k, PG_CMP_EQ, PG_U32, j3, c->label);
+    pg_reg g = pgv_selp(k, PG_F32, pm1, pr, hit);
+    pg_reg gs = pgv_mul(k, PG_F32, g, c->scale);
+    pgk_st_act(k, c->dt, a3, gs);
     pg_selp(k, PG_F32, *xl, x3, *xl, hit);
     pg_or(k, PG_PRED, *found, *found, hit);
-    pgk_loop_end(k, &L3);
+    pg_for_end(k, &L3);
 }
 
 /* The loss -ln p = ln(1 + r), r = others / exp(xl - max). */
@@ -128,27 +120,18 @@ static pg_reg ce_loss(pg_kernel *k, pg_reg mx, pg_reg xl, pg_reg others, pg_reg 
                   "while r <= 1 (a confident row's tiny loss keeps its digits), else "
                   "(max - x) + ln(sum)");
     pg_reg el = exp_below(k, xl, mx);
-    pg_reg r = pg_reg_new(k, PG_F32);
-    pg_div(k, PG_F32, r, others, el);
-    pg_reg den = pg_reg_new(k, PG_F32);
-    pg_add(k, PG_F32, den, r, pg_f32(2.0f));
-    pg_reg t = pg_reg_new(k, PG_F32);
-    pg_div(k, PG_F32, t, r, den);
-    pg_reg z = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, z, t, t);
+    pg_reg r = pgv_div(k, PG_F32, others, el);
+    pg_reg den = pgv_add(k, PG_F32, r, pg_f32(2.0f));
+    pg_reg t = pgv_div(k, PG_F32, r, den);
+    pg_reg z = pgv_mul(k, PG_F32, t, t);
     pg_reg poly = pgk_f32_const(k, 2.0f / 17.0f);
     for (int n = 7; n >= 0; n--)
         pg_fma(k, PG_F32, poly, poly, z, pg_f32(2.0f / (float)(2 * n + 1)));
-    pg_reg small = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, small, poly, t);
-    pg_reg big = pg_reg_new(k, PG_F32);
-    pg_sub(k, PG_F32, big, mx, xl);
-    pg_add(k, PG_F32, big, big, lnsum);
-    pg_reg use_small = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LE, PG_F32, use_small, r, pg_f32(1.0f));
-    pg_reg l = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, l, small, big, use_small);
-    return l;
+    pg_reg small = pgv_mul(k, PG_F32, poly, t);
+    pg_reg gap = pgv_sub(k, PG_F32, mx, xl);
+    pg_reg big = pgv_add(k, PG_F32, gap, lnsum);
+    pg_reg use_small = pgv_setp(k, PG_CMP_LE, PG_F32, r, pg_f32(1.0f));
+    return pgv_selp(k, PG_F32, small, big, use_small);
 }
 
 /* An ignored row (label < 0): loss 0 and a zero gradient. */
@@ -157,10 +140,10 @@ static void ce_ignored(pg_kernel *k, const ce_row *c, pg_reg lossa, pg_reg first
     pg_reg zero = pgk_f32_const(k, 0.0f);
     pg_guard(k, first, false);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, zero);
-    pgk_loop Z;
-    pg_reg jz = pgk_loop_begin(k, &Z, c->tid, c->vocab, c->ntid);
+    pg_loop Z;
+    pg_reg jz = pg_for_begin(k, &Z, c->tid, c->vocab, c->ntid);
     pgk_st_act(k, c->dt, pgk_addr_add(k, c->base, jz, c->size), zero);
-    pgk_loop_end(k, &Z);
+    pg_for_end(k, &Z);
 }
 
 static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool dscale)
@@ -182,39 +165,28 @@ static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool dscale)
     pg_label ignored = pg_label_new(k, "ignored");
     pg_comment(k, "the whole block leaves together: the row and its label are the block's");
     pg_bounds_guard(k, row, rows, done);
-    c.label = pg_reg_new(k, PG_S32);
-    pg_ld_nc(k, PG_S32, pgk_elem_addr(k, labels, row, 4), 0, c.label);
-    if (dscale) {
-        pg_reg scale_ptr = c.scale;
-        c.scale = pg_reg_new(k, PG_F32);
-        pg_ld_nc(k, PG_F32, scale_ptr, 0, c.scale);
-    }
+    c.label = pgv_ld_nc(k, PG_S32, pgk_elem_addr(k, labels, row, 4), 0);
+    if (dscale)
+        c.scale = pgv_ld_nc(k, PG_F32, c.scale, 0);
     pg_reg lossa = pgk_elem_addr(k, loss, row, 4);
     c.base = pgk_addr2(k, logits, row, c.vocab, pg_u32(0), c.size);
-    pg_reg first = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, first, c.tid, pg_u32(0));
-    pg_reg ign = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LT, PG_S32, ign, c.label, pg_s32(0));
+    pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, c.tid, pg_u32(0));
+    pg_reg ign = pgv_setp(k, PG_CMP_LT, PG_S32, c.label, pg_s32(0));
     pg_bra_if(k, ign, false, ignored);
 
     pg_reg mx = ce_max(k, &c);
     pg_reg others;
     pg_reg sum = ce_sums(k, &c, mx, &others);
-    pg_reg inv = pg_reg_new(k, PG_F32);
-    pg_rcp(k, PG_F32, inv, sum);
-    pg_reg lnsum = pg_reg_new(k, PG_F32);
-    pg_lg2(k, PG_F32, lnsum, sum);
-    pg_mul(k, PG_F32, lnsum, lnsum, pg_f32(LN2_F));
+    pg_reg inv = pgv_rcp(k, PG_F32, sum);
+    pg_reg log2sum = pgv_lg2(k, PG_F32, sum);
+    pg_reg lnsum = pgv_mul(k, PG_F32, log2sum, pg_f32(LN2_F));
     pg_comment(k, "the label's p - 1 = -(others / sum): no cancellation when p is near 1");
-    pg_reg pm1 = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, pm1, others, inv);
-    pg_neg(k, PG_F32, pm1, pm1);
+    pg_reg p_others = pgv_mul(k, PG_F32, others, inv);
+    pg_reg pm1 = pgv_neg(k, PG_F32, p_others);
 
     pg_comment(k, "a label past the row: loss NaN (no element matches it below)");
-    pg_reg over = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_HS, PG_U32, over, c.label, c.vocab);
-    pg_reg both = pg_reg_new(k, PG_PRED);
-    pg_and(k, PG_PRED, both, over, first);
+    pg_reg over = pgv_setp(k, PG_CMP_HS, PG_U32, c.label, c.vocab);
+    pg_reg both = pgv_and(k, PG_PRED, over, first);
     pg_reg nan = pgk_f32_const(k, NAN);
     pg_guard(k, both, false);
     pg_st(k, PG_SPACE_GLOBAL, PG_F32, lossa, 0, nan);
@@ -244,12 +216,15 @@ static int ce_build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const ui
     return build_ce(k, p, dt, (d->variant & CE_DSCALE) != 0);
 }
 
+enum { CE_ROWS, CE_VOCAB };
+
 static int launch_ce(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
     (void)d;
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] == 0 || knobs[1] > (1u << 31))
+    if (knobs[CE_ROWS] == 0 || knobs[CE_ROWS] > INT32_MAX || knobs[CE_VOCAB] == 0 ||
+        knobs[CE_VOCAB] > (1u << 31))
         return PG_ERANGE;
-    *out = (pgk_launch){{knobs[0], 1, 1}, {CE_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{knobs[CE_ROWS], 1, 1}, {CE_THREADS, 1, 1}, 0};
     return PG_OK;
 }
 

@@ -35,38 +35,33 @@ static int build_gather(pg_kernel *k, const pgk_desc *d, const pg_param *p, cons
     pg_bounds_guard(k, row, ntok, done);
 
     pg_reg ida = pgk_elem_addr(k, ids, row, 4);
-    pg_reg id = pg_reg_new(k, PG_S32);
-    pg_ld_nc(k, PG_S32, ida, 0, id);
+    pg_reg id = pgv_ld_nc(k, PG_S32, ida, 0);
     pg_comment(k, "unsigned compare: a negative id is huge and fails it too");
-    pg_reg ok = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_LO, PG_U32, ok, id, vocab);
+    pg_reg ok = pgv_setp(k, PG_CMP_LO, PG_U32, id, vocab);
     pg_reg dst = pgk_addr2(k, out, row, hidden, pg_u32(0), size);
     pg_bra_if(k, ok, true, bad);
 
     pg_reg src = pgk_addr2(k, table, id, hidden, pg_u32(0), size);
-    pg_reg v = pg_reg_new(k, bits);
-    pgk_loop L;
-    pg_reg h = pgk_loop_begin(k, &L, tid, hidden, ntid);
+    pg_loop L;
+    pg_reg h = pg_for_begin(k, &L, tid, hidden, ntid);
     pg_reg sa = pgk_addr_add(k, src, h, size);
-    pg_ld_nc(k, bits, sa, 0, v);
+    pg_reg v = pgv_ld_nc(k, bits, sa, 0);
     pg_reg da = pgk_addr_add(k, dst, h, size);
     pg_st(k, PG_SPACE_GLOBAL, bits, da, 0, v);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
     pg_bra(k, done);
 
     pg_label_bind(k, bad);
-    pg_reg first = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_EQ, PG_U32, first, tid, pg_u32(0));
+    pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, tid, pg_u32(0));
     pg_guard(k, first, false);
     pg_atom(k, PG_SPACE_GLOBAL, PG_ATOM_OR, PG_B32, pg_none(), err, 0, pg_u32(EMB_BAD_ID),
             pg_none());
-    pg_reg zero = pg_reg_new(k, bits);
-    pg_mov(k, bits, zero, pg_u32(0));
-    pgk_loop Z;
-    pg_reg hz = pgk_loop_begin(k, &Z, tid, hidden, ntid);
+    pg_reg zero = pgv_mov(k, bits, pg_u32(0));
+    pg_loop Z;
+    pg_reg hz = pg_for_begin(k, &Z, tid, hidden, ntid);
     pg_reg za = pgk_addr_add(k, dst, hz, size);
     pg_st(k, PG_SPACE_GLOBAL, bits, za, 0, zero);
-    pgk_loop_end(k, &Z);
+    pg_for_end(k, &Z);
 
     pg_label_bind(k, done);
     pg_ret(k);

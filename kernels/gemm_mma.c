@@ -284,6 +284,246 @@ static void load_frags(pg_kernel *k, const frag_src *f, pg_reg rstage, unsigned 
     }
 }
 
+/* The block's tile origin (p0, q0): blocks run in groups of MMA_GROUP
+ * P-tiles, Q-tiles within a group, so a group's blocks share B's tiles. */
+/* The output params mma_store writes through. */
+typedef struct mma_out {
+    pg_reg c, bias, ws, flags, P, Q;
+} mma_out;
+
+/* What a k-tile loop reads: the stages, the operands' copies, where the
+ * fragments come from, and the accumulators it adds into. */
+typedef struct mma_loop {
+    pg_type it;
+    unsigned S, SB, KS, MT, NT; /* stages, bytes a stage, k-steps, mma tiles a warp */
+    pg_reg sbase, wstage, rstage, rend, vec;
+    const mma_operand *A, *B;
+    const frag_src *fs;
+    pg_label top;
+    pg_reg (*acc)[MMA_MAX_NT][4];
+} mma_loop;
+
+/* One k-tile a turn, each k-step's fragments loaded just before its mma's. */
+static void kloop_single(pg_kernel *k, const mma_loop *l)
+{
+    const unsigned S = l->S, SB = l->SB, KS = l->KS, MT = l->MT, NT = l->NT;
+    const pg_reg sbase = l->sbase, wstage = l->wstage, rstage = l->rstage;
+    const mma_operand *A = l->A, *B = l->B;
+    pg_reg(*acc)[MMA_MAX_NT][4] = l->acc;
+    pg_label_bind(k, l->top);
+    pg_cp_async_wait(k, S - 2);
+    pg_bar_sync(k, 0);
+    pg_comment(k, "copy k-tile t+stages-1 into the stage k-tile t-1 used");
+    mma_copy_tile(k, A, B, wstage, l->rend, l->vec);
+    pg_comment(k, "the k-steps of mma tiles out of the stage of k-tile t");
+    for (unsigned s = 0; s < KS; s++) {
+        pg_reg af[MMA_MAX_MT][4], bf[MMA_MAX_NT][2];
+        new_frags(k, MT, NT, af, bf);
+        load_frags(k, l->fs, rstage, s, af, bf);
+        for (unsigned mt = 0; mt < MT; mt++)
+            for (unsigned nt = 0; nt < NT; nt++)
+                pg_mma_m16n8k16_f32(k, l->it, acc[mt][nt], af[mt], bf[nt], acc[mt][nt]);
+    }
+    pgk_stage_next(k, wstage, sbase, SB, S * SB);
+    pgk_stage_next(k, rstage, sbase, SB, S * SB);
+}
+
+/* Fragments double-buffered: k-step s+1's (the next k-tile's first,
+ * after the barrier, at the last k-step) load while k-step s multiplies. */
+static void kloop_double(pg_kernel *k, const mma_loop *l)
+{
+    const unsigned S = l->S, SB = l->SB, KS = l->KS, MT = l->MT, NT = l->NT;
+    const pg_reg sbase = l->sbase, wstage = l->wstage, rstage = l->rstage;
+    const mma_operand *A = l->A, *B = l->B;
+    pg_reg(*acc)[MMA_MAX_NT][4] = l->acc;
+    pg_reg af[2][MMA_MAX_MT][4], bf[2][MMA_MAX_NT][2];
+    new_frags(k, MT, NT, af[0], bf[0]);
+    new_frags(k, MT, NT, af[1], bf[1]);
+    pg_cp_async_wait(k, S - 2);
+    pg_bar_sync(k, 0);
+    load_frags(k, l->fs, rstage, 0, af[0], bf[0]);
+    pg_label_bind(k, l->top);
+    pg_comment(k, "copy k-tile t+stages-1 into the stage k-tile t-1 used");
+    mma_copy_tile(k, A, B, wstage, l->rend, l->vec);
+    for (unsigned s = 0; s < KS; s++) {
+        if (s == KS - 1) {
+            pg_comment(k, "k-tile t+1 in shared memory; every warp done with k-tile t");
+            pg_cp_async_wait(k, S - 2);
+            pg_bar_sync(k, 0);
+            pgk_stage_next(k, wstage, sbase, SB, S * SB);
+            pgk_stage_next(k, rstage, sbase, SB, S * SB);
+        }
+        unsigned nx = (s + 1) % 2;
+        load_frags(k, l->fs, rstage, (s + 1) % KS, af[nx], bf[nx]);
+        for (unsigned mt = 0; mt < MT; mt++)
+            for (unsigned nt = 0; nt < NT; nt++)
+                pg_mma_m16n8k16_f32(k, l->it, acc[mt][nt], af[s % 2][mt], bf[s % 2][nt],
+                                    acc[mt][nt]);
+    }
+}
+
+static void block_tile(pg_kernel *k, const mma_cfg *cfg, pg_reg P, pg_reg Q, pg_reg *p0, pg_reg *q0)
+{
+    pg_comment(k, "the block's tile: groups of 8 P-tiles, Q-tiles within a group");
+    pg_reg np =
+        pgv_shr(k, PG_U32, pgv_add(k, PG_U32, P, pg_u32(cfg->bm - 1)), pg_u32(log2u(cfg->bm)));
+    pg_reg nq =
+        pgv_shr(k, PG_U32, pgv_add(k, PG_U32, Q, pg_u32(cfg->bn - 1)), pg_u32(log2u(cfg->bn)));
+    pg_reg bid = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg per_group = pgv_mul(k, PG_U32, nq, pg_u32(MMA_GROUP));
+    pg_reg group = pg_reg_new(k, PG_U32), inq = pg_reg_new(k, PG_U32);
+    pg_div(k, PG_U32, group, bid, per_group);
+    pg_rem(k, PG_U32, inq, bid, per_group);
+    pg_reg first = pgv_mul(k, PG_U32, group, pg_u32(MMA_GROUP));
+    pg_reg gsize = pg_reg_new(k, PG_U32);
+    pg_sub(k, PG_U32, gsize, np, first);
+    pg_min(k, PG_U32, gsize, gsize, pg_u32(MMA_GROUP));
+    pg_reg pt = pg_reg_new(k, PG_U32), qt = pg_reg_new(k, PG_U32);
+    pg_rem(k, PG_U32, pt, inq, gsize);
+    pg_add(k, PG_U32, pt, pt, first);
+    pg_div(k, PG_U32, qt, inq, gsize);
+    *p0 = pgv_shl(k, PG_B32, pt, pg_u32(log2u(cfg->bm)));
+    *q0 = pgv_shl(k, PG_B32, qt, pg_u32(log2u(cfg->bn)));
+}
+
+/* This split's k-range: blockIdx.z of gridDim.z, in whole k-tiles of BK. */
+typedef struct k_range {
+    pg_reg z, nz;       /* the split and the splits */
+    pg_reg rbeg, rend;  /* r from, to */
+    pg_reg ntiles;      /* k-tiles to run, at least 1 */
+} k_range;
+
+static k_range split_range(pg_kernel *k, unsigned BK, pg_reg R)
+{
+    k_range rr, *r = &rr;
+    pg_comment(k, "split-K: k-tiles [z*per, z*per + per) of ceil(R/bk)");
+    pg_reg z = pg_sreg_read(k, PG_SREG_CTAID_Z), nz = pg_sreg_read(k, PG_SREG_NCTAID_Z);
+    pg_reg tiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(BK - 1)), pg_u32(log2u(BK)));
+    pg_reg per = pg_reg_new(k, PG_U32);
+    pg_add(k, PG_U32, per, tiles, nz);
+    pg_sub(k, PG_U32, per, per, pg_u32(1));
+    pg_div(k, PG_U32, per, per, nz);
+    pg_reg t0 = pgv_mul(k, PG_U32, z, per);
+    r->rbeg = pgv_shl(k, PG_B32, t0, pg_u32(log2u(BK)));
+    pg_reg tend = pgv_add(k, PG_U32, t0, per);
+    pg_min(k, PG_U32, tend, tend, tiles);
+    pg_reg rend = pgv_shl(k, PG_B32, tend, pg_u32(log2u(BK)));
+    pg_min(k, PG_U32, rend, rend, R);
+    r->rend = rend;
+    pg_reg ntiles = pg_reg_new(k, PG_U32);
+    pg_max(k, PG_U32, ntiles, tend, t0); /* empty splits run one zero-filled k-tile */
+    pg_sub(k, PG_U32, ntiles, ntiles, t0);
+    pg_max(k, PG_U32, ntiles, ntiles, pg_u32(1));
+    r->ntiles = ntiles;
+    r->z = z;
+    r->nz = nz;
+    return rr;
+}
+
+/* The ldmatrix addresses of the warp's fragments, offsets in a stage:
+ * a_off one a k-step (A r-major) or one a 16-row tile (transposed); b_off
+ * one a k-step or one a pair of 8-column tiles. */
+static void frag_offsets(pg_kernel *k, const mma_cfg *cfg, bool ta, bool tb, pg_reg lane,
+                         pg_reg wpi, pg_reg wqi, const mma_operand *A, const mma_operand *B,
+                         pg_reg *a_off, pg_reg *b_off)
+{
+    const unsigned WM = cfg->bm / cfg->wm, WN = cfg->bn / cfg->wn;
+    const unsigned MT = WM / 16, NT = WN / 8, KS = cfg->bk / 16;
+    const unsigned boff = cfg->bm * cfg->bk * 2;
+    pg_comment(k, "ldmatrix row addresses: lane gives row lane%8 of matrix lane/8");
+    pg_reg qd = pgv_shr(k, PG_U32, lane, pg_u32(3)), r8 = pgv_and(k, PG_B32, lane, pg_u32(7));
+    pg_reg q0b = pgv_and(k, PG_B32, qd, pg_u32(1)), q1b = pgv_shr(k, PG_U32, qd, pg_u32(1));
+    /* A: r-major: one address a k-step (the mt step is 16 rows: the swizzle
+     * repeats); transposed: one a 16-row tile (the k-step is 16 rows). */
+    if (!ta) {
+        pg_reg row = pg_reg_new(k, PG_U32);
+        pg_mad(k, PG_U32, row, wpi, pg_u32(WM), r8);
+        pg_mad(k, PG_U32, row, q0b, pg_u32(8), row);
+        for (unsigned s = 0; s < KS; s++) {
+            pg_reg ch = pgv_add(k, PG_U32, q1b, pg_u32(2 * s));
+            pg_reg pc = swizzle(k, row, ch, A->cpr);
+            a_off[s] = pgv_shl(k, PG_B32, row, pg_u32(log2u(A->rb)));
+            pg_mad(k, PG_U32, a_off[s], pc, pg_u32(16), a_off[s]);
+        }
+    } else {
+        pg_reg row = pg_reg_new(k, PG_U32);
+        pg_mad(k, PG_U32, row, q1b, pg_u32(8), r8);
+        for (unsigned mt = 0; mt < MT; mt++) {
+            pg_reg pp = pg_reg_new(k, PG_U32);
+            pg_mad(k, PG_U32, pp, wpi, pg_u32(WM), pg_u32(mt * 16));
+            pg_mad(k, PG_U32, pp, q0b, pg_u32(8), pp);
+            pg_reg pc = swizzle(k, row, pgv_shr(k, PG_U32, pp, pg_u32(3)), A->cpr);
+            a_off[mt] = pgv_mul(k, PG_U32, row, pg_u32(A->rb));
+            pg_mad(k, PG_U32, a_off[mt], pc, pg_u32(16), a_off[mt]);
+        }
+    }
+    if (!tb) {
+        pg_reg row = pg_reg_new(k, PG_U32);
+        pg_mad(k, PG_U32, row, wqi, pg_u32(WN), r8);
+        pg_mad(k, PG_U32, row, q1b, pg_u32(8), row);
+        for (unsigned s = 0; s < KS; s++) {
+            pg_reg ch = pgv_add(k, PG_U32, q0b, pg_u32(2 * s));
+            pg_reg pc = swizzle(k, row, ch, B->cpr);
+            b_off[s] = pgv_shl(k, PG_B32, row, pg_u32(log2u(B->rb)));
+            pg_mad(k, PG_U32, b_off[s], pc, pg_u32(16), b_off[s]);
+            pg_add(k, PG_U32, b_off[s], b_off[s], pg_u32(boff));
+        }
+    } else {
+        pg_reg row = pg_reg_new(k, PG_U32);
+        pg_mad(k, PG_U32, row, q0b, pg_u32(8), r8);
+        for (unsigned pr = 0; pr < NT / 2; pr++) {
+            pg_reg q = pg_reg_new(k, PG_U32);
+            pg_mad(k, PG_U32, q, wqi, pg_u32(WN), pg_u32(pr * 16));
+            pg_mad(k, PG_U32, q, q1b, pg_u32(8), q);
+            pg_reg pc = swizzle(k, row, pgv_shr(k, PG_U32, q, pg_u32(3)), B->cpr);
+            b_off[pr] = pgv_mul(k, PG_U32, row, pg_u32(B->rb));
+            pg_mad(k, PG_U32, b_off[pr], pc, pg_u32(16), b_off[pr]);
+            pg_add(k, PG_U32, b_off[pr], b_off[pr], pg_u32(boff));
+        }
+    }
+}
+
+/* The warp's tiles out: through the epilogue (accumulate, bias, the output
+ * type) into C, or, split over K (nz > 1), as f32 partial sums into
+ * workspace[z][P][Q] for gemm_mma_reduce. */
+static void mma_store(pg_kernel *k, const mma_cfg *cfg, pg_type ot, const mma_out *o, pg_reg lane,
+                      pg_reg wpi, pg_reg wqi, pg_reg p0, pg_reg q0, const k_range *kr,
+                      pg_reg (*acc)[MMA_MAX_NT][4])
+{
+    const unsigned WM = cfg->bm / cfg->wm, WN = cfg->bn / cfg->wn;
+    const unsigned MT = WM / 16, NT = WN / 8;
+    const pg_reg c = o->c, bias = o->bias, ws = o->ws, flags = o->flags, P = o->P, Q = o->Q;
+    const pg_reg z = kr->z, nz = kr->nz;
+    pg_comment(k, "d0,d1 at (row g, cols 2t, 2t+1), d2,d3 at row g+8, of each 16x8 tile");
+    pg_reg g = pgv_shr(k, PG_U32, lane, pg_u32(2)), t4 = pgv_and(k, PG_B32, lane, pg_u32(3));
+    pg_reg rowbase = pg_reg_new(k, PG_U32), colbase = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, rowbase, wpi, pg_u32(WM), p0);
+    pg_add(k, PG_U32, rowbase, rowbase, g);
+    pg_mad(k, PG_U32, colbase, wqi, pg_u32(WN), q0);
+    pg_mad(k, PG_U32, colbase, t4, pg_u32(2), colbase);
+    pg_label partial = pg_label_new(k, "partial");
+    pg_reg split = pgv_setp(k, PG_CMP_GT, PG_U32, nz, pg_u32(1));
+    pg_bra_if(k, split, false, partial);
+    pg_reg do_acc = flag_set(k, flags, FLAG_ACCUMULATE);
+    pg_reg do_bias = flag_set(k, flags, FLAG_BIAS);
+    mma_epi e = {.ot = ot, .c = c, .ldc = Q, .P = P, .bias = bias,
+                 .do_acc = do_acc, .do_bias = do_bias, .native = true};
+    pgk_mma_epilogue(k, &e, rowbase, colbase, MT, NT, acc);
+    pg_ret(k);
+    pg_label_bind(k, partial);
+    pg_comment(k, "split-K: f32 partial sums into workspace[z][P][Q]");
+    pg_reg pq = pg_reg_new(k, PG_U64), zoff = pg_reg_new(k, PG_U64), z64 = pg_reg_new(k, PG_U64);
+    pg_mul_wide(k, PG_U32, pq, P, Q);
+    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, z64, z);
+    pg_mul(k, PG_U64, zoff, pq, z64);
+    pg_shl(k, PG_B64, zoff, zoff, pg_u32(2));
+    pg_reg wz = pg_reg_new(k, PG_U64);
+    pg_add(k, PG_U64, wz, ws, zoff);
+    mma_epi ep = {.ot = PG_F32, .c = wz, .ldc = Q, .P = P, .partial = true, .native = true};
+    pgk_mma_epilogue(k, &ep, rowbase, colbase, MT, NT, acc);
+    pg_ret(k);
+}
+
 static int build_mma(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *knobs)
 {
     unsigned layout = d->variant;
@@ -308,45 +548,12 @@ static int build_mma(pg_kernel *k, const pgk_desc *d, const pg_param *p, const u
     pg_reg sbase = pg_reg_new(k, PG_U32);
     pg_mov(k, PG_U32, sbase, pg_shared_addr(smem));
 
-    pg_comment(k, "the block's tile: groups of 8 P-tiles, Q-tiles within a group");
-    pg_reg np =
-        pgv_shr(k, PG_U32, pgv_add(k, PG_U32, P, pg_u32(cfg->bm - 1)), pg_u32(log2u(cfg->bm)));
-    pg_reg nq =
-        pgv_shr(k, PG_U32, pgv_add(k, PG_U32, Q, pg_u32(cfg->bn - 1)), pg_u32(log2u(cfg->bn)));
-    pg_reg bid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg per_group = pgv_mul(k, PG_U32, nq, pg_u32(MMA_GROUP));
-    pg_reg group = pg_reg_new(k, PG_U32), inq = pg_reg_new(k, PG_U32);
-    pg_div(k, PG_U32, group, bid, per_group);
-    pg_rem(k, PG_U32, inq, bid, per_group);
-    pg_reg first = pgv_mul(k, PG_U32, group, pg_u32(MMA_GROUP));
-    pg_reg gsize = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, gsize, np, first);
-    pg_min(k, PG_U32, gsize, gsize, pg_u32(MMA_GROUP));
-    pg_reg pt = pg_reg_new(k, PG_U32), qt = pg_reg_new(k, PG_U32);
-    pg_rem(k, PG_U32, pt, inq, gsize);
-    pg_add(k, PG_U32, pt, pt, first);
-    pg_div(k, PG_U32, qt, inq, gsize);
-    pg_reg p0 = pgv_shl(k, PG_B32, pt, pg_u32(log2u(cfg->bm)));
-    pg_reg q0 = pgv_shl(k, PG_B32, qt, pg_u32(log2u(cfg->bn)));
+    pg_reg p0, q0;
+    block_tile(k, cfg, P, Q, &p0, &q0);
 
-    pg_comment(k, "split-K: k-tiles [z*per, z*per + per) of ceil(R/bk)");
-    pg_reg z = pg_sreg_read(k, PG_SREG_CTAID_Z), nz = pg_sreg_read(k, PG_SREG_NCTAID_Z);
     const unsigned BK = cfg->bk, KS = BK / 16;
-    pg_reg tiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(BK - 1)), pg_u32(log2u(BK)));
-    pg_reg per = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, per, tiles, nz);
-    pg_sub(k, PG_U32, per, per, pg_u32(1));
-    pg_div(k, PG_U32, per, per, nz);
-    pg_reg t0 = pgv_mul(k, PG_U32, z, per);
-    pg_reg rbeg = pgv_shl(k, PG_B32, t0, pg_u32(log2u(BK)));
-    pg_reg tend = pgv_add(k, PG_U32, t0, per);
-    pg_min(k, PG_U32, tend, tend, tiles);
-    pg_reg rend = pgv_shl(k, PG_B32, tend, pg_u32(log2u(BK)));
-    pg_min(k, PG_U32, rend, rend, R);
-    pg_reg ntiles = pg_reg_new(k, PG_U32);
-    pg_max(k, PG_U32, ntiles, tend, t0); /* empty splits run one zero-filled k-tile */
-    pg_sub(k, PG_U32, ntiles, ntiles, t0);
-    pg_max(k, PG_U32, ntiles, ntiles, pg_u32(1));
+    const k_range kr = split_range(k, BK, R);
+    pg_reg rbeg = kr.rbeg, rend = kr.rend, ntiles = kr.ntiles;
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
     pg_reg lane = pgv_and(k, PG_B32, tid, pg_u32(31));
@@ -361,60 +568,9 @@ static int build_mma(pg_kernel *k, const pgk_desc *d, const pg_param *p, const u
     mma_operand A, B;
     mma_operand_init(k, &A, ta, cfg->bm, BK, T, a, lda, P, p0, rbeg, tid, 0);
     mma_operand_init(k, &B, tb, cfg->bn, BK, T, b, ldb, Q, q0, rbeg, tid, cfg->bm * BK * 2);
-    const unsigned boff = cfg->bm * BK * 2;
 
-    pg_comment(k, "ldmatrix row addresses: lane gives row lane%8 of matrix lane/8");
-    pg_reg qd = pgv_shr(k, PG_U32, lane, pg_u32(3)), r8 = pgv_and(k, PG_B32, lane, pg_u32(7));
-    pg_reg q0b = pgv_and(k, PG_B32, qd, pg_u32(1)), q1b = pgv_shr(k, PG_U32, qd, pg_u32(1));
-    /* A: r-major: one address a k-step (the mt step is 16 rows: the swizzle
-     * repeats); transposed: one a 16-row tile (the k-step is 16 rows). */
     pg_reg a_off[MMA_MAX_MT > MMA_MAX_KS ? MMA_MAX_MT : MMA_MAX_KS], b_off[MMA_MAX_NT];
-    if (!ta) {
-        pg_reg row = pg_reg_new(k, PG_U32);
-        pg_mad(k, PG_U32, row, wpi, pg_u32(WM), r8);
-        pg_mad(k, PG_U32, row, q0b, pg_u32(8), row);
-        for (unsigned s = 0; s < KS; s++) {
-            pg_reg ch = pgv_add(k, PG_U32, q1b, pg_u32(2 * s));
-            pg_reg pc = swizzle(k, row, ch, A.cpr);
-            a_off[s] = pgv_shl(k, PG_B32, row, pg_u32(log2u(A.rb)));
-            pg_mad(k, PG_U32, a_off[s], pc, pg_u32(16), a_off[s]);
-        }
-    } else {
-        pg_reg row = pg_reg_new(k, PG_U32);
-        pg_mad(k, PG_U32, row, q1b, pg_u32(8), r8);
-        for (unsigned mt = 0; mt < MT; mt++) {
-            pg_reg pp = pg_reg_new(k, PG_U32);
-            pg_mad(k, PG_U32, pp, wpi, pg_u32(WM), pg_u32(mt * 16));
-            pg_mad(k, PG_U32, pp, q0b, pg_u32(8), pp);
-            pg_reg pc = swizzle(k, row, pgv_shr(k, PG_U32, pp, pg_u32(3)), A.cpr);
-            a_off[mt] = pgv_mul(k, PG_U32, row, pg_u32(A.rb));
-            pg_mad(k, PG_U32, a_off[mt], pc, pg_u32(16), a_off[mt]);
-        }
-    }
-    if (!tb) {
-        pg_reg row = pg_reg_new(k, PG_U32);
-        pg_mad(k, PG_U32, row, wqi, pg_u32(WN), r8);
-        pg_mad(k, PG_U32, row, q1b, pg_u32(8), row);
-        for (unsigned s = 0; s < KS; s++) {
-            pg_reg ch = pgv_add(k, PG_U32, q0b, pg_u32(2 * s));
-            pg_reg pc = swizzle(k, row, ch, B.cpr);
-            b_off[s] = pgv_shl(k, PG_B32, row, pg_u32(log2u(B.rb)));
-            pg_mad(k, PG_U32, b_off[s], pc, pg_u32(16), b_off[s]);
-            pg_add(k, PG_U32, b_off[s], b_off[s], pg_u32(boff));
-        }
-    } else {
-        pg_reg row = pg_reg_new(k, PG_U32);
-        pg_mad(k, PG_U32, row, q0b, pg_u32(8), r8);
-        for (unsigned pr = 0; pr < NT / 2; pr++) {
-            pg_reg q = pg_reg_new(k, PG_U32);
-            pg_mad(k, PG_U32, q, wqi, pg_u32(WN), pg_u32(pr * 16));
-            pg_mad(k, PG_U32, q, q1b, pg_u32(8), q);
-            pg_reg pc = swizzle(k, row, pgv_shr(k, PG_U32, q, pg_u32(3)), B.cpr);
-            b_off[pr] = pgv_mul(k, PG_U32, row, pg_u32(B.rb));
-            pg_mad(k, PG_U32, b_off[pr], pc, pg_u32(16), b_off[pr]);
-            pg_add(k, PG_U32, b_off[pr], b_off[pr], pg_u32(boff));
-        }
-    }
+    frag_offsets(k, cfg, ta, tb, lane, wpi, wqi, &A, &B, a_off, b_off);
 
     pg_reg acc[MMA_MAX_MT][MMA_MAX_NT][4];
     for (unsigned mt = 0; mt < MT; mt++)
@@ -438,83 +594,18 @@ static int build_mma(pg_kernel *k, const pgk_desc *d, const pg_param *p, const u
     pg_reg t = pg_reg_new(k, PG_U32);
     pg_mov(k, PG_U32, t, pg_u32(0));
     pg_label top = pg_label_new(k, "ktile");
-    if (!cfg->db) {
-        pg_label_bind(k, top);
-        pg_cp_async_wait(k, S - 2);
-        pg_bar_sync(k, 0);
-        pg_comment(k, "copy k-tile t+stages-1 into the stage k-tile t-1 used");
-        mma_copy_tile(k, &A, &B, wstage, rend, vec);
-        pg_comment(k, "the k-steps of mma tiles out of the stage of k-tile t");
-        for (unsigned s = 0; s < KS; s++) {
-            pg_reg af[MMA_MAX_MT][4], bf[MMA_MAX_NT][2];
-            new_frags(k, MT, NT, af, bf);
-            load_frags(k, &fs, rstage, s, af, bf);
-            for (unsigned mt = 0; mt < MT; mt++)
-                for (unsigned nt = 0; nt < NT; nt++)
-                    pg_mma_m16n8k16_f32(k, it, acc[mt][nt], af[mt], bf[nt], acc[mt][nt]);
-        }
-        pgk_stage_next(k, wstage, sbase, SB, S * SB);
-        pgk_stage_next(k, rstage, sbase, SB, S * SB);
-    } else {
-        /* Fragments double-buffered: k-step s+1's (the next k-tile's first,
-         * after the barrier, at the last k-step) load while k-step s
-         * multiplies. */
-        pg_reg af[2][MMA_MAX_MT][4], bf[2][MMA_MAX_NT][2];
-        new_frags(k, MT, NT, af[0], bf[0]);
-        new_frags(k, MT, NT, af[1], bf[1]);
-        pg_cp_async_wait(k, S - 2);
-        pg_bar_sync(k, 0);
-        load_frags(k, &fs, rstage, 0, af[0], bf[0]);
-        pg_label_bind(k, top);
-        pg_comment(k, "copy k-tile t+stages-1 into the stage k-tile t-1 used");
-        mma_copy_tile(k, &A, &B, wstage, rend, vec);
-        for (unsigned s = 0; s < KS; s++) {
-            if (s == KS - 1) {
-                pg_comment(k, "k-tile t+1 in shared memory; every warp done with k-tile t");
-                pg_cp_async_wait(k, S - 2);
-                pg_bar_sync(k, 0);
-                pgk_stage_next(k, wstage, sbase, SB, S * SB);
-                pgk_stage_next(k, rstage, sbase, SB, S * SB);
-            }
-            unsigned nx = (s + 1) % 2;
-            load_frags(k, &fs, rstage, (s + 1) % KS, af[nx], bf[nx]);
-            for (unsigned mt = 0; mt < MT; mt++)
-                for (unsigned nt = 0; nt < NT; nt++)
-                    pg_mma_m16n8k16_f32(k, it, acc[mt][nt], af[s % 2][mt], bf[s % 2][nt],
-                                        acc[mt][nt]);
-        }
-    }
+    const mma_loop ml = {.it = it, .S = S, .SB = SB, .KS = KS, .MT = MT, .NT = NT,
+                         .sbase = sbase, .wstage = wstage, .rstage = rstage, .rend = rend,
+                         .vec = vec, .A = &A, .B = &B, .fs = &fs, .top = top, .acc = acc};
+    if (!cfg->db)
+        kloop_single(k, &ml);
+    else
+        kloop_double(k, &ml);
     pgk_loop_back(k, t, ntiles, top);
     pg_cp_async_wait(k, 0);
 
-    pg_comment(k, "d0,d1 at (row g, cols 2t, 2t+1), d2,d3 at row g+8, of each 16x8 tile");
-    pg_reg g = pgv_shr(k, PG_U32, lane, pg_u32(2)), t4 = pgv_and(k, PG_B32, lane, pg_u32(3));
-    pg_reg rowbase = pg_reg_new(k, PG_U32), colbase = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, rowbase, wpi, pg_u32(WM), p0);
-    pg_add(k, PG_U32, rowbase, rowbase, g);
-    pg_mad(k, PG_U32, colbase, wqi, pg_u32(WN), q0);
-    pg_mad(k, PG_U32, colbase, t4, pg_u32(2), colbase);
-    pg_label partial = pg_label_new(k, "partial");
-    pg_reg split = pgv_setp(k, PG_CMP_GT, PG_U32, nz, pg_u32(1));
-    pg_bra_if(k, split, false, partial);
-    pg_reg do_acc = flag_set(k, flags, FLAG_ACCUMULATE);
-    pg_reg do_bias = flag_set(k, flags, FLAG_BIAS);
-    mma_epi e = {.ot = out_type_of(knobs[MM_OUT]), .c = c, .ldc = Q, .P = P, .bias = bias,
-                 .do_acc = do_acc, .do_bias = do_bias, .native = true};
-    pgk_mma_epilogue(k, &e, rowbase, colbase, MT, NT, acc);
-    pg_ret(k);
-    pg_label_bind(k, partial);
-    pg_comment(k, "split-K: f32 partial sums into workspace[z][P][Q]");
-    pg_reg pq = pg_reg_new(k, PG_U64), zoff = pg_reg_new(k, PG_U64), z64 = pg_reg_new(k, PG_U64);
-    pg_mul_wide(k, PG_U32, pq, P, Q);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, z64, z);
-    pg_mul(k, PG_U64, zoff, pq, z64);
-    pg_shl(k, PG_B64, zoff, zoff, pg_u32(2));
-    pg_reg wz = pg_reg_new(k, PG_U64);
-    pg_add(k, PG_U64, wz, ws, zoff);
-    mma_epi ep = {.ot = PG_F32, .c = wz, .ldc = Q, .P = P, .partial = true, .native = true};
-    pgk_mma_epilogue(k, &ep, rowbase, colbase, MT, NT, acc);
-    pg_ret(k);
+    const mma_out mo = {.c = c, .bias = bias, .ws = ws, .flags = flags, .P = P, .Q = Q};
+    mma_store(k, cfg, out_type_of(knobs[MM_OUT]), &mo, lane, wpi, wqi, p0, q0, &kr, acc);
     return pg_kernel_error(k);
 }
 

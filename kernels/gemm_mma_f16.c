@@ -425,13 +425,72 @@ static void f_copy_tile(pg_kernel *k, f_copier *c, pg_reg stage)
     pg_cp_async_commit(k);
 }
 
+/* The ldmatrix addresses of the warp's fragments, one a k-step: offsets
+ * in a stage, B's after A's tile; the swizzle as the copies store it. */
+static void pipe_frag_offsets(pg_kernel *k, const f16_cfg *cfg, pg_reg lane, pg_reg wmi,
+                              pg_reg wni, pg_reg *a_off, pg_reg *b_off)
+{
+    const unsigned WM = cfg->bm / F_WARPS_M, WN = cfg->bn / F_WARPS_N;
+    const unsigned ROW = cfg->bk * 2, CPR = cfg->bk / 8, SH = log2u(8 / CPR), KS = cfg->bk / 16;
+    pg_comment(k, "ldmatrix row addresses: lane gives row lane%8 of matrix lane/8");
+    pg_reg q = pgv_shr(k, PG_U32, lane, pg_u32(3)), r = pgv_and(k, PG_B32, lane, pg_u32(7));
+    pg_reg lsw = pgv_and(k, PG_B32, pgv_shr(k, PG_U32, r, pg_u32(SH)), pg_u32(CPR - 1));
+    pg_reg q0 = pgv_and(k, PG_B32, q, pg_u32(1)), q1 = pgv_shr(k, PG_U32, q, pg_u32(1));
+    pg_reg arow = pg_reg_new(k, PG_U32), brow = pg_reg_new(k, PG_U32);
+    pg_mad(k, PG_U32, arow, wmi, pg_u32(WM), r);
+    pg_mad(k, PG_U32, arow, q0, pg_u32(8), arow);
+    pg_mad(k, PG_U32, brow, wni, pg_u32(WN), r);
+    pg_mad(k, PG_U32, brow, q1, pg_u32(8), brow);
+    for (unsigned s = 0; s < KS; s++) {
+        pg_reg ach = pgv_add(k, PG_U32, q1, pg_u32(2 * s));
+        pg_reg bch = pgv_add(k, PG_U32, q0, pg_u32(2 * s));
+        pg_xor(k, PG_B32, ach, ach, lsw);
+        pg_xor(k, PG_B32, bch, bch, lsw);
+        a_off[s] = pgv_shl(k, PG_B32, arow, pg_u32(log2u(ROW)));
+        pg_mad(k, PG_U32, a_off[s], ach, pg_u32(16), a_off[s]);
+        b_off[s] = pgv_shl(k, PG_B32, brow, pg_u32(log2u(ROW)));
+        pg_mad(k, PG_U32, b_off[s], bch, pg_u32(16), b_off[s]);
+        pg_add(k, PG_U32, b_off[s], b_off[s], pg_u32(cfg->bm * ROW));
+    }
+}
+
+/* The k-steps of mma tiles out of the stage at rstage. */
+static void pipe_ksteps(pg_kernel *k, const f16_cfg *cfg, pg_reg rstage, const pg_reg *a_off,
+                        const pg_reg *b_off, pg_reg (*acc)[MMA_MAX_NT][4])
+{
+    const unsigned WM = cfg->bm / F_WARPS_M, WN = cfg->bn / F_WARPS_N;
+    const unsigned MT = WM / 16, NT = WN / 8, ROW = cfg->bk * 2, KS = cfg->bk / 16;
+    for (unsigned s = 0; s < KS; s++) {
+        pg_reg ra = pgv_add(k, PG_U32, rstage, a_off[s]), rb = pgv_add(k, PG_U32, rstage, b_off[s]);
+        pg_reg af[MMA_MAX_MT][4], bf[MMA_MAX_NT][2];
+        for (unsigned mt = 0; mt < MT; mt++) {
+            for (unsigned e = 0; e < 4; e++)
+                af[mt][e] = pg_reg_new(k, PG_B32);
+            pg_ldmatrix(k, 4, false, af[mt], ra, mt * 16 * ROW);
+        }
+        for (unsigned np = 0; np < NT / 2; np++) {
+            pg_reg d[4];
+            for (unsigned e = 0; e < 4; e++)
+                d[e] = pg_reg_new(k, PG_B32);
+            pg_ldmatrix(k, 4, false, d, rb, np * 16 * ROW);
+            bf[2 * np][0] = d[0];
+            bf[2 * np][1] = d[1];
+            bf[2 * np + 1][0] = d[2];
+            bf[2 * np + 1][1] = d[3];
+        }
+        for (unsigned mt = 0; mt < MT; mt++)
+            for (unsigned nt = 0; nt < NT; nt++)
+                pg_mma_m16n8k16_f16_f32(k, acc[mt][nt], af[mt], bf[nt], acc[mt][nt]);
+    }
+}
+
 static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
 {
     const unsigned S = cfg->stages, SB = f16_stage_bytes(cfg);
     const unsigned WM = cfg->bm / F_WARPS_M, WN = cfg->bn / F_WARPS_N;
     const unsigned MT = WM / 16, NT = WN / 8;
     /* row bytes; 16-byte chunks a row; the swizzle: chunk ^ ((row >> sh) & (cpr - 1)) */
-    const unsigned ROW = cfg->bk * 2, CPR = cfg->bk / 8, SH = log2u(8 / CPR), KS = cfg->bk / 16;
+    const unsigned ROW = cfg->bk * 2, CPR = cfg->bk / 8, SH = log2u(8 / CPR);
     pg_kernel_set_maxntid(k, F_THREADS, 1, 1);
     f16_args in = f16_begin(k, p, pg_shared_dynamic(k, 128));
     pg_reg dc = in.dc, w = in.w, ga = in.ga, m = in.m, n = in.n, kd = in.kd, sbase = in.sbase;
@@ -459,27 +518,8 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     c.dsw = pgv_shl(k, PG_B32, crow, pg_u32(log2u(ROW)));
     pg_mad(k, PG_U32, c.dsw, pc, pg_u32(16), c.dsw);
 
-    pg_comment(k, "ldmatrix row addresses: lane gives row lane%8 of matrix lane/8");
-    pg_reg q = pgv_shr(k, PG_U32, lane, pg_u32(3)), r = pgv_and(k, PG_B32, lane, pg_u32(7));
-    pg_reg lsw = pgv_and(k, PG_B32, pgv_shr(k, PG_U32, r, pg_u32(SH)), pg_u32(CPR - 1));
-    pg_reg q0 = pgv_and(k, PG_B32, q, pg_u32(1)), q1 = pgv_shr(k, PG_U32, q, pg_u32(1));
-    pg_reg arow = pg_reg_new(k, PG_U32), brow = pg_reg_new(k, PG_U32);
-    pg_mad(k, PG_U32, arow, wmi, pg_u32(WM), r);
-    pg_mad(k, PG_U32, arow, q0, pg_u32(8), arow);
-    pg_mad(k, PG_U32, brow, wni, pg_u32(WN), r);
-    pg_mad(k, PG_U32, brow, q1, pg_u32(8), brow);
     pg_reg a_off[4], b_off[4];
-    for (unsigned s = 0; s < KS; s++) {
-        pg_reg ach = pgv_add(k, PG_U32, q1, pg_u32(2 * s));
-        pg_reg bch = pgv_add(k, PG_U32, q0, pg_u32(2 * s));
-        pg_xor(k, PG_B32, ach, ach, lsw);
-        pg_xor(k, PG_B32, bch, bch, lsw);
-        a_off[s] = pgv_shl(k, PG_B32, arow, pg_u32(log2u(ROW)));
-        pg_mad(k, PG_U32, a_off[s], ach, pg_u32(16), a_off[s]);
-        b_off[s] = pgv_shl(k, PG_B32, brow, pg_u32(log2u(ROW)));
-        pg_mad(k, PG_U32, b_off[s], bch, pg_u32(16), b_off[s]);
-        pg_add(k, PG_U32, b_off[s], b_off[s], pg_u32(cfg->bm * ROW));
-    }
+    pipe_frag_offsets(k, cfg, lane, wmi, wni, a_off, b_off);
 
     pg_reg acc[MMA_MAX_MT][MMA_MAX_NT][4];
     for (unsigned mt = 0; mt < MT; mt++)
@@ -515,28 +555,7 @@ static int build_f16_pipe(pg_kernel *k, const pg_param *p, const f16_cfg *cfg)
     pg_bra(k, copy);
     pg_label_bind(k, mma);
     pg_comment(k, "the k-steps of mma tiles out of the stage of k-tile t");
-    for (unsigned s = 0; s < KS; s++) {
-        pg_reg ra = pgv_add(k, PG_U32, rstage, a_off[s]), rb = pgv_add(k, PG_U32, rstage, b_off[s]);
-        pg_reg af[MMA_MAX_MT][4], bf[MMA_MAX_NT][2];
-        for (unsigned mt = 0; mt < MT; mt++) {
-            for (unsigned e = 0; e < 4; e++)
-                af[mt][e] = pg_reg_new(k, PG_B32);
-            pg_ldmatrix(k, 4, false, af[mt], ra, mt * 16 * ROW);
-        }
-        for (unsigned np = 0; np < NT / 2; np++) {
-            pg_reg d[4];
-            for (unsigned e = 0; e < 4; e++)
-                d[e] = pg_reg_new(k, PG_B32);
-            pg_ldmatrix(k, 4, false, d, rb, np * 16 * ROW);
-            bf[2 * np][0] = d[0];
-            bf[2 * np][1] = d[1];
-            bf[2 * np + 1][0] = d[2];
-            bf[2 * np + 1][1] = d[3];
-        }
-        for (unsigned mt = 0; mt < MT; mt++)
-            for (unsigned nt = 0; nt < NT; nt++)
-                pg_mma_m16n8k16_f16_f32(k, acc[mt][nt], af[mt], bf[nt], acc[mt][nt]);
-    }
+    pipe_ksteps(k, cfg, rstage, a_off, b_off, acc);
     pgk_stage_next(k, wstage, sbase, SB, S * SB);
     pgk_stage_next(k, rstage, sbase, SB, S * SB);
     pgk_loop_back(k, t, ntiles, top);

@@ -157,253 +157,274 @@ static unsigned thin_threads(unsigned layout, unsigned form, pg_type it)
     return thin_jsplit(layout, form, it) ? 2 * NR_LANES : NR_LANES * thin_li(layout, form);
 }
 
-static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned jc, pg_type it,
-                         const thin_out *o0, pg_reg a, pg_reg b, pg_reg m, pg_reg n, pg_reg kd)
+/* What the steps of a narrow form share: its shape (build_narrow's
+ * constants), the operands G and S, the thread's place, the current chunk
+ * of j and the accumulators. The steps record in the order build_narrow
+ * calls them. */
+typedef struct narrow {
+    pg_type it;
+    unsigned es, JC, NI, LI, T, SL, NQ, NG, AJ, RS, PER;
+    bool js, fq, st;
+    pg_reg g, s, ldg, lds, I, J, R, Q;
+    pg_reg tid, rl, ib, i0, rbase;
+    pg_reg sjstep, svec, jb, sjb;
+    pg_label top, end;
+    pg_reg acc[8][64];
+} narrow;
+
+/* Split over J (thin_jsplit): lane (g, q) runs the vectors of r's of its
+ * rows against the j's 4q.. of S's rows at those r's. */
+static void narrow_jsplit(pg_kernel *k, const narrow *nr)
+{
+    const pg_type it = nr->it;
+    const unsigned es = nr->es, NI = nr->NI, NQ = nr->NQ, NG = nr->NG;
+    const pg_label top = nr->top, end = nr->end;
+    const pg_reg g = nr->g, ldg = nr->ldg, lds = nr->lds, I = nr->I, J = nr->J, R = nr->R,
+                 tid = nr->tid, ib = nr->ib, sjstep = nr->sjstep, svec = nr->svec, jb = nr->jb,
+                 sjb = nr->sjb;
+    const pg_reg(*acc)[64] = nr->acc;
+    pg_comment(k, "split over J: lane (g, q) takes the vector of r's 4g.. of its rows and "
+                  "the j's 4q.. of S's rows at those r's");
+    pg_reg q = pgv_and(k, PG_B32, tid, pg_u32(NQ - 1));
+    pg_reg v = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NQ)));
+    pg_reg gvec = pgk_vectors_ok(k, g, ldg, 4, es);
+    pg_reg nv = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(3)), pg_u32(2));
+    pg_reg r0 = pgv_shl(k, PG_B32, v, pg_u32(2));
+    pg_reg q4 = pgv_shl(k, PG_B32, q, pg_u32(2));
+    pg_reg j0 = pgv_add(k, PG_U32, jb, q4);
+    pg_reg gp[8], gin[8];
+    for (unsigned i = 0; i < NI; i++) {
+        pg_reg row = pgv_add(k, PG_U32, ib, pg_u32(i));
+        gin[i] = pgv_setp(k, PG_CMP_LT, PG_U32, row, I);
+        gp[i] = pgk_elem_addr2(k, g, row, ldg, r0, es);
+    }
+    pg_reg sp = pgk_elem_addr2(k, sjb, r0, lds, q4, es);
+    pg_reg sstep = pgv_mul_wide(k, PG_U32, lds, pg_u32(NG * 4 * es));
+    pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
+    pg_bra_if(k, go, true, end);
+    pg_label_bind(k, top);
+    pg_comment(k, "every load of the step first: they are in flight together");
+    pg_reg gv[8][4], sv[4][4];
+    for (unsigned i = 0; i < NI; i++) {
+        for (unsigned e = 0; e < 4; e++)
+            gv[i][e] = pg_reg_new(k, PG_F32);
+        ld_run(k, it, gp[i], 4, gvec, r0, R, gin[i], gv[i]);
+    }
+    pg_reg sa = pgv_mov(k, PG_U64, sp);
+    for (unsigned e = 0; e < 4; e++) {
+        pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, r0, pg_u32(e)), R);
+        for (unsigned x = 0; x < 4; x++)
+            sv[e][x] = pg_reg_new(k, PG_F32);
+        ld_run(k, it, sa, 4, svec, j0, J, rin, sv[e]);
+        if (e + 1 < 4)
+            pg_add(k, PG_U64, sa, sa, sjstep);
+    }
+    for (unsigned e = 0; e < 4; e++)
+        for (unsigned i = 0; i < NI; i++)
+            for (unsigned x = 0; x < 4; x++)
+                pg_fma(k, PG_F32, acc[i][x], gv[i][e], sv[e][x], acc[i][x]);
+    for (unsigned i = 0; i < NI; i++)
+        pg_add(k, PG_U64, gp[i], gp[i], pg_u64(NG * 4 * es));
+    pg_add(k, PG_U64, sp, sp, sstep);
+    pg_add(k, PG_U32, r0, r0, pg_u32(NG * 4));
+    pg_add(k, PG_U32, v, v, pg_u32(NG));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
+    pg_bra_if(k, more, false, top);
+}
+
+/* G r-major: a vector of r's of each of the thread's rows a step, against
+ * S's rows (r-major) or S's runs of J (transposed). */
+static void narrow_g_rmajor(pg_kernel *k, const narrow *nr)
+{
+    const pg_type it = nr->it;
+    const unsigned es = nr->es, JC = nr->JC, NI = nr->NI;
+    const bool st = nr->st;
+    const pg_label top = nr->top, end = nr->end;
+    const pg_reg g = nr->g, ldg = nr->ldg, lds = nr->lds, I = nr->I, J = nr->J, R = nr->R,
+                 rl = nr->rl, i0 = nr->i0, sjstep = nr->sjstep, svec = nr->svec, jb = nr->jb,
+                 sjb = nr->sjb;
+    const pg_reg(*acc)[64] = nr->acc;
+    pg_comment(k, "G r-major: for each of the thread's rows a vector of r's a step");
+    const unsigned VR = 16 / es;
+    pg_reg gvec = pgk_vectors_ok(k, g, ldg, VR, es);
+    pg_reg nv = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(VR - 1)), pg_u32(log2u(VR)));
+    pg_reg v = pgv_mov(k, PG_U32, rl);
+    pg_reg r0 = pgv_shl(k, PG_B32, v, pg_u32(log2u(VR)));
+    pg_reg gp[4], gin[4];
+    for (unsigned i = 0; i < NI; i++) {
+        pg_reg row = pgv_add(k, PG_U32, i0, pg_u32(i));
+        gin[i] = pgv_setp(k, PG_CMP_LT, PG_U32, row, I);
+        gp[i] = pgk_elem_addr2(k, g, row, ldg, r0, es);
+    }
+    pg_reg sp = st ? pgk_elem_addr2(k, sjb, r0, lds, pg_u32(0), es)
+                   : pgk_elem_addr2(k, sjb, pg_u32(0), lds, r0, es);
+    pg_reg sstep = st ? pgv_mul_wide(k, PG_U32, lds, pg_u32(NR_LANES * VR * es))
+                      : pgv_mov(k, PG_U64, pg_u64(NR_LANES * VR * es));
+    pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
+    pg_bra_if(k, go, true, end);
+    pg_label_bind(k, top);
+    pg_reg gv[4][8];
+    for (unsigned i = 0; i < NI; i++) {
+        for (unsigned e = 0; e < VR; e++)
+            gv[i][e] = pg_reg_new(k, PG_F32);
+        ld_run(k, it, gp[i], VR, gvec, r0, R, gin[i], gv[i]);
+    }
+    /* S r-major: row j's vector of the same r's, a j a step; S
+     * transposed: the run of J at each r, an r a step */
+    const unsigned nstep = st ? VR : JC, nrun = st ? JC : VR;
+    pg_reg sa = pgv_mov(k, PG_U64, sp);
+    for (unsigned q = 0; q < nstep; q++) {
+        pg_reg idx = pgv_add(k, PG_U32, st ? r0 : jb, pg_u32(q));
+        pg_reg in = pgv_setp(k, PG_CMP_LT, PG_U32, idx, st ? R : J);
+        pg_reg sv[64];
+        for (unsigned x = 0; x < nrun; x++)
+            sv[x] = pg_reg_new(k, PG_F32);
+        ld_run(k, it, sa, nrun, svec, st ? jb : r0, st ? J : R, in, sv);
+        for (unsigned i = 0; i < NI; i++)
+            for (unsigned x = 0; x < nrun; x++) {
+                unsigned j = st ? x : q, e = st ? q : x;
+                pg_fma(k, PG_F32, acc[i][j], gv[i][e], sv[x], acc[i][j]);
+            }
+        if (q + 1 < nstep)
+            pg_add(k, PG_U64, sa, sa, sjstep);
+    }
+    for (unsigned i = 0; i < NI; i++)
+        pg_add(k, PG_U64, gp[i], gp[i], pg_u64(NR_LANES * VR * es));
+    pg_add(k, PG_U64, sp, sp, sstep);
+    pg_add(k, PG_U32, r0, r0, pg_u32(NR_LANES * VR));
+    pg_add(k, PG_U32, v, v, pg_u32(NR_LANES));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
+    pg_bra_if(k, more, false, top);
+}
+
+/* G transposed: the thread's run of i at NR_UNROLL r's a step. */
+static void narrow_g_trans(pg_kernel *k, const narrow *nr)
+{
+    const pg_type it = nr->it;
+    const unsigned es = nr->es, JC = nr->JC, NI = nr->NI;
+    const bool st = nr->st;
+    const pg_label top = nr->top, end = nr->end;
+    const pg_reg g = nr->g, ldg = nr->ldg, lds = nr->lds, I = nr->I, J = nr->J, R = nr->R,
+                 rl = nr->rl, i0 = nr->i0, sjstep = nr->sjstep, svec = nr->svec, jb = nr->jb,
+                 sjb = nr->sjb;
+    const pg_reg(*acc)[64] = nr->acc;
+    pg_comment(k, "G transposed: the thread's run of i at one r a step");
+    pg_reg gvec = pgk_vectors_ok(k, g, ldg, NI, es);
+    pg_reg r = pgv_mov(k, PG_U32, rl);
+    pg_reg gp = pgk_elem_addr2(k, g, r, ldg, i0, es);
+    pg_reg gstep = pgv_mul_wide(k, PG_U32, ldg, pg_u32(NR_LANES * es));
+    pg_reg sp = st ? pgk_elem_addr2(k, sjb, r, lds, pg_u32(0), es)
+                   : pgk_elem_addr2(k, sjb, pg_u32(0), lds, r, es);
+    pg_reg sstep = st ? pgv_mul_wide(k, PG_U32, lds, pg_u32(NR_LANES * es))
+                      : pgv_mov(k, PG_U64, pg_u64(NR_LANES * es));
+    pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, r, R);
+    pg_bra_if(k, go, true, end);
+    pg_label_bind(k, top);
+    pg_comment(k, "the G runs of NR_UNROLL r's first: their loads in flight together");
+    pg_reg gv[NR_UNROLL][4], rin[NR_UNROLL], ga = pgv_mov(k, PG_U64, gp);
+    for (unsigned u = 0; u < NR_UNROLL; u++) {
+        pg_reg ru = pgv_add(k, PG_U32, r, pg_u32(u * NR_LANES));
+        rin[u] = pgv_setp(k, PG_CMP_LT, PG_U32, ru, R);
+        for (unsigned i = 0; i < NI; i++)
+            gv[u][i] = pg_reg_new(k, PG_F32);
+        ld_run(k, it, ga, NI, gvec, i0, I, rin[u], gv[u]);
+        if (u + 1 < NR_UNROLL)
+            pg_add(k, PG_U64, ga, ga, gstep);
+    }
+    pg_reg sa = pgv_mov(k, PG_U64, sp);
+    for (unsigned u = 0; u < NR_UNROLL; u++) {
+        pg_reg sv[64];
+        for (unsigned j = 0; j < JC; j++)
+            sv[j] = pg_reg_new(k, PG_F32);
+        if (st) {
+            ld_run(k, it, sa, JC, svec, jb, J, rin[u], sv);
+        } else {
+            pg_reg ins[64];
+            for (unsigned j = 0; j < JC; j++)
+                ins[j] = pgv_and(k, PG_PRED,
+                                 pgv_setp(k, PG_CMP_LT, PG_U32,
+                                          pgv_add(k, PG_U32, jb, pg_u32(j)), J),
+                                 rin[u]);
+            ld_strided(k, it, sa, sjstep, JC, ins, sv);
+        }
+        for (unsigned i = 0; i < NI; i++)
+            for (unsigned j = 0; j < JC; j++)
+                pg_fma(k, PG_F32, acc[i][j], gv[u][i], sv[j], acc[i][j]);
+        if (u + 1 < NR_UNROLL)
+            pg_add(k, PG_U64, sa, sa, sstep);
+    }
+    pg_add(k, PG_U64, gp, gp, pgv_shl(k, PG_B64, gstep, pg_u32(log2u(NR_UNROLL))));
+    pg_add(k, PG_U64, sp, sp, pgv_shl(k, PG_B64, sstep, pg_u32(log2u(NR_UNROLL))));
+    pg_add(k, PG_U32, r, r, pg_u32(NR_LANES * NR_UNROLL));
+    pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, r, R);
+    pg_bra_if(k, more, false, top);
+}
+
+/* Split over J: group g's partials to row g of shared memory. */
+static void narrow_partials_jsplit(pg_kernel *k, const narrow *nr)
+{
+    const unsigned JC = nr->JC, NI = nr->NI, NQ = nr->NQ, RS = nr->RS;
+    const pg_reg tid = nr->tid, rbase = nr->rbase;
+    const pg_reg(*acc)[64] = nr->acc;
+    pg_comment(k, "slice-K: group g's partials to row g (lane q's at columns i*JC + 4q..), "
+                  "summed in group order");
+    pg_reg grp = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NQ)));
+    pg_reg mine = pgv_mul(k, PG_U32, grp, pg_u32(RS * 4));
+    pg_add(k, PG_U32, mine, mine, rbase);
+    pg_reg q16 = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, tid, pg_u32(NQ - 1)), pg_u32(4));
+    pg_add(k, PG_U32, mine, mine, q16);
+    for (unsigned i = 0; i < NI; i++) {
+        pg_val w[4] = {acc[i][0], acc[i][1], acc[i][2], acc[i][3]};
+        pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, i * JC * 4, w);
+    }
+    pg_bar_sync(k, 0);
+}
+
+/* The partials to shared memory, a round of NR_ROWS threads at a time;
+ * lanes r and r + 64 of a transposed G add theirs into one row. */
+static void narrow_partials(pg_kernel *k, const narrow *nr)
+{
+    const unsigned JC = nr->JC, T = nr->T, SL = nr->SL, RS = nr->RS;
+    const pg_reg tid = nr->tid, rbase = nr->rbase;
+    const pg_reg(*acc)[64] = nr->acc;
+    pg_comment(k, "slice-K: the partials to shared memory (lanes r and r + 64 of a transposed "
+                  "G add theirs into one row), summed in lane order");
+    pg_reg rowi = pgv_and(k, PG_B32, tid, pg_u32(NR_ROWS - 1));
+    pg_reg mine = pgv_mul(k, PG_U32, rowi, pg_u32(RS * 4));
+    pg_add(k, PG_U32, mine, mine, rbase);
+    pg_reg round = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NR_ROWS)));
+    for (unsigned rd0 = 0; rd0 < T / NR_ROWS; rd0++) {
+        pg_label not_mine = pg_label_new(k, "not_my_round");
+        pg_reg me = pgv_setp(k, PG_CMP_EQ, PG_U32, round, pg_u32(rd0));
+        pg_bra_if(k, me, true, not_mine);
+        for (unsigned e = 0; e < SL; e += 4) {
+            pg_val w[4];
+            if (rd0 == 0) {
+                for (unsigned x = 0; x < 4; x++)
+                    w[x] = acc[(e + x) / JC][(e + x) % JC];
+            } else {
+                pg_reg old[4];
+                for (unsigned x = 0; x < 4; x++)
+                    old[x] = pg_reg_new(k, PG_F32);
+                pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, old);
+                for (unsigned x = 0; x < 4; x++)
+                    w[x] = pgv_add(k, PG_F32, old[x], acc[(e + x) / JC][(e + x) % JC]);
+            }
+            pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, w);
+        }
+        pg_label_bind(k, not_mine);
+        pg_bar_sync(k, 0);
+    }
+}
+
+/* Each slot's sum over the partials, plus bias, to C. */
+static void narrow_store(pg_kernel *k, const narrow *nr, const thin_out *o0)
 {
     thin_out o = *o0;
-    const bool js = thin_jsplit(layout, form, it);
-    const unsigned JC = pgk_thin_jc(jc), NI = thin_rows(JC, layout, form, it);
-    const unsigned LI = thin_li(layout, form);
-    const unsigned T = thin_threads(layout, form, it), SL = NI * JC, es = pgk_thin_in_size(it);
-    pg_kernel_set_maxntid(k, T, 1, 1);
-    pg_kernel_set_minnctapersm(k, 512 / T); /* 128 registers: 16 warps an SM */
-    /* split over J: JC/4 lanes a group of r's, one row of partials a group,
-     * rows padded so that a quarter-warp's 16-byte stores miss each other */
-    const unsigned NQ = JC / 4, NG = T / NQ, AJ = js ? 4 : JC; /* accumulators a row */
-    const unsigned RS = js ? SL + (NQ < 8 ? 4 * NQ : 4) : SL + 4; /* partials row stride */
-    const unsigned PER = js ? NG : NR_ROWS / LI; /* rows a slot sums */
-    const bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
-    pg_reg P, Q, R;
-    pqr(layout, m, n, kd, &P, &Q, &R);
-    pg_reg lda = layout == PGK_GEMM_FORWARD ? kd : n, ldb = kd;
-    /* G(i, r), S(j, r): form Q G = A, S = B; form P G = B, S = A */
-    bool fq = form == TH_FORM_Q;
-    pg_reg g = fq ? a : b, s = fq ? b : a, ldg = fq ? lda : ldb, lds = fq ? ldb : lda;
-    bool gt = fq ? ta : tb, st = fq ? tb : ta;
-    pg_reg I = fq ? P : Q, J = fq ? Q : P;
-    pg_shared red = pg_shared_static(k, PG_F32, (js ? NG : NR_ROWS) * RS, 16, "partials");
-    pg_reg rbase = pgv_mov(k, PG_U32, pg_shared_addr(red));
-
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg li = pgv_and(k, PG_B32, tid, pg_u32(LI - 1));
-    pg_reg rl = pgv_shr(k, PG_U32, tid, pg_u32(log2u(LI)));
-    pg_reg ib = pgv_mul(k, PG_U32, pg_sreg_read(k, PG_SREG_CTAID_X), pg_u32(LI * NI));
-    pg_reg i0 = pgv_mad(k, PG_U32, li, pg_u32(NI), ib);
-
-    /* S(j, ·) rows: j·lds·es bytes apart (r-major S) */
-    pg_reg sjstep = pgv_mul_wide(k, PG_U32, lds, pg_u32(es));
-    pg_reg svec = pgk_vectors_ok(k, s, lds, st ? (16 / es < JC ? 16 / es : JC) : 16 / es, es);
-    pg_label top = pg_label_new(k, "rstep"), end = pg_label_new(k, "rdone");
-
-    pg_comment(k, "the thin side in chunks of j (one for J up to the baked bound)");
-    pg_reg jb = pgv_mov(k, PG_U32, pg_u32(0));
-    pg_reg sjb = pgv_mov(k, PG_U64, s); /* S at j = jb */
-    pg_reg sjchunk = st ? pgv_mov(k, PG_U64, pg_u64(JC * es))
-                        : pgv_mul_wide(k, PG_U32, lds, pg_u32(JC * es));
-    pg_label chunk = pg_label_new(k, "jchunk");
-    pg_label_bind(k, chunk);
-    pg_reg acc[8][64];
-    for (unsigned i = 0; i < NI; i++)
-        for (unsigned j = 0; j < AJ; j++)
-            acc[i][j] = pgk_zero_f32(k);
-
-    if (js) {
-        pg_comment(k, "split over J: lane (g, q) takes the vector of r's 4g.. of its rows and "
-                      "the j's 4q.. of S's rows at those r's");
-        pg_reg q = pgv_and(k, PG_B32, tid, pg_u32(NQ - 1));
-        pg_reg v = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NQ)));
-        pg_reg gvec = pgk_vectors_ok(k, g, ldg, 4, es);
-        pg_reg nv = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(3)), pg_u32(2));
-        pg_reg r0 = pgv_shl(k, PG_B32, v, pg_u32(2));
-        pg_reg q4 = pgv_shl(k, PG_B32, q, pg_u32(2));
-        pg_reg j0 = pgv_add(k, PG_U32, jb, q4);
-        pg_reg gp[8], gin[8];
-        for (unsigned i = 0; i < NI; i++) {
-            pg_reg row = pgv_add(k, PG_U32, ib, pg_u32(i));
-            gin[i] = pgv_setp(k, PG_CMP_LT, PG_U32, row, I);
-            gp[i] = pgk_elem_addr2(k, g, row, ldg, r0, es);
-        }
-        pg_reg sp = pgk_elem_addr2(k, sjb, r0, lds, q4, es);
-        pg_reg sstep = pgv_mul_wide(k, PG_U32, lds, pg_u32(NG * 4 * es));
-        pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
-        pg_bra_if(k, go, true, end);
-        pg_label_bind(k, top);
-        pg_comment(k, "every load of the step first: they are in flight together");
-        pg_reg gv[8][4], sv[4][4];
-        for (unsigned i = 0; i < NI; i++) {
-            for (unsigned e = 0; e < 4; e++)
-                gv[i][e] = pg_reg_new(k, PG_F32);
-            ld_run(k, it, gp[i], 4, gvec, r0, R, gin[i], gv[i]);
-        }
-        pg_reg sa = pgv_mov(k, PG_U64, sp);
-        for (unsigned e = 0; e < 4; e++) {
-            pg_reg rin = pgv_setp(k, PG_CMP_LT, PG_U32, pgv_add(k, PG_U32, r0, pg_u32(e)), R);
-            for (unsigned x = 0; x < 4; x++)
-                sv[e][x] = pg_reg_new(k, PG_F32);
-            ld_run(k, it, sa, 4, svec, j0, J, rin, sv[e]);
-            if (e + 1 < 4)
-                pg_add(k, PG_U64, sa, sa, sjstep);
-        }
-        for (unsigned e = 0; e < 4; e++)
-            for (unsigned i = 0; i < NI; i++)
-                for (unsigned x = 0; x < 4; x++)
-                    pg_fma(k, PG_F32, acc[i][x], gv[i][e], sv[e][x], acc[i][x]);
-        for (unsigned i = 0; i < NI; i++)
-            pg_add(k, PG_U64, gp[i], gp[i], pg_u64(NG * 4 * es));
-        pg_add(k, PG_U64, sp, sp, sstep);
-        pg_add(k, PG_U32, r0, r0, pg_u32(NG * 4));
-        pg_add(k, PG_U32, v, v, pg_u32(NG));
-        pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
-        pg_bra_if(k, more, false, top);
-    } else if (!gt) {
-        pg_comment(k, "G r-major: for each of the thread's rows a vector of r's a step");
-        const unsigned VR = 16 / es;
-        pg_reg gvec = pgk_vectors_ok(k, g, ldg, VR, es);
-        pg_reg nv = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(VR - 1)), pg_u32(log2u(VR)));
-        pg_reg v = pgv_mov(k, PG_U32, rl);
-        pg_reg r0 = pgv_shl(k, PG_B32, v, pg_u32(log2u(VR)));
-        pg_reg gp[4], gin[4];
-        for (unsigned i = 0; i < NI; i++) {
-            pg_reg row = pgv_add(k, PG_U32, i0, pg_u32(i));
-            gin[i] = pgv_setp(k, PG_CMP_LT, PG_U32, row, I);
-            gp[i] = pgk_elem_addr2(k, g, row, ldg, r0, es);
-        }
-        pg_reg sp = st ? pgk_elem_addr2(k, sjb, r0, lds, pg_u32(0), es)
-                       : pgk_elem_addr2(k, sjb, pg_u32(0), lds, r0, es);
-        pg_reg sstep = st ? pgv_mul_wide(k, PG_U32, lds, pg_u32(NR_LANES * VR * es))
-                          : pgv_mov(k, PG_U64, pg_u64(NR_LANES * VR * es));
-        pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
-        pg_bra_if(k, go, true, end);
-        pg_label_bind(k, top);
-        pg_reg gv[4][8];
-        for (unsigned i = 0; i < NI; i++) {
-            for (unsigned e = 0; e < VR; e++)
-                gv[i][e] = pg_reg_new(k, PG_F32);
-            ld_run(k, it, gp[i], VR, gvec, r0, R, gin[i], gv[i]);
-        }
-        /* S r-major: row j's vector of the same r's, a j a step; S
-         * transposed: the run of J at each r, an r a step */
-        const unsigned nstep = st ? VR : JC, nrun = st ? JC : VR;
-        pg_reg sa = pgv_mov(k, PG_U64, sp);
-        for (unsigned q = 0; q < nstep; q++) {
-            pg_reg idx = pgv_add(k, PG_U32, st ? r0 : jb, pg_u32(q));
-            pg_reg in = pgv_setp(k, PG_CMP_LT, PG_U32, idx, st ? R : J);
-            pg_reg sv[64];
-            for (unsigned x = 0; x < nrun; x++)
-                sv[x] = pg_reg_new(k, PG_F32);
-            ld_run(k, it, sa, nrun, svec, st ? jb : r0, st ? J : R, in, sv);
-            for (unsigned i = 0; i < NI; i++)
-                for (unsigned x = 0; x < nrun; x++) {
-                    unsigned j = st ? x : q, e = st ? q : x;
-                    pg_fma(k, PG_F32, acc[i][j], gv[i][e], sv[x], acc[i][j]);
-                }
-            if (q + 1 < nstep)
-                pg_add(k, PG_U64, sa, sa, sjstep);
-        }
-        for (unsigned i = 0; i < NI; i++)
-            pg_add(k, PG_U64, gp[i], gp[i], pg_u64(NR_LANES * VR * es));
-        pg_add(k, PG_U64, sp, sp, sstep);
-        pg_add(k, PG_U32, r0, r0, pg_u32(NR_LANES * VR));
-        pg_add(k, PG_U32, v, v, pg_u32(NR_LANES));
-        pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, v, nv);
-        pg_bra_if(k, more, false, top);
-    } else {
-        pg_comment(k, "G transposed: the thread's run of i at one r a step");
-        pg_reg gvec = pgk_vectors_ok(k, g, ldg, NI, es);
-        pg_reg r = pgv_mov(k, PG_U32, rl);
-        pg_reg gp = pgk_elem_addr2(k, g, r, ldg, i0, es);
-        pg_reg gstep = pgv_mul_wide(k, PG_U32, ldg, pg_u32(NR_LANES * es));
-        pg_reg sp = st ? pgk_elem_addr2(k, sjb, r, lds, pg_u32(0), es)
-                       : pgk_elem_addr2(k, sjb, pg_u32(0), lds, r, es);
-        pg_reg sstep = st ? pgv_mul_wide(k, PG_U32, lds, pg_u32(NR_LANES * es))
-                          : pgv_mov(k, PG_U64, pg_u64(NR_LANES * es));
-        pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, r, R);
-        pg_bra_if(k, go, true, end);
-        pg_label_bind(k, top);
-        pg_comment(k, "the G runs of NR_UNROLL r's first: their loads in flight together");
-        pg_reg gv[NR_UNROLL][4], rin[NR_UNROLL], ga = pgv_mov(k, PG_U64, gp);
-        for (unsigned u = 0; u < NR_UNROLL; u++) {
-            pg_reg ru = pgv_add(k, PG_U32, r, pg_u32(u * NR_LANES));
-            rin[u] = pgv_setp(k, PG_CMP_LT, PG_U32, ru, R);
-            for (unsigned i = 0; i < NI; i++)
-                gv[u][i] = pg_reg_new(k, PG_F32);
-            ld_run(k, it, ga, NI, gvec, i0, I, rin[u], gv[u]);
-            if (u + 1 < NR_UNROLL)
-                pg_add(k, PG_U64, ga, ga, gstep);
-        }
-        pg_reg sa = pgv_mov(k, PG_U64, sp);
-        for (unsigned u = 0; u < NR_UNROLL; u++) {
-            pg_reg sv[64];
-            for (unsigned j = 0; j < JC; j++)
-                sv[j] = pg_reg_new(k, PG_F32);
-            if (st) {
-                ld_run(k, it, sa, JC, svec, jb, J, rin[u], sv);
-            } else {
-                pg_reg ins[64];
-                for (unsigned j = 0; j < JC; j++)
-                    ins[j] = pgv_and(k, PG_PRED,
-                                     pgv_setp(k, PG_CMP_LT, PG_U32,
-                                              pgv_add(k, PG_U32, jb, pg_u32(j)), J),
-                                     rin[u]);
-                ld_strided(k, it, sa, sjstep, JC, ins, sv);
-            }
-            for (unsigned i = 0; i < NI; i++)
-                for (unsigned j = 0; j < JC; j++)
-                    pg_fma(k, PG_F32, acc[i][j], gv[u][i], sv[j], acc[i][j]);
-            if (u + 1 < NR_UNROLL)
-                pg_add(k, PG_U64, sa, sa, sstep);
-        }
-        pg_add(k, PG_U64, gp, gp, pgv_shl(k, PG_B64, gstep, pg_u32(log2u(NR_UNROLL))));
-        pg_add(k, PG_U64, sp, sp, pgv_shl(k, PG_B64, sstep, pg_u32(log2u(NR_UNROLL))));
-        pg_add(k, PG_U32, r, r, pg_u32(NR_LANES * NR_UNROLL));
-        pg_reg more = pgv_setp(k, PG_CMP_LT, PG_U32, r, R);
-        pg_bra_if(k, more, false, top);
-    }
-    pg_label_bind(k, end);
-
-    if (js) {
-        pg_comment(k, "slice-K: group g's partials to row g (lane q's at columns i*JC + 4q..), "
-                      "summed in group order");
-        pg_reg grp = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NQ)));
-        pg_reg mine = pgv_mul(k, PG_U32, grp, pg_u32(RS * 4));
-        pg_add(k, PG_U32, mine, mine, rbase);
-        pg_reg q16 = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, tid, pg_u32(NQ - 1)), pg_u32(4));
-        pg_add(k, PG_U32, mine, mine, q16);
-        for (unsigned i = 0; i < NI; i++) {
-            pg_val w[4] = {acc[i][0], acc[i][1], acc[i][2], acc[i][3]};
-            pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, i * JC * 4, w);
-        }
-        pg_bar_sync(k, 0);
-    } else {
-        pg_comment(k, "slice-K: the partials to shared memory (lanes r and r + 64 of a transposed "
-                      "G add theirs into one row), summed in lane order");
-        pg_reg rowi = pgv_and(k, PG_B32, tid, pg_u32(NR_ROWS - 1));
-        pg_reg mine = pgv_mul(k, PG_U32, rowi, pg_u32(RS * 4));
-        pg_add(k, PG_U32, mine, mine, rbase);
-        pg_reg round = pgv_shr(k, PG_U32, tid, pg_u32(log2u(NR_ROWS)));
-        for (unsigned rd0 = 0; rd0 < T / NR_ROWS; rd0++) {
-            pg_label not_mine = pg_label_new(k, "not_my_round");
-            pg_reg me = pgv_setp(k, PG_CMP_EQ, PG_U32, round, pg_u32(rd0));
-            pg_bra_if(k, me, true, not_mine);
-            for (unsigned e = 0; e < SL; e += 4) {
-                pg_val w[4];
-                if (rd0 == 0) {
-                    for (unsigned x = 0; x < 4; x++)
-                        w[x] = acc[(e + x) / JC][(e + x) % JC];
-                } else {
-                    pg_reg old[4];
-                    for (unsigned x = 0; x < 4; x++)
-                        old[x] = pg_reg_new(k, PG_F32);
-                    pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, old);
-                    for (unsigned x = 0; x < 4; x++)
-                        w[x] = pgv_add(k, PG_F32, old[x], acc[(e + x) / JC][(e + x) % JC]);
-                }
-                pg_st_v(k, PG_SPACE_SHARED, PG_F32, 4, mine, e * 4, w);
-            }
-            pg_label_bind(k, not_mine);
-            pg_bar_sync(k, 0);
-        }
-    }
+    const unsigned JC = nr->JC, NI = nr->NI, LI = nr->LI, SL = nr->SL, RS = nr->RS, PER = nr->PER;
+    const bool fq = nr->fq;
+    const pg_reg I = nr->I, J = nr->J, Q = nr->Q, tid = nr->tid, ib = nr->ib, rbase = nr->rbase,
+                 jb = nr->jb;
     pg_label skip = pg_label_new(k, "no_slot");
     pg_reg slot = pgv_setp(k, PG_CMP_LT, PG_U32, tid, pg_u32(LI * SL));
     pg_bra_if(k, slot, true, skip);
@@ -430,8 +451,82 @@ static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned 
     pg_reg v = pgk_gemm_finish_value(k, o.ot, sum, addr, ok, o.do_acc);
     pgk_gemm_store_value(k, o.ot, addr, ok, v, o.native);
     pg_label_bind(k, skip);
-    pg_label done = pgk_thin_chunk_end(k, jb, JC, J);
-    pg_add(k, PG_U64, sjb, sjb, sjchunk);
+}
+
+static void build_narrow(pg_kernel *k, unsigned layout, unsigned form, unsigned jc, pg_type it,
+                         const thin_out *o, pg_reg a, pg_reg b, pg_reg m, pg_reg n, pg_reg kd)
+{
+    narrow nr = {.it = it, .js = thin_jsplit(layout, form, it)};
+    const bool js = nr.js;
+    const unsigned JC = nr.JC = pgk_thin_jc(jc), NI = nr.NI = thin_rows(JC, layout, form, it);
+    const unsigned LI = nr.LI = thin_li(layout, form);
+    const unsigned T = nr.T = thin_threads(layout, form, it), SL = nr.SL = NI * JC;
+    const unsigned es = nr.es = pgk_thin_in_size(it);
+    pg_kernel_set_maxntid(k, T, 1, 1);
+    pg_kernel_set_minnctapersm(k, 512 / T); /* 128 registers: 16 warps an SM */
+    /* split over J: JC/4 lanes a group of r's, one row of partials a group,
+     * rows padded so that a quarter-warp's 16-byte stores miss each other */
+    const unsigned NQ = nr.NQ = JC / 4, NG = nr.NG = T / NQ;
+    const unsigned AJ = nr.AJ = js ? 4 : JC; /* accumulators a row */
+    const unsigned RS = nr.RS = js ? SL + (NQ < 8 ? 4 * NQ : 4) : SL + 4; /* partials row stride */
+    nr.PER = js ? NG : NR_ROWS / LI; /* rows a slot sums */
+    const bool ta = layout == PGK_GEMM_BACKWARD_W, tb = layout != PGK_GEMM_FORWARD;
+    pg_reg P, Q, R;
+    pqr(layout, m, n, kd, &P, &Q, &R);
+    nr.Q = Q;
+    nr.R = R;
+    pg_reg lda = layout == PGK_GEMM_FORWARD ? kd : n, ldb = kd;
+    /* G(i, r), S(j, r): form Q G = A, S = B; form P G = B, S = A */
+    const bool fq = nr.fq = form == TH_FORM_Q;
+    nr.g = fq ? a : b;
+    nr.s = fq ? b : a;
+    nr.ldg = fq ? lda : ldb;
+    nr.lds = fq ? ldb : lda;
+    const bool gt = fq ? ta : tb, st = nr.st = fq ? tb : ta;
+    nr.I = fq ? P : Q;
+    nr.J = fq ? Q : P;
+    pg_shared red = pg_shared_static(k, PG_F32, (js ? NG : NR_ROWS) * RS, 16, "partials");
+    nr.rbase = pgv_mov(k, PG_U32, pg_shared_addr(red));
+
+    nr.tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_reg li = pgv_and(k, PG_B32, nr.tid, pg_u32(LI - 1));
+    nr.rl = pgv_shr(k, PG_U32, nr.tid, pg_u32(log2u(LI)));
+    pg_reg ctaid = pg_sreg_read(k, PG_SREG_CTAID_X);
+    nr.ib = pgv_mul(k, PG_U32, ctaid, pg_u32(LI * NI));
+    nr.i0 = pgv_mad(k, PG_U32, li, pg_u32(NI), nr.ib);
+
+    /* S(j, ·) rows: j·lds·es bytes apart (r-major S) */
+    nr.sjstep = pgv_mul_wide(k, PG_U32, nr.lds, pg_u32(es));
+    nr.svec = pgk_vectors_ok(k, nr.s, nr.lds, st ? (16 / es < JC ? 16 / es : JC) : 16 / es, es);
+    nr.top = pg_label_new(k, "rstep");
+    nr.end = pg_label_new(k, "rdone");
+
+    pg_comment(k, "the thin side in chunks of j (one for J up to the baked bound)");
+    nr.jb = pgv_mov(k, PG_U32, pg_u32(0));
+    nr.sjb = pgv_mov(k, PG_U64, nr.s); /* S at j = jb */
+    pg_reg sjchunk = st ? pgv_mov(k, PG_U64, pg_u64(JC * es))
+                        : pgv_mul_wide(k, PG_U32, nr.lds, pg_u32(JC * es));
+    pg_label chunk = pg_label_new(k, "jchunk");
+    pg_label_bind(k, chunk);
+    for (unsigned i = 0; i < NI; i++)
+        for (unsigned j = 0; j < AJ; j++)
+            nr.acc[i][j] = pgk_zero_f32(k);
+
+    if (js)
+        narrow_jsplit(k, &nr);
+    else if (!gt)
+        narrow_g_rmajor(k, &nr);
+    else
+        narrow_g_trans(k, &nr);
+    pg_label_bind(k, nr.end);
+
+    if (js)
+        narrow_partials_jsplit(k, &nr);
+    else
+        narrow_partials(k, &nr);
+    narrow_store(k, &nr, o);
+    pg_label done = pgk_thin_chunk_end(k, nr.jb, JC, nr.J);
+    pg_add(k, PG_U64, nr.sjb, nr.sjb, sjchunk);
     pg_bra(k, chunk);
     pg_label_bind(k, done);
 }

@@ -143,6 +143,76 @@ static void tc_ksteps(pg_kernel *k, const tc_loop *L)
     pg_bra_if(k, more, false, top);
 }
 
+/* What tc_store_slot reads of the chunk: its shape, the partials, the
+ * block's first i, the chunk's first j, and the bounds. */
+typedef struct tc_chunk {
+    unsigned NT, W, SLOT;
+    pg_reg rbase, i0, jb, I, J, Q;
+    bool fq;
+} tc_chunk;
+
+/* Output slot sl of the chunk: its sum over the warps' partials (in warp
+ * order), plus bias, to C. Slot sl is lane sl / (4 NT)'s element
+ * e = nt 4 + q. */
+static void tc_store_slot(pg_kernel *k, const thin_out *o, const tc_chunk *c, pg_reg sl)
+{
+    const unsigned NT = c->NT, W = c->W, SLOT = c->SLOT;
+    const pg_reg rbase = c->rbase, i0 = c->i0, jb = c->jb, I = c->I, J = c->J, Q = c->Q;
+    const bool fq = c->fq;
+    pg_reg sln = pgv_shr(k, PG_U32, sl, pg_u32(log2u(NT * 4)));
+    pg_reg e = pgv_and(k, PG_B32, sl, pg_u32(NT * 4 - 1));
+    pg_reg rd = pgv_mad(k, PG_U32, sln, pg_u32(SLOT), e);
+    pg_shl(k, PG_B32, rd, rd, pg_u32(2));
+    pg_add(k, PG_U32, rd, rd, rbase);
+    pg_reg sum = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, 0);
+    for (unsigned u = 1; u < W; u++)
+        pg_add(k, PG_F32, sum, sum,
+               pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, (int64_t)u * 32 * SLOT * 4));
+    pg_reg q = pgv_and(k, PG_B32, e, pg_u32(3)), nt = pgv_shr(k, PG_U32, e, pg_u32(2));
+    pg_reg row = pgv_shr(k, PG_U32, sln, pg_u32(2));
+    pg_mad(k, PG_U32, row, pgv_shr(k, PG_U32, q, pg_u32(1)), pg_u32(8), row);
+    pg_reg i = pgv_add(k, PG_U32, i0, row);
+    pg_reg col = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, sln, pg_u32(3)), pg_u32(1));
+    pg_add(k, PG_U32, col, col, pgv_and(k, PG_B32, q, pg_u32(1)));
+    pg_mad(k, PG_U32, col, nt, pg_u32(8), col);
+    pg_reg j = pgv_add(k, PG_U32, jb, col);
+    pg_reg jok = pgv_setp(k, PG_CMP_LT, PG_U32, j, J);
+    pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I), jok);
+    pg_reg orow = fq ? i : j, ocol = fq ? j : i;
+    pg_add(k, PG_F32, sum, sum, pgk_thin_bias_at(k, o, ocol, Q));
+    pg_reg addr = pgk_elem_addr2(k, o->c, orow, Q, ocol, out_size(o->ot));
+    pg_reg v = pgk_gemm_finish_value(k, o->ot, sum, addr, ok, o->do_acc);
+    pgk_gemm_store_value(k, o->ot, addr, ok, v, o->native);
+}
+
+/* The warp's k-steps, on to kdone. With an r-major operand they are
+ * written twice: with its r pairs loaded whole (4-byte rows, R even, picked
+ * at run time) and element by element. */
+static void tc_kloop(pg_kernel *k, tc_loop *L, bool gt, bool st, pg_reg g, pg_reg ldg, pg_reg s,
+                     pg_reg lds, pg_label kdone)
+{
+    const pg_reg ks = L->ks, nks = L->nks, R = L->R;
+    pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, ks, nks);
+    pg_bra_if(k, go, true, kdone);
+    if (!gt || !st) {
+        pg_comment(k, "r-major operands at 4-byte rows, R even: their pairs load whole");
+        pg_reg fast = pgv_setp(k, PG_CMP_EQ, PG_U32, pgv_and(k, PG_B32, R, pg_u32(1)), pg_u32(0));
+        if (!gt)
+            fast = pgv_and(k, PG_PRED, fast, pgk_vectors_ok(k, g, ldg, 2, 2));
+        if (!st)
+            fast = pgv_and(k, PG_PRED, fast, pgk_vectors_ok(k, s, lds, 2, 2));
+        pg_label slow = pg_label_new(k, "kslow");
+        pg_bra_if(k, fast, true, slow);
+        L->gv = !gt;
+        L->sv = !st;
+        tc_ksteps(k, L);
+        pg_bra(k, kdone);
+        pg_label_bind(k, slow);
+        L->gv = L->sv = false;
+    }
+    tc_ksteps(k, L);
+}
+
 void pgk_thin_build_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc, pg_type it,
                         const thin_out *o0, pg_reg a, pg_reg b, pg_reg m, pg_reg n,
                         pg_reg kd)
@@ -215,25 +285,7 @@ void pgk_thin_build_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc, pg_
         L.goff[e] = goff[e];
         L.soff[e] = soff[e];
     }
-    pg_reg go = pgv_setp(k, PG_CMP_LT, PG_U32, ks, nks);
-    pg_bra_if(k, go, true, kdone);
-    if (!gt || !st) {
-        pg_comment(k, "r-major operands at 4-byte rows, R even: their pairs load whole");
-        pg_reg fast = pgv_setp(k, PG_CMP_EQ, PG_U32, pgv_and(k, PG_B32, R, pg_u32(1)), pg_u32(0));
-        if (!gt)
-            fast = pgv_and(k, PG_PRED, fast, pgk_vectors_ok(k, g, ldg, 2, 2));
-        if (!st)
-            fast = pgv_and(k, PG_PRED, fast, pgk_vectors_ok(k, s, lds, 2, 2));
-        pg_label slow = pg_label_new(k, "kslow");
-        pg_bra_if(k, fast, true, slow);
-        L.gv = !gt;
-        L.sv = !st;
-        tc_ksteps(k, &L);
-        pg_bra(k, kdone);
-        pg_label_bind(k, slow);
-        L.gv = L.sv = false;
-    }
-    tc_ksteps(k, &L);
+    tc_kloop(k, &L, gt, st, g, ldg, s, lds, kdone);
     pg_label_bind(k, kdone);
 
     pg_comment(k, "the warps' partials to shared memory, each output summed in warp order");
@@ -248,33 +300,9 @@ void pgk_thin_build_mma(pg_kernel *k, unsigned layout, bool fq, unsigned jc, pg_
     pg_reg any = pgv_setp(k, PG_CMP_LT, PG_U32, sl, pg_u32(32 * NT * 4));
     pg_bra_if(k, any, true, sdone);
     pg_label_bind(k, stop);
-    {
-        /* slot sl: lane sl / (4 NT), element e = nt·4 + q */
-        pg_reg sln = pgv_shr(k, PG_U32, sl, pg_u32(log2u(NT * 4)));
-        pg_reg e = pgv_and(k, PG_B32, sl, pg_u32(NT * 4 - 1));
-        pg_reg rd = pgv_mad(k, PG_U32, sln, pg_u32(SLOT), e);
-        pg_shl(k, PG_B32, rd, rd, pg_u32(2));
-        pg_add(k, PG_U32, rd, rd, rbase);
-        pg_reg sum = pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, 0);
-        for (unsigned u = 1; u < W; u++)
-            pg_add(k, PG_F32, sum, sum,
-                   pgv_ld(k, PG_SPACE_SHARED, PG_F32, rd, (int64_t)u * 32 * SLOT * 4));
-        pg_reg q = pgv_and(k, PG_B32, e, pg_u32(3)), nt = pgv_shr(k, PG_U32, e, pg_u32(2));
-        pg_reg row = pgv_shr(k, PG_U32, sln, pg_u32(2));
-        pg_mad(k, PG_U32, row, pgv_shr(k, PG_U32, q, pg_u32(1)), pg_u32(8), row);
-        pg_reg i = pgv_add(k, PG_U32, i0, row);
-        pg_reg col = pgv_shl(k, PG_B32, pgv_and(k, PG_B32, sln, pg_u32(3)), pg_u32(1));
-        pg_add(k, PG_U32, col, col, pgv_and(k, PG_B32, q, pg_u32(1)));
-        pg_mad(k, PG_U32, col, nt, pg_u32(8), col);
-        pg_reg j = pgv_add(k, PG_U32, jb, col);
-        pg_reg jok = pgv_setp(k, PG_CMP_LT, PG_U32, j, J);
-        pg_reg ok = pgv_and(k, PG_PRED, pgv_setp(k, PG_CMP_LT, PG_U32, i, I), jok);
-        pg_reg orow = fq ? i : j, ocol = fq ? j : i;
-        pg_add(k, PG_F32, sum, sum, pgk_thin_bias_at(k, &o, ocol, Q));
-        pg_reg addr = pgk_elem_addr2(k, o.c, orow, Q, ocol, out_size(o.ot));
-        pg_reg v = pgk_gemm_finish_value(k, o.ot, sum, addr, ok, o.do_acc);
-        pgk_gemm_store_value(k, o.ot, addr, ok, v, o.native);
-    }
+    const tc_chunk tcc = {.NT = NT, .W = W, .SLOT = SLOT, .rbase = rbase, .i0 = i0, .jb = jb,
+                          .I = I, .J = J, .Q = Q, .fq = fq};
+    tc_store_slot(k, &o, &tcc, sl);
     pg_add(k, PG_U32, sl, sl, pg_u32(T));
     pg_reg again = pgv_setp(k, PG_CMP_LT, PG_U32, sl, pg_u32(32 * NT * 4));
     pg_bra_if(k, again, false, stop);

@@ -507,7 +507,7 @@ static int launch_proj(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 /* 16-byte loads of the long operand where its rows allow them. */
 static void pick_vec(const pgk_desc *d, uint32_t *kn)
 {
-    uint32_t len = kn[1]; /* k or n: the long operand's row length */
+    uint32_t len = kn[PJ_K]; /* k, or n (GR_N, the same slot): the long operand's row length */
     kn[PJ_VEC] = len % vec_elems(d) == 0;
 }
 
@@ -543,6 +543,8 @@ const pgk_desc pgk_desc_lora_proj_bf16 = {
 /* ---------------------------------------------------------------- lora_grad */
 
 enum { GR_ROWS, GR_N, GR_COLS, GR_RANK, GR_TRANS, GR_VEC, GR_SPLITS };
+_Static_assert((int)GR_N == (int)PJ_K && (int)GR_VEC == (int)PJ_VEC,
+               "pick_vec serves both knob tables");
 
 static int build_grad(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn,
                       bool bf16)

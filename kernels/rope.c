@@ -51,7 +51,14 @@
 #define LN2_D 6.93147180559945286227e-01
 #define LOG2E_D 1.44269504088896338700e+00
 
-static pg_reg f64_reg(pg_kernel *k) { return pg_reg_new(k, PG_F64); }
+/* A new register of type t holding v's bits (mov.bN): the value forms make
+ * a register of the instruction's type, and these moves change the type. */
+static pg_reg bits_as(pg_kernel *k, pg_type t, pg_type bits, pg_val v)
+{
+    pg_reg r = pg_reg_new(k, t);
+    pg_mov(k, bits, r, v);
+    return r;
+}
 
 /* ln m = 2 atanh(s) = sum 2 s^(2i+1) / (2i+1): the series' coefficients
  * in z = s^2, for log2_f64 and its host copy. */
@@ -77,8 +84,7 @@ static void exp_coeffs(double *c)
 /* Horner: c[n-1] + z (c[n-2] + ... ) evaluated as c[0] + z (c[1] + z (...)). */
 static pg_reg horner(pg_kernel *k, pg_reg z, const double *c, int n)
 {
-    pg_reg acc = f64_reg(k);
-    pg_mov(k, PG_F64, acc, pg_f64(c[n - 1]));
+    pg_reg acc = pgv_mov(k, PG_F64, pg_f64(c[n - 1]));
     for (int i = n - 2; i >= 0; i--)
         pg_fma(k, PG_F64, acc, acc, z, pg_f64(c[i]));
     return acc;
@@ -89,88 +95,59 @@ static pg_reg horner(pg_kernel *k, pg_reg z, const double *c, int n)
  * 0.172: eleven odd terms reach 1e-17. */
 static pg_reg log2_f64(pg_kernel *k, pg_reg theta)
 {
-    pg_reg u = pg_reg_new(k, PG_U32);
-    pg_mov(k, PG_B32, u, theta);
-    pg_reg e = pg_reg_new(k, PG_S32);
-    pg_shr(k, PG_U32, e, u, pg_u32(23));
-    pg_sub(k, PG_S32, e, e, pg_s32(127));
-    pg_and(k, PG_B32, u, u, pg_u32(0x007FFFFFu));
-    pg_or(k, PG_B32, u, u, pg_u32(0x3F800000u));
-    pg_reg mf = pg_reg_new(k, PG_F32);
-    pg_mov(k, PG_B32, mf, u);
-    pg_reg m = f64_reg(k);
-    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, m, mf);
-    pg_reg big = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_GT, PG_F64, big, m, pg_f64(1.4142135623730951));
-    pg_reg half = f64_reg(k);
-    pg_mul(k, PG_F64, half, m, pg_f64(0.5));
-    pg_selp(k, PG_F64, m, half, m, big);
-    pg_reg e1 = pg_reg_new(k, PG_S32);
-    pg_add(k, PG_S32, e1, e, pg_s32(1));
-    pg_selp(k, PG_S32, e, e1, e, big);
-    pg_reg num = f64_reg(k), den = f64_reg(k), s = f64_reg(k);
-    pg_sub(k, PG_F64, num, m, pg_f64(1.0));
-    pg_add(k, PG_F64, den, m, pg_f64(1.0));
-    pg_div(k, PG_F64, s, num, den);
-    pg_reg z = f64_reg(k);
-    pg_mul(k, PG_F64, z, s, s);
+    pg_reg u = bits_as(k, PG_U32, PG_B32, theta);
+    pg_reg eb = pgv_shr(k, PG_U32, u, pg_u32(23));
+    pg_reg e0 = pgv_sub(k, PG_S32, eb, pg_s32(127));
+    pg_reg frac = pgv_and(k, PG_B32, u, pg_u32(0x007FFFFFu));
+    pg_reg mbits = pgv_or(k, PG_B32, frac, pg_u32(0x3F800000u));
+    pg_reg mf = bits_as(k, PG_F32, PG_B32, mbits);
+    pg_reg m0 = pgv_cvt(k, PG_F64, PG_F32, PG_RND_NONE, mf);
+    pg_reg big = pgv_setp(k, PG_CMP_GT, PG_F64, m0, pg_f64(1.4142135623730951));
+    pg_reg half = pgv_mul(k, PG_F64, m0, pg_f64(0.5));
+    pg_reg m = pgv_selp(k, PG_F64, half, m0, big);
+    pg_reg e1 = pgv_add(k, PG_S32, e0, pg_s32(1));
+    pg_reg e = pgv_selp(k, PG_S32, e1, e0, big);
+    pg_reg num = pgv_sub(k, PG_F64, m, pg_f64(1.0));
+    pg_reg den = pgv_add(k, PG_F64, m, pg_f64(1.0));
+    pg_reg s = pgv_div(k, PG_F64, num, den);
+    pg_reg z = pgv_mul(k, PG_F64, s, s);
     double c[LOG_TERMS];
     atanh_coeffs(c);
     pg_reg poly = horner(k, z, c, LOG_TERMS);
-    pg_reg ln = f64_reg(k);
-    pg_mul(k, PG_F64, ln, poly, s);
-    pg_reg ed = f64_reg(k);
-    pg_cvt(k, PG_F64, PG_S32, PG_RND_RN, ed, e);
-    pg_reg r = f64_reg(k);
-    pg_fma(k, PG_F64, r, ln, pg_f64(LOG2E_D), ed);
-    return r;
+    pg_reg ln = pgv_mul(k, PG_F64, poly, s);
+    pg_reg ed = pgv_cvt(k, PG_F64, PG_S32, PG_RND_RN, e);
+    return pgv_fma(k, PG_F64, ln, pg_f64(LOG2E_D), ed);
 }
 
 /* 2^y in f64 for moderate y: y = n + f, |f| <= 1/2, 2^f = exp(f ln 2) by
  * Taylor (degree 14 reaches 1e-19), times 2^n built from its bits. */
 static pg_reg exp2_f64(pg_kernel *k, pg_reg y)
 {
-    pg_reg n = pg_reg_new(k, PG_S32);
-    pg_cvt(k, PG_S32, PG_F64, PG_RND_RNI, n, y);
-    pg_reg nd = f64_reg(k);
-    pg_cvt(k, PG_F64, PG_S32, PG_RND_RN, nd, n);
-    pg_reg f = f64_reg(k);
-    pg_sub(k, PG_F64, f, y, nd);
-    pg_reg x = f64_reg(k);
-    pg_mul(k, PG_F64, x, f, pg_f64(LN2_D));
+    pg_reg n = pgv_cvt(k, PG_S32, PG_F64, PG_RND_RNI, y);
+    pg_reg nd = pgv_cvt(k, PG_F64, PG_S32, PG_RND_RN, n);
+    pg_reg f = pgv_sub(k, PG_F64, y, nd);
+    pg_reg x = pgv_mul(k, PG_F64, f, pg_f64(LN2_D));
     double c[EXP_TERMS];
     exp_coeffs(c);
     pg_reg ex = horner(k, x, c, EXP_TERMS);
-    pg_reg bexp = pg_reg_new(k, PG_S32);
-    pg_add(k, PG_S32, bexp, n, pg_s32(1023));
-    pg_reg wide = pg_reg_new(k, PG_U64);
-    pg_cvt(k, PG_U64, PG_U32, PG_RND_NONE, wide, bexp);
-    pg_shl(k, PG_B64, wide, wide, pg_u32(52));
-    pg_reg scale = f64_reg(k);
-    pg_mov(k, PG_B64, scale, wide);
-    pg_reg r = f64_reg(k);
-    pg_mul(k, PG_F64, r, ex, scale);
-    return r;
+    pg_reg bexp = pgv_add(k, PG_S32, n, pg_s32(1023));
+    pg_reg wide = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, bexp);
+    pg_reg sbits = pgv_shl(k, PG_B64, wide, pg_u32(52));
+    pg_reg scale = bits_as(k, PG_F64, PG_B64, sbits);
+    return pgv_mul(k, PG_F64, ex, scale);
 }
 
 /* cos and sin of an f32 angle (|a| < 2^20), rounded to f32. */
 static void sincos_f32(pg_kernel *k, pg_reg a, pg_reg *cos_out, pg_reg *sin_out)
 {
-    pg_reg x = f64_reg(k);
-    pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, x, a);
-    pg_reg t = f64_reg(k);
-    pg_mul(k, PG_F64, t, x, pg_f64(TWO_OVER_PI));
-    pg_reg q = pg_reg_new(k, PG_S32);
-    pg_cvt(k, PG_S32, PG_F64, PG_RND_RNI, q, t);
-    pg_reg qd = f64_reg(k);
-    pg_cvt(k, PG_F64, PG_S32, PG_RND_RN, qd, q);
-    pg_reg nq = f64_reg(k);
-    pg_neg(k, PG_F64, nq, qd);
-    pg_reg r = f64_reg(k);
-    pg_fma(k, PG_F64, r, nq, pg_f64(PIO2_1), x);
-    pg_fma(k, PG_F64, r, nq, pg_f64(PIO2_1T), r);
-    pg_reg z = f64_reg(k);
-    pg_mul(k, PG_F64, z, r, r);
+    pg_reg x = pgv_cvt(k, PG_F64, PG_F32, PG_RND_NONE, a);
+    pg_reg t = pgv_mul(k, PG_F64, x, pg_f64(TWO_OVER_PI));
+    pg_reg q = pgv_cvt(k, PG_S32, PG_F64, PG_RND_RNI, t);
+    pg_reg qd = pgv_cvt(k, PG_F64, PG_S32, PG_RND_RN, q);
+    pg_reg nq = pgv_neg(k, PG_F64, qd);
+    pg_reg r1 = pgv_fma(k, PG_F64, nq, pg_f64(PIO2_1), x);
+    pg_reg r = pgv_fma(k, PG_F64, nq, pg_f64(PIO2_1T), r1);
+    pg_reg z = pgv_mul(k, PG_F64, r, r);
     double sc[10], cc[10];
     double fact = 1.0;
     for (int i = 1; i <= 19; i++) {
@@ -182,49 +159,33 @@ static void sincos_f32(pg_kernel *k, pg_reg a, pg_reg *cos_out, pg_reg *sin_out)
     }
     cc[0] = 1.0;
     pg_reg sp = horner(k, z, sc, 10);
-    pg_reg s = f64_reg(k);
-    pg_mul(k, PG_F64, s, sp, r);
+    pg_reg s = pgv_mul(k, PG_F64, sp, r);
     pg_reg c = horner(k, z, cc, 10);
-    pg_reg s32 = pg_reg_new(k, PG_F32), c32 = pg_reg_new(k, PG_F32);
-    pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, s32, s);
-    pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, c32, c);
+    pg_reg s32 = pgv_cvt(k, PG_F32, PG_F64, PG_RND_RN, s);
+    pg_reg c32 = pgv_cvt(k, PG_F32, PG_F64, PG_RND_RN, c);
 
     pg_comment(k, "quadrant q mod 4: (sin, cos) = (s, c), (c, -s), (-s, -c), (-c, s)");
-    pg_reg bit = pg_reg_new(k, PG_U32);
-    pg_and(k, PG_B32, bit, q, pg_u32(1));
-    pg_reg swap = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_NE, PG_U32, swap, bit, pg_u32(0));
-    pg_reg sv = pg_reg_new(k, PG_F32), cv = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, sv, c32, s32, swap);
-    pg_selp(k, PG_F32, cv, s32, c32, swap);
-    pg_reg q2 = pg_reg_new(k, PG_U32);
-    pg_and(k, PG_B32, q2, q, pg_u32(2));
-    pg_reg sneg = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_NE, PG_U32, sneg, q2, pg_u32(0));
-    pg_reg q1 = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, q1, q, pg_u32(1));
-    pg_and(k, PG_B32, q1, q1, pg_u32(2));
-    pg_reg cneg = pg_reg_new(k, PG_PRED);
-    pg_setp(k, PG_CMP_NE, PG_U32, cneg, q1, pg_u32(0));
-    pg_reg ns = pg_reg_new(k, PG_F32), nc = pg_reg_new(k, PG_F32);
-    pg_neg(k, PG_F32, ns, sv);
-    pg_neg(k, PG_F32, nc, cv);
-    *sin_out = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, *sin_out, ns, sv, sneg);
-    *cos_out = pg_reg_new(k, PG_F32);
-    pg_selp(k, PG_F32, *cos_out, nc, cv, cneg);
+    pg_reg bit = pgv_and(k, PG_B32, q, pg_u32(1));
+    pg_reg swap = pgv_setp(k, PG_CMP_NE, PG_U32, bit, pg_u32(0));
+    pg_reg sv = pgv_selp(k, PG_F32, c32, s32, swap);
+    pg_reg cv = pgv_selp(k, PG_F32, s32, c32, swap);
+    pg_reg q2 = pgv_and(k, PG_B32, q, pg_u32(2));
+    pg_reg sneg = pgv_setp(k, PG_CMP_NE, PG_U32, q2, pg_u32(0));
+    pg_reg q1 = pgv_add(k, PG_U32, q, pg_u32(1));
+    pg_reg q1b = pgv_and(k, PG_B32, q1, pg_u32(2));
+    pg_reg cneg = pgv_setp(k, PG_CMP_NE, PG_U32, q1b, pg_u32(0));
+    pg_reg ns = pgv_neg(k, PG_F32, sv);
+    pg_reg nc = pgv_neg(k, PG_F32, cv);
+    *sin_out = pgv_selp(k, PG_F32, ns, sv, sneg);
+    *cos_out = pgv_selp(k, PG_F32, nc, cv, cneg);
 }
 
-/* dst = a c - b s, or a c + b s when `plus`; t1, t2 are scratch. */
-static void cs_combine(pg_kernel *k, pg_reg dst, pg_reg a, pg_reg b, pg_reg c, pg_reg s, bool plus,
-                       pg_reg t1, pg_reg t2)
+/* a c - b s, or a c + b s when `plus`: rounded products, one rounded sum. */
+static pg_reg cs_combine(pg_kernel *k, pg_reg a, pg_reg b, pg_reg c, pg_reg s, bool plus)
 {
-    pg_mul(k, PG_F32, t1, a, c);
-    pg_mul(k, PG_F32, t2, b, s);
-    if (plus)
-        pg_add(k, PG_F32, dst, t1, t2);
-    else
-        pg_sub(k, PG_F32, dst, t1, t2);
+    pg_reg ac = pgv_mul(k, PG_F32, a, c);
+    pg_reg bs = pgv_mul(k, PG_F32, b, s);
+    return plus ? pgv_add(k, PG_F32, ac, bs) : pgv_sub(k, PG_F32, ac, bs);
 }
 
 /* Turn pair i of every head of one token's rows of x [heads, D]. */
@@ -232,25 +193,21 @@ static void rotate_heads(pg_kernel *k, pgk_dtype dt, bool backward, pg_reg x, pg
                          pg_reg heads, pg_reg dim, pg_reg half, pg_reg i, pg_reg c, pg_reg s)
 {
     unsigned size = pgk_dtype_size(dt);
-    pg_reg rowlen = pg_reg_new(k, PG_U32);
-    pg_mul(k, PG_U32, rowlen, heads, dim);
+    pg_reg rowlen = pgv_mul(k, PG_U32, heads, dim);
     pg_reg base = pgk_addr2(k, x, token, rowlen, i, size);
-    pgk_loop L;
-    pgk_loop_begin(k, &L, pg_u32(0), heads, pg_u32(1));
-    pg_reg a1 = pg_reg_new(k, PG_U64);
-    pg_mov(k, PG_U64, a1, base);
+    pg_loop L;
+    pg_for_begin(k, &L, pg_u32(0), heads, pg_u32(1));
+    pg_reg a1 = pgv_mov(k, PG_U64, base);
     pg_reg a2 = pgk_addr_add(k, base, half, size);
     pg_reg x1 = pgk_ld_act(k, dt, a1, false);
     pg_reg x2 = pgk_ld_act(k, dt, a2, false);
-    pg_reg t1 = pg_reg_new(k, PG_F32), t2 = pg_reg_new(k, PG_F32);
-    pg_reg y1 = pg_reg_new(k, PG_F32), y2 = pg_reg_new(k, PG_F32);
-    cs_combine(k, y1, x1, x2, c, s, backward, t1, t2);
-    cs_combine(k, y2, x2, x1, c, s, !backward, t1, t2);
+    pg_reg y1 = cs_combine(k, x1, x2, c, s, backward);
+    pg_reg y2 = cs_combine(k, x2, x1, c, s, !backward);
     pgk_st_act(k, dt, a1, y1);
     pgk_st_act(k, dt, a2, y2);
     pg_reg next = pgk_addr_add(k, base, dim, size);
     pg_mov(k, PG_U64, base, next);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
 }
 
 /* table: the position from the s32 pos[token] and inv_freq[i] from an f32
@@ -288,25 +245,20 @@ static int build_rope(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool backwa
     pg_reg posf;
     if (table) {
         pg_reg pos = pgv_ld_nc(k, PG_S32, pgk_elem_addr(k, posp, token, 4), 0);
-        posf = pg_reg_new(k, PG_F32);
-        pg_cvt(k, PG_F32, PG_S32, PG_RND_RN, posf, pos);
+        posf = pgv_cvt(k, PG_F32, PG_S32, PG_RND_RN, pos);
     } else {
-        pg_reg pos = pg_reg_new(k, PG_U32);
-        pg_rem(k, PG_U32, pos, token, seq);
-        posf = pg_reg_new(k, PG_F32);
-        pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, posf, pos);
+        pg_reg pos = pgv_rem(k, PG_U32, token, seq);
+        posf = pgv_cvt(k, PG_F32, PG_U32, PG_RND_RN, pos);
     }
-    pg_reg half = pg_reg_new(k, PG_U32);
-    pg_shr(k, PG_U32, half, dim, pg_u32(1));
+    pg_reg half = pgv_shr(k, PG_U32, dim, pg_u32(1));
     pg_reg dimf = pg_none(), lt = pg_none();
     if (!table) {
-        dimf = pg_reg_new(k, PG_F32);
-        pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, dimf, dim);
+        dimf = pgv_cvt(k, PG_F32, PG_U32, PG_RND_RN, dim);
         lt = log2_f64(k, theta);
     }
 
-    pgk_loop L;
-    pg_reg i = pgk_loop_begin(k, &L, tid, half, ntid);
+    pg_loop L;
+    pg_reg i = pg_for_begin(k, &L, tid, half, ntid);
     pg_reg inv;
     if (table) {
         pg_comment(k, "angle = f32(pos) * inv_freq[i]");
@@ -314,40 +266,36 @@ static int build_rope(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool backwa
     } else {
         pg_comment(k, "inv_freq = 1 / f32(theta ^ (f32(2i) / f32(D))); angle = f32(pos) * "
                       "inv_freq");
-        pg_reg two_i = pg_reg_new(k, PG_U32);
-        pg_shl(k, PG_B32, two_i, i, pg_u32(1));
-        pg_reg ef = pg_reg_new(k, PG_F32);
-        pg_cvt(k, PG_F32, PG_U32, PG_RND_RN, ef, two_i);
-        pg_div(k, PG_F32, ef, ef, dimf);
-        pg_reg ed = f64_reg(k);
-        pg_cvt(k, PG_F64, PG_F32, PG_RND_NONE, ed, ef);
-        pg_reg y = f64_reg(k);
-        pg_mul(k, PG_F64, y, ed, lt);
+        pg_reg two_i = pgv_shl(k, PG_B32, i, pg_u32(1));
+        pg_reg two_if = pgv_cvt(k, PG_F32, PG_U32, PG_RND_RN, two_i);
+        pg_reg ef = pgv_div(k, PG_F32, two_if, dimf);
+        pg_reg ed = pgv_cvt(k, PG_F64, PG_F32, PG_RND_NONE, ef);
+        pg_reg y = pgv_mul(k, PG_F64, ed, lt);
         pg_reg pw = exp2_f64(k, y);
-        pg_reg pwf = pg_reg_new(k, PG_F32);
-        pg_cvt(k, PG_F32, PG_F64, PG_RND_RN, pwf, pw);
-        inv = pg_reg_new(k, PG_F32);
-        pg_div(k, PG_F32, inv, pg_f32(1.0f), pwf);
+        pg_reg pwf = pgv_cvt(k, PG_F32, PG_F64, PG_RND_RN, pw);
+        inv = pgv_div(k, PG_F32, pg_f32(1.0f), pwf);
     }
-    pg_reg ang = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, ang, posf, inv);
+    pg_reg ang = pgv_mul(k, PG_F32, posf, inv);
     pg_reg c, s;
     sincos_f32(k, ang, &c, &s);
     rotate_heads(k, dt, backward, q, token, hq, dim, half, i, c, s);
     rotate_heads(k, dt, backward, kk, token, hkv, dim, half, i, c, s);
-    pgk_loop_end(k, &L);
+    pg_for_end(k, &L);
 
     pg_label_bind(k, done);
     pg_ret(k);
     return pg_kernel_error(k);
 }
 
+enum { ROPE_TOKENS, ROPE_DIM };
+
 static int launch_rope(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 {
     (void)d;
-    if (knobs[0] == 0 || knobs[0] > INT32_MAX || knobs[1] < 2 || knobs[1] % 2 != 0)
+    if (knobs[ROPE_TOKENS] == 0 || knobs[ROPE_TOKENS] > INT32_MAX || knobs[ROPE_DIM] < 2 ||
+        knobs[ROPE_DIM] % 2 != 0)
         return PG_ERANGE;
-    *out = (pgk_launch){{knobs[0], 1, 1}, {ROPE_THREADS, 1, 1}, 0};
+    *out = (pgk_launch){{knobs[ROPE_TOKENS], 1, 1}, {ROPE_THREADS, 1, 1}, 0};
     return PG_OK;
 }
 

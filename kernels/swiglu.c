@@ -41,9 +41,8 @@ static int build_fwd(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool copy)
     pg_reg u = pgk_ld_act(k, dt, elem(k, dt, up, i), false);
     pg_reg s, oms;
     pgk_sigmoid(k, g, &s, &oms);
-    pg_reg h = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, h, g, s);
-    pg_mul(k, PG_F32, h, h, u);
+    pg_reg silu = pgv_mul(k, PG_F32, g, s);
+    pg_reg h = pgv_mul(k, PG_F32, silu, u);
     pgk_st_act(k, dt, elem(k, dt, out, i), h);
     if (copy)
         st_copy(k, out_b, i, h);
@@ -74,18 +73,13 @@ static int build_bwd(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool copy)
     pg_reg s, oms;
     pgk_sigmoid(k, g, &s, &oms);
     pg_comment(k, "dup = dh * g * s");
-    pg_reg silu = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, silu, g, s);
-    pg_reg du = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, du, d, silu);
+    pg_reg silu = pgv_mul(k, PG_F32, g, s);
+    pg_reg du = pgv_mul(k, PG_F32, d, silu);
     pg_comment(k, "dgate = dh * u * s * (1 + g * (1 - s))");
-    pg_reg t = pg_reg_new(k, PG_F32);
-    pg_fma(k, PG_F32, t, g, oms, pg_f32(1.0f));
-    pg_mul(k, PG_F32, t, t, s);
-    pg_reg du2 = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, du2, d, u);
-    pg_reg dg = pg_reg_new(k, PG_F32);
-    pg_mul(k, PG_F32, dg, du2, t);
+    pg_reg t1 = pgv_fma(k, PG_F32, g, oms, pg_f32(1.0f));
+    pg_reg t = pgv_mul(k, PG_F32, t1, s);
+    pg_reg du2 = pgv_mul(k, PG_F32, d, u);
+    pg_reg dg = pgv_mul(k, PG_F32, du2, t);
     pgk_st_act(k, dt, elem(k, dt, dgate, i), dg);
     pgk_st_act(k, dt, elem(k, dt, dup, i), du);
     if (copy) {
