@@ -375,13 +375,13 @@ static int launch_clip_scale(const pgk_desc *d, const uint32_t *knobs, pgk_launc
 
 static const pgk_param clip_scale_params[] = {
     {"partials", PG_U64, true},
-    {"total_n", PG_U32, false},
+    {"n", PG_U32, false},
     {"max_norm", PG_F32, false},
     {"output", PG_U64, true},
 };
 
 static const pgk_knob total_knob[] = {
-    [TOTAL_N] = {"total_n", 1, 1, UINT32_MAX, "number of partial sums", false},
+    [TOTAL_N] = {"n", 1, 1, UINT32_MAX, "number of partial sums", false},
 };
 
 const pgk_desc pgk_desc_clip_scale_reduce = {

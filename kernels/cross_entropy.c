@@ -230,17 +230,17 @@ static int launch_ce(const pgk_desc *d, const uint32_t *knobs, pgk_launch *out)
 
 static const pgk_param ce_params[] = {
     {"logits", PG_U64, true}, {"labels", PG_U64, true}, {"loss", PG_U64, true},
-    {"rows", PG_U32, false},  {"vocab", PG_U32, false}, {"scale", PG_F32, false},
+    {"rows", PG_U32, false},  {"cols", PG_U32, false}, {"scale", PG_F32, false},
 };
 
 static const pgk_param ce_dscale_params[] = {
     {"logits", PG_U64, true}, {"labels", PG_U64, true}, {"loss", PG_U64, true},
-    {"rows", PG_U32, false},  {"vocab", PG_U32, false}, {"scale", PG_U64, true},
+    {"rows", PG_U32, false},  {"cols", PG_U32, false}, {"scale", PG_U64, true},
 };
 
 static const pgk_knob ce_knobs[] = {
     {"rows", 512, 1, INT32_MAX, "rows of the chunk (one block each)"},
-    {"vocab", 151936, 1, 1u << 31, "logits a row"},
+    {"cols", 151936, 1, 1u << 31, "logits a row"},
 };
 
 const pgk_desc pgk_desc_cross_entropy_fwd_bwd_f32 = {

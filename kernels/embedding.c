@@ -70,13 +70,13 @@ static int build_gather(pg_kernel *k, const pgk_desc *d, const pg_param *p, cons
 
 static const pgk_param gather_params[] = {
     {"table", PG_U64, true},      {"ids", PG_U64, true},         {"output", PG_U64, true},
-    {"error_word", PG_U64, true}, {"num_tokens", PG_U32, false}, {"hidden_dim", PG_U32, false},
+    {"error_word", PG_U64, true}, {"rows", PG_U32, false}, {"cols", PG_U32, false},
     {"vocab", PG_U32, false},
 };
 
 static const pgk_knob gather_knobs[] = {
-    {"num_tokens", 2048, 1, INT32_MAX, "token ids (one block each)"},
-    {"hidden_dim", 1536, 1, INT32_MAX, "elements a table row"},
+    {"rows", 2048, 1, INT32_MAX, "token ids (one block each)"},
+    {"cols", 1536, 1, INT32_MAX, "elements a table row"},
 };
 
 /* The two descriptors differ only in the element type. */

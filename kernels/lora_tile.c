@@ -21,7 +21,7 @@
  * is a plain [T, R].
  *
  * A block owns 64 rows (t, or n) by all R columns (padded to R16, a
- * multiple of 16) and sums a slice (grid y, param `splits`) of the
+ * multiple of 16) and sums a slice (grid y, param `split`) of the
  * reduced dimension in chunks of 32: each chunk of both operands is
  * staged in shared memory as [32][64] and [32][R16], and a thread adds
  * the outer products of a 4 x 4 tile over its k-group's share of the
@@ -514,7 +514,7 @@ static void pick_vec(const pgk_desc *d, uint32_t *kn)
 static const pgk_param proj_params[] = {
     {"x", PG_U64, true},  {"w", PG_U64, true},       {"out", PG_U64, true},
     {"ws", PG_U64, true}, {"cnt", PG_U64, true},     {"rows", PG_U32, false},
-    {"k", PG_U32, false}, {"splits", PG_U32, false}, {"scale", PG_F32, false},
+    {"k", PG_U32, false}, {"split", PG_U32, false}, {"scale", PG_F32, false},
 };
 static const pgk_knob proj_knobs[] = {
     {"rows", 2048, 1, INT32_MAX, "rows of x (T)", false},
@@ -523,7 +523,7 @@ static const pgk_knob proj_knobs[] = {
     {"rank", 16, 1, RANK_MAX, "r: columns of a part of out (part-major)", true},
     {"wt", 0, 0, 1, "0: w is [R, k] (stacked A's); 1: w is [k, R] (B)", true},
     {"vec", 1, 0, 1, "16-byte loads of x: needs k a multiple of 16 bytes (picked from k)", true},
-    {"splits", 1, 1, 65535, "slices of k (grid y)", false},
+    {"split", 1, 1, 65535, "slices of k (grid y)", false},
 };
 
 const pgk_desc pgk_desc_lora_proj_f32 = {
@@ -620,7 +620,7 @@ static int launch_grad(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 static const pgk_param grad_params[] = {
     {"d", PG_U64, true},  {"xa", PG_U64, true},      {"out", PG_U64, true},
     {"ws", PG_U64, true}, {"cnt", PG_U64, true},     {"rows", PG_U32, false},
-    {"n", PG_U32, false}, {"splits", PG_U32, false}, {"scale", PG_F32, false},
+    {"n", PG_U32, false}, {"split", PG_U32, false}, {"scale", PG_F32, false},
 };
 static const pgk_knob grad_knobs[] = {
     {"rows", 2048, 1, INT32_MAX, "rows of d and xa (T), the summed length", false},
@@ -630,7 +630,7 @@ static const pgk_knob grad_knobs[] = {
     {"rank", 16, 1, RANK_MAX, "r: columns of a part of xa (part-major)", true},
     {"trans", 0, 0, 1, "0: out is [n, R] (dB); 1: out is [R, n] (the stacked dA)", true},
     {"vec", 1, 0, 1, "16-byte loads of d: needs n a multiple of 16 bytes (picked from n)", true},
-    {"splits", 1, 1, 65535, "slices of the rows (grid y)", false},
+    {"split", 1, 1, 65535, "slices of the rows (grid y)", false},
 };
 
 const pgk_desc pgk_desc_lora_grad_f32 = {

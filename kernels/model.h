@@ -74,7 +74,7 @@ typedef struct pgk_loop {
 pg_reg pgk_loop_begin(pg_kernel *k, pgk_loop *l, pg_val start, pg_val n, pg_val step);
 void pgk_loop_end(pg_kernel *k, pgk_loop *l);
 
-/* [lo, hi) of slice ctaid.y of n items cut into `splits` slices of
+/* [lo, hi) of slice ctaid.y of n items cut into `split` slices of
  * ceil(ceil(n / splits) / align) * align (the last ones short or empty):
  * u32 registers. The LoRA kernels' fixed slices of a sum. */
 void pgk_split_range(pg_kernel *k, pg_reg n, pg_reg splits, uint32_t align, pg_reg *lo,

@@ -47,15 +47,15 @@ static block_row block_row_begin(pg_kernel *k, pg_reg rows, pg_label out)
 }
 
 static const pgk_knob rms_knobs[] = {
-    [PGK_ROWS] = {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
-    [PGK_WIDTH] = {"hidden_dim", 1536, 1, INT32_MAX, "elements a row", false},
+    [PGK_ROWS] = {"rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
+    [PGK_WIDTH] = {"cols", 1536, 1, INT32_MAX, "elements a row", false},
 };
 
 enum { RMS_RESIDUAL = PGK_WIDTH + 1 };
 
 static const pgk_knob rms_add_knobs[] = {
-    [PGK_ROWS] = {"num_rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
-    [PGK_WIDTH] = {"hidden_dim", 1536, 1, INT32_MAX, "elements a row", false},
+    [PGK_ROWS] = {"rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
+    [PGK_WIDTH] = {"cols", 1536, 1, INT32_MAX, "elements a row", false},
     [RMS_RESIDUAL] = {"residual", 1, 0, 1, "1: add the residual (0: the params are unused)",
                       true},
 };
@@ -161,8 +161,8 @@ static const pgk_param rms_params[] = {
     {"input", PG_U64, true},
     {"gamma", PG_U64, true},
     {"output", PG_U64, true},
-    {"num_rows", PG_U32, false},
-    {"hidden_dim", PG_U32, false},
+    {"rows", PG_U32, false},
+    {"cols", PG_U32, false},
     {"eps", PG_F32, false},
 };
 
@@ -180,7 +180,7 @@ const pgk_desc pgk_desc_rms_norm_forward = {
 static const pgk_param rms_add_params[] = {
     {"input", PG_U64, true},       {"residual", PG_U64, true},    {"sum_output", PG_U64, true},
     {"gamma", PG_U64, true},       {"output", PG_U64, true},      {"output_bf16", PG_U64, true},
-    {"num_rows", PG_U32, false},   {"hidden_dim", PG_U32, false}, {"eps", PG_F32, false},
+    {"rows", PG_U32, false},   {"cols", PG_U32, false}, {"eps", PG_F32, false},
 };
 
 const pgk_desc pgk_desc_rms_norm_forward_add_bf16 = {
@@ -391,8 +391,8 @@ static const pgk_param rms_bwd_params[] = {
     {"grad_output", PG_U64, true},
     {"grad_input", PG_U64, true},
     {"grad_gamma_partial", PG_U64, true},
-    {"num_rows", PG_U32, false},
-    {"hidden_dim", PG_U32, false},
+    {"rows", PG_U32, false},
+    {"cols", PG_U32, false},
     {"eps", PG_F32, false},
 };
 
@@ -411,7 +411,7 @@ static const pgk_param rms_bwd_add_params[] = {
     {"input", PG_U64, true},          {"gamma", PG_U64, true},
     {"grad_output", PG_U64, true},    {"residual", PG_U64, true},
     {"grad_input", PG_U64, true},     {"grad_input_bf16", PG_U64, true},
-    {"num_rows", PG_U32, false},      {"hidden_dim", PG_U32, false},
+    {"rows", PG_U32, false},      {"cols", PG_U32, false},
     {"eps", PG_F32, false},
 };
 
@@ -529,13 +529,13 @@ static int launch_gamma_reduce(const pgk_desc *d, const uint32_t *knobs, pgk_lau
 static const pgk_param gamma_params[] = {
     {"partial", PG_U64, true},
     {"grad_gamma", PG_U64, true},
-    {"num_rows", PG_U32, false},
-    {"hidden_dim", PG_U32, false},
+    {"rows", PG_U32, false},
+    {"cols", PG_U32, false},
 };
 
 static const pgk_knob gamma_knobs[] = {
-    [PGK_ROWS] = {"num_rows", 2048, 1, INT32_MAX, "rows of partials to sum", false},
-    [PGK_WIDTH] = {"hidden_dim", 1536, 1, INT32_MAX, "columns (gamma's length)", false},
+    [PGK_ROWS] = {"rows", 2048, 1, INT32_MAX, "rows of partials to sum", false},
+    [PGK_WIDTH] = {"cols", 1536, 1, INT32_MAX, "columns (gamma's length)", false},
 };
 
 const pgk_desc pgk_desc_rms_norm_gamma_reduce = {

@@ -313,19 +313,19 @@ ROPE_BUILD(build_rope_table_fwd_f32, PGK_F32, false, true)
 ROPE_BUILD(build_rope_table_bwd_f32, PGK_F32, true, true)
 
 static const pgk_param rope_params[] = {
-    {"q", PG_U64, true},           {"k", PG_U64, true},          {"num_tokens", PG_U32, false},
+    {"q", PG_U64, true},           {"k", PG_U64, true},          {"rows", PG_U32, false},
     {"seq_len", PG_U32, false},    {"q_heads", PG_U32, false},   {"kv_heads", PG_U32, false},
     {"head_dim", PG_U32, false},   {"theta", PG_F32, false},
 };
 
 static const pgk_param rope_table_params[] = {
     {"q", PG_U64, true},           {"k", PG_U64, true},          {"pos", PG_U64, true},
-    {"inv_freq", PG_U64, true},    {"num_tokens", PG_U32, false}, {"q_heads", PG_U32, false},
+    {"inv_freq", PG_U64, true},    {"rows", PG_U32, false}, {"q_heads", PG_U32, false},
     {"kv_heads", PG_U32, false},   {"head_dim", PG_U32, false},
 };
 
 static const pgk_knob rope_knobs[] = {
-    {"num_tokens", 2048, 1, INT32_MAX, "tokens, batch x seq_len (one block each)"},
+    {"rows", 2048, 1, INT32_MAX, "tokens, batch x seq_len (one block each)"},
     {"head_dim", 128, 2, 65536, "elements a head (even)"},
 };
 

@@ -12,8 +12,8 @@
 #include "kernels.h"
 
 static const pgk_knob softmax_knobs[] = {
-    [PGK_ROWS] = {"total_rows", 4096, 1, INT32_MAX, "number of rows", false},
-    [PGK_WIDTH] = {"row_size", 512, 1, INT32_MAX, "elements a row (any size)", false},
+    [PGK_ROWS] = {"rows", 4096, 1, INT32_MAX, "number of rows", false},
+    [PGK_WIDTH] = {"cols", 512, 1, INT32_MAX, "elements a row (any size)", false},
 };
 
 /* ---------------------------------------------------------------- batched_softmax_forward */
@@ -72,8 +72,8 @@ static int build_softmax_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p,
 static const pgk_param softmax_params[] = {
     {"input", PG_U64, true},
     {"output", PG_U64, true},
-    {"total_rows", PG_U32, false},
-    {"row_size", PG_U32, false},
+    {"rows", PG_U32, false},
+    {"cols", PG_U32, false},
 };
 
 const pgk_desc pgk_desc_batched_softmax_forward = {
@@ -185,8 +185,8 @@ static const pgk_param softmax_bwd_params[] = {
     {"output", PG_U64, true},
     {"grad_output", PG_U64, true},
     {"grad_input", PG_U64, true},
-    {"total_rows", PG_U32, false},
-    {"row_size", PG_U32, false},
+    {"rows", PG_U32, false},
+    {"cols", PG_U32, false},
 };
 
 const pgk_desc pgk_desc_batched_softmax_backward = {

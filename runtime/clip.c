@@ -222,7 +222,7 @@ int pgrt_clip_create(pgrt_ctx *ctx, const size_t *sizes, size_t nbufs, pgrt_clip
         goto fail;
     }
     c->total = (uint32_t)total;
-    if ((rc = knobs_with(d_reduce, "total_n", c->total, &c->kn_reduce)) ||
+    if ((rc = knobs_with(d_reduce, "n", c->total, &c->kn_reduce)) ||
         (rc = launch_for(d_reduce, &c->kn_reduce, &c->cfg_reduce)) ||
         (rc = pgrt_kernel_get(ctx, d_reduce, &c->kn_reduce, &c->k_reduce)) ||
         (rc = pgrt_buf_alloc(ctx, PG_F32, c->total, &c->partials)) ||

@@ -534,7 +534,7 @@ static int make_plan(const pgrt_model_config *model, const pgrt_prewarm_step *st
         (rc = add(p, "adamw_multi_step", "the folded optimizer's update", NULL, 0)))
         return rc;
     {
-        knob_value kvs[2] = {{"num_rows", S}, {"hidden_dim", H}};
+        knob_value kvs[2] = {{"rows", S}, {"cols", H}};
         if ((rc = add(p, "batched_rms_norm_backward", "RMSNorm backward", kvs, 2)) ||
             (rc = add(p, "rms_norm_gamma_reduce", "RMSNorm gamma gradient", kvs, 2)))
             return rc;
@@ -546,7 +546,7 @@ static int make_plan(const pgrt_model_config *model, const pgrt_prewarm_step *st
         const dim rows = batched ? mul((dim){c->max_batch, "max_batch"}, (dim){c->num_heads,
                                        "heads"}, b3, sizeof b3)
                                  : (dim){c->num_heads, "heads"};
-        knob_value kvs[2] = {{"total_rows", mul(rows, seq, b4, sizeof b4)}, {"row_size", seq}};
+        knob_value kvs[2] = {{"rows", mul(rows, seq, b4, sizeof b4)}, {"cols", seq}};
         if ((rc = add(p, "batched_softmax_backward", "attention softmax backward", kvs, 2)))
             return rc;
     }
@@ -601,7 +601,7 @@ static int make_plan(const pgrt_model_config *model, const pgrt_prewarm_step *st
     }
     if (c->full_fp32 && (rc = add_trainable(p, H, "the RMSNorm gammas")))
         return rc;
-    knob_value total[1] = {{"total_n", {p->clip_partials, "the clip's partial sums"}}};
+    knob_value total[1] = {{"n", {p->clip_partials, "the clip's partial sums"}}};
     return add(p, "clip_scale_reduce", "the fused clip", total, 1);
 }
 

@@ -268,10 +268,10 @@ static int forward(tmodel *m, pgrt_stream *s, const pgrt_buf *params, uint32_t s
         pgrt_arg n = ptr_at(m->n, l * act), t = ptr_at(m->t, l * actr);
         pgrt_arg ht = ptr_at(m->ht, l * act), pt = ptr_at(m->pt, l * act);
         pgrt_arg h = pgrt_arg_buf(m->h), st = pgrt_arg_buf(m->st), p = pgrt_arg_buf(m->p);
-        pgk_knobs kr = knobs2(m->desc[K_RMS_FWD], "num_rows", M, "hidden_dim", H, NULL, 0);
+        pgk_knobs kr = knobs2(m->desc[K_RMS_FWD], "rows", M, "cols", H, NULL, 0);
         pgrt_arg rms[6] = {x, ptr_at(params, off_gamma(m, l)), n, pgrt_arg_u32(M),
                            pgrt_arg_u32(H), pgrt_arg_f32(m->c.rms_eps)};
-        pgk_knobs ks = knobs2(m->desc[K_SOFTMAX_FWD], "total_rows", H * B, "row_size", seq, NULL,
+        pgk_knobs ks = knobs2(m->desc[K_SOFTMAX_FWD], "rows", H * B, "cols", seq, NULL,
                               0);
         pgrt_arg sm[4] = {st, pt, pgrt_arg_u32(H * B), pgrt_arg_u32(seq)};
         pgrt_arg silu[3] = {ht, st, pgrt_arg_u32(H * M)};
@@ -323,13 +323,13 @@ static int layer_backward(void *user, pgrt_stream *s, size_t l, uint32_t seq)
              db = ptr_at(m->grads, (size_t)H + (size_t)H * R);
     (void)pl;
 
-    pgk_knobs ksm = knobs2(m->desc[K_SOFTMAX_BWD], "total_rows", H * B, "row_size", seq, NULL, 0);
+    pgk_knobs ksm = knobs2(m->desc[K_SOFTMAX_BWD], "rows", H * B, "cols", seq, NULL, 0);
     pgrt_arg sm[5] = {pt, d1, d2, pgrt_arg_u32(H * B), pgrt_arg_u32(seq)};
     pgrt_arg silu[4] = {ht, d2, d1, pgrt_arg_u32(H * M)};
-    pgk_knobs krms = knobs2(m->desc[K_RMS_BWD], "num_rows", M, "hidden_dim", H, NULL, 0);
+    pgk_knobs krms = knobs2(m->desc[K_RMS_BWD], "rows", M, "cols", H, NULL, 0);
     pgrt_arg rms[8] = {x, gamma, dn, dxn, part, pgrt_arg_u32(M), pgrt_arg_u32(H),
                        pgrt_arg_f32(m->c.rms_eps)};
-    pgk_knobs kgr = knobs2(m->desc[K_GAMMA_REDUCE], "num_rows", M, "hidden_dim", H, NULL, 0);
+    pgk_knobs kgr = knobs2(m->desc[K_GAMMA_REDUCE], "rows", M, "cols", H, NULL, 0);
     pgrt_arg gr[4] = {part, dgamma, pgrt_arg_u32(M), pgrt_arg_u32(H)};
     pgrt_arg res[4] = {g, dxn, g, pgrt_arg_u32(M * H)};
 

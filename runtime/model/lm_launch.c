@@ -149,20 +149,20 @@ int lm_kernels_resolve(pgrt_lm *m)
     int rc;
     for (uint32_t r = 0; r < 2 && m->lowp; r++)
         if ((rc = resolve(m, &k->rms_fwd_add[r], K_RMS_FWD_ADD,
-                          KN({"num_rows", T}, {"hidden_dim", H}, {"residual", r}))) ||
+                          KN({"rows", T}, {"cols", H}, {"residual", r}))) ||
             (rc = resolve(m, &k->rms_bwd_add[r], K_RMS_BWD_ADD,
-                          KN({"num_rows", T}, {"hidden_dim", H}, {"residual", r}))))
+                          KN({"rows", T}, {"cols", H}, {"residual", r}))))
             return rc;
     if (!m->lowp &&
-        ((rc = resolve(m, &k->rms_fwd, K_RMS_FWD, KN({"num_rows", T}, {"hidden_dim", H}))) ||
-         (rc = resolve(m, &k->rms_bwd, K_RMS_BWD, KN({"num_rows", T}, {"hidden_dim", H}))) ||
+        ((rc = resolve(m, &k->rms_fwd, K_RMS_FWD, KN({"rows", T}, {"cols", H}))) ||
+         (rc = resolve(m, &k->rms_bwd, K_RMS_BWD, KN({"rows", T}, {"cols", H}))) ||
          (rc = resolve(m, &k->add, K_ADD, KN({"n", TH})))))
         return rc;
     if ((rc = resolve(m, &k->gather, m->lowp ? K_GATHER_BF16 : K_GATHER,
-                      KN({"num_tokens", T}, {"hidden_dim", H}))) ||
+                      KN({"rows", T}, {"cols", H}))) ||
         (m->lowp && (rc = resolve(m, &k->widen_x, K_WIDEN, KN({"n", TH})))) ||
-        (rc = resolve(m, &k->rope_fwd, K_ROPE_FWD, KN({"num_tokens", T}, {"head_dim", hd}))) ||
-        (rc = resolve(m, &k->rope_bwd, K_ROPE_BWD, KN({"num_tokens", T}, {"head_dim", hd}))) ||
+        (rc = resolve(m, &k->rope_fwd, K_ROPE_FWD, KN({"rows", T}, {"head_dim", hd}))) ||
+        (rc = resolve(m, &k->rope_bwd, K_ROPE_BWD, KN({"rows", T}, {"head_dim", hd}))) ||
         (rc = resolve(m, &k->att_fwd, K_ATT_FWD,
                       KN({"batch", m->B}, {"seq_len", m->S}, {"q_heads", m->c.heads},
                          {"head_dim", hd}))) ||
@@ -183,15 +183,15 @@ int lm_kernels_resolve(pgrt_lm *m)
         return rc;
     for (int i = 0; i < 2 && m->c.qk_norm; i++) {
         uint32_t nr = T * (uint32_t)(i ? m->c.kv_heads : m->c.heads);
-        if ((rc = resolve(m, &k->qk_fwd[i], K_RMS_FWD, KN({"num_rows", nr}, {"hidden_dim", hd}))) ||
-            (rc = resolve(m, &k->qk_bwd[i], K_RMS_BWD, KN({"num_rows", nr}, {"hidden_dim", hd}))))
+        if ((rc = resolve(m, &k->qk_fwd[i], K_RMS_FWD, KN({"rows", nr}, {"cols", hd}))) ||
+            (rc = resolve(m, &k->qk_bwd[i], K_RMS_BWD, KN({"rows", nr}, {"cols", hd}))))
             return rc;
     }
     if (m->sched && (rc = resolve(m, &k->lr_sched, K_LR_SCHED, NULL, 0)))
         return rc;
     /* the last chunk's kernels only where it is shorter */
     for (int i = 0; i < 2 && rows[i]; i++)
-        if ((rc = resolve(m, &k->ce[i], K_CE, KN({"rows", rows[i]}, {"vocab", V}))) ||
+        if ((rc = resolve(m, &k->ce[i], K_CE, KN({"rows", rows[i]}, {"cols", V}))) ||
             (m->lowp && (rc = resolve(m, &k->narrow_logits[i], K_NARROW, KN({"n", rows[i] * V})))))
             return rc;
     return 0;

@@ -180,7 +180,7 @@ static int lora_proj(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, bool bf16, pgrt_
     pgrt_devptr ws, cnt;
     int rc = kn_of(m->desc[kid],
                    KN({"rows", m->T}, {"k", k}, {"cols", parts * r}, {"rank", r},
-                      {"wt", wt ? 1u : 0u}, {"splits", sp}),
+                      {"wt", wt ? 1u : 0u}, {"split", sp}),
                    &kn);
     if (rc || (rc = lora_ws(m, tiles, sp, parts * r, &ws, &cnt)))
         return rc;
@@ -199,7 +199,7 @@ static int lora_grad(pgrt_lm *m, pgrt_stream *s, pgrt_devptr d, bool bf16, pgrt_
     pgrt_devptr ws, cnt;
     int rc = kn_of(m->desc[kid],
                    KN({"rows", m->T}, {"n", n}, {"cols", parts * r}, {"rank", r},
-                      {"trans", trans ? 1u : 0u}, {"splits", sp}),
+                      {"trans", trans ? 1u : 0u}, {"split", sp}),
                    &kn);
     if (rc || (rc = lora_ws(m, tiles, sp, parts * r, &ws, &cnt)))
         return rc;

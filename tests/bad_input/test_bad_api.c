@@ -92,8 +92,8 @@ static const knob_case knob_cases[] = {
     /* zero */
     {"gradient_clip", "n", "0", PG_ERANGE, "knob n=0 is out of range [1, 4294967295]"},
     {"gemm_backward_a", "m", "0", PG_ERANGE, "knob m=0 is out of range [1, 1048560]"},
-    {"batched_softmax_backward", "row_size", "0x0", PG_ERANGE,
-     "knob row_size=0x0 is out of range [1, 2147483647]"},
+    {"batched_softmax_backward", "cols", "0x0", PG_ERANGE,
+     "knob cols=0x0 is out of range [1, 2147483647]"},
     /* negative */
     {"gradient_clip", "n", "-1", PG_EINVAL, "knob n: '-1' is not a non-negative integer"},
     {"gradient_clip", "n", "-0", PG_EINVAL, "'-0' is not a non-negative integer"},
@@ -106,7 +106,7 @@ static const knob_case knob_cases[] = {
     {"gemm_backward_a", "m", "1048561", PG_ERANGE, "knob m=1048561 is out of range [1, 1048560]"},
     {"gemm_backward_a", "k", "16777217", PG_ERANGE, "knob k=16777217 is out of range [1, 16777216]"},
     {"gemm_backward_a", "variant", "4", PG_ERANGE, "knob variant=4 is out of range [0, 3]"},
-    {"batched_rms_norm_backward", "num_rows", "2147483648", PG_ERANGE,
+    {"batched_rms_norm_backward", "rows", "2147483648", PG_ERANGE,
      "out of range [1, 2147483647]"},
     /* non-numeric */
     {"gradient_clip", "n", "", PG_EINVAL, "knob n: '' is not a non-negative integer"},

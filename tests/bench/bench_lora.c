@@ -76,7 +76,7 @@ static void proj(bool bf, pgrt_devptr xp, pgrt_devptr w, pgrt_devptr out, uint32
     uint32_t sp = lora_splits((T_ + 63) / 64, k);
     go(kname,
        knobs_of(kname, "rows", T_, "k", k, "cols", R_ * parts, "rank", R_, "wt", wt, "vec", 1,
-                "splits", sp, NULL),
+                "split", sp, NULL),
        (pgrt_arg[]){D(xp), D(w), D(out), P(ws), P(cnt), U(T_), U(k), U(sp), F(2.0f)}, 9);
 }
 
@@ -87,7 +87,7 @@ static void grad(bool bf, pgrt_devptr d, pgrt_devptr xap, pgrt_devptr out, uint3
     uint32_t sp = lora_splits((n + 63) / 64, T_);
     go(kname,
        knobs_of(kname, "rows", T_, "n", n, "cols", R_ * parts, "rank", R_, "trans", trans,
-                "vec", 1, "splits", sp, NULL),
+                "vec", 1, "split", sp, NULL),
        (pgrt_arg[]){D(d), D(xap), D(out), P(ws), P(cnt), U(T_), U(n), U(sp), F(1.0f)}, 9);
 }
 

@@ -102,7 +102,7 @@ static void run_clip_scale(pgrt_ctx *ctx, pgrt_stream *s, const float *p, uint32
     GPU_CHECK(pgrt_buf_alloc(ctx, PG_F32, 3, &o));
     GPU_CHECK(pgrt_buf_upload(pb, 0, p, n));
     GPU_CHECK(pgrt_buf_fill32(o, POISON));
-    pgk_knobs kn = knobs_n("clip_scale_reduce", "total_n", n);
+    pgk_knobs kn = knobs_n("clip_scale_reduce", "n", n);
     pgrt_arg a[4] = {pgrt_arg_buf(pb), pgrt_arg_u32(n), pgrt_arg_f32(max_norm), pgrt_arg_buf(o)};
     int rc = pgrt_launch(ctx, s, "clip_scale_reduce", &kn, a, 4);
     REQUIRE_INT_EQ(rc, 0);

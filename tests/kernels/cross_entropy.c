@@ -57,7 +57,7 @@ static void test_ce(bool bf16, uint32_t rows, uint32_t vocab, double spread, dou
     ce_reference(x, lab, rows, vocab, bad_row, scale, rloss, rgrad);
     float *loss[2] = {xmalloc(rows * 4), xmalloc(rows * 4)};
     float *grad[2] = {xmalloc(n * 4), xmalloc(n * 4)};
-    pgk_knobs kn = knobs_of(name, "rows", rows, "vocab", vocab, NULL);
+    pgk_knobs kn = knobs_of(name, "rows", rows, "cols", vocab, NULL);
     bool ok = true;
     for (int run = 0; run < 2; run++) {
         if (run) {

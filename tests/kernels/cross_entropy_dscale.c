@@ -34,7 +34,7 @@ static bool run_ce(const char *kernel, bool bf16, float *x, size_t n, pgrt_buf *
 {
     pgrt_buf *bx = act_upload(x, n, bf16);
     poison(bloss);
-    pgk_knobs kn = knobs_of(kernel, "rows", rows, "vocab", vocab, NULL);
+    pgk_knobs kn = knobs_of(kernel, "rows", rows, "cols", vocab, NULL);
     pgrt_arg args[] = {pgrt_arg_buf(bx),   pgrt_arg_buf(bl),    pgrt_arg_buf(bloss),
                        pgrt_arg_u32(rows), pgrt_arg_u32(vocab), pgrt_arg_f32(scale)};
     if (bscale)

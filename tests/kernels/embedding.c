@@ -41,7 +41,7 @@ static void test_gather(bool bf16, uint32_t vocab, uint32_t hidden, uint32_t nto
     pgrt_buf *berr = dev_alloc(PG_U32, 1);
     float *out[2] = {xmalloc(on * 4), xmalloc(on * 4)};
     uint32_t errw[2] = {0, 0};
-    pgk_knobs kn = knobs_of(name, "num_tokens", ntok, "hidden_dim", hidden, NULL);
+    pgk_knobs kn = knobs_of(name, "rows", ntok, "cols", hidden, NULL);
     pgrt_arg args[] = {pgrt_arg_buf(btab),   pgrt_arg_buf(bids),     pgrt_arg_buf(bout),
                        pgrt_arg_buf(berr),   pgrt_arg_u32(ntok),     pgrt_arg_u32(hidden),
                        pgrt_arg_u32(vocab)};

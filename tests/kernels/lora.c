@@ -87,7 +87,7 @@ static pgk_knobs kn_tile(const char *kernel, uint32_t T, uint32_t len, uint32_t 
     bool proj = strncmp(kernel, "lora_proj", 9) == 0, bf16 = strstr(kernel, "bf16") != NULL;
     uint32_t vec = len % (bf16 ? 8u : 4u) == 0;
     return knobs_of(kernel, "rows", T, proj ? "k" : "n", len, "cols", r * parts, "rank", r,
-                    proj ? "wt" : "trans", flag, "vec", vec, "splits", sp, NULL);
+                    proj ? "wt" : "trans", flag, "vec", vec, "split", sp, NULL);
 }
 
 #define P(b) pgrt_arg_buf(b)

@@ -47,7 +47,7 @@ static void test_forward(uint32_t rows, uint32_t hidden)
             ref[(size_t)i * hidden + h] = x[(size_t)i * hidden + h] / r * g[h];
     }
     pgrt_buf *dx = dev_upload(x, n), *dg = dev_upload(g, hidden), *dy = dev_alloc(PG_F32, n);
-    pgk_knobs kn = knobs_of("rms_norm_forward", "num_rows", rows, "hidden_dim", hidden, NULL);
+    pgk_knobs kn = knobs_of("rms_norm_forward", "rows", rows, "cols", hidden, NULL);
     pgrt_arg a[6] = {pgrt_arg_buf(dx), pgrt_arg_buf(dg), pgrt_arg_buf(dy), pgrt_arg_u32(rows),
                      pgrt_arg_u32(hidden), pgrt_arg_f32(eps)};
     row *r = add_row("rms_norm_forward", "%u x %u", rows, hidden);
@@ -79,7 +79,7 @@ static void gamma_reduce_check(row *r, const pgrt_buf *bpart, const float *part,
             ref[h] += part[(size_t)i * hidden + h];
     pgrt_buf *bg = dev_alloc(PG_F32, hidden);
     float *out[2] = {xmalloc(hidden * 4), xmalloc(hidden * 4)};
-    pgk_knobs kn = knobs_of("rms_norm_gamma_reduce", "num_rows", rows, "hidden_dim", hidden, NULL);
+    pgk_knobs kn = knobs_of("rms_norm_gamma_reduce", "rows", rows, "cols", hidden, NULL);
     pgrt_arg args[] = {pgrt_arg_buf(bpart), pgrt_arg_buf(bg), pgrt_arg_u32(rows),
                        pgrt_arg_u32(hidden)};
     for (int run = 0; run < 2; run++) {
@@ -129,7 +129,7 @@ static void test_backward(uint32_t rows, uint32_t hidden)
     pgrt_buf *bx = dev_upload(x, n), *bgm = dev_upload(gamma, hidden), *bdy = dev_upload(dy, n);
     pgrt_buf *bdx = dev_alloc(PG_F32, n), *bp = dev_alloc(PG_F32, n);
     float *dx[2] = {xmalloc(n * 4), xmalloc(n * 4)}, *pp[2] = {xmalloc(n * 4), xmalloc(n * 4)};
-    pgk_knobs kn = knobs_of("batched_rms_norm_backward", "num_rows", rows, "hidden_dim", hidden,
+    pgk_knobs kn = knobs_of("batched_rms_norm_backward", "rows", rows, "cols", hidden,
                             NULL);
     pgrt_arg args[] = {pgrt_arg_buf(bx),  pgrt_arg_buf(bgm),   pgrt_arg_buf(bdy),
                        pgrt_arg_buf(bdx), pgrt_arg_buf(bp),    pgrt_arg_u32(rows),
@@ -205,7 +205,7 @@ static void test_forward_add_bf16(uint32_t rows, uint32_t hid, bool res)
     pgrt_buf *xin = res ? sum2 : ba;
     if (res)
         residual_into(ba, bb, sum2, n);
-    pgk_knobs kr = knobs_of("rms_norm_forward", "num_rows", rows, "hidden_dim", hid, NULL);
+    pgk_knobs kr = knobs_of("rms_norm_forward", "rows", rows, "cols", hid, NULL);
     pgrt_arg ra[] = {pgrt_arg_buf(xin), pgrt_arg_buf(bg), pgrt_arg_buf(y2), pgrt_arg_u32(rows),
                      pgrt_arg_u32(hid), pgrt_arg_f32(EPS)};
     launch("rms_norm_forward", &kr, ra, 6);
@@ -214,7 +214,7 @@ static void test_forward_add_bf16(uint32_t rows, uint32_t hid, bool res)
     const char *name = "rms_norm_forward_add_bf16";
     row *r = add_row(name, "%ux%u residual %d", rows, hid, res);
     row *rb = add_row(name, "%ux%u residual %d: bf16", rows, hid, res);
-    pgk_knobs kn = knobs_of(name, "num_rows", rows, "hidden_dim", hid, "residual", (uint32_t)res,
+    pgk_knobs kn = knobs_of(name, "rows", rows, "cols", hid, "residual", (uint32_t)res,
                             NULL);
     pgrt_arg args[] = {pgrt_arg_buf(ba), pgrt_arg_buf(bb),  pgrt_arg_buf(sum),
                        pgrt_arg_buf(bg), pgrt_arg_buf(y),   pgrt_arg_buf(yb),
@@ -255,7 +255,7 @@ static void test_backward_add_bf16(uint32_t rows, uint32_t hid, bool res)
             ref[(size_t)t * hid + h] = v + (res ? rs[(size_t)t * hid + h] : 0.0);
         }
     }
-    pgk_knobs kr = knobs_of("batched_rms_norm_backward", "num_rows", rows, "hidden_dim", hid, NULL);
+    pgk_knobs kr = knobs_of("batched_rms_norm_backward", "rows", rows, "cols", hid, NULL);
     pgrt_arg ra[] = {pgrt_arg_buf(bx),  pgrt_arg_buf(bg),  pgrt_arg_buf(bdy),
                      pgrt_arg_buf(dx2), pgrt_arg_buf(part), pgrt_arg_u32(rows),
                      pgrt_arg_u32(hid), pgrt_arg_f32(EPS)};
@@ -267,7 +267,7 @@ static void test_backward_add_bf16(uint32_t rows, uint32_t hid, bool res)
     const char *name = "rms_norm_backward_add_bf16";
     row *r = add_row(name, "%ux%u residual %d", rows, hid, res);
     row *rb = add_row(name, "%ux%u residual %d: bf16", rows, hid, res);
-    pgk_knobs kn = knobs_of(name, "num_rows", rows, "hidden_dim", hid, "residual", (uint32_t)res,
+    pgk_knobs kn = knobs_of(name, "rows", rows, "cols", hid, "residual", (uint32_t)res,
                             NULL);
     pgrt_arg args[] = {pgrt_arg_buf(bx),  pgrt_arg_buf(bg),   pgrt_arg_buf(bdy),
                        pgrt_arg_buf(brs), pgrt_arg_buf(dx),   pgrt_arg_buf(dxb),

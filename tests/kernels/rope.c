@@ -64,7 +64,7 @@ static void test_rope(bool bf16, bool backward, uint32_t batch, uint32_t seq, ui
     reference(q, ref, ntok, seq, hq, dim, theta, backward);
     reference(k, ref + nq, ntok, seq, hkv, dim, theta, backward);
     float *out[2] = {xmalloc((nq + nk) * 4), xmalloc((nq + nk) * 4)};
-    pgk_knobs kn = knobs_of(name, "num_tokens", ntok, "head_dim", dim, NULL);
+    pgk_knobs kn = knobs_of(name, "rows", ntok, "head_dim", dim, NULL);
     pgrt_arg args[] = {pgrt_arg_buf(bq),  pgrt_arg_buf(bk),   pgrt_arg_u32(ntok),
                        pgrt_arg_u32(seq), pgrt_arg_u32(hq),   pgrt_arg_u32(hkv),
                        pgrt_arg_u32(dim), pgrt_arg_f32(theta)};

@@ -62,7 +62,7 @@ static bool run_rope(const char *kernel, const rope_case *c, const pgrt_arg *tai
     pgrt_arg args[8] = {pgrt_arg_buf(bq), pgrt_arg_buf(bk)};
     for (size_t i = 0; i < ntail; i++)
         args[2 + i] = tail[i];
-    pgk_knobs kn = knobs_of(kernel, "num_tokens", c->ntok, "head_dim", c->dim, NULL);
+    pgk_knobs kn = knobs_of(kernel, "rows", c->ntok, "head_dim", c->dim, NULL);
     bool ok = launch(kernel, &kn, args, 2 + ntail);
     dev_download(bq, out, nq);
     dev_download(bk, out + nq, nk);

@@ -40,7 +40,7 @@ static void test_forward(uint32_t rows, uint32_t width, double scale)
             ref[(size_t)i * width + j] = exp(xr[j] - mx) / s;
     }
     pgrt_buf *dx = dev_upload(x, n), *dy = dev_alloc(PG_F32, n);
-    pgk_knobs kn = knobs_of("batched_softmax_forward", "total_rows", rows, "row_size", width,
+    pgk_knobs kn = knobs_of("batched_softmax_forward", "rows", rows, "cols", width,
                             NULL);
     pgrt_arg a[4] = {pgrt_arg_buf(dx), pgrt_arg_buf(dy), pgrt_arg_u32(rows), pgrt_arg_u32(width)};
     row *r = add_row("batched_softmax_forward", "%u x %u", rows, width);
@@ -87,7 +87,7 @@ static void test_backward(uint32_t rows, uint32_t width)
     }
     pgrt_buf *by = dev_upload(y, n), *bdy = dev_upload(dy, n), *bdx = dev_alloc(PG_F32, n);
     float *out[2] = {xmalloc(n * 4), xmalloc(n * 4)};
-    pgk_knobs kn = knobs_of("batched_softmax_backward", "total_rows", rows, "row_size", width,
+    pgk_knobs kn = knobs_of("batched_softmax_backward", "rows", rows, "cols", width,
                             NULL);
     pgrt_arg args[] = {pgrt_arg_buf(by), pgrt_arg_buf(bdy), pgrt_arg_buf(bdx),
                        pgrt_arg_u32(rows), pgrt_arg_u32(width)};

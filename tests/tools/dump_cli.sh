@@ -320,7 +320,7 @@ info_check squared_sum_reduce -- \
     "[(p['name'], p['type']) for p in o['params']] == [('input', 'u64'), ('output', 'u64'), ('n', 'u32')]" \
     '"params": [{"name": "input", "type": "u64"'
 info_check clip_scale_reduce -- \
-    "o['launch']['grid'] == [1, 1, 1] and [(p['name'], p['type']) for p in o['params']] == [('partials', 'u64'), ('total_n', 'u32'), ('max_norm', 'f32'), ('output', 'u64')]" \
+    "o['launch']['grid'] == [1, 1, 1] and [(p['name'], p['type']) for p in o['params']] == [('partials', 'u64'), ('n', 'u32'), ('max_norm', 'f32'), ('output', 'u64')]" \
     '"grid": [1, 1, 1]'
 info_check gradient_clip_gpu_scale --set n=1025 -- \
     "o['launch']['grid'] == [2, 1, 1] and o['launch']['block'] == [256, 1, 1] and [p['type'] for p in o['params']] == ['u64', 'u64', 'u32']" \
