@@ -85,6 +85,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
         "kernels/test_swiglu --small" "kernels/test_bias --small" \
         "kernels/test_cast_bf16 --small" "kernels/test_cross_entropy --small" \
         "kernels/test_attention --small" "kernels/test_attention_docs --small" \
+        "kernels/test_attention_mma --small" "runtime/test_gemm_plan_gpu" \
         "kernels/test_lora --small" "model/test_lm_gpu" \
         "kernels/test_cross_entropy_dscale --small" "kernels/test_rope_table --small" \
         "kernels/test_schedule --small"
