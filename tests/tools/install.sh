@@ -7,7 +7,8 @@
 # pkg-config files and tools checked, then a small program compiled with
 #   cc prog.c $(pkg-config --cflags --libs ptxgen-runtime)
 # run: it emits PTX through the installed libptxgen and opens the runtime,
-# which says "no GPU" cleanly on a machine without one.
+# which says "no GPU" cleanly on a machine without one. The docs' examples
+# are built against the install too; with a GPU, the fine-tuning loop runs.
 #
 # usage: install.sh SOURCE_ROOT MESON CC...
 # Exit 77 (skip) when pkg-config is missing.
@@ -137,6 +138,15 @@ done
 LD_LIBRARY_PATH="$prefix/lib" "$tmp/user/scale" | grep -q "^\.visible \.entry scale(" ||
     fail "docs/examples/scale.c built against the install printed no kernel"
 echo "docs/examples: scale, clip and lm_loop built against the install; scale ran"
+# On a machine with a GPU, the fine-tuning loop built against the install
+# runs whole: $PTXGEN_LM_LOOP_CHECK (tests/docs/example_lm_loop.c) writes a
+# small checkpoint, runs it and checks what it prints and saves.
+if [ -n "${PTXGEN_LM_LOOP_CHECK:-}" ] && echo "$out" | grep -q "^GPU: "; then
+    LD_LIBRARY_PATH="$prefix/lib" "$PTXGEN_LM_LOOP_CHECK" "$tmp/user/lm_loop" >"$log" 2>&1 ||
+        { cat "$log"; fail "docs/examples/lm_loop.c built against the install did not fine-tune"; }
+    grep "^lm_loop:" "$log"
+    echo "docs/examples/lm_loop.c built against the install fine-tuned on the GPU"
+fi
 
 # The installed tools run from the prefix.
 LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/ptxgen-dump" --list | grep -qx mse_loss ||
