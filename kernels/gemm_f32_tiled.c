@@ -168,65 +168,6 @@ static void load_frags(pg_kernel *k, const f32_cfg *c, pg_reg ax, pg_reg ay, uns
         pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, ay, (int64_t)(kk * sb + q * cs) * 4, &b[4 * q]);
 }
 
-/* The block's tile origin (p0, q0): blocks run in groups of F32_GROUP
- * P-tiles, Q-tiles within a group, so a group's blocks share B's tiles. */
-static void block_tile(pg_kernel *k, const f32_cfg *c, pg_reg P, pg_reg Q, pg_reg *p0, pg_reg *q0)
-{
-    pg_comment(k, "the block's tile: groups of 8 P-tiles, Q-tiles within a group");
-    pg_reg np =
-        pgv_shr(k, PG_U32, pgv_add(k, PG_U32, P, pg_u32(c->bm - 1)), pg_u32(log2u(c->bm)));
-    pg_reg nq =
-        pgv_shr(k, PG_U32, pgv_add(k, PG_U32, Q, pg_u32(c->bn - 1)), pg_u32(log2u(c->bn)));
-    pg_reg bid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg per_group = pgv_mul(k, PG_U32, nq, pg_u32(F32_GROUP));
-    pg_reg group = pg_reg_new(k, PG_U32), inq = pg_reg_new(k, PG_U32);
-    pg_div(k, PG_U32, group, bid, per_group);
-    pg_rem(k, PG_U32, inq, bid, per_group);
-    pg_reg first = pgv_mul(k, PG_U32, group, pg_u32(F32_GROUP));
-    pg_reg gsize = pgv_sub(k, PG_U32, np, first);
-    pg_min(k, PG_U32, gsize, gsize, pg_u32(F32_GROUP));
-    pg_reg pt = pg_reg_new(k, PG_U32), qt = pg_reg_new(k, PG_U32);
-    pg_rem(k, PG_U32, pt, inq, gsize);
-    pg_add(k, PG_U32, pt, pt, first);
-    pg_div(k, PG_U32, qt, inq, gsize);
-    *p0 = pgv_shl(k, PG_B32, pt, pg_u32(log2u(c->bm)));
-    *q0 = pgv_shl(k, PG_B32, qt, pg_u32(log2u(c->bn)));
-}
-
-/* This split's r-range: blockIdx.z of gridDim.z, in whole r-tiles of bk. */
-typedef struct r_range {
-    pg_reg z, nz;       /* the split and the splits */
-    pg_reg rbeg, rend;  /* r from, to */
-    pg_reg ntiles;      /* r-tiles to run, at least 1 */
-} r_range;
-
-static r_range split_range(pg_kernel *k, const f32_cfg *c, pg_reg R)
-{
-    r_range rr, *r = &rr;
-    pg_comment(k, "split-K: r-tiles [z*per, z*per + per) of ceil(R/bk)");
-    pg_reg z = pg_sreg_read(k, PG_SREG_CTAID_Z), nz = pg_sreg_read(k, PG_SREG_NCTAID_Z);
-    pg_reg tiles =
-        pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(c->bk - 1)), pg_u32(log2u(c->bk)));
-    pg_reg per = pgv_add(k, PG_U32, tiles, nz);
-    pg_sub(k, PG_U32, per, per, pg_u32(1));
-    pg_div(k, PG_U32, per, per, nz);
-    pg_reg t0 = pgv_mul(k, PG_U32, z, per);
-    r->rbeg = pgv_shl(k, PG_B32, t0, pg_u32(log2u(c->bk)));
-    pg_reg tend = pgv_add(k, PG_U32, t0, per);
-    pg_min(k, PG_U32, tend, tend, tiles);
-    pg_reg rend = pgv_shl(k, PG_B32, tend, pg_u32(log2u(c->bk)));
-    pg_min(k, PG_U32, rend, rend, R);
-    r->rend = rend;
-    pg_reg ntiles = pg_reg_new(k, PG_U32);
-    pg_max(k, PG_U32, ntiles, tend, t0); /* an empty slice runs one zero-filled r-tile */
-    pg_sub(k, PG_U32, ntiles, ntiles, t0);
-    pg_max(k, PG_U32, ntiles, ntiles, pg_u32(1));
-    r->ntiles = ntiles;
-    r->z = z;
-    r->nz = nz;
-    return rr;
-}
-
 /* The output params f32_store writes through. */
 typedef struct f32_params {
     pg_reg c, bias, ws, flags, P, Q;
@@ -235,7 +176,7 @@ typedef struct f32_params {
 /* The thread's tile out: through the epilogue into C, or, split over K
  * (nz > 1), as partial sums into workspace[z][P][Q]. (p0 + prow, q0 + qcol)
  * is its first element. */
-static void f32_store(pg_kernel *k, const f32_cfg *c, const f32_params *fp, const r_range *rr,
+static void f32_store(pg_kernel *k, const f32_cfg *c, const f32_params *fp, const pgk_split *rr,
                       pg_reg p0, pg_reg q0, pg_reg prow, pg_reg qcol, pg_reg (*acc)[RB_MAX_T])
 {
     const unsigned lq = 32 / c->lp, rs = 4 * c->lp, cs = 4 * lq;
@@ -293,9 +234,10 @@ static int build_f32(pg_kernel *k, const pgk_desc *d, const pg_param *p, const u
     pg_reg sbase = pgv_mov(k, PG_U32, pg_shared_addr(smem));
 
     pg_reg p0, q0;
-    block_tile(k, c, P, Q, &p0, &q0);
+    pgk_gemm_block_tile(k, c->bm, c->bn, F32_GROUP, P, Q, &p0, &q0);
 
-    const r_range rr = split_range(k, c, R);
+    const pgk_split rr =
+        pgk_gemm_split(k, c->bk, R, "split-K: r-tiles [z*per, z*per + per) of ceil(R/bk)");
     pg_reg rbeg = rr.rbeg, rend = rr.rend, ntiles = rr.ntiles;
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);

@@ -284,8 +284,6 @@ static void load_frags(pg_kernel *k, const frag_src *f, pg_reg rstage, unsigned 
     }
 }
 
-/* The block's tile origin (p0, q0): blocks run in groups of MMA_GROUP
- * P-tiles, Q-tiles within a group, so a group's blocks share B's tiles. */
 /* The output params mma_store writes through. */
 typedef struct mma_out {
     pg_reg c, bias, ws, flags, P, Q;
@@ -362,64 +360,6 @@ static void kloop_double(pg_kernel *k, const mma_loop *l)
     }
 }
 
-static void block_tile(pg_kernel *k, const mma_cfg *cfg, pg_reg P, pg_reg Q, pg_reg *p0, pg_reg *q0)
-{
-    pg_comment(k, "the block's tile: groups of 8 P-tiles, Q-tiles within a group");
-    pg_reg np =
-        pgv_shr(k, PG_U32, pgv_add(k, PG_U32, P, pg_u32(cfg->bm - 1)), pg_u32(log2u(cfg->bm)));
-    pg_reg nq =
-        pgv_shr(k, PG_U32, pgv_add(k, PG_U32, Q, pg_u32(cfg->bn - 1)), pg_u32(log2u(cfg->bn)));
-    pg_reg bid = pg_sreg_read(k, PG_SREG_CTAID_X);
-    pg_reg per_group = pgv_mul(k, PG_U32, nq, pg_u32(MMA_GROUP));
-    pg_reg group = pg_reg_new(k, PG_U32), inq = pg_reg_new(k, PG_U32);
-    pg_div(k, PG_U32, group, bid, per_group);
-    pg_rem(k, PG_U32, inq, bid, per_group);
-    pg_reg first = pgv_mul(k, PG_U32, group, pg_u32(MMA_GROUP));
-    pg_reg gsize = pg_reg_new(k, PG_U32);
-    pg_sub(k, PG_U32, gsize, np, first);
-    pg_min(k, PG_U32, gsize, gsize, pg_u32(MMA_GROUP));
-    pg_reg pt = pg_reg_new(k, PG_U32), qt = pg_reg_new(k, PG_U32);
-    pg_rem(k, PG_U32, pt, inq, gsize);
-    pg_add(k, PG_U32, pt, pt, first);
-    pg_div(k, PG_U32, qt, inq, gsize);
-    *p0 = pgv_shl(k, PG_B32, pt, pg_u32(log2u(cfg->bm)));
-    *q0 = pgv_shl(k, PG_B32, qt, pg_u32(log2u(cfg->bn)));
-}
-
-/* This split's k-range: blockIdx.z of gridDim.z, in whole k-tiles of BK. */
-typedef struct k_range {
-    pg_reg z, nz;       /* the split and the splits */
-    pg_reg rbeg, rend;  /* r from, to */
-    pg_reg ntiles;      /* k-tiles to run, at least 1 */
-} k_range;
-
-static k_range split_range(pg_kernel *k, unsigned BK, pg_reg R)
-{
-    k_range rr, *r = &rr;
-    pg_comment(k, "split-K: k-tiles [z*per, z*per + per) of ceil(R/bk)");
-    pg_reg z = pg_sreg_read(k, PG_SREG_CTAID_Z), nz = pg_sreg_read(k, PG_SREG_NCTAID_Z);
-    pg_reg tiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(BK - 1)), pg_u32(log2u(BK)));
-    pg_reg per = pg_reg_new(k, PG_U32);
-    pg_add(k, PG_U32, per, tiles, nz);
-    pg_sub(k, PG_U32, per, per, pg_u32(1));
-    pg_div(k, PG_U32, per, per, nz);
-    pg_reg t0 = pgv_mul(k, PG_U32, z, per);
-    r->rbeg = pgv_shl(k, PG_B32, t0, pg_u32(log2u(BK)));
-    pg_reg tend = pgv_add(k, PG_U32, t0, per);
-    pg_min(k, PG_U32, tend, tend, tiles);
-    pg_reg rend = pgv_shl(k, PG_B32, tend, pg_u32(log2u(BK)));
-    pg_min(k, PG_U32, rend, rend, R);
-    r->rend = rend;
-    pg_reg ntiles = pg_reg_new(k, PG_U32);
-    pg_max(k, PG_U32, ntiles, tend, t0); /* empty splits run one zero-filled k-tile */
-    pg_sub(k, PG_U32, ntiles, ntiles, t0);
-    pg_max(k, PG_U32, ntiles, ntiles, pg_u32(1));
-    r->ntiles = ntiles;
-    r->z = z;
-    r->nz = nz;
-    return rr;
-}
-
 /* The ldmatrix addresses of the warp's fragments, offsets in a stage:
  * a_off one a k-step (A r-major) or one a 16-row tile (transposed); b_off
  * one a k-step or one a pair of 8-column tiles. */
@@ -487,7 +427,7 @@ static void frag_offsets(pg_kernel *k, const mma_cfg *cfg, bool ta, bool tb, pg_
  * type) into C, or, split over K (nz > 1), as f32 partial sums into
  * workspace[z][P][Q] for gemm_mma_reduce. */
 static void mma_store(pg_kernel *k, const mma_cfg *cfg, pg_type ot, const mma_out *o, pg_reg lane,
-                      pg_reg wpi, pg_reg wqi, pg_reg p0, pg_reg q0, const k_range *kr,
+                      pg_reg wpi, pg_reg wqi, pg_reg p0, pg_reg q0, const pgk_split *kr,
                       pg_reg (*acc)[MMA_MAX_NT][4])
 {
     const unsigned WM = cfg->bm / cfg->wm, WN = cfg->bn / cfg->wn;
@@ -549,10 +489,11 @@ static int build_mma(pg_kernel *k, const pgk_desc *d, const pg_param *p, const u
     pg_mov(k, PG_U32, sbase, pg_shared_addr(smem));
 
     pg_reg p0, q0;
-    block_tile(k, cfg, P, Q, &p0, &q0);
+    pgk_gemm_block_tile(k, cfg->bm, cfg->bn, MMA_GROUP, P, Q, &p0, &q0);
 
     const unsigned BK = cfg->bk, KS = BK / 16;
-    const k_range kr = split_range(k, BK, R);
+    const pgk_split kr =
+        pgk_gemm_split(k, BK, R, "split-K: k-tiles [z*per, z*per + per) of ceil(R/bk)");
     pg_reg rbeg = kr.rbeg, rend = kr.rend, ntiles = kr.ntiles;
 
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);

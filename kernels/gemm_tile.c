@@ -336,3 +336,51 @@ void pgk_mma_store(pg_kernel *k, const pgk_mma_out *o)
             }
         }
 }
+
+void pgk_gemm_block_tile(pg_kernel *k, unsigned bm, unsigned bn, unsigned group, pg_reg P,
+                         pg_reg Q, pg_reg *p0, pg_reg *q0)
+{
+    pg_comment(k, "the block's tile: groups of 8 P-tiles, Q-tiles within a group");
+    pg_reg np = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, P, pg_u32(bm - 1)), pg_u32(log2u(bm)));
+    pg_reg nq = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, Q, pg_u32(bn - 1)), pg_u32(log2u(bn)));
+    pg_reg bid = pg_sreg_read(k, PG_SREG_CTAID_X);
+    pg_reg per_group = pgv_mul(k, PG_U32, nq, pg_u32(group));
+    pg_reg grp = pg_reg_new(k, PG_U32), inq = pg_reg_new(k, PG_U32);
+    pg_div(k, PG_U32, grp, bid, per_group);
+    pg_rem(k, PG_U32, inq, bid, per_group);
+    pg_reg first = pgv_mul(k, PG_U32, grp, pg_u32(group));
+    pg_reg gsize = pgv_sub(k, PG_U32, np, first);
+    pg_min(k, PG_U32, gsize, gsize, pg_u32(group));
+    pg_reg pt = pg_reg_new(k, PG_U32), qt = pg_reg_new(k, PG_U32);
+    pg_rem(k, PG_U32, pt, inq, gsize);
+    pg_add(k, PG_U32, pt, pt, first);
+    pg_div(k, PG_U32, qt, inq, gsize);
+    *p0 = pgv_shl(k, PG_B32, pt, pg_u32(log2u(bm)));
+    *q0 = pgv_shl(k, PG_B32, qt, pg_u32(log2u(bn)));
+}
+
+pgk_split pgk_gemm_split(pg_kernel *k, unsigned bk, pg_reg R, const char *note)
+{
+    pgk_split r;
+    pg_comment(k, note);
+    pg_reg z = pg_sreg_read(k, PG_SREG_CTAID_Z), nz = pg_sreg_read(k, PG_SREG_NCTAID_Z);
+    pg_reg tiles = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, R, pg_u32(bk - 1)), pg_u32(log2u(bk)));
+    pg_reg per = pgv_add(k, PG_U32, tiles, nz);
+    pg_sub(k, PG_U32, per, per, pg_u32(1));
+    pg_div(k, PG_U32, per, per, nz);
+    pg_reg t0 = pgv_mul(k, PG_U32, z, per);
+    r.rbeg = pgv_shl(k, PG_B32, t0, pg_u32(log2u(bk)));
+    pg_reg tend = pgv_add(k, PG_U32, t0, per);
+    pg_min(k, PG_U32, tend, tend, tiles);
+    pg_reg rend = pgv_shl(k, PG_B32, tend, pg_u32(log2u(bk)));
+    pg_min(k, PG_U32, rend, rend, R);
+    r.rend = rend;
+    pg_reg ntiles = pg_reg_new(k, PG_U32);
+    pg_max(k, PG_U32, ntiles, tend, t0);
+    pg_sub(k, PG_U32, ntiles, ntiles, t0);
+    pg_max(k, PG_U32, ntiles, ntiles, pg_u32(1));
+    r.ntiles = ntiles;
+    r.z = z;
+    r.nz = nz;
+    return r;
+}

@@ -32,6 +32,22 @@ static inline unsigned log2u(unsigned x)
 
 /* ---- gemm_tile.c ---- */
 
+/* The block's tile origin (p0, q0) of a bm x bn tiling of P x Q: blocks run
+ * in groups of `group` P-tiles, Q-tiles within a group, so a group's blocks
+ * share B's tiles in L2 (blockIdx.x). */
+void pgk_gemm_block_tile(pg_kernel *k, unsigned bm, unsigned bn, unsigned group, pg_reg P,
+                         pg_reg Q, pg_reg *p0, pg_reg *q0);
+
+/* This split's part of a reduction of length R: blockIdx.z of gridDim.z,
+ * in whole tiles of bk. `note` is the comment the PTX carries. */
+typedef struct pgk_split {
+    pg_reg z, nz;      /* the split and the splits */
+    pg_reg rbeg, rend; /* r from, to */
+    pg_reg ntiles;     /* tiles to run, at least 1 (an empty split runs one
+                          zero-filled tile) */
+} pgk_split;
+pgk_split pgk_gemm_split(pg_kernel *k, unsigned bk, pg_reg R, const char *note);
+
 /* The back edge of a loop that runs at least once: t += 1, then back to
  * `top` while t < n (u32). */
 void pgk_loop_back(pg_kernel *k, pg_reg t, pg_val n, pg_label top);
