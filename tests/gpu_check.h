@@ -302,6 +302,34 @@ static inline void finish(row *r)
     test_checks_++;
 }
 
+/* One f32 output checked whole: kernel launched twice on args, out poisoned
+ * before each launch and its n floats read back; the first against ref,
+ * the two for the same bits; then the row is finished. A failed launch
+ * (already a failed check) marks the row bad; a kernel the target lacks
+ * leaves it skipped. */
+static inline void check_twice(row *r, const char *kernel, const pgk_knobs *kn,
+                               const pgrt_arg *args, size_t nargs, pgrt_buf *out,
+                               const double *ref, size_t n)
+{
+    float *got[2] = {xmalloc(n * sizeof(float)), xmalloc(n * sizeof(float))};
+    bool ran = true;
+    for (int rep = 0; rep < 2 && ran; rep++) {
+        poison(out);
+        ran = launch(kernel, kn, args, nargs);
+        if (ran)
+            dev_download(out, got[rep], n);
+    }
+    if (ran) {
+        compare(r, got[0], ref, n);
+        same_bits(r, got[0], got[1], n * sizeof(float));
+    } else if (!r->skipped) {
+        r->bad++;
+    }
+    finish(r);
+    free(got[0]);
+    free(got[1]);
+}
+
 /* The rows, one a line, then what the columns mean and the test's own notes. */
 static inline void print_table(const char *notes)
 {
