@@ -172,7 +172,10 @@ typedef struct pgrt_lm pgrt_lm;
 /* Device bytes pgrt_lm_create would allocate for these params (weights,
  * arena, LoRA state), without touching the device. PGRT_LM_RECOMPUTE_AUTO
  * counts the fewest recomputed layers whose bytes fit max_memory_gib (none
- * when it is 0: the device's free memory is not known here). */
+ * when it is 0: the device's free memory is not known here). The device
+ * is not known either: this is the figure of a device other than sm_90a,
+ * an upper bound. In bf16 on sm_90a, with every LoRA rank a multiple of 8
+ * and no LoRA dropout, the MLP's activations are bf16 and take less. */
 PGRT_API int pgrt_lm_bytes(const pgrt_lm_params *p, uint64_t *bytes);
 
 /* Check the params against the model and adapter, check that the device

@@ -24,21 +24,21 @@ static const char *const kernel_names[K_COUNT] = {
  * fixed, so a call only gathers its operands. */
 
 /* y = RMSNorm(x + r) * gamma, x + r kept at sum; without r (0), of x.
- * bf16: one kernel that also writes y's bf16 copy to m->xb, the operand
- * of the GEMMs that follow (the same bits as the add, the norm and the
- * cast in turn); f32: residual_add, rms_norm_forward. */
+ * bf16: one kernel that also writes y's bf16 copy to yb, the operand of
+ * the GEMMs that follow (the same bits as the add, the norm and the cast
+ * in turn); f32: residual_add, rms_norm_forward. */
 static int norm_fwd(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_devptr r, pgrt_devptr sum,
-                    pgrt_buf *gamma, pgrt_devptr y)
+                    pgrt_buf *gamma, lm_in y)
 {
     pgrt_devptr gp = pgrt_buf_ptr(gamma);
-    if (m->lowp)
+    if (m->lowp) /* act16: y.x 0, the f32 output unread: into part */
         return lm_run(m, s, &m->k.rms_fwd_add[r != 0],
-                      ARGS(P(x), P(r ? r : x), P(r ? sum : x), P(gp), P(y), P(m->xb), U(m->T),
-                           U(m->c.hidden), F(m->c.rms_norm_eps)));
+                      ARGS(P(x), P(r ? r : x), P(r ? sum : x), P(gp), P(y.x ? y.x : m->part),
+                           P(y.xb), U(m->T), U(m->c.hidden), F(m->c.rms_norm_eps)));
     int rc = r ? lm_run(m, s, &m->k.add, ARGS(P(x), P(r), P(sum), U((uint64_t)m->T * m->c.hidden)))
                : 0;
     return rc ? rc
-              : lm_run(m, s, &m->k.rms_fwd, ARGS(P(r ? sum : x), P(gp), P(y), U(m->T),
+              : lm_run(m, s, &m->k.rms_fwd, ARGS(P(r ? sum : x), P(gp), P(y.x), U(m->T),
                                                  U(m->c.hidden), F(m->c.rms_norm_eps)));
 }
 
@@ -150,19 +150,25 @@ static int att_bwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
     return rc ? rc : lm_run(m, s, &m->k.att_dkv, dkv, sizeof dkv / sizeof dkv[0] - drop);
 }
 
-/* act = silu(g) u; bf16: act's copy in xb for the down GEMM. */
+/* act = silu(g) u; bf16: act's copy in xb for the down GEMM (act16: all
+ * three bf16). */
 static int swiglu_fwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
 {
     uint32_t n = (uint32_t)m->T * (uint32_t)m->c.intermediate;
+    if (m->act16)
+        return lm_run(m, s, &m->k.swiglu_fwd, ARGS(P(a->g), P(a->u), P(a->act), U(n)));
     return m->lowp ? lm_run(m, s, &m->k.swiglu_fwd,
                             ARGS(P(a->g), P(a->u), P(a->act), P(m->xb), U(n)))
                    : lm_run(m, s, &m->k.swiglu_fwd, ARGS(P(a->g), P(a->u), P(a->act), U(n)));
 }
 
-/* dg, du from dact; bf16: their copies in xb and dyb. */
+/* dg, du from dact; bf16: their copies in xb and dyb (act16: all bf16). */
 static int swiglu_bwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
 {
     uint32_t n = (uint32_t)m->T * (uint32_t)m->c.intermediate;
+    if (m->act16)
+        return lm_run(m, s, &m->k.swiglu_bwd,
+                      ARGS(P(a->g), P(a->u), P(m->dact), P(m->dg), P(m->du), U(n)));
     return m->lowp ? lm_run(m, s, &m->k.swiglu_bwd,
                             ARGS(P(a->g), P(a->u), P(m->dact), P(m->dg), P(m->du), P(m->xb),
                                  P(m->dyb), U(n)))
@@ -194,25 +200,31 @@ static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l, bool again)
     layer_a *a = &m->la[l];
     const layer_w *w = &m->lw[l];
     bool last = l + 1 == m->c.layers;
-    pgrt_devptr xnext = last ? m->xf : m->la[l + 1].x, hnext = last ? m->hf : m->la[l + 1].h1;
+    pgrt_devptr xnext = last ? m->xf : m->la[l + 1].x;
     pgrt_buf *gnext = last ? m->norm_final : m->lw[l + 1].norm_in;
+    /* the linear layers' inputs: act16 keeps the norms' bf16 copies only */
+    lm_in h1 = m->act16 ? (lm_in){0, a->h1b} : (lm_in){a->h1, m->xb};
+    lm_in h2 = m->act16 ? (lm_in){0, a->h2b} : (lm_in){a->h2, m->xb};
+    lm_in att = {a->att, m->xb}, act = m->act16 ? (lm_in){0, a->act} : (lm_in){a->act, m->xb};
+    lm_in hnext = last ? (lm_in){m->hf, m->xb}
+                  : m->act16 ? (lm_in){0, m->la[l + 1].h1b} : (lm_in){m->la[l + 1].h1, m->xb};
     int rc;
     /* again (a recomputed layer, in the backward): h1 from the kept input
      * x, as layer 0 always makes it (the same bits as the add and norm of
      * the layer below: the norm reads the sum it stored), and no next
      * input (it is there already; its h1 would land on this layer's) */
-    if (((l == 0 || again) && (rc = norm_fwd(m, s, a->x, 0, 0, w->norm_in, a->h1))) ||
-        (rc = linear_fwd(m, s, l, PGRT_LINEAR_Q, a->h1, m->c.qk_norm ? a->qpre : a->q)) ||
-        (rc = linear_fwd(m, s, l, PGRT_LINEAR_K, a->h1, m->c.qk_norm ? a->kpre : a->k)) ||
-        (rc = linear_fwd(m, s, l, PGRT_LINEAR_V, a->h1, a->v)) ||
+    if (((l == 0 || again) && (rc = norm_fwd(m, s, a->x, 0, 0, w->norm_in, h1))) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_Q, h1, m->c.qk_norm ? a->qpre : a->q)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_K, h1, m->c.qk_norm ? a->kpre : a->k)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_V, h1, a->v)) ||
         (m->c.qk_norm && (rc = qk_norm_fwd(m, s, a, w))) ||
         (rc = rope(m, s, &m->k.rope_fwd, a->q, a->k)) || (rc = att_fwd(m, s, a)) ||
-        (rc = linear_fwd(m, s, l, PGRT_LINEAR_O, a->att, m->dtmp)) ||
-        (rc = norm_fwd(m, s, a->x, m->dtmp, a->xm, w->norm_post, a->h2)) ||
-        (rc = linear_fwd(m, s, l, PGRT_LINEAR_GATE, a->h2, a->g)) ||
-        (rc = linear_fwd(m, s, l, PGRT_LINEAR_UP, a->h2, a->u)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_O, att, m->dtmp)) ||
+        (rc = norm_fwd(m, s, a->x, m->dtmp, a->xm, w->norm_post, h2)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_GATE, h2, a->g)) ||
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_UP, h2, a->u)) ||
         (rc = swiglu_fwd(m, s, a)) ||
-        (rc = linear_fwd(m, s, l, PGRT_LINEAR_DOWN, a->act, m->dtmp)))
+        (rc = linear_fwd(m, s, l, PGRT_LINEAR_DOWN, act, m->dtmp)))
         return rc;
     return again ? 0 : norm_fwd(m, s, a->xm, m->dtmp, xnext, gnext, hnext);
 }
@@ -276,30 +288,35 @@ static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
 {
     layer_a *a = &m->la[l];
     const layer_w *w = &m->lw[l];
+    lm_in h1 = m->act16 ? (lm_in){0, a->h1b} : (lm_in){a->h1, 0};
+    lm_in h2 = m->act16 ? (lm_in){0, a->h2b} : (lm_in){a->h2, 0};
+    lm_in att = {a->att, 0}, act = m->act16 ? (lm_in){0, a->act} : (lm_in){a->act, 0};
+    /* act16: dg and du are bf16 themselves */
+    pgrt_devptr dgb = m->act16 ? m->dg : m->xb, dub = m->act16 ? m->du : m->dyb;
     int rc;
     /* m->dx holds d(x_{l+1}) = d(mlp out) */
     /* bf16: the kernel that wrote each dy left its copy in dyb (m->dx:
      * the norm after this layer; dg: xb, du: dyb from SwiGLU; dxm: the
      * norm below); dq, dk, dv are narrowed by linear_bwd. In f32, dyb and
      * xb are 0. */
-    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_DOWN, a->act, m->dx, m->dyb, m->dact, false)) ||
+    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_DOWN, act, m->dx, m->dyb, m->dact, false)) ||
         (rc = swiglu_bwd(m, s, a)) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_GATE, a->h2, m->dg, m->xb, m->dh, false)) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_UP, a->h2, m->du, m->dyb, m->dh, true)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_GATE, h2, m->dg, dgb, m->dh, false)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_UP, h2, m->du, dub, m->dh, true)) ||
         (rc = norm_bwd(m, s, a->xm, w->norm_post, m->dh, m->dx, m->dxm)))
         return rc;
     /* m->dxm = d(x_mid) = d(attention out) */
-    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_O, a->att, m->dxm, m->dyb, m->datt, false)) ||
+    if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_O, att, m->dxm, m->dyb, m->datt, false)) ||
         (rc = att_bwd(m, s, a)) || (rc = rope(m, s, &m->k.rope_bwd, m->dq, m->dk)))
         return rc;
     /* Qwen3: through the q and k norms first, each into datt (free after
      * the attention backward), used by its projection's backward */
     bool qn = m->c.qk_norm;
     if ((qn && (rc = qk_norm_bwd(m, s, 0, a->qpre, w->q_norm, m->dq, m->datt))) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_Q, a->h1, qn ? m->datt : m->dq, 0, m->dh, false)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_Q, h1, qn ? m->datt : m->dq, 0, m->dh, false)) ||
         (qn && (rc = qk_norm_bwd(m, s, 1, a->kpre, w->k_norm, m->dk, m->datt))) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_K, a->h1, qn ? m->datt : m->dk, 0, m->dh, true)) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_V, a->h1, m->dv, 0, m->dh, true)))
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_K, h1, qn ? m->datt : m->dk, 0, m->dh, true)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_V, h1, m->dv, 0, m->dh, true)))
         return rc;
     return norm_bwd(m, s, a->x, w->norm_in, m->dh, m->dxm, m->dx);
 }
@@ -424,7 +441,8 @@ static int comm_setup(pgrt_lm *m, pgrt_comm *c, bool shard)
  * needed) whose bytes fit the free memory and, with AUTO and
  * max_memory_gib, keep the process within it; a plan that cannot fit is
  * refused with its numbers before anything is allocated. */
-static int memory_plan(pgrt_ctx *ctx, const pgrt_lm_params *p, lm_plan *pl)
+static int memory_plan(pgrt_ctx *ctx, const pgrt_device_info *di, const pgrt_lm_params *p,
+                       lm_plan *pl)
 {
     size_t free_b = 0, total_b = 0;
     int rc = pgrt_ctx_mem_info(ctx, &free_b, &total_b);
@@ -434,7 +452,7 @@ static int memory_plan(pgrt_ctx *ctx, const pgrt_lm_params *p, lm_plan *pl)
     double cap = p->recompute == PGRT_LM_RECOMPUTE_AUTO ? p->max_memory_gib * 1073741824.0 : 0;
     if (cap > 0)
         budget = cap <= (double)used ? 1 : (uint64_t)fmin((double)budget, cap - (double)used);
-    if (lm_plan_fit(p, budget, pl))
+    if (lm_plan_fit(p, lm_act16(p, di->arch_target), budget, pl))
         return 0;
     static const char *const how[] = {"no layer", "every layer", "every layer"};
     uint64_t need = lm_plan_bytes(pl, p);
@@ -678,7 +696,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
                        "conversions and tensor cores); this context builds for %s%s: use f32",
                        pg_target_name(di.target), di.target_override ? " (a target override)" : "");
     lm_plan pl;
-    if ((rc = memory_plan(ctx, p, &pl)))
+    if ((rc = memory_plan(ctx, &di, p, &pl)))
         return rc;
 
     pgrt_lm *m = calloc(1, sizeof *m);
@@ -701,6 +719,12 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         goto fail;
     lm_lora_layout(m, p->adapter);
     m->fused = lm_fusable(m);
+    m->act16 = pl.act16;
+    if (m->act16 && !m->fused) {
+        rc = model_fail(PGRT_ESTATE, "pgrt_lm_create: bf16 MLP activations planned for a model "
+                        "whose LoRA is not inside the base GEMMs");
+        goto fail;
+    }
     if (p->comm && (rc = comm_setup(m, p->comm, p->shard_optimizer)))
         goto fail;
     if (m->accum > 1 && m->nlora > UINT32_MAX) {

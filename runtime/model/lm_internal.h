@@ -36,6 +36,8 @@
     X(SWIGLU_BWD, "swiglu_backward_f32")                                       \
     X(SWIGLU_FWD_BF16, "swiglu_forward_f32_bf16")                              \
     X(SWIGLU_BWD_BF16, "swiglu_backward_f32_bf16")                             \
+    X(SWIGLU_FWD_B16, "swiglu_forward_bf16")                                   \
+    X(SWIGLU_BWD_B16, "swiglu_backward_bf16")                                  \
     X(SCALE, "gradient_clip")                                                  \
     X(BIAS, "bias_add_f32")                                                    \
     X(CE, "cross_entropy_fwd_bwd_dscale_f32")                                  \
@@ -116,8 +118,11 @@ typedef struct layer_w {
 
 /* Device addresses (arena offsets resolved) of one layer's saved
  * activations. */
+/* With act16 (lm_plan) h1 and h2 are kept as their bf16 copies h1b and
+ * h2b only, and g, u, act are bf16. */
 typedef struct layer_a {
     pgrt_devptr x, h1, q, k, v, att, lse, xm, h2, g, u, act;
+    pgrt_devptr h1b, h2b;
     pgrt_devptr qpre, kpre; /* Qwen3: q and k before their norms */
     pgrt_devptr xa[PGRT_LINEAR_COUNT]; /* (alpha/r) x A^T, [T, r] */
     pgrt_devptr xa_base; /* where the layer's xa start */
@@ -185,6 +190,7 @@ struct pgrt_lm {
     /* bf16 on sm_90a: LoRA inside the base GEMMs (lm_linear.c), on bf16
      * copies of the LoRA weights: pbf holds A and B, then s A, s B */
     bool fused;
+    bool act16; /* lm_plan's: bf16 MLP activations, bf16 kept norm outputs */
     pgrt_buf *pbf;
     pgrt_buf *ws;        /* split-K workspace */
     uint64_t ws_need;    /* the largest workspace a GEMM of the step wants */
@@ -265,16 +271,26 @@ typedef struct lm_plan {
     uint64_t scratch; /* f32 elements of the widened-weight scratch (0: see lowp) */
     uint64_t lora;    /* f32 elements of the LoRA matrices */
     int chunk;
+    /* bf16 on sm_90a with every pair inside the base GEMMs (lm_act16): the
+     * MLP's activations and gradients (g, u, act, dg, du, dact) in bf16,
+     * as transformers keeps them under autocast, and the norms' outputs
+     * kept as their bf16 copies only (h1b, h2b) */
+    bool act16;
 } lm_plan;
 
 int lm_check_params(const pgrt_lm_params *p);
 void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
-                  int head_chunk, int recompute, lm_plan *p);
+                  bool act16, int head_chunk, int recompute, lm_plan *p);
+/* Whether p on a device of arch target `arch` runs with act16: bf16,
+ * sm_90a, no LoRA dropout, and every pair inside the base GEMMs (a rank
+ * and every width a multiple of 8). The condition of lm_fusable() with
+ * every pair fused. */
+bool lm_act16(const pgrt_lm_params *p, pg_target arch);
 /* The plan of p's recompute mode whose bytes fit `budget` (AUTO: the
  * fewest recomputed layers; 0 bytes: no bound); false when even the
  * plan asked for, or every layer recomputed for AUTO, does not fit (*pl is
  * then the smallest plan tried). */
-bool lm_plan_fit(const pgrt_lm_params *p, uint64_t budget, lm_plan *pl);
+bool lm_plan_fit(const pgrt_lm_params *p, bool act16, uint64_t budget, lm_plan *pl);
 uint64_t lm_plan_bytes(const lm_plan *p, const pgrt_lm_params *q);
 /* m->lora and m->nlora from the adapter: layer by layer, group by group. */
 void lm_lora_layout(pgrt_lm *m, const pgrt_adapter *ad);
@@ -360,8 +376,13 @@ static inline bool lm_pair_fused(const pgrt_lm *m, const lora_d *ld)
 }
 
 int weight_f32(pgrt_lm *m, pgrt_stream *s, const dweight *w, pgrt_devptr *out);
-int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x, pgrt_devptr y);
-int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
-               pgrt_devptr dy, pgrt_devptr dyb, pgrt_devptr dx, bool acc);
+/* A linear layer's input: x f32 (0 where only the copy is kept: act16)
+ * and, in bf16, its bf16 copy xb. */
+typedef struct lm_in {
+    pgrt_devptr x, xb;
+} lm_in;
+int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, lm_in x, pgrt_devptr y);
+int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, lm_in x, pgrt_devptr dy,
+               pgrt_devptr dyb, pgrt_devptr dx, bool acc);
 
 #endif

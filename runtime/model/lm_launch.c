@@ -174,9 +174,11 @@ int lm_kernels_resolve(pgrt_lm *m)
                          {"head_dim", hd}))) ||
         (m->lowp && (rc = resolve(m, &k->narrow_att, K_NARROW,
                                   KN({"n", T * (uint32_t)m->c.heads * hd})))) ||
-        (rc = resolve(m, &k->swiglu_fwd, m->lowp ? K_SWIGLU_FWD_BF16 : K_SWIGLU_FWD,
+        (rc = resolve(m, &k->swiglu_fwd,
+                      m->act16 ? K_SWIGLU_FWD_B16 : m->lowp ? K_SWIGLU_FWD_BF16 : K_SWIGLU_FWD,
                       KN({"n", TI}))) ||
-        (rc = resolve(m, &k->swiglu_bwd, m->lowp ? K_SWIGLU_BWD_BF16 : K_SWIGLU_BWD,
+        (rc = resolve(m, &k->swiglu_bwd,
+                      m->act16 ? K_SWIGLU_BWD_B16 : m->lowp ? K_SWIGLU_BWD_BF16 : K_SWIGLU_BWD,
                       KN({"n", TI}))))
         return rc;
     if (m->accum > 1 && (rc = resolve(m, &k->gacc_add, K_ADD, KN({"n", (uint32_t)m->nlora}))))

@@ -229,7 +229,8 @@ static int lora_up(pgrt_lm *m, pgrt_stream *s, pgrt_devptr xa, pgrt_devptr w, pg
  *   dxa = dy·(sB)ᵀ, dB = dyᵀ·xa   two thin GEMMs a pair
  *   dx  = Σ dy·W + dxa·A_group    the group's last dX GEMM takes the term:
  *                                 its reduction out + parts·r
- *   dA_group = dxaᵀ·x             one GEMM a group, x narrowed again
+ *   dA_group = dxaᵀ·x             one GEMM a group, on x's bf16 copy: kept
+ *                                 from the forward (act16) or made again
  *
  * bf16 on the tensor cores with f32 accumulation, f32 master weights, as
  * PEFT under autocast computes it. The master weights' bf16 copies (A and
@@ -299,19 +300,30 @@ int lm_lora_weights(pgrt_lm *m, pgrt_stream *s)
     return rc || end <= at ? rc : lora_cast(m, s, at, end - at, scale);
 }
 
-static int linear_fwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr y)
+/* The element type of a linear layer's output: with act16 the MLP's
+ * activations (gate, up forward) and d(act) (down backward) are bf16. */
+static pg_type out_type(const pgrt_lm *m, pgrt_linear mod, bool backward)
+{
+    bool mlp = backward ? mod == PGRT_LINEAR_DOWN
+                        : mod == PGRT_LINEAR_GATE || mod == PGRT_LINEAR_UP;
+    return m->act16 && mlp ? PG_BF16 : PG_F32;
+}
+
+static int linear_fwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr xb,
+                            pgrt_devptr y)
 {
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
     pgrt_devptr W = pgrt_buf_ptr(m->lw[l].lin[mod].buf);
     pgrt_devptr bias = m->lw[l].bias[mod] ? pgrt_buf_ptr(m->lw[l].bias[mod]) : 0;
-    pgrt_gemm_spec sp = lm_lin(m, PGK_GEMM_FORWARD, m->xb, W, (uint32_t)in, (uint32_t)out, false);
+    pgrt_gemm_spec sp = lm_lin(m, PGK_GEMM_FORWARD, xb, W, (uint32_t)in, (uint32_t)out, false);
+    sp.out_type = out_type(m, mod, false);
     if (ld->a >= 0) {
         const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
         uint32_t r = (uint32_t)ld->r, R = (uint32_t)ld->parts * r;
         pgrt_devptr xa = m->la[l].xa[ld->lead];
-        int rc = ld->part == 0 ? lora_wg(m, s, PGK_GEMM_FORWARD, PG_BF16, m->xb,
+        int rc = ld->part == 0 ? lora_wg(m, s, PGK_GEMM_FORWARD, PG_BF16, xb,
                                          pbf(m, lead->a, true), (uint32_t)in, R, 0, 0, xa)
                                : 0;
         if (rc)
@@ -325,7 +337,7 @@ static int linear_fwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
     return lm_gemm(m, s, &sp, y, bias, PGRT_LM_TIME_GEMM);
 }
 
-static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
+static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, lm_in x,
                             pgrt_devptr dyb, pgrt_devptr dx, bool acc)
 {
     int in, out;
@@ -334,6 +346,7 @@ static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
     const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + ld->lead];
     pgrt_devptr W = pgrt_buf_ptr(m->lw[l].lin[mod].buf);
     pgrt_gemm_spec sp = lm_lin(m, PGK_GEMM_BACKWARD_X, dyb, W, (uint32_t)in, (uint32_t)out, acc);
+    sp.out_type = out_type(m, mod, true);
     uint32_t r = (uint32_t)ld->r, R = (uint32_t)ld->parts * r;
     bool last = ld->a >= 0 && ld->part + 1 == ld->parts;
     int rc;
@@ -354,11 +367,14 @@ static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
     }
     if ((rc = lm_gemm(m, s, &sp, dx, 0, PGRT_LM_TIME_GEMM)) || !last)
         return rc;
-    /* dA: x's bf16 copy into dtmp, free in the backward */
+    /* dA: from x's bf16 copy, kept (act16) or made into dtmp, free in
+     * the backward */
     uint64_t n = (uint64_t)m->T * in;
-    if ((rc = launch(m, s, K_LORA_NARROW, KN({"n", (uint32_t)n}), ARGS(P(x), P(m->dtmp), U(n)))))
+    pgrt_devptr xb = x.xb ? x.xb : m->dtmp;
+    if (!x.xb &&
+        (rc = launch(m, s, K_LORA_NARROW, KN({"n", (uint32_t)n}), ARGS(P(x.x), P(xb), U(n)))))
         return rc;
-    return lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, m->dxa, m->dtmp, (uint32_t)in, R, 0, 0,
+    return lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, m->dxa, xb, (uint32_t)in, R, 0, 0,
                    pofs(m->g, lead->a));
 }
 
@@ -378,17 +394,19 @@ static int dropout(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devp
                        F(all ? 1.0f : m->drop_scale)));
 }
 
-/* y = x W^T (+ bias) (+ lora) for module mod of layer l; x [T, in] f32
- * and, in bf16, its copy m->xb that the caller made. The pairs of one
+/* y = x W^T (+ bias) (+ lora) for module mod of layer l; x.x [T, in] f32
+ * and, in bf16, its copy x.xb that the caller made (act16: x.xb alone,
+ * and gate and up write y in bf16). The pairs of one
  * input are projected together at the group's first module: its callers
  * run a group's modules in order on one x (forward_layer). The LoRA term
  * comes first (y = xa B^T) and the base product adds into it, so y is
  * written once by each and read once, by the GEMM's epilogue. */
-int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x, pgrt_devptr y)
+int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, lm_in xin, pgrt_devptr y)
 {
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
     if (m->fused && (ld->a < 0 || lm_pair_fused(m, ld)))
-        return linear_fwd_fused(m, s, l, mod, y);
+        return linear_fwd_fused(m, s, l, mod, xin.xb, y);
+    pgrt_devptr x = xin.x;
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     uint32_t r = (uint32_t)ld->r;
@@ -397,13 +415,13 @@ int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x
     pgrt_devptr xa = m->la[l].xa[mod], w;
     int rc = 0;
     if (thin && ((ld->part == 0 &&
-                  (rc = lora_proj(m, s, m->lowp ? m->xb : x, m->lowp, pofs(m->p, ld->a), xa,
+                  (rc = lora_proj(m, s, m->lowp ? xin.xb : x, m->lowp, pofs(m->p, ld->a), xa,
                                   (uint32_t)in, r, (uint32_t)ld->parts, false, ld->scale))) ||
                  (rc = lora_up(m, s, xa, pofs(m->p, ld->b), y, (uint32_t)out, false, r, 1, false))))
         return rc;
     pgrt_devptr bias = m->lw[l].bias[mod] ? pgrt_buf_ptr(m->lw[l].bias[mod]) : 0;
     if (m->lowp) /* the bias in the GEMM's epilogue */
-        rc = base_gemm(m, s, PGK_GEMM_FORWARD, thin, m->xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf),
+        rc = base_gemm(m, s, PGK_GEMM_FORWARD, thin, xin.xb, pgrt_buf_ptr(m->lw[l].lin[mod].buf),
                        y, (uint32_t)in, (uint32_t)out, bias);
     else if (!(rc = weight_f32(m, s, &m->lw[l].lin[mod], &w)))
         rc = base_gemm(m, s, PGK_GEMM_FORWARD, thin, x, w, y, (uint32_t)in, (uint32_t)out, 0);
@@ -452,14 +470,16 @@ static int lora_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_dev
 }
 
 /* Given dy [T, out] (and, in bf16, dyb: its bf16 copy where the kernel
- * that wrote dy made one, else 0): dx (+)= dy W (+ the LoRA path), and the
+ * that wrote dy made one, else 0) and the layer's input (xin.xb: its kept
+ * bf16 copy, or 0): dx (+)= dy W (+ the LoRA path), and the
  * LoRA gradients of module mod of layer l. A group's dA and its dx term
  * wait for its last module: the callers run a group's modules in order on
  * one x and dx (backward_layer). A pair alone in its group whose dx is not
  * accumulated goes first (dx = dxa A) and the base product adds into it. */
-int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x,
-               pgrt_devptr dy, pgrt_devptr dyb, pgrt_devptr dx, bool acc)
+int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, lm_in xin, pgrt_devptr dy,
+               pgrt_devptr dyb, pgrt_devptr dx, bool acc)
 {
+    pgrt_devptr x = xin.x;
     int in, out;
     pgrt_linear_dims(&m->c, mod, &in, &out);
     lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
@@ -473,7 +493,7 @@ int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, pgrt_devptr x
         dyb = m->dyb;
     }
     if (m->fused && (ld->a < 0 || lm_pair_fused(m, ld)))
-        return linear_bwd_fused(m, s, l, mod, x, dyb, dx, acc);
+        return linear_bwd_fused(m, s, l, mod, xin, dyb, dx, acc);
     pgrt_devptr d = m->lowp ? dyb : dy;
     if (first && (rc = lora_bwd(m, s, l, mod, x, d, dx, false)))
         return rc;

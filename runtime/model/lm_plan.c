@@ -20,9 +20,10 @@ static uint64_t layer_ranks(const pgrt_adapter *ad, int l)
 }
 
 void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
-                  int head_chunk, int recompute, lm_plan *p)
+                  bool act16, int head_chunk, int recompute, lm_plan *p)
 {
     memset(p, 0, sizeof *p);
+    p->act16 = act16;
     uint64_t T = (uint64_t)B * S, H = c->hidden, I = c->intermediate, V = c->vocab;
     uint64_t qd = (uint64_t)c->heads * c->head_dim, kvd = (uint64_t)c->kv_heads * c->head_dim;
     /* the pairs' ranks: their sum sizes the saved xa, the largest dxa */
@@ -34,6 +35,8 @@ void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int
      * each kept layer has a set of its own, the recomputed ones share one */
     uint64_t set = T * (3 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) +
                    (c->qk_norm ? T * (qd + kvd) : 0); /* Qwen3: q, k before their norms */
+    if (act16) /* h1b, h2b and g, u, act: bf16, two to an f32 element */
+        set -= T * (H + (3 * I) / 2);
     uint64_t kept = 0, shared_xa = 0;
     for (int l = 0; l < c->layers; l++) {
         uint64_t xa = T * layer_ranks(ad, l);
@@ -203,7 +206,21 @@ int lm_check_params(const pgrt_lm_params *p)
     return 0;
 }
 
-bool lm_plan_fit(const pgrt_lm_params *p, uint64_t budget, lm_plan *pl)
+bool lm_act16(const pgrt_lm_params *p, pg_target arch)
+{
+    const pgrt_model_config *c = pgrt_model_files_config(p->model);
+    const pgrt_adapter *ad = p->adapter;
+    int qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
+    if (p->dtype != PGRT_LM_BF16 || arch != PG_SM_90A || ad->count == 0 ||
+        ad->cfg.dropout > 0 || (c->hidden | c->intermediate | qd | kvd) % 8)
+        return false;
+    for (size_t i = 0; i < ad->count; i++)
+        if (ad->w[i].r % 8)
+            return false;
+    return true;
+}
+
+bool lm_plan_fit(const pgrt_lm_params *p, bool act16, uint64_t budget, lm_plan *pl)
 {
     const pgrt_model_config *c = pgrt_model_files_config(p->model);
     int L = c->layers;
@@ -212,8 +229,8 @@ bool lm_plan_fit(const pgrt_lm_params *p, uint64_t budget, lm_plan *pl)
     /* one recomputed layer saves nothing: the recomputed layers share
      * one set of activations */
     for (;; k += k == 0 && last > 1 ? 2 : 1) {
-        lm_plan_make(c, p->adapter, p->batch, p->seq, p->dtype == PGRT_LM_BF16, p->head_chunk, k,
-                     pl);
+        lm_plan_make(c, p->adapter, p->batch, p->seq, p->dtype == PGRT_LM_BF16, act16,
+                     p->head_chunk, k, pl);
         if (!budget || lm_plan_bytes(pl, p) <= budget)
             return true;
         if (k == last)
@@ -229,7 +246,7 @@ int pgrt_lm_bytes(const pgrt_lm_params *p, uint64_t *bytes)
     lm_plan pl;
     uint64_t budget = p->recompute == PGRT_LM_RECOMPUTE_AUTO && p->max_memory_gib > 0
                       ? (uint64_t)(p->max_memory_gib * 1073741824.0) : 0;
-    lm_plan_fit(p, budget, &pl);
+    lm_plan_fit(p, false, budget, &pl); /* the device is not known: f32 MLP activations */
     *bytes = lm_plan_bytes(&pl, p);
     return 0;
 }
@@ -350,17 +367,25 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
             layer_xa(m, l, a, m->la[0].xa_base);
             continue;
         }
-        a->h1 = take(base, &off, T * H);
+        if (m->act16)
+            a->h1b = take(base, &off, (T * H + 1) / 2);
+        else
+            a->h1 = take(base, &off, T * H);
         a->q = take(base, &off, T * qd);
         a->k = take(base, &off, T * kvd);
         a->v = take(base, &off, T * kvd);
         a->att = take(base, &off, T * qd);
         a->lse = take(base, &off, T * m->c.heads);
         a->xm = take(base, &off, T * H);
-        a->h2 = take(base, &off, T * H);
-        a->g = take(base, &off, T * I);
-        a->u = take(base, &off, T * I);
-        a->act = take(base, &off, T * I);
+        /* act16: bf16, two to an f32 element */
+        uint64_t mlp = m->act16 ? (T * I + 1) / 2 : T * I;
+        if (m->act16)
+            a->h2b = take(base, &off, (T * H + 1) / 2);
+        else
+            a->h2 = take(base, &off, T * H);
+        a->g = take(base, &off, mlp);
+        a->u = take(base, &off, mlp);
+        a->act = take(base, &off, mlp);
         if (m->c.qk_norm) {
             a->qpre = take(base, &off, T * qd);
             a->kpre = take(base, &off, T * kvd);
