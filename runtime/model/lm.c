@@ -176,18 +176,16 @@ static int swiglu_bwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
                             ARGS(P(a->g), P(a->u), P(m->dact), P(m->dg), P(m->du), U(n)));
 }
 
-/* The loss of `rows` rows from row r0 on and d(logits) in place; bf16:
- * then the logits' copy for the dX GEMM. */
+/* The loss of `rows` rows from row r0 on and d(logits) in place, on the
+ * logits the head GEMM wrote: bf16 in bf16 (as transformers' lm_head
+ * under autocast gives them to its f32 loss), read and written by the dX
+ * GEMM as they are. */
 static int ce(pgrt_lm *m, pgrt_stream *s, uint32_t rows, uint32_t r0)
 {
     int last = rows != (uint32_t)m->chunk;
-    uint32_t V = (uint32_t)m->c.vocab;
-    int rc = lm_run(m, s, &m->k.ce[last],
-                    ARGS(P(m->logits), P(m->labels + (uint64_t)r0 * 4u),
-                         P(m->loss + (uint64_t)r0 * 4u), U(rows), U(V), P(m->scale)));
-    return rc || !m->lowp || m->evaluating ? rc
-                          : lm_run(m, s, &m->k.narrow_logits[last],
-                                   ARGS(P(m->logits), P(m->logits_b), U((uint64_t)rows * V)));
+    return lm_run(m, s, &m->k.ce[last],
+                  ARGS(P(m->lowp ? m->logits_b : m->logits), P(m->labels + (uint64_t)r0 * 4u),
+                       P(m->loss + (uint64_t)r0 * 4u), U(rows), U(m->c.vocab), P(m->scale)));
 }
 
 /* ---------------------------------------------------------------- forward and loss */
@@ -269,7 +267,8 @@ static int head_cb(void *user, pgrt_stream *s, uint32_t seq_len)
         pgrt_gemm_spec dxs = lm_lin(m, PGK_GEMM_BACKWARD_X, m->lowp ? m->logits_b : m->logits,
                                     hw, H, V, false);
         fwd.m = dxs.m = rows;
-        if ((rc = lm_gemm(m, s, &fwd, m->logits, 0, PGRT_LM_TIME_GEMM)) ||
+        fwd.out_type = m->lowp ? PG_BF16 : PG_F32;
+        if ((rc = lm_gemm(m, s, &fwd, m->lowp ? m->logits_b : m->logits, 0, PGRT_LM_TIME_GEMM)) ||
             (rc = ce(m, s, rows, (uint32_t)r0)))
             return rc;
         rc = m->evaluating ? lm_gemm_skip(m, dc) : lm_gemm(m, s, &dxs, dc, 0, PGRT_LM_TIME_GEMM);

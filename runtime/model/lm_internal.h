@@ -41,6 +41,7 @@
     X(SCALE, "gradient_clip")                                                  \
     X(BIAS, "bias_add_f32")                                                    \
     X(CE, "cross_entropy_fwd_bwd_dscale_f32")                                  \
+    X(CE_BF16, "cross_entropy_fwd_bwd_dscale_bf16")                            \
     X(ATT_FWD, "attention_forward_f32")                                        \
     X(ATT_DQ, "attention_backward_dq_f32")                                     \
     X(ATT_DKV, "attention_backward_dkv_f32")                                   \
@@ -91,7 +92,7 @@ typedef struct lm_kernels {
     lm_kernel narrow_att;                     /* bf16: att's copy, T x q heads x head_dim */
     lm_kernel swiglu_fwd, swiglu_bwd;         /* the dtype's */
     /* the head over row chunks: [0] a whole chunk, [1] the last, shorter one */
-    lm_kernel ce[2], narrow_logits[2];        /* narrow_logits: bf16 */
+    lm_kernel ce[2];                          /* the chunk's, the last chunk's */
     lm_kernel gacc_add;                       /* grad_accum > 1: over the LoRA gradients */
     /* Qwen3: RMSNorm over each head of q ([0]) and of k ([1]) */
     lm_kernel qk_fwd[2], qk_bwd[2];

@@ -46,6 +46,7 @@ int lm_bucket(bool lowp, int k)
     case K_ATT_DKV:
         return PGRT_LM_TIME_ATTENTION;
     case K_CE:
+    case K_CE_BF16:
         return PGRT_LM_TIME_CE;
     default:
         return PGRT_LM_TIME_REST;
@@ -193,8 +194,8 @@ int lm_kernels_resolve(pgrt_lm *m)
         return rc;
     /* the last chunk's kernels only where it is shorter */
     for (int i = 0; i < 2 && rows[i]; i++)
-        if ((rc = resolve(m, &k->ce[i], K_CE, KN({"rows", rows[i]}, {"cols", V}))) ||
-            (m->lowp && (rc = resolve(m, &k->narrow_logits[i], K_NARROW, KN({"n", rows[i] * V})))))
+        if ((rc = resolve(m, &k->ce[i], m->lowp ? K_CE_BF16 : K_CE,
+                          KN({"rows", rows[i]}, {"cols", V}))))
             return rc;
     return 0;
 }

@@ -61,7 +61,8 @@ void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int
                T * (5 * H + qd * 2 + kvd * 2 + 3 * I + widest) /* dx dxm dh part dtmp, dq datt,
                                                                  dk dv, dg du dact */
                + 3 * T * rmax + T * c->heads /* dxa (three parts), delta */ +
-               (uint64_t)chunk * V + T /* loss */ + (drop ? T * widest : 0) /* xdrop */ +
+               (bf16 ? 0 : (uint64_t)chunk * V) /* f32 logits */ + T /* loss */ +
+               (drop ? T * widest : 0) /* xdrop */ +
                (bf16 ? T * widest /* xb, dyb: two bf16 halves */ + (uint64_t)chunk * V / 2 + 1
                      : 0);
     uint64_t wel = V * H * (c->tie_embeddings ? 1 : 2);
@@ -416,7 +417,8 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
     m->dact = take(base, &off, T * H > T * I ? T * H : T * I);
     m->dxa = take(base, &off, 3 * T * (m->rmax ? m->rmax : 1)); /* a group's, part after part */
     m->delta = take(base, &off, T * m->c.heads);
-    m->logits = take(base, &off, (uint64_t)m->chunk * V);
+    if (!m->lowp)
+        m->logits = take(base, &off, (uint64_t)m->chunk * V);
     m->loss = take(base, &off, T);
     if (m->drop)
         m->xdrop = take(base, &off, T * widest);
