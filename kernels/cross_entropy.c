@@ -21,6 +21,13 @@
  * reduction runs in an order fixed by V: the same input gives the same
  * bits. Indices are u32 below V <= 2^31 and addresses 64-bit.
  *
+ * The bf16 kernels read rows of whole 16-byte groups (V a multiple of 8,
+ * the logits 16-byte aligned: Qwen2's 151936, LLaMA's 32000) eight
+ * elements a thread a turn, one 16-byte load (pass 3: and store) each,
+ * and other rows element by element: a row of 2-byte loads left the
+ * kernel latency-bound. The groups give each thread its own fixed order,
+ * so the bits are fixed too (not those of the element path).
+ *
  * cross_entropy_fwd_bwd_dscale_{f32,bf16} are the same kernels with scale
  * read from device memory: their last param is a pointer to one f32, which
  * every thread loads once (ld.global.nc, next to its label) when the kernel
@@ -51,19 +58,97 @@ typedef struct ce_row {
     pg_reg base, vocab; /* the row's logits */
     pg_reg tid, ntid;
     pg_reg label, scale;
+    pg_reg vec;         /* bf16: the row in whole 16-byte groups (else none) */
 } ce_row;
+
+/* A pass over the row: elem() runs for each element, x its logit (f32)
+ * and j its index; with addr (the element's address) it stores what it
+ * computes itself, without (a vector group's element) it returns the
+ * value to store. */
+typedef struct ce_pass ce_pass;
+struct ce_pass {
+    pg_reg (*elem)(pg_kernel *k, const ce_row *c, ce_pass *ps, pg_reg x, pg_reg j, pg_reg addr);
+    bool stores;
+    pg_reg acc[2];              /* the pass's running values */
+    pg_reg mx, inv, pm1, found; /* what the pass reads (and pass 3's found) */
+};
+
+/* The element loop of a pass: element by element with a thread's stride
+ * of ntid; for bf16 rows in whole 16-byte groups (c->vec), eight elements
+ * a thread a turn, one 16-byte load (and store), the stride 8 ntid. Each
+ * thread's accumulation order is fixed by V, so the bits are too. */
+static void ce_scan(pg_kernel *k, const ce_row *c, ce_pass *ps)
+{
+    bool vec = c->dt == PGK_BF16;
+    pg_label scalar = {0, 0}, end = {0, 0};
+    if (vec) {
+        scalar = pg_label_new(k, "ce_scalar");
+        end = pg_label_new(k, "ce_end");
+        pg_bra_if(k, c->vec, true, scalar);
+        pg_loop G;
+        pg_reg groups = pgv_shr(k, PG_U32, c->vocab, pg_u32(3));
+        pg_reg g = pg_for_begin(k, &G, c->tid, groups, c->ntid);
+        pg_reg ga = pgk_addr_add(k, c->base, g, 16);
+        pg_reg w[4];
+        for (int q = 0; q < 4; q++)
+            w[q] = pg_reg_new(k, PG_B32);
+        pg_ld_v(k, PG_SPACE_GLOBAL, PG_B32, 4, ga, 0, w);
+        pg_reg j0 = pgv_shl(k, PG_U32, g, pg_u32(3));
+        pg_reg y[8];
+        for (int e = 0; e < 8; e++) {
+            pg_reg h = e % 2 ? pgv_and(k, PG_B32, w[e / 2], pg_u32(0xffff0000u))
+                             : pgv_shl(k, PG_B32, w[e / 2], pg_u32(16));
+            pg_reg x = pg_reg_new(k, PG_F32);
+            pg_mov(k, PG_B32, x, h);
+            pg_reg j = e ? pgv_add(k, PG_U32, j0, pg_u32((uint32_t)e)) : j0;
+            y[e] = ps->elem(k, c, ps, x, j, pg_none());
+        }
+        if (ps->stores) {
+            pg_val pk[4];
+            for (int q = 0; q < 4; q++)
+                pk[q] = pgv_cvt_pack(k, PG_BF16, y[2 * q], y[2 * q + 1]);
+            pg_st_v(k, PG_SPACE_GLOBAL, PG_B32, 4, ga, 0, pk);
+        }
+        pg_for_end(k, &G);
+        pg_bra(k, end);
+        pg_label_bind(k, scalar);
+    }
+    pg_loop L;
+    pg_reg j = pg_for_begin(k, &L, c->tid, c->vocab, c->ntid);
+    pg_reg a = pgk_addr_add(k, c->base, j, c->size);
+    ps->elem(k, c, ps, pgk_ld_act(k, c->dt, a, false), j, a);
+    pg_for_end(k, &L);
+    if (vec)
+        pg_label_bind(k, end);
+}
+
+static pg_reg max_elem(pg_kernel *k, const ce_row *c, ce_pass *ps, pg_reg x, pg_reg j,
+                       pg_reg addr)
+{
+    (void)c, (void)j, (void)addr;
+    pg_max(k, PG_F32, ps->acc[0], ps->acc[0], x);
+    return pg_none();
+}
 
 /* Pass 1: the row's max. */
 static pg_reg ce_max(pg_kernel *k, const ce_row *c)
 {
     pg_comment(k, "pass 1: the row's max");
-    pg_reg m = pgk_f32_const(k, -INFINITY);
-    pg_loop L1;
-    pg_reg j1 = pg_for_begin(k, &L1, c->tid, c->vocab, c->ntid);
-    pg_reg x1 = pgk_ld_act(k, c->dt, pgk_addr_add(k, c->base, j1, c->size), false);
-    pg_max(k, PG_F32, m, m, x1);
-    pg_for_end(k, &L1);
-    return pg_block_reduce(k, PG_REDUCE_MAX, PG_F32, m, c->scratch);
+    ce_pass ps = {.elem = max_elem, .acc = {pgk_f32_const(k, -INFINITY)}};
+    ce_scan(k, c, &ps);
+    return pg_block_reduce(k, PG_REDUCE_MAX, PG_F32, ps.acc[0], c->scratch);
+}
+
+static pg_reg sum_elem(pg_kernel *k, const ce_row *c, ce_pass *ps, pg_reg x, pg_reg j,
+                       pg_reg addr)
+{
+    (void)addr;
+    pg_reg e2 = exp_below(k, x, ps->mx);
+    pg_add(k, PG_F32, ps->acc[0], ps->acc[0], e2);
+    pg_reg hit2 = pgv_setp(k, PG_CMP_EQ, PG_U32, j, c->label);
+    pg_reg e2x = pgv_selp(k, PG_F32, pg_f32(0.0f), e2, hit2);
+    pg_add(k, PG_F32, ps->acc[1], ps->acc[1], e2x);
+    return pg_none();
 }
 
 /* Pass 2: the sum of exp(x - max), and the same without the label's
@@ -74,18 +159,26 @@ static pg_reg ce_sums(pg_kernel *k, const ce_row *c, pg_reg mx, pg_reg *others)
                   "without the label's term");
     pg_reg s = pgk_f32_const(k, 0.0f);
     pg_reg sx = pgk_f32_const(k, 0.0f);
-    pg_loop L2;
-    pg_reg j2 = pg_for_begin(k, &L2, c->tid, c->vocab, c->ntid);
-    pg_reg x2 = pgk_ld_act(k, c->dt, pgk_addr_add(k, c->base, j2, c->size), false);
-    pg_reg e2 = exp_below(k, x2, mx);
-    pg_add(k, PG_F32, s, s, e2);
-    pg_reg hit2 = pgv_setp(k, PG_CMP_EQ, PG_U32, j2, c->label);
-    pg_reg e2x = pgv_selp(k, PG_F32, pg_f32(0.0f), e2, hit2);
-    pg_add(k, PG_F32, sx, sx, e2x);
-    pg_for_end(k, &L2);
+    ce_pass ps = {.elem = sum_elem, .acc = {s, sx}, .mx = mx};
+    ce_scan(k, c, &ps);
     pg_reg sum = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, s, c->scratch);
     *others = pg_block_reduce(k, PG_REDUCE_SUM, PG_F32, sx, c->scratch);
     return sum;
+}
+
+static pg_reg grad_elem(pg_kernel *k, const ce_row *c, ce_pass *ps, pg_reg x, pg_reg j,
+                        pg_reg addr)
+{
+    pg_reg e3 = exp_below(k, x, ps->mx);
+    pg_reg pr = pgv_mul(k, PG_F32, e3, ps->inv);
+    pg_reg hit = pgv_setp(k, PG_CMP_EQ, PG_U32, j, c->label);
+    pg_reg g = pgv_selp(k, PG_F32, ps->pm1, pr, hit);
+    pg_reg gs = pgv_mul(k, PG_F32, g, c->scale);
+    if (pg_is_reg(addr))
+        pgk_st_act(k, c->dt, addr, gs);
+    pg_selp(k, PG_F32, ps->acc[0], x, ps->acc[0], hit);
+    pg_or(k, PG_PRED, ps->found, ps->found, hit);
+    return gs;
 }
 
 /* Pass 3: the gradient in place, (exp(x - max) / sum - onehot) * scale,
@@ -98,19 +191,9 @@ static void ce_grad(pg_kernel *k, const ce_row *c, pg_reg mx, pg_reg inv, pg_reg
                   "keeps its logit");
     *xl = pgk_f32_const(k, 0.0f);
     *found = pgv_setp(k, PG_CMP_NE, PG_U32, c->tid, c->tid); /* false */
-    pg_loop L3;
-    pg_reg j3 = pg_for_begin(k, &L3, c->tid, c->vocab, c->ntid);
-    pg_reg a3 = pgk_addr_add(k, c->base, j3, c->size);
-    pg_reg x3 = pgk_ld_act(k, c->dt, a3, false);
-    pg_reg e3 = exp_below(k, x3, mx);
-    pg_reg pr = pgv_mul(k, PG_F32, e3, inv);
-    pg_reg hit = pgv_setp(k, PG_CMP_EQ, PG_U32, j3, c->label);
-    pg_reg g = pgv_selp(k, PG_F32, pm1, pr, hit);
-    pg_reg gs = pgv_mul(k, PG_F32, g, c->scale);
-    pgk_st_act(k, c->dt, a3, gs);
-    pg_selp(k, PG_F32, *xl, x3, *xl, hit);
-    pg_or(k, PG_PRED, *found, *found, hit);
-    pg_for_end(k, &L3);
+    ce_pass ps = {.elem = grad_elem, .stores = true, .acc = {*xl}, .mx = mx, .inv = inv,
+                  .pm1 = pm1, .found = *found};
+    ce_scan(k, c, &ps);
 }
 
 /* The loss -ln p = ln(1 + r), r = others / exp(xl - max). */
@@ -170,6 +253,12 @@ static int build_ce(pg_kernel *k, const pg_param *p, pgk_dtype dt, bool dscale)
         c.scale = pgv_ld_nc(k, PG_F32, c.scale, 0);
     pg_reg lossa = pgk_elem_addr(k, loss, row, 4);
     c.base = pgk_addr2(k, logits, row, c.vocab, pg_u32(0), c.size);
+    if (dt == PGK_BF16) {
+        pg_comment(k, "whole 16-byte groups: cols a multiple of 8 and the logits aligned");
+        pg_reg odd = pgv_cvt(k, PG_U32, PG_U64, PG_RND_NONE, pgv_and(k, PG_B64, logits, pg_u64(15)));
+        pg_reg ragged = pgv_or(k, PG_U32, pgv_and(k, PG_U32, c.vocab, pg_u32(7)), odd);
+        c.vec = pgv_setp(k, PG_CMP_EQ, PG_U32, ragged, pg_u32(0));
+    }
     pg_reg first = pgv_setp(k, PG_CMP_EQ, PG_U32, c.tid, pg_u32(0));
     pg_reg ign = pgv_setp(k, PG_CMP_LT, PG_S32, c.label, pg_s32(0));
     pg_bra_if(k, ign, false, ignored);
