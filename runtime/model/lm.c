@@ -118,9 +118,10 @@ static int qk_norm_bwd(pgrt_lm *m, pgrt_stream *s, int i, pgrt_devptr x, pgrt_bu
 }
 
 /* Causal attention of layer a: att and the row statistics lse; in bf16
- * also att's copy in xb, the o projection's operand. Packed: the kernels
- * bounded by documents, whose last argument is the document starts (the
- * shared ones are built first, the starts appended). */
+ * also att's copy in xb (act16: attb, kept for dA), the o projection's
+ * operand. Packed: the kernels bounded by documents, whose last argument
+ * is the document starts (the shared ones are built first, the starts
+ * appended). */
 static int att_fwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
 {
     float sc = 1.0f / sqrtf((float)m->c.head_dim);
@@ -130,7 +131,8 @@ static int att_fwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
     size_t na = sizeof av / sizeof av[0] - (m->packed ? 0 : 1);
     int rc = lm_run(m, s, &m->k.att_fwd, av, na);
     uint32_t n = (uint32_t)m->T * (uint32_t)(m->c.heads * m->c.head_dim);
-    return rc || !m->lowp ? rc : lm_run(m, s, &m->k.narrow_att, ARGS(P(a->att), P(m->xb), U(n)));
+    pgrt_devptr attb = m->act16 ? a->attb : m->xb; /* act16: kept for the backward's dA */
+    return rc || !m->lowp ? rc : lm_run(m, s, &m->k.narrow_att, ARGS(P(a->att), P(attb), U(n)));
 }
 
 /* dq, then dk and dv, from datt. */
@@ -203,7 +205,8 @@ static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l, bool again)
     /* the linear layers' inputs: act16 keeps the norms' bf16 copies only */
     lm_in h1 = m->act16 ? (lm_in){0, a->h1b} : (lm_in){a->h1, m->xb};
     lm_in h2 = m->act16 ? (lm_in){0, a->h2b} : (lm_in){a->h2, m->xb};
-    lm_in att = {a->att, m->xb}, act = m->act16 ? (lm_in){0, a->act} : (lm_in){a->act, m->xb};
+    lm_in att = {a->att, m->act16 ? a->attb : m->xb};
+    lm_in act = m->act16 ? (lm_in){0, a->act} : (lm_in){a->act, m->xb};
     lm_in hnext = last ? (lm_in){m->hf, m->xb}
                   : m->act16 ? (lm_in){0, m->la[l + 1].h1b} : (lm_in){m->la[l + 1].h1, m->xb};
     int rc;
@@ -289,7 +292,8 @@ static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
     const layer_w *w = &m->lw[l];
     lm_in h1 = m->act16 ? (lm_in){0, a->h1b} : (lm_in){a->h1, 0};
     lm_in h2 = m->act16 ? (lm_in){0, a->h2b} : (lm_in){a->h2, 0};
-    lm_in att = {a->att, 0}, act = m->act16 ? (lm_in){0, a->act} : (lm_in){a->act, 0};
+    lm_in att = {a->att, m->act16 ? a->attb : 0};
+    lm_in act = m->act16 ? (lm_in){0, a->act} : (lm_in){a->act, 0};
     /* act16: dg and du are bf16 themselves */
     pgrt_devptr dgb = m->act16 ? m->dg : m->xb, dub = m->act16 ? m->du : m->dyb;
     int rc;

@@ -120,10 +120,10 @@ typedef struct layer_w {
 /* Device addresses (arena offsets resolved) of one layer's saved
  * activations. */
 /* With act16 (lm_plan) h1 and h2 are kept as their bf16 copies h1b and
- * h2b only, and g, u, act are bf16. */
+ * h2b only, att with its bf16 copy attb, and g, u, act are bf16. */
 typedef struct layer_a {
     pgrt_devptr x, h1, q, k, v, att, lse, xm, h2, g, u, act;
-    pgrt_devptr h1b, h2b;
+    pgrt_devptr h1b, h2b, attb;
     pgrt_devptr qpre, kpre; /* Qwen3: q and k before their norms */
     pgrt_devptr xa[PGRT_LINEAR_COUNT]; /* (alpha/r) x A^T, [T, r] */
     pgrt_devptr xa_base; /* where the layer's xa start */
@@ -274,8 +274,8 @@ typedef struct lm_plan {
     int chunk;
     /* bf16 on sm_90a with every pair inside the base GEMMs (lm_act16): the
      * MLP's activations and gradients (g, u, act, dg, du, dact) in bf16,
-     * as transformers keeps them under autocast, and the norms' outputs
-     * kept as their bf16 copies only (h1b, h2b) */
+     * as transformers keeps them under autocast, the norms' outputs kept
+     * as their bf16 copies only (h1b, h2b), the attention's with its copy */
     bool act16;
 } lm_plan;
 

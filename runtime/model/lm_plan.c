@@ -35,8 +35,8 @@ void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int
      * each kept layer has a set of its own, the recomputed ones share one */
     uint64_t set = T * (3 * H + 2 * qd + 2 * kvd + 3 * I + c->heads) +
                    (c->qk_norm ? T * (qd + kvd) : 0); /* Qwen3: q, k before their norms */
-    if (act16) /* h1b, h2b and g, u, act: bf16, two to an f32 element */
-        set -= T * (H + (3 * I) / 2);
+    if (act16) /* h1b, h2b and g, u, act: bf16, two to an f32 element; attb */
+        set = set - T * (H + (3 * I) / 2) + T * qd / 2 + 64;
     uint64_t kept = 0, shared_xa = 0;
     for (int l = 0; l < c->layers; l++) {
         uint64_t xa = T * layer_ranks(ad, l);
@@ -376,6 +376,8 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
         a->k = take(base, &off, T * kvd);
         a->v = take(base, &off, T * kvd);
         a->att = take(base, &off, T * qd);
+        if (m->act16)
+            a->attb = take(base, &off, (T * qd + 1) / 2);
         a->lse = take(base, &off, T * m->c.heads);
         a->xm = take(base, &off, T * H);
         /* act16: bf16, two to an f32 element */
