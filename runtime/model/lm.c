@@ -306,10 +306,13 @@ static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
         (rc = swiglu_bwd(m, s, a)) ||
         (rc = linear_bwd(m, s, l, PGRT_LINEAR_GATE, h2, m->dg, dgb, m->dh, false)) ||
         (rc = linear_bwd(m, s, l, PGRT_LINEAR_UP, h2, m->du, dub, m->dh, true)) ||
+        /* the side stream's MLP products read dyb, which the norm writes */
+        (rc = lm_side_join(m, s)) ||
         (rc = norm_bwd(m, s, a->xm, w->norm_post, m->dh, m->dx, m->dxm)))
         return rc;
     /* m->dxm = d(x_mid) = d(attention out) */
     if ((rc = linear_bwd(m, s, l, PGRT_LINEAR_O, att, m->dxm, m->dyb, m->datt, false)) ||
+        (rc = lm_side_mark_o(m)) ||
         (rc = att_bwd(m, s, a)) || (rc = rope(m, s, &m->k.rope_bwd, m->dq, m->dk)))
         return rc;
     /* Qwen3: through the q and k norms first, each into datt (free after
@@ -321,7 +324,9 @@ static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
         (rc = linear_bwd(m, s, l, PGRT_LINEAR_K, h1, qn ? m->datt : m->dk, 0, m->dh, true)) ||
         (rc = linear_bwd(m, s, l, PGRT_LINEAR_V, h1, m->dv, 0, m->dh, true)))
         return rc;
-    return norm_bwd(m, s, a->x, w->norm_in, m->dh, m->dxm, m->dx);
+    /* o's dB reads dyb; q, k, v's side products go on beside the next
+     * layer (their inputs are written again after its first join) */
+    return (rc = lm_side_wait_o(m, s)) ? rc : norm_bwd(m, s, a->x, w->norm_in, m->dh, m->dxm, m->dx);
 }
 
 /* Sum layers [l0, l1)'s gradients over the ranks on the reduction stream,
@@ -360,10 +365,15 @@ static int backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_le
      * backward is done, overlapped with the layers still to go */
     bool reduce = m->comm && !m->micro && !m->warming && !m->evaluating;
     bool overlap = reduce && m->accum == 1 && !m->shard;
+    /* a recomputed layer overwrites the shared activations, and a reduced
+     * slice must hold its LoRA gradients: the side stream joins first */
     for (int l = m->c.layers; l-- > 0;)
-        if ((l < m->recompute && (rc = forward_layer(m, s, l, true))) ||
-            (rc = backward_layer(m, s, l)) || (overlap && (rc = reduce_slice(m, s, l, l + 1))))
+        if ((l < m->recompute && ((rc = lm_side_join(m, s)) || (rc = forward_layer(m, s, l, true)))) ||
+            (rc = backward_layer(m, s, l)) ||
+            (overlap && ((rc = lm_side_join(m, s)) || (rc = reduce_slice(m, s, l, l + 1)))))
             return rc;
+    if ((rc = lm_side_join(m, s)))
+        return rc;
     /* gradient accumulation: a micro-batch that does not update adds its
      * gradients to gacc; the one that does adds gacc to its own (the
      * optimizer reads g) and leaves gacc zero for the next step */
@@ -752,11 +762,20 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
      * run loads the linear layers' and learns their workspace sizes. */
     if ((rc = lm_kernels_resolve(m)))
         goto fail;
+    m->side = m->act16 && !m->profile;
+    if (m->side && ((rc = pgrt_stream_create(ctx, &m->ls)) ||
+                    (rc = pgrt_event_create(ctx, &m->ev_fork)) ||
+                    (rc = pgrt_event_create(ctx, &m->ev_join)) ||
+                    (rc = pgrt_event_create(ctx, &m->ev_o))))
+        goto fail;
     m->warming = true;
     if ((rc = head_cb(m, NULL, (uint32_t)m->S)) || (rc = backward_cb(m, NULL, 0, (uint32_t)m->S)))
         goto fail;
     m->warming = false;
     if (m->ws_need && (rc = pgrt_buf_alloc(ctx, PG_U8, (size_t)m->ws_need, &m->ws)))
+        goto fail;
+    if (m->ws_side_need &&
+        (rc = pgrt_buf_alloc(ctx, PG_U8, (size_t)m->ws_side_need, &m->ws_side)))
         goto fail;
     if (m->lcnt_need && ((rc = pgrt_buf_alloc(ctx, PG_U32, m->lcnt_need, &m->lcnt)) ||
                          (rc = pgrt_buf_memset(m->lcnt, 0))))
@@ -780,6 +799,8 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
      * communicator that failed was aborted, which ends them) */
     if (m->cs)
         pgrt_stream_sync(m->cs);
+    if (m->ls) /* and the side stream's products */
+        pgrt_stream_sync(m->ls);
     pgrt_train_destroy(&m->train);
     pgrt_buf_destroy(&m->embed.buf);
     pgrt_buf_destroy(&m->head.buf);
@@ -801,6 +822,11 @@ void pgrt_lm_destroy(pgrt_lm **lmp)
     pgrt_event_destroy(&m->ev[0]);
     pgrt_event_destroy(&m->ev[1]);
     pgrt_buf_destroy(&m->ws);
+    pgrt_buf_destroy(&m->ws_side);
+    pgrt_stream_destroy(&m->ls);
+    pgrt_event_destroy(&m->ev_fork);
+    pgrt_event_destroy(&m->ev_join);
+    pgrt_event_destroy(&m->ev_o);
     pgrt_buf_destroy(&m->lcnt);
     pgrt_buf_destroy(&m->lossview);
     pgrt_buf_destroy(&m->arena);

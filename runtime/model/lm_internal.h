@@ -195,6 +195,17 @@ struct pgrt_lm {
     pgrt_buf *pbf;
     pgrt_buf *ws;        /* split-K workspace */
     uint64_t ws_need;    /* the largest workspace a GEMM of the step wants */
+    /* act16, not profiling: the LoRA gradients' products (dB, dA), which
+     * nothing in the step reads, run on a side stream beside the rest
+     * (lm_side_*), with their own split-K workspace; dq, dk, dv's bf16
+     * copies and each group's dxa then have buffers of their own */
+    bool side;
+    pgrt_stream *ls;
+    pgrt_event *ev_fork, *ev_join, *ev_o;
+    pgrt_buf *ws_side;
+    uint64_t ws_side_need;
+    pgrt_devptr dqb, dkb, dvb;
+    uint64_t dxa_stride; /* bytes between the runs' dxa (dxa_of) */
     pgrt_buf *lcnt;      /* u32 arrival counters of the LoRA kernels, zero between launches */
     uint32_t lcnt_need;
 
@@ -383,6 +394,12 @@ typedef struct lm_in {
     pgrt_devptr x, xb;
 } lm_in;
 int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, lm_in x, pgrt_devptr y);
+/* The side stream (m->side): join makes s wait for every product given
+ * to it so far; mark_o notes the o projection's (lm_side_wait_o waits for
+ * those alone). No-ops without a side stream or while warming. */
+int lm_side_join(pgrt_lm *m, pgrt_stream *s);
+int lm_side_mark_o(pgrt_lm *m);
+int lm_side_wait_o(pgrt_lm *m, pgrt_stream *s);
 int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, lm_in x, pgrt_devptr dy,
                pgrt_devptr dyb, pgrt_devptr dx, bool acc);
 

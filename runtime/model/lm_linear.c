@@ -46,11 +46,13 @@ pgrt_gemm_spec lm_lin(const pgrt_lm *m, pgk_gemm_layout lay, pgrt_devptr a, pgrt
                             .accumulate = acc};
 }
 
-/* Run the step's next product, spec into c (+ bias); while warming,
- * prepare it. */
-int lm_gemm(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr c,
-            pgrt_devptr bias, int bucket)
+/* Run the step's next product, spec into c (+ bias), on s or (side, with
+ * a side stream) on the side stream with its own workspace; while
+ * warming, prepare it. */
+static int gemm_run(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr c,
+                    pgrt_devptr bias, int bucket, bool side)
 {
+    side = side && m->side;
     if (m->warming) {
         if (m->ngemm == m->gemm_cap) {
             size_t cap = m->gemm_cap ? 2 * m->gemm_cap : 256;
@@ -69,15 +71,16 @@ int lm_gemm(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr 
         m->ngemm++;
         g->c = c;
         g->bucket = bucket;
-        uint64_t ws = pgrt_gemm_plan_workspace(g->plan);
-        m->ws_need = ws > m->ws_need ? ws : m->ws_need;
+        uint64_t ws = pgrt_gemm_plan_workspace(g->plan), *need = side ? &m->ws_side_need : &m->ws_need;
+        *need = ws > *need ? ws : *need;
         return 0;
     }
     if (m->gemm_next >= m->ngemm || m->gemms[m->gemm_next].c != c)
         return model_fail(PGRT_ESTATE, "pgrt_lm: GEMM %zu of the step is not the one prepared "
                           "at create", m->gemm_next);
     const lm_product *g = &m->gemms[m->gemm_next++];
-    pgrt_devptr ws = pgrt_gemm_plan_workspace(g->plan) ? pgrt_buf_ptr(m->ws) : 0;
+    pgrt_devptr ws = pgrt_gemm_plan_workspace(g->plan) ? pgrt_buf_ptr(side ? m->ws_side : m->ws) : 0;
+    s = side ? m->ls : s;
     m->launches++;
     if (!m->profile)
         return pgrt_gemm_plan_launch(g->plan, s, c, bias, ws);
@@ -85,6 +88,42 @@ int lm_gemm(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr 
     if ((rc = lm_prof_start(m, s)) || (rc = pgrt_gemm_plan_launch(g->plan, s, c, bias, ws)))
         return rc;
     return lm_prof_stop(m, s, pgrt_gemm_plan_choice(g->plan)->desc->name, g->bucket);
+}
+
+int lm_gemm(pgrt_lm *m, pgrt_stream *s, const pgrt_gemm_spec *spec, pgrt_devptr c,
+            pgrt_devptr bias, int bucket)
+{
+    return gemm_run(m, s, spec, c, bias, bucket, false);
+}
+
+/* ---------------------------------------------------------------- the side stream */
+
+/* The side stream takes work in the order given; fork makes it wait for
+ * what s has been given so far. */
+static int side_fork(pgrt_lm *m, pgrt_stream *s)
+{
+    if (!m->side || m->warming)
+        return 0;
+    int rc = pgrt_event_record(m->ev_fork, s);
+    return rc ? rc : pgrt_stream_wait_event(m->ls, m->ev_fork);
+}
+
+int lm_side_join(pgrt_lm *m, pgrt_stream *s)
+{
+    if (!m->side || m->warming)
+        return 0;
+    int rc = pgrt_event_record(m->ev_join, m->ls);
+    return rc ? rc : pgrt_stream_wait_event(s, m->ev_join);
+}
+
+int lm_side_mark_o(pgrt_lm *m)
+{
+    return !m->side || m->warming ? 0 : pgrt_event_record(m->ev_o, m->ls);
+}
+
+int lm_side_wait_o(pgrt_lm *m, pgrt_stream *s)
+{
+    return !m->side || m->warming ? 0 : pgrt_stream_wait_event(s, m->ev_o);
 }
 
 int lm_gemm_skip(pgrt_lm *m, pgrt_devptr c)
@@ -245,7 +284,7 @@ static pgrt_devptr pbf(const pgrt_lm *m, int64_t elems, bool scaled)
  * when its operands are dense, on gemm_sm90 when one is pitched. */
 static int lora_wg(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, pg_type out_type,
                    pgrt_devptr a, pgrt_devptr b, uint32_t in, uint32_t out, uint32_t ldb,
-                   uint32_t ldc, pgrt_devptr c)
+                   uint32_t ldc, pgrt_devptr c, bool side)
 {
     pgrt_gemm_spec sp = lm_lin(m, lay, a, b, in, out, false);
     /* dense operands: the chooser's family (gemm_thin for a rank side);
@@ -254,7 +293,15 @@ static int lora_wg(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, pg_type out_
     sp.out_type = out_type;
     sp.ldb = ldb;
     sp.ldc = ldc;
-    return lm_gemm(m, s, &sp, c, 0, PGRT_LM_TIME_LORA_GEMM);
+    return gemm_run(m, s, &sp, c, 0, PGRT_LM_TIME_LORA_GEMM, side);
+}
+
+/* A group's dxa: with a side stream each run of pairs (its lead module)
+ * has its own, so that a dA still running there never sees the next
+ * group's. */
+static pgrt_devptr dxa_of(const pgrt_lm *m, const lora_d *ld)
+{
+    return m->dxa + (m->side ? (uint64_t)ld->lead * m->dxa_stride : 0);
 }
 
 /* pb = bf16(p), psb = bf16(s p) over [at, at + n) of the parameters. */
@@ -324,7 +371,7 @@ static int linear_fwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
         uint32_t r = (uint32_t)ld->r, R = (uint32_t)ld->parts * r;
         pgrt_devptr xa = m->la[l].xa[ld->lead];
         int rc = ld->part == 0 ? lora_wg(m, s, PGK_GEMM_FORWARD, PG_BF16, xb,
-                                         pbf(m, lead->a, true), (uint32_t)in, R, 0, 0, xa)
+                                         pbf(m, lead->a, true), (uint32_t)in, R, 0, 0, xa, false)
                                : 0;
         if (rc)
             return rc;
@@ -349,33 +396,37 @@ static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
     sp.out_type = out_type(m, mod, true);
     uint32_t r = (uint32_t)ld->r, R = (uint32_t)ld->parts * r;
     bool last = ld->a >= 0 && ld->part + 1 == ld->parts;
+    pgrt_devptr dxa = dxa_of(m, ld);
     int rc;
+    /* dxa on s (the dX GEMM reads it); dB on the side stream, nothing in
+     * the step reads it */
     if (ld->a >= 0) {
         pgrt_devptr xa = m->la[l].xa[ld->lead] + (uint64_t)ld->part * r * 2u;
         if ((rc = lora_wg(m, s, PGK_GEMM_BACKWARD_X, PG_BF16, dyb, pbf(m, ld->b, true), r,
-                          (uint32_t)out, 0, R, m->dxa + (uint64_t)ld->part * r * 2u)) ||
+                          (uint32_t)out, 0, R, dxa + (uint64_t)ld->part * r * 2u, false)) ||
+            (rc = side_fork(m, s)) ||
             (rc = lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, dyb, xa, r, (uint32_t)out, R, 0,
-                          pofs(m->g, ld->b))))
+                          pofs(m->g, ld->b), true)))
             return rc;
     }
     if (last) {
         sp.kind = PGRT_GEMM_WGMMA;
-        sp.a2 = m->dxa;
+        sp.a2 = dxa;
         sp.lda2 = R;
         sp.b2 = pbf(m, lead->a, false);
         sp.k2 = R;
     }
     if ((rc = lm_gemm(m, s, &sp, dx, 0, PGRT_LM_TIME_GEMM)) || !last)
         return rc;
-    /* dA: from x's bf16 copy, kept (act16) or made into dtmp, free in
-     * the backward */
+    /* dA: from x's bf16 copy, kept (act16: on the side stream, after
+     * the group's dxa) or made into dtmp, free in the backward */
     uint64_t n = (uint64_t)m->T * in;
     pgrt_devptr xb = x.xb ? x.xb : m->dtmp;
     if (!x.xb &&
         (rc = launch(m, s, K_LORA_NARROW, KN({"n", (uint32_t)n}), ARGS(P(x.x), P(xb), U(n)))))
         return rc;
-    return lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, m->dxa, xb, (uint32_t)in, R, 0, 0,
-                   pofs(m->g, lead->a));
+    return lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, dxa, xb, (uint32_t)in, R, 0, 0,
+                   pofs(m->g, lead->a), x.xb != 0);
 }
 
 /* x with LoRA dropout's mask for module mod of layer l into m->xdrop
@@ -488,9 +539,15 @@ int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, lm_in xin, pg
     pgrt_devptr w;
     int rc = 0;
     if (m->lowp && !dyb) {
-        if ((rc = narrow(m, s, dy, m->dyb, (uint64_t)m->T * out)))
+        /* with a side stream q, k and v keep theirs for dB there */
+        pgrt_devptr to = !m->side                ? m->dyb
+                         : mod == PGRT_LINEAR_Q ? m->dqb
+                         : mod == PGRT_LINEAR_K ? m->dkb
+                         : mod == PGRT_LINEAR_V ? m->dvb
+                                                : m->dyb;
+        if ((rc = narrow(m, s, dy, to, (uint64_t)m->T * out)))
             return rc;
-        dyb = m->dyb;
+        dyb = to;
     }
     if (m->fused && (ld->a < 0 || lm_pair_fused(m, ld)))
         return linear_bwd_fused(m, s, l, mod, xin, dyb, dx, acc);

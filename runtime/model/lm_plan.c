@@ -60,7 +60,10 @@ void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int
     p->arena = layers + 2 * T * H /* xf, hf */ +
                T * (5 * H + qd * 2 + kvd * 2 + 3 * I + widest) /* dx dxm dh part dtmp, dq datt,
                                                                  dk dv, dg du dact */
-               + 3 * T * rmax + T * c->heads /* dxa (three parts), delta */ +
+               + (act16 ? PGRT_LINEAR_COUNT : 1) * (3 * T * rmax + 64) /* dxa (three parts;
+                                                      act16: one a lead module) */
+               + (act16 ? T * (qd + 2 * kvd) / 2 + 192 : 0) /* dqb, dkb, dvb */ +
+               T * c->heads /* delta */ +
                (bf16 ? 0 : (uint64_t)chunk * V) /* f32 logits */ + T /* loss */ +
                (drop ? T * widest : 0) /* xdrop */ +
                (bf16 ? T * widest /* xb, dyb: two bf16 halves */ + (uint64_t)chunk * V / 2 + 1
@@ -417,7 +420,18 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
     m->dg = take(base, &off, T * I);
     m->du = take(base, &off, T * I);
     m->dact = take(base, &off, T * H > T * I ? T * H : T * I);
-    m->dxa = take(base, &off, 3 * T * (m->rmax ? m->rmax : 1)); /* a group's, part after part */
+    /* a group's, part after part; act16: one for each lead module (the
+     * side stream's dA reads its own) */
+    uint64_t dxa = 3 * T * (m->rmax ? m->rmax : 1);
+    m->dxa = take(base, &off, dxa);
+    m->dxa_stride = ((dxa + 63u) & ~(uint64_t)63u) * 4u;
+    if (m->act16) {
+        for (int i = 1; i < PGRT_LINEAR_COUNT; i++)
+            take(base, &off, dxa);
+        m->dqb = take(base, &off, (T * qd + 1) / 2);
+        m->dkb = take(base, &off, (T * kvd + 1) / 2);
+        m->dvb = take(base, &off, (T * kvd + 1) / 2);
+    }
     m->delta = take(base, &off, T * m->c.heads);
     if (!m->lowp)
         m->logits = take(base, &off, (uint64_t)m->chunk * V);
