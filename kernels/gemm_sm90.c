@@ -647,6 +647,36 @@ uint32_t pgk_gemm_sm90_bn(uint32_t rows, uint32_t cols, uint32_t sm_count)
     return best;
 }
 
+/* A reduction this long (k-blocks) makes a slice's partials cheap next to
+ * its work: the LM head's dX, R = the vocabulary. */
+#define LONG_NK 256u
+
+/* A grid short of the SMs over a long reduction: the width and split
+ * whose busiest block does the least, counting a tile's cost by its width
+ * as pgk_gemm_sm90_bn does, a slice 1/split of it, each slice 2% more for
+ * its partials' round trip, and slices of at least 64 k-blocks. At the
+ * LM head's dX (P 384, Q 1536, R 151936) on 132 SMs: 256 wide in 7
+ * slices, against 64 wide unsplit (72 tiles, 55% of the SMs). */
+static void long_split(uint32_t P, uint32_t Q, uint64_t nk, uint32_t sms, uint32_t *bn,
+                       uint64_t *split)
+{
+    static const uint32_t choice[] = {256, 192, 128, 64}, cost_of[] = {256, 192, 128, 90};
+    uint64_t tp = ((uint64_t)P + BM - 1) / BM;
+    double best = 1e300;
+    for (size_t i = 0; i < PGK_COUNT(choice); i++) {
+        uint64_t tiles = tp * (((uint64_t)Q + choice[i] - 1) / choice[i]);
+        for (uint64_t s = 1; s <= MAX_SPLIT && (s == 1 || nk / s >= 64); s++) {
+            uint64_t waves = (tiles * s + sms - 1) / sms;
+            double cost = (double)waves * cost_of[i] / (double)s * (1.0 + 0.02 * (double)(s - 1));
+            if (cost < best) {
+                best = cost;
+                *bn = choice[i];
+                *split = s;
+            }
+        }
+    }
+}
+
 int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_type, uint32_t P,
                          uint32_t Q, uint32_t R, unsigned sms, pgk_gemm_choice *out)
 {
@@ -674,7 +704,9 @@ int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_ty
      * more than the idle SMs where the tiles already fill half the device. */
     uint64_t tiles = ((uint64_t)P + BM - 1) / BM * (((uint64_t)Q + v[KN_BN] - 1) / v[KN_BN]);
     uint64_t nk = ((uint64_t)R + BK - 1) / BK, split = 1;
-    if (tiles * 4 <= v[KN_SMS] && nk >= 32) {
+    if (tiles < v[KN_SMS] && nk >= LONG_NK)
+        long_split(P, Q, nk, v[KN_SMS], &v[KN_BN], &split);
+    else if (tiles * 4 <= v[KN_SMS] && nk >= 32) {
         split = v[KN_SMS] / tiles;
         split = split < nk / 4 ? split : nk / 4;
         split = split < MAX_SPLIT ? split : MAX_SPLIT;

@@ -49,7 +49,8 @@ void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int
     uint64_t layers = T * H * (uint64_t)c->layers + kept + (recompute ? set + shared_xa : 0);
     /* the layer inputs of L layers and the final one, then the scratch */
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
-    int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, (64ull << 20) / V); /* ~256 MB */
+    /* ~256 MB of logits: 64 Mi in f32, 128 Mi in bf16 */
+    int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, ((bf16 ? 128ull : 64ull) << 20) / V);
     /* whole 128-row tiles of the head's GEMMs (gemm_sm90's, the mma.sync
      * family's largest): 441 rows would leave a 57-row tile in each chunk */
     if (head_chunk <= 0 && chunk >= 128)

@@ -172,6 +172,26 @@ int main(void)
                 REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "bn")],
                                pgk_gemm_sm90_bn(P, Q, 132));
             }
+    /* a grid short of the SMs over a long reduction (the LM head's dX on
+     * a chunk of rows, R the vocabulary): split with its width chosen
+     * with it, slices of at least 64 k-blocks, the split grid at most two
+     * waves, more of the SMs busy than unsplit */
+    static const uint32_t heads[] = {128, 384, 512, 768};
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        REQUIRE_INT_EQ(pgk_gemm_choose(PGK_GEMM_BACKWARD_X, PG_BF16, PG_F32, heads[i], 151936,
+                                       1536, PG_SM_90A, 132, &ch), 0);
+        REQUIRE_STR_EQ(ch.desc->name, "gemm_sm90");
+        uint32_t bn = ch.knobs.v[pgk_knob_index(ch.desc, "bn")], nk = (151936 + 63) / 64;
+        uint64_t tiles = (heads[i] + 127u) / 128u * ((1536 + bn - 1) / bn);
+        uint64_t tiles0 = (heads[i] + 127u) / 128u *
+                          ((1536 + pgk_gemm_sm90_bn(heads[i], 1536, 132) - 1) /
+                           pgk_gemm_sm90_bn(heads[i], 1536, 132));
+        REQUIRE(ch.split > 1 && nk / ch.split >= 64 && tiles * ch.split <= 2 * 132 &&
+                tiles * ch.split > tiles0);
+        REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "split")], ch.split);
+        REQUIRE(ch.workspace_bytes == pgk_gemm_sm90_workspace(heads[i], 1536, bn,
+                                                              ch.split));
+    }
     /* ...and the mma.sync family for the rest: a side below 128 (above 64),
      * n or k off a multiple of 8, bf16 in with f16 out, and PG_SM_90 (no
      * tensor maps) */

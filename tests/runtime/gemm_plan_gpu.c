@@ -16,7 +16,8 @@
  *           down projection x·Aᵀ, dA and dB), bf16 out.
  *   seed    kind PGRT_GEMM_SEED, f32, every layout, accumulate where the
  *           seed has it.
- *   chosen  kind PGRT_GEMM_CHOSEN, f32 and bf16 in, every layout, with a
+ *   chosen  kind PGRT_GEMM_CHOSEN, f32 and bf16 in, every layout (a long
+ *           reduction on few tiles among the shapes), with a
  *           workspace of pgrt_gemm_plan_workspace() bytes (poisoned: split
  *           partials are written before they are read) and with none.
  *
@@ -486,11 +487,14 @@ static size_t seed_cases(pcase *cs, bool quick)
 
 static size_t chosen_cases(pcase *cs, bool quick)
 {
-    /* ragged, a LoRA rank side (the thin, split-K shapes), a v projection */
-    static const uint32_t shapes[][3] = {{300, 200, 136}, {2048, 16, 1536}, {2048, 256, 1536}};
+    /* ragged, a LoRA rank side (the thin, split-K shapes), a v projection,
+     * and a long reduction on few tiles (its dX: gemm_sm90's width and
+     * split chosen together, as for the LM head's) */
+    static const uint32_t shapes[][3] = {
+        {300, 200, 136}, {2048, 16, 1536}, {2048, 256, 1536}, {130, 17000, 200}};
     size_t nc = 0;
     for (int bf = 0; bf < 2; bf++)
-        for (int s = 0; s < 3; s++) {
+        for (int s = 0; s < 4; s++) {
             if (quick && s == 2)
                 continue;
             for (int l = 0; l < 3; l++)
