@@ -696,19 +696,22 @@ int pgk_gemm_sm90_choice(pgk_gemm_layout layout, pg_type in_type, pg_type out_ty
     v[KN_TYPES] = (in_type == PG_F16 ? 2u : 0u) + (out_type == PG_F32 ? 0u : 1u);
     v[KN_EPI] = 0; /* the caller's accumulate and bias */
     v[KN_BN] = pgk_gemm_sm90_bn(P, Q, v[KN_SMS]);
-    /* a grid a quarter of the SMs or less over a long reduction (32
-     * k-blocks and up: a LoRA product's rank side against 1536 or 8960):
-     * slices of at least 4 k-blocks, as many as fill the SMs once. On an
-     * H200 a split of the k/v projections' 64 tiles over 24 k-blocks ran
-     * at 103 TFLOP/s against 182 unsplit: the partials' round trip costs
-     * more than the idle SMs where the tiles already fill half the device. */
+    /* a grid a quarter of the SMs or less over a long reduction (64
+     * k-blocks and up: a LoRA product's rank side against 8960): slices of
+     * at least 32 k-blocks, as many as fill the SMs once. On an H200
+     * (bench_lora_sm90) a slice costs about 1.5 us of its own: dB = dyᵀ·xa
+     * at 1536 x 16 over 2048 ran 9.4 us unsplit against 18.6 in 8 slices
+     * of 4 k-blocks, dxa at 2048 x 16 over 8960 21.0 us in 4 slices
+     * against 32.7 unsplit and 24.8 in 8; and a split of the k/v
+     * projections' 64 tiles over 24 k-blocks 103 TFLOP/s against 182
+     * unsplit. */
     uint64_t tiles = ((uint64_t)P + BM - 1) / BM * (((uint64_t)Q + v[KN_BN] - 1) / v[KN_BN]);
     uint64_t nk = ((uint64_t)R + BK - 1) / BK, split = 1;
     if (tiles < v[KN_SMS] && nk >= LONG_NK)
         long_split(P, Q, nk, v[KN_SMS], &v[KN_BN], &split);
-    else if (tiles * 4 <= v[KN_SMS] && nk >= 32) {
+    else if (tiles * 4 <= v[KN_SMS] && nk >= 64) {
         split = v[KN_SMS] / tiles;
-        split = split < nk / 4 ? split : nk / 4;
+        split = split < nk / 32 ? split : nk / 32;
         split = split < MAX_SPLIT ? split : MAX_SPLIT;
         split = split > 1 ? split : 1;
     }

@@ -182,7 +182,8 @@ static bool spec_is(const pgrt_gemm_spec *x, const pgrt_gemm_spec *y)
            x->a == y->a && x->b == y->b && x->lda == y->lda && x->ldb == y->ldb &&
            x->ldc == y->ldc && x->accumulate == y->accumulate && x->bias == y->bias &&
            x->a2 == y->a2 && x->b2 == y->b2 && x->k2 == y->k2 && x->lda2 == y->lda2 &&
-           x->ldb2 == y->ldb2 && x->bn == y->bn && x->no_split == y->no_split;
+           x->ldb2 == y->ldb2 && x->bn == y->bn && x->split == y->split &&
+           x->no_split == y->no_split;
 }
 
 int rt_gemm_plan_find(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm_spec *spec,

@@ -91,6 +91,9 @@ static int check_spec(const pgrt_gemm_spec *g)
     }
     if (g->bn && (g->bn % 64 || g->bn > 256))
         return rt_fail(PGRT_ERANGE, "%s: bn=%u is not 64, 128, 192 or 256", fn, g->bn);
+    if (g->split > 16)
+        return rt_fail(PGRT_ERANGE, "%s: split=%u: gemm_sm90 takes 1 to 16 slices (0: chosen)",
+                       fn, g->split);
     return 0;
 }
 
@@ -193,6 +196,9 @@ static int set_wg_knobs(const pgrt_gemm_spec *g, pgk_gemm_choice *ch)
     ch->knobs.v[ei] = (g->accumulate ? 1u : 0u) | (g->bias ? 2u : 0u);
     if (g->bn)
         ch->knobs.v[bi] = g->bn;
+    int si = pgk_knob_index(ch->desc, "split");
+    if (g->split && si >= 0)
+        ch->knobs.v[si] = g->split;
     return 0;
 }
 

@@ -145,8 +145,9 @@ typedef struct pgrt_gemm_spec {
     bool bias;                 /* + an f32 bias, one value a column of c, given at launch */
     pgrt_devptr a2, b2;        /* the LoRA extension, k2 > 0 */
     uint32_t k2, lda2, ldb2;
-    uint32_t bn;   /* gemm_sm90's tile width; 0: chosen */
-    bool no_split; /* never split the reduction: no workspace at launch */
+    uint32_t bn;    /* gemm_sm90's tile width; 0: chosen */
+    uint32_t split; /* gemm_sm90's slices of the reduction, 1 to 16; 0: chosen */
+    bool no_split;  /* never split the reduction: no workspace at launch */
 } pgrt_gemm_spec;
 
 typedef struct pgrt_gemm_plan pgrt_gemm_plan;

@@ -287,9 +287,14 @@ static int lora_wg(pgrt_lm *m, pgrt_stream *s, pgk_gemm_layout lay, pg_type out_
                    uint32_t ldc, pgrt_devptr c, bool side)
 {
     pgrt_gemm_spec sp = lm_lin(m, lay, a, b, in, out, false);
-    /* dense operands: the chooser's family (gemm_thin for a rank side);
-     * pitched ones: gemm_sm90, whose tensor maps take any pitch */
-    sp.kind = ldb || ldc ? PGRT_GEMM_WGMMA : PGRT_GEMM_CHOSEN;
+    /* pitched operands: gemm_sm90, whose tensor maps take any pitch; a
+     * group's xa and dA of 32 or more rank columns (out) over an input of
+     * at most 4096 too: on an H200 (tests/bench/bench_lora_sm90.c) q, k,
+     * v's xa ran 8.1 us against gemm_thin's 14.4, their dA 9.8 against
+     * 24.8. The rest the chooser's: gemm_thin for 16 columns (o's dA 7.1
+     * against 10.0), split mma.sync over down's 8960 */
+    bool wide = out >= 32 && out <= 64 && in <= 4096;
+    sp.kind = ldb || ldc || wide ? PGRT_GEMM_WGMMA : PGRT_GEMM_CHOSEN;
     sp.out_type = out_type;
     sp.ldb = ldb;
     sp.ldc = ldc;

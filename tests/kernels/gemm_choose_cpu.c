@@ -143,7 +143,7 @@ int main(void)
     REQUIRE_STR_EQ(ch.desc->name, "gemm_mma_backward_x");
     /* sm_90a: gemm_sm90 for the large 16-bit shapes, its (m, n, k) the
      * kernel's (P, Q, R), the tile width in its knob bn, and a split along
-     * R (slices of at least 4 k-blocks, the kernel's own sum: no reduce)
+     * R (slices of at least 32 k-blocks, the kernel's own sum: no reduce)
      * only where the tiles leave SMs idle */
     static const uint32_t wg[][3] = {{2048, 1536, 1536}, {2048, 256, 1536}, {2048, 8960, 1536},
                                      {2048, 1536, 8960}, {4096, 4096, 4096}, {128, 128, 128}};
@@ -161,8 +161,9 @@ int main(void)
                 uint64_t tiles = (P + 127u) / 128u * ((Q + bn - 1) / bn);
                 REQUIRE(ch.reduce == NULL && ch.split >= 1);
                 REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "split")], ch.split);
-                REQUIRE(ch.split == 1 || (tiles * 4 <= 132 && (R + 63) / 64 >= 32 &&
-                                          tiles * ch.split <= 132 && ch.split * 4 <= (R + 63) / 64));
+                REQUIRE(ch.split == 1 || (tiles * 4 <= 132 && (R + 63) / 64 >= 64 &&
+                                          tiles * ch.split <= 132 &&
+                                          ch.split * 32 <= (R + 63) / 64));
                 REQUIRE(ch.workspace_bytes == pgk_gemm_sm90_workspace(P, Q, bn, ch.split));
                 REQUIRE(ch.m == P && ch.n == Q && ch.k == R);
                 REQUIRE_INT_EQ(ch.knobs.v[pgk_knob_index(ch.desc, "layout")], l);

@@ -146,6 +146,7 @@ static void refusals(void)
            PGRT_ERANGE, "a2's or b2's pitch");
     REFUSE(g.bn = 100, PGRT_ERANGE, "bn=100");
     REFUSE(g.bn = 320, PGRT_ERANGE, "bn=320");
+    REFUSE(g.split = 17, PGRT_ERANGE, "split=17");
     REFUSE((g.kind = PGRT_GEMM_SEED, g.k2 = 0), PGRT_EINVAL, "f32");
     REFUSE((g.kind = PGRT_GEMM_WGMMA, g.in_type = PG_F32, g.k2 = 0), PGRT_EINVAL, "bf16 or f16");
     /* a2 only 2-byte aligned: TMA cannot read it, the mma.sync family
@@ -221,6 +222,17 @@ static void lora_launches(void)
     /* forward: a2 [m, 16] at column 16 of [m, 48], b2 [n, 16] at a pitch
      * of 24, bn 128 (the box rows of a K-major b and b2) */
     pgrt_gemm_spec g = lora_fwd(&o);
+    /* a split asked for: gemm_sm90 takes it, with its workspace */
+    g.split = 3;
+    pgrt_gemm_plan *ps = make(ctx, &g, "lora forward, split 3");
+    if (ps) {
+        REQUIRE_INT_EQ(pgrt_gemm_plan_choice(ps)->split, 3);
+        REQUIRE_INT_EQ(pgrt_gemm_plan_choice(ps)->knobs.v[pgk_knob_index(
+                           pgrt_gemm_plan_choice(ps)->desc, "split")], 3);
+        REQUIRE(pgrt_gemm_plan_workspace(ps) > 0);
+    }
+    pgrt_gemm_plan_destroy(&ps);
+    g.split = 0;
     g.bn = 128;
     g.bias = true;
     fk.reset();
