@@ -333,10 +333,12 @@ static void epilogue(pg_kernel *k, const gemm90 *g, const pg_reg *acc, pg_reg c,
                     x[i] = pgv_add(k, PG_F32, x[i], lt == PG_F32 ? old[i]
                                    : pgv_cvt(k, PG_F32, lt, PG_RND_NONE, old[i]));
             }
+            if (lt != PG_F32) {
+                /* the pair rounded and packed by one cvt, one 4-byte store */
+                pg_st(k, PG_SPACE_GLOBAL, PG_B32, a[r], o, pgv_cvt_pack(k, lt, x[0], x[1]));
+                continue;
+            }
             pg_val sv[2] = {x[0], x[1]};
-            if (lt != PG_F32)
-                for (int i = 0; i < 2; i++)
-                    sv[i] = pgv_cvt(k, lt, PG_F32, PG_RND_RN, x[i]);
             pg_st_v(k, PG_SPACE_GLOBAL, lt, 2, a[r], o, sv);
         }
     }
