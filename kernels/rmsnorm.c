@@ -51,13 +51,23 @@ static const pgk_knob rms_knobs[] = {
     [PGK_WIDTH] = {"cols", 1536, 1, INT32_MAX, "elements a row", false},
 };
 
-enum { RMS_RESIDUAL = PGK_WIDTH + 1 };
+enum { RMS_RESIDUAL = PGK_WIDTH + 1, RMS_F32_OUT };
 
 static const pgk_knob rms_add_knobs[] = {
     [PGK_ROWS] = {"rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
     [PGK_WIDTH] = {"cols", 1536, 1, INT32_MAX, "elements a row", false},
     [RMS_RESIDUAL] = {"residual", 1, 0, 1, "1: add the residual (0: the params are unused)",
                       true},
+};
+
+/* the forward's knobs: the above, and whether the f32 output is written */
+static const pgk_knob rms_fwd_add_knobs[] = {
+    [PGK_ROWS] = {"rows", 2048, 1, INT32_MAX, "number of rows (one block each)", false},
+    [PGK_WIDTH] = {"cols", 1536, 1, INT32_MAX, "elements a row", false},
+    [RMS_RESIDUAL] = {"residual", 1, 0, 1, "1: add the residual (0: the params are unused)",
+                      true},
+    [RMS_F32_OUT] = {"f32_output", 1, 0, 1,
+                     "1: write output (f32) beside its bf16 copy; 0: the copy alone", true},
 };
 
 /* The address of bf16 element h of a row that starts at row_addr. */
@@ -77,7 +87,7 @@ static pg_reg bf16_at(pg_kernel *k, pg_reg row_addr, pg_reg h)
  * sum_output, gamma, output, output_bf16, rows, hidden, eps); with res,
  * x = input + residual is stored to sum_output in pass 1 and read back
  * from there (by the thread that wrote it) in pass 2. */
-static int rms_fwd_body(pg_kernel *k, const pg_param *p, bool fused, bool res)
+static int rms_fwd_body(pg_kernel *k, const pg_param *p, bool fused, bool res, bool f32_out)
 {
     pg_shared scratch = pg_shared_static(k, PG_F32, 32, 4, "warp_sums");
     unsigned f = fused ? 3 : 0; /* residual, sum_output, output_bf16 */
@@ -135,7 +145,8 @@ static int rms_fwd_body(pg_kernel *k, const pg_param *p, bool fused, bool res)
     pg_reg off = pgk_f32_offset(k, h);
     pg_reg t = pgv_mul(k, PG_F32, pgk_ld_f32_at(k, res ? sa : xa, off), rinv);
     pg_mul(k, PG_F32, t, t, pgk_ld_f32_at(k, gamma, off));
-    pgk_st_f32_at(k, ya, off, t);
+    if (f32_out)
+        pgk_st_f32_at(k, ya, off, t);
     if (fused)
         pgk_st_act(k, PGK_BF16, bf16_at(k, yba, h), t);
     pg_for_end(k, &L);
@@ -147,14 +158,14 @@ static int build_rms_fwd(pg_kernel *k, const pgk_desc *d, const pg_param *p, con
 {
     (void)d;
     (void)knobs;
-    return rms_fwd_body(k, p, false, false);
+    return rms_fwd_body(k, p, false, false, true);
 }
 
 static int build_rms_fwd_add(pg_kernel *k, const pgk_desc *d, const pg_param *p,
                              const uint32_t *knobs)
 {
     (void)d;
-    return rms_fwd_body(k, p, true, knobs[RMS_RESIDUAL] != 0);
+    return rms_fwd_body(k, p, true, knobs[RMS_RESIDUAL] != 0, knobs[RMS_F32_OUT] != 0);
 }
 
 static const pgk_param rms_params[] = {
@@ -188,7 +199,7 @@ const pgk_desc pgk_desc_rms_norm_forward_add_bf16 = {
     .summary = "sum_output = input + residual; output = RMSNorm(sum_output) * gamma (f32) and "
                "its bf16 copy",
     PGK_PARAMS(rms_add_params),
-    PGK_KNOBS(rms_add_knobs),
+    PGK_KNOBS(rms_fwd_add_knobs),
     .min_target = PG_SM_80,
     .threads = PGK_THREADS,
     .build = build_rms_fwd_add,

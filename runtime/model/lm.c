@@ -31,7 +31,7 @@ static int norm_fwd(pgrt_lm *m, pgrt_stream *s, pgrt_devptr x, pgrt_devptr r, pg
                     pgrt_buf *gamma, lm_in y)
 {
     pgrt_devptr gp = pgrt_buf_ptr(gamma);
-    if (m->lowp) /* act16: y.x 0, the f32 output unread: into part */
+    if (m->lowp) /* act16: y.x 0, the f32 output not written (knob f32_output) */
         return lm_run(m, s, &m->k.rms_fwd_add[r != 0],
                       ARGS(P(x), P(r ? r : x), P(r ? sum : x), P(gp), P(y.x ? y.x : m->part),
                            P(y.xb), U(m->T), U(m->c.hidden), F(m->c.rms_norm_eps)));
@@ -207,7 +207,7 @@ static int forward_layer(pgrt_lm *m, pgrt_stream *s, int l, bool again)
     lm_in h2 = m->act16 ? (lm_in){0, a->h2b} : (lm_in){a->h2, m->xb};
     lm_in att = {a->att, m->act16 ? a->attb : m->xb};
     lm_in act = m->act16 ? (lm_in){0, a->act} : (lm_in){a->act, m->xb};
-    lm_in hnext = last ? (lm_in){m->hf, m->xb}
+    lm_in hnext = last ? (lm_in){m->act16 ? 0 : m->hf, m->xb}
                   : m->act16 ? (lm_in){0, m->la[l + 1].h1b} : (lm_in){m->la[l + 1].h1, m->xb};
     int rc;
     /* again (a recomputed layer, in the backward): h1 from the kept input
@@ -315,14 +315,21 @@ static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
         (rc = lm_side_mark_o(m)) ||
         (rc = att_bwd(m, s, a)) || (rc = rope(m, s, &m->k.rope_bwd, m->dq, m->dk)))
         return rc;
-    /* Qwen3: through the q and k norms first, each into datt (free after
-     * the attention backward), used by its projection's backward */
-    bool qn = m->c.qk_norm;
+    /* act16: dq, dk and dv (adjacent) narrowed at once for the three
+     * projections' backward; Qwen3: through the q and k norms first, each
+     * into datt (free after the attention backward), used by its
+     * projection's backward (and narrowed there) */
+    bool qn = m->c.qk_norm, once = m->act16 && !qn;
+    uint32_t nqkv = (uint32_t)m->T * (uint32_t)((m->c.heads + 2 * m->c.kv_heads) * m->c.head_dim);
+    if (once && (rc = lm_run(m, s, &m->k.narrow_dqkv, ARGS(P(m->dq), P(m->dqb), U(nqkv)))))
+        return rc;
     if ((qn && (rc = qk_norm_bwd(m, s, 0, a->qpre, w->q_norm, m->dq, m->datt))) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_Q, h1, qn ? m->datt : m->dq, 0, m->dh, false)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_Q, h1, qn ? m->datt : m->dq, once ? m->dqb : 0,
+                         m->dh, false)) ||
         (qn && (rc = qk_norm_bwd(m, s, 1, a->kpre, w->k_norm, m->dk, m->datt))) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_K, h1, qn ? m->datt : m->dk, 0, m->dh, true)) ||
-        (rc = linear_bwd(m, s, l, PGRT_LINEAR_V, h1, m->dv, 0, m->dh, true)))
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_K, h1, qn ? m->datt : m->dk, once ? m->dkb : 0,
+                         m->dh, true)) ||
+        (rc = linear_bwd(m, s, l, PGRT_LINEAR_V, h1, m->dv, once ? m->dvb : 0, m->dh, true)))
         return rc;
     /* o's dB reads dyb; q, k, v's side products go on beside the next
      * layer (their inputs are written again after its first join) */

@@ -90,6 +90,7 @@ typedef struct lm_kernels {
     lm_kernel rope_fwd, rope_bwd;
     lm_kernel att_fwd, att_dq, att_dkv;
     lm_kernel narrow_att;                     /* bf16: att's copy, T x q heads x head_dim */
+    lm_kernel narrow_dqkv;                    /* act16: dq, dk, dv's copies at once */
     lm_kernel swiglu_fwd, swiglu_bwd;         /* the dtype's */
     /* the head over row chunks: [0] a whole chunk, [1] the last, shorter one */
     lm_kernel ce[2];                          /* the chunk's, the last chunk's */

@@ -150,7 +150,8 @@ int lm_kernels_resolve(pgrt_lm *m)
     int rc;
     for (uint32_t r = 0; r < 2 && m->lowp; r++)
         if ((rc = resolve(m, &k->rms_fwd_add[r], K_RMS_FWD_ADD,
-                          KN({"rows", T}, {"cols", H}, {"residual", r}))) ||
+                          KN({"rows", T}, {"cols", H}, {"residual", r},
+                             {"f32_output", m->act16 ? 0u : 1u}))) ||
             (rc = resolve(m, &k->rms_bwd_add[r], K_RMS_BWD_ADD,
                           KN({"rows", T}, {"cols", H}, {"residual", r}))))
             return rc;
@@ -173,6 +174,8 @@ int lm_kernels_resolve(pgrt_lm *m)
         (rc = resolve(m, &k->att_dkv, K_ATT_DKV,
                       KN({"batch", m->B}, {"seq_len", m->S}, {"kv_heads", m->c.kv_heads},
                          {"head_dim", hd}))) ||
+        (m->act16 && (rc = resolve(m, &k->narrow_dqkv, K_NARROW,
+                                   KN({"n", T * (uint32_t)(m->c.heads + 2 * m->c.kv_heads) * hd})))) ||
         (m->lowp && (rc = resolve(m, &k->narrow_att, K_NARROW,
                                   KN({"n", T * (uint32_t)m->c.heads * hd})))) ||
         (rc = resolve(m, &k->swiglu_fwd,

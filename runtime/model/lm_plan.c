@@ -414,10 +414,19 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
     m->dh = take(base, &off, T * H);
     m->part = take(base, &off, T * H);
     m->dtmp = take(base, &off, T * widest);
-    m->dq = take(base, &off, T * qd);
+    /* act16: dq, dk, dv one after another, and so their bf16 copies, for
+     * one narrowing cast (every width a multiple of 8: each part stays
+     * 32-byte aligned) */
     m->datt = take(base, &off, T * qd);
-    m->dk = take(base, &off, T * kvd);
-    m->dv = take(base, &off, T * kvd);
+    if (m->act16) {
+        m->dq = take(base, &off, T * (qd + 2 * kvd));
+        m->dk = m->dq + T * qd * 4;
+        m->dv = m->dk + T * kvd * 4;
+    } else {
+        m->dq = take(base, &off, T * qd);
+        m->dk = take(base, &off, T * kvd);
+        m->dv = take(base, &off, T * kvd);
+    }
     m->dg = take(base, &off, T * I);
     m->du = take(base, &off, T * I);
     m->dact = take(base, &off, T * H > T * I ? T * H : T * I);
@@ -429,9 +438,9 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
     if (m->act16) {
         for (int i = 1; i < PGRT_LINEAR_COUNT; i++)
             take(base, &off, dxa);
-        m->dqb = take(base, &off, (T * qd + 1) / 2);
-        m->dkb = take(base, &off, (T * kvd + 1) / 2);
-        m->dvb = take(base, &off, (T * kvd + 1) / 2);
+        m->dqb = take(base, &off, (T * (qd + 2 * kvd) + 1) / 2);
+        m->dkb = m->dqb + T * qd * 2;
+        m->dvb = m->dkb + T * kvd * 2;
     }
     m->delta = take(base, &off, T * m->c.heads);
     if (!m->lowp)

@@ -3,7 +3,8 @@
  * The kernels of kernels/rmsnorm.c on a GPU against a double-precision CPU
  * reference: rms_norm_forward, batched_rms_norm_backward (every element
  * within 1e-6 too), rms_norm_gamma_reduce, and the bf16 model's fused
- * rms_norm_forward_add_bf16 and rms_norm_backward_add_bf16 (each with and
+ * rms_norm_forward_add_bf16 (also with knob f32_output 0: the same bf16
+ * copy, the f32 output untouched) and rms_norm_backward_add_bf16 (each with and
  * without the residual): each f32 output within 1e-5 and its bf16 copy
  * within 5e-3 of the reference, and every output, f32 and bf16, bit for bit
  * what the unfused kernels (rms_norm_forward / batched_rms_norm_backward,
@@ -211,6 +212,20 @@ static void test_forward_add_bf16(uint32_t rows, uint32_t hid, bool res)
                        pgrt_arg_buf(bg), pgrt_arg_buf(y),   pgrt_arg_buf(yb),
                        pgrt_arg_u32(rows), pgrt_arg_u32(hid), pgrt_arg_f32(EPS)};
     fused_pair(name, &kn, args, 9, y, yb, sum, y2, yb2, ref, n, r, rb);
+    /* knob f32_output 0: the same bf16 copy, the f32 output left alone */
+    float *cb1 = get(yb, n, true);
+    act_poison(y, false);
+    act_poison(yb, true);
+    float *y0 = get(y, n, false);
+    pgk_knobs k0 = knobs_of(name, "rows", rows, "cols", hid, "residual", (uint32_t)res,
+                            "f32_output", 0u, NULL);
+    if (!launch(name, &k0, args, 9))
+        rb->bad++;
+    float *cb2 = get(yb, n, true), *y1 = get(y, n, false);
+    same_bits(rb, cb1, cb2, n * 4);
+    if (memcmp(y0, y1, n * 4))
+        r->bad++;
+    free(cb1), free(cb2), free(y0), free(y1);
     if (res) { /* the sum it stored: the residual_add's, and a + b in f32 */
         float *s1 = get(sum, n, false), *s2 = get(sum2, n, false);
         r->bad += differ(s1, s2, n) + differ(s1, xs, n);
