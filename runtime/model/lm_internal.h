@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to the pgrt_lm sources: lm.c (the step and the object), lm_plan.c
- * (sizes and the arena), lm_weights.c (the upload), lm_launch.c (launches,
- * the kernels resolved at create, profiling) and lm_linear.c (the linear
- * layers: GEMM dispatch and LoRA products). */
+/* Private to the pgrt_lm sources: lm.c (the step), lm_create.c (the
+ * object's life and its pipeline), lm_state.c (what is read back, the
+ * checkpoint state), lm_plan.c (sizes and the arena), lm_weights.c (the
+ * upload), lm_launch.c (launches, the kernels resolved at create,
+ * profiling) and lm_linear.c (the linear layers: GEMM dispatch, LoRA
+ * products and the side stream). */
 #ifndef PTXGEN_LM_INTERNAL_H
 #define PTXGEN_LM_INTERNAL_H
 
@@ -395,6 +397,16 @@ typedef struct lm_in {
     pgrt_devptr x, xb;
 } lm_in;
 int linear_fwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, lm_in x, pgrt_devptr y);
+/* ---------------------------------------------------------------- the step (lm.c) */
+
+/* pgrt_train's callbacks of the step (user: the pgrt_lm): the head (the
+ * micro-batch's forward, loss and the head's backward) and the layers'
+ * backward; lm_create.c's dry run calls them while warming. */
+int lm_head_cb(void *user, pgrt_stream *s, uint32_t seq_len);
+int lm_backward_cb(void *user, pgrt_stream *s, size_t layer, uint32_t seq_len);
+/* Wait for s: data parallel, bounded and watching the other ranks. */
+int lm_wait(pgrt_lm *m, pgrt_stream *s);
+
 /* The side stream (m->side): join makes s wait for every product given
  * to it so far; mark_o notes the o projection's (lm_side_wait_o waits for
  * those alone). No-ops without a side stream or while warming. */
