@@ -318,7 +318,10 @@ static int backward_layer(pgrt_lm *m, pgrt_stream *s, int l)
     uint32_t nqkv = (uint32_t)m->T * (uint32_t)((m->c.heads + 2 * m->c.kv_heads) * m->c.head_dim);
     if (once && (rc = lm_run(m, s, &m->k.narrow_dqkv, ARGS(P(m->dq), P(m->dqb), U(nqkv)))))
         return rc;
-    if ((qn && (rc = qk_norm_bwd(m, s, 0, a->qpre, w->q_norm, m->dq, m->datt))) ||
+    if (lm_qkv_merged(m, l)) {
+        if ((rc = linear_bwd_qkv(m, s, l, h1, m->dh)))
+            return rc;
+    } else if ((qn && (rc = qk_norm_bwd(m, s, 0, a->qpre, w->q_norm, m->dq, m->datt))) ||
         (rc = linear_bwd(m, s, l, PGRT_LINEAR_Q, h1, qn ? m->datt : m->dq, once ? m->dqb : 0,
                          m->dh, false)) ||
         (qn && (rc = qk_norm_bwd(m, s, 1, a->kpre, w->k_norm, m->dk, m->datt))) ||

@@ -415,5 +415,9 @@ int lm_side_mark_o(pgrt_lm *m);
 int lm_side_wait_o(pgrt_lm *m, pgrt_stream *s);
 int linear_bwd(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, lm_in x, pgrt_devptr dy,
                pgrt_devptr dyb, pgrt_devptr dx, bool acc);
+/* Whether layer l's q, k, v backward runs at once (act16, no q/k norms,
+ * the three one run of pairs), and that backward into dx (not added). */
+bool lm_qkv_merged(const pgrt_lm *m, int l);
+int linear_bwd_qkv(pgrt_lm *m, pgrt_stream *s, int l, lm_in x, pgrt_devptr dx);
 
 #endif

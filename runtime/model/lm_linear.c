@@ -434,6 +434,61 @@ static int linear_bwd_fused(pgrt_lm *m, pgrt_stream *s, int l, pgrt_linear mod, 
                    pofs(m->g, lead->a), x.xb != 0);
 }
 
+bool lm_qkv_merged(const pgrt_lm *m, int l)
+{
+    const lora_d *q = &m->lora[l * PGRT_LINEAR_COUNT + PGRT_LINEAR_Q];
+    return m->act16 && !m->c.qk_norm && q->a >= 0 && q->lead == PGRT_LINEAR_Q && q->parts == 3;
+}
+
+/* q, k and v's backward at once where they are one run of pairs
+ * (lm_qkv_merged), from dq, dk, dv's adjacent bf16 copies: each pair's
+ * dxa, and its dB on the side stream; then dx = dq·Wq + dxa·A_group and
+ * dx += dk·Wk + dv·Wv, the second pair of operands extending the
+ * reduction (two GEMMs where the module-by-module way took three, two of
+ * them reading and writing dx again); the group's dA on the side stream. */
+int linear_bwd_qkv(pgrt_lm *m, pgrt_stream *s, int l, lm_in x, pgrt_devptr dx)
+{
+    const pgrt_devptr dyb[3] = {m->dqb, m->dkb, m->dvb};
+    const lora_d *lead = &m->lora[l * PGRT_LINEAR_COUNT + PGRT_LINEAR_Q];
+    uint32_t r = (uint32_t)lead->r, R = 3 * r;
+    pgrt_devptr dxa = dxa_of(m, lead);
+    int in, out[3], rc;
+    for (int i = 0; i < 3; i++) {
+        pgrt_linear mod = (pgrt_linear)(PGRT_LINEAR_Q + i);
+        const lora_d *ld = &m->lora[l * PGRT_LINEAR_COUNT + mod];
+        pgrt_linear_dims(&m->c, mod, &in, &out[i]);
+        pgrt_devptr xa = m->la[l].xa[PGRT_LINEAR_Q] + (uint64_t)ld->part * r * 2u;
+        if ((rc = lora_wg(m, s, PGK_GEMM_BACKWARD_X, PG_BF16, dyb[i], pbf(m, ld->b, true), r,
+                          (uint32_t)out[i], 0, R, dxa + (uint64_t)ld->part * r * 2u, false)) ||
+            (rc = side_fork(m, s)) ||
+            (rc = lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, dyb[i], xa, r, (uint32_t)out[i], R,
+                          0, pofs(m->g, ld->b), true)))
+            return rc;
+    }
+    const layer_w *w = &m->lw[l];
+    pgrt_gemm_spec q = lm_lin(m, PGK_GEMM_BACKWARD_X, dyb[0],
+                              pgrt_buf_ptr(w->lin[PGRT_LINEAR_Q].buf), (uint32_t)in,
+                              (uint32_t)out[0], false);
+    q.kind = PGRT_GEMM_WGMMA;
+    q.a2 = dxa;
+    q.lda2 = R;
+    q.b2 = pbf(m, lead->a, false);
+    q.k2 = R;
+    pgrt_gemm_spec kv = lm_lin(m, PGK_GEMM_BACKWARD_X, dyb[1],
+                               pgrt_buf_ptr(w->lin[PGRT_LINEAR_K].buf), (uint32_t)in,
+                               (uint32_t)out[1], true);
+    kv.kind = PGRT_GEMM_WGMMA;
+    kv.a2 = dyb[2];
+    kv.lda2 = (uint32_t)out[2];
+    kv.b2 = pgrt_buf_ptr(w->lin[PGRT_LINEAR_V].buf);
+    kv.k2 = (uint32_t)out[2];
+    if ((rc = lm_gemm(m, s, &q, dx, 0, PGRT_LM_TIME_GEMM)) ||
+        (rc = lm_gemm(m, s, &kv, dx, 0, PGRT_LM_TIME_GEMM)))
+        return rc;
+    return lora_wg(m, s, PGK_GEMM_BACKWARD_W, PG_F32, dxa, x.xb, (uint32_t)in, R, 0, 0,
+                   pofs(m->g, lead->a), true);
+}
+
 /* x with LoRA dropout's mask for module mod of layer l into m->xdrop
  * (add: m->xdrop's values dropped and added into dst instead). An
  * evaluation keeps everything (scale 1): the same launches and products,
