@@ -104,6 +104,17 @@ void pgk_fa_store_rows_bf16(pg_kernel *k, const fa *f, pg_reg (*acc)[4], pg_reg 
 pg_reg pgk_fa_key_tiles(pg_kernel *k, const fa *f, pgk_loop *L, pg_val kt0, pg_reg qt, pg_reg sk,
                         pg_reg sv, pg_reg kp, pg_reg vp, pg_reg kstride, pg_reg kstep);
 
+/* The sm_90a kernels' shared pieces (attention_sm90.c; attention_sm90_bwd.c
+ * uses them too): the next stage of a ring of `stages` mbarrier stages
+ * (s + 1, back to 0 after the last, and then the parity ph flips); the
+ * mbarrier of stage s of the array at byte offset off from bars; the
+ * pingpong turns of consumer warpgroup cw (0 or 1) on named barriers 1
+ * and 2: begin waits for the turn, end hands it to the other. */
+void pgk_fa3_ring_next(pg_kernel *k, pg_reg s, pg_reg ph, uint32_t stages);
+pg_reg pgk_fa3_stage_bar(pg_kernel *k, pg_reg bars, uint32_t off, pg_reg s);
+void pgk_fa3_turn_begin(pg_kernel *k, pg_reg cw);
+void pgk_fa3_turn_end(pg_kernel *k, pg_reg cw);
+
 /* The knobs of the three kernels, in this order; head_dim picks the
  * padded width dp (64 for 1..64, 128 above). */
 enum { KN_BATCH, KN_SEQ, KN_HEADS, KN_DIM, FA_NKNOBS };

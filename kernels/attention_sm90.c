@@ -117,9 +117,7 @@ static fa3 fa3_of(unsigned dp)
     return c;
 }
 
-/* The next stage of a ring: s + 1, back to 0 after the last, and then the
- * mbarrier parity ph flips. */
-static void ring_next(pg_kernel *k, pg_reg s, pg_reg ph, uint32_t stages)
+void pgk_fa3_ring_next(pg_kernel *k, pg_reg s, pg_reg ph, uint32_t stages)
 {
     pg_add(k, PG_U32, s, s, pg_u32(1));
     pg_reg wrap = pgv_setp(k, PG_CMP_EQ, PG_U32, s, pg_u32(stages));
@@ -129,8 +127,7 @@ static void ring_next(pg_kernel *k, pg_reg s, pg_reg ph, uint32_t stages)
     pg_xor(k, PG_U32, ph, ph, pg_u32(1));
 }
 
-/* The mbarrier of stage s of the array at byte offset off from bars. */
-static pg_reg stage_bar(pg_kernel *k, pg_reg bars, uint32_t off, pg_reg s)
+pg_reg pgk_fa3_stage_bar(pg_kernel *k, pg_reg bars, uint32_t off, pg_reg s)
 {
     pg_reg b = pgv_add(k, PG_U32, bars, pg_u32(off));
     return pgv_mad(k, PG_U32, s, pg_u32(8), b);
@@ -186,8 +183,8 @@ typedef struct ring {
  * stage's full barrier with its bytes and issue the copies. */
 static void ring_load(pg_kernel *k, const fa3 *c, ring *r, pg_reg bars, pg_reg kvh, pg_reg b)
 {
-    pg_reg eb = stage_bar(k, bars, r->empty, r->s);
-    pg_reg fb = stage_bar(k, bars, r->full, r->s);
+    pg_reg eb = pgk_fa3_stage_bar(k, bars, r->empty, r->s);
+    pg_reg fb = pgk_fa3_stage_bar(k, bars, r->full, r->s);
     /* a fresh barrier counts as having completed the phase before its
      * first: the first pass over the ring does not wait */
     pg_mbarrier_wait_parity(k, eb, 0, r->ph);
@@ -195,7 +192,7 @@ static void ring_load(pg_kernel *k, const fa3 *c, ring *r, pg_reg bars, pg_reg k
     pg_reg dst = pgv_mad(k, PG_U32, r->s, pg_u32(c->kvbytes), r->base);
     load_tile(k, c, r->map, dst, kvh, r->row, b, fb);
     pg_add(k, PG_U32, r->row, r->row, pg_u32(BN));
-    ring_next(k, r->s, r->ph, c->stages);
+    pgk_fa3_ring_next(k, r->s, r->ph, c->stages);
 }
 
 static void producer(pg_kernel *k, const fa3 *c, const pg_reg *maps, pg_reg sq, pg_reg sk,
@@ -250,11 +247,10 @@ typedef struct cons {
     pg_reg ks, kph, vs, vph; /* the K and V stages and parities the next waits use */
 } cons;
 
-/* One turn: named barrier 1 + cw. */
-static void turn_begin(pg_kernel *k, const cons *w)
+void pgk_fa3_turn_begin(pg_kernel *k, pg_reg cw)
 {
     pg_label second = pg_label_new(k, "turn1"), go = pg_label_new(k, "turn_go");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_NE, PG_U32, w->cw, pg_u32(0)), false, second);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_NE, PG_U32, cw, pg_u32(0)), false, second);
     pg_bar_sync_count(k, BAR_TURN, 256);
     pg_bra(k, go);
     pg_label_bind(k, second);
@@ -262,11 +258,10 @@ static void turn_begin(pg_kernel *k, const cons *w)
     pg_label_bind(k, go);
 }
 
-/* Hand the turn to the other warpgroup. */
-static void turn_end(pg_kernel *k, const cons *w)
+void pgk_fa3_turn_end(pg_kernel *k, pg_reg cw)
 {
     pg_label second = pg_label_new(k, "hand0"), go = pg_label_new(k, "handed");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_NE, PG_U32, w->cw, pg_u32(0)), false, second);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_NE, PG_U32, cw, pg_u32(0)), false, second);
     pg_bar_arrive(k, BAR_TURN + 1, 256);
     pg_bra(k, go);
     pg_label_bind(k, second);
@@ -311,13 +306,13 @@ static void gemm_pv(pg_kernel *k, const fa3 *c, cons *w)
 /* Wait for a ring stage's full barrier. */
 static void wait_full(pg_kernel *k, const cons *w, uint32_t off, pg_reg s, pg_reg ph)
 {
-    pg_mbarrier_wait_parity(k, stage_bar(k, w->bars, off, s), 0, ph);
+    pg_mbarrier_wait_parity(k, pgk_fa3_stage_bar(k, w->bars, off, s), 0, ph);
 }
 
 /* This thread is done with a ring stage. */
 static void release(pg_kernel *k, const cons *w, uint32_t off, pg_reg s)
 {
-    pg_mbarrier_arrive(k, stage_bar(k, w->bars, off, s), 0);
+    pg_mbarrier_arrive(k, pgk_fa3_stage_bar(k, w->bars, off, s), 0);
 }
 
 /* Key block kb of the diagonal (kb == qt): keys past their query to -inf. */
@@ -486,13 +481,13 @@ static void consumer(pg_kernel *k, const fa3 *c, cons *w, pg_reg sq, pg_reg sk, 
 
     pg_comment(k, "key block 0: S = Q K0^T, softmax, P");
     wait_full(k, w, c->full_k, w->ks, w->kph);
-    turn_begin(k, w);
+    pgk_fa3_turn_begin(k, w->cw);
     gemm_qk(k, c, w);
     pg_wgmma_commit(k);
-    turn_end(k, w);
+    pgk_fa3_turn_end(k, w->cw);
     pg_wgmma_wait(k, 0);
     release(k, w, c->empty_k, w->ks);
-    ring_next(k, w->ks, w->kph, c->stages);
+    pgk_fa3_ring_next(k, w->ks, w->kph, c->stages);
     mask_diagonal(k, w, pg_u32(0), q->qt);
     softmax(k, w);
     to_p(k, w);
@@ -503,22 +498,22 @@ static void consumer(pg_kernel *k, const fa3 *c, cons *w, pg_reg sq, pg_reg sk, 
     pg_reg kb = pgk_loop_begin(k, &L, pg_u32(1), q->nkb, pg_u32(1));
     {
         wait_full(k, w, c->full_k, w->ks, w->kph);
-        turn_begin(k, w);
+        pgk_fa3_turn_begin(k, w->cw);
         gemm_qk(k, c, w);
         pg_wgmma_commit(k);
         rescale(k, c, w);
         wait_full(k, w, c->full_v, w->vs, w->vph);
         gemm_pv(k, c, w);
         pg_wgmma_commit(k);
-        turn_end(k, w);
+        pgk_fa3_turn_end(k, w->cw);
         pg_wgmma_wait(k, 1);
         release(k, w, c->empty_k, w->ks);
-        ring_next(k, w->ks, w->kph, c->stages);
+        pgk_fa3_ring_next(k, w->ks, w->kph, c->stages);
         mask_diagonal(k, w, kb, q->qt);
         softmax(k, w);
         pg_wgmma_wait(k, 0);
         release(k, w, c->empty_v, w->vs);
-        ring_next(k, w->vs, w->vph, c->stages);
+        pgk_fa3_ring_next(k, w->vs, w->vph, c->stages);
         to_p(k, w);
     }
     pgk_loop_end(k, &L);

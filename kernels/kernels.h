@@ -98,7 +98,10 @@
     X(dropout_f32)                                                                         \
     X(dropout_add_f32)                                                                     \
     X(counter_inc_u32)                                                                     \
-    X(attention_sm90_forward)
+    X(attention_sm90_forward)                                                              \
+    X(attention_sm90_backward_prep)                                                        \
+    X(attention_sm90_backward_dq)                                                          \
+    X(attention_sm90_backward_dkv)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

@@ -48,15 +48,48 @@ int pgrt_attention_sm90_check(pgrt_ctx *ctx, uint32_t q_heads, uint32_t kv_heads
     return check_shape("pgrt_attention_sm90_check", ctx, q_heads, kv_heads, head_dim);
 }
 
-/* One [B, S, H, D] bf16 tensor's map. */
-static int encode(pgrt_ctx *ctx, pgrt_tensor_map *m, pgrt_devptr base, uint32_t B, uint32_t S,
-                  uint32_t H, uint32_t D)
+/* One [B, S, H, D] bf16 tensor's map, boxes of `rows` rows. */
+static int encode_rows(pgrt_ctx *ctx, pgrt_tensor_map *m, pgrt_devptr base, uint32_t B,
+                       uint32_t S, uint32_t H, uint32_t D, uint32_t rows)
 {
     const uint64_t dims[4] = {D, H, S, B};
     const uint64_t strides[3] = {(uint64_t)D * 2u, (uint64_t)H * D * 2u,
                                  (uint64_t)S * H * D * 2u};
-    const uint32_t box[4] = {64, 1, 128, 1};
+    const uint32_t box[4] = {64, 1, rows, 1};
     return pgrt_tensor_map_encode(ctx, m, PG_BF16, 4, base, dims, strides, box, 128);
+}
+
+static int encode(pgrt_ctx *ctx, pgrt_tensor_map *m, pgrt_devptr base, uint32_t B, uint32_t S,
+                  uint32_t H, uint32_t D)
+{
+    return encode_rows(ctx, m, base, B, S, H, D, 128);
+}
+
+int pgrt_attention_sm90_map(pgrt_ctx *ctx, pgrt_tensor_map *map, pgrt_devptr base,
+                            uint32_t batch, uint32_t seq_len, uint32_t heads, uint32_t head_dim,
+                            uint32_t box_rows)
+{
+    const char *fn = "pgrt_attention_sm90_map";
+    RT_NONNULL(fn, ctx, "ctx");
+    RT_NONNULL(fn, map, "map");
+    if (box_rows != 64 && box_rows != 128)
+        return rt_fail(PGRT_EINVAL, "%s: box_rows=%u: 128 (the forward's maps) or 64 (the "
+                       "backward's)", fn, box_rows);
+    if (!base || base % 16)
+        return rt_fail(PGRT_EINVAL, "%s: base 0x%llx: TMA reads a nonzero, 16-byte aligned "
+                       "address", fn, (unsigned long long)base);
+    if (batch == 0 || batch > 65535 || seq_len == 0 || seq_len > MAX_SEQ || heads == 0 ||
+        heads > 65535 || head_dim == 0 || head_dim > 128 || head_dim % 8)
+        return rt_fail(PGRT_ERANGE, "%s: batch=%u seq_len=%u heads=%u head_dim=%u: batch and "
+                       "heads 1..65535, seq_len 1..%u, head_dim a multiple of 8 up to 128", fn,
+                       batch, seq_len, heads, head_dim, MAX_SEQ);
+    return encode_rows(ctx, map, base, batch, seq_len, heads, head_dim, box_rows);
+}
+
+uint64_t pgrt_attention_sm90_stats_bytes(uint32_t batch, uint32_t seq_len, uint32_t q_heads)
+{
+    uint64_t sp = ((uint64_t)seq_len + 127u) / 128u * 128u;
+    return (uint64_t)batch * q_heads * sp * 8u;
 }
 
 int pgrt_attention_sm90_forward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_attention90 *a)
@@ -116,4 +149,105 @@ int pgrt_attention_sm90_forward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_attent
         pgrt_arg_u32(a->head_dim),     pgrt_arg_f32(a->scale),
     };
     return rt_kernel_launch_cfg(k, s, &cfg, &kn, args, 12);
+}
+
+/* A kernel of the catalog at the shape's knobs, loaded. */
+static int kernel_at(pgrt_ctx *ctx, pgrt_stream *s, const char *name, const char *heads_knob,
+                     const uint32_t *val, pgrt_kernel **k, pgk_knobs *kn, pgk_launch *cfg)
+{
+    const pgk_desc *d = pgk_find(name);
+    if (!d)
+        return rt_fail(PGRT_ENOTFOUND, "pgrt_attention_sm90_backward: %s is not in the catalog",
+                       name);
+    pgk_knobs_default(d, kn);
+    const char *const knob[4] = {"batch", "seq_len", heads_knob, "head_dim"};
+    for (int i = 0; i < 4; i++) {
+        int ki = pgk_knob_index(d, knob[i]);
+        if (ki < 0)
+            return rt_fail(PGRT_EKERNEL, "pgrt_attention_sm90_backward: %s has no knob %s",
+                           d->name, knob[i]);
+        kn->v[ki] = val[i];
+    }
+    int rc = rt_kernel_get(ctx, d, kn, rt_stream_cu(s), k);
+    if (rc)
+        return rc;
+    char err[256] = "";
+    if ((rc = pgk_launch_for(d, kn, cfg, err, sizeof err)))
+        return rt_fail(PGRT_ERANGE, "pgrt_attention_sm90_backward: %s", err);
+    return 0;
+}
+
+#undef FN
+#define FN "pgrt_attention_sm90_backward"
+
+int pgrt_attention_sm90_backward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_attention90_grad *g)
+{
+    RT_NONNULL(FN, ctx, "ctx");
+    RT_NONNULL(FN, g, "the pgrt_attention90_grad");
+    int rc = check_shape(FN, ctx, g->q_heads, g->kv_heads, g->head_dim);
+    if (rc)
+        return rc;
+    if (s && s->ctx != ctx)
+        return rt_fail(PGRT_EINVAL, FN ": the stream belongs to another context");
+    if (g->batch == 0 || g->batch > 65535 || g->seq_len == 0 || g->seq_len > MAX_SEQ)
+        return rt_fail(PGRT_ERANGE, FN ": batch=%u, seq_len=%u: batch must be 1..65535 and "
+                       "seq_len 1..%u", g->batch, g->seq_len, MAX_SEQ);
+    static const char *const names[11] = {"q",     "k",      "v",      "o",
+                                          "grad_o", "lse",   "grad_o_bf16", "stats",
+                                          "grad_q", "grad_k", "grad_v"};
+    const pgrt_devptr ptrs[11] = {g->q,      g->k,          g->v,      g->o,
+                                  g->grad_o, g->lse,        g->grad_o_bf16, g->stats,
+                                  g->grad_q, g->grad_k,     g->grad_v};
+    for (int i = 0; i < 11; i++)
+        if (!ptrs[i])
+            return rt_fail(PGRT_EINVAL, FN ": %s is 0", names[i]);
+    const int aligned[5] = {0, 1, 2, 6, 7};
+    for (int i = 0; i < 5; i++)
+        if (ptrs[aligned[i]] % 16)
+            return rt_fail(PGRT_EINVAL, FN ": %s (0x%llx) is not 16-byte aligned", names[aligned[i]],
+                           (unsigned long long)ptrs[aligned[i]]);
+
+    _Alignas(64) pgrt_tensor_map maps[4];
+    const pgrt_devptr mb[4] = {g->q, g->k, g->v, g->grad_o_bf16};
+    const uint32_t mh[4] = {g->q_heads, g->kv_heads, g->kv_heads, g->q_heads};
+    for (int i = 0; i < 4; i++)
+        if ((rc = encode_rows(ctx, &maps[i], mb[i], g->batch, g->seq_len, mh[i], g->head_dim, 64)))
+            return rc;
+
+    pgrt_kernel *k;
+    pgk_knobs kn;
+    pgk_launch cfg;
+    const uint32_t vq[4] = {g->batch, g->seq_len, g->q_heads, g->head_dim};
+    const uint32_t vkv[4] = {g->batch, g->seq_len, g->kv_heads, g->head_dim};
+    const pgrt_arg prep[9] = {
+        pgrt_arg_ptr(g->o),           pgrt_arg_ptr(g->grad_o),  pgrt_arg_ptr(g->lse),
+        pgrt_arg_ptr(g->grad_o_bf16), pgrt_arg_ptr(g->stats),   pgrt_arg_u32(g->batch),
+        pgrt_arg_u32(g->seq_len),     pgrt_arg_u32(g->q_heads), pgrt_arg_u32(g->head_dim),
+    };
+    if ((rc = kernel_at(ctx, s, "attention_sm90_backward_prep", "q_heads", vq, &k, &kn, &cfg)) ||
+        (rc = rt_kernel_launch_cfg(k, s, &cfg, &kn, prep, 9)))
+        return rc;
+    const pgrt_arg dq[12] = {
+        pgrt_arg_tensor_map(&maps[0]), pgrt_arg_tensor_map(&maps[1]),
+        pgrt_arg_tensor_map(&maps[2]), pgrt_arg_tensor_map(&maps[3]),
+        pgrt_arg_ptr(g->stats),        pgrt_arg_ptr(g->grad_q),
+        pgrt_arg_u32(g->batch),        pgrt_arg_u32(g->seq_len),
+        pgrt_arg_u32(g->q_heads),      pgrt_arg_u32(g->kv_heads),
+        pgrt_arg_u32(g->head_dim),     pgrt_arg_f32(g->scale),
+    };
+    if ((rc = kernel_at(ctx, s, "attention_sm90_backward_dq", "q_heads", vq, &k, &kn, &cfg)) ||
+        (rc = rt_kernel_launch_cfg(k, s, &cfg, &kn, dq, 12)))
+        return rc;
+    const pgrt_arg dkv[13] = {
+        pgrt_arg_tensor_map(&maps[0]), pgrt_arg_tensor_map(&maps[1]),
+        pgrt_arg_tensor_map(&maps[2]), pgrt_arg_tensor_map(&maps[3]),
+        pgrt_arg_ptr(g->stats),        pgrt_arg_ptr(g->grad_k),
+        pgrt_arg_ptr(g->grad_v),       pgrt_arg_u32(g->batch),
+        pgrt_arg_u32(g->seq_len),      pgrt_arg_u32(g->q_heads),
+        pgrt_arg_u32(g->kv_heads),     pgrt_arg_u32(g->head_dim),
+        pgrt_arg_f32(g->scale),
+    };
+    if ((rc = kernel_at(ctx, s, "attention_sm90_backward_dkv", "kv_heads", vkv, &k, &kn, &cfg)))
+        return rc;
+    return rt_kernel_launch_cfg(k, s, &cfg, &kn, dkv, 13);
 }

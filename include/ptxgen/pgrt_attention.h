@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "pgrt.h"
+#include "pgrt_kernel.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +64,48 @@ PGRT_API int pgrt_attention_sm90_forward(pgrt_ctx *ctx, pgrt_stream *s,
  * before it allocates anything. Thread-safe. */
 PGRT_API int pgrt_attention_sm90_check(pgrt_ctx *ctx, uint32_t q_heads, uint32_t kv_heads,
                                        uint32_t head_dim);
+
+/*
+ * The backward of pgrt_attention_sm90_forward: dQ, dK and dV from dO, on
+ * the catalog's attention_sm90_backward_prep (delta = rowsum(dO O), dO
+ * in bf16, the rows' statistics), _dq (a block a 128-row query tile) and
+ * _dkv (a block a 128-key tile of a key/value head, over the head's
+ * group), three launches in that order on s. Every sum has one writer
+ * and an order fixed by the shape (no atomics): the same bits on every
+ * run. Device addresses:
+ *
+ *   q, k, v      bf16, as the forward took them (16-byte aligned)
+ *   o, lse       f32, what the forward wrote (o f32 [B, S, Hq, D])
+ *   grad_o       f32 [B, S, Hq, D]
+ *   grad_o_bf16  scratch, bf16 [B, S, Hq, D] (16-byte aligned): dO rounded
+ *   stats        scratch, pgrt_attention_sm90_stats_bytes (16-byte aligned)
+ *   grad_q       f32 [B, S, Hq, D]; grad_k, grad_v f32 [B, S, Hkv, D]
+ *
+ * The shapes and errors are the forward's (PGRT_ETARGET off sm_90a).
+ */
+typedef struct pgrt_attention90_grad {
+    pgrt_devptr q, k, v;
+    pgrt_devptr o, grad_o, lse;
+    pgrt_devptr grad_o_bf16, stats;
+    pgrt_devptr grad_q, grad_k, grad_v;
+    uint32_t batch, seq_len, q_heads, kv_heads, head_dim;
+    float scale;
+} pgrt_attention90_grad;
+
+PGRT_API int pgrt_attention_sm90_backward(pgrt_ctx *ctx, pgrt_stream *s,
+                                          const pgrt_attention90_grad *g);
+/* The bytes of the backward's stats scratch: batch x q_heads x seq_len
+ * rounded up to 128, 8 bytes each. */
+PGRT_API uint64_t pgrt_attention_sm90_stats_bytes(uint32_t batch, uint32_t seq_len,
+                                                  uint32_t q_heads);
+/* The tensor map the sm_90a attention kernels read a bf16 [batch,
+ * seq_len, heads, head_dim] tensor at base through: boxes of box_rows rows
+ * (128: the forward's Q, K and V; 64: the backward's Q, K, V and dO), a
+ * 128-byte swizzle; for a caller that launches the kernels itself (a
+ * model capturing its step). Host work only. PGRT_EINVAL, PGRT_ERANGE. */
+PGRT_API int pgrt_attention_sm90_map(pgrt_ctx *ctx, pgrt_tensor_map *map, pgrt_devptr base,
+                                     uint32_t batch, uint32_t seq_len, uint32_t heads,
+                                     uint32_t head_dim, uint32_t box_rows);
 
 #ifdef __cplusplus
 }

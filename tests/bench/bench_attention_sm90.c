@@ -68,9 +68,13 @@ static void random_pair(size_t n, rng *r, pgrt_buf **b16, pgrt_buf **b32)
 
 typedef struct job {
     pgrt_attention90 a;     /* sm_90a */
+    pgrt_attention90_grad g; /* its backward */
     pgrt_kernel *mma;       /* attention_mma_forward, or NULL */
     pgk_knobs kn;
     pgrt_arg args[11];
+    pgrt_kernel *mdq, *mdkv; /* attention_mma_backward_dq, _dkv */
+    pgk_knobs kdq, kdkv;
+    pgrt_arg adq[14], adkv[14];
 } job;
 
 static int run_sm90(void *p)
@@ -82,6 +86,18 @@ static int run_mma(void *p)
 {
     job *j = p;
     return pgrt_kernel_launch(j->mma, NULL, &j->kn, j->args, 11);
+}
+
+static int run_sm90_bwd(void *p)
+{
+    job *j = p;
+    return pgrt_attention_sm90_backward(ctx, NULL, &j->g);
+}
+static int run_mma_bwd(void *p)
+{
+    job *j = p;
+    int rc = pgrt_kernel_launch(j->mdq, NULL, &j->kdq, j->adq, 14);
+    return rc ? rc : pgrt_kernel_launch(j->mdkv, NULL, &j->kdkv, j->adkv, 14);
 }
 
 /* max |x - y| / max |y| over n f32 of two buffers. */
@@ -134,10 +150,12 @@ int main(int argc, char **argv)
     const pgk_desc *md = pgk_find("attention_mma_forward");
     int si = pgk_knob_index(md, "seq_len");
     rng r = {12345};
-    printf("causal attention forward, Hq %u, Hkv %u, D %u, bf16 operands, f32 O; %s, %d SMs; "
+    printf("causal attention, Hq %u, Hkv %u, D %u, bf16 operands, f32 O; %s, %d SMs; "
            "best of 3 x %d launches\n", HQ, HKV, D, di.name, di.sm_count, iters);
+    printf("forward (4 B Hq D S^2 / 2 flops):\n");
     printf("%6s %3s | %10s %9s | %10s %9s | %7s | %10s %10s\n", "S", "B", "sm90_ms", "TFLOP/s",
            "mma_ms", "TFLOP/s", "speedup", "dO/max|O|", "dLSE");
+    double bwd_rows[8][4];
     for (size_t c = 0; c < nseq; c++) {
         uint32_t S = seqs[c], B = S >= 32768 ? 1 : 16384 / S ? 16384 / S : 1;
         size_t nq = (size_t)B * S * HQ * D, nk = (size_t)B * S * HKV * D, nr = (size_t)B * S * HQ;
@@ -150,7 +168,7 @@ int main(int argc, char **argv)
         float scale = 1.0f / sqrtf((float)D);
         job j = {{pgrt_buf_ptr(q16), pgrt_buf_ptr(k16), pgrt_buf_ptr(v16), pgrt_buf_ptr(o),
                   pgrt_buf_ptr(ob), pgrt_buf_ptr(l), B, S, HQ, HKV, D, scale},
-                 NULL, {{0}}, {{0}}};
+                 .mma = NULL};
         double flops = 4.0 * B * HQ * D * (double)S * S / 2;
         double t90 = gpu_time_ms(ctx, run_sm90, &j, iters);
         bool mma_ok = md && si >= 0 && S <= md->knobs[si].max;
@@ -176,9 +194,62 @@ int main(int argc, char **argv)
         }
         printf("%6u %3u | %10.4f %9.1f | %10s %9s | %7s | %10.2e %10.2e\n", S, B, t90,
                flops / t90 / 1e9, mms, mtf, sp, dmax, lmax);
+        /* the backward: 2.5 forwards' flops */
+        pgrt_buf *go16, *go32;
+        random_pair(nq, &r, &go16, &go32);
+        uint64_t stb = pgrt_attention_sm90_stats_bytes(B, S, HQ);
+        pgrt_buf *gob = alloc(PG_BF16, nq), *st = alloc(PG_U32, stb / 4);
+        pgrt_buf *dq = alloc(PG_F32, nq), *dk = alloc(PG_F32, nk), *dv = alloc(PG_F32, nk);
+        pgrt_buf *del = alloc(PG_F32, nr);
+        j.g = (pgrt_attention90_grad){pgrt_buf_ptr(q16), pgrt_buf_ptr(k16),  pgrt_buf_ptr(v16),
+                                      pgrt_buf_ptr(o),   pgrt_buf_ptr(go32), pgrt_buf_ptr(l),
+                                      pgrt_buf_ptr(gob), pgrt_buf_ptr(st),   pgrt_buf_ptr(dq),
+                                      pgrt_buf_ptr(dk),  pgrt_buf_ptr(dv),   B, S, HQ, HKV, D,
+                                      scale};
+        double b90 = gpu_time_ms(ctx, run_sm90_bwd, &j, iters), bmma = 0;
+        if (mma_ok) {
+            const pgk_desc *dd = pgk_find("attention_mma_backward_dq");
+            const pgk_desc *dkd = pgk_find("attention_mma_backward_dkv");
+            pgk_knobs_default(dd, &j.kdq);
+            j.kdq.v[0] = B, j.kdq.v[1] = S, j.kdq.v[2] = HQ, j.kdq.v[3] = D;
+            pgk_knobs_default(dkd, &j.kdkv);
+            j.kdkv.v[0] = B, j.kdkv.v[1] = S, j.kdkv.v[2] = HKV, j.kdkv.v[3] = D;
+            GPU_CHECK(pgrt_kernel_get(ctx, dd, &j.kdq, &j.mdq));
+            GPU_CHECK(pgrt_kernel_get(ctx, dkd, &j.kdkv, &j.mdkv));
+            pgrt_arg a1[14] = {pgrt_arg_buf(q32),  pgrt_arg_buf(k32), pgrt_arg_buf(v32),
+                               pgrt_arg_buf(mo),   pgrt_arg_buf(go32), pgrt_arg_buf(ml),
+                               pgrt_arg_buf(dq),   pgrt_arg_buf(del), pgrt_arg_u32(B),
+                               pgrt_arg_u32(S),    pgrt_arg_u32(HQ),  pgrt_arg_u32(HKV),
+                               pgrt_arg_u32(D),    pgrt_arg_f32(scale)};
+            pgrt_arg a2[14] = {pgrt_arg_buf(q32),  pgrt_arg_buf(k32), pgrt_arg_buf(v32),
+                               pgrt_arg_buf(go32), pgrt_arg_buf(ml),  pgrt_arg_buf(del),
+                               pgrt_arg_buf(dk),   pgrt_arg_buf(dv),  pgrt_arg_u32(B),
+                               pgrt_arg_u32(S),    pgrt_arg_u32(HQ),  pgrt_arg_u32(HKV),
+                               pgrt_arg_u32(D),    pgrt_arg_f32(scale)};
+            memcpy(j.adq, a1, sizeof a1);
+            memcpy(j.adkv, a2, sizeof a2);
+            bmma = gpu_time_ms(ctx, run_mma_bwd, &j, iters);
+        }
+        bwd_rows[c][0] = S, bwd_rows[c][1] = B, bwd_rows[c][2] = b90, bwd_rows[c][3] = bmma;
+        pgrt_buf *bw[] = {go16, go32, gob, st, dq, dk, dv, del};
+        for (size_t i = 0; i < sizeof bw / sizeof bw[0]; i++)
+            pgrt_buf_destroy(&bw[i]);
         pgrt_buf *all[] = {q16, q32, k16, k32, v16, v32, o, ob, l, mo, ml};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             pgrt_buf_destroy(&all[i]);
+    }
+    printf("backward (2.5 forwards' flops; sm90: prep, dq, dkv; mma: dq, dkv):\n");
+    printf("%6s %3s | %10s %9s | %10s %9s | %7s\n", "S", "B", "sm90_ms", "TFLOP/s", "mma_ms",
+           "TFLOP/s", "speedup");
+    for (size_t c = 0; c < nseq; c++) {
+        double S = bwd_rows[c][0], B = bwd_rows[c][1], t = bwd_rows[c][2], m = bwd_rows[c][3];
+        double fl = 2.5 * 4.0 * B * HQ * D * S * S / 2;
+        if (m > 0)
+            printf("%6.0f %3.0f | %10.4f %9.1f | %10.4f %9.1f | %6.2fx\n", S, B, t, fl / t / 1e9,
+                   m, fl / m / 1e9, m / t);
+        else
+            printf("%6.0f %3.0f | %10.4f %9.1f | %10s %9s | %7s\n", S, B, t, fl / t / 1e9, "n/a",
+                   "n/a", "n/a");
     }
     pgrt_ctx_destroy(&ctx);
     return 0;

@@ -44,6 +44,7 @@ static double cur_tol;
 #define TOL_LSE 2e-5
 #define TOL_MMA_O 1e-2
 #define TOL_MMA_LSE 5e-3
+#define TOL_GRAD 1e-2
 #define GUARD 256 /* 32-bit words past each output */
 
 typedef struct shp {
@@ -153,6 +154,110 @@ static void reference(const shp *x, const float *q, const float *k, const float 
             break;
     if (n == 0)
         ref_worker(&j);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* The backward in double, on the forward kernel's own O and LSE (as
+ * test_attention_mma's): delta_i = dO_i . O_i, P = exp(scale s - LSE_i),
+ * dS = P (dO_i . v_j - delta_i); dQ_i = scale sum_j dS k_j, and, a key row
+ * at a time, dK_j = scale sum_(h, i >= j) dS q_i, dV_j = sum P dO_i over
+ * the key's group of query heads. Rows spread over 16 threads. */
+typedef struct bwdjob {
+    const shp *x;
+    const float *q, *k, *v, *go, *o, *lse;
+    float scale;
+    double *delta, *dq, *dk, *dv;
+    size_t next, qrows, krows;
+    pthread_mutex_t mu;
+} bwdjob;
+
+static void bwd_qrow(const bwdjob *j, size_t r)
+{
+    const shp *x = j->x;
+    uint32_t h = (uint32_t)(r % x->hq), s = (uint32_t)(r / x->hq % x->s);
+    uint32_t b = (uint32_t)(r / x->hq / x->s), g = x->hq / x->hkv;
+    const float *qi = j->q + r * x->d, *gi = j->go + r * x->d;
+    double *dq = j->dq + r * x->d;
+    memset(dq, 0, x->d * sizeof *dq);
+    for (uint32_t t = 0; t <= s; t++) {
+        size_t kt = (((size_t)b * x->s + t) * x->hkv + h / g) * x->d;
+        double sc = 0, dp = 0;
+        for (uint32_t e = 0; e < x->d; e++) {
+            sc += (double)qi[e] * j->k[kt + e];
+            dp += (double)gi[e] * j->v[kt + e];
+        }
+        double p = exp((double)j->scale * sc - j->lse[r]);
+        double ds = p * (dp - j->delta[r]);
+        for (uint32_t e = 0; e < x->d; e++)
+            dq[e] += (double)j->scale * ds * j->k[kt + e];
+    }
+}
+
+static void bwd_krow(const bwdjob *j, size_t r)
+{
+    const shp *x = j->x;
+    uint32_t kh = (uint32_t)(r % x->hkv), t = (uint32_t)(r / x->hkv % x->s);
+    uint32_t b = (uint32_t)(r / x->hkv / x->s), g = x->hq / x->hkv;
+    const float *kt = j->k + r * x->d, *vt = j->v + r * x->d;
+    double *dk = j->dk + r * x->d, *dv = j->dv + r * x->d;
+    memset(dk, 0, x->d * sizeof *dk);
+    memset(dv, 0, x->d * sizeof *dv);
+    for (uint32_t h = kh * g; h < kh * g + g; h++)
+        for (uint32_t s = t; s < x->s; s++) {
+            size_t qr = ((size_t)b * x->s + s) * x->hq + h;
+            const float *qi = j->q + qr * x->d, *gi = j->go + qr * x->d;
+            double sc = 0, dp = 0;
+            for (uint32_t e = 0; e < x->d; e++) {
+                sc += (double)qi[e] * kt[e];
+                dp += (double)gi[e] * vt[e];
+            }
+            double p = exp((double)j->scale * sc - j->lse[qr]);
+            double ds = p * (dp - j->delta[qr]);
+            for (uint32_t e = 0; e < x->d; e++) {
+                dk[e] += (double)j->scale * ds * qi[e];
+                dv[e] += p * gi[e];
+            }
+        }
+}
+
+static void *bwd_worker(void *arg)
+{
+    bwdjob *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        size_t r0 = j->next;
+        j->next += 16;
+        pthread_mutex_unlock(&j->mu);
+        if (r0 >= j->qrows + j->krows)
+            break;
+        size_t r1 = r0 + 16 < j->qrows + j->krows ? r0 + 16 : j->qrows + j->krows;
+        for (size_t r = r0; r < r1; r++) {
+            if (r < j->qrows)
+                bwd_qrow(j, r);
+            else
+                bwd_krow(j, r - j->qrows);
+        }
+    }
+    return NULL;
+}
+
+static void bwd_reference(bwdjob *j)
+{
+    const shp *x = j->x;
+    for (size_t r = 0; r < j->qrows; r++) {
+        double d = 0;
+        for (uint32_t e = 0; e < x->d; e++)
+            d += (double)j->go[r * x->d + e] * j->o[r * x->d + e];
+        j->delta[r] = d;
+    }
+    pthread_t th[16];
+    int n = 0;
+    for (; n < 16; n++)
+        if (pthread_create(&th[n], NULL, bwd_worker, j))
+            break;
+    if (n == 0)
+        bwd_worker(j);
     for (int i = 0; i < n; i++)
         pthread_join(th[i], NULL);
 }
@@ -319,6 +424,70 @@ static void attention_case(shp x)
            drel, lmax);
     worst_diff_o = fmax(worst_diff_o, drel);
     worst_diff_lse = fmax(worst_diff_lse, lmax);
+
+    /* the backward (S up to 1024 and the extra shapes): dO exact in bf16,
+     * dQ, dK, dV against the double reference on the forward's O and LSE,
+     * two runs the same bits, nothing written past the outputs */
+    if (x.s <= 1024) {
+        uint16_t *hg16;
+        float *go = bf16_data(nq, 1.0, &hg16);
+        double *rdel = xmalloc(nr * sizeof *rdel), *rdq = xmalloc(nq * sizeof *rdq);
+        double *rdk = xmalloc(nk * sizeof *rdk), *rdv = xmalloc(nk * sizeof *rdv);
+        bwdjob bj = {&x, q, k, v, go, of, lf, scale, rdel, rdq, rdk, rdv, 0, nr,
+                     (size_t)x.b * x.s * x.hkv, PTHREAD_MUTEX_INITIALIZER};
+        bwd_reference(&bj);
+        uint64_t stb = pgrt_attention_sm90_stats_bytes(x.b, x.s, x.hq);
+        pgrt_buf *bgo = dev_upload(go, nq), *bgob = dev_alloc(PG_BF16, nq);
+        pgrt_buf *bst = dev_alloc(PG_U32, stb / 4);
+        pgrt_buf *bdq = words(nq + GUARD), *bdk = words(nk + GUARD), *bdv = words(nk + GUARD);
+        uint32_t *hd[3][2];
+        size_t nn[3] = {nq, nk, nk};
+        for (int o = 0; o < 3; o++)
+            for (int t = 0; t < 2; t++)
+                hd[o][t] = xmalloc((nn[o] + GUARD) * 4);
+        pgrt_attention90_grad gr = {pgrt_buf_ptr(bq),  pgrt_buf_ptr(bk),   pgrt_buf_ptr(bv),
+                                    pgrt_buf_ptr(bo),  pgrt_buf_ptr(bgo),  pgrt_buf_ptr(bl),
+                                    pgrt_buf_ptr(bgob), pgrt_buf_ptr(bst), pgrt_buf_ptr(bdq),
+                                    pgrt_buf_ptr(bdk), pgrt_buf_ptr(bdv),  x.b, x.s, x.hq,
+                                    x.hkv, x.d, scale};
+        bool bok = true;
+        pgrt_buf *outs[3] = {bdq, bdk, bdv};
+        for (int run = 0; run < 2; run++) {
+            for (int o = 0; o < 3; o++)
+                poison(outs[o]);
+            rc = pgrt_attention_sm90_backward(check_ctx, NULL, &gr);
+            if (!rc)
+                rc = pgrt_ctx_sync(check_ctx);
+            if (rc) {
+                TEST_FAIL_("pgrt_attention_sm90_backward: %s: %s", pgrt_err_name(rc),
+                           pgrt_last_message());
+                bok = false;
+            }
+            for (int o = 0; o < 3; o++)
+                dev_download(outs[o], hd[o][run], nn[o] + GUARD);
+        }
+        static const char *const gname[3] = {"dQ", "dK", "dV"};
+        const double *gref[3] = {rdq, rdk, rdv};
+        cur_tol = TOL_GRAD;
+        for (int o = 0; o < 3; o++) {
+            r = add_row("attention_sm90_backward", "%s %s", gname[o], shape);
+            if (!bok)
+                r->bad++;
+            compare(r, (const float *)(const void *)hd[o][0], gref[o], nn[o]);
+            same_bits(r, hd[o][0], hd[o][1], nn[o] * 4);
+            size_t gh = guard_hits(hd[o][0], nn[o]);
+            if (gh)
+                printf("  %s: %s: %zu guard words written\n", shape, gname[o], gh);
+            r->bad += gh;
+            finish(r);
+        }
+        pgrt_buf *ball[] = {bgo, bgob, bst, bdq, bdk, bdv};
+        for (size_t i = 0; i < sizeof ball / sizeof ball[0]; i++)
+            pgrt_buf_destroy(&ball[i]);
+        for (int o = 0; o < 3; o++)
+            free(hd[o][0]), free(hd[o][1]);
+        free(go), free(hg16), free(rdel), free(rdq), free(rdk), free(rdv);
+    }
 
     pgrt_buf *all[] = {bq, bk, bv, bo, bob, bl, fq, fk, fv, mo, ml};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
