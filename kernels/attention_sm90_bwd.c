@@ -11,18 +11,24 @@
  *                                  0}, so they weigh nothing);
  *   attention_sm90_backward_dq     dQ = scale dS K, a block a 128-row query
  *                                  tile, streaming 64-key blocks of K and V;
- *   attention_sm90_backward_dkv    dV = P^T dO and dK = scale dS^T Q, a block
- *                                  a 128-key tile of a key/value head,
- *                                  streaming the 64-row query blocks of
- *                                  every query head of its group.
+ *   attention_sm90_backward_dkv    dV = P^T dO and dK = scale dS^T Q of one
+ *                                  query head, a block a 128-key tile of
+ *                                  it, streaming its 64-row query blocks:
+ *                                  per query head [B, S, Hq, D];
+ *   attention_sm90_backward_group  (GQA) dK and dV of each key/value head,
+ *                                  the sum of its group's query heads'
+ *                                  in head order.
  *
  * with, for query row i and key j (j <= i), s the raw score q_i . k_j:
  *   P(i, j)  = exp(scale s - LSE_i) = 2^(s c - LSE_i log2 e), c = scale log2 e
  *   dP(i, j) = dO_i . v_j,  dS(i, j) = P(i, j) (dP(i, j) - delta_i).
  *
- * dQ and dK/dV are separate kernels (dS is made twice, once in each), so
- * that every sum has one writer and an order fixed by the shape: no
- * atomics, the same bits run to run. The fused FlashAttention-3 backward
+ * dQ and dK/dV are separate kernels (dS is made twice, once in each), and
+ * a GQA group's dK/dV are summed by a kernel of their own, so that every
+ * sum has one writer and an order fixed by the shape: no atomics, the same
+ * bits run to run. A block a query head (not a key/value head looping
+ * over its group) gives a grid of Hq B S / 128 blocks, enough for short
+ * sequences too. The fused FlashAttention-3 backward
  * makes dS once and adds dQ with float atomics; this one spends two more
  * GEMMs of the seven for determinism.
  *
@@ -50,15 +56,18 @@
  * Causal: the dq block of query tile qt streams key blocks 0 .. 2 qt + 1
  * (those inside S); the dkv block of key tile kt streams query blocks
  * 2 kt .. ceil(S / 64) - 1 of each of its group's heads. The last two
- * (first two) blocks are masked on the diagonal. Any length: TMA reads
+ * (first two) blocks are masked on the diagonal; the dkv block streams
+ * its own query head's blocks. Any length: TMA reads
  * zeros past S and D, the stats' padding rows weigh nothing, and rows past
  * S are not written.
  *
  * All tensors [B, S, H, D] with the batch a dimension of each map; Q, K, V
  * and dO bf16 through rank-4 tensor maps with boxes {64, 1, 64, 1} and a
  * 128-byte swizzle (runtime/attention_sm90.c encodes them; a 128-row tile
- * is two boxes); dQ [B, S, Hq, D], dK and dV [B, S, Hkv, D] f32, the
- * layout and type attention_mma_backward_dq and _dkv write.
+ * is two boxes); dQ [B, S, Hq, D] f32, the layout attention_mma_backward_dq
+ * writes; dkv's dK and dV [B, S, Hq, D] f32 (a query head's share), which
+ * _group sums into [B, S, Hkv, D], attention_mma_backward_dkv's layout
+ * (with Hq = Hkv, dkv writes that layout itself).
  */
 #include "attention_mma.h"
 
@@ -204,10 +213,10 @@ static void load_tile(pg_kernel *k, const bw *c, pg_reg map, pg_reg dst, pg_reg 
         }
 }
 
-/* The block's place. dq: query head h (kv head kvh), tile t = tiles - 1 -
- * z (the longest first), streaming key blocks 0 .. n - 1. dkv: kv head
- * kvh, key tile t = z (the longest first), streaming, for each of the
- * group's heads, the query blocks i0 .. i0 + n - 1. r0 = 128 t. */
+/* The block's place: query head h (kv head kvh). dq: query tile t =
+ * tiles - 1 - z (the longest first), streaming key blocks 0 .. n - 1. dkv:
+ * key tile t = z (the longest first), streaming query blocks i0 .. i0 +
+ * n - 1 of head h. r0 = 128 t. */
 typedef struct bpos {
     pg_reg h, kvh, b, t, r0, i0, n;
 } bpos;
@@ -220,9 +229,9 @@ static bpos position(pg_kernel *k, const bw *c, pg_reg seq, pg_reg group)
     pg_reg z = pg_sreg_read(k, PG_SREG_CTAID_Z);
     pg_reg blocks = pgv_shr(k, PG_U32, pgv_add(k, PG_U32, seq, pg_u32(STR - 1)), pg_u32(6));
     if (c->dkv) {
-        pg_comment(k, "block (kvh, b, z): key tile z, query blocks 2 z .. ceil(S / 64) - 1");
-        q.h = pg_none();
-        q.kvh = x;
+        pg_comment(k, "block (h, b, z): key tile z, query blocks 2 z .. ceil(S / 64) - 1");
+        q.h = x;
+        q.kvh = pgv_div(k, PG_U32, x, group);
         q.t = z;
         q.i0 = pgv_shl(k, PG_B32, z, pg_u32(1));
         q.n = pgv_sub(k, PG_U32, blocks, q.i0);
@@ -242,7 +251,7 @@ static bpos position(pg_kernel *k, const bw *c, pg_reg seq, pg_reg group)
 
 /* maps: q, k, v, do. Resident: dq (Q, dO) at head h; dkv (K, V) at kvh. */
 static void producer(pg_kernel *k, const bw *c, const pg_reg *maps, pg_reg sx, pg_reg ring,
-                     pg_reg bars, const bpos *q, pg_reg group)
+                     pg_reg bars, const bpos *q)
 {
     pg_setmaxnreg(k, false, PRODUCER_REGS);
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
@@ -264,9 +273,7 @@ static void producer(pg_kernel *k, const bw *c, const pg_reg *maps, pg_reg sx, p
 
     pg_comment(k, "the stream: (U, W) pairs into the ring");
     pg_reg s = pgv_mov(k, PG_U32, pg_u32(0)), ph = pgv_mov(k, PG_U32, pg_u32(1));
-    pgk_loop H;
-    pg_reg hg = pgk_loop_begin(k, &H, pg_u32(0), c->dkv ? group : pg_u32(1), pg_u32(1));
-    pg_reg head = c->dkv ? pgv_mad(k, PG_U32, q->kvh, group, hg) : q->kvh;
+    pg_reg head = c->dkv ? q->h : q->kvh;
     pgk_loop L;
     pg_reg i = pgk_loop_begin(k, &L, pg_u32(0), q->n, pg_u32(1));
     {
@@ -281,7 +288,6 @@ static void producer(pg_kernel *k, const bw *c, const pg_reg *maps, pg_reg sx, p
         pgk_fa3_ring_next(k, s, ph, c->stages);
     }
     pgk_loop_end(k, &L);
-    pgk_loop_end(k, &H);
     pg_exit(k);
 }
 
@@ -460,12 +466,9 @@ static void consumer(pg_kernel *k, const bw *c, bcons *w, pg_reg sx, pg_reg ring
     pg_label_bind(k, first);
     pg_mbarrier_wait_parity(k, w->bars, 0, pg_u32(0));
 
-    pgk_loop H;
-    pg_reg hg = pgk_loop_begin(k, &H, pg_u32(0), c->dkv ? io->group : pg_u32(1), pg_u32(1));
-    pg_reg head = c->dkv ? pgv_mad(k, PG_U32, q->kvh, io->group, hg) : pg_none();
-    pg_reg cbase = pg_none(); /* dkv: stats of (b, head), column 2 t4 */
+    pg_reg cbase = pg_none(); /* dkv: stats of (b, h), column 2 t4 */
     if (c->dkv) {
-        pg_reg bh = pgv_mad(k, PG_U32, q->b, io->hq, head);
+        pg_reg bh = pgv_mad(k, PG_U32, q->b, io->hq, q->h);
         pg_reg col = pgv_shl(k, PG_B32, w->f.t4, pg_u32(1));
         pg_reg si = pgv_mad_wide(k, PG_U32, bh, sp, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, col));
         cbase = pgv_add(k, PG_U64, io->ST, pgv_shl(k, PG_B64, si, pg_u32(3)));
@@ -515,7 +518,6 @@ static void consumer(pg_kernel *k, const bw *c, bcons *w, pg_reg sx, pg_reg ring
         pgk_fa3_ring_next(k, w->st, w->sph, c->stages);
     }
     pgk_loop_end(k, &L);
-    pgk_loop_end(k, &H);
 
     pg_comment(k, "warpgroup 0 takes warpgroup 1's last hand-over: no barrier left half full");
     pg_label done = pg_label_new(k, "wg1_done");
@@ -524,8 +526,8 @@ static void consumer(pg_kernel *k, const bw *c, bcons *w, pg_reg sx, pg_reg ring
     pg_label_bind(k, done);
 
     if (c->dkv) {
-        store(k, w, w->a2, w->scale, io->o1, q->b, q->r0, q->kvh, io->hkv, io->seq);
-        store(k, w, w->a1, pg_none(), io->o2, q->b, q->r0, q->kvh, io->hkv, io->seq);
+        store(k, w, w->a2, w->scale, io->o1, q->b, q->r0, q->h, io->hq, io->seq);
+        store(k, w, w->a1, pg_none(), io->o2, q->b, q->r0, q->h, io->hq, io->seq);
     } else {
         store(k, w, w->a1, w->scale, io->o1, q->b, q->r0, q->h, io->hq, io->seq);
     }
@@ -589,7 +591,7 @@ static int build_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn, bool d
     consumer(k, &c, &w, sx, ring, &q, &io);
     pg_exit(k);
     pg_label_bind(k, prod);
-    producer(k, &c, maps, sx, ring, bars, &q, io.group);
+    producer(k, &c, maps, sx, ring, bars, &q);
     return pgk_finish(k, done);
 }
 
@@ -611,7 +613,7 @@ static uint32_t shared_bytes(unsigned dp)
     return 2 * c.rbytes + 2 * c.stages * c.sbytes + 1024;
 }
 
-/* dq: grid (q_heads, batch, query tiles); dkv: (kv_heads, batch, key tiles). */
+/* dq: grid (q_heads, batch, query tiles); dkv: (q_heads, batch, key tiles). */
 static int launch_bwd(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
 {
     if (kn[KN_BATCH] == 0 || kn[KN_SEQ] == 0 || kn[KN_HEADS] == 0 || kn[KN_DIM] == 0 ||
@@ -624,6 +626,78 @@ static int launch_bwd(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
                         {0, 0, 0}};
     return PG_OK;
 }
+
+/* ---------------------------------------------------------------- group */
+
+/* dk[t, j, :] = sum over g of dk_heads[t, j G + g, :] in order g = 0 ..
+ * G - 1, and so dv: four elements a thread of [tokens, Hkv D]. */
+static int build_group(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint32_t *kn)
+{
+    (void)d;
+    (void)kn;
+    pg_kernel_set_maxntid(k, PGK_THREADS, 1, 1);
+    pg_label done = pg_label_new(k, "exit");
+    pg_reg src[2] = {pg_param_load(k, p[0]), pg_param_load(k, p[1])};
+    pg_reg dst[2] = {pg_param_load(k, p[2]), pg_param_load(k, p[3])};
+    pg_reg n = pg_param_load(k, p[4]), width = pg_param_load(k, p[5]);
+    pg_reg group = pg_param_load(k, p[6]), dim = pg_param_load(k, p[7]);
+    pg_reg i = pg_global_tid_x(k);
+    pg_bounds_guard(k, i, pgv_shr(k, PG_U32, n, pg_u32(2)), done);
+    pg_comment(k, "element e = 4 i of [tokens, Hkv D]: token t, head j, column c");
+    pg_reg e = pgv_shl(k, PG_B32, i, pg_u32(2));
+    pg_reg t = pgv_div(k, PG_U32, e, width);
+    pg_reg rem = pgv_rem(k, PG_U32, e, width);
+    pg_reg j = pgv_div(k, PG_U32, rem, dim);
+    pg_reg col = pgv_rem(k, PG_U32, rem, dim);
+    /* source element (t G Hkv + j G) D + c, in 64 bits */
+    pg_reg row = pgv_mul_wide(k, PG_U32, t, pgv_mul(k, PG_U32, group, width));
+    pg_reg jg = pgv_mad(k, PG_U32, pgv_mul(k, PG_U32, j, group), dim, col);
+    pg_add(k, PG_U64, row, row, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, jg));
+    pg_reg step = pgv_mul_wide(k, PG_U32, dim, pg_u32(4));
+    pg_reg out = pgv_mul_wide(k, PG_U32, e, pg_u32(4));
+    for (int o = 0; o < 2; o++) {
+        pg_reg at = pgv_add(k, PG_U64, src[o], pgv_shl(k, PG_B64, row, pg_u32(2)));
+        pg_reg acc[4], v[4];
+        for (int x = 0; x < 4; x++) {
+            acc[x] = pgk_zero_f32(k);
+            v[x] = pg_reg_new(k, PG_F32);
+        }
+        pgk_loop L;
+        pgk_loop_begin(k, &L, pg_u32(0), group, pg_u32(1));
+        pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, at, 0, v);
+        for (int x = 0; x < 4; x++)
+            pg_add(k, PG_F32, acc[x], acc[x], v[x]);
+        pg_add(k, PG_U64, at, at, step);
+        pgk_loop_end(k, &L);
+        pg_val st[4] = {acc[0], acc[1], acc[2], acc[3]};
+        pg_st_v(k, PG_SPACE_GLOBAL, PG_F32, 4, pgv_add(k, PG_U64, dst[o], out), 0, st);
+    }
+    return pgk_finish(k, done);
+}
+
+/* a thread for every four elements of an output */
+static int launch_group(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
+{
+    if (kn[0] % 4)
+        return PG_ERANGE;
+    return pgk_launch_1d(kn[0] / 4, d->threads, out);
+}
+
+static const pgk_knob group_knobs[1] = {
+    {"n", 4096, 4, 0xFFFFFFFCu, "elements of one output, tokens x Hkv x D (a multiple of 4)",
+     false},
+};
+
+static const pgk_param group_params[] = {
+    {"grad_k_heads", PG_U64, true}, /* f32 [tokens, Hq, D] */
+    {"grad_v_heads", PG_U64, true},
+    {"grad_k", PG_U64, true},       /* f32 [tokens, Hkv, D] */
+    {"grad_v", PG_U64, true},
+    {"n", PG_U32, false},           /* tokens x Hkv x D */
+    {"kv_width", PG_U32, false},    /* Hkv x D */
+    {"group", PG_U32, false},       /* Hq / Hkv */
+    {"head_dim", PG_U32, false},    /* a multiple of 4 */
+};
 
 #define KNOBS(heads, help)                                                                    \
     {                                                                                         \
@@ -644,7 +718,7 @@ static const pgk_knob prep_knobs[FA_NKNOBS] = {
     [KN_DIM] = {"head_dim", 128, 1, FA_MAX_D, "elements a head (a lane each 32)", false},
 };
 static const pgk_knob dq_knobs[FA_NKNOBS] = KNOBS("q_heads", "query heads (grid x)");
-static const pgk_knob dkv_knobs[FA_NKNOBS] = KNOBS("kv_heads", "key/value heads (grid x)");
+static const pgk_knob dkv_knobs[FA_NKNOBS] = KNOBS("q_heads", "query heads (grid x)");
 
 static const pgk_param prep_params[] = {
     {"o", PG_U64, true},      /* f32 [B, S, Hq, D] */
@@ -679,8 +753,8 @@ static const pgk_param dkv_params[] = {
     {"tmap_v", PG_B8, .tensor_map = true},
     {"tmap_do", PG_B8, .tensor_map = true},
     {"stats", PG_U64, true},
-    {"grad_k", PG_U64, true}, /* f32 [B, S, Hkv, D] */
-    {"grad_v", PG_U64, true}, /* f32 [B, S, Hkv, D] */
+    {"grad_k", PG_U64, true}, /* f32 [B, S, Hq, D]: each query head's share */
+    {"grad_v", PG_U64, true}, /* f32 [B, S, Hq, D] */
     {"batch", PG_U32, false},
     {"seq_len", PG_U32, false},
     {"q_heads", PG_U32, false},
@@ -722,4 +796,15 @@ const pgk_desc pgk_desc_attention_sm90_backward_dkv = {
     .threads = THREADS,
     .build = build_dkv,
     .launch = launch_bwd,
+};
+
+const pgk_desc pgk_desc_attention_sm90_backward_group = {
+    .name = "attention_sm90_backward_group",
+    .summary = "GQA: each key/value head's dK and dV, the sum of its query heads' in head order",
+    PGK_PARAMS(group_params),
+    PGK_KNOBS(group_knobs),
+    .min_target = PG_SM_70,
+    .threads = PGK_THREADS,
+    .build = build_group,
+    .launch = launch_group,
 };

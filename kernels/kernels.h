@@ -101,7 +101,8 @@
     X(attention_sm90_forward)                                                              \
     X(attention_sm90_backward_prep)                                                        \
     X(attention_sm90_backward_dq)                                                          \
-    X(attention_sm90_backward_dkv)
+    X(attention_sm90_backward_dkv)                                                         \
+    X(attention_sm90_backward_group)
 
 #define PGK_EXTERN(name) extern const pgk_desc pgk_desc_##name;
 PGK_CATALOG(PGK_EXTERN)

@@ -201,6 +201,10 @@ int pgrt_attention_sm90_backward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_atten
     for (int i = 0; i < 11; i++)
         if (!ptrs[i])
             return rt_fail(PGRT_EINVAL, FN ": %s is 0", names[i]);
+    bool gqa = g->q_heads != g->kv_heads;
+    if (gqa && (!g->grad_k_heads || !g->grad_v_heads))
+        return rt_fail(PGRT_EINVAL, FN ": q_heads %u > kv_heads %u: grad_k_heads and grad_v_heads "
+                       "(f32 [B, S, q_heads, D] each) are needed", g->q_heads, g->kv_heads);
     const int aligned[5] = {0, 1, 2, 6, 7};
     for (int i = 0; i < 5; i++)
         if (ptrs[aligned[i]] % 16)
@@ -218,7 +222,6 @@ int pgrt_attention_sm90_backward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_atten
     pgk_knobs kn;
     pgk_launch cfg;
     const uint32_t vq[4] = {g->batch, g->seq_len, g->q_heads, g->head_dim};
-    const uint32_t vkv[4] = {g->batch, g->seq_len, g->kv_heads, g->head_dim};
     const pgrt_arg prep[9] = {
         pgrt_arg_ptr(g->o),           pgrt_arg_ptr(g->grad_o),  pgrt_arg_ptr(g->lse),
         pgrt_arg_ptr(g->grad_o_bf16), pgrt_arg_ptr(g->stats),   pgrt_arg_u32(g->batch),
@@ -238,16 +241,38 @@ int pgrt_attention_sm90_backward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_atten
     if ((rc = kernel_at(ctx, s, "attention_sm90_backward_dq", "q_heads", vq, &k, &kn, &cfg)) ||
         (rc = rt_kernel_launch_cfg(k, s, &cfg, &kn, dq, 12)))
         return rc;
+    pgrt_devptr dk = gqa ? g->grad_k_heads : g->grad_k, dv = gqa ? g->grad_v_heads : g->grad_v;
     const pgrt_arg dkv[13] = {
         pgrt_arg_tensor_map(&maps[0]), pgrt_arg_tensor_map(&maps[1]),
         pgrt_arg_tensor_map(&maps[2]), pgrt_arg_tensor_map(&maps[3]),
-        pgrt_arg_ptr(g->stats),        pgrt_arg_ptr(g->grad_k),
-        pgrt_arg_ptr(g->grad_v),       pgrt_arg_u32(g->batch),
+        pgrt_arg_ptr(g->stats),        pgrt_arg_ptr(dk),
+        pgrt_arg_ptr(dv),              pgrt_arg_u32(g->batch),
         pgrt_arg_u32(g->seq_len),      pgrt_arg_u32(g->q_heads),
         pgrt_arg_u32(g->kv_heads),     pgrt_arg_u32(g->head_dim),
         pgrt_arg_f32(g->scale),
     };
-    if ((rc = kernel_at(ctx, s, "attention_sm90_backward_dkv", "kv_heads", vkv, &k, &kn, &cfg)))
+    if ((rc = kernel_at(ctx, s, "attention_sm90_backward_dkv", "q_heads", vq, &k, &kn, &cfg)) ||
+        (rc = rt_kernel_launch_cfg(k, s, &cfg, &kn, dkv, 13)) || !gqa)
         return rc;
-    return rt_kernel_launch_cfg(k, s, &cfg, &kn, dkv, 13);
+    /* the group sums: n elements of [B S, Hkv, D] */
+    uint64_t n = (uint64_t)g->batch * g->seq_len * g->kv_heads * g->head_dim;
+    if (n > 0xFFFFFFFCu)
+        return rt_fail(PGRT_ERANGE, FN ": batch x seq_len x kv_heads x head_dim = %llu: the group "
+                       "sum takes fewer than 2^32", (unsigned long long)n);
+    const pgk_desc *d = pgk_find("attention_sm90_backward_group");
+    if (!d)
+        return rt_fail(PGRT_ENOTFOUND, FN ": attention_sm90_backward_group is not in the catalog");
+    pgk_knobs_default(d, &kn);
+    kn.v[0] = (uint32_t)n;
+    char err[256] = "";
+    if ((rc = rt_kernel_get(ctx, d, &kn, rt_stream_cu(s), &k)) ||
+        (rc = pgk_launch_for(d, &kn, &cfg, err, sizeof err)))
+        return rc == PG_ERANGE ? rt_fail(PGRT_ERANGE, FN ": %s", err) : rc;
+    const pgrt_arg sum[8] = {
+        pgrt_arg_ptr(g->grad_k_heads), pgrt_arg_ptr(g->grad_v_heads),
+        pgrt_arg_ptr(g->grad_k),       pgrt_arg_ptr(g->grad_v),
+        pgrt_arg_u32((uint32_t)n),     pgrt_arg_u32(g->kv_heads * g->head_dim),
+        pgrt_arg_u32(g->q_heads / g->kv_heads), pgrt_arg_u32(g->head_dim),
+    };
+    return rt_kernel_launch_cfg(k, s, &cfg, &kn, sum, 8);
 }

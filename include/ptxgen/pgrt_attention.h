@@ -68,9 +68,10 @@ PGRT_API int pgrt_attention_sm90_check(pgrt_ctx *ctx, uint32_t q_heads, uint32_t
 /*
  * The backward of pgrt_attention_sm90_forward: dQ, dK and dV from dO, on
  * the catalog's attention_sm90_backward_prep (delta = rowsum(dO O), dO
- * in bf16, the rows' statistics), _dq (a block a 128-row query tile) and
- * _dkv (a block a 128-key tile of a key/value head, over the head's
- * group), three launches in that order on s. Every sum has one writer
+ * in bf16, the rows' statistics), _dq (a block a 128-row query tile),
+ * _dkv (a block a 128-key tile of one query head) and, with GQA, _group
+ * (each key/value head's dK and dV, its query heads' summed in order),
+ * launched in that order on s. Every sum has one writer
  * and an order fixed by the shape (no atomics): the same bits on every
  * run. Device addresses:
  *
@@ -80,6 +81,9 @@ PGRT_API int pgrt_attention_sm90_check(pgrt_ctx *ctx, uint32_t q_heads, uint32_t
  *   grad_o_bf16  scratch, bf16 [B, S, Hq, D] (16-byte aligned): dO rounded
  *   stats        scratch, pgrt_attention_sm90_stats_bytes (16-byte aligned)
  *   grad_q       f32 [B, S, Hq, D]; grad_k, grad_v f32 [B, S, Hkv, D]
+ *   grad_k_heads, grad_v_heads
+ *                scratch, f32 [B, S, Hq, D] each, when q_heads > kv_heads
+ *                (each query head's share); else unused (0 is taken)
  *
  * The shapes and errors are the forward's (PGRT_ETARGET off sm_90a).
  */
@@ -88,6 +92,7 @@ typedef struct pgrt_attention90_grad {
     pgrt_devptr o, grad_o, lse;
     pgrt_devptr grad_o_bf16, stats;
     pgrt_devptr grad_q, grad_k, grad_v;
+    pgrt_devptr grad_k_heads, grad_v_heads;
     uint32_t batch, seq_len, q_heads, kv_heads, head_dim;
     float scale;
 } pgrt_attention90_grad;

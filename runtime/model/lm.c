@@ -117,8 +117,67 @@ static int qk_norm_bwd(pgrt_lm *m, pgrt_stream *s, int i, pgrt_devptr x, pgrt_bu
  * operand. Packed: the kernels bounded by documents, whose last argument
  * is the document starts (the shared ones are built first, the starts
  * appended). */
+/* fa3: q, k, v narrowed at once into their kept bf16 copies, the
+ * forward through their tensor maps, O's bf16 copy (attb) by the same
+ * launch. */
+static int att_fwd_sm90(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
+{
+    float sc = 1.0f / sqrtf((float)m->c.head_dim);
+    uint32_t B = (uint32_t)m->B, S = (uint32_t)m->S, hq = (uint32_t)m->c.heads;
+    uint32_t hkv = (uint32_t)m->c.kv_heads, hd = (uint32_t)m->c.head_dim;
+    uint32_t n = (uint32_t)m->T * (hq + 2 * hkv) * hd;
+    _Alignas(64) pgrt_tensor_map map[3];
+    int rc;
+    if ((rc = lm_run(m, s, &m->k.narrow_dqkv, ARGS(P(a->q), P(a->qb), U(n)))) ||
+        (rc = pgrt_attention_sm90_map(m->ctx, &map[0], a->qb, B, S, hq, hd, 128)) ||
+        (rc = pgrt_attention_sm90_map(m->ctx, &map[1], a->kb, B, S, hkv, hd, 128)) ||
+        (rc = pgrt_attention_sm90_map(m->ctx, &map[2], a->vb, B, S, hkv, hd, 128)))
+        return rc;
+    return lm_run(m, s, &m->k.att_fwd,
+                  ARGS(pgrt_arg_tensor_map(&map[0]), pgrt_arg_tensor_map(&map[1]),
+                       pgrt_arg_tensor_map(&map[2]), P(a->att), pgrt_arg_u64(a->attb), P(a->lse), U(B), U(S),
+                       U(hq), U(hkv), U(hd), F(sc)));
+}
+
+/* fa3's backward: delta, dO's bf16 copy and the row statistics, then dq,
+ * then dk and dv, through the tensor maps of the kept copies. */
+static int att_bwd_sm90(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
+{
+    float sc = 1.0f / sqrtf((float)m->c.head_dim);
+    uint32_t B = (uint32_t)m->B, S = (uint32_t)m->S, hq = (uint32_t)m->c.heads;
+    uint32_t hkv = (uint32_t)m->c.kv_heads, hd = (uint32_t)m->c.head_dim;
+    _Alignas(64) pgrt_tensor_map map[4];
+    const pgrt_devptr base[4] = {a->qb, a->kb, a->vb, m->dob};
+    const uint32_t heads[4] = {hq, hkv, hkv, hq};
+    int rc = lm_run(m, s, &m->k.att_prep,
+                    ARGS(P(a->att), P(m->datt), P(a->lse), P(m->dob), P(m->att_stats), U(B), U(S),
+                         U(hq), U(hd)));
+    for (int i = 0; i < 4 && !rc; i++)
+        rc = pgrt_attention_sm90_map(m->ctx, &map[i], base[i], B, S, heads[i], hd, 64);
+    if (rc || (rc = lm_run(m, s, &m->k.att_dq,
+                           ARGS(pgrt_arg_tensor_map(&map[0]), pgrt_arg_tensor_map(&map[1]),
+                                pgrt_arg_tensor_map(&map[2]), pgrt_arg_tensor_map(&map[3]),
+                                P(m->att_stats), P(m->dq), U(B), U(S), U(hq), U(hkv), U(hd),
+                                F(sc)))))
+        return rc;
+    bool gqa = hq != hkv; /* dkv writes each query head's share; group sums them */
+    if ((rc = lm_run(m, s, &m->k.att_dkv,
+                     ARGS(pgrt_arg_tensor_map(&map[0]), pgrt_arg_tensor_map(&map[1]),
+                          pgrt_arg_tensor_map(&map[2]), pgrt_arg_tensor_map(&map[3]),
+                          P(m->att_stats), P(gqa ? m->dkh : m->dk), P(gqa ? m->dvh : m->dv), U(B),
+                          U(S), U(hq), U(hkv), U(hd), F(sc)))) ||
+        !gqa)
+        return rc;
+    uint32_t n = (uint32_t)m->T * hkv * hd;
+    return lm_run(m, s, &m->k.att_group,
+                  ARGS(P(m->dkh), P(m->dvh), P(m->dk), P(m->dv), U(n), U(hkv * hd), U(hq / hkv),
+                       U(hd)));
+}
+
 static int att_fwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
 {
+    if (m->fa3)
+        return att_fwd_sm90(m, s, a);
     float sc = 1.0f / sqrtf((float)m->c.head_dim);
     pgrt_arg av[] = {P(a->q),      P(a->k),         P(a->v),           P(a->att),
                      P(a->lse),    U(m->B),         U(m->S),           U(m->c.heads),
@@ -133,6 +192,8 @@ static int att_fwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
 /* dq, then dk and dv, from datt. */
 static int att_bwd(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
 {
+    if (m->fa3)
+        return att_bwd_sm90(m, s, a);
     float sc = 1.0f / sqrtf((float)m->c.head_dim);
     size_t drop = m->packed ? 0 : 1;
     pgrt_arg dq[] = {P(a->q),      P(a->k),         P(a->v),      P(a->att),

@@ -160,6 +160,17 @@ static int choose_kernels(pgrt_lm *m)
             m->desc[K_ATT_DKV] = d[2];
         }
     }
+    /* with the plan's fa3 (sm_90a, act16, rows not packed): wgmma and TMA,
+     * FlashAttention-3 shaped, on bf16 q, k, v (attention_sm90_*) */
+    if (m->fa3) {
+        static const char *const fa3[3] = {"attention_sm90_forward", "attention_sm90_backward_dq",
+                                           "attention_sm90_backward_dkv"};
+        const int slot[3] = {K_ATT_FWD, K_ATT_DQ, K_ATT_DKV};
+        for (int i = 0; i < 3; i++)
+            if (!(m->desc[slot[i]] = pgk_find(fa3[i])))
+                return model_fail(PGRT_ENOTFOUND, "pgrt_lm: kernel %s is not in the catalog",
+                                  fa3[i]);
+    }
     /* packed rows: RoPE at the batch's positions, attention bounded by
      * documents (the same arguments with the document starts appended) */
     if (m->packed || m->rope_table) {
@@ -346,6 +357,7 @@ int pgrt_lm_create(pgrt_ctx *ctx, const pgrt_lm_params *p, pgrt_lm **out)
         goto fail;
     }
     m->hlab = m->hid + m->T;
+    m->fa3 = pl.fa3;
     if ((rc = choose_kernels(m)))
         goto fail;
     lm_lora_layout(m, p->adapter);

@@ -47,6 +47,8 @@
     X(ATT_FWD, "attention_forward_f32")                                        \
     X(ATT_DQ, "attention_backward_dq_f32")                                     \
     X(ATT_DKV, "attention_backward_dkv_f32")                                   \
+    X(ATT_PREP, "attention_sm90_backward_prep")                                \
+    X(ATT_GROUP, "attention_sm90_backward_group")                              \
     X(WIDEN, "cast_bf16_to_f32")                                               \
     X(NARROW, "cast_f32_to_bf16")                                              \
     X(LORA_PROJ, "lora_proj_f32")                                              \
@@ -91,6 +93,7 @@ typedef struct lm_kernels {
     lm_kernel gather, widen_x;                /* the embedding; widen_x: bf16, T x H */
     lm_kernel rope_fwd, rope_bwd;
     lm_kernel att_fwd, att_dq, att_dkv;
+    lm_kernel att_prep, att_group;            /* fa3: the backward's first and last pass */
     lm_kernel narrow_att;                     /* bf16: att's copy, T x q heads x head_dim */
     lm_kernel narrow_dqkv;                    /* act16: dq, dk, dv's copies at once */
     lm_kernel swiglu_fwd, swiglu_bwd;         /* the dtype's */
@@ -127,6 +130,9 @@ typedef struct layer_w {
 typedef struct layer_a {
     pgrt_devptr x, h1, q, k, v, att, lse, xm, h2, g, u, act;
     pgrt_devptr h1b, h2b, attb;
+    /* fa3: q, k, v's bf16 copies, adjacent (q, k, v themselves are then
+     * one shared scratch: nothing reads them after the copy) */
+    pgrt_devptr qb, kb, vb;
     pgrt_devptr qpre, kpre; /* Qwen3: q and k before their norms */
     pgrt_devptr xa[PGRT_LINEAR_COUNT]; /* (alpha/r) x A^T, [T, r] */
     pgrt_devptr xa_base; /* where the layer's xa start */
@@ -195,6 +201,11 @@ struct pgrt_lm {
      * copies of the LoRA weights: pbf holds A and B, then s A, s B */
     bool fused;
     bool act16; /* lm_plan's: bf16 MLP activations, bf16 kept norm outputs */
+    /* lm_plan's: attention on wgmma (attention_sm90_*: bf16 q, k, v kept,
+     * dO's bf16 copy and the row statistics in dob and att_stats) */
+    bool fa3;
+    pgrt_devptr dob, att_stats;
+    pgrt_devptr dkh, dvh; /* fa3 with GQA: each query head's dK and dV */
     pgrt_buf *pbf;
     pgrt_buf *ws;        /* split-K workspace */
     uint64_t ws_need;    /* the largest workspace a GEMM of the step wants */
@@ -291,11 +302,18 @@ typedef struct lm_plan {
      * as transformers keeps them under autocast, the norms' outputs kept
      * as their bf16 copies only (h1b, h2b), the attention's with its copy */
     bool act16;
+    /* act16, rows not packed, head_dim a multiple of 8: attention on the
+     * sm_90a kernels (attention_sm90_*), q, k and v kept in bf16 */
+    bool fa3;
 } lm_plan;
 
 int lm_check_params(const pgrt_lm_params *p);
 void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
-                  bool act16, int head_chunk, int recompute, lm_plan *p);
+                  bool act16, bool fa3, int head_chunk, int recompute, lm_plan *p);
+/* Whether p takes the sm_90a attention once act16 holds: rows not packed,
+ * a head_dim the tensor maps read (a multiple of 8), and the environment's
+ * PGRT_LM_ATTENTION not "mma" (the older kernels, for comparison). */
+bool lm_fa3(const pgrt_lm_params *p, bool act16);
 /* Whether p on a device of arch target `arch` runs with act16: bf16,
  * sm_90a, no LoRA dropout, and every pair inside the base GEMMs (a rank
  * and every width a multiple of 8). The condition of lm_fusable() with

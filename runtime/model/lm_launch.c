@@ -44,6 +44,8 @@ int lm_bucket(bool lowp, int k)
     case K_ATT_FWD:
     case K_ATT_DQ:
     case K_ATT_DKV:
+    case K_ATT_PREP:
+    case K_ATT_GROUP:
         return PGRT_LM_TIME_ATTENTION;
     case K_CE:
     case K_CE_BF16:
@@ -172,8 +174,15 @@ int lm_kernels_resolve(pgrt_lm *m)
                       KN({"batch", m->B}, {"seq_len", m->S}, {"q_heads", m->c.heads},
                          {"head_dim", hd}))) ||
         (rc = resolve(m, &k->att_dkv, K_ATT_DKV,
-                      KN({"batch", m->B}, {"seq_len", m->S}, {"kv_heads", m->c.kv_heads},
+                      KN({"batch", m->B}, {"seq_len", m->S},
+                         {m->fa3 ? "q_heads" : "kv_heads", m->fa3 ? m->c.heads : m->c.kv_heads},
                          {"head_dim", hd}))) ||
+        (m->fa3 && m->c.heads != m->c.kv_heads &&
+         (rc = resolve(m, &k->att_group, K_ATT_GROUP,
+                       KN({"n", T * (uint32_t)m->c.kv_heads * hd})))) ||
+        (m->fa3 && (rc = resolve(m, &k->att_prep, K_ATT_PREP,
+                                 KN({"batch", m->B}, {"seq_len", m->S},
+                                    {"q_heads", m->c.heads}, {"head_dim", hd})))) ||
         (m->act16 && (rc = resolve(m, &k->narrow_dqkv, K_NARROW,
                                    KN({"n", T * (uint32_t)(m->c.heads + 2 * m->c.kv_heads) * hd})))) ||
         (m->lowp && (rc = resolve(m, &k->narrow_att, K_NARROW,

@@ -5,6 +5,7 @@
 #include "lm_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static uint64_t u64max(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -20,10 +21,11 @@ static uint64_t layer_ranks(const pgrt_adapter *ad, int l)
 }
 
 void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int S, bool bf16,
-                  bool act16, int head_chunk, int recompute, lm_plan *p)
+                  bool act16, bool fa3, int head_chunk, int recompute, lm_plan *p)
 {
     memset(p, 0, sizeof *p);
     p->act16 = act16;
+    p->fa3 = fa3;
     uint64_t T = (uint64_t)B * S, H = c->hidden, I = c->intermediate, V = c->vocab;
     uint64_t qd = (uint64_t)c->heads * c->head_dim, kvd = (uint64_t)c->kv_heads * c->head_dim;
     /* the pairs' ranks: their sum sizes the saved xa, the largest dxa */
@@ -37,6 +39,8 @@ void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int
                    (c->qk_norm ? T * (qd + kvd) : 0); /* Qwen3: q, k before their norms */
     if (act16) /* h1b, h2b and g, u, act: bf16, two to an f32 element; attb */
         set = set - T * (H + (3 * I) / 2) + T * qd / 2 + 64;
+    if (fa3) /* q, k, v kept as their bf16 copies */
+        set = set - T * (qd + 2 * kvd) + T * (qd + 2 * kvd) / 2 + 64;
     uint64_t kept = 0, shared_xa = 0;
     for (int l = 0; l < c->layers; l++) {
         uint64_t xa = T * layer_ranks(ad, l);
@@ -65,6 +69,10 @@ void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int
                                                       act16: one a lead module) */
                + (act16 ? T * (qd + 2 * kvd) / 2 + 192 : 0) /* dqb, dkb, dvb */ +
                T * c->heads /* delta */ +
+               (fa3 ? T * (qd + 2 * kvd) /* q, k, v f32 */ + T * qd / 2 + 64 /* dob */ +
+                          (qd != kvd ? 2 * T * qd : 0) /* dkh, dvh */ +
+                          (uint64_t)B * c->heads * (((uint64_t)S + 127) / 128 * 128) * 2 + 64
+                    : 0) +
                (bf16 ? 0 : (uint64_t)chunk * V) /* f32 logits */ + T /* loss */ +
                (drop ? T * widest : 0) /* xdrop */ +
                (bf16 ? T * widest /* xb, dyb: two bf16 halves */ + (uint64_t)chunk * V / 2 + 1
@@ -225,6 +233,14 @@ bool lm_act16(const pgrt_lm_params *p, pg_target arch)
     return true;
 }
 
+bool lm_fa3(const pgrt_lm_params *p, bool act16)
+{
+    const pgrt_model_config *c = pgrt_model_files_config(p->model);
+    const char *env = getenv("PGRT_LM_ATTENTION");
+    return act16 && !p->packed && c->head_dim % 8 == 0 && c->head_dim <= 128 &&
+           !(env && !strcmp(env, "mma"));
+}
+
 bool lm_plan_fit(const pgrt_lm_params *p, bool act16, uint64_t budget, lm_plan *pl)
 {
     const pgrt_model_config *c = pgrt_model_files_config(p->model);
@@ -235,7 +251,7 @@ bool lm_plan_fit(const pgrt_lm_params *p, bool act16, uint64_t budget, lm_plan *
      * one set of activations */
     for (;; k += k == 0 && last > 1 ? 2 : 1) {
         lm_plan_make(c, p->adapter, p->batch, p->seq, p->dtype == PGRT_LM_BF16, act16,
-                     p->head_chunk, k, pl);
+                     lm_fa3(p, act16), p->head_chunk, k, pl);
         if (!budget || lm_plan_bytes(pl, p) <= budget)
             return true;
         if (k == last)
@@ -376,9 +392,15 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
             a->h1b = take(base, &off, (T * H + 1) / 2);
         else
             a->h1 = take(base, &off, T * H);
-        a->q = take(base, &off, T * qd);
-        a->k = take(base, &off, T * kvd);
-        a->v = take(base, &off, T * kvd);
+        if (m->fa3) { /* bf16, adjacent: one narrowing cast (16-byte aligned parts) */
+            a->qb = take(base, &off, (T * (qd + 2 * kvd) + 1) / 2);
+            a->kb = a->qb + T * qd * 2;
+            a->vb = a->kb + T * kvd * 2;
+        } else {
+            a->q = take(base, &off, T * qd);
+            a->k = take(base, &off, T * kvd);
+            a->v = take(base, &off, T * kvd);
+        }
         a->att = take(base, &off, T * qd);
         if (m->act16)
             a->attb = take(base, &off, (T * qd + 1) / 2);
@@ -443,6 +465,21 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
         m->dvb = m->dkb + T * kvd * 2;
     }
     m->delta = take(base, &off, T * m->c.heads);
+    if (m->fa3) { /* f32 q, k, v: one scratch for every layer */
+        pgrt_devptr q = take(base, &off, T * (qd + 2 * kvd));
+        for (int l = 0; l < m->c.layers; l++) {
+            m->la[l].q = q;
+            m->la[l].k = q + T * qd * 4;
+            m->la[l].v = m->la[l].k + T * kvd * 4;
+        }
+        m->dob = take(base, &off, (T * qd + 1) / 2);
+        uint64_t sp = ((uint64_t)m->S + 127) / 128 * 128;
+        m->att_stats = take(base, &off, (uint64_t)m->B * m->c.heads * sp * 2);
+        if (qd != kvd) {
+            m->dkh = take(base, &off, T * qd);
+            m->dvh = take(base, &off, T * qd);
+        }
+    }
     if (!m->lowp)
         m->logits = take(base, &off, (uint64_t)m->chunk * V);
     m->loss = take(base, &off, T);

@@ -125,17 +125,21 @@ static double max_diff(const pgrt_buf *x, const pgrt_buf *y, size_t n)
 int main(int argc, char **argv)
 {
     int iters = 10;
-    uint32_t seqs[8] = {512, 2048, 8192, 32768};
+    uint32_t seqs[8] = {512, 2048, 8192, 32768}, batches[8] = {0};
     size_t nseq = 4, given = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--s") && i + 1 < argc) {
-            if (given < 8)
-                seqs[given++] = (uint32_t)strtoul(argv[++i], NULL, 0);
+            char *end;
+            if (given < 8) {
+                seqs[given] = (uint32_t)strtoul(argv[++i], &end, 0);
+                batches[given++] = *end == 'x' ? (uint32_t)strtoul(end + 1, NULL, 0) : 0;
+            }
             nseq = given;
         } else if (atoi(argv[i]) > 0) {
             iters = atoi(argv[i]);
         } else {
-            fprintf(stderr, "usage: bench_attention_sm90 [iters] [--s S]...\n");
+            fprintf(stderr, "usage: bench_attention_sm90 [iters] [--s S[xB]]... (B: 16384 / S "
+                            "tokens unless given, 1 from 32768)\n");
             return 2;
         }
     }
@@ -157,7 +161,7 @@ int main(int argc, char **argv)
            "mma_ms", "TFLOP/s", "speedup", "dO/max|O|", "dLSE");
     double bwd_rows[8][4];
     for (size_t c = 0; c < nseq; c++) {
-        uint32_t S = seqs[c], B = S >= 32768 ? 1 : 16384 / S ? 16384 / S : 1;
+        uint32_t S = seqs[c], B = batches[c] ? batches[c] : S >= 32768 ? 1 : 16384 / S ? 16384 / S : 1;
         size_t nq = (size_t)B * S * HQ * D, nk = (size_t)B * S * HKV * D, nr = (size_t)B * S * HQ;
         pgrt_buf *q16, *q32, *k16, *k32, *v16, *v32;
         random_pair(nq, &r, &q16, &q32);
@@ -200,12 +204,12 @@ int main(int argc, char **argv)
         uint64_t stb = pgrt_attention_sm90_stats_bytes(B, S, HQ);
         pgrt_buf *gob = alloc(PG_BF16, nq), *st = alloc(PG_U32, stb / 4);
         pgrt_buf *dq = alloc(PG_F32, nq), *dk = alloc(PG_F32, nk), *dv = alloc(PG_F32, nk);
-        pgrt_buf *del = alloc(PG_F32, nr);
+        pgrt_buf *del = alloc(PG_F32, nr), *kh = alloc(PG_F32, nq), *vh = alloc(PG_F32, nq);
         j.g = (pgrt_attention90_grad){pgrt_buf_ptr(q16), pgrt_buf_ptr(k16),  pgrt_buf_ptr(v16),
                                       pgrt_buf_ptr(o),   pgrt_buf_ptr(go32), pgrt_buf_ptr(l),
                                       pgrt_buf_ptr(gob), pgrt_buf_ptr(st),   pgrt_buf_ptr(dq),
-                                      pgrt_buf_ptr(dk),  pgrt_buf_ptr(dv),   B, S, HQ, HKV, D,
-                                      scale};
+                                      pgrt_buf_ptr(dk),  pgrt_buf_ptr(dv),   pgrt_buf_ptr(kh),
+                                      pgrt_buf_ptr(vh),  B, S, HQ, HKV, D,   scale};
         double b90 = gpu_time_ms(ctx, run_sm90_bwd, &j, iters), bmma = 0;
         if (mma_ok) {
             const pgk_desc *dd = pgk_find("attention_mma_backward_dq");
@@ -231,14 +235,14 @@ int main(int argc, char **argv)
             bmma = gpu_time_ms(ctx, run_mma_bwd, &j, iters);
         }
         bwd_rows[c][0] = S, bwd_rows[c][1] = B, bwd_rows[c][2] = b90, bwd_rows[c][3] = bmma;
-        pgrt_buf *bw[] = {go16, go32, gob, st, dq, dk, dv, del};
+        pgrt_buf *bw[] = {go16, go32, gob, st, dq, dk, dv, del, kh, vh};
         for (size_t i = 0; i < sizeof bw / sizeof bw[0]; i++)
             pgrt_buf_destroy(&bw[i]);
         pgrt_buf *all[] = {q16, q32, k16, k32, v16, v32, o, ob, l, mo, ml};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             pgrt_buf_destroy(&all[i]);
     }
-    printf("backward (2.5 forwards' flops; sm90: prep, dq, dkv; mma: dq, dkv):\n");
+    printf("backward (2.5 forwards' flops; sm90: prep, dq, dkv, group; mma: dq, dkv):\n");
     printf("%6s %3s | %10s %9s | %10s %9s | %7s\n", "S", "B", "sm90_ms", "TFLOP/s", "mma_ms",
            "TFLOP/s", "speedup");
     for (size_t c = 0; c < nseq; c++) {

@@ -440,6 +440,7 @@ static void attention_case(shp x)
         pgrt_buf *bgo = dev_upload(go, nq), *bgob = dev_alloc(PG_BF16, nq);
         pgrt_buf *bst = dev_alloc(PG_U32, stb / 4);
         pgrt_buf *bdq = words(nq + GUARD), *bdk = words(nk + GUARD), *bdv = words(nk + GUARD);
+        pgrt_buf *bkh = dev_alloc(PG_F32, nq), *bvh = dev_alloc(PG_F32, nq);
         uint32_t *hd[3][2];
         size_t nn[3] = {nq, nk, nk};
         for (int o = 0; o < 3; o++)
@@ -448,8 +449,8 @@ static void attention_case(shp x)
         pgrt_attention90_grad gr = {pgrt_buf_ptr(bq),  pgrt_buf_ptr(bk),   pgrt_buf_ptr(bv),
                                     pgrt_buf_ptr(bo),  pgrt_buf_ptr(bgo),  pgrt_buf_ptr(bl),
                                     pgrt_buf_ptr(bgob), pgrt_buf_ptr(bst), pgrt_buf_ptr(bdq),
-                                    pgrt_buf_ptr(bdk), pgrt_buf_ptr(bdv),  x.b, x.s, x.hq,
-                                    x.hkv, x.d, scale};
+                                    pgrt_buf_ptr(bdk), pgrt_buf_ptr(bdv),  pgrt_buf_ptr(bkh),
+                                    pgrt_buf_ptr(bvh), x.b, x.s, x.hq, x.hkv, x.d, scale};
         bool bok = true;
         pgrt_buf *outs[3] = {bdq, bdk, bdv};
         for (int run = 0; run < 2; run++) {
@@ -481,7 +482,7 @@ static void attention_case(shp x)
             r->bad += gh;
             finish(r);
         }
-        pgrt_buf *ball[] = {bgo, bgob, bst, bdq, bdk, bdv};
+        pgrt_buf *ball[] = {bgo, bgob, bst, bdq, bdk, bdv, bkh, bvh};
         for (size_t i = 0; i < sizeof ball / sizeof ball[0]; i++)
             pgrt_buf_destroy(&ball[i]);
         for (int o = 0; o < 3; o++)
