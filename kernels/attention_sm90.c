@@ -653,4 +653,5 @@ const pgk_desc pgk_desc_attention_sm90_forward = {
     .threads = THREADS,
     .build = build,
     .launch = launch,
+    .whole_program = true,
 };

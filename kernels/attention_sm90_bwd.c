@@ -180,14 +180,18 @@ typedef struct bw {
     bool dkv;
     unsigned dp, halves, stages;
     uint32_t rbytes, sbytes; /* a resident tile (128 rows), a stream tile (64 rows) */
+    /* a ring stage: U, W and (dkv) the 64 query rows' statistics, 512
+     * bytes padded to the swizzle's 1024-byte period */
+    uint32_t stage;
     /* mbarriers' byte offsets: 0 the resident pair; `stages` full, then empty */
     uint32_t full, empty;
 } bw;
 
 static bw bw_of(unsigned dp, bool dkv)
 {
-    bw c = {dkv, dp, dp / 64, 0, RES * dp * 2u, STR * dp * 2u, 8, 0};
-    uint32_t st = (RING_BYTES - 2u * c.rbytes) / (2u * c.sbytes);
+    bw c = {dkv, dp, dp / 64, 0, RES * dp * 2u, STR * dp * 2u, 0, 8, 0};
+    c.stage = 2u * c.sbytes + (dkv ? 1024u : 0u);
+    uint32_t st = (RING_BYTES - 2u * c.rbytes) / c.stage;
     c.stages = st > MAX_STAGES ? MAX_STAGES : st;
     c.empty = c.full + 8 * c.stages;
     return c;
@@ -249,7 +253,8 @@ static bpos position(pg_kernel *k, const bw *c, pg_reg seq, pg_reg group)
     return q;
 }
 
-/* maps: q, k, v, do. Resident: dq (Q, dO) at head h; dkv (K, V) at kvh. */
+/* maps: q, k, v, do (and dkv's stats). Resident: dq (Q, dO) at head h;
+ * dkv (K, V) at kvh. */
 static void producer(pg_kernel *k, const bw *c, const pg_reg *maps, pg_reg sx, pg_reg ring,
                      pg_reg bars, const bpos *q)
 {
@@ -280,11 +285,19 @@ static void producer(pg_kernel *k, const bw *c, const pg_reg *maps, pg_reg sx, p
         pg_reg eb = pgk_fa3_stage_bar(k, bars, c->empty, s);
         pg_reg fb = pgk_fa3_stage_bar(k, bars, c->full, s);
         pg_mbarrier_wait_parity(k, eb, 0, ph);
-        pg_mbarrier_arrive_expect_tx(k, fb, 0, pg_u32(2 * c->sbytes));
-        pg_reg du = pgv_mad(k, PG_U32, s, pg_u32(2 * c->sbytes), ring);
+        pg_mbarrier_arrive_expect_tx(k, fb, 0, pg_u32(2 * c->sbytes + (c->dkv ? 512u : 0u)));
+        pg_reg du = pgv_mad(k, PG_U32, s, pg_u32(c->stage), ring);
         pg_reg row = pgv_shl(k, PG_B32, pgv_add(k, PG_U32, q->i0, i), pg_u32(6));
         load_tile(k, c, mu, du, head, row, q->b, fb, STR);
         load_tile(k, c, mw, pgv_add(k, PG_U32, du, pg_u32(c->sbytes)), head, row, q->b, fb, STR);
+        if (c->dkv) { /* the block's 64 (-LSE log2 e, delta) pairs: f32 {128 row, h, b} */
+            pg_val co[3];
+            co[0] = pgv_shl(k, PG_B32, row, pg_u32(1));
+            co[1] = head;
+            co[2] = q->b;
+            pg_cp_async_bulk_tensor(k, 3, pgv_add(k, PG_U32, du, pg_u32(2 * c->sbytes)), maps[4],
+                                    co, fb);
+        }
         pgk_fa3_ring_next(k, s, ph, c->stages);
     }
     pgk_loop_end(k, &L);
@@ -345,8 +358,8 @@ static void gemm_acc(pg_kernel *k, const bw *c, pg_reg *acc, pg_reg *frag, pg_re
 /* P and dS from s and dp in place, the thread's row (dq) or column (dkv)
  * statistics nl = -LSE log2 e and delta: P = 2^(s c + nl), dS = P (dP -
  * delta); then their bf16 fragments. dkv reads the statistics of its 16
- * columns (query rows) from stats at sat (the block's first column's),
- * four floats a column pair. */
+ * columns (query rows) from the stage's copy at shared address sat (its
+ * first column pair's), four floats a column pair. */
 static void terms(pg_kernel *k, bcons *w, const pg_reg *nl, const pg_reg *dl, pg_reg sat)
 {
     for (unsigned nt = 0; nt < STR / 8; nt++) {
@@ -355,7 +368,7 @@ static void terms(pg_kernel *k, bcons *w, const pg_reg *nl, const pg_reg *dl, pg
             pg_reg v[4];
             for (int e = 0; e < 4; e++)
                 v[e] = pg_reg_new(k, PG_F32);
-            pg_ld_v(k, PG_SPACE_GLOBAL, PG_F32, 4, sat, (int64_t)nt * 64, v);
+            pg_ld_v(k, PG_SPACE_SHARED, PG_F32, 4, sat, (int64_t)nt * 64, v);
             cn[0] = v[0], cd[0] = v[1], cn[1] = v[2], cd[1] = v[3];
         }
         for (unsigned hh = 0; hh < 2; hh++)
@@ -466,18 +479,15 @@ static void consumer(pg_kernel *k, const bw *c, bcons *w, pg_reg sx, pg_reg ring
     pg_label_bind(k, first);
     pg_mbarrier_wait_parity(k, w->bars, 0, pg_u32(0));
 
-    pg_reg cbase = pg_none(); /* dkv: stats of (b, h), column 2 t4 */
-    if (c->dkv) {
-        pg_reg bh = pgv_mad(k, PG_U32, q->b, io->hq, q->h);
-        pg_reg col = pgv_shl(k, PG_B32, w->f.t4, pg_u32(1));
-        pg_reg si = pgv_mad_wide(k, PG_U32, bh, sp, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, col));
-        cbase = pgv_add(k, PG_U64, io->ST, pgv_shl(k, PG_B64, si, pg_u32(3)));
-    }
+    /* dkv: the stage's statistics, from column pair 2 t4 on (16 bytes) */
+    pg_reg cbase = c->dkv ? pgv_mad(k, PG_U32, w->f.t4, pg_u32(16),
+                                    pgv_add(k, PG_U32, ring, pg_u32(2 * c->sbytes)))
+                          : pg_none();
     pgk_loop L;
     pg_reg j = pgk_loop_begin(k, &L, pg_u32(0), q->n, pg_u32(1));
     {
         pg_reg blk = pgv_add(k, PG_U32, q->i0, j);
-        pg_reg so = pgv_mul_wide(k, PG_U32, w->st, pg_u32(2 * c->sbytes / 16));
+        pg_reg so = pgv_mul_wide(k, PG_U32, w->st, pg_u32(c->stage / 16));
         wait_full(k, c, w);
         pgk_fa3_turn_begin(k, w->cw);
         gemm_scores(k, c, w, so);
@@ -498,9 +508,7 @@ static void consumer(pg_kernel *k, const bw *c, bcons *w, pg_reg sx, pg_reg ring
         pgk_fa_causal_mask(k, &w->f, (pg_reg(*)[4])w->s, STR / 8, row0, b0, c->dkv);
         pg_label_bind(k, off);
 
-        pg_reg sat = pg_none();
-        if (c->dkv)
-            sat = pgv_add(k, PG_U64, cbase, pgv_shl(k, PG_B64, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, b0), pg_u32(3)));
+        pg_reg sat = c->dkv ? pgv_mad(k, PG_U32, w->st, pg_u32(c->stage), cbase) : pg_none();
         terms(k, w, nl, dl, sat);
 
         pgk_fa3_turn_begin(k, w->cw);
@@ -533,8 +541,9 @@ static void consumer(pg_kernel *k, const bw *c, bcons *w, pg_reg sx, pg_reg ring
     }
 }
 
-/* params: tmap_q, tmap_k, tmap_v, tmap_do, stats, out1 [, out2], batch,
- * seq_len, q_heads, kv_heads, head_dim, scale */
+/* params: tmap_q, tmap_k, tmap_v, tmap_do, then dq: stats, grad_q; dkv:
+ * tmap_stats, grad_k, grad_v; then batch, seq_len, q_heads, kv_heads,
+ * head_dim, scale */
 static int build_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn, bool dkv)
 {
     const bw c = bw_of(dp_of(kn[KN_DIM]), dkv);
@@ -542,12 +551,12 @@ static int build_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn, bool d
     pg_shared dyn = pg_shared_dynamic(k, 128);
     pg_shared bar_arr = pg_shared_static(k, PG_B64, 1 + 2 * c.stages, 8, "bars");
     pg_label done = pg_label_new(k, "exit");
-    pg_reg maps[4];
-    for (int i = 0; i < 4; i++)
+    pg_reg maps[5];
+    for (int i = 0; i < (dkv ? 5 : 4); i++)
         maps[i] = pg_param_addr(k, p[i]);
     unsigned n = dkv ? 7 : 6;
     bout io;
-    io.ST = pg_param_load(k, p[4]);
+    io.ST = dkv ? pg_none() : pg_param_load(k, p[4]);
     io.o1 = pg_param_load(k, p[5]);
     io.o2 = dkv ? pg_param_load(k, p[6]) : pg_none();
     io.seq = pg_param_load(k, p[n + 1]);
@@ -607,10 +616,10 @@ static int build_dkv(pg_kernel *k, const pgk_desc *d, const pg_param *p, const u
     return build_bwd(k, p, kn, true);
 }
 
-static uint32_t shared_bytes(unsigned dp)
+static uint32_t shared_bytes(unsigned dp, bool dkv)
 {
-    const bw c = bw_of(dp, false);
-    return 2 * c.rbytes + 2 * c.stages * c.sbytes + 1024;
+    const bw c = bw_of(dp, dkv);
+    return 2 * c.rbytes + c.stages * c.stage + 1024;
 }
 
 /* dq: grid (q_heads, batch, query tiles); dkv: (q_heads, batch, key tiles). */
@@ -622,7 +631,7 @@ static int launch_bwd(const pgk_desc *d, const uint32_t *kn, pgk_launch *out)
         return PG_ERANGE;
     *out = (pgk_launch){{kn[KN_HEADS], kn[KN_BATCH], pgk_ceil_div(kn[KN_SEQ], RES)},
                         {d->threads, 1, 1},
-                        shared_bytes(dp_of(kn[KN_DIM])),
+                        shared_bytes(dp_of(kn[KN_DIM]), d->build == build_dkv),
                         {0, 0, 0}};
     return PG_OK;
 }
@@ -752,7 +761,7 @@ static const pgk_param dkv_params[] = {
     {"tmap_k", PG_B8, .tensor_map = true},
     {"tmap_v", PG_B8, .tensor_map = true},
     {"tmap_do", PG_B8, .tensor_map = true},
-    {"stats", PG_U64, true},
+    {"tmap_stats", PG_B8, .tensor_map = true}, /* f32 [B, Hq, 2 Sp], boxes {128, 1, 1} */
     {"grad_k", PG_U64, true}, /* f32 [B, S, Hq, D]: each query head's share */
     {"grad_v", PG_U64, true}, /* f32 [B, S, Hq, D] */
     {"batch", PG_U32, false},
@@ -784,6 +793,7 @@ const pgk_desc pgk_desc_attention_sm90_backward_dq = {
     .threads = THREADS,
     .build = build_dq,
     .launch = launch_bwd,
+    .whole_program = true,
 };
 
 const pgk_desc pgk_desc_attention_sm90_backward_dkv = {
@@ -796,6 +806,7 @@ const pgk_desc pgk_desc_attention_sm90_backward_dkv = {
     .threads = THREADS,
     .build = build_dkv,
     .launch = launch_bwd,
+    .whole_program = true,
 };
 
 const pgk_desc pgk_desc_attention_sm90_backward_group = {

@@ -86,6 +86,26 @@ int pgrt_attention_sm90_map(pgrt_ctx *ctx, pgrt_tensor_map *map, pgrt_devptr bas
     return encode_rows(ctx, map, base, batch, seq_len, heads, head_dim, box_rows);
 }
 
+int pgrt_attention_sm90_stats_map(pgrt_ctx *ctx, pgrt_tensor_map *map, pgrt_devptr stats,
+                                  uint32_t batch, uint32_t seq_len, uint32_t q_heads)
+{
+    const char *fn = "pgrt_attention_sm90_stats_map";
+    RT_NONNULL(fn, ctx, "ctx");
+    RT_NONNULL(fn, map, "map");
+    if (!stats || stats % 16)
+        return rt_fail(PGRT_EINVAL, "%s: stats 0x%llx: TMA reads a nonzero, 16-byte aligned "
+                       "address", fn, (unsigned long long)stats);
+    if (batch == 0 || batch > 65535 || seq_len == 0 || seq_len > MAX_SEQ || q_heads == 0 ||
+        q_heads > 65535)
+        return rt_fail(PGRT_ERANGE, "%s: batch=%u seq_len=%u q_heads=%u: batch and q_heads "
+                       "1..65535, seq_len 1..%u", fn, batch, seq_len, q_heads, MAX_SEQ);
+    uint64_t sp = ((uint64_t)seq_len + 127u) / 128u * 128u;
+    const uint64_t dims[3] = {2 * sp, q_heads, batch};
+    const uint64_t strides[2] = {2 * sp * 4u, 2 * sp * 4u * q_heads};
+    const uint32_t box[3] = {128, 1, 1};
+    return pgrt_tensor_map_encode(ctx, map, PG_F32, 3, stats, dims, strides, box, 0);
+}
+
 uint64_t pgrt_attention_sm90_stats_bytes(uint32_t batch, uint32_t seq_len, uint32_t q_heads)
 {
     uint64_t sp = ((uint64_t)seq_len + 127u) / 128u * 128u;
@@ -211,12 +231,15 @@ int pgrt_attention_sm90_backward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_atten
             return rt_fail(PGRT_EINVAL, FN ": %s (0x%llx) is not 16-byte aligned", names[aligned[i]],
                            (unsigned long long)ptrs[aligned[i]]);
 
-    _Alignas(64) pgrt_tensor_map maps[4];
+    _Alignas(64) pgrt_tensor_map maps[5];
     const pgrt_devptr mb[4] = {g->q, g->k, g->v, g->grad_o_bf16};
     const uint32_t mh[4] = {g->q_heads, g->kv_heads, g->kv_heads, g->q_heads};
     for (int i = 0; i < 4; i++)
         if ((rc = encode_rows(ctx, &maps[i], mb[i], g->batch, g->seq_len, mh[i], g->head_dim, 64)))
             return rc;
+    if ((rc = pgrt_attention_sm90_stats_map(ctx, &maps[4], g->stats, g->batch, g->seq_len,
+                                            g->q_heads)))
+        return rc;
 
     pgrt_kernel *k;
     pgk_knobs kn;
@@ -245,7 +268,7 @@ int pgrt_attention_sm90_backward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_atten
     const pgrt_arg dkv[13] = {
         pgrt_arg_tensor_map(&maps[0]), pgrt_arg_tensor_map(&maps[1]),
         pgrt_arg_tensor_map(&maps[2]), pgrt_arg_tensor_map(&maps[3]),
-        pgrt_arg_ptr(g->stats),        pgrt_arg_ptr(dk),
+        pgrt_arg_tensor_map(&maps[4]), pgrt_arg_ptr(dk),
         pgrt_arg_ptr(dv),              pgrt_arg_u32(g->batch),
         pgrt_arg_u32(g->seq_len),      pgrt_arg_u32(g->q_heads),
         pgrt_arg_u32(g->kv_heads),     pgrt_arg_u32(g->head_dim),

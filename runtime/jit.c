@@ -2,7 +2,8 @@
 /*
  * PTX to a loaded module: the header checks, the driver's JIT (through its
  * linker, which hands the cubin over, or cuModuleLoadDataEx on a driver
- * without one) and its logs folded into one message line.
+ * without one, and for PTX that must be compiled whole: below) and its logs
+ * folded into one message line.
  *
  * Below both caches: the module cache (module.c) loads through here when
  * the disk cache is off, the disk cache (cubin_cache.c) JITs and loads its
@@ -162,7 +163,7 @@ int rt_module_load_ptx_timed(pgrt_ctx *ctx, const char *ptx, const char *what, C
     rt_driver *d = &ctx->drv;
     CUmodule mod = NULL;
     double t0 = rt_now_ms();
-    if (rt_have_linker(ctx)) {
+    if (rt_have_linker(ctx) && !(info && info->whole)) {
         void *cubin = NULL;
         size_t len = 0;
         rc = rt_jit_link(ctx, ptx, what, &cubin, &len);

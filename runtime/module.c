@@ -71,7 +71,8 @@ static int build_and_load(pgrt_ctx *ctx, const pgk_desc *d, const pgk_knobs *kn,
         built = ptx;
     }
     int rc;
-    if (ctx->disk) {
+    info->whole = d->whole_program;
+    if (ctx->disk && !d->whole_program) { /* a whole program gives no cubin to keep */
         rc = rt_ptx_precheck(ctx, built, d->name);
         if (rc == 0)
             rc = rt_cubin_load(ctx, built, d->name, mod, info);

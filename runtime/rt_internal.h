@@ -495,6 +495,7 @@ typedef struct rt_cubin_pending rt_cubin_pending;
 typedef struct rt_load_info {
     const char *ptx;    /* in: the kernel's PTX, built by the caller (borrowed) */
     bool defer;         /* in: leave the disk-cache write to the caller (pending) */
+    bool whole;         /* in: compile as a whole program (pgk_desc.whole_program) */
     rt_cubin_pending *pending; /* out, with defer: the write to do, or NULL */
     bool loaded;        /* this call built and loaded the module (a cache miss) */
     bool from_disk;     /* ... from the on-disk cubin cache, without a JIT */

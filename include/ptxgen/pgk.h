@@ -80,6 +80,13 @@ struct pgk_desc {
      * one function serves the family, each descriptor names its member. 0
      * where the kernel has no family. */
     unsigned variant;
+    /* The runtime compiles the PTX as a whole program (cuModuleLoadDataEx),
+     * not through the driver's linker, which compiles a relocatable
+     * object: there ptxas holds every thread to the registers the kernel
+     * has at entry, and a warp-specialized kernel whose consumers raise
+     * theirs with setmaxnreg spills (the sm_90a attention kernels). Such a
+     * module has no cubin for the disk cache. */
+    bool whole_program;
 };
 
 /* The catalog, in a fixed order (the --list order). */

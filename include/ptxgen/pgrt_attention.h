@@ -108,6 +108,10 @@ PGRT_API uint64_t pgrt_attention_sm90_stats_bytes(uint32_t batch, uint32_t seq_l
  * (128: the forward's Q, K and V; 64: the backward's Q, K, V and dO), a
  * 128-byte swizzle; for a caller that launches the kernels itself (a
  * model capturing its step). Host work only. PGRT_EINVAL, PGRT_ERANGE. */
+/* The map of the backward's stats scratch, as _dkv reads it: f32 {2 Sp,
+ * q_heads, batch}, boxes of 128 (a 64-row block's pairs). */
+PGRT_API int pgrt_attention_sm90_stats_map(pgrt_ctx *ctx, pgrt_tensor_map *map, pgrt_devptr stats,
+                                           uint32_t batch, uint32_t seq_len, uint32_t q_heads);
 PGRT_API int pgrt_attention_sm90_map(pgrt_ctx *ctx, pgrt_tensor_map *map, pgrt_devptr base,
                                      uint32_t batch, uint32_t seq_len, uint32_t heads,
                                      uint32_t head_dim, uint32_t box_rows);

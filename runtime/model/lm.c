@@ -146,7 +146,7 @@ static int att_bwd_sm90(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
     float sc = 1.0f / sqrtf((float)m->c.head_dim);
     uint32_t B = (uint32_t)m->B, S = (uint32_t)m->S, hq = (uint32_t)m->c.heads;
     uint32_t hkv = (uint32_t)m->c.kv_heads, hd = (uint32_t)m->c.head_dim;
-    _Alignas(64) pgrt_tensor_map map[4];
+    _Alignas(64) pgrt_tensor_map map[5];
     const pgrt_devptr base[4] = {a->qb, a->kb, a->vb, m->dob};
     const uint32_t heads[4] = {hq, hkv, hkv, hq};
     int rc = lm_run(m, s, &m->k.att_prep,
@@ -154,6 +154,8 @@ static int att_bwd_sm90(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
                          U(hq), U(hd)));
     for (int i = 0; i < 4 && !rc; i++)
         rc = pgrt_attention_sm90_map(m->ctx, &map[i], base[i], B, S, heads[i], hd, 64);
+    if (!rc)
+        rc = pgrt_attention_sm90_stats_map(m->ctx, &map[4], m->att_stats, B, S, hq);
     if (rc || (rc = lm_run(m, s, &m->k.att_dq,
                            ARGS(pgrt_arg_tensor_map(&map[0]), pgrt_arg_tensor_map(&map[1]),
                                 pgrt_arg_tensor_map(&map[2]), pgrt_arg_tensor_map(&map[3]),
@@ -164,7 +166,7 @@ static int att_bwd_sm90(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
     if ((rc = lm_run(m, s, &m->k.att_dkv,
                      ARGS(pgrt_arg_tensor_map(&map[0]), pgrt_arg_tensor_map(&map[1]),
                           pgrt_arg_tensor_map(&map[2]), pgrt_arg_tensor_map(&map[3]),
-                          P(m->att_stats), P(gqa ? m->dkh : m->dk), P(gqa ? m->dvh : m->dv), U(B),
+                          pgrt_arg_tensor_map(&map[4]), P(gqa ? m->dkh : m->dk), P(gqa ? m->dvh : m->dv), U(B),
                           U(S), U(hq), U(hkv), U(hd), F(sc)))) ||
         !gqa)
         return rc;
