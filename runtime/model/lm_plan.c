@@ -53,6 +53,10 @@ void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int
     uint64_t layers = T * H * (uint64_t)c->layers + kept + (recompute ? set + shared_xa : 0);
     /* the layer inputs of L layers and the final one, then the scratch */
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
+    /* act16: dtmp, xb and dyb hold a [T, H] or a q, k, v at most (the MLP's
+     * are bf16 buffers of their own), dg, du, dact are bf16 */
+    uint64_t wide = act16 ? u64max(H, u64max(qd, 2 * kvd)) : widest;
+    uint64_t mlpd = act16 ? 3 * ((T * I + 1) / 2 + 64) : T * 3 * I;
     /* ~256 MB of logits: 64 Mi in f32, 128 Mi in bf16 */
     int chunk = head_chunk > 0 ? head_chunk : (int)u64max(1, ((bf16 ? 128ull : 64ull) << 20) / V);
     /* whole 128-row tiles of the head's GEMMs (gemm_sm90's, the mma.sync
@@ -63,19 +67,20 @@ void lm_plan_make(const pgrt_model_config *c, const pgrt_adapter *ad, int B, int
         chunk = (int)T;
     p->chunk = chunk;
     p->arena = layers + 2 * T * H /* xf, hf */ +
-               T * (5 * H + qd * 2 + kvd * 2 + 3 * I + widest) /* dx dxm dh part dtmp, dq datt,
-                                                                 dk dv, dg du dact */
+               T * (5 * H + qd * 2 + kvd * 2 + wide) /* dx dxm dh part dtmp, dq datt, dk dv */ +
+               mlpd /* dg du dact */
                + (act16 ? PGRT_LINEAR_COUNT : 1) * (3 * T * rmax + 64) /* dxa (three parts;
                                                       act16: one a lead module) */
                + (act16 ? T * (qd + 2 * kvd) / 2 + 192 : 0) /* dqb, dkb, dvb */ +
                T * c->heads /* delta */ +
-               (fa3 ? T * (qd + 2 * kvd) /* q, k, v f32 */ + T * qd / 2 + 64 /* dob */ +
-                          (qd != kvd ? 2 * T * qd : 0) /* dkh, dvh */ +
+               (fa3 ? T * qd / 2 + 64 /* dob; f32 q, k, v in dq's place */ +
+                          (qd != kvd && I / 2 < qd ? 2 * T * qd : 0) /* dkh, dvh (else
+                                                                        in dg, du) */ +
                           (uint64_t)B * c->heads * (((uint64_t)S + 127) / 128 * 128) * 2 + 64
                     : 0) +
                (bf16 ? 0 : (uint64_t)chunk * V) /* f32 logits */ + T /* loss */ +
                (drop ? T * widest : 0) /* xdrop */ +
-               (bf16 ? T * widest /* xb, dyb: two bf16 halves */ + (uint64_t)chunk * V / 2 + 1
+               (bf16 ? T * wide /* xb, dyb: two bf16 halves */ + 64 + (uint64_t)chunk * V / 2 + 1
                      : 0);
     uint64_t wel = V * H * (c->tie_embeddings ? 1 : 2);
     for (int i = 0; i < PGRT_LINEAR_COUNT; i++) {
@@ -429,13 +434,14 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
         layer_xa(m, l, a, a->xa_base);
     }
     uint64_t widest = u64max(u64max(H, I), u64max(qd, 2 * kvd));
+    uint64_t wide = m->act16 ? u64max(H, u64max(qd, 2 * kvd)) : widest; /* lm_plan_make */
     m->xf = take(base, &off, T * H);
     m->hf = take(base, &off, T * H);
     m->dx = take(base, &off, T * H);
     m->dxm = take(base, &off, T * H);
     m->dh = take(base, &off, T * H);
     m->part = take(base, &off, T * H);
-    m->dtmp = take(base, &off, T * widest);
+    m->dtmp = take(base, &off, T * wide);
     /* act16: dq, dk, dv one after another, and so their bf16 copies, for
      * one narrowing cast (every width a multiple of 8: each part stays
      * 32-byte aligned) */
@@ -449,9 +455,15 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
         m->dk = take(base, &off, T * kvd);
         m->dv = take(base, &off, T * kvd);
     }
-    m->dg = take(base, &off, T * I);
-    m->du = take(base, &off, T * I);
-    m->dact = take(base, &off, T * H > T * I ? T * H : T * I);
+    if (m->act16) { /* bf16: two to an f32 element */
+        m->dg = take(base, &off, (T * I + 1) / 2);
+        m->du = take(base, &off, (T * I + 1) / 2);
+        m->dact = take(base, &off, (T * I + 1) / 2);
+    } else {
+        m->dg = take(base, &off, T * I);
+        m->du = take(base, &off, T * I);
+        m->dact = take(base, &off, T * H > T * I ? T * H : T * I);
+    }
     /* a group's, part after part; act16: one for each lead module (the
      * side stream's dA reads its own) */
     uint64_t dxa = 3 * T * (m->rmax ? m->rmax : 1);
@@ -465,8 +477,12 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
         m->dvb = m->dkb + T * kvd * 2;
     }
     m->delta = take(base, &off, T * m->c.heads);
-    if (m->fa3) { /* f32 q, k, v: one scratch for every layer */
-        pgrt_devptr q = take(base, &off, T * (qd + 2 * kvd));
+    if (m->fa3) {
+        /* f32 q, k, v: one scratch for every layer, in dq, dk, dv's place
+         * (the forward's are narrowed before anything reads dq; a
+         * recomputed layer's forward runs after the layer above's
+         * backward has narrowed its dq, dk, dv) */
+        pgrt_devptr q = m->dq;
         for (int l = 0; l < m->c.layers; l++) {
             m->la[l].q = q;
             m->la[l].k = q + T * qd * 4;
@@ -475,7 +491,13 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
         m->dob = take(base, &off, (T * qd + 1) / 2);
         uint64_t sp = ((uint64_t)m->S + 127) / 128 * 128;
         m->att_stats = take(base, &off, (uint64_t)m->B * m->c.heads * sp * 2);
-        if (qd != kvd) {
+        /* each query head's dK, dV: in dg and du, dead in the attention
+         * backward (the side stream joined before the norm above it), when
+         * they are wide enough */
+        if (qd != kvd && I / 2 >= qd) {
+            m->dkh = m->dg;
+            m->dvh = m->du;
+        } else if (qd != kvd) {
             m->dkh = take(base, &off, T * qd);
             m->dvh = take(base, &off, T * qd);
         }
@@ -486,8 +508,8 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
     if (m->drop)
         m->xdrop = take(base, &off, T * widest);
     if (m->lowp) {
-        m->xb = take(base, &off, (T * widest + 1) / 2);
-        m->dyb = take(base, &off, (T * widest + 1) / 2);
+        m->xb = take(base, &off, (T * wide + 1) / 2);
+        m->dyb = take(base, &off, (T * wide + 1) / 2);
         m->logits_b = take(base, &off, ((uint64_t)m->chunk * V + 1) / 2);
     }
     if (off > elems)
