@@ -6,6 +6,13 @@
  * maps' dims, strides, boxes and swizzle; the scalar arguments) and every
  * refusal (device, NULLs, alignment, heads, head_dim, sizes), each with
  * its message and nothing launched; pgrt_attention_sm90_check the same.
+ * The backward: pgrt_attention_sm90_backward's launches in order (prep,
+ * dq, dkv and, with GQA, the group sums; dkv's outputs the per-head
+ * scratch then), their grids, the 64-row boxes of its maps and the stats
+ * map, and its refusals. Every sm_90a attention module is compiled as a
+ * whole program: through cuModuleLoadDataEx, never the linker
+ * (pgk_desc.whole_program), while a kernel without the flag takes the
+ * linker.
  *
  * Usage: test_attention_sm90 FAKE_LIBCUDA
  */
@@ -136,9 +143,95 @@ static void launches(void)
     }
 }
 
+static void backward(void)
+{
+    setenv("PTXGEN_CACHE", "0", 1); /* every module JIT-compiled: the counts below */
+    pgrt_ctx *ctx = open_cc(90);
+    pgrt_buf *a = buf(ctx, PG_F32, 1 << 22);
+    pgrt_devptr p = pgrt_buf_ptr(a);
+    const uint32_t B = 2, S = 200, D = 128;
+    for (int gqa = 0; gqa < 2; gqa++) {
+        uint32_t hq = 12, hkv = gqa ? 2 : 12;
+        pgrt_attention90_grad g = {p,         p + 4096,   p + 8192,   p + 12288, p + 16384,
+                                   p + 20480, p + 24576,  p + 28672,  p + 32768, p + 36864,
+                                   p + 40960, gqa ? p + 45056 : 0, gqa ? p + 49152 : 0,
+                                   B,         S,          hq,         hkv,       D,
+                                   0.125f};
+        fk.reset();
+        int loads = fk.ex_loads(), links = fk.links();
+        int rc = pgrt_attention_sm90_backward(ctx, NULL, &g);
+        if (rc)
+            fprintf(stderr, "backward gqa %d: %s\n", gqa, pgrt_last_message());
+        REQUIRE_INT_EQ(rc, 0);
+        REQUIRE_INT_EQ(fk.launch_count(), gqa ? 4 : 3);
+        static const char *const names[4] = {"attention_sm90_backward_prep",
+                                             "attention_sm90_backward_dq",
+                                             "attention_sm90_backward_dkv",
+                                             "attention_sm90_backward_group"};
+        for (int i = 0; i < fk.launch_count() && i < 4; i++)
+            REQUIRE(!strcmp(fk.launch_at(i)->name, names[i]));
+        /* prep: a warp a row of the padded S; dq and dkv: a block a
+         * 128-row tile of a query head */
+        const fakecuda_launch *l = fk.launch_at(0);
+        REQUIRE(l->grid[0] == 256 / 8 && l->grid[1] == hq && l->grid[2] == B);
+        for (int i = 1; i < 3; i++) {
+            l = fk.launch_at(i);
+            REQUIRE(l->grid[0] == hq && l->grid[1] == B && l->grid[2] == 2);
+            REQUIRE_INT_EQ(l->block[0], 384);
+        }
+        /* dq's four maps and dkv's five: boxes of 64 rows, the stats' of 128 f32 */
+        l = fk.launch_at(2);
+        REQUIRE(l->nbig >= 5);
+        for (int m = 0; m < 4 && m < l->nbig; m++) {
+            REQUIRE_INT_EQ(u32_at(l->big[m], 124), FAKECUDA_TMAP_MAGIC);
+            REQUIRE_INT_EQ(u32_at(l->big[m], 96), 64);
+            REQUIRE_INT_EQ(u32_at(l->big[m], 112), 3);
+        }
+        if (l->nbig >= 5) {
+            REQUIRE(u64_at(l->big[4], 0) == p + 28672);
+            REQUIRE_INT_EQ(u32_at(l->big[4], 12), 3);
+            REQUIRE(u64_at(l->big[4], 16) == 2 * 256 && u64_at(l->big[4], 24) == hq &&
+                    u64_at(l->big[4], 32) == B);
+            REQUIRE_INT_EQ(u32_at(l->big[4], 88), 128);
+            REQUIRE_INT_EQ(u32_at(l->big[4], 112), 0);
+        }
+        /* dkv writes the per-head scratch with GQA, grad_k and grad_v without */
+        REQUIRE(l->params[l->nparams - 8] == (gqa ? p + 45056 : p + 36864));
+        if (gqa) {
+            l = fk.launch_at(3);
+            REQUIRE(l->params[0] == p + 45056 && l->params[2] == p + 36864);
+            REQUIRE(l->params[4] == (uint64_t)B * S * hkv * D);
+        }
+        /* the sm_90a modules are whole programs: no linker JIT for them */
+        if (!gqa) {
+            REQUIRE(fk.ex_loads() - loads >= 2);
+            REQUIRE_INT_EQ(fk.links() - links, 1); /* prep, which keeps the linker */
+        }
+        if (gqa) { /* refusals: a missing scratch, a NULL */
+            g.grad_v_heads = 0;
+            fk.reset();
+            REQUIRE_INT_EQ(pgrt_attention_sm90_backward(ctx, NULL, &g), PGRT_EINVAL);
+            REQUIRE(strstr(pgrt_last_message(), "grad_k_heads") != NULL);
+            g.grad_v_heads = p + 49152;
+            g.stats = 0;
+            REQUIRE_INT_EQ(pgrt_attention_sm90_backward(ctx, NULL, &g), PGRT_EINVAL);
+            REQUIRE(strstr(pgrt_last_message(), "stats is 0") != NULL);
+            g.stats = p + 28672 + 8;
+            REQUIRE_INT_EQ(pgrt_attention_sm90_backward(ctx, NULL, &g), PGRT_EINVAL);
+            REQUIRE(strstr(pgrt_last_message(), "aligned") != NULL);
+            REQUIRE_INT_EQ(fk.launch_count(), 0);
+        }
+    }
+    REQUIRE(pgrt_attention_sm90_stats_bytes(2, 200, 12) == 2ull * 12 * 256 * 8);
+    REQUIRE_INT_EQ(pgrt_attention_sm90_backward(ctx, NULL, NULL), PGRT_EINVAL);
+    pgrt_buf_destroy(&a);
+    pgrt_ctx_destroy(&ctx);
+}
+
 int main(int argc, char **argv)
 {
     fake_fixture_open(&fk, argc, argv, RTLD_NOW | RTLD_GLOBAL, "FAKE_LIBCUDA");
     launches();
+    backward();
     TEST_DONE();
 }

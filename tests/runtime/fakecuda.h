@@ -33,7 +33,7 @@
 #include <string.h>
 
 #define FAKECUDA_MAX_PARAMS 16
-#define FAKECUDA_MAX_BIG 4
+#define FAKECUDA_MAX_BIG 5
 #define FAKECUDA_CUBIN_MAGIC "FAKECUBIN\n"
 
 typedef struct fakecuda_launch {
