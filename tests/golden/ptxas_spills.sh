@@ -3,7 +3,7 @@
 #
 # Assemble one kernel for one target at each listed value of a baked knob
 # with ptxas -v, and fail on any stack frame or spill:
-#     ptxas_spills.sh PTXGEN_DUMP TARGET KERNEL KNOB VALUE...
+#     ptxas_spills.sh [-c] PTXGEN_DUMP TARGET KERNEL KNOB VALUE...
 # For the register-hungry warp-specialized kernels (setmaxnreg gives their
 # consumers up to 240 registers, and one more live value would spill):
 # ptxas_check.sh assembles their default knobs only and does not look at
@@ -11,7 +11,16 @@
 # with one that does not know TARGET.
 set -u
 
-dump=${1:?usage: ptxas_spills.sh PTXGEN_DUMP TARGET KERNEL KNOB VALUE...}
+# The runtime JITs a kernel through the driver's linker, a relocatable
+# compile, unless its descriptor sets whole_program (docs/runtime.md):
+# -c first checks it as the linker compiles it (ptxas -c), else as a
+# whole program.
+mode=
+if [ "${1:-}" = -c ]; then
+    mode=-c
+    shift
+fi
+dump=${1:?usage: ptxas_spills.sh [-c] PTXGEN_DUMP TARGET KERNEL KNOB VALUE...}
 target=${2:?target}
 kernel=${3:?kernel}
 knob=${4:?knob}
@@ -38,7 +47,7 @@ for v in "$@"; do
         status=1
         continue
     fi
-    if ! out=$("$ptxas" -arch="$target" -v --warning-as-error -o /dev/null "$f" 2>&1); then
+    if ! out=$("$ptxas" -arch="$target" $mode -v --warning-as-error -o "$scratch/out" "$f" 2>&1); then
         echo "FAIL $kernel $knob=$v: ptxas -arch=$target"
         printf '%s\n' "$out" | sed 's/^/    /'
         status=1
