@@ -114,6 +114,14 @@ void pgk_fa3_ring_next(pg_kernel *k, pg_reg s, pg_reg ph, uint32_t stages);
 pg_reg pgk_fa3_stage_bar(pg_kernel *k, pg_reg bars, uint32_t off, pg_reg s);
 void pgk_fa3_turn_begin(pg_kernel *k, pg_reg cw);
 void pgk_fa3_turn_end(pg_kernel *k, pg_reg cw);
+/* A block's roles: the producer warpgroup gives up registers
+ * (setmaxnreg.dec 24) and keeps one elected thread of warp 0; a consumer
+ * takes 240 and learns its warpgroup cw (0 or 1), its lane's g and t4 (in
+ * f) and its warp's first row wrow (64 cw + 16 warp). The dynamic shared
+ * memory's base rounded up to the 128-byte swizzle's 1024-byte period. */
+void pgk_fa3_producer_start(pg_kernel *k);
+void pgk_fa3_consumer_start(pg_kernel *k, pg_reg *cw, fa *f, pg_reg *wrow);
+pg_reg pgk_fa3_smem_base(pg_kernel *k, pg_shared dyn);
 
 /* The knobs of the three kernels, in this order; head_dim picks the
  * padded width dp (64 for 1..64, 128 above). */

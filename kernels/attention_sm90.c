@@ -195,8 +195,7 @@ static void ring_load(pg_kernel *k, const fa3 *c, ring *r, pg_reg bars, pg_reg k
     pgk_fa3_ring_next(k, r->s, r->ph, c->stages);
 }
 
-static void producer(pg_kernel *k, const fa3 *c, const pg_reg *maps, pg_reg sq, pg_reg sk,
-                     pg_reg sv, pg_reg bars, const fa3_pos *q)
+void pgk_fa3_producer_start(pg_kernel *k)
 {
     pg_setmaxnreg(k, false, PRODUCER_REGS);
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
@@ -207,6 +206,12 @@ static void producer(pg_kernel *k, const fa3 *c, const pg_reg *maps, pg_reg sq, 
     pg_elect_sync(k, leader, pg_u32(0xffffffffu));
     pg_guard(k, leader, true);
     pg_exit(k);
+}
+
+static void producer(pg_kernel *k, const fa3 *c, const pg_reg *maps, pg_reg sq, pg_reg sk,
+                     pg_reg sv, pg_reg bars, const fa3_pos *q)
+{
+    pgk_fa3_producer_start(k);
 
     pg_comment(k, "the Q tile, once");
     pg_mbarrier_arrive_expect_tx(k, bars, 0, pg_u32(c->qbytes));
@@ -436,19 +441,32 @@ static void epilogue(pg_kernel *k, const fa3 *c, cons *w, const fa3_pos *q, pg_r
     }
 }
 
-static void consumer(pg_kernel *k, const fa3 *c, cons *w, pg_reg sq, pg_reg sk, pg_reg sv,
-                     const fa3_pos *q, pg_reg O, pg_reg OB, pg_reg LSE, pg_reg seq, pg_reg hq)
+void pgk_fa3_consumer_start(pg_kernel *k, pg_reg *cw, fa *f, pg_reg *wrow)
 {
     pg_setmaxnreg(k, true, CONSUMER_REGS);
     pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    w->cw = pgv_sub(k, PG_U32, pgv_shr(k, PG_U32, tid, pg_u32(7)), pg_u32(1));
+    *cw = pgv_sub(k, PG_U32, pgv_shr(k, PG_U32, tid, pg_u32(7)), pg_u32(1));
     pg_reg lt = pgv_and(k, PG_B32, tid, pg_u32(127));
     pg_reg warp = pgv_shr(k, PG_U32, lt, pg_u32(5));
     pg_reg lane = pgv_and(k, PG_B32, lt, pg_u32(31));
-    w->f.g = pgv_shr(k, PG_U32, lane, pg_u32(2));
-    w->f.t4 = pgv_and(k, PG_B32, lane, pg_u32(3));
-    pg_reg wg0 = pgv_shl(k, PG_B32, w->cw, pg_u32(6));
-    w->wrow = pgv_mad(k, PG_U32, warp, pg_u32(16), wg0);
+    f->g = pgv_shr(k, PG_U32, lane, pg_u32(2));
+    f->t4 = pgv_and(k, PG_B32, lane, pg_u32(3));
+    pg_reg wg0 = pgv_shl(k, PG_B32, *cw, pg_u32(6));
+    *wrow = pgv_mad(k, PG_U32, warp, pg_u32(16), wg0);
+}
+
+pg_reg pgk_fa3_smem_base(pg_kernel *k, pg_shared dyn)
+{
+    pg_reg s = pgv_mov(k, PG_U32, pg_shared_addr(dyn));
+    pg_add(k, PG_U32, s, s, pg_u32(1023));
+    pg_and(k, PG_B32, s, s, pg_u32(~1023u));
+    return s;
+}
+
+static void consumer(pg_kernel *k, const fa3 *c, cons *w, pg_reg sq, pg_reg sk, pg_reg sv,
+                     const fa3_pos *q, pg_reg O, pg_reg OB, pg_reg LSE, pg_reg seq, pg_reg hq)
+{
+    pgk_fa3_consumer_start(k, &w->cw, &w->f, &w->wrow);
 
     pg_comment(k, "descriptors: Q's 64 rows of this warpgroup, K and V stage 0 (128B swizzle)");
     pg_reg qa = pgv_mad(k, PG_U32, w->cw, pg_u32(64 * 128), sq);
@@ -562,9 +580,7 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
 
     /* the tiles, aligned up to the swizzle's 1024-byte period: Q, the K
      * ring, the V ring */
-    pg_reg sq = pgv_mov(k, PG_U32, pg_shared_addr(dyn));
-    pg_add(k, PG_U32, sq, sq, pg_u32(1023));
-    pg_and(k, PG_B32, sq, sq, pg_u32(~1023u));
+    pg_reg sq = pgk_fa3_smem_base(k, dyn);
     pg_reg sk = pgv_add(k, PG_U32, sq, pg_u32(c.qbytes));
     pg_reg sv = pgv_add(k, PG_U32, sk, pg_u32(c.stages * c.kvbytes));
     pg_reg bars = pgv_mov(k, PG_U32, pg_shared_addr(bar_arr));

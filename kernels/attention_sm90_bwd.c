@@ -79,8 +79,6 @@
 #define BOX 8192u           /* one TMA box: 64 rows of 128 bytes */
 #define RING_BYTES (225u * 1024u)
 #define MAX_STAGES 4u
-#define PRODUCER_REGS 24u
-#define CONSUMER_REGS 240u
 #define MAX_SEQ (1u << 22)
 #define PREP_WARPS 8u
 
@@ -149,8 +147,8 @@ static int build_prep(pg_kernel *k, const pgk_desc *d, const pg_param *p, const 
         pg_st(k, PG_SPACE_GLOBAL, PG_BF16, ba, 0, gb);
     }
     pg_reg delta = pg_warp_reduce(k, PG_REDUCE_SUM, PG_F32, sum);
-    pg_reg li = pgv_add(k, PG_U64, row, pg_u64(0));
-    pg_reg lse = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, pgv_add(k, PG_U64, LSE, pgv_shl(k, PG_B64, li, pg_u32(2))), 0);
+    pg_reg la = pgv_add(k, PG_U64, LSE, pgv_shl(k, PG_B64, row, pg_u32(2)));
+    pg_reg lse = pgv_ld(k, PG_SPACE_GLOBAL, PG_F32, la, 0);
     pg_val st[2];
     st[0] = pgv_mul(k, PG_F32, lse, pg_f32(-LOG2E));
     st[1] = delta;
@@ -258,15 +256,7 @@ static bpos position(pg_kernel *k, const bw *c, pg_reg seq, pg_reg group)
 static void producer(pg_kernel *k, const bw *c, const pg_reg *maps, pg_reg sx, pg_reg ring,
                      pg_reg bars, const bpos *q)
 {
-    pg_setmaxnreg(k, false, PRODUCER_REGS);
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_reg warp = pgv_shr(k, PG_U32, tid, pg_u32(5));
-    pg_guard(k, pgv_setp(k, PG_CMP_NE, PG_U32, warp, pg_u32(0)), false);
-    pg_exit(k);
-    pg_reg leader = pg_reg_new(k, PG_PRED);
-    pg_elect_sync(k, leader, pg_u32(0xffffffffu));
-    pg_guard(k, leader, true);
-    pg_exit(k);
+    pgk_fa3_producer_start(k);
 
     pg_comment(k, "the resident pair, once");
     pg_reg mx = maps[c->dkv ? 1 : 0], my = maps[c->dkv ? 2 : 3];
@@ -417,15 +407,7 @@ typedef struct bout {
 static void consumer(pg_kernel *k, const bw *c, bcons *w, pg_reg sx, pg_reg ring, const bpos *q,
                      const bout *io)
 {
-    pg_setmaxnreg(k, true, CONSUMER_REGS);
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    w->cw = pgv_sub(k, PG_U32, pgv_shr(k, PG_U32, tid, pg_u32(7)), pg_u32(1));
-    pg_reg lt = pgv_and(k, PG_B32, tid, pg_u32(127));
-    pg_reg warp = pgv_shr(k, PG_U32, lt, pg_u32(5));
-    pg_reg lane = pgv_and(k, PG_B32, lt, pg_u32(31));
-    w->f.g = pgv_shr(k, PG_U32, lane, pg_u32(2));
-    w->f.t4 = pgv_and(k, PG_B32, lane, pg_u32(3));
-    w->wrow = pgv_mad(k, PG_U32, warp, pg_u32(16), pgv_shl(k, PG_B32, w->cw, pg_u32(6)));
+    pgk_fa3_consumer_start(k, &w->cw, &w->f, &w->wrow);
 
     pg_comment(k, "descriptors: X and Y's 64 rows of this warpgroup; U and W of stage 0");
     pg_reg xa = pgv_mad(k, PG_U32, w->cw, pg_u32(STR * 128), sx);
@@ -463,7 +445,8 @@ static void consumer(pg_kernel *k, const bw *c, bcons *w, pg_reg sx, pg_reg ring
         pg_reg r = pgv_add(k, PG_U32, row0, w->f.g);
         for (unsigned hh = 0; hh < 2; hh++) {
             pg_reg rr = pgv_add(k, PG_U32, r, pg_u32(8 * hh));
-            pg_reg si = pgv_mad_wide(k, PG_U32, bh, sp, pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, rr));
+            pg_reg r64 = pgv_cvt(k, PG_U64, PG_U32, PG_RND_NONE, rr);
+            pg_reg si = pgv_mad_wide(k, PG_U32, bh, sp, r64);
             pg_reg at = pgv_add(k, PG_U64, io->ST, pgv_shl(k, PG_B64, si, pg_u32(3)));
             nl[hh] = pg_reg_new(k, PG_F32);
             dl[hh] = pg_reg_new(k, PG_F32);
@@ -573,9 +556,7 @@ static int build_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn, bool d
     pg_bra_if(k, pgv_setp(k, PG_CMP_NE, PG_U32, back, io.hq), false, done);
     const bpos q = position(k, &c, io.seq, io.group);
 
-    pg_reg sx = pgv_mov(k, PG_U32, pg_shared_addr(dyn));
-    pg_add(k, PG_U32, sx, sx, pg_u32(1023));
-    pg_and(k, PG_B32, sx, sx, pg_u32(~1023u));
+    pg_reg sx = pgk_fa3_smem_base(k, dyn);
     pg_reg ring = pgv_add(k, PG_U32, sx, pg_u32(2 * c.rbytes));
     pg_reg bars = pgv_mov(k, PG_U32, pg_shared_addr(bar_arr));
 

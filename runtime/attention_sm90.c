@@ -228,8 +228,8 @@ int pgrt_attention_sm90_backward(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_atten
     const int aligned[5] = {0, 1, 2, 6, 7};
     for (int i = 0; i < 5; i++)
         if (ptrs[aligned[i]] % 16)
-            return rt_fail(PGRT_EINVAL, FN ": %s (0x%llx) is not 16-byte aligned", names[aligned[i]],
-                           (unsigned long long)ptrs[aligned[i]]);
+            return rt_fail(PGRT_EINVAL, FN ": %s (0x%llx) is not 16-byte aligned",
+                           names[aligned[i]], (unsigned long long)ptrs[aligned[i]]);
 
     _Alignas(64) pgrt_tensor_map maps[5];
     const pgrt_devptr mb[4] = {g->q, g->k, g->v, g->grad_o_bf16};

@@ -135,8 +135,8 @@ static int att_fwd_sm90(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
         return rc;
     return lm_run(m, s, &m->k.att_fwd,
                   ARGS(pgrt_arg_tensor_map(&map[0]), pgrt_arg_tensor_map(&map[1]),
-                       pgrt_arg_tensor_map(&map[2]), P(a->att), pgrt_arg_u64(a->attb), P(a->lse), U(B), U(S),
-                       U(hq), U(hkv), U(hd), F(sc)));
+                       pgrt_arg_tensor_map(&map[2]), P(a->att), pgrt_arg_u64(a->attb), P(a->lse),
+                       U(B), U(S), U(hq), U(hkv), U(hd), F(sc)));
 }
 
 /* fa3's backward: delta, dO's bf16 copy and the row statistics, then dq,
@@ -166,8 +166,8 @@ static int att_bwd_sm90(pgrt_lm *m, pgrt_stream *s, const layer_a *a)
     if ((rc = lm_run(m, s, &m->k.att_dkv,
                      ARGS(pgrt_arg_tensor_map(&map[0]), pgrt_arg_tensor_map(&map[1]),
                           pgrt_arg_tensor_map(&map[2]), pgrt_arg_tensor_map(&map[3]),
-                          pgrt_arg_tensor_map(&map[4]), P(gqa ? m->dkh : m->dk), P(gqa ? m->dvh : m->dv), U(B),
-                          U(S), U(hq), U(hkv), U(hd), F(sc)))) ||
+                          pgrt_arg_tensor_map(&map[4]), P(gqa ? m->dkh : m->dk),
+                          P(gqa ? m->dvh : m->dv), U(B), U(S), U(hq), U(hkv), U(hd), F(sc)))) ||
         !gqa)
         return rc;
     uint32_t n = (uint32_t)m->T * hkv * hd;

@@ -161,7 +161,8 @@ int main(int argc, char **argv)
            "mma_ms", "TFLOP/s", "speedup", "dO/max|O|", "dLSE");
     double bwd_rows[8][4];
     for (size_t c = 0; c < nseq; c++) {
-        uint32_t S = seqs[c], B = batches[c] ? batches[c] : S >= 32768 ? 1 : 16384 / S ? 16384 / S : 1;
+        uint32_t S = seqs[c];
+        uint32_t B = batches[c] ? batches[c] : S >= 32768 ? 1 : 16384 / S ? 16384 / S : 1;
         size_t nq = (size_t)B * S * HQ * D, nk = (size_t)B * S * HKV * D, nr = (size_t)B * S * HQ;
         pgrt_buf *q16, *q32, *k16, *k32, *v16, *v32;
         random_pair(nq, &r, &q16, &q32);
