@@ -233,7 +233,7 @@ typedef struct row {
     bool pass;
 } row;
 
-static row table[256];
+static row table[512];
 static size_t nrows;
 
 #if defined(__GNUC__)
@@ -242,7 +242,7 @@ __attribute__((format(printf, 2, 3)))
 static inline row *add_row(const char *kernel, const char *fmt, ...)
 {
     /* past the end, the last row is reused: its checks still count */
-    row *r = &table[nrows < 255 ? nrows++ : 255];
+    row *r = &table[nrows < 511 ? nrows++ : 511];
     memset(r, 0, sizeof *r);
     snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
     va_list ap;

@@ -9,7 +9,9 @@
  * attention_mma_forward all see the same numbers). Causal, batch 2, GQA
  * ratios 1, 2 and 6 (Hq/Hkv 2/2, 4/2, 6/1), head_dim 64 and 128, S in
  * {1, 17, 128, 200, 1024, 4096}; then head_dim 80 and 32 (zero-padded
- * tiles), a peaky softmax (Q scaled by 4) and batch 3 at S 300.
+ * tiles), a peaky softmax (Q scaled by 4), batch 3 at S 300, GQA 7 at
+ * head_dim 96 and a row of 8192 at two heads. The backward after each
+ * case of up to 16384 (batch, row, head) rows.
  *
  * Each case: O (f32) and LSE against the reference, norm-wise; every
  * output NaN-poisoned before each launch, the launch run twice and the
@@ -462,10 +464,11 @@ static void attention_case(shp x)
     worst_diff_o = fmax(worst_diff_o, drel);
     worst_diff_lse = fmax(worst_diff_lse, lmax);
 
-    /* the backward (S up to 1024 and the extra shapes): dO exact in bf16,
+    /* the backward (B S Hq up to 16384 rows: S to 1024 at every head count,
+     * and the long row at two heads): dO exact in bf16,
      * dQ, dK, dV against the double reference on the forward's O and LSE,
      * two runs the same bits, nothing written past the outputs */
-    if (x.s <= 1024) {
+    if ((size_t)x.b * x.s * x.hq <= 16384) {
         uint16_t *hg16;
         float *go = bf16_data(nq, 1.0, &hg16);
         double *rdel = xmalloc(nr * sizeof *rdel), *rdq = xmalloc(nq * sizeof *rdq);
@@ -574,6 +577,8 @@ int main(int argc, char **argv)
         {2, 200, 6, 1, 32, 1.0},  /* padded to the 64-wide tile */
         {2, 512, 4, 2, 128, 4.0}, /* a peaky softmax */
         {3, 300, 6, 2, 64, 1.0},  /* three sequences */
+        {1, 1000, 7, 1, 96, 1.0}, /* GQA 7, head_dim 96 */
+        {1, 8192, 2, 1, 64, 1.0}, /* a long row at small heads (the backward too) */
     };
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
         if (!small || extra[i].s <= 300)
