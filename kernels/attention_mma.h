@@ -122,6 +122,21 @@ void pgk_fa3_turn_end(pg_kernel *k, pg_reg cw);
 void pgk_fa3_producer_start(pg_kernel *k);
 void pgk_fa3_consumer_start(pg_kernel *k, pg_reg *cw, fa *f, pg_reg *wrow);
 pg_reg pgk_fa3_smem_base(pg_kernel *k, pg_shared dyn);
+/* A tile of `rows` rows of a bf16 [B, S, H, D] map by TMA, boxes of
+ * box_rows rows and 64 columns: coordinates {64 hh, head, row + box, b}
+ * into dst + hh rows 128 + box 128 bytes (`halves` 64-column halves, each
+ * rows x 128 bytes, as the 128-byte swizzle lays them), completing bar. */
+void pgk_fa3_load_tile(pg_kernel *k, pg_reg map, pg_reg dst, pg_reg head, pg_reg row, pg_reg b,
+                       pg_reg bar, unsigned halves, unsigned rows, unsigned box_rows);
+/* The block's checks: Hkv 0, D 0 or past the tile dp, Hq not a multiple
+ * of Hkv branch to done (nothing written); returns the group Hq / Hkv. */
+pg_reg pgk_fa3_group(pg_kernel *k, pg_reg hq, pg_reg hkv, pg_reg dim, unsigned dp, pg_label done);
+/* Thread 0 initialises mbarrier 0 (one arrival) and, stage by stage, the
+ * `kinds` mbarriers at off[j] + 8 stage with count[j] arrivals, then the
+ * block syncs; warpgroup 0 branches to the label returned (the producer's
+ * code), the consumers fall through. */
+pg_label pgk_fa3_block_start(pg_kernel *k, pg_reg bars, const uint32_t *off,
+                             const uint32_t *count, unsigned kinds, unsigned stages);
 
 /* The knobs of the three kernels, in this order; head_dim picks the
  * padded width dp (64 for 1..64, 128 above). */

@@ -156,21 +156,28 @@ static fa3_pos position(pg_kernel *k, pg_reg seq, pg_reg group)
 
 /* ---------------------------------------------------------------- producer */
 
-/* One 128-row tile (Q, or a block of K or V) by TMA: its 64-column halves,
- * coordinates {64 hh, head, row, b}, into dst and dst + 16 KiB,
- * completing bar. */
+void pgk_fa3_load_tile(pg_kernel *k, pg_reg map, pg_reg dst, pg_reg head, pg_reg row, pg_reg b,
+                       pg_reg bar, unsigned halves, unsigned rows, unsigned box_rows)
+{
+    for (unsigned hh = 0; hh < halves; hh++)
+        for (unsigned rc = 0; rc < rows / box_rows; rc++) {
+            uint32_t off = hh * rows * 128u + rc * box_rows * 128u;
+            pg_reg d = off ? pgv_add(k, PG_U32, dst, pg_u32(off)) : dst;
+            pg_reg r = rc ? pgv_add(k, PG_U32, row, pg_u32(rc * box_rows)) : row;
+            pg_val co[4];
+            co[0] = pg_u32(64 * hh);
+            co[1] = head;
+            co[2] = r;
+            co[3] = b;
+            pg_cp_async_bulk_tensor(k, 4, d, map, co, bar);
+        }
+}
+
+/* One 128-row tile (Q, or a block of K or V): a box a half. */
 static void load_tile(pg_kernel *k, const fa3 *c, pg_reg map, pg_reg dst, pg_reg head, pg_reg row,
                       pg_reg b, pg_reg bar)
 {
-    for (unsigned hh = 0; hh < c->halves; hh++) {
-        pg_reg d = hh ? pgv_add(k, PG_U32, dst, pg_u32(HALF * hh)) : dst;
-        pg_val co[4];
-        co[0] = pg_u32(64 * hh);
-        co[1] = head;
-        co[2] = row;
-        co[3] = b;
-        pg_cp_async_bulk_tensor(k, 4, d, map, co, bar);
-    }
+    pgk_fa3_load_tile(k, map, dst, head, row, b, bar, c->halves, BM, BM);
 }
 
 /* A ring of K or V stages as the producer fills it. */
@@ -455,6 +462,39 @@ void pgk_fa3_consumer_start(pg_kernel *k, pg_reg *cw, fa *f, pg_reg *wrow)
     *wrow = pgv_mad(k, PG_U32, warp, pg_u32(16), wg0);
 }
 
+pg_reg pgk_fa3_group(pg_kernel *k, pg_reg hq, pg_reg hkv, pg_reg dim, unsigned dp, pg_label done)
+{
+    pg_comment(k, "unusable shapes write nothing: Hkv 0, Hq not a multiple of it, D 0 or past dp");
+    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, hkv, pg_u32(0)), false, done);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, dim, pg_u32(0)), false, done);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_GT, PG_U32, dim, pg_u32(dp)), false, done);
+    pg_reg group = pgv_div(k, PG_U32, hq, hkv);
+    pg_reg back = pgv_mul(k, PG_U32, group, hkv);
+    pg_bra_if(k, pgv_setp(k, PG_CMP_NE, PG_U32, back, hq), false, done);
+    return group;
+}
+
+pg_label pgk_fa3_block_start(pg_kernel *k, pg_reg bars, const uint32_t *off,
+                             const uint32_t *count, unsigned kinds, unsigned stages)
+{
+    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
+    pg_label inited = pg_label_new(k, "inited");
+    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, tid, pg_u32(0)), true, inited);
+    pg_mbarrier_init(k, bars, 0, pg_u32(1));
+    for (uint32_t i = 0; i < stages; i++)
+        for (unsigned j = 0; j < kinds; j++)
+            pg_mbarrier_init(k, bars, off[j] + 8 * i, pg_u32(count[j]));
+    pg_fence_mbarrier_init(k);
+    pg_fence_proxy_async(k);
+    pg_label_bind(k, inited);
+    pg_bar_sync(k, 0);
+
+    pg_reg wg = pgv_shr(k, PG_U32, tid, pg_u32(7));
+    pg_label prod = pg_label_new(k, "producer");
+    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(0)), false, prod);
+    return prod;
+}
+
 pg_reg pgk_fa3_smem_base(pg_kernel *k, pg_shared dyn)
 {
     pg_reg s = pgv_mov(k, PG_U32, pg_shared_addr(dyn));
@@ -569,13 +609,7 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
     pg_reg hq = pg_param_load(k, p[8]), hkv = pg_param_load(k, p[9]);
     pg_reg dim = pg_param_load(k, p[10]), scale = pg_param_load(k, p[11]);
 
-    pg_comment(k, "unusable shapes write nothing: Hkv 0, Hq not a multiple of it, D 0 or past dp");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, hkv, pg_u32(0)), false, done);
-    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, dim, pg_u32(0)), false, done);
-    pg_bra_if(k, pgv_setp(k, PG_CMP_GT, PG_U32, dim, pg_u32(c.dp)), false, done);
-    pg_reg group = pgv_div(k, PG_U32, hq, hkv);
-    pg_reg back = pgv_mul(k, PG_U32, group, hkv);
-    pg_bra_if(k, pgv_setp(k, PG_CMP_NE, PG_U32, back, hq), false, done);
+    pg_reg group = pgk_fa3_group(k, hq, hkv, dim, c.dp, done);
     const fa3_pos q = position(k, seq, group);
 
     /* the tiles, aligned up to the swizzle's 1024-byte period: Q, the K
@@ -585,24 +619,10 @@ static int build(pg_kernel *k, const pgk_desc *d, const pg_param *p, const uint3
     pg_reg sv = pgv_add(k, PG_U32, sk, pg_u32(c.stages * c.kvbytes));
     pg_reg bars = pgv_mov(k, PG_U32, pg_shared_addr(bar_arr));
 
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_label inited = pg_label_new(k, "inited");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, tid, pg_u32(0)), true, inited);
-    pg_mbarrier_init(k, bars, 0, pg_u32(1));
-    for (uint32_t i = 0; i < c.stages; i++) {
-        pg_mbarrier_init(k, bars, c.full_k + 8 * i, pg_u32(1));
-        pg_mbarrier_init(k, bars, c.full_v + 8 * i, pg_u32(1));
-        pg_mbarrier_init(k, bars, c.empty_k + 8 * i, pg_u32(256));
-        pg_mbarrier_init(k, bars, c.empty_v + 8 * i, pg_u32(256));
-    }
-    pg_fence_mbarrier_init(k);
-    pg_fence_proxy_async(k);
-    pg_label_bind(k, inited);
-    pg_bar_sync(k, 0);
-
-    pg_reg wg = pgv_shr(k, PG_U32, tid, pg_u32(7));
-    pg_label prod = pg_label_new(k, "producer");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(0)), false, prod);
+    /* each stage: full K, full V (one arrival and the bytes), empty K,
+     * empty V (both consumers' 256 threads) */
+    const uint32_t off[4] = {c.full_k, c.full_v, c.empty_k, c.empty_v}, cnt[4] = {1, 1, 256, 256};
+    pg_label prod = pgk_fa3_block_start(k, bars, off, cnt, 4, c.stages);
     cons w = {.f = {.dp = c.dp, .rb = 2 * c.dp, .dim = dim}, .bars = bars, .scale = scale};
     w.c = pgv_mul(k, PG_F32, scale, pg_f32(LOG2E));
     consumer(k, &c, &w, sq, sk, sv, &q, O, OB, LSE, seq, hq);

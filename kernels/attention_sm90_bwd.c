@@ -76,7 +76,6 @@
 #define RES 128u            /* resident rows a block: two consumer warpgroups of 64 */
 #define STR 64u             /* rows a stream block */
 #define THREADS 384u
-#define BOX 8192u           /* one TMA box: 64 rows of 128 bytes */
 #define RING_BYTES (225u * 1024u)
 #define MAX_STAGES 4u
 #define MAX_SEQ (1u << 22)
@@ -196,23 +195,12 @@ static bw bw_of(unsigned dp, bool dkv)
 }
 
 /* A tile of `rows` rows (128 or 64) at map coordinates (head, row, b):
- * per 64-column half hh (rows x 128 bytes each), a box of 64 rows at a
- * time, completing bar. */
+ * per 64-column half (rows x 128 bytes), a box of 64 rows at a time,
+ * completing bar. */
 static void load_tile(pg_kernel *k, const bw *c, pg_reg map, pg_reg dst, pg_reg head, pg_reg row,
                       pg_reg b, pg_reg bar, unsigned rows)
 {
-    for (unsigned hh = 0; hh < c->halves; hh++)
-        for (unsigned rc = 0; rc < rows / STR; rc++) {
-            uint32_t off = hh * rows * 128u + rc * BOX;
-            pg_reg dd = off ? pgv_add(k, PG_U32, dst, pg_u32(off)) : dst;
-            pg_reg r = rc ? pgv_add(k, PG_U32, row, pg_u32(rc * STR)) : row;
-            pg_val co[4];
-            co[0] = pg_u32(64 * hh);
-            co[1] = head;
-            co[2] = r;
-            co[3] = b;
-            pg_cp_async_bulk_tensor(k, 4, dd, map, co, bar);
-        }
+    pgk_fa3_load_tile(k, map, dst, head, row, b, bar, c->halves, rows, STR);
 }
 
 /* The block's place: query head h (kv head kvh). dq: query tile t =
@@ -547,35 +535,16 @@ static int build_bwd(pg_kernel *k, const pg_param *p, const uint32_t *kn, bool d
     io.hkv = pg_param_load(k, p[n + 3]);
     pg_reg dim = pg_param_load(k, p[n + 4]), scale = pg_param_load(k, p[n + 5]);
 
-    pg_comment(k, "unusable shapes write nothing: Hkv 0, Hq not a multiple of it, D 0 or past dp");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, io.hkv, pg_u32(0)), false, done);
-    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, dim, pg_u32(0)), false, done);
-    pg_bra_if(k, pgv_setp(k, PG_CMP_GT, PG_U32, dim, pg_u32(c.dp)), false, done);
-    io.group = pgv_div(k, PG_U32, io.hq, io.hkv);
-    pg_reg back = pgv_mul(k, PG_U32, io.group, io.hkv);
-    pg_bra_if(k, pgv_setp(k, PG_CMP_NE, PG_U32, back, io.hq), false, done);
+    io.group = pgk_fa3_group(k, io.hq, io.hkv, dim, c.dp, done);
     const bpos q = position(k, &c, io.seq, io.group);
 
     pg_reg sx = pgk_fa3_smem_base(k, dyn);
     pg_reg ring = pgv_add(k, PG_U32, sx, pg_u32(2 * c.rbytes));
     pg_reg bars = pgv_mov(k, PG_U32, pg_shared_addr(bar_arr));
 
-    pg_reg tid = pg_sreg_read(k, PG_SREG_TID_X);
-    pg_label inited = pg_label_new(k, "inited");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, tid, pg_u32(0)), true, inited);
-    pg_mbarrier_init(k, bars, 0, pg_u32(1));
-    for (uint32_t i = 0; i < c.stages; i++) {
-        pg_mbarrier_init(k, bars, c.full + 8 * i, pg_u32(1));
-        pg_mbarrier_init(k, bars, c.empty + 8 * i, pg_u32(256));
-    }
-    pg_fence_mbarrier_init(k);
-    pg_fence_proxy_async(k);
-    pg_label_bind(k, inited);
-    pg_bar_sync(k, 0);
-
-    pg_reg wg = pgv_shr(k, PG_U32, tid, pg_u32(7));
-    pg_label prod = pg_label_new(k, "producer");
-    pg_bra_if(k, pgv_setp(k, PG_CMP_EQ, PG_U32, wg, pg_u32(0)), false, prod);
+    /* each stage: full (one arrival and the bytes), empty (256 threads) */
+    const uint32_t off[2] = {c.full, c.empty}, cnt[2] = {1, 256};
+    pg_label prod = pgk_fa3_block_start(k, bars, off, cnt, 2, c.stages);
     bcons w = {.f = {.dp = c.dp, .rb = 2 * c.dp, .dim = dim}, .bars = bars, .scale = scale};
     w.c = pgv_mul(k, PG_F32, scale, pg_f32(LOG2E));
     consumer(k, &c, &w, sx, ring, &q, &io);
@@ -722,35 +691,30 @@ static const pgk_param prep_params[] = {
     {"head_dim", PG_U32, false},
 };
 
+/* The GEMM kernels' parameters: the four bf16 maps, then their own, then
+ * the shape */
+#define BWD_MAPS                                                                 \
+    {"tmap_q", PG_B8, .tensor_map = true},  /* bf16 [B, S, Hq, D] */            \
+        {"tmap_k", PG_B8, .tensor_map = true},  /* bf16 [B, S, Hkv, D] */        \
+        {"tmap_v", PG_B8, .tensor_map = true},  /* bf16 [B, S, Hkv, D] */        \
+        {"tmap_do", PG_B8, .tensor_map = true} /* bf16 [B, S, Hq, D] */
+#define BWD_SHAPE                                                                \
+    {"batch", PG_U32, false}, {"seq_len", PG_U32, false}, {"q_heads", PG_U32, false}, \
+        {"kv_heads", PG_U32, false}, {"head_dim", PG_U32, false}, {"scale", PG_F32, false}
+
 static const pgk_param dq_params[] = {
-    {"tmap_q", PG_B8, .tensor_map = true},  /* bf16 [B, S, Hq, D] */
-    {"tmap_k", PG_B8, .tensor_map = true},  /* bf16 [B, S, Hkv, D] */
-    {"tmap_v", PG_B8, .tensor_map = true},  /* bf16 [B, S, Hkv, D] */
-    {"tmap_do", PG_B8, .tensor_map = true}, /* bf16 [B, S, Hq, D] */
-    {"stats", PG_U64, true},                /* f32 [B, Hq, Sp, 2] */
-    {"grad_q", PG_U64, true},               /* f32 [B, S, Hq, D] */
-    {"batch", PG_U32, false},
-    {"seq_len", PG_U32, false},
-    {"q_heads", PG_U32, false},
-    {"kv_heads", PG_U32, false},
-    {"head_dim", PG_U32, false},
-    {"scale", PG_F32, false},
+    BWD_MAPS,
+    {"stats", PG_U64, true},  /* f32 [B, Hq, Sp, 2] */
+    {"grad_q", PG_U64, true}, /* f32 [B, S, Hq, D] */
+    BWD_SHAPE,
 };
 
 static const pgk_param dkv_params[] = {
-    {"tmap_q", PG_B8, .tensor_map = true},
-    {"tmap_k", PG_B8, .tensor_map = true},
-    {"tmap_v", PG_B8, .tensor_map = true},
-    {"tmap_do", PG_B8, .tensor_map = true},
+    BWD_MAPS,
     {"tmap_stats", PG_B8, .tensor_map = true}, /* f32 [B, Hq, 2 Sp], boxes {128, 1, 1} */
-    {"grad_k", PG_U64, true}, /* f32 [B, S, Hq, D]: each query head's share */
-    {"grad_v", PG_U64, true}, /* f32 [B, S, Hq, D] */
-    {"batch", PG_U32, false},
-    {"seq_len", PG_U32, false},
-    {"q_heads", PG_U32, false},
-    {"kv_heads", PG_U32, false},
-    {"head_dim", PG_U32, false},
-    {"scale", PG_F32, false},
+    {"grad_k", PG_U64, true},                  /* f32 [B, S, Hq, D]: each query head's share */
+    {"grad_v", PG_U64, true},                  /* f32 [B, S, Hq, D] */
+    BWD_SHAPE,
 };
 
 const pgk_desc pgk_desc_attention_sm90_backward_prep = {

@@ -172,4 +172,18 @@ static inline void m350_sizes(size_t *sizes)
     }
 }
 
+/* The sm_90a programs' guard: when ctx's device is not compute capability
+ * 9.0 (no wgmma, no TMA), say which kernel needs it, destroy ctx and exit
+ * 77 (skip). */
+static inline void gpu_require_sm90a(pgrt_ctx **ctx, const char *program, const char *kernel)
+{
+    pgrt_device_info info;
+    if (pgrt_ctx_device_info(*ctx, &info) == 0 && info.arch_target == PG_SM_90A)
+        return;
+    fprintf(stderr, "%s: skip: %s needs a compute capability 9.0 device (sm_90a)\n", program,
+            kernel);
+    pgrt_ctx_destroy(ctx);
+    exit(GPU_SKIP);
+}
+
 #endif /* PTXGEN_GPU_UTIL_H */

@@ -354,6 +354,18 @@ static pgrt_devptr take(pgrt_devptr base, uint64_t *off, uint64_t elems)
     return p;
 }
 
+/* q, k and v of T rows (widths qd, kvd, kvd), one after another in one
+ * take, `bytes` an element (4: f32, 2: bf16): one cast or one launch
+ * covers all three, and each part stays 16-byte aligned (widths are
+ * multiples of 8 where this is used). */
+static void take_qkv(pgrt_devptr base, uint64_t *off, uint64_t T, uint64_t qd, uint64_t kvd,
+                     unsigned bytes, pgrt_devptr *q, pgrt_devptr *k, pgrt_devptr *v)
+{
+    *q = take(base, off, (T * (qd + 2 * kvd) * bytes + 3) / 4);
+    *k = *q + T * qd * bytes;
+    *v = *k + T * kvd * bytes;
+}
+
 /* Layer l's xa from base on, a group's part after part (lora_d), each
  * group 256-byte aligned; a NULL: only the size. The elements it spans. */
 static uint64_t layer_xa(pgrt_lm *m, int l, layer_a *a, pgrt_devptr base)
@@ -397,10 +409,8 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
             a->h1b = take(base, &off, (T * H + 1) / 2);
         else
             a->h1 = take(base, &off, T * H);
-        if (m->fa3) { /* bf16, adjacent: one narrowing cast (16-byte aligned parts) */
-            a->qb = take(base, &off, (T * (qd + 2 * kvd) + 1) / 2);
-            a->kb = a->qb + T * qd * 2;
-            a->vb = a->kb + T * kvd * 2;
+        if (m->fa3) { /* bf16, adjacent: one narrowing cast */
+            take_qkv(base, &off, T, qd, kvd, 2, &a->qb, &a->kb, &a->vb);
         } else {
             a->q = take(base, &off, T * qd);
             a->k = take(base, &off, T * kvd);
@@ -447,9 +457,7 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
      * 32-byte aligned) */
     m->datt = take(base, &off, T * qd);
     if (m->act16) {
-        m->dq = take(base, &off, T * (qd + 2 * kvd));
-        m->dk = m->dq + T * qd * 4;
-        m->dv = m->dk + T * kvd * 4;
+        take_qkv(base, &off, T, qd, kvd, 4, &m->dq, &m->dk, &m->dv);
     } else {
         m->dq = take(base, &off, T * qd);
         m->dk = take(base, &off, T * kvd);
@@ -472,9 +480,7 @@ int lm_arena_layout(pgrt_lm *m, const lm_plan *pl)
     if (m->act16) {
         for (int i = 1; i < PGRT_LINEAR_COUNT; i++)
             take(base, &off, dxa);
-        m->dqb = take(base, &off, (T * (qd + 2 * kvd) + 1) / 2);
-        m->dkb = m->dqb + T * qd * 2;
-        m->dvb = m->dkb + T * kvd * 2;
+        take_qkv(base, &off, T, qd, kvd, 2, &m->dqb, &m->dkb, &m->dvb);
     }
     m->delta = take(base, &off, T * m->c.heads);
     if (m->fa3) {

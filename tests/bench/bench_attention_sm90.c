@@ -144,13 +144,9 @@ int main(int argc, char **argv)
         }
     }
     ctx = gpu_open();
+    gpu_require_sm90a(&ctx, "bench_attention_sm90", "attention_sm90_forward");
     pgrt_device_info di;
     pgrt_ctx_device_info(ctx, &di);
-    if (di.arch_target != PG_SM_90A) {
-        fprintf(stderr, "skip: attention_sm90_forward needs a compute capability 9.0 device\n");
-        pgrt_ctx_destroy(&ctx);
-        return GPU_SKIP;
-    }
     const pgk_desc *md = pgk_find("attention_mma_forward");
     int si = pgk_knob_index(md, "seq_len");
     rng r = {12345};

@@ -81,13 +81,9 @@ int main(int argc, char **argv)
     if (iters < 1)
         iters = 20;
     pgrt_ctx *ctx = gpu_open();
+    gpu_require_sm90a(&ctx, "bench_gemm_sm90", "gemm_sm90");
     pgrt_device_info info;
     pgrt_ctx_device_info(ctx, &info);
-    if (info.arch_target != PG_SM_90A) {
-        fprintf(stderr, "skip: gemm_sm90 needs a compute capability 9.0 device (sm_90a)\n");
-        pgrt_ctx_destroy(&ctx);
-        return GPU_SKIP;
-    }
     cublas_dl *cb = NULL;
     char err[512];
     if (cublas_dl_open(&cb, err, sizeof err)) {

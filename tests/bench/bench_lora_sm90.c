@@ -113,13 +113,9 @@ static double time_plan(pgrt_ctx *ctx, pgrt_stream *s, const pgrt_gemm_spec *sp,
 int main(void)
 {
     pgrt_ctx *ctx = gpu_open();
+    gpu_require_sm90a(&ctx, "bench_lora_sm90", "gemm_sm90");
     pgrt_device_info info;
     pgrt_ctx_device_info(ctx, &info);
-    if (info.arch_target != PG_SM_90A) {
-        fprintf(stderr, "skip: gemm_sm90 needs a compute capability 9.0 device (sm_90a)\n");
-        pgrt_ctx_destroy(&ctx);
-        return GPU_SKIP;
-    }
     rng r = {7};
     pgrt_buf *ops[3] = {random_bf16(ctx, (size_t)T_ * 8960, &r), random_bf16(ctx, 8960u * 64, &r),
                         random_bf16(ctx, (size_t)T_ * 64, &r)};

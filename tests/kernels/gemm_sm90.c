@@ -156,13 +156,7 @@ int main(int argc, char **argv)
 {
     bool quick = gpu_quick() || (argc > 1 && strcmp(argv[1], "--quick") == 0);
     pgrt_ctx *ctx = gpu_open();
-    pgrt_device_info info;
-    pgrt_ctx_device_info(ctx, &info);
-    if (info.arch_target != PG_SM_90A) {
-        fprintf(stderr, "skip: gemm_sm90 needs a compute capability 9.0 device (sm_90a)\n");
-        pgrt_ctx_destroy(&ctx);
-        return GPU_SKIP;
-    }
+    gpu_require_sm90a(&ctx, "test_gemm_sm90", "gemm_sm90");
     rng r = {test_seed("test_gemm_sm90")};
     static const uint32_t shapes[][3] = {
         {1, 1, 1},     {15, 17, 33},   {17, 15, 64},   {129, 257, 65}, {200, 130, 300},
